@@ -1,0 +1,31 @@
+/* internal/sf_core.h: core-only declarations. Components must not include
+ * this; they see sf_component as opaque through sf_component.h. */
+#ifndef SF_CORE_H
+#define SF_CORE_H
+
+#include "../sf_component.h"
+
+struct sf_service;
+struct sf_route;
+
+struct sf_component {
+    const sf_component_type *type;
+    const char *id;                 /* points into the loaded config */
+    const void *config;
+    void *ctx;
+    struct sf_service *service;
+    sf_counters counters;
+    /* receivers: the traces pipelines this receiver feeds */
+    size_t n_routes;
+    struct sf_route **routes;
+};
+
+/* NULL-terminated table of every component type spanfence has. */
+extern const sf_component_type *const sf_registry[];
+
+/* The type registered under `name` (or its alias) for `kind`, or NULL. */
+const sf_component_type *sf_registry_find(sf_kind kind, const char *name);
+/* "receiver", "processor", "exporter", "extension" */
+const char *sf_kind_name(sf_kind kind);
+
+#endif

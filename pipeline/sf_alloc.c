@@ -1,0 +1,144 @@
+/* sf_alloc.c: counted allocation with a failure-injection hook for tests.
+ *
+ * DESIGN: a 16-byte header before each block holds its size, so frees can be
+ * counted without a lookup. The counters are relaxed atomics: exact totals,
+ * no ordering guarantees needed. Hot paths (decode, filter) allocate from
+ * arenas (sf_arena.h), which call this once per chunk, not per object. */
+#include "sf_alloc.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SF_ALLOC_HDR 16
+
+static _Atomic size_t in_use;
+static _Atomic size_t peak;
+static _Atomic uint64_t count;     /* allocations since the last fail_at */
+static _Atomic uint64_t fail_nth;  /* 0 = off */
+static _Atomic int fail_sticky;
+
+static int should_fail(void)
+{
+    uint64_t n = atomic_fetch_add_explicit(&count, 1, memory_order_relaxed) + 1;
+    uint64_t f = atomic_load_explicit(&fail_nth, memory_order_relaxed);
+
+    if (f == 0)
+        return 0;
+    return n == f || (n > f && atomic_load_explicit(&fail_sticky, memory_order_relaxed));
+}
+
+static void account(size_t add, size_t sub)
+{
+    size_t now;
+
+    if (add) {
+        now = atomic_fetch_add_explicit(&in_use, add, memory_order_relaxed) + add;
+        size_t p = atomic_load_explicit(&peak, memory_order_relaxed);
+        while (now > p && !atomic_compare_exchange_weak_explicit(&peak, &p, now,
+                   memory_order_relaxed, memory_order_relaxed))
+            ;
+    }
+    if (sub)
+        atomic_fetch_sub_explicit(&in_use, sub, memory_order_relaxed);
+}
+
+void *sf_malloc(size_t size)
+{
+    unsigned char *p;
+
+    if (size > SIZE_MAX - SF_ALLOC_HDR || should_fail())
+        return NULL;
+    p = malloc(size + SF_ALLOC_HDR);
+    if (p == NULL)
+        return NULL;
+    memcpy(p, &size, sizeof(size));
+    account(size, 0);
+    return p + SF_ALLOC_HDR;
+}
+
+void *sf_calloc(size_t n, size_t size)
+{
+    void *p;
+
+    if (size != 0 && n > SIZE_MAX / size)
+        return NULL;
+    p = sf_malloc(n * size);
+    if (p != NULL)
+        memset(p, 0, n * size);
+    return p;
+}
+
+void *sf_realloc(void *ptr, size_t size)
+{
+    unsigned char *base, *np;
+    size_t old;
+
+    if (ptr == NULL)
+        return sf_malloc(size);
+    if (size > SIZE_MAX - SF_ALLOC_HDR || should_fail())
+        return NULL;
+    base = (unsigned char *)ptr - SF_ALLOC_HDR;
+    memcpy(&old, base, sizeof(old));
+    np = realloc(base, size + SF_ALLOC_HDR);
+    if (np == NULL)
+        return NULL;
+    memcpy(np, &size, sizeof(size));
+    if (size > old)
+        account(size - old, 0);
+    else
+        account(0, old - size);
+    return np + SF_ALLOC_HDR;
+}
+
+void sf_free(void *ptr)
+{
+    unsigned char *base;
+    size_t size;
+
+    if (ptr == NULL)
+        return;
+    base = (unsigned char *)ptr - SF_ALLOC_HDR;
+    memcpy(&size, base, sizeof(size));
+    account(0, size);
+    free(base);
+}
+
+char *sf_strndup(const char *s, size_t n)
+{
+    size_t len = strnlen(s, n);
+    char *p = sf_malloc(len + 1);
+
+    if (p == NULL)
+        return NULL;
+    memcpy(p, s, len);
+    p[len] = '\0';
+    return p;
+}
+
+char *sf_strdup(const char *s)
+{
+    return sf_strndup(s, SIZE_MAX);
+}
+
+size_t sf_alloc_in_use(void)
+{
+    return atomic_load_explicit(&in_use, memory_order_relaxed);
+}
+
+size_t sf_alloc_peak(void)
+{
+    return atomic_load_explicit(&peak, memory_order_relaxed);
+}
+
+uint64_t sf_alloc_fail_at(uint64_t nth, int sticky)
+{
+    atomic_store(&fail_sticky, sticky);
+    atomic_store(&fail_nth, nth);
+    return atomic_exchange(&count, 0);
+}
+
+uint64_t sf_alloc_count(void)
+{
+    return atomic_load_explicit(&count, memory_order_relaxed);
+}

@@ -1,0 +1,33 @@
+/* sf_alloc.h: every heap allocation spanfence makes goes through here, so the
+ * bytes in use are always known (the memory limiter reads this count instead
+ * of polling RSS) and tests can make the Nth allocation fail.
+ *
+ * Each block carries a small header with its size; sf_free() must be given a
+ * pointer from these functions, never one from plain malloc(). */
+#ifndef SF_ALLOC_H
+#define SF_ALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+void *sf_malloc(size_t size);                 /* NULL on failure */
+void *sf_calloc(size_t n, size_t size);       /* zeroed; NULL on failure or overflow */
+void *sf_realloc(void *p, size_t size);       /* like realloc(); p stays valid on failure */
+void  sf_free(void *p);                       /* NULL is fine */
+char *sf_strdup(const char *s);               /* NULL on failure */
+char *sf_strndup(const char *s, size_t n);    /* copies at most n bytes, NUL-terminates */
+
+/* Bytes currently allocated through sf_* (payload, not headers). */
+size_t sf_alloc_in_use(void);
+/* Highest value sf_alloc_in_use() has had. */
+size_t sf_alloc_peak(void);
+
+/* Test hook: the nth allocation from now (1 = the next one) fails, and every
+ * one after it too if `sticky`; 0 turns injection off. Returns how many
+ * allocations have been made since the last call, so a test can loop
+ * "fail allocation k" for k = 1..count. Thread-safe, process-wide. */
+uint64_t sf_alloc_fail_at(uint64_t nth, int sticky);
+/* Number of allocations attempted since the last sf_alloc_fail_at(). */
+uint64_t sf_alloc_count(void);
+
+#endif

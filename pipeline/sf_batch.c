@@ -1,0 +1,204 @@
+/* sf_batch.c: decoding a request into an arena-owned batch, the allocation-
+ * free wire check that guards protobuf-c (which recurses without limit), and
+ * the reference-counted buffers exporters queue. */
+#include "sf_batch.h"
+#include "sf_alloc.h"
+
+#include <string.h>
+
+/* ---- sf_buf ------------------------------------------------------------ */
+
+sf_buf *sf_buf_create(size_t len)
+{
+    sf_buf *b = sf_malloc(sizeof(*b) + len);
+
+    if (b == NULL)
+        return NULL;
+    atomic_init(&b->refs, 1);
+    b->len = len;
+    b->spans = 0;
+    return b;
+}
+
+sf_buf *sf_buf_ref(sf_buf *b)
+{
+    atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+    return b;
+}
+
+void sf_buf_unref(sf_buf *b)
+{
+    if (b != NULL && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+        sf_free(b);
+}
+
+/* ---- wire check ---------------------------------------------------------- */
+
+/* The messages of the OTLP trace request that can contain attributes. */
+typedef enum {
+    M_NONE, M_REQUEST, M_RESOURCE_SPANS, M_RESOURCE, M_SCOPE_SPANS, M_SCOPE,
+    M_SPAN, M_EVENT, M_LINK, M_KV, M_ANY, M_ARRAY, M_KVLIST
+} msg_kind;
+
+/* Which message a length-delimited field of `m` holds (M_NONE: bytes). */
+static msg_kind child_of(msg_kind m, uint32_t field)
+{
+    switch (m) {
+    case M_REQUEST:        return field == 1 ? M_RESOURCE_SPANS : M_NONE;
+    case M_RESOURCE_SPANS: return field == 1 ? M_RESOURCE : field == 2 ? M_SCOPE_SPANS : M_NONE;
+    case M_RESOURCE:       return field == 1 ? M_KV : M_NONE;
+    case M_SCOPE_SPANS:    return field == 1 ? M_SCOPE : field == 2 ? M_SPAN : M_NONE;
+    case M_SCOPE:          return field == 3 ? M_KV : M_NONE;
+    case M_SPAN:           return field == 9 ? M_KV : field == 11 ? M_EVENT
+                                : field == 13 ? M_LINK : M_NONE;
+    case M_EVENT:          return field == 3 ? M_KV : M_NONE;
+    case M_LINK:           return field == 4 ? M_KV : M_NONE;
+    case M_KV:             return field == 2 ? M_ANY : M_NONE;
+    case M_ANY:            return field == 5 ? M_ARRAY : field == 6 ? M_KVLIST : M_NONE;
+    case M_ARRAY:          return field == 1 ? M_ANY : M_NONE;
+    case M_KVLIST:         return field == 1 ? M_KV : M_NONE;
+    default:               return M_NONE;
+    }
+}
+
+static int read_varint(const uint8_t **pp, const uint8_t *end, uint64_t *out)
+{
+    const uint8_t *p = *pp;
+    uint64_t v = 0;
+    unsigned shift;
+
+    for (shift = 0; shift < 64 && p < end; shift += 7) {
+        uint8_t b = *p++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *pp = p;
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static sf_status walk(const uint8_t *p, const uint8_t *end, msg_kind m, unsigned depth,
+                      unsigned max_depth, size_t *spans)
+{
+    if (m == M_ARRAY || m == M_KVLIST) {
+        if (++depth > max_depth)
+            return SF_INVALID;
+    }
+    if (m == M_SPAN)
+        (*spans)++;
+
+    while (p < end) {
+        uint64_t tag, v;
+        uint32_t field;
+
+        if (read_varint(&p, end, &tag) != 0)
+            return SF_INVALID;
+        field = (uint32_t)(tag >> 3);
+        if (field == 0 || tag >> 3 > 0x1fffffff)
+            return SF_INVALID;
+        switch (tag & 7) {
+        case 0:
+            if (read_varint(&p, end, &v) != 0)
+                return SF_INVALID;
+            break;
+        case 1:
+            if (end - p < 8)
+                return SF_INVALID;
+            p += 8;
+            break;
+        case 5:
+            if (end - p < 4)
+                return SF_INVALID;
+            p += 4;
+            break;
+        case 2: {
+            msg_kind c;
+            if (read_varint(&p, end, &v) != 0 || v > (uint64_t)(end - p))
+                return SF_INVALID;
+            c = child_of(m, field);
+            if (c != M_NONE) {
+                sf_status st = walk(p, p + v, c, depth, max_depth, spans);
+                if (st != SF_OK)
+                    return st;
+            }
+            p += v;
+            break;
+        }
+        default:            /* groups (3, 4) and reserved types */
+            return SF_INVALID;
+        }
+    }
+    return SF_OK;
+}
+
+sf_status sf_otlp_wire_check(const uint8_t *data, size_t len, unsigned max_depth,
+                             size_t *spans)
+{
+    size_t n = 0;
+    sf_status st = walk(data, data + len, M_REQUEST, 0, max_depth, &n);
+
+    if (spans != NULL)
+        *spans = n;
+    return st;
+}
+
+/* ---- decode / encode ---------------------------------------------------- */
+
+size_t sf_otlp_count_spans(const sf_otlp_request *req)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < req->n_resource_spans; i++) {
+        const sf_otlp_resource_spans *rs = req->resource_spans[i];
+        for (size_t j = 0; j < rs->n_scope_spans; j++)
+            n += rs->scope_spans[j]->n_spans;
+    }
+    return n;
+}
+
+sf_status sf_batch_decode(sf_batch *b, sf_arena *arena, const uint8_t *data, size_t len,
+                          unsigned max_depth)
+{
+    size_t spans;
+    sf_status st;
+
+    memset(b, 0, sizeof(*b));
+    st = sf_otlp_wire_check(data, len, max_depth, &spans);
+    if (st != SF_OK)
+        return st;
+    b->req = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
+        sf_arena_pb_allocator(arena), len, data);
+    if (b->req == NULL) {
+        /* The wire check passed, so this is either memory or something
+         * only protobuf-c checks (a wire type that does not match a known
+         * field's type). */
+        return sf_arena_failed(arena) ? SF_ENOMEM : SF_INVALID;
+    }
+    b->arena = arena;
+    b->spans = spans;
+    return SF_OK;
+}
+
+sf_status sf_batch_encode(sf_batch *b, sf_buf **out)
+{
+    if (b->encoded == NULL) {
+        size_t len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(b->req);
+        sf_buf *buf = sf_buf_create(len);
+
+        if (buf == NULL)
+            return SF_ENOMEM;
+        buf->len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(b->req, buf->data);
+        buf->spans = b->spans;
+        b->encoded = buf;
+    }
+    *out = sf_buf_ref(b->encoded);
+    return SF_OK;
+}
+
+void sf_batch_release(sf_batch *b)
+{
+    sf_buf_unref(b->encoded);
+    b->encoded = NULL;
+}

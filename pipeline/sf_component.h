@@ -1,0 +1,79 @@
+/* sf_component.h: everything a receiver, processor or exporter sees of the
+ * core. A component kind is one const sf_component_type (name, config map,
+ * lifecycle functions) defined at the end of its file; an instance is an
+ * opaque sf_component pointing at its type and holding its own context.
+ *
+ * Lifecycle, all called from the main thread:
+ *   create   allocate the instance context from the decoded config; no
+ *            threads, no sockets (`spanfence validate` runs up to here)
+ *   start    bind, connect, spawn threads
+ *   shutdown receivers stop accepting; exporters drain their queue for a
+ *            bounded time, then count what is left as dropped
+ *   destroy  free everything
+ * consume is called from receiver threads, concurrently: component context
+ * is read-only after start except for what the component locks itself. */
+#ifndef SF_COMPONENT_H
+#define SF_COMPONENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "sf_alloc.h"
+#include "sf_arena.h"
+#include "sf_batch.h"
+#include "sf_config.h"
+#include "sf_log.h"
+#include "sf_metrics.h"
+#include "sf_status.h"
+
+typedef enum sf_kind {
+    SF_KIND_RECEIVER,
+    SF_KIND_PROCESSOR,
+    SF_KIND_EXPORTER,
+    SF_KIND_EXTENSION
+} sf_kind;
+
+typedef struct sf_component sf_component;
+
+typedef struct sf_component_type {
+    const char *name;                   /* YAML type name: "otlphttp" */
+    const char *alias;                  /* older name also accepted, or NULL */
+    sf_kind kind;
+    const char *description;            /* one line for --help-config */
+    size_t config_size;                 /* sizeof the config struct */
+    const sf_config_row *config_map;    /* SF_CFG_END-terminated */
+    /* Optional: cross-field checks after the map filled `config`. */
+    sf_status (*check)(sf_cfg_ctx *ctx, void *config);
+    sf_status (*create)(sf_component *self, const void *config);
+    sf_status (*start)(sf_component *self);
+    /* Processors: edit the batch in place (SF_OK) or fail it (it is then
+     * dropped whole: fail closed). Exporters: take the batch's encoded bytes
+     * (sf_batch_encode) into their queue, without blocking; SF_FULL when
+     * the queue is full. NULL for receivers. */
+    sf_status (*consume)(sf_component *self, sf_batch *batch);
+    void (*shutdown)(sf_component *self);
+    void (*destroy)(sf_component *self);
+} sf_component_type;
+
+const char *sf_component_id(const sf_component *c);
+const sf_component_type *sf_component_type_of(const sf_component *c);
+void *sf_component_ctx(const sf_component *c);
+void sf_component_set_ctx(sf_component *c, void *ctx);
+sf_counters *sf_component_counters(sf_component *c);
+
+/* Receivers: run `batch` through every pipeline this receiver feeds
+ * (processors in order, then exporters). Synchronous and non-blocking: when
+ * it returns SF_OK the spans are filtered and queued for export; otherwise
+ * nothing of the batch was queued and the status says whether the client
+ * may retry (sf_status_retryable). Counts accepted/refused spans on the
+ * receiver. The caller still owns `batch` and its arena afterwards. */
+sf_status sf_component_emit(sf_component *receiver, sf_batch *batch);
+
+/* Receivers: count spans refused before they could be emitted (malformed,
+ * too large, memory limit) with a reason. */
+void sf_component_refuse(sf_component *receiver, size_t spans, sf_reason reason);
+
+/* Receivers: false while the memory limiter asks to refuse new data. */
+bool sf_component_may_accept(const sf_component *receiver);
+
+#endif

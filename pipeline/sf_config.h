@@ -1,0 +1,194 @@
+/* sf_config.h: the YAML config as components see it: positioned nodes,
+ * diagnostics, and the config map (rows of key, type, default, offset, help)
+ * that one decoder uses to fill a component's config struct, reject unknown
+ * keys, check ranges and print help.
+ *
+ * The loader (sf_config_load) reads one file in the OpenTelemetry Collector's
+ * layout, expands ${env:VAR}, resolves anchors, aliases and merge keys,
+ * decodes every component with its type's config map, checks the service
+ * section, and reports every problem it finds in one run as
+ *   FILE:LINE:COL: path.to.key: what is wrong
+ * Nothing here starts or binds anything. */
+#ifndef SF_CONFIG_H
+#define SF_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sf_status.h"
+
+/* ---- YAML nodes ------------------------------------------------------- */
+
+typedef enum sf_node_kind {
+    SF_NODE_SCALAR,
+    SF_NODE_MAP,
+    SF_NODE_SEQ
+} sf_node_kind;
+
+/* A YAML node after alias/merge resolution and env expansion. Read-only for
+ * components; owned by the loaded document. */
+typedef struct sf_node {
+    sf_node_kind kind;
+    int line, col;              /* 1-based position in the file */
+    /* SCALAR: text after ${env} expansion, NUL-terminated; `plain` is true
+     * for an unquoted scalar (only those can be null/bool/number). A YAML
+     * null (`~`, `null`, empty) is a plain scalar with text "" and is_null. */
+    char *text;
+    size_t len;
+    bool plain;
+    bool is_null;
+    /* MAP: n pairs keys[i] -> items[i] (keys are scalars, unique);
+     * SEQ: n items. */
+    size_t n;
+    struct sf_node **keys;
+    struct sf_node **items;
+} sf_node;
+
+/* Value for `key` in a MAP node, or NULL. */
+const sf_node *sf_node_get(const sf_node *map, const char *key);
+
+/* ---- diagnostics ------------------------------------------------------ */
+
+typedef struct sf_diag sf_diag;
+
+sf_diag *sf_diag_create(const char *file);
+void sf_diag_destroy(sf_diag *d);
+/* Record an error/warning at node `at` (NULL: the file itself) about the
+ * key path `path` (e.g. "processors.transform/allowlist.error_mode"; NULL for
+ * none). Message: lowercase, no full stop, subjects in single quotes. */
+void sf_diag_error(sf_diag *d, const sf_node *at, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void sf_diag_warn(sf_diag *d, const sf_node *at, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+size_t sf_diag_errors(const sf_diag *d);
+size_t sf_diag_warnings(const sf_diag *d);
+/* The i-th message, fully formatted "FILE:LINE:COL: path: msg", in the order
+ * of their position in the file; warnings carry a "warning: " prefix on msg. */
+size_t sf_diag_count(const sf_diag *d);
+const char *sf_diag_message(const sf_diag *d, size_t i);
+/* Print all messages, one per line, to stderr. */
+void sf_diag_print(const sf_diag *d);
+
+/* ---- config maps ------------------------------------------------------- */
+
+typedef struct sf_cfg_ctx sf_cfg_ctx;
+
+typedef enum sf_cfg_type {
+    SF_CFG_END = 0,     /* terminates a row array */
+    SF_CFG_STR,         /* char * */
+    SF_CFG_BOOL,        /* bool */
+    SF_CFG_INT,         /* int64_t, range [min, max] when min < max */
+    SF_CFG_DOUBLE,      /* double, range [dmin, dmax] when dmin < dmax */
+    SF_CFG_DURATION,    /* int64_t milliseconds: "5s", "250ms", "1m30s", "0" */
+    SF_CFG_SIZE,        /* int64_t bytes: "512MiB", "64KiB", "1048576" */
+    SF_CFG_ENUM,        /* int: index into `choices` ("gzip|none") */
+    SF_CFG_STRLIST,     /* sf_strlist */
+    SF_CFG_STRMAP,      /* sf_strmap: any keys -> string values (e.g. headers) */
+    SF_CFG_SECTION,     /* nested mapping decoded with `sub`; offset: bool set
+                           when the key is present, or SF_CFG_NO_FIELD */
+    SF_CFG_CUSTOM,      /* `parse` decodes the node into the field */
+    SF_CFG_REJECT,      /* key is known but refused; `help` is the message */
+    SF_CFG_IGNORE       /* accepted and ignored (documented as having no effect) */
+} sf_cfg_type;
+
+#define SF_CFG_NO_FIELD ((size_t)-1)
+
+typedef struct sf_strlist {
+    size_t n;
+    char **v;
+} sf_strlist;
+
+typedef struct sf_strmap {
+    size_t n;
+    char **keys;
+    char **values;
+} sf_strmap;
+
+typedef struct sf_config_row {
+    const char *key;
+    sf_cfg_type type;
+    const char *def;            /* default, as YAML text; NULL: zero/absent */
+    size_t offset;              /* offsetof(config struct, field) */
+    const char *help;           /* one line, shown by --help-config */
+    int64_t min, max;           /* INT, DURATION (ms), SIZE (bytes) */
+    double dmin, dmax;          /* DOUBLE */
+    const char *choices;        /* ENUM */
+    const struct sf_config_row *sub;  /* SECTION */
+    /* CUSTOM: decode `node` into `field`; report problems with
+     * sf_cfg_error() and return SF_CONFIG. */
+    sf_status (*parse)(sf_cfg_ctx *ctx, const sf_node *node, void *field);
+} sf_config_row;
+
+/* Inside parse/check callbacks: report at `at`, with the path of the key
+ * being decoded plus `subpath` (may be NULL), e.g. "trace_statements[1]". */
+void sf_cfg_error(sf_cfg_ctx *ctx, const sf_node *at, const char *subpath, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void sf_cfg_warn(sf_cfg_ctx *ctx, const sf_node *at, const char *subpath, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Memory that lives as long as the loaded config (freed with it). */
+void *sf_cfg_alloc(sf_cfg_ctx *ctx, size_t size);
+char *sf_cfg_strdup(sf_cfg_ctx *ctx, const char *s, size_t len);
+/* The node of the component (or section) being checked, for positions. */
+const sf_node *sf_cfg_node(const sf_cfg_ctx *ctx);
+
+/* Parse "1m30s"/"250ms"/"5s"/"2h"/"0" into milliseconds (units ns, us, ms,
+ * s, m, h; sub-millisecond totals round up to 1ms unless zero). */
+sf_status sf_parse_duration(const char *s, int64_t *ms);
+/* Parse "512MiB", "64KiB", "1GiB", "10MB", "4096" into bytes. */
+sf_status sf_parse_size(const char *s, int64_t *bytes);
+
+/* ---- the loaded config ------------------------------------------------- */
+
+struct sf_component_type;
+
+typedef enum sf_signal {
+    SF_SIGNAL_TRACES,
+    SF_SIGNAL_METRICS,
+    SF_SIGNAL_LOGS
+} sf_signal;
+
+typedef struct sf_config_component {
+    char *id;                                  /* "transform/allowlist" */
+    const struct sf_component_type *type;
+    void *config;                              /* type->config_size bytes */
+    const sf_node *node;
+} sf_config_component;
+
+typedef struct sf_config_pipeline {
+    char *id;                                  /* "traces", "traces/2" */
+    sf_signal signal;
+    size_t n_receivers, n_processors, n_exporters;
+    sf_config_component **receivers;
+    sf_config_component **processors;
+    sf_config_component **exporters;
+    const sf_node *node;
+} sf_config_pipeline;
+
+typedef struct sf_config {
+    char *file;
+    sf_node *root;
+    size_t n_components;
+    sf_config_component *components;
+    size_t n_pipelines;
+    sf_config_pipeline *pipelines;
+    char *metrics_address;                     /* service.telemetry.metrics.address, or NULL */
+    int log_level;                             /* service.telemetry.logs.level (sf_log_level) */
+} sf_config;
+
+/* Load and validate `path`. On SF_OK *out is a valid config (diag may hold
+ * warnings); on SF_CONFIG diag holds every error found and *out is NULL;
+ * SF_IO when the file cannot be read (also reported in diag). */
+sf_status sf_config_load(const char *path, sf_diag *diag, sf_config **out);
+/* Same, from a string (tests); `name` is used as the file name in messages. */
+sf_status sf_config_load_string(const char *name, const char *yaml, size_t len,
+                                sf_diag *diag, sf_config **out);
+void sf_config_destroy(sf_config *cfg);
+
+/* Find a component by id, or NULL. */
+sf_config_component *sf_config_find(const sf_config *cfg, const char *id);
+
+/* Print the config map of every registered type (for --help-config). */
+void sf_config_print_help(void);
+
+#endif

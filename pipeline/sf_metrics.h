@@ -1,0 +1,65 @@
+/* sf_metrics.h: the collector's own counters, per component, served as
+ * Prometheus text with the upstream collector's metric names so existing
+ * dashboards and alerts work. All counters are relaxed atomics.
+ *
+ * Accounting invariant (per traces pipeline, at any moment):
+ *   received = receiver accepted + receiver refused (by reason)
+ *   accepted = exporter sent + exporter send_failed (by reason) + in queue */
+#ifndef SF_METRICS_H
+#define SF_METRICS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* X(ENUM, label) */
+#define SF_REASON_MAP(X)                                   \
+    X(MALFORMED,          "malformed")                     \
+    X(TOO_LARGE,          "too_large")                     \
+    X(FILTER_FAILED,      "filter_failed")                 \
+    X(MEMORY_LIMIT,       "memory_limit")                  \
+    X(QUEUE_FULL,         "queue_full")                    \
+    X(RETRIES_EXHAUSTED,  "retries_exhausted")             \
+    X(PERMANENT_ERROR,    "permanent_error")               \
+    X(SHUTDOWN,           "shutdown")                      \
+    X(INTERNAL,           "internal")
+
+typedef enum sf_reason {
+#define SF_REASON_ENUM(e, label) SF_REASON_##e,
+    SF_REASON_MAP(SF_REASON_ENUM)
+#undef SF_REASON_ENUM
+    SF_REASON_COUNT
+} sf_reason;
+
+const char *sf_reason_label(sf_reason r);
+
+typedef struct sf_counters {
+    /* receivers */
+    _Atomic uint64_t accepted_spans;              /* otelcol_receiver_accepted_spans */
+    _Atomic uint64_t refused_spans[SF_REASON_COUNT]; /* otelcol_receiver_refused_spans{reason} */
+    _Atomic uint64_t requests;                    /* spanfence_receiver_requests */
+    /* processors */
+    _Atomic uint64_t incoming_items;              /* otelcol_processor_incoming_items */
+    _Atomic uint64_t outgoing_items;              /* otelcol_processor_outgoing_items */
+    _Atomic uint64_t dropped_spans[SF_REASON_COUNT]; /* otelcol_processor_dropped_spans{reason} */
+    _Atomic uint64_t removed_attributes;          /* spanfence_processor_removed_attributes */
+    /* exporters */
+    _Atomic uint64_t sent_spans;                  /* otelcol_exporter_sent_spans */
+    _Atomic uint64_t send_failed_spans[SF_REASON_COUNT]; /* otelcol_exporter_send_failed_spans{reason} */
+    _Atomic uint64_t enqueue_failed_spans;        /* otelcol_exporter_enqueue_failed_spans */
+    _Atomic uint64_t retries;                     /* spanfence_exporter_retries */
+    _Atomic int64_t queue_size;                   /* otelcol_exporter_queue_size (batches) */
+    _Atomic int64_t queue_capacity;               /* otelcol_exporter_queue_capacity */
+    _Atomic int64_t queued_spans;                 /* spanfence_exporter_queued_spans (incl. in flight) */
+} sf_counters;
+
+static inline void sf_count(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+static inline uint64_t sf_counter_get(_Atomic uint64_t *c)
+{
+    return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+#endif

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs everything spanfence needs to build and test, from Debian's packages
+# and (for the end-to-end tests' independent OTLP peers) the npm registry.
+# Idempotent: safe to run again.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+
+pkgs=(build-essential cmake pkg-config
+      libprotobuf-c-dev protobuf-c-compiler
+      libgrpc-dev
+      libyaml-dev zlib1g-dev libcmocka-dev
+      libcurl4-openssl-dev libmicrohttpd-dev
+      valgrind curl)
+# Node.js for the e2e peers: the machine's own if it has one, else Debian's.
+command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
+
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ "${#missing[@]}" -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The end-to-end tests' independent OTLP peers (OpenTelemetry JS SDK, grpc-js, protobufjs).
+if [ "${SPANFENCE_SKIP_NPM:-0}" != 1 ] && [ -f "$here/tests/e2e/package.json" ]; then
+    (cd "$here/tests/e2e" && npm ci --no-audit --no-fund --loglevel=error)
+fi
