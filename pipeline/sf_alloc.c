@@ -118,7 +118,7 @@ char *sf_strndup(const char *s, size_t n)
 
 char *sf_strdup(const char *s)
 {
-    return sf_strndup(s, SIZE_MAX);
+    return sf_strndup(s, strlen(s));
 }
 
 size_t sf_alloc_in_use(void)

@@ -85,11 +85,15 @@ typedef enum sf_cfg_type {
     SF_CFG_ENUM,        /* int: index into `choices` ("gzip|none") */
     SF_CFG_STRLIST,     /* sf_strlist */
     SF_CFG_STRMAP,      /* sf_strmap: any keys -> string values (e.g. headers) */
-    SF_CFG_SECTION,     /* nested mapping decoded with `sub`; offset: bool set
-                           when the key is present, or SF_CFG_NO_FIELD */
+    SF_CFG_SECTION,     /* nested mapping decoded with `sub`: `offset` is where the
+                           nested struct starts, sub-row offsets are relative to
+                           it; the nested struct begins with `bool present`, set
+                           when the key appears (a null value, as in `grpc:`,
+                           counts as an empty mapping) */
     SF_CFG_CUSTOM,      /* `parse` decodes the node into the field */
     SF_CFG_REJECT,      /* key is known but refused; `help` is the message */
-    SF_CFG_IGNORE       /* accepted and ignored (documented as having no effect) */
+    SF_CFG_IGNORE       /* an upstream key spanfence accepts but does not use:
+                           warns "'key' has no effect in spanfence" */
 } sf_cfg_type;
 
 #define SF_CFG_NO_FIELD ((size_t)-1)

@@ -1,0 +1,25 @@
+/* exporters/otlp_http/otlp_http.h: the `otlphttp` exporter's config. */
+#ifndef SF_EXPORTERS_OTLP_HTTP_H
+#define SF_EXPORTERS_OTLP_HTTP_H
+
+#include "sf_component.h"
+#include "sf_sender.h"
+
+enum { SF_COMPRESSION_GZIP = 0, SF_COMPRESSION_NONE = 1 };
+enum { SF_ENCODING_PROTO = 0 };
+
+typedef struct sf_otlphttp_config {
+    char *endpoint;                 /* base URL; /v1/traces is appended */
+    char *traces_endpoint;          /* full URL, overrides endpoint */
+    sf_strmap headers;              /* values may hold secrets: never logged */
+    int compression;                /* SF_COMPRESSION_* */
+    int encoding;                   /* SF_ENCODING_* */
+    int64_t timeout;                /* ms */
+    sf_queue_config sending_queue;
+    sf_retry_config retry_on_failure;
+} sf_otlphttp_config;
+
+extern const sf_config_row sf_otlphttp_config_map[];
+sf_status sf_otlphttp_check(sf_cfg_ctx *ctx, void *config);
+
+#endif

@@ -1,0 +1,74 @@
+/* sf_sender.h: the bounded in-memory sending queue and capped retries that
+ * every network exporter shares (otlphttp and otlp): one implementation, so
+ * the rules cannot drift between them.
+ *
+ * An exporter submits encoded, filtered batches (sf_buf); `num_consumers`
+ * threads take them from the queue and call the exporter's send function,
+ * retrying with exponential backoff (honouring a server's retry-after) until
+ * `max_elapsed_time`. Submitting never blocks: a full queue refuses with
+ * SF_FULL and counts the spans as enqueue-failed. Every span submitted ends
+ * as sent or as send-failed with a reason; while in the queue it is counted
+ * in queued_spans. */
+#ifndef SF_SENDER_H
+#define SF_SENDER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sf_batch.h"
+#include "sf_config.h"
+#include "sf_metrics.h"
+#include "sf_status.h"
+
+typedef struct sf_queue_config {
+    bool present;
+    bool enabled;
+    int64_t queue_size;             /* batches */
+    int64_t num_consumers;
+} sf_queue_config;
+
+typedef struct sf_retry_config {
+    bool present;
+    bool enabled;
+    int64_t initial_interval;       /* ms */
+    double multiplier;
+    double randomization_factor;
+    int64_t max_interval;           /* ms */
+    int64_t max_elapsed_time;       /* ms; 0 = retry forever */
+} sf_retry_config;
+
+/* Config rows for `sending_queue` and `retry_on_failure`, relative to the
+ * structs above: use them as the `sub` of SF_CFG_SECTION rows. */
+extern const sf_config_row sf_sending_queue_rows[];
+extern const sf_config_row sf_retry_rows[];
+
+/* What one send attempt came to. */
+typedef struct sf_send_result {
+    sf_status status;               /* SF_OK, SF_RETRY (retryable) or SF_PERMANENT */
+    int64_t retry_after_ms;         /* server's hint, 0 for none */
+    char detail[128];               /* for the log: "http 503", "connection refused" */
+} sf_send_result;
+
+/* Called on a consumer thread; `worker` is the consumer's index (0..n-1),
+ * so the exporter can keep one connection handle per consumer. */
+typedef void (*sf_send_fn)(void *exporter, unsigned worker, const sf_buf *buf,
+                           sf_send_result *result);
+
+typedef struct sf_sender sf_sender;
+
+/* Create (no threads yet). `id` names the exporter in logs; `counters`
+ * receives sent/failed/queue figures. NULL on no memory. */
+sf_sender *sf_sender_create(const char *id, const sf_queue_config *q, const sf_retry_config *r,
+                            sf_send_fn send, void *exporter, sf_counters *counters);
+sf_status sf_sender_start(sf_sender *s);
+/* Queue `buf` (the sender takes a new reference of its own on SF_OK; the
+ * caller keeps its reference either way). SF_FULL when the queue is full,
+ * SF_STOPPED after shutdown began. With the queue disabled, sends
+ * synchronously on the caller's thread, without retries. */
+sf_status sf_sender_submit(sf_sender *s, sf_buf *buf);
+/* Stop taking batches, let consumers drain the queue for up to `drain_ms`,
+ * then count what is left as dropped (reason shutdown) and join threads. */
+void sf_sender_shutdown(sf_sender *s, int64_t drain_ms);
+void sf_sender_destroy(sf_sender *s);
+
+#endif

@@ -1,0 +1,37 @@
+/* receivers/otlp/otlp.h: the `otlp` receiver's config and the entry points
+ * of its two protocol servers (gRPC in otlp_grpc.c, HTTP in otlp_http.c). */
+#ifndef SF_RECEIVERS_OTLP_H
+#define SF_RECEIVERS_OTLP_H
+
+#include "sf_component.h"
+
+typedef struct sf_otlp_grpc_config {
+    bool present;
+    char *endpoint;                 /* host:port */
+    int64_t max_recv_msg_size_mib;
+    int64_t max_concurrent_streams; /* 0: gRPC's default */
+    int64_t workers;                /* threads, each with its own completion queue */
+} sf_otlp_grpc_config;
+
+typedef struct sf_otlp_http_config {
+    bool present;
+    char *endpoint;
+    char *traces_url_path;
+    int64_t max_request_body_size;  /* bytes, after decompression */
+} sf_otlp_http_config;
+
+typedef struct sf_otlp_protocols_config {
+    bool present;
+    sf_otlp_grpc_config grpc;
+    sf_otlp_http_config http;
+} sf_otlp_protocols_config;
+
+typedef struct sf_otlp_receiver_config {
+    sf_otlp_protocols_config protocols;
+    int64_t max_value_depth;        /* AnyValue nesting cap, checked before decoding */
+} sf_otlp_receiver_config;
+
+extern const sf_config_row sf_otlp_receiver_config_map[];
+sf_status sf_otlp_receiver_check(sf_cfg_ctx *ctx, void *config);
+
+#endif

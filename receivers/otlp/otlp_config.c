@@ -1,0 +1,84 @@
+/* receivers/otlp/otlp_config.c: the `otlp` receiver's config map, in the
+ * upstream collector's layout (protocols.grpc / protocols.http). */
+#include "otlp.h"
+
+#include <stddef.h>
+
+static const sf_config_row grpc_rows[] = {
+    { .key = "endpoint", .type = SF_CFG_STR, .def = "127.0.0.1:4317",
+      .offset = offsetof(sf_otlp_grpc_config, endpoint),
+      .help = "host:port to listen on for OTLP/gRPC" },
+    { .key = "max_recv_msg_size_mib", .type = SF_CFG_INT, .def = "4",
+      .offset = offsetof(sf_otlp_grpc_config, max_recv_msg_size_mib),
+      .help = "largest request accepted, in MiB", .min = 1, .max = 1024 },
+    { .key = "max_concurrent_streams", .type = SF_CFG_INT, .def = "0",
+      .offset = offsetof(sf_otlp_grpc_config, max_concurrent_streams),
+      .help = "concurrent calls per client connection (0: gRPC's default)",
+      .min = 0, .max = 1000000 },
+    { .key = "workers", .type = SF_CFG_INT, .def = "2",
+      .offset = offsetof(sf_otlp_grpc_config, workers),
+      .help = "receiver threads, each with its own completion queue", .min = 1, .max = 64 },
+    { .key = "read_buffer_size", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "write_buffer_size", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "include_metadata", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "keepalive", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "transport", .type = SF_CFG_ENUM, .def = "tcp", .offset = SF_CFG_NO_FIELD,
+      .choices = "tcp", .help = "only tcp is supported" },
+    { .key = "tls", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
+      .help = "tls is not supported on the receiver: spanfence listens inside the VM, on loopback" },
+    { .key = "auth", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
+      .help = "auth is not supported on the receiver" },
+    { 0 }
+};
+
+static const sf_config_row http_rows[] = {
+    { .key = "endpoint", .type = SF_CFG_STR, .def = "127.0.0.1:4318",
+      .offset = offsetof(sf_otlp_http_config, endpoint),
+      .help = "host:port to listen on for OTLP/HTTP" },
+    { .key = "traces_url_path", .type = SF_CFG_STR, .def = "/v1/traces",
+      .offset = offsetof(sf_otlp_http_config, traces_url_path),
+      .help = "URL path that accepts trace exports" },
+    { .key = "max_request_body_size", .type = SF_CFG_SIZE, .def = "20MiB",
+      .offset = offsetof(sf_otlp_http_config, max_request_body_size),
+      .help = "largest request body, after decompression", .min = 1024,
+      .max = (int64_t)1 << 30 },
+    { .key = "include_metadata", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "cors", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
+      .help = "cors is not supported: no browser sends to an in-VM collector" },
+    { .key = "tls", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
+      .help = "tls is not supported on the receiver: spanfence listens inside the VM, on loopback" },
+    { .key = "auth", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
+      .help = "auth is not supported on the receiver" },
+    { 0 }
+};
+
+static const sf_config_row protocol_rows[] = {
+    { .key = "grpc", .type = SF_CFG_SECTION, .offset = offsetof(sf_otlp_protocols_config, grpc),
+      .sub = grpc_rows, .help = "serve OTLP/gRPC" },
+    { .key = "http", .type = SF_CFG_SECTION, .offset = offsetof(sf_otlp_protocols_config, http),
+      .sub = http_rows, .help = "serve OTLP/HTTP (protobuf and JSON)" },
+    { 0 }
+};
+
+const sf_config_row sf_otlp_receiver_config_map[] = {
+    { .key = "protocols", .type = SF_CFG_SECTION,
+      .offset = offsetof(sf_otlp_receiver_config, protocols), .sub = protocol_rows,
+      .help = "the protocols to serve; at least one" },
+    { .key = "max_value_depth", .type = SF_CFG_INT, .def = "32",
+      .offset = offsetof(sf_otlp_receiver_config, max_value_depth),
+      .help = "deepest nesting of array/key-value-list attribute values accepted",
+      .min = 1, .max = 256 },
+    { 0 }
+};
+
+sf_status sf_otlp_receiver_check(sf_cfg_ctx *ctx, void *config)
+{
+    sf_otlp_receiver_config *c = config;
+
+    if (!c->protocols.grpc.present && !c->protocols.http.present) {
+        sf_cfg_error(ctx, sf_cfg_node(ctx), "protocols",
+                     "at least one protocol ('grpc' or 'http') must be configured");
+        return SF_CONFIG;
+    }
+    return SF_OK;
+}
