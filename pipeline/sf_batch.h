@@ -7,6 +7,7 @@
 #define SF_BATCH_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,6 +52,7 @@ typedef struct sf_batch {
     const uint8_t *raw;
     size_t raw_len;
     unsigned max_depth;
+    bool raw_is_json;           /* raw is OTLP/JSON, not protobuf */
 } sf_batch;
 
 /* Default cap on AnyValue nesting (arrays / key-value lists in values). */

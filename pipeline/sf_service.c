@@ -14,6 +14,7 @@
 #include "sf_service.h"
 #include "internal/sf_core.h"
 #include "internal/sf_metrics_server.h"
+#include "sf_otlp_json.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -299,6 +300,24 @@ static sf_status run_route(const sf_route *r, sf_batch *batch)
     return worst;
 }
 
+static sf_status redecode(const sf_batch *orig, sf_batch *copy)
+{
+    sf_otlp_request *req;
+    char err[64];
+    sf_status st;
+
+    if (!orig->raw_is_json)
+        return sf_batch_decode(copy, orig->arena, orig->raw, orig->raw_len, orig->max_depth);
+    st = sf_otlp_json_decode(orig->arena, (const char *)orig->raw, orig->raw_len,
+                             orig->max_depth, &req, err, sizeof(err));
+    if (st != SF_OK)
+        return st;
+    *copy = *orig;
+    copy->req = req;
+    copy->encoded = NULL;
+    return SF_OK;
+}
+
 sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_batch *batch)
 {
     sf_counters *rc = &receiver->transport[transport];
@@ -312,8 +331,7 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_b
 
         if (i > 0) {
             /* Processors edited the first copy in place: decode afresh. */
-            st = sf_batch_decode(&copy, batch->arena, batch->raw, batch->raw_len,
-                                 batch->max_depth);
+            st = redecode(batch, &copy);
             if (st != SF_OK) {
                 worst = st;
                 break;
