@@ -52,6 +52,8 @@ typedef struct sf_transform_config {
 } sf_transform_config;
 
 extern const sf_config_row sf_transform_config_map[];
+/* The component type (transform.c); the registry lists it. */
+extern const sf_component_type sf_transform_processor_type;
 
 /* ---- parsing, usable without the config loader (tests, tools) ------------ */
 

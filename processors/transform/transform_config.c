@@ -263,7 +263,7 @@ static int parse_path(parser *p, path *out)
                 return -1;
             out->end = p->lx.end;
             next(p);
-        } while (depth > 0);
+        } while (depth > 0 || p->lx.kind == T_LBRACK);
         len = (int)(out->end - out->start);
         return fail(p, "unsupported path '%.*s'", len, src + out->start);
     }

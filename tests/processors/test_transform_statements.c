@@ -18,7 +18,7 @@ typedef struct pfx {
 
 static int setup(void **state)
 {
-    pfx *f = calloc(1, sizeof(*f));
+    pfx *f = sf_calloc(1, sizeof(*f));
 
     fx_sink_init(&f->s);
     *state = f;
@@ -30,7 +30,7 @@ static int teardown(void **state)
     pfx *f = *state;
 
     fx_sink_release(&f->s);
-    free(f);
+    sf_free(f);
     return 0;
 }
 
@@ -206,6 +206,9 @@ static void test_error_paths(void **state)
     assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "delete_key(span.attributes[\"a\"][\"b\"], \"a\")",
                        "unsupported path 'span.attributes[\"a\"][\"b\"]' in statement "
                        "'delete_key(span.attributes[\"a\"][\"b\"], \"a\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "keep_keys(attributes[\"x\", [\"a\"])",
+                       "unbalanced '[' in path at column 11 in statement "
+                       "'keep_keys(attributes[\"x\", [\"a\"])'");
     assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(span.name, [\"a\"])",
                        "unsupported path 'span.name' in statement 'keep_keys(span.name, [\"a\"])'");
     assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(metric.attributes, [])",
