@@ -67,7 +67,7 @@ static sf_status check_url(sf_cfg_ctx *ctx, const char *key, const char *url)
         return SF_OK;
     if (has_http_scheme(url) && url[url[4] == ':' ? 7 : 8] != '\0')
         return SF_OK;
-    sf_cfg_error(ctx, sf_node_get(sf_cfg_node(ctx), key), key,
+    sf_cfg_error(ctx, sf_node_get(sf_cfg_value(ctx), key), key,
                  "'%s' is not an http:// or https:// URL", url);
     return SF_CONFIG;
 }
@@ -75,7 +75,7 @@ static sf_status check_url(sf_cfg_ctx *ctx, const char *key, const char *url)
 sf_status sf_otlphttp_check(sf_cfg_ctx *ctx, void *config)
 {
     sf_otlphttp_config *c = config;
-    const sf_node *headers = sf_node_get(sf_cfg_node(ctx), "headers");
+    const sf_node *headers = sf_node_get(sf_cfg_value(ctx), "headers");
     sf_status st = SF_OK;
 
     if ((c->endpoint == NULL || c->endpoint[0] == '\0') &&
@@ -90,21 +90,26 @@ sf_status sf_otlphttp_check(sf_cfg_ctx *ctx, void *config)
     for (size_t i = 0; i < c->headers.n; i++) {
         const char *name = c->headers.keys[i];
         const char *value = c->headers.values[i] ? c->headers.values[i] : "";
+        const sf_node *at = headers;
 
+        /* Point at the header's own key, when the mapping has it. */
+        for (size_t k = 0; headers != NULL && headers->kind == SF_NODE_MAP && k < headers->n; k++)
+            if (strcmp(headers->keys[k]->text, name) == 0)
+                at = headers->keys[k];
         if (!is_token(name)) {
-            sf_cfg_error(ctx, headers, "headers", "'%s' is not a valid header name", name);
+            sf_cfg_error(ctx, at, "headers", "'%s' is not a valid header name", name);
             st = SF_CONFIG;
             continue;
         }
         for (const char *const *r = reserved_headers; *r; r++) {
             if (strcasecmp(name, *r) == 0) {
-                sf_cfg_error(ctx, headers, "headers", "'%s' is set by the exporter", name);
+                sf_cfg_error(ctx, at, "headers", "'%s' is set by the exporter", name);
                 st = SF_CONFIG;
             }
         }
         /* never quote the value: it may be a bearer token */
         if (strpbrk(value, "\r\n") != NULL) {
-            sf_cfg_error(ctx, headers, "headers", "value of '%s' contains a line break", name);
+            sf_cfg_error(ctx, at, "headers", "value of '%s' contains a line break", name);
             st = SF_CONFIG;
         }
     }

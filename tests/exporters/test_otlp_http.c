@@ -31,44 +31,6 @@
 
 extern const sf_component_type sf_otlphttp_exporter_type;
 
-/* ---- config-layer stubs --------------------------------------------------
- * sf_otlphttp_check calls into the config loader (sf_config.c), which is
- * written elsewhere. Until it is linked here these weak stand-ins record
- * the messages; once a real one is linked, test_check_* skip themselves. */
-static char cfg_errors[1024];
-
-static void stub_cfg_error(sf_cfg_ctx *ctx, const sf_node *at, const char *subpath,
-                           const char *fmt, ...)
-{
-    size_t n = strlen(cfg_errors);
-    va_list ap;
-
-    (void)ctx, (void)at;
-    n += (size_t)snprintf(cfg_errors + n, sizeof(cfg_errors) - n, "%s: ", subpath ? subpath : "-");
-    va_start(ap, fmt);
-    n += (size_t)vsnprintf(cfg_errors + n, sizeof(cfg_errors) - n, fmt, ap);
-    va_end(ap);
-    snprintf(cfg_errors + n, sizeof(cfg_errors) - n, "\n");
-}
-
-static const sf_node *stub_cfg_node(const sf_cfg_ctx *ctx)
-{
-    (void)ctx;
-    return NULL;
-}
-
-static const sf_node *stub_node_get(const sf_node *map, const char *key)
-{
-    (void)map, (void)key;
-    return NULL;
-}
-
-void sf_cfg_error(sf_cfg_ctx *ctx, const sf_node *at, const char *subpath, const char *fmt, ...)
-    __attribute__((weak, alias("stub_cfg_error")));
-const sf_node *sf_cfg_node(const sf_cfg_ctx *ctx) __attribute__((weak, alias("stub_cfg_node")));
-const sf_node *sf_node_get(const sf_node *map, const char *key)
-    __attribute__((weak, alias("stub_node_get")));
-
 /* ---- the server ---------------------------------------------------------- */
 
 typedef struct request {
@@ -630,53 +592,62 @@ static void test_create_survives_allocation_failure(void **state)
     }
 }
 
-static sf_status run_check(sf_otlphttp_config *c)
+/* Load a config whose only exporter is `exporter_yaml` (indented by 4) and
+ * return the formatted diagnostics, one per line. */
+static const char *load_exporter(const char *exporter_yaml)
 {
-    cfg_errors[0] = '\0';
-    return sf_otlphttp_check(NULL, c);
+    static char out[2048];
+    char yaml[2048];
+    sf_diag *d = sf_diag_create("x.yaml");
+    sf_config *cfg = NULL;
+    size_t n = 0;
+
+    snprintf(yaml, sizeof(yaml),
+             "receivers:\n  otlp:\n    protocols:\n      grpc:\n"
+             "exporters:\n  otlphttp/gw:\n%s"
+             "service:\n  pipelines:\n    traces:\n      receivers: [otlp]\n"
+             "      exporters: [otlphttp/gw]\n", exporter_yaml);
+    sf_config_load_string("x.yaml", yaml, strlen(yaml), d, &cfg);
+    out[0] = '\0';
+    for (size_t i = 0; i < sf_diag_count(d); i++)
+        n += (size_t)snprintf(out + n, sizeof(out) - n, "%s\n", sf_diag_message(d, i));
+    sf_config_destroy(cfg);
+    sf_diag_destroy(d);
+    return out;
 }
 
 static void test_check_urls_and_headers(void **state)
 {
-    fixture *x = *state;
-    sf_otlphttp_config c = x->cfg;
-    char *keys[2] = { "Authorization", "X-Scope" };
-    char *values[2] = { "Bearer abc\r\nX-Evil: 1", "ok" };
-
-    if ((void *)sf_cfg_error != (void *)stub_cfg_error) {
-        skip();     /* the real loader is linked: covered by its tests */
-        return;
-    }
-    assert_int_equal(run_check(&c), SF_OK);
-    c.endpoint = "https://gateway.internal:4318";
-    assert_int_equal(run_check(&c), SF_OK);
-    c.endpoint = "gateway.internal:4318";
-    assert_int_equal(run_check(&c), SF_CONFIG);
-    assert_string_equal(cfg_errors,
-                        "endpoint: 'gateway.internal:4318' is not an http:// or https:// URL\n");
-    c.endpoint = NULL;
-    c.traces_endpoint = "ftp://x/v1/traces";
-    assert_int_equal(run_check(&c), SF_CONFIG);
-    assert_string_equal(cfg_errors,
-                        "traces_endpoint: 'ftp://x/v1/traces' is not an http:// or https:// URL\n");
-    c.traces_endpoint = "http://";
-    assert_int_equal(run_check(&c), SF_CONFIG);
-    c.traces_endpoint = NULL;
-    assert_int_equal(run_check(&c), SF_CONFIG);
-    assert_string_equal(cfg_errors, "-: 'endpoint' or 'traces_endpoint' is required\n");
-
-    c.endpoint = "http://gw:4318";
-    c.headers = (sf_strmap){ .n = 2, .keys = keys, .values = values };
-    assert_int_equal(run_check(&c), SF_CONFIG);
-    assert_string_equal(cfg_errors, "headers: value of 'Authorization' contains a line break\n");
-    assert_null(strstr(cfg_errors, "abc"));
-    values[0] = "Bearer abc";
-    keys[1] = "Content-Type";
-    assert_int_equal(run_check(&c), SF_CONFIG);
-    assert_string_equal(cfg_errors, "headers: 'Content-Type' is set by the exporter\n");
-    keys[1] = "Bad Name";
-    assert_int_equal(run_check(&c), SF_CONFIG);
-    assert_string_equal(cfg_errors, "headers: 'Bad Name' is not a valid header name\n");
+    (void)state;
+    assert_string_equal(load_exporter("    endpoint: https://gateway.internal:4318\n"), "");
+    assert_string_equal(load_exporter("    endpoint: gateway.internal:4318\n"),
+                        "x.yaml:7:15: exporters.otlphttp/gw.endpoint: 'gateway.internal:4318' "
+                        "is not an http:// or https:// URL\n");
+    assert_string_equal(load_exporter("    traces_endpoint: ftp://x/v1/traces\n"),
+                        "x.yaml:7:22: exporters.otlphttp/gw.traces_endpoint: 'ftp://x/v1/traces' "
+                        "is not an http:// or https:// URL\n");
+    assert_string_equal(load_exporter("    traces_endpoint: http://\n"),
+                        "x.yaml:7:22: exporters.otlphttp/gw.traces_endpoint: 'http://' "
+                        "is not an http:// or https:// URL\n");
+    assert_string_equal(load_exporter("    compression: none\n"),
+                        "x.yaml:6:3: exporters.otlphttp/gw: 'endpoint' or 'traces_endpoint' "
+                        "is required\n");
+    /* The value is never quoted: it may be a bearer token. */
+    assert_string_equal(load_exporter("    endpoint: http://gw:4318\n"
+                                      "    headers:\n"
+                                      "      Authorization: \"Bearer abc\\r\\nX-Evil: 1\"\n"),
+                        "x.yaml:9:7: exporters.otlphttp/gw.headers: value of 'Authorization' "
+                        "contains a line break\n");
+    assert_string_equal(load_exporter("    endpoint: http://gw:4318\n"
+                                      "    headers:\n"
+                                      "      Content-Type: text/plain\n"),
+                        "x.yaml:9:7: exporters.otlphttp/gw.headers: 'Content-Type' is set by "
+                        "the exporter\n");
+    assert_string_equal(load_exporter("    endpoint: http://gw:4318\n"
+                                      "    headers:\n"
+                                      "      \"Bad Name\": x\n"),
+                        "x.yaml:9:7: exporters.otlphttp/gw.headers: 'Bad Name' is not a valid "
+                        "header name\n");
 }
 
 int main(void)
@@ -692,7 +663,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_full_queue_passes_full_through, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_disabled_is_synchronous, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_survives_allocation_failure, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_check_urls_and_headers, setup, teardown),
+        cmocka_unit_test(test_check_urls_and_headers),
     };
 
     sf_log_set_level(SF_LOG_OFF);
