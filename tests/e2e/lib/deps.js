@@ -30,10 +30,12 @@ function load(name) {
 // OpenTelemetry JS exporter's transformer: our independent decoder.
 const root = load('@opentelemetry/otlp-transformer/build/src/generated/root');
 
+// Throws (failing the test that needs it) rather than exiting, so the
+// tests that do not need this binary still run and report.
 function binary(envName, what) {
   const p = process.env[envName];
-  if (!p) fail(`${envName} is not set: run the e2e tests through ctest (it points ${envName} at ${what})`);
-  if (!fs.existsSync(p)) fail(`${envName}=${p} does not exist: build the project first`);
+  if (!p) throw new Error(`e2e: ${envName} is not set: run the e2e tests through ctest (it points ${envName} at ${what})`);
+  if (!fs.existsSync(p)) throw new Error(`e2e: ${envName}=${p} does not exist: build the project first`);
   return p;
 }
 
