@@ -15,11 +15,17 @@ typedef struct sf_chunk {
     unsigned char data[] __attribute__((aligned(SF_ARENA_ALIGN)));
 } sf_chunk;
 
+/* Chunks form a list in creation order; `cur` is the one being filled.
+ * A reset rewinds to the first chunk and keeps up to `retain` bytes of
+ * chunks for the next round, so a worker that decodes a 2 MB batch per call
+ * does not give the pages back to the kernel and fault them in again every
+ * time (that costs several times the decode itself). */
 struct sf_arena {
-    sf_chunk *head;           /* current chunk (most recent first) */
-    sf_chunk *first;          /* kept across resets */
+    sf_chunk *first;
+    sf_chunk *cur;
     size_t chunk_size;
     size_t max_bytes;
+    size_t retain;
     size_t total;             /* chunk bytes held, for the cap */
     size_t used;
     int failed;
@@ -61,21 +67,27 @@ sf_arena *sf_arena_create(size_t chunk_size, size_t max_bytes)
         return NULL;
     a->chunk_size = chunk_size ? chunk_size : 64 * 1024;
     a->max_bytes = max_bytes;
+    a->retain = 4 * a->chunk_size;
     a->first = chunk_new(a, a->chunk_size);
     if (a->first == NULL) {
         sf_free(a);
         return NULL;
     }
-    a->head = a->first;
+    a->cur = a->first;
     a->pb.alloc = pb_alloc;
     a->pb.free = pb_free;
     a->pb.allocator_data = a;
     return a;
 }
 
-static void free_chunks(sf_arena *a, sf_chunk *c, sf_chunk *stop)
+void sf_arena_set_retain(sf_arena *a, size_t bytes)
 {
-    while (c != NULL && c != stop) {
+    a->retain = bytes;
+}
+
+static void free_chunks(sf_arena *a, sf_chunk *c)
+{
+    while (c != NULL) {
         sf_chunk *next = c->next;
         a->total -= c->size;
         sf_free(c);
@@ -87,13 +99,13 @@ void sf_arena_destroy(sf_arena *a)
 {
     if (a == NULL)
         return;
-    free_chunks(a, a->head, NULL);
+    free_chunks(a, a->first);
     sf_free(a);
 }
 
 void *sf_arena_alloc(sf_arena *a, size_t size)
 {
-    sf_chunk *c = a->head;
+    sf_chunk *c = a->cur;
     size_t need = (size + SF_ARENA_ALIGN - 1) & ~(size_t)(SF_ARENA_ALIGN - 1);
     void *p;
 
@@ -101,16 +113,23 @@ void *sf_arena_alloc(sf_arena *a, size_t size)
         a->failed = 1;
         return NULL;
     }
-    if (c->size - c->used < need) {
-        size_t csize = need > a->chunk_size ? need : a->chunk_size;
-        c = chunk_new(a, csize);
-        if (c == NULL) {
+    while (c->size - c->used < need) {
+        if (c->next != NULL && c->next->size >= need) {
+            c = c->next;            /* a retained chunk, empty since the reset */
+            continue;
+        }
+        /* A new chunk after the current one (a retained chunk too small for
+         * this request stays in the list, after it). */
+        sf_chunk *n = chunk_new(a, need > a->chunk_size ? need : a->chunk_size);
+        if (n == NULL) {
             a->failed = 1;
             return NULL;
         }
-        c->next = a->head;
-        a->head = c;
+        n->next = c->next;
+        c->next = n;
+        c = n;
     }
+    a->cur = c;
     p = c->data + c->used;
     c->used += need;
     a->used += need;
@@ -131,10 +150,19 @@ char *sf_arena_strndup(sf_arena *a, const char *s, size_t n)
 
 void sf_arena_reset(sf_arena *a)
 {
-    /* The first chunk is the tail of the list: free everything before it. */
-    free_chunks(a, a->head, a->first);
-    a->head = a->first;
-    a->first->used = 0;
+    size_t kept = 0;
+    sf_chunk *c = a->first, *last = NULL;
+
+    /* Keep chunks from the start of the list while within `retain`. */
+    while (c != NULL && (last == NULL || kept + c->size <= a->retain)) {
+        kept += c->size;
+        c->used = 0;
+        last = c;
+        c = c->next;
+    }
+    last->next = NULL;
+    free_chunks(a, c);
+    a->cur = a->first;
     a->used = 0;
     a->failed = 0;
 }

@@ -166,6 +166,7 @@ sf_status sf_batch_decode(sf_batch *b, sf_arena *arena, const uint8_t *data, siz
 
     memset(b, 0, sizeof(*b));
     st = sf_otlp_wire_check(data, len, max_depth, &spans);
+    b->spans = spans;           /* on error: the spans seen before it */
     if (st != SF_OK)
         return st;
     b->req = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
@@ -178,6 +179,9 @@ sf_status sf_batch_decode(sf_batch *b, sf_arena *arena, const uint8_t *data, siz
     }
     b->arena = arena;
     b->spans = spans;
+    b->raw = data;
+    b->raw_len = len;
+    b->max_depth = max_depth;
     return SF_OK;
 }
 

@@ -7,6 +7,7 @@
 #define SF_BATCH_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +46,13 @@ typedef struct sf_batch {
     sf_otlp_request *req;
     size_t spans;               /* spans in req; processors keep it current */
     sf_buf *encoded;            /* packed form, cached by sf_batch_encode() */
+    /* The request bytes it was decoded from, valid while the receiver's call
+     * lasts: the core decodes them again when one receiver feeds several
+     * pipelines (processors edit in place, so each pipeline needs a copy). */
+    const uint8_t *raw;
+    size_t raw_len;
+    unsigned max_depth;
+    bool raw_is_json;           /* raw is OTLP/JSON, not protobuf */
 } sf_batch;
 
 /* Default cap on AnyValue nesting (arrays / key-value lists in values). */
@@ -59,7 +67,8 @@ sf_status sf_otlp_wire_check(const uint8_t *data, size_t len, unsigned max_depth
 
 /* Initialise `b` by decoding `data` into `arena` (which the caller keeps
  * alive and owns). Runs sf_otlp_wire_check first. SF_INVALID for bad bytes,
- * SF_ENOMEM when the arena is exhausted. On error *b is zeroed. */
+ * SF_ENOMEM when the arena is exhausted. On error *b is zeroed but for
+ * b->spans, the spans counted before the error (for the refusal count). */
 sf_status sf_batch_decode(sf_batch *b, sf_arena *arena, const uint8_t *data, size_t len,
                           unsigned max_depth);
 

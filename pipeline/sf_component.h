@@ -61,17 +61,30 @@ void *sf_component_ctx(const sf_component *c);
 void sf_component_set_ctx(sf_component *c, void *ctx);
 sf_counters *sf_component_counters(sf_component *c);
 
+/* The transports a receiver serves; receiver counters are kept per transport
+ * (the `transport` label of otelcol_receiver_* metrics). */
+typedef enum sf_transport {
+    SF_TRANSPORT_GRPC,
+    SF_TRANSPORT_HTTP,
+    SF_TRANSPORT_COUNT
+} sf_transport;
+
+/* Receivers, at create: which transports to report metrics for (bit mask of
+ * 1u << sf_transport). */
+void sf_component_set_transports(sf_component *receiver, unsigned mask);
+
 /* Receivers: run `batch` through every pipeline this receiver feeds
  * (processors in order, then exporters). Synchronous and non-blocking: when
  * it returns SF_OK the spans are filtered and queued for export; otherwise
  * nothing of the batch was queued and the status says whether the client
  * may retry (sf_status_retryable). Counts accepted/refused spans on the
  * receiver. The caller still owns `batch` and its arena afterwards. */
-sf_status sf_component_emit(sf_component *receiver, sf_batch *batch);
+sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_batch *batch);
 
 /* Receivers: count spans refused before they could be emitted (malformed,
  * too large, memory limit) with a reason. */
-void sf_component_refuse(sf_component *receiver, size_t spans, sf_reason reason);
+void sf_component_refuse(sf_component *receiver, sf_transport transport, size_t spans,
+                         sf_reason reason);
 
 /* Receivers: false while the memory limiter asks to refuse new data. */
 bool sf_component_may_accept(const sf_component *receiver);

@@ -1,3 +1,178 @@
-/* pipeline/cli/main.c: PLACEHOLDER entry point, being written. */
+/* pipeline/cli/main.c: the spanfence command: runs the collector, or one of
+ * its subcommands (validate). Signals are blocked before any thread exists
+ * (gRPC starts several) and taken in one place, the main thread's sigwait. */
+#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
-int main(void) { fputs("spanfence: not built yet\n", stderr); return 2; }
+#include <stdlib.h>
+#include <string.h>
+
+#include "sf_config.h"
+#include "sf_log.h"
+#include "sf_service.h"
+
+#ifndef SF_VERSION
+#define SF_VERSION "0.0.0"
+#endif
+
+enum { EXIT_OK = 0, EXIT_INVALID = 1, EXIT_USAGE = 2 };
+
+static void usage(FILE *f)
+{
+    fputs("usage: spanfence [--config FILE]           run the collector\n"
+          "       spanfence validate --config FILE    check a config and exit\n"
+          "       spanfence --help-config             list every component's keys\n"
+          "       spanfence --help | --version\n"
+          "\n"
+          "options:\n"
+          "  -c, --config FILE   collector config (OpenTelemetry Collector layout)\n"
+          "                      default: configs/default.yaml\n"
+          "  -h, --help          this help\n"
+          "  -V, --version       print the version\n"
+          "\n"
+          "validate exits 0 when the config is valid, 1 when it is not (every\n"
+          "problem on stderr as FILE:LINE:COL: key: message), 2 on usage errors.\n",
+          f);
+}
+
+typedef struct cli {
+    const char *config;
+    bool validate;
+} cli;
+
+/* Parse argv; returns -1 to continue, else an exit code. */
+static int parse_args(int argc, char **argv, cli *c)
+{
+    static const struct option opts[] = {
+        { "config", required_argument, NULL, 'c' },
+        { "help", no_argument, NULL, 'h' },
+        { "help-config", no_argument, NULL, 'H' },
+        { "version", no_argument, NULL, 'V' },
+        { NULL, 0, NULL, 0 },
+    };
+    int opt;
+
+    if (argc > 1 && strcmp(argv[1], "validate") == 0) {
+        c->validate = true;
+        argc--;
+        argv++;
+    }
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":c:hV", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            c->config = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return EXIT_OK;
+        case 'H':
+            sf_config_print_help();
+            return EXIT_OK;
+        case 'V':
+            printf("spanfence %s\n", SF_VERSION);
+            return EXIT_OK;
+        case ':':
+            fprintf(stderr, "spanfence: option '%s' needs a value\n", argv[optind - 1]);
+            usage(stderr);
+            return EXIT_USAGE;
+        default:
+            fprintf(stderr, "spanfence: unknown option '%s'\n", argv[optind - 1]);
+            usage(stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "spanfence: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (c->config == NULL) {
+        if (c->validate) {
+            fputs("spanfence: validate needs --config FILE\n", stderr);
+            return EXIT_USAGE;
+        }
+        c->config = "configs/default.yaml";
+    }
+    return -1;
+}
+
+/* Load, validate and build: the path the daemon and `validate` share. */
+static int load(const char *path, sf_config **cfg, sf_service **svc)
+{
+    sf_diag *diag = sf_diag_create(path);
+    int rc = EXIT_INVALID;
+
+    if (diag == NULL) {
+        fputs("spanfence: out of memory\n", stderr);
+        return EXIT_INVALID;
+    }
+    *cfg = NULL;
+    *svc = NULL;
+    if (sf_config_load(path, diag, cfg) == SF_OK &&
+        sf_service_create(*cfg, diag, svc) == SF_OK)
+        rc = EXIT_OK;
+    sf_diag_print(diag);
+    if (rc != EXIT_OK) {
+        fprintf(stderr, "spanfence: %s: %zu error%s, configuration not valid\n", path,
+                sf_diag_errors(diag), sf_diag_errors(diag) == 1 ? "" : "s");
+        sf_service_destroy(*svc);
+        sf_config_destroy(*cfg);
+        *svc = NULL;
+        *cfg = NULL;
+    }
+    sf_diag_destroy(diag);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    cli c = { 0 };
+    sigset_t sigs;
+    sf_config *cfg;
+    sf_service *svc;
+    int rc, sig;
+
+    rc = parse_args(argc, argv, &c);
+    if (rc >= 0)
+        return rc;
+
+    /* Before any thread exists, so every thread inherits the mask and the
+     * signals reach sigwait() below, not a gRPC thread. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    rc = load(c.config, &cfg, &svc);
+    if (rc != EXIT_OK || c.validate) {
+        if (rc == EXIT_OK)
+            printf("%s: configuration is valid\n", c.config);
+        sf_service_destroy(svc);
+        sf_config_destroy(cfg);
+        return rc;
+    }
+
+    sf_log_set_level((sf_log_level)cfg->log_level);
+    if (sf_service_start(svc) != SF_OK) {
+        sf_error("spanfence: could not start; exiting");
+        sf_service_destroy(svc);
+        sf_config_destroy(cfg);
+        return EXIT_INVALID;
+    }
+    sf_info("spanfence %s running with %s", SF_VERSION, c.config);
+
+    do {
+        if (sigwait(&sigs, &sig) != 0)
+            sig = SIGTERM;
+    } while (sig != SIGINT && sig != SIGTERM);
+
+    sf_info("received %s: stopping receivers, draining exporters",
+            sig == SIGINT ? "SIGINT" : "SIGTERM");
+    sf_service_shutdown(svc);
+    sf_service_destroy(svc);
+    sf_config_destroy(cfg);
+    sf_info("stopped");
+    return EXIT_OK;
+}

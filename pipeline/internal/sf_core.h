@@ -15,6 +15,9 @@ struct sf_component {
     void *ctx;
     struct sf_service *service;
     sf_counters counters;
+    /* receivers: counters per transport, and which transports are served */
+    sf_counters transport[SF_TRANSPORT_COUNT];
+    unsigned transports;
     /* receivers: the traces pipelines this receiver feeds */
     size_t n_routes;
     struct sf_route **routes;

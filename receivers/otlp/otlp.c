@@ -1,5 +1,84 @@
-/* receivers/otlp/otlp.c: the `otlp` receiver. PLACEHOLDER: being written. */
+/* receivers/otlp/otlp.c: the `otlp` receiver: one component serving the
+ * protocols its config enables (gRPC in otlp_grpc.c, HTTP in otlp_http.c),
+ * all feeding the same pipelines through sf_component_emit(). */
 #include "otlp.h"
+#include "otlp_grpc.h"
+#include "otlp_http.h"
+
+typedef struct otlp_receiver {
+    const sf_otlp_receiver_config *cfg;
+    sf_otlp_grpc_server *grpc;
+    sf_otlp_http_server *http;
+} otlp_receiver;
+
+static sf_status otlp_create(sf_component *self, const void *config)
+{
+    const sf_otlp_receiver_config *cfg = config;
+    otlp_receiver *r;
+    unsigned transports = 0;
+    sf_status st;
+
+    r = sf_calloc(1, sizeof(*r));
+    if (r == NULL)
+        return SF_ENOMEM;
+    r->cfg = cfg;
+    if (cfg->protocols.grpc.present) {
+        st = sf_otlp_grpc_create(self, &cfg->protocols.grpc, (unsigned)cfg->max_value_depth,
+                                 &r->grpc);
+        if (st != SF_OK)
+            goto out_free;
+        transports |= 1u << SF_TRANSPORT_GRPC;
+    }
+    if (cfg->protocols.http.present) {
+        st = sf_otlp_http_create(self, &cfg->protocols.http, (unsigned)cfg->max_value_depth,
+                                 &r->http);
+        if (st != SF_OK)
+            goto out_free;
+        transports |= 1u << SF_TRANSPORT_HTTP;
+    }
+    sf_component_set_transports(self, transports);
+    sf_component_set_ctx(self, r);
+    return SF_OK;
+
+out_free:
+    sf_otlp_grpc_destroy(r->grpc);
+    sf_free(r);
+    return st;
+}
+
+static sf_status otlp_start(sf_component *self)
+{
+    otlp_receiver *r = sf_component_ctx(self);
+
+    sf_status st = SF_OK;
+
+    if (r->grpc != NULL)
+        st = sf_otlp_grpc_start(r->grpc);
+    if (st == SF_OK && r->http != NULL)
+        st = sf_otlp_http_start(r->http);
+    return st;
+}
+
+static void otlp_shutdown(sf_component *self)
+{
+    otlp_receiver *r = sf_component_ctx(self);
+
+    if (r->http != NULL)
+        sf_otlp_http_shutdown(r->http);
+    if (r->grpc != NULL)
+        sf_otlp_grpc_shutdown(r->grpc);
+}
+
+static void otlp_destroy(sf_component *self)
+{
+    otlp_receiver *r = sf_component_ctx(self);
+
+    if (r == NULL)
+        return;
+    sf_otlp_http_destroy(r->http);
+    sf_otlp_grpc_destroy(r->grpc);
+    sf_free(r);
+}
 
 const sf_component_type sf_otlp_receiver_type = {
     .name = "otlp",
@@ -8,4 +87,8 @@ const sf_component_type sf_otlp_receiver_type = {
     .config_size = sizeof(sf_otlp_receiver_config),
     .config_map = sf_otlp_receiver_config_map,
     .check = sf_otlp_receiver_check,
+    .create = otlp_create,
+    .start = otlp_start,
+    .shutdown = otlp_shutdown,
+    .destroy = otlp_destroy,
 };

@@ -1,0 +1,129 @@
+/* bench/bench_codec.c: per-stage cost of the hot path on one core, for the
+ * SGLang-like batch of bench/sample_batch.h: the floors the end-to-end
+ * figures are compared with. Prints spans per CPU-second for each stage
+ * (median of --rounds rounds, CPU time of this thread). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sample_batch.h"
+
+typedef double (*stage_fn)(const uint8_t *data, size_t len, sf_arena *arena, long iters);
+
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static volatile size_t sink;
+
+static double st_memcpy(const uint8_t *data, size_t len, sf_arena *arena, long iters)
+{
+    uint8_t *dst = sf_malloc(len);
+    double t0 = cpu_now();
+    (void)arena;
+    for (long i = 0; i < iters; i++) {
+        memcpy(dst, data, len);
+        sink += dst[i % len];
+    }
+    double t = cpu_now() - t0;
+    sf_free(dst);
+    return t;
+}
+
+static double st_wire_check(const uint8_t *data, size_t len, sf_arena *arena, long iters)
+{
+    size_t spans;
+    double t0 = cpu_now();
+    (void)arena;
+    for (long i = 0; i < iters; i++) {
+        sf_otlp_wire_check(data, len, SF_OTLP_DEFAULT_MAX_DEPTH, &spans);
+        sink += spans;
+    }
+    return cpu_now() - t0;
+}
+
+static double st_unpack(const uint8_t *data, size_t len, sf_arena *arena, long iters)
+{
+    sf_batch b;
+    double t0 = cpu_now();
+    for (long i = 0; i < iters; i++) {
+        sf_batch_decode(&b, arena, data, len, SF_OTLP_DEFAULT_MAX_DEPTH);
+        sink += b.spans;
+        sf_arena_reset(arena);
+    }
+    return cpu_now() - t0;
+}
+
+static double st_unpack_malloc(const uint8_t *data, size_t len, sf_arena *arena, long iters)
+{
+    double t0 = cpu_now();
+    (void)arena;
+    for (long i = 0; i < iters; i++) {
+        sf_otlp_request *r =
+            opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(NULL, len, data);
+        sink += r->n_resource_spans;
+        opentelemetry__proto__collector__trace__v1__export_trace_service_request__free_unpacked(r, NULL);
+    }
+    return cpu_now() - t0;
+}
+
+static double st_unpack_pack(const uint8_t *data, size_t len, sf_arena *arena, long iters)
+{
+    sf_batch b;
+    sf_buf *out;
+    double t0 = cpu_now();
+    for (long i = 0; i < iters; i++) {
+        sf_batch_decode(&b, arena, data, len, SF_OTLP_DEFAULT_MAX_DEPTH);
+        sf_batch_encode(&b, &out);
+        sink += out->len;
+        sf_buf_unref(out);
+        sf_batch_release(&b);
+        sf_arena_reset(arena);
+    }
+    return cpu_now() - t0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct { const char *name; stage_fn fn; long iters_mult; } stages[] = {
+        { "memcpy of the encoded batch", st_memcpy, 200 },
+        { "wire check (depth + structure walk)", st_wire_check, 20 },
+        { "protobuf-c unpack, malloc", st_unpack_malloc, 1 },
+        { "protobuf-c unpack, arena", st_unpack, 1 },
+        { "protobuf-c unpack + pack, arena", st_unpack_pack, 1 },
+    };
+    long spans = argc > 1 ? atol(argv[1]) : 512;
+    int rounds = argc > 2 ? atoi(argv[2]) : 5;
+    long iters = 40;
+    size_t len = 0;
+    uint8_t *data = sf_sample_request((size_t)spans, 1, &len);
+    sf_arena *arena = sf_arena_create(1 << 20, 0);
+    double t[32];
+
+    if (data == NULL || arena == NULL)
+        return 1;
+    if (rounds > 32)
+        rounds = 32;
+    printf("batch: %ld spans, %zu bytes (%.0f B/span)\n", spans, len, (double)len / (double)spans);
+    printf("%-40s %16s\n", "stage (one core, median)", "spans/CPU-s");
+    for (size_t s = 0; s < sizeof(stages) / sizeof(stages[0]); s++) {
+        long n = iters * stages[s].iters_mult;
+        for (int r = 0; r < rounds; r++)
+            t[r] = stages[s].fn(data, len, arena, n);
+        qsort(t, (size_t)rounds, sizeof(double), cmp_double);
+        printf("%-40s %16.0f\n", stages[s].name, (double)(spans * n) / t[rounds / 2]);
+    }
+    sf_arena_destroy(arena);
+    sf_free(data);
+    return 0;
+}

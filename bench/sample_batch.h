@@ -1,0 +1,161 @@
+/* bench/sample_batch.h: a realistic SGLang-like OTLP batch, shared by the
+ * test sender (tools/sf_send.c) and the benchmarks. Each span has 12
+ * attributes (5 of them on the allowlist in bench/configs, the rest stand-ins
+ * for prompt text, output text and customer ids) and 2 events with 3
+ * attributes each (1 allowlisted). About 1 KB per span encoded. */
+#ifndef SF_BENCH_SAMPLE_BATCH_H
+#define SF_BENCH_SAMPLE_BATCH_H
+
+#include <stdio.h>
+#include <string.h>
+
+#include "sf_alloc.h"
+#include "sf_arena.h"
+#include "sf_batch.h"
+
+/* The allowlist the benchmark configs use for these batches. */
+#define SF_SAMPLE_SPAN_KEYS \
+    "gen_ai.request.id", "gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens", \
+    "gen_ai.request.max_tokens", "gen_ai.request.temperature"
+#define SF_SAMPLE_EVENT_KEYS "batch_size"
+
+static sf_otlp_kv *sample_kv(sf_arena *a, const char *key)
+{
+    sf_otlp_kv *kv = sf_arena_alloc(a, sizeof(*kv));
+    sf_otlp_any *v = sf_arena_alloc(a, sizeof(*v));
+
+    opentelemetry__proto__common__v1__key_value__init(kv);
+    opentelemetry__proto__common__v1__any_value__init(v);
+    kv->key = (char *)key;
+    kv->value = v;
+    return kv;
+}
+
+static sf_otlp_kv *sample_str(sf_arena *a, const char *key, const char *val)
+{
+    sf_otlp_kv *kv = sample_kv(a, key);
+    kv->value->value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE;
+    kv->value->string_value = sf_arena_strndup(a, val, strlen(val));
+    return kv;
+}
+
+static sf_otlp_kv *sample_int(sf_arena *a, const char *key, int64_t val)
+{
+    sf_otlp_kv *kv = sample_kv(a, key);
+    kv->value->value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE;
+    kv->value->int_value = val;
+    return kv;
+}
+
+static sf_otlp_kv *sample_dbl(sf_arena *a, const char *key, double val)
+{
+    sf_otlp_kv *kv = sample_kv(a, key);
+    kv->value->value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_DOUBLE_VALUE;
+    kv->value->double_value = val;
+    return kv;
+}
+
+static const char sample_prompt[] =
+    "You are a helpful assistant. The customer's account number is 4242-1111-0000 "
+    "and they asked about the refund for order 88123. Summarise their last three "
+    "messages and draft a reply that apologises for the delay.";
+
+/* Packed ExportTraceServiceRequest with `spans` spans; `seed` varies ids.
+ * Returns an sf_malloc'd buffer (sf_free it) and its length, or NULL. */
+static uint8_t *sf_sample_request(size_t spans, uint64_t seed, size_t *len)
+{
+    sf_arena *a = sf_arena_create(1 << 20, 0);
+    sf_otlp_request req = OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_REQUEST__INIT;
+    sf_otlp_resource_spans rs = OPENTELEMETRY__PROTO__TRACE__V1__RESOURCE_SPANS__INIT;
+    sf_otlp_resource res = OPENTELEMETRY__PROTO__RESOURCE__V1__RESOURCE__INIT;
+    sf_otlp_scope_spans ss = OPENTELEMETRY__PROTO__TRACE__V1__SCOPE_SPANS__INIT;
+    sf_otlp_scope scope = OPENTELEMETRY__PROTO__COMMON__V1__INSTRUMENTATION_SCOPE__INIT;
+    sf_otlp_resource_spans *rsp = &rs;
+    sf_otlp_scope_spans *ssp = &ss;
+    sf_otlp_kv *res_attrs[3];
+    uint8_t *out;
+    char buf[64];
+
+    if (a == NULL)
+        return NULL;
+    res_attrs[0] = sample_str(a, "service.name", "sglang");
+    res_attrs[1] = sample_str(a, "host.name", "cvm-replica-7");
+    res_attrs[2] = sample_str(a, "customer.tenant", "acme-corp");
+    res.attributes = res_attrs;
+    res.n_attributes = 3;
+    scope.name = "sglang.tracing";
+    scope.version = "0.4.9";
+    rs.resource = &res;
+    rs.scope_spans = &ssp;
+    rs.n_scope_spans = 1;
+    ss.scope = &scope;
+    ss.n_spans = spans;
+    ss.spans = sf_arena_alloc(a, spans * sizeof(*ss.spans));
+    req.resource_spans = &rsp;
+    req.n_resource_spans = 1;
+
+    for (size_t i = 0; i < spans; i++) {
+        sf_otlp_span *sp = sf_arena_alloc(a, sizeof(*sp));
+        sf_otlp_status *status = sf_arena_alloc(a, sizeof(*status));
+        uint64_t id = seed * 1000003u + i + 1;
+        uint8_t *tid = sf_arena_alloc(a, 16), *sid = sf_arena_alloc(a, 8);
+
+        opentelemetry__proto__trace__v1__span__init(sp);
+        opentelemetry__proto__trace__v1__status__init(status);
+        memset(tid, 0, 16);
+        memcpy(tid, &seed, sizeof(seed));
+        memcpy(tid + 8, &id, sizeof(id));
+        memcpy(sid, &id, sizeof(id));
+        sp->trace_id.data = tid;
+        sp->trace_id.len = 16;
+        sp->span_id.data = sid;
+        sp->span_id.len = 8;
+        sp->name = (char *)"decode_step";
+        sp->kind = OPENTELEMETRY__PROTO__TRACE__V1__SPAN__SPAN_KIND__SPAN_KIND_INTERNAL;
+        sp->start_time_unix_nano = 1764480000000000000ull + id * 1000;
+        sp->end_time_unix_nano = sp->start_time_unix_nano + 25000000ull;
+        sp->n_attributes = 12;
+        sp->attributes = sf_arena_alloc(a, 12 * sizeof(*sp->attributes));
+        snprintf(buf, sizeof(buf), "req-%016llx", (unsigned long long)id);
+        sp->attributes[0] = sample_str(a, "gen_ai.request.id", buf);
+        sp->attributes[1] = sample_int(a, "gen_ai.usage.prompt_tokens", 1024 + (int64_t)(i % 97));
+        sp->attributes[2] = sample_int(a, "gen_ai.usage.completion_tokens", 256 + (int64_t)(i % 31));
+        sp->attributes[3] = sample_int(a, "gen_ai.request.max_tokens", 2048);
+        sp->attributes[4] = sample_dbl(a, "gen_ai.request.temperature", 0.7);
+        sp->attributes[5] = sample_dbl(a, "gen_ai.request.top_p", 0.95);
+        sp->attributes[6] = sample_str(a, "gen_ai.prompt", sample_prompt);
+        sp->attributes[7] = sample_str(a, "gen_ai.completion",
+                                       "I am sorry for the delay with your refund for order 88123.");
+        sp->attributes[8] = sample_str(a, "user.email", "jane.doe@example.com");
+        sp->attributes[9] = sample_str(a, "customer.id", "cust-000042");
+        sp->attributes[10] = sample_str(a, "thread_label", "scheduler-tp0");
+        sp->attributes[11] = sample_int(a, "tp_rank", (int64_t)(i % 8));
+        sp->n_events = 2;
+        sp->events = sf_arena_alloc(a, 2 * sizeof(*sp->events));
+        for (size_t e = 0; e < 2; e++) {
+            sf_otlp_event *ev = sf_arena_alloc(a, sizeof(*ev));
+            opentelemetry__proto__trace__v1__span__event__init(ev);
+            ev->name = (char *)(e == 0 ? "schedule" : "forward");
+            ev->time_unix_nano = sp->start_time_unix_nano + e * 1000000ull;
+            ev->n_attributes = 3;
+            ev->attributes = sf_arena_alloc(a, 3 * sizeof(*ev->attributes));
+            ev->attributes[0] = sample_int(a, "batch_size", 32);
+            ev->attributes[1] = sample_str(a, "prompt_snippet", "Summarise their last three messages");
+            ev->attributes[2] = sample_str(a, "client.ip", "10.1.2.3");
+            sp->events[e] = ev;
+        }
+        status->code = (i % 50 == 0) ? OPENTELEMETRY__PROTO__TRACE__V1__STATUS__STATUS_CODE__STATUS_CODE_ERROR
+                                     : OPENTELEMETRY__PROTO__TRACE__V1__STATUS__STATUS_CODE__STATUS_CODE_OK;
+        status->message = (char *)((i % 50 == 0) ? "prompt rejected: contains 4242-1111-0000" : "");
+        sp->status = status;
+        ss.spans[i] = sp;
+    }
+    *len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(&req);
+    out = sf_malloc(*len ? *len : 1);
+    if (out != NULL)
+        opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(&req, out);
+    sf_arena_destroy(a);
+    return out;
+}
+
+#endif

@@ -1,0 +1,765 @@
+/* sf_config.c: the top-level config loader: reads one YAML file in the
+ * OpenTelemetry Collector's layout (receivers, processors, exporters,
+ * extensions, connectors, service), decodes every component with its type's
+ * config map, checks the service section and its pipelines, and reports
+ * every problem of the file in one run.
+ *
+ * DESIGN: everything a loaded config holds (nodes, strings, component
+ * configs, pipelines) lives in one arena, freed by sf_config_destroy(); the
+ * sf_config handed out is the first member of a private struct that also
+ * holds the arena. On any error nothing is handed out. */
+#include "internal/sf_config_int.h"
+#include "internal/sf_core.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SF_CONFIG_MAX_FILE (4u << 20)
+#define SF_CONFIG_ARENA_CHUNK 16384
+
+typedef struct sf_config_owned {
+    sf_config pub;              /* first: a sf_config * is a sf_config_owned * */
+    sf_arena *arena;
+} sf_config_owned;
+
+/* ---- service section rows ------------------------------------------------ */
+
+enum { METRICS_LEVEL_NONE = 0 };
+
+typedef struct telemetry_metrics {
+    bool present;
+    int level;
+    char *address;
+} telemetry_metrics;
+
+typedef struct telemetry_logs {
+    bool present;
+    int level;
+} telemetry_logs;
+
+typedef struct telemetry_conf {
+    bool present;
+    telemetry_metrics metrics;
+    telemetry_logs logs;
+} telemetry_conf;
+
+typedef struct service_conf {
+    const sf_node *pipelines;
+    const sf_node *extensions;
+    telemetry_conf telemetry;
+} service_conf;
+
+typedef struct top_conf {
+    const sf_node *receivers, *processors, *exporters, *extensions, *service;
+} top_conf;
+
+typedef struct pipeline_conf {
+    const sf_node *lists[3];    /* receivers, processors, exporters */
+} pipeline_conf;
+
+/* CUSTOM parse that keeps the node for the loader's own checks. */
+static sf_status keep_node(sf_cfg_ctx *ctx, const sf_node *node, void *field)
+{
+    (void)ctx;
+    *(const sf_node **)field = node;
+    return SF_OK;
+}
+
+#define KEEP(k, conf, member, h) \
+    { .key = k, .type = SF_CFG_CUSTOM, .offset = offsetof(conf, member), .parse = keep_node, .help = h }
+
+static const sf_config_row metrics_rows[] = {
+    { .key = "level", .type = SF_CFG_ENUM, .def = "normal",
+      .offset = offsetof(telemetry_metrics, level), .choices = "none|basic|normal|detailed",
+      .help = "'none' turns the metrics endpoint off" },
+    { .key = "address", .type = SF_CFG_STR, .def = "127.0.0.1:8888",
+      .offset = offsetof(telemetry_metrics, address),
+      .help = "host:port of the Prometheus metrics endpoint" },
+    { .key = "readers", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { 0 }
+};
+
+static const sf_config_row logs_rows[] = {
+    { .key = "level", .type = SF_CFG_ENUM, .def = "info", .offset = offsetof(telemetry_logs, level),
+      .choices = "debug|info|warn|error", .help = "lowest level logged" },
+    { .key = "encoding", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "development", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "output_paths", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "error_output_paths", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "initial_fields", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "sampling", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "disable_caller", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "disable_stacktrace", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { 0 }
+};
+
+static const sf_config_row telemetry_rows[] = {
+    { .key = "metrics", .type = SF_CFG_SECTION, .offset = offsetof(telemetry_conf, metrics),
+      .sub = metrics_rows, .help = "the collector's own metrics" },
+    { .key = "logs", .type = SF_CFG_SECTION, .offset = offsetof(telemetry_conf, logs),
+      .sub = logs_rows, .help = "the collector's own log" },
+    { .key = "resource", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "traces", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { 0 }
+};
+
+static const sf_config_row service_rows[] = {
+    KEEP("pipelines", service_conf, pipelines, "pipelines: receivers -> processors -> exporters"),
+    KEEP("extensions", service_conf, extensions, "extensions to start (none are supported)"),
+    { .key = "telemetry", .type = SF_CFG_SECTION, .offset = offsetof(service_conf, telemetry),
+      .sub = telemetry_rows, .help = "the collector's own metrics and log" },
+    { 0 }
+};
+
+static const sf_config_row top_rows[] = {
+    KEEP("receivers", top_conf, receivers, "where spans come in"),
+    KEEP("processors", top_conf, processors, "what is done to them"),
+    KEEP("exporters", top_conf, exporters, "where they go"),
+    KEEP("extensions", top_conf, extensions, "not supported; accepted and ignored"),
+    { .key = "connectors", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
+      .help = "connectors are not supported by spanfence" },
+    KEEP("service", top_conf, service, "which components run, and the collector's telemetry"),
+    { 0 }
+};
+
+static const sf_config_row pipeline_rows[] = {
+    KEEP("receivers", pipeline_conf, lists[0], "receiver ids"),
+    KEEP("processors", pipeline_conf, lists[1], "processor ids, run in order"),
+    KEEP("exporters", pipeline_conf, lists[2], "exporter ids"),
+    { 0 }
+};
+
+/* ---- the loader ------------------------------------------------------------- */
+
+typedef struct loader {
+    sf_cfg_ctx ctx;
+    sf_config *cfg;
+    const sf_node *root;
+    size_t cap;                 /* slots in cfg->components */
+    sf_kind *kinds;             /* per component slot */
+    const sf_node **keys;       /* per slot: the id's key node */
+    bool *used;
+    bool *valid;
+} loader;
+
+static const sf_node *key_node(const sf_node *map, const char *key)
+{
+    if (map == NULL || map->kind != SF_NODE_MAP)
+        return NULL;
+    for (size_t i = 0; i < map->n; i++)
+        if (strcmp(map->keys[i]->text, key) == 0)
+            return map->keys[i];
+    return NULL;
+}
+
+static bool is_empty(const sf_node *n)
+{
+    return n == NULL || (n->kind == SF_NODE_SCALAR && n->is_null);
+}
+
+static const char *plural(sf_kind kind)
+{
+    switch (kind) {
+    case SF_KIND_RECEIVER:  return "receivers";
+    case SF_KIND_PROCESSOR: return "processors";
+    case SF_KIND_EXPORTER:  return "exporters";
+    case SF_KIND_EXTENSION: return "extensions";
+    }
+    return "components";
+}
+
+static void unknown_type(loader *l, sf_kind kind, const sf_node *at, const char *type)
+{
+    const char *cands[64];
+    size_t n = 0;
+    const char *hint;
+
+    for (const sf_component_type *const *t = sf_registry; *t && n < 64; t++)
+        if ((*t)->kind == kind)
+            cands[n++] = (*t)->name;
+    hint = sf_cfg_suggest(type, cands, n);
+    if (hint)
+        sf_cfg_error(&l->ctx, at, NULL, "unknown %s type '%s' (did you mean '%s'?)",
+                     sf_kind_name(kind), type, hint);
+    else
+        sf_cfg_error(&l->ctx, at, NULL, "unknown %s type '%s'", sf_kind_name(kind), type);
+}
+
+/* Split "type/name": false (and reported) when either part is empty. */
+static bool split_id(loader *l, const sf_node *at, const char *id, const char *what,
+                     char *type, size_t size)
+{
+    const char *slash = strchr(id, '/');
+    size_t tl = slash ? (size_t)(slash - id) : strlen(id);
+
+    if (tl == 0 || tl >= size || (slash && slash[1] == '\0')) {
+        sf_cfg_error(&l->ctx, at, NULL, "invalid %s id '%s' (expected 'type' or 'type/name')",
+                     what, id);
+        return false;
+    }
+    memcpy(type, id, tl);
+    type[tl] = '\0';
+    return true;
+}
+
+static sf_status load_components(loader *l, sf_kind kind, const sf_node *map)
+{
+    const char *section = plural(kind);
+    sf_config *cfg = l->cfg;
+
+    if (is_empty(map))
+        return SF_OK;
+    if (map->kind != SF_NODE_MAP) {
+        l->ctx.path = section;
+        sf_cfg_error(&l->ctx, map, NULL, "expected a mapping of %s ids to their settings, got %s",
+                     sf_kind_name(kind), map->kind == SF_NODE_SEQ ? "a list" : "a single value");
+        return SF_CONFIG;
+    }
+    for (size_t i = 0; i < map->n; i++) {
+        const sf_node *key = map->keys[i], *value = map->items[i];
+        sf_config_component *c = &cfg->components[cfg->n_components];
+        const sf_component_type *type = NULL;
+        size_t slot = cfg->n_components;
+        char tname[128];
+
+        l->ctx.path = sf_cfg_path_join(&l->ctx, section, key->text);
+        if (l->ctx.path == NULL)
+            return SF_ENOMEM;
+        l->ctx.node = key;
+        c->id = key->text;
+        c->node = key;
+        l->kinds[slot] = kind;
+        l->keys[slot] = key;
+        cfg->n_components++;
+        if (!split_id(l, key, key->text, sf_kind_name(kind), tname, sizeof(tname)))
+            continue;
+        type = sf_registry_find(kind, tname);
+        if (type == NULL) {
+            unknown_type(l, kind, key, tname);
+            continue;
+        }
+        c->type = type;
+        c->config = sf_cfg_alloc(&l->ctx, type->config_size);
+        if (c->config == NULL)
+            return SF_ENOMEM;
+        size_t errors = sf_diag_errors(l->ctx.diag);
+        sf_status st = sf_cfg_decode(&l->ctx, type->config_map, value, c->config);
+
+        if (st == SF_ENOMEM)
+            return st;
+        if (sf_diag_errors(l->ctx.diag) == errors && type->check) {
+            st = type->check(&l->ctx, c->config);
+            if (l->ctx.oom)
+                return SF_ENOMEM;
+        }
+        l->valid[slot] = sf_diag_errors(l->ctx.diag) == errors;
+    }
+    return SF_OK;
+}
+
+static size_t find_slot(const loader *l, sf_kind kind, const char *id)
+{
+    for (size_t i = 0; i < l->cfg->n_components; i++)
+        if (l->kinds[i] == kind && strcmp(l->cfg->components[i].id, id) == 0)
+            return i;
+    return SIZE_MAX;
+}
+
+static sf_status load_pipeline_list(loader *l, sf_config_pipeline *p, sf_kind kind,
+                                    const sf_node *list, size_t *listed)
+{
+    static const char *const names[] = { "receivers", "processors", "exporters" };
+    const char *name = names[kind];
+    sf_config_component ***out = kind == SF_KIND_RECEIVER ? &p->receivers
+                               : kind == SF_KIND_PROCESSOR ? &p->processors : &p->exporters;
+    size_t *n_out = kind == SF_KIND_RECEIVER ? &p->n_receivers
+                  : kind == SF_KIND_PROCESSOR ? &p->n_processors : &p->n_exporters;
+    const char *path = l->ctx.path;
+
+    *listed = 0;
+    if (is_empty(list))
+        return SF_OK;
+    if (list->kind != SF_NODE_SEQ) {
+        sf_cfg_error(&l->ctx, list, name, "expected a list of %s ids, got %s", sf_kind_name(kind),
+                     list->kind == SF_NODE_MAP ? "a mapping" : "a single value");
+        return SF_CONFIG;
+    }
+    *listed = list->n;
+    *out = sf_cfg_alloc(&l->ctx, (list->n ? list->n : 1) * sizeof(**out));
+    if (*out == NULL)
+        return SF_ENOMEM;
+    for (size_t i = 0; i < list->n; i++) {
+        const sf_node *it = list->items[i];
+        char sub[64];
+        size_t slot;
+        bool dup = false;
+
+        snprintf(sub, sizeof(sub), "%s[%zu]", name, i);
+        if (it->kind != SF_NODE_SCALAR || it->is_null) {
+            sf_cfg_error(&l->ctx, it, sub, "expected %s id, got %s",
+                         kind == SF_KIND_EXPORTER ? "an exporter" : kind == SF_KIND_RECEIVER ? "a receiver" : "a processor",
+                         it->kind == SF_NODE_SCALAR ? "an empty value"
+                         : it->kind == SF_NODE_MAP ? "a mapping" : "a list");
+            continue;
+        }
+        for (size_t j = 0; j < i; j++) {
+            const sf_node *o = list->items[j];
+
+            if (o->kind == SF_NODE_SCALAR && strcmp(o->text, it->text) == 0)
+                dup = true;
+        }
+        if (dup) {
+            sf_cfg_error(&l->ctx, it, sub, "pipeline '%s' lists %s '%s' more than once", p->id,
+                         sf_kind_name(kind), it->text);
+            continue;
+        }
+        slot = find_slot(l, kind, it->text);
+        if (slot == SIZE_MAX) {
+            sf_cfg_error(&l->ctx, it, sub, "pipeline '%s' references undefined %s '%s'", p->id,
+                         sf_kind_name(kind), it->text);
+            continue;
+        }
+        l->used[slot] = true;
+        (*out)[(*n_out)++] = &l->cfg->components[slot];
+    }
+    l->ctx.path = path;
+    return l->ctx.oom ? SF_ENOMEM : SF_OK;
+}
+
+static sf_status load_pipelines(loader *l, const sf_node *service_key, const sf_node *pipelines)
+{
+    static const char *const signals[] = { "traces", "metrics", "logs" };
+    const sf_node *pkey = key_node(sf_node_get(l->root, "service"), "pipelines");
+    sf_config *cfg = l->cfg;
+    bool traces = false;
+
+    l->ctx.path = "service";
+    if (pkey == NULL) {
+        sf_cfg_error(&l->ctx, service_key, NULL, "missing required key 'pipelines'");
+        return SF_CONFIG;
+    }
+    l->ctx.path = "service.pipelines";
+    if (is_empty(pipelines) || pipelines->kind != SF_NODE_MAP) {
+        if (is_empty(pipelines))
+            sf_cfg_error(&l->ctx, pkey, NULL, "no traces pipeline is defined");
+        else
+            sf_cfg_error(&l->ctx, pipelines, NULL, "expected a mapping of pipeline ids, got %s",
+                         pipelines->kind == SF_NODE_SEQ ? "a list" : "a single value");
+        return SF_CONFIG;
+    }
+    cfg->pipelines = sf_cfg_alloc(&l->ctx, pipelines->n * sizeof(*cfg->pipelines));
+    if (cfg->pipelines == NULL)
+        return SF_ENOMEM;
+    for (size_t i = 0; i < pipelines->n; i++) {
+        const sf_node *key = pipelines->keys[i];
+        sf_config_pipeline *p = &cfg->pipelines[cfg->n_pipelines];
+        pipeline_conf pc = { { NULL } };
+        char sig[64];
+        size_t s, listed[3];
+
+        l->ctx.path = "service.pipelines";
+        if (!split_id(l, key, key->text, "pipeline", sig, sizeof(sig)))
+            continue;
+        for (s = 0; s < 3; s++)
+            if (strcmp(sig, signals[s]) == 0)
+                break;
+        if (s == 3) {
+            const char *hint = sf_cfg_suggest(sig, signals, 3);
+
+            l->ctx.path = sf_cfg_path_join(&l->ctx, "service.pipelines", key->text);
+            if (l->ctx.path == NULL)
+                return SF_ENOMEM;
+            if (hint)
+                sf_cfg_error(&l->ctx, key, NULL, "unknown pipeline type '%s' (did you mean '%s'?)",
+                             sig, hint);
+            else
+                sf_cfg_error(&l->ctx, key, NULL, "unknown pipeline type '%s'", sig);
+            continue;
+        }
+        l->ctx.path = sf_cfg_path_join(&l->ctx, "service.pipelines", key->text);
+        if (l->ctx.path == NULL)
+            return SF_ENOMEM;
+        l->ctx.node = key;
+        p->id = key->text;
+        p->signal = (sf_signal)s;
+        p->node = key;
+        cfg->n_pipelines++;
+        if (sf_cfg_decode(&l->ctx, pipeline_rows, pipelines->items[i], &pc) == SF_ENOMEM)
+            return SF_ENOMEM;
+        for (int k = 0; k < 3; k++)
+            if (load_pipeline_list(l, p, (sf_kind)k, pc.lists[k], &listed[k]) == SF_ENOMEM)
+                return SF_ENOMEM;
+        if (p->signal != SF_SIGNAL_TRACES) {
+            sf_cfg_warn(&l->ctx, key, NULL, "pipeline '%s' is not run by spanfence (traces only)",
+                        p->id);
+            continue;
+        }
+        traces = true;
+        if (listed[SF_KIND_RECEIVER] == 0)
+            sf_cfg_error(&l->ctx, key, NULL, "pipeline '%s' has no receivers", p->id);
+        if (listed[SF_KIND_EXPORTER] == 0)
+            sf_cfg_error(&l->ctx, key, NULL, "pipeline '%s' has no exporters", p->id);
+    }
+    if (!traces) {
+        l->ctx.path = "service.pipelines";
+        sf_cfg_error(&l->ctx, pkey, NULL, "no traces pipeline is defined");
+    }
+    return SF_OK;
+}
+
+static sf_status load_extensions(loader *l, const sf_node *defs, const sf_node *refs)
+{
+    bool *referenced = NULL;
+
+    l->ctx.path = "extensions";
+    if (!is_empty(defs) && defs->kind != SF_NODE_MAP) {
+        sf_cfg_error(&l->ctx, defs, NULL, "expected a mapping of extension ids to their settings");
+        defs = NULL;
+    }
+    if (is_empty(defs))
+        defs = NULL;
+    if (defs) {
+        referenced = sf_cfg_alloc(&l->ctx, (defs->n ? defs->n : 1) * sizeof(*referenced));
+        if (referenced == NULL)
+            return SF_ENOMEM;
+    }
+    l->ctx.path = "service";
+    if (!is_empty(refs) && refs->kind != SF_NODE_SEQ) {
+        sf_cfg_error(&l->ctx, refs, "extensions", "expected a list of extension ids");
+        refs = NULL;
+    }
+    for (size_t i = 0; refs && refs->kind == SF_NODE_SEQ && i < refs->n; i++) {
+        const sf_node *it = refs->items[i];
+        char sub[48];
+        size_t j;
+
+        snprintf(sub, sizeof(sub), "extensions[%zu]", i);
+        if (it->kind != SF_NODE_SCALAR || it->is_null) {
+            sf_cfg_error(&l->ctx, it, sub, "expected an extension id");
+            continue;
+        }
+        for (j = 0; defs && j < defs->n; j++)
+            if (strcmp(defs->keys[j]->text, it->text) == 0)
+                break;
+        if (defs == NULL || j == defs->n) {
+            sf_cfg_error(&l->ctx, it, sub, "references undefined extension '%s'", it->text);
+            continue;
+        }
+        referenced[j] = true;
+        sf_cfg_warn(&l->ctx, it, sub, "extension '%s' is not supported by spanfence and is ignored",
+                    it->text);
+    }
+    l->ctx.path = "extensions";
+    for (size_t j = 0; defs && j < defs->n; j++) {
+        char tname[128];
+
+        if (!split_id(l, defs->keys[j], defs->keys[j]->text, "extension", tname, sizeof(tname)))
+            continue;
+        if (!referenced[j])
+            sf_cfg_warn(&l->ctx, defs->keys[j], defs->keys[j]->text,
+                        "extension '%s' is not supported by spanfence and is ignored",
+                        defs->keys[j]->text);
+    }
+    return l->ctx.oom ? SF_ENOMEM : SF_OK;
+}
+
+static bool valid_address(const char *a)
+{
+    const char *colon = strrchr(a, ':');
+    long port;
+    char *end;
+
+    if (colon == NULL || colon == a || colon[1] == '\0')
+        return false;
+    for (const char *p = colon + 1; *p; p++)
+        if (!isdigit((unsigned char)*p))
+            return false;
+    errno = 0;
+    port = strtol(colon + 1, &end, 10);
+    return errno == 0 && port >= 0 && port <= 65535;
+}
+
+static sf_status load_service(loader *l, const sf_node *service)
+{
+    const sf_node *skey = key_node(l->root, "service");
+    service_conf sc;
+    sf_config *cfg = l->cfg;
+    sf_status st;
+
+    memset(&sc, 0, sizeof(sc));
+    if (skey == NULL) {
+        l->ctx.path = "";
+        sf_cfg_error(&l->ctx, l->root, NULL, "missing required section 'service'");
+        return SF_CONFIG;
+    }
+    l->ctx.path = "service";
+    l->ctx.node = skey;
+    if (!is_empty(service) && service->kind != SF_NODE_MAP) {
+        sf_cfg_error(&l->ctx, service, NULL, "expected a mapping, got %s",
+                     service->kind == SF_NODE_SEQ ? "a list" : "a single value");
+        return SF_CONFIG;
+    }
+    st = sf_cfg_decode(&l->ctx, service_rows, service, &sc);
+    if (st == SF_ENOMEM)
+        return st;
+    cfg->log_level = sc.telemetry.logs.level;
+    if (sc.telemetry.metrics.level != METRICS_LEVEL_NONE) {
+        const sf_node *an = sf_node_get(sf_node_get(sf_node_get(service, "telemetry"), "metrics"),
+                                        "address");
+
+        if (!valid_address(sc.telemetry.metrics.address)) {
+            l->ctx.path = "service.telemetry.metrics.address";
+            sf_cfg_error(&l->ctx, an, NULL, "invalid address '%s' (expected host:port)",
+                         sc.telemetry.metrics.address);
+        }
+        cfg->metrics_address = sc.telemetry.metrics.address;
+    }
+    if (load_extensions(l, sf_node_get(l->root, "extensions"), sc.extensions) == SF_ENOMEM)
+        return SF_ENOMEM;
+    return load_pipelines(l, skey, sc.pipelines);
+}
+
+static void warn_unused(loader *l)
+{
+    for (size_t i = 0; i < l->cfg->n_components; i++) {
+        if (l->used[i] || !l->valid[i])
+            continue;
+        l->ctx.path = sf_cfg_path_join(&l->ctx, plural(l->kinds[i]), l->cfg->components[i].id);
+        if (l->ctx.path == NULL)
+            return;
+        sf_cfg_warn(&l->ctx, l->keys[i], NULL, "%s '%s' is defined but not used in any pipeline",
+                    sf_kind_name(l->kinds[i]), l->cfg->components[i].id);
+    }
+}
+
+static size_t map_size(const sf_node *n)
+{
+    return n && n->kind == SF_NODE_MAP ? n->n : 0;
+}
+
+static sf_status load_tree(loader *l)
+{
+    top_conf top = { 0 };
+    static const sf_kind kinds[] = { SF_KIND_RECEIVER, SF_KIND_PROCESSOR, SF_KIND_EXPORTER };
+    sf_config *cfg = l->cfg;
+    sf_status st;
+
+    l->ctx.node = NULL;
+    st = sf_cfg_decode(&l->ctx, top_rows, l->root, &top);
+    if (st == SF_ENOMEM)
+        return st;
+    l->cap = map_size(top.receivers) + map_size(top.processors) + map_size(top.exporters);
+    cfg->components = sf_cfg_alloc(&l->ctx, (l->cap ? l->cap : 1) * sizeof(*cfg->components));
+    l->kinds = sf_cfg_alloc(&l->ctx, (l->cap ? l->cap : 1) * sizeof(*l->kinds));
+    l->keys = sf_cfg_alloc(&l->ctx, (l->cap ? l->cap : 1) * sizeof(*l->keys));
+    l->used = sf_cfg_alloc(&l->ctx, (l->cap ? l->cap : 1) * sizeof(*l->used));
+    l->valid = sf_cfg_alloc(&l->ctx, (l->cap ? l->cap : 1) * sizeof(*l->valid));
+    if (l->ctx.oom)
+        return SF_ENOMEM;
+    /* definition order: the sections in the order the file has them */
+    for (size_t i = 0; i < l->root->n; i++) {
+        for (size_t k = 0; k < 3; k++) {
+            if (strcmp(l->root->keys[i]->text, plural(kinds[k])) == 0 &&
+                load_components(l, kinds[k], l->root->items[i]) == SF_ENOMEM)
+                return SF_ENOMEM;
+        }
+    }
+    if (load_service(l, top.service) == SF_ENOMEM)
+        return SF_ENOMEM;
+    /* without pipelines every component is unused: that says nothing new */
+    if (map_size(sf_node_get(top.service, "pipelines")) > 0)
+        warn_unused(l);
+    return l->ctx.oom ? SF_ENOMEM : SF_OK;
+}
+
+sf_status sf_config_load_string(const char *name, const char *yaml, size_t len,
+                                sf_diag *diag, sf_config **out)
+{
+    sf_config_owned *owned;
+    sf_arena *arena;
+    sf_node *root = NULL;
+    loader l;
+    size_t errors = sf_diag_errors(diag);
+    sf_status st;
+
+    *out = NULL;
+    if (sf_diag_set_file(diag, name) != SF_OK)
+        return SF_ENOMEM;
+    arena = sf_arena_create(SF_CONFIG_ARENA_CHUNK, 0);
+    if (arena == NULL)
+        return SF_ENOMEM;
+    owned = sf_arena_alloc(arena, sizeof(*owned));
+    if (owned == NULL) {
+        st = SF_ENOMEM;
+        goto out_destroy_arena;
+    }
+    memset(owned, 0, sizeof(*owned));
+    owned->arena = arena;
+    owned->pub.file = sf_arena_strndup(arena, name, strlen(name));
+    if (owned->pub.file == NULL) {
+        st = SF_ENOMEM;
+        goto out_destroy_arena;
+    }
+    st = sf_yaml_load(yaml, len, arena, diag, &root);
+    if (st == SF_ENOMEM || root == NULL)
+        goto out_destroy_arena;
+    owned->pub.root = root;
+    memset(&l, 0, sizeof(l));
+    sf_cfg_ctx_init(&l.ctx, diag, arena);
+    l.cfg = &owned->pub;
+    l.root = root;
+    st = load_tree(&l);
+    if (st == SF_ENOMEM || sf_diag_oom(diag)) {
+        st = SF_ENOMEM;
+        goto out_destroy_arena;
+    }
+    if (sf_diag_errors(diag) > errors) {
+        st = SF_CONFIG;
+        goto out_destroy_arena;
+    }
+    *out = &owned->pub;
+    return SF_OK;
+
+out_destroy_arena:
+    sf_arena_destroy(arena);
+    return st;
+}
+
+sf_status sf_config_load(const char *path, sf_diag *diag, sf_config **out)
+{
+    FILE *f;
+    char *buf = NULL;
+    size_t len = 0, cap = 0, n;
+    sf_status st;
+
+    *out = NULL;
+    if (sf_diag_set_file(diag, path) != SF_OK)
+        return SF_ENOMEM;
+    f = fopen(path, "rb");
+    if (f == NULL)
+        goto out_io_error;
+    do {
+        if (len == cap) {
+            char *nb;
+
+            if (cap >= SF_CONFIG_MAX_FILE) {
+                sf_diag_error(diag, NULL, NULL, "the file is larger than %u bytes",
+                              SF_CONFIG_MAX_FILE);
+                st = SF_CONFIG;
+                goto out_close;
+            }
+            cap = cap ? cap * 2 : 8192;
+            nb = sf_realloc(buf, cap + 1);
+            if (nb == NULL) {
+                st = SF_ENOMEM;
+                goto out_close;
+            }
+            buf = nb;
+        }
+        n = fread(buf + len, 1, cap - len, f);
+        len += n;
+    } while (n > 0);
+    if (ferror(f)) {
+        fclose(f);
+        f = NULL;
+        goto out_io_error;
+    }
+    fclose(f);
+    st = sf_config_load_string(path, buf ? buf : "", len, diag, out);
+    sf_free(buf);
+    return st;
+
+out_close:
+    fclose(f);
+    sf_free(buf);
+    return st;
+out_io_error: {
+        char reason[128];
+
+        snprintf(reason, sizeof(reason), "%s", strerror(errno));
+        reason[0] = (char)tolower((unsigned char)reason[0]);
+        sf_diag_error(diag, NULL, NULL, "cannot read the file: %s", reason);
+        sf_free(buf);
+        return SF_IO;
+    }
+}
+
+void sf_config_destroy(sf_config *cfg)
+{
+    if (cfg == NULL)
+        return;
+    sf_arena_destroy(((sf_config_owned *)cfg)->arena);
+}
+
+sf_config_component *sf_config_find(const sf_config *cfg, const char *id)
+{
+    for (size_t i = 0; cfg && i < cfg->n_components; i++)
+        if (strcmp(cfg->components[i].id, id) == 0)
+            return &cfg->components[i];
+    return NULL;
+}
+
+/* ---- --help-config ------------------------------------------------------------ */
+
+static const char *type_name(sf_cfg_type t)
+{
+    switch (t) {
+    case SF_CFG_STR:      return "string";
+    case SF_CFG_BOOL:     return "bool";
+    case SF_CFG_INT:      return "integer";
+    case SF_CFG_DOUBLE:   return "number";
+    case SF_CFG_DURATION: return "duration";
+    case SF_CFG_SIZE:     return "size";
+    case SF_CFG_ENUM:     return "one of";
+    case SF_CFG_STRLIST:  return "list";
+    case SF_CFG_STRMAP:   return "map";
+    case SF_CFG_SECTION:  return "section";
+    case SF_CFG_CUSTOM:   return "custom";
+    case SF_CFG_REJECT:   return "refused";
+    case SF_CFG_IGNORE:   return "ignored";
+    case SF_CFG_END:      break;
+    }
+    return "?";
+}
+
+static void print_rows(const sf_config_row *rows, int indent)
+{
+    for (const sf_config_row *r = rows; r->type != SF_CFG_END; r++) {
+        char range[128] = "", a[40], b[40];
+
+        if (r->type == SF_CFG_INT && r->min < r->max)
+            snprintf(range, sizeof(range), ", %lld to %lld", (long long)r->min, (long long)r->max);
+        else if (r->type == SF_CFG_DURATION && r->min < r->max) {
+            sf_format_duration(r->min, a, sizeof(a));
+            sf_format_duration(r->max, b, sizeof(b));
+            snprintf(range, sizeof(range), ", %s to %s", a, b);
+        } else if (r->type == SF_CFG_SIZE && r->min < r->max) {
+            sf_format_size(r->min, a, sizeof(a));
+            sf_format_size(r->max, b, sizeof(b));
+            snprintf(range, sizeof(range), ", %s to %s", a, b);
+        } else if (r->type == SF_CFG_DOUBLE && r->dmin < r->dmax)
+            snprintf(range, sizeof(range), ", %g to %g", r->dmin, r->dmax);
+        printf("%*s%s (%s%s%s%s%s%s)%s%s\n", indent, "", r->key, type_name(r->type),
+               r->type == SF_CFG_ENUM ? " " : "", r->type == SF_CFG_ENUM ? r->choices : "",
+               range, r->def ? ", default " : "", r->def ? r->def : "",
+               r->help ? ": " : "", r->help ? r->help : "");
+        if (r->type == SF_CFG_SECTION && r->sub)
+            print_rows(r->sub, indent + 2);
+    }
+}
+
+void sf_config_print_help(void)
+{
+    for (const sf_component_type *const *t = sf_registry; *t; t++) {
+        printf("%s %s%s%s%s: %s\n", sf_kind_name((*t)->kind), (*t)->name,
+               (*t)->alias ? " (alias " : "", (*t)->alias ? (*t)->alias : "",
+               (*t)->alias ? ")" : "", (*t)->description ? (*t)->description : "");
+        if ((*t)->config_map)
+            print_rows((*t)->config_map, 2);
+    }
+    printf("service\n");
+    print_rows(service_rows, 2);
+}

@@ -1,0 +1,56 @@
+/* sf_net.c: endpoint parsing and resolution. */
+#include "sf_net.h"
+
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+sf_status sf_net_split(const char *endpoint, char *host, size_t host_size, uint16_t *port)
+{
+    const char *colon, *h = endpoint;
+    size_t hlen;
+    char *end;
+    long p;
+
+    if (endpoint[0] == '[') {
+        const char *close = strchr(endpoint, ']');
+        if (close == NULL || close[1] != ':')
+            return SF_INVALID;
+        h = endpoint + 1;
+        hlen = (size_t)(close - h);
+        colon = close + 1;
+    } else {
+        colon = strrchr(endpoint, ':');
+        if (colon == NULL)
+            return SF_INVALID;
+        hlen = (size_t)(colon - endpoint);
+    }
+    if (hlen == 0 || hlen >= host_size || colon[1] == '\0')
+        return SF_INVALID;
+    p = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || p < 0 || p > 65535)
+        return SF_INVALID;
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    *port = (uint16_t)p;
+    return SF_OK;
+}
+
+sf_status sf_net_resolve(const char *endpoint, struct sockaddr_storage *addr, socklen_t *len)
+{
+    struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+    struct addrinfo *res = NULL;
+    char host[256], port_s[8];
+    uint16_t port;
+
+    if (sf_net_split(endpoint, host, sizeof(host), &port) != SF_OK)
+        return SF_INVALID;
+    snprintf(port_s, sizeof(port_s), "%u", port);
+    if (getaddrinfo(host, port_s, &hints, &res) != 0 || res == NULL)
+        return SF_INVALID;
+    memcpy(addr, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return SF_OK;
+}

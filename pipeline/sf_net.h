@@ -1,0 +1,18 @@
+/* sf_net.h: endpoint strings ("127.0.0.1:4318", "[::1]:8888", "localhost:0")
+ * to socket addresses, for the servers spanfence binds. */
+#ifndef SF_NET_H
+#define SF_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "sf_status.h"
+
+/* Split "host:port" (IPv6 in brackets). SF_INVALID when malformed. */
+sf_status sf_net_split(const char *endpoint, char *host, size_t host_size, uint16_t *port);
+/* Resolve to a numeric socket address (getaddrinfo, AI_NUMERICSERV).
+ * SF_INVALID when malformed or unresolvable. */
+sf_status sf_net_resolve(const char *endpoint, struct sockaddr_storage *addr, socklen_t *len);
+
+#endif

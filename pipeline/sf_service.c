@@ -1,0 +1,523 @@
+/* sf_service.c: builds the running collector from a loaded config, runs a
+ * receiver's batch through its pipelines, and owns start/stop ordering.
+ *
+ * DESIGN
+ * - Only components used by a traces pipeline are instantiated; metrics and
+ *   logs pipelines are validated but not run (spanfence is traces only).
+ * - The data path is synchronous: a receiver thread calls
+ *   sf_component_emit(), which runs the processors in order on the batch
+ *   (in place, in the receiver's arena) and hands the packed result to each
+ *   exporter's queue, which never blocks. So when emit returns, the spans
+ *   are either queued (the client is told OK) or refused with a status the
+ *   client can act on; nothing is acknowledged before it is safely queued.
+ * - Component contexts are read-only after start; counters are atomics. */
+#include "sf_service.h"
+#include "internal/sf_core.h"
+#include "internal/sf_metrics_server.h"
+#include "sf_otlp_json.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct sf_route {
+    const char *id;
+    size_t n_processors;
+    sf_component **processors;
+    size_t n_exporters;
+    sf_component **exporters;
+} sf_route;
+
+struct sf_service {
+    const sf_config *cfg;
+    size_t n_components;
+    sf_component *components;        /* in config order; only those in use */
+    size_t n_routes;
+    sf_route *routes;
+    sf_metrics_server *metrics;
+    bool started;
+};
+
+/* ---- build --------------------------------------------------------------- */
+
+static sf_component *instance_of(sf_service *svc, const sf_config_component *cc)
+{
+    for (size_t i = 0; i < svc->n_components; i++)
+        if (svc->components[i].config == cc->config)
+            return &svc->components[i];
+    return NULL;
+}
+
+static bool used_by_traces(const sf_config *cfg, const sf_config_component *cc)
+{
+    for (size_t p = 0; p < cfg->n_pipelines; p++) {
+        const sf_config_pipeline *pl = &cfg->pipelines[p];
+        if (pl->signal != SF_SIGNAL_TRACES)
+            continue;
+        for (size_t i = 0; i < pl->n_receivers; i++)
+            if (pl->receivers[i] == cc)
+                return true;
+        for (size_t i = 0; i < pl->n_processors; i++)
+            if (pl->processors[i] == cc)
+                return true;
+        for (size_t i = 0; i < pl->n_exporters; i++)
+            if (pl->exporters[i] == cc)
+                return true;
+    }
+    return false;
+}
+
+static sf_component **instances(sf_service *svc, sf_config_component **list, size_t n)
+{
+    sf_component **out = sf_calloc(n ? n : 1, sizeof(*out));
+
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        out[i] = instance_of(svc, list[i]);
+    return out;
+}
+
+static sf_status build_routes(sf_service *svc)
+{
+    const sf_config *cfg = svc->cfg;
+
+    svc->routes = sf_calloc(cfg->n_pipelines ? cfg->n_pipelines : 1, sizeof(*svc->routes));
+    if (svc->routes == NULL)
+        return SF_ENOMEM;
+    for (size_t p = 0; p < cfg->n_pipelines; p++) {
+        const sf_config_pipeline *pl = &cfg->pipelines[p];
+        sf_route *r;
+
+        if (pl->signal != SF_SIGNAL_TRACES)
+            continue;
+        r = &svc->routes[svc->n_routes++];
+        r->id = pl->id;
+        r->n_processors = pl->n_processors;
+        r->n_exporters = pl->n_exporters;
+        r->processors = instances(svc, pl->processors, pl->n_processors);
+        r->exporters = instances(svc, pl->exporters, pl->n_exporters);
+        if (r->processors == NULL || r->exporters == NULL)
+            return SF_ENOMEM;
+        for (size_t i = 0; i < pl->n_receivers; i++) {
+            sf_component *rc = instance_of(svc, pl->receivers[i]);
+            sf_route **nr = sf_realloc(rc->routes, (rc->n_routes + 1) * sizeof(*nr));
+            if (nr == NULL)
+                return SF_ENOMEM;
+            nr[rc->n_routes++] = r;
+            rc->routes = nr;
+        }
+    }
+    return SF_OK;
+}
+
+sf_status sf_service_create(const sf_config *cfg, sf_diag *diag, sf_service **out)
+{
+    sf_service *svc;
+    sf_status st = SF_ENOMEM;
+
+    *out = NULL;
+    svc = sf_calloc(1, sizeof(*svc));
+    if (svc == NULL)
+        goto out_fail;
+    svc->cfg = cfg;
+    svc->components = sf_calloc(cfg->n_components ? cfg->n_components : 1,
+                                sizeof(*svc->components));
+    if (svc->components == NULL)
+        goto out_destroy;
+
+    for (size_t i = 0; i < cfg->n_components; i++) {
+        const sf_config_component *cc = &cfg->components[i];
+        sf_component *c;
+
+        if (!used_by_traces(cfg, cc) || cc->type->create == NULL)
+            continue;
+        c = &svc->components[svc->n_components++];
+        c->type = cc->type;
+        c->id = cc->id;
+        c->config = cc->config;
+        c->service = svc;
+        st = cc->type->create(c, cc->config);
+        if (st != SF_OK) {
+            sf_diag_error(diag, cc->node, NULL, "%s '%s' could not be created: %s",
+                          sf_kind_name(cc->type->kind), cc->id, sf_status_str(st));
+            c->type = NULL;     /* nothing to destroy */
+            svc->n_components--;
+            goto out_destroy;
+        }
+    }
+    st = build_routes(svc);
+    if (st != SF_OK)
+        goto out_destroy;
+    *out = svc;
+    return SF_OK;
+
+out_destroy:
+    sf_service_destroy(svc);
+out_fail:
+    if (st == SF_ENOMEM)
+        sf_diag_error(diag, NULL, NULL, "out of memory while building the service");
+    return st;
+}
+
+/* ---- run ----------------------------------------------------------------- */
+
+static sf_status start_kind(sf_service *svc, sf_kind kind)
+{
+    for (size_t i = 0; i < svc->n_components; i++) {
+        sf_component *c = &svc->components[i];
+        sf_status st;
+
+        if (c->type->kind != kind || c->type->start == NULL)
+            continue;
+        st = c->type->start(c);
+        if (st != SF_OK) {
+            sf_error("%s '%s' failed to start: %s", sf_kind_name(kind), c->id,
+                     sf_status_str(st));
+            return st;
+        }
+    }
+    return SF_OK;
+}
+
+static void shutdown_kind(sf_service *svc, sf_kind kind)
+{
+    for (size_t i = svc->n_components; i-- > 0;) {
+        sf_component *c = &svc->components[i];
+        if (c->type->kind == kind && c->type->shutdown != NULL)
+            c->type->shutdown(c);
+    }
+}
+
+sf_status sf_service_start(sf_service *svc)
+{
+    static const sf_kind order[] = { SF_KIND_EXPORTER, SF_KIND_PROCESSOR, SF_KIND_RECEIVER };
+    sf_status st;
+    size_t k;
+
+    if (svc->cfg->metrics_address != NULL) {
+        st = sf_metrics_server_start(svc->cfg->metrics_address, svc, &svc->metrics);
+        if (st != SF_OK)
+            return st;
+    }
+    for (k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
+        st = start_kind(svc, order[k]);
+        if (st != SF_OK)
+            goto out_stop;
+    }
+    svc->started = true;
+    return SF_OK;
+
+out_stop:
+    /* Shut down every kind tried so far, the failed one included: shutdown
+     * is safe on a component that did not start. */
+    for (size_t j = k + 1; j-- > 0;)
+        shutdown_kind(svc, order[j]);
+    sf_metrics_server_stop(svc->metrics);
+    svc->metrics = NULL;
+    return st;
+}
+
+void sf_service_shutdown(sf_service *svc)
+{
+    if (!svc->started)
+        return;
+    svc->started = false;
+    shutdown_kind(svc, SF_KIND_RECEIVER);
+    shutdown_kind(svc, SF_KIND_PROCESSOR);
+    shutdown_kind(svc, SF_KIND_EXPORTER);
+    /* The metrics endpoint stays up until here so the final counts can be
+     * scraped while queues drain. */
+    sf_metrics_server_stop(svc->metrics);
+    svc->metrics = NULL;
+}
+
+void sf_service_destroy(sf_service *svc)
+{
+    if (svc == NULL)
+        return;
+    sf_service_shutdown(svc);
+    for (size_t i = svc->n_components; i-- > 0;) {
+        sf_component *c = &svc->components[i];
+        if (c->type != NULL && c->type->destroy != NULL)
+            c->type->destroy(c);
+        sf_free(c->routes);
+    }
+    for (size_t r = 0; r < svc->n_routes; r++) {
+        sf_free(svc->routes[r].processors);
+        sf_free(svc->routes[r].exporters);
+    }
+    sf_free(svc->routes);
+    sf_free(svc->components);
+    sf_free(svc);
+}
+
+/* ---- the data path --------------------------------------------------------- */
+
+static sf_reason reason_of(sf_status st)
+{
+    switch (st) {
+    case SF_FULL:     return SF_REASON_QUEUE_FULL;
+    case SF_FILTER:   return SF_REASON_FILTER_FAILED;
+    case SF_MEMLIMIT:
+    case SF_ENOMEM:   return SF_REASON_MEMORY_LIMIT;
+    case SF_INVALID:  return SF_REASON_MALFORMED;
+    case SF_TOOBIG:   return SF_REASON_TOO_LARGE;
+    case SF_STOPPED:  return SF_REASON_SHUTDOWN;
+    default:          return SF_REASON_INTERNAL;
+    }
+}
+
+/* Rank statuses so that with several exporters the client hears the one
+ * that matters most: a permanent failure beats a retryable one. */
+static int severity(sf_status st)
+{
+    if (st == SF_OK)
+        return 0;
+    return sf_status_retryable(st) ? 1 : 2;
+}
+
+static sf_status run_route(const sf_route *r, sf_batch *batch)
+{
+    sf_status worst = SF_OK;
+
+    for (size_t i = 0; i < r->n_processors; i++) {
+        sf_component *p = r->processors[i];
+        sf_status st = p->type->consume(p, batch);
+        if (st != SF_OK) {
+            /* Fail closed: a batch a processor could not handle goes no
+             * further. A retry would fail the same way unless it was a
+             * transient limit, which the status itself says. */
+            return st;
+        }
+    }
+    for (size_t i = 0; i < r->n_exporters; i++) {
+        sf_component *e = r->exporters[i];
+        sf_status st = e->type->consume(e, batch);
+        if (severity(st) > severity(worst))
+            worst = st;
+    }
+    return worst;
+}
+
+static sf_status redecode(const sf_batch *orig, sf_batch *copy)
+{
+    sf_otlp_request *req;
+    char err[64];
+    sf_status st;
+
+    if (!orig->raw_is_json)
+        return sf_batch_decode(copy, orig->arena, orig->raw, orig->raw_len, orig->max_depth);
+    st = sf_otlp_json_decode(orig->arena, (const char *)orig->raw, orig->raw_len,
+                             orig->max_depth, &req, err, sizeof(err));
+    if (st != SF_OK)
+        return st;
+    *copy = *orig;
+    copy->req = req;
+    copy->encoded = NULL;
+    return SF_OK;
+}
+
+sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_batch *batch)
+{
+    sf_counters *rc = &receiver->transport[transport];
+    size_t spans = batch->spans;
+    sf_status worst = SF_OK;
+
+    sf_count(&rc->requests, 1);
+    for (size_t i = 0; i < receiver->n_routes; i++) {
+        sf_batch copy, *b = batch;
+        sf_status st;
+
+        if (i > 0) {
+            /* Processors edited the first copy in place: decode afresh. */
+            st = redecode(batch, &copy);
+            if (st != SF_OK) {
+                worst = st;
+                break;
+            }
+            b = &copy;
+        }
+        st = run_route(receiver->routes[i], b);
+        if (b != batch)
+            sf_batch_release(b);
+        if (severity(st) > severity(worst))
+            worst = st;
+    }
+    if (worst == SF_OK)
+        sf_count(&rc->accepted_spans, spans);
+    else
+        sf_count(&rc->refused_spans[reason_of(worst)], spans);
+    return worst;
+}
+
+void sf_component_refuse(sf_component *receiver, sf_transport transport, size_t spans,
+                         sf_reason reason)
+{
+    sf_count(&receiver->transport[transport].requests, 1);
+    sf_count(&receiver->transport[transport].refused_spans[reason], spans);
+}
+
+bool sf_component_may_accept(const sf_component *receiver)
+{
+    (void)receiver;
+    return true;
+}
+
+/* ---- self-metrics ------------------------------------------------------------ */
+
+typedef struct sf_text {
+    char *buf;
+    size_t len, cap;
+    bool failed;
+} sf_text;
+
+static void text_add(sf_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void text_add(sf_text *t, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (t->failed)
+        return;
+    for (;;) {
+        va_start(ap, fmt);
+        n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            t->failed = true;
+            return;
+        }
+        if ((size_t)n < t->cap - t->len) {
+            t->len += (size_t)n;
+            return;
+        }
+        char *nb = sf_realloc(t->buf, t->cap * 2 + (size_t)n);
+        if (nb == NULL) {
+            t->failed = true;
+            return;
+        }
+        t->buf = nb;
+        t->cap = t->cap * 2 + (size_t)n;
+    }
+}
+
+static void help(sf_text *t, const char *name, const char *type, const char *text)
+{
+    text_add(t, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
+}
+
+static const char *const transport_names[SF_TRANSPORT_COUNT] = { "grpc", "http" };
+
+typedef uint64_t (*counter_get)(sf_counters *c, int reason);
+
+static uint64_t get_accepted(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->accepted_spans); }
+static uint64_t get_refused(sf_counters *c, int r) { return sf_counter_get(&c->refused_spans[r]); }
+static uint64_t get_requests(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->requests); }
+static uint64_t get_incoming(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->incoming_items); }
+static uint64_t get_outgoing(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->outgoing_items); }
+static uint64_t get_dropped(sf_counters *c, int r) { return sf_counter_get(&c->dropped_spans[r]); }
+static uint64_t get_removed(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->removed_attributes); }
+static uint64_t get_sent(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->sent_spans); }
+static uint64_t get_failed(sf_counters *c, int r) { return sf_counter_get(&c->send_failed_spans[r]); }
+static uint64_t get_enqfail(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->enqueue_failed_spans); }
+static uint64_t get_retries(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->retries); }
+static uint64_t get_qsize(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queue_size); }
+static uint64_t get_qcap(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queue_capacity); }
+static uint64_t get_queued(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queued_spans); }
+
+typedef struct metric_def {
+    sf_kind kind;
+    const char *name;
+    const char *type;
+    bool by_reason;
+    counter_get get;
+    const char *help;
+} metric_def;
+
+static const metric_def metric_defs[] = {
+    { SF_KIND_RECEIVER, "otelcol_receiver_accepted_spans", "counter", false, get_accepted,
+      "Spans accepted into the pipeline (filtered and queued for export)." },
+    { SF_KIND_RECEIVER, "otelcol_receiver_refused_spans", "counter", true, get_refused,
+      "Spans refused, by reason; the client was told so." },
+    { SF_KIND_RECEIVER, "spanfence_receiver_requests", "counter", false, get_requests,
+      "Export requests received." },
+    { SF_KIND_PROCESSOR, "otelcol_processor_incoming_items", "counter", false, get_incoming,
+      "Spans that entered the processor." },
+    { SF_KIND_PROCESSOR, "otelcol_processor_outgoing_items", "counter", false, get_outgoing,
+      "Spans that left the processor." },
+    { SF_KIND_PROCESSOR, "otelcol_processor_dropped_spans", "counter", true, get_dropped,
+      "Spans dropped by the processor, by reason (filter_failed: failed closed)." },
+    { SF_KIND_PROCESSOR, "spanfence_processor_removed_attributes", "counter", false, get_removed,
+      "Attributes removed because their key is not allowlisted." },
+    { SF_KIND_EXPORTER, "otelcol_exporter_sent_spans", "counter", false, get_sent,
+      "Spans delivered to the destination." },
+    { SF_KIND_EXPORTER, "otelcol_exporter_send_failed_spans", "counter", true, get_failed,
+      "Spans accepted but given up on, by reason." },
+    { SF_KIND_EXPORTER, "otelcol_exporter_enqueue_failed_spans", "counter", false, get_enqfail,
+      "Spans refused because the sending queue was full." },
+    { SF_KIND_EXPORTER, "spanfence_exporter_retries", "counter", false, get_retries,
+      "Send attempts retried." },
+    { SF_KIND_EXPORTER, "otelcol_exporter_queue_size", "gauge", false, get_qsize,
+      "Batches waiting in the sending queue." },
+    { SF_KIND_EXPORTER, "otelcol_exporter_queue_capacity", "gauge", false, get_qcap,
+      "Capacity of the sending queue, in batches." },
+    { SF_KIND_EXPORTER, "spanfence_exporter_queued_spans", "gauge", false, get_queued,
+      "Spans accepted and not yet sent or failed (waiting, in flight or in backoff)." },
+};
+
+static void render_series(sf_text *t, const metric_def *m, const char *labels,
+                          sf_counters *c)
+{
+    if (!m->by_reason) {
+        text_add(t, "%s{%s} %llu\n", m->name, labels, (unsigned long long)m->get(c, 0));
+        return;
+    }
+    for (int r = 0; r < SF_REASON_COUNT; r++)
+        text_add(t, "%s{%s,reason=\"%s\"} %llu\n", m->name, labels, sf_reason_label(r),
+                 (unsigned long long)m->get(c, r));
+}
+
+sf_status sf_service_render_metrics(sf_service *svc, char **out, size_t *out_len)
+{
+    sf_text t = { .cap = 8192 };
+    char labels[256];
+
+    t.buf = sf_malloc(t.cap);
+    if (t.buf == NULL)
+        return SF_ENOMEM;
+    t.buf[0] = '\0';
+    for (size_t d = 0; d < sizeof(metric_defs) / sizeof(metric_defs[0]); d++) {
+        const metric_def *m = &metric_defs[d];
+        help(&t, m->name, m->type, m->help);
+        for (size_t i = 0; i < svc->n_components; i++) {
+            sf_component *c = &svc->components[i];
+            if (c->type->kind != m->kind)
+                continue;
+            if (m->kind == SF_KIND_RECEIVER) {
+                for (int tr = 0; tr < SF_TRANSPORT_COUNT; tr++) {
+                    if (!(c->transports & (1u << tr)))
+                        continue;
+                    snprintf(labels, sizeof(labels), "receiver=\"%s\",transport=\"%s\"", c->id,
+                             transport_names[tr]);
+                    render_series(&t, m, labels, &c->transport[tr]);
+                }
+            } else {
+                snprintf(labels, sizeof(labels), "%s=\"%s\"",
+                         m->kind == SF_KIND_PROCESSOR ? "processor" : "exporter", c->id);
+                render_series(&t, m, labels, &c->counters);
+            }
+        }
+    }
+    help(&t, "spanfence_memory_allocated_bytes", "gauge",
+         "Bytes allocated through spanfence's counted allocator.");
+    text_add(&t, "spanfence_memory_allocated_bytes %zu\n", sf_alloc_in_use());
+    if (t.failed) {
+        sf_free(t.buf);
+        return SF_ENOMEM;
+    }
+    *out = t.buf;
+    *out_len = t.len;
+    return SF_OK;
+}

@@ -1,0 +1,464 @@
+/* receivers/otlp/otlp_grpc.c: OTLP/gRPC server on the gRPC core C API.
+ *
+ * DESIGN
+ * - `workers` threads, each blocked in grpc_completion_queue_next() on a
+ *   completion queue of its own. gRPC does the socket I/O on those threads.
+ * - Each worker pre-posts SLOTS call slots for the registered Export method
+ *   (the request payload arrives with the call) and one catch-all slot that
+ *   answers any other method UNIMPLEMENTED at once (without it such calls
+ *   would hang until the client's deadline, holding their buffers).
+ * - A call is answered in one batch (initial metadata, message, status,
+ *   close) right after the request was decoded into the worker's arena and
+ *   run through the pipeline (sf_component_emit). The arena is reset after
+ *   every call, so the heap does not shrink and regrow per request.
+ * - Slots belong to their worker's thread; the only shared state is
+ *   `stopping` (under post_lock, so no slot is re-posted on a server that
+ *   is being destroyed) and the shutdown notification. */
+#include "otlp_grpc.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/log.h>
+#include <grpc/support/time.h>
+
+#define EXPORT_METHOD "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+#define SLOTS 8
+#define ARENA_CHUNK (1024 * 1024)
+#define SHUTDOWN_GRACE_MS 5000
+
+typedef struct worker worker;
+
+typedef struct call_slot {
+    bool catch_all;             /* the UNIMPLEMENTED slot */
+    bool replying;              /* waiting for the reply batch to complete */
+    worker *w;
+    grpc_call *call;
+    gpr_timespec deadline;
+    grpc_metadata_array md;
+    grpc_call_details details;  /* catch_all only */
+    grpc_byte_buffer *payload;  /* Export only */
+    grpc_byte_buffer *reply;
+    grpc_slice status_details;
+    int cancelled;
+} call_slot;
+
+struct worker {
+    sf_otlp_grpc_server *srv;
+    grpc_completion_queue *cq;
+    pthread_t thread;
+    bool running;
+    sf_arena *arena;
+    call_slot slots[SLOTS + 1];
+};
+
+struct sf_otlp_grpc_server {
+    sf_component *self;
+    const sf_otlp_grpc_config *cfg;
+    unsigned max_depth;
+    size_t max_msg;
+    grpc_server *server;
+    void *method;
+    unsigned n_workers;
+    worker *workers;
+    bool grpc_inited;
+    bool started;
+    pthread_mutex_t post_lock;
+    bool stopping;              /* under post_lock */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool shutdown_done;         /* under lock */
+    int shutdown_tag;           /* its address is the tag */
+};
+
+/* ---- gRPC's own log, into ours -------------------------------------------- */
+
+static void grpc_log_to_sf(gpr_log_func_args *args)
+{
+    sf_log_level lvl = args->severity == GPR_LOG_SEVERITY_ERROR ? SF_LOG_ERROR
+                       : args->severity == GPR_LOG_SEVERITY_INFO ? SF_LOG_INFO : SF_LOG_DEBUG;
+    sf_log(lvl, "grpc: %s", args->message);
+}
+
+/* ---- slots ------------------------------------------------------------------ */
+
+static void slot_clear(call_slot *s)
+{
+    if (s->call != NULL)
+        grpc_call_unref(s->call);
+    s->call = NULL;
+    grpc_metadata_array_destroy(&s->md);
+    if (s->catch_all)
+        grpc_call_details_destroy(&s->details);
+    if (s->payload != NULL)
+        grpc_byte_buffer_destroy(s->payload);
+    s->payload = NULL;
+    if (s->reply != NULL)
+        grpc_byte_buffer_destroy(s->reply);
+    s->reply = NULL;
+    grpc_slice_unref(s->status_details);
+    s->status_details = grpc_empty_slice();
+    s->replying = false;
+}
+
+/* Offer the slot for the next call, unless the server is stopping.
+ * Returns whether it was posted (the slot is then owned by gRPC). */
+static bool slot_post(call_slot *s)
+{
+    sf_otlp_grpc_server *srv = s->w->srv;
+    grpc_call_error err = GRPC_CALL_ERROR;
+
+    pthread_mutex_lock(&srv->post_lock);
+    if (!srv->stopping) {
+        grpc_metadata_array_init(&s->md);
+        if (s->catch_all) {
+            grpc_call_details_init(&s->details);
+            err = grpc_server_request_call(srv->server, &s->call, &s->details, &s->md,
+                                           s->w->cq, s->w->cq, s);
+        } else {
+            err = grpc_server_request_registered_call(srv->server, srv->method, &s->call,
+                                                      &s->deadline, &s->md, &s->payload,
+                                                      s->w->cq, s->w->cq, s);
+        }
+        if (err != GRPC_CALL_OK) {
+            grpc_metadata_array_destroy(&s->md);
+            if (s->catch_all)
+                grpc_call_details_destroy(&s->details);
+        }
+    }
+    pthread_mutex_unlock(&srv->post_lock);
+    if (err != GRPC_CALL_OK && !srv->stopping)
+        sf_error("receiver '%s': grpc: cannot accept calls: %s",
+                 sf_component_id(srv->self), grpc_call_error_to_string(err));
+    return err == GRPC_CALL_OK;
+}
+
+static void slot_reply(call_slot *s, grpc_status_code code, const char *details)
+{
+    grpc_op ops[4];
+    size_t n = 0;
+
+    memset(ops, 0, sizeof(ops));
+    ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+    n++;
+    if (code == GRPC_STATUS_OK) {
+        /* An empty ExportTraceServiceResponse encodes to zero bytes. */
+        grpc_slice empty = grpc_empty_slice();
+        s->reply = grpc_raw_byte_buffer_create(&empty, 1);
+        ops[n].op = GRPC_OP_SEND_MESSAGE;
+        ops[n].data.send_message.send_message = s->reply;
+        n++;
+    }
+    s->status_details = grpc_slice_from_copied_string(details);
+    ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[n].data.send_status_from_server.status = code;
+    ops[n].data.send_status_from_server.status_details = &s->status_details;
+    n++;
+    ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    ops[n].data.recv_close_on_server.cancelled = &s->cancelled;
+    n++;
+    s->replying = true;
+    if (grpc_call_start_batch(s->call, ops, n, s, NULL) != GRPC_CALL_OK) {
+        slot_clear(s);
+        slot_post(s);
+    }
+}
+
+static grpc_status_code status_to_grpc(sf_status st)
+{
+    switch (st) {
+    case SF_OK:
+        return GRPC_STATUS_OK;
+    case SF_INVALID:
+        return GRPC_STATUS_INVALID_ARGUMENT;
+    case SF_TOOBIG:
+        return GRPC_STATUS_RESOURCE_EXHAUSTED;
+    default:
+        /* OTLP: UNAVAILABLE is retryable; INTERNAL and the rest are not. */
+        return sf_status_retryable(st) ? GRPC_STATUS_UNAVAILABLE : GRPC_STATUS_INTERNAL;
+    }
+}
+
+static const char *status_details(sf_status st)
+{
+    switch (st) {
+    case SF_OK:       return "";
+    case SF_INVALID:  return "request is not a valid ExportTraceServiceRequest";
+    case SF_FULL:     return "export queue is full, retry later";
+    case SF_MEMLIMIT:
+    case SF_ENOMEM:   return "memory limit reached, retry later";
+    case SF_FILTER:   return "batch dropped: it could not be filtered (fail closed)";
+    case SF_STOPPED:  return "collector is shutting down";
+    default:          return sf_status_str(st);
+    }
+}
+
+/* A new Export call with its request: decode, run the pipeline, answer. */
+static void handle_export(call_slot *s)
+{
+    sf_otlp_grpc_server *srv = s->w->srv;
+    grpc_byte_buffer_reader reader;
+    grpc_slice data;
+    sf_batch batch;
+    sf_status st;
+
+    if (s->payload == NULL) {
+        sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, 0, SF_REASON_MALFORMED);
+        slot_reply(s, GRPC_STATUS_INVALID_ARGUMENT, "missing request message");
+        return;
+    }
+    if (!sf_component_may_accept(srv->self)) {
+        sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, 0, SF_REASON_MEMORY_LIMIT);
+        slot_reply(s, GRPC_STATUS_UNAVAILABLE, status_details(SF_MEMLIMIT));
+        return;
+    }
+    if (!grpc_byte_buffer_reader_init(&reader, s->payload)) {
+        sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, 0, SF_REASON_MALFORMED);
+        slot_reply(s, GRPC_STATUS_INVALID_ARGUMENT, "request could not be decompressed");
+        return;
+    }
+    data = grpc_byte_buffer_reader_readall(&reader);
+    grpc_byte_buffer_reader_destroy(&reader);
+
+    st = sf_batch_decode(&batch, s->w->arena, GRPC_SLICE_START_PTR(data),
+                         GRPC_SLICE_LENGTH(data), srv->max_depth);
+    if (st == SF_OK) {
+        st = sf_component_emit(srv->self, SF_TRANSPORT_GRPC, &batch);
+        sf_batch_release(&batch);
+    } else {
+        sf_debug("receiver '%s': refused a request: %s", sf_component_id(srv->self),
+                 sf_status_str(st));
+        sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, batch.spans,
+                            st == SF_INVALID ? SF_REASON_MALFORMED : SF_REASON_MEMORY_LIMIT);
+    }
+    grpc_slice_unref(data);
+    sf_arena_reset(s->w->arena);
+    slot_reply(s, status_to_grpc(st), status_details(st));
+}
+
+static void handle_event(call_slot *s, int success)
+{
+    if (s->replying) {              /* the answer went out (or the call died) */
+        slot_clear(s);
+        slot_post(s);
+        return;
+    }
+    if (!success) {                 /* server shutting down: the slot is ours again */
+        slot_clear(s);
+        return;
+    }
+    if (s->catch_all)
+        slot_reply(s, GRPC_STATUS_UNIMPLEMENTED, "unknown method: spanfence serves "
+                   EXPORT_METHOD " only");
+    else
+        handle_export(s);
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    sf_otlp_grpc_server *srv = w->srv;
+
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+                                                   NULL);
+        if (ev.type == GRPC_QUEUE_SHUTDOWN)
+            break;
+        if (ev.type != GRPC_OP_COMPLETE)
+            continue;
+        if (ev.tag == &srv->shutdown_tag) {
+            pthread_mutex_lock(&srv->lock);
+            srv->shutdown_done = true;
+            pthread_cond_broadcast(&srv->cond);
+            pthread_mutex_unlock(&srv->lock);
+            continue;
+        }
+        handle_event(ev.tag, ev.success);
+    }
+    return NULL;
+}
+
+/* ---- lifecycle -------------------------------------------------------------- */
+
+sf_status sf_otlp_grpc_create(sf_component *self, const sf_otlp_grpc_config *cfg,
+                              unsigned max_depth, sf_otlp_grpc_server **out)
+{
+    sf_otlp_grpc_server *srv = sf_calloc(1, sizeof(*srv));
+
+    *out = NULL;
+    if (srv == NULL)
+        return SF_ENOMEM;
+    srv->self = self;
+    srv->cfg = cfg;
+    srv->max_depth = max_depth;
+    srv->max_msg = (size_t)cfg->max_recv_msg_size_mib * 1024 * 1024;
+    srv->n_workers = (unsigned)cfg->workers;
+    srv->workers = sf_calloc(srv->n_workers, sizeof(*srv->workers));
+    if (srv->workers == NULL) {
+        sf_free(srv);
+        return SF_ENOMEM;
+    }
+    pthread_mutex_init(&srv->post_lock, NULL);
+    pthread_mutex_init(&srv->lock, NULL);
+    pthread_cond_init(&srv->cond, NULL);
+    *out = srv;
+    return SF_OK;
+}
+
+sf_status sf_otlp_grpc_start(sf_otlp_grpc_server *srv)
+{
+    grpc_arg args[3];
+    grpc_channel_args cargs = { .num_args = 0, .args = args };
+    grpc_server_credentials *creds;
+    int port;
+
+    gpr_set_log_function(grpc_log_to_sf);
+    gpr_set_log_verbosity(sf_log_get_level() <= SF_LOG_DEBUG ? GPR_LOG_SEVERITY_DEBUG
+                                                             : GPR_LOG_SEVERITY_ERROR);
+    grpc_init();
+    srv->grpc_inited = true;
+
+    memset(args, 0, sizeof(args));
+    args[cargs.num_args].type = GRPC_ARG_INTEGER;
+    args[cargs.num_args].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+    args[cargs.num_args++].value.integer = (int)srv->max_msg;
+    /* gRPC enables SO_REUSEPORT by default: a second collector on the same
+     * port would start silently and take half the connections. */
+    args[cargs.num_args].type = GRPC_ARG_INTEGER;
+    args[cargs.num_args].key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
+    args[cargs.num_args++].value.integer = 0;
+    if (srv->cfg->max_concurrent_streams > 0) {
+        args[cargs.num_args].type = GRPC_ARG_INTEGER;
+        args[cargs.num_args].key = (char *)GRPC_ARG_MAX_CONCURRENT_STREAMS;
+        args[cargs.num_args++].value.integer = (int)srv->cfg->max_concurrent_streams;
+    }
+    srv->server = grpc_server_create(&cargs, NULL);
+    srv->method = grpc_server_register_method(srv->server, EXPORT_METHOD, NULL,
+                                              GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+    for (unsigned i = 0; i < srv->n_workers; i++) {
+        worker *w = &srv->workers[i];
+        w->srv = srv;
+        w->cq = grpc_completion_queue_create_for_next(NULL);
+        grpc_server_register_completion_queue(srv->server, w->cq, NULL);
+        w->arena = sf_arena_create(ARENA_CHUNK, srv->max_msg * 16 + ARENA_CHUNK);
+        if (w->arena == NULL)
+            return SF_ENOMEM;       /* shutdown() cleans up what exists */
+    }
+    creds = grpc_insecure_server_credentials_create();
+    port = grpc_server_add_http2_port(srv->server, srv->cfg->endpoint, creds);
+    grpc_server_credentials_release(creds);
+    if (port == 0) {
+        sf_error("receiver '%s': cannot listen for OTLP/gRPC on '%s' (address in use or invalid)",
+                 sf_component_id(srv->self), srv->cfg->endpoint);
+        return SF_IO;
+    }
+    grpc_server_start(srv->server);
+    srv->started = true;
+    for (unsigned i = 0; i < srv->n_workers; i++) {
+        worker *w = &srv->workers[i];
+        for (unsigned k = 0; k <= SLOTS; k++) {
+            call_slot *s = &w->slots[k];
+            s->w = w;
+            s->catch_all = k == SLOTS;
+            s->status_details = grpc_empty_slice();
+            slot_post(s);
+        }
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
+            return SF_ENOMEM;
+        w->running = true;
+    }
+    sf_info("receiver '%s': OTLP/gRPC listening on %s (port %d)", sf_component_id(srv->self),
+            srv->cfg->endpoint, port);
+    return SF_OK;
+}
+
+static bool wait_shutdown(sf_otlp_grpc_server *srv, int64_t ms)
+{
+    struct timespec ts;
+    bool done;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&srv->lock);
+    while (!srv->shutdown_done)
+        if (pthread_cond_timedwait(&srv->cond, &srv->lock, &ts) != 0)
+            break;
+    done = srv->shutdown_done;
+    pthread_mutex_unlock(&srv->lock);
+    return done;
+}
+
+void sf_otlp_grpc_shutdown(sf_otlp_grpc_server *srv)
+{
+    if (srv->server == NULL)
+        goto out_grpc;
+
+    pthread_mutex_lock(&srv->post_lock);
+    srv->stopping = true;
+    pthread_mutex_unlock(&srv->post_lock);
+
+    if (srv->started && srv->n_workers > 0 && srv->workers[0].running) {
+        grpc_server_shutdown_and_notify(srv->server, srv->workers[0].cq, &srv->shutdown_tag);
+        if (!wait_shutdown(srv, SHUTDOWN_GRACE_MS)) {
+            /* A client that opened a call and never finished it would hold
+             * shutdown forever. */
+            sf_warn("receiver '%s': calls still open after %d ms, cancelling them",
+                    sf_component_id(srv->self), SHUTDOWN_GRACE_MS);
+            grpc_server_cancel_all_calls(srv->server);
+            wait_shutdown(srv, SHUTDOWN_GRACE_MS);
+        }
+    } else {
+        /* Never started (or no thread to see the tag): nothing in flight. */
+        grpc_server_cancel_all_calls(srv->server);
+    }
+    grpc_server_destroy(srv->server);
+    srv->server = NULL;
+
+    for (unsigned i = 0; i < srv->n_workers; i++) {
+        worker *w = &srv->workers[i];
+        if (w->cq == NULL)
+            continue;
+        grpc_completion_queue_shutdown(w->cq);
+        if (w->running) {
+            pthread_join(w->thread, NULL);
+            w->running = false;
+        } else {
+            /* Drain the queue ourselves. */
+            while (grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+                                              NULL).type != GRPC_QUEUE_SHUTDOWN)
+                ;
+        }
+        for (unsigned k = 0; k <= SLOTS; k++)
+            if (w->slots[k].call != NULL || w->slots[k].replying)
+                slot_clear(&w->slots[k]);
+        grpc_completion_queue_destroy(w->cq);
+        w->cq = NULL;
+    }
+out_grpc:
+    if (srv->grpc_inited) {
+        grpc_shutdown();
+        srv->grpc_inited = false;
+    }
+}
+
+void sf_otlp_grpc_destroy(sf_otlp_grpc_server *srv)
+{
+    if (srv == NULL)
+        return;
+    sf_otlp_grpc_shutdown(srv);
+    for (unsigned i = 0; i < srv->n_workers; i++)
+        sf_arena_destroy(srv->workers[i].arena);
+    pthread_mutex_destroy(&srv->post_lock);
+    pthread_mutex_destroy(&srv->lock);
+    pthread_cond_destroy(&srv->cond);
+    sf_free(srv->workers);
+    sf_free(srv);
+}

@@ -1,0 +1,203 @@
+/* tools/sf_send.c: sends SGLang-like OTLP/gRPC trace batches to a collector
+ * (spanfence or any other): the README's "send a few test spans" and the
+ * benchmarks' load generator. Each thread has its own channel (its own TCP
+ * connection) and keeps one call in flight; it prints spans sent and every
+ * gRPC status it got back.
+ *
+ *   sf_send [--endpoint 127.0.0.1:4317] [--spans 512] [--requests 10]
+ *           [--threads 1] [--gzip] [--distinct 16]                      */
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/time.h>
+
+#include "../bench/sample_batch.h"
+
+#define EXPORT_METHOD "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+typedef struct opts {
+    const char *endpoint;
+    long spans, requests, threads, distinct;
+    bool gzip;
+} opts;
+
+typedef struct thread_ctx {
+    const opts *o;
+    unsigned index;
+    pthread_t tid;
+    long status_counts[17];
+    long ok_spans;
+} thread_ctx;
+
+static grpc_status_code export_once(grpc_channel *ch, grpc_completion_queue *cq,
+                                    grpc_byte_buffer *req)
+{
+    grpc_slice method = grpc_slice_from_static_string(EXPORT_METHOD);
+    grpc_call *call;
+    grpc_op ops[6];
+    grpc_metadata_array init_md, trail_md;
+    grpc_byte_buffer *resp = NULL;
+    grpc_status_code status = GRPC_STATUS_UNKNOWN;
+    grpc_slice details;
+    grpc_event ev;
+
+    call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method, NULL,
+                                    gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+                                                 gpr_time_from_seconds(30, GPR_TIMESPAN)),
+                                    NULL);
+    grpc_metadata_array_init(&init_md);
+    grpc_metadata_array_init(&trail_md);
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = req;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &init_md;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &resp;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &trail_md;
+    ops[5].data.recv_status_on_client.status = &status;
+    ops[5].data.recv_status_on_client.status_details = &details;
+    if (grpc_call_start_batch(call, ops, 6, call, NULL) == GRPC_CALL_OK) {
+        ev = grpc_completion_queue_pluck(cq, call, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        (void)ev;
+        grpc_slice_unref(details);
+    }
+    if (resp != NULL)
+        grpc_byte_buffer_destroy(resp);
+    grpc_metadata_array_destroy(&init_md);
+    grpc_metadata_array_destroy(&trail_md);
+    grpc_call_unref(call);
+    return status;
+}
+
+static void *sender(void *arg)
+{
+    thread_ctx *t = arg;
+    const opts *o = t->o;
+    grpc_arg args[2];
+    grpc_channel_args cargs = { .num_args = 0, .args = args };
+    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    grpc_channel *ch;
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+    grpc_byte_buffer **bufs = calloc((size_t)o->distinct, sizeof(*bufs));
+
+    memset(args, 0, sizeof(args));
+    /* A connection of its own: channels with equal args share one. */
+    args[cargs.num_args].type = GRPC_ARG_INTEGER;
+    args[cargs.num_args].key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL;
+    args[cargs.num_args++].value.integer = 1;
+    if (o->gzip) {
+        args[cargs.num_args].type = GRPC_ARG_INTEGER;
+        args[cargs.num_args].key = (char *)GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM;
+        args[cargs.num_args++].value.integer = GRPC_COMPRESS_GZIP;
+    }
+    ch = grpc_channel_create(o->endpoint, creds, &cargs);
+    grpc_channel_credentials_release(creds);
+
+    for (long d = 0; d < o->distinct; d++) {
+        size_t len;
+        uint8_t *data = sf_sample_request((size_t)o->spans,
+                                          (uint64_t)t->index * 1000000u + (uint64_t)d, &len);
+        grpc_slice s = grpc_slice_from_copied_buffer((const char *)data, len);
+        bufs[d] = grpc_raw_byte_buffer_create(&s, 1);
+        grpc_slice_unref(s);
+        sf_free(data);
+    }
+    for (long r = 0; r < o->requests; r++) {
+        grpc_status_code st = export_once(ch, cq, bufs[r % o->distinct]);
+        if ((unsigned)st < 17)
+            t->status_counts[st]++;
+        if (st == GRPC_STATUS_OK)
+            t->ok_spans += o->spans;
+    }
+    for (long d = 0; d < o->distinct; d++)
+        grpc_byte_buffer_destroy(bufs[d]);
+    free(bufs);
+    grpc_channel_destroy(ch);
+    grpc_completion_queue_shutdown(cq);
+    while (grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type
+           != GRPC_QUEUE_SHUTDOWN)
+        ;
+    grpc_completion_queue_destroy(cq);
+    return NULL;
+}
+
+static const char *const code_names[17] = {
+    "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+    "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+    "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+    "UNAUTHENTICATED",
+};
+
+int main(int argc, char **argv)
+{
+    static const struct option lopts[] = {
+        { "endpoint", required_argument, NULL, 'e' }, { "spans", required_argument, NULL, 's' },
+        { "requests", required_argument, NULL, 'n' }, { "threads", required_argument, NULL, 't' },
+        { "distinct", required_argument, NULL, 'd' }, { "gzip", no_argument, NULL, 'z' },
+        { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
+    };
+    opts o = { .endpoint = "127.0.0.1:4317", .spans = 512, .requests = 10, .threads = 1,
+               .distinct = 16 };
+    thread_ctx *ts;
+    long counts[17] = { 0 }, ok_spans = 0, total = 0;
+    struct timespec t0, t1;
+    double secs;
+    int opt;
+
+    while ((opt = getopt_long(argc, argv, "e:s:n:t:d:zh", lopts, NULL)) != -1) {
+        switch (opt) {
+        case 'e': o.endpoint = optarg; break;
+        case 's': o.spans = atol(optarg); break;
+        case 'n': o.requests = atol(optarg); break;
+        case 't': o.threads = atol(optarg); break;
+        case 'd': o.distinct = atol(optarg); break;
+        case 'z': o.gzip = true; break;
+        default:
+            fprintf(opt == 'h' ? stdout : stderr,
+                    "usage: sf_send [--endpoint HOST:PORT] [--spans N] [--requests N] "
+                    "[--threads N] [--distinct N] [--gzip]\n");
+            return opt == 'h' ? 0 : 2;
+        }
+    }
+    if (o.spans < 0 || o.requests < 1 || o.threads < 1 || o.distinct < 1) {
+        fputs("sf_send: --spans >= 0, --requests, --threads, --distinct >= 1\n", stderr);
+        return 2;
+    }
+    grpc_init();
+    ts = calloc((size_t)o.threads, sizeof(*ts));
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 0; i < o.threads; i++) {
+        ts[i].o = &o;
+        ts[i].index = (unsigned)i;
+        pthread_create(&ts[i].tid, NULL, sender, &ts[i]);
+    }
+    for (long i = 0; i < o.threads; i++) {
+        pthread_join(ts[i].tid, NULL);
+        for (int c = 0; c < 17; c++)
+            counts[c] += ts[i].status_counts[c];
+        ok_spans += ts[i].ok_spans;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    printf("requests: %ld, spans accepted: %ld, seconds: %.3f, spans/s: %.0f\n",
+           o.requests * o.threads, ok_spans, secs, secs > 0 ? (double)ok_spans / secs : 0.0);
+    for (int c = 0; c < 17; c++) {
+        if (counts[c]) {
+            printf("  %s: %ld\n", code_names[c], counts[c]);
+            total += counts[c];
+        }
+    }
+    free(ts);
+    grpc_shutdown();
+    return counts[GRPC_STATUS_OK] == total ? 0 : 1;
+}
