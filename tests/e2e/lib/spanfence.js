@@ -140,7 +140,14 @@ class Spanfence {
   }
 
   async metrics() {
-    const r = await fetch(`http://127.0.0.1:${this.metricsPort}/metrics`);
+    let r;
+    try {
+      r = await fetch(`http://127.0.0.1:${this.metricsPort}/metrics`);
+    } catch (e) {
+      await sleep(100);   // let a crash be reported as one
+      if (this.exit) throw new Error(`${this.name} is gone: exited with ${JSON.stringify(this.exit)}`);
+      throw new Error(`GET /metrics failed: ${e.cause ? e.cause.code || e.cause.message : e.message}`);
+    }
     const text = await r.text();
     if (r.status !== 200) throw new Error(`/metrics answered ${r.status}: ${text}`);
     const ct = r.headers.get('content-type') || '';
