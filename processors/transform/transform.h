@@ -1,11 +1,48 @@
 /* processors/transform/transform.h: the `transform` processor's config: the
- * OTTL statements spanfence supports, parsed at load time into a program. */
+ * OTTL statements spanfence supports, parsed at load time into a program
+ * (per context, an ordered list of operations), and the read-only accessors
+ * the policy validator uses to ask what the program lets through. */
 #ifndef SF_PROCESSORS_TRANSFORM_H
 #define SF_PROCESSORS_TRANSFORM_H
+
+#include <stdbool.h>
+#include <stddef.h>
 
 #include "sf_component.h"
 
 enum { SF_ERROR_MODE_PROPAGATE = 0, SF_ERROR_MODE_IGNORE = 1, SF_ERROR_MODE_SILENT = 2 };
+
+/* Where a statement applies; the order is the order of the OTLP tree. */
+typedef enum sf_transform_ctx {
+    SF_TRANSFORM_CTX_NONE = -1,     /* flat statements: context from the path prefix */
+    SF_TRANSFORM_RESOURCE = 0,
+    SF_TRANSFORM_SCOPE,
+    SF_TRANSFORM_SPAN,
+    SF_TRANSFORM_SPANEVENT,
+    SF_TRANSFORM_LINK,              /* spanfence extension */
+    SF_TRANSFORM_CTX_COUNT
+} sf_transform_ctx;
+
+typedef enum sf_transform_op_kind {
+    SF_TRANSFORM_KEEP_KEYS,         /* keep_keys(<ctx>.attributes, [...]) */
+    SF_TRANSFORM_DELETE_KEY,        /* delete_key(<ctx>.attributes, "k") */
+    SF_TRANSFORM_CLEAR_STATUS_MESSAGE /* set(span.status.message, "") */
+} sf_transform_op_kind;
+
+/* Attribute keys, sorted by strcmp (bytewise, case-sensitive), unique. */
+typedef struct sf_transform_keyset {
+    size_t n;
+    const char *const *keys;
+} sf_transform_keyset;
+
+typedef struct sf_transform_op {
+    sf_transform_op_kind kind;
+    sf_transform_ctx ctx;
+    int error_mode;                 /* its group's SF_ERROR_MODE_*, or -1: the processor's */
+    sf_transform_keyset keys;       /* KEEP_KEYS: the allowlist; DELETE_KEY: one key */
+    const char *statement;          /* source text, for messages */
+    const sf_node *node;            /* where it was written, or NULL */
+} sf_transform_op;
 
 typedef struct sf_transform_program sf_transform_program;   /* transform_config.c */
 
@@ -15,5 +52,52 @@ typedef struct sf_transform_config {
 } sf_transform_config;
 
 extern const sf_config_row sf_transform_config_map[];
+/* The component type (transform.c); the registry lists it. */
+extern const sf_component_type sf_transform_processor_type;
+
+/* ---- parsing, usable without the config loader (tests, tools) ------------ */
+
+/* Where parsed statements get their memory (never freed one by one: it
+ * lives as long as the program) and where problems are reported. */
+typedef struct sf_transform_sink {
+    void *ctx;
+    void *(*alloc)(void *ctx, size_t size);
+    /* `subpath` like "trace_statements[1].statements[0]"; `msg` is final text. */
+    void (*error)(void *ctx, const sf_node *at, const char *subpath, const char *msg);
+} sf_transform_sink;
+
+/* Parse one statement of `group` context (SF_TRANSFORM_CTX_NONE: paths must
+ * carry a context prefix) into *op. On error returns SF_CONFIG and writes a
+ * message quoting the statement into err (truncated to errlen); *op is then
+ * unspecified. SF_ENOMEM when sink->alloc fails. */
+sf_status sf_transform_parse_statement(const char *text, size_t len, sf_transform_ctx group,
+                                       const sf_transform_sink *sink, sf_transform_op *op,
+                                       char *err, size_t errlen);
+
+/* Build a program from the `trace_statements` node (either layout). Every
+ * problem is reported through sink->error; SF_CONFIG if there was any (then
+ * *out is NULL). An absent or null node gives an empty program. */
+sf_status sf_transform_program_build(const sf_node *node, const sf_transform_sink *sink,
+                                     sf_transform_program **out);
+
+/* ---- read-only accessors (policy validator); NULL program = empty -------- */
+
+/* "resource", "scope", "span", "spanevent", "link". */
+const char *sf_transform_ctx_name(sf_transform_ctx c);
+size_t sf_transform_op_count(const sf_transform_program *p, sf_transform_ctx c);
+/* The i-th operation of context c, in the order they run; NULL past the end. */
+const sf_transform_op *sf_transform_op_get(const sf_transform_program *p, sf_transform_ctx c,
+                                           size_t i);
+/* Whether `key` is in the set: exact, bytewise, case-sensitive. */
+bool sf_transform_keyset_has(const sf_transform_keyset *ks, const char *key);
+/* Whether at least one keep_keys bounds context c's attributes. */
+bool sf_transform_has_allowlist(const sf_transform_program *p, sf_transform_ctx c);
+/* Whether an attribute named `key` survives every operation of context c
+ * (true for any key when c has no keep_keys: nothing bounds it). */
+bool sf_transform_keeps_key(const sf_transform_program *p, sf_transform_ctx c, const char *key);
+/* Whether span status messages are cleared. */
+bool sf_transform_clears_status_message(const sf_transform_program *p);
+/* The error mode `op` runs with under `cfg` (its group's, else the processor's). */
+int sf_transform_op_error_mode(const sf_transform_config *cfg, const sf_transform_op *op);
 
 #endif

@@ -1,15 +1,791 @@
 /* processors/transform/transform_config.c: the `transform` processor's
- * config map and the parser of its statements (load time, not data path).
- * PLACEHOLDER: the statement parser is being written. */
+ * config map, the parser of its OTTL statements (load time, not data path)
+ * and the read-only accessors of the parsed program.
+ *
+ * The grammar is the small subset spanfence supports:
+ *   statement := func '(' path ',' arg ')' [ 'where' ... -> refused ]
+ *   func      := keep_keys | delete_key | set
+ *   path      := [ctx '.'] ( 'attributes' | 'status' '.' 'message' )
+ *   arg       := '[' [ string { ',' string } ] ']' | string
+ *   string    := '"' { char | '\"' | '\\' } '"'
+ * Anything else is an error quoting the statement: a statement spanfence
+ * cannot honour must never be silently ignored (it is the privacy boundary). */
 #include "transform.h"
 
-#include <stddef.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sf_transform_program {
+    size_t n_ops[SF_TRANSFORM_CTX_COUNT];
+    sf_transform_op *ops[SF_TRANSFORM_CTX_COUNT];
+};
+
+static const char *const ctx_names[SF_TRANSFORM_CTX_COUNT] = {
+    [SF_TRANSFORM_RESOURCE] = "resource",
+    [SF_TRANSFORM_SCOPE] = "scope",
+    [SF_TRANSFORM_SPAN] = "span",
+    [SF_TRANSFORM_SPANEVENT] = "spanevent",
+    [SF_TRANSFORM_LINK] = "link",
+};
+
+static const char *const error_mode_names[] = { "propagate", "ignore", "silent" };
+
+const char *sf_transform_ctx_name(sf_transform_ctx c)
+{
+    if (c < 0 || c >= SF_TRANSFORM_CTX_COUNT)
+        return "none";
+    return ctx_names[c];
+}
+
+static sf_transform_ctx ctx_lookup(const char *s, size_t len)
+{
+    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
+        if (strlen(ctx_names[c]) == len && memcmp(ctx_names[c], s, len) == 0)
+            return (sf_transform_ctx)c;
+    }
+    return SF_TRANSFORM_CTX_NONE;
+}
+
+/* ---- lexer --------------------------------------------------------------- */
+
+typedef enum tok_kind {
+    T_EOF, T_IDENT, T_STRING, T_LPAREN, T_RPAREN, T_LBRACK, T_RBRACK, T_COMMA, T_DOT, T_BAD
+} tok_kind;
+
+typedef struct lexer {
+    const char *src;
+    size_t len;
+    size_t pos;             /* next byte to read */
+    tok_kind kind;          /* current token */
+    size_t start, end;      /* its bytes: src[start, end) (quotes included) */
+} lexer;
+
+typedef struct parser {
+    lexer lx;
+    sf_transform_ctx group;
+    const sf_transform_sink *sink;
+    char problem[256];      /* first problem found, without the statement */
+    int nomem;
+} parser;
+
+static int fail(parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int fail(parser *p, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (p->problem[0] == '\0') {
+        va_start(ap, fmt);
+        vsnprintf(p->problem, sizeof(p->problem), fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static int is_ident_start(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+static int is_ident_char(unsigned char c)
+{
+    return is_ident_start(c) || (c >= '0' && c <= '9');
+}
+
+/* Where the current token is, for messages: "at column N" (1-based) or
+ * "at end of statement". */
+static const char *where(parser *p, char *buf, size_t size)
+{
+    if (p->lx.kind == T_EOF)
+        return "at end of statement";
+    snprintf(buf, size, "at column %zu", p->lx.start + 1);
+    return buf;
+}
+
+/* Advance to the next token. A malformed token (bad character, bad escape,
+ * unterminated string) becomes T_BAD and records the problem. */
+static tok_kind next(parser *p)
+{
+    lexer *lx = &p->lx;
+    unsigned char c;
+
+    while (lx->pos < lx->len && (lx->src[lx->pos] == ' ' || lx->src[lx->pos] == '\t' ||
+                                 lx->src[lx->pos] == '\n' || lx->src[lx->pos] == '\r'))
+        lx->pos++;
+    lx->start = lx->pos;
+    if (lx->pos >= lx->len) {
+        lx->end = lx->pos;
+        return lx->kind = T_EOF;
+    }
+    c = (unsigned char)lx->src[lx->pos];
+    if (is_ident_start(c)) {
+        while (lx->pos < lx->len && is_ident_char((unsigned char)lx->src[lx->pos]))
+            lx->pos++;
+        lx->end = lx->pos;
+        return lx->kind = T_IDENT;
+    }
+    if (c == '"') {
+        lx->pos++;
+        while (lx->pos < lx->len && lx->src[lx->pos] != '"') {
+            if (lx->src[lx->pos] == '\\') {
+                char e = lx->pos + 1 < lx->len ? lx->src[lx->pos + 1] : '\0';
+                if (e != '"' && e != '\\') {
+                    lx->end = lx->pos;
+                    if (e == '\0')
+                        fail(p, "unterminated string at column %zu", lx->start + 1);
+                    else if ((unsigned char)e < 0x20 || (unsigned char)e >= 0x7f)
+                        fail(p, "unsupported escape at column %zu (only \\\" and \\\\)",
+                             lx->pos + 1);
+                    else
+                        fail(p, "unsupported escape '\\%c' at column %zu (only \\\" and \\\\)",
+                             e, lx->pos + 1);
+                    return lx->kind = T_BAD;
+                }
+                lx->pos += 2;
+                continue;
+            }
+            lx->pos++;
+        }
+        if (lx->pos >= lx->len) {
+            lx->end = lx->pos;
+            fail(p, "unterminated string at column %zu", lx->start + 1);
+            return lx->kind = T_BAD;
+        }
+        lx->pos++;
+        lx->end = lx->pos;
+        return lx->kind = T_STRING;
+    }
+    lx->pos++;
+    lx->end = lx->pos;
+    switch (c) {
+    case '(': return lx->kind = T_LPAREN;
+    case ')': return lx->kind = T_RPAREN;
+    case '[': return lx->kind = T_LBRACK;
+    case ']': return lx->kind = T_RBRACK;
+    case ',': return lx->kind = T_COMMA;
+    case '.': return lx->kind = T_DOT;
+    default:
+        if (c < 0x20 || c >= 0x7f)
+            fail(p, "unexpected byte 0x%02x at column %zu", c, lx->start + 1);
+        else
+            fail(p, "unexpected character '%c' at column %zu", c, lx->start + 1);
+        return lx->kind = T_BAD;
+    }
+}
+
+/* Report "expected X" at the current token unless the lexer already said
+ * what is wrong with it. */
+static int expected(parser *p, const char *what)
+{
+    char buf[32];
+
+    if (p->lx.kind == T_BAD)
+        return -1;                  /* the lexer recorded the problem */
+    return fail(p, "expected %s %s", what, where(p, buf, sizeof(buf)));
+}
+
+static int expect(parser *p, tok_kind kind, const char *what)
+{
+    if (p->lx.kind != kind)
+        return expected(p, what);
+    next(p);
+    return 0;
+}
+
+/* The current T_STRING token, unescaped, in sink memory. */
+static char *take_string(parser *p)
+{
+    const char *s = p->lx.src + p->lx.start + 1;
+    size_t n = p->lx.end - p->lx.start - 2;
+    char *out = p->sink->alloc(p->sink->ctx, n + 1);
+    size_t w = 0;
+
+    if (out == NULL) {
+        p->nomem = 1;
+        return NULL;
+    }
+    for (size_t r = 0; r < n; r++) {
+        if (s[r] == '\\')
+            r++;                    /* the lexer allowed only \" and \\ */
+        out[w++] = s[r];
+    }
+    out[w] = '\0';
+    return out;
+}
+
+/* ---- parser --------------------------------------------------------------- */
+
+typedef enum path_kind { P_ATTRIBUTES, P_STATUS_MESSAGE } path_kind;
+
+typedef struct path {
+    path_kind kind;
+    sf_transform_ctx ctx;
+    size_t start, end;          /* its text in the statement */
+} path;
+
+static int parse_path(parser *p, path *out)
+{
+    const char *src = p->lx.src;
+    size_t seg_start[4], seg_len[4];
+    size_t n = 0, first;
+    sf_transform_ctx prefix;
+    int len;
+
+    if (p->lx.kind != T_IDENT)
+        return expected(p, "a path such as 'span.attributes'");
+    out->start = p->lx.start;
+    for (;;) {
+        if (n < 4) {
+            seg_start[n] = p->lx.start;
+            seg_len[n] = p->lx.end - p->lx.start;
+        }
+        n++;
+        out->end = p->lx.end;
+        if (next(p) != T_DOT)
+            break;
+        if (next(p) != T_IDENT)
+            return expected(p, "a name after '.'");
+    }
+    if (p->lx.kind == T_LBRACK) {
+        /* attributes["x"] and friends: skip to the matching ']' so the
+         * whole path can be quoted. */
+        int depth = 0;
+        do {
+            if (p->lx.kind == T_LBRACK)
+                depth++;
+            else if (p->lx.kind == T_RBRACK)
+                depth--;
+            else if (p->lx.kind == T_EOF)
+                return fail(p, "unbalanced '[' in path at column %zu", out->start + 1);
+            else if (p->lx.kind == T_BAD)
+                return -1;
+            out->end = p->lx.end;
+            next(p);
+        } while (depth > 0 || p->lx.kind == T_LBRACK);
+        len = (int)(out->end - out->start);
+        return fail(p, "unsupported path '%.*s'", len, src + out->start);
+    }
+    len = (int)(out->end - out->start);
+
+    prefix = ctx_lookup(src + seg_start[0], seg_len[0]);
+    first = prefix == SF_TRANSFORM_CTX_NONE ? 0 : 1;
+#define SEG_IS(i, lit) (seg_len[i] == sizeof(lit) - 1 && memcmp(src + seg_start[i], lit, seg_len[i]) == 0)
+    if (n == first + 1 && SEG_IS(first, "attributes"))
+        out->kind = P_ATTRIBUTES;
+    else if (n == first + 2 && SEG_IS(first, "status") && SEG_IS(first + 1, "message"))
+        out->kind = P_STATUS_MESSAGE;
+    else
+        return fail(p, "unsupported path '%.*s'", len, src + out->start);
+#undef SEG_IS
+
+    if (prefix != SF_TRANSFORM_CTX_NONE && p->group != SF_TRANSFORM_CTX_NONE &&
+        prefix != p->group)
+        return fail(p, "path '%.*s' does not match context '%s'", len, src + out->start,
+                    ctx_names[p->group]);
+    if (prefix == SF_TRANSFORM_CTX_NONE && p->group == SF_TRANSFORM_CTX_NONE)
+        return fail(p, "path '%.*s' needs a context prefix (resource, scope, span, spanevent "
+                    "or link) outside a group with 'context'", len, src + out->start);
+    out->ctx = prefix != SF_TRANSFORM_CTX_NONE ? prefix : p->group;
+    return 0;
+}
+
+static int cmp_keys(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* '[' string, ... ']' into op->keys, sorted and unique. Two passes over the
+ * tokens: count (and check the syntax), then copy. */
+static int parse_key_list(parser *p, sf_transform_op *op)
+{
+    lexer at_open;
+    size_t n = 0, u;
+    char **keys;
+
+    if (p->lx.kind != T_LBRACK)
+        return expected(p, "a list of keys such as [\"a\", \"b\"]");
+    at_open = p->lx;
+    if (next(p) != T_RBRACK) {
+        for (;;) {
+            if (p->lx.kind != T_STRING)
+                return expected(p, "a quoted key");
+            n++;
+            next(p);
+            if (p->lx.kind == T_RBRACK)
+                break;
+            if (p->lx.kind != T_COMMA)
+                return expected(p, "',' or ']'");
+            next(p);
+        }
+    }
+    keys = p->sink->alloc(p->sink->ctx, (n ? n : 1) * sizeof(*keys));
+    if (keys == NULL) {
+        p->nomem = 1;
+        return -1;
+    }
+    p->lx = at_open;
+    for (size_t i = 0; i < n; i++) {
+        next(p);                    /* the string (after '[' or ',') */
+        keys[i] = take_string(p);
+        if (keys[i] == NULL)
+            return -1;
+        next(p);                    /* ',' or ']' */
+    }
+    if (n == 0)
+        next(p);                    /* ']' */
+    next(p);                        /* past ']' */
+    qsort(keys, n, sizeof(*keys), cmp_keys);
+    for (size_t i = u = 0; i < n; i++) {
+        if (u == 0 || strcmp(keys[u - 1], keys[i]) != 0)
+            keys[u++] = keys[i];
+    }
+    op->keys.n = n ? u : 0;
+    op->keys.keys = (const char *const *)keys;
+    return 0;
+}
+
+static int parse_tail(parser *p)
+{
+    char buf[32];
+
+    if (expect(p, T_RPAREN, "')'") != 0)
+        return -1;
+    if (p->lx.kind == T_EOF)
+        return 0;
+    if (p->lx.kind == T_IDENT && p->lx.end - p->lx.start == 5 &&
+        memcmp(p->lx.src + p->lx.start, "where", 5) == 0)
+        return fail(p, "where clauses are not supported");
+    if (p->lx.kind == T_BAD)
+        return -1;
+    return fail(p, "unexpected '%.*s' after the closing ')' %s",
+                (int)(p->lx.end - p->lx.start > 40 ? 40 : p->lx.end - p->lx.start),
+                p->lx.src + p->lx.start, where(p, buf, sizeof(buf)));
+}
+
+static int parse(parser *p, sf_transform_op *op)
+{
+    const char *name;
+    size_t name_len;
+    path pa = { 0 };
+
+    next(p);
+    if (p->lx.kind != T_IDENT)
+        return expected(p, "a function name");
+    name = p->lx.src + p->lx.start;
+    name_len = p->lx.end - p->lx.start;
+    if (next(p) != T_LPAREN)
+        return expected(p, "'('");
+#define NAME_IS(lit) (name_len == sizeof(lit) - 1 && memcmp(name, lit, name_len) == 0)
+    if (NAME_IS("keep_keys"))
+        op->kind = SF_TRANSFORM_KEEP_KEYS;
+    else if (NAME_IS("delete_key"))
+        op->kind = SF_TRANSFORM_DELETE_KEY;
+    else if (NAME_IS("set"))
+        op->kind = SF_TRANSFORM_CLEAR_STATUS_MESSAGE;
+    else
+        return fail(p, "unsupported function '%.*s'", (int)name_len, name);
+#undef NAME_IS
+    next(p);
+    if (parse_path(p, &pa) != 0)
+        return -1;
+    op->ctx = pa.ctx;
+
+    if (op->kind == SF_TRANSFORM_CLEAR_STATUS_MESSAGE) {
+        if (pa.kind != P_STATUS_MESSAGE)
+            return fail(p, "unsupported path '%.*s' for set: only status.message can be set",
+                        (int)(pa.end - pa.start), p->lx.src + pa.start);
+        if (pa.ctx != SF_TRANSFORM_SPAN)
+            return fail(p, "status.message exists only in the span context, not '%s'",
+                        ctx_names[pa.ctx]);
+        if (expect(p, T_COMMA, "','") != 0)
+            return -1;
+        if (p->lx.kind == T_BAD)
+            return -1;
+        if (p->lx.kind != T_STRING || p->lx.end - p->lx.start != 2)
+            return fail(p, "only the empty string \"\" is supported as the value of status.message");
+        next(p);
+        return parse_tail(p);
+    }
+
+    if (pa.kind != P_ATTRIBUTES)
+        return fail(p, "unsupported path '%.*s' for %s: only attributes",
+                    (int)(pa.end - pa.start), p->lx.src + pa.start,
+                    op->kind == SF_TRANSFORM_KEEP_KEYS ? "keep_keys" : "delete_key");
+    if (expect(p, T_COMMA, "','") != 0)
+        return -1;
+    if (op->kind == SF_TRANSFORM_KEEP_KEYS) {
+        if (parse_key_list(p, op) != 0)
+            return -1;
+    } else {
+        char **key;
+
+        if (p->lx.kind != T_STRING)
+            return expected(p, "a quoted key");
+        key = p->sink->alloc(p->sink->ctx, sizeof(*key));
+        if (key == NULL || (*key = take_string(p)) == NULL) {
+            p->nomem = 1;
+            return -1;
+        }
+        op->keys.n = 1;
+        op->keys.keys = (const char *const *)key;
+        next(p);
+    }
+    return parse_tail(p);
+}
+
+sf_status sf_transform_parse_statement(const char *text, size_t len, sf_transform_ctx group,
+                                       const sf_transform_sink *sink, sf_transform_op *op,
+                                       char *err, size_t errlen)
+{
+    parser p;
+    char *copy;
+
+    memset(&p, 0, sizeof(p));
+    memset(op, 0, sizeof(*op));
+    op->error_mode = -1;
+    p.lx.src = text;
+    p.lx.len = len;
+    p.group = group;
+    p.sink = sink;
+
+    if (strspn(text, " \t\r\n") >= len) {
+        snprintf(err, errlen, "empty statement");
+        return SF_CONFIG;
+    }
+    if (memchr(text, '\0', len) != NULL)
+        fail(&p, "statement contains a NUL byte");
+    else
+        parse(&p, op);
+    if (p.nomem) {
+        snprintf(err, errlen, "out of memory");
+        return SF_ENOMEM;
+    }
+    if (p.problem[0] != '\0') {
+        snprintf(err, errlen, "%s in statement '%.*s'", p.problem, (int)len, text);
+        return SF_CONFIG;
+    }
+    copy = sink->alloc(sink->ctx, len + 1);
+    if (copy == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return SF_ENOMEM;
+    }
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    op->statement = copy;
+    return SF_OK;
+}
+
+/* ---- program ---------------------------------------------------------------- */
+
+typedef struct builder {
+    const sf_transform_sink *sink;
+    sf_transform_program *prog;
+    char *err;                  /* message buffer, errlen bytes */
+    size_t errlen;
+    int errors;
+    int nomem;
+} builder;
+
+static void report(builder *b, const sf_node *at, const char *subpath, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void report(builder *b, const sf_node *at, const char *subpath, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(b->err, b->errlen, fmt, ap);
+    va_end(ap);
+    b->sink->error(b->sink->ctx, at, subpath, b->err);
+    b->errors++;
+}
+
+static void add_statement(builder *b, const sf_node *node, sf_transform_ctx group,
+                          int error_mode, const char *subpath)
+{
+    sf_transform_op op;
+    sf_status st;
+
+    if (node->kind != SF_NODE_SCALAR || node->is_null) {
+        report(b, node, subpath, "a statement must be a string");
+        return;
+    }
+    st = sf_transform_parse_statement(node->text, node->len, group, b->sink, &op,
+                                      b->err, b->errlen);
+    if (st == SF_ENOMEM) {
+        b->nomem = 1;
+        return;
+    }
+    if (st != SF_OK) {
+        b->sink->error(b->sink->ctx, node, subpath, b->err);
+        b->errors++;
+        return;
+    }
+    op.error_mode = error_mode;
+    op.node = node;
+    b->prog->ops[op.ctx][b->prog->n_ops[op.ctx]++] = op;
+}
+
+static int scalar_is(const sf_node *n, const char *s)
+{
+    return n->kind == SF_NODE_SCALAR && n->len == strlen(s) && memcmp(n->text, s, n->len) == 0;
+}
+
+static void add_group(builder *b, const sf_node *map, size_t i)
+{
+    const sf_node *statements = NULL;
+    sf_transform_ctx ctx = SF_TRANSFORM_CTX_NONE;
+    int error_mode = -1, skip = 0;
+    char sub[64], sub2[128];
+
+    snprintf(sub, sizeof(sub), "trace_statements[%zu]", i);
+    for (size_t k = 0; k < map->n; k++) {
+        const sf_node *key = map->keys[k], *val = map->items[k];
+
+        if (scalar_is(key, "context")) {
+            snprintf(sub2, sizeof(sub2), "%s.context", sub);
+            if (val->kind == SF_NODE_SCALAR)
+                ctx = ctx_lookup(val->text, val->len);
+            if (ctx == SF_TRANSFORM_CTX_NONE) {
+                skip = 1;
+                if (val->kind == SF_NODE_SCALAR)
+                    report(b, val, sub2, "unsupported context '%s' (resource, scope, span, "
+                           "spanevent or link)", val->text);
+                else
+                    report(b, val, sub2, "context must be one of resource, scope, span, "
+                           "spanevent or link");
+            }
+        } else if (scalar_is(key, "statements")) {
+            statements = val;
+        } else if (scalar_is(key, "error_mode")) {
+            snprintf(sub2, sizeof(sub2), "%s.error_mode", sub);
+            for (int m = 0; m < 3; m++) {
+                if (scalar_is(val, error_mode_names[m]))
+                    error_mode = m;
+            }
+            if (error_mode < 0) {
+                report(b, val, sub2, "unsupported error_mode '%s' (propagate, ignore or silent)",
+                       val->kind == SF_NODE_SCALAR ? val->text : "");
+                skip = 1;
+            }
+        } else if (scalar_is(key, "conditions")) {
+            snprintf(sub2, sizeof(sub2), "%s.conditions", sub);
+            report(b, key, sub2, "conditions are not supported: spanfence applies every "
+                   "statement to every item");
+        } else {
+            report(b, key, sub, "unknown key '%s'",
+                   key->kind == SF_NODE_SCALAR ? key->text : "");
+        }
+    }
+    if (statements == NULL) {
+        report(b, map, sub, "'statements' is required");
+        return;
+    }
+    snprintf(sub2, sizeof(sub2), "%s.statements", sub);
+    if (statements->kind == SF_NODE_SCALAR && statements->is_null)
+        return;
+    if (statements->kind != SF_NODE_SEQ) {
+        report(b, statements, sub2, "statements must be a list of strings");
+        return;
+    }
+    if (skip)
+        return;                     /* cannot judge statements without their context */
+    for (size_t j = 0; j < statements->n && !b->nomem; j++) {
+        snprintf(sub2, sizeof(sub2), "%s.statements[%zu]", sub, j);
+        add_statement(b, statements->items[j], ctx, error_mode, sub2);
+    }
+}
+
+/* An upper bound of the statements under `node`, so each context's array
+ * can be allocated once. */
+static size_t count_statements(const sf_node *node)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < node->n; i++) {
+        const sf_node *it = node->items[i];
+
+        if (it->kind != SF_NODE_MAP) {
+            n++;
+            continue;
+        }
+        for (size_t k = 0; k < it->n; k++) {
+            if (scalar_is(it->keys[k], "statements") && it->items[k]->kind == SF_NODE_SEQ)
+                n += it->items[k]->n;
+        }
+    }
+    return n;
+}
+
+static size_t longest_scalar(const sf_node *node)
+{
+    size_t m = 0;
+
+    if (node->kind == SF_NODE_SCALAR)
+        return node->len;
+    for (size_t i = 0; i < node->n; i++) {
+        size_t l = longest_scalar(node->items[i]);
+        if (node->kind == SF_NODE_MAP) {
+            size_t kl = longest_scalar(node->keys[i]);
+            l = kl > l ? kl : l;
+        }
+        m = l > m ? l : m;
+    }
+    return m;
+}
+
+sf_status sf_transform_program_build(const sf_node *node, const sf_transform_sink *sink,
+                                     sf_transform_program **out)
+{
+    builder b = { .sink = sink };
+    size_t total;
+    sf_status st = SF_OK;
+
+    *out = NULL;
+    b.prog = sink->alloc(sink->ctx, sizeof(*b.prog));
+    if (b.prog == NULL)
+        return SF_ENOMEM;
+    memset(b.prog, 0, sizeof(*b.prog));
+    if (node == NULL || (node->kind == SF_NODE_SCALAR && node->is_null)) {
+        *out = b.prog;
+        return SF_OK;
+    }
+    /* Messages quote a statement whole: size the buffer for the longest. */
+    b.errlen = longest_scalar(node) + 512;
+    b.err = sf_malloc(b.errlen);
+    if (b.err == NULL)
+        return SF_ENOMEM;
+    if (node->kind != SF_NODE_SEQ) {
+        report(&b, node, "trace_statements", "trace_statements must be a list of statements "
+               "or of groups with 'context' and 'statements'");
+        st = SF_CONFIG;
+        goto out_free_err;
+    }
+    total = count_statements(node);
+    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
+        b.prog->ops[c] = sink->alloc(sink->ctx, (total ? total : 1) * sizeof(sf_transform_op));
+        if (b.prog->ops[c] == NULL) {
+            st = SF_ENOMEM;
+            goto out_free_err;
+        }
+    }
+    for (size_t i = 0; i < node->n && !b.nomem; i++) {
+        const sf_node *it = node->items[i];
+        char sub[64];
+
+        snprintf(sub, sizeof(sub), "trace_statements[%zu]", i);
+        if (it->kind == SF_NODE_MAP)
+            add_group(&b, it, i);
+        else if (it->kind == SF_NODE_SCALAR && !it->is_null)
+            add_statement(&b, it, SF_TRANSFORM_CTX_NONE, -1, sub);
+        else
+            report(&b, it, sub, "expected a statement or a group with 'context' and "
+                   "'statements'");
+    }
+    if (b.nomem)
+        st = SF_ENOMEM;
+    else if (b.errors)
+        st = SF_CONFIG;
+    else
+        *out = b.prog;
+out_free_err:
+    sf_free(b.err);
+    return st;
+}
+
+/* ---- accessors ------------------------------------------------------------ */
+
+size_t sf_transform_op_count(const sf_transform_program *p, sf_transform_ctx c)
+{
+    if (p == NULL || c < 0 || c >= SF_TRANSFORM_CTX_COUNT)
+        return 0;
+    return p->n_ops[c];
+}
+
+const sf_transform_op *sf_transform_op_get(const sf_transform_program *p, sf_transform_ctx c,
+                                           size_t i)
+{
+    if (i >= sf_transform_op_count(p, c))
+        return NULL;
+    return &p->ops[c][i];
+}
+
+bool sf_transform_keyset_has(const sf_transform_keyset *ks, const char *key)
+{
+    size_t lo = 0, hi = ks->n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(key, ks->keys[mid]);
+
+        if (c == 0)
+            return true;
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return false;
+}
+
+bool sf_transform_has_allowlist(const sf_transform_program *p, sf_transform_ctx c)
+{
+    for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
+        if (p->ops[c][i].kind == SF_TRANSFORM_KEEP_KEYS)
+            return true;
+    }
+    return false;
+}
+
+bool sf_transform_keeps_key(const sf_transform_program *p, sf_transform_ctx c, const char *key)
+{
+    for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
+        const sf_transform_op *op = &p->ops[c][i];
+
+        if (op->kind == SF_TRANSFORM_KEEP_KEYS && !sf_transform_keyset_has(&op->keys, key))
+            return false;
+        if (op->kind == SF_TRANSFORM_DELETE_KEY && sf_transform_keyset_has(&op->keys, key))
+            return false;
+    }
+    return true;
+}
+
+bool sf_transform_clears_status_message(const sf_transform_program *p)
+{
+    for (size_t i = 0; i < sf_transform_op_count(p, SF_TRANSFORM_SPAN); i++) {
+        if (p->ops[SF_TRANSFORM_SPAN][i].kind == SF_TRANSFORM_CLEAR_STATUS_MESSAGE)
+            return true;
+    }
+    return false;
+}
+
+int sf_transform_op_error_mode(const sf_transform_config *cfg, const sf_transform_op *op)
+{
+    return op->error_mode >= 0 ? op->error_mode : cfg->error_mode;
+}
+
+/* ---- config map ------------------------------------------------------------ */
+
+static void *cfg_alloc(void *ctx, size_t size)
+{
+    return sf_cfg_alloc(ctx, size);
+}
+
+static void cfg_error(void *ctx, const sf_node *at, const char *subpath, const char *msg)
+{
+    sf_cfg_error(ctx, at, subpath, "%s", msg);
+}
 
 static sf_status parse_statements(sf_cfg_ctx *ctx, const sf_node *node, void *field)
 {
-    (void)field;
-    sf_cfg_error(ctx, node, NULL, "statement parsing is not implemented yet");
-    return SF_CONFIG;
+    const sf_transform_sink sink = { .ctx = ctx, .alloc = cfg_alloc, .error = cfg_error };
+    sf_status st = sf_transform_program_build(node, &sink, field);
+
+    if (st == SF_ENOMEM)
+        sf_cfg_error(ctx, node, "trace_statements", "out of memory");
+    return st;
 }
 
 const sf_config_row sf_transform_config_map[] = {

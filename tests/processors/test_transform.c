@@ -1,0 +1,708 @@
+/* tests/processors/test_transform.c: the transform processor on the data
+ * path: requests are built with protobuf-c, packed, decoded into a batch
+ * arena (as a receiver does), run through consume, and checked key by key;
+ * plus the fail-closed proofs (allocation-failure injection, an exhausted
+ * arena, corrupt trees) and fail-open under error_mode ignore/silent. */
+#define _GNU_SOURCE     /* memmem */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "internal/sf_core.h"
+#include "transform_fixtures.h"
+
+#define SPAN_KEEP_A "gen_ai.request.model"
+#define UNICODE_KEY "gr\xc3\xb6\xc3\x9f" "e.\xe5\x90\x8d\xe5\x89\x8d"   /* größe.名前 */
+
+/* The policy every filter test uses, flat layout. */
+static const char *const policy[] = {
+    "keep_keys(resource.attributes, [\"service.name\"])",
+    "keep_keys(scope.attributes, [\"scope.keep\"])",
+    "keep_keys(span.attributes, [\"" SPAN_KEEP_A "\", \"http.status_code\", \"" UNICODE_KEY "\"])",
+    "set(span.status.message, \"\")",
+    "keep_keys(spanevent.attributes, [\"event.keep\"])",
+    "keep_keys(link.attributes, [\"link.keep\"])",
+};
+#define N_POLICY (sizeof(policy) / sizeof(policy[0]))
+
+/* Allowed keys per context, independent of the code under test. */
+static const char *const allowed[SF_TRANSFORM_CTX_COUNT][4] = {
+    [SF_TRANSFORM_RESOURCE] = { "service.name" },
+    [SF_TRANSFORM_SCOPE] = { "scope.keep" },
+    [SF_TRANSFORM_SPAN] = { SPAN_KEEP_A, "http.status_code", UNICODE_KEY },
+    [SF_TRANSFORM_SPANEVENT] = { "event.keep" },
+    [SF_TRANSFORM_LINK] = { "link.keep" },
+};
+
+typedef struct tfx {
+    fx_sink s;                      /* program memory and nodes */
+    sf_arena *build;                /* the request before packing */
+    sf_transform_config cfg;
+    struct sf_component comp;
+    uint8_t *wire;                  /* the packed fixture request */
+    size_t wire_len;
+    sf_arena *arena;                /* the batch's arena */
+    sf_batch batch;
+} tfx;
+
+/* ---- building requests -------------------------------------------------- */
+
+static sf_otlp_kv *kv_str(sf_arena *a, const char *key, const char *val)
+{
+    sf_otlp_kv *kv = sf_arena_alloc(a, sizeof(*kv));
+    sf_otlp_any *any = sf_arena_alloc(a, sizeof(*any));
+
+    opentelemetry__proto__common__v1__key_value__init(kv);
+    opentelemetry__proto__common__v1__any_value__init(any);
+    any->value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE;
+    any->string_value = (char *)val;
+    kv->key = (char *)key;
+    kv->value = any;
+    return kv;
+}
+
+static sf_otlp_kv *kv_int(sf_arena *a, const char *key, int64_t val)
+{
+    sf_otlp_kv *kv = kv_str(a, key, "");
+
+    kv->value->value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE;
+    kv->value->int_value = val;
+    return kv;
+}
+
+static sf_otlp_kv **kvs(sf_arena *a, size_t n, ...)
+{
+    sf_otlp_kv **v = sf_arena_alloc(a, (n ? n : 1) * sizeof(*v));
+    va_list ap;
+
+    va_start(ap, n);
+    for (size_t i = 0; i < n; i++)
+        v[i] = va_arg(ap, sf_otlp_kv *);
+    va_end(ap);
+    return v;
+}
+
+static sf_otlp_span *mk_span(sf_arena *a, const char *name)
+{
+    sf_otlp_span *sp = sf_arena_alloc(a, sizeof(*sp));
+
+    opentelemetry__proto__trace__v1__span__init(sp);
+    sp->name = (char *)name;
+    sp->trace_id.len = 16;
+    sp->trace_id.data = (uint8_t *)"0123456789abcdef";
+    sp->span_id.len = 8;
+    sp->span_id.data = (uint8_t *)"01234567";
+    return sp;
+}
+
+/* Fixture: two ResourceSpans.
+ *  [0] resource {service.name, host.name, secret.token} dropped 1;
+ *      scope "s" {scope.keep, scope.drop};
+ *      span A: {gen_ai.request.model, user.email, Gen_AI.Request.Model,
+ *               größe.名前, http.status_code(int), prompt} dropped 3,
+ *               status message "secret error", 2 events, 1 link;
+ *      span B: one attribute, no events/links/status;
+ *      span C: status with message "", no attributes.
+ *  [1] no resource, scope without attributes, span D {user.email}. */
+static sf_otlp_request *mk_request(sf_arena *a)
+{
+    sf_otlp_request *req = sf_arena_alloc(a, sizeof(*req));
+    sf_otlp_resource_spans **rss = sf_arena_alloc(a, 2 * sizeof(*rss));
+    sf_otlp_resource *res = sf_arena_alloc(a, sizeof(*res));
+    sf_otlp_scope_spans **ss0 = sf_arena_alloc(a, sizeof(*ss0));
+    sf_otlp_scope_spans **ss1 = sf_arena_alloc(a, sizeof(*ss1));
+    sf_otlp_scope *scope0 = sf_arena_alloc(a, sizeof(*scope0));
+    sf_otlp_scope *scope1 = sf_arena_alloc(a, sizeof(*scope1));
+    sf_otlp_span **spans0 = sf_arena_alloc(a, 3 * sizeof(*spans0));
+    sf_otlp_span **spans1 = sf_arena_alloc(a, sizeof(*spans1));
+    sf_otlp_event **events = sf_arena_alloc(a, 2 * sizeof(*events));
+    sf_otlp_link **links = sf_arena_alloc(a, sizeof(*links));
+    sf_otlp_status *st_a = sf_arena_alloc(a, sizeof(*st_a));
+    sf_otlp_status *st_c = sf_arena_alloc(a, sizeof(*st_c));
+
+    opentelemetry__proto__collector__trace__v1__export_trace_service_request__init(req);
+    for (int i = 0; i < 2; i++) {
+        rss[i] = sf_arena_alloc(a, sizeof(*rss[i]));
+        opentelemetry__proto__trace__v1__resource_spans__init(rss[i]);
+    }
+    req->n_resource_spans = 2;
+    req->resource_spans = rss;
+
+    opentelemetry__proto__resource__v1__resource__init(res);
+    res->n_attributes = 3;
+    res->attributes = kvs(a, 3, kv_str(a, "service.name", "vllm"),
+                          kv_str(a, "host.name", "cvm-7"), kv_str(a, "secret.token", "hunter2"));
+    res->dropped_attributes_count = 1;
+    rss[0]->resource = res;
+
+    ss0[0] = sf_arena_alloc(a, sizeof(*ss0[0]));
+    opentelemetry__proto__trace__v1__scope_spans__init(ss0[0]);
+    opentelemetry__proto__common__v1__instrumentation_scope__init(scope0);
+    scope0->name = "s";
+    scope0->n_attributes = 2;
+    scope0->attributes = kvs(a, 2, kv_str(a, "scope.keep", "1"), kv_str(a, "scope.drop", "2"));
+    ss0[0]->scope = scope0;
+    rss[0]->n_scope_spans = 1;
+    rss[0]->scope_spans = ss0;
+
+    spans0[0] = mk_span(a, "A");
+    spans0[0]->n_attributes = 6;
+    spans0[0]->attributes = kvs(a, 6, kv_str(a, SPAN_KEEP_A, "llama-3-70b"),
+                                kv_str(a, "user.email", "alice@example.com"),
+                                kv_str(a, "Gen_AI.Request.Model", "case-variant"),
+                                kv_str(a, UNICODE_KEY, "\xe5\x80\xa4"),
+                                kv_int(a, "http.status_code", 200),
+                                kv_str(a, "prompt", "tell me a secret"));
+    spans0[0]->dropped_attributes_count = 3;
+    opentelemetry__proto__trace__v1__status__init(st_a);
+    st_a->message = "secret error: alice@example.com";
+    st_a->code = OPENTELEMETRY__PROTO__TRACE__V1__STATUS__STATUS_CODE__STATUS_CODE_ERROR;
+    spans0[0]->status = st_a;
+    for (int i = 0; i < 2; i++) {
+        events[i] = sf_arena_alloc(a, sizeof(*events[i]));
+        opentelemetry__proto__trace__v1__span__event__init(events[i]);
+        events[i]->name = "ev";
+        events[i]->n_attributes = 3;
+        events[i]->attributes = kvs(a, 3, kv_str(a, "prompt", "p"), kv_str(a, "event.keep", "k"),
+                                    kv_str(a, "event.drop", "d"));
+    }
+    spans0[0]->n_events = 2;
+    spans0[0]->events = events;
+    links[0] = sf_arena_alloc(a, sizeof(*links[0]));
+    opentelemetry__proto__trace__v1__span__link__init(links[0]);
+    links[0]->trace_id = spans0[0]->trace_id;
+    links[0]->span_id = spans0[0]->span_id;
+    links[0]->n_attributes = 2;
+    links[0]->attributes = kvs(a, 2, kv_str(a, "link.drop", "x"), kv_str(a, "link.keep", "y"));
+    spans0[0]->n_links = 1;
+    spans0[0]->links = links;
+
+    spans0[1] = mk_span(a, "B");
+    spans0[1]->n_attributes = 1;
+    spans0[1]->attributes = kvs(a, 1, kv_str(a, "http.status_code", "not-an-int"));
+
+    spans0[2] = mk_span(a, "C");
+    opentelemetry__proto__trace__v1__status__init(st_c);
+    st_c->code = OPENTELEMETRY__PROTO__TRACE__V1__STATUS__STATUS_CODE__STATUS_CODE_OK;
+    spans0[2]->status = st_c;
+    ss0[0]->n_spans = 3;
+    ss0[0]->spans = spans0;
+
+    ss1[0] = sf_arena_alloc(a, sizeof(*ss1[0]));
+    opentelemetry__proto__trace__v1__scope_spans__init(ss1[0]);
+    opentelemetry__proto__common__v1__instrumentation_scope__init(scope1);
+    ss1[0]->scope = scope1;
+    spans1[0] = mk_span(a, "D");
+    spans1[0]->n_attributes = 1;
+    spans1[0]->attributes = kvs(a, 1, kv_str(a, "user.email", "bob@example.com"));
+    ss1[0]->n_spans = 1;
+    ss1[0]->spans = spans1;
+    rss[1]->n_scope_spans = 1;
+    rss[1]->scope_spans = ss1;
+    return req;
+}
+
+/* ---- fixture -------------------------------------------------------------- */
+
+static sf_transform_program *program_of(fx_sink *s, const char *const *stmts, size_t n)
+{
+    sf_node *seq = fx_seq(s, 0);
+    sf_transform_program *prog = NULL;
+
+    seq->n = n;
+    seq->items = sf_arena_alloc(s->arena, n * sizeof(sf_node *));
+    for (size_t i = 0; i < n; i++)
+        seq->items[i] = fx_scalar(s, stmts[i]);
+    assert_int_equal(sf_transform_program_build(seq, &s->sink, &prog), SF_OK);
+    assert_int_equal(s->n_errors, 0);
+    return prog;
+}
+
+static void use_program(tfx *f, const char *const *stmts, size_t n, int error_mode)
+{
+    f->cfg.error_mode = error_mode;
+    f->cfg.program = program_of(&f->s, stmts, n);
+    memset(&f->comp, 0, sizeof(f->comp));
+    f->comp.type = &sf_transform_processor_type;
+    f->comp.id = "transform/test";
+    f->comp.config = &f->cfg;
+    assert_int_equal(sf_transform_processor_type.create(&f->comp, &f->cfg), SF_OK);
+}
+
+static int setup(void **state)
+{
+    tfx *f = sf_calloc(1, sizeof(*f));
+    sf_otlp_request *req;
+
+    fx_sink_init(&f->s);
+    f->build = sf_arena_create(16384, 0);
+    req = mk_request(f->build);
+    f->wire_len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(req);
+    f->wire = sf_malloc(f->wire_len);
+    opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(req, f->wire);
+    use_program(f, policy, N_POLICY, SF_ERROR_MODE_PROPAGATE);
+    f->arena = sf_arena_create(8192, 0);
+    assert_int_equal(sf_batch_decode(&f->batch, f->arena, f->wire, f->wire_len,
+                                     SF_OTLP_DEFAULT_MAX_DEPTH), SF_OK);
+    assert_int_equal(f->batch.spans, 4);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    tfx *f = *state;
+
+    sf_batch_release(&f->batch);
+    sf_arena_destroy(f->arena);
+    sf_free(f->wire);
+    sf_arena_destroy(f->build);
+    fx_sink_release(&f->s);
+    sf_free(f);
+    return 0;
+}
+
+static sf_status consume(tfx *f)
+{
+    return sf_transform_processor_type.consume(&f->comp, &f->batch);
+}
+
+/* ---- checks -------------------------------------------------------------- */
+
+static void assert_attr_keys(sf_otlp_kv **kv, size_t n, size_t want, ...)
+{
+    va_list ap;
+
+    assert_int_equal(n, want);
+    va_start(ap, want);
+    for (size_t i = 0; i < want; i++)
+        assert_string_equal(kv[i]->key, va_arg(ap, const char *));
+    va_end(ap);
+}
+
+static bool is_allowed(sf_transform_ctx c, const char *key)
+{
+    for (size_t i = 0; i < 4 && allowed[c][i] != NULL; i++) {
+        if (strcmp(allowed[c][i], key) == 0)
+            return true;
+    }
+    return false;
+}
+
+static void assert_only_allowed(sf_transform_ctx c, sf_otlp_kv **kv, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!is_allowed(c, kv[i]->key))
+            fail_msg("%s attribute '%s' is not allowlisted", sf_transform_ctx_name(c), kv[i]->key);
+    }
+}
+
+/* Every attribute anywhere in `req` is allowlisted, every status message is
+ * empty: what may leave the VM. */
+static void assert_request_filtered(const sf_otlp_request *req)
+{
+    for (size_t i = 0; i < req->n_resource_spans; i++) {
+        const sf_otlp_resource_spans *rs = req->resource_spans[i];
+
+        if (rs->resource)
+            assert_only_allowed(SF_TRANSFORM_RESOURCE, rs->resource->attributes,
+                                rs->resource->n_attributes);
+        for (size_t j = 0; j < rs->n_scope_spans; j++) {
+            const sf_otlp_scope_spans *ss = rs->scope_spans[j];
+
+            if (ss->scope)
+                assert_only_allowed(SF_TRANSFORM_SCOPE, ss->scope->attributes,
+                                    ss->scope->n_attributes);
+            for (size_t k = 0; k < ss->n_spans; k++) {
+                const sf_otlp_span *sp = ss->spans[k];
+
+                assert_only_allowed(SF_TRANSFORM_SPAN, sp->attributes, sp->n_attributes);
+                if (sp->status)
+                    assert_string_equal(sp->status->message, "");
+                for (size_t e = 0; e < sp->n_events; e++)
+                    assert_only_allowed(SF_TRANSFORM_SPANEVENT, sp->events[e]->attributes,
+                                        sp->events[e]->n_attributes);
+                for (size_t l = 0; l < sp->n_links; l++)
+                    assert_only_allowed(SF_TRANSFORM_LINK, sp->links[l]->attributes,
+                                        sp->links[l]->n_attributes);
+            }
+        }
+    }
+}
+
+static sf_otlp_span *span_at(const sf_batch *b, size_t rs, size_t k)
+{
+    return b->req->resource_spans[rs]->scope_spans[0]->spans[k];
+}
+
+/* Packed bytes of one KeyValue, to compare values byte for byte. */
+static size_t pack_kv(const sf_otlp_kv *kv, uint8_t *out, size_t cap)
+{
+    size_t n = opentelemetry__proto__common__v1__key_value__get_packed_size(kv);
+
+    assert_true(n <= cap);
+    return opentelemetry__proto__common__v1__key_value__pack(kv, out);
+}
+
+/* ---- filter --------------------------------------------------------------- */
+
+static void test_keep_keys_everywhere(void **state)
+{
+    tfx *f = *state;
+    sf_otlp_request *req = f->batch.req;
+    sf_otlp_span *a = span_at(&f->batch, 0, 0);
+    uint8_t before[3][256], after[256];
+    size_t before_len[3];
+
+    /* remember the kept values' exact bytes */
+    before_len[0] = pack_kv(a->attributes[0], before[0], sizeof(before[0]));  /* gen_ai... */
+    before_len[1] = pack_kv(a->attributes[3], before[1], sizeof(before[1]));  /* unicode */
+    before_len[2] = pack_kv(a->attributes[4], before[2], sizeof(before[2]));  /* int */
+
+    assert_int_equal(consume(f), SF_OK);
+
+    /* resource: 3 -> 1, dropped 1 + 2 */
+    assert_attr_keys(req->resource_spans[0]->resource->attributes,
+                     req->resource_spans[0]->resource->n_attributes, 1, "service.name");
+    assert_int_equal(req->resource_spans[0]->resource->dropped_attributes_count, 3);
+    assert_string_equal(req->resource_spans[0]->resource->attributes[0]->value->string_value, "vllm");
+    /* scope */
+    assert_attr_keys(req->resource_spans[0]->scope_spans[0]->scope->attributes,
+                     req->resource_spans[0]->scope_spans[0]->scope->n_attributes, 1, "scope.keep");
+    assert_int_equal(req->resource_spans[0]->scope_spans[0]->scope->dropped_attributes_count, 1);
+    /* span A: order kept, case variant removed, dropped 3 + 3 */
+    assert_attr_keys(a->attributes, a->n_attributes, 3, SPAN_KEEP_A, UNICODE_KEY, "http.status_code");
+    assert_int_equal(a->dropped_attributes_count, 6);
+    for (int i = 0; i < 3; i++) {
+        size_t n = pack_kv(a->attributes[i], after, sizeof(after));
+        assert_int_equal(n, before_len[i]);
+        assert_memory_equal(after, before[i], n);
+    }
+    assert_string_equal(a->status->message, "");
+    assert_int_equal(a->status->code,
+                     OPENTELEMETRY__PROTO__TRACE__V1__STATUS__STATUS_CODE__STATUS_CODE_ERROR);
+    /* events: 3 -> 1 each */
+    assert_int_equal(a->n_events, 2);
+    for (int e = 0; e < 2; e++) {
+        assert_attr_keys(a->events[e]->attributes, a->events[e]->n_attributes, 1, "event.keep");
+        assert_int_equal(a->events[e]->dropped_attributes_count, 2);
+        assert_string_equal(a->events[e]->attributes[0]->value->string_value, "k");
+    }
+    /* link */
+    assert_attr_keys(a->links[0]->attributes, a->links[0]->n_attributes, 1, "link.keep");
+    assert_int_equal(a->links[0]->dropped_attributes_count, 1);
+    /* span B: kept, value of another type untouched; no events is fine */
+    assert_attr_keys(span_at(&f->batch, 0, 1)->attributes, span_at(&f->batch, 0, 1)->n_attributes,
+                     1, "http.status_code");
+    assert_string_equal(span_at(&f->batch, 0, 1)->attributes[0]->value->string_value, "not-an-int");
+    assert_int_equal(span_at(&f->batch, 0, 1)->dropped_attributes_count, 0);
+    assert_null(span_at(&f->batch, 0, 1)->status);
+    /* span C: status message stays empty */
+    assert_string_equal(span_at(&f->batch, 0, 2)->status->message, "");
+    /* span D under a resource-less ResourceSpans */
+    assert_null(req->resource_spans[1]->resource);
+    assert_int_equal(span_at(&f->batch, 1, 0)->n_attributes, 0);
+    assert_int_equal(span_at(&f->batch, 1, 0)->dropped_attributes_count, 1);
+
+    /* counters: 2 + 1 + 3 + 2*2 + 1 + 1 removed */
+    assert_int_equal(sf_counter_get(&f->comp.counters.incoming_items), 4);
+    assert_int_equal(sf_counter_get(&f->comp.counters.outgoing_items), 4);
+    assert_int_equal(sf_counter_get(&f->comp.counters.removed_attributes), 12);
+    assert_int_equal(sf_counter_get(&f->comp.counters.dropped_spans[SF_REASON_FILTER_FAILED]), 0);
+    assert_request_filtered(req);
+}
+
+static void test_filtered_batch_packs_and_decodes(void **state)
+{
+    tfx *f = *state;
+    sf_buf *buf = NULL;
+    sf_arena *a2 = sf_arena_create(8192, 0);
+    sf_batch b2;
+
+    assert_int_equal(consume(f), SF_OK);
+    assert_int_equal(sf_batch_encode(&f->batch, &buf), SF_OK);
+    assert_true(buf->len < f->wire_len);
+    assert_null(memmem(buf->data, buf->len, "alice@example.com", 17));
+    assert_null(memmem(buf->data, buf->len, "hunter2", 7));
+    assert_null(memmem(buf->data, buf->len, "case-variant", 12));
+    assert_null(memmem(buf->data, buf->len, "tell me a secret", 16));
+    assert_non_null(memmem(buf->data, buf->len, "llama-3-70b", 11));
+    assert_int_equal(sf_batch_decode(&b2, a2, buf->data, buf->len, SF_OTLP_DEFAULT_MAX_DEPTH), SF_OK);
+    assert_int_equal(b2.spans, 4);
+    assert_request_filtered(b2.req);
+    assert_int_equal(span_at(&b2, 0, 0)->n_attributes, 3);
+    assert_int_equal(span_at(&b2, 0, 0)->dropped_attributes_count, 6);
+    sf_buf_unref(buf);
+    sf_arena_destroy(a2);
+}
+
+static void test_empty_allowlist_drops_all_and_delete_key(void **state)
+{
+    tfx *f = *state;
+    static const char *const stmts[] = {
+        "keep_keys(resource.attributes, [])",
+        "delete_key(span.attributes, \"user.email\")",
+        "delete_key(spanevent.attributes, \"prompt\")",
+    };
+    sf_otlp_span *a = span_at(&f->batch, 0, 0);
+
+    use_program(f, stmts, 3, SF_ERROR_MODE_PROPAGATE);
+    assert_int_equal(consume(f), SF_OK);
+    assert_int_equal(f->batch.req->resource_spans[0]->resource->n_attributes, 0);
+    assert_int_equal(f->batch.req->resource_spans[0]->resource->dropped_attributes_count, 4);
+    assert_attr_keys(a->attributes, a->n_attributes, 5, SPAN_KEEP_A, "Gen_AI.Request.Model",
+                     UNICODE_KEY, "http.status_code", "prompt");
+    assert_int_equal(a->dropped_attributes_count, 4);
+    assert_attr_keys(a->events[1]->attributes, a->events[1]->n_attributes, 2,
+                     "event.keep", "event.drop");
+    /* no span status statement: the message is left alone */
+    assert_string_equal(a->status->message, "secret error: alice@example.com");
+    /* scope and links untouched: no statements for them */
+    assert_int_equal(f->batch.req->resource_spans[0]->scope_spans[0]->scope->n_attributes, 2);
+    assert_int_equal(a->links[0]->n_attributes, 2);
+    /* 3 resource + 1 (A) + 1 (D) + 2 events */
+    assert_int_equal(sf_counter_get(&f->comp.counters.removed_attributes), 7);
+}
+
+static void test_keep_keys_twice_intersects(void **state)
+{
+    tfx *f = *state;
+    static const char *const stmts[] = {
+        "keep_keys(span.attributes, [\"" SPAN_KEEP_A "\", \"user.email\", \"prompt\"])",
+        "keep_keys(span.attributes, [\"prompt\", \"" SPAN_KEEP_A "\"])",
+    };
+    sf_otlp_span *a = span_at(&f->batch, 0, 0);
+
+    use_program(f, stmts, 2, SF_ERROR_MODE_PROPAGATE);
+    assert_int_equal(consume(f), SF_OK);
+    assert_attr_keys(a->attributes, a->n_attributes, 2, SPAN_KEEP_A, "prompt");
+    assert_int_equal(a->dropped_attributes_count, 3 + 4);
+}
+
+static void test_dropped_count_saturates(void **state)
+{
+    tfx *f = *state;
+    sf_otlp_span *a = span_at(&f->batch, 0, 0);
+
+    a->dropped_attributes_count = UINT32_MAX - 1;
+    assert_int_equal(consume(f), SF_OK);
+    assert_int_equal(a->dropped_attributes_count, UINT32_MAX);
+}
+
+/* ---- fail closed ----------------------------------------------------------- */
+
+static void test_consume_allocates_nothing(void **state)
+{
+    tfx *f = *state;
+    size_t used = sf_arena_used(f->arena);
+
+    sf_alloc_fail_at(0, 0);
+    assert_int_equal(consume(f), SF_OK);
+    assert_int_equal(sf_alloc_count(), 0);
+    assert_int_equal(sf_arena_used(f->arena), used);
+}
+
+/* Fail every allocation of "create arena, decode, consume" in turn: each run
+ * either fails before consume, or consume fails the batch, or what it passes
+ * on holds only allowlisted keys. */
+static void test_alloc_failure_injection(void **state)
+{
+    tfx *f = *state;
+    uint64_t total;
+    size_t ok = 0, failed_before = 0;
+
+    sf_alloc_fail_at(0, 0);
+    {
+        sf_arena *a = sf_arena_create(512, 0);
+        sf_batch b;
+        assert_int_equal(sf_batch_decode(&b, a, f->wire, f->wire_len, SF_OTLP_DEFAULT_MAX_DEPTH), SF_OK);
+        assert_int_equal(sf_transform_processor_type.consume(&f->comp, &b), SF_OK);
+        sf_arena_destroy(a);
+    }
+    total = sf_alloc_count();
+    assert_true(total > 3);
+    for (uint64_t k = 1; k <= total + 1; k++) {
+        sf_arena *a;
+        sf_batch b;
+        sf_status st;
+
+        sf_alloc_fail_at(k, 1);
+        a = sf_arena_create(512, 0);
+        if (a == NULL) {
+            failed_before++;
+            continue;
+        }
+        st = sf_batch_decode(&b, a, f->wire, f->wire_len, SF_OTLP_DEFAULT_MAX_DEPTH);
+        if (st != SF_OK) {
+            assert_int_equal(st, SF_ENOMEM);
+            failed_before++;
+            sf_arena_destroy(a);
+            continue;
+        }
+        st = sf_transform_processor_type.consume(&f->comp, &b);
+        if (st != SF_FILTER) {
+            assert_int_equal(st, SF_OK);
+            assert_request_filtered(b.req);
+            ok++;
+        }
+        sf_arena_destroy(a);
+    }
+    sf_alloc_fail_at(0, 0);
+    assert_int_equal(failed_before, total);
+    assert_int_equal(ok, 1);            /* k = total + 1: nothing failed */
+}
+
+/* An arena with no room left: filtering still works, since it needs none. */
+static void test_exhausted_arena(void **state)
+{
+    tfx *f = *state;
+    sf_arena *a = sf_arena_create(8192, 65536);
+    sf_batch b;
+    int n = 0;
+
+    assert_int_equal(sf_batch_decode(&b, a, f->wire, f->wire_len, SF_OTLP_DEFAULT_MAX_DEPTH), SF_OK);
+    while (sf_arena_alloc(a, 16) != NULL)
+        assert_true(++n < 8192);
+    assert_null(sf_arena_alloc(a, 1));
+    assert_true(sf_arena_failed(a));
+    assert_int_equal(sf_transform_processor_type.consume(&f->comp, &b), SF_OK);
+    assert_request_filtered(b.req);
+    assert_int_equal(span_at(&b, 0, 0)->n_attributes, 3);
+    sf_arena_destroy(a);
+}
+
+static void assert_filter_failed(tfx *f)
+{
+    assert_int_equal(consume(f), SF_FILTER);
+    assert_int_equal(sf_counter_get(&f->comp.counters.incoming_items), 4);
+    assert_int_equal(sf_counter_get(&f->comp.counters.outgoing_items), 0);
+    assert_int_equal(sf_counter_get(&f->comp.counters.dropped_spans[SF_REASON_FILTER_FAILED]), 4);
+    assert_int_equal(sf_counter_get(&f->comp.counters.removed_attributes), 0);
+}
+
+static void test_corrupt_attributes_fail_closed(void **state)
+{
+    tfx *f = *state;
+
+    span_at(&f->batch, 0, 1)->attributes = NULL;     /* n_attributes is 1 */
+    assert_filter_failed(f);
+}
+
+static void test_null_kv_fails_closed(void **state)
+{
+    tfx *f = *state;
+
+    span_at(&f->batch, 1, 0)->attributes[0] = NULL;
+    assert_filter_failed(f);
+}
+
+static void test_null_key_fails_closed(void **state)
+{
+    tfx *f = *state;
+
+    span_at(&f->batch, 0, 0)->events[1]->attributes[2]->key = NULL;
+    assert_filter_failed(f);
+}
+
+static void test_null_messages_fail_closed(void **state)
+{
+    tfx *f = *state;
+
+    span_at(&f->batch, 0, 0)->links[0] = NULL;
+    assert_filter_failed(f);
+    f->batch.req->resource_spans[1]->scope_spans[0]->spans[0] = NULL;
+    assert_int_equal(consume(f), SF_FILTER);
+    f->batch.req->resource_spans[1] = NULL;
+    assert_int_equal(consume(f), SF_FILTER);
+    f->batch.req = NULL;
+    assert_int_equal(consume(f), SF_FILTER);
+    assert_int_equal(sf_counter_get(&f->comp.counters.dropped_spans[SF_REASON_FILTER_FAILED]), 16);
+}
+
+static void test_no_request_fails_even_when_ignoring(void **state)
+{
+    tfx *f = *state;
+
+    use_program(f, policy, N_POLICY, SF_ERROR_MODE_IGNORE);
+    f->batch.req = NULL;
+    assert_int_equal(consume(f), SF_FILTER);
+}
+
+/* A group's propagate wins over the processor's ignore for its statements. */
+static void test_group_error_mode_overrides(void **state)
+{
+    tfx *f = *state;
+    fx_sink *s = &f->s;
+    sf_node *node = fx_seq(s, 1,
+        fx_map(s, 3, "context", fx_scalar(s, "span"), "error_mode", fx_scalar(s, "propagate"),
+               "statements", fx_seq_strs(s, 1, "keep_keys(attributes, [\"a\"])")));
+    sf_transform_program *prog = NULL;
+
+    assert_int_equal(sf_transform_program_build(node, &s->sink, &prog), SF_OK);
+    use_program(f, policy, N_POLICY, SF_ERROR_MODE_IGNORE);
+    f->cfg.program = prog;
+    span_at(&f->batch, 0, 1)->attributes = NULL;
+    assert_int_equal(consume(f), SF_FILTER);
+}
+
+/* ---- fail open (ignore / silent): skip the statement for that item only --- */
+
+static void check_fail_open(tfx *f, int mode)
+{
+    sf_otlp_span *a = span_at(&f->batch, 0, 0);
+
+    use_program(f, policy, N_POLICY, mode);
+    a->attributes[1]->key = NULL;       /* span A's keep_keys cannot run */
+    a->links[0] = NULL;                 /* link statements cannot run */
+    assert_int_equal(consume(f), SF_OK);
+    /* span A left exactly as it was */
+    assert_int_equal(a->n_attributes, 6);
+    assert_int_equal(a->dropped_attributes_count, 3);
+    assert_string_equal(a->attributes[5]->key, "prompt");
+    /* everything else still filtered, A's status and events included */
+    assert_string_equal(a->status->message, "");
+    assert_attr_keys(a->events[0]->attributes, a->events[0]->n_attributes, 1, "event.keep");
+    assert_int_equal(f->batch.req->resource_spans[0]->resource->n_attributes, 1);
+    assert_int_equal(span_at(&f->batch, 1, 0)->n_attributes, 0);
+    assert_int_equal(sf_counter_get(&f->comp.counters.outgoing_items), 4);
+    /* 2 resource + 1 scope + 2*2 events + 1 (D) */
+    assert_int_equal(sf_counter_get(&f->comp.counters.removed_attributes), 8);
+    assert_int_equal(sf_counter_get(&f->comp.counters.dropped_spans[SF_REASON_FILTER_FAILED]), 0);
+}
+
+static void test_fail_open_ignore(void **state)
+{
+    check_fail_open(*state, SF_ERROR_MODE_IGNORE);
+}
+
+static void test_fail_open_silent(void **state)
+{
+    check_fail_open(*state, SF_ERROR_MODE_SILENT);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_keep_keys_everywhere, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_filtered_batch_packs_and_decodes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_empty_allowlist_drops_all_and_delete_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keep_keys_twice_intersects, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dropped_count_saturates, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_consume_allocates_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_alloc_failure_injection, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exhausted_arena, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_attributes_fail_closed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_null_kv_fails_closed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_null_key_fails_closed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_null_messages_fail_closed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_request_fails_even_when_ignoring, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_group_error_mode_overrides, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fail_open_ignore, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fail_open_silent, setup, teardown),
+    };
+
+    sf_log_set_level(SF_LOG_ERROR);     /* the fail paths warn by design */
+    return cmocka_run_group_tests_name("processors/transform", tests, NULL, NULL);
+}

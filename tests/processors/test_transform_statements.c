@@ -1,0 +1,583 @@
+/* tests/processors/test_transform_statements.c: the transform processor's
+ * statement parser (every supported form and every error class, with exact
+ * messages), the trace_statements layouts built into a program, and the
+ * read-only accessors the policy validator uses. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "transform_fixtures.h"
+
+typedef struct pfx {
+    fx_sink s;
+    sf_transform_op op;
+    char err[1024];
+} pfx;
+
+static int setup(void **state)
+{
+    pfx *f = sf_calloc(1, sizeof(*f));
+
+    fx_sink_init(&f->s);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    pfx *f = *state;
+
+    fx_sink_release(&f->s);
+    sf_free(f);
+    return 0;
+}
+
+static sf_status parse_in(pfx *f, sf_transform_ctx group, const char *text)
+{
+    f->err[0] = '\0';
+    return sf_transform_parse_statement(text, strlen(text), group, &f->s.sink, &f->op, f->err,
+                                        sizeof(f->err));
+}
+
+/* Parse must fail with exactly `msg`. */
+static void assert_parse_error(pfx *f, sf_transform_ctx group, const char *text, const char *msg)
+{
+    assert_int_equal(parse_in(f, group, text), SF_CONFIG);
+    assert_string_equal(f->err, msg);
+}
+
+static void assert_keys(const sf_transform_keyset *ks, size_t n, ...)
+{
+    va_list ap;
+
+    assert_int_equal(ks->n, n);
+    va_start(ap, n);
+    for (size_t i = 0; i < n; i++)
+        assert_string_equal(ks->keys[i], va_arg(ap, const char *));
+    va_end(ap);
+}
+
+/* ---- supported forms ---------------------------------------------------- */
+
+static void test_keep_keys_unprefixed_in_group(void **state)
+{
+    pfx *f = *state;
+
+    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN,
+                              "keep_keys(attributes, [\"gen_ai.request.model\", \"b\", \"a\", \"b\"])"),
+                     SF_OK);
+    assert_int_equal(f->op.kind, SF_TRANSFORM_KEEP_KEYS);
+    assert_int_equal(f->op.ctx, SF_TRANSFORM_SPAN);
+    assert_int_equal(f->op.error_mode, -1);
+    /* sorted bytewise, duplicates folded */
+    assert_keys(&f->op.keys, 3, "a", "b", "gen_ai.request.model");
+    assert_string_equal(f->op.statement,
+                        "keep_keys(attributes, [\"gen_ai.request.model\", \"b\", \"a\", \"b\"])");
+}
+
+static void test_every_context_prefix(void **state)
+{
+    pfx *f = *state;
+    static const struct { const char *stmt; sf_transform_ctx ctx; } cases[] = {
+        { "keep_keys(resource.attributes, [\"service.name\"])", SF_TRANSFORM_RESOURCE },
+        { "keep_keys(scope.attributes, [\"s\"])", SF_TRANSFORM_SCOPE },
+        { "keep_keys(span.attributes, [\"a\"])", SF_TRANSFORM_SPAN },
+        { "keep_keys(spanevent.attributes, [\"b\"])", SF_TRANSFORM_SPANEVENT },
+        { "keep_keys(link.attributes, [\"l\"])", SF_TRANSFORM_LINK },
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        /* flat: the prefix decides */
+        assert_int_equal(parse_in(f, SF_TRANSFORM_CTX_NONE, cases[i].stmt), SF_OK);
+        assert_int_equal(f->op.ctx, cases[i].ctx);
+        assert_int_equal(f->op.keys.n, 1);
+        /* in a group of the same context: accepted too */
+        assert_int_equal(parse_in(f, cases[i].ctx, cases[i].stmt), SF_OK);
+        assert_int_equal(f->op.ctx, cases[i].ctx);
+    }
+}
+
+static void test_escapes_and_unicode(void **state)
+{
+    pfx *f = *state;
+
+    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN,
+                              "keep_keys(attributes, [\"a\\\"b\", \"c\\\\d\", \"gr\xc3\xb6\xc3\x9f" "e\", \"\"])"),
+                     SF_OK);
+    /* strcmp order: "" < "a\"b" < "c\\d" < "größe" */
+    assert_keys(&f->op.keys, 4, "", "a\"b", "c\\d", "gr\xc3\xb6\xc3\x9f" "e");
+}
+
+static void test_whitespace_between_tokens(void **state)
+{
+    pfx *f = *state;
+
+    assert_int_equal(parse_in(f, SF_TRANSFORM_CTX_NONE,
+                              "  keep_keys ( span . attributes ,\n\t[ \"a\" ,\"b\"\r\n ] )  "),
+                     SF_OK);
+    assert_int_equal(f->op.ctx, SF_TRANSFORM_SPAN);
+    assert_keys(&f->op.keys, 2, "a", "b");
+    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN, "set( status.message , \"\" )"), SF_OK);
+    assert_int_equal(f->op.kind, SF_TRANSFORM_CLEAR_STATUS_MESSAGE);
+}
+
+static void test_empty_list_drops_all(void **state)
+{
+    pfx *f = *state;
+
+    assert_int_equal(parse_in(f, SF_TRANSFORM_CTX_NONE, "keep_keys(resource.attributes, [])"), SF_OK);
+    assert_int_equal(f->op.kind, SF_TRANSFORM_KEEP_KEYS);
+    assert_int_equal(f->op.keys.n, 0);
+    assert_false(sf_transform_keyset_has(&f->op.keys, ""));
+    assert_int_equal(parse_in(f, SF_TRANSFORM_SCOPE, "keep_keys(attributes,[ ])"), SF_OK);
+    assert_int_equal(f->op.keys.n, 0);
+}
+
+static void test_delete_key_and_set(void **state)
+{
+    pfx *f = *state;
+
+    assert_int_equal(parse_in(f, SF_TRANSFORM_CTX_NONE, "delete_key(spanevent.attributes, \"prompt\")"),
+                     SF_OK);
+    assert_int_equal(f->op.kind, SF_TRANSFORM_DELETE_KEY);
+    assert_int_equal(f->op.ctx, SF_TRANSFORM_SPANEVENT);
+    assert_keys(&f->op.keys, 1, "prompt");
+
+    assert_int_equal(parse_in(f, SF_TRANSFORM_CTX_NONE, "set(span.status.message, \"\")"), SF_OK);
+    assert_int_equal(f->op.kind, SF_TRANSFORM_CLEAR_STATUS_MESSAGE);
+    assert_int_equal(f->op.ctx, SF_TRANSFORM_SPAN);
+
+    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN, "set(status.message, \"\")"), SF_OK);
+    assert_int_equal(f->op.kind, SF_TRANSFORM_CLEAR_STATUS_MESSAGE);
+}
+
+static void test_keyset_is_case_sensitive_and_exact(void **state)
+{
+    pfx *f = *state;
+
+    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN,
+                              "keep_keys(attributes, [\"http.method\", \"a\", \"zz\", \"m\", \"b\"])"),
+                     SF_OK);
+    assert_true(sf_transform_keyset_has(&f->op.keys, "http.method"));
+    assert_true(sf_transform_keyset_has(&f->op.keys, "a"));
+    assert_true(sf_transform_keyset_has(&f->op.keys, "zz"));
+    assert_false(sf_transform_keyset_has(&f->op.keys, "HTTP.method"));
+    assert_false(sf_transform_keyset_has(&f->op.keys, "http.method "));
+    assert_false(sf_transform_keyset_has(&f->op.keys, "http.metho"));
+    assert_false(sf_transform_keyset_has(&f->op.keys, ""));
+    assert_false(sf_transform_keyset_has(&f->op.keys, "z"));
+}
+
+/* ---- errors, exact text ------------------------------------------------------ */
+
+static void test_error_unsupported_function(void **state)
+{
+    pfx *f = *state;
+
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(attributes[\"x\"], \"a\", \"b\")",
+                       "unsupported function 'replace_pattern' in statement "
+                       "'replace_pattern(attributes[\"x\"], \"a\", \"b\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "Keep_keys(attributes, [\"a\"])",
+                       "unsupported function 'Keep_keys' in statement 'Keep_keys(attributes, [\"a\"])'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "truncate_all(attributes, 10)",
+                       "unsupported function 'truncate_all' in statement 'truncate_all(attributes, 10)'");
+}
+
+static void test_error_where_clause(void **state)
+{
+    pfx *f = *state;
+
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "keep_keys(attributes, [\"a\"]) where name == \"x\"",
+                       "where clauses are not supported in statement "
+                       "'keep_keys(attributes, [\"a\"]) where name == \"x\"'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "set(span.status.message, \"\") where true",
+                       "where clauses are not supported in statement "
+                       "'set(span.status.message, \"\") where true'");
+}
+
+static void test_error_paths(void **state)
+{
+    pfx *f = *state;
+
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "set(attributes[\"x\"], \"\")",
+                       "unsupported path 'attributes[\"x\"]' in statement 'set(attributes[\"x\"], \"\")'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "delete_key(span.attributes[\"a\"][\"b\"], \"a\")",
+                       "unsupported path 'span.attributes[\"a\"][\"b\"]' in statement "
+                       "'delete_key(span.attributes[\"a\"][\"b\"], \"a\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "keep_keys(attributes[\"x\", [\"a\"])",
+                       "unbalanced '[' in path at column 11 in statement "
+                       "'keep_keys(attributes[\"x\", [\"a\"])'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(span.name, [\"a\"])",
+                       "unsupported path 'span.name' in statement 'keep_keys(span.name, [\"a\"])'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(metric.attributes, [])",
+                       "unsupported path 'metric.attributes' in statement 'keep_keys(metric.attributes, [])'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "keep_keys(status.message, [\"a\"])",
+                       "unsupported path 'status.message' for keep_keys: only attributes in statement "
+                       "'keep_keys(status.message, [\"a\"])'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "set(attributes, \"\")",
+                       "unsupported path 'attributes' for set: only status.message can be set in "
+                       "statement 'set(attributes, \"\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "keep_keys(span., [])",
+                       "expected a name after '.' at column 16 in statement 'keep_keys(span., [])'");
+}
+
+static void test_error_context_mismatch(void **state)
+{
+    pfx *f = *state;
+
+    assert_parse_error(f, SF_TRANSFORM_SPANEVENT, "keep_keys(span.attributes, [\"a\"])",
+                       "path 'span.attributes' does not match context 'spanevent' in statement "
+                       "'keep_keys(span.attributes, [\"a\"])'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "keep_keys(resource.attributes, [\"a\"])",
+                       "path 'resource.attributes' does not match context 'span' in statement "
+                       "'keep_keys(resource.attributes, [\"a\"])'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(attributes, [\"a\"])",
+                       "path 'attributes' needs a context prefix (resource, scope, span, spanevent "
+                       "or link) outside a group with 'context' in statement "
+                       "'keep_keys(attributes, [\"a\"])'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "set(status.message, \"\")",
+                       "path 'status.message' needs a context prefix (resource, scope, span, spanevent "
+                       "or link) outside a group with 'context' in statement 'set(status.message, \"\")'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "set(spanevent.status.message, \"\")",
+                       "status.message exists only in the span context, not 'spanevent' in statement "
+                       "'set(spanevent.status.message, \"\")'");
+    assert_parse_error(f, SF_TRANSFORM_RESOURCE, "set(status.message, \"\")",
+                       "status.message exists only in the span context, not 'resource' in statement "
+                       "'set(status.message, \"\")'");
+}
+
+static void test_error_set_value(void **state)
+{
+    pfx *f = *state;
+
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "set(status.message, \"redacted\")",
+                       "only the empty string \"\" is supported as the value of status.message in "
+                       "statement 'set(status.message, \"redacted\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "set(status.message, nil)",
+                       "only the empty string \"\" is supported as the value of status.message in "
+                       "statement 'set(status.message, nil)'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "set(status.message, \" \")",
+                       "only the empty string \"\" is supported as the value of status.message in "
+                       "statement 'set(status.message, \" \")'");
+}
+
+static void test_error_syntax(void **state)
+{
+    pfx *f = *state;
+
+    /* columns: "keep_keys(" is 1-10, "span.attributes" 11-25, "," 26, " " 27, "[" 28 */
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(span.attributes, [\"a\"]",
+                       "expected ')' at end of statement in statement "
+                       "'keep_keys(span.attributes, [\"a\"]'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(span.attributes, [\"a\")",
+                       "expected ',' or ']' at column 32 in statement "
+                       "'keep_keys(span.attributes, [\"a\")'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(span.attributes, [a])",
+                       "expected a quoted key at column 29 in statement "
+                       "'keep_keys(span.attributes, [a])'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(span.attributes, [\"a])",
+                       "unterminated string at column 29 in statement "
+                       "'keep_keys(span.attributes, [\"a])'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(span.attributes, [\"a\\n\"])",
+                       "unsupported escape '\\n' at column 31 (only \\\" and \\\\) in statement "
+                       "'keep_keys(span.attributes, [\"a\\n\"])'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(span.attributes, [\"a\"]) junk",
+                       "unexpected 'junk' after the closing ')' at column 35 in statement "
+                       "'keep_keys(span.attributes, [\"a\"]) junk'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(span.attributes, [\"a\"]))",
+                       "unexpected ')' after the closing ')' at column 34 in statement "
+                       "'keep_keys(span.attributes, [\"a\"]))'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(span.attributes, [\"a\",])",
+                       "expected a quoted key at column 33 in statement "
+                       "'keep_keys(span.attributes, [\"a\",])'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(span.attributes \"a\")",
+                       "expected ',' at column 27 in statement 'keep_keys(span.attributes \"a\")'");
+    /* with whitespace allowed between tokens, a '[' after the path indexes it */
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(span.attributes [\"a\"])",
+                       "unsupported path 'span.attributes [\"a\"]' in statement "
+                       "'keep_keys(span.attributes [\"a\"])'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(span.attributes, \"a\")",
+                       "expected a list of keys such as [\"a\", \"b\"] at column 28 in statement "
+                       "'keep_keys(span.attributes, \"a\")'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys span.attributes",
+                       "expected '(' at column 11 in statement 'keep_keys span.attributes'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "(keep_keys)",
+                       "expected a function name at column 1 in statement '(keep_keys)'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(span.attributes, [\"a\"], \"b\")",
+                       "expected ')' at column 33 in statement "
+                       "'keep_keys(span.attributes, [\"a\"], \"b\")'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "delete_key(span.attributes, [\"a\"])",
+                       "expected a quoted key at column 29 in statement "
+                       "'delete_key(span.attributes, [\"a\"])'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(span.attributes, ['a'])",
+                       "unexpected character ''' at column 29 in statement "
+                       "'keep_keys(span.attributes, ['a'])'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(span.attributes, [\"a\"]",
+                       "expected ')' at end of statement in statement "
+                       "'keep_keys(span.attributes, [\"a\"]'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "   ", "empty statement");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "", "empty statement");
+}
+
+static void test_error_embedded_nul(void **state)
+{
+    pfx *f = *state;
+    static const char text[] = "keep_keys(span.attributes, [\"a\0b\"])";
+
+    assert_int_equal(sf_transform_parse_statement(text, sizeof(text) - 1, SF_TRANSFORM_CTX_NONE,
+                                                  &f->s.sink, &f->op, f->err, sizeof(f->err)),
+                     SF_CONFIG);
+    assert_string_equal(f->err, "statement contains a NUL byte in statement "
+                                "'keep_keys(span.attributes, [\"a'");
+}
+
+static void test_parse_out_of_memory(void **state)
+{
+    pfx *f = *state;
+    const char *stmt = "keep_keys(span.attributes, [\"a\", \"b\"])";
+    int allocs;
+
+    /* Learn how many allocations a good parse makes, then fail each. */
+    assert_int_equal(parse_in(f, SF_TRANSFORM_CTX_NONE, stmt), SF_OK);
+    allocs = f->s.allocs;
+    assert_int_equal(allocs, 4);     /* key array, two keys, the statement copy */
+    for (int k = 1; k <= allocs; k++) {
+        f->s.allocs = 0;
+        f->s.fail_alloc_after = k;
+        assert_int_equal(parse_in(f, SF_TRANSFORM_CTX_NONE, stmt), SF_ENOMEM);
+        assert_string_equal(f->err, "out of memory");
+    }
+}
+
+/* ---- layouts: the trace_statements node into a program ------------------------ */
+
+static void test_build_groups(void **state)
+{
+    pfx *f = *state;
+    fx_sink *s = &f->s;
+    sf_transform_program *prog = (sf_transform_program *)1;
+    sf_node *node = fx_seq(s, 3,
+        fx_map(s, 2, "context", fx_scalar(s, "resource"),
+               "statements", fx_seq_strs(s, 1, "keep_keys(attributes, [\"service.name\"])")),
+        fx_map(s, 3, "context", fx_scalar(s, "span"), "error_mode", fx_scalar(s, "ignore"),
+               "statements", fx_seq_strs(s, 3, "keep_keys(attributes, [\"a\", \"b\"])",
+                                         "set(status.message, \"\")",
+                                         "delete_key(span.attributes, \"b\")")),
+        fx_map(s, 2, "context", fx_scalar(s, "spanevent"),
+               "statements", fx_seq_strs(s, 1, "keep_keys(attributes, [])")));
+    sf_transform_config cfg = { .error_mode = SF_ERROR_MODE_PROPAGATE };
+
+    assert_int_equal(sf_transform_program_build(node, &s->sink, &prog), SF_OK);
+    assert_int_equal(s->n_errors, 0);
+    assert_non_null(prog);
+    cfg.program = prog;
+    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_RESOURCE), 1);
+    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_SCOPE), 0);
+    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_SPAN), 3);
+    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_SPANEVENT), 1);
+    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_LINK), 0);
+    assert_null(sf_transform_op_get(prog, SF_TRANSFORM_SPAN, 3));
+
+    const sf_transform_op *op = sf_transform_op_get(prog, SF_TRANSFORM_SPAN, 1);
+    assert_int_equal(op->kind, SF_TRANSFORM_CLEAR_STATUS_MESSAGE);
+    assert_int_equal(op->error_mode, SF_ERROR_MODE_IGNORE);
+    assert_int_equal(sf_transform_op_error_mode(&cfg, op), SF_ERROR_MODE_IGNORE);
+    assert_ptr_equal(op->node, node->items[1]->items[2]->items[1]);
+    assert_string_equal(op->statement, "set(status.message, \"\")");
+
+    op = sf_transform_op_get(prog, SF_TRANSFORM_RESOURCE, 0);
+    assert_int_equal(op->error_mode, -1);
+    assert_int_equal(sf_transform_op_error_mode(&cfg, op), SF_ERROR_MODE_PROPAGATE);
+
+    /* accessors */
+    assert_true(sf_transform_has_allowlist(prog, SF_TRANSFORM_RESOURCE));
+    assert_false(sf_transform_has_allowlist(prog, SF_TRANSFORM_SCOPE));
+    assert_true(sf_transform_has_allowlist(prog, SF_TRANSFORM_SPANEVENT));
+    assert_true(sf_transform_keeps_key(prog, SF_TRANSFORM_SPAN, "a"));
+    assert_false(sf_transform_keeps_key(prog, SF_TRANSFORM_SPAN, "b"));     /* deleted after */
+    assert_false(sf_transform_keeps_key(prog, SF_TRANSFORM_SPAN, "c"));
+    assert_false(sf_transform_keeps_key(prog, SF_TRANSFORM_SPANEVENT, "a"));
+    assert_true(sf_transform_keeps_key(prog, SF_TRANSFORM_SCOPE, "anything"));  /* unbounded */
+    assert_true(sf_transform_clears_status_message(prog));
+    assert_string_equal(sf_transform_ctx_name(SF_TRANSFORM_SPANEVENT), "spanevent");
+}
+
+static void test_build_flat_and_mixed(void **state)
+{
+    pfx *f = *state;
+    fx_sink *s = &f->s;
+    sf_transform_program *prog = NULL;
+    sf_node *node = fx_seq(s, 7,
+        fx_scalar(s, "keep_keys(span.attributes, [\"a\"])"),
+        fx_scalar(s, "keep_keys(spanevent.attributes, [\"b\"])"),
+        fx_scalar(s, "set(span.status.message, \"\")"),
+        fx_scalar(s, "keep_keys(resource.attributes, [\"service.name\", \"k8s.pod.name\"])"),
+        fx_scalar(s, "keep_keys(scope.attributes, [])"),
+        fx_scalar(s, "keep_keys(link.attributes, [\"l\"])"),
+        fx_map(s, 1, "statements", fx_seq_strs(s, 1, "keep_keys(span.attributes, [\"a\", \"z\"])")));
+
+    assert_int_equal(sf_transform_program_build(node, &s->sink, &prog), SF_OK);
+    assert_int_equal(s->n_errors, 0);
+    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_RESOURCE), 1);
+    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_SCOPE), 1);
+    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_SPAN), 3);
+    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_SPANEVENT), 1);
+    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_LINK), 1);
+    /* order kept within a context */
+    assert_int_equal(sf_transform_op_get(prog, SF_TRANSFORM_SPAN, 0)->kind, SF_TRANSFORM_KEEP_KEYS);
+    assert_int_equal(sf_transform_op_get(prog, SF_TRANSFORM_SPAN, 1)->kind,
+                     SF_TRANSFORM_CLEAR_STATUS_MESSAGE);
+    assert_keys(&sf_transform_op_get(prog, SF_TRANSFORM_SPAN, 2)->keys, 2, "a", "z");
+    assert_keys(&sf_transform_op_get(prog, SF_TRANSFORM_RESOURCE, 0)->keys, 2,
+                "k8s.pod.name", "service.name");
+    /* two keep_keys intersect */
+    assert_true(sf_transform_keeps_key(prog, SF_TRANSFORM_SPAN, "a"));
+    assert_false(sf_transform_keeps_key(prog, SF_TRANSFORM_SPAN, "z"));
+    assert_false(sf_transform_keeps_key(prog, SF_TRANSFORM_SCOPE, "s"));
+}
+
+static void test_build_null_and_empty(void **state)
+{
+    pfx *f = *state;
+    sf_transform_program *prog = NULL;
+
+    assert_int_equal(sf_transform_program_build(fx_null(&f->s), &f->s.sink, &prog), SF_OK);
+    assert_non_null(prog);
+    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++)
+        assert_int_equal(sf_transform_op_count(prog, c), 0);
+    assert_false(sf_transform_clears_status_message(prog));
+    /* a NULL program (key absent) answers the same */
+    assert_int_equal(sf_transform_op_count(NULL, SF_TRANSFORM_SPAN), 0);
+    assert_false(sf_transform_has_allowlist(NULL, SF_TRANSFORM_SPAN));
+    assert_true(sf_transform_keeps_key(NULL, SF_TRANSFORM_SPAN, "x"));
+    assert_int_equal(f->s.n_errors, 0);
+}
+
+static void test_build_reports_every_bad_statement(void **state)
+{
+    pfx *f = *state;
+    fx_sink *s = &f->s;
+    sf_transform_program *prog = (sf_transform_program *)1;
+    sf_node *node = fx_seq(s, 3,
+        fx_map(s, 2, "context", fx_scalar(s, "span"),
+               "statements", fx_seq_strs(s, 3,
+                   "replace_pattern(attributes[\"x\"], \"a\", \"b\")",
+                   "keep_keys(attributes, [\"a\"])",
+                   "keep_keys(spanevent.attributes, [\"b\"])")),
+        fx_scalar(s, "keep_keys(span.attributes, [\"a\"]) where name == \"x\""),
+        fx_scalar(s, "keep_keys(link.attributes, [\"ok\"])"));
+
+    assert_int_equal(sf_transform_program_build(node, &s->sink, &prog), SF_CONFIG);
+    assert_null(prog);
+    assert_int_equal(s->n_errors, 3);
+    assert_string_equal(s->msg[0], "trace_statements[0].statements[0]: unsupported function "
+                        "'replace_pattern' in statement 'replace_pattern(attributes[\"x\"], \"a\", \"b\")'");
+    assert_ptr_equal(s->at[0], node->items[0]->items[1]->items[0]);
+    assert_string_equal(s->msg[1], "trace_statements[0].statements[2]: path 'spanevent.attributes' "
+                        "does not match context 'span' in statement "
+                        "'keep_keys(spanevent.attributes, [\"b\"])'");
+    assert_ptr_equal(s->at[1], node->items[0]->items[1]->items[2]);
+    assert_string_equal(s->msg[2], "trace_statements[1]: where clauses are not supported in "
+                        "statement 'keep_keys(span.attributes, [\"a\"]) where name == \"x\"'");
+    assert_ptr_equal(s->at[2], node->items[1]);
+}
+
+static void test_build_group_errors(void **state)
+{
+    pfx *f = *state;
+    fx_sink *s = &f->s;
+    sf_transform_program *prog = NULL;
+    sf_node *node = fx_seq(s, 6,
+        fx_map(s, 3, "context", fx_scalar(s, "span"),
+               "conditions", fx_seq_strs(s, 1, "name == \"x\""),
+               "statements", fx_seq_strs(s, 1, "keep_keys(attributes, [\"a\"])")),
+        fx_map(s, 2, "context", fx_scalar(s, "metric"),
+               "statements", fx_seq_strs(s, 1, "keep_keys(attributes, [\"a\"])")),
+        fx_map(s, 1, "context", fx_scalar(s, "span")),
+        fx_map(s, 3, "context", fx_scalar(s, "span"), "eror_mode", fx_scalar(s, "ignore"),
+               "statements", fx_seq_strs(s, 1, "keep_keys(attributes, [\"a\"])")),
+        fx_map(s, 3, "context", fx_scalar(s, "span"), "error_mode", fx_scalar(s, "fail_open"),
+               "statements", fx_seq_strs(s, 1, "keep_keys(attributes, [\"a\"])")),
+        fx_seq_strs(s, 1, "keep_keys(span.attributes, [\"a\"])"));
+
+    assert_int_equal(sf_transform_program_build(node, &s->sink, &prog), SF_CONFIG);
+    assert_null(prog);
+    assert_int_equal(s->n_errors, 6);
+    assert_string_equal(s->msg[0], "trace_statements[0].conditions: conditions are not supported: "
+                        "spanfence applies every statement to every item");
+    assert_ptr_equal(s->at[0], node->items[0]->keys[1]);
+    assert_string_equal(s->msg[1], "trace_statements[1].context: unsupported context 'metric' "
+                        "(resource, scope, span, spanevent or link)");
+    assert_ptr_equal(s->at[1], node->items[1]->items[0]);
+    assert_string_equal(s->msg[2], "trace_statements[2]: 'statements' is required");
+    assert_string_equal(s->msg[3], "trace_statements[3]: unknown key 'eror_mode'");
+    assert_string_equal(s->msg[4], "trace_statements[4].error_mode: unsupported error_mode "
+                        "'fail_open' (propagate, ignore or silent)");
+    assert_string_equal(s->msg[5], "trace_statements[5]: expected a statement or a group with "
+                        "'context' and 'statements'");
+}
+
+static void test_build_not_a_list(void **state)
+{
+    pfx *f = *state;
+    sf_transform_program *prog = NULL;
+
+    assert_int_equal(sf_transform_program_build(fx_scalar(&f->s, "keep_keys(span.attributes, [])"),
+                                                &f->s.sink, &prog), SF_CONFIG);
+    assert_int_equal(f->s.n_errors, 1);
+    assert_string_equal(f->s.msg[0], "trace_statements: trace_statements must be a list of "
+                        "statements or of groups with 'context' and 'statements'");
+}
+
+static void test_build_long_statement_quoted_whole(void **state)
+{
+    pfx *f = *state;
+    char stmt[3000], expect[3200];
+    size_t n = 0;
+    sf_transform_program *prog = NULL;
+
+    n += (size_t)snprintf(stmt + n, sizeof(stmt) - n, "keep_keys(span.attributes, [");
+    for (int i = 0; i < 200; i++)
+        n += (size_t)snprintf(stmt + n, sizeof(stmt) - n, "\"key.%03d\", ", i);
+    snprintf(stmt + n, sizeof(stmt) - n, "bad])");
+    snprintf(expect, sizeof(expect), "trace_statements[0]: expected a quoted key at column %zu in "
+             "statement '%s'", n + 1, stmt);
+    assert_int_equal(sf_transform_program_build(fx_seq_strs(&f->s, 1, stmt), &f->s.sink, &prog),
+                     SF_CONFIG);
+    assert_int_equal(f->s.n_errors, 1);
+    /* the sink keeps 1023 bytes; the builder's message itself was whole */
+    assert_int_equal(strncmp(f->s.msg[0], expect, 1023), 0);
+    assert_true(strlen(expect) > 1023);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_keep_keys_unprefixed_in_group, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_every_context_prefix, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_escapes_and_unicode, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_whitespace_between_tokens, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_empty_list_drops_all, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_key_and_set, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keyset_is_case_sensitive_and_exact, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_unsupported_function, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_where_clause, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_paths, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_context_mismatch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_set_value, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_syntax, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_embedded_nul, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parse_out_of_memory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_build_groups, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_build_flat_and_mixed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_build_null_and_empty, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_build_reports_every_bad_statement, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_build_group_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_build_not_a_list, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_build_long_statement_quoted_whole, setup, teardown),
+    };
+
+    return cmocka_run_group_tests_name("processors/transform_statements", tests, NULL, NULL);
+}
