@@ -158,8 +158,8 @@ size_t sf_otlp_count_spans(const sf_otlp_request *req)
     return n;
 }
 
-sf_status sf_batch_decode(sf_batch *b, sf_arena *arena, const uint8_t *data, size_t len,
-                          unsigned max_depth)
+sf_status sf_batch_init(sf_batch *b, sf_arena *arena, const uint8_t *data, size_t len,
+                        unsigned max_depth)
 {
     size_t spans;
     sf_status st;
@@ -169,40 +169,105 @@ sf_status sf_batch_decode(sf_batch *b, sf_arena *arena, const uint8_t *data, siz
     b->spans = spans;           /* on error: the spans seen before it */
     if (st != SF_OK)
         return st;
-    b->req = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
-        sf_arena_pb_allocator(arena), len, data);
-    if (b->req == NULL) {
-        /* The wire check passed, so this is either memory or something
-         * only protobuf-c checks (a wire type that does not match a known
-         * field's type). */
-        return sf_arena_failed(arena) ? SF_ENOMEM : SF_INVALID;
-    }
     b->arena = arena;
-    b->spans = spans;
     b->raw = data;
     b->raw_len = len;
     b->max_depth = max_depth;
     return SF_OK;
 }
 
+sf_status sf_batch_bytes(sf_batch *b, const uint8_t **data, size_t *len)
+{
+    if (b->req_current) {
+        sf_buf *buf;
+        sf_status st = sf_batch_encode(b, &buf);    /* packs into b->wire */
+        if (st != SF_OK)
+            return st;
+        sf_buf_unref(buf);
+    }
+    if (b->wire != NULL) {
+        *data = b->wire->data;
+        *len = b->wire->len;
+    } else {
+        *data = b->raw;
+        *len = b->raw_len;
+    }
+    return SF_OK;
+}
+
+sf_status sf_batch_request(sf_batch *b)
+{
+    const uint8_t *data;
+    size_t len;
+    sf_status st;
+
+    if (b->req_current)
+        return SF_OK;
+    st = sf_batch_bytes(b, &data, &len);
+    if (st != SF_OK)
+        return st;
+    b->req = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
+        sf_arena_pb_allocator(b->arena), len, data);
+    if (b->req == NULL) {
+        /* The wire check passed, so this is either memory or something
+         * only protobuf-c checks (a wire type that does not match a known
+         * field's type). */
+        return sf_arena_failed(b->arena) ? SF_ENOMEM : SF_INVALID;
+    }
+    /* From here the tree is the state: processors edit it in place. */
+    sf_buf_unref(b->wire);
+    b->wire = NULL;
+    b->req_current = true;
+    return SF_OK;
+}
+
+sf_status sf_batch_decode(sf_batch *b, sf_arena *arena, const uint8_t *data, size_t len,
+                          unsigned max_depth)
+{
+    sf_status st = sf_batch_init(b, arena, data, len, max_depth);
+
+    if (st == SF_OK)
+        st = sf_batch_request(b);
+    return st;
+}
+
 sf_status sf_batch_encode(sf_batch *b, sf_buf **out)
 {
-    if (b->encoded == NULL) {
+    if (b->req_current) {
         size_t len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(b->req);
         sf_buf *buf = sf_buf_create(len);
 
         if (buf == NULL)
             return SF_ENOMEM;
         buf->len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(b->req, buf->data);
-        buf->spans = b->spans;
-        b->encoded = buf;
+        /* The packed bytes are the state now; an exporter after another
+         * exporter gets the same buffer. The tree stays valid for reading. */
+        sf_buf_unref(b->wire);
+        b->wire = buf;
+        b->req_current = false;
+    } else if (b->wire == NULL) {
+        sf_buf *buf = sf_buf_create(b->raw_len);
+
+        if (buf == NULL)
+            return SF_ENOMEM;
+        memcpy(buf->data, b->raw, b->raw_len);
+        b->wire = buf;
     }
-    *out = sf_buf_ref(b->encoded);
+    b->wire->spans = b->spans;
+    *out = sf_buf_ref(b->wire);
     return SF_OK;
+}
+
+void sf_batch_set_wire(sf_batch *b, sf_buf *buf)
+{
+    sf_buf_unref(b->wire);
+    b->wire = buf;
+    b->req_current = false;
 }
 
 void sf_batch_release(sf_batch *b)
 {
-    sf_buf_unref(b->encoded);
-    b->encoded = NULL;
+    sf_buf_unref(b->wire);
+    b->wire = NULL;
+    b->req_current = false;
 }

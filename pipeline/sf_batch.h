@@ -41,18 +41,22 @@ sf_buf *sf_buf_create(size_t len);
 sf_buf *sf_buf_ref(sf_buf *b);
 void sf_buf_unref(sf_buf *b);       /* frees on the last reference; NULL ok */
 
+/* A batch is the request as received (raw, valid during the receiver's
+ * call) plus what the processors made of it so far: either new bytes
+ * (`wire`, from a processor that edits the encoding directly) or a decoded
+ * tree (`req`, for processors that need one). Exporters only ever ask for
+ * bytes, so a pipeline whose processors all work on the wire never decodes.
+ * The core (sf_service.c) moves a batch between the two forms; processors
+ * see `req` decoded and current when their consume() runs. */
 typedef struct sf_batch {
     sf_arena *arena;            /* owns req and everything under it */
-    sf_otlp_request *req;
-    size_t spans;               /* spans in req; processors keep it current */
-    sf_buf *encoded;            /* packed form, cached by sf_batch_encode() */
-    /* The request bytes it was decoded from, valid while the receiver's call
-     * lasts: the core decodes them again when one receiver feeds several
-     * pipelines (processors edit in place, so each pipeline needs a copy). */
-    const uint8_t *raw;
+    const uint8_t *raw;         /* the request as received */
     size_t raw_len;
     unsigned max_depth;
-    bool raw_is_json;           /* raw is OTLP/JSON, not protobuf */
+    size_t spans;               /* spans in the batch; processors keep it current */
+    sf_buf *wire;               /* current encoding when it is not raw; owned */
+    sf_otlp_request *req;       /* decoded tree, or NULL */
+    bool req_current;           /* req is the latest state (bytes are stale) */
 } sf_batch;
 
 /* Default cap on AnyValue nesting (arrays / key-value lists in values). */
@@ -65,19 +69,37 @@ typedef struct sf_batch {
 sf_status sf_otlp_wire_check(const uint8_t *data, size_t len, unsigned max_depth,
                              size_t *spans);
 
-/* Initialise `b` by decoding `data` into `arena` (which the caller keeps
- * alive and owns). Runs sf_otlp_wire_check first. SF_INVALID for bad bytes,
- * SF_ENOMEM when the arena is exhausted. On error *b is zeroed but for
- * b->spans, the spans counted before the error (for the refusal count). */
+/* Initialise `b` over `data` (which must stay valid while the batch is in
+ * use) after sf_otlp_wire_check; nothing is decoded yet. On SF_INVALID
+ * b->spans holds the spans counted before the error (for the refusal
+ * count). `arena` is the caller's and is used for any later decode. */
+sf_status sf_batch_init(sf_batch *b, sf_arena *arena, const uint8_t *data, size_t len,
+                        unsigned max_depth);
+
+/* sf_batch_init() then sf_batch_request(): b->req is decoded on SF_OK. */
 sf_status sf_batch_decode(sf_batch *b, sf_arena *arena, const uint8_t *data, size_t len,
                           unsigned max_depth);
 
-/* Packed bytes of the batch as it is now. The first call packs and caches;
- * later calls return the cache, so call it only after all processors ran.
- * On SF_OK *out is a new reference the caller must unref. */
+/* Make b->req the decoded, current state (decoding the current bytes into
+ * the arena if needed). After it the caller may edit b->req in place; the
+ * batch's bytes are then considered stale. SF_INVALID if protobuf-c
+ * rejects the bytes, SF_ENOMEM when the arena is exhausted. */
+sf_status sf_batch_request(sf_batch *b);
+
+/* The current bytes of the batch, for the wire form of processors and for
+ * exporters: raw, the last wire result, or b->req packed (cached). On SF_OK
+ * *out is a new reference the caller must unref. */
 sf_status sf_batch_encode(sf_batch *b, sf_buf **out);
 
-/* Drop the cached encoding; the arena stays with its owner. */
+/* The current bytes without taking a reference (valid until the batch
+ * changes): for a wire processor's input. */
+sf_status sf_batch_bytes(sf_batch *b, const uint8_t **data, size_t *len);
+
+/* Replace the batch's content with `buf` (the batch takes the caller's
+ * reference): the result of a wire processor. Any decoded tree is stale. */
+void sf_batch_set_wire(sf_batch *b, sf_buf *buf);
+
+/* Drop the batch's own buffers; the arena stays with its owner. */
 void sf_batch_release(sf_batch *b);
 
 /* Number of spans in a decoded request. */

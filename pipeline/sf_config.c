@@ -205,6 +205,20 @@ static bool split_id(loader *l, const sf_node *at, const char *id, const char *w
     return true;
 }
 
+
+/* Whether a problem inside `n` was already reported while reading the file. */
+static bool subtree_invalid(const sf_node *n)
+{
+    if (n == NULL)
+        return false;
+    if (n->invalid)
+        return true;
+    for (size_t i = 0; i < n->n; i++)
+        if (subtree_invalid(n->items[i]))
+            return true;
+    return false;
+}
+
 static sf_status load_components(loader *l, sf_kind kind, const sf_node *map)
 {
     const char *section = plural(kind);
@@ -250,8 +264,10 @@ static sf_status load_components(loader *l, sf_kind kind, const sf_node *map)
 
         if (st == SF_ENOMEM)
             return st;
-        if (sf_diag_errors(l->ctx.diag) == errors && type->check) {
+        if (sf_diag_errors(l->ctx.diag) == errors && type->check && !subtree_invalid(value)) {
+            l->ctx.value = value;
             st = type->check(&l->ctx, c->config);
+            l->ctx.value = NULL;
             if (l->ctx.oom)
                 return SF_ENOMEM;
         }

@@ -38,6 +38,9 @@ typedef struct sf_node {
     size_t len;
     bool plain;
     bool is_null;
+    /* A problem with this node was already reported while reading the file
+     * (e.g. an unset environment variable): checks skip its component. */
+    bool invalid;
     /* MAP: n pairs keys[i] -> items[i] (keys are scalars, unique);
      * SEQ: n items. */
     size_t n;
@@ -133,8 +136,11 @@ void sf_cfg_warn(sf_cfg_ctx *ctx, const sf_node *at, const char *subpath, const 
 /* Memory that lives as long as the loaded config (freed with it). */
 void *sf_cfg_alloc(sf_cfg_ctx *ctx, size_t size);
 char *sf_cfg_strdup(sf_cfg_ctx *ctx, const char *s, size_t len);
-/* The node of the component (or section) being checked, for positions. */
+/* The key node of the component (or section) being checked, for positions. */
 const sf_node *sf_cfg_node(const sf_cfg_ctx *ctx);
+/* In a check callback: the component's value mapping (NULL when it has no
+ * settings), to find the node of a key with sf_node_get(). */
+const sf_node *sf_cfg_value(const sf_cfg_ctx *ctx);
 
 /* Parse "1m30s"/"250ms"/"5s"/"2h"/"0" into milliseconds (units ns, us, ms,
  * s, m, h; sub-millisecond totals round up to 1ms unless zero). */

@@ -90,6 +90,11 @@ void sf_cfg_warn(sf_cfg_ctx *ctx, const sf_node *at, const char *subpath, const 
     va_end(ap);
 }
 
+const sf_node *sf_cfg_value(const sf_cfg_ctx *ctx)
+{
+    return ctx->value;
+}
+
 void *sf_cfg_alloc(sf_cfg_ctx *ctx, size_t size)
 {
     void *p = sf_arena_alloc(ctx->arena, size ? size : 1);

@@ -46,6 +46,9 @@ extern const sf_config_row sf_retry_rows[];
 typedef struct sf_send_result {
     sf_status status;               /* SF_OK, SF_RETRY (retryable) or SF_PERMANENT */
     int64_t retry_after_ms;         /* server's hint, 0 for none */
+    /* With SF_OK: spans the server refused for good (OTLP partial_success);
+     * counted as send-failed (permanent_error), the rest as sent. */
+    int64_t rejected_spans;
     char detail[128];               /* for the log: "http 503", "connection refused" */
 } sf_send_result;
 
@@ -64,11 +67,21 @@ sf_status sf_sender_start(sf_sender *s);
 /* Queue `buf` (the sender takes a new reference of its own on SF_OK; the
  * caller keeps its reference either way). SF_FULL when the queue is full,
  * SF_STOPPED after shutdown began. With the queue disabled, sends
- * synchronously on the caller's thread, without retries. */
+ * synchronously on the caller's thread, once, without retries, and returns
+ * SF_OK / SF_RETRY / SF_PERMANENT: this BLOCKS the caller for the whole
+ * request, and concurrent callers take turns (they share worker 0). */
 sf_status sf_sender_submit(sf_sender *s, sf_buf *buf);
 /* Stop taking batches, let consumers drain the queue for up to `drain_ms`,
  * then count what is left as dropped (reason shutdown) and join threads. */
 void sf_sender_shutdown(sf_sender *s, int64_t drain_ms);
 void sf_sender_destroy(sf_sender *s);
+
+/* How many distinct `worker` values the send function will see:
+ * num_consumers, or 1 with the queue disabled. Valid after create. */
+unsigned sf_sender_workers(const sf_sender *s);
+/* True once the shutdown drain deadline has passed: a send function doing
+ * a long request may poll it and give up early (the batch is then counted
+ * as dropped at shutdown whatever the send returns). */
+bool sf_sender_aborting(const sf_sender *s);
 
 #endif

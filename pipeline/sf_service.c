@@ -14,7 +14,6 @@
 #include "sf_service.h"
 #include "internal/sf_core.h"
 #include "internal/sf_metrics_server.h"
-#include "sf_otlp_json.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -277,13 +276,41 @@ static int severity(sf_status st)
     return sf_status_retryable(st) ? 1 : 2;
 }
 
+/* One processor on the batch: on the encoded bytes when it can and the
+ * batch is not already decoded, else on the decoded tree. */
+static sf_status run_processor(sf_component *p, sf_batch *batch)
+{
+    sf_status st;
+
+    if (p->type->consume_wire != NULL && !batch->req_current) {
+        const uint8_t *in;
+        size_t len;
+        sf_buf *out = NULL;
+
+        st = sf_batch_bytes(batch, &in, &len);
+        if (st != SF_OK)
+            return st;
+        st = p->type->consume_wire(p, in, len, batch->spans, &out);
+        if (st == SF_OK) {
+            sf_batch_set_wire(batch, out);
+            return SF_OK;
+        }
+        if (st != SF_UNSUPPORTED)
+            return st;
+    }
+    st = sf_batch_request(batch);
+    if (st != SF_OK)
+        return st == SF_INVALID ? SF_INVALID : SF_ENOMEM;
+    return p->type->consume(p, batch);
+}
+
 static sf_status run_route(const sf_route *r, sf_batch *batch)
 {
     sf_status worst = SF_OK;
 
     for (size_t i = 0; i < r->n_processors; i++) {
         sf_component *p = r->processors[i];
-        sf_status st = p->type->consume(p, batch);
+        sf_status st = run_processor(p, batch);
         if (st != SF_OK) {
             /* Fail closed: a batch a processor could not handle goes no
              * further. A retry would fail the same way unless it was a
@@ -300,24 +327,6 @@ static sf_status run_route(const sf_route *r, sf_batch *batch)
     return worst;
 }
 
-static sf_status redecode(const sf_batch *orig, sf_batch *copy)
-{
-    sf_otlp_request *req;
-    char err[64];
-    sf_status st;
-
-    if (!orig->raw_is_json)
-        return sf_batch_decode(copy, orig->arena, orig->raw, orig->raw_len, orig->max_depth);
-    st = sf_otlp_json_decode(orig->arena, (const char *)orig->raw, orig->raw_len,
-                             orig->max_depth, &req, err, sizeof(err));
-    if (st != SF_OK)
-        return st;
-    *copy = *orig;
-    copy->req = req;
-    copy->encoded = NULL;
-    return SF_OK;
-}
-
 sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_batch *batch)
 {
     sf_counters *rc = &receiver->transport[transport];
@@ -330,12 +339,11 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_b
         sf_status st;
 
         if (i > 0) {
-            /* Processors edited the first copy in place: decode afresh. */
-            st = redecode(batch, &copy);
-            if (st != SF_OK) {
-                worst = st;
-                break;
-            }
+            /* Processors changed the first copy: start again from the
+             * bytes as received. */
+            copy = (sf_batch){ .arena = batch->arena, .raw = batch->raw,
+                               .raw_len = batch->raw_len, .max_depth = batch->max_depth,
+                               .spans = spans };
             b = &copy;
         }
         st = run_route(receiver->routes[i], b);

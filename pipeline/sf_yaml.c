@@ -252,6 +252,7 @@ static sf_node *convert_scalar(yconv *y, yaml_node_t *yn, const char *path, bool
         /* keep the text as written: the load fails anyway, and an empty
          * value would only add "is required" noise from checks */
         sf_diag_error(y->diag, n, path, "%s", err);
+        n->invalid = true;
         n->text = sf_arena_strndup(y->arena, v, len);
         n->len = len;
         if (n->text == NULL) {

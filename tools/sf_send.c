@@ -104,7 +104,7 @@ static void *sender(void *arg)
     grpc_channel_credentials_release(creds);
 
     for (long d = 0; d < o->distinct; d++) {
-        size_t len;
+        size_t len = 0;
         uint8_t *data = sf_sample_request((size_t)o->spans,
                                           (uint64_t)t->index * 1000000u + (uint64_t)d, &len);
         grpc_slice s = grpc_slice_from_copied_buffer((const char *)data, len);
@@ -113,7 +113,11 @@ static void *sender(void *arg)
         sf_free(data);
     }
     for (long r = 0; r < o->requests; r++) {
-        grpc_status_code st = export_once(ch, cq, bufs[r % o->distinct]);
+        /* A byte buffer's slices are moved out when it is sent: send a copy
+         * (a ref-counted slice copy, not the bytes). */
+        grpc_byte_buffer *copy = grpc_byte_buffer_copy(bufs[r % o->distinct]);
+        grpc_status_code st = export_once(ch, cq, copy);
+        grpc_byte_buffer_destroy(copy);
         if ((unsigned)st < 17)
             t->status_counts[st]++;
         if (st == GRPC_STATUS_OK)

@@ -1,6 +1,491 @@
-/* exporters/otlp_http/otlp_http.c: the `otlphttp` exporter. PLACEHOLDER:
- * being written. */
+/* exporters/otlp_http/otlp_http.c: the `otlphttp` exporter: POSTs encoded,
+ * filtered batches as OTLP/HTTP protobuf (optionally gzip) with libcurl,
+ * through the shared sending queue and retry engine (sf_sender.h).
+ *
+ * DESIGN
+ * Threads: consume() runs on receiver threads and only submits to the
+ *   sender (never blocks, unless the queue is disabled). The sender's
+ *   consumer threads call otlphttp_send() with their worker index; each
+ *   worker owns one CURL easy handle (reused, so connections are kept
+ *   alive), one deflate stream and its buffers. Nothing else is written
+ *   after create.
+ * Secrets: configured header values may be bearer tokens. They live only in
+ *   the curl header list (wiped before it is freed); CURLOPT_VERBOSE stays
+ *   off, and no log line here prints a header or the URL (it may hold
+ *   userinfo).
+ * Results: 2xx is sent (a partial_success in the reply splits the count);
+ *   connection-level curl errors and HTTP 429/502/503/504 are retried
+ *   (honouring Retry-After); everything else is permanent. */
 #include "otlp_http.h"
+
+#include <curl/curl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <zlib.h>
+
+/* A reply body larger than this is not a partial-success report we act
+ * on: the rest is read and discarded. */
+#define OTLPHTTP_REPLY_MAX 8192
+/* Longest the shutdown drain may take, whatever the request timeout. */
+#define OTLPHTTP_DRAIN_MAX_MS 5000
+/* Level 1: the exporter's gzip is the most expensive stage of the pipeline
+ * (field notes: 311 k spans/s at level 1 against 190 k at 6), while level 6
+ * only shaves a few bytes off ~110 B per filtered span; on a 2-vCPU VM
+ * shared with the serving engine the CPU matters more than the wire. */
+#define OTLPHTTP_GZIP_LEVEL 1
+
+typedef struct otlphttp otlphttp;
+
+typedef struct otlphttp_worker {
+    otlphttp *x;
+    CURL *curl;
+    z_stream z;
+    bool z_ready;
+    uint8_t *gz;                /* compressed body, reused */
+    size_t gz_cap;
+    uint8_t *reply;             /* OTLPHTTP_REPLY_MAX bytes */
+    size_t reply_len;
+} otlphttp_worker;
+
+struct otlphttp {
+    const char *id;
+    sf_counters *counters;
+    char *url;
+    struct curl_slist *headers; /* holds secrets: wiped before freeing */
+    bool gzip;
+    int64_t timeout_ms;
+    int64_t drain_ms;           /* shutdown: time the queue may drain */
+    sf_sender *sender;
+    unsigned n_workers;
+    otlphttp_worker *workers;
+};
+
+/* ---- library setup ------------------------------------------------------ */
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc = CURLE_FAILED_INIT;
+
+/* Process-wide and never undone: curl_global_cleanup is not thread-safe
+ * and other components may use curl too. */
+static void curl_init_once(void)
+{
+    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static voidpf z_alloc(voidpf opaque, uInt items, uInt size)
+{
+    (void)opaque;
+    return sf_calloc(items, size);
+}
+
+static void z_free(voidpf opaque, voidpf p)
+{
+    (void)opaque;
+    sf_free(p);
+}
+
+static void *pb_alloc(void *data, size_t size)
+{
+    (void)data;
+    return sf_malloc(size);
+}
+
+static void pb_free(void *data, void *p)
+{
+    (void)data;
+    sf_free(p);
+}
+
+static ProtobufCAllocator pb_counted = { .alloc = pb_alloc, .free = pb_free };
+
+/* ---- one request ---------------------------------------------------------- */
+
+static size_t on_reply(char *data, size_t size, size_t n, void *userp)
+{
+    otlphttp_worker *w = userp;
+    size_t len = size * n, room = OTLPHTTP_REPLY_MAX - w->reply_len;
+
+    memcpy(w->reply + w->reply_len, data, len < room ? len : room);
+    w->reply_len += len < room ? len : room;
+    return len;
+}
+
+/* Lets a request in flight end early once shutdown's drain time is over. */
+static int on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    otlphttp_worker *w = userp;
+
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    return sf_sender_aborting(w->x->sender) ? 1 : 0;
+}
+
+static sf_status gzip_body(otlphttp_worker *w, const uint8_t *in, size_t len, size_t *out_len)
+{
+    uLong bound;
+
+    if (!w->z_ready) {
+        memset(&w->z, 0, sizeof(w->z));
+        w->z.zalloc = z_alloc;
+        w->z.zfree = z_free;
+        /* windowBits 15 + 16: a gzip header and trailer, not zlib's */
+        if (deflateInit2(&w->z, OTLPHTTP_GZIP_LEVEL, Z_DEFLATED, 15 + 16, 8,
+                         Z_DEFAULT_STRATEGY) != Z_OK)
+            return SF_ENOMEM;
+        w->z_ready = true;
+    } else if (deflateReset(&w->z) != Z_OK) {
+        return SF_INVALID;
+    }
+    if (len > UINT32_MAX)
+        return SF_TOOBIG;
+    bound = deflateBound(&w->z, (uLong)len);
+    if (bound > w->gz_cap) {
+        uint8_t *p = sf_realloc(w->gz, bound);
+
+        if (p == NULL)
+            return SF_ENOMEM;
+        w->gz = p;
+        w->gz_cap = bound;
+    }
+    w->z.next_in = (Bytef *)in;
+    w->z.avail_in = (uInt)len;
+    w->z.next_out = w->gz;
+    w->z.avail_out = (uInt)w->gz_cap;
+    if (deflate(&w->z, Z_FINISH) != Z_STREAM_END)
+        return SF_ENOMEM;   /* deflateBound was enough: only memory can fail */
+    *out_len = w->z.total_out;
+    return SF_OK;
+}
+
+/* Connection-level failures a later attempt may get past. Everything
+ * else (bad URL, TLS verification, unsupported protocol) is permanent. */
+static bool curl_retryable(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_RESOLVE_HOST:    /* DNS in a fresh VM comes up late */
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_OUT_OF_MEMORY:
+    case CURLE_ABORTED_BY_CALLBACK:     /* shutdown: the sender drops it */
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Spans a 2xx reply says the server rejected (OTLP partial_success). */
+static int64_t reply_rejected(otlphttp *x, otlphttp_worker *w, const sf_buf *buf)
+{
+    sf_otlp_response *resp;
+    const char *ctype = NULL;
+    int64_t rejected = 0;
+
+    if (w->reply_len == 0 || w->reply_len >= OTLPHTTP_REPLY_MAX)
+        return 0;
+    if (curl_easy_getinfo(w->curl, CURLINFO_CONTENT_TYPE, &ctype) != CURLE_OK || ctype == NULL ||
+        strncasecmp(ctype, "application/x-protobuf", 22) != 0)
+        return 0;
+    resp = opentelemetry__proto__collector__trace__v1__export_trace_service_response__unpack(
+        &pb_counted, w->reply_len, w->reply);
+    if (resp == NULL)
+        return 0;
+    if (resp->partial_success != NULL && resp->partial_success->rejected_spans > 0) {
+        char msg[201];
+        const char *m = resp->partial_success->error_message ? resp->partial_success->error_message : "";
+        size_t i;
+
+        /* the server's words, bounded and without control characters */
+        for (i = 0; i + 1 < sizeof(msg) && m[i]; i++)
+            msg[i] = ((unsigned char)m[i] < 0x20 || m[i] == 0x7f) ? '?' : m[i];
+        msg[i] = '\0';
+        rejected = resp->partial_success->rejected_spans;
+        sf_warn("exporter %s: server rejected %" PRId64 " of %zu spans: %s", x->id, rejected,
+                buf->spans, msg[0] ? msg : "(no message)");
+    }
+    opentelemetry__proto__collector__trace__v1__export_trace_service_response__free_unpacked(
+        resp, &pb_counted);
+    return rejected;
+}
+
+static void otlphttp_send(void *exporter, unsigned worker, const sf_buf *buf,
+                          sf_send_result *res)
+{
+    otlphttp *x = exporter;
+    otlphttp_worker *w = &x->workers[worker];
+    const uint8_t *body = buf->data;
+    size_t len = buf->len;
+    long code = 0;
+    curl_off_t retry_after = 0;
+    CURLcode rc;
+
+    if (x->gzip) {
+        sf_status st = gzip_body(w, buf->data, buf->len, &len);
+
+        if (st != SF_OK) {
+            res->status = st == SF_ENOMEM ? SF_RETRY : SF_PERMANENT;
+            snprintf(res->detail, sizeof(res->detail), "gzip: %s", sf_status_str(st));
+            return;
+        }
+        body = w->gz;
+    }
+    w->reply_len = 0;
+    curl_easy_setopt(w->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    curl_easy_setopt(w->curl, CURLOPT_POSTFIELDS, body);
+    rc = curl_easy_perform(w->curl);
+    if (rc != CURLE_OK) {
+        res->status = curl_retryable(rc) ? SF_RETRY : SF_PERMANENT;
+        snprintf(res->detail, sizeof(res->detail), "%s", curl_easy_strerror(rc));
+        return;
+    }
+    curl_easy_getinfo(w->curl, CURLINFO_RESPONSE_CODE, &code);
+    if (code >= 200 && code < 300) {
+        res->status = SF_OK;
+        res->rejected_spans = reply_rejected(x, w, buf);
+        return;
+    }
+    snprintf(res->detail, sizeof(res->detail), "http %ld", code);
+    if (code == 429 || code == 502 || code == 503 || code == 504) {
+        res->status = SF_RETRY;
+        /* curl parses both forms of Retry-After (seconds, HTTP-date) */
+        if (curl_easy_getinfo(w->curl, CURLINFO_RETRY_AFTER, &retry_after) == CURLE_OK &&
+            retry_after > 0)
+            res->retry_after_ms = (retry_after > 86400 ? 86400 : (int64_t)retry_after) * 1000;
+        return;
+    }
+    res->status = SF_PERMANENT;
+}
+
+/* ---- setup and teardown -------------------------------------------------- */
+
+static char *build_url(const sf_otlphttp_config *c)
+{
+    static const char path[] = "/v1/traces";
+    size_t len;
+    char *url;
+
+    if (c->traces_endpoint != NULL && c->traces_endpoint[0] != '\0')
+        return sf_strdup(c->traces_endpoint);
+    len = strlen(c->endpoint);
+    while (len > 0 && c->endpoint[len - 1] == '/')
+        len--;
+    url = sf_malloc(len + sizeof(path));
+    if (url == NULL)
+        return NULL;
+    memcpy(url, c->endpoint, len);
+    memcpy(url + len, path, sizeof(path));
+    return url;
+}
+
+static void free_headers(struct curl_slist *h)
+{
+    for (struct curl_slist *p = h; p != NULL; p = p->next)
+        explicit_bzero(p->data, strlen(p->data));
+    curl_slist_free_all(h);
+}
+
+static sf_status append_header(struct curl_slist **list, const char *name, const char *value)
+{
+    size_t len = strlen(name) + strlen(value) + 3;
+    char *line = sf_malloc(len);
+    struct curl_slist *l;
+
+    if (line == NULL)
+        return SF_ENOMEM;
+    snprintf(line, len, "%s: %s", name, value);
+    l = curl_slist_append(*list, line);   /* copies */
+    explicit_bzero(line, len);
+    sf_free(line);
+    if (l == NULL)
+        return SF_ENOMEM;
+    *list = l;
+    return SF_OK;
+}
+
+static sf_status build_headers(otlphttp *x, const sf_otlphttp_config *c)
+{
+    struct curl_slist *h = NULL;
+
+    if (append_header(&h, "Content-Type", "application/x-protobuf") != SF_OK)
+        goto out_free_headers;
+    if (x->gzip && append_header(&h, "Content-Encoding", "gzip") != SF_OK)
+        goto out_free_headers;
+    /* no "Expect: 100-continue" round trip before each body */
+    if (append_header(&h, "Expect", "") != SF_OK)
+        goto out_free_headers;
+    for (size_t i = 0; i < c->headers.n; i++) {
+        if (append_header(&h, c->headers.keys[i],
+                          c->headers.values[i] ? c->headers.values[i] : "") != SF_OK)
+            goto out_free_headers;
+    }
+    x->headers = h;
+    return SF_OK;
+
+out_free_headers:
+    free_headers(h);
+    return SF_ENOMEM;
+}
+
+static sf_status worker_init(otlphttp *x, otlphttp_worker *w)
+{
+    CURL *c;
+
+    w->x = x;
+    w->reply = sf_malloc(OTLPHTTP_REPLY_MAX);
+    if (w->reply == NULL)
+        return SF_ENOMEM;
+    c = curl_easy_init();
+    if (c == NULL)
+        goto out_free_reply;
+    /* Fixed per handle; only the body changes per request. Never set
+     * CURLOPT_VERBOSE: it prints request headers, tokens included. */
+    if (curl_easy_setopt(c, CURLOPT_URL, x->url) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_POST, 1L) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, x->headers) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_USERAGENT, "spanfence/" SF_VERSION) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)x->timeout_ms) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_reply) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, w) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_XFERINFODATA, w) != CURLE_OK)
+        goto out_cleanup_curl;
+    w->curl = c;
+    return SF_OK;
+
+out_cleanup_curl:
+    curl_easy_cleanup(c);
+out_free_reply:
+    sf_free(w->reply);
+    w->reply = NULL;
+    return SF_ENOMEM;
+}
+
+static void worker_release(otlphttp_worker *w)
+{
+    curl_easy_cleanup(w->curl);
+    if (w->z_ready)
+        deflateEnd(&w->z);
+    sf_free(w->gz);
+    sf_free(w->reply);
+}
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+static sf_status otlphttp_create(sf_component *self, const void *config)
+{
+    const sf_otlphttp_config *c = config;
+    otlphttp *x;
+    unsigned i = 0;
+
+    pthread_once(&curl_once, curl_init_once);
+    if (curl_init_rc != CURLE_OK) {
+        sf_error("exporter %s: libcurl initialisation failed: %s", sf_component_id(self),
+                 curl_easy_strerror(curl_init_rc));
+        return SF_IO;
+    }
+    x = sf_calloc(1, sizeof(*x));
+    if (x == NULL)
+        return SF_ENOMEM;
+    x->id = sf_component_id(self);
+    x->counters = sf_component_counters(self);
+    x->gzip = c->compression == SF_COMPRESSION_GZIP;
+    x->timeout_ms = c->timeout > 0 ? c->timeout : 30000;
+    x->drain_ms = x->timeout_ms < OTLPHTTP_DRAIN_MAX_MS ? x->timeout_ms : OTLPHTTP_DRAIN_MAX_MS;
+    x->url = build_url(c);
+    if (x->url == NULL)
+        goto out_free_ctx;
+    if (build_headers(x, c) != SF_OK)
+        goto out_free_url;
+    x->sender = sf_sender_create(x->id, &c->sending_queue, &c->retry_on_failure, otlphttp_send,
+                                 x, x->counters);
+    if (x->sender == NULL)
+        goto out_free_headers;
+    x->n_workers = sf_sender_workers(x->sender);
+    x->workers = sf_calloc(x->n_workers, sizeof(*x->workers));
+    if (x->workers == NULL)
+        goto out_destroy_sender;
+    for (i = 0; i < x->n_workers; i++) {
+        if (worker_init(x, &x->workers[i]) != SF_OK)
+            goto out_release_workers;
+    }
+    sf_component_set_ctx(self, x);
+    return SF_OK;
+
+out_release_workers:
+    while (i-- > 0)
+        worker_release(&x->workers[i]);
+    sf_free(x->workers);
+out_destroy_sender:
+    sf_sender_destroy(x->sender);
+out_free_headers:
+    free_headers(x->headers);
+out_free_url:
+    sf_free(x->url);
+out_free_ctx:
+    sf_free(x);
+    return SF_ENOMEM;
+}
+
+static sf_status otlphttp_start(sf_component *self)
+{
+    otlphttp *x = sf_component_ctx(self);
+
+    return sf_sender_start(x->sender);
+}
+
+/* Receiver threads: queue the batch's encoded bytes. SF_FULL passes
+ * through (the receiver tells its client to retry); the sender counts. */
+static sf_status otlphttp_consume(sf_component *self, sf_batch *batch)
+{
+    otlphttp *x = sf_component_ctx(self);
+    sf_buf *buf;
+    sf_status st;
+
+    if (batch->spans == 0)
+        return SF_OK;   /* nothing to deliver: no empty request */
+    st = sf_batch_encode(batch, &buf);
+    if (st != SF_OK)
+        return st;
+    st = sf_sender_submit(x->sender, buf);
+    sf_buf_unref(buf);
+    return st;
+}
+
+static void otlphttp_shutdown(sf_component *self)
+{
+    otlphttp *x = sf_component_ctx(self);
+
+    if (x != NULL)
+        sf_sender_shutdown(x->sender, x->drain_ms);
+}
+
+static void otlphttp_destroy(sf_component *self)
+{
+    otlphttp *x = sf_component_ctx(self);
+
+    if (x == NULL)
+        return;
+    sf_sender_destroy(x->sender);   /* joins the consumers first */
+    for (unsigned i = 0; i < x->n_workers; i++)
+        worker_release(&x->workers[i]);
+    sf_free(x->workers);
+    free_headers(x->headers);
+    sf_free(x->url);
+    sf_free(x);
+    sf_component_set_ctx(self, NULL);
+}
 
 const sf_component_type sf_otlphttp_exporter_type = {
     .name = "otlphttp",
@@ -10,4 +495,9 @@ const sf_component_type sf_otlphttp_exporter_type = {
     .config_size = sizeof(sf_otlphttp_config),
     .config_map = sf_otlphttp_config_map,
     .check = sf_otlphttp_check,
+    .create = otlphttp_create,
+    .start = otlphttp_start,
+    .consume = otlphttp_consume,
+    .shutdown = otlphttp_shutdown,
+    .destroy = otlphttp_destroy,
 };

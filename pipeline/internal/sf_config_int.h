@@ -19,6 +19,7 @@ struct sf_cfg_ctx {
     sf_arena *arena;
     const char *path;           /* key path of the mapping being decoded, "" at the top */
     const sf_node *node;        /* key node of the component/section (sf_cfg_node) */
+    const sf_node *value;       /* its value mapping, during check (sf_cfg_value) */
     bool oom;                   /* an allocation failed: the load ends with SF_ENOMEM */
 };
 

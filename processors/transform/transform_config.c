@@ -540,7 +540,7 @@ static void add_group(builder *b, const sf_node *map, size_t i)
     int error_mode = -1, skip = 0;
     char sub[64], sub2[128];
 
-    snprintf(sub, sizeof(sub), "trace_statements[%zu]", i);
+    snprintf(sub, sizeof(sub), "[%zu]", i);
     for (size_t k = 0; k < map->n; k++) {
         const sf_node *key = map->keys[k], *val = map->items[k];
 
@@ -675,7 +675,7 @@ sf_status sf_transform_program_build(const sf_node *node, const sf_transform_sin
         const sf_node *it = node->items[i];
         char sub[64];
 
-        snprintf(sub, sizeof(sub), "trace_statements[%zu]", i);
+        snprintf(sub, sizeof(sub), "[%zu]", i);
         if (it->kind == SF_NODE_MAP)
             add_group(&b, it, i);
         else if (it->kind == SF_NODE_SCALAR && !it->is_null)

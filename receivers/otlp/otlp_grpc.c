@@ -223,7 +223,7 @@ static void handle_export(call_slot *s)
     data = grpc_byte_buffer_reader_readall(&reader);
     grpc_byte_buffer_reader_destroy(&reader);
 
-    st = sf_batch_decode(&batch, s->w->arena, GRPC_SLICE_START_PTR(data),
+    st = sf_batch_init(&batch, s->w->arena, GRPC_SLICE_START_PTR(data),
                          GRPC_SLICE_LENGTH(data), srv->max_depth);
     if (st == SF_OK) {
         st = sf_component_emit(srv->self, SF_TRANSPORT_GRPC, &batch);

@@ -237,10 +237,10 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
 {
     const uint8_t *data = rq->body;
     size_t len = rq->len;
-    uint8_t *inflated = NULL;
+    uint8_t *inflated = NULL, *packed = NULL;
     sf_arena *arena;
     sf_batch batch;
-    sf_status st;
+    sf_status st = SF_OK;
     char err[256] = "";
     enum MHD_Result ret;
 
@@ -267,24 +267,27 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
         sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MEMORY_LIMIT);
         return send_status(conn, rq, 503, 14, "out of memory, retry later");
     }
-    if (rq->ct == CT_PROTO) {
-        st = sf_batch_decode(&batch, arena, data, len, srv->max_depth);
-        if (st == SF_INVALID)
-            snprintf(err, sizeof(err), "request is not a valid ExportTraceServiceRequest");
-    } else {
+    if (rq->ct == CT_JSON) {
+        /* OTLP/JSON becomes protobuf first: from here on every batch is
+         * bytes, whichever way it came in. */
         sf_otlp_request *req = NULL;
-        memset(&batch, 0, sizeof(batch));
         st = sf_otlp_json_decode(arena, (const char *)data, len, srv->max_depth, &req, err,
                                  sizeof(err));
         if (st == SF_OK) {
-            batch.arena = arena;
-            batch.req = req;
-            batch.spans = sf_otlp_count_spans(req);
-            batch.raw = data;
-            batch.raw_len = len;
-            batch.max_depth = srv->max_depth;
-            batch.raw_is_json = true;
+            len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(req);
+            packed = sf_arena_alloc(arena, len ? len : 1);
+            if (packed == NULL)
+                st = SF_ENOMEM;
+            else
+                len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(req, packed);
+            data = packed;
         }
+        memset(&batch, 0, sizeof(batch));
+    }
+    if (st == SF_OK) {
+        st = sf_batch_init(&batch, arena, data, len, srv->max_depth);
+        if (st == SF_INVALID && err[0] == '\0')
+            snprintf(err, sizeof(err), "request is not a valid ExportTraceServiceRequest");
     }
     if (st == SF_OK) {
         st = sf_component_emit(srv->self, SF_TRANSPORT_HTTP, &batch);

@@ -472,14 +472,14 @@ static void test_build_reports_every_bad_statement(void **state)
     assert_int_equal(sf_transform_program_build(node, &s->sink, &prog), SF_CONFIG);
     assert_null(prog);
     assert_int_equal(s->n_errors, 3);
-    assert_string_equal(s->msg[0], "trace_statements[0].statements[0]: unsupported function "
+    assert_string_equal(s->msg[0], "[0].statements[0]: unsupported function "
                         "'replace_pattern' in statement 'replace_pattern(attributes[\"x\"], \"a\", \"b\")'");
     assert_ptr_equal(s->at[0], node->items[0]->items[1]->items[0]);
-    assert_string_equal(s->msg[1], "trace_statements[0].statements[2]: path 'spanevent.attributes' "
+    assert_string_equal(s->msg[1], "[0].statements[2]: path 'spanevent.attributes' "
                         "does not match context 'span' in statement "
                         "'keep_keys(spanevent.attributes, [\"b\"])'");
     assert_ptr_equal(s->at[1], node->items[0]->items[1]->items[2]);
-    assert_string_equal(s->msg[2], "trace_statements[1]: where clauses are not supported in "
+    assert_string_equal(s->msg[2], "[1]: where clauses are not supported in "
                         "statement 'keep_keys(span.attributes, [\"a\"]) where name == \"x\"'");
     assert_ptr_equal(s->at[2], node->items[1]);
 }
@@ -505,17 +505,17 @@ static void test_build_group_errors(void **state)
     assert_int_equal(sf_transform_program_build(node, &s->sink, &prog), SF_CONFIG);
     assert_null(prog);
     assert_int_equal(s->n_errors, 6);
-    assert_string_equal(s->msg[0], "trace_statements[0].conditions: conditions are not supported: "
+    assert_string_equal(s->msg[0], "[0].conditions: conditions are not supported: "
                         "spanfence applies every statement to every item");
     assert_ptr_equal(s->at[0], node->items[0]->keys[1]);
-    assert_string_equal(s->msg[1], "trace_statements[1].context: unsupported context 'metric' "
+    assert_string_equal(s->msg[1], "[1].context: unsupported context 'metric' "
                         "(resource, scope, span, spanevent or link)");
     assert_ptr_equal(s->at[1], node->items[1]->items[0]);
-    assert_string_equal(s->msg[2], "trace_statements[2]: 'statements' is required");
-    assert_string_equal(s->msg[3], "trace_statements[3]: unknown key 'eror_mode'");
-    assert_string_equal(s->msg[4], "trace_statements[4].error_mode: unsupported error_mode "
+    assert_string_equal(s->msg[2], "[2]: 'statements' is required");
+    assert_string_equal(s->msg[3], "[3]: unknown key 'eror_mode'");
+    assert_string_equal(s->msg[4], "[4].error_mode: unsupported error_mode "
                         "'fail_open' (propagate, ignore or silent)");
-    assert_string_equal(s->msg[5], "trace_statements[5]: expected a statement or a group with "
+    assert_string_equal(s->msg[5], "[5]: expected a statement or a group with "
                         "'context' and 'statements'");
 }
 
@@ -542,7 +542,7 @@ static void test_build_long_statement_quoted_whole(void **state)
     for (int i = 0; i < 200; i++)
         n += (size_t)snprintf(stmt + n, sizeof(stmt) - n, "\"key.%03d\", ", i);
     snprintf(stmt + n, sizeof(stmt) - n, "bad])");
-    snprintf(expect, sizeof(expect), "trace_statements[0]: expected a quoted key at column %zu in "
+    snprintf(expect, sizeof(expect), "[0]: expected a quoted key at column %zu in "
              "statement '%s'", n + 1, stmt);
     assert_int_equal(sf_transform_program_build(fx_seq_strs(&f->s, 1, stmt), &f->s.sink, &prog),
                      SF_CONFIG);

@@ -1,0 +1,38 @@
+/* sf_queue.h: a bounded multi-producer, multi-consumer FIFO of pointers.
+ * Bounded at creation: push never blocks and says SF_FULL; pop waits with a
+ * timeout; close wakes every waiter. The queue never owns what the items
+ * point at: whoever pops an item owns it. */
+#ifndef SF_QUEUE_H
+#define SF_QUEUE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sf_status.h"
+
+typedef struct sf_queue sf_queue;
+
+/* A queue holding at most `capacity` (>= 1) items; NULL on no memory or a
+ * zero capacity. */
+sf_queue *sf_queue_create(size_t capacity);
+/* Free the queue. Items still in it are not touched: pop them first. No
+ * thread may be waiting in sf_queue_pop. NULL ok. */
+void sf_queue_destroy(sf_queue *q);
+
+/* Append `item` without blocking. On SF_OK the queue holds the pointer;
+ * SF_FULL when at capacity, SF_STOPPED after sf_queue_close (the caller
+ * keeps `item` on error). */
+sf_status sf_queue_push(sf_queue *q, void *item);
+/* Take the oldest item into *out, waiting up to `timeout_ms` (0: do not
+ * wait, < 0: wait until an item arrives or the queue is closed). SF_OK with
+ * *out set; SF_RETRY when the time ran out; SF_STOPPED when the queue is
+ * closed and empty (items pushed before close are still handed out). */
+sf_status sf_queue_pop(sf_queue *q, int64_t timeout_ms, void **out);
+/* Refuse further pushes and wake every waiting pop. Idempotent. */
+void sf_queue_close(sf_queue *q);
+
+/* Items in the queue now. */
+size_t sf_queue_len(sf_queue *q);
+size_t sf_queue_capacity(const sf_queue *q);
+
+#endif

@@ -1,0 +1,447 @@
+/* sf_sender.c: the sending queue and retry engine behind every network
+ * exporter (sf_sender.h): a bounded sf_queue of encoded batches, consumer
+ * threads, exponential backoff, and the counting that makes every span end
+ * as sent or send-failed with a reason.
+ *
+ * DESIGN
+ * Threads: sf_sender_start spawns `num_consumers` consumers. Each owns its
+ *   loop: pop a batch (blocking), call send() with its own worker index,
+ *   wait out a backoff and call again until the batch is done. Producers
+ *   (receiver threads, through the exporter's consume) only push; nothing
+ *   else is shared with the consumers but the queue, the counters
+ *   (relaxed atomics) and the shutdown state under `mu`.
+ * Backoff waits are timed waits on `abort_cv`, so shutdown cuts them short:
+ *   SIGTERM never waits out a 30 s backoff.
+ * Shutdown: close the queue (submit says SF_STOPPED, consumers drain what is
+ *   left and exit), wait for the consumers up to the drain deadline, then
+ *   set `aborting` and wake every backoff: a batch not yet sent is dropped
+ *   and counted with reason shutdown; a send already in flight ends when the
+ *   exporter's own timeout does (or earlier if it polls sf_sender_aborting).
+ * Counting order: queued_spans goes up before a batch becomes visible to a
+ *   consumer and down only after sent/send_failed went up, so at any
+ *   quiescent point  submitted OK = sent + send_failed + queued_spans. */
+#include "sf_sender.h"
+#include "sf_alloc.h"
+#include "sf_log.h"
+#include "sf_queue.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+/* Used when a section was neither given nor filled with its row defaults
+ * (e.g. a config struct built by hand): the same values as the rows in
+ * sf_sender_config.c. */
+static const sf_queue_config queue_defaults = {
+    .enabled = true, .queue_size = 1000, .num_consumers = 10,
+};
+static const sf_retry_config retry_defaults = {
+    .enabled = true, .initial_interval = 5000, .multiplier = 1.5,
+    .randomization_factor = 0.5, .max_interval = 30000, .max_elapsed_time = 300000,
+};
+
+typedef struct sf_consumer {
+    struct sf_sender *sender;
+    unsigned index;
+    pthread_t thread;
+} sf_consumer;
+
+struct sf_sender {
+    char *id;
+    sf_queue_config q;
+    sf_retry_config r;
+    sf_send_fn send;
+    void *exporter;
+    sf_counters *counters;
+    sf_queue *queue;            /* NULL with the queue disabled */
+    unsigned n_workers;
+    unsigned n_started;
+    sf_consumer *consumers;
+    pthread_mutex_t mu;         /* guards live and the waits below */
+    pthread_cond_t abort_cv;    /* signalled when `aborting` is set */
+    pthread_cond_t done_cv;     /* signalled when a consumer exits */
+    unsigned live;              /* consumers still running */
+    _Atomic bool stopping;      /* shutdown began: refuse submits */
+    _Atomic bool aborting;      /* drain deadline passed: no more sends */
+    pthread_mutex_t sync_mu;    /* queue disabled: callers take turns on worker 0 */
+};
+
+/* ---- time ----------------------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct timespec abs_monotonic(int64_t at_ms)
+{
+    struct timespec ts = { .tv_sec = at_ms / 1000, .tv_nsec = (at_ms % 1000) * 1000000L };
+
+    return ts;
+}
+
+/* xorshift64*: jitter only needs to spread consumers apart, not be secret. */
+static double rand_unit(uint64_t *state)
+{
+    uint64_t x = *state;
+
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return (double)((x * 0x2545F4914F6CDD1DULL) >> 11) / (double)(1ULL << 53);
+}
+
+/* ---- counting --------------------------------------------------------------- */
+
+static void finish_sent(sf_sender *s, const sf_buf *buf, int64_t rejected)
+{
+    uint64_t n = buf->spans;
+
+    if (rejected < 0)
+        rejected = 0;
+    if ((uint64_t)rejected > n)
+        rejected = (int64_t)n;
+    sf_count(&s->counters->sent_spans, n - (uint64_t)rejected);
+    if (rejected > 0)
+        sf_count(&s->counters->send_failed_spans[SF_REASON_PERMANENT_ERROR], (uint64_t)rejected);
+    atomic_fetch_sub_explicit(&s->counters->queued_spans, (int64_t)n, memory_order_relaxed);
+}
+
+static void finish_failed(sf_sender *s, const sf_buf *buf, sf_reason reason)
+{
+    sf_count(&s->counters->send_failed_spans[reason], buf->spans);
+    atomic_fetch_sub_explicit(&s->counters->queued_spans, (int64_t)buf->spans,
+                              memory_order_relaxed);
+}
+
+/* ---- the retry loop ------------------------------------------------------ */
+
+/* Wait `ms` unless shutdown aborts first; false when aborted. */
+static bool backoff_wait(sf_sender *s, int64_t ms)
+{
+    struct timespec until = abs_monotonic(now_ms() + ms);
+    bool aborted;
+
+    pthread_mutex_lock(&s->mu);
+    while (!atomic_load(&s->aborting)) {
+        if (pthread_cond_timedwait(&s->abort_cv, &s->mu, &until) == ETIMEDOUT)
+            break;
+    }
+    aborted = atomic_load(&s->aborting);
+    pthread_mutex_unlock(&s->mu);
+    return !aborted;
+}
+
+/* Send `buf` until it is sent, refused for good, out of retries or
+ * aborted by shutdown; counts the outcome. */
+static void deliver(sf_sender *s, unsigned worker, uint64_t *rng, const sf_buf *buf)
+{
+    const sf_retry_config *r = &s->r;
+    int64_t start = now_ms();
+    double interval = (double)r->initial_interval;
+    unsigned attempts = 0;
+    sf_send_result res;
+
+    for (;;) {
+        int64_t wait, elapsed;
+
+        if (atomic_load(&s->aborting)) {
+            finish_failed(s, buf, SF_REASON_SHUTDOWN);
+            return;
+        }
+        memset(&res, 0, sizeof(res));
+        s->send(s->exporter, worker, buf, &res);
+        attempts++;
+        res.detail[sizeof(res.detail) - 1] = '\0';
+        if (res.status == SF_OK) {
+            finish_sent(s, buf, res.rejected_spans);
+            return;
+        }
+        if (!sf_status_retryable(res.status)) {
+            sf_error("exporter %s: dropping %zu spans: %s (permanent error)", s->id, buf->spans,
+                     res.detail[0] ? res.detail : sf_status_str(res.status));
+            finish_failed(s, buf, SF_REASON_PERMANENT_ERROR);
+            return;
+        }
+        if (atomic_load(&s->aborting)) {
+            finish_failed(s, buf, SF_REASON_SHUTDOWN);
+            return;
+        }
+        elapsed = now_ms() - start;
+        if (res.retry_after_ms > 0) {
+            /* The server's hint replaces the computed interval, but never
+             * outlives max_elapsed_time: one last attempt at the limit. */
+            wait = res.retry_after_ms;
+            if (r->max_elapsed_time > 0 && wait > r->max_elapsed_time - elapsed)
+                wait = r->max_elapsed_time - elapsed;
+        } else {
+            double delta = r->randomization_factor * interval;
+
+            wait = (int64_t)(interval - delta + 2.0 * delta * rand_unit(rng));
+            if (wait > r->max_interval)
+                wait = r->max_interval;
+            if (wait < 1)
+                wait = 1;
+            if (r->max_elapsed_time > 0 && elapsed + wait > r->max_elapsed_time)
+                wait = 0;
+        }
+        if (!r->enabled || wait <= 0) {
+            sf_error("exporter %s: dropping %zu spans after %u attempts in %" PRId64
+                     " ms: %s (retries exhausted)", s->id, buf->spans, attempts, elapsed,
+                     res.detail[0] ? res.detail : sf_status_str(res.status));
+            finish_failed(s, buf, SF_REASON_RETRIES_EXHAUSTED);
+            return;
+        }
+        interval *= r->multiplier;
+        if (interval > (double)r->max_interval)
+            interval = (double)r->max_interval;
+        sf_count(&s->counters->retries, 1);
+        sf_debug("exporter %s: send failed (%s), retry %u in %" PRId64 " ms", s->id,
+                 res.detail[0] ? res.detail : sf_status_str(res.status), attempts, wait);
+        if (!backoff_wait(s, wait)) {
+            finish_failed(s, buf, SF_REASON_SHUTDOWN);
+            return;
+        }
+    }
+}
+
+static void *consumer_main(void *arg)
+{
+    sf_consumer *c = arg;
+    sf_sender *s = c->sender;
+    uint64_t rng = ((uint64_t)(uintptr_t)s ^ (uint64_t)now_ms()) + 0x9E3779B97F4A7C15ULL * (c->index + 1);
+    void *item;
+
+    if (rng == 0)
+        rng = 1;
+    while (sf_queue_pop(s->queue, -1, &item) == SF_OK) {
+        sf_buf *buf = item;
+
+        atomic_fetch_sub_explicit(&s->counters->queue_size, 1, memory_order_relaxed);
+        deliver(s, c->index, &rng, buf);
+        sf_buf_unref(buf);
+    }
+    pthread_mutex_lock(&s->mu);
+    s->live--;
+    pthread_cond_broadcast(&s->done_cv);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* ---- public ------------------------------------------------------------- */
+
+sf_sender *sf_sender_create(const char *id, const sf_queue_config *q, const sf_retry_config *r,
+                            sf_send_fn send, void *exporter, sf_counters *counters)
+{
+    sf_sender *s;
+    pthread_condattr_t ca;
+
+    s = sf_calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    s->id = sf_strdup(id ? id : "exporter");
+    if (s->id == NULL)
+        goto out_free_sender;
+    s->q = (q == NULL || (!q->present && q->queue_size == 0)) ? queue_defaults : *q;
+    s->r = (r == NULL || (!r->present && r->initial_interval == 0)) ? retry_defaults : *r;
+    if (s->q.queue_size < 1)
+        s->q.queue_size = queue_defaults.queue_size;
+    if (s->q.num_consumers < 1)
+        s->q.num_consumers = 1;
+    if (s->r.initial_interval < 1)
+        s->r.initial_interval = 1;
+    if (s->r.max_interval < s->r.initial_interval)
+        s->r.max_interval = s->r.initial_interval;
+    if (s->r.multiplier < 1.0)
+        s->r.multiplier = 1.0;
+    s->send = send;
+    s->exporter = exporter;
+    s->counters = counters;
+    s->n_workers = s->q.enabled ? (unsigned)s->q.num_consumers : 1;
+
+    if (s->q.enabled) {
+        s->queue = sf_queue_create((size_t)s->q.queue_size);
+        if (s->queue == NULL)
+            goto out_free_id;
+        s->consumers = sf_calloc(s->n_workers, sizeof(*s->consumers));
+        if (s->consumers == NULL)
+            goto out_destroy_queue;
+    }
+    if (pthread_mutex_init(&s->mu, NULL) != 0)
+        goto out_free_consumers;
+    if (pthread_mutex_init(&s->sync_mu, NULL) != 0)
+        goto out_destroy_mu;
+    if (pthread_condattr_init(&ca) != 0)
+        goto out_destroy_sync_mu;
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (pthread_cond_init(&s->abort_cv, &ca) != 0)
+        goto out_destroy_condattr;
+    if (pthread_cond_init(&s->done_cv, &ca) != 0)
+        goto out_destroy_abort_cv;
+    pthread_condattr_destroy(&ca);
+    atomic_store(&counters->queue_capacity, s->q.enabled ? s->q.queue_size : 0);
+    return s;
+
+out_destroy_abort_cv:
+    pthread_cond_destroy(&s->abort_cv);
+out_destroy_condattr:
+    pthread_condattr_destroy(&ca);
+out_destroy_sync_mu:
+    pthread_mutex_destroy(&s->sync_mu);
+out_destroy_mu:
+    pthread_mutex_destroy(&s->mu);
+out_free_consumers:
+    sf_free(s->consumers);
+out_destroy_queue:
+    sf_queue_destroy(s->queue);
+out_free_id:
+    sf_free(s->id);
+out_free_sender:
+    sf_free(s);
+    return NULL;
+}
+
+sf_status sf_sender_start(sf_sender *s)
+{
+    if (s->queue == NULL || s->n_started > 0)
+        return SF_OK;
+    for (unsigned i = 0; i < s->n_workers; i++) {
+        sf_consumer *c = &s->consumers[i];
+
+        c->sender = s;
+        c->index = i;
+        pthread_mutex_lock(&s->mu);
+        s->live++;
+        pthread_mutex_unlock(&s->mu);
+        if (pthread_create(&c->thread, NULL, consumer_main, c) != 0) {
+            pthread_mutex_lock(&s->mu);
+            s->live--;
+            pthread_mutex_unlock(&s->mu);
+            sf_error("exporter %s: cannot start consumer thread %u of %u", s->id, i + 1,
+                     s->n_workers);
+            /* The threads already running drain the (still empty) queue
+             * and exit at shutdown, like after a normal start. */
+            sf_sender_shutdown(s, 0);
+            return SF_ENOMEM;
+        }
+        s->n_started++;
+    }
+    return SF_OK;
+}
+
+sf_status sf_sender_submit(sf_sender *s, sf_buf *buf)
+{
+    sf_counters *k = s->counters;
+    sf_status st;
+
+    if (atomic_load(&s->stopping))
+        return SF_STOPPED;
+    if (s->queue == NULL) {
+        sf_send_result res;
+
+        atomic_fetch_add_explicit(&k->queued_spans, (int64_t)buf->spans, memory_order_relaxed);
+        memset(&res, 0, sizeof(res));
+        pthread_mutex_lock(&s->sync_mu);
+        s->send(s->exporter, 0, buf, &res);
+        pthread_mutex_unlock(&s->sync_mu);
+        res.detail[sizeof(res.detail) - 1] = '\0';
+        if (res.status == SF_OK) {
+            finish_sent(s, buf, res.rejected_spans);
+            return SF_OK;
+        }
+        if (sf_status_retryable(res.status)) {
+            sf_warn("exporter %s: send of %zu spans failed: %s (queue disabled, not retried)",
+                    s->id, buf->spans, res.detail[0] ? res.detail : sf_status_str(res.status));
+            finish_failed(s, buf, SF_REASON_RETRIES_EXHAUSTED);
+            return SF_RETRY;
+        }
+        sf_error("exporter %s: dropping %zu spans: %s (permanent error)", s->id, buf->spans,
+                 res.detail[0] ? res.detail : sf_status_str(res.status));
+        finish_failed(s, buf, SF_REASON_PERMANENT_ERROR);
+        return SF_PERMANENT;
+    }
+
+    sf_buf_ref(buf);
+    atomic_fetch_add_explicit(&k->queued_spans, (int64_t)buf->spans, memory_order_relaxed);
+    atomic_fetch_add_explicit(&k->queue_size, 1, memory_order_relaxed);
+    st = sf_queue_push(s->queue, buf);
+    if (st != SF_OK) {
+        atomic_fetch_sub_explicit(&k->queue_size, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&k->queued_spans, (int64_t)buf->spans, memory_order_relaxed);
+        if (st == SF_FULL) {
+            sf_count(&k->enqueue_failed_spans, buf->spans);
+            sf_debug("exporter %s: sending queue full, refusing %zu spans", s->id, buf->spans);
+        }
+        sf_buf_unref(buf);
+    }
+    return st;
+}
+
+void sf_sender_shutdown(sf_sender *s, int64_t drain_ms)
+{
+    _Atomic uint64_t *shut = &s->counters->send_failed_spans[SF_REASON_SHUTDOWN];
+    struct timespec until;
+    uint64_t before;
+    void *item;
+
+    if (atomic_exchange(&s->stopping, true))
+        return;
+    if (s->queue == NULL)
+        return;
+    before = sf_counter_get(shut);
+    sf_queue_close(s->queue);
+    until = abs_monotonic(now_ms() + (drain_ms > 0 ? drain_ms : 0));
+    pthread_mutex_lock(&s->mu);
+    while (s->live > 0) {
+        if (pthread_cond_timedwait(&s->done_cv, &s->mu, &until) == ETIMEDOUT)
+            break;
+    }
+    atomic_store(&s->aborting, true);
+    pthread_cond_broadcast(&s->abort_cv);
+    pthread_mutex_unlock(&s->mu);
+    for (unsigned i = 0; i < s->n_started; i++)
+        pthread_join(s->consumers[i].thread, NULL);
+    s->n_started = 0;
+    /* Only when no consumer ever ran (not started) is anything left. */
+    while (sf_queue_pop(s->queue, 0, &item) == SF_OK) {
+        sf_buf *buf = item;
+
+        atomic_fetch_sub_explicit(&s->counters->queue_size, 1, memory_order_relaxed);
+        finish_failed(s, buf, SF_REASON_SHUTDOWN);
+        sf_buf_unref(buf);
+    }
+    if (sf_counter_get(shut) > before)
+        sf_warn("exporter %s: dropped %" PRIu64 " spans at shutdown (drain time %" PRId64 " ms)",
+                s->id, sf_counter_get(shut) - before, drain_ms);
+}
+
+void sf_sender_destroy(sf_sender *s)
+{
+    if (s == NULL)
+        return;
+    sf_sender_shutdown(s, 0);
+    pthread_cond_destroy(&s->done_cv);
+    pthread_cond_destroy(&s->abort_cv);
+    pthread_mutex_destroy(&s->sync_mu);
+    pthread_mutex_destroy(&s->mu);
+    sf_free(s->consumers);
+    sf_queue_destroy(s->queue);
+    sf_free(s->id);
+    sf_free(s);
+}
+
+unsigned sf_sender_workers(const sf_sender *s)
+{
+    return s->n_workers;
+}
+
+bool sf_sender_aborting(const sf_sender *s)
+{
+    return atomic_load(&((sf_sender *)s)->aborting);
+}

@@ -1,0 +1,231 @@
+/* tests/pipeline/test_queue.c: the bounded MPMC queue: capacity, refusal
+ * when full, FIFO order, close waking a blocked pop, and many producers and
+ * consumers losing or duplicating nothing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#include "sf_alloc.h"
+#include "sf_queue.h"
+
+static void test_create_refuses_zero_capacity(void **state)
+{
+    (void)state;
+    assert_null(sf_queue_create(0));
+}
+
+static void test_capacity_and_full(void **state)
+{
+    sf_queue *q = sf_queue_create(3);
+    int a, b, c, d;
+    void *out = NULL;
+
+    (void)state;
+    assert_non_null(q);
+    assert_int_equal(sf_queue_capacity(q), 3);
+    assert_int_equal(sf_queue_push(q, &a), SF_OK);
+    assert_int_equal(sf_queue_push(q, &b), SF_OK);
+    assert_int_equal(sf_queue_push(q, &c), SF_OK);
+    assert_int_equal(sf_queue_len(q), 3);
+    assert_int_equal(sf_queue_push(q, &d), SF_FULL);
+    assert_int_equal(sf_queue_len(q), 3);
+    /* one out, one in again: the ring wraps */
+    assert_int_equal(sf_queue_pop(q, 0, &out), SF_OK);
+    assert_ptr_equal(out, &a);
+    assert_int_equal(sf_queue_push(q, &d), SF_OK);
+    assert_int_equal(sf_queue_push(q, &a), SF_FULL);
+    sf_queue_destroy(q);
+}
+
+static void test_fifo_and_empty(void **state)
+{
+    sf_queue *q = sf_queue_create(4);
+    int v[10];
+    void *out = NULL;
+
+    (void)state;
+    /* several laps around the ring keep the order */
+    for (int lap = 0; lap < 3; lap++) {
+        for (int i = 0; i < 4; i++)
+            assert_int_equal(sf_queue_push(q, &v[i + lap]), SF_OK);
+        for (int i = 0; i < 4; i++) {
+            assert_int_equal(sf_queue_pop(q, 0, &out), SF_OK);
+            assert_ptr_equal(out, &v[i + lap]);
+        }
+    }
+    out = NULL;
+    assert_int_equal(sf_queue_pop(q, 0, &out), SF_RETRY);
+    assert_null(out);
+    assert_int_equal(sf_queue_pop(q, 20, &out), SF_RETRY);
+    assert_null(out);
+    sf_queue_destroy(q);
+}
+
+static void test_close_keeps_items_then_stops(void **state)
+{
+    sf_queue *q = sf_queue_create(2);
+    int a;
+    void *out = NULL;
+
+    (void)state;
+    assert_int_equal(sf_queue_push(q, &a), SF_OK);
+    sf_queue_close(q);
+    sf_queue_close(q);
+    assert_int_equal(sf_queue_push(q, &a), SF_STOPPED);
+    assert_int_equal(sf_queue_pop(q, -1, &out), SF_OK);
+    assert_ptr_equal(out, &a);
+    assert_int_equal(sf_queue_pop(q, -1, &out), SF_STOPPED);
+    sf_queue_destroy(q);
+}
+
+struct popper {
+    sf_queue *q;
+    _Atomic int entered;
+    sf_status st;
+};
+
+static void *pop_forever(void *arg)
+{
+    struct popper *p = arg;
+    void *out;
+
+    atomic_store(&p->entered, 1);
+    p->st = sf_queue_pop(p->q, -1, &out);
+    return NULL;
+}
+
+static void test_close_wakes_blocked_pops(void **state)
+{
+    struct popper p[3];
+    pthread_t t[3];
+    sf_queue *q = sf_queue_create(1);
+
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        p[i].q = q;
+        atomic_init(&p[i].entered, 0);
+        p[i].st = SF_OK;
+        assert_int_equal(pthread_create(&t[i], NULL, pop_forever, &p[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        while (!atomic_load(&p[i].entered))
+            usleep(1000);
+    }
+    usleep(20000);  /* let them block; correctness does not depend on it */
+    sf_queue_close(q);
+    for (int i = 0; i < 3; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(p[i].st, SF_STOPPED);
+    }
+    sf_queue_destroy(q);
+}
+
+#define PRODUCERS 4
+#define CONSUMERS 3
+#define PER_PRODUCER 5000
+
+struct mpmc {
+    sf_queue *q;
+    int base;
+    _Atomic uint64_t sum, count, full;
+};
+
+static int values[PRODUCERS * PER_PRODUCER];
+
+static void *produce(void *arg)
+{
+    struct mpmc *m = ((struct mpmc **)arg)[0];
+    int base = (int)(intptr_t)((void **)arg)[1];
+
+    for (int i = 0; i < PER_PRODUCER; i++) {
+        int *v = &values[base + i];
+
+        while (sf_queue_push(m->q, v) == SF_FULL) {
+            atomic_fetch_add(&m->full, 1);
+            sched_yield();
+        }
+    }
+    return NULL;
+}
+
+static void *consume(void *arg)
+{
+    struct mpmc *m = arg;
+    void *out;
+
+    while (sf_queue_pop(m->q, -1, &out) == SF_OK) {
+        atomic_fetch_add(&m->sum, (uint64_t)*(int *)out);
+        atomic_fetch_add(&m->count, 1);
+    }
+    return NULL;
+}
+
+static void test_many_producers_and_consumers(void **state)
+{
+    struct mpmc m = { .q = sf_queue_create(16) };
+    pthread_t prod[PRODUCERS], cons[CONSUMERS];
+    void *args[PRODUCERS][2];
+    uint64_t expect = 0;
+
+    (void)state;
+    for (int i = 0; i < PRODUCERS * PER_PRODUCER; i++) {
+        values[i] = i + 1;
+        expect += (uint64_t)(i + 1);
+    }
+    for (int i = 0; i < CONSUMERS; i++)
+        assert_int_equal(pthread_create(&cons[i], NULL, consume, &m), 0);
+    for (int i = 0; i < PRODUCERS; i++) {
+        args[i][0] = &m;
+        args[i][1] = (void *)(intptr_t)(i * PER_PRODUCER);
+        assert_int_equal(pthread_create(&prod[i], NULL, produce, args[i]), 0);
+    }
+    for (int i = 0; i < PRODUCERS; i++)
+        pthread_join(prod[i], NULL);
+    sf_queue_close(m.q);
+    for (int i = 0; i < CONSUMERS; i++)
+        pthread_join(cons[i], NULL);
+    assert_int_equal(atomic_load(&m.count), PRODUCERS * PER_PRODUCER);
+    assert_int_equal(atomic_load(&m.sum), expect);
+    assert_int_equal(sf_queue_len(m.q), 0);
+    sf_queue_destroy(m.q);
+}
+
+static void test_create_survives_allocation_failure(void **state)
+{
+    uint64_t n;
+
+    (void)state;
+    sf_alloc_fail_at(0, 0);
+    sf_queue_destroy(sf_queue_create(8));
+    n = sf_alloc_fail_at(0, 0);
+    assert_true(n >= 1);
+    for (uint64_t k = 1; k <= n; k++) {
+        size_t before = sf_alloc_in_use();
+
+        sf_alloc_fail_at(k, 1);
+        assert_null(sf_queue_create(8));
+        sf_alloc_fail_at(0, 0);
+        assert_int_equal(sf_alloc_in_use(), before);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_create_refuses_zero_capacity),
+        cmocka_unit_test(test_capacity_and_full),
+        cmocka_unit_test(test_fifo_and_empty),
+        cmocka_unit_test(test_close_keeps_items_then_stops),
+        cmocka_unit_test(test_close_wakes_blocked_pops),
+        cmocka_unit_test(test_many_producers_and_consumers),
+        cmocka_unit_test(test_create_survives_allocation_failure),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

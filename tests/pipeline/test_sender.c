@@ -1,0 +1,583 @@
+/* tests/pipeline/test_sender.c: the sending queue and retry engine driven by
+ * a scripted fake send function: outcomes and counters, backoff and
+ * retry-after, a full queue, draining and prompt shutdown, the synchronous
+ * (queue disabled) mode, and the accounting invariant after each scenario:
+ *   spans submitted OK == sent + send_failed (all reasons) + queued_spans.
+ * No timing assertion is tight: waits poll generously; the only bounds are
+ * lower bounds (a retry not before the server's hint) or far above the work
+ * (shutdown well inside a 30 s backoff). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sf_alloc.h"
+#include "sf_log.h"
+#include "sf_sender.h"
+
+#define MAX_CALLS 256
+
+typedef struct fake {
+    pthread_mutex_t mu;
+    sf_sender *sender;
+    int calls;
+    sf_status script[16];       /* outcome of call i; `dflt` after the script */
+    int64_t retry_after[16];
+    int n_script;
+    sf_status dflt;
+    int64_t rejected;           /* reported with every SF_OK */
+    int64_t times[MAX_CALLS];   /* monotonic ms of each call */
+    const sf_buf *bufs[MAX_CALLS];   /* compare only: freed after the send */
+    int tags[MAX_CALLS];             /* first data byte, read during the call */
+    pthread_t threads[MAX_CALLS];
+    unsigned workers[MAX_CALLS];
+    int sleep_ms;               /* each call takes this long */
+    int odd_permanent;          /* buffers with an odd span count fail for good */
+    int stuck;                  /* block until shutdown aborts */
+} fake;
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void fake_send(void *exporter, unsigned worker, const sf_buf *buf, sf_send_result *res)
+{
+    fake *f = exporter;
+    int i;
+
+    pthread_mutex_lock(&f->mu);
+    i = f->calls++;
+    if (i < MAX_CALLS) {
+        f->times[i] = mono_ms();
+        f->bufs[i] = buf;
+        f->tags[i] = buf->data[0];
+        f->threads[i] = pthread_self();
+        f->workers[i] = worker;
+    }
+    res->status = i < f->n_script ? f->script[i] : f->dflt;
+    res->retry_after_ms = i < f->n_script ? f->retry_after[i] : 0;
+    if (f->odd_permanent)
+        res->status = (buf->spans % 2) ? SF_PERMANENT : SF_OK;
+    if (res->status == SF_OK)
+        res->rejected_spans = f->rejected;
+    pthread_mutex_unlock(&f->mu);
+    snprintf(res->detail, sizeof(res->detail), "fake %s", sf_status_name(res->status));
+    if (f->sleep_ms)
+        usleep((useconds_t)f->sleep_ms * 1000);
+    if (f->stuck) {
+        while (!sf_sender_aborting(f->sender))
+            usleep(1000);
+        res->status = SF_RETRY;
+    }
+}
+
+static int fake_calls(fake *f)
+{
+    int n;
+
+    pthread_mutex_lock(&f->mu);
+    n = f->calls;
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
+typedef struct fixture {
+    fake f;
+    sf_counters k;
+    sf_queue_config q;
+    sf_retry_config r;
+    sf_sender *s;
+    uint64_t submitted_ok;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *x = calloc(1, sizeof(*x));
+
+    pthread_mutex_init(&x->f.mu, NULL);
+    x->f.dflt = SF_OK;
+    x->q = (sf_queue_config){ .present = true, .enabled = true, .queue_size = 10,
+                              .num_consumers = 2 };
+    x->r = (sf_retry_config){ .present = true, .enabled = true, .initial_interval = 10,
+                              .multiplier = 1.5, .randomization_factor = 0.5,
+                              .max_interval = 100, .max_elapsed_time = 10000 };
+    *state = x;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *x = *state;
+
+    sf_sender_destroy(x->s);
+    pthread_mutex_destroy(&x->f.mu);
+    free(x);
+    return 0;
+}
+
+static void make_sender(fixture *x)
+{
+    x->s = sf_sender_create("otlphttp/test", &x->q, &x->r, fake_send, &x->f, &x->k);
+    assert_non_null(x->s);
+    x->f.sender = x->s;
+}
+
+static sf_status submit(fixture *x, size_t spans)
+{
+    sf_buf *b = sf_buf_create(8);
+    sf_status st;
+
+    assert_non_null(b);
+    memset(b->data, (int)spans, 8);
+    b->spans = spans;
+    st = sf_sender_submit(x->s, b);
+    if (st == SF_OK)
+        x->submitted_ok += spans;
+    sf_buf_unref(b);
+    return st;
+}
+
+static uint64_t failed(sf_counters *k, sf_reason r)
+{
+    return sf_counter_get(&k->send_failed_spans[r]);
+}
+
+static uint64_t failed_all(sf_counters *k)
+{
+    uint64_t n = 0;
+
+    for (int r = 0; r < SF_REASON_COUNT; r++)
+        n += failed(k, (sf_reason)r);
+    return n;
+}
+
+static void assert_invariant(fixture *x)
+{
+    int64_t queued = atomic_load(&x->k.queued_spans);
+
+    assert_true(queued >= 0);
+    assert_int_equal(x->submitted_ok,
+                     sf_counter_get(&x->k.sent_spans) + failed_all(&x->k) + (uint64_t)queued);
+}
+
+/* Poll up to 10 s: a condition that should hold in milliseconds. */
+#define WAIT_FOR(cond)                                                      \
+    do {                                                                    \
+        for (int w_ = 0; w_ < 5000 && !(cond); w_++)                        \
+            usleep(2000);                                                   \
+        assert_true(cond);                                                  \
+    } while (0)
+
+/* ---- scenarios --------------------------------------------------------- */
+
+static void test_success_counts(void **state)
+{
+    fixture *x = *state;
+    int seen[6] = { 0 };
+
+    make_sender(x);
+    assert_int_equal(sf_sender_workers(x->s), 2);
+    assert_int_equal(atomic_load(&x->k.queue_capacity), 10);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    for (size_t n = 1; n <= 5; n++)
+        assert_int_equal(submit(x, n), SF_OK);
+    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 15 && atomic_load(&x->k.queued_spans) == 0);
+    assert_invariant(x);
+    sf_sender_shutdown(x->s, 1000);
+    assert_int_equal(fake_calls(&x->f), 5);
+    for (int i = 0; i < 5; i++) {
+        assert_in_range(x->f.tags[i], 1, 5);
+        assert_true(x->f.workers[i] < 2);
+        seen[x->f.tags[i]]++;
+    }
+    for (int n = 1; n <= 5; n++)
+        assert_int_equal(seen[n], 1);
+    assert_int_equal(failed_all(&x->k), 0);
+    assert_int_equal(sf_counter_get(&x->k.retries), 0);
+    assert_int_equal(atomic_load(&x->k.queue_size), 0);
+    assert_int_equal(submit(x, 1), SF_STOPPED);
+    assert_invariant(x);
+}
+
+static void test_retry_then_success_no_duplicates(void **state)
+{
+    fixture *x = *state;
+
+    x->f.script[0] = SF_RETRY;
+    x->f.script[1] = SF_RETRY;
+    x->f.script[2] = SF_OK;
+    x->f.n_script = 3;
+    x->f.dflt = SF_PERMANENT;  /* a 4th call would show up as a failure */
+    make_sender(x);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_int_equal(submit(x, 7), SF_OK);
+    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 7 && atomic_load(&x->k.queued_spans) == 0);
+    sf_sender_shutdown(x->s, 1000);
+    assert_int_equal(fake_calls(&x->f), 3);
+    assert_int_equal(sf_counter_get(&x->k.retries), 2);
+    assert_int_equal(failed_all(&x->k), 0);
+    assert_ptr_equal(x->f.bufs[0], x->f.bufs[2]);
+    assert_int_equal(x->f.tags[0], 7);
+    assert_int_equal(x->f.tags[2], 7);
+    assert_invariant(x);
+}
+
+static void test_permanent_failure(void **state)
+{
+    fixture *x = *state;
+
+    x->f.dflt = SF_PERMANENT;
+    make_sender(x);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_int_equal(submit(x, 4), SF_OK);
+    WAIT_FOR(failed(&x->k, SF_REASON_PERMANENT_ERROR) == 4);
+    WAIT_FOR(atomic_load(&x->k.queued_spans) == 0);
+    sf_sender_shutdown(x->s, 1000);
+    assert_int_equal(fake_calls(&x->f), 1);
+    assert_int_equal(sf_counter_get(&x->k.retries), 0);
+    assert_int_equal(sf_counter_get(&x->k.sent_spans), 0);
+    assert_int_equal(failed_all(&x->k), 4);
+    assert_invariant(x);
+}
+
+static void test_partial_success_splits_counts(void **state)
+{
+    fixture *x = *state;
+
+    x->f.rejected = 2;
+    make_sender(x);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_int_equal(submit(x, 5), SF_OK);
+    WAIT_FOR(atomic_load(&x->k.queued_spans) == 0 && fake_calls(&x->f) == 1);
+    sf_sender_shutdown(x->s, 1000);
+    assert_int_equal(sf_counter_get(&x->k.sent_spans), 3);
+    assert_int_equal(failed(&x->k, SF_REASON_PERMANENT_ERROR), 2);
+    assert_invariant(x);
+}
+
+static void test_retries_exhausted(void **state)
+{
+    fixture *x = *state;
+    int calls;
+
+    /* waits 10, 20, 40, 80, 100 ms (no jitter): the sixth would end past
+     * 300 ms, so at most 6 calls; at least 2 unless the host stalls 290 ms */
+    x->f.dflt = SF_RETRY;
+    x->r.multiplier = 2.0;
+    x->r.randomization_factor = 0.0;
+    x->r.max_elapsed_time = 300;
+    make_sender(x);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_int_equal(submit(x, 3), SF_OK);
+    WAIT_FOR(failed(&x->k, SF_REASON_RETRIES_EXHAUSTED) == 3);
+    WAIT_FOR(atomic_load(&x->k.queued_spans) == 0);
+    sf_sender_shutdown(x->s, 1000);
+    calls = fake_calls(&x->f);
+    assert_in_range(calls, 2, 6);
+    assert_int_equal(sf_counter_get(&x->k.retries), (uint64_t)calls - 1);
+    assert_int_equal(sf_counter_get(&x->k.sent_spans), 0);
+    assert_int_equal(failed_all(&x->k), 3);
+    for (int i = 1; i < calls; i++)
+        assert_true(x->f.times[i] - x->f.times[i - 1] >= 10);
+    assert_invariant(x);
+}
+
+static void test_retry_disabled_first_failure_final(void **state)
+{
+    fixture *x = *state;
+
+    x->f.dflt = SF_RETRY;
+    x->r.enabled = false;
+    make_sender(x);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_int_equal(submit(x, 2), SF_OK);
+    WAIT_FOR(failed(&x->k, SF_REASON_RETRIES_EXHAUSTED) == 2);
+    sf_sender_shutdown(x->s, 1000);
+    assert_int_equal(fake_calls(&x->f), 1);
+    assert_int_equal(sf_counter_get(&x->k.retries), 0);
+    assert_invariant(x);
+}
+
+static void test_retry_after_honoured(void **state)
+{
+    fixture *x = *state;
+
+    x->f.script[0] = SF_RETRY;
+    x->f.retry_after[0] = 300;
+    x->f.n_script = 1;
+    x->f.dflt = SF_OK;
+    make_sender(x);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_int_equal(submit(x, 1), SF_OK);
+    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 1);
+    sf_sender_shutdown(x->s, 1000);
+    assert_int_equal(fake_calls(&x->f), 2);
+    /* not before the hint (computed backoff alone would be 5-15 ms);
+     * 1 ms of slack for the millisecond truncation of both stamps */
+    assert_true(x->f.times[1] - x->f.times[0] >= 299);
+    assert_int_equal(sf_counter_get(&x->k.retries), 1);
+    assert_invariant(x);
+}
+
+static void test_retry_after_capped_by_max_elapsed(void **state)
+{
+    fixture *x = *state;
+
+    /* a 100 s hint with 200 ms left: one last attempt at the limit, then
+     * give up, instead of holding the batch for 100 s */
+    for (int i = 0; i < 16; i++)
+        x->f.retry_after[i] = 100000;
+    x->f.n_script = 16;
+    for (int i = 0; i < 16; i++)
+        x->f.script[i] = SF_RETRY;
+    x->r.max_elapsed_time = 200;
+    make_sender(x);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_int_equal(submit(x, 6), SF_OK);
+    WAIT_FOR(failed(&x->k, SF_REASON_RETRIES_EXHAUSTED) == 6);
+    sf_sender_shutdown(x->s, 1000);
+    assert_int_equal(fake_calls(&x->f), 2);
+    assert_true(x->f.times[1] - x->f.times[0] >= 199);
+    assert_invariant(x);
+}
+
+static void test_full_queue_refuses_and_counts(void **state)
+{
+    fixture *x = *state;
+
+    x->q.queue_size = 2;
+    make_sender(x);
+    /* not started: nothing leaves the queue */
+    assert_int_equal(submit(x, 3), SF_OK);
+    assert_int_equal(submit(x, 4), SF_OK);
+    assert_int_equal(submit(x, 5), SF_FULL);
+    assert_int_equal(sf_counter_get(&x->k.enqueue_failed_spans), 5);
+    assert_int_equal(atomic_load(&x->k.queue_size), 2);
+    assert_int_equal(atomic_load(&x->k.queued_spans), 7);
+    assert_invariant(x);
+    sf_sender_shutdown(x->s, 0);
+    assert_int_equal(failed(&x->k, SF_REASON_SHUTDOWN), 7);
+    assert_int_equal(atomic_load(&x->k.queue_size), 0);
+    assert_int_equal(atomic_load(&x->k.queued_spans), 0);
+    assert_int_equal(fake_calls(&x->f), 0);
+    assert_int_equal(submit(x, 1), SF_STOPPED);
+    assert_int_equal(sf_counter_get(&x->k.enqueue_failed_spans), 5);
+    assert_invariant(x);
+}
+
+static void test_shutdown_drains_queue(void **state)
+{
+    fixture *x = *state;
+
+    x->q.num_consumers = 1;
+    x->f.sleep_ms = 20;
+    make_sender(x);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    for (size_t n = 1; n <= 6; n++)
+        assert_int_equal(submit(x, n), SF_OK);
+    sf_sender_shutdown(x->s, 10000);
+    assert_int_equal(fake_calls(&x->f), 6);
+    assert_int_equal(sf_counter_get(&x->k.sent_spans), 21);
+    assert_int_equal(failed_all(&x->k), 0);
+    assert_int_equal(atomic_load(&x->k.queued_spans), 0);
+    assert_int_equal(atomic_load(&x->k.queue_size), 0);
+    assert_invariant(x);
+}
+
+static void test_shutdown_interrupts_backoff(void **state)
+{
+    fixture *x = *state;
+    int64_t t0, took;
+
+    x->q.num_consumers = 1;
+    x->f.dflt = SF_RETRY;
+    x->r.initial_interval = 30000;
+    x->r.max_interval = 30000;
+    x->r.max_elapsed_time = 0;
+    make_sender(x);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_int_equal(submit(x, 3), SF_OK);
+    assert_int_equal(submit(x, 2), SF_OK);   /* waits behind it */
+    WAIT_FOR(sf_counter_get(&x->k.retries) == 1);
+    assert_invariant(x);
+    t0 = mono_ms();
+    sf_sender_shutdown(x->s, 50);
+    took = mono_ms() - t0;
+    /* the backoff is 15-45 s: ending far inside it proves the wait was cut */
+    assert_true(took < 10000);
+    assert_int_equal(fake_calls(&x->f), 1);
+    assert_int_equal(failed(&x->k, SF_REASON_SHUTDOWN), 5);
+    assert_int_equal(sf_counter_get(&x->k.sent_spans), 0);
+    assert_int_equal(atomic_load(&x->k.queued_spans), 0);
+    assert_int_equal(atomic_load(&x->k.queue_size), 0);
+    assert_invariant(x);
+}
+
+static void test_shutdown_with_stuck_send(void **state)
+{
+    fixture *x = *state;
+
+    x->q.num_consumers = 1;
+    x->f.stuck = 1;
+    make_sender(x);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_int_equal(submit(x, 4), SF_OK);
+    assert_int_equal(submit(x, 1), SF_OK);
+    WAIT_FOR(fake_calls(&x->f) == 1);
+    assert_false(sf_sender_aborting(x->s));
+    sf_sender_shutdown(x->s, 50);
+    assert_true(sf_sender_aborting(x->s));
+    assert_int_equal(fake_calls(&x->f), 1);
+    assert_int_equal(failed(&x->k, SF_REASON_SHUTDOWN), 5);
+    assert_int_equal(atomic_load(&x->k.queued_spans), 0);
+    assert_invariant(x);
+}
+
+static void test_queue_disabled_sends_on_caller(void **state)
+{
+    fixture *x = *state;
+
+    x->q.enabled = false;
+    x->f.script[0] = SF_OK;
+    x->f.script[1] = SF_RETRY;
+    x->f.script[2] = SF_PERMANENT;
+    x->f.n_script = 3;
+    make_sender(x);
+    assert_int_equal(sf_sender_workers(x->s), 1);
+    assert_int_equal(atomic_load(&x->k.queue_capacity), 0);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_int_equal(submit(x, 2), SF_OK);
+    assert_int_equal(fake_calls(&x->f), 1);
+    assert_true(pthread_equal(x->f.threads[0], pthread_self()));
+    assert_int_equal(x->f.workers[0], 0);
+    /* a refused synchronous send was still attempted: it is counted as
+     * failed here and the caller is told whether the client may retry */
+    assert_int_equal(submit(x, 3), SF_RETRY);
+    assert_int_equal(submit(x, 4), SF_PERMANENT);
+    assert_int_equal(fake_calls(&x->f), 3);
+    assert_int_equal(sf_counter_get(&x->k.sent_spans), 2);
+    assert_int_equal(failed(&x->k, SF_REASON_RETRIES_EXHAUSTED), 3);
+    assert_int_equal(failed(&x->k, SF_REASON_PERMANENT_ERROR), 4);
+    assert_int_equal(sf_counter_get(&x->k.retries), 0);
+    assert_int_equal(atomic_load(&x->k.queued_spans), 0);
+    x->submitted_ok += 3 + 4;   /* attempted, hence accounted */
+    assert_invariant(x);
+    sf_sender_shutdown(x->s, 0);
+    assert_int_equal(submit(x, 1), SF_STOPPED);
+    assert_int_equal(fake_calls(&x->f), 3);
+}
+
+#define SUBMITTERS 4
+#define PER_SUBMITTER 150
+
+typedef struct submitter {
+    fixture *x;
+    uint64_t ok, full;
+} submitter;
+
+static void *submit_many(void *arg)
+{
+    submitter *t = arg;
+
+    for (int i = 0; i < PER_SUBMITTER; i++) {
+        size_t spans = (size_t)(i % 7) + 1;
+        sf_buf *b = sf_buf_create(1);
+        sf_status st;
+
+        b->spans = spans;
+        st = sf_sender_submit(t->x->s, b);
+        if (st == SF_OK)
+            t->ok += spans;
+        else if (st == SF_FULL)
+            t->full += spans;
+        sf_buf_unref(b);
+        if (i % 16 == 0)
+            usleep(500);
+    }
+    return NULL;
+}
+
+static void test_concurrent_mixed_outcomes(void **state)
+{
+    fixture *x = *state;
+    submitter t[SUBMITTERS];
+    pthread_t th[SUBMITTERS];
+    uint64_t full = 0, ok_odd;
+
+    x->q.queue_size = 8;
+    x->f.odd_permanent = 1;
+    make_sender(x);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    for (int i = 0; i < SUBMITTERS; i++) {
+        t[i] = (submitter){ .x = x };
+        assert_int_equal(pthread_create(&th[i], NULL, submit_many, &t[i]), 0);
+    }
+    for (int i = 0; i < SUBMITTERS; i++) {
+        pthread_join(th[i], NULL);
+        x->submitted_ok += t[i].ok;
+        full += t[i].full;
+    }
+    sf_sender_shutdown(x->s, 10000);
+    assert_int_equal(sf_counter_get(&x->k.enqueue_failed_spans), full);
+    assert_int_equal(failed(&x->k, SF_REASON_SHUTDOWN), 0);
+    assert_int_equal(atomic_load(&x->k.queued_spans), 0);
+    assert_int_equal(atomic_load(&x->k.queue_size), 0);
+    ok_odd = failed(&x->k, SF_REASON_PERMANENT_ERROR);
+    assert_int_equal(sf_counter_get(&x->k.sent_spans) + ok_odd, x->submitted_ok);
+    assert_invariant(x);
+}
+
+static void test_create_survives_allocation_failure(void **state)
+{
+    fixture *x = *state;
+    uint64_t n;
+
+    sf_alloc_fail_at(0, 0);
+    sf_sender_destroy(sf_sender_create("e", &x->q, &x->r, fake_send, &x->f, &x->k));
+    n = sf_alloc_fail_at(0, 0);
+    assert_true(n >= 3);
+    for (uint64_t k = 1; k <= n; k++) {
+        size_t before = sf_alloc_in_use();
+
+        sf_alloc_fail_at(k, 1);
+        assert_null(sf_sender_create("e", &x->q, &x->r, fake_send, &x->f, &x->k));
+        sf_alloc_fail_at(0, 0);
+        assert_int_equal(sf_alloc_in_use(), before);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_success_counts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retry_then_success_no_duplicates, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_permanent_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_partial_success_splits_counts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retries_exhausted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retry_disabled_first_failure_final, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retry_after_honoured, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retry_after_capped_by_max_elapsed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_queue_refuses_and_counts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shutdown_drains_queue, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shutdown_interrupts_backoff, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shutdown_with_stuck_send, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queue_disabled_sends_on_caller, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_mixed_outcomes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_survives_allocation_failure, setup, teardown),
+    };
+
+    sf_log_set_level(SF_LOG_OFF);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
