@@ -1,8 +1,9 @@
 /* tools/otlp_codec.c: the e2e schema test's window into OUR generated OTLP
  * code. It decodes request bytes with sf_batch_decode (wire check + protobuf-c
  * unpack into an arena) and prints a canonical JSON of every field, re-packs
- * decoded bytes, and emits a fixed request with every field and value variant
- * set, so an independent implementation can check both directions.
+ * the decoded tree with the generated pack, and emits a fixed request with
+ * every field and value variant set, so an independent implementation can
+ * check both directions.
  *
  *   otlp_codec decode [--max-depth N] < request.bin > request.json
  *   otlp_codec reencode < request.bin > request.bin
@@ -643,11 +644,16 @@ static int decode_or_reencode(int reencode, unsigned max_depth)
         rc = fflush(stdout) == 0 ? 0 : 1;
         goto out_release_batch;
     }
-    st = sf_batch_encode(&batch, &enc);
-    if (st != SF_OK) {
-        fprintf(stderr, "otlp_codec: encode: %s\n", sf_status_str(st));
+    /* Pack the decoded tree with the generated code itself (not a batch's
+     * cached or received bytes), so the round trip really re-encodes. */
+    enc = sf_buf_create(
+        opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(batch.req));
+    if (enc == NULL) {
+        fputs("otlp_codec: out of memory\n", stderr);
         goto out_release_batch;
     }
+    enc->len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(
+        batch.req, enc->data);
     if (fwrite(enc->data, 1, enc->len, stdout) == enc->len && fflush(stdout) == 0)
         rc = 0;
     sf_buf_unref(enc);
