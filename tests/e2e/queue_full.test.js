@@ -24,7 +24,7 @@ function invariant(m) {
   return { accepted, sent, failed, queued };
 }
 
-test('full queue refuses with UNAVAILABLE, memory stays bounded, queued spans arrive later', async () => {
+test('full queue refuses with UNAVAILABLE, memory stays bounded, queued spans arrive later', async (t) => {
   await harness('queue_full', async (h) => {
     const gw = new Gateway();
     await gw.start();   // pick the port...
@@ -62,6 +62,8 @@ test('full queue refuses with UNAVAILABLE, memory stays bounded, queued spans ar
     }
     const rss = sf.rssKiB();
     assert.ok(rss < RSS_BOUND_KIB, `spanfence RSS ${rss} KiB exceeds ${RSS_BOUND_KIB} KiB with a full queue`);
+
+    t.diagnostic(`accepted ${acceptedIds.length} spans before the first refusal; refused ${refusedSpans}; RSS ${rss} KiB`);
 
     let m = await sf.metrics();
     let c = invariant(m);
