@@ -327,7 +327,23 @@ static void *server_main(void *arg)
     return NULL;
 }
 
-static void server_start(server *s)
+/* A whole file as a string (test fixtures). */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *buf = calloc(1, 65536);
+    size_t n;
+
+    assert_non_null(f);
+    n = fread(buf, 1, 65535, f);
+    fclose(f);
+    assert_true(n > 0);
+    return buf;
+}
+
+/* `tls`: serve TLS with tests/exporters/tls/server.{pem,key} (a self-signed
+ * certificate for 127.0.0.1) and require a client certificate it signed. */
+static void server_start(server *s, bool tls)
 {
     grpc_arg args[2];
     grpc_channel_args cargs = { .num_args = 2, .args = args };
@@ -349,7 +365,19 @@ static void server_start(server *s)
                                             GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
     s->cq = grpc_completion_queue_create_for_next(NULL);
     grpc_server_register_completion_queue(s->srv, s->cq, NULL);
-    creds = grpc_insecure_server_credentials_create();
+    if (tls) {
+        char *cert = slurp(SF_SOURCE_DIR "/tests/exporters/tls/server.pem");
+        char *key = slurp(SF_SOURCE_DIR "/tests/exporters/tls/server.key");
+        grpc_ssl_pem_key_cert_pair pair = { .private_key = key, .cert_chain = cert };
+
+        creds = grpc_ssl_server_credentials_create_ex(
+            cert, &pair, 1, GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY, NULL);
+        free(cert);
+        free(key);
+    } else {
+        creds = grpc_insecure_server_credentials_create();
+    }
+    assert_non_null(creds);
     s->port = grpc_server_add_http2_port(s->srv, addr, creds);
     grpc_server_credentials_release(creds);
     assert_true(s->port > 0);
@@ -414,6 +442,7 @@ typedef struct fixture {
     sf_arena *arena;
     sf_batch batch;
     uint64_t submitted;
+    size_t mem_before;
 } fixture;
 
 static const uint8_t span_ids[3][8] = {
@@ -461,11 +490,11 @@ static void make_batch(fixture *x)
     assert_int_equal(x->batch.spans, 3);
 }
 
-static int setup(void **state)
+static int setup_common(void **state, bool tls)
 {
     fixture *x = calloc(1, sizeof(*x));
 
-    server_start(&x->srv);
+    server_start(&x->srv, tls);
     snprintf(x->endpoint, sizeof(x->endpoint), "127.0.0.1:%d", x->srv.port);
     x->hkeys[0] = "x-api-key";
     x->hvalues[0] = SECRET;
@@ -486,9 +515,20 @@ static int setup(void **state)
     x->comp.type = &sf_otlp_grpc_exporter_type;
     x->comp.id = "otlp/gateway";
     x->comp.config = &x->cfg;
+    x->mem_before = sf_alloc_in_use();
     make_batch(x);
     *state = x;
     return 0;
+}
+
+static int setup(void **state)
+{
+    return setup_common(state, false);
+}
+
+static int setup_tls(void **state)
+{
+    return setup_common(state, true);
 }
 
 static int teardown(void **state)
@@ -501,6 +541,8 @@ static int teardown(void **state)
     }
     sf_batch_release(&x->batch);
     sf_arena_destroy(x->arena);
+    /* every counted byte the exporter took is back */
+    assert_int_equal(sf_alloc_in_use(), x->mem_before);
     server_stop(&x->srv);
     pthread_mutex_destroy(&x->srv.mu);
     free(x);
@@ -706,7 +748,7 @@ static void test_no_listener_exhausts_retries(void **state)
     fixture *x = *state;
 
     server_stop(&x->srv);           /* nothing listens on the port now */
-    x->cfg.retry_on_failure.max_elapsed_time = 150;
+    x->cfg.retry_on_failure.max_elapsed_time = 1500;   /* room for retries under valgrind */
     create_and_start(x);
     assert_int_equal(consume(x), SF_OK);
     WAIT_FOR(failed(x, SF_REASON_RETRIES_EXHAUSTED) == 3);
@@ -829,6 +871,41 @@ static const char *load_exporter(const char *exporter_yaml)
     return out;
 }
 
+static void test_tls_with_client_certificate(void **state)
+{
+    fixture *x = *state;
+
+    x->cfg.tls = (sf_otlp_tls_config){
+        .present = true,
+        .ca_file = SF_SOURCE_DIR "/tests/exporters/tls/server.pem",
+        .cert_file = SF_SOURCE_DIR "/tests/exporters/tls/server.pem",
+        .key_file = SF_SOURCE_DIR "/tests/exporters/tls/server.key",
+    };
+    create_and_start(x);
+    assert_int_equal(consume(x), SF_OK);
+    WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3);
+    assert_int_equal(server_requests(&x->srv), 1);
+    assert_delivered(&x->srv.reqs[0]);
+    assert_invariant(x);
+}
+
+/* TLS by default: the test CA is not among the default roots, so the
+ * handshake fails (retryable: the gateway may be mid-rotation) until the
+ * retries run out, and nothing reaches the server. */
+static void test_tls_unknown_ca_never_delivers(void **state)
+{
+    fixture *x = *state;
+
+    x->cfg.tls = (sf_otlp_tls_config){ .present = true };
+    x->cfg.retry_on_failure.max_elapsed_time = 300;
+    create_and_start(x);
+    assert_int_equal(consume(x), SF_OK);
+    WAIT_FOR(failed(x, SF_REASON_RETRIES_EXHAUSTED) == 3);
+    assert_int_equal(sf_counter_get(&x->comp.counters.sent_spans), 0);
+    assert_int_equal(server_requests(&x->srv), 0);
+    assert_invariant(x);
+}
+
 static void test_check_endpoint(void **state)
 {
     (void)state;
@@ -936,6 +1013,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_queue_disabled_is_synchronous, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_queue_passes_full_through, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_survives_allocation_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_with_client_certificate, setup_tls, teardown),
+        cmocka_unit_test_setup_teardown(test_tls_unknown_ca_never_delivers, setup_tls, teardown),
         cmocka_unit_test(test_registry_names),
         cmocka_unit_test(test_check_endpoint),
         cmocka_unit_test(test_check_tls),
