@@ -10,6 +10,8 @@ extern const sf_component_type sf_transform_processor_type;
 extern const sf_component_type sf_memory_limiter_processor_type;
 extern const sf_component_type sf_otlphttp_exporter_type;
 extern const sf_component_type sf_otlp_grpc_exporter_type;
+extern const sf_component_type sf_file_exporter_type;
+extern const sf_component_type sf_debug_exporter_type;
 
 const sf_component_type *const sf_registry[] = {
     &sf_otlp_receiver_type,
@@ -17,6 +19,8 @@ const sf_component_type *const sf_registry[] = {
     &sf_memory_limiter_processor_type,
     &sf_otlphttp_exporter_type,
     &sf_otlp_grpc_exporter_type,
+    &sf_file_exporter_type,
+    &sf_debug_exporter_type,
     NULL
 };
 
