@@ -104,7 +104,8 @@ static sf_status parse_target(sf_cfg_ctx *ctx, const sf_node *key, const sf_node
     if (t->id == NULL)
         return SF_ENOMEM;
     if (map->kind != SF_NODE_MAP) {
-        sf_cfg_error(ctx, map, NULL, "targets.%s: expected a mapping, got %s", key->text,
+        snprintf(sub, sizeof(sub), "%s", key->text);
+        sf_cfg_error(ctx, map, sub, "expected a mapping, got %s",
                      is_null(map) ? "an empty value" : kind_text(map));
         return SF_CONFIG;
     }
@@ -115,7 +116,7 @@ static sf_status parse_target(sf_cfg_ctx *ctx, const sf_node *key, const sf_node
         char *s = NULL;
         sf_status r = SF_OK;
 
-        snprintf(sub, sizeof(sub), "targets.%s.%s", key->text, k);
+        snprintf(sub, sizeof(sub), "%s.%s", key->text, k);
         for (w = 0; w < sizeof(target_keys) / sizeof(target_keys[0]); w++)
             if (strcmp(k, target_keys[w]) == 0)
                 break;
@@ -178,7 +179,7 @@ static sf_status parse_target(sf_cfg_ctx *ctx, const sf_node *key, const sf_node
     if (t->field == NULL)
         t->field = "level";
     if (t->endpoint == NULL && st == SF_OK) {
-        snprintf(sub, sizeof(sub), "targets.%s", key->text);
+        snprintf(sub, sizeof(sub), "%s", key->text);
         sf_cfg_error(ctx, key, sub, "missing required key 'endpoint'");
         st = SF_CONFIG;
     }
