@@ -411,6 +411,19 @@ static bool metric_value(fx *f, const char *series, uint64_t *v)
     return found;
 }
 
+/* Wait (bounded) until the exporter counted n spans as sent. */
+static void wait_sent(fx *f, uint64_t n)
+{
+    uint64_t sent = 0;
+
+    for (int i = 0; i < 1500 && sent < n; i++) {
+        assert_true(metric_value(f, "otelcol_exporter_sent_spans{exporter=\"otlphttp\"} ", &sent));
+        if (sent < n)
+            usleep(20000);
+    }
+    assert_int_equal(sent, n);
+}
+
 static void test_engine_down_then_back(void **state)
 {
     fx *f = *state;
@@ -527,20 +540,13 @@ static void test_closing_record_counts(void **state)
 
     start(f);
     post_spans(f, 1, false);            /* before the window: not counted */
+    wait_sent(f, 1);
     assert_true(ask(f, "{\"op\":\"set\",\"target\":\"r1\",\"level\":3,\"for_ms\":600000,"
                        "\"reason\":\"counts\"}", msg, sizeof(msg)));
     post_spans(f, 3, false);
     post_spans(f, 2, false);
     post_spans(f, 1, true);
-    for (int i = 0; i < 1500; i++) {    /* exported once the gateway has both */
-        pthread_mutex_lock(&f->eng.mu);
-        int t = f->eng.traces;
-        pthread_mutex_unlock(&f->eng.mu);
-        if (t >= 3)
-            break;
-        usleep(20000);
-    }
-    usleep(100000);
+    wait_sent(f, 6);
     assert_true(ask(f, "{\"op\":\"reset\",\"target\":\"r1\"}", msg, sizeof(msg)));
     read_audit(f, &r);
     assert_int_equal(r.n, 3);

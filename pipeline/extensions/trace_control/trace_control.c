@@ -210,6 +210,7 @@ static sf_status try_reset(tc_ctx *x, tc_window *w)
     st = sf_tc_engine_set(w->target, x->cfg->resting_level, x->cfg->request_timeout, err,
                           sizeof(err));
     if (st == SF_OK) {
+        set_idle(x, w);
         sf_tc_format_time(now_wall(), t0, sizeof(t0));
         snprintf(rec, sizeof(rec),
                  "{\"event\":\"reset\",\"window\":\"%s\",\"target\":\"%s\",\"level\":%" PRId64
@@ -218,7 +219,6 @@ static sf_status try_reset(tc_ctx *x, tc_window *w)
         audit(x, rec);
         sf_info("trace_control: target '%s' is back at level %" PRId64, w->target->id,
                 x->cfg->resting_level);
-        set_idle(x, w);
         return SF_OK;
     }
     sf_count(&sf_component_counters(x->self)->control_failures, 1);
