@@ -138,8 +138,16 @@ sf_status sf_service_create(const sf_config *cfg, sf_diag *diag, sf_service **ou
         const sf_config_component *cc = &cfg->components[i];
         sf_component *c;
 
-        if ((!used_by_traces(cfg, cc) && !listed_extension(cfg, cc)) || cc->type->create == NULL)
+        if (cc->type == NULL || cc->type->create == NULL ||
+            (!used_by_traces(cfg, cc) && !listed_extension(cfg, cc)))
             continue;
+        if ((cc->type->kind == SF_KIND_PROCESSOR || cc->type->kind == SF_KIND_EXPORTER) &&
+            cc->type->consume == NULL) {
+            sf_diag_error(diag, cc->node, NULL, "%s type '%s' cannot be used in a pipeline",
+                          sf_kind_name(cc->type->kind), cc->type->name);
+            st = SF_CONFIG;
+            goto out_destroy;
+        }
         c = &svc->components[svc->n_components++];
         c->type = cc->type;
         c->id = cc->id;
