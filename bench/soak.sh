@@ -34,9 +34,11 @@ sink
 sf_pid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$SF_SOAK_METRICS_PORT/metrics" >/dev/null && break; sleep 0.1; done
 
+client_pids=()
 for c in $(seq "$clients"); do
     "$build/sf_send" --endpoint "127.0.0.1:$SF_SOAK_GRPC_PORT" --spans $spans --rate "$rate" \
         --duration "$secs" --distinct 8 >"$tmp/client$c.out" 2>&1 &
+    client_pids+=($!)
 done
 
 phase=$((secs / 6))
@@ -54,7 +56,7 @@ stop_sink; sink -f 2;            run_phase "failing downstream (503 on every 2nd
 stop_sink;                       run_phase "downstream killed"
 sink;                            run_phase "downstream restarted"
 run_phase "healthy downstream"
-wait $(jobs -p | grep -v -e "^$sf_pid\$" -e "^$sink_pid\$") 2>/dev/null || true
+for p in "${client_pids[@]}"; do wait "$p" || true; done
 
 echo "$(date +%T) clients done; waiting for the queue to drain"
 for _ in $(seq 120); do [ "$(metric spanfence_exporter_queued_spans)" = 0 ] && break; sleep 1; done
