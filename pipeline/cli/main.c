@@ -117,10 +117,12 @@ static sf_policy *load_policy(const char *path)
         fputs("spanfence: out of memory\n", stderr);
         return NULL;
     }
-    if (sf_policy_load(path, diag, &policy) != SF_OK)
+    sf_status st = sf_policy_load(path, diag, &policy);
+
+    sf_diag_print(diag);
+    if (st != SF_OK)
         fprintf(stderr, "spanfence: %s: %zu error%s, policy not valid\n", path,
                 sf_diag_errors(diag), sf_diag_errors(diag) == 1 ? "" : "s");
-    sf_diag_print(diag);
     sf_diag_destroy(diag);
     return policy;
 }
