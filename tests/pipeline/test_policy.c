@@ -199,6 +199,22 @@ static void test_order_does_not_matter(void **state)
     free(c);
 }
 
+/* Other processors may run beside the allowlist (a memory limiter first). */
+static void test_memory_limiter_allowed(void **state)
+{
+    char *a = replace(cvm_text, "processors:\n  transform/allowlist:\n",
+                      "processors:\n  memory_limiter:\n    limit_mib: 512\n"
+                      "  transform/allowlist:\n");
+    char *y = replace(a, "processors: [transform/allowlist]",
+                      "processors: [memory_limiter, transform/allowlist]");
+    want w = { 0 };
+
+    (void)state;
+    assert_check(y, SF_OK, &w);
+    free(a);
+    free(y);
+}
+
 /* ---- one mutation each ----------------------------------------------------------- */
 
 static void test_add_key(void **state)
@@ -749,6 +765,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shipped_config_holds),
         cmocka_unit_test(test_order_does_not_matter),
+        cmocka_unit_test(test_memory_limiter_allowed),
         cmocka_unit_test(test_add_key),
         cmocka_unit_test(test_remove_key),
         cmocka_unit_test(test_remove_key_with_delete_key),
