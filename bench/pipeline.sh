@@ -50,7 +50,7 @@ for r in $(seq "$rounds"); do
     done
     t1=$(date +%s.%N)
     c1=$(cpu_of $sf_pid)
-    sent=$(awk '/spans accepted/{gsub(",","",$5); print $5}' "$tmp/send.out")
+    sent=$(awk '/spans accepted/{gsub(",","",$8); print $8}' "$tmp/send.out")
     awk -v s="$sent" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" 'BEGIN {
         cpu = c1 - c0; wall = t1 - t0;
         printf "%.0f %.0f %.3f\n", s / cpu, s / wall, cpu * 1e6 / s }' >>"$tmp/rates"

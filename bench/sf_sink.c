@@ -1,10 +1,11 @@
 /* bench/sf_sink.c: a minimal OTLP/HTTP destination for benchmarks and soak
  * runs: accepts POST /v1/traces (protobuf, gzip or not), counts requests,
  * bytes and spans (by walking the wire format), answers 200. Optional
- * faults: --fail-every N answers 503 to every Nth request.
+ * faults: -f N answers 503 to every Nth request, -d MS answers each request
+ * MS milliseconds late.
  * GET /stats prints "requests R spans S bytes B failed F".
  *
- *   sf_sink [--port 4319] [--fail-every N]                                 */
+ *   sf_sink [-p 4319] [-f N] [-d MS]                                       */
 #include <getopt.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -12,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include <microhttpd.h>
 #include <zlib.h>
@@ -25,6 +29,7 @@ typedef struct body {
 
 static _Atomic unsigned long n_requests, n_spans, n_bytes, n_failed;
 static long fail_every;
+static long delay_ms;
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char *text)
 {
@@ -102,6 +107,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    if (delay_ms > 0)
+        usleep((useconds_t)delay_ms * 1000);
     unsigned long n = atomic_fetch_add(&n_requests, 1) + 1;
     if (fail_every > 0 && n % (unsigned long)fail_every == 0) {
         atomic_fetch_add(&n_failed, 1);
@@ -133,13 +140,15 @@ int main(int argc, char **argv)
     struct MHD_Daemon *d;
     sigset_t sigs;
 
-    while ((opt = getopt(argc, argv, "p:f:")) != -1) {
+    while ((opt = getopt(argc, argv, "p:f:d:")) != -1) {
         if (opt == 'p')
             port = atoi(optarg);
         else if (opt == 'f')
             fail_every = atol(optarg);
+        else if (opt == 'd')
+            delay_ms = atol(optarg);
         else {
-            fprintf(stderr, "usage: sf_sink [-p port] [-f fail_every]\n");
+            fprintf(stderr, "usage: sf_sink [-p port] [-f fail_every] [-d delay_ms]\n");
             return 2;
         }
     }
@@ -147,8 +156,11 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION,
                          (uint16_t)port, NULL, NULL, on_request, NULL,
+                         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                          MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL, MHD_OPTION_END);
     if (d == NULL) {
         fprintf(stderr, "sf_sink: cannot listen on port %d\n", port);

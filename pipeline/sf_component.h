@@ -95,6 +95,10 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_b
 void sf_component_refuse(sf_component *receiver, sf_transport transport, size_t spans,
                          sf_reason reason);
 
+/* Extensions: the collector-wide totals of every receiver, processor and
+ * exporter right now (all zero when `self` is not part of a service). */
+void sf_component_totals(sf_component *self, sf_totals *out);
+
 /* Receivers: false while the memory limiter asks to refuse new data. */
 bool sf_component_may_accept(const sf_component *receiver);
 

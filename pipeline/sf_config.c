@@ -108,7 +108,7 @@ static const sf_config_row telemetry_rows[] = {
 
 static const sf_config_row service_rows[] = {
     KEEP("pipelines", service_conf, pipelines, "pipelines: receivers -> processors -> exporters"),
-    KEEP("extensions", service_conf, extensions, "extensions to start (none are supported)"),
+    KEEP("extensions", service_conf, extensions, "extensions to start (trace_control)"),
     { .key = "telemetry", .type = SF_CFG_SECTION, .offset = offsetof(service_conf, telemetry),
       .sub = telemetry_rows, .help = "the collector's own metrics and log" },
     { 0 }
@@ -118,7 +118,8 @@ static const sf_config_row top_rows[] = {
     KEEP("receivers", top_conf, receivers, "where spans come in"),
     KEEP("processors", top_conf, processors, "what is done to them"),
     KEEP("exporters", top_conf, exporters, "where they go"),
-    KEEP("extensions", top_conf, extensions, "not supported; accepted and ignored"),
+    KEEP("extensions", top_conf, extensions,
+         "trace_control; other types are accepted and ignored"),
     { .key = "connectors", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
       .help = "connectors are not supported by spanfence" },
     KEEP("service", top_conf, service, "which components run, and the collector's telemetry"),
@@ -221,37 +222,28 @@ static bool subtree_invalid(const sf_node *n)
     return false;
 }
 
-static sf_status load_components(loader *l, sf_kind kind, const sf_node *map)
+/* Decode one component definition into the next slot of cfg->components.
+ * Problems are reported; SF_ENOMEM is the only status that stops the load. */
+static sf_status load_component(loader *l, sf_kind kind, const sf_node *key,
+                                const sf_node *value, const sf_component_type *type)
 {
-    const char *section = plural(kind);
     sf_config *cfg = l->cfg;
+    sf_config_component *c = &cfg->components[cfg->n_components];
+    size_t slot = cfg->n_components;
+    char tname[128];
 
-    if (is_empty(map))
-        return SF_OK;
-    if (map->kind != SF_NODE_MAP) {
-        l->ctx.path = section;
-        sf_cfg_error(&l->ctx, map, NULL, "expected a mapping of %s ids to their settings, got %s",
-                     sf_kind_name(kind), map->kind == SF_NODE_SEQ ? "a list" : "a single value");
-        return SF_CONFIG;
-    }
-    for (size_t i = 0; i < map->n; i++) {
-        const sf_node *key = map->keys[i], *value = map->items[i];
-        sf_config_component *c = &cfg->components[cfg->n_components];
-        const sf_component_type *type = NULL;
-        size_t slot = cfg->n_components;
-        char tname[128];
-
-        l->ctx.path = sf_cfg_path_join(&l->ctx, section, key->text);
-        if (l->ctx.path == NULL)
-            return SF_ENOMEM;
-        l->ctx.node = key;
-        c->id = key->text;
-        c->node = key;
-        l->kinds[slot] = kind;
-        l->keys[slot] = key;
-        cfg->n_components++;
+    l->ctx.path = sf_cfg_path_join(&l->ctx, plural(kind), key->text);
+    if (l->ctx.path == NULL)
+        return SF_ENOMEM;
+    l->ctx.node = key;
+    c->id = key->text;
+    c->node = key;
+    l->kinds[slot] = kind;
+    l->keys[slot] = key;
+    cfg->n_components++;
+    if (type == NULL) {
         if (!split_id(l, key, key->text, sf_kind_name(kind), tname, sizeof(tname)))
-            continue;
+            return SF_OK;
         type = sf_registry_find(kind, tname);
         if (type == NULL) {
             /* Judged once the pipelines are known (check_foreign): fine
@@ -261,26 +253,42 @@ static sf_status load_components(loader *l, sf_kind kind, const sf_node *map)
             if (!l->valid[slot])
                 sf_cfg_error(&l->ctx, value, NULL, "expected a mapping of settings, got %s",
                              value->kind == SF_NODE_SEQ ? "a list" : "a single value");
-            continue;
+            return SF_OK;
         }
-        c->type = type;
-        c->config = sf_cfg_alloc(&l->ctx, type->config_size);
-        if (c->config == NULL)
-            return SF_ENOMEM;
-        size_t errors = sf_diag_errors(l->ctx.diag);
-        sf_status st = sf_cfg_decode(&l->ctx, type->config_map, value, c->config);
-
-        if (st == SF_ENOMEM)
-            return st;
-        if (sf_diag_errors(l->ctx.diag) == errors && type->check && !subtree_invalid(value)) {
-            l->ctx.value = value;
-            st = type->check(&l->ctx, c->config);
-            l->ctx.value = NULL;
-            if (l->ctx.oom)
-                return SF_ENOMEM;
-        }
-        l->valid[slot] = sf_diag_errors(l->ctx.diag) == errors;
     }
+    c->type = type;
+    c->config = sf_cfg_alloc(&l->ctx, type->config_size);
+    if (c->config == NULL)
+        return SF_ENOMEM;
+    size_t errors = sf_diag_errors(l->ctx.diag);
+    sf_status st = sf_cfg_decode(&l->ctx, type->config_map, value, c->config);
+
+    if (st == SF_ENOMEM)
+        return st;
+    if (sf_diag_errors(l->ctx.diag) == errors && type->check && !subtree_invalid(value)) {
+        l->ctx.value = value;
+        st = type->check(&l->ctx, c->config);
+        l->ctx.value = NULL;
+        if (l->ctx.oom)
+            return SF_ENOMEM;
+    }
+    l->valid[slot] = sf_diag_errors(l->ctx.diag) == errors;
+    return SF_OK;
+}
+
+static sf_status load_components(loader *l, sf_kind kind, const sf_node *map)
+{
+    if (is_empty(map))
+        return SF_OK;
+    if (map->kind != SF_NODE_MAP) {
+        l->ctx.path = plural(kind);
+        sf_cfg_error(&l->ctx, map, NULL, "expected a mapping of %s ids to their settings, got %s",
+                     sf_kind_name(kind), map->kind == SF_NODE_SEQ ? "a list" : "a single value");
+        return SF_CONFIG;
+    }
+    for (size_t i = 0; i < map->n; i++)
+        if (load_component(l, kind, map->keys[i], map->items[i], NULL) == SF_ENOMEM)
+            return SF_ENOMEM;
     return SF_OK;
 }
 
@@ -436,9 +444,12 @@ static sf_status load_pipelines(loader *l, const sf_node *service_key, const sf_
     return SF_OK;
 }
 
+/* Extensions of a registered type are decoded like any component and run
+ * when service.extensions lists them; other types (health_check, pprof...)
+ * are accepted with a warning and ignored. */
 static sf_status load_extensions(loader *l, const sf_node *defs, const sf_node *refs)
 {
-    bool *referenced = NULL;
+    size_t *slots = NULL;       /* per definition: its component slot, or SIZE_MAX */
 
     l->ctx.path = "extensions";
     if (!is_empty(defs) && defs->kind != SF_NODE_MAP) {
@@ -448,14 +459,38 @@ static sf_status load_extensions(loader *l, const sf_node *defs, const sf_node *
     if (is_empty(defs))
         defs = NULL;
     if (defs) {
-        referenced = sf_cfg_alloc(&l->ctx, (defs->n ? defs->n : 1) * sizeof(*referenced));
-        if (referenced == NULL)
+        slots = sf_cfg_alloc(&l->ctx, (defs->n ? defs->n : 1) * sizeof(*slots));
+        if (slots == NULL)
+            return SF_ENOMEM;
+    }
+    for (size_t j = 0; defs && j < defs->n; j++) {
+        const sf_node *key = defs->keys[j];
+        const sf_component_type *type;
+        char tname[128];
+
+        slots[j] = SIZE_MAX;
+        l->ctx.path = "extensions";
+        if (!split_id(l, key, key->text, "extension", tname, sizeof(tname))) {
+            slots[j] = SIZE_MAX - 1;        /* reported */
+            continue;
+        }
+        type = sf_registry_find(SF_KIND_EXTENSION, tname);
+        if (type == NULL)
+            continue;
+        slots[j] = l->cfg->n_components;
+        if (load_component(l, SF_KIND_EXTENSION, key, defs->items[j], type) == SF_ENOMEM)
             return SF_ENOMEM;
     }
     l->ctx.path = "service";
     if (!is_empty(refs) && refs->kind != SF_NODE_SEQ) {
         sf_cfg_error(&l->ctx, refs, "extensions", "expected a list of extension ids");
         refs = NULL;
+    }
+    if (!is_empty(refs) && refs->kind == SF_NODE_SEQ) {
+        l->cfg->extensions = sf_cfg_alloc(&l->ctx, (refs->n ? refs->n : 1) *
+                                          sizeof(*l->cfg->extensions));
+        if (l->cfg->extensions == NULL)
+            return SF_ENOMEM;
     }
     for (size_t i = 0; refs && refs->kind == SF_NODE_SEQ && i < refs->n; i++) {
         const sf_node *it = refs->items[i];
@@ -474,17 +509,23 @@ static sf_status load_extensions(loader *l, const sf_node *defs, const sf_node *
             sf_cfg_error(&l->ctx, it, sub, "references undefined extension '%s'", it->text);
             continue;
         }
-        referenced[j] = true;
+        if (slots[j] < SIZE_MAX - 1) {
+            if (l->used[slots[j]]) {
+                sf_cfg_error(&l->ctx, it, sub, "extension '%s' is listed more than once",
+                             it->text);
+                continue;
+            }
+            l->used[slots[j]] = true;
+            l->cfg->extensions[l->cfg->n_extensions++] = &l->cfg->components[slots[j]];
+            continue;
+        }
+        slots[j] = SIZE_MAX - 2;            /* referenced, warned here */
         sf_cfg_warn(&l->ctx, it, sub, "extension '%s' is not supported by spanfence and is ignored",
                     it->text);
     }
     l->ctx.path = "extensions";
     for (size_t j = 0; defs && j < defs->n; j++) {
-        char tname[128];
-
-        if (!split_id(l, defs->keys[j], defs->keys[j]->text, "extension", tname, sizeof(tname)))
-            continue;
-        if (!referenced[j])
+        if (slots[j] == SIZE_MAX)
             sf_cfg_warn(&l->ctx, defs->keys[j], defs->keys[j]->text,
                         "extension '%s' is not supported by spanfence and is ignored",
                         defs->keys[j]->text);
@@ -556,8 +597,14 @@ static void warn_unused(loader *l)
         l->ctx.path = sf_cfg_path_join(&l->ctx, plural(l->kinds[i]), l->cfg->components[i].id);
         if (l->ctx.path == NULL)
             return;
-        sf_cfg_warn(&l->ctx, l->keys[i], NULL, "%s '%s' is defined but not used in any pipeline",
-                    sf_kind_name(l->kinds[i]), l->cfg->components[i].id);
+        if (l->kinds[i] == SF_KIND_EXTENSION)
+            sf_cfg_warn(&l->ctx, l->keys[i], NULL,
+                        "extension '%s' is defined but not listed in service.extensions",
+                        l->cfg->components[i].id);
+        else
+            sf_cfg_warn(&l->ctx, l->keys[i], NULL,
+                        "%s '%s' is defined but not used in any pipeline",
+                        sf_kind_name(l->kinds[i]), l->cfg->components[i].id);
     }
 }
 
@@ -607,7 +654,8 @@ static sf_status load_tree(loader *l)
     st = sf_cfg_decode(&l->ctx, top_rows, l->root, &top);
     if (st == SF_ENOMEM)
         return st;
-    l->cap = map_size(top.receivers) + map_size(top.processors) + map_size(top.exporters);
+    l->cap = map_size(top.receivers) + map_size(top.processors) + map_size(top.exporters) +
+             map_size(top.extensions);
     cfg->components = sf_cfg_alloc(&l->ctx, (l->cap ? l->cap : 1) * sizeof(*cfg->components));
     l->kinds = sf_cfg_alloc(&l->ctx, (l->cap ? l->cap : 1) * sizeof(*l->kinds));
     l->keys = sf_cfg_alloc(&l->ctx, (l->cap ? l->cap : 1) * sizeof(*l->keys));

@@ -187,6 +187,8 @@ typedef struct sf_config {
     sf_config_component *components;
     size_t n_pipelines;
     sf_config_pipeline *pipelines;
+    size_t n_extensions;                       /* service.extensions of registered types, */
+    sf_config_component **extensions;          /* in the listed order (also in components) */
     char *metrics_address;                     /* service.telemetry.metrics.address, or NULL */
     int log_level;                             /* service.telemetry.logs.level (sf_log_level) */
 } sf_config;

@@ -50,7 +50,21 @@ typedef struct sf_counters {
     _Atomic int64_t queue_size;                   /* otelcol_exporter_queue_size (batches) */
     _Atomic int64_t queue_capacity;               /* otelcol_exporter_queue_capacity */
     _Atomic int64_t queued_spans;                 /* spanfence_exporter_queued_spans (incl. in flight) */
+    /* extensions (trace_control) */
+    _Atomic uint64_t control_failures;            /* spanfence_trace_control_engine_failures */
+    _Atomic int64_t open_windows;                 /* spanfence_trace_control_open_windows */
 } sf_counters;
+
+/* Collector-wide sums of every receiver's and exporter's counters at one
+ * moment (sf_service_totals); extensions take differences over time. */
+typedef struct sf_totals {
+    uint64_t accepted;                            /* receivers: accepted spans */
+    uint64_t refused[SF_REASON_COUNT];            /* receivers: refused spans by reason */
+    uint64_t dropped[SF_REASON_COUNT];            /* processors: dropped spans by reason */
+    uint64_t exported;                            /* exporters: sent spans */
+    uint64_t send_failed[SF_REASON_COUNT];        /* exporters: given up on, by reason */
+    uint64_t enqueue_failed;                      /* exporters: refused by a full queue */
+} sf_totals;
 
 static inline void sf_count(_Atomic uint64_t *c, uint64_t n)
 {

@@ -2,8 +2,9 @@
  * receiver's batch through its pipelines, and owns start/stop ordering.
  *
  * DESIGN
- * - Only components used by a traces pipeline are instantiated; metrics and
- *   logs pipelines are validated but not run (spanfence is traces only).
+ * - Only components used by a traces pipeline are instantiated, plus the
+ *   extensions listed in service.extensions; metrics and logs pipelines are
+ *   validated but not run (spanfence is traces only).
  * - The data path is synchronous: a receiver thread calls
  *   sf_component_emit(), which runs the processors in order on the batch
  *   (in place, in the receiver's arena) and hands the packed result to each
@@ -63,6 +64,14 @@ static bool used_by_traces(const sf_config *cfg, const sf_config_component *cc)
             if (pl->exporters[i] == cc)
                 return true;
     }
+    return false;
+}
+
+static bool listed_extension(const sf_config *cfg, const sf_config_component *cc)
+{
+    for (size_t i = 0; i < cfg->n_extensions; i++)
+        if (cfg->extensions[i] == cc)
+            return true;
     return false;
 }
 
@@ -129,7 +138,7 @@ sf_status sf_service_create(const sf_config *cfg, sf_diag *diag, sf_service **ou
         const sf_config_component *cc = &cfg->components[i];
         sf_component *c;
 
-        if (!used_by_traces(cfg, cc) || cc->type->create == NULL)
+        if ((!used_by_traces(cfg, cc) && !listed_extension(cfg, cc)) || cc->type->create == NULL)
             continue;
         c = &svc->components[svc->n_components++];
         c->type = cc->type;
@@ -190,7 +199,8 @@ static void shutdown_kind(sf_service *svc, sf_kind kind)
 
 sf_status sf_service_start(sf_service *svc)
 {
-    static const sf_kind order[] = { SF_KIND_EXPORTER, SF_KIND_PROCESSOR, SF_KIND_RECEIVER };
+    static const sf_kind order[] = { SF_KIND_EXTENSION, SF_KIND_EXPORTER, SF_KIND_PROCESSOR,
+                                     SF_KIND_RECEIVER };
     sf_status st;
     size_t k;
 
@@ -223,6 +233,10 @@ void sf_service_shutdown(sf_service *svc)
         return;
     svc->started = false;
     shutdown_kind(svc, SF_KIND_RECEIVER);
+    /* Extensions before exporters: trace_control's closing records then
+     * still see live exporter counters, and its window resets happen
+     * whatever the exporters' drain takes. */
+    shutdown_kind(svc, SF_KIND_EXTENSION);
     shutdown_kind(svc, SF_KIND_PROCESSOR);
     shutdown_kind(svc, SF_KIND_EXPORTER);
     /* The metrics endpoint stays up until here so the final counts can be
@@ -373,6 +387,41 @@ bool sf_component_may_accept(const sf_component *receiver)
     return !sf_alloc_under_pressure();
 }
 
+void sf_service_totals(const sf_service *svc, sf_totals *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; svc != NULL && i < svc->n_components; i++) {
+        sf_component *c = &svc->components[i];
+
+        switch (c->type->kind) {
+        case SF_KIND_RECEIVER:
+            for (int t = 0; t < SF_TRANSPORT_COUNT; t++) {
+                out->accepted += sf_counter_get(&c->transport[t].accepted_spans);
+                for (int r = 0; r < SF_REASON_COUNT; r++)
+                    out->refused[r] += sf_counter_get(&c->transport[t].refused_spans[r]);
+            }
+            break;
+        case SF_KIND_PROCESSOR:
+            for (int r = 0; r < SF_REASON_COUNT; r++)
+                out->dropped[r] += sf_counter_get(&c->counters.dropped_spans[r]);
+            break;
+        case SF_KIND_EXPORTER:
+            out->exported += sf_counter_get(&c->counters.sent_spans);
+            out->enqueue_failed += sf_counter_get(&c->counters.enqueue_failed_spans);
+            for (int r = 0; r < SF_REASON_COUNT; r++)
+                out->send_failed[r] += sf_counter_get(&c->counters.send_failed_spans[r]);
+            break;
+        case SF_KIND_EXTENSION:
+            break;
+        }
+    }
+}
+
+void sf_component_totals(sf_component *self, sf_totals *out)
+{
+    sf_service_totals(self->service, out);
+}
+
 /* ---- self-metrics ------------------------------------------------------------ */
 
 typedef struct sf_text {
@@ -435,6 +484,8 @@ static uint64_t get_retries(sf_counters *c, int r) { (void)r; return sf_counter_
 static uint64_t get_qsize(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queue_size); }
 static uint64_t get_qcap(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queue_capacity); }
 static uint64_t get_queued(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queued_spans); }
+static uint64_t get_ctlfail(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->control_failures); }
+static uint64_t get_windows(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->open_windows); }
 
 typedef struct metric_def {
     sf_kind kind;
@@ -474,6 +525,10 @@ static const metric_def metric_defs[] = {
       "Capacity of the sending queue, in batches." },
     { SF_KIND_EXPORTER, "spanfence_exporter_queued_spans", "gauge", false, get_queued,
       "Spans accepted and not yet sent or failed (waiting, in flight or in backoff)." },
+    { SF_KIND_EXTENSION, "spanfence_trace_control_engine_failures", "counter", false, get_ctlfail,
+      "Trace-level requests an engine did not take (each is retried with backoff)." },
+    { SF_KIND_EXTENSION, "spanfence_trace_control_open_windows", "gauge", false, get_windows,
+      "Trace-level windows open or waiting for their engine to be reset." },
 };
 
 static void render_series(sf_text *t, const metric_def *m, const char *labels,
@@ -513,8 +568,7 @@ sf_status sf_service_render_metrics(sf_service *svc, char **out, size_t *out_len
                     render_series(&t, m, labels, &c->transport[tr]);
                 }
             } else {
-                snprintf(labels, sizeof(labels), "%s=\"%s\"",
-                         m->kind == SF_KIND_PROCESSOR ? "processor" : "exporter", c->id);
+                snprintf(labels, sizeof(labels), "%s=\"%s\"", sf_kind_name(m->kind), c->id);
                 render_series(&t, m, labels, &c->counters);
             }
         }

@@ -5,7 +5,9 @@
  * gRPC status it got back.
  *
  *   sf_send [--endpoint 127.0.0.1:4317] [--spans 512] [--requests 10]
- *           [--threads 1] [--gzip] [--distinct 16]                      */
+ *           [--threads 1] [--gzip] [--distinct 16] [--rate R] [--duration S]
+ * With --duration, each thread sends for S seconds (at --rate requests per
+ * second when given) instead of a fixed number of requests. */
 #include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -24,6 +26,8 @@
 typedef struct opts {
     const char *endpoint;
     long spans, requests, threads, distinct;
+    double rate;                /* requests per second per thread; 0 = as fast as possible */
+    double duration;            /* seconds; 0 = stop after --requests */
     bool gzip;
 } opts;
 
@@ -33,6 +37,7 @@ typedef struct thread_ctx {
     pthread_t tid;
     long status_counts[17];
     long ok_spans;
+    long sent_requests;
 } thread_ctx;
 
 static grpc_status_code export_once(grpc_channel *ch, grpc_completion_queue *cq,
@@ -112,7 +117,21 @@ static void *sender(void *arg)
         grpc_slice_unref(s);
         sf_free(data);
     }
-    for (long r = 0; r < o->requests; r++) {
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (long r = 0; o->duration > 0 || r < o->requests; r++) {
+        double elapsed;
+
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        elapsed = (double)(now.tv_sec - start.tv_sec) + (double)(now.tv_nsec - start.tv_nsec) / 1e9;
+        if (o->duration > 0 && elapsed >= o->duration)
+            break;
+        if (o->rate > 0 && (double)r / o->rate > elapsed) {
+            double wait = (double)r / o->rate - elapsed;
+            struct timespec ts = { (time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9) };
+            nanosleep(&ts, NULL);
+        }
+        t->sent_requests++;
         /* A byte buffer's slices are moved out when it is sent: send a copy
          * (a ref-counted slice copy, not the bytes). */
         grpc_byte_buffer *copy = grpc_byte_buffer_copy(bufs[r % o->distinct]);
@@ -148,17 +167,18 @@ int main(int argc, char **argv)
         { "endpoint", required_argument, NULL, 'e' }, { "spans", required_argument, NULL, 's' },
         { "requests", required_argument, NULL, 'n' }, { "threads", required_argument, NULL, 't' },
         { "distinct", required_argument, NULL, 'd' }, { "gzip", no_argument, NULL, 'z' },
+        { "rate", required_argument, NULL, 'r' }, { "duration", required_argument, NULL, 'D' },
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
     };
     opts o = { .endpoint = "127.0.0.1:4317", .spans = 512, .requests = 10, .threads = 1,
                .distinct = 16 };
     thread_ctx *ts;
-    long counts[17] = { 0 }, ok_spans = 0, total = 0;
+    long counts[17] = { 0 }, ok_spans = 0, total = 0, sent = 0;
     struct timespec t0, t1;
     double secs;
     int opt;
 
-    while ((opt = getopt_long(argc, argv, "e:s:n:t:d:zh", lopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "e:s:n:t:d:zr:D:h", lopts, NULL)) != -1) {
         switch (opt) {
         case 'e': o.endpoint = optarg; break;
         case 's': o.spans = atol(optarg); break;
@@ -166,10 +186,12 @@ int main(int argc, char **argv)
         case 't': o.threads = atol(optarg); break;
         case 'd': o.distinct = atol(optarg); break;
         case 'z': o.gzip = true; break;
+        case 'r': o.rate = atof(optarg); break;
+        case 'D': o.duration = atof(optarg); break;
         default:
             fprintf(opt == 'h' ? stdout : stderr,
                     "usage: sf_send [--endpoint HOST:PORT] [--spans N] [--requests N] "
-                    "[--threads N] [--distinct N] [--gzip]\n");
+                    "[--threads N] [--distinct N] [--gzip] [--rate R] [--duration S]\n");
             return opt == 'h' ? 0 : 2;
         }
     }
@@ -190,11 +212,12 @@ int main(int argc, char **argv)
         for (int c = 0; c < 17; c++)
             counts[c] += ts[i].status_counts[c];
         ok_spans += ts[i].ok_spans;
+        sent += ts[i].sent_requests;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    printf("requests: %ld, spans accepted: %ld, seconds: %.3f, spans/s: %.0f\n",
-           o.requests * o.threads, ok_spans, secs, secs > 0 ? (double)ok_spans / secs : 0.0);
+    printf("requests: %ld, spans sent: %ld, spans accepted: %ld, seconds: %.3f, spans/s: %.0f\n",
+           sent, sent * o.spans, ok_spans, secs, secs > 0 ? (double)ok_spans / secs : 0.0);
     for (int c = 0; c < 17; c++) {
         if (counts[c]) {
             printf("  %s: %ld\n", code_names[c], counts[c]);

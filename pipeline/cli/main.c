@@ -1,5 +1,5 @@
 /* pipeline/cli/main.c: the spanfence command: runs the collector, or one of
- * its subcommands (validate). Signals are blocked before any thread exists
+ * its subcommands (validate; trace-level, in trace_level.c). Signals are blocked before any thread exists
  * (gRPC starts several) and taken in one place, the main thread's sigwait. */
 #include <getopt.h>
 #include <signal.h>
@@ -18,11 +18,14 @@
 
 enum { EXIT_OK = 0, EXIT_INVALID = 1, EXIT_USAGE = 2 };
 
+int sf_cli_trace_level(int argc, char **argv);   /* trace_level.c */
+
 static void usage(FILE *f)
 {
     fputs("usage: spanfence [--config FILE] [--policy FILE]          run the collector\n"
           "       spanfence validate --config FILE [--policy FILE]   check a config and exit\n"
-          "       spanfence --help-config             list every component's keys\n"
+          "       spanfence --help-config                            list every component's keys\n"
+          "       spanfence trace-level set|status|reset ...         trace-level windows (--help)\n"
           "       spanfence --help | --version\n"
           "\n"
           "options:\n"
@@ -178,6 +181,8 @@ int main(int argc, char **argv)
     sf_service *svc;
     int rc, sig;
 
+    if (argc > 1 && strcmp(argv[1], "trace-level") == 0)
+        return sf_cli_trace_level(argc - 1, argv + 1);
     rc = parse_args(argc, argv, &c);
     if (rc >= 0)
         return rc;

@@ -366,16 +366,16 @@ static void test_exporter_in_metrics_pipeline(void **state)
                       "      exporters: [otlphttp/gateway]\n"
                       "    metrics:\n"
                       "      receivers: [prometheus]\n"
-                      "      exporters: [debug, otlphttp/gateway]\n");
-    char *z = replace(y, "\nservice:\n", "  debug:\n\nservice:\n");
+                      "      exporters: [kafka, otlphttp/gateway]\n");
+    char *z = replace(y, "\nservice:\n", "  kafka:\n\nservice:\n");
     int l = line_of(z, "metrics:\n      receivers");
     want w = { 0 };
 
     (void)state;
     expect(&w, CVM ":%d:3: receivers.prometheus: warning: receiver 'prometheus' is not run by "
            "spanfence", line_of(z, "prometheus:"));
-    expect(&w, CVM ":%d:3: exporters.debug: warning: exporter 'debug' is not run by spanfence",
-           line_of(z, "debug:"));
+    expect(&w, CVM ":%d:3: exporters.kafka: warning: exporter 'kafka' is not run by spanfence",
+           line_of(z, "kafka:"));
     expect(&w, CVM ":%d:5: service.pipelines.metrics: warning: pipeline 'metrics' is not run by "
            "spanfence (traces only)", l);
     expect(&w, P "service.pipelines.metrics: uses exporter 'otlphttp/gateway', which the policy "
@@ -522,8 +522,8 @@ static void test_foreign_receiver_all_interfaces(void **state)
                       "  zipkin:\n    endpoint: :9411\n\nprocessors:\n");
     char *y = replace(a, "      exporters: [otlphttp/gateway]\n",
                       "      exporters: [otlphttp/gateway]\n"
-                      "    logs:\n      receivers: [otlp]\n      exporters: [debug]\n");
-    char *z = replace(y, "\nservice:\n", "  debug:\n\nservice:\n");
+                      "    logs:\n      receivers: [otlp]\n      exporters: [kafka]\n");
+    char *z = replace(y, "\nservice:\n", "  kafka:\n\nservice:\n");
     want w = { 0 };
 
     (void)state;
@@ -531,8 +531,8 @@ static void test_foreign_receiver_all_interfaces(void **state)
            line_of(z, "zipkin:"));
     expect(&w, P "receivers.zipkin.endpoint: ':9411' is not a loopback address: the policy "
            "allows loopback only", line_of(z, ":9411"), 15);
-    expect(&w, CVM ":%d:3: exporters.debug: warning: exporter 'debug' is not run by spanfence",
-           line_of(z, "debug:"));
+    expect(&w, CVM ":%d:3: exporters.kafka: warning: exporter 'kafka' is not run by spanfence",
+           line_of(z, "kafka:"));
     expect(&w, CVM ":%d:5: service.pipelines.logs: warning: pipeline 'logs' is not run by "
            "spanfence (traces only)", line_of(z, "logs:"));
     assert_check(z, SF_CONFIG, &w);

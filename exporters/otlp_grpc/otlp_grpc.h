@@ -1,0 +1,34 @@
+/* exporters/otlp_grpc/otlp_grpc.h: the `otlp` (OTLP/gRPC) exporter's config:
+ * its struct, its config map and its cross-field check. */
+#ifndef SF_EXPORTERS_OTLP_GRPC_H
+#define SF_EXPORTERS_OTLP_GRPC_H
+
+#include "sf_component.h"
+#include "sf_sender.h"
+
+enum { SF_OTLP_COMPRESSION_GZIP = 0, SF_OTLP_COMPRESSION_NONE = 1 };
+
+typedef struct sf_otlp_tls_config {
+    bool present;
+    bool insecure;                  /* plaintext h2c: no TLS at all */
+    char *ca_file;                  /* PEM roots; NULL: gRPC's default roots */
+    char *cert_file;                /* client certificate (mTLS), with key_file */
+    char *key_file;
+} sf_otlp_tls_config;
+
+typedef struct sf_otlp_exporter_config {
+    char *endpoint;                 /* host:port or dns:///host:port */
+    sf_otlp_tls_config tls;
+    sf_strmap headers;              /* gRPC metadata; values may be secrets: never logged */
+    int compression;                /* SF_OTLP_COMPRESSION_* */
+    int64_t timeout;                /* ms, deadline of one Export call */
+    sf_queue_config sending_queue;
+    sf_retry_config retry_on_failure;
+} sf_otlp_exporter_config;
+
+extern const sf_config_row sf_otlp_exporter_config_map[];
+/* The check() of the type: endpoint form, TLS files readable and paired,
+ * metadata keys and values gRPC accepts. Reports through `ctx`. */
+sf_status sf_otlp_exporter_check(sf_cfg_ctx *ctx, void *config);
+
+#endif

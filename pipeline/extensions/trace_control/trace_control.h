@@ -1,0 +1,119 @@
+/* pipeline/extensions/trace_control/trace_control.h: the `trace_control`
+ * extension (operator trace-level windows on LLM engines) as the rest of
+ * spanfence sees it: its config, and the pieces `spanfence trace-level`
+ * shares with the collector (checks, audit records, the engine request,
+ * the control-socket client and a tiny strict JSON reader).
+ *
+ * Protocol on the control socket (AF_UNIX, SOCK_STREAM, one request per
+ * connection, one JSON object per line each way):
+ *   {"op":"set","target":"r1","level":3,"for_ms":600000,"reason":"..."}
+ *   {"op":"reset","target":"r1"}
+ *   {"op":"status"}
+ * answered by {"ok":true|false,"message":"...",...}. */
+#ifndef SF_TRACE_CONTROL_H
+#define SF_TRACE_CONTROL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sf_component.h"
+
+enum { SF_TC_GET = 0, SF_TC_POST, SF_TC_PUT };
+enum { SF_TC_QUERY = 0, SF_TC_JSON };
+
+#define SF_TC_MAX_REASON 256
+#define SF_TC_MAX_REQUEST 4096
+
+typedef struct sf_tc_target {
+    char *id;                   /* replica id: "r1" */
+    char *endpoint;             /* the engine's trace-level URL */
+    int method;                 /* SF_TC_GET/POST/PUT */
+    int level_in;               /* SF_TC_QUERY: ?field=N; SF_TC_JSON: {"field":N} */
+    char *field;                /* query parameter or JSON field name */
+    sf_strmap match;            /* resource attributes of the engine's spans (documentation;
+                                   per-engine span counts are not kept) */
+} sf_tc_target;
+
+typedef struct sf_tc_targets {
+    size_t n;
+    sf_tc_target *v;
+} sf_tc_targets;
+
+typedef struct sf_tc_levels {
+    size_t n;
+    int64_t *v;
+} sf_tc_levels;
+
+typedef struct sf_tc_retry {
+    bool present;
+    int64_t initial_interval;   /* ms */
+    int64_t max_interval;       /* ms */
+} sf_tc_retry;
+
+typedef struct sf_tc_config {
+    char *socket;               /* control socket path */
+    char *socket_group;         /* group allowed to use it (mode 0660), or NULL: 0600 */
+    char *audit_log;            /* append-only JSON lines */
+    sf_tc_levels levels;        /* allowed levels */
+    int64_t resting_level;
+    int64_t max_window;         /* ms */
+    int64_t request_timeout;    /* ms, one engine request */
+    int64_t shutdown_timeout;   /* ms spent resetting open windows at shutdown */
+    sf_tc_retry retry;
+    sf_tc_targets targets;
+} sf_tc_config;
+
+extern const sf_config_row sf_tc_config_map[];
+sf_status sf_tc_check(sf_cfg_ctx *ctx, void *config);
+extern const sf_component_type sf_trace_control_extension_type;
+
+/* The trace_control config of a loaded config (the first extension of that
+ * type listed in service.extensions, else the first defined), or NULL. */
+const sf_tc_config *sf_tc_config_of(const sf_config *cfg);
+
+/* The target named `id`, or NULL. */
+const sf_tc_target *sf_tc_find_target(const sf_tc_config *c, const char *id);
+
+/* Check a set request against the config: target known, level allowed and
+ * not the resting level, 0 < for_ms <= max_window. SF_OK, or SF_INVALID
+ * with the reason in err (lowercase, subjects quoted). */
+sf_status sf_tc_check_set(const sf_tc_config *c, const char *target, int64_t level,
+                          int64_t for_ms, char *err, size_t err_size);
+
+/* Append one record (a JSON object, no newline) to the audit log `path`
+ * (created 0600), then fsync. SF_IO on failure. */
+sf_status sf_tc_audit_append(const char *path, const char *record);
+
+/* Ask the engine of `t` to use `level` (libcurl, bounded by timeout_ms).
+ * SF_OK on a 2xx answer; SF_RETRY when the engine did not answer or said
+ * 5xx/429; SF_PERMANENT otherwise. err says what happened. */
+sf_status sf_tc_engine_set(const sf_tc_target *t, int64_t level, int64_t timeout_ms, char *err,
+                           size_t err_size);
+
+/* Send one request line to the control socket and read the answer line
+ * (sf_malloc'd into *reply). SF_IO when the socket cannot be reached. */
+sf_status sf_tc_client_request(const char *socket_path, const char *request, char **reply,
+                               char *err, size_t err_size);
+
+/* ---- a tiny strict JSON reader for one flat object ----------------------- */
+
+/* Whether json[0..len) is exactly one well-formed JSON object (optionally
+ * followed by whitespace), nested no deeper than 8. */
+bool sf_tc_json_valid(const char *json, size_t len);
+/* A top-level string member, unescaped into out. SF_OK; SF_INVALID when
+ * absent, not a string, or longer than out_size - 1. */
+sf_status sf_tc_json_str(const char *json, size_t len, const char *key, char *out,
+                         size_t out_size);
+/* A top-level integer member. SF_OK; SF_INVALID when absent or not an integer. */
+sf_status sf_tc_json_int(const char *json, size_t len, const char *key, int64_t *out);
+/* A top-level true/false member. SF_OK; SF_INVALID when absent or not a boolean. */
+sf_status sf_tc_json_bool(const char *json, size_t len, const char *key, bool *out);
+/* Escape `in` as the inside of a JSON string into out (always terminated;
+ * false when it did not fit). */
+bool sf_tc_json_escape(const char *in, char *out, size_t out_size);
+
+/* "2026-11-30T04:50:54.123Z" for a CLOCK_REALTIME time in ms. */
+void sf_tc_format_time(int64_t epoch_ms, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,390 @@
+/* pipeline/extensions/trace_control/trace_control_config.c: the
+ * `trace_control` extension's config map (targets, allowed levels, resting
+ * level, longest window, audit log, control socket), its cross-field
+ * checks, and the set-request check the collector and the CLI share. */
+#include "trace_control.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const sf_config_row retry_rows[] = {
+    { .key = "initial_interval", .type = SF_CFG_DURATION, .def = "1s",
+      .offset = offsetof(sf_tc_retry, initial_interval), .min = 1, .max = 3600000,
+      .help = "first wait before asking an engine that did not answer again" },
+    { .key = "max_interval", .type = SF_CFG_DURATION, .def = "30s",
+      .offset = offsetof(sf_tc_retry, max_interval), .min = 1, .max = 3600000,
+      .help = "longest wait between attempts (the wait doubles up to it); never gives up" },
+    { 0 }
+};
+
+static bool is_null(const sf_node *n)
+{
+    return n == NULL || (n->kind == SF_NODE_SCALAR && n->is_null);
+}
+
+static const char *kind_text(const sf_node *n)
+{
+    return n->kind == SF_NODE_MAP ? "a mapping" : n->kind == SF_NODE_SEQ ? "a list" : "a value";
+}
+
+static bool parse_i64(const char *s, int64_t *out)
+{
+    char *end;
+    long long v;
+
+    if (*s == '\0')
+        return false;
+    v = strtoll(s, &end, 10);
+    if (*end != '\0')
+        return false;
+    *out = v;
+    return true;
+}
+
+static sf_status parse_levels(sf_cfg_ctx *ctx, const sf_node *node, void *field)
+{
+    sf_tc_levels *lv = field;
+    sf_status st = SF_OK;
+
+    if (is_null(node))
+        return SF_OK;
+    if (node->kind != SF_NODE_SEQ) {
+        sf_cfg_error(ctx, node, NULL, "expected a list of integers, got %s", kind_text(node));
+        return SF_CONFIG;
+    }
+    lv->v = sf_cfg_alloc(ctx, (node->n ? node->n : 1) * sizeof(*lv->v));
+    if (lv->v == NULL)
+        return SF_ENOMEM;
+    for (size_t i = 0; i < node->n; i++) {
+        const sf_node *it = node->items[i];
+        char sub[32];
+        int64_t v;
+
+        snprintf(sub, sizeof(sub), "[%zu]", i);
+        if (it->kind != SF_NODE_SCALAR || !it->plain || !parse_i64(it->text, &v) || v < 0 ||
+            v > 1000) {
+            sf_cfg_error(ctx, it, sub, "invalid level '%s' (expected an integer 0 to 1000)",
+                         it->kind == SF_NODE_SCALAR ? it->text : "");
+            st = SF_CONFIG;
+            continue;
+        }
+        for (size_t j = 0; j < lv->n; j++)
+            if (lv->v[j] == v) {
+                sf_cfg_error(ctx, it, sub, "level %" PRId64 " is listed more than once", v);
+                st = SF_CONFIG;
+            }
+        lv->v[lv->n++] = v;
+    }
+    return st;
+}
+
+static const char *const target_keys[] = { "endpoint", "method", "level_in", "field", "match" };
+
+static sf_status scalar_of(sf_cfg_ctx *ctx, const sf_node *v, const char *sub, char **out)
+{
+    if (v->kind != SF_NODE_SCALAR || v->is_null) {
+        sf_cfg_error(ctx, v, sub, "expected a string, got %s",
+                     v->kind == SF_NODE_SCALAR ? "an empty value" : kind_text(v));
+        return SF_CONFIG;
+    }
+    *out = sf_cfg_strdup(ctx, v->text, v->len);
+    return *out ? SF_OK : SF_ENOMEM;
+}
+
+static sf_status parse_target(sf_cfg_ctx *ctx, const sf_node *key, const sf_node *map,
+                              sf_tc_target *t)
+{
+    sf_status st = SF_OK;
+    char sub[192];
+
+    t->id = sf_cfg_strdup(ctx, key->text, key->len);
+    if (t->id == NULL)
+        return SF_ENOMEM;
+    if (map->kind != SF_NODE_MAP) {
+        snprintf(sub, sizeof(sub), "%s", key->text);
+        sf_cfg_error(ctx, map, sub, "expected a mapping, got %s",
+                     is_null(map) ? "an empty value" : kind_text(map));
+        return SF_CONFIG;
+    }
+    for (size_t i = 0; i < map->n; i++) {
+        const char *k = map->keys[i]->text;
+        const sf_node *v = map->items[i];
+        size_t w;
+        char *s = NULL;
+        sf_status r = SF_OK;
+
+        snprintf(sub, sizeof(sub), "%s.%s", key->text, k);
+        for (w = 0; w < sizeof(target_keys) / sizeof(target_keys[0]); w++)
+            if (strcmp(k, target_keys[w]) == 0)
+                break;
+        switch (w) {
+        case 0:
+            r = scalar_of(ctx, v, sub, &t->endpoint);
+            break;
+        case 1:
+        case 2:
+            r = scalar_of(ctx, v, sub, &s);
+            if (r != SF_OK)
+                break;
+            if (w == 1 && strcasecmp(s, "GET") == 0)
+                t->method = SF_TC_GET;
+            else if (w == 1 && strcasecmp(s, "POST") == 0)
+                t->method = SF_TC_POST;
+            else if (w == 1 && strcasecmp(s, "PUT") == 0)
+                t->method = SF_TC_PUT;
+            else if (w == 2 && strcmp(s, "query") == 0)
+                t->level_in = SF_TC_QUERY;
+            else if (w == 2 && strcmp(s, "json") == 0)
+                t->level_in = SF_TC_JSON;
+            else {
+                sf_cfg_error(ctx, v, sub, "invalid value '%s' (expected one of %s)", s,
+                             w == 1 ? "GET, POST, PUT" : "query, json");
+                r = SF_CONFIG;
+            }
+            break;
+        case 3:
+            r = scalar_of(ctx, v, sub, &t->field);
+            break;
+        case 4:
+            if (v->kind != SF_NODE_MAP || v->n == 0) {
+                sf_cfg_error(ctx, v, sub, "expected a mapping of resource attributes to values");
+                r = SF_CONFIG;
+                break;
+            }
+            t->match.keys = sf_cfg_alloc(ctx, v->n * sizeof(char *));
+            t->match.values = sf_cfg_alloc(ctx, v->n * sizeof(char *));
+            if (t->match.keys == NULL || t->match.values == NULL)
+                return SF_ENOMEM;
+            for (size_t j = 0; j < v->n; j++) {
+                t->match.keys[j] = v->keys[j]->text;
+                r = scalar_of(ctx, v->items[j], sub, &t->match.values[j]);
+                if (r != SF_OK)
+                    break;
+                t->match.n++;
+            }
+            break;
+        default:
+            sf_cfg_error(ctx, map->keys[i], sub,
+                         "unknown key '%s' (expected endpoint, method, level_in, field, match)", k);
+            r = SF_CONFIG;
+        }
+        if (r == SF_ENOMEM)
+            return r;
+        if (r != SF_OK)
+            st = r;
+    }
+    if (t->field == NULL)
+        t->field = "level";
+    if (t->endpoint == NULL && st == SF_OK) {
+        snprintf(sub, sizeof(sub), "%s", key->text);
+        sf_cfg_error(ctx, key, sub, "missing required key 'endpoint'");
+        st = SF_CONFIG;
+    }
+    return st;
+}
+
+static sf_status parse_targets(sf_cfg_ctx *ctx, const sf_node *node, void *field)
+{
+    sf_tc_targets *tg = field;
+    sf_status st = SF_OK;
+
+    if (is_null(node))
+        return SF_OK;
+    if (node->kind != SF_NODE_MAP) {
+        sf_cfg_error(ctx, node, NULL, "expected a mapping of replica ids to engines, got %s",
+                     kind_text(node));
+        return SF_CONFIG;
+    }
+    tg->v = sf_cfg_alloc(ctx, (node->n ? node->n : 1) * sizeof(*tg->v));
+    if (tg->v == NULL)
+        return SF_ENOMEM;
+    memset(tg->v, 0, (node->n ? node->n : 1) * sizeof(*tg->v));
+    for (size_t i = 0; i < node->n; i++) {
+        sf_status r = parse_target(ctx, node->keys[i], node->items[i], &tg->v[tg->n++]);
+        if (r == SF_ENOMEM)
+            return r;
+        if (r != SF_OK)
+            st = r;
+    }
+    return st;
+}
+
+const sf_config_row sf_tc_config_map[] = {
+    { .key = "socket", .type = SF_CFG_STR, .offset = offsetof(sf_tc_config, socket),
+      .help = "path of the control socket (its file permissions are the access control)" },
+    { .key = "socket_group", .type = SF_CFG_STR, .offset = offsetof(sf_tc_config, socket_group),
+      .help = "group allowed to use the socket (mode 0660); unset: owner only (0600)" },
+    { .key = "audit_log", .type = SF_CFG_STR, .offset = offsetof(sf_tc_config, audit_log),
+      .help = "append-only audit log, one JSON record per line (0600)" },
+    { .key = "levels", .type = SF_CFG_CUSTOM, .offset = offsetof(sf_tc_config, levels),
+      .parse = parse_levels, .help = "trace levels an operator may set, e.g. [0, 3]" },
+    { .key = "resting_level", .type = SF_CFG_INT, .def = "0",
+      .offset = offsetof(sf_tc_config, resting_level), .min = 0, .max = 1000,
+      .help = "level every engine goes back to when a window ends" },
+    { .key = "max_window", .type = SF_CFG_DURATION, .def = "30m",
+      .offset = offsetof(sf_tc_config, max_window), .min = 1, .max = 24 * 3600000LL,
+      .help = "longest window `trace-level set --for` may ask for" },
+    { .key = "request_timeout", .type = SF_CFG_DURATION, .def = "5s",
+      .offset = offsetof(sf_tc_config, request_timeout), .min = 1, .max = 600000,
+      .help = "time limit of one request to an engine" },
+    { .key = "shutdown_timeout", .type = SF_CFG_DURATION, .def = "10s",
+      .offset = offsetof(sf_tc_config, shutdown_timeout), .min = 1, .max = 600000,
+      .help = "time spent resetting open windows when the collector stops" },
+    { .key = "retry_on_failure", .type = SF_CFG_SECTION, .offset = offsetof(sf_tc_config, retry),
+      .sub = retry_rows, .help = "backoff for engines that do not answer" },
+    { .key = "targets", .type = SF_CFG_CUSTOM, .offset = offsetof(sf_tc_config, targets),
+      .parse = parse_targets,
+      .help = "replica id -> {endpoint, method, level_in: query|json, field, match}" },
+    { 0 }
+};
+
+static bool http_url(const char *u)
+{
+    return (strncasecmp(u, "http://", 7) == 0 && u[7] != '\0') ||
+           (strncasecmp(u, "https://", 8) == 0 && u[8] != '\0');
+}
+
+static const sf_node *target_key(sf_cfg_ctx *ctx, const char *id, const char *key)
+{
+    const sf_node *tn = sf_node_get(sf_cfg_value(ctx), "targets");
+    const sf_node *t = sf_node_get(tn, id);
+
+    return key ? sf_node_get(t, key) : tn;
+}
+
+sf_status sf_tc_check(sf_cfg_ctx *ctx, void *config)
+{
+    sf_tc_config *c = config;
+    const sf_node *v = sf_cfg_value(ctx);
+    sf_status st = SF_OK;
+    bool resting = false;
+
+    if (c->socket == NULL || c->socket[0] != '/') {
+        sf_cfg_error(ctx, c->socket ? sf_node_get(v, "socket") : sf_cfg_node(ctx),
+                     c->socket ? "socket" : NULL, c->socket ? "'%s' is not an absolute path"
+                     : "missing required key 'socket'%s", c->socket ? c->socket : "");
+        st = SF_CONFIG;
+    } else if (strlen(c->socket) >= 108) {
+        sf_cfg_error(ctx, sf_node_get(v, "socket"), "socket",
+                     "path is longer than a unix socket allows (107 bytes)");
+        st = SF_CONFIG;
+    }
+    if (c->audit_log == NULL || c->audit_log[0] != '/') {
+        sf_cfg_error(ctx, c->audit_log ? sf_node_get(v, "audit_log") : sf_cfg_node(ctx),
+                     c->audit_log ? "audit_log" : NULL, c->audit_log
+                     ? "'%s' is not an absolute path" : "missing required key 'audit_log'%s",
+                     c->audit_log ? c->audit_log : "");
+        st = SF_CONFIG;
+    }
+    if (c->levels.n == 0) {
+        sf_cfg_error(ctx, sf_node_get(v, "levels") ? sf_node_get(v, "levels") : sf_cfg_node(ctx),
+                     sf_node_get(v, "levels") ? "levels" : NULL,
+                     "%s", sf_node_get(v, "levels") ? "no levels are allowed"
+                     : "missing required key 'levels'");
+        st = SF_CONFIG;
+    }
+    for (size_t i = 0; i < c->levels.n; i++)
+        resting |= c->levels.v[i] == c->resting_level;
+    if (c->levels.n > 0 && !resting) {
+        const sf_node *rn = sf_node_get(v, "resting_level");
+        sf_cfg_error(ctx, rn ? rn : sf_node_get(v, "levels"), rn ? "resting_level" : "levels",
+                     "resting level %" PRId64 " is not one of the allowed levels", c->resting_level);
+        st = SF_CONFIG;
+    }
+    if (c->targets.n == 0) {
+        const sf_node *tn = target_key(ctx, NULL, NULL);
+        sf_cfg_error(ctx, tn ? tn : sf_cfg_node(ctx), tn ? "targets" : NULL, "%s",
+                     tn ? "no targets are defined" : "missing required key 'targets'");
+        st = SF_CONFIG;
+    }
+    for (size_t i = 0; i < c->targets.n; i++) {
+        const sf_tc_target *t = &c->targets.v[i];
+        char sub[192];
+
+        snprintf(sub, sizeof(sub), "targets.%s.endpoint", t->id);
+        if (t->endpoint && !http_url(t->endpoint)) {
+            sf_cfg_error(ctx, target_key(ctx, t->id, "endpoint"), sub,
+                         "'%s' is not an http:// or https:// URL", t->endpoint);
+            st = SF_CONFIG;
+        }
+        if (strchr(t->id, '"') || strchr(t->id, '\\') || strlen(t->id) > 64) {
+            snprintf(sub, sizeof(sub), "targets");
+            sf_cfg_error(ctx, sf_node_get(target_key(ctx, NULL, NULL), t->id), sub,
+                         "invalid target id '%s' (at most 64 characters, no quotes or backslashes)",
+                         t->id);
+            st = SF_CONFIG;
+        }
+    }
+    if (c->retry.initial_interval == 0) {   /* section absent: defaults */
+        c->retry.initial_interval = 1000;
+        c->retry.max_interval = 30000;
+    }
+    if (c->retry.initial_interval > c->retry.max_interval) {
+        sf_cfg_error(ctx, sf_node_get(v, "retry_on_failure"), "retry_on_failure",
+                     "'initial_interval' is longer than 'max_interval'");
+        st = SF_CONFIG;
+    }
+    return st;
+}
+
+const sf_tc_target *sf_tc_find_target(const sf_tc_config *c, const char *id)
+{
+    for (size_t i = 0; i < c->targets.n; i++)
+        if (strcmp(c->targets.v[i].id, id) == 0)
+            return &c->targets.v[i];
+    return NULL;
+}
+
+sf_status sf_tc_check_set(const sf_tc_config *c, const char *target, int64_t level,
+                          int64_t for_ms, char *err, size_t err_size)
+{
+    bool allowed = false;
+    char list[256] = "";
+    size_t len = 0;
+
+    if (sf_tc_find_target(c, target) == NULL) {
+        for (size_t i = 0; i < c->targets.n && len < sizeof(list); i++)
+            len += (size_t)snprintf(list + len, sizeof(list) - len, "%s'%s'", i ? ", " : "",
+                                    c->targets.v[i].id);
+        snprintf(err, err_size, "unknown target '%s' (known: %s)", target, list);
+        return SF_INVALID;
+    }
+    for (size_t i = 0; i < c->levels.n; i++) {
+        allowed |= c->levels.v[i] == level;
+        if (len < sizeof(list))
+            len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%" PRId64, i ? ", " : "",
+                                    c->levels.v[i]);
+    }
+    if (!allowed) {
+        snprintf(err, err_size, "level %" PRId64 " is not allowed (allowed: %s)", level, list);
+        return SF_INVALID;
+    }
+    if (level == c->resting_level) {
+        snprintf(err, err_size, "level %" PRId64 " is the resting level: use 'reset'", level);
+        return SF_INVALID;
+    }
+    if (for_ms <= 0) {
+        snprintf(err, err_size, "the window must last longer than 0");
+        return SF_INVALID;
+    }
+    if (for_ms > c->max_window) {
+        snprintf(err, err_size, "a window of %" PRId64 "ms is longer than max_window (%" PRId64
+                 "ms)", for_ms, c->max_window);
+        return SF_INVALID;
+    }
+    return SF_OK;
+}
+
+const sf_tc_config *sf_tc_config_of(const sf_config *cfg)
+{
+    for (size_t i = 0; cfg && i < cfg->n_extensions; i++)
+        if (cfg->extensions[i]->type == &sf_trace_control_extension_type)
+            return cfg->extensions[i]->config;
+    for (size_t i = 0; cfg && i < cfg->n_components; i++)
+        if (cfg->components[i].type == &sf_trace_control_extension_type)
+            return cfg->components[i].config;
+    return NULL;
+}
