@@ -143,6 +143,8 @@ typedef struct loader {
     sf_kind *kinds;             /* per component slot */
     const sf_node **keys;       /* per slot: the id's key node */
     bool *used;
+    bool *traced;               /* per slot: listed by a traces pipeline */
+    bool *foreign;              /* per slot: a type spanfence does not have */
     bool *valid;
 } loader;
 
@@ -244,7 +246,13 @@ static sf_status load_component(loader *l, sf_kind kind, const sf_node *key,
             return SF_OK;
         type = sf_registry_find(kind, tname);
         if (type == NULL) {
-            unknown_type(l, kind, key, tname);
+            /* Judged once the pipelines are known (check_foreign): fine
+             * outside traces pipelines, an error inside one. */
+            l->foreign[slot] = true;
+            l->valid[slot] = is_empty(value) || value->kind == SF_NODE_MAP;
+            if (!l->valid[slot])
+                sf_cfg_error(&l->ctx, value, NULL, "expected a mapping of settings, got %s",
+                             value->kind == SF_NODE_SEQ ? "a list" : "a single value");
             return SF_OK;
         }
     }
@@ -347,6 +355,8 @@ static sf_status load_pipeline_list(loader *l, sf_config_pipeline *p, sf_kind ki
             continue;
         }
         l->used[slot] = true;
+        if (p->signal == SF_SIGNAL_TRACES)
+            l->traced[slot] = true;
         (*out)[(*n_out)++] = &l->cfg->components[slot];
     }
     l->ctx.path = path;
@@ -582,7 +592,7 @@ static sf_status load_service(loader *l, const sf_node *service)
 static void warn_unused(loader *l)
 {
     for (size_t i = 0; i < l->cfg->n_components; i++) {
-        if (l->used[i] || !l->valid[i])
+        if (l->used[i] || !l->valid[i] || l->foreign[i])
             continue;
         l->ctx.path = sf_cfg_path_join(&l->ctx, plural(l->kinds[i]), l->cfg->components[i].id);
         if (l->ctx.path == NULL)
@@ -595,6 +605,36 @@ static void warn_unused(loader *l)
             sf_cfg_warn(&l->ctx, l->keys[i], NULL,
                         "%s '%s' is defined but not used in any pipeline",
                         sf_kind_name(l->kinds[i]), l->cfg->components[i].id);
+    }
+}
+
+/* Components of types spanfence does not have: a full upstream config may
+ * define them for its metrics and logs pipelines, which spanfence validates
+ * but does not run. In a traces pipeline they are an error: spanfence
+ * would have to run them. */
+static void check_foreign(loader *l)
+{
+    for (size_t i = 0; i < l->cfg->n_components; i++) {
+        const char *id = l->cfg->components[i].id;
+        const char *slash;
+        char tname[128];
+        size_t tl;
+
+        if (!l->foreign[i])
+            continue;
+        l->ctx.path = sf_cfg_path_join(&l->ctx, plural(l->kinds[i]), id);
+        if (l->ctx.path == NULL)
+            return;
+        if (!l->traced[i]) {
+            if (l->valid[i])
+                sf_cfg_warn(&l->ctx, l->keys[i], NULL, "%s '%s' is not run by spanfence",
+                            sf_kind_name(l->kinds[i]), id);
+            continue;
+        }
+        slash = strchr(id, '/');
+        tl = slash ? (size_t)(slash - id) : strlen(id);
+        snprintf(tname, sizeof(tname), "%.*s", (int)tl, id);
+        unknown_type(l, l->kinds[i], l->keys[i], tname);
     }
 }
 
@@ -621,6 +661,8 @@ static sf_status load_tree(loader *l)
     l->keys = sf_cfg_alloc(&l->ctx, (l->cap ? l->cap : 1) * sizeof(*l->keys));
     l->used = sf_cfg_alloc(&l->ctx, (l->cap ? l->cap : 1) * sizeof(*l->used));
     l->valid = sf_cfg_alloc(&l->ctx, (l->cap ? l->cap : 1) * sizeof(*l->valid));
+    l->traced = sf_cfg_alloc(&l->ctx, (l->cap ? l->cap : 1) * sizeof(*l->traced));
+    l->foreign = sf_cfg_alloc(&l->ctx, (l->cap ? l->cap : 1) * sizeof(*l->foreign));
     if (l->ctx.oom)
         return SF_ENOMEM;
     /* definition order: the sections in the order the file has them */
@@ -633,6 +675,7 @@ static sf_status load_tree(loader *l)
     }
     if (load_service(l, top.service) == SF_ENOMEM)
         return SF_ENOMEM;
+    check_foreign(l);
     /* without pipelines every component is unused: that says nothing new */
     if (map_size(sf_node_get(top.service, "pipelines")) > 0)
         warn_unused(l);

@@ -36,6 +36,9 @@ typedef struct sf_node {
      * null (`~`, `null`, empty) is a plain scalar with text "" and is_null. */
     char *text;
     size_t len;
+    /* The scalar as written, before ${env} expansion, when expansion changed
+     * it (the policy pins `${env:VAR}` itself); NULL otherwise. */
+    const char *raw;
     bool plain;
     bool is_null;
     /* A problem with this node was already reported while reading the file
@@ -160,6 +163,8 @@ typedef enum sf_signal {
 
 typedef struct sf_config_component {
     char *id;                                  /* "transform/allowlist" */
+    /* NULL (and config NULL) for a type spanfence does not have: allowed
+     * only in metrics/logs pipelines or unused, never run */
     const struct sf_component_type *type;
     void *config;                              /* type->config_size bytes */
     const sf_node *node;

@@ -262,6 +262,12 @@ static sf_node *convert_scalar(yconv *y, yaml_node_t *yn, const char *path, bool
     } else if (st != SF_OK) {
         y->oom = true;
         return NULL;
+    } else if (n->len != len || memcmp(n->text, v, len) != 0) {
+        n->raw = sf_arena_strndup(y->arena, v, len);
+        if (n->raw == NULL) {
+            y->oom = true;
+            return NULL;
+        }
     }
     return n;
 }

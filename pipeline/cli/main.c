@@ -9,6 +9,7 @@
 
 #include "sf_config.h"
 #include "sf_log.h"
+#include "sf_policy.h"
 #include "sf_service.h"
 
 #ifndef SF_VERSION
@@ -21,25 +22,30 @@ int sf_cli_trace_level(int argc, char **argv);   /* trace_level.c */
 
 static void usage(FILE *f)
 {
-    fputs("usage: spanfence [--config FILE]           run the collector\n"
-          "       spanfence validate --config FILE    check a config and exit\n"
-          "       spanfence --help-config             list every component's keys\n"
-          "       spanfence trace-level set|status|reset ...  trace-level windows (--help)\n"
+    fputs("usage: spanfence [--config FILE] [--policy FILE]          run the collector\n"
+          "       spanfence validate --config FILE [--policy FILE]   check a config and exit\n"
+          "       spanfence --help-config                            list every component's keys\n"
+          "       spanfence trace-level set|status|reset ...         trace-level windows (--help)\n"
           "       spanfence --help | --version\n"
           "\n"
           "options:\n"
           "  -c, --config FILE   collector config (OpenTelemetry Collector layout)\n"
           "                      default: configs/default.yaml\n"
+          "  -p, --policy FILE   policy the config must hold (configs/POLICY.md);\n"
+          "                      the collector refuses to start when it does not\n"
           "  -h, --help          this help\n"
           "  -V, --version       print the version\n"
           "\n"
-          "validate exits 0 when the config is valid, 1 when it is not (every\n"
-          "problem on stderr as FILE:LINE:COL: key: message), 2 on usage errors.\n",
+          "validate exits 0 when the config is valid (and holds the policy), 1 when\n"
+          "it is not (every problem on stderr as FILE:LINE:COL: key: message, every\n"
+          "policy violation as FILE:LINE:COL: policy: subject: message), 2 on usage\n"
+          "errors.\n",
           f);
 }
 
 typedef struct cli {
     const char *config;
+    const char *policy;
     bool validate;
 } cli;
 
@@ -48,6 +54,7 @@ static int parse_args(int argc, char **argv, cli *c)
 {
     static const struct option opts[] = {
         { "config", required_argument, NULL, 'c' },
+        { "policy", required_argument, NULL, 'p' },
         { "help", no_argument, NULL, 'h' },
         { "help-config", no_argument, NULL, 'H' },
         { "version", no_argument, NULL, 'V' },
@@ -61,10 +68,13 @@ static int parse_args(int argc, char **argv, cli *c)
         argv++;
     }
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":c:hV", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":c:p:hV", opts, NULL)) != -1) {
         switch (opt) {
         case 'c':
             c->config = optarg;
+            break;
+        case 'p':
+            c->policy = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -100,31 +110,66 @@ static int parse_args(int argc, char **argv, cli *c)
     return -1;
 }
 
-/* Load, validate and build: the path the daemon and `validate` share. */
-static int load(const char *path, sf_config **cfg, sf_service **svc)
+/* Read the policy file; NULL (its problems printed) when it is not valid. */
+static sf_policy *load_policy(const char *path)
 {
     sf_diag *diag = sf_diag_create(path);
-    int rc = EXIT_INVALID;
+    sf_policy *policy = NULL;
 
     if (diag == NULL) {
         fputs("spanfence: out of memory\n", stderr);
-        return EXIT_INVALID;
+        return NULL;
     }
+    sf_status st = sf_policy_load(path, diag, &policy);
+
+    sf_diag_print(diag);
+    if (st != SF_OK)
+        fprintf(stderr, "spanfence: %s: %zu error%s, policy not valid\n", path,
+                sf_diag_errors(diag), sf_diag_errors(diag) == 1 ? "" : "s");
+    sf_diag_destroy(diag);
+    return policy;
+}
+
+/* Load, validate, check the policy (when given) and build: the path the
+ * daemon and `validate` share. */
+static int load(const char *path, const char *policy_path, sf_config **cfg, sf_service **svc)
+{
+    sf_diag *diag;
+    sf_policy *policy = NULL;
+    bool violated = false;
+    int rc = EXIT_INVALID;
+
     *cfg = NULL;
     *svc = NULL;
-    if (sf_config_load(path, diag, cfg) == SF_OK &&
-        sf_service_create(*cfg, diag, svc) == SF_OK)
-        rc = EXIT_OK;
+    if (policy_path != NULL && (policy = load_policy(policy_path)) == NULL)
+        return EXIT_INVALID;
+    diag = sf_diag_create(path);
+    if (diag == NULL) {
+        fputs("spanfence: out of memory\n", stderr);
+        sf_policy_destroy(policy);
+        return EXIT_INVALID;
+    }
+    if (sf_config_load(path, diag, cfg) == SF_OK) {
+        violated = policy != NULL && sf_policy_check(policy, *cfg, diag) != SF_OK;
+        if (!violated && sf_service_create(*cfg, diag, svc) == SF_OK)
+            rc = EXIT_OK;
+    }
     sf_diag_print(diag);
-    if (rc != EXIT_OK) {
+    if (violated)
+        fprintf(stderr, "spanfence: %s: %zu policy violation%s, configuration does not hold "
+                "policy %s\n", path, sf_diag_errors(diag),
+                sf_diag_errors(diag) == 1 ? "" : "s", policy_path);
+    else if (rc != EXIT_OK)
         fprintf(stderr, "spanfence: %s: %zu error%s, configuration not valid\n", path,
                 sf_diag_errors(diag), sf_diag_errors(diag) == 1 ? "" : "s");
+    if (rc != EXIT_OK) {
         sf_service_destroy(*svc);
         sf_config_destroy(*cfg);
         *svc = NULL;
         *cfg = NULL;
     }
     sf_diag_destroy(diag);
+    sf_policy_destroy(policy);
     return rc;
 }
 
@@ -150,9 +195,11 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    rc = load(c.config, &cfg, &svc);
+    rc = load(c.config, c.policy, &cfg, &svc);
     if (rc != EXIT_OK || c.validate) {
-        if (rc == EXIT_OK)
+        if (rc == EXIT_OK && c.policy != NULL)
+            printf("%s: configuration is valid and holds policy %s\n", c.config, c.policy);
+        else if (rc == EXIT_OK)
             printf("%s: configuration is valid\n", c.config);
         sf_service_destroy(svc);
         sf_config_destroy(cfg);

@@ -1,0 +1,725 @@
+/* sf_policy.c: the production policy: reading the policy file (the config
+ * loader's YAML reader and row decoder, so unknown keys, wrong types and
+ * ranges are reported with positions like in a config) and checking a loaded
+ * config against it, one message per violation at the closest node.
+ *
+ * DESIGN: the policy pins outcomes, not text: the allowlist is compared as
+ * the set of keys each context lets through (every keep_keys and delete_key
+ * of the context applied, in any order), and the exporter by its decoded
+ * settings (defaults included). Components are found through the config's
+ * sections, so components of types spanfence does not run (in metrics and
+ * logs pipelines) are checked too: the exporter is used by no other pipeline,
+ * their receivers bind loopback. Everything the policy holds lives in one
+ * arena owned by the sf_policy. */
+#include "sf_policy.h"
+
+#include "internal/sf_config_int.h"
+#include "internal/sf_core.h"
+#include "exporters/otlp_http/otlp_http.h"
+#include "processors/transform/transform.h"
+#include "receivers/otlp/otlp.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SF_POLICY_MAX_FILE (1u << 20)
+#define SF_POLICY_ARENA_CHUNK 8192
+
+/* ---- the policy file --------------------------------------------------------- */
+
+typedef struct policy_keys {
+    bool present;
+    sf_strlist ctx[SF_TRANSFORM_CTX_COUNT];     /* v == NULL: not pinned */
+} policy_keys;
+
+typedef struct policy_allowlist {
+    bool present;
+    char *processor;
+    int error_mode;                             /* SF_ERROR_MODE_* */
+    bool clear_status_message;
+    policy_keys keys;
+} policy_allowlist;
+
+typedef struct policy_exporter {
+    bool present;
+    char *id;
+    char *endpoint;
+    char *endpoint_env;
+    int64_t max_queue_size;
+    int64_t max_elapsed_time;                   /* ms */
+} policy_exporter;
+
+typedef struct policy_receivers {
+    bool present;
+    sf_strlist ids;                             /* v == NULL: not pinned */
+    bool loopback_only;
+} policy_receivers;
+
+typedef struct policy_conf {
+    policy_allowlist allowlist;
+    policy_exporter exporter;
+    policy_receivers receivers;
+} policy_conf;
+
+struct sf_policy {
+    policy_conf conf;
+    char *file;
+    sf_arena *arena;
+};
+
+#define KEYS_ROW(name, c) \
+    { .key = name, .type = SF_CFG_STRLIST, \
+      .offset = offsetof(policy_keys, ctx) + (c) * sizeof(sf_strlist), \
+      .help = "the exact attribute keys the " name " context lets through" }
+
+static const sf_config_row keys_rows[] = {
+    KEYS_ROW("resource", SF_TRANSFORM_RESOURCE),
+    KEYS_ROW("scope", SF_TRANSFORM_SCOPE),
+    KEYS_ROW("span", SF_TRANSFORM_SPAN),
+    KEYS_ROW("spanevent", SF_TRANSFORM_SPANEVENT),
+    KEYS_ROW("link", SF_TRANSFORM_LINK),
+    { 0 }
+};
+
+static const sf_config_row allowlist_rows[] = {
+    { .key = "processor", .type = SF_CFG_STR, .offset = offsetof(policy_allowlist, processor),
+      .help = "id of the transform processor holding the allowlist (required)" },
+    { .key = "error_mode", .type = SF_CFG_ENUM, .def = "propagate",
+      .offset = offsetof(policy_allowlist, error_mode), .choices = "propagate|ignore|silent",
+      .help = "the error_mode every statement must run with" },
+    { .key = "clear_status_message", .type = SF_CFG_BOOL, .def = "true",
+      .offset = offsetof(policy_allowlist, clear_status_message),
+      .help = "require set(status.message, \"\")" },
+    { .key = "keys", .type = SF_CFG_SECTION, .offset = offsetof(policy_allowlist, keys),
+      .sub = keys_rows, .help = "per context, the exact key set; an absent context must have "
+      "no keep_keys (required)" },
+    { 0 }
+};
+
+static const sf_config_row exporter_rows[] = {
+    { .key = "id", .type = SF_CFG_STR, .offset = offsetof(policy_exporter, id),
+      .help = "id of the otlphttp exporter of the traces pipeline (required)" },
+    { .key = "endpoint", .type = SF_CFG_STR, .offset = offsetof(policy_exporter, endpoint),
+      .help = "the exact value of its endpoint" },
+    { .key = "endpoint_env", .type = SF_CFG_STR, .offset = offsetof(policy_exporter, endpoint_env),
+      .help = "its endpoint must be written as ${env:NAME}" },
+    { .key = "max_queue_size", .type = SF_CFG_INT, .offset = offsetof(policy_exporter, max_queue_size),
+      .help = "largest sending_queue.queue_size (required)", .min = 1, .max = 1000000 },
+    { .key = "max_elapsed_time", .type = SF_CFG_DURATION,
+      .offset = offsetof(policy_exporter, max_elapsed_time),
+      .help = "largest retry_on_failure.max_elapsed_time; 0 (forever) is refused (required)",
+      .min = 1, .max = 86400000 },
+    { 0 }
+};
+
+static const sf_config_row receivers_rows[] = {
+    { .key = "ids", .type = SF_CFG_STRLIST, .offset = offsetof(policy_receivers, ids),
+      .help = "the exact receivers of the traces pipeline" },
+    { .key = "loopback_only", .type = SF_CFG_BOOL, .def = "false",
+      .offset = offsetof(policy_receivers, loopback_only),
+      .help = "every receiver endpoint in the config binds a loopback address" },
+    { 0 }
+};
+
+static const sf_config_row policy_rows[] = {
+    { .key = "allowlist", .type = SF_CFG_SECTION, .offset = offsetof(policy_conf, allowlist),
+      .sub = allowlist_rows, .help = "the attribute allowlist (required)" },
+    { .key = "exporter", .type = SF_CFG_SECTION, .offset = offsetof(policy_conf, exporter),
+      .sub = exporter_rows, .help = "the dedicated traces exporter (required)" },
+    { .key = "receivers", .type = SF_CFG_SECTION, .offset = offsetof(policy_conf, receivers),
+      .sub = receivers_rows, .help = "the receivers and where they listen" },
+    { 0 }
+};
+
+static const char *const error_mode_names[] = { "propagate", "ignore", "silent" };
+
+static const sf_node *key_node(const sf_node *map, const char *key)
+{
+    if (map == NULL || map->kind != SF_NODE_MAP)
+        return NULL;
+    for (size_t i = 0; i < map->n; i++)
+        if (strcmp(map->keys[i]->text, key) == 0)
+            return map->keys[i];
+    return NULL;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Report entries of `list` (written at `node`) given twice, then sort it. */
+static void check_list(sf_diag *diag, const char *path, const sf_node *node, sf_strlist *list)
+{
+    if (list->v == NULL)
+        return;
+    for (size_t i = 0; node && node->kind == SF_NODE_SEQ && i < node->n; i++) {
+        for (size_t j = 0; j < i; j++) {
+            if (node->items[i]->kind == SF_NODE_SCALAR && node->items[j]->kind == SF_NODE_SCALAR &&
+                strcmp(node->items[i]->text, node->items[j]->text) == 0) {
+                sf_diag_error(diag, node->items[i], path, "'%s' is listed more than once",
+                              node->items[i]->text);
+                break;
+            }
+        }
+    }
+    qsort(list->v, list->n, sizeof(*list->v), cmp_str);
+}
+
+static bool valid_env_name(const char *s)
+{
+    if (!(isalpha((unsigned char)*s) || *s == '_'))
+        return false;
+    for (; *s; s++)
+        if (!(isalnum((unsigned char)*s) || *s == '_'))
+            return false;
+    return true;
+}
+
+/* What the row decoder cannot say: required keys, duplicates, names. */
+static void check_policy(sf_policy *p, const sf_node *root, sf_diag *diag)
+{
+    policy_conf *c = &p->conf;
+    const sf_node *al = sf_node_get(root, "allowlist"), *ex = sf_node_get(root, "exporter");
+    const sf_node *keys = sf_node_get(al, "keys");
+    bool any = false;
+
+    if (!c->allowlist.present)
+        sf_diag_error(diag, root, NULL, "missing required section 'allowlist'");
+    else if (c->allowlist.processor == NULL || c->allowlist.processor[0] == '\0')
+        sf_diag_error(diag, key_node(root, "allowlist"), "allowlist", "'processor' is required");
+    if (c->allowlist.present) {
+        for (int i = 0; i < SF_TRANSFORM_CTX_COUNT; i++) {
+            const char *name = sf_transform_ctx_name((sf_transform_ctx)i);
+            char path[64];
+
+            snprintf(path, sizeof(path), "allowlist.keys.%s", name);
+            any |= c->allowlist.keys.ctx[i].v != NULL;
+            check_list(diag, path, sf_node_get(keys, name), &c->allowlist.keys.ctx[i]);
+        }
+        if (!any)
+            sf_diag_error(diag, keys ? key_node(al, "keys") : key_node(root, "allowlist"),
+                          "allowlist", "'keys' must pin at least one context");
+    }
+    if (!c->exporter.present) {
+        sf_diag_error(diag, root, NULL, "missing required section 'exporter'");
+    } else {
+        const sf_node *at = key_node(root, "exporter");
+
+        if (c->exporter.id == NULL || c->exporter.id[0] == '\0')
+            sf_diag_error(diag, at, "exporter", "'id' is required");
+        if (sf_node_get(ex, "max_queue_size") == NULL)
+            sf_diag_error(diag, at, "exporter", "'max_queue_size' is required");
+        if (sf_node_get(ex, "max_elapsed_time") == NULL)
+            sf_diag_error(diag, at, "exporter", "'max_elapsed_time' is required");
+        if (c->exporter.endpoint_env && !valid_env_name(c->exporter.endpoint_env))
+            sf_diag_error(diag, sf_node_get(ex, "endpoint_env"), "exporter.endpoint_env",
+                          "invalid environment variable name '%s'", c->exporter.endpoint_env);
+    }
+    check_list(diag, "receivers.ids", sf_node_get(sf_node_get(root, "receivers"), "ids"),
+               &c->receivers.ids);
+}
+
+sf_status sf_policy_load_string(const char *name, const char *yaml, size_t len, sf_diag *diag,
+                                sf_policy **out)
+{
+    size_t errors = sf_diag_errors(diag);
+    sf_node *root = NULL;
+    sf_arena *arena;
+    sf_policy *p;
+    sf_cfg_ctx ctx;
+    sf_status st;
+
+    *out = NULL;
+    if (sf_diag_set_file(diag, name) != SF_OK)
+        return SF_ENOMEM;
+    arena = sf_arena_create(SF_POLICY_ARENA_CHUNK, 0);
+    if (arena == NULL)
+        return SF_ENOMEM;
+    p = sf_arena_alloc(arena, sizeof(*p));
+    if (p == NULL) {
+        st = SF_ENOMEM;
+        goto out_destroy_arena;
+    }
+    memset(p, 0, sizeof(*p));
+    p->arena = arena;
+    p->file = sf_arena_strndup(arena, name, strlen(name));
+    if (p->file == NULL) {
+        st = SF_ENOMEM;
+        goto out_destroy_arena;
+    }
+    st = sf_yaml_load(yaml, len, arena, diag, &root);
+    if (st == SF_ENOMEM || root == NULL)
+        goto out_destroy_arena;
+    sf_cfg_ctx_init(&ctx, diag, arena);
+    st = sf_cfg_decode(&ctx, policy_rows, root, &p->conf);
+    if (st == SF_ENOMEM)
+        goto out_destroy_arena;
+    check_policy(p, root, diag);
+    if (sf_diag_oom(diag)) {
+        st = SF_ENOMEM;
+        goto out_destroy_arena;
+    }
+    if (sf_diag_errors(diag) > errors) {
+        st = SF_CONFIG;
+        goto out_destroy_arena;
+    }
+    *out = p;
+    return SF_OK;
+
+out_destroy_arena:
+    sf_arena_destroy(arena);
+    return st;
+}
+
+sf_status sf_policy_load(const char *path, sf_diag *diag, sf_policy **out)
+{
+    FILE *f;
+    char *buf;
+    size_t len;
+    sf_status st;
+
+    *out = NULL;
+    if (sf_diag_set_file(diag, path) != SF_OK)
+        return SF_ENOMEM;
+    f = fopen(path, "rb");
+    if (f == NULL) {
+        char reason[128];
+
+        snprintf(reason, sizeof(reason), "%s", strerror(errno));
+        reason[0] = (char)tolower((unsigned char)reason[0]);
+        sf_diag_error(diag, NULL, NULL, "cannot read the file: %s", reason);
+        return SF_IO;
+    }
+    buf = sf_malloc(SF_POLICY_MAX_FILE + 1);
+    if (buf == NULL) {
+        fclose(f);
+        return SF_ENOMEM;
+    }
+    len = fread(buf, 1, SF_POLICY_MAX_FILE + 1, f);
+    if (ferror(f)) {
+        sf_diag_error(diag, NULL, NULL, "cannot read the file");
+        st = SF_IO;
+    } else if (len > SF_POLICY_MAX_FILE) {
+        sf_diag_error(diag, NULL, NULL, "the file is larger than %u bytes", SF_POLICY_MAX_FILE);
+        st = SF_CONFIG;
+    } else {
+        st = sf_policy_load_string(path, buf, len, diag, out);
+    }
+    fclose(f);
+    sf_free(buf);
+    return st;
+}
+
+void sf_policy_destroy(sf_policy *policy)
+{
+    if (policy != NULL)
+        sf_arena_destroy(policy->arena);
+}
+
+const char *sf_policy_file(const sf_policy *policy)
+{
+    return policy->file;
+}
+
+/* ---- the check ------------------------------------------------------------------ */
+
+typedef struct checker {
+    const policy_conf *pol;
+    const sf_config *cfg;
+    sf_diag *diag;
+    const sf_config_pipeline *main;     /* the one traces pipeline the policy allows */
+} checker;
+
+static void violate(checker *k, const sf_node *at, const char *subject, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void violate(checker *k, const sf_node *at, const char *subject, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    sf_diag_error(k->diag, at, "policy", "%s: %s", subject, msg);
+}
+
+/* The component `id` of config section `section` (ids are unique per kind
+ * only: a receiver and an exporter may both be called "otlp"). */
+static const sf_config_component *find_in(const sf_config *cfg, const char *section,
+                                          const char *id)
+{
+    const sf_node *key = key_node(sf_node_get(cfg->root, section), id);
+
+    for (size_t i = 0; key && i < cfg->n_components; i++)
+        if (cfg->components[i].node == key)
+            return &cfg->components[i];
+    return NULL;
+}
+
+static const sf_node *pipeline_value(const sf_config *cfg, const sf_config_pipeline *p)
+{
+    return sf_node_get(sf_node_get(sf_node_get(cfg->root, "service"), "pipelines"), p->id);
+}
+
+static bool in_list(const sf_strlist *l, const char *s)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->v[i], s) == 0)
+            return true;
+    return false;
+}
+
+static bool runs(const sf_config_component *const *list, size_t n, const char *id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(list[i]->id, id) == 0)
+            return true;
+    return false;
+}
+
+/* The first op of context c that removes `key`, for a position. */
+static const sf_transform_op *dropper(const sf_transform_program *prog, sf_transform_ctx c,
+                                      const char *key)
+{
+    for (size_t i = 0; i < sf_transform_op_count(prog, c); i++) {
+        const sf_transform_op *op = sf_transform_op_get(prog, c, i);
+
+        if ((op->kind == SF_TRANSFORM_KEEP_KEYS) != sf_transform_keyset_has(&op->keys, key) &&
+            op->kind != SF_TRANSFORM_CLEAR_STATUS_MESSAGE)
+            return op;
+    }
+    return NULL;
+}
+
+static const sf_transform_op *first_keep(const sf_transform_program *prog, sf_transform_ctx c)
+{
+    for (size_t i = 0; i < sf_transform_op_count(prog, c); i++) {
+        const sf_transform_op *op = sf_transform_op_get(prog, c, i);
+
+        if (op->kind == SF_TRANSFORM_KEEP_KEYS)
+            return op;
+    }
+    return NULL;
+}
+
+static void check_keys(checker *k, const char *subj, const sf_transform_program *prog,
+                       sf_transform_ctx c, const sf_node *where)
+{
+    const sf_strlist *want = &k->pol->allowlist.keys.ctx[c];
+    const sf_transform_op *keep = first_keep(prog, c);
+    const char *name = sf_transform_ctx_name(c);
+
+    if (want->v == NULL) {
+        if (keep != NULL)
+            violate(k, keep->node, subj, "the policy pins no %s allowlist, the config has one",
+                    name);
+        return;
+    }
+    if (keep == NULL) {
+        violate(k, where, subj, "%s attributes are not bounded by keep_keys: the policy pins "
+                "%zu %s key%s", name, want->n, name, want->n == 1 ? "" : "s");
+        return;
+    }
+    /* what the context lets through: the first keep_keys, less what any
+     * other operation removes; the order of statements does not matter */
+    for (size_t i = 0; i < keep->keys.n; i++) {
+        const char *key = keep->keys.keys[i];
+
+        if (sf_transform_keeps_key(prog, c, key) && !in_list(want, key))
+            violate(k, keep->node, subj, "%s allowlist has key '%s' not in the policy", name, key);
+    }
+    for (size_t i = 0; i < want->n; i++) {
+        if (!sf_transform_keeps_key(prog, c, want->v[i])) {
+            const sf_transform_op *op = dropper(prog, c, want->v[i]);
+
+            violate(k, op ? op->node : keep->node, subj,
+                    "%s allowlist is missing key '%s' required by the policy", name, want->v[i]);
+        }
+    }
+}
+
+static void check_allowlist(checker *k)
+{
+    const policy_allowlist *pa = &k->pol->allowlist;
+    const sf_config_component *c = find_in(k->cfg, "processors", pa->processor);
+    const sf_transform_config *tc;
+    const sf_node *value, *statements;
+    char subj[300];
+
+    snprintf(subj, sizeof(subj), "processors.%s", pa->processor);
+    if (c == NULL) {
+        violate(k, key_node(k->cfg->root, "processors"), subj,
+                "the allowlist processor is not defined");
+        return;
+    }
+    if (c->type == NULL || strcmp(c->type->name, "transform") != 0) {
+        violate(k, c->node, subj, "is not a transform processor");
+        return;
+    }
+    tc = c->config;
+    value = sf_node_get(sf_node_get(k->cfg->root, "processors"), c->id);
+    statements = key_node(value, "trace_statements");
+    if (statements == NULL)
+        statements = c->node;
+    if (tc->error_mode != pa->error_mode) {
+        const sf_node *at = sf_node_get(value, "error_mode");
+
+        violate(k, at ? at : c->node, subj, "error_mode is '%s', the policy requires '%s'",
+                error_mode_names[tc->error_mode], error_mode_names[pa->error_mode]);
+    }
+    for (int ctx = 0; ctx < SF_TRANSFORM_CTX_COUNT; ctx++) {
+        for (size_t i = 0; i < sf_transform_op_count(tc->program, (sf_transform_ctx)ctx); i++) {
+            const sf_transform_op *op = sf_transform_op_get(tc->program, (sf_transform_ctx)ctx, i);
+
+            if (op->error_mode >= 0 && op->error_mode != pa->error_mode)
+                violate(k, op->node, subj, "%s statement runs with error_mode '%s', the policy "
+                        "requires '%s'", sf_transform_ctx_name((sf_transform_ctx)ctx),
+                        error_mode_names[op->error_mode], error_mode_names[pa->error_mode]);
+        }
+    }
+    if (pa->clear_status_message && !sf_transform_clears_status_message(tc->program))
+        violate(k, statements, subj, "span status messages are not cleared: the policy requires "
+                "set(status.message, \"\")");
+    for (int ctx = 0; ctx < SF_TRANSFORM_CTX_COUNT; ctx++)
+        check_keys(k, subj, tc->program, (sf_transform_ctx)ctx, statements);
+}
+
+static void check_pipelines(checker *k)
+{
+    const sf_config *cfg = k->cfg;
+    const char *proc = k->pol->allowlist.processor, *exp = k->pol->exporter.id;
+    char subj[300];
+
+    for (size_t i = 0; i < cfg->n_pipelines && k->main == NULL; i++) {
+        const sf_config_pipeline *p = &cfg->pipelines[i];
+
+        if (p->signal == SF_SIGNAL_TRACES && runs((const sf_config_component *const *)p->processors,
+                                                  p->n_processors, proc))
+            k->main = p;
+    }
+    for (size_t i = 0; i < cfg->n_pipelines && k->main == NULL; i++)
+        if (cfg->pipelines[i].signal == SF_SIGNAL_TRACES)
+            k->main = &cfg->pipelines[i];
+    for (size_t i = 0; i < cfg->n_pipelines; i++) {
+        const sf_config_pipeline *p = &cfg->pipelines[i];
+        const sf_node *pv = pipeline_value(cfg, p), *list = sf_node_get(pv, "exporters");
+
+        snprintf(subj, sizeof(subj), "service.pipelines.%s", p->id);
+        if (p->signal == SF_SIGNAL_TRACES && p != k->main)
+            violate(k, p->node, subj, "a second traces pipeline: the policy allows exactly one");
+        if (p->signal == SF_SIGNAL_TRACES &&
+            !runs((const sf_config_component *const *)p->processors, p->n_processors, proc)) {
+            const sf_node *at = key_node(pv, "processors");
+
+            violate(k, at ? at : p->node, subj, "does not run processor '%s'", proc);
+        }
+        for (size_t j = 0; list && list->kind == SF_NODE_SEQ && j < list->n; j++) {
+            const sf_node *it = list->items[j];
+
+            if (it->kind != SF_NODE_SCALAR)
+                continue;
+            if (p == k->main && strcmp(it->text, exp) != 0)
+                violate(k, it, subj, "exports to '%s': the policy allows only '%s'", it->text,
+                        exp);
+            if (p != k->main && strcmp(it->text, exp) == 0)
+                violate(k, it, subj, "uses exporter '%s', which the policy reserves for pipeline "
+                        "'%s'", exp, k->main->id);
+        }
+        if (p == k->main &&
+            !runs((const sf_config_component *const *)p->exporters, p->n_exporters, exp)) {
+            const sf_node *at = key_node(pv, "exporters");
+
+            violate(k, at ? at : p->node, subj, "does not export to '%s'", exp);
+        }
+    }
+}
+
+static bool is_env_ref(const char *raw, const char *var)
+{
+    size_t n = strlen(var);
+
+    if (strncmp(raw, "${env:", 6) == 0)
+        raw += 6;
+    else if (strncmp(raw, "${", 2) == 0)
+        raw += 2;
+    else
+        return false;
+    return strncmp(raw, var, n) == 0 && strcmp(raw + n, "}") == 0;
+}
+
+static void check_exporter(checker *k)
+{
+    const policy_exporter *pe = &k->pol->exporter;
+    const sf_config_component *c = find_in(k->cfg, "exporters", pe->id);
+    const sf_otlphttp_config *ec;
+    const sf_node *value, *queue, *retry, *at;
+    char subj[300], path[400], a[40], b[40];
+
+    snprintf(subj, sizeof(subj), "exporters.%s", pe->id);
+    if (c == NULL) {
+        violate(k, key_node(k->cfg->root, "exporters"), subj, "the traces exporter is not defined");
+        return;
+    }
+    if (c->type == NULL || strcmp(c->type->name, "otlphttp") != 0) {
+        violate(k, c->node, subj, "is not an otlphttp exporter");
+        return;
+    }
+    ec = c->config;
+    value = sf_node_get(sf_node_get(k->cfg->root, "exporters"), c->id);
+    if (pe->endpoint || pe->endpoint_env) {
+        at = sf_node_get(value, "endpoint");
+        snprintf(path, sizeof(path), "%s.endpoint", subj);
+        if (pe->endpoint && (ec->endpoint == NULL || strcmp(ec->endpoint, pe->endpoint) != 0))
+            violate(k, at ? at : c->node, path, "is '%s', the policy pins '%s'",
+                    ec->endpoint ? ec->endpoint : "", pe->endpoint);
+        if (pe->endpoint_env && (at == NULL || at->raw == NULL ||
+                                 !is_env_ref(at->raw, pe->endpoint_env)))
+            violate(k, at ? at : c->node, path, "is not read from ${env:%s} as the policy "
+                    "requires", pe->endpoint_env);
+        at = sf_node_get(value, "traces_endpoint");
+        if (at != NULL && ec->traces_endpoint != NULL) {
+            snprintf(path, sizeof(path), "%s.traces_endpoint", subj);
+            violate(k, at, path, "overrides the endpoint the policy pins");
+        }
+    }
+    queue = sf_node_get(value, "sending_queue");
+    if (ec->sending_queue.enabled && ec->sending_queue.queue_size > pe->max_queue_size) {
+        at = sf_node_get(queue, "queue_size");
+        snprintf(path, sizeof(path), "%s.sending_queue.queue_size", subj);
+        violate(k, at ? at : c->node, path, "is %lld%s, the policy allows at most %lld",
+                (long long)ec->sending_queue.queue_size, at ? "" : " (the default)",
+                (long long)pe->max_queue_size);
+    }
+    retry = sf_node_get(value, "retry_on_failure");
+    if (ec->retry_on_failure.enabled &&
+        (ec->retry_on_failure.max_elapsed_time == 0 ||
+         ec->retry_on_failure.max_elapsed_time > pe->max_elapsed_time)) {
+        at = sf_node_get(retry, "max_elapsed_time");
+        snprintf(path, sizeof(path), "%s.retry_on_failure.max_elapsed_time", subj);
+        sf_format_duration(ec->retry_on_failure.max_elapsed_time, a, sizeof(a));
+        sf_format_duration(pe->max_elapsed_time, b, sizeof(b));
+        violate(k, at ? at : c->node, path, "is %s%s%s, the policy allows at most %s", a,
+                ec->retry_on_failure.max_elapsed_time == 0 ? " (retry forever)" : "",
+                at ? "" : " (the default)", b);
+    }
+}
+
+/* "127.0.0.1:4317", "localhost:4318", "[::1]:4317", "http://127.0.0.1:9";
+ * an empty host (":4317") binds every interface. */
+static bool is_loopback(const char *endpoint)
+{
+    const char *s = strstr(endpoint, "://");
+    char host[256];
+    size_t n;
+
+    s = s ? s + 3 : endpoint;
+    if (*s == '[') {
+        const char *end = strchr(s, ']');
+
+        if (end == NULL)
+            return false;
+        return (size_t)(end - s - 1) == 3 && strncmp(s + 1, "::1", 3) == 0;
+    }
+    n = strcspn(s, ":/");
+    if (n == 0 || n >= sizeof(host))
+        return false;
+    memcpy(host, s, n);
+    host[n] = '\0';
+    return strcmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0;
+}
+
+static void check_endpoint(checker *k, const sf_node *at, const char *path, const char *endpoint)
+{
+    if (!is_loopback(endpoint))
+        violate(k, at, path, "'%s' is not a loopback address: the policy allows loopback only",
+                endpoint);
+}
+
+/* Receivers spanfence does not decode: every `endpoint` in their settings. */
+static void walk_endpoints(checker *k, const sf_node *n, const char *path, int depth)
+{
+    char sub[512];
+
+    if (n == NULL || n->kind != SF_NODE_MAP || depth > 16)
+        return;
+    for (size_t i = 0; i < n->n; i++) {
+        snprintf(sub, sizeof(sub), "%s.%s", path, n->keys[i]->text);
+        if (strcmp(n->keys[i]->text, "endpoint") == 0 && n->items[i]->kind == SF_NODE_SCALAR)
+            check_endpoint(k, n->items[i], sub, n->items[i]->text);
+        else
+            walk_endpoints(k, n->items[i], sub, depth + 1);
+    }
+}
+
+static void check_receivers(checker *k)
+{
+    const policy_receivers *pr = &k->pol->receivers;
+    const sf_node *section = sf_node_get(k->cfg->root, "receivers");
+    char subj[300], path[400];
+
+    if (pr->ids.v != NULL && k->main != NULL) {
+        const sf_node *pv = pipeline_value(k->cfg, k->main), *list = sf_node_get(pv, "receivers");
+
+        snprintf(subj, sizeof(subj), "service.pipelines.%s", k->main->id);
+        for (size_t j = 0; list && list->kind == SF_NODE_SEQ && j < list->n; j++)
+            if (list->items[j]->kind == SF_NODE_SCALAR && !in_list(&pr->ids, list->items[j]->text))
+                violate(k, list->items[j], subj, "receiver '%s' is not in the policy",
+                        list->items[j]->text);
+        for (size_t i = 0; i < pr->ids.n; i++)
+            if (!runs((const sf_config_component *const *)k->main->receivers,
+                      k->main->n_receivers, pr->ids.v[i]))
+                violate(k, list ? key_node(pv, "receivers") : k->main->node, subj,
+                        "does not use receiver '%s' pinned by the policy", pr->ids.v[i]);
+    }
+    if (!pr->loopback_only || section == NULL || section->kind != SF_NODE_MAP)
+        return;
+    for (size_t i = 0; i < section->n; i++) {
+        const sf_config_component *c = find_in(k->cfg, "receivers", section->keys[i]->text);
+        const sf_node *protocols = sf_node_get(section->items[i], "protocols");
+
+        snprintf(subj, sizeof(subj), "receivers.%s", section->keys[i]->text);
+        if (c != NULL && c->type != NULL && strcmp(c->type->name, "otlp") == 0) {
+            const sf_otlp_receiver_config *rc = c->config;
+
+            /* decoded: defaults count, and defaults are loopback */
+            if (rc->protocols.grpc.present) {
+                const sf_node *g = sf_node_get(protocols, "grpc");
+
+                snprintf(path, sizeof(path), "%s.protocols.grpc.endpoint", subj);
+                check_endpoint(k, sf_node_get(g, "endpoint") ? sf_node_get(g, "endpoint")
+                               : key_node(protocols, "grpc"), path, rc->protocols.grpc.endpoint);
+            }
+            if (rc->protocols.http.present) {
+                const sf_node *h = sf_node_get(protocols, "http");
+
+                snprintf(path, sizeof(path), "%s.protocols.http.endpoint", subj);
+                check_endpoint(k, sf_node_get(h, "endpoint") ? sf_node_get(h, "endpoint")
+                               : key_node(protocols, "http"), path, rc->protocols.http.endpoint);
+            }
+            continue;
+        }
+        walk_endpoints(k, section->items[i], subj, 0);
+    }
+}
+
+sf_status sf_policy_check(const sf_policy *policy, const sf_config *cfg, sf_diag *diag)
+{
+    checker k = { .pol = &policy->conf, .cfg = cfg, .diag = diag };
+    size_t errors = sf_diag_errors(diag);
+
+    if (sf_diag_set_file(diag, cfg->file) != SF_OK)
+        return SF_ENOMEM;
+    check_allowlist(&k);
+    check_pipelines(&k);
+    check_exporter(&k);
+    check_receivers(&k);
+    if (sf_diag_oom(diag))
+        return SF_ENOMEM;
+    return sf_diag_errors(diag) > errors ? SF_CONFIG : SF_OK;
+}

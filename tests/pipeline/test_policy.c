@@ -1,0 +1,802 @@
+/* tests/pipeline/test_policy.c: the policy validator's contract: starting
+ * from configs/cvm.yaml and configs/cvm-policy.yaml as shipped, the
+ * unmutated config holds the policy and each single mutation of the config
+ * text is rejected with exact messages naming it; the policy file itself is
+ * validated strictly; allocation failures leak nothing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "sf_alloc.h"
+#include "sf_config.h"
+#include "sf_policy.h"
+
+#define CVM "configs/cvm.yaml"
+#define MAX_WANT 16
+
+static char *cvm_text;
+static char *policy_text;
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    n = ftell(f);
+    rewind(f);
+    buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    setenv("SPANFENCE_GATEWAY_ENDPOINT", "https://gateway.example:4318", 1);
+    setenv("SPANFENCE_GATEWAY_TOKEN", "t0ken", 1);
+    cvm_text = slurp(SF_SOURCE_DIR "/configs/cvm.yaml");
+    policy_text = slurp(SF_SOURCE_DIR "/configs/cvm-policy.yaml");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    free(cvm_text);
+    free(policy_text);
+    return 0;
+}
+
+/* `text` with the one occurrence of `from` replaced by `to` (malloc'd). */
+static char *replace(const char *text, const char *from, const char *to)
+{
+    const char *at = strstr(text, from);
+    size_t fl = strlen(from), tl = strlen(to), n = strlen(text);
+    char *out;
+
+    if (at == NULL) {
+        fail_msg("mutation: '%s' is not in the text", from);
+        return NULL;
+    }
+    if (strstr(at + 1, from) != NULL)
+        fail_msg("mutation: '%s' is in the text more than once", from);
+    out = malloc(n - fl + tl + 1);
+    assert_non_null(out);
+    memcpy(out, text, (size_t)(at - text));
+    memcpy(out + (at - text), to, tl);
+    memcpy(out + (at - text) + tl, at + fl, n - (size_t)(at - text) - fl + 1);
+    return out;
+}
+
+/* 1-based line of the one occurrence of `needle` in `text`, so expected
+ * messages follow the shipped file when its comments change. */
+static int line_of(const char *text, const char *needle)
+{
+    const char *at = strstr(text, needle);
+    int line = 1;
+
+    if (at == NULL) {
+        fail_msg("'%s' is not in the text", needle);
+        return 0;
+    }
+    if (strstr(at + 1, needle) != NULL)
+        fail_msg("'%s' is in the text more than once", needle);
+    for (const char *p = text; p < at; p++)
+        line += *p == '\n';
+    return line;
+}
+
+typedef struct want {
+    size_t n;
+    char *v[MAX_WANT];
+} want;
+
+static void expect(want *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void expect(want *w, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    assert_true(w->n < MAX_WANT);
+    w->v[w->n++] = strdup(buf);
+}
+
+static sf_policy *load_policy(const char *text)
+{
+    sf_diag *d = sf_diag_create(NULL);
+    sf_policy *p = NULL;
+
+    if (sf_policy_load_string("configs/cvm-policy.yaml", text, strlen(text), d, &p) != SF_OK) {
+        sf_diag_print(d);
+        fail_msg("the policy does not load");
+    }
+    assert_int_equal(sf_diag_count(d), 0);
+    sf_diag_destroy(d);
+    return p;
+}
+
+/* Every message of loading `yaml` and checking it against the shipped
+ * policy, in file order, must be exactly `w` (then freed). */
+static void assert_check(const char *yaml, sf_status want_status, want *w)
+{
+    size_t base = sf_alloc_in_use();    /* a failed test before may have leaked */
+    sf_policy *p = load_policy(policy_text);
+    sf_diag *d = sf_diag_create(NULL);
+    sf_config *cfg = NULL;
+    sf_status st = sf_config_load_string(CVM, yaml, strlen(yaml), d, &cfg);
+
+    if (st == SF_OK)
+        st = sf_policy_check(p, cfg, d);
+    for (size_t i = 0; i < sf_diag_count(d) || i < w->n; i++) {
+        const char *got = i < sf_diag_count(d) ? sf_diag_message(d, i) : "(nothing)";
+        const char *exp = i < w->n ? w->v[i] : "(nothing)";
+
+        if (strcmp(got, exp) != 0) {
+            for (size_t j = 0; j < sf_diag_count(d); j++)
+                fprintf(stderr, "got: %s\n", sf_diag_message(d, j));
+            fail_msg("message %zu:\n  want %s\n  got  %s", i, exp, got);
+        }
+    }
+    assert_int_equal(st, want_status);
+    for (size_t i = 0; i < w->n; i++)
+        free(w->v[i]);
+    w->n = 0;
+    sf_config_destroy(cfg);
+    sf_diag_destroy(d);
+    sf_policy_destroy(p);
+    assert_int_equal(sf_alloc_in_use(), base);
+}
+
+#define P CVM ":%d:%d: policy: "
+#define ALLOWLIST "processors.transform/allowlist: "
+#define KEEP_SPAN "keep_keys(attributes, [\"gen_ai.request.id\""
+#define KEEP_EVENT "keep_keys(attributes, [\"bid\""
+
+/* ---- the shipped pair -------------------------------------------------------- */
+
+static void test_shipped_config_holds(void **state)
+{
+    want w = { 0 };
+
+    (void)state;
+    assert_check(cvm_text, SF_OK, &w);
+}
+
+/* The sets are compared, not the statements: reordering keys and
+ * statements, splitting a keep_keys in two or adding a delete_key for a key
+ * that is not let through anyway changes nothing. */
+static void test_order_does_not_matter(void **state)
+{
+    char *a = replace(cvm_text, "[\"bid\", \"batch_size\", \"forward_mode\"]",
+                      "[\"forward_mode\", \"bid\", \"batch_size\", \"x\"])\n"
+                      "          - keep_keys(attributes, [\"batch_size\", \"bid\", \"forward_mode\"]");
+    char *b = replace(a, "          - set(status.message, \"\")\n", "");
+    char *c = replace(b, "      - context: span\n        statements:\n",
+                      "      - context: span\n        statements:\n"
+                      "          - set(status.message, \"\")\n"
+                      "          - delete_key(attributes, \"user.email\")\n");
+    want w = { 0 };
+
+    (void)state;
+    assert_check(c, SF_OK, &w);
+    free(a);
+    free(b);
+    free(c);
+}
+
+/* Other processors may run beside the allowlist (a memory limiter first). */
+static void test_memory_limiter_allowed(void **state)
+{
+    char *a = replace(cvm_text, "processors:\n  transform/allowlist:\n",
+                      "processors:\n  memory_limiter:\n    limit_mib: 512\n"
+                      "  transform/allowlist:\n");
+    char *y = replace(a, "processors: [transform/allowlist]",
+                      "processors: [memory_limiter, transform/allowlist]");
+    want w = { 0 };
+
+    (void)state;
+    assert_check(y, SF_OK, &w);
+    free(a);
+    free(y);
+}
+
+/* ---- one mutation each ----------------------------------------------------------- */
+
+static void test_add_key(void **state)
+{
+    char *y = replace(cvm_text, "\"spec_draft_count\"]", "\"spec_draft_count\", \"user.email\"]");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "span allowlist has key 'user.email' not in the policy",
+           line_of(y, KEEP_SPAN), 13);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_remove_key(void **state)
+{
+    char *y = replace(cvm_text, "\"rid\", ", "");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "span allowlist is missing key 'rid' required by the policy",
+           line_of(y, KEEP_SPAN), 13);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_remove_key_with_delete_key(void **state)
+{
+    char *y = replace(cvm_text, "          - set(status.message, \"\")\n",
+                      "          - set(status.message, \"\")\n"
+                      "          - delete_key(attributes, \"tp_rank\")\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "span allowlist is missing key 'tp_rank' required by the policy",
+           line_of(y, "delete_key"), 13);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_move_key_between_contexts(void **state)
+{
+    char *a = replace(cvm_text, "[\"bid\", ", "[");
+    char *y = replace(a, "\"spec_draft_count\"]", "\"spec_draft_count\", \"bid\"]");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "span allowlist has key 'bid' not in the policy",
+           line_of(y, KEEP_SPAN), 13);
+    expect(&w, P ALLOWLIST "spanevent allowlist is missing key 'bid' required by the policy",
+           line_of(y, "[\"batch_size\""), 13);
+    assert_check(y, SF_CONFIG, &w);
+    free(a);
+    free(y);
+}
+
+static void test_allowlist_in_unpinned_context(void **state)
+{
+    char *y = replace(cvm_text, "      - context: spanevent\n",
+                      "      - context: resource\n"
+                      "        statements: ['keep_keys(attributes, [\"service.name\"])']\n"
+                      "      - context: spanevent\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "the policy pins no resource allowlist, the config has one",
+           line_of(y, "'keep_keys(attributes, [\"service.name\"])'"), 22);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_remove_allowlist(void **state)
+{
+    char *y = replace(cvm_text, "          - " KEEP_EVENT ", \"batch_size\", \"forward_mode\"])\n",
+                      "          - delete_key(attributes, \"bid\")\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "spanevent attributes are not bounded by keep_keys: the policy pins "
+           "3 spanevent keys", line_of(y, "trace_statements:"), 5);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_processor_removed_from_pipeline(void **state)
+{
+    char *y = replace(cvm_text, "processors: [transform/allowlist]", "processors: []");
+    want w = { 0 };
+    int pl = line_of(y, "processors: []");
+
+    (void)state;
+    expect(&w, CVM ":%d:3: processors.transform/allowlist: warning: processor "
+           "'transform/allowlist' is defined but not used in any pipeline",
+           line_of(y, "  transform/allowlist:"));
+    expect(&w, P "service.pipelines.traces: does not run processor 'transform/allowlist'", pl, 7);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_second_traces_pipeline(void **state)
+{
+    char *y = replace(cvm_text, "      exporters: [otlphttp/gateway]\n",
+                      "      exporters: [otlphttp/gateway]\n"
+                      "    traces/2:\n"
+                      "      receivers: [otlp]\n"
+                      "      exporters: [otlphttp/gateway]\n");
+    int l2 = line_of(y, "traces/2:");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P "service.pipelines.traces/2: a second traces pipeline: the policy allows "
+           "exactly one", l2, 5);
+    expect(&w, P "service.pipelines.traces/2: does not run processor 'transform/allowlist'",
+           l2, 5);
+    expect(&w, P "service.pipelines.traces/2: uses exporter 'otlphttp/gateway', which the "
+           "policy reserves for pipeline 'traces'", l2 + 2, 19);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_exporter_in_logs_pipeline(void **state)
+{
+    char *y = replace(cvm_text, "      exporters: [otlphttp/gateway]\n",
+                      "      exporters: [otlphttp/gateway]\n"
+                      "    logs:\n"
+                      "      receivers: [otlp]\n"
+                      "      exporters: [otlphttp/gateway]\n");
+    int l = line_of(y, "logs:");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, CVM ":%d:5: service.pipelines.logs: warning: pipeline 'logs' is not run by "
+           "spanfence (traces only)", l);
+    expect(&w, P "service.pipelines.logs: uses exporter 'otlphttp/gateway', which the policy "
+           "reserves for pipeline 'traces'", l + 2, 19);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+/* A metrics pipeline of components spanfence does not run: still checked. */
+static void test_exporter_in_metrics_pipeline(void **state)
+{
+    char *a = replace(cvm_text, "\nprocessors:\n",
+                      "  prometheus:\n"
+                      "    config:\n"
+                      "      scrape_configs: [{job_name: vllm, static_configs: [{targets: ['127.0.0.1:8000']}]}]\n"
+                      "\nprocessors:\n");
+    char *y = replace(a, "      exporters: [otlphttp/gateway]\n",
+                      "      exporters: [otlphttp/gateway]\n"
+                      "    metrics:\n"
+                      "      receivers: [prometheus]\n"
+                      "      exporters: [kafka, otlphttp/gateway]\n");
+    char *z = replace(y, "\nservice:\n", "  kafka:\n\nservice:\n");
+    int l = line_of(z, "metrics:\n      receivers");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, CVM ":%d:3: receivers.prometheus: warning: receiver 'prometheus' is not run by "
+           "spanfence", line_of(z, "prometheus:"));
+    expect(&w, CVM ":%d:3: exporters.kafka: warning: exporter 'kafka' is not run by spanfence",
+           line_of(z, "kafka:"));
+    expect(&w, CVM ":%d:5: service.pipelines.metrics: warning: pipeline 'metrics' is not run by "
+           "spanfence (traces only)", l);
+    expect(&w, P "service.pipelines.metrics: uses exporter 'otlphttp/gateway', which the policy "
+           "reserves for pipeline 'traces'", l + 2, 26);
+    assert_check(z, SF_CONFIG, &w);
+    free(a);
+    free(y);
+    free(z);
+}
+
+static void test_second_exporter_in_traces_pipeline(void **state)
+{
+    char *a = replace(cvm_text, "exporters: [otlphttp/gateway]", "exporters: [otlphttp/gateway, otlphttp/copy]");
+    char *y = replace(a, "\nservice:\n", "  otlphttp/copy:\n    endpoint: https://elsewhere.example\n"
+                      "    sending_queue: {queue_size: 8}\n\nservice:\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P "service.pipelines.traces: exports to 'otlphttp/copy': the policy allows only "
+           "'otlphttp/gateway'", line_of(y, "exporters: [otlphttp/gateway, "), 37);
+    assert_check(y, SF_CONFIG, &w);
+    free(a);
+    free(y);
+}
+
+static void test_error_mode_ignore(void **state)
+{
+    char *y = replace(cvm_text, "error_mode: propagate", "error_mode: ignore");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "error_mode is 'ignore', the policy requires 'propagate'",
+           line_of(y, "error_mode: ignore"), 17);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_group_error_mode_silent(void **state)
+{
+    char *y = replace(cvm_text, "      - context: spanevent\n",
+                      "      - context: spanevent\n        error_mode: silent\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "spanevent statement runs with error_mode 'silent', the policy "
+           "requires 'propagate'", line_of(y, KEEP_EVENT), 13);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_status_statement_removed(void **state)
+{
+    char *y = replace(cvm_text, "          - set(status.message, \"\")\n", "");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "span status messages are not cleared: the policy requires "
+           "set(status.message, \"\")", line_of(y, "trace_statements:"), 5);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_queue_size(void **state)
+{
+    char *y = replace(cvm_text, "queue_size: 32", "queue_size: 100000");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P "exporters.otlphttp/gateway.sending_queue.queue_size: is 100000, the policy "
+           "allows at most 32", line_of(y, "queue_size: 100000"), 19);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_queue_size_default(void **state)
+{
+    char *y = replace(cvm_text, "    sending_queue:\n      queue_size: 32\n", "");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P "exporters.otlphttp/gateway.sending_queue.queue_size: is 1000 (the default), "
+           "the policy allows at most 32", line_of(y, "otlphttp/gateway:"), 3);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+/* The loader itself refuses a persistent queue (spanfence never writes spans
+ * to disk), so the policy check never sees such a config. */
+static void test_storage(void **state)
+{
+    char *y = replace(cvm_text, "      queue_size: 32\n",
+                      "      queue_size: 32\n      storage: file_storage/queue\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, CVM ":%d:7: exporters.otlphttp/gateway.sending_queue.storage: persistent queue "
+           "storage is not supported: spanfence never writes spans to disk",
+           line_of(y, "storage:"));
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_max_elapsed_time_zero(void **state)
+{
+    char *y = replace(cvm_text, "max_elapsed_time: 60s", "max_elapsed_time: 0");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P "exporters.otlphttp/gateway.retry_on_failure.max_elapsed_time: is 0s (retry "
+           "forever), the policy allows at most 1m", line_of(y, "max_elapsed_time: 0"), 25);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_max_elapsed_time_longer(void **state)
+{
+    char *y = replace(cvm_text, "max_elapsed_time: 60s", "max_elapsed_time: 1m1s");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P "exporters.otlphttp/gateway.retry_on_failure.max_elapsed_time: is 1m1s, the "
+           "policy allows at most 1m", line_of(y, "max_elapsed_time: 1m1s"), 25);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_receiver_all_interfaces(void **state)
+{
+    char *y = replace(cvm_text, "endpoint: 127.0.0.1:4317", "endpoint: 0.0.0.0:4317");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P "receivers.otlp.protocols.grpc.endpoint: '0.0.0.0:4317' is not a loopback "
+           "address: the policy allows loopback only", line_of(y, "0.0.0.0:4317"), 19);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+/* A receiver spanfence does not run, in a metrics pipeline: its endpoints
+ * are found in its settings. */
+static void test_foreign_receiver_all_interfaces(void **state)
+{
+    char *a = replace(cvm_text, "\nprocessors:\n",
+                      "  zipkin:\n    endpoint: :9411\n\nprocessors:\n");
+    char *y = replace(a, "      exporters: [otlphttp/gateway]\n",
+                      "      exporters: [otlphttp/gateway]\n"
+                      "    logs:\n      receivers: [otlp]\n      exporters: [kafka]\n");
+    char *z = replace(y, "\nservice:\n", "  kafka:\n\nservice:\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, CVM ":%d:3: receivers.zipkin: warning: receiver 'zipkin' is not run by spanfence",
+           line_of(z, "zipkin:"));
+    expect(&w, P "receivers.zipkin.endpoint: ':9411' is not a loopback address: the policy "
+           "allows loopback only", line_of(z, ":9411"), 15);
+    expect(&w, CVM ":%d:3: exporters.kafka: warning: exporter 'kafka' is not run by spanfence",
+           line_of(z, "kafka:"));
+    expect(&w, CVM ":%d:5: service.pipelines.logs: warning: pipeline 'logs' is not run by "
+           "spanfence (traces only)", line_of(z, "logs:"));
+    assert_check(z, SF_CONFIG, &w);
+    free(a);
+    free(y);
+    free(z);
+}
+
+static void test_receiver_not_in_policy(void **state)
+{
+    char *a = replace(cvm_text, "\nprocessors:\n",
+                      "  otlp/2:\n    protocols: {http: {endpoint: 'localhost:14318'}}\n\nprocessors:\n");
+    char *y = replace(a, "receivers: [otlp]", "receivers: [otlp/2, otlp]");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P "service.pipelines.traces: receiver 'otlp/2' is not in the policy",
+           line_of(y, "receivers: [otlp/2"), 19);
+    assert_check(y, SF_CONFIG, &w);
+    free(a);
+    free(y);
+}
+
+static void test_endpoint_not_from_env(void **state)
+{
+    char *y = replace(cvm_text, "endpoint: ${env:SPANFENCE_GATEWAY_ENDPOINT}",
+                      "endpoint: https://gateway.example:4318");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P "exporters.otlphttp/gateway.endpoint: is not read from "
+           "${env:SPANFENCE_GATEWAY_ENDPOINT} as the policy requires",
+           line_of(y, "endpoint: https://gateway.example"), 15);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_traces_endpoint_override(void **state)
+{
+    char *y = replace(cvm_text, "    headers:\n",
+                      "    traces_endpoint: https://elsewhere.example/v1/traces\n    headers:\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P "exporters.otlphttp/gateway.traces_endpoint: overrides the endpoint the policy "
+           "pins", line_of(y, "traces_endpoint:"), 22);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_processor_renamed(void **state)
+{
+    char *a = replace(cvm_text, "  transform/allowlist:\n", "  transform/other:\n");
+    char *y = replace(a, "processors: [transform/allowlist]", "processors: [transform/other]");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "the allowlist processor is not defined", line_of(y, "\nprocessors:") + 1, 1);
+    expect(&w, P "service.pipelines.traces: does not run processor 'transform/allowlist'",
+           line_of(y, "processors: [transform/other]"), 7);
+    assert_check(y, SF_CONFIG, &w);
+    free(a);
+    free(y);
+}
+
+/* A policy pinning the endpoint's value instead of its variable. */
+static void test_endpoint_value(void **state)
+{
+    char *pt = replace(policy_text, "  endpoint_env: SPANFENCE_GATEWAY_ENDPOINT\n",
+                       "  endpoint: https://gateway.example:4318\n");
+    sf_diag *d = sf_diag_create(NULL);
+    sf_policy *p = NULL;
+    sf_config *cfg = NULL;
+
+    (void)state;
+    assert_int_equal(sf_policy_load_string("p.yaml", pt, strlen(pt), d, &p), SF_OK);
+    assert_int_equal(sf_config_load_string(CVM, cvm_text, strlen(cvm_text), d, &cfg), SF_OK);
+    assert_int_equal(sf_policy_check(p, cfg, d), SF_OK);
+    sf_config_destroy(cfg);
+    setenv("SPANFENCE_GATEWAY_ENDPOINT", "https://evil.example", 1);
+    assert_int_equal(sf_config_load_string(CVM, cvm_text, strlen(cvm_text), d, &cfg), SF_OK);
+    assert_int_equal(sf_policy_check(p, cfg, d), SF_CONFIG);
+    assert_int_equal(sf_diag_count(d), 1);
+    {
+        char buf[512];
+
+        snprintf(buf, sizeof(buf), P "exporters.otlphttp/gateway.endpoint: is "
+                 "'https://evil.example', the policy pins 'https://gateway.example:4318'",
+                 line_of(cvm_text, "endpoint: ${env:"), 15);
+        assert_string_equal(sf_diag_message(d, 0), buf);
+    }
+    setenv("SPANFENCE_GATEWAY_ENDPOINT", "https://gateway.example:4318", 1);
+    sf_config_destroy(cfg);
+    sf_policy_destroy(p);
+    sf_diag_destroy(d);
+    free(pt);
+    assert_int_equal(sf_alloc_in_use(), 0);
+}
+
+/* ---- the policy file ---------------------------------------------------------- */
+
+static void test_policy_file_errors(void **state)
+{
+    static const char yaml[] =
+        "allowlist:\n"
+        "  procesor: transform/x\n"
+        "  error_mode: fail\n"
+        "  keys:\n"
+        "    span: [a, b, a]\n"
+        "    spanevents: [c]\n"
+        "exporter:\n"
+        "  endpoint_env: 1BAD\n"
+        "  max_elapsed_time: 0\n"
+        "receivers:\n"
+        "  loopback: true\n";
+    static const char *const wantv[] = {
+        "p.yaml:1:1: allowlist: 'processor' is required",
+        "p.yaml:2:3: allowlist: unknown key 'procesor' (did you mean 'processor'?)",
+        "p.yaml:3:15: allowlist.error_mode: unknown value 'fail' (expected one of 'propagate', "
+        "'ignore', 'silent')",
+        "p.yaml:5:18: allowlist.keys.span: 'a' is listed more than once",
+        "p.yaml:6:5: allowlist.keys: unknown key 'spanevents' (did you mean 'spanevent'?)",
+        "p.yaml:7:1: exporter: 'id' is required",
+        "p.yaml:7:1: exporter: 'max_queue_size' is required",
+        "p.yaml:8:17: exporter.endpoint_env: invalid environment variable name '1BAD'",
+        "p.yaml:9:21: exporter.max_elapsed_time: duration '0' is out of range (expected 1ms to 24h)",
+        "p.yaml:11:3: receivers: unknown key 'loopback'",
+    };
+    sf_diag *d = sf_diag_create(NULL);
+    sf_policy *p = (sf_policy *)1;
+
+    (void)state;
+    assert_int_equal(sf_policy_load_string("p.yaml", yaml, strlen(yaml), d, &p), SF_CONFIG);
+    assert_null(p);
+    assert_int_equal(sf_diag_count(d), sizeof(wantv) / sizeof(wantv[0]));
+    for (size_t i = 0; i < sizeof(wantv) / sizeof(wantv[0]); i++)
+        assert_string_equal(sf_diag_message(d, i), wantv[i]);
+    sf_diag_destroy(d);
+    assert_int_equal(sf_alloc_in_use(), 0);
+}
+
+static void test_policy_file_missing_sections(void **state)
+{
+    static const char yaml[] = "receivers: {loopback_only: true}\n";
+    sf_diag *d = sf_diag_create(NULL);
+    sf_policy *p = NULL;
+
+    (void)state;
+    assert_int_equal(sf_policy_load_string("p.yaml", yaml, strlen(yaml), d, &p), SF_CONFIG);
+    assert_int_equal(sf_diag_count(d), 2);
+    assert_string_equal(sf_diag_message(d, 0), "p.yaml:1:1: missing required section 'allowlist'");
+    assert_string_equal(sf_diag_message(d, 1), "p.yaml:1:1: missing required section 'exporter'");
+    sf_diag_destroy(d);
+}
+
+static void test_policy_file_unreadable(void **state)
+{
+    sf_diag *d = sf_diag_create(NULL);
+    sf_policy *p = NULL;
+
+    (void)state;
+    assert_int_equal(sf_policy_load("/nonexistent/p.yaml", d, &p), SF_IO);
+    assert_null(p);
+    assert_string_equal(sf_diag_message(d, 0),
+                        "/nonexistent/p.yaml: cannot read the file: no such file or directory");
+    sf_diag_destroy(d);
+    d = sf_diag_create(NULL);
+    assert_int_equal(sf_policy_load(SF_SOURCE_DIR "/configs/cvm-policy.yaml", d, &p), SF_OK);
+    assert_int_equal(sf_diag_count(d), 0);
+    assert_string_equal(sf_policy_file(p), SF_SOURCE_DIR "/configs/cvm-policy.yaml");
+    sf_policy_destroy(p);
+    sf_diag_destroy(d);
+    assert_int_equal(sf_alloc_in_use(), 0);
+}
+
+/* Fail every allocation of loading the policy and checking a violating
+ * config in turn: an error status, never a crash or a leak. */
+static void test_alloc_failures(void **state)
+{
+    char *y = replace(cvm_text, "\"rid\", ", "\"user.email\", ");
+    sf_config *cfg = NULL;
+    sf_diag *d = sf_diag_create(NULL);
+    uint64_t total;
+    size_t base;
+
+    (void)state;
+    assert_int_equal(sf_config_load_string(CVM, y, strlen(y), d, &cfg), SF_OK);
+    sf_diag_destroy(d);
+    base = sf_alloc_in_use();
+    {
+        sf_policy *p = NULL;
+
+        d = sf_diag_create(NULL);
+        sf_alloc_fail_at(0, 0);
+        assert_int_equal(sf_policy_load_string("p", policy_text, strlen(policy_text), d, &p),
+                         SF_OK);
+        assert_int_equal(sf_policy_check(p, cfg, d), SF_CONFIG);
+        total = sf_alloc_count();
+        assert_true(total > 5);
+        sf_policy_destroy(p);
+        sf_diag_destroy(d);
+    }
+    for (uint64_t k = 1; k <= total + 1; k++) {
+        sf_policy *p = NULL;
+        sf_status st;
+
+        d = sf_diag_create(NULL);
+        assert_non_null(d);
+        sf_alloc_fail_at(k, 0);
+        st = sf_policy_load_string("p", policy_text, strlen(policy_text), d, &p);
+        if (st == SF_OK)
+            st = sf_policy_check(p, cfg, d);
+        sf_alloc_fail_at(0, 0);
+        if (st != (k <= total ? SF_ENOMEM : SF_CONFIG))
+            fail_msg("allocation %llu of %llu failed: status %s", (unsigned long long)k,
+                     (unsigned long long)total, sf_status_name(st));
+        sf_policy_destroy(p);
+        sf_diag_destroy(d);
+        if (sf_alloc_in_use() != base)
+            fail_msg("allocation %llu of %llu failed: %zu bytes leaked", (unsigned long long)k,
+                     (unsigned long long)total, sf_alloc_in_use() - base);
+    }
+    sf_config_destroy(cfg);
+    free(y);
+    assert_int_equal(sf_alloc_in_use(), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shipped_config_holds),
+        cmocka_unit_test(test_order_does_not_matter),
+        cmocka_unit_test(test_memory_limiter_allowed),
+        cmocka_unit_test(test_add_key),
+        cmocka_unit_test(test_remove_key),
+        cmocka_unit_test(test_remove_key_with_delete_key),
+        cmocka_unit_test(test_move_key_between_contexts),
+        cmocka_unit_test(test_allowlist_in_unpinned_context),
+        cmocka_unit_test(test_remove_allowlist),
+        cmocka_unit_test(test_processor_removed_from_pipeline),
+        cmocka_unit_test(test_second_traces_pipeline),
+        cmocka_unit_test(test_exporter_in_logs_pipeline),
+        cmocka_unit_test(test_exporter_in_metrics_pipeline),
+        cmocka_unit_test(test_second_exporter_in_traces_pipeline),
+        cmocka_unit_test(test_error_mode_ignore),
+        cmocka_unit_test(test_group_error_mode_silent),
+        cmocka_unit_test(test_status_statement_removed),
+        cmocka_unit_test(test_queue_size),
+        cmocka_unit_test(test_queue_size_default),
+        cmocka_unit_test(test_storage),
+        cmocka_unit_test(test_max_elapsed_time_zero),
+        cmocka_unit_test(test_max_elapsed_time_longer),
+        cmocka_unit_test(test_receiver_all_interfaces),
+        cmocka_unit_test(test_foreign_receiver_all_interfaces),
+        cmocka_unit_test(test_receiver_not_in_policy),
+        cmocka_unit_test(test_endpoint_not_from_env),
+        cmocka_unit_test(test_traces_endpoint_override),
+        cmocka_unit_test(test_processor_renamed),
+        cmocka_unit_test(test_endpoint_value),
+        cmocka_unit_test(test_policy_file_errors),
+        cmocka_unit_test(test_policy_file_missing_sections),
+        cmocka_unit_test(test_policy_file_unreadable),
+        cmocka_unit_test(test_alloc_failures),
+    };
+
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
