@@ -200,13 +200,13 @@ static void test_order_does_not_matter(void **state)
 }
 
 /* Other processors may run beside the allowlist (a memory limiter first). */
-static void test_memory_limiter_allowed(void **state)
+/* The policy does not pin the memory limiter: a config without it holds. */
+static void test_memory_limiter_not_pinned(void **state)
 {
-    char *a = replace(cvm_text, "processors:\n  transform/allowlist:\n",
-                      "processors:\n  memory_limiter:\n    limit_mib: 512\n"
-                      "  transform/allowlist:\n");
-    char *y = replace(a, "processors: [transform/allowlist]",
-                      "processors: [memory_limiter, transform/allowlist]");
+    char *a = replace(cvm_text, "  memory_limiter:\n    check_interval: 1s\n    limit_mib: 448\n"
+                      "    spike_limit_mib: 64\n", "");
+    char *y = replace(a, "processors: [memory_limiter, transform/allowlist]",
+                      "processors: [transform/allowlist]");
     want w = { 0 };
 
     (void)state;
@@ -301,9 +301,10 @@ static void test_remove_allowlist(void **state)
 
 static void test_processor_removed_from_pipeline(void **state)
 {
-    char *y = replace(cvm_text, "processors: [transform/allowlist]", "processors: []");
+    char *y = replace(cvm_text, "processors: [memory_limiter, transform/allowlist]",
+                      "processors: [memory_limiter]");
     want w = { 0 };
-    int pl = line_of(y, "processors: []");
+    int pl = line_of(y, "processors: [memory_limiter]");
 
     (void)state;
     expect(&w, CVM ":%d:3: processors.transform/allowlist: warning: processor "
@@ -586,13 +587,14 @@ static void test_traces_endpoint_override(void **state)
 static void test_processor_renamed(void **state)
 {
     char *a = replace(cvm_text, "  transform/allowlist:\n", "  transform/other:\n");
-    char *y = replace(a, "processors: [transform/allowlist]", "processors: [transform/other]");
+    char *y = replace(a, "processors: [memory_limiter, transform/allowlist]",
+                      "processors: [memory_limiter, transform/other]");
     want w = { 0 };
 
     (void)state;
     expect(&w, P ALLOWLIST "the allowlist processor is not defined", line_of(y, "\nprocessors:") + 1, 1);
     expect(&w, P "service.pipelines.traces: does not run processor 'transform/allowlist'",
-           line_of(y, "processors: [transform/other]"), 7);
+           line_of(y, "processors: [memory_limiter, transform/other]"), 7);
     assert_check(y, SF_CONFIG, &w);
     free(a);
     free(y);
@@ -765,7 +767,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shipped_config_holds),
         cmocka_unit_test(test_order_does_not_matter),
-        cmocka_unit_test(test_memory_limiter_allowed),
+        cmocka_unit_test(test_memory_limiter_not_pinned),
         cmocka_unit_test(test_add_key),
         cmocka_unit_test(test_remove_key),
         cmocka_unit_test(test_remove_key_with_delete_key),
