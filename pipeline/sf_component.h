@@ -99,6 +99,14 @@ void sf_component_refuse(sf_component *receiver, sf_transport transport, size_t 
  * exporter right now (all zero when `self` is not part of a service). */
 void sf_component_totals(sf_component *self, sf_totals *out);
 
+struct sf_batching;
+
+/* Exporters, at start: the settings of the `batch` processor in a traces
+ * pipeline that exports to `exporter` (the first such pipeline and
+ * processor), for sf_sender_set_batching (sf_sender.h). True when there is
+ * one; false (and *out untouched) when not, or outside a service. */
+bool sf_component_batching(const sf_component *exporter, struct sf_batching *out);
+
 /* Receivers: false while the memory limiter asks to refuse new data. */
 bool sf_component_may_accept(const sf_component *receiver);
 

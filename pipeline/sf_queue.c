@@ -78,6 +78,12 @@ sf_status sf_queue_push(sf_queue *q, void *item)
 
 sf_status sf_queue_pop(sf_queue *q, int64_t timeout_ms, void **out)
 {
+    return sf_queue_pop_if(q, timeout_ms, NULL, NULL, out);
+}
+
+sf_status sf_queue_pop_if(sf_queue *q, int64_t timeout_ms, bool (*take)(void *item, void *arg),
+                          void *arg, void **out)
+{
     struct timespec deadline;
     sf_status st = SF_OK;
 
@@ -100,7 +106,9 @@ sf_status sf_queue_pop(sf_queue *q, int64_t timeout_ms, void **out)
             break;
         }
     }
-    if (q->len > 0) {
+    if (q->len > 0 && take != NULL && !take(q->items[q->head], arg)) {
+        st = SF_FULL;
+    } else if (q->len > 0) {
         *out = q->items[q->head];
         q->items[q->head] = NULL;
         q->head = (q->head + 1) % q->cap;

@@ -5,6 +5,7 @@
 #ifndef SF_QUEUE_H
 #define SF_QUEUE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +29,12 @@ sf_status sf_queue_push(sf_queue *q, void *item);
  * *out set; SF_RETRY when the time ran out; SF_STOPPED when the queue is
  * closed and empty (items pushed before close are still handed out). */
 sf_status sf_queue_pop(sf_queue *q, int64_t timeout_ms, void **out);
+/* Like sf_queue_pop, but take the oldest item only if `take(item, arg)`
+ * says so, decided under the queue lock (so no other consumer can slip in
+ * between the look and the take). SF_FULL when the oldest item was declined:
+ * it stays first in the queue. `take` must not call into the queue. */
+sf_status sf_queue_pop_if(sf_queue *q, int64_t timeout_ms, bool (*take)(void *item, void *arg),
+                          void *arg, void **out);
 /* Refuse further pushes and wake every waiting pop. Idempotent. */
 void sf_queue_close(sf_queue *q);
 

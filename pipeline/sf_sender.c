@@ -17,6 +17,16 @@
  *   set `aborting` and wake every backoff: a batch not yet sent is dropped
  *   and counted with reason shutdown; a send already in flight ends when the
  *   exporter's own timeout does (or earlier if it polls sf_sender_aborting).
+ * Batching (sf_sender_set_batching): a consumer gathers several queued
+ *   batches into one request before delivering it. Gathering is serialised
+ *   by `gather_mu`, so there is one gatherer at a time, as upstream has one
+ *   batcher, while the others send: batches are not spread over consumers
+ *   that each wait out the timeout. The next batch is taken only if it fits
+ *   (sf_queue_pop_if decides under the queue lock), so FIFO order holds.
+ *   Closing the queue ends a gather at once: shutdown drains, merged or not.
+ *   The parts stay counted in queued_spans until the merged request is sent
+ *   or failed; if the merged buffer cannot be allocated the parts are sent
+ *   one by one instead: nothing is lost for want of memory.
  * Counting order: queued_spans goes up before a batch becomes visible to a
  *   consumer and down only after sent/send_failed went up, so at any
  *   quiescent point  submitted OK = sent + send_failed + queued_spans. */
@@ -46,6 +56,9 @@ typedef struct sf_consumer {
     struct sf_sender *sender;
     unsigned index;
     pthread_t thread;
+    sf_buf **parts;             /* batches gathered for one request; `single` */
+    size_t max_parts;           /*   when not batching, else sf_calloc'd */
+    sf_buf *single;
 } sf_consumer;
 
 struct sf_sender {
@@ -66,6 +79,9 @@ struct sf_sender {
     _Atomic bool stopping;      /* shutdown began: refuse submits */
     _Atomic bool aborting;      /* drain deadline passed: no more sends */
     pthread_mutex_t sync_mu;    /* queue disabled: callers take turns on worker 0 */
+    bool batching;              /* set before start, read-only after */
+    sf_batching batch;
+    pthread_mutex_t gather_mu;  /* one consumer gathers at a time */
 };
 
 /* ---- time ----------------------------------------------------------------- */
@@ -211,21 +227,113 @@ static void deliver(sf_sender *s, unsigned worker, uint64_t *rng, const sf_buf *
     }
 }
 
+/* ---- gathering (batching) ------------------------------------------------ */
+
+typedef struct gather_state {
+    uint64_t spans;             /* gathered so far */
+    uint64_t max;               /* send_batch_max_size, 0: none */
+} gather_state;
+
+/* Under the queue lock: may the next batch join the request? */
+static bool fits(void *item, void *arg)
+{
+    const gather_state *g = arg;
+    const sf_buf *b = item;
+
+    return g->max == 0 || g->spans + b->spans <= g->max;
+}
+
+/* Take the next request's batches into c->parts: one, or with batching
+ * as many as the settings allow. SF_OK with *n >= 1; SF_STOPPED once the
+ * queue is closed and empty. */
+static sf_status take_parts(sf_sender *s, sf_consumer *c, size_t *n)
+{
+    const sf_batching *b = &s->batch;
+    gather_state g = { .max = b->send_batch_max_size > 0 ? (uint64_t)b->send_batch_max_size : 0 };
+    uint64_t trigger = b->send_batch_size > 0 ? (uint64_t)b->send_batch_size : 0;
+    bool wait = trigger > 0 && b->timeout_ms > 0;
+    int64_t deadline;
+    void *item;
+    sf_status st;
+
+    *n = 0;
+    if (s->batching)
+        pthread_mutex_lock(&s->gather_mu);
+    st = sf_queue_pop(s->queue, -1, &item);
+    if (st != SF_OK)
+        goto out_unlock;
+    atomic_fetch_sub_explicit(&s->counters->queue_size, 1, memory_order_relaxed);
+    c->parts[(*n)++] = item;
+    g.spans = ((sf_buf *)item)->spans;
+    deadline = now_ms() + b->timeout_ms;
+    while (s->batching && *n < c->max_parts && (trigger == 0 || g.spans < trigger)) {
+        int64_t left = wait ? deadline - now_ms() : 0;
+
+        /* Past the deadline still take what is already queued: no wait. */
+        if (sf_queue_pop_if(s->queue, left > 0 ? left : 0, fits, &g, &item) != SF_OK)
+            break;      /* timed out, closed and empty, or the next does not fit */
+        atomic_fetch_sub_explicit(&s->counters->queue_size, 1, memory_order_relaxed);
+        c->parts[(*n)++] = item;
+        g.spans += ((sf_buf *)item)->spans;
+    }
+    st = SF_OK;
+
+out_unlock:
+    if (s->batching)
+        pthread_mutex_unlock(&s->gather_mu);
+    return st;
+}
+
+/* One buffer holding parts[0..n) back to back (one reference), or NULL on
+ * no memory. */
+static sf_buf *merge_parts(sf_buf *const *parts, size_t n)
+{
+    size_t len = 0, spans = 0, at = 0;
+    sf_buf *m;
+
+    for (size_t i = 0; i < n; i++) {
+        len += parts[i]->len;
+        spans += parts[i]->spans;
+    }
+    m = sf_buf_create(len);
+    if (m == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(m->data + at, parts[i]->data, parts[i]->len);
+        at += parts[i]->len;
+    }
+    m->spans = spans;
+    return m;
+}
+
 static void *consumer_main(void *arg)
 {
     sf_consumer *c = arg;
     sf_sender *s = c->sender;
     uint64_t rng = ((uint64_t)(uintptr_t)s ^ (uint64_t)now_ms()) + 0x9E3779B97F4A7C15ULL * (c->index + 1);
-    void *item;
+    size_t n;
 
     if (rng == 0)
         rng = 1;
-    while (sf_queue_pop(s->queue, -1, &item) == SF_OK) {
-        sf_buf *buf = item;
+    while (take_parts(s, c, &n) == SF_OK) {
+        sf_buf *merged = n > 1 ? merge_parts(c->parts, n) : NULL;
 
-        atomic_fetch_sub_explicit(&s->counters->queue_size, 1, memory_order_relaxed);
-        deliver(s, c->index, &rng, buf);
-        sf_buf_unref(buf);
+        if (merged != NULL) {
+            /* The parts' spans move to `merged`: queued_spans is unchanged
+             * until deliver() counts the merged request's outcome. */
+            for (size_t i = 0; i < n; i++)
+                sf_buf_unref(c->parts[i]);
+            deliver(s, c->index, &rng, merged);
+            sf_buf_unref(merged);
+            continue;
+        }
+        if (n > 1)
+            sf_warn("exporter %s: no memory to merge %zu batches: sending them one by one",
+                    s->id, n);
+        for (size_t i = 0; i < n; i++) {
+            deliver(s, c->index, &rng, c->parts[i]);
+            sf_buf_unref(c->parts[i]);
+        }
     }
     pthread_mutex_lock(&s->mu);
     s->live--;
@@ -277,8 +385,10 @@ sf_sender *sf_sender_create(const char *id, const sf_queue_config *q, const sf_r
         goto out_free_consumers;
     if (pthread_mutex_init(&s->sync_mu, NULL) != 0)
         goto out_destroy_mu;
-    if (pthread_condattr_init(&ca) != 0)
+    if (pthread_mutex_init(&s->gather_mu, NULL) != 0)
         goto out_destroy_sync_mu;
+    if (pthread_condattr_init(&ca) != 0)
+        goto out_destroy_gather_mu;
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     if (pthread_cond_init(&s->abort_cv, &ca) != 0)
         goto out_destroy_condattr;
@@ -292,6 +402,8 @@ out_destroy_abort_cv:
     pthread_cond_destroy(&s->abort_cv);
 out_destroy_condattr:
     pthread_condattr_destroy(&ca);
+out_destroy_gather_mu:
+    pthread_mutex_destroy(&s->gather_mu);
 out_destroy_sync_mu:
     pthread_mutex_destroy(&s->sync_mu);
 out_destroy_mu:
@@ -307,10 +419,68 @@ out_free_sender:
     return NULL;
 }
 
+void sf_sender_set_batching(sf_sender *s, const sf_batching *b)
+{
+    if (s->n_started > 0 || b == NULL)
+        return;
+    if (s->queue == NULL) {
+        sf_warn("exporter %s: batching needs the sending queue: with it disabled every batch "
+                "is sent as it comes", s->id);
+        return;
+    }
+    s->batching = true;
+    s->batch.send_batch_size = b->send_batch_size > 0 ? b->send_batch_size : 0;
+    s->batch.send_batch_max_size = b->send_batch_max_size > 0 ? b->send_batch_max_size : 0;
+    s->batch.timeout_ms = b->timeout_ms > 0 ? b->timeout_ms : 0;
+}
+
+/* Each consumer's room for the batches of one request. */
+static sf_status alloc_parts(sf_sender *s)
+{
+    size_t max = s->batching ? (size_t)s->q.queue_size : 1;
+
+    if (max > SF_SENDER_MAX_PARTS)
+        max = SF_SENDER_MAX_PARTS;
+    for (unsigned i = 0; i < s->n_workers; i++) {
+        sf_consumer *c = &s->consumers[i];
+
+        c->max_parts = max;
+        c->parts = &c->single;
+        if (max > 1) {
+            c->parts = sf_calloc(max, sizeof(*c->parts));
+            if (c->parts == NULL) {
+                c->parts = &c->single;
+                return SF_ENOMEM;
+            }
+        }
+    }
+    return SF_OK;
+}
+
+static void free_parts(sf_sender *s)
+{
+    for (unsigned i = 0; s->consumers != NULL && i < s->n_workers; i++) {
+        sf_consumer *c = &s->consumers[i];
+
+        if (c->parts != &c->single)
+            sf_free(c->parts);
+        c->parts = &c->single;
+    }
+}
+
 sf_status sf_sender_start(sf_sender *s)
 {
     if (s->queue == NULL || s->n_started > 0)
         return SF_OK;
+    if (alloc_parts(s) != SF_OK) {
+        sf_error("exporter %s: no memory for batching buffers", s->id);
+        free_parts(s);
+        return SF_ENOMEM;
+    }
+    if (s->batching)
+        sf_info("exporter %s: merging queued batches up to %" PRId64 " spans or %" PRId64
+                " ms (at most %" PRId64 " spans per request, 0: no limit)", s->id,
+                s->batch.send_batch_size, s->batch.timeout_ms, s->batch.send_batch_max_size);
     for (unsigned i = 0; i < s->n_workers; i++) {
         sf_consumer *c = &s->consumers[i];
 
@@ -428,8 +598,10 @@ void sf_sender_destroy(sf_sender *s)
     sf_sender_shutdown(s, 0);
     pthread_cond_destroy(&s->done_cv);
     pthread_cond_destroy(&s->abort_cv);
+    pthread_mutex_destroy(&s->gather_mu);
     pthread_mutex_destroy(&s->sync_mu);
     pthread_mutex_destroy(&s->mu);
+    free_parts(s);
     sf_free(s->consumers);
     sf_queue_destroy(s->queue);
     sf_free(s->id);

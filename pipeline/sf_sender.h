@@ -52,6 +52,23 @@ typedef struct sf_send_result {
     char detail[128];               /* for the log: "http 503", "connection refused" */
 } sf_send_result;
 
+/* Batching (the `batch` processor's settings, applied where the data is
+ * already safe: in the consumers). A consumer that pops a batch of fewer
+ * than send_batch_size spans keeps taking queued batches, waiting at most
+ * timeout_ms after the first, while the total stays <= send_batch_max_size,
+ * then sends them concatenated as ONE request (two encoded
+ * ExportTraceServiceRequests back to back are one request holding both).
+ * Unlike upstream, a batch is never split: a single queued batch larger than
+ * send_batch_max_size is sent as it is, and one request merges at most
+ * min(queue_size, SF_SENDER_MAX_PARTS) batches. */
+typedef struct sf_batching {
+    int64_t send_batch_size;        /* spans that end the wait; 0: take what is queued, no wait */
+    int64_t send_batch_max_size;    /* most spans in a merged request; 0: no limit */
+    int64_t timeout_ms;             /* longest wait after the first batch; 0: no wait */
+} sf_batching;
+
+#define SF_SENDER_MAX_PARTS 1024
+
 /* Called on a consumer thread; `worker` is the consumer's index (0..n-1),
  * so the exporter can keep one connection handle per consumer. */
 typedef void (*sf_send_fn)(void *exporter, unsigned worker, const sf_buf *buf,
@@ -63,6 +80,11 @@ typedef struct sf_sender sf_sender;
  * receives sent/failed/queue figures. NULL on no memory. */
 sf_sender *sf_sender_create(const char *id, const sf_queue_config *q, const sf_retry_config *r,
                             sf_send_fn send, void *exporter, sf_counters *counters);
+/* Merge queued batches into fewer requests (see sf_batching); call before
+ * start. No effect with the queue disabled (each submit is sent at once). */
+void sf_sender_set_batching(sf_sender *s, const sf_batching *b);
+/* Spawn the consumers. SF_ENOMEM when a thread or the batching buffers
+ * cannot be had (nothing is left running then). */
 sf_status sf_sender_start(sf_sender *s);
 /* Queue `buf` (the sender takes a new reference of its own on SF_OK; the
  * caller keeps its reference either way). SF_FULL when the queue is full,

@@ -15,6 +15,8 @@
 #include "sf_service.h"
 #include "internal/sf_core.h"
 #include "internal/sf_metrics_server.h"
+#include "processors/batch/batch.h"
+#include "sf_sender.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -393,6 +395,33 @@ bool sf_component_may_accept(const sf_component *receiver)
 {
     (void)receiver;
     return !sf_alloc_under_pressure();
+}
+
+bool sf_component_batching(const sf_component *exporter, sf_batching *out)
+{
+    const sf_service *svc = exporter->service;
+
+    for (size_t r = 0; svc != NULL && r < svc->n_routes; r++) {
+        const sf_route *rt = &svc->routes[r];
+        bool feeds = false;
+
+        for (size_t i = 0; i < rt->n_exporters && !feeds; i++)
+            feeds = rt->exporters[i] == exporter;
+        if (!feeds)
+            continue;
+        for (size_t i = 0; i < rt->n_processors; i++) {
+            const sf_component *p = rt->processors[i];
+            const sf_batch_config *bc = p->config;
+
+            if (p->type != &sf_batch_processor_type)
+                continue;
+            *out = (sf_batching){ .send_batch_size = bc->send_batch_size,
+                                  .send_batch_max_size = bc->send_batch_max_size,
+                                  .timeout_ms = bc->timeout };
+            return true;
+        }
+    }
+    return false;
 }
 
 void sf_service_totals(const sf_service *svc, sf_totals *out)

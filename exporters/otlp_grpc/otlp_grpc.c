@@ -542,6 +542,7 @@ out_free_ctx:
 static sf_status otlpgrpc_start(sf_component *self)
 {
     otlpgrpc *x = sf_component_ctx(self);
+    sf_batching b;
     sf_status st;
 
     gpr_set_log_function(grpc_log_to_sf);
@@ -556,6 +557,8 @@ static sf_status otlpgrpc_start(sf_component *self)
     st = open_channels(x);
     if (st != SF_OK)
         return st;
+    if (sf_component_batching(self, &b))
+        sf_sender_set_batching(x->sender, &b);
     return sf_sender_start(x->sender);
 }
 

@@ -441,7 +441,10 @@ out_free_ctx:
 static sf_status otlphttp_start(sf_component *self)
 {
     otlphttp *x = sf_component_ctx(self);
+    sf_batching b;
 
+    if (sf_component_batching(self, &b))
+        sf_sender_set_batching(x->sender, &b);
     return sf_sender_start(x->sender);
 }
 
