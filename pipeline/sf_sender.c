@@ -475,6 +475,7 @@ sf_status sf_sender_start(sf_sender *s)
     if (alloc_parts(s) != SF_OK) {
         sf_error("exporter %s: no memory for batching buffers", s->id);
         free_parts(s);
+        sf_sender_shutdown(s, 0);   /* as after a failed thread start */
         return SF_ENOMEM;
     }
     if (s->batching)

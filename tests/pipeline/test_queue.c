@@ -215,6 +215,39 @@ static void test_create_survives_allocation_failure(void **state)
     }
 }
 
+/* pop_if: a declined head stays first (SF_FULL), an accepted one is taken;
+ * an empty queue still times out or reports closed as pop does. */
+static bool take_small(void *item, void *arg)
+{
+    return *(int *)item <= *(int *)arg;
+}
+
+static void test_pop_if_declines_without_taking(void **state)
+{
+    sf_queue *q = sf_queue_create(4);
+    int big = 9, small = 1, limit = 5;
+    void *out = NULL;
+
+    (void)state;
+    assert_non_null(q);
+    assert_int_equal(sf_queue_pop_if(q, 0, take_small, &limit, &out), SF_RETRY);
+    assert_int_equal(sf_queue_push(q, &big), SF_OK);
+    assert_int_equal(sf_queue_push(q, &small), SF_OK);
+    assert_int_equal(sf_queue_pop_if(q, 0, take_small, &limit, &out), SF_FULL);
+    assert_null(out);
+    assert_int_equal(sf_queue_len(q), 2);
+    /* the declined item is still the oldest: FIFO order is kept */
+    assert_int_equal(sf_queue_pop(q, 0, &out), SF_OK);
+    assert_ptr_equal(out, &big);
+    assert_int_equal(sf_queue_pop_if(q, 0, take_small, &limit, &out), SF_OK);
+    assert_ptr_equal(out, &small);
+    assert_int_equal(sf_queue_len(q), 0);
+    assert_int_equal(sf_queue_pop_if(q, 10, take_small, &limit, &out), SF_RETRY);
+    sf_queue_close(q);
+    assert_int_equal(sf_queue_pop_if(q, -1, take_small, &limit, &out), SF_STOPPED);
+    sf_queue_destroy(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -224,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_close_keeps_items_then_stops),
         cmocka_unit_test(test_close_wakes_blocked_pops),
         cmocka_unit_test(test_many_producers_and_consumers),
+        cmocka_unit_test(test_pop_if_declines_without_taking),
         cmocka_unit_test(test_create_survives_allocation_failure),
     };
 

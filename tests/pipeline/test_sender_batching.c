@@ -1,0 +1,552 @@
+/* tests/pipeline/test_sender_batching.c: the sending queue merging queued
+ * batches into fewer requests (sf_sender_set_batching), driven by a fake
+ * send function that keeps a copy of every request's bytes. Each request is
+ * decoded with protobuf-c: its span count must match what the sender says
+ * it holds, and every span id submitted must arrive exactly once.
+ * Batches are mostly queued before start so the way they are grouped is
+ * deterministic; timing bounds are generous upper bounds only. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sf_alloc.h"
+#include "sf_batch.h"
+#include "sf_sender.h"
+
+#define MAX_CALLS 64
+#define MAX_IDS 4096
+
+typedef struct call {
+    uint8_t *bytes;             /* malloc'd copy of the request */
+    size_t len;
+    size_t spans;               /* what the sender said the request holds */
+    sf_status status;           /* what the fake answered */
+} call;
+
+typedef struct fake {
+    pthread_mutex_t mu;
+    int n_calls;
+    call calls[MAX_CALLS];
+    sf_status script[8];        /* outcome of call i; SF_OK after the script */
+    int n_script;
+    _Atomic int gate_closed;    /* sends wait while set */
+} fake;
+
+typedef struct fixture {
+    fake f;
+    sf_counters k;
+    sf_queue_config q;
+    sf_retry_config r;
+    sf_batching b;
+    sf_sender *s;
+    uint32_t next_id;           /* span ids handed out so far */
+    uint64_t submitted_ok;
+    size_t mem_before;
+} fixture;
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void fake_send(void *exporter, unsigned worker, const sf_buf *buf, sf_send_result *res)
+{
+    fake *f = exporter;
+    int i;
+
+    (void)worker;
+    while (atomic_load(&f->gate_closed))
+        usleep(1000);
+    pthread_mutex_lock(&f->mu);
+    i = f->n_calls++;
+    res->status = i < f->n_script ? f->script[i] : SF_OK;
+    if (i < MAX_CALLS) {
+        f->calls[i].bytes = malloc(buf->len ? buf->len : 1);
+        assert_non_null(f->calls[i].bytes);
+        memcpy(f->calls[i].bytes, buf->data, buf->len);
+        f->calls[i].len = buf->len;
+        f->calls[i].spans = buf->spans;
+        f->calls[i].status = res->status;
+    }
+    pthread_mutex_unlock(&f->mu);
+    snprintf(res->detail, sizeof(res->detail), "fake %s", sf_status_name(res->status));
+}
+
+static int n_calls(fake *f)
+{
+    int n;
+
+    pthread_mutex_lock(&f->mu);
+    n = f->n_calls;
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
+static int setup(void **state)
+{
+    fixture *x = calloc(1, sizeof(*x));
+
+    pthread_mutex_init(&x->f.mu, NULL);
+    x->q = (sf_queue_config){ .present = true, .enabled = true, .queue_size = 32,
+                              .num_consumers = 2 };
+    x->r = (sf_retry_config){ .present = true, .enabled = true, .initial_interval = 5,
+                              .multiplier = 1.5, .randomization_factor = 0.5,
+                              .max_interval = 20, .max_elapsed_time = 10000 };
+    x->b = (sf_batching){ .send_batch_size = 500, .send_batch_max_size = 0,
+                          .timeout_ms = 60000 };
+    x->mem_before = sf_alloc_in_use();
+    *state = x;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *x = *state;
+
+    atomic_store(&x->f.gate_closed, 0);     /* a failed test may leave it shut */
+    sf_sender_destroy(x->s);
+    assert_int_equal(sf_alloc_in_use(), x->mem_before);
+    for (int i = 0; i < x->f.n_calls && i < MAX_CALLS; i++)
+        free(x->f.calls[i].bytes);
+    pthread_mutex_destroy(&x->f.mu);
+    free(x);
+    return 0;
+}
+
+static void make_sender(fixture *x, bool batching)
+{
+    x->s = sf_sender_create("otlphttp/batching", &x->q, &x->r, fake_send, &x->f, &x->k);
+    assert_non_null(x->s);
+    if (batching)
+        sf_sender_set_batching(x->s, &x->b);
+}
+
+/* Submit one encoded request of `spans` spans with fresh span ids. */
+static sf_status submit(fixture *x, size_t spans)
+{
+    sf_otlp_span *sp = calloc(spans ? spans : 1, sizeof(*sp));
+    sf_otlp_span **spp = calloc(spans ? spans : 1, sizeof(*spp));
+    uint8_t (*ids)[8] = calloc(spans ? spans : 1, 8);
+    uint8_t trace_id[16] = { 1 };
+    sf_otlp_scope_spans ss = OPENTELEMETRY__PROTO__TRACE__V1__SCOPE_SPANS__INIT;
+    sf_otlp_scope_spans *ssp = &ss;
+    sf_otlp_resource_spans rs = OPENTELEMETRY__PROTO__TRACE__V1__RESOURCE_SPANS__INIT;
+    sf_otlp_resource_spans *rsp = &rs;
+    sf_otlp_request req = OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_REQUEST__INIT;
+    sf_buf *b;
+    sf_status st;
+
+    assert_non_null(sp);
+    assert_non_null(spp);
+    assert_non_null(ids);
+    for (size_t i = 0; i < spans; i++) {
+        uint32_t id = x->next_id++;
+
+        opentelemetry__proto__trace__v1__span__init(&sp[i]);
+        memcpy(ids[i], &id, sizeof(id));
+        sp[i].span_id = (ProtobufCBinaryData){ .len = 8, .data = ids[i] };
+        sp[i].trace_id = (ProtobufCBinaryData){ .len = 16, .data = trace_id };
+        sp[i].name = "op";
+        spp[i] = &sp[i];
+    }
+    ss.n_spans = spans;
+    ss.spans = spp;
+    rs.n_scope_spans = 1;
+    rs.scope_spans = &ssp;
+    req.n_resource_spans = 1;
+    req.resource_spans = &rsp;
+    b = sf_buf_create(opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(&req));
+    assert_non_null(b);
+    opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(&req, b->data);
+    b->spans = spans;
+    st = sf_sender_submit(x->s, b);
+    if (st == SF_OK)
+        x->submitted_ok += spans;
+    else
+        x->next_id -= (uint32_t)spans;      /* refused: these ids never count */
+    sf_buf_unref(b);
+    free(ids);
+    free(spp);
+    free(sp);
+    return st;
+}
+
+/* Decode request `i`: its span count must be what the sender counted;
+ * its span ids are added to seen[]. Returns the span count. */
+static size_t decode_call(fixture *x, int i, unsigned *seen)
+{
+    call *c = &x->f.calls[i];
+    sf_otlp_request *req;
+    size_t n = 0;
+
+    req = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
+        NULL, c->len, c->bytes);
+    assert_non_null(req);
+    for (size_t r = 0; r < req->n_resource_spans; r++)
+        for (size_t s = 0; s < req->resource_spans[r]->n_scope_spans; s++) {
+            sf_otlp_scope_spans *ss = req->resource_spans[r]->scope_spans[s];
+
+            for (size_t k = 0; k < ss->n_spans; k++) {
+                uint32_t id;
+
+                assert_int_equal(ss->spans[k]->span_id.len, 8);
+                memcpy(&id, ss->spans[k]->span_id.data, sizeof(id));
+                assert_true(id < x->next_id);
+                if (seen != NULL)
+                    seen[id]++;
+                n++;
+            }
+        }
+    opentelemetry__proto__collector__trace__v1__export_trace_service_request__free_unpacked(req, NULL);
+    assert_int_equal(n, c->spans);
+    return n;
+}
+
+/* Every span id submitted is in exactly one successful request. */
+static void assert_each_span_once(fixture *x)
+{
+    unsigned *seen = calloc(MAX_IDS, sizeof(*seen));
+    int n = n_calls(&x->f);
+
+    assert_non_null(seen);
+    assert_true(x->next_id <= MAX_IDS);
+    assert_true(n <= MAX_CALLS);
+    for (int i = 0; i < n; i++)
+        if (x->f.calls[i].status == SF_OK)
+            decode_call(x, i, seen);
+    for (uint32_t id = 0; id < x->next_id; id++)
+        assert_int_equal(seen[id], 1);
+    free(seen);
+}
+
+static uint64_t failed_all(sf_counters *k)
+{
+    uint64_t n = 0;
+
+    for (int r = 0; r < SF_REASON_COUNT; r++)
+        n += sf_counter_get(&k->send_failed_spans[r]);
+    return n;
+}
+
+/* submitted OK == sent + send_failed + queued_spans, at any moment. */
+static void assert_invariant(fixture *x)
+{
+    int64_t queued = atomic_load(&x->k.queued_spans);
+
+    assert_true(queued >= 0);
+    assert_int_equal(x->submitted_ok,
+                     sf_counter_get(&x->k.sent_spans) + failed_all(&x->k) + (uint64_t)queued);
+}
+
+/* Poll up to 10 s for a condition that should hold in milliseconds. */
+#define WAIT_FOR(cond)                                                      \
+    do {                                                                    \
+        for (int w_ = 0; w_ < 5000 && !(cond); w_++)                        \
+            usleep(2000);                                                   \
+        assert_true(cond);                                                  \
+    } while (0)
+
+/* ---- scenarios --------------------------------------------------------- */
+
+/* 10 x 100 spans, send_batch_size 500: two requests of 500, each span once.
+ * Two consumers: gathering is one at a time, so they do not split it. */
+static void test_merges_to_send_batch_size(void **state)
+{
+    fixture *x = *state;
+
+    make_sender(x, true);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(submit(x, 100), SF_OK);
+    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 1000);
+    assert_int_equal(n_calls(&x->f), 2);
+    assert_int_equal(decode_call(x, 0, NULL), 500);
+    assert_int_equal(decode_call(x, 1, NULL), 500);
+    assert_each_span_once(x);
+    assert_int_equal(atomic_load(&x->k.queued_spans), 0);
+    assert_int_equal(atomic_load(&x->k.queue_size), 0);
+    assert_invariant(x);
+}
+
+/* send_batch_max_size 300: no request over 300 spans; the last 100 go
+ * when the timeout runs out. A single batch over the maximum goes whole. */
+static void test_max_size_caps_requests(void **state)
+{
+    fixture *x = *state;
+    size_t total = 0;
+
+    x->b.send_batch_max_size = 300;
+    x->b.timeout_ms = 50;
+    x->q.num_consumers = 1;
+    make_sender(x, true);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(submit(x, 100), SF_OK);
+    assert_int_equal(submit(x, 400), SF_OK);
+    assert_int_equal(submit(x, 100), SF_OK);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 1500);
+    /* 300, 300, 300, 100 (the 400 does not fit), 400 (too big alone, sent
+     * whole), 100 (after the timeout) */
+    assert_int_equal(n_calls(&x->f), 6);
+    assert_int_equal(decode_call(x, 0, NULL), 300);
+    assert_int_equal(decode_call(x, 1, NULL), 300);
+    assert_int_equal(decode_call(x, 2, NULL), 300);
+    assert_int_equal(decode_call(x, 3, NULL), 100);
+    assert_int_equal(decode_call(x, 4, NULL), 400);
+    assert_int_equal(decode_call(x, 5, NULL), 100);
+    for (int i = 0; i < 6; i++)
+        total += x->f.calls[i].spans;
+    assert_int_equal(total, 1500);
+    assert_each_span_once(x);
+    assert_invariant(x);
+}
+
+/* Fewer spans than send_batch_size: the timeout sends what was gathered,
+ * as one request, without a shutdown to push it out. */
+static void test_timeout_flushes_partial_batch(void **state)
+{
+    fixture *x = *state;
+
+    x->b.timeout_ms = 100;
+    make_sender(x, true);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(submit(x, 100), SF_OK);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 300);
+    assert_int_equal(n_calls(&x->f), 1);
+    assert_int_equal(decode_call(x, 0, NULL), 300);
+    assert_each_span_once(x);
+    assert_int_equal(atomic_load(&x->k.queued_spans), 0);
+    assert_invariant(x);
+}
+
+/* send_batch_size 0: merge what is queued, never wait (the 60 s timeout
+ * would outlast WAIT_FOR). */
+static void test_size_zero_takes_what_is_queued(void **state)
+{
+    fixture *x = *state;
+
+    x->b.send_batch_size = 0;
+    x->q.num_consumers = 1;
+    make_sender(x, true);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(submit(x, 100), SF_OK);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 400);
+    assert_int_equal(n_calls(&x->f), 1);
+    assert_int_equal(decode_call(x, 0, NULL), 400);
+    /* and a lone batch later is sent at once too */
+    assert_int_equal(submit(x, 7), SF_OK);
+    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 407);
+    assert_int_equal(n_calls(&x->f), 2);
+    assert_each_span_once(x);
+    assert_invariant(x);
+}
+
+/* A merged request that fails retryably is sent again whole: the same 500
+ * spans in both attempts, delivered once, counted once. */
+static void test_retry_of_merged_request(void **state)
+{
+    fixture *x = *state;
+    unsigned *seen = calloc(MAX_IDS, sizeof(*seen));
+
+    assert_non_null(seen);
+    x->f.script[0] = SF_RETRY;
+    x->f.n_script = 1;
+    make_sender(x, true);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(submit(x, 100), SF_OK);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 500);
+    assert_int_equal(n_calls(&x->f), 2);
+    assert_int_equal(x->f.calls[0].status, SF_RETRY);
+    assert_int_equal(x->f.calls[1].len, x->f.calls[0].len);
+    assert_memory_equal(x->f.calls[1].bytes, x->f.calls[0].bytes, x->f.calls[0].len);
+    assert_int_equal(decode_call(x, 0, seen), 500);
+    for (uint32_t id = 0; id < x->next_id; id++)
+        assert_int_equal(seen[id], 1);
+    free(seen);
+    assert_each_span_once(x);
+    assert_int_equal(sf_counter_get(&x->k.retries), 1);
+    assert_int_equal(failed_all(&x->k), 0);
+    assert_invariant(x);
+}
+
+/* A merged request refused for good fails all its parts' spans. */
+static void test_permanent_failure_counts_every_part(void **state)
+{
+    fixture *x = *state;
+
+    x->f.script[0] = SF_PERMANENT;
+    x->f.n_script = 1;
+    make_sender(x, true);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(submit(x, 100), SF_OK);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    WAIT_FOR(sf_counter_get(&x->k.send_failed_spans[SF_REASON_PERMANENT_ERROR]) == 500);
+    assert_int_equal(n_calls(&x->f), 1);
+    assert_int_equal(decode_call(x, 0, NULL), 500);
+    assert_int_equal(sf_counter_get(&x->k.sent_spans), 0);
+    assert_int_equal(atomic_load(&x->k.queued_spans), 0);
+    assert_invariant(x);
+}
+
+/* While a merged request is in flight its parts are out of the queue
+ * (queue_size) but still queued spans; batches behind it are counted in
+ * both. */
+static void test_gauges_exact_while_in_flight(void **state)
+{
+    fixture *x = *state;
+
+    x->q.num_consumers = 1;
+    atomic_store(&x->f.gate_closed, 1);
+    make_sender(x, true);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(submit(x, 100), SF_OK);
+    assert_int_equal(atomic_load(&x->k.queue_size), 5);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    WAIT_FOR(atomic_load(&x->k.queue_size) == 0);
+    assert_int_equal(atomic_load(&x->k.queued_spans), 500);
+    assert_invariant(x);
+    assert_int_equal(submit(x, 100), SF_OK);
+    assert_int_equal(submit(x, 100), SF_OK);
+    assert_int_equal(atomic_load(&x->k.queue_size), 2);
+    assert_int_equal(atomic_load(&x->k.queued_spans), 700);
+    assert_int_equal(sf_counter_get(&x->k.sent_spans), 0);
+    assert_invariant(x);
+    atomic_store(&x->f.gate_closed, 0);
+    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 500);
+    /* the two behind it wait out the (60 s) timeout: shutdown sends them */
+    sf_sender_shutdown(x->s, 5000);
+    assert_int_equal(sf_counter_get(&x->k.sent_spans), 700);
+    assert_int_equal(n_calls(&x->f), 2);
+    assert_int_equal(decode_call(x, 1, NULL), 200);
+    assert_int_equal(atomic_load(&x->k.queue_size), 0);
+    assert_int_equal(atomic_load(&x->k.queued_spans), 0);
+    assert_each_span_once(x);
+    assert_invariant(x);
+}
+
+/* Shutdown does not wait out the timeout of a gather in progress: what was
+ * gathered and what is still queued is sent, nothing dropped. */
+static void test_shutdown_drains_without_waiting(void **state)
+{
+    fixture *x = *state;
+    int64_t t0;
+
+    make_sender(x, true);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(submit(x, 100), SF_OK);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    WAIT_FOR(atomic_load(&x->k.queue_size) == 0);    /* gathered, now waiting */
+    assert_int_equal(n_calls(&x->f), 0);
+    t0 = mono_ms();
+    sf_sender_shutdown(x->s, 30000);
+    assert_true(mono_ms() - t0 < 20000);            /* far below the 60 s timeout */
+    assert_int_equal(sf_counter_get(&x->k.sent_spans), 300);
+    assert_int_equal(sf_counter_get(&x->k.send_failed_spans[SF_REASON_SHUTDOWN]), 0);
+    assert_int_equal(n_calls(&x->f), 1);
+    assert_int_equal(decode_call(x, 0, NULL), 300);
+    assert_int_equal(submit(x, 5), SF_STOPPED);
+    assert_each_span_once(x);
+    assert_invariant(x);
+}
+
+/* No memory for the merged buffer: the parts are sent one by one, none
+ * lost. Once start has allocated the consumer's parts array (allocation 1)
+ * the only counted allocation left is the merge (allocation 2). */
+static void test_merge_without_memory_sends_parts(void **state)
+{
+    fixture *x = *state;
+
+    x->q.num_consumers = 1;
+    x->b.timeout_ms = 0;
+    make_sender(x, true);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(submit(x, 100), SF_OK);
+    sf_alloc_fail_at(2, 1);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 300);
+    sf_alloc_fail_at(0, 0);
+    assert_int_equal(n_calls(&x->f), 3);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(decode_call(x, i, NULL), 100);
+    assert_each_span_once(x);
+    assert_invariant(x);
+}
+
+/* The consumers' batching buffers: a failed allocation in start leaves
+ * nothing behind and the sender refuses batches, as after a failed thread
+ * start. */
+static void test_start_survives_allocation_failure(void **state)
+{
+    fixture *x = *state;
+
+    for (uint64_t k = 1; k <= 2; k++) {
+        size_t before = sf_alloc_in_use();
+
+        make_sender(x, true);
+        sf_alloc_fail_at(k, 0);
+        assert_int_equal(sf_sender_start(x->s), SF_ENOMEM);
+        sf_alloc_fail_at(0, 0);
+        assert_int_equal(submit(x, 1), SF_STOPPED);
+        sf_sender_destroy(x->s);
+        x->s = NULL;
+        assert_int_equal(sf_alloc_in_use(), before);
+    }
+    /* and with every allocation there, it starts */
+    x->b.timeout_ms = 10;
+    make_sender(x, true);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_int_equal(submit(x, 1), SF_OK);
+    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 1);
+    assert_int_equal(failed_all(&x->k), 0);
+}
+
+/* Queue disabled: batching cannot apply; each submit is one request. */
+static void test_queue_disabled_ignores_batching(void **state)
+{
+    fixture *x = *state;
+
+    x->q.enabled = false;
+    make_sender(x, true);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_int_equal(submit(x, 100), SF_OK);
+    assert_int_equal(submit(x, 100), SF_OK);
+    assert_int_equal(n_calls(&x->f), 2);
+    assert_int_equal(sf_counter_get(&x->k.sent_spans), 200);
+    assert_each_span_once(x);
+    assert_invariant(x);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_merges_to_send_batch_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_size_caps_requests, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_timeout_flushes_partial_batch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_size_zero_takes_what_is_queued, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retry_of_merged_request, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_permanent_failure_counts_every_part, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gauges_exact_while_in_flight, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shutdown_drains_without_waiting, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_merge_without_memory_sends_parts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_start_survives_allocation_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queue_disabled_ignores_batching, setup, teardown),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
