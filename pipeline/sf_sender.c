@@ -478,10 +478,13 @@ sf_status sf_sender_start(sf_sender *s)
         sf_sender_shutdown(s, 0);   /* as after a failed thread start */
         return SF_ENOMEM;
     }
-    if (s->batching)
+    if (s->batching && s->batch.send_batch_max_size > 0)
         sf_info("exporter %s: merging queued batches up to %" PRId64 " spans or %" PRId64
-                " ms (at most %" PRId64 " spans per request, 0: no limit)", s->id,
-                s->batch.send_batch_size, s->batch.timeout_ms, s->batch.send_batch_max_size);
+                " ms, at most %" PRId64 " spans per request", s->id, s->batch.send_batch_size,
+                s->batch.timeout_ms, s->batch.send_batch_max_size);
+    else if (s->batching)
+        sf_info("exporter %s: merging queued batches up to %" PRId64 " spans or %" PRId64 " ms",
+                s->id, s->batch.send_batch_size, s->batch.timeout_ms);
     for (unsigned i = 0; i < s->n_workers; i++) {
         sf_consumer *c = &s->consumers[i];
 
