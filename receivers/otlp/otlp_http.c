@@ -245,7 +245,12 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
     enum MHD_Result ret;
 
     if (!sf_component_may_accept(srv->self)) {
-        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MEMORY_LIMIT);
+        size_t spans = 0;
+
+        /* Count what is refused when that costs no allocation. */
+        if (rq->ce == CE_IDENTITY && rq->ct == CT_PROTO)
+            sf_otlp_wire_check(rq->body, rq->len, srv->max_depth, &spans);
+        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, spans, SF_REASON_MEMORY_LIMIT);
         return send_status(conn, rq, 503, 14, "memory limit reached, retry later");
     }
     if (rq->ce == CE_COMPRESSED) {
