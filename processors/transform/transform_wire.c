@@ -239,7 +239,9 @@ static inline int read_varint(const uint8_t **pp, const uint8_t *end, unsigned m
     return -1;
 }
 
-static inline int next_field(const uint8_t *p, const uint8_t *end, field *f)
+/* Inlined everywhere: the field stays in registers. */
+static inline __attribute__((always_inline)) int next_field(const uint8_t *p, const uint8_t *end,
+                                                            field *f)
 {
     uint64_t tag, v;
 
@@ -396,6 +398,31 @@ static int close_msg(wout *w, size_t hpos, size_t hlen)
 
 /* ---- the walk ------------------------------------------------------------ */
 
+static inline bool has_nul(const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+
+    if (n < 8) {
+        for (; i < n; i++) {
+            if (p[i] == 0)
+                return true;
+        }
+        return false;
+    }
+    /* word at a time; the last word overlaps the one before it */
+    for (;; i += 8) {
+        uint64_t v;
+
+        if (i + 8 > n)
+            i = n - 8;
+        memcpy(&v, p + i, 8);
+        if ((v - 0x0101010101010101ull) & ~v & 0x8080808080808080ull)
+            return true;
+        if (i + 8 == n)
+            return false;
+    }
+}
+
 /* A KeyValue: whether it stays. */
 static inline int kv_keep(const wire_lookup *l, const uint8_t *p, const uint8_t *end, bool *keep)
 {
@@ -404,6 +431,18 @@ static inline int kv_keep(const wire_lookup *l, const uint8_t *p, const uint8_t 
     bool named;
     field f;
 
+    /* The usual shape, a short key then the value, without the general walk. */
+    if (end - p >= 2 && p[0] == (1 << 3 | WT_LEN) && p[1] < 0x80 && p[1] <= end - p - 2) {
+        const uint8_t *q = p + 2 + p[1], *r = q + 1;
+        uint64_t vlen;
+
+        if (q == end || (q[0] == (2 << 3 | WT_LEN) && read_varint(&r, end, 5, &vlen) == 0 &&
+                         vlen == (uint64_t)(end - r))) {
+            key = p + 2;
+            klen = p[1];
+            goto lookup;
+        }
+    }
     while (p < end) {
         if (next_field(p, end, &f) != 0)
             return W_MALFORMED;
@@ -415,10 +454,11 @@ static inline int kv_keep(const wire_lookup *l, const uint8_t *p, const uint8_t 
         }
         p = f.end;
     }
+lookup:
     *keep = lookup_keep(l, key, klen, &named);
     /* protobuf-c ends a key at its first NUL: what the tree path matches
      * (and writes) is that prefix, which the bytes here are not. */
-    if (!named && klen > 0 && memchr(key, 0, klen) != NULL)
+    if (!named && has_nul(key, klen))
         return W_TREE;
     return W_OK;
 }
@@ -492,12 +532,15 @@ static int filter_item(wout *w, const item_desc *d, const uint8_t *p, const uint
     const bool attrs = l->active, span = d->ctx == SF_TRANSFORM_SPAN;
     const uint8_t *dropped_at = NULL;   /* value of the last dropped count */
     const uint8_t *dropped_end = NULL;
+    const uint8_t *run = p;             /* bytes not yet copied, kept as they are */
     uint64_t removed = 0;
     bool seen_status = false;
     field f;
     int rc;
 
     while (p < end) {
+        bool cut = false;       /* the field is not copied as it is */
+
         if (next_field(p, end, &f) != 0 || !wt_ok(d->wt, d->n_wt, &f))
             return W_MALFORMED;
         p = f.end;
@@ -509,33 +552,38 @@ static int filter_item(wout *w, const item_desc *d, const uint8_t *p, const uint
                 return rc;
             if (!keep) {
                 removed++;
-                continue;
+                cut = true;
             }
         } else if (attrs && f.num == d->dropped) {
             /* Written once at the end: the last occurrence is the value. */
             dropped_at = f.val;
             dropped_end = f.end;
-            continue;
-        } else if (span) {
-            rc = -1;
-            if (f.num == 11 && tw->ctx[SF_TRANSFORM_SPANEVENT].active)
-                rc = child_item(w, &d_event, &f);
-            else if (f.num == 13 && tw->ctx[SF_TRANSFORM_LINK].active)
-                rc = child_item(w, &d_link, &f);
-            else if (f.num == 15 && tw->clear_status) {
+            cut = true;
+        } else if (span && ((f.num == 11 && tw->ctx[SF_TRANSFORM_SPANEVENT].active) ||
+                            (f.num == 13 && tw->ctx[SF_TRANSFORM_LINK].active) ||
+                            (f.num == 15 && tw->clear_status))) {
+            if (put(w, run, (size_t)(f.start - run)) != W_OK)
+                return W_NOMEM;
+            run = f.end;
+            if (f.num == 15) {
                 if (seen_status)
                     return W_TREE;
                 seen_status = true;
                 rc = child_status(w, &f);
+            } else {
+                rc = child_item(w, f.num == 11 ? &d_event : &d_link, &f);
             }
-            if (rc > 0)
+            if (rc != W_OK)
                 return rc;
-            if (rc == W_OK)
-                continue;
         }
-        if (put(w, f.start, (size_t)(f.end - f.start)) != W_OK)
-            return W_NOMEM;
+        if (cut) {
+            if (put(w, run, (size_t)(f.start - run)) != W_OK)
+                return W_NOMEM;
+            run = f.end;
+        }
     }
+    if (put(w, run, (size_t)(end - run)) != W_OK)
+        return W_NOMEM;
     if (removed > 0) {
         uint64_t old = 0, sum;
         uint8_t tmp[6];
