@@ -17,6 +17,16 @@ static _Atomic size_t peak;
 static _Atomic uint64_t count;     /* allocations since the last fail_at */
 static _Atomic uint64_t fail_nth;  /* 0 = off */
 static _Atomic int fail_sticky;
+static _Atomic size_t limit_soft;
+static _Atomic size_t limit_hard;
+static _Atomic int external_pressure;
+
+static int over_hard(size_t size)
+{
+    size_t hard = atomic_load_explicit(&limit_hard, memory_order_relaxed);
+
+    return hard != 0 && atomic_load_explicit(&in_use, memory_order_relaxed) + size > hard;
+}
 
 static int should_fail(void)
 {
@@ -47,7 +57,7 @@ void *sf_malloc(size_t size)
 {
     unsigned char *p;
 
-    if (size > SIZE_MAX - SF_ALLOC_HDR || should_fail())
+    if (size > SIZE_MAX - SF_ALLOC_HDR || should_fail() || over_hard(size))
         return NULL;
     p = malloc(size + SF_ALLOC_HDR);
     if (p == NULL)
@@ -80,6 +90,8 @@ void *sf_realloc(void *ptr, size_t size)
         return NULL;
     base = (unsigned char *)ptr - SF_ALLOC_HDR;
     memcpy(&old, base, sizeof(old));
+    if (size > old && over_hard(size - old))
+        return NULL;
     np = realloc(base, size + SF_ALLOC_HDR);
     if (np == NULL)
         return NULL;
@@ -129,6 +141,25 @@ size_t sf_alloc_in_use(void)
 size_t sf_alloc_peak(void)
 {
     return atomic_load_explicit(&peak, memory_order_relaxed);
+}
+
+void sf_alloc_set_limits(size_t soft, size_t hard)
+{
+    atomic_store(&limit_soft, soft);
+    atomic_store(&limit_hard, hard);
+}
+
+void sf_alloc_set_external_pressure(int on)
+{
+    atomic_store_explicit(&external_pressure, on, memory_order_relaxed);
+}
+
+int sf_alloc_under_pressure(void)
+{
+    size_t soft = atomic_load_explicit(&limit_soft, memory_order_relaxed);
+
+    return (soft != 0 && atomic_load_explicit(&in_use, memory_order_relaxed) >= soft) ||
+           atomic_load_explicit(&external_pressure, memory_order_relaxed);
 }
 
 uint64_t sf_alloc_fail_at(uint64_t nth, int sticky)

@@ -22,6 +22,16 @@ size_t sf_alloc_in_use(void);
 /* Highest value sf_alloc_in_use() has had. */
 size_t sf_alloc_peak(void);
 
+/* Memory limits (the memory_limiter processor sets them; 0 = none). Past
+ * `hard`, allocations fail (callers then refuse data with a retryable
+ * status); past `soft`, sf_alloc_under_pressure() says to refuse new data
+ * before it is decoded. */
+void sf_alloc_set_limits(size_t soft, size_t hard);
+/* Extra pressure from outside the count (e.g. RSS sampled over the limit). */
+void sf_alloc_set_external_pressure(int on);
+/* Whether receivers should refuse new data now. */
+int sf_alloc_under_pressure(void);
+
 /* Test hook: the nth allocation from now (1 = the next one) fails, and every
  * one after it too if `sticky`; 0 turns injection off. Returns how many
  * allocations have been made since the last call, so a test can loop

@@ -54,7 +54,8 @@ typedef struct sf_component_type {
     sf_status (*consume)(sf_component *self, sf_batch *batch);
     /* Processors, optional: the same edit done on the encoded request, so
      * the batch need not be decoded. `in` passed sf_otlp_wire_check; on
-     * SF_OK *out is the new encoding (one reference, handed to the batch).
+     * SF_OK *out is the new encoding (one reference, handed to the batch), or
+     * NULL when the batch passes unchanged.
      * SF_UNSUPPORTED: this batch needs the decoded path (the core then calls
      * consume); any other error fails the batch closed. */
     sf_status (*consume_wire)(sf_component *self, const uint8_t *in, size_t len, size_t spans,

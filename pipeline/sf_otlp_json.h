@@ -1,14 +1,44 @@
-/* sf_otlp_json.h: OTLP/JSON <-> protobuf-c trace requests. */
+/* sf_otlp_json.h: the OTLP/JSON mapping of the trace export request and
+ * response (OTLP/HTTP with Content-Type application/json, and the file
+ * exporter's JSON lines), between JSON text and protobuf-c structs.
+ *
+ * Mapping (OTLP specification, "JSON Protobuf Encoding"): lowerCamelCase
+ * field names (snake_case accepted on input), trace/span ids as hex, other
+ * bytes as base64, enums as integers (names accepted on input), 64-bit
+ * integers as decimal strings (numbers accepted on input), unknown fields
+ * ignored, default-valued fields omitted on output.
+ *
+ * Known leniency inherited from json-c (0.16, even in strict mode): a JSON
+ * *number* outside the 64-bit range saturates (strings are range-checked
+ * exactly), of two identical keys in one object the last wins, and
+ * single-quoted strings are taken.
+ *
+ * Ownership: a decoded tree lives in the caller's arena (on error *out is
+ * NULL and the arena may hold a partial tree until its next reset); encoded
+ * text is NUL-terminated and the caller frees it with sf_free(). */
 #ifndef SF_OTLP_JSON_H
 #define SF_OTLP_JSON_H
 
+#include <stddef.h>
+
 #include "sf_arena.h"
 #include "sf_batch.h"
+#include "sf_status.h"
 
-/* Decode an OTLP/JSON ExportTraceServiceRequest into arena-owned structs. */
+/* Decode an OTLP/JSON ExportTraceServiceRequest into protobuf-c structs whose memory all comes
+ * from `arena` (sf_arena_alloc; use sf_arena_pb_allocator semantics: nothing to free). Nesting
+ * of AnyValue arrays/kvlists deeper than max_depth is refused. SF_INVALID with a short
+ * lowercase reason in err (e.g. "resourceSpans[0].scopeSpans[1].spans[3].traceId: not 32 hex
+ * digits") for bad input; SF_ENOMEM when the arena is exhausted. */
 sf_status sf_otlp_json_decode(sf_arena *arena, const char *json, size_t len, unsigned max_depth,
                               sf_otlp_request **out, char *err, size_t err_size);
-/* Encode a request as one line of OTLP/JSON (no newline), sf_malloc'd. */
+/* Encode a request as one line of OTLP/JSON (no newline) into an sf_malloc'd buffer. */
 sf_status sf_otlp_json_encode(const sf_otlp_request *req, char **out, size_t *out_len);
+
+/* Encode an ExportTraceServiceResponse (the OTLP/HTTP JSON reply body: "{}" or
+ * {"partialSuccess":{...}}) into an sf_malloc'd, NUL-terminated buffer the caller frees
+ * with sf_free. SF_ENOMEM on no memory. */
+sf_status sf_otlp_json_encode_response(const sf_otlp_response *resp, char **out,
+                                       size_t *out_len);
 
 #endif

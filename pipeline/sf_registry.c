@@ -7,11 +7,13 @@
 
 extern const sf_component_type sf_otlp_receiver_type;
 extern const sf_component_type sf_transform_processor_type;
+extern const sf_component_type sf_memory_limiter_processor_type;
 extern const sf_component_type sf_otlphttp_exporter_type;
 
 const sf_component_type *const sf_registry[] = {
     &sf_otlp_receiver_type,
     &sf_transform_processor_type,
+    &sf_memory_limiter_processor_type,
     &sf_otlphttp_exporter_type,
     NULL
 };

@@ -292,7 +292,8 @@ static sf_status run_processor(sf_component *p, sf_batch *batch)
             return st;
         st = p->type->consume_wire(p, in, len, batch->spans, &out);
         if (st == SF_OK) {
-            sf_batch_set_wire(batch, out);
+            if (out != NULL)        /* NULL: the batch passes unchanged */
+                sf_batch_set_wire(batch, out);
             return SF_OK;
         }
         if (st != SF_UNSUPPORTED)
@@ -369,7 +370,7 @@ void sf_component_refuse(sf_component *receiver, sf_transport transport, size_t 
 bool sf_component_may_accept(const sf_component *receiver)
 {
     (void)receiver;
-    return true;
+    return !sf_alloc_under_pressure();
 }
 
 /* ---- self-metrics ------------------------------------------------------------ */

@@ -1,0 +1,1324 @@
+/* sf_otlp_json.c: OTLP/JSON <-> protobuf-c structs for the trace export
+ * request (and the response's JSON form), on json-c.
+ *
+ * DESIGN: decoding parses with a depth-limited json-c tokener, then walks
+ * json-c's tree and builds the request in the caller's arena; one table of
+ * field names per message drives the walk (unknown keys skipped, a field
+ * given under both its camelCase and snake_case name refused). Encoding
+ * builds a json-c tree from the structs and copies its text into sf_malloc'd
+ * memory. json-c's own, uncounted memory lives only for one call. */
+#include "sf_otlp_json.h"
+#include "sf_alloc.h"
+
+#include <json-c/json.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef Opentelemetry__Proto__Common__V1__ArrayValue sf_otlp_array;
+typedef Opentelemetry__Proto__Common__V1__KeyValueList sf_otlp_kvlist;
+typedef Opentelemetry__Proto__Collector__Trace__V1__ExportTracePartialSuccess sf_otlp_partial;
+
+#define ANY_CASE(c) OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_##c
+
+/* JSON levels above the first AnyValue (request ... span, events[],
+ * event, attributes[], kv, value: 12) plus slack, so that an AnyValue a few
+ * levels too deep still gets the precise error; each AnyValue nesting level
+ * adds at most 4 (kvlistValue, values[], kv, value). The tokener limit
+ * bounds memory and json-c's recursive free; the AnyValue count gives the
+ * precise error. Capped so a huge max_depth cannot blow the stack. */
+#define SF_JSON_BASE_DEPTH 32
+#define SF_JSON_LEVELS_PER_ANY 4
+#define SF_JSON_MAX_ANY_DEPTH 256
+
+/* ==== decoding =========================================================== */
+
+typedef struct dec {
+    sf_arena *arena;
+    unsigned max_depth;
+    unsigned depth;             /* arrays / kvlists entered so far */
+    char *err;
+    size_t err_size;
+    size_t path_len;
+    char path[512];             /* where we are, e.g. resourceSpans[0].resource */
+} dec;
+
+static sf_status fail(dec *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Writes "<path>: <reason>" (or just the reason at the top level). */
+static sf_status fail(dec *d, const char *fmt, ...)
+{
+    va_list ap;
+    int n = 0;
+
+    if (d->err == NULL || d->err_size == 0)
+        return SF_INVALID;
+    if (d->path_len > 0)
+        n = snprintf(d->err, d->err_size, "%s: ", d->path);
+    if (n >= 0 && (size_t)n < d->err_size) {
+        va_start(ap, fmt);
+        vsnprintf(d->err + n, d->err_size - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return SF_INVALID;
+}
+
+static sf_status oom(dec *d)
+{
+    if (d->err != NULL && d->err_size > 0)
+        snprintf(d->err, d->err_size, "out of memory");
+    return SF_ENOMEM;
+}
+
+/* Appends to the path (truncating when full); returns the length to restore. */
+static size_t path_push(dec *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static size_t path_push(dec *d, const char *fmt, ...)
+{
+    size_t old = d->path_len;
+    va_list ap;
+    int n;
+
+    if (old + 1 >= sizeof(d->path))
+        return old;
+    va_start(ap, fmt);
+    n = vsnprintf(d->path + old, sizeof(d->path) - old, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        d->path_len = old + (size_t)n < sizeof(d->path) ? old + (size_t)n : sizeof(d->path) - 1;
+    return old;
+}
+
+static void path_pop(dec *d, size_t mark)
+{
+    d->path_len = mark;
+    d->path[mark] = '\0';
+}
+
+/* ---- scalar fields ---- */
+
+/* `presence`: a oneof member, where "" must differ from unset. protobuf-c
+ * skips packing a oneof string whose pointer is the shared empty string. */
+static sf_status get_string_ex(dec *d, json_object *v, bool presence, char **out)
+{
+    const char *s;
+    size_t n;
+    char *p;
+
+    if (!json_object_is_type(v, json_type_string))
+        return fail(d, "expected a string");
+    s = json_object_get_string(v);
+    n = (size_t)json_object_get_string_len(v);
+    /* protobuf-c strings are NUL-terminated: "a\u0000b" would silently
+     * become "a" (an allowlisted key could smuggle the rest). */
+    if (memchr(s, '\0', n) != NULL)
+        return fail(d, "string contains a nul character");
+    if (n == 0 && !presence) {
+        *out = (char *)protobuf_c_empty_string;
+        return SF_OK;
+    }
+    p = sf_arena_alloc(d->arena, n + 1);
+    if (p == NULL)
+        return oom(d);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    *out = p;
+    return SF_OK;
+}
+
+static sf_status get_string(dec *d, json_object *v, char **out)
+{
+    return get_string_ex(d, v, false, out);
+}
+
+static int hex_val(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* traceId / spanId / parentSpanId: hex, not base64 (an OTLP exception). */
+static sf_status get_hex_id(dec *d, json_object *v, size_t nbytes, ProtobufCBinaryData *out)
+{
+    const char *s;
+    uint8_t *p;
+
+    if (!json_object_is_type(v, json_type_string))
+        return fail(d, "expected a hex string");
+    s = json_object_get_string(v);
+    if (json_object_get_string_len(v) == 0) {
+        out->len = 0;
+        out->data = NULL;
+        return SF_OK;
+    }
+    if ((size_t)json_object_get_string_len(v) != 2 * nbytes)
+        return fail(d, "not %zu hex digits", 2 * nbytes);
+    p = sf_arena_alloc(d->arena, nbytes);
+    if (p == NULL)
+        return oom(d);
+    for (size_t i = 0; i < nbytes; i++) {
+        int hi = hex_val(s[2 * i]), lo = hex_val(s[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return fail(d, "not %zu hex digits", 2 * nbytes);
+        p[i] = (uint8_t)(hi << 4 | lo);
+    }
+    out->len = nbytes;
+    out->data = p;
+    return SF_OK;
+}
+
+static int b64_val(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+/* Standard alphabet, with or without padding. None of our libraries
+ * exports a base64 codec, hence the few lines here and in b64_encode(). */
+static sf_status get_base64(dec *d, json_object *v, ProtobufCBinaryData *out)
+{
+    static const size_t tail_bytes[4] = { 0, 0, 1, 2 };
+    const char *s;
+    size_t n, pad = 0, m, len, o = 0;
+    uint8_t *p;
+    uint32_t acc = 0;
+
+    if (!json_object_is_type(v, json_type_string))
+        return fail(d, "expected a base64 string");
+    s = json_object_get_string(v);
+    n = (size_t)json_object_get_string_len(v);
+    while (pad < 2 && pad < n && s[n - 1 - pad] == '=')
+        pad++;
+    m = n - pad;
+    if ((pad > 0 && n % 4 != 0) || m % 4 == 1)
+        return fail(d, "not valid base64");
+    len = m / 4 * 3 + tail_bytes[m % 4];
+    out->len = 0;
+    out->data = NULL;
+    if (len == 0)
+        return SF_OK;
+    p = sf_arena_alloc(d->arena, len);
+    if (p == NULL)
+        return oom(d);
+    for (size_t i = 0; i < m; i++) {
+        int c = b64_val(s[i]);
+        if (c < 0)
+            return fail(d, "not valid base64");
+        acc = acc << 6 | (uint32_t)c;
+        if (i % 4 == 3) {
+            p[o++] = (uint8_t)(acc >> 16);
+            p[o++] = (uint8_t)(acc >> 8);
+            p[o++] = (uint8_t)acc;
+            acc = 0;
+        }
+    }
+    if (m % 4 == 2) {
+        p[o++] = (uint8_t)(acc >> 4);
+    } else if (m % 4 == 3) {
+        p[o++] = (uint8_t)(acc >> 10);
+        p[o++] = (uint8_t)(acc >> 2);
+    }
+    out->len = o;
+    out->data = p;
+    return SF_OK;
+}
+
+static sf_status get_bool(dec *d, json_object *v, protobuf_c_boolean *out)
+{
+    if (!json_object_is_type(v, json_type_boolean))
+        return fail(d, "expected true or false");
+    *out = json_object_get_boolean(v) ? 1 : 0;
+    return SF_OK;
+}
+
+/* Strict decimal: optional '-', then digits only. 0 ok, -1 syntax, -2 overflow. */
+static int parse_dec(const char *s, size_t n, bool *neg, uint64_t *mag)
+{
+    size_t i = 0;
+    uint64_t v = 0;
+
+    *neg = n > 0 && s[0] == '-';
+    if (*neg)
+        i = 1;
+    if (i == n)
+        return -1;
+    for (; i < n; i++) {
+        unsigned dgt;
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        dgt = (unsigned)(s[i] - '0');
+        if (v > (UINT64_MAX - dgt) / 10)
+            return -2;
+        v = v * 10 + dgt;
+    }
+    *mag = v;
+    return 0;
+}
+
+/* An integer as a JSON number or a decimal string, as sign and magnitude,
+ * within [-(max_pos + 1), max_pos] (or [0, max_pos] when !allow_neg). */
+static sf_status get_integer(dec *d, json_object *v, bool allow_neg, uint64_t max_pos,
+                             bool *neg, uint64_t *mag)
+{
+    switch (json_object_get_type(v)) {
+    case json_type_int: {
+        int64_t i = json_object_get_int64(v);
+        *neg = i < 0;
+        /* json_object_get_uint64 is exact above INT64_MAX. */
+        *mag = i < 0 ? (uint64_t)(-(i + 1)) + 1 : json_object_get_uint64(v);
+        break;
+    }
+    case json_type_double: {
+        double x = json_object_get_double(v);
+        if (!isfinite(x) || x != trunc(x))
+            return fail(d, "not an integer");
+        if (fabs(x) >= 18446744073709551616.0)
+            return fail(d, "integer out of range");
+        *neg = x < 0;
+        *mag = (uint64_t)fabs(x);
+        break;
+    }
+    case json_type_string:
+        switch (parse_dec(json_object_get_string(v), (size_t)json_object_get_string_len(v),
+                          neg, mag)) {
+        case -1:
+            return fail(d, "not an integer");
+        case -2:
+            return fail(d, "integer out of range");
+        }
+        break;
+    default:
+        return fail(d, "expected an integer");
+    }
+    if (*mag == 0)
+        *neg = false;
+    if (*neg ? !allow_neg || *mag - 1 > max_pos : *mag > max_pos)
+        return fail(d, "integer out of range");
+    return SF_OK;
+}
+
+static sf_status get_int64(dec *d, json_object *v, int64_t *out)
+{
+    bool neg;
+    uint64_t mag;
+    sf_status st = get_integer(d, v, true, INT64_MAX, &neg, &mag);
+
+    if (st == SF_OK)
+        *out = neg ? -(int64_t)(mag - 1) - 1 : (int64_t)mag;
+    return st;
+}
+
+static sf_status get_uint64(dec *d, json_object *v, uint64_t *out)
+{
+    bool neg;
+
+    return get_integer(d, v, false, UINT64_MAX, &neg, out);
+}
+
+static sf_status get_uint32(dec *d, json_object *v, uint32_t *out)
+{
+    bool neg;
+    uint64_t mag;
+    sf_status st = get_integer(d, v, false, UINT32_MAX, &neg, &mag);
+
+    if (st == SF_OK)
+        *out = (uint32_t)mag;
+    return st;
+}
+
+/* An enum: its number (any int32: proto3 enums are open) or its name. */
+static sf_status get_enum(dec *d, json_object *v, const char *const *names, size_t n_names,
+                          int *out)
+{
+    bool neg;
+    uint64_t mag;
+    sf_status st;
+
+    if (json_object_is_type(v, json_type_string)) {
+        const char *s = json_object_get_string(v);
+        size_t n = (size_t)json_object_get_string_len(v);
+        for (size_t i = 0; i < n_names; i++) {
+            if (strlen(names[i]) == n && memcmp(s, names[i], n) == 0) {
+                *out = (int)i;
+                return SF_OK;
+            }
+        }
+        return fail(d, "unknown enum name");
+    }
+    st = get_integer(d, v, true, INT32_MAX, &neg, &mag);
+    if (st == SF_OK)
+        *out = neg ? -(int)(mag - 1) - 1 : (int)mag;
+    return st;
+}
+
+static sf_status get_double(dec *d, json_object *v, double *out)
+{
+    const char *s;
+    char *end;
+
+    switch (json_object_get_type(v)) {
+    case json_type_int:
+    case json_type_double:
+        *out = json_object_get_double(v);
+        /* json-c takes bare NaN / Infinity and overflows 1e999 to inf. */
+        if (!isfinite(*out))
+            return fail(d, "not a finite number");
+        return SF_OK;
+    case json_type_string:
+        s = json_object_get_string(v);
+        if (strcmp(s, "NaN") == 0) {
+            *out = NAN;
+            return SF_OK;
+        }
+        if (strcmp(s, "Infinity") == 0) {
+            *out = INFINITY;
+            return SF_OK;
+        }
+        if (strcmp(s, "-Infinity") == 0) {
+            *out = -INFINITY;
+            return SF_OK;
+        }
+        /* A number in a string, as proto3 JSON allows; strtod alone would
+         * also take "inf", hex floats and leading blanks. */
+        if (s[0] == '\0'
+            || strspn(s, "0123456789+-.eE") != (size_t)json_object_get_string_len(v))
+            return fail(d, "not a number");
+        *out = strtod(s, &end);
+        if (*end != '\0' || !isfinite(*out))
+            return fail(d, "not a number");
+        return SF_OK;
+    default:
+        return fail(d, "expected a number");
+    }
+}
+
+/* ---- messages ---- */
+
+typedef struct field {
+    const char *camel;          /* the name we write and report */
+    const char *snake;          /* also accepted on input; NULL if the same */
+} field;
+
+typedef sf_status (*field_fn)(dec *d, void *msg, int field, json_object *v);
+
+typedef struct msg_kind {
+    const ProtobufCMessageDescriptor *desc;
+    const field *fields;
+    size_t n_fields;
+    field_fn set;
+} msg_kind;
+
+static int field_find(const msg_kind *k, const char *key)
+{
+    for (size_t i = 0; i < k->n_fields; i++) {
+        if (strcmp(key, k->fields[i].camel) == 0
+            || (k->fields[i].snake != NULL && strcmp(key, k->fields[i].snake) == 0))
+            return (int)i;
+    }
+    return -1;
+}
+
+/* Fills `msg` (already initialised) from the JSON object `obj`. */
+static sf_status dec_fields(dec *d, json_object *obj, const msg_kind *k, void *msg)
+{
+    uint32_t seen = 0;
+
+    if (!json_object_is_type(obj, json_type_object))
+        return fail(d, "expected an object");
+    json_object_object_foreach(obj, key, val) {
+        int f = field_find(k, key);
+        size_t mark;
+        sf_status st = SF_OK;
+
+        if (f < 0)
+            continue;           /* unknown fields are ignored (OTLP spec) */
+        mark = path_push(d, d->path_len > 0 ? ".%s" : "%s", k->fields[f].camel);
+        if (seen & (UINT32_C(1) << f))
+            st = fail(d, "field given twice");
+        else if (val != NULL)   /* null: the field keeps its default */
+            st = k->set(d, msg, f, val);
+        seen |= UINT32_C(1) << f;
+        path_pop(d, mark);
+        if (st != SF_OK)
+            return st;
+    }
+    return SF_OK;
+}
+
+/* A new message of kind k from `obj`, stored through `slot` (a T ** field). */
+static sf_status dec_msg(dec *d, json_object *obj, const msg_kind *k, void *slot)
+{
+    void *m;
+    sf_status st;
+
+    if (!json_object_is_type(obj, json_type_object))
+        return fail(d, "expected an object");
+    m = sf_arena_alloc(d->arena, k->desc->sizeof_message);
+    if (m == NULL)
+        return oom(d);
+    protobuf_c_message_init(k->desc, m);
+    st = dec_fields(d, obj, k, m);
+    if (st == SF_OK)
+        memcpy(slot, &m, sizeof(m));
+    return st;
+}
+
+/* A repeated message field: count into *n, array stored through `slot`. */
+static sf_status dec_list(dec *d, json_object *arr, const msg_kind *k, size_t *n, void *slot)
+{
+    size_t len;
+    void **elems;
+
+    if (!json_object_is_type(arr, json_type_array))
+        return fail(d, "expected an array");
+    len = json_object_array_length(arr);
+    if (len == 0)
+        return SF_OK;
+    /* len is bounded by the input size, so the product cannot overflow. */
+    elems = sf_arena_alloc(d->arena, len * sizeof(*elems));
+    if (elems == NULL)
+        return oom(d);
+    for (size_t i = 0; i < len; i++) {
+        size_t mark = path_push(d, "[%zu]", i);
+        sf_status st = dec_msg(d, json_object_array_get_idx(arr, i), k, &elems[i]);
+        path_pop(d, mark);
+        if (st != SF_OK)
+            return st;
+    }
+    *n = len;
+    memcpy(slot, &elems, sizeof(elems));
+    return SF_OK;
+}
+
+static const msg_kind K_REQUEST, K_RESOURCE_SPANS, K_RESOURCE, K_SCOPE_SPANS, K_SCOPE,
+    K_SPAN, K_EVENT, K_LINK, K_STATUS, K_KV, K_ANY, K_ARRAY, K_KVLIST;
+
+/* ExportTraceServiceRequest */
+enum { REQ_RESOURCE_SPANS };
+static const field request_fields[] = {
+    [REQ_RESOURCE_SPANS] = { "resourceSpans", "resource_spans" },
+};
+static sf_status request_set(dec *d, void *msg, int f, json_object *v)
+{
+    sf_otlp_request *r = msg;
+
+    (void)f;
+    return dec_list(d, v, &K_RESOURCE_SPANS, &r->n_resource_spans, &r->resource_spans);
+}
+
+/* ResourceSpans */
+enum { RS_RESOURCE, RS_SCOPE_SPANS, RS_SCHEMA_URL };
+static const field resource_spans_fields[] = {
+    [RS_RESOURCE] = { "resource", NULL },
+    [RS_SCOPE_SPANS] = { "scopeSpans", "scope_spans" },
+    [RS_SCHEMA_URL] = { "schemaUrl", "schema_url" },
+};
+static sf_status resource_spans_set(dec *d, void *msg, int f, json_object *v)
+{
+    sf_otlp_resource_spans *rs = msg;
+
+    switch (f) {
+    case RS_RESOURCE:       return dec_msg(d, v, &K_RESOURCE, &rs->resource);
+    case RS_SCOPE_SPANS:    return dec_list(d, v, &K_SCOPE_SPANS, &rs->n_scope_spans,
+                                            &rs->scope_spans);
+    default:                return get_string(d, v, &rs->schema_url);
+    }
+}
+
+/* Resource */
+enum { RES_ATTRIBUTES, RES_DROPPED };
+static const field resource_fields[] = {
+    [RES_ATTRIBUTES] = { "attributes", NULL },
+    [RES_DROPPED] = { "droppedAttributesCount", "dropped_attributes_count" },
+};
+static sf_status resource_set(dec *d, void *msg, int f, json_object *v)
+{
+    sf_otlp_resource *r = msg;
+
+    if (f == RES_ATTRIBUTES)
+        return dec_list(d, v, &K_KV, &r->n_attributes, &r->attributes);
+    return get_uint32(d, v, &r->dropped_attributes_count);
+}
+
+/* ScopeSpans */
+enum { SS_SCOPE, SS_SPANS, SS_SCHEMA_URL };
+static const field scope_spans_fields[] = {
+    [SS_SCOPE] = { "scope", NULL },
+    [SS_SPANS] = { "spans", NULL },
+    [SS_SCHEMA_URL] = { "schemaUrl", "schema_url" },
+};
+static sf_status scope_spans_set(dec *d, void *msg, int f, json_object *v)
+{
+    sf_otlp_scope_spans *ss = msg;
+
+    switch (f) {
+    case SS_SCOPE:  return dec_msg(d, v, &K_SCOPE, &ss->scope);
+    case SS_SPANS:  return dec_list(d, v, &K_SPAN, &ss->n_spans, &ss->spans);
+    default:        return get_string(d, v, &ss->schema_url);
+    }
+}
+
+/* InstrumentationScope */
+enum { SC_NAME, SC_VERSION, SC_ATTRIBUTES, SC_DROPPED };
+static const field scope_fields[] = {
+    [SC_NAME] = { "name", NULL },
+    [SC_VERSION] = { "version", NULL },
+    [SC_ATTRIBUTES] = { "attributes", NULL },
+    [SC_DROPPED] = { "droppedAttributesCount", "dropped_attributes_count" },
+};
+static sf_status scope_set(dec *d, void *msg, int f, json_object *v)
+{
+    sf_otlp_scope *s = msg;
+
+    switch (f) {
+    case SC_NAME:       return get_string(d, v, &s->name);
+    case SC_VERSION:    return get_string(d, v, &s->version);
+    case SC_ATTRIBUTES: return dec_list(d, v, &K_KV, &s->n_attributes, &s->attributes);
+    default:            return get_uint32(d, v, &s->dropped_attributes_count);
+    }
+}
+
+/* Span */
+static const char *const span_kind_names[] = {
+    "SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL", "SPAN_KIND_SERVER",
+    "SPAN_KIND_CLIENT", "SPAN_KIND_PRODUCER", "SPAN_KIND_CONSUMER",
+};
+enum {
+    SP_TRACE_ID, SP_SPAN_ID, SP_TRACE_STATE, SP_PARENT_SPAN_ID, SP_FLAGS, SP_NAME, SP_KIND,
+    SP_START, SP_END, SP_ATTRIBUTES, SP_DROPPED_ATTRIBUTES, SP_EVENTS, SP_DROPPED_EVENTS,
+    SP_LINKS, SP_DROPPED_LINKS, SP_STATUS
+};
+static const field span_fields[] = {
+    [SP_TRACE_ID] = { "traceId", "trace_id" },
+    [SP_SPAN_ID] = { "spanId", "span_id" },
+    [SP_TRACE_STATE] = { "traceState", "trace_state" },
+    [SP_PARENT_SPAN_ID] = { "parentSpanId", "parent_span_id" },
+    [SP_FLAGS] = { "flags", NULL },
+    [SP_NAME] = { "name", NULL },
+    [SP_KIND] = { "kind", NULL },
+    [SP_START] = { "startTimeUnixNano", "start_time_unix_nano" },
+    [SP_END] = { "endTimeUnixNano", "end_time_unix_nano" },
+    [SP_ATTRIBUTES] = { "attributes", NULL },
+    [SP_DROPPED_ATTRIBUTES] = { "droppedAttributesCount", "dropped_attributes_count" },
+    [SP_EVENTS] = { "events", NULL },
+    [SP_DROPPED_EVENTS] = { "droppedEventsCount", "dropped_events_count" },
+    [SP_LINKS] = { "links", NULL },
+    [SP_DROPPED_LINKS] = { "droppedLinksCount", "dropped_links_count" },
+    [SP_STATUS] = { "status", NULL },
+};
+static sf_status span_set(dec *d, void *msg, int f, json_object *v)
+{
+    sf_otlp_span *s = msg;
+    sf_status st;
+    int kind;
+
+    switch (f) {
+    case SP_TRACE_ID:       return get_hex_id(d, v, 16, &s->trace_id);
+    case SP_SPAN_ID:        return get_hex_id(d, v, 8, &s->span_id);
+    case SP_TRACE_STATE:    return get_string(d, v, &s->trace_state);
+    case SP_PARENT_SPAN_ID: return get_hex_id(d, v, 8, &s->parent_span_id);
+    case SP_FLAGS:          return get_uint32(d, v, &s->flags);
+    case SP_NAME:           return get_string(d, v, &s->name);
+    case SP_KIND:
+        st = get_enum(d, v, span_kind_names,
+                      sizeof(span_kind_names) / sizeof(span_kind_names[0]), &kind);
+        s->kind = (Opentelemetry__Proto__Trace__V1__Span__SpanKind)kind;
+        return st;
+    case SP_START:          return get_uint64(d, v, &s->start_time_unix_nano);
+    case SP_END:            return get_uint64(d, v, &s->end_time_unix_nano);
+    case SP_ATTRIBUTES:     return dec_list(d, v, &K_KV, &s->n_attributes, &s->attributes);
+    case SP_DROPPED_ATTRIBUTES: return get_uint32(d, v, &s->dropped_attributes_count);
+    case SP_EVENTS:         return dec_list(d, v, &K_EVENT, &s->n_events, &s->events);
+    case SP_DROPPED_EVENTS: return get_uint32(d, v, &s->dropped_events_count);
+    case SP_LINKS:          return dec_list(d, v, &K_LINK, &s->n_links, &s->links);
+    case SP_DROPPED_LINKS:  return get_uint32(d, v, &s->dropped_links_count);
+    default:                return dec_msg(d, v, &K_STATUS, &s->status);
+    }
+}
+
+/* Span.Event */
+enum { EV_TIME, EV_NAME, EV_ATTRIBUTES, EV_DROPPED };
+static const field event_fields[] = {
+    [EV_TIME] = { "timeUnixNano", "time_unix_nano" },
+    [EV_NAME] = { "name", NULL },
+    [EV_ATTRIBUTES] = { "attributes", NULL },
+    [EV_DROPPED] = { "droppedAttributesCount", "dropped_attributes_count" },
+};
+static sf_status event_set(dec *d, void *msg, int f, json_object *v)
+{
+    sf_otlp_event *e = msg;
+
+    switch (f) {
+    case EV_TIME:       return get_uint64(d, v, &e->time_unix_nano);
+    case EV_NAME:       return get_string(d, v, &e->name);
+    case EV_ATTRIBUTES: return dec_list(d, v, &K_KV, &e->n_attributes, &e->attributes);
+    default:            return get_uint32(d, v, &e->dropped_attributes_count);
+    }
+}
+
+/* Span.Link */
+enum { LK_TRACE_ID, LK_SPAN_ID, LK_TRACE_STATE, LK_ATTRIBUTES, LK_DROPPED, LK_FLAGS };
+static const field link_fields[] = {
+    [LK_TRACE_ID] = { "traceId", "trace_id" },
+    [LK_SPAN_ID] = { "spanId", "span_id" },
+    [LK_TRACE_STATE] = { "traceState", "trace_state" },
+    [LK_ATTRIBUTES] = { "attributes", NULL },
+    [LK_DROPPED] = { "droppedAttributesCount", "dropped_attributes_count" },
+    [LK_FLAGS] = { "flags", NULL },
+};
+static sf_status link_set(dec *d, void *msg, int f, json_object *v)
+{
+    sf_otlp_link *l = msg;
+
+    switch (f) {
+    case LK_TRACE_ID:       return get_hex_id(d, v, 16, &l->trace_id);
+    case LK_SPAN_ID:        return get_hex_id(d, v, 8, &l->span_id);
+    case LK_TRACE_STATE:    return get_string(d, v, &l->trace_state);
+    case LK_ATTRIBUTES:     return dec_list(d, v, &K_KV, &l->n_attributes, &l->attributes);
+    case LK_DROPPED:        return get_uint32(d, v, &l->dropped_attributes_count);
+    default:                return get_uint32(d, v, &l->flags);
+    }
+}
+
+/* Status */
+static const char *const status_code_names[] = {
+    "STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR",
+};
+enum { ST_MESSAGE, ST_CODE };
+static const field status_fields[] = {
+    [ST_MESSAGE] = { "message", NULL },
+    [ST_CODE] = { "code", NULL },
+};
+static sf_status status_set(dec *d, void *msg, int f, json_object *v)
+{
+    sf_otlp_status *s = msg;
+    sf_status st;
+    int code;
+
+    if (f == ST_MESSAGE)
+        return get_string(d, v, &s->message);
+    st = get_enum(d, v, status_code_names,
+                  sizeof(status_code_names) / sizeof(status_code_names[0]), &code);
+    s->code = (Opentelemetry__Proto__Trace__V1__Status__StatusCode)code;
+    return st;
+}
+
+/* KeyValue */
+enum { KV_KEY, KV_VALUE };
+static const field kv_fields[] = {
+    [KV_KEY] = { "key", NULL },
+    [KV_VALUE] = { "value", NULL },
+};
+static sf_status kv_set(dec *d, void *msg, int f, json_object *v)
+{
+    sf_otlp_kv *kv = msg;
+
+    if (f == KV_KEY)
+        return get_string(d, v, &kv->key);
+    return dec_msg(d, v, &K_ANY, &kv->value);
+}
+
+/* AnyValue: one of seven members; field index + 1 is the value case. */
+enum { AV_STRING, AV_BOOL, AV_INT, AV_DOUBLE, AV_ARRAY, AV_KVLIST, AV_BYTES };
+static const field any_fields[] = {
+    [AV_STRING] = { "stringValue", "string_value" },
+    [AV_BOOL] = { "boolValue", "bool_value" },
+    [AV_INT] = { "intValue", "int_value" },
+    [AV_DOUBLE] = { "doubleValue", "double_value" },
+    [AV_ARRAY] = { "arrayValue", "array_value" },
+    [AV_KVLIST] = { "kvlistValue", "kvlist_value" },
+    [AV_BYTES] = { "bytesValue", "bytes_value" },
+};
+static sf_status any_set(dec *d, void *msg, int f, json_object *v)
+{
+    sf_otlp_any *a = msg;
+    sf_status st;
+
+    if (a->value_case != ANY_CASE(_NOT_SET))
+        return fail(d, "more than one value set");
+    switch (f) {
+    case AV_STRING: st = get_string_ex(d, v, true, &a->string_value); break;
+    case AV_BOOL:   st = get_bool(d, v, &a->bool_value); break;
+    case AV_INT:    st = get_int64(d, v, &a->int_value); break;
+    case AV_DOUBLE: st = get_double(d, v, &a->double_value); break;
+    case AV_BYTES:  st = get_base64(d, v, &a->bytes_value); break;
+    default:
+        /* Same rule as sf_otlp_wire_check: each array / kvlist is a level. */
+        if (d->depth >= d->max_depth)
+            return fail(d, "nesting deeper than %u", d->max_depth);
+        d->depth++;
+        if (f == AV_ARRAY)
+            st = dec_msg(d, v, &K_ARRAY, &a->array_value);
+        else
+            st = dec_msg(d, v, &K_KVLIST, &a->kvlist_value);
+        d->depth--;
+        break;
+    }
+    if (st == SF_OK)
+        a->value_case = (Opentelemetry__Proto__Common__V1__AnyValue__ValueCase)(f + 1);
+    return st;
+}
+
+/* ArrayValue and KeyValueList */
+static const field values_fields[] = { { "values", NULL } };
+static sf_status array_set(dec *d, void *msg, int f, json_object *v)
+{
+    sf_otlp_array *a = msg;
+
+    (void)f;
+    return dec_list(d, v, &K_ANY, &a->n_values, &a->values);
+}
+static sf_status kvlist_set(dec *d, void *msg, int f, json_object *v)
+{
+    sf_otlp_kvlist *l = msg;
+
+    (void)f;
+    return dec_list(d, v, &K_KV, &l->n_values, &l->values);
+}
+
+#define KIND(desc, fields, set) { &(desc), (fields), sizeof(fields) / sizeof((fields)[0]), (set) }
+static const msg_kind K_REQUEST = KIND(
+    opentelemetry__proto__collector__trace__v1__export_trace_service_request__descriptor,
+    request_fields, request_set);
+static const msg_kind K_RESOURCE_SPANS = KIND(opentelemetry__proto__trace__v1__resource_spans__descriptor,
+                                              resource_spans_fields, resource_spans_set);
+static const msg_kind K_RESOURCE = KIND(opentelemetry__proto__resource__v1__resource__descriptor,
+                                        resource_fields, resource_set);
+static const msg_kind K_SCOPE_SPANS = KIND(opentelemetry__proto__trace__v1__scope_spans__descriptor,
+                                           scope_spans_fields, scope_spans_set);
+static const msg_kind K_SCOPE = KIND(opentelemetry__proto__common__v1__instrumentation_scope__descriptor,
+                                     scope_fields, scope_set);
+static const msg_kind K_SPAN = KIND(opentelemetry__proto__trace__v1__span__descriptor,
+                                    span_fields, span_set);
+static const msg_kind K_EVENT = KIND(opentelemetry__proto__trace__v1__span__event__descriptor,
+                                     event_fields, event_set);
+static const msg_kind K_LINK = KIND(opentelemetry__proto__trace__v1__span__link__descriptor,
+                                    link_fields, link_set);
+static const msg_kind K_STATUS = KIND(opentelemetry__proto__trace__v1__status__descriptor,
+                                      status_fields, status_set);
+static const msg_kind K_KV = KIND(opentelemetry__proto__common__v1__key_value__descriptor,
+                                  kv_fields, kv_set);
+static const msg_kind K_ANY = KIND(opentelemetry__proto__common__v1__any_value__descriptor,
+                                   any_fields, any_set);
+static const msg_kind K_ARRAY = KIND(opentelemetry__proto__common__v1__array_value__descriptor,
+                                     values_fields, array_set);
+static const msg_kind K_KVLIST = KIND(opentelemetry__proto__common__v1__key_value_list__descriptor,
+                                      values_fields, kvlist_set);
+#undef KIND
+
+static bool is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+sf_status sf_otlp_json_decode(sf_arena *arena, const char *json, size_t len, unsigned max_depth,
+                              sf_otlp_request **out, char *err, size_t err_size)
+{
+    dec d = { .arena = arena, .max_depth = max_depth, .err = err, .err_size = err_size };
+    unsigned any_depth = max_depth < SF_JSON_MAX_ANY_DEPTH ? max_depth : SF_JSON_MAX_ANY_DEPTH;
+    struct json_tokener *tok;
+    json_object *root;
+    enum json_tokener_error jerr;
+    sf_otlp_request *req = NULL;
+    sf_status st;
+    size_t end;
+
+    *out = NULL;
+    if (err != NULL && err_size > 0)
+        err[0] = '\0';
+    if (len > INT_MAX) {
+        fail(&d, "json larger than %d bytes", INT_MAX);
+        return SF_TOOBIG;
+    }
+    if (len == 0)
+        return fail(&d, "empty json");
+    tok = json_tokener_new_ex((int)(SF_JSON_BASE_DEPTH + SF_JSON_LEVELS_PER_ANY * any_depth));
+    if (tok == NULL)
+        return oom(&d);
+    /* Trailing characters are checked below, to allow trailing blanks. */
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_ALLOW_TRAILING_CHARS
+                                    | JSON_TOKENER_VALIDATE_UTF8);
+    root = json_tokener_parse_ex(tok, json, (int)len);
+    jerr = json_tokener_get_error(tok);
+    end = json_tokener_get_parse_end(tok);
+    if (jerr == json_tokener_continue) {
+        /* A top-level scalar ("42") also waits for more input. */
+        size_t i = 0;
+        while (i < len && is_blank(json[i]))
+            i++;
+        st = fail(&d, i < len && json[i] == '{' ? "truncated json" : "not a json object");
+        goto out_free_tree;
+    }
+    if (jerr != json_tokener_success) {
+        st = fail(&d, "invalid json at offset %zu: %s", end, json_tokener_error_desc(jerr));
+        goto out_free_tree;
+    }
+    for (size_t i = end; i < len; i++) {
+        if (!is_blank(json[i])) {
+            st = fail(&d, "trailing data at offset %zu", i);
+            goto out_free_tree;
+        }
+    }
+    if (!json_object_is_type(root, json_type_object)) {
+        st = fail(&d, "not a json object");
+        goto out_free_tree;
+    }
+    st = dec_msg(&d, root, &K_REQUEST, &req);
+    if (st == SF_OK)
+        *out = req;
+
+out_free_tree:
+    json_object_put(root);
+    json_tokener_free(tok);
+    return st;
+}
+
+/* ==== encoding =========================================================== */
+
+/* Builders never free: they add what they made to their parent, and the
+ * caller frees the whole tree; a failed allocation only sets `failed`. */
+typedef struct enc {
+    bool failed;
+} enc;
+
+static json_object *new_obj(enc *e)
+{
+    json_object *o = json_object_new_object();
+
+    if (o == NULL)
+        e->failed = true;
+    return o;
+}
+
+static void add(enc *e, json_object *o, const char *key, json_object *v)
+{
+    if (o == NULL || v == NULL) {
+        e->failed = true;
+        json_object_put(v);
+        return;
+    }
+    if (json_object_object_add_ex(o, key, v, JSON_C_OBJECT_ADD_KEY_IS_NEW
+                                                 | JSON_C_OBJECT_KEY_IS_CONSTANT) != 0) {
+        json_object_put(v);
+        e->failed = true;
+    }
+}
+
+static void push(enc *e, json_object *arr, json_object *v)
+{
+    if (arr == NULL || v == NULL || json_object_array_add(arr, v) != 0) {
+        json_object_put(v);
+        e->failed = true;
+    }
+}
+
+/* Length of the well-formed UTF-8 sequence at s[0..n), 0 if ill-formed. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    uint32_t cp, min;
+    size_t len;
+
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+        len = 2, cp = s[0] & 0x1f, min = 0x80;
+    } else if ((s[0] & 0xf0) == 0xe0) {
+        len = 3, cp = s[0] & 0x0f, min = 0x800;
+    } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+        len = 4, cp = s[0] & 0x07, min = 0x10000;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+/* A JSON string. protobuf-c does not check UTF-8 on unpack, so bytes that
+ * are not UTF-8 become U+FFFD here: a JSON line must stay parseable. */
+static json_object *jstr(const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s), i = 0, o = 0, k;
+    unsigned char *fixed;
+    json_object *v;
+
+    while (i < n && (k = utf8_seq(u + i, n - i)) != 0)
+        i += k;
+    if (i == n)
+        return n <= INT_MAX ? json_object_new_string_len(s, (int)n) : NULL;
+    if (n > (INT_MAX - 1) / 3)
+        return NULL;
+    fixed = sf_malloc(3 * n + 1);
+    if (fixed == NULL)
+        return NULL;
+    for (i = 0; i < n; i += k) {
+        k = utf8_seq(u + i, n - i);
+        if (k == 0) {
+            memcpy(fixed + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            k = 1;
+        } else {
+            memcpy(fixed + o, u + i, k);
+            o += k;
+        }
+    }
+    v = json_object_new_string_len((const char *)fixed, (int)o);
+    sf_free(fixed);
+    return v;
+}
+
+static void add_str(enc *e, json_object *o, const char *key, const char *s)
+{
+    if (s != NULL && s[0] != '\0')
+        add(e, o, key, jstr(s));
+}
+
+static void add_u32(enc *e, json_object *o, const char *key, uint32_t v)
+{
+    if (v != 0)
+        add(e, o, key, json_object_new_int64(v));
+}
+
+static json_object *jdec_u64(uint64_t v)
+{
+    char buf[24];
+
+    snprintf(buf, sizeof(buf), "%" PRIu64, v);
+    return json_object_new_string(buf);
+}
+
+static void add_u64(enc *e, json_object *o, const char *key, uint64_t v)
+{
+    if (v != 0)
+        add(e, o, key, jdec_u64(v));
+}
+
+static void add_hex(enc *e, json_object *o, const char *key, const ProtobufCBinaryData *b)
+{
+    static const char digits[] = "0123456789abcdef";
+    char stack[65], *buf = stack;
+
+    if (b->len == 0)
+        return;
+    if (b->len > (INT_MAX - 1) / 2) {
+        e->failed = true;
+        return;
+    }
+    if (2 * b->len + 1 > sizeof(stack)) {
+        buf = sf_malloc(2 * b->len + 1);
+        if (buf == NULL) {
+            e->failed = true;
+            return;
+        }
+    }
+    for (size_t i = 0; i < b->len; i++) {
+        buf[2 * i] = digits[b->data[i] >> 4];
+        buf[2 * i + 1] = digits[b->data[i] & 15];
+    }
+    add(e, o, key, json_object_new_string_len(buf, (int)(2 * b->len)));
+    if (buf != stack)
+        sf_free(buf);
+}
+
+static json_object *b64_encode(const ProtobufCBinaryData *b)
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t n = b->len, o = 0;
+    char *buf;
+    json_object *v;
+
+    if (n > (size_t)INT_MAX / 4 * 3 - 3)
+        return NULL;
+    buf = sf_malloc((n + 2) / 3 * 4 + 1);
+    if (buf == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t acc = (uint32_t)b->data[i] << 16;
+        if (i + 1 < n)
+            acc |= (uint32_t)b->data[i + 1] << 8;
+        if (i + 2 < n)
+            acc |= b->data[i + 2];
+        buf[o++] = alphabet[acc >> 18];
+        buf[o++] = alphabet[(acc >> 12) & 63];
+        buf[o++] = i + 1 < n ? alphabet[(acc >> 6) & 63] : '=';
+        buf[o++] = i + 2 < n ? alphabet[acc & 63] : '=';
+    }
+    v = json_object_new_string_len(buf, (int)o);
+    sf_free(buf);
+    return v;
+}
+
+/* The shortest of %.15g..%.17g that reads back as the same double. */
+static json_object *jdouble(double x)
+{
+    char buf[32];
+
+    if (isnan(x))
+        return json_object_new_string("NaN");
+    if (isinf(x))
+        return json_object_new_string(x > 0 ? "Infinity" : "-Infinity");
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof(buf), "%.*g", prec, x);
+        if (strtod(buf, NULL) == x)
+            break;
+    }
+    return json_object_new_double_s(x, buf);
+}
+
+static json_object *enc_any(enc *e, const sf_otlp_any *a);
+
+static json_object *enc_kv(enc *e, const sf_otlp_kv *kv)
+{
+    json_object *o = new_obj(e);
+
+    add_str(e, o, "key", kv->key);
+    if (kv->value != NULL)
+        add(e, o, "value", enc_any(e, kv->value));
+    return o;
+}
+
+static void add_kvs(enc *e, json_object *o, const char *key, sf_otlp_kv *const *kvs, size_t n)
+{
+    json_object *arr;
+
+    if (n == 0)
+        return;
+    arr = json_object_new_array_ext((int)n);
+    for (size_t i = 0; i < n && arr != NULL; i++)
+        push(e, arr, enc_kv(e, kvs[i]));
+    add(e, o, key, arr);
+}
+
+static json_object *enc_any(enc *e, const sf_otlp_any *a)
+{
+    json_object *o = new_obj(e), *inner, *arr;
+
+    /* A oneof member is written even when it holds its default. */
+    switch (a->value_case) {
+    case ANY_CASE(STRING_VALUE):
+        add(e, o, "stringValue", jstr(a->string_value != NULL ? a->string_value : ""));
+        break;
+    case ANY_CASE(BOOL_VALUE):
+        add(e, o, "boolValue", json_object_new_boolean(a->bool_value));
+        break;
+    case ANY_CASE(INT_VALUE): {
+        char buf[24];
+        snprintf(buf, sizeof(buf), "%" PRId64, a->int_value);
+        add(e, o, "intValue", json_object_new_string(buf));
+        break;
+    }
+    case ANY_CASE(DOUBLE_VALUE):
+        add(e, o, "doubleValue", jdouble(a->double_value));
+        break;
+    case ANY_CASE(BYTES_VALUE):
+        add(e, o, "bytesValue", b64_encode(&a->bytes_value));
+        break;
+    case ANY_CASE(ARRAY_VALUE):
+        inner = new_obj(e);
+        if (a->array_value != NULL && a->array_value->n_values > 0) {
+            arr = json_object_new_array_ext((int)a->array_value->n_values);
+            for (size_t i = 0; i < a->array_value->n_values && arr != NULL; i++)
+                push(e, arr, enc_any(e, a->array_value->values[i]));
+            add(e, inner, "values", arr);
+        }
+        add(e, o, "arrayValue", inner);
+        break;
+    case ANY_CASE(KVLIST_VALUE):
+        inner = new_obj(e);
+        if (a->kvlist_value != NULL)
+            add_kvs(e, inner, "values", a->kvlist_value->values, a->kvlist_value->n_values);
+        add(e, o, "kvlistValue", inner);
+        break;
+    default:
+        break;
+    }
+    return o;
+}
+
+static json_object *enc_span(enc *e, const sf_otlp_span *s)
+{
+    json_object *o = new_obj(e), *arr;
+
+    add_hex(e, o, "traceId", &s->trace_id);
+    add_hex(e, o, "spanId", &s->span_id);
+    add_str(e, o, "traceState", s->trace_state);
+    add_hex(e, o, "parentSpanId", &s->parent_span_id);
+    add_u32(e, o, "flags", s->flags);
+    add_str(e, o, "name", s->name);
+    if (s->kind != 0)
+        add(e, o, "kind", json_object_new_int(s->kind));
+    add_u64(e, o, "startTimeUnixNano", s->start_time_unix_nano);
+    add_u64(e, o, "endTimeUnixNano", s->end_time_unix_nano);
+    add_kvs(e, o, "attributes", s->attributes, s->n_attributes);
+    add_u32(e, o, "droppedAttributesCount", s->dropped_attributes_count);
+    if (s->n_events > 0) {
+        arr = json_object_new_array_ext((int)s->n_events);
+        for (size_t i = 0; i < s->n_events && arr != NULL; i++) {
+            const sf_otlp_event *ev = s->events[i];
+            json_object *eo = new_obj(e);
+            add_u64(e, eo, "timeUnixNano", ev->time_unix_nano);
+            add_str(e, eo, "name", ev->name);
+            add_kvs(e, eo, "attributes", ev->attributes, ev->n_attributes);
+            add_u32(e, eo, "droppedAttributesCount", ev->dropped_attributes_count);
+            push(e, arr, eo);
+        }
+        add(e, o, "events", arr);
+    }
+    add_u32(e, o, "droppedEventsCount", s->dropped_events_count);
+    if (s->n_links > 0) {
+        arr = json_object_new_array_ext((int)s->n_links);
+        for (size_t i = 0; i < s->n_links && arr != NULL; i++) {
+            const sf_otlp_link *l = s->links[i];
+            json_object *lo = new_obj(e);
+            add_hex(e, lo, "traceId", &l->trace_id);
+            add_hex(e, lo, "spanId", &l->span_id);
+            add_str(e, lo, "traceState", l->trace_state);
+            add_kvs(e, lo, "attributes", l->attributes, l->n_attributes);
+            add_u32(e, lo, "droppedAttributesCount", l->dropped_attributes_count);
+            add_u32(e, lo, "flags", l->flags);
+            push(e, arr, lo);
+        }
+        add(e, o, "links", arr);
+    }
+    add_u32(e, o, "droppedLinksCount", s->dropped_links_count);
+    if (s->status != NULL) {
+        json_object *so = new_obj(e);
+        add_str(e, so, "message", s->status->message);
+        if (s->status->code != 0)
+            add(e, so, "code", json_object_new_int(s->status->code));
+        add(e, o, "status", so);
+    }
+    return o;
+}
+
+static json_object *enc_scope_spans(enc *e, const sf_otlp_scope_spans *ss)
+{
+    json_object *o = new_obj(e), *arr;
+
+    if (ss->scope != NULL) {
+        json_object *so = new_obj(e);
+        add_str(e, so, "name", ss->scope->name);
+        add_str(e, so, "version", ss->scope->version);
+        add_kvs(e, so, "attributes", ss->scope->attributes, ss->scope->n_attributes);
+        add_u32(e, so, "droppedAttributesCount", ss->scope->dropped_attributes_count);
+        add(e, o, "scope", so);
+    }
+    if (ss->n_spans > 0) {
+        arr = json_object_new_array_ext((int)ss->n_spans);
+        for (size_t i = 0; i < ss->n_spans && arr != NULL; i++)
+            push(e, arr, enc_span(e, ss->spans[i]));
+        add(e, o, "spans", arr);
+    }
+    add_str(e, o, "schemaUrl", ss->schema_url);
+    return o;
+}
+
+static json_object *enc_resource_spans(enc *e, const sf_otlp_resource_spans *rs)
+{
+    json_object *o = new_obj(e), *arr;
+
+    if (rs->resource != NULL) {
+        json_object *ro = new_obj(e);
+        add_kvs(e, ro, "attributes", rs->resource->attributes, rs->resource->n_attributes);
+        add_u32(e, ro, "droppedAttributesCount", rs->resource->dropped_attributes_count);
+        add(e, o, "resource", ro);
+    }
+    if (rs->n_scope_spans > 0) {
+        arr = json_object_new_array_ext((int)rs->n_scope_spans);
+        for (size_t i = 0; i < rs->n_scope_spans && arr != NULL; i++)
+            push(e, arr, enc_scope_spans(e, rs->scope_spans[i]));
+        add(e, o, "scopeSpans", arr);
+    }
+    add_str(e, o, "schemaUrl", rs->schema_url);
+    return o;
+}
+
+/* Serialises `root` into an sf_malloc'd copy and frees the tree. */
+static sf_status finish(enc *e, json_object *root, char **out, size_t *out_len)
+{
+    const char *text = NULL;
+    size_t n = 0;
+    char *copy = NULL;
+    sf_status st = SF_ENOMEM;
+
+    if (!e->failed && root != NULL)
+        text = json_object_to_json_string_length(root, JSON_C_TO_STRING_PLAIN
+                                                           | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
+    if (text != NULL)
+        copy = sf_malloc(n + 1);
+    if (copy != NULL) {
+        memcpy(copy, text, n + 1);
+        *out = copy;
+        *out_len = n;
+        st = SF_OK;
+    }
+    json_object_put(root);
+    return st;
+}
+
+sf_status sf_otlp_json_encode(const sf_otlp_request *req, char **out, size_t *out_len)
+{
+    enc e = { .failed = false };
+    json_object *root = new_obj(&e), *arr;
+
+    *out = NULL;
+    *out_len = 0;
+    if (req->n_resource_spans > 0) {
+        arr = json_object_new_array_ext((int)req->n_resource_spans);
+        for (size_t i = 0; i < req->n_resource_spans && arr != NULL; i++)
+            push(&e, arr, enc_resource_spans(&e, req->resource_spans[i]));
+        add(&e, root, "resourceSpans", arr);
+    }
+    return finish(&e, root, out, out_len);
+}
+
+sf_status sf_otlp_json_encode_response(const sf_otlp_response *resp, char **out,
+                                       size_t *out_len)
+{
+    enc e = { .failed = false };
+    json_object *root = new_obj(&e);
+    const sf_otlp_partial *ps = resp->partial_success;
+
+    *out = NULL;
+    *out_len = 0;
+    if (ps != NULL) {
+        json_object *po = new_obj(&e);
+        if (ps->rejected_spans != 0) {
+            char buf[24];
+            snprintf(buf, sizeof(buf), "%" PRId64, ps->rejected_spans);
+            add(&e, po, "rejectedSpans", json_object_new_string(buf));
+        }
+        add_str(&e, po, "errorMessage", ps->error_message);
+        add(&e, root, "partialSuccess", po);
+    }
+    return finish(&e, root, out, out_len);
+}

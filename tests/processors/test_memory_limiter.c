@@ -1,0 +1,107 @@
+/* tests/processors/test_memory_limiter.c: the memory_limiter's config
+ * checks and its effect: refusal past the soft limit, failing allocations
+ * past the hard limit, recovery when memory is freed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "internal/sf_core.h"
+#include "processors/memory_limiter/memory_limiter.h"
+
+extern const sf_component_type sf_memory_limiter_processor_type;
+
+static const char *load(const char *limiter_yaml)
+{
+    static char out[1024];
+    char yaml[1024];
+    sf_diag *d = sf_diag_create("m.yaml");
+    sf_config *cfg = NULL;
+    size_t n = 0;
+
+    snprintf(yaml, sizeof(yaml),
+             "receivers: {otlp: {protocols: {grpc: }}}\n"
+             "processors:\n  memory_limiter:\n%s"
+             "exporters: {otlphttp: {endpoint: 'http://127.0.0.1:1'}}\n"
+             "service:\n  pipelines:\n    traces: {receivers: [otlp], processors: [memory_limiter], exporters: [otlphttp]}\n",
+             limiter_yaml);
+    sf_config_load_string("m.yaml", yaml, strlen(yaml), d, &cfg);
+    out[0] = '\0';
+    for (size_t i = 0; i < sf_diag_count(d); i++)
+        n += (size_t)snprintf(out + n, sizeof(out) - n, "%s\n", sf_diag_message(d, i));
+    sf_config_destroy(cfg);
+    sf_diag_destroy(d);
+    return out;
+}
+
+static void test_config_checks(void **state)
+{
+    (void)state;
+    assert_string_equal(load("    check_interval: 1s\n    limit_mib: 64\n"), "");
+    assert_string_equal(load("    check_interval: 1s\n"),
+                        "m.yaml:3:3: processors.memory_limiter: set exactly one of 'limit_mib' "
+                        "and 'limit_percentage'\n");
+    assert_string_equal(load("    limit_mib: 64\n    limit_percentage: 50\n"),
+                        "m.yaml:3:3: processors.memory_limiter: set exactly one of 'limit_mib' "
+                        "and 'limit_percentage'\n");
+    assert_string_equal(load("    limit_mib: 64\n    spike_limit_mib: 64\n"),
+                        "m.yaml:5:22: processors.memory_limiter.spike_limit_mib: must be below "
+                        "'limit_mib' (64)\n");
+    assert_string_equal(load("    limit_percentage: 101\n"),
+                        "m.yaml:4:23: processors.memory_limiter.limit_percentage: value '101' is "
+                        "out of range (expected 0 to 100)\n");
+}
+
+static void test_soft_and_hard_limits(void **state)
+{
+    sf_memory_limiter_config cfg = { .check_interval = 50, .limit_mib = 0 };
+    struct sf_component c = { .type = &sf_memory_limiter_processor_type, .id = "memory_limiter" };
+    size_t base = sf_alloc_in_use();
+    sf_batch batch = { .spans = 7 };
+    void *big, *more;
+
+    (void)state;
+    /* Limits relative to what the process holds now: soft at base + 4 MiB,
+     * hard at base + 5 MiB (spike 20% of the limit). */
+    cfg.limit_mib = (int64_t)((base >> 20) + 5);
+    assert_int_equal(c.type->create(&c, &cfg), SF_OK);
+    assert_int_equal(c.type->start(&c), SF_OK);
+    assert_int_equal(c.type->consume(&c, &batch), SF_OK);
+
+    big = sf_malloc(((size_t)cfg.limit_mib << 20) - ((size_t)cfg.limit_mib << 20) / 5 - base + 1024);
+    assert_non_null(big);
+    assert_true(sf_alloc_under_pressure());
+    assert_int_equal(c.type->consume(&c, &batch), SF_MEMLIMIT);
+    assert_int_equal(c.counters.dropped_spans[SF_REASON_MEMORY_LIMIT], 7);
+    /* Past the hard limit nothing more is handed out. */
+    more = sf_malloc(2u << 20);
+    assert_null(more);
+
+    sf_free(big);
+    assert_false(sf_alloc_under_pressure());
+    assert_int_equal(c.type->consume(&c, &batch), SF_OK);
+    assert_int_equal(c.counters.incoming_items, 21);
+    assert_int_equal(c.counters.outgoing_items, 14);
+
+    c.type->shutdown(&c);
+    c.type->destroy(&c);
+    /* Limits are lifted at shutdown. */
+    more = sf_malloc(64u << 20);
+    assert_non_null(more);
+    sf_free(more);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config_checks),
+        cmocka_unit_test(test_soft_and_hard_limits),
+    };
+
+    sf_log_set_level(SF_LOG_OFF);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
