@@ -61,12 +61,23 @@ static msg_kind child_of(msg_kind m, uint32_t field)
     }
 }
 
-static int read_varint(const uint8_t **pp, const uint8_t *end, uint64_t *out)
+static inline int read_varint(const uint8_t **pp, const uint8_t *end, uint64_t *out)
 {
     const uint8_t *p = *pp;
     uint64_t v = 0;
     unsigned shift;
 
+    /* Most tags and lengths here fit in one or two bytes. */
+    if (p < end && !(p[0] & 0x80)) {
+        *out = p[0];
+        *pp = p + 1;
+        return 0;
+    }
+    if (end - p >= 2 && !(p[1] & 0x80)) {
+        *out = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+        *pp = p + 2;
+        return 0;
+    }
     for (shift = 0; shift < 64 && p < end; shift += 7) {
         uint8_t b = *p++;
         v |= (uint64_t)(b & 0x7f) << shift;
@@ -77,6 +88,71 @@ static int read_varint(const uint8_t **pp, const uint8_t *end, uint64_t *out)
         }
     }
     return -1;
+}
+
+static sf_status walk(const uint8_t *p, const uint8_t *end, msg_kind m, unsigned depth,
+                      unsigned max_depth, size_t *spans);
+
+/* Skip one field's value of wire type `wt`; -1 when it does not fit. */
+static inline int skip_value(const uint8_t **pp, const uint8_t *end, unsigned wt)
+{
+    uint64_t v;
+
+    switch (wt) {
+    case 0:
+        return read_varint(pp, end, &v);
+    case 1:
+        if (end - *pp < 8)
+            return -1;
+        *pp += 8;
+        return 0;
+    case 5:
+        if (end - *pp < 4)
+            return -1;
+        *pp += 4;
+        return 0;
+    case 2:
+        if (read_varint(pp, end, &v) != 0 || v > (uint64_t)(end - *pp))
+            return -1;
+        *pp += v;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+/* A KeyValue: the hot case of the walk (a dozen or more per span). The
+ * common shape, a key and a value holding one scalar field, is checked
+ * without recursion; anything else goes through the general walk. */
+static sf_status check_kv(const uint8_t *p, const uint8_t *end, unsigned depth,
+                          unsigned max_depth, size_t *spans)
+{
+    while (p < end) {
+        uint64_t tag, len;
+        const uint8_t *v, *vend, *q;
+
+        if (read_varint(&p, end, &tag) != 0 || (tag >> 3) == 0 || tag >> 3 > 0x1fffffff)
+            return SF_INVALID;
+        if (tag != 0x12) {                  /* the key, or an unknown field */
+            if (skip_value(&p, end, (unsigned)(tag & 7)) != 0)
+                return SF_INVALID;
+            continue;
+        }
+        if (read_varint(&p, end, &len) != 0 || len > (uint64_t)(end - p))
+            return SF_INVALID;
+        v = p;
+        vend = p + len;
+        p = vend;
+        /* AnyValue: a single scalar field needs no further look. */
+        q = v;
+        if (q < vend && read_varint(&q, vend, &tag) == 0 && (tag >> 3) != 5 &&
+            (tag >> 3) != 6 && (tag >> 3) != 0 && skip_value(&q, vend, (unsigned)(tag & 7)) == 0 &&
+            q == vend)
+            continue;
+        if (walk(v, vend, M_ANY, depth, max_depth, spans) != SF_OK)
+            return SF_INVALID;
+    }
+    return SF_OK;
 }
 
 static sf_status walk(const uint8_t *p, const uint8_t *end, msg_kind m, unsigned depth,
@@ -118,7 +194,10 @@ static sf_status walk(const uint8_t *p, const uint8_t *end, msg_kind m, unsigned
             if (read_varint(&p, end, &v) != 0 || v > (uint64_t)(end - p))
                 return SF_INVALID;
             c = child_of(m, field);
-            if (c != M_NONE) {
+            if (c == M_KV) {
+                if (check_kv(p, p + v, depth, max_depth, spans) != SF_OK)
+                    return SF_INVALID;
+            } else if (c != M_NONE) {
                 sf_status st = walk(p, p + v, c, depth, max_depth, spans);
                 if (st != SF_OK)
                     return st;
