@@ -375,10 +375,12 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_b
         if (severity(st) > severity(worst))
             worst = st;
     }
-    if (worst == SF_OK)
+    if (worst == SF_OK) {
         sf_count(&rc->accepted_spans, spans);
-    else
+    } else {
         sf_count(&rc->refused_spans[reason_of(worst)], spans);
+        sf_count(&rc->refused_requests[reason_of(worst)], 1);
+    }
     return worst;
 }
 
@@ -386,6 +388,7 @@ void sf_component_refuse(sf_component *receiver, sf_transport transport, size_t 
                          sf_reason reason)
 {
     sf_count(&receiver->transport[transport].requests, 1);
+    sf_count(&receiver->transport[transport].refused_requests[reason], 1);
     sf_count(&receiver->transport[transport].refused_spans[reason], spans);
 }
 
@@ -481,6 +484,7 @@ typedef uint64_t (*counter_get)(sf_counters *c, int reason);
 static uint64_t get_accepted(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->accepted_spans); }
 static uint64_t get_refused(sf_counters *c, int r) { return sf_counter_get(&c->refused_spans[r]); }
 static uint64_t get_requests(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->requests); }
+static uint64_t get_refused_requests(sf_counters *c, int r) { return sf_counter_get(&c->refused_requests[r]); }
 static uint64_t get_incoming(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->incoming_items); }
 static uint64_t get_outgoing(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->outgoing_items); }
 static uint64_t get_dropped(sf_counters *c, int r) { return sf_counter_get(&c->dropped_spans[r]); }
@@ -511,6 +515,8 @@ static const metric_def metric_defs[] = {
       "Spans refused, by reason; the client was told so." },
     { SF_KIND_RECEIVER, "spanfence_receiver_requests", "counter", false, get_requests,
       "Export requests received." },
+    { SF_KIND_RECEIVER, "spanfence_receiver_refused_requests", "counter", true, get_refused_requests,
+      "Export requests refused, by reason (also those whose spans could not be counted)." },
     { SF_KIND_PROCESSOR, "otelcol_processor_incoming_items", "counter", false, get_incoming,
       "Spans that entered the processor." },
     { SF_KIND_PROCESSOR, "otelcol_processor_outgoing_items", "counter", false, get_outgoing,
