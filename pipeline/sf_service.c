@@ -36,6 +36,9 @@ struct sf_service {
     sf_route *routes;
     sf_metrics_server *metrics;
     bool started;
+    /* set before start, read-only after (see sf_component_set_span_tap) */
+    sf_span_tap_fn tap;
+    void *tap_ctx;
 };
 
 /* ---- build --------------------------------------------------------------- */
@@ -354,6 +357,8 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_b
 {
     sf_counters *rc = &receiver->transport[transport];
     size_t spans = batch->spans;
+    const uint8_t *raw = batch->raw;    /* processors replace the batch's bytes */
+    size_t raw_len = batch->raw_len;
     sf_status worst = SF_OK;
 
     sf_count(&rc->requests, 1);
@@ -379,7 +384,22 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_b
         sf_count(&rc->accepted_spans, spans);
     else
         sf_count(&rc->refused_spans[reason_of(worst)], spans);
+    if (receiver->service != NULL && receiver->service->tap != NULL)
+        receiver->service->tap(receiver->service->tap_ctx, raw, raw_len, spans, worst == SF_OK);
     return worst;
+}
+
+void sf_component_set_span_tap(sf_component *ext, sf_span_tap_fn fn, void *ctx)
+{
+    sf_service *svc = ext->service;
+
+    if (svc == NULL)
+        return;
+    if (svc->tap != NULL && fn != NULL)
+        sf_warn("%s '%s' replaces the span tap set before it", sf_kind_name(ext->type->kind),
+                ext->id);
+    svc->tap = fn;
+    svc->tap_ctx = ctx;
 }
 
 void sf_component_refuse(sf_component *receiver, sf_transport transport, size_t spans,
