@@ -11,7 +11,10 @@
  *   exporter's queue, which never blocks. So when emit returns, the spans
  *   are either queued (the client is told OK) or refused with a status the
  *   client can act on; nothing is acknowledged before it is safely queued.
- * - Component contexts are read-only after start; counters are atomics. */
+ * - Component contexts are read-only after start; counters are atomics.
+ * - One optional span tap (an extension's, set at its create): emit calls it
+ *   after counting each batch, on the receiver thread, with the bytes as
+ *   received; it is read-only once the service starts. */
 #include "sf_service.h"
 #include "internal/sf_core.h"
 #include "internal/sf_metrics_server.h"
