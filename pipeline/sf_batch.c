@@ -223,6 +223,169 @@ sf_status sf_otlp_wire_check(const uint8_t *data, size_t len, unsigned max_depth
     return st;
 }
 
+/* ---- spans by resource ------------------------------------------------- */
+
+/* One field of a message: its number, wire type and, for length-delimited
+ * fields, the value's bytes. -1 when the field does not fit. */
+static int next_field(const uint8_t **pp, const uint8_t *end, uint32_t *field, unsigned *wt,
+                      const uint8_t **v, const uint8_t **vend)
+{
+    uint64_t tag, len;
+
+    if (read_varint(pp, end, &tag) != 0 || (tag >> 3) == 0 || tag >> 3 > 0x1fffffff)
+        return -1;
+    *field = (uint32_t)(tag >> 3);
+    *wt = (unsigned)(tag & 7);
+    if (*wt != 2)
+        return skip_value(pp, end, *wt);
+    if (read_varint(pp, end, &len) != 0 || len > (uint64_t)(end - *pp))
+        return -1;
+    *v = *pp;
+    *vend = *pp + len;
+    *pp += len;
+    return 0;
+}
+
+static bool bytes_equal(const uint8_t *p, const uint8_t *end, const char *s)
+{
+    size_t n = strlen(s);
+
+    return (size_t)(end - p) == n && memcmp(p, s, n) == 0;
+}
+
+/* Whether the KeyValue [p, end) is key = (string) value. Repeated fields
+ * follow protobuf: the last key wins, AnyValue occurrences merge and the
+ * last oneof member set wins. -1 when malformed. */
+static int kv_is(const uint8_t *p, const uint8_t *end, const char *key, const char *value)
+{
+    const uint8_t *k = NULL, *kend = NULL, *s = NULL, *send = NULL;
+    uint32_t last = 0;              /* last AnyValue member seen */
+
+    while (p < end) {
+        const uint8_t *v = NULL, *vend = NULL;
+        uint32_t field;
+        unsigned wt;
+
+        if (next_field(&p, end, &field, &wt, &v, &vend) != 0)
+            return -1;
+        if (field == 1 && wt == 2) {
+            k = v;
+            kend = vend;
+        } else if (field == 2 && wt == 2) {
+            while (v < vend) {
+                const uint8_t *a = NULL, *aend = NULL;
+                uint32_t af;
+                unsigned awt;
+
+                if (next_field(&v, vend, &af, &awt, &a, &aend) != 0)
+                    return -1;
+                if (af >= 1 && af <= 7)
+                    last = af;
+                if (af == 1 && awt == 2) {
+                    s = a;
+                    send = aend;
+                }
+            }
+        }
+    }
+    return k != NULL && bytes_equal(k, kend, key) && last == 1 && s != NULL &&
+           bytes_equal(s, send, value);
+}
+
+/* Whether some Resource of the ResourceSpans [p, end) has key = value
+ * (a repeated Resource field merges: its attributes add up). -1 when
+ * malformed. */
+static int resource_has(const uint8_t *p, const uint8_t *end, const char *key, const char *value)
+{
+    while (p < end) {
+        const uint8_t *v = NULL, *vend = NULL;
+        uint32_t field;
+        unsigned wt;
+
+        if (next_field(&p, end, &field, &wt, &v, &vend) != 0)
+            return -1;
+        if (field != 1 || wt != 2)
+            continue;
+        while (v < vend) {              /* Resource */
+            const uint8_t *a = NULL, *aend = NULL;
+            uint32_t af;
+            unsigned awt;
+            int r;
+
+            if (next_field(&v, vend, &af, &awt, &a, &aend) != 0)
+                return -1;
+            if (af != 1 || awt != 2)
+                continue;
+            r = kv_is(a, aend, key, value);
+            if (r != 0)
+                return r;
+        }
+    }
+    return 0;
+}
+
+/* Spans of the ResourceSpans [p, end); -1 when malformed. */
+static int64_t resource_spans_count(const uint8_t *p, const uint8_t *end)
+{
+    int64_t n = 0;
+
+    while (p < end) {
+        const uint8_t *v = NULL, *vend = NULL;
+        uint32_t field;
+        unsigned wt;
+
+        if (next_field(&p, end, &field, &wt, &v, &vend) != 0)
+            return -1;
+        if (field != 2 || wt != 2)
+            continue;
+        while (v < vend) {              /* ScopeSpans */
+            const uint8_t *a = NULL, *aend = NULL;
+            uint32_t af;
+            unsigned awt;
+
+            if (next_field(&v, vend, &af, &awt, &a, &aend) != 0)
+                return -1;
+            if (af == 2 && awt == 2)
+                n++;
+        }
+    }
+    return n;
+}
+
+size_t sf_otlp_count_matching_spans(const uint8_t *data, size_t len, size_t n,
+                                    const char *const *keys, const char *const *values)
+{
+    const uint8_t *p = data, *end = data + len;
+    size_t total = 0;
+
+    if (data == NULL || (n > 0 && (keys == NULL || values == NULL)))
+        return 0;
+    while (p < end) {
+        const uint8_t *v = NULL, *vend = NULL;
+        uint32_t field;
+        unsigned wt;
+        bool all = true;
+        int64_t spans;
+
+        if (next_field(&p, end, &field, &wt, &v, &vend) != 0)
+            return 0;
+        if (field != 1 || wt != 2)
+            continue;
+        for (size_t i = 0; i < n && all; i++) {
+            int r = resource_has(v, vend, keys[i], values[i]);
+            if (r < 0)
+                return 0;
+            all = r == 1;
+        }
+        spans = resource_spans_count(v, vend);
+        if (spans < 0)
+            return 0;
+        if (all)
+            total += (size_t)spans;
+    }
+    return total;
+}
+
 /* ---- decode / encode ---------------------------------------------------- */
 
 size_t sf_otlp_count_spans(const sf_otlp_request *req)

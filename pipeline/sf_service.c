@@ -11,7 +11,10 @@
  *   exporter's queue, which never blocks. So when emit returns, the spans
  *   are either queued (the client is told OK) or refused with a status the
  *   client can act on; nothing is acknowledged before it is safely queued.
- * - Component contexts are read-only after start; counters are atomics. */
+ * - Component contexts are read-only after start; counters are atomics.
+ * - One optional span tap (an extension's, set at its create): emit calls it
+ *   after counting each batch, on the receiver thread, with the bytes as
+ *   received; it is read-only once the service starts. */
 #include "sf_service.h"
 #include "internal/sf_core.h"
 #include "internal/sf_metrics_server.h"
@@ -36,6 +39,9 @@ struct sf_service {
     sf_route *routes;
     sf_metrics_server *metrics;
     bool started;
+    /* set before start, read-only after (see sf_component_set_span_tap) */
+    sf_span_tap_fn tap;
+    void *tap_ctx;
 };
 
 /* ---- build --------------------------------------------------------------- */
@@ -354,6 +360,8 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_b
 {
     sf_counters *rc = &receiver->transport[transport];
     size_t spans = batch->spans;
+    const uint8_t *raw = batch->raw;    /* processors replace the batch's bytes */
+    size_t raw_len = batch->raw_len;
     sf_status worst = SF_OK;
 
     sf_count(&rc->requests, 1);
@@ -381,7 +389,22 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_b
         sf_count(&rc->refused_spans[reason_of(worst)], spans);
         sf_count(&rc->refused_requests[reason_of(worst)], 1);
     }
+    if (receiver->service != NULL && receiver->service->tap != NULL)
+        receiver->service->tap(receiver->service->tap_ctx, raw, raw_len, spans, worst == SF_OK);
     return worst;
+}
+
+void sf_component_set_span_tap(sf_component *ext, sf_span_tap_fn fn, void *ctx)
+{
+    sf_service *svc = ext->service;
+
+    if (svc == NULL)
+        return;
+    if (svc->tap != NULL && fn != NULL)
+        sf_warn("%s '%s' replaces the span tap set before it", sf_kind_name(ext->type->kind),
+                ext->id);
+    svc->tap = fn;
+    svc->tap_ctx = ctx;
 }
 
 void sf_component_refuse(sf_component *receiver, sf_transport transport, size_t spans,
