@@ -8,6 +8,8 @@
 #include <time.h>
 
 #include "sample_batch.h"
+#include "internal/sf_core.h"
+#include "../processors/transform/transform.h"
 
 typedef double (*stage_fn)(const uint8_t *data, size_t len, sf_arena *arena, long iters);
 
@@ -87,6 +89,111 @@ static double st_unpack_pack(const uint8_t *data, size_t len, sf_arena *arena, l
     return cpu_now() - t0;
 }
 
+/* The sample batch's allowlist (the one bench/configs/pipeline.yaml uses),
+ * as a transform program: the processor instance for the tree path and its
+ * compiled form for the wire path. */
+static sf_transform_config allow_cfg;
+static struct sf_component allow_comp;
+static sf_transform_wire *allow_wire;
+
+static void *program_alloc(void *ctx, size_t size)
+{
+    return sf_arena_alloc(ctx, size);
+}
+
+static void program_error(void *ctx, const sf_node *at, const char *subpath, const char *msg)
+{
+    (void)ctx;
+    (void)at;
+    fprintf(stderr, "bench_codec: %s: %s\n", subpath ? subpath : "-", msg);
+}
+
+static int allowlist_create(sf_arena *mem)
+{
+    static const char *const span_keys[] = { SF_SAMPLE_SPAN_KEYS };
+    static char keep_span[512], keep_event[128];
+    static char *stmts[] = { keep_span, "set(span.status.message, \"\")", keep_event };
+    sf_node items[3], seq = { .kind = SF_NODE_SEQ, .n = 3 };
+    sf_node *item_ptrs[3];
+    sf_transform_sink sink = { .ctx = mem, .alloc = program_alloc, .error = program_error };
+    size_t off = (size_t)snprintf(keep_span, sizeof(keep_span), "keep_keys(span.attributes, [");
+
+    for (size_t i = 0; i < sizeof(span_keys) / sizeof(span_keys[0]); i++)
+        off += (size_t)snprintf(keep_span + off, sizeof(keep_span) - off, "%s\"%s\"",
+                                i ? ", " : "", span_keys[i]);
+    snprintf(keep_span + off, sizeof(keep_span) - off, "])");
+    snprintf(keep_event, sizeof(keep_event), "keep_keys(spanevent.attributes, [\"%s\"])",
+             SF_SAMPLE_EVENT_KEYS);
+    for (int i = 0; i < 3; i++) {
+        items[i] = (sf_node){ .kind = SF_NODE_SCALAR, .line = i + 1, .col = 1,
+                              .text = stmts[i], .len = strlen(stmts[i]) };
+        item_ptrs[i] = &items[i];
+    }
+    seq.items = item_ptrs;
+    if (sf_transform_program_build(&seq, &sink, &allow_cfg.program) != SF_OK)
+        return -1;
+    allow_cfg.error_mode = SF_ERROR_MODE_PROPAGATE;
+    allow_comp.type = &sf_transform_processor_type;
+    allow_comp.id = "transform/allowlist";
+    allow_comp.config = &allow_cfg;
+    if (sf_transform_processor_type.create(&allow_comp, &allow_cfg) != SF_OK)
+        return -1;
+    return sf_transform_wire_create(&allow_cfg, &allow_wire) == SF_OK ? 0 : -1;
+}
+
+static void allowlist_destroy(void)
+{
+    sf_transform_wire_destroy(allow_wire);
+    sf_transform_processor_type.destroy(&allow_comp);
+}
+
+static double st_unpack_filter_pack(const uint8_t *data, size_t len, sf_arena *arena, long iters)
+{
+    sf_batch b;
+    sf_buf *out;
+    double t0 = cpu_now();
+    for (long i = 0; i < iters; i++) {
+        sf_batch_decode(&b, arena, data, len, SF_OTLP_DEFAULT_MAX_DEPTH);
+        sf_transform_processor_type.consume(&allow_comp, &b);
+        sf_batch_encode(&b, &out);
+        sink += out->len;
+        sf_buf_unref(out);
+        sf_batch_release(&b);
+        sf_arena_reset(arena);
+    }
+    return cpu_now() - t0;
+}
+
+static double st_wire_filter(const uint8_t *data, size_t len, sf_arena *arena, long iters)
+{
+    sf_buf *out;
+    uint64_t removed;
+    double t0 = cpu_now();
+    (void)arena;
+    for (long i = 0; i < iters; i++) {
+        sf_transform_wire_filter(allow_wire, data, len, 0, &out, &removed);
+        sink += out->len + removed;
+        sf_buf_unref(out);
+    }
+    return cpu_now() - t0;
+}
+
+static double st_check_wire_filter(const uint8_t *data, size_t len, sf_arena *arena, long iters)
+{
+    sf_buf *out;
+    uint64_t removed;
+    size_t spans;
+    double t0 = cpu_now();
+    (void)arena;
+    for (long i = 0; i < iters; i++) {
+        sf_otlp_wire_check(data, len, SF_OTLP_DEFAULT_MAX_DEPTH, &spans);
+        sf_transform_wire_filter(allow_wire, data, len, spans, &out, &removed);
+        sink += out->len + removed;
+        sf_buf_unref(out);
+    }
+    return cpu_now() - t0;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -101,6 +208,9 @@ int main(int argc, char **argv)
         { "protobuf-c unpack, malloc", st_unpack_malloc, 1 },
         { "protobuf-c unpack, arena", st_unpack, 1 },
         { "protobuf-c unpack + pack, arena", st_unpack_pack, 1 },
+        { "unpack + transform + pack, arena", st_unpack_filter_pack, 1 },
+        { "wire filter (transform on the bytes)", st_wire_filter, 10 },
+        { "wire check + wire filter", st_check_wire_filter, 10 },
     };
     long spans = argc > 1 ? atol(argv[1]) : 512;
     int rounds = argc > 2 ? atoi(argv[2]) : 5;
@@ -108,9 +218,10 @@ int main(int argc, char **argv)
     size_t len = 0;
     uint8_t *data = sf_sample_request((size_t)spans, 1, &len);
     sf_arena *arena = sf_arena_create(1 << 20, 0);
+    sf_arena *mem = sf_arena_create(16384, 0);     /* the transform program */
     double t[32];
 
-    if (data == NULL || arena == NULL)
+    if (data == NULL || arena == NULL || mem == NULL || allowlist_create(mem) != 0)
         return 1;
     if (rounds > 32)
         rounds = 32;
@@ -123,6 +234,8 @@ int main(int argc, char **argv)
         qsort(t, (size_t)rounds, sizeof(double), cmp_double);
         printf("%-40s %16.0f\n", stages[s].name, (double)(spans * n) / t[rounds / 2]);
     }
+    allowlist_destroy();
+    sf_arena_destroy(mem);
     sf_arena_destroy(arena);
     sf_free(data);
     return 0;

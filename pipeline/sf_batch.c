@@ -61,12 +61,23 @@ static msg_kind child_of(msg_kind m, uint32_t field)
     }
 }
 
-static int read_varint(const uint8_t **pp, const uint8_t *end, uint64_t *out)
+static inline int read_varint(const uint8_t **pp, const uint8_t *end, uint64_t *out)
 {
     const uint8_t *p = *pp;
     uint64_t v = 0;
     unsigned shift;
 
+    /* Most tags and lengths here fit in one or two bytes. */
+    if (p < end && !(p[0] & 0x80)) {
+        *out = p[0];
+        *pp = p + 1;
+        return 0;
+    }
+    if (end - p >= 2 && !(p[1] & 0x80)) {
+        *out = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+        *pp = p + 2;
+        return 0;
+    }
     for (shift = 0; shift < 64 && p < end; shift += 7) {
         uint8_t b = *p++;
         v |= (uint64_t)(b & 0x7f) << shift;
@@ -77,6 +88,71 @@ static int read_varint(const uint8_t **pp, const uint8_t *end, uint64_t *out)
         }
     }
     return -1;
+}
+
+static sf_status walk(const uint8_t *p, const uint8_t *end, msg_kind m, unsigned depth,
+                      unsigned max_depth, size_t *spans);
+
+/* Skip one field's value of wire type `wt`; -1 when it does not fit. */
+static inline int skip_value(const uint8_t **pp, const uint8_t *end, unsigned wt)
+{
+    uint64_t v;
+
+    switch (wt) {
+    case 0:
+        return read_varint(pp, end, &v);
+    case 1:
+        if (end - *pp < 8)
+            return -1;
+        *pp += 8;
+        return 0;
+    case 5:
+        if (end - *pp < 4)
+            return -1;
+        *pp += 4;
+        return 0;
+    case 2:
+        if (read_varint(pp, end, &v) != 0 || v > (uint64_t)(end - *pp))
+            return -1;
+        *pp += v;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+/* A KeyValue: the hot case of the walk (a dozen or more per span). The
+ * common shape, a key and a value holding one scalar field, is checked
+ * without recursion; anything else goes through the general walk. */
+static sf_status check_kv(const uint8_t *p, const uint8_t *end, unsigned depth,
+                          unsigned max_depth, size_t *spans)
+{
+    while (p < end) {
+        uint64_t tag, len;
+        const uint8_t *v, *vend, *q;
+
+        if (read_varint(&p, end, &tag) != 0 || (tag >> 3) == 0 || tag >> 3 > 0x1fffffff)
+            return SF_INVALID;
+        if (tag != 0x12) {                  /* the key, or an unknown field */
+            if (skip_value(&p, end, (unsigned)(tag & 7)) != 0)
+                return SF_INVALID;
+            continue;
+        }
+        if (read_varint(&p, end, &len) != 0 || len > (uint64_t)(end - p))
+            return SF_INVALID;
+        v = p;
+        vend = p + len;
+        p = vend;
+        /* AnyValue: a single scalar field needs no further look. */
+        q = v;
+        if (q < vend && read_varint(&q, vend, &tag) == 0 && (tag >> 3) != 5 &&
+            (tag >> 3) != 6 && (tag >> 3) != 0 && skip_value(&q, vend, (unsigned)(tag & 7)) == 0 &&
+            q == vend)
+            continue;
+        if (walk(v, vend, M_ANY, depth, max_depth, spans) != SF_OK)
+            return SF_INVALID;
+    }
+    return SF_OK;
 }
 
 static sf_status walk(const uint8_t *p, const uint8_t *end, msg_kind m, unsigned depth,
@@ -118,7 +194,10 @@ static sf_status walk(const uint8_t *p, const uint8_t *end, msg_kind m, unsigned
             if (read_varint(&p, end, &v) != 0 || v > (uint64_t)(end - p))
                 return SF_INVALID;
             c = child_of(m, field);
-            if (c != M_NONE) {
+            if (c == M_KV) {
+                if (check_kv(p, p + v, depth, max_depth, spans) != SF_OK)
+                    return SF_INVALID;
+            } else if (c != M_NONE) {
                 sf_status st = walk(p, p + v, c, depth, max_depth, spans);
                 if (st != SF_OK)
                     return st;
@@ -142,6 +221,169 @@ sf_status sf_otlp_wire_check(const uint8_t *data, size_t len, unsigned max_depth
     if (spans != NULL)
         *spans = n;
     return st;
+}
+
+/* ---- spans by resource ------------------------------------------------- */
+
+/* One field of a message: its number, wire type and, for length-delimited
+ * fields, the value's bytes. -1 when the field does not fit. */
+static int next_field(const uint8_t **pp, const uint8_t *end, uint32_t *field, unsigned *wt,
+                      const uint8_t **v, const uint8_t **vend)
+{
+    uint64_t tag, len;
+
+    if (read_varint(pp, end, &tag) != 0 || (tag >> 3) == 0 || tag >> 3 > 0x1fffffff)
+        return -1;
+    *field = (uint32_t)(tag >> 3);
+    *wt = (unsigned)(tag & 7);
+    if (*wt != 2)
+        return skip_value(pp, end, *wt);
+    if (read_varint(pp, end, &len) != 0 || len > (uint64_t)(end - *pp))
+        return -1;
+    *v = *pp;
+    *vend = *pp + len;
+    *pp += len;
+    return 0;
+}
+
+static bool bytes_equal(const uint8_t *p, const uint8_t *end, const char *s)
+{
+    size_t n = strlen(s);
+
+    return (size_t)(end - p) == n && memcmp(p, s, n) == 0;
+}
+
+/* Whether the KeyValue [p, end) is key = (string) value. Repeated fields
+ * follow protobuf: the last key wins, AnyValue occurrences merge and the
+ * last oneof member set wins. -1 when malformed. */
+static int kv_is(const uint8_t *p, const uint8_t *end, const char *key, const char *value)
+{
+    const uint8_t *k = NULL, *kend = NULL, *s = NULL, *send = NULL;
+    uint32_t last = 0;              /* last AnyValue member seen */
+
+    while (p < end) {
+        const uint8_t *v = NULL, *vend = NULL;
+        uint32_t field;
+        unsigned wt;
+
+        if (next_field(&p, end, &field, &wt, &v, &vend) != 0)
+            return -1;
+        if (field == 1 && wt == 2) {
+            k = v;
+            kend = vend;
+        } else if (field == 2 && wt == 2) {
+            while (v < vend) {
+                const uint8_t *a = NULL, *aend = NULL;
+                uint32_t af;
+                unsigned awt;
+
+                if (next_field(&v, vend, &af, &awt, &a, &aend) != 0)
+                    return -1;
+                if (af >= 1 && af <= 7)
+                    last = af;
+                if (af == 1 && awt == 2) {
+                    s = a;
+                    send = aend;
+                }
+            }
+        }
+    }
+    return k != NULL && bytes_equal(k, kend, key) && last == 1 && s != NULL &&
+           bytes_equal(s, send, value);
+}
+
+/* Whether some Resource of the ResourceSpans [p, end) has key = value
+ * (a repeated Resource field merges: its attributes add up). -1 when
+ * malformed. */
+static int resource_has(const uint8_t *p, const uint8_t *end, const char *key, const char *value)
+{
+    while (p < end) {
+        const uint8_t *v = NULL, *vend = NULL;
+        uint32_t field;
+        unsigned wt;
+
+        if (next_field(&p, end, &field, &wt, &v, &vend) != 0)
+            return -1;
+        if (field != 1 || wt != 2)
+            continue;
+        while (v < vend) {              /* Resource */
+            const uint8_t *a = NULL, *aend = NULL;
+            uint32_t af;
+            unsigned awt;
+            int r;
+
+            if (next_field(&v, vend, &af, &awt, &a, &aend) != 0)
+                return -1;
+            if (af != 1 || awt != 2)
+                continue;
+            r = kv_is(a, aend, key, value);
+            if (r != 0)
+                return r;
+        }
+    }
+    return 0;
+}
+
+/* Spans of the ResourceSpans [p, end); -1 when malformed. */
+static int64_t resource_spans_count(const uint8_t *p, const uint8_t *end)
+{
+    int64_t n = 0;
+
+    while (p < end) {
+        const uint8_t *v = NULL, *vend = NULL;
+        uint32_t field;
+        unsigned wt;
+
+        if (next_field(&p, end, &field, &wt, &v, &vend) != 0)
+            return -1;
+        if (field != 2 || wt != 2)
+            continue;
+        while (v < vend) {              /* ScopeSpans */
+            const uint8_t *a = NULL, *aend = NULL;
+            uint32_t af;
+            unsigned awt;
+
+            if (next_field(&v, vend, &af, &awt, &a, &aend) != 0)
+                return -1;
+            if (af == 2 && awt == 2)
+                n++;
+        }
+    }
+    return n;
+}
+
+size_t sf_otlp_count_matching_spans(const uint8_t *data, size_t len, size_t n,
+                                    const char *const *keys, const char *const *values)
+{
+    const uint8_t *p = data, *end = data + len;
+    size_t total = 0;
+
+    if (data == NULL || (n > 0 && (keys == NULL || values == NULL)))
+        return 0;
+    while (p < end) {
+        const uint8_t *v = NULL, *vend = NULL;
+        uint32_t field;
+        unsigned wt;
+        bool all = true;
+        int64_t spans;
+
+        if (next_field(&p, end, &field, &wt, &v, &vend) != 0)
+            return 0;
+        if (field != 1 || wt != 2)
+            continue;
+        for (size_t i = 0; i < n && all; i++) {
+            int r = resource_has(v, vend, keys[i], values[i]);
+            if (r < 0)
+                return 0;
+            all = r == 1;
+        }
+        spans = resource_spans_count(v, vend);
+        if (spans < 0)
+            return 0;
+        if (all)
+            total += (size_t)spans;
+    }
+    return total;
 }
 
 /* ---- decode / encode ---------------------------------------------------- */

@@ -102,6 +102,14 @@ void sf_batch_set_wire(sf_batch *b, sf_buf *buf);
 /* Drop the batch's own buffers; the arena stays with its owner. */
 void sf_batch_release(sf_batch *b);
 
+/* Spans in the encoded request `data` whose resource carries all `n`
+ * attributes keys[i] = values[i] (string values, compared bytewise; n == 0
+ * matches every resource). Walks the bytes without allocating; meant for
+ * bytes that passed sf_otlp_wire_check, but returns 0 for anything
+ * malformed rather than trusting that. */
+size_t sf_otlp_count_matching_spans(const uint8_t *data, size_t len, size_t n,
+                                    const char *const *keys, const char *const *values);
+
 /* Number of spans in a decoded request. */
 size_t sf_otlp_count_spans(const sf_otlp_request *req);
 

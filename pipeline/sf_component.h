@@ -99,6 +99,20 @@ void sf_component_refuse(sf_component *receiver, sf_transport transport, size_t 
  * exporter right now (all zero when `self` is not part of a service). */
 void sf_component_totals(sf_component *self, sf_totals *out);
 
+/* A span tap: told of every batch a receiver emitted, after it was counted,
+ * with the request as received (`raw`, valid only during the call), its
+ * span count, and whether it was accepted (SF_OK) or refused. Called on
+ * receiver threads, concurrently: it must not block, and should return at
+ * once when it has nothing to do (it runs on every batch). */
+typedef void (*sf_span_tap_fn)(void *ctx, const uint8_t *raw, size_t len, size_t spans,
+                               bool accepted);
+
+/* Extensions, at create (before the service starts; read-only after): make
+ * `fn(ctx, ...)` the service's one span tap (NULL removes it). `ctx` must
+ * outlive the service's receivers. A second tap replaces the first, with a
+ * warning. No effect when `ext` is not part of a service. */
+void sf_component_set_span_tap(sf_component *ext, sf_span_tap_fn fn, void *ctx);
+
 struct sf_batching;
 
 /* Exporters, at start: the settings of the `batch` processor in a traces

@@ -37,6 +37,7 @@ typedef struct sf_counters {
     _Atomic uint64_t accepted_spans;              /* otelcol_receiver_accepted_spans */
     _Atomic uint64_t refused_spans[SF_REASON_COUNT]; /* otelcol_receiver_refused_spans{reason} */
     _Atomic uint64_t requests;                    /* spanfence_receiver_requests */
+    _Atomic uint64_t refused_requests[SF_REASON_COUNT]; /* spanfence_receiver_refused_requests{reason} */
     /* processors */
     _Atomic uint64_t incoming_items;              /* otelcol_processor_incoming_items */
     _Atomic uint64_t outgoing_items;              /* otelcol_processor_outgoing_items */

@@ -589,7 +589,15 @@ static void check_exporter(checker *k)
         }
     }
     queue = sf_node_get(value, "sending_queue");
-    if (ec->sending_queue.enabled && ec->sending_queue.queue_size > pe->max_queue_size) {
+    if (!ec->sending_queue.enabled) {
+        /* Without the queue every send runs on the receiver's thread: a slow
+         * gateway would block the engine. */
+        at = sf_node_get(queue, "enabled");
+        snprintf(path, sizeof(path), "%s.sending_queue.enabled", subj);
+        violate(k, at ? at : c->node, path, "is false: sends would run on the receiver's "
+                "thread and a slow gateway would block the engine; the policy requires the "
+                "bounded queue");
+    } else if (ec->sending_queue.queue_size > pe->max_queue_size) {
         at = sf_node_get(queue, "queue_size");
         snprintf(path, sizeof(path), "%s.sending_queue.queue_size", subj);
         violate(k, at ? at : c->node, path, "is %lld%s, the policy allows at most %lld",

@@ -11,7 +11,10 @@
  *   exporter's queue, which never blocks. So when emit returns, the spans
  *   are either queued (the client is told OK) or refused with a status the
  *   client can act on; nothing is acknowledged before it is safely queued.
- * - Component contexts are read-only after start; counters are atomics. */
+ * - Component contexts are read-only after start; counters are atomics.
+ * - One optional span tap (an extension's, set at its create): emit calls it
+ *   after counting each batch, on the receiver thread, with the bytes as
+ *   received; it is read-only once the service starts. */
 #include "sf_service.h"
 #include "internal/sf_core.h"
 #include "internal/sf_metrics_server.h"
@@ -38,6 +41,9 @@ struct sf_service {
     sf_route *routes;
     sf_metrics_server *metrics;
     bool started;
+    /* set before start, read-only after (see sf_component_set_span_tap) */
+    sf_span_tap_fn tap;
+    void *tap_ctx;
 };
 
 /* ---- build --------------------------------------------------------------- */
@@ -356,6 +362,8 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_b
 {
     sf_counters *rc = &receiver->transport[transport];
     size_t spans = batch->spans;
+    const uint8_t *raw = batch->raw;    /* processors replace the batch's bytes */
+    size_t raw_len = batch->raw_len;
     sf_status worst = SF_OK;
 
     sf_count(&rc->requests, 1);
@@ -377,17 +385,35 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_b
         if (severity(st) > severity(worst))
             worst = st;
     }
-    if (worst == SF_OK)
+    if (worst == SF_OK) {
         sf_count(&rc->accepted_spans, spans);
-    else
+    } else {
         sf_count(&rc->refused_spans[reason_of(worst)], spans);
+        sf_count(&rc->refused_requests[reason_of(worst)], 1);
+    }
+    if (receiver->service != NULL && receiver->service->tap != NULL)
+        receiver->service->tap(receiver->service->tap_ctx, raw, raw_len, spans, worst == SF_OK);
     return worst;
+}
+
+void sf_component_set_span_tap(sf_component *ext, sf_span_tap_fn fn, void *ctx)
+{
+    sf_service *svc = ext->service;
+
+    if (svc == NULL)
+        return;
+    if (svc->tap != NULL && fn != NULL)
+        sf_warn("%s '%s' replaces the span tap set before it", sf_kind_name(ext->type->kind),
+                ext->id);
+    svc->tap = fn;
+    svc->tap_ctx = ctx;
 }
 
 void sf_component_refuse(sf_component *receiver, sf_transport transport, size_t spans,
                          sf_reason reason)
 {
     sf_count(&receiver->transport[transport].requests, 1);
+    sf_count(&receiver->transport[transport].refused_requests[reason], 1);
     sf_count(&receiver->transport[transport].refused_spans[reason], spans);
 }
 
@@ -510,6 +536,7 @@ typedef uint64_t (*counter_get)(sf_counters *c, int reason);
 static uint64_t get_accepted(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->accepted_spans); }
 static uint64_t get_refused(sf_counters *c, int r) { return sf_counter_get(&c->refused_spans[r]); }
 static uint64_t get_requests(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->requests); }
+static uint64_t get_refused_requests(sf_counters *c, int r) { return sf_counter_get(&c->refused_requests[r]); }
 static uint64_t get_incoming(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->incoming_items); }
 static uint64_t get_outgoing(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->outgoing_items); }
 static uint64_t get_dropped(sf_counters *c, int r) { return sf_counter_get(&c->dropped_spans[r]); }
@@ -540,6 +567,8 @@ static const metric_def metric_defs[] = {
       "Spans refused, by reason; the client was told so." },
     { SF_KIND_RECEIVER, "spanfence_receiver_requests", "counter", false, get_requests,
       "Export requests received." },
+    { SF_KIND_RECEIVER, "spanfence_receiver_refused_requests", "counter", true, get_refused_requests,
+      "Export requests refused, by reason (also those whose spans could not be counted)." },
     { SF_KIND_PROCESSOR, "otelcol_processor_incoming_items", "counter", false, get_incoming,
       "Spans that entered the processor." },
     { SF_KIND_PROCESSOR, "otelcol_processor_outgoing_items", "counter", false, get_outgoing,

@@ -1,10 +1,11 @@
 /* processors/transform/transform.c: the `transform` processor on the data
  * path: runs the parsed program over every resource, scope, span, span event
- * and link of a batch, editing the arena-owned tree in place.
+ * and link of a batch, editing the arena-owned tree in place; consume_wire
+ * runs the same program over the encoded request (transform_wire.c).
  *
  * DESIGN: consume runs concurrently on several receiver threads. The only
- * state is the config (read-only after create) and the component's atomic
- * counters. keep_keys and delete_key compact the KeyValue pointer array in
+ * state is the config and its compiled wire form (both read-only after
+ * create) and the component's atomic counters. keep_keys and delete_key compact the KeyValue pointer array in
  * place and allocate nothing, so they cannot fail for lack of memory. What
  * can fail is a corrupt tree (a NULL where a message or key is required):
  * under error_mode propagate the whole batch fails with SF_FILTER and the
@@ -230,17 +231,48 @@ static int run_request(run *r, sf_otlp_request *req)
     return 0;
 }
 
+/* The instance: the program lives with the loaded config; the wire path's
+ * compiled form of it is built here, read-only afterwards. */
+typedef struct transform_ctx {
+    const sf_transform_config *cfg;
+    sf_transform_wire *wire;
+} transform_ctx;
+
 static sf_status transform_create(sf_component *self, const void *config)
 {
-    /* Nothing to allocate: the program lives with the loaded config. */
-    sf_component_set_ctx(self, (void *)config);
+    transform_ctx *ctx = sf_calloc(1, sizeof(*ctx));
+    sf_status st;
+
+    if (ctx == NULL)
+        return SF_ENOMEM;
+    ctx->cfg = config;
+    st = sf_transform_wire_create(config, &ctx->wire);
+    if (st != SF_OK)
+        goto out_free_ctx;
+    sf_component_set_ctx(self, ctx);
     return SF_OK;
+
+out_free_ctx:
+    sf_free(ctx);
+    return st;
+}
+
+static void transform_destroy(sf_component *self)
+{
+    transform_ctx *ctx = sf_component_ctx(self);
+
+    if (ctx == NULL)
+        return;
+    sf_transform_wire_destroy(ctx->wire);
+    sf_free(ctx);
+    sf_component_set_ctx(self, NULL);
 }
 
 static sf_status transform_consume(sf_component *self, sf_batch *batch)
 {
     sf_counters *counters = sf_component_counters(self);
-    run r = { .cfg = sf_component_ctx(self) };
+    const transform_ctx *ctx = sf_component_ctx(self);
+    run r = { .cfg = ctx->cfg };
 
     sf_count(&counters->incoming_items, batch->spans);
     /* Without a request there is nothing that could be passed on safely,
@@ -260,6 +292,30 @@ static sf_status transform_consume(sf_component *self, sf_batch *batch)
     return SF_OK;
 }
 
+/* The same filter on the encoded request (transform_wire.c), counted as
+ * consume counts. SF_UNSUPPORTED: consume runs next and counts instead. */
+static sf_status transform_consume_wire(sf_component *self, const uint8_t *in, size_t len,
+                                        size_t spans, sf_buf **out)
+{
+    const transform_ctx *ctx = sf_component_ctx(self);
+    sf_counters *counters = sf_component_counters(self);
+    uint64_t removed;
+    sf_status st = sf_transform_wire_filter(ctx->wire, in, len, spans, out, &removed);
+
+    if (st == SF_UNSUPPORTED)
+        return st;
+    sf_count(&counters->incoming_items, spans);
+    if (st != SF_OK) {
+        sf_count(&counters->dropped_spans[SF_REASON_FILTER_FAILED], spans);
+        sf_warn("processor %s: dropped a batch of %zu spans that could not be filtered",
+                sf_component_id(self), spans);
+        return SF_FILTER;
+    }
+    sf_count(&counters->removed_attributes, removed);
+    sf_count(&counters->outgoing_items, spans);
+    return SF_OK;
+}
+
 const sf_component_type sf_transform_processor_type = {
     .name = "transform",
     .kind = SF_KIND_PROCESSOR,
@@ -268,4 +324,6 @@ const sf_component_type sf_transform_processor_type = {
     .config_map = sf_transform_config_map,
     .create = transform_create,
     .consume = transform_consume,
+    .consume_wire = transform_consume_wire,
+    .destroy = transform_destroy,
 };

@@ -441,6 +441,7 @@ sf_status sf_transform_parse_statement(const char *text, size_t len, sf_transfor
 {
     parser p;
     char *copy;
+    size_t blank = 0;
 
     memset(&p, 0, sizeof(p));
     memset(op, 0, sizeof(*op));
@@ -450,7 +451,11 @@ sf_status sf_transform_parse_statement(const char *text, size_t len, sf_transfor
     p.group = group;
     p.sink = sink;
 
-    if (strspn(text, " \t\r\n") >= len) {
+    /* text is len bytes, not necessarily NUL-terminated (strspn would read on). */
+    while (blank < len && (text[blank] == ' ' || text[blank] == '\t' || text[blank] == '\r' ||
+                           text[blank] == '\n'))
+        blank++;
+    if (blank == len) {
         snprintf(err, errlen, "empty statement");
         return SF_CONFIG;
     }

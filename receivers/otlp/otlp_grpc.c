@@ -210,11 +210,6 @@ static void handle_export(call_slot *s)
         slot_reply(s, GRPC_STATUS_INVALID_ARGUMENT, "missing request message");
         return;
     }
-    if (!sf_component_may_accept(srv->self)) {
-        sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, 0, SF_REASON_MEMORY_LIMIT);
-        slot_reply(s, GRPC_STATUS_UNAVAILABLE, status_details(SF_MEMLIMIT));
-        return;
-    }
     if (!grpc_byte_buffer_reader_init(&reader, s->payload)) {
         sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, 0, SF_REASON_MALFORMED);
         slot_reply(s, GRPC_STATUS_INVALID_ARGUMENT, "request could not be decompressed");
@@ -222,6 +217,17 @@ static void handle_export(call_slot *s)
     }
     data = grpc_byte_buffer_reader_readall(&reader);
     grpc_byte_buffer_reader_destroy(&reader);
+    if (!sf_component_may_accept(srv->self)) {
+        /* Refused before decoding; the allocation-free walk still counts
+         * the spans, so the refusal is visible in span terms. */
+        size_t spans = 0;
+        sf_otlp_wire_check(GRPC_SLICE_START_PTR(data), GRPC_SLICE_LENGTH(data), srv->max_depth,
+                           &spans);
+        grpc_slice_unref(data);
+        sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, spans, SF_REASON_MEMORY_LIMIT);
+        slot_reply(s, GRPC_STATUS_UNAVAILABLE, status_details(SF_MEMLIMIT));
+        return;
+    }
 
     st = sf_batch_init(&batch, s->w->arena, GRPC_SLICE_START_PTR(data),
                          GRPC_SLICE_LENGTH(data), srv->max_depth);

@@ -48,6 +48,12 @@ typedef struct http_req {
     size_t len, cap;
     size_t reserved;            /* bytes counted against the buffer budget */
     bool responded;
+    /* Refused while the body was still arriving: libmicrohttpd takes a
+     * response only once the upload is complete, so the rest of the body is
+     * read and discarded (no memory kept) and this answer goes out then. */
+    unsigned refuse_http;
+    int refuse_rpc;
+    const char *refuse_msg;
 } http_req;
 
 struct sf_otlp_http_server {
@@ -192,19 +198,34 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
     return MHD_YES;
 }
 
+/* Remember a refusal decided during the upload; answered when it ends. */
+static enum MHD_Result refuse_later(sf_otlp_http_server *srv, http_req *rq, unsigned http,
+                                    int rpc, const char *msg, sf_reason reason)
+{
+    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, reason);
+    rq->refuse_http = http;
+    rq->refuse_rpc = rpc;
+    rq->refuse_msg = msg;
+    /* Give the buffer back at once: the rest of the body is discarded. */
+    atomic_fetch_sub(&srv->buffered, rq->reserved);
+    rq->reserved = 0;
+    sf_free(rq->body);
+    rq->body = NULL;
+    rq->len = rq->cap = 0;
+    return MHD_YES;
+}
+
 /* More body bytes: append within the per-request and global bounds. */
-static enum MHD_Result gather(sf_otlp_http_server *srv, struct MHD_Connection *conn,
-                              http_req *rq, const char *data, size_t *size)
+static enum MHD_Result gather(sf_otlp_http_server *srv, http_req *rq, const char *data,
+                              size_t *size)
 {
     size_t n = *size;
 
     *size = 0;
-    if (rq->responded)
+    if (rq->refuse_http != 0)
         return MHD_YES;             /* discard the rest */
-    if (rq->len + n > srv->max_body) {
-        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_TOO_LARGE);
-        return send_status(conn, rq, 413, 8, "request body too large");
-    }
+    if (rq->len + n > srv->max_body)
+        return refuse_later(srv, rq, 413, 8, "request body too large", SF_REASON_TOO_LARGE);
     if (rq->len + n > rq->cap) {
         size_t ncap = rq->cap ? rq->cap * 2 : 64 * 1024;
         uint8_t *nb;
@@ -215,15 +236,14 @@ static enum MHD_Result gather(sf_otlp_http_server *srv, struct MHD_Connection *c
             ncap = srv->max_body;
         if (atomic_fetch_add(&srv->buffered, ncap - rq->cap) + (ncap - rq->cap) > srv->budget) {
             atomic_fetch_sub(&srv->buffered, ncap - rq->cap);
-            sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MEMORY_LIMIT);
-            return send_status(conn, rq, 503, 14, "too many requests in progress, retry later");
+            return refuse_later(srv, rq, 503, 14, "too many requests in progress, retry later",
+                                SF_REASON_MEMORY_LIMIT);
         }
         rq->reserved += ncap - rq->cap;
         nb = sf_realloc(rq->body, ncap);
-        if (nb == NULL) {
-            sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MEMORY_LIMIT);
-            return send_status(conn, rq, 503, 14, "out of memory, retry later");
-        }
+        if (nb == NULL)
+            return refuse_later(srv, rq, 503, 14, "out of memory, retry later",
+                                SF_REASON_MEMORY_LIMIT);
         rq->body = nb;
         rq->cap = ncap;
     }
@@ -245,7 +265,12 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
     enum MHD_Result ret;
 
     if (!sf_component_may_accept(srv->self)) {
-        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MEMORY_LIMIT);
+        size_t spans = 0;
+
+        /* Count what is refused when that costs no allocation. */
+        if (rq->ce == CE_IDENTITY && rq->ct == CT_PROTO)
+            sf_otlp_wire_check(rq->body, rq->len, srv->max_depth, &spans);
+        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, spans, SF_REASON_MEMORY_LIMIT);
         return send_status(conn, rq, 503, 14, "memory limit reached, retry later");
     }
     if (rq->ce == CE_COMPRESSED) {
@@ -327,9 +352,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (rq == NULL)
         return begin(srv, conn, url, method, req_cls);
     if (*upload_size != 0)
-        return gather(srv, conn, rq, upload, upload_size);
+        return gather(srv, rq, upload, upload_size);
     if (rq->responded)
         return MHD_YES;
+    if (rq->refuse_http != 0)
+        return send_status(conn, rq, rq->refuse_http, rq->refuse_rpc, rq->refuse_msg);
     return finish(srv, conn, rq);
 }
 

@@ -4,8 +4,10 @@
  * plays the OTLP gateway (/v1/traces -> 200). Covers: a window opening and
  * closing on time, an early reset, refused levels/targets/windows, an engine
  * down at the window's end and back later, reset on shutdown, the closing
- * record's collector-wide counts, --direct, and the real binary killed with
- * -9 during a window then restarted (it resets the engine). */
+ * record's collector-wide counts and a matched target's own counts
+ * (accepted and refused through the real receiver path), --direct, and the
+ * real binary killed with -9 during a window then restarted (it resets the
+ * engine). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,6 +39,7 @@ typedef struct engine {
     int n;
     int64_t levels[64];
     int traces;                 /* /v1/traces requests */
+    int traces_code;            /* answer to /v1/traces (0: 200) */
 } engine;
 
 typedef struct upload {
@@ -70,6 +73,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     pthread_mutex_lock(&e->mu);
     if (strcmp(url, "/v1/traces") == 0) {
         e->traces++;
+        if (e->traces_code != 0)
+            code = e->traces_code;
     } else if (strcmp(url, "/set_trace_level") == 0) {
         const char *q = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "level");
         int64_t lv;
@@ -139,6 +144,7 @@ typedef struct fx {
     engine eng;
     char dir[64];
     char sock[128], audit[128], conf[128];
+    const char *exporter_extra;     /* more otlphttp settings, or NULL */
     uint16_t otlp_port;
     sf_config *cfg;
     sf_service *svc;
@@ -152,7 +158,7 @@ static void write_config(fx *f, const char *extra)
     fprintf(o,
             "receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:%u\n"
             "exporters:\n  otlphttp:\n    endpoint: http://127.0.0.1:%u\n"
-            "    compression: none\n"
+            "    compression: none\n%s"
             "extensions:\n  trace_control:\n    socket: %s\n    audit_log: %s\n"
             "    levels: [0, 3]\n    max_window: 10m\n    shutdown_timeout: 2s\n"
             "    retry_on_failure: {initial_interval: 50ms, max_interval: 200ms}\n%s"
@@ -164,7 +170,8 @@ static void write_config(fx *f, const char *extra)
             "service:\n  extensions: [trace_control]\n"
             "  telemetry: {metrics: {level: none}, logs: {level: error}}\n"
             "  pipelines:\n    traces:\n      receivers: [otlp]\n      exporters: [otlphttp]\n",
-            f->otlp_port, f->eng.port, f->sock, f->audit, extra, f->eng.port, f->eng.port);
+            f->otlp_port, f->eng.port, f->exporter_extra ? f->exporter_extra : "", f->sock,
+            f->audit, extra, f->eng.port, f->eng.port);
     fclose(o);
 }
 
@@ -558,8 +565,155 @@ static void test_closing_record_counts(void **state)
     assert_non_null(strstr(r.line[1], "\"refused\":{\"malformed\":0,"));
     snprintf(sub, sizeof(sub), "\"send_failed\":{\"malformed\":0,\"too_large\":0,"
              "\"filter_failed\":0,\"memory_limit\":0,\"queue_full\":0,\"retries_exhausted\":0,"
-             "\"permanent_error\":0,\"shutdown\":0,\"internal\":0}}");
-    assert_non_null(strstr(r.line[1], sub));
+             "\"permanent_error\":0,\"shutdown\":0,\"internal\":0},"
+             "\"target_scope\":\"match\",\"match\":{\"service.instance.id\":\"r1\"},"
+             "\"accepted_from_target\":0,\"refused_from_target\":0}");
+    assert_non_null(strstr(r.line[1], sub));    /* these spans carry no resource */
+}
+
+/* One OTLP/HTTP request of up to 4 resources, each with `spans[i]` spans and
+ * service.instance.id = ids[i] (NULL: no resource), answered with `code`. */
+static void post_resources(fx *f, size_t n, const char *const *ids, const int *spans, long code)
+{
+    Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest req =
+        OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_REQUEST__INIT;
+    Opentelemetry__Proto__Trace__V1__ResourceSpans rs[4], *rsp[4];
+    Opentelemetry__Proto__Resource__V1__Resource res[4];
+    Opentelemetry__Proto__Common__V1__KeyValue kv[4][2], *kvp[4][2];
+    Opentelemetry__Proto__Common__V1__AnyValue av[4][2];
+    Opentelemetry__Proto__Trace__V1__ScopeSpans ss[4], *ssp[4];
+    Opentelemetry__Proto__Trace__V1__Span sp[4][8], *spp[4][8];
+    uint8_t tid[16] = { 1 }, sid[8] = { 2 }, buf[4096];
+    size_t len;
+    char url[64];
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/x-protobuf");
+    long got = 0;
+
+    assert_true(n <= 4);
+    for (size_t i = 0; i < n; i++) {
+        opentelemetry__proto__trace__v1__resource_spans__init(&rs[i]);
+        opentelemetry__proto__resource__v1__resource__init(&res[i]);
+        opentelemetry__proto__trace__v1__scope_spans__init(&ss[i]);
+        for (int a = 0; a < 2; a++) {
+            opentelemetry__proto__common__v1__key_value__init(&kv[i][a]);
+            opentelemetry__proto__common__v1__any_value__init(&av[i][a]);
+            av[i][a].value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE;
+            kv[i][a].value = &av[i][a];
+            kvp[i][a] = &kv[i][a];
+        }
+        kv[i][0].key = "service.name";
+        av[i][0].string_value = "sglang";
+        kv[i][1].key = "service.instance.id";
+        av[i][1].string_value = (char *)ids[i];
+        res[i].n_attributes = 2;
+        res[i].attributes = kvp[i];
+        assert_true(spans[i] <= 8);
+        for (int j = 0; j < spans[i]; j++) {
+            opentelemetry__proto__trace__v1__span__init(&sp[i][j]);
+            sp[i][j].trace_id = (ProtobufCBinaryData){ 16, tid };
+            sp[i][j].span_id = (ProtobufCBinaryData){ 8, sid };
+            sp[i][j].name = "decode";
+            spp[i][j] = &sp[i][j];
+        }
+        ss[i].n_spans = (size_t)spans[i];
+        ss[i].spans = spp[i];
+        ssp[i] = &ss[i];
+        rs[i].resource = ids[i] ? &res[i] : NULL;
+        rs[i].n_scope_spans = 1;
+        rs[i].scope_spans = &ssp[i];
+        rsp[i] = &rs[i];
+    }
+    req.n_resource_spans = n;
+    req.resource_spans = rsp;
+    len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(&req, buf);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/v1/traces", f->otlp_port);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, buf);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)len);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+    assert_int_equal(curl_easy_perform(c), CURLE_OK);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &got);
+    assert_int_equal(got, code);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+}
+
+static void post_one(fx *f, const char *id, int spans, long code)
+{
+    post_resources(f, 1, &id, &spans, code);
+}
+
+/* Windows on r1 (match {service.instance.id: r1}) count r1's spans only,
+ * accepted and refused; r2 (no match) keeps the collector-wide record. The
+ * exporter sends synchronously (no queue), so a gateway answering 503 makes
+ * the receiver refuse the batch through the real emit path. */
+static void test_closing_record_per_target(void **state)
+{
+    fx *f = *state;
+    char msg[1024];
+    records r;
+    static const char *const mixed_ids[3] = { "r2", "r1", NULL };
+    static const int mixed_spans[3] = { 4, 1, 2 };
+    uint64_t accepted = 0;
+
+    f->exporter_extra = "    sending_queue: {enabled: false}\n";
+    write_config(f, "");
+    start(f);
+    post_one(f, "r1", 2, 200);                      /* before the window */
+    assert_true(ask(f, "{\"op\":\"set\",\"target\":\"r1\",\"level\":3,\"for_ms\":600000,"
+                       "\"reason\":\"per engine\"}", msg, sizeof(msg)));
+    assert_true(ask(f, "{\"op\":\"set\",\"target\":\"r2\",\"level\":3,\"for_ms\":600000,"
+                       "\"reason\":\"no match\"}", msg, sizeof(msg)));
+    post_one(f, "r1", 3, 200);
+    post_one(f, "r2", 2, 200);
+    post_one(f, "r10", 5, 200);                     /* not r1: exact match */
+    post_resources(f, 3, mixed_ids, mixed_spans, 200);
+    post_one(f, NULL, 1, 200);                      /* no resource */
+    pthread_mutex_lock(&f->eng.mu);
+    f->eng.traces_code = 503;                       /* the gateway refuses */
+    pthread_mutex_unlock(&f->eng.mu);
+    post_one(f, "r1", 2, 503);
+    post_one(f, "r2", 1, 503);
+    pthread_mutex_lock(&f->eng.mu);
+    f->eng.traces_code = 0;
+    pthread_mutex_unlock(&f->eng.mu);
+    assert_true(metric_value(f, "otelcol_receiver_accepted_spans{receiver=\"otlp\","
+                                "transport=\"http\"} ", &accepted));
+    assert_int_equal(accepted, 2 + 3 + 2 + 5 + 7 + 1);
+    assert_true(ask(f, "{\"op\":\"reset\",\"target\":\"r1\"}", msg, sizeof(msg)));
+    assert_true(ask(f, "{\"op\":\"reset\",\"target\":\"r2\"}", msg, sizeof(msg)));
+    read_audit(f, &r);
+    assert_int_equal(r.n, 6);                       /* open r1, open r2, close+reset each */
+    assert_field(r.line[2], "event", "close");
+    assert_field(r.line[2], "target", "r1");
+    assert_field(r.line[2], "scope", "collector");
+    assert_int_equal(int_field(r.line[2], "accepted"), 3 + 2 + 5 + 7 + 1);
+    assert_field(r.line[2], "target_scope", "match");
+    assert_non_null(strstr(r.line[2], ",\"match\":{\"service.instance.id\":\"r1\"},"));
+    assert_int_equal(int_field(r.line[2], "accepted_from_target"), 3 + 1);
+    assert_int_equal(int_field(r.line[2], "refused_from_target"), 2);
+    assert_field(r.line[4], "event", "close");
+    assert_field(r.line[4], "target", "r2");
+    assert_field(r.line[4], "scope", "collector");
+    assert_int_equal(int_field(r.line[4], "accepted"), 3 + 2 + 5 + 7 + 1);
+    assert_null(strstr(r.line[4], "target_scope"));
+    assert_null(strstr(r.line[4], "from_target"));
+
+    /* a second window counts from its own start */
+    post_one(f, "r1", 4, 200);                      /* between windows */
+    assert_true(ask(f, "{\"op\":\"set\",\"target\":\"r1\",\"level\":3,\"for_ms\":600000,"
+                       "\"reason\":\"again\"}", msg, sizeof(msg)));
+    post_one(f, "r1", 1, 200);
+    post_one(f, "r2", 3, 200);
+    stop(f);                                        /* closes it: cause shutdown */
+    read_audit(f, &r);
+    assert_int_equal(r.n, 9);
+    assert_field(r.line[7], "cause", "shutdown");
+    assert_int_equal(int_field(r.line[7], "accepted"), 4);
+    assert_int_equal(int_field(r.line[7], "accepted_from_target"), 1);
+    assert_int_equal(int_field(r.line[7], "refused_from_target"), 0);
 }
 
 /* ---- the real binary ------------------------------------------------------------------ */
@@ -732,6 +886,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_engine_down_then_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_resets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_closing_record_counts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_closing_record_per_target, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crash_then_restart_resets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli, setup, teardown),
     };

@@ -463,6 +463,19 @@ static void test_queue_size_default(void **state)
     free(y);
 }
 
+static void test_queue_disabled(void **state)
+{
+    char *y = replace(cvm_text, "      queue_size: 32\n", "      queue_size: 32\n      enabled: false\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P "exporters.otlphttp/gateway.sending_queue.enabled: is false: sends would run "
+           "on the receiver's thread and a slow gateway would block the engine; the policy "
+           "requires the bounded queue", line_of(y, "enabled: false"), 16);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
 /* The loader itself refuses a persistent queue (spanfence never writes spans
  * to disk), so the policy check never sees such a config. */
 static void test_storage(void **state)
@@ -784,6 +797,7 @@ int main(void)
         cmocka_unit_test(test_status_statement_removed),
         cmocka_unit_test(test_queue_size),
         cmocka_unit_test(test_queue_size_default),
+        cmocka_unit_test(test_queue_disabled),
         cmocka_unit_test(test_storage),
         cmocka_unit_test(test_max_elapsed_time_zero),
         cmocka_unit_test(test_max_elapsed_time_longer),

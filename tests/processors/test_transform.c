@@ -224,6 +224,8 @@ static void use_program(tfx *f, const char *const *stmts, size_t n, int error_mo
 {
     f->cfg.error_mode = error_mode;
     f->cfg.program = program_of(&f->s, stmts, n);
+    if (f->comp.type != NULL)
+        f->comp.type->destroy(&f->comp);
     memset(&f->comp, 0, sizeof(f->comp));
     f->comp.type = &sf_transform_processor_type;
     f->comp.id = "transform/test";
@@ -255,6 +257,7 @@ static int teardown(void **state)
 {
     tfx *f = *state;
 
+    sf_transform_processor_type.destroy(&f->comp);
     sf_batch_release(&f->batch);
     sf_arena_destroy(f->arena);
     sf_free(f->wire);

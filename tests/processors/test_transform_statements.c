@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <cmocka.h>
 
 #include "transform_fixtures.h"
@@ -333,6 +334,32 @@ static void test_error_embedded_nul(void **state)
                                 "'keep_keys(span.attributes, [\"a'");
 }
 
+/* Found by tests/fuzz/fuzz_statement: text is len bytes, not a C string. A
+ * blank statement in a buffer of exactly its size was scanned with strspn,
+ * which reads past the end (ASan: heap-buffer-overflow under
+ * SF_SANITIZE=1, or valgrind). Plain malloc so the block ends exactly
+ * where the text does. */
+static void test_blank_statement_not_terminated(void **state)
+{
+    pfx *f = *state;
+    static const char blanks[] = " \t\r\n  ";
+    char *text = malloc(sizeof(blanks) - 1);
+
+    assert_non_null(text);
+    memcpy(text, blanks, sizeof(blanks) - 1);
+    assert_int_equal(sf_transform_parse_statement(text, sizeof(blanks) - 1, SF_TRANSFORM_SPAN,
+                                                  &f->s.sink, &f->op, f->err, sizeof(f->err)),
+                     SF_CONFIG);
+    assert_string_equal(f->err, "empty statement");
+    free(text);
+    /* Only len bytes count: the statement after the blanks is not read. */
+    assert_int_equal(sf_transform_parse_statement("  set(status.message, \"\")", 2,
+                                                  SF_TRANSFORM_SPAN, &f->s.sink, &f->op,
+                                                  f->err, sizeof(f->err)),
+                     SF_CONFIG);
+    assert_string_equal(f->err, "empty statement");
+}
+
 static void test_parse_out_of_memory(void **state)
 {
     pfx *f = *state;
@@ -569,6 +596,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_error_set_value, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_syntax, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_embedded_nul, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_blank_statement_not_terminated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_parse_out_of_memory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_build_groups, setup, teardown),
         cmocka_unit_test_setup_teardown(test_build_flat_and_mixed, setup, teardown),

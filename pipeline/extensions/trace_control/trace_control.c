@@ -18,6 +18,15 @@
  *   (when the window ends: cause and the collector-wide span deltas), and
  *   "reset" (when the engine confirmed the resting level). A window whose
  *   "open" has no "reset" was left open by a crash: start() resets it.
+ * - Per-engine counts: a target with a `match` (resource attributes) gets
+ *   its spans counted while its window is open, by a span tap the service
+ *   calls on receiver threads after every emitted batch. The tap returns at
+ *   once unless some matching window is open (`counting`, atomic); it reads
+ *   only atomics and the read-only config, and adds to per-target monotonic
+ *   atomic counters, of which the window keeps the values at its start
+ *   (like the collector-wide totals): no locks on the data path. A batch in
+ *   flight when a window opens or closes may fall on either side, as for
+ *   the collector-wide counts.
  * - The audit record is written before the engine is asked: if it cannot
  *   be written, nothing is changed (fail closed). */
 #define _GNU_SOURCE
@@ -39,7 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TC_RECORD_MAX 4096
+#define TC_RECORD_MAX 32768       /* a closing record with the largest match fits */
 #define TC_LINE_MAX 16384
 
 typedef enum tc_state { TC_IDLE, TC_OPEN, TC_RESETTING } tc_state;
@@ -54,6 +63,11 @@ typedef struct tc_window {
     int64_t start_wall, end_wall;   /* epoch ms */
     int64_t end_mono;               /* CLOCK_MONOTONIC ms */
     sf_totals at_start;
+    /* targets with a match: spans from this engine, since start (written by
+     * the tap on receiver threads), and their values when the window opened */
+    _Atomic bool counting;
+    _Atomic uint64_t from_target[2];    /* [0] accepted, [1] refused */
+    uint64_t from_target_at_start[2];
     /* RESETTING */
     int64_t next_try_mono, delay;
     unsigned attempts;
@@ -69,6 +83,7 @@ typedef struct tc_ctx {
     bool thread_started;
     bool socket_bound;
     _Atomic bool stop;
+    _Atomic unsigned counting;      /* windows whose spans the tap counts */
 } tc_ctx;
 
 static int64_t now_mono(void)
@@ -98,6 +113,50 @@ static void format_left(int64_t ms, char *buf, size_t size)
         snprintf(buf, size, "%" PRId64 "m%02" PRId64 "s", s / 60, s % 60);
     else
         snprintf(buf, size, "%" PRId64 "s", s);
+}
+
+/* ---- spans from a target ------------------------------------------------------ */
+
+/* Receiver threads, after every emitted batch (sf_span_tap_fn). */
+static void tap(void *ctx, const uint8_t *raw, size_t len, size_t spans, bool accepted)
+{
+    tc_ctx *x = ctx;
+
+    if (spans == 0 || atomic_load_explicit(&x->counting, memory_order_acquire) == 0)
+        return;
+    for (size_t i = 0; i < x->cfg->targets.n; i++) {
+        tc_window *w = &x->w[i];
+        const sf_strmap *m = &w->target->match;
+        size_t n;
+
+        if (m->n == 0 || !atomic_load_explicit(&w->counting, memory_order_acquire))
+            continue;
+        n = sf_otlp_count_matching_spans(raw, len, m->n, (const char *const *)m->keys,
+                                         (const char *const *)m->values);
+        if (n > 0)
+            atomic_fetch_add_explicit(&w->from_target[accepted ? 0 : 1], n,
+                                      memory_order_relaxed);
+    }
+}
+
+/* Control thread: start counting the spans of w's target (when it has a
+ * match) from now. */
+static void count_start(tc_ctx *x, tc_window *w)
+{
+    if (w->target->match.n == 0 || atomic_load(&w->counting))
+        return;
+    for (int k = 0; k < 2; k++)
+        w->from_target_at_start[k] = atomic_load(&w->from_target[k]);
+    atomic_store(&w->counting, true);
+    atomic_fetch_add(&x->counting, 1);
+}
+
+static void count_stop(tc_ctx *x, tc_window *w)
+{
+    if (!atomic_load(&w->counting))
+        return;
+    atomic_store(&w->counting, false);
+    atomic_fetch_sub(&x->counting, 1);
 }
 
 /* ---- audit records ------------------------------------------------------------ */
@@ -147,13 +206,35 @@ static sf_status audit_open(tc_ctx *x, const tc_window *w)
     return audit(x, rec);
 }
 
+/* ,"target_scope":"match","match":{...},"accepted_from_target":N,
+ * "refused_from_target":M: the spans of the window's own engine. */
+static void add_target_counts(char *buf, size_t size, size_t *len, const tc_window *w)
+{
+    const sf_strmap *m = &w->target->match;
+    char k[SF_TC_MAX_MATCH_LEN * 6 + 1], v[SF_TC_MAX_MATCH_LEN * 6 + 1];
+
+    add(buf, size, len, ",\"target_scope\":\"match\",\"match\":{");
+    for (size_t i = 0; i < m->n; i++) {
+        sf_tc_json_escape(m->keys[i], k, sizeof(k));
+        sf_tc_json_escape(m->values[i], v, sizeof(v));
+        add(buf, size, len, "%s\"%s\":\"%s\"", i ? "," : "", k, v);
+    }
+    add(buf, size, len, "},\"accepted_from_target\":%" PRIu64 ",\"refused_from_target\":%"
+        PRIu64, atomic_load(&w->from_target[0]) - w->from_target_at_start[0],
+        atomic_load(&w->from_target[1]) - w->from_target_at_start[1]);
+}
+
 /* The closing record: cause, and what the collector as a whole accepted,
- * exported and lost while the window was open. */
-static void audit_close(tc_ctx *x, const tc_window *w, const char *cause, const char *error)
+ * exported and lost while the window was open ("scope":"collector": every
+ * engine's spans); for a target with a `match`, also the spans accepted and
+ * refused from that engine alone ("target_scope":"match"). */
+static void audit_close(tc_ctx *x, tc_window *w, const char *cause, const char *error)
 {
     char rec[TC_RECORD_MAX], t0[32], t1[32], esc[512];
     size_t len = 0;
     int64_t now = now_wall();
+
+    count_stop(x, w);
 
     sf_tc_format_time(now, t0, sizeof(t0));
     sf_tc_format_time(w->end_wall, t1, sizeof(t1));
@@ -187,6 +268,8 @@ static void audit_close(tc_ctx *x, const tc_window *w, const char *cause, const 
         add_reasons(rec, sizeof(rec), &len, "dropped", t.dropped, w->at_start.dropped);
         add_reasons(rec, sizeof(rec), &len, "send_failed", t.send_failed,
                     w->at_start.send_failed);
+        if (w->target->match.n > 0)
+            add_target_counts(rec, sizeof(rec), &len, w);
         add(rec, sizeof(rec), &len, "}");
     }
     audit(x, rec);
@@ -320,7 +403,9 @@ static void op_set(tc_ctx *x, const char *req, size_t len, unsigned uid, reply *
     w->end_mono = now_mono() + for_ms;
     snprintf(w->id, sizeof(w->id), "%s-%" PRId64, target, w->start_wall);
     sf_component_totals(x->self, &w->at_start);
+    count_start(x, w);
     if (audit_open(x, w) != SF_OK) {
+        count_stop(x, w);
         answer(r, false, "the audit log '%s' cannot be written; nothing was changed",
                x->cfg->audit_log);
         return;
@@ -610,6 +695,7 @@ static sf_status tc_create(sf_component *self, const void *config)
 {
     const sf_tc_config *cfg = config;
     tc_ctx *x = sf_calloc(1, sizeof(*x));
+    bool matching = false;
 
     if (x == NULL)
         return SF_ENOMEM;
@@ -622,9 +708,15 @@ static sf_status tc_create(sf_component *self, const void *config)
     x->cfg = cfg;
     x->listen_fd = -1;
     x->wake[0] = x->wake[1] = -1;
-    for (size_t i = 0; i < cfg->targets.n; i++)
+    for (size_t i = 0; i < cfg->targets.n; i++) {
         x->w[i].target = &cfg->targets.v[i];
+        if (cfg->targets.v[i].match.n > 0)
+            matching = true;
+    }
     sf_component_set_ctx(self, x);
+    /* No target with a match: no tap, so no cost at all on the data path. */
+    if (matching)
+        sf_component_set_span_tap(self, tap, x);
     return SF_OK;
 }
 

@@ -24,6 +24,8 @@ enum { SF_TC_QUERY = 0, SF_TC_JSON };
 
 #define SF_TC_MAX_REASON 256
 #define SF_TC_MAX_REQUEST 4096
+#define SF_TC_MAX_MATCH 8           /* attributes in a target's match */
+#define SF_TC_MAX_MATCH_LEN 256     /* bytes of one attribute name or value */
 
 typedef struct sf_tc_target {
     char *id;                   /* replica id: "r1" */
@@ -31,8 +33,9 @@ typedef struct sf_tc_target {
     int method;                 /* SF_TC_GET/POST/PUT */
     int level_in;               /* SF_TC_QUERY: ?field=N; SF_TC_JSON: {"field":N} */
     char *field;                /* query parameter or JSON field name */
-    sf_strmap match;            /* resource attributes of the engine's spans (documentation;
-                                   per-engine span counts are not kept) */
+    sf_strmap match;            /* resource attributes (string values) that mark this
+                                   engine's spans: a window's closing record then also
+                                   counts the spans accepted/refused from it; n == 0: none */
 } sf_tc_target;
 
 typedef struct sf_tc_targets {

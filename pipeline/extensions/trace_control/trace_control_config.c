@@ -94,6 +94,87 @@ static sf_status scalar_of(sf_cfg_ctx *ctx, const sf_node *v, const char *sub, c
     return *out ? SF_OK : SF_ENOMEM;
 }
 
+/* What a plain YAML scalar resolves to when it is not a string (core
+ * schema: null, booleans, numbers), or NULL for a string. */
+static const char *non_string(const sf_node *v)
+{
+    static const char *const bools[] = { "true", "True", "TRUE", "false", "False", "FALSE" };
+    const char *t = v->text;
+    char *end;
+
+    if (!v->plain)
+        return NULL;
+    if (v->is_null)
+        return "an empty value";
+    for (size_t i = 0; i < sizeof(bools) / sizeof(bools[0]); i++)
+        if (strcmp(t, bools[i]) == 0)
+            return "a boolean";
+    if (strcmp(t, ".inf") == 0 || strcmp(t, "-.inf") == 0 || strcmp(t, "+.inf") == 0 ||
+        strcasecmp(t, ".nan") == 0)
+        return "a number";
+    /* strtod would also take "inf" and "nan", strings to YAML */
+    if (strchr("0123456789+-.", t[0]) != NULL && t[0] != '\0') {
+        (void)strtod(t, &end);
+        if (*end == '\0')
+            return "a number";
+    }
+    if (strncmp(t, "0o", 2) == 0 && t[2] != '\0' && strspn(t + 2, "01234567") == strlen(t + 2))
+        return "a number";
+    return NULL;
+}
+
+/* `match`: resource attribute -> string value, compared with the string
+ * value of the attribute in each request (an unquoted 1 or true would never
+ * equal one, so it must be quoted). At most SF_TC_MAX_MATCH pairs of at
+ * most SF_TC_MAX_MATCH_LEN bytes each (they go into every closing record). */
+static sf_status parse_match(sf_cfg_ctx *ctx, const sf_node *v, const char *path,
+                             sf_strmap *m)
+{
+    sf_status st = SF_OK;
+    char sub[512];
+
+    if (v->kind != SF_NODE_MAP || v->n == 0) {
+        sf_cfg_error(ctx, v, path, "expected a mapping of resource attributes to string values");
+        return SF_CONFIG;
+    }
+    if (v->n > SF_TC_MAX_MATCH) {
+        sf_cfg_error(ctx, v, path, "%zu attributes (at most %d)", v->n, SF_TC_MAX_MATCH);
+        return SF_CONFIG;
+    }
+    m->keys = sf_cfg_alloc(ctx, v->n * sizeof(char *));
+    m->values = sf_cfg_alloc(ctx, v->n * sizeof(char *));
+    if (m->keys == NULL || m->values == NULL)
+        return SF_ENOMEM;
+    for (size_t j = 0; j < v->n; j++) {
+        const sf_node *k = v->keys[j], *it = v->items[j];
+        const char *what = it->kind == SF_NODE_SCALAR ? non_string(it) : kind_text(it);
+
+        snprintf(sub, sizeof(sub), "%s.%s", path, k->text);
+        if (what != NULL) {
+            if (it->kind == SF_NODE_SCALAR && !it->is_null)
+                sf_cfg_error(ctx, it, sub, "expected a string, got %s ('%s'); quote it: \"%s\"",
+                             what, it->text, it->text);
+            else
+                sf_cfg_error(ctx, it, sub, "expected a string, got %s", what);
+            st = SF_CONFIG;
+            continue;
+        }
+        if (k->len == 0 || k->len > SF_TC_MAX_MATCH_LEN || it->len > SF_TC_MAX_MATCH_LEN) {
+            sf_cfg_error(ctx, k->len == 0 || k->len > SF_TC_MAX_MATCH_LEN ? k : it, sub,
+                         "attribute names and values must be 1 to %d and 0 to %d bytes",
+                         SF_TC_MAX_MATCH_LEN, SF_TC_MAX_MATCH_LEN);
+            st = SF_CONFIG;
+            continue;
+        }
+        m->keys[m->n] = sf_cfg_strdup(ctx, k->text, k->len);
+        m->values[m->n] = sf_cfg_strdup(ctx, it->text, it->len);
+        if (m->keys[m->n] == NULL || m->values[m->n] == NULL)
+            return SF_ENOMEM;
+        m->n++;
+    }
+    return st;
+}
+
 static sf_status parse_target(sf_cfg_ctx *ctx, const sf_node *key, const sf_node *map,
                               sf_tc_target *t)
 {
@@ -149,22 +230,7 @@ static sf_status parse_target(sf_cfg_ctx *ctx, const sf_node *key, const sf_node
             r = scalar_of(ctx, v, sub, &t->field);
             break;
         case 4:
-            if (v->kind != SF_NODE_MAP || v->n == 0) {
-                sf_cfg_error(ctx, v, sub, "expected a mapping of resource attributes to values");
-                r = SF_CONFIG;
-                break;
-            }
-            t->match.keys = sf_cfg_alloc(ctx, v->n * sizeof(char *));
-            t->match.values = sf_cfg_alloc(ctx, v->n * sizeof(char *));
-            if (t->match.keys == NULL || t->match.values == NULL)
-                return SF_ENOMEM;
-            for (size_t j = 0; j < v->n; j++) {
-                t->match.keys[j] = v->keys[j]->text;
-                r = scalar_of(ctx, v->items[j], sub, &t->match.values[j]);
-                if (r != SF_OK)
-                    break;
-                t->match.n++;
-            }
+            r = parse_match(ctx, v, sub, &t->match);
             break;
         default:
             sf_cfg_error(ctx, map->keys[i], sub,
@@ -237,7 +303,8 @@ const sf_config_row sf_tc_config_map[] = {
       .sub = retry_rows, .help = "backoff for engines that do not answer" },
     { .key = "targets", .type = SF_CFG_CUSTOM, .offset = offsetof(sf_tc_config, targets),
       .parse = parse_targets,
-      .help = "replica id -> {endpoint, method, level_in: query|json, field, match}" },
+      .help = "replica id -> {endpoint, method, level_in: query|json, field, match}; match: "
+              "resource attributes (strings) of the engine's spans, counted per window" },
     { 0 }
 };
 
