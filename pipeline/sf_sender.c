@@ -621,3 +621,18 @@ bool sf_sender_aborting(const sf_sender *s)
 {
     return atomic_load(&((sf_sender *)s)->aborting);
 }
+
+sf_status sf_sender_submit_batch(sf_sender *s, sf_batch *batch)
+{
+    sf_buf *buf;
+    sf_status st;
+
+    if (batch->spans == 0)
+        return SF_OK;           /* nothing to deliver: no empty request */
+    st = sf_batch_encode(batch, &buf);
+    if (st != SF_OK)
+        return st;
+    st = sf_sender_submit(s, buf);
+    sf_buf_unref(buf);
+    return st;
+}

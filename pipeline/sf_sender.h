@@ -93,6 +93,10 @@ sf_status sf_sender_start(sf_sender *s);
  * SF_OK / SF_RETRY / SF_PERMANENT: this BLOCKS the caller for the whole
  * request, and concurrent callers take turns (they share worker 0). */
 sf_status sf_sender_submit(sf_sender *s, sf_buf *buf);
+/* An exporter's consume(): queue the batch's current encoded bytes (a batch
+ * with no spans is not sent). Statuses as sf_sender_submit, plus SF_ENOMEM
+ * when the batch cannot be encoded. The caller keeps the batch. */
+sf_status sf_sender_submit_batch(sf_sender *s, sf_batch *batch);
 /* Stop taking batches, let consumers drain the queue for up to `drain_ms`,
  * then count what is left as dropped (reason shutdown) and join threads. */
 void sf_sender_shutdown(sf_sender *s, int64_t drain_ms);

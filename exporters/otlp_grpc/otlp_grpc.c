@@ -567,17 +567,8 @@ static sf_status otlpgrpc_start(sf_component *self)
 static sf_status otlpgrpc_consume(sf_component *self, sf_batch *batch)
 {
     otlpgrpc *x = sf_component_ctx(self);
-    sf_buf *buf;
-    sf_status st;
 
-    if (batch->spans == 0)
-        return SF_OK;   /* nothing to deliver: no empty call */
-    st = sf_batch_encode(batch, &buf);
-    if (st != SF_OK)
-        return st;
-    st = sf_sender_submit(x->sender, buf);
-    sf_buf_unref(buf);
-    return st;
+    return sf_sender_submit_batch(x->sender, batch);
 }
 
 static void otlpgrpc_shutdown(sf_component *self)

@@ -453,17 +453,8 @@ static sf_status otlphttp_start(sf_component *self)
 static sf_status otlphttp_consume(sf_component *self, sf_batch *batch)
 {
     otlphttp *x = sf_component_ctx(self);
-    sf_buf *buf;
-    sf_status st;
 
-    if (batch->spans == 0)
-        return SF_OK;   /* nothing to deliver: no empty request */
-    st = sf_batch_encode(batch, &buf);
-    if (st != SF_OK)
-        return st;
-    st = sf_sender_submit(x->sender, buf);
-    sf_buf_unref(buf);
-    return st;
+    return sf_sender_submit_batch(x->sender, batch);
 }
 
 static void otlphttp_shutdown(sf_component *self)
