@@ -735,7 +735,8 @@ out_destroy_arena:
     return st;
 }
 
-sf_status sf_config_load(const char *path, sf_diag *diag, sf_config **out)
+sf_status sf_config_read_file(const char *path, size_t max, sf_diag *diag, char **out,
+                              size_t *out_len)
 {
     FILE *f;
     char *buf = NULL;
@@ -743,6 +744,7 @@ sf_status sf_config_load(const char *path, sf_diag *diag, sf_config **out)
     sf_status st;
 
     *out = NULL;
+    *out_len = 0;
     if (sf_diag_set_file(diag, path) != SF_OK)
         return SF_ENOMEM;
     f = fopen(path, "rb");
@@ -752,13 +754,14 @@ sf_status sf_config_load(const char *path, sf_diag *diag, sf_config **out)
         if (len == cap) {
             char *nb;
 
-            if (cap >= SF_CONFIG_MAX_FILE) {
-                sf_diag_error(diag, NULL, NULL, "the file is larger than %u bytes",
-                              SF_CONFIG_MAX_FILE);
+            if (cap >= max) {
+                sf_diag_error(diag, NULL, NULL, "the file is larger than %zu bytes", max);
                 st = SF_CONFIG;
                 goto out_close;
             }
             cap = cap ? cap * 2 : 8192;
+            if (cap > max)
+                cap = max + 1;      /* one byte more tells "too large" from "exactly max" */
             nb = sf_realloc(buf, cap + 1);
             if (nb == NULL) {
                 st = SF_ENOMEM;
@@ -771,13 +774,20 @@ sf_status sf_config_load(const char *path, sf_diag *diag, sf_config **out)
     } while (n > 0);
     if (ferror(f)) {
         fclose(f);
-        f = NULL;
         goto out_io_error;
     }
     fclose(f);
-    st = sf_config_load_string(path, buf ? buf : "", len, diag, out);
-    sf_free(buf);
-    return st;
+    if (len > max) {
+        sf_diag_error(diag, NULL, NULL, "the file is larger than %zu bytes", max);
+        sf_free(buf);
+        return SF_CONFIG;
+    }
+    if (buf == NULL && (buf = sf_malloc(1)) == NULL)
+        return SF_ENOMEM;
+    buf[len] = '\0';
+    *out = buf;
+    *out_len = len;
+    return SF_OK;
 
 out_close:
     fclose(f);
@@ -792,6 +802,21 @@ out_io_error: {
         sf_free(buf);
         return SF_IO;
     }
+}
+
+sf_status sf_config_load(const char *path, sf_diag *diag, sf_config **out)
+{
+    char *buf;
+    size_t len;
+    sf_status st;
+
+    *out = NULL;
+    st = sf_config_read_file(path, SF_CONFIG_MAX_FILE, diag, &buf, &len);
+    if (st != SF_OK)
+        return st;
+    st = sf_config_load_string(path, buf, len, diag, out);
+    sf_free(buf);
+    return st;
 }
 
 void sf_config_destroy(sf_config *cfg)

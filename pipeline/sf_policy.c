@@ -278,39 +278,15 @@ out_destroy_arena:
 
 sf_status sf_policy_load(const char *path, sf_diag *diag, sf_policy **out)
 {
-    FILE *f;
     char *buf;
     size_t len;
     sf_status st;
 
     *out = NULL;
-    if (sf_diag_set_file(diag, path) != SF_OK)
-        return SF_ENOMEM;
-    f = fopen(path, "rb");
-    if (f == NULL) {
-        char reason[128];
-
-        snprintf(reason, sizeof(reason), "%s", strerror(errno));
-        reason[0] = (char)tolower((unsigned char)reason[0]);
-        sf_diag_error(diag, NULL, NULL, "cannot read the file: %s", reason);
-        return SF_IO;
-    }
-    buf = sf_malloc(SF_POLICY_MAX_FILE + 1);
-    if (buf == NULL) {
-        fclose(f);
-        return SF_ENOMEM;
-    }
-    len = fread(buf, 1, SF_POLICY_MAX_FILE + 1, f);
-    if (ferror(f)) {
-        sf_diag_error(diag, NULL, NULL, "cannot read the file");
-        st = SF_IO;
-    } else if (len > SF_POLICY_MAX_FILE) {
-        sf_diag_error(diag, NULL, NULL, "the file is larger than %u bytes", SF_POLICY_MAX_FILE);
-        st = SF_CONFIG;
-    } else {
-        st = sf_policy_load_string(path, buf, len, diag, out);
-    }
-    fclose(f);
+    st = sf_config_read_file(path, SF_POLICY_MAX_FILE, diag, &buf, &len);
+    if (st != SF_OK)
+        return st;
+    st = sf_policy_load_string(path, buf, len, diag, out);
     sf_free(buf);
     return st;
 }

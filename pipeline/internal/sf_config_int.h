@@ -70,4 +70,11 @@ void sf_format_duration(int64_t ms, char *buf, size_t size);
 /* "64KiB", "10MB", "1000": bytes as a size text (exact units only). */
 void sf_format_size(int64_t bytes, char *buf, size_t size);
 
+/* Read a whole file of at most `max` bytes into an sf_malloc'd,
+ * NUL-terminated buffer. Problems ("cannot read the file: ...", "the file is
+ * larger than N bytes") go to `diag`, whose file name becomes `path`.
+ * SF_IO, SF_CONFIG (too large), SF_ENOMEM. */
+sf_status sf_config_read_file(const char *path, size_t max, sf_diag *diag, char **out,
+                              size_t *out_len);
+
 #endif
