@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tests/sf_test.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -847,28 +849,9 @@ static void test_registry_names(void **state)
     assert_ptr_equal(sf_registry_find(SF_KIND_EXPORTER, "otlp_grpc"), &sf_otlp_grpc_exporter_type);
 }
 
-/* Load a config whose only exporter is `exporter_yaml` (indented by 4) and
- * return the formatted diagnostics, one per line. */
 static const char *load_exporter(const char *exporter_yaml)
 {
-    static char out[4096];
-    char yaml[2048];
-    sf_diag *d = sf_diag_create("x.yaml");
-    sf_config *cfg = NULL;
-    size_t n = 0;
-
-    snprintf(yaml, sizeof(yaml),
-             "receivers:\n  otlp:\n    protocols:\n      grpc:\n"
-             "exporters:\n  otlp/gw:\n%s"
-             "service:\n  pipelines:\n    traces:\n      receivers: [otlp]\n"
-             "      exporters: [otlp/gw]\n", exporter_yaml);
-    sf_config_load_string("x.yaml", yaml, strlen(yaml), d, &cfg);
-    out[0] = '\0';
-    for (size_t i = 0; i < sf_diag_count(d); i++)
-        n += (size_t)snprintf(out + n, sizeof(out) - n, "%s\n", sf_diag_message(d, i));
-    sf_config_destroy(cfg);
-    sf_diag_destroy(d);
-    return out;
+    return sf_test_load_exporter("otlp/gw", exporter_yaml);
 }
 
 static void test_tls_with_client_certificate(void **state)

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tests/sf_test.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <microhttpd.h>
@@ -592,28 +594,9 @@ static void test_create_survives_allocation_failure(void **state)
     }
 }
 
-/* Load a config whose only exporter is `exporter_yaml` (indented by 4) and
- * return the formatted diagnostics, one per line. */
 static const char *load_exporter(const char *exporter_yaml)
 {
-    static char out[2048];
-    char yaml[2048];
-    sf_diag *d = sf_diag_create("x.yaml");
-    sf_config *cfg = NULL;
-    size_t n = 0;
-
-    snprintf(yaml, sizeof(yaml),
-             "receivers:\n  otlp:\n    protocols:\n      grpc:\n"
-             "exporters:\n  otlphttp/gw:\n%s"
-             "service:\n  pipelines:\n    traces:\n      receivers: [otlp]\n"
-             "      exporters: [otlphttp/gw]\n", exporter_yaml);
-    sf_config_load_string("x.yaml", yaml, strlen(yaml), d, &cfg);
-    out[0] = '\0';
-    for (size_t i = 0; i < sf_diag_count(d); i++)
-        n += (size_t)snprintf(out + n, sizeof(out) - n, "%s\n", sf_diag_message(d, i));
-    sf_config_destroy(cfg);
-    sf_diag_destroy(d);
-    return out;
+    return sf_test_load_exporter("otlphttp/gw", exporter_yaml);
 }
 
 static void test_check_urls_and_headers(void **state)

@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "tests/sf_test.h"
+
 #include "internal/sf_core.h"
 #include "processors/memory_limiter/memory_limiter.h"
 
@@ -17,11 +19,7 @@ extern const sf_component_type sf_memory_limiter_processor_type;
 
 static const char *load(const char *limiter_yaml)
 {
-    static char out[1024];
     char yaml[1024];
-    sf_diag *d = sf_diag_create("m.yaml");
-    sf_config *cfg = NULL;
-    size_t n = 0;
 
     snprintf(yaml, sizeof(yaml),
              "receivers: {otlp: {protocols: {grpc: }}}\n"
@@ -29,13 +27,7 @@ static const char *load(const char *limiter_yaml)
              "exporters: {otlphttp: {endpoint: 'http://127.0.0.1:1'}}\n"
              "service:\n  pipelines:\n    traces: {receivers: [otlp], processors: [memory_limiter], exporters: [otlphttp]}\n",
              limiter_yaml);
-    sf_config_load_string("m.yaml", yaml, strlen(yaml), d, &cfg);
-    out[0] = '\0';
-    for (size_t i = 0; i < sf_diag_count(d); i++)
-        n += (size_t)snprintf(out + n, sizeof(out) - n, "%s\n", sf_diag_message(d, i));
-    sf_config_destroy(cfg);
-    sf_diag_destroy(d);
-    return out;
+    return sf_test_config_messages("m.yaml", yaml);
 }
 
 static void test_config_checks(void **state)
