@@ -10,7 +10,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 pkgs=(build-essential cmake pkg-config
       libprotobuf-c-dev protobuf-c-compiler
       libgrpc-dev
-      libyaml-dev zlib1g-dev libcmocka-dev libjson-c-dev
+      libyaml-dev zlib1g-dev libdeflate-dev libcmocka-dev libjson-c-dev
       libcurl4-openssl-dev libmicrohttpd-dev
       valgrind curl)
 # clang and its libFuzzer/sanitizer runtimes, only for tools/fuzz.sh (about

@@ -24,7 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <zlib.h>
+#include <libdeflate.h>
 
 /* A reply body larger than this is not a partial-success report we act
  * on: the rest is read and discarded. */
@@ -34,7 +34,10 @@
 /* Level 1: the exporter's gzip is the most expensive stage of the pipeline
  * (field notes: 311 k spans/s at level 1 against 190 k at 6), while level 6
  * only shaves a few bytes off ~110 B per filtered span; on a 2-vCPU VM
- * shared with the serving engine the CPU matters more than the wire. */
+ * shared with the serving engine the CPU matters more than the wire.
+ * libdeflate rather than zlib: the whole body is in memory, so no stream is
+ * needed, and on a 512-span filtered batch (177 KB) its level 1 took
+ * 0.33-0.45 ms against zlib's 0.61-0.83 ms for a body 4% larger. */
 #define OTLPHTTP_GZIP_LEVEL 1
 
 typedef struct otlphttp otlphttp;
@@ -42,8 +45,7 @@ typedef struct otlphttp otlphttp;
 typedef struct otlphttp_worker {
     otlphttp *x;
     CURL *curl;
-    z_stream z;
-    bool z_ready;
+    struct libdeflate_compressor *gzc;  /* made on first use */
     uint8_t *gz;                /* compressed body, reused */
     size_t gz_cap;
     uint8_t *reply;             /* OTLPHTTP_REPLY_MAX bytes */
@@ -73,18 +75,8 @@ static CURLcode curl_init_rc = CURLE_FAILED_INIT;
 static void curl_init_once(void)
 {
     curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
-static voidpf z_alloc(voidpf opaque, uInt items, uInt size)
-{
-    (void)opaque;
-    return sf_calloc(items, size);
-}
-
-static void z_free(voidpf opaque, voidpf p)
-{
-    (void)opaque;
-    sf_free(p);
+    /* The compressor's memory is counted like everything else. */
+    libdeflate_set_memory_allocator(sf_malloc, sf_free);
 }
 
 static void *pb_alloc(void *data, size_t size)
@@ -125,23 +117,14 @@ static int on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_o
 
 static sf_status gzip_body(otlphttp_worker *w, const uint8_t *in, size_t len, size_t *out_len)
 {
-    uLong bound;
+    size_t bound, n;
 
-    if (!w->z_ready) {
-        memset(&w->z, 0, sizeof(w->z));
-        w->z.zalloc = z_alloc;
-        w->z.zfree = z_free;
-        /* windowBits 15 + 16: a gzip header and trailer, not zlib's */
-        if (deflateInit2(&w->z, OTLPHTTP_GZIP_LEVEL, Z_DEFLATED, 15 + 16, 8,
-                         Z_DEFAULT_STRATEGY) != Z_OK)
+    if (w->gzc == NULL) {
+        w->gzc = libdeflate_alloc_compressor(OTLPHTTP_GZIP_LEVEL);
+        if (w->gzc == NULL)
             return SF_ENOMEM;
-        w->z_ready = true;
-    } else if (deflateReset(&w->z) != Z_OK) {
-        return SF_INVALID;
     }
-    if (len > UINT32_MAX)
-        return SF_TOOBIG;
-    bound = deflateBound(&w->z, (uLong)len);
+    bound = libdeflate_gzip_compress_bound(w->gzc, len);
     if (bound > w->gz_cap) {
         uint8_t *p = sf_realloc(w->gz, bound);
 
@@ -150,13 +133,10 @@ static sf_status gzip_body(otlphttp_worker *w, const uint8_t *in, size_t len, si
         w->gz = p;
         w->gz_cap = bound;
     }
-    w->z.next_in = (Bytef *)in;
-    w->z.avail_in = (uInt)len;
-    w->z.next_out = w->gz;
-    w->z.avail_out = (uInt)w->gz_cap;
-    if (deflate(&w->z, Z_FINISH) != Z_STREAM_END)
-        return SF_ENOMEM;   /* deflateBound was enough: only memory can fail */
-    *out_len = w->z.total_out;
+    n = libdeflate_gzip_compress(w->gzc, in, len, w->gz, w->gz_cap);
+    if (n == 0)
+        return SF_ENOMEM;   /* the bound was enough: cannot happen */
+    *out_len = n;
     return SF_OK;
 }
 
@@ -375,8 +355,8 @@ out_free_reply:
 static void worker_release(otlphttp_worker *w)
 {
     curl_easy_cleanup(w->curl);
-    if (w->z_ready)
-        deflateEnd(&w->z);
+    libdeflate_free_compressor(w->gzc);
+    w->gzc = NULL;
     sf_free(w->gz);
     sf_free(w->reply);
 }
