@@ -1,0 +1,299 @@
+/* tests/receivers/test_otlp_receiver.c: the `otlp` receiver's gRPC server,
+ * run inside the real service (config -> sf_service_create -> start) and
+ * called with the gRPC core client: the status for every kind of request,
+ * the UNIMPLEMENTED catch-all, refusal when the exporter's queue is full, and
+ * a shutdown that completes although a client opened a call and never sent
+ * its message. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/time.h>
+
+#include "bench/sample_batch.h"
+#include "sf_log.h"
+#include "sf_service.h"
+
+#define EXPORT "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+typedef struct fixture {
+    int port;
+    char dir[64];
+    sf_config *cfg;
+    sf_service *svc;
+    grpc_channel *ch;
+    grpc_completion_queue *cq;
+} fixture;
+
+/* Start the service on a config whose one exporter is `id` with `settings`. */
+static void start(fixture *f, const char *id, const char *settings)
+{
+    char yaml[2048], target[64];
+    sf_diag *d = sf_diag_create("r.yaml");
+    grpc_channel_credentials *creds;
+
+    f->port = 30000 + (int)(getpid() % 20000);
+    snprintf(yaml, sizeof(yaml),
+             "receivers: {otlp: {protocols: {grpc: {endpoint: '127.0.0.1:%d', "
+             "max_recv_msg_size_mib: 1}}, max_value_depth: 8}}\n"
+             "processors:\n  transform/allowlist:\n    trace_statements:\n"
+             "      - keep_keys(span.attributes, [\"gen_ai.request.id\"])\n"
+             "exporters:\n  %s:%s"
+             "service:\n  telemetry: {metrics: {level: none}}\n"
+             "  pipelines: {traces: {receivers: [otlp], processors: [transform/allowlist], "
+             "exporters: [%s]}}\n",
+             f->port, id, settings, id);
+    assert_int_equal(sf_config_load_string("r.yaml", yaml, strlen(yaml), d, &f->cfg), SF_OK);
+    assert_int_equal(sf_service_create(f->cfg, d, &f->svc), SF_OK);
+    sf_diag_destroy(d);
+    assert_int_equal(sf_service_start(f->svc), SF_OK);
+
+    snprintf(target, sizeof(target), "127.0.0.1:%d", f->port);
+    creds = grpc_insecure_credentials_create();
+    f->ch = grpc_channel_create(target, creds, NULL);
+    grpc_channel_credentials_release(creds);
+    f->cq = grpc_completion_queue_create_for_pluck(NULL);
+}
+
+static void stop(fixture *f)
+{
+    grpc_channel_destroy(f->ch);
+    grpc_completion_queue_shutdown(f->cq);
+    while (grpc_completion_queue_pluck(f->cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type
+           != GRPC_QUEUE_SHUTDOWN)
+        ;
+    grpc_completion_queue_destroy(f->cq);
+    sf_service_shutdown(f->svc);
+    sf_service_destroy(f->svc);
+    sf_config_destroy(f->cfg);
+}
+
+/* One unary call with `data` as the message; returns the status. */
+static grpc_status_code call(fixture *f, const char *method, const void *data, size_t len)
+{
+    grpc_slice m = grpc_slice_from_static_string(method);
+    grpc_slice body = grpc_slice_from_copied_buffer(data, len), details;
+    grpc_byte_buffer *req = grpc_raw_byte_buffer_create(&body, 1), *resp = NULL;
+    grpc_metadata_array init_md, trail_md;
+    grpc_status_code status = GRPC_STATUS_UNKNOWN;
+    grpc_op ops[6];
+    grpc_call *c;
+
+    c = grpc_channel_create_call(f->ch, NULL, GRPC_PROPAGATE_DEFAULTS, f->cq, m, NULL,
+                                 gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+                                              gpr_time_from_seconds(20, GPR_TIMESPAN)),
+                                 NULL);
+    grpc_metadata_array_init(&init_md);
+    grpc_metadata_array_init(&trail_md);
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = req;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &init_md;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &resp;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &trail_md;
+    ops[5].data.recv_status_on_client.status = &status;
+    ops[5].data.recv_status_on_client.status_details = &details;
+    assert_int_equal(grpc_call_start_batch(c, ops, 6, c, NULL), GRPC_CALL_OK);
+    grpc_completion_queue_pluck(f->cq, c, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    grpc_slice_unref(details);
+    grpc_slice_unref(body);
+    if (resp != NULL)
+        grpc_byte_buffer_destroy(resp);
+    grpc_byte_buffer_destroy(req);
+    grpc_metadata_array_destroy(&init_md);
+    grpc_metadata_array_destroy(&trail_md);
+    grpc_call_unref(c);
+    return status;
+}
+
+static grpc_status_code export_sample(fixture *f, size_t spans, uint64_t seed)
+{
+    size_t len = 0;
+    uint8_t *data = sf_sample_request(spans, seed, &len);
+    grpc_status_code st;
+
+    assert_non_null(data);
+    st = call(f, EXPORT, data, len);
+    sf_free(data);
+    return st;
+}
+
+/* n levels of ArrayValue nesting in one span attribute. */
+static uint8_t *nested_request(unsigned n, size_t *len)
+{
+    size_t cap = 16 * (size_t)n + 256, pos = cap;
+    uint8_t *buf = malloc(cap), *out;
+    size_t inner = 0;
+
+    /* Build from the inside out: AnyValue{array_value{values: AnyValue{...}}}. */
+    buf[--pos] = 0x01;              /* innermost AnyValue: bool_value = true */
+    buf[--pos] = 0x10;
+    inner = 2;
+    for (unsigned i = 0; i < n; i++) {
+        /* ArrayValue: field 1 (AnyValue), then AnyValue: field 5 (ArrayValue) */
+        for (int k = 0; k < 2; k++) {
+            size_t l = inner;
+            uint8_t v[10];
+            int nv = 0;
+            do {
+                v[nv++] = (uint8_t)((l & 0x7f) | (l > 0x7f ? 0x80 : 0));
+                l >>= 7;
+            } while (l);
+            for (int j = nv - 1; j >= 0; j--)
+                buf[--pos] = v[j];
+            buf[--pos] = k == 0 ? 0x0a : 0x2a;
+            inner += (size_t)nv + 1;
+        }
+    }
+    /* KeyValue{key "k", value}, Span{attributes}, ScopeSpans, ResourceSpans, request */
+    {
+        static const uint8_t prefixes[] = { 0x12, 0x4a, 0x12, 0x12, 0x0a };
+        for (size_t p = 0; p < sizeof(prefixes); p++) {
+            size_t l = inner;
+            uint8_t v[10];
+            int nv = 0;
+            do {
+                v[nv++] = (uint8_t)((l & 0x7f) | (l > 0x7f ? 0x80 : 0));
+                l >>= 7;
+            } while (l);
+            for (int j = nv - 1; j >= 0; j--)
+                buf[--pos] = v[j];
+            buf[--pos] = prefixes[p];
+            inner += (size_t)nv + 1;
+            if (p == 0) {           /* the key, before the value */
+                buf[--pos] = 'k';
+                buf[--pos] = 0x01;
+                buf[--pos] = 0x0a;
+                inner += 3;
+            }
+        }
+    }
+    *len = inner;
+    out = malloc(inner);
+    memcpy(out, buf + pos, inner);
+    free(buf);
+    return out;
+}
+
+static void test_statuses(void **state)
+{
+    fixture f = { 0 };
+    static const uint8_t garbage[] = { 0x0a, 0xff, 0xff, 0xff, 0x0f, 0x01 };
+    uint8_t *deep, *big;
+    size_t len;
+
+    (void)state;
+    start(&f, "debug", " {verbosity: basic}\n");
+    assert_int_equal(export_sample(&f, 64, 1), GRPC_STATUS_OK);
+    assert_int_equal(call(&f, EXPORT, "", 0), GRPC_STATUS_OK);              /* empty request */
+    assert_int_equal(call(&f, EXPORT, garbage, sizeof(garbage)), GRPC_STATUS_INVALID_ARGUMENT);
+    deep = nested_request(8, &len);                                         /* at the cap */
+    assert_int_equal(call(&f, EXPORT, deep, len), GRPC_STATUS_OK);
+    free(deep);
+    deep = nested_request(9, &len);                                         /* past it */
+    assert_int_equal(call(&f, EXPORT, deep, len), GRPC_STATUS_INVALID_ARGUMENT);
+    free(deep);
+    deep = nested_request(5000, &len);          /* would overflow protobuf-c's stack */
+    assert_int_equal(call(&f, EXPORT, deep, len), GRPC_STATUS_INVALID_ARGUMENT);
+    free(deep);
+    big = calloc(1, (2u << 20));
+    assert_int_equal(call(&f, EXPORT, big, 2u << 20), GRPC_STATUS_RESOURCE_EXHAUSTED);
+    free(big);
+    assert_int_equal(call(&f, "/some.Other/Method", "x", 1), GRPC_STATUS_UNIMPLEMENTED);
+    /* Still serving after all of that. */
+    assert_int_equal(export_sample(&f, 8, 2), GRPC_STATUS_OK);
+    stop(&f);
+}
+
+/* The exporter's queue holds one batch and the gateway is down: the next
+ * batches are refused with UNAVAILABLE (retryable), not queued. */
+static void test_queue_full_is_unavailable(void **state)
+{
+    fixture f = { 0 };
+    int unavailable = 0;
+
+    (void)state;
+    start(&f, "otlphttp", "\n    endpoint: http://127.0.0.1:1\n"
+              "    sending_queue: {queue_size: 1, num_consumers: 1}\n"
+              "    retry_on_failure: {initial_interval: 10s, max_elapsed_time: 60s}\n");
+    for (int i = 0; i < 6; i++) {
+        grpc_status_code st = export_sample(&f, 4, (uint64_t)i);
+        assert_true(st == GRPC_STATUS_OK || st == GRPC_STATUS_UNAVAILABLE);
+        unavailable += st == GRPC_STATUS_UNAVAILABLE;
+    }
+    /* At most one batch in the consumer's hands and one in the queue. */
+    assert_true(unavailable >= 4);
+    stop(&f);
+}
+
+/* A client that opens a call and never sends its message must not hold
+ * shutdown forever: after the grace period the server cancels it. */
+static void test_shutdown_with_stalled_call(void **state)
+{
+    fixture f = { 0 };
+    grpc_slice m = grpc_slice_from_static_string(EXPORT);
+    grpc_op op;
+    grpc_call *c;
+    grpc_status_code status;
+    grpc_slice details;
+    grpc_metadata_array trail;
+    grpc_op rop;
+
+    (void)state;
+    start(&f, "debug", " {verbosity: basic}\n");
+    c = grpc_channel_create_call(f.ch, NULL, GRPC_PROPAGATE_DEFAULTS, f.cq, m, NULL,
+                                 gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_SEND_INITIAL_METADATA;
+    assert_int_equal(grpc_call_start_batch(c, &op, 1, (void *)1, NULL), GRPC_CALL_OK);
+    grpc_completion_queue_pluck(f.cq, (void *)1, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    grpc_metadata_array_init(&trail);
+    memset(&rop, 0, sizeof(rop));
+    rop.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    rop.data.recv_status_on_client.trailing_metadata = &trail;
+    rop.data.recv_status_on_client.status = &status;
+    rop.data.recv_status_on_client.status_details = &details;
+    assert_int_equal(grpc_call_start_batch(c, &rop, 1, (void *)2, NULL), GRPC_CALL_OK);
+    usleep(200 * 1000);
+
+    /* Returns (after the grace period) although the call is still open;
+     * without the cancel after the grace period this would hang until the
+     * test runner's timeout. */
+    sf_service_shutdown(f.svc);
+    grpc_call_cancel(c, NULL);
+    grpc_completion_queue_pluck(f.cq, (void *)2, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    assert_int_not_equal(status, GRPC_STATUS_OK);
+    grpc_slice_unref(details);
+    grpc_metadata_array_destroy(&trail);
+    grpc_call_unref(c);
+    stop(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_statuses),
+        cmocka_unit_test(test_queue_full_is_unavailable),
+        cmocka_unit_test(test_shutdown_with_stalled_call),
+    };
+    int rc;
+
+    sf_log_set_level(getenv("SF_TEST_LOG") ? SF_LOG_DEBUG : SF_LOG_OFF);
+    grpc_init();
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    grpc_shutdown();
+    return rc;
+}
