@@ -1,15 +1,15 @@
 /* pipeline/extensions/trace_control/trace_control_io.c: what the collector
  * and `spanfence trace-level` both do to the outside world: append audit
  * records (fsync'd), ask an engine for a trace level (libcurl), talk to the
- * control socket, and read/write the few flat JSON objects they exchange.
- * The JSON reader is deliberately tiny and strict: one object, string,
- * integer and boolean members, nested values only skipped. */
+ * control socket, and read/write the few flat JSON objects they exchange
+ * (read with json-c, strictly: one object, members of the expected type). */
 #include "trace_control.h"
 
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <json-c/json.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,300 +19,123 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---- JSON ------------------------------------------------------------------ */
+/* ---- JSON (json-c) ------------------------------------------------------------ */
 
-typedef struct jcur {
-    const char *p, *end;
-} jcur;
-
-static void ws(jcur *c)
+/* Whether a string anywhere in `o` holds a NUL (it would cut a C string
+ * short, so a key or value could hide what follows). */
+static bool has_nul(json_object *o)
 {
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
-        c->p++;
-}
-
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
-/* A string at c->p; unescaped into out when out != NULL (UTF-8 for \u,
- * surrogate pairs not combined: each half is refused). */
-static bool jstring(jcur *c, char *out, size_t size, size_t *olen)
-{
-    size_t n = 0;
-    bool fits = true;
-
-    if (c->p >= c->end || *c->p != '"')
+    switch (json_object_get_type(o)) {
+    case json_type_string:
+        return strlen(json_object_get_string(o)) != (size_t)json_object_get_string_len(o);
+    case json_type_array:
+        for (size_t i = 0; i < json_object_array_length(o); i++)
+            if (has_nul(json_object_array_get_idx(o, i)))
+                return true;
         return false;
-    c->p++;
-    while (c->p < c->end && *c->p != '"') {
-        unsigned char ch = (unsigned char)*c->p++;
-        char buf[4];
-        size_t bl = 1;
-
-        if (ch < 0x20)
-            return false;
-        buf[0] = (char)ch;
-        if (ch == '\\') {
-            if (c->p >= c->end)
-                return false;
-            ch = (unsigned char)*c->p++;
-            switch (ch) {
-            case '"': case '\\': case '/': buf[0] = (char)ch; break;
-            case 'b': buf[0] = '\b'; break;
-            case 'f': buf[0] = '\f'; break;
-            case 'n': buf[0] = '\n'; break;
-            case 'r': buf[0] = '\r'; break;
-            case 't': buf[0] = '\t'; break;
-            case 'u': {
-                unsigned cp = 0;
-                if (c->end - c->p < 4)
-                    return false;
-                for (int i = 0; i < 4; i++) {
-                    int h = hexval(c->p[i]);
-                    if (h < 0)
-                        return false;
-                    cp = cp * 16 + (unsigned)h;
-                }
-                c->p += 4;
-                if (cp == 0 || (cp >= 0xD800 && cp <= 0xDFFF))
-                    return false;
-                if (cp < 0x80) {
-                    buf[0] = (char)cp;
-                } else if (cp < 0x800) {
-                    buf[0] = (char)(0xC0 | (cp >> 6));
-                    buf[1] = (char)(0x80 | (cp & 0x3F));
-                    bl = 2;
-                } else {
-                    buf[0] = (char)(0xE0 | (cp >> 12));
-                    buf[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-                    buf[2] = (char)(0x80 | (cp & 0x3F));
-                    bl = 3;
-                }
-                break;
-            }
-            default:
-                return false;
-            }
-        }
-        if (out != NULL) {
-            if (n + bl < size)
-                memcpy(out + n, buf, bl);
-            else
-                fits = false;
-        }
-        n += bl;
-    }
-    if (c->p >= c->end)
-        return false;
-    c->p++;
-    if (out != NULL) {
-        if (!fits)
-            return false;
-        out[n] = '\0';
-    }
-    if (olen)
-        *olen = n;
-    return true;
-}
-
-static bool jnumber(jcur *c, int64_t *v, bool *integer)
-{
-    const char *s = c->p;
-    bool frac = false;
-
-    if (c->p < c->end && *c->p == '-')
-        c->p++;
-    if (c->p >= c->end || *c->p < '0' || *c->p > '9')
-        return false;
-    if (*c->p == '0')
-        c->p++;
-    else
-        while (c->p < c->end && *c->p >= '0' && *c->p <= '9')
-            c->p++;
-    if (c->p < c->end && *c->p == '.') {
-        frac = true;
-        c->p++;
-        if (c->p >= c->end || *c->p < '0' || *c->p > '9')
-            return false;
-        while (c->p < c->end && *c->p >= '0' && *c->p <= '9')
-            c->p++;
-    }
-    if (c->p < c->end && (*c->p == 'e' || *c->p == 'E')) {
-        frac = true;
-        c->p++;
-        if (c->p < c->end && (*c->p == '+' || *c->p == '-'))
-            c->p++;
-        if (c->p >= c->end || *c->p < '0' || *c->p > '9')
-            return false;
-        while (c->p < c->end && *c->p >= '0' && *c->p <= '9')
-            c->p++;
-    }
-    *integer = false;
-    if (!frac && v != NULL && c->p - s < 19) {
-        char tmp[24];
-        memcpy(tmp, s, (size_t)(c->p - s));
-        tmp[c->p - s] = '\0';
-        *v = strtoll(tmp, NULL, 10);
-        *integer = true;
-    }
-    return true;
-}
-
-static bool jword(jcur *c, const char *w)
-{
-    size_t n = strlen(w);
-
-    if ((size_t)(c->end - c->p) < n || memcmp(c->p, w, n) != 0)
-        return false;
-    c->p += n;
-    return true;
-}
-
-static bool jvalue(jcur *c, int depth);
-
-static bool jcontainer(jcur *c, int depth, bool object)
-{
-    if (depth > 8)
-        return false;
-    c->p++;
-    ws(c);
-    if (c->p < c->end && *c->p == (object ? '}' : ']')) {
-        c->p++;
-        return true;
-    }
-    for (;;) {
-        ws(c);
-        if (object) {
-            if (!jstring(c, NULL, 0, NULL))
-                return false;
-            ws(c);
-            if (c->p >= c->end || *c->p != ':')
-                return false;
-            c->p++;
-            ws(c);
-        }
-        if (!jvalue(c, depth + 1))
-            return false;
-        ws(c);
-        if (c->p >= c->end)
-            return false;
-        if (*c->p == ',') {
-            c->p++;
-            continue;
-        }
-        if (*c->p == (object ? '}' : ']')) {
-            c->p++;
-            return true;
+    case json_type_object: {
+        json_object_object_foreach(o, k, v) {
+            (void)k;
+            if (has_nul(v))
+                return true;
         }
         return false;
     }
+    default:
+        return false;
+    }
 }
 
-static bool jvalue(jcur *c, int depth)
+/* The one top-level object of `json`, or NULL: strict mode, nesting capped,
+ * nothing but white space after it. The caller puts the object. */
+static json_object *parse_object(const char *json, size_t len)
 {
-    bool integer;
+    json_tokener *tok;
+    json_object *o;
+    size_t end;
 
-    if (c->p >= c->end)
-        return false;
-    switch (*c->p) {
-    case '{': return jcontainer(c, depth, true);
-    case '[': return jcontainer(c, depth, false);
-    case '"': return jstring(c, NULL, 0, NULL);
-    case 't': return jword(c, "true");
-    case 'f': return jword(c, "false");
-    case 'n': return jword(c, "null");
-    default:  return jnumber(c, NULL, &integer);
+    if (len > INT32_MAX || (tok = json_tokener_new_ex(8)) == NULL)
+        return NULL;
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+    o = json_tokener_parse_ex(tok, json, (int)len);
+    end = json_tokener_get_parse_end(tok);
+    if (o != NULL && (json_tokener_get_error(tok) != json_tokener_success ||
+                      !json_object_is_type(o, json_type_object) || has_nul(o))) {
+        json_object_put(o);
+        o = NULL;
     }
+    json_tokener_free(tok);
+    for (; o != NULL && end < len; end++) {
+        if (json[end] != ' ' && json[end] != '\t' && json[end] != '\n' && json[end] != '\r') {
+            json_object_put(o);
+            o = NULL;
+        }
+    }
+    return o;
+}
+
+/* Member `key` of `json` if it has type `type` (the object in *holder, to put). */
+static json_object *member(const char *json, size_t len, const char *key, json_type type,
+                           json_object **holder)
+{
+    json_object *v = NULL;
+
+    *holder = parse_object(json, len);
+    if (*holder == NULL || !json_object_object_get_ex(*holder, key, &v) ||
+        !json_object_is_type(v, type))
+        return NULL;
+    return v;
 }
 
 bool sf_tc_json_valid(const char *json, size_t len)
 {
-    jcur c = { json, json + len };
+    json_object *o = parse_object(json, len);
 
-    ws(&c);
-    if (c.p >= c.end || *c.p != '{' || !jcontainer(&c, 1, true))
-        return false;
-    ws(&c);
-    return c.p == c.end;
-}
-
-/* Position c at the value of top-level member `key` (json already valid). */
-static bool jfind(const char *json, size_t len, const char *key, jcur *c)
-{
-    char name[64];
-
-    if (!sf_tc_json_valid(json, len))
-        return false;
-    c->p = json;
-    c->end = json + len;
-    ws(c);
-    c->p++;
-    for (;;) {
-        ws(c);
-        if (*c->p == '}')
-            return false;
-        const char *at = c->p;
-
-        if (!jstring(c, name, sizeof(name), NULL)) {
-            /* a longer name than any we look up: skip it */
-            c->p = at;
-            if (!jstring(c, NULL, 0, NULL))
-                return false;
-            name[0] = '\0';
-        }
-        ws(c);
-        c->p++;     /* ':' */
-        ws(c);
-        if (strcmp(name, key) == 0)
-            return true;
-        jvalue(c, 2);
-        ws(c);
-        if (*c->p == ',')
-            c->p++;
-    }
+    json_object_put(o);
+    return o != NULL;
 }
 
 sf_status sf_tc_json_str(const char *json, size_t len, const char *key, char *out,
                          size_t out_size)
 {
-    jcur c;
+    json_object *o, *v = member(json, len, key, json_type_string, &o);
+    sf_status st = SF_INVALID;
 
-    if (!jfind(json, len, key, &c) || !jstring(&c, out, out_size, NULL))
-        return SF_INVALID;
-    return SF_OK;
+    if (v != NULL) {
+        const char *str = json_object_get_string(v);
+        size_t n = (size_t)json_object_get_string_len(v);
+
+        if (n < out_size) {
+            memcpy(out, str, n + 1);
+            st = SF_OK;
+        }
+    }
+    json_object_put(o);
+    return st;
 }
 
 sf_status sf_tc_json_int(const char *json, size_t len, const char *key, int64_t *out)
 {
-    jcur c;
-    bool integer = false;
+    json_object *o, *v = member(json, len, key, json_type_int, &o);
 
-    if (!jfind(json, len, key, &c) || !jnumber(&c, out, &integer) || !integer)
-        return SF_INVALID;
-    return SF_OK;
+    if (v != NULL) {
+        errno = 0;
+        *out = json_object_get_int64(v);
+        if (errno != 0)
+            v = NULL;               /* out of the int64 range */
+    }
+    json_object_put(o);
+    return v != NULL ? SF_OK : SF_INVALID;
 }
 
 sf_status sf_tc_json_bool(const char *json, size_t len, const char *key, bool *out)
 {
-    jcur c;
+    json_object *o, *v = member(json, len, key, json_type_boolean, &o);
 
-    if (!jfind(json, len, key, &c))
-        return SF_INVALID;
-    if (jword(&c, "true"))
-        *out = true;
-    else if (jword(&c, "false"))
-        *out = false;
-    else
-        return SF_INVALID;
-    return SF_OK;
+    if (v != NULL)
+        *out = json_object_get_boolean(v);
+    json_object_put(o);
+    return v != NULL ? SF_OK : SF_INVALID;
 }
 
 bool sf_tc_json_escape(const char *in, char *out, size_t out_size)
