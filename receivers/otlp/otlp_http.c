@@ -37,6 +37,9 @@
 #define ARENA_CHUNK (1024 * 1024)
 #define BUFFER_BUDGET 4         /* max bodies' worth of buffered uploads */
 #define RETRY_AFTER "5"
+/* A refused body is read and dropped up to this many times the size limit
+ * (so the client gets its answer); past it the connection is closed. */
+#define DISCARD_FACTOR 4
 
 enum { CT_PROTO, CT_JSON };
 enum { CE_IDENTITY, CE_COMPRESSED };
@@ -54,6 +57,7 @@ typedef struct http_req {
     unsigned refuse_http;
     int refuse_rpc;
     const char *refuse_msg;
+    size_t discarded;           /* body bytes read and dropped after a refusal */
 } http_req;
 
 struct sf_otlp_http_server {
@@ -152,6 +156,24 @@ static bool media_type_is(const char *value, const char *type)
                                                 value[n] == ' ');
 }
 
+/* Remember a refusal decided before or during the upload; it is answered
+ * when the upload ends. */
+static enum MHD_Result refuse_later(sf_otlp_http_server *srv, http_req *rq, unsigned http,
+                                    int rpc, const char *msg, sf_reason reason)
+{
+    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, reason);
+    rq->refuse_http = http;
+    rq->refuse_rpc = rpc;
+    rq->refuse_msg = msg;
+    /* Give the buffer back at once: the rest of the body is discarded. */
+    atomic_fetch_sub(&srv->buffered, rq->reserved);
+    rq->reserved = 0;
+    sf_free(rq->body);
+    rq->body = NULL;
+    rq->len = rq->cap = 0;
+    return MHD_YES;
+}
+
 /* Headers are in: decide whether to take the body at all. */
 static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *conn,
                              const char *url, const char *method, void **req_cls)
@@ -184,7 +206,8 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
                            "unsupported content encoding: use gzip, deflate or none");
     }
     cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl != NULL && strtoull(cl, NULL, 10) > srv->max_body) {
+    if (cl != NULL && strtoull(cl, NULL, 10) > DISCARD_FACTOR * srv->max_body) {
+        /* Far too large to read just to say so: answer now and close. */
         sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_TOO_LARGE);
         http_req tmp = { .ct = ctype };
         return send_status(conn, &tmp, 413, 8, "request body too large");
@@ -195,23 +218,12 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
     rq->ct = ctype;
     rq->ce = cenc;
     *req_cls = rq;
-    return MHD_YES;
-}
-
-/* Remember a refusal decided during the upload; answered when it ends. */
-static enum MHD_Result refuse_later(sf_otlp_http_server *srv, http_req *rq, unsigned http,
-                                    int rpc, const char *msg, sf_reason reason)
-{
-    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, reason);
-    rq->refuse_http = http;
-    rq->refuse_rpc = rpc;
-    rq->refuse_msg = msg;
-    /* Give the buffer back at once: the rest of the body is discarded. */
-    atomic_fetch_sub(&srv->buffered, rq->reserved);
-    rq->reserved = 0;
-    sf_free(rq->body);
-    rq->body = NULL;
-    rq->len = rq->cap = 0;
+    if (cl != NULL && strtoull(cl, NULL, 10) > srv->max_body) {
+        /* Read and drop the body, then answer 413: a client that streams its
+         * body (the OTLP SDKs do) would otherwise see a broken pipe instead
+         * of the status, and retry the same request. */
+        return refuse_later(srv, rq, 413, 8, "request body too large", SF_REASON_TOO_LARGE);
+    }
     return MHD_YES;
 }
 
@@ -222,8 +234,10 @@ static enum MHD_Result gather(sf_otlp_http_server *srv, http_req *rq, const char
     size_t n = *size;
 
     *size = 0;
-    if (rq->refuse_http != 0)
-        return MHD_YES;             /* discard the rest */
+    if (rq->refuse_http != 0) {     /* discard the rest, up to a point */
+        rq->discarded += n;
+        return rq->discarded > DISCARD_FACTOR * srv->max_body ? MHD_NO : MHD_YES;
+    }
     if (rq->len + n > srv->max_body)
         return refuse_later(srv, rq, 413, 8, "request body too large", SF_REASON_TOO_LARGE);
     if (rq->len + n > rq->cap) {
