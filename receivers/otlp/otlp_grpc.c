@@ -419,7 +419,13 @@ void sf_otlp_grpc_shutdown(sf_otlp_grpc_server *srv)
             sf_warn("receiver '%s': calls still open after %d ms, cancelling them",
                     sf_component_id(srv->self), SHUTDOWN_GRACE_MS);
             grpc_server_cancel_all_calls(srv->server);
-            wait_shutdown(srv, SHUTDOWN_GRACE_MS);
+            /* The server may be destroyed only once shutdown completed;
+             * cancelling completes it, so keep waiting (and saying so). */
+            while (!wait_shutdown(srv, SHUTDOWN_GRACE_MS)) {
+                sf_warn("receiver '%s': gRPC server shutdown still pending, cancelling again",
+                        sf_component_id(srv->self));
+                grpc_server_cancel_all_calls(srv->server);
+            }
         }
     } else {
         /* Never started (or no thread to see the tag): nothing in flight. */
