@@ -257,49 +257,10 @@ typedef struct fixture {
     uint64_t submitted;
 } fixture;
 
-static const uint8_t span_ids[3][8] = {
-    { 1, 1, 1, 1, 1, 1, 1, 1 }, { 2, 2, 2, 2, 2, 2, 2, 2 }, { 0xfe, 3, 3, 3, 3, 3, 3, 0x01 },
-};
-
-/* A 3-span request packed by protobuf-c and decoded into an arena, as a
- * receiver would hand it on. */
+/* A 3-span request decoded into an arena, as a receiver would hand it on. */
 static void make_batch(fixture *x)
 {
-    sf_otlp_request req = OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_REQUEST__INIT;
-    sf_otlp_resource_spans rs = OPENTELEMETRY__PROTO__TRACE__V1__RESOURCE_SPANS__INIT;
-    sf_otlp_scope_spans ss = OPENTELEMETRY__PROTO__TRACE__V1__SCOPE_SPANS__INIT;
-    sf_otlp_span spans[3], *sp[3];
-    sf_otlp_resource_spans *rsp = &rs;
-    sf_otlp_scope_spans *ssp = &ss;
-    uint8_t trace_id[16] = { 0xab, 0xcd };
-    uint8_t buf[1024];
-    size_t len;
-
-    for (int i = 0; i < 3; i++) {
-        sf_otlp_span init = OPENTELEMETRY__PROTO__TRACE__V1__SPAN__INIT;
-
-        spans[i] = init;
-        spans[i].trace_id = (ProtobufCBinaryData){ 16, trace_id };
-        spans[i].span_id = (ProtobufCBinaryData){ 8, (uint8_t *)span_ids[i] };
-        spans[i].name = "llm.generate";
-        spans[i].start_time_unix_nano = 1000 + (uint64_t)i;
-        spans[i].end_time_unix_nano = 2000 + (uint64_t)i;
-        sp[i] = &spans[i];
-    }
-    ss.n_spans = 3;
-    ss.spans = sp;
-    rs.n_scope_spans = 1;
-    rs.scope_spans = &ssp;
-    req.n_resource_spans = 1;
-    req.resource_spans = &rsp;
-    len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(&req);
-    assert_true(len <= sizeof(buf));
-    opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(&req, buf);
-    x->arena = sf_arena_create(4096, 0);
-    assert_non_null(x->arena);
-    assert_int_equal(sf_batch_decode(&x->batch, x->arena, buf, len, SF_OTLP_DEFAULT_MAX_DEPTH),
-                     SF_OK);
-    assert_int_equal(x->batch.spans, 3);
+    sf_test_three_span_batch(&x->arena, &x->batch);
 }
 
 static int setup(void **state)
@@ -392,7 +353,7 @@ static void assert_delivered(const request *r)
     assert_true(r->decoded);
     assert_int_equal(r->spans, 3);
     for (int i = 0; i < 3; i++)
-        assert_memory_equal(r->span_ids[i], span_ids[i], 8);
+        assert_memory_equal(r->span_ids[i], sf_test_span_ids[i], 8);
 }
 
 /* ---- tests ------------------------------------------------------------------ */
