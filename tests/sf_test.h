@@ -3,12 +3,15 @@
 #ifndef SF_TEST_H
 #define SF_TEST_H
 
+#include <stdatomic.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "sf_arena.h"
 #include "sf_batch.h"
 #include "sf_config.h"
+#include "sf_metrics.h"
 
 /* Load `yaml` as the file `name` and return every diagnostic, one per line
  * ("" when the config is clean), in a static buffer. */
@@ -41,6 +44,28 @@ static inline const char *sf_test_load_exporter(const char *id, const char *expo
              "service:\n  pipelines:\n    traces:\n      receivers: [otlp]\n"
              "      exporters: [%s]\n", id, exporter_yaml, id);
     return sf_test_config_messages("x.yaml", yaml);
+}
+
+/* Poll up to 10 s for a condition that should hold in milliseconds (a
+ * bound on a hang, not a timing assertion). */
+#define SF_TEST_WAIT_FOR(cond)                                              \
+    do {                                                                    \
+        for (int w_ = 0; w_ < 5000 && !(cond); w_++)                        \
+            usleep(2000);                                                   \
+        assert_true(cond);                                                  \
+    } while (0)
+
+/* The sender's accounting: every span submitted is sent, failed (for any
+ * reason) or still queued. */
+static inline void sf_test_assert_accounted(sf_counters *k, uint64_t submitted)
+{
+    int64_t queued = atomic_load(&k->queued_spans);
+    uint64_t failed = 0;
+
+    for (int r = 0; r < SF_REASON_COUNT; r++)
+        failed += sf_counter_get(&k->send_failed_spans[r]);
+    assert_true(queued >= 0);
+    assert_int_equal(submitted, sf_counter_get(&k->sent_spans) + failed + (uint64_t)queued);
 }
 
 /* Span ids of sf_test_three_span_batch(), for checking what arrived. */

@@ -29,13 +29,6 @@
 
 extern const sf_component_type sf_file_exporter_type;
 
-#define WAIT_FOR(cond)                                                      \
-    do {                                                                    \
-        for (int w_ = 0; w_ < 5000 && !(cond); w_++)                        \
-            usleep(2000);                                                   \
-        assert_true(cond);                                                  \
-    } while (0)
-
 /* ---- requests ------------------------------------------------------------ */
 
 /* One packed request of `n` spans tagged `tag` (first span-id byte and an
@@ -589,7 +582,7 @@ static void test_gzip_live_file_readable_after_flush(void **state)
     x->cfg.flush_interval = 20;
     create_and_start(x);
     assert_int_equal(consume_request(x, 50, 2, 0), SF_OK);
-    WAIT_FOR(counter(&x->comp.counters.sent_spans) == 2);
+    SF_TEST_WAIT_FOR(counter(&x->comp.counters.sent_spans) == 2);
     assert_int_equal(atomic_load(&x->comp.counters.queued_spans), 0);
 
     in = read_all(x->path, &in_len);

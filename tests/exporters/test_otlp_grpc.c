@@ -536,21 +536,8 @@ static uint64_t failed(fixture *x, sf_reason r)
 
 static void assert_invariant(fixture *x)
 {
-    sf_counters *k = &x->comp.counters;
-    uint64_t f = 0;
-
-    for (int r = 0; r < SF_REASON_COUNT; r++)
-        f += failed(x, (sf_reason)r);
-    assert_int_equal(x->submitted, sf_counter_get(&k->sent_spans) + f +
-                                       (uint64_t)atomic_load(&k->queued_spans));
+    sf_test_assert_accounted(&x->comp.counters, x->submitted);
 }
-
-#define WAIT_FOR(cond)                                                      \
-    do {                                                                    \
-        for (int w_ = 0; w_ < 5000 && !(cond); w_++)                        \
-            usleep(2000);                                                   \
-        assert_true(cond);                                                  \
-    } while (0)
 
 static void assert_delivered(const request *r)
 {
@@ -580,7 +567,7 @@ static void test_gzip_delivery_with_metadata(void **state)
     create_and_start(x);
     assert_int_equal(atomic_load(&x->comp.counters.queue_capacity), 10);
     assert_int_equal(consume(x), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3 &&
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3 &&
              atomic_load(&x->comp.counters.queued_spans) == 0);
     assert_int_equal(server_requests(&x->srv), 1);
     assert_int_equal(x->srv.reqs[0].compression, GRPC_COMPRESS_GZIP);
@@ -600,7 +587,7 @@ static void test_uncompressed_dns_target(void **state)
     x->cfg.compression = SF_OTLP_COMPRESSION_NONE;
     create_and_start(x);
     assert_int_equal(consume(x), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3);
     assert_int_equal(server_requests(&x->srv), 1);
     assert_int_equal(x->srv.reqs[0].compression, GRPC_COMPRESS_NONE);
     assert_delivered(&x->srv.reqs[0]);
@@ -622,7 +609,7 @@ static void test_unavailable_twice_then_ok_logs_no_secret(void **state)
     script(x, 1, GRPC_STATUS_UNAVAILABLE, "gateway restarting", -1);
     create_and_start(x);
     assert_int_equal(consume(x), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3);
     x->comp.type->shutdown(&x->comp);
     sf_log_set_level(SF_LOG_OFF);
     dup2(saved, STDERR_FILENO);
@@ -650,7 +637,7 @@ static void test_invalid_argument_is_permanent(void **state)
     script(x, 0, GRPC_STATUS_INVALID_ARGUMENT, "bad span", -1);
     create_and_start(x);
     assert_int_equal(consume(x), SF_OK);
-    WAIT_FOR(failed(x, SF_REASON_PERMANENT_ERROR) == 3);
+    SF_TEST_WAIT_FOR(failed(x, SF_REASON_PERMANENT_ERROR) == 3);
     x->comp.type->shutdown(&x->comp);
     assert_int_equal(server_requests(&x->srv), 1);
     assert_int_equal(sf_counter_get(&x->comp.counters.sent_spans), 0);
@@ -666,7 +653,7 @@ static void test_resource_exhausted_without_retry_info_is_permanent(void **state
     script(x, 0, GRPC_STATUS_RESOURCE_EXHAUSTED, "message too large", -1);
     create_and_start(x);
     assert_int_equal(consume(x), SF_OK);
-    WAIT_FOR(failed(x, SF_REASON_PERMANENT_ERROR) == 3);
+    SF_TEST_WAIT_FOR(failed(x, SF_REASON_PERMANENT_ERROR) == 3);
     x->comp.type->shutdown(&x->comp);
     assert_int_equal(server_requests(&x->srv), 1);
     assert_int_equal(sf_counter_get(&x->comp.counters.retries), 0);
@@ -685,7 +672,7 @@ static void test_resource_exhausted_with_retry_info_honours_delay(void **state)
     script(x, 0, GRPC_STATUS_RESOURCE_EXHAUSTED, "slow down", 20);
     create_and_start(x);
     assert_int_equal(consume(x), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3);
     assert_int_equal(server_requests(&x->srv), 2);
     assert_int_equal(sf_counter_get(&x->comp.counters.retries), 1);
     assert_delivered(&x->srv.reqs[1]);
@@ -699,7 +686,7 @@ static void test_partial_success_counts_rejected(void **state)
     x->srv.rejected = 1;
     create_and_start(x);
     assert_int_equal(consume(x), SF_OK);
-    WAIT_FOR(atomic_load(&x->comp.counters.queued_spans) == 0 && server_requests(&x->srv) == 1);
+    SF_TEST_WAIT_FOR(atomic_load(&x->comp.counters.queued_spans) == 0 && server_requests(&x->srv) == 1);
     x->comp.type->shutdown(&x->comp);
     assert_int_equal(sf_counter_get(&x->comp.counters.sent_spans), 2);
     assert_int_equal(failed(x, SF_REASON_PERMANENT_ERROR), 1);
@@ -714,10 +701,10 @@ static void test_no_listener_exhausts_retries(void **state)
     x->cfg.retry_on_failure.max_elapsed_time = 1500;   /* room for retries under valgrind */
     create_and_start(x);
     assert_int_equal(consume(x), SF_OK);
-    WAIT_FOR(failed(x, SF_REASON_RETRIES_EXHAUSTED) == 3);
+    SF_TEST_WAIT_FOR(failed(x, SF_REASON_RETRIES_EXHAUSTED) == 3);
     assert_true(sf_counter_get(&x->comp.counters.retries) >= 1);
     assert_int_equal(sf_counter_get(&x->comp.counters.sent_spans), 0);
-    WAIT_FOR(atomic_load(&x->comp.counters.queued_spans) == 0);
+    SF_TEST_WAIT_FOR(atomic_load(&x->comp.counters.queued_spans) == 0);
     assert_invariant(x);
 }
 
@@ -732,12 +719,12 @@ static void test_shutdown_cancels_call_in_flight(void **state)
     x->srv.n_script = 1;
     create_and_start(x);
     assert_int_equal(consume(x), SF_OK);
-    WAIT_FOR(server_requests(&x->srv) == 1);
+    SF_TEST_WAIT_FOR(server_requests(&x->srv) == 1);
     x->comp.type->shutdown(&x->comp);
     assert_int_equal(failed(x, SF_REASON_SHUTDOWN), 3);
     assert_int_equal(sf_counter_get(&x->comp.counters.sent_spans), 0);
     assert_int_equal(atomic_load(&x->comp.counters.queued_spans), 0);
-    WAIT_FOR(server_cancelled(&x->srv) == 1);
+    SF_TEST_WAIT_FOR(server_cancelled(&x->srv) == 1);
     assert_int_equal(server_requests(&x->srv), 1);
     assert_invariant(x);
 }
@@ -827,7 +814,7 @@ static void test_tls_with_client_certificate(void **state)
     };
     create_and_start(x);
     assert_int_equal(consume(x), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3);
     assert_int_equal(server_requests(&x->srv), 1);
     assert_delivered(&x->srv.reqs[0]);
     assert_invariant(x);
@@ -844,7 +831,7 @@ static void test_tls_unknown_ca_never_delivers(void **state)
     x->cfg.retry_on_failure.max_elapsed_time = 300;
     create_and_start(x);
     assert_int_equal(consume(x), SF_OK);
-    WAIT_FOR(failed(x, SF_REASON_RETRIES_EXHAUSTED) == 3);
+    SF_TEST_WAIT_FOR(failed(x, SF_REASON_RETRIES_EXHAUSTED) == 3);
     assert_int_equal(sf_counter_get(&x->comp.counters.sent_spans), 0);
     assert_int_equal(server_requests(&x->srv), 0);
     assert_invariant(x);

@@ -329,21 +329,8 @@ static uint64_t failed(fixture *x, sf_reason r)
 
 static void assert_invariant(fixture *x)
 {
-    sf_counters *k = &x->comp.counters;
-    uint64_t f = 0;
-
-    for (int r = 0; r < SF_REASON_COUNT; r++)
-        f += failed(x, (sf_reason)r);
-    assert_int_equal(x->submitted, sf_counter_get(&k->sent_spans) + f +
-                                       (uint64_t)atomic_load(&k->queued_spans));
+    sf_test_assert_accounted(&x->comp.counters, x->submitted);
 }
-
-#define WAIT_FOR(cond)                                                      \
-    do {                                                                    \
-        for (int w_ = 0; w_ < 5000 && !(cond); w_++)                        \
-            usleep(2000);                                                   \
-        assert_true(cond);                                                  \
-    } while (0)
 
 static void assert_delivered(const request *r)
 {
@@ -365,7 +352,7 @@ static void test_gzip_delivery(void **state)
     create_and_start(x);
     assert_int_equal(atomic_load(&x->comp.counters.queue_capacity), 10);
     assert_int_equal(consume(x), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3 &&
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3 &&
              atomic_load(&x->comp.counters.queued_spans) == 0);
     assert_int_equal(server_requests(&x->srv), 1);
     assert_string_equal(x->srv.reqs[0].path, "/v1/traces");   /* no "//" */
@@ -390,7 +377,7 @@ static void test_retry_after_503_delivers_once_and_logs_no_secret(void **state)
     x->srv.n_script = 1;
     create_and_start(x);
     assert_int_equal(consume(x), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3);
     x->comp.type->shutdown(&x->comp);
     sf_log_set_level(SF_LOG_OFF);
     dup2(saved, STDERR_FILENO);
@@ -419,7 +406,7 @@ static void test_400_is_permanent(void **state)
     x->srv.n_script = 1;
     create_and_start(x);
     assert_int_equal(consume(x), SF_OK);
-    WAIT_FOR(failed(x, SF_REASON_PERMANENT_ERROR) == 3);
+    SF_TEST_WAIT_FOR(failed(x, SF_REASON_PERMANENT_ERROR) == 3);
     x->comp.type->shutdown(&x->comp);
     assert_int_equal(server_requests(&x->srv), 1);
     assert_int_equal(sf_counter_get(&x->comp.counters.sent_spans), 0);
@@ -436,7 +423,7 @@ static void test_429_honours_retry_after(void **state)
     x->srv.n_script = 1;
     create_and_start(x);
     assert_int_equal(consume(x), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3);
     assert_int_equal(server_requests(&x->srv), 2);
     /* computed backoff would be 5-15 ms; the hint says 1 s */
     assert_true(x->srv.reqs[1].t_ms - x->srv.reqs[0].t_ms >= 950);
@@ -454,7 +441,7 @@ static void test_traces_endpoint_uncompressed(void **state)
     x->cfg.compression = SF_COMPRESSION_NONE;
     create_and_start(x);
     assert_int_equal(consume(x), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3);
     assert_int_equal(server_requests(&x->srv), 1);
     assert_string_equal(x->srv.reqs[0].path, "/custom/traces");
     assert_string_equal(x->srv.reqs[0].content_encoding, "");
@@ -469,7 +456,7 @@ static void test_partial_success_counts_rejected(void **state)
     x->srv.rejected = 1;
     create_and_start(x);
     assert_int_equal(consume(x), SF_OK);
-    WAIT_FOR(atomic_load(&x->comp.counters.queued_spans) == 0 && server_requests(&x->srv) == 1);
+    SF_TEST_WAIT_FOR(atomic_load(&x->comp.counters.queued_spans) == 0 && server_requests(&x->srv) == 1);
     x->comp.type->shutdown(&x->comp);
     assert_int_equal(sf_counter_get(&x->comp.counters.sent_spans), 2);
     assert_int_equal(failed(x, SF_REASON_PERMANENT_ERROR), 1);
@@ -485,10 +472,10 @@ static void test_connection_refused_exhausts_retries(void **state)
     x->cfg.retry_on_failure.max_elapsed_time = 150;
     create_and_start(x);
     assert_int_equal(consume(x), SF_OK);
-    WAIT_FOR(failed(x, SF_REASON_RETRIES_EXHAUSTED) == 3);
+    SF_TEST_WAIT_FOR(failed(x, SF_REASON_RETRIES_EXHAUSTED) == 3);
     assert_true(sf_counter_get(&x->comp.counters.retries) >= 1);
     assert_int_equal(sf_counter_get(&x->comp.counters.sent_spans), 0);
-    WAIT_FOR(atomic_load(&x->comp.counters.queued_spans) == 0);
+    SF_TEST_WAIT_FOR(atomic_load(&x->comp.counters.queued_spans) == 0);
     assert_invariant(x);
 }
 

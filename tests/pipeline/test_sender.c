@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tests/sf_test.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,20 +167,8 @@ static uint64_t failed_all(sf_counters *k)
 
 static void assert_invariant(fixture *x)
 {
-    int64_t queued = atomic_load(&x->k.queued_spans);
-
-    assert_true(queued >= 0);
-    assert_int_equal(x->submitted_ok,
-                     sf_counter_get(&x->k.sent_spans) + failed_all(&x->k) + (uint64_t)queued);
+    sf_test_assert_accounted(&x->k, x->submitted_ok);
 }
-
-/* Poll up to 10 s: a condition that should hold in milliseconds. */
-#define WAIT_FOR(cond)                                                      \
-    do {                                                                    \
-        for (int w_ = 0; w_ < 5000 && !(cond); w_++)                        \
-            usleep(2000);                                                   \
-        assert_true(cond);                                                  \
-    } while (0)
 
 /* ---- scenarios --------------------------------------------------------- */
 
@@ -193,7 +183,7 @@ static void test_success_counts(void **state)
     assert_int_equal(sf_sender_start(x->s), SF_OK);
     for (size_t n = 1; n <= 5; n++)
         assert_int_equal(submit(x, n), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 15 && atomic_load(&x->k.queued_spans) == 0);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 15 && atomic_load(&x->k.queued_spans) == 0);
     assert_invariant(x);
     sf_sender_shutdown(x->s, 1000);
     assert_int_equal(fake_calls(&x->f), 5);
@@ -223,7 +213,7 @@ static void test_retry_then_success_no_duplicates(void **state)
     make_sender(x);
     assert_int_equal(sf_sender_start(x->s), SF_OK);
     assert_int_equal(submit(x, 7), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 7 && atomic_load(&x->k.queued_spans) == 0);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 7 && atomic_load(&x->k.queued_spans) == 0);
     sf_sender_shutdown(x->s, 1000);
     assert_int_equal(fake_calls(&x->f), 3);
     assert_int_equal(sf_counter_get(&x->k.retries), 2);
@@ -242,8 +232,8 @@ static void test_permanent_failure(void **state)
     make_sender(x);
     assert_int_equal(sf_sender_start(x->s), SF_OK);
     assert_int_equal(submit(x, 4), SF_OK);
-    WAIT_FOR(failed(&x->k, SF_REASON_PERMANENT_ERROR) == 4);
-    WAIT_FOR(atomic_load(&x->k.queued_spans) == 0);
+    SF_TEST_WAIT_FOR(failed(&x->k, SF_REASON_PERMANENT_ERROR) == 4);
+    SF_TEST_WAIT_FOR(atomic_load(&x->k.queued_spans) == 0);
     sf_sender_shutdown(x->s, 1000);
     assert_int_equal(fake_calls(&x->f), 1);
     assert_int_equal(sf_counter_get(&x->k.retries), 0);
@@ -260,7 +250,7 @@ static void test_partial_success_splits_counts(void **state)
     make_sender(x);
     assert_int_equal(sf_sender_start(x->s), SF_OK);
     assert_int_equal(submit(x, 5), SF_OK);
-    WAIT_FOR(atomic_load(&x->k.queued_spans) == 0 && fake_calls(&x->f) == 1);
+    SF_TEST_WAIT_FOR(atomic_load(&x->k.queued_spans) == 0 && fake_calls(&x->f) == 1);
     sf_sender_shutdown(x->s, 1000);
     assert_int_equal(sf_counter_get(&x->k.sent_spans), 3);
     assert_int_equal(failed(&x->k, SF_REASON_PERMANENT_ERROR), 2);
@@ -281,8 +271,8 @@ static void test_retries_exhausted(void **state)
     make_sender(x);
     assert_int_equal(sf_sender_start(x->s), SF_OK);
     assert_int_equal(submit(x, 3), SF_OK);
-    WAIT_FOR(failed(&x->k, SF_REASON_RETRIES_EXHAUSTED) == 3);
-    WAIT_FOR(atomic_load(&x->k.queued_spans) == 0);
+    SF_TEST_WAIT_FOR(failed(&x->k, SF_REASON_RETRIES_EXHAUSTED) == 3);
+    SF_TEST_WAIT_FOR(atomic_load(&x->k.queued_spans) == 0);
     sf_sender_shutdown(x->s, 1000);
     calls = fake_calls(&x->f);
     assert_in_range(calls, 2, 6);
@@ -303,7 +293,7 @@ static void test_retry_disabled_first_failure_final(void **state)
     make_sender(x);
     assert_int_equal(sf_sender_start(x->s), SF_OK);
     assert_int_equal(submit(x, 2), SF_OK);
-    WAIT_FOR(failed(&x->k, SF_REASON_RETRIES_EXHAUSTED) == 2);
+    SF_TEST_WAIT_FOR(failed(&x->k, SF_REASON_RETRIES_EXHAUSTED) == 2);
     sf_sender_shutdown(x->s, 1000);
     assert_int_equal(fake_calls(&x->f), 1);
     assert_int_equal(sf_counter_get(&x->k.retries), 0);
@@ -321,7 +311,7 @@ static void test_retry_after_honoured(void **state)
     make_sender(x);
     assert_int_equal(sf_sender_start(x->s), SF_OK);
     assert_int_equal(submit(x, 1), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 1);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 1);
     sf_sender_shutdown(x->s, 1000);
     assert_int_equal(fake_calls(&x->f), 2);
     /* not before the hint (computed backoff alone would be 5-15 ms);
@@ -346,7 +336,7 @@ static void test_retry_after_capped_by_max_elapsed(void **state)
     make_sender(x);
     assert_int_equal(sf_sender_start(x->s), SF_OK);
     assert_int_equal(submit(x, 6), SF_OK);
-    WAIT_FOR(failed(&x->k, SF_REASON_RETRIES_EXHAUSTED) == 6);
+    SF_TEST_WAIT_FOR(failed(&x->k, SF_REASON_RETRIES_EXHAUSTED) == 6);
     sf_sender_shutdown(x->s, 1000);
     assert_int_equal(fake_calls(&x->f), 2);
     assert_true(x->f.times[1] - x->f.times[0] >= 199);
@@ -410,7 +400,7 @@ static void test_shutdown_interrupts_backoff(void **state)
     assert_int_equal(sf_sender_start(x->s), SF_OK);
     assert_int_equal(submit(x, 3), SF_OK);
     assert_int_equal(submit(x, 2), SF_OK);   /* waits behind it */
-    WAIT_FOR(sf_counter_get(&x->k.retries) == 1);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.retries) == 1);
     assert_invariant(x);
     t0 = mono_ms();
     sf_sender_shutdown(x->s, 50);
@@ -435,7 +425,7 @@ static void test_shutdown_with_stuck_send(void **state)
     assert_int_equal(sf_sender_start(x->s), SF_OK);
     assert_int_equal(submit(x, 4), SF_OK);
     assert_int_equal(submit(x, 1), SF_OK);
-    WAIT_FOR(fake_calls(&x->f) == 1);
+    SF_TEST_WAIT_FOR(fake_calls(&x->f) == 1);
     assert_false(sf_sender_aborting(x->s));
     sf_sender_shutdown(x->s, 50);
     assert_true(sf_sender_aborting(x->s));

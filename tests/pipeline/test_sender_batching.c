@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tests/sf_test.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -244,20 +246,8 @@ static uint64_t failed_all(sf_counters *k)
 /* submitted OK == sent + send_failed + queued_spans, at any moment. */
 static void assert_invariant(fixture *x)
 {
-    int64_t queued = atomic_load(&x->k.queued_spans);
-
-    assert_true(queued >= 0);
-    assert_int_equal(x->submitted_ok,
-                     sf_counter_get(&x->k.sent_spans) + failed_all(&x->k) + (uint64_t)queued);
+    sf_test_assert_accounted(&x->k, x->submitted_ok);
 }
-
-/* Poll up to 10 s for a condition that should hold in milliseconds. */
-#define WAIT_FOR(cond)                                                      \
-    do {                                                                    \
-        for (int w_ = 0; w_ < 5000 && !(cond); w_++)                        \
-            usleep(2000);                                                   \
-        assert_true(cond);                                                  \
-    } while (0)
 
 /* ---- scenarios --------------------------------------------------------- */
 
@@ -271,7 +261,7 @@ static void test_merges_to_send_batch_size(void **state)
     assert_int_equal(sf_sender_start(x->s), SF_OK);
     for (int i = 0; i < 10; i++)
         assert_int_equal(submit(x, 100), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 1000);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 1000);
     assert_int_equal(n_calls(&x->f), 2);
     assert_int_equal(decode_call(x, 0, NULL), 500);
     assert_int_equal(decode_call(x, 1, NULL), 500);
@@ -297,7 +287,7 @@ static void test_max_size_caps_requests(void **state)
     assert_int_equal(submit(x, 400), SF_OK);
     assert_int_equal(submit(x, 100), SF_OK);
     assert_int_equal(sf_sender_start(x->s), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 1500);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 1500);
     /* 300, 300, 300, 100 (the 400 does not fit), 400 (too big alone, sent
      * whole), 100 (after the timeout) */
     assert_int_equal(n_calls(&x->f), 6);
@@ -325,7 +315,7 @@ static void test_timeout_flushes_partial_batch(void **state)
     for (int i = 0; i < 3; i++)
         assert_int_equal(submit(x, 100), SF_OK);
     assert_int_equal(sf_sender_start(x->s), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 300);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 300);
     assert_int_equal(n_calls(&x->f), 1);
     assert_int_equal(decode_call(x, 0, NULL), 300);
     assert_each_span_once(x);
@@ -345,12 +335,12 @@ static void test_size_zero_takes_what_is_queued(void **state)
     for (int i = 0; i < 4; i++)
         assert_int_equal(submit(x, 100), SF_OK);
     assert_int_equal(sf_sender_start(x->s), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 400);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 400);
     assert_int_equal(n_calls(&x->f), 1);
     assert_int_equal(decode_call(x, 0, NULL), 400);
     /* and a lone batch later is sent at once too */
     assert_int_equal(submit(x, 7), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 407);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 407);
     assert_int_equal(n_calls(&x->f), 2);
     assert_each_span_once(x);
     assert_invariant(x);
@@ -370,7 +360,7 @@ static void test_retry_of_merged_request(void **state)
     for (int i = 0; i < 5; i++)
         assert_int_equal(submit(x, 100), SF_OK);
     assert_int_equal(sf_sender_start(x->s), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 500);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 500);
     assert_int_equal(n_calls(&x->f), 2);
     assert_int_equal(x->f.calls[0].status, SF_RETRY);
     assert_int_equal(x->f.calls[1].len, x->f.calls[0].len);
@@ -396,7 +386,7 @@ static void test_permanent_failure_counts_every_part(void **state)
     for (int i = 0; i < 5; i++)
         assert_int_equal(submit(x, 100), SF_OK);
     assert_int_equal(sf_sender_start(x->s), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->k.send_failed_spans[SF_REASON_PERMANENT_ERROR]) == 500);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.send_failed_spans[SF_REASON_PERMANENT_ERROR]) == 500);
     assert_int_equal(n_calls(&x->f), 1);
     assert_int_equal(decode_call(x, 0, NULL), 500);
     assert_int_equal(sf_counter_get(&x->k.sent_spans), 0);
@@ -418,7 +408,7 @@ static void test_gauges_exact_while_in_flight(void **state)
         assert_int_equal(submit(x, 100), SF_OK);
     assert_int_equal(atomic_load(&x->k.queue_size), 5);
     assert_int_equal(sf_sender_start(x->s), SF_OK);
-    WAIT_FOR(atomic_load(&x->k.queue_size) == 0);
+    SF_TEST_WAIT_FOR(atomic_load(&x->k.queue_size) == 0);
     assert_int_equal(atomic_load(&x->k.queued_spans), 500);
     assert_invariant(x);
     assert_int_equal(submit(x, 100), SF_OK);
@@ -428,7 +418,7 @@ static void test_gauges_exact_while_in_flight(void **state)
     assert_int_equal(sf_counter_get(&x->k.sent_spans), 0);
     assert_invariant(x);
     atomic_store(&x->f.gate_closed, 0);
-    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 500);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 500);
     /* the two behind it wait out the (60 s) timeout: shutdown sends them */
     sf_sender_shutdown(x->s, 5000);
     assert_int_equal(sf_counter_get(&x->k.sent_spans), 700);
@@ -451,7 +441,7 @@ static void test_shutdown_drains_without_waiting(void **state)
     for (int i = 0; i < 3; i++)
         assert_int_equal(submit(x, 100), SF_OK);
     assert_int_equal(sf_sender_start(x->s), SF_OK);
-    WAIT_FOR(atomic_load(&x->k.queue_size) == 0);    /* gathered, now waiting */
+    SF_TEST_WAIT_FOR(atomic_load(&x->k.queue_size) == 0);    /* gathered, now waiting */
     assert_int_equal(n_calls(&x->f), 0);
     t0 = mono_ms();
     sf_sender_shutdown(x->s, 30000);
@@ -479,7 +469,7 @@ static void test_merge_without_memory_sends_parts(void **state)
         assert_int_equal(submit(x, 100), SF_OK);
     sf_alloc_fail_at(2, 1);
     assert_int_equal(sf_sender_start(x->s), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 300);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 300);
     sf_alloc_fail_at(0, 0);
     assert_int_equal(n_calls(&x->f), 3);
     for (int i = 0; i < 3; i++)
@@ -512,7 +502,7 @@ static void test_start_survives_allocation_failure(void **state)
     make_sender(x, true);
     assert_int_equal(sf_sender_start(x->s), SF_OK);
     assert_int_equal(submit(x, 1), SF_OK);
-    WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 1);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 1);
     assert_int_equal(failed_all(&x->k), 0);
 }
 
