@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tests/sf_test_http.h"
+
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <microhttpd.h>
@@ -199,18 +201,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 static void sink_start(sink *s)
 {
-    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = 0 };
-    const union MHD_DaemonInfo *info;
-
     pthread_mutex_init(&s->mu, NULL);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    s->d = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-                            on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
-    assert_non_null(s->d);
-    info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-    assert_non_null(info);
-    s->port = info->port;
+    s->d = sf_test_http_start(on_request, s, on_completed, &s->port);
 }
 
 static void sink_stop(sink *s)
