@@ -43,18 +43,19 @@ const RESOURCE = {
   'host.cpu.count': 2,
 };
 
-// Makes `n` LLM-serving-like spans through the SDK and exports them over
-// OTLP/gRPC to 127.0.0.1:port in batches of `batchSize`. Every span carries
-// allowlisted and secret attributes, events with both, and every third one an
-// error status with a secret message. Returns {sent: ReadableSpan[], results}.
-async function sendSdkSpans({ port, n, batchSize = 10, prefix = 'op' }) {
+// Makes `n` LLM-serving-like spans through the SDK and exports them through
+// `exporter` in batches of `batchSize`. Every span carries allowlisted and
+// secret attributes, events with both, and every third one an error status
+// with a secret message. `resource` adds resource attributes. Returns
+// {sent: ReadableSpan[], results}.
+async function sendSpansThrough(exporter, { n, batchSize = 10, prefix = 'op', resource = {} }) {
   const memory = new sdk.InMemorySpanExporter();
-  const otlp = new RecordingExporter(new OTLPTraceExporter({ url: `http://127.0.0.1:${port}`, timeoutMillis: 20000 }));
+  const rec = new RecordingExporter(exporter);
   const provider = new sdk.BasicTracerProvider({
-    resource: resourceFromAttributes(RESOURCE),
+    resource: resourceFromAttributes({ ...RESOURCE, ...resource }),
     spanProcessors: [
       new sdk.SimpleSpanProcessor(memory),
-      new sdk.BatchSpanProcessor(otlp, {
+      new sdk.BatchSpanProcessor(rec, {
         maxExportBatchSize: batchSize,
         maxQueueSize: Math.max(2048, n),
         scheduledDelayMillis: 20,
@@ -86,7 +87,13 @@ async function sendSdkSpans({ port, n, batchSize = 10, prefix = 'op' }) {
   await provider.forceFlush();
   const sent = memory.getFinishedSpans().slice();   // shutdown() empties the memory exporter
   await provider.shutdown();
-  return { sent, results: otlp.results };
+  return { sent, results: rec.results };
+}
+
+// The same spans over OTLP/gRPC to 127.0.0.1:port.
+async function sendSdkSpans({ port, n, batchSize = 10, prefix = 'op' }) {
+  const otlp = new OTLPTraceExporter({ url: `http://127.0.0.1:${port}`, timeoutMillis: 20000 });
+  return sendSpansThrough(otlp, { n, batchSize, prefix });
 }
 
 // Makes `n` spans with the SDK (not exported) and returns them serialized by
@@ -139,5 +146,5 @@ class RawClient {
 
 module.exports = {
   api, sdk, grpc, SPAN_ALLOW, EVENT_ALLOW, RESOURCE, EXPORT_METHOD,
-  RecordingExporter, sendSdkSpans, serializedSpans, RawClient, status: grpc.status,
+  RecordingExporter, sendSpansThrough, sendSdkSpans, serializedSpans, RawClient, status: grpc.status,
 };

@@ -9,7 +9,6 @@ const deps = require('./deps');
 const peers = require('./peers');
 const proto = require('./proto');
 
-const { resourceFromAttributes } = deps.resources();
 
 const PROTOCOLS = ['grpc', 'http-protobuf', 'http-json'];
 
@@ -37,45 +36,8 @@ function makeExporter(protocol, { grpcPort, httpPort, compression }) {
 
 // Makes `n` spans (the data of peers.sendSdkSpans) and exports them through
 // `exporter` in batches of `batchSize`. Returns {sent: ReadableSpan[], results}.
-async function sendSpans(exporter, { n, batchSize = 10, prefix }) {
-  const { api, sdk } = peers;
-  const memory = new sdk.InMemorySpanExporter();
-  const rec = new peers.RecordingExporter(exporter);
-  const provider = new sdk.BasicTracerProvider({
-    resource: resourceFromAttributes({ ...peers.RESOURCE, 'sender.prefix': prefix }),
-    spanProcessors: [
-      new sdk.SimpleSpanProcessor(memory),
-      new sdk.BatchSpanProcessor(rec, {
-        maxExportBatchSize: batchSize,
-        maxQueueSize: Math.max(2048, n),
-        scheduledDelayMillis: 20,
-        exportTimeoutMillis: 30000,
-      }),
-    ],
-  });
-  const tracer = provider.getTracer('spanfence-e2e', '1.0.0');
-  for (let i = 0; i < n; i++) {
-    const attributes = {
-      'gen_ai.request.id': `req-${prefix}-${i}`,
-      'gen_ai.prompt': `tell me the secret number ${i}`,
-      'user.email': `user${i}@example.com`,
-      'http.url': `https://internal.example/v1/chat?token=t${i}`,
-      'gen_ai.response.token_ids': [i, i + 1, i + 2],
-      'cache.hit': i % 2 === 0,
-      'latency.ratio': i + 0.5,
-    };
-    if (i % 3 !== 2) attributes['gen_ai.usage.prompt_tokens'] = 100 + i;
-    const span = tracer.startSpan(`${prefix} ${i}`, { kind: api.SpanKind.SERVER, attributes });
-    span.addEvent('scheduled', { bid: `b-${i}`, batch_size: 8 + (i % 4), 'prompt.text': `secret prompt ${i}` });
-    span.addEvent('finished', { 'finish.reason': 'stop', 'output.text': `secret answer ${i}` });
-    if (i % 3 === 0) span.setStatus({ code: api.SpanStatusCode.ERROR, message: `failed for user${i}@example.com` });
-    else if (i % 3 === 1) span.setStatus({ code: api.SpanStatusCode.OK });
-    span.end();
-  }
-  await provider.forceFlush();
-  const sent = memory.getFinishedSpans().slice();
-  await provider.shutdown();
-  return { sent, results: rec.results };
+function sendSpans(exporter, { n, batchSize = 10, prefix }) {
+  return peers.sendSpansThrough(exporter, { n, batchSize, prefix, resource: { 'sender.prefix': prefix } });
 }
 
 // ---- OTLP/JSON (the file exporter's json format) ---------------------------
