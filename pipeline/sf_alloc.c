@@ -13,7 +13,6 @@
 #define SF_ALLOC_HDR 16
 
 static _Atomic size_t in_use;
-static _Atomic size_t peak;
 static _Atomic uint64_t count;     /* allocations since the last fail_at */
 static _Atomic uint64_t fail_nth;  /* 0 = off */
 static _Atomic int fail_sticky;
@@ -40,15 +39,8 @@ static int should_fail(void)
 
 static void account(size_t add, size_t sub)
 {
-    size_t now;
-
-    if (add) {
-        now = atomic_fetch_add_explicit(&in_use, add, memory_order_relaxed) + add;
-        size_t p = atomic_load_explicit(&peak, memory_order_relaxed);
-        while (now > p && !atomic_compare_exchange_weak_explicit(&peak, &p, now,
-                   memory_order_relaxed, memory_order_relaxed))
-            ;
-    }
+    if (add)
+        atomic_fetch_add_explicit(&in_use, add, memory_order_relaxed);
     if (sub)
         atomic_fetch_sub_explicit(&in_use, sub, memory_order_relaxed);
 }
@@ -136,11 +128,6 @@ char *sf_strdup(const char *s)
 size_t sf_alloc_in_use(void)
 {
     return atomic_load_explicit(&in_use, memory_order_relaxed);
-}
-
-size_t sf_alloc_peak(void)
-{
-    return atomic_load_explicit(&peak, memory_order_relaxed);
 }
 
 void sf_alloc_set_limits(size_t soft, size_t hard)

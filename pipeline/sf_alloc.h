@@ -19,8 +19,6 @@ char *sf_strndup(const char *s, size_t n);    /* copies at most n bytes, NUL-ter
 
 /* Bytes currently allocated through sf_* (payload, not headers). */
 size_t sf_alloc_in_use(void);
-/* Highest value sf_alloc_in_use() has had. */
-size_t sf_alloc_peak(void);
 
 /* Memory limits (the memory_limiter processor sets them; 0 = none). Past
  * `hard`, allocations fail (callers then refuse data with a retryable

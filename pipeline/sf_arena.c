@@ -80,11 +80,6 @@ sf_arena *sf_arena_create(size_t chunk_size, size_t max_bytes)
     return a;
 }
 
-void sf_arena_set_retain(sf_arena *a, size_t bytes)
-{
-    a->retain = bytes;
-}
-
 static void free_chunks(sf_arena *a, sf_chunk *c)
 {
     while (c != NULL) {

@@ -22,10 +22,8 @@ void *sf_arena_alloc(sf_arena *a, size_t size);
 char *sf_arena_strndup(sf_arena *a, const char *s, size_t n);
 
 /* Frees everything allocated since creation or the last reset; keeps up to
- * the retain size of chunks (default 4 chunks) for reuse. */
+ * four chunks' worth for reuse. */
 void sf_arena_reset(sf_arena *a);
-/* How many bytes of chunks a reset keeps (at least the first chunk). */
-void sf_arena_set_retain(sf_arena *a, size_t bytes);
 /* Whether an allocation failed since creation or the last reset. */
 int sf_arena_failed(const sf_arena *a);
 /* Bytes handed out (not counting chunk slack). */
