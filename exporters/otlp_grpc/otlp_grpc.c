@@ -20,6 +20,7 @@
  *   server sent a google.rpc.RetryInfo (grpc-status-details-bin), whose
  *   retry_delay is honoured; everything else is permanent. */
 #include "otlp_grpc.h"
+#include "sf_grpc.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -29,7 +30,6 @@
 #include <grpc/compression.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
-#include <grpc/support/log.h>
 #include <grpc/support/time.h>
 
 #include "google/rpc/error_details.pb-c.h"
@@ -73,15 +73,6 @@ struct otlpgrpc {
     unsigned n_workers;
     otlpgrpc_worker *workers;
 };
-
-/* ---- library glue --------------------------------------------------------- */
-
-static void grpc_log_to_sf(gpr_log_func_args *args)
-{
-    sf_log_level lvl = args->severity == GPR_LOG_SEVERITY_ERROR ? SF_LOG_ERROR
-                       : args->severity == GPR_LOG_SEVERITY_INFO ? SF_LOG_INFO : SF_LOG_DEBUG;
-    sf_log(lvl, "grpc: %s", args->message);
-}
 
 static void *pb_alloc(void *data, size_t size)
 {
@@ -545,10 +536,7 @@ static sf_status otlpgrpc_start(sf_component *self)
     sf_batching b;
     sf_status st;
 
-    gpr_set_log_function(grpc_log_to_sf);
-    gpr_set_log_verbosity(sf_log_get_level() <= SF_LOG_DEBUG ? GPR_LOG_SEVERITY_DEBUG
-                                                             : GPR_LOG_SEVERITY_ERROR);
-    grpc_init();
+    sf_grpc_init();
     x->grpc_inited = true;
     x->method = grpc_slice_from_static_string(EXPORT_METHOD);
     st = build_metadata(x);
@@ -589,7 +577,7 @@ static void otlpgrpc_destroy(sf_component *self)
     close_channels(x);
     release_metadata(x);
     if (x->grpc_inited)
-        grpc_shutdown();
+        sf_grpc_shutdown();
     sf_free(x->workers);
     sf_free(x->target);
     sf_free(x);

@@ -15,6 +15,7 @@
  *   `stopping` (under post_lock, so no slot is re-posted on a server that
  *   is being destroyed) and the shutdown notification. */
 #include "otlp_grpc.h"
+#include "sf_grpc.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -22,7 +23,6 @@
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
-#include <grpc/support/log.h>
 #include <grpc/support/time.h>
 
 #define EXPORT_METHOD "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -73,15 +73,6 @@ struct sf_otlp_grpc_server {
     bool shutdown_done;         /* under lock */
     int shutdown_tag;           /* its address is the tag */
 };
-
-/* ---- gRPC's own log, into ours -------------------------------------------- */
-
-static void grpc_log_to_sf(gpr_log_func_args *args)
-{
-    sf_log_level lvl = args->severity == GPR_LOG_SEVERITY_ERROR ? SF_LOG_ERROR
-                       : args->severity == GPR_LOG_SEVERITY_INFO ? SF_LOG_INFO : SF_LOG_DEBUG;
-    sf_log(lvl, "grpc: %s", args->message);
-}
 
 /* ---- slots ------------------------------------------------------------------ */
 
@@ -321,10 +312,7 @@ sf_status sf_otlp_grpc_start(sf_otlp_grpc_server *srv)
     grpc_server_credentials *creds;
     int port;
 
-    gpr_set_log_function(grpc_log_to_sf);
-    gpr_set_log_verbosity(sf_log_get_level() <= SF_LOG_DEBUG ? GPR_LOG_SEVERITY_DEBUG
-                                                             : GPR_LOG_SEVERITY_ERROR);
-    grpc_init();
+    sf_grpc_init();
     srv->grpc_inited = true;
 
     memset(args, 0, sizeof(args));
@@ -456,7 +444,7 @@ void sf_otlp_grpc_shutdown(sf_otlp_grpc_server *srv)
     }
 out_grpc:
     if (srv->grpc_inited) {
-        grpc_shutdown();
+        sf_grpc_shutdown();
         srv->grpc_inited = false;
     }
 }
