@@ -11,8 +11,10 @@ pkgs=(build-essential cmake pkg-config
       libprotobuf-c-dev protobuf-c-compiler
       libgrpc-dev
       libyaml-dev zlib1g-dev libdeflate-dev libcmocka-dev libjson-c-dev
-      libcurl4-openssl-dev libmicrohttpd-dev
-      valgrind curl)
+      libcurl4-openssl-dev libmicrohttpd-dev libpcre2-dev
+      valgrind curl
+      # the independent decoder of the privacy differential test, and load tools
+      python3 python3-protobuf python3-grpcio protobuf-compiler nghttp2-client)
 # clang and its libFuzzer/sanitizer runtimes, only for tools/fuzz.sh (about
 # 40 MB to download, 230 MB installed, so ordinary set-up skips them).
 if [ "${SF_FUZZ:-0}" = 1 ]; then

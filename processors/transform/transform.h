@@ -26,8 +26,18 @@ typedef enum sf_transform_ctx {
 typedef enum sf_transform_op_kind {
     SF_TRANSFORM_KEEP_KEYS,         /* keep_keys(<ctx>.attributes, [...]) */
     SF_TRANSFORM_DELETE_KEY,        /* delete_key(<ctx>.attributes, "k") */
-    SF_TRANSFORM_CLEAR_STATUS_MESSAGE /* set(span.status.message, "") */
+    SF_TRANSFORM_CLEAR_STATUS_MESSAGE, /* set(span.status.message, "") */
+    SF_TRANSFORM_CLEAR_TRACE_STATE, /* set(<span|link>.trace_state, "") */
+    SF_TRANSFORM_REPLACE_PATTERN    /* replace_pattern(<span|spanevent>.name, "re", "repl") */
 } sf_transform_op_kind;
+
+/* What a kept attribute may hold (the `kept_value_types` option). */
+typedef enum sf_transform_value_types {
+    SF_TRANSFORM_VALUES_ANY = 0,    /* any AnyValue (the default, as upstream) */
+    SF_TRANSFORM_VALUES_SCALAR = 1  /* string, bool, int, double, empty, or an array of
+                                     * those; a kept key holding a kvlist, bytes or a
+                                     * nested array is removed like a key not kept */
+} sf_transform_value_types;
 
 /* Attribute keys, sorted by strcmp (bytewise, case-sensitive), unique. */
 typedef struct sf_transform_keyset {
@@ -40,6 +50,12 @@ typedef struct sf_transform_op {
     sf_transform_ctx ctx;
     int error_mode;                 /* its group's SF_ERROR_MODE_*, or -1: the processor's */
     sf_transform_keyset keys;       /* KEEP_KEYS: the allowlist; DELETE_KEY: one key */
+    /* REPLACE_PATTERN: a PCRE2 pattern (compiled once at load to check it,
+     * then freed; the processor compiles its own at create) and the
+     * replacement, in pcre2_substitute syntax ($1, ${1}, ${name}, $$),
+     * applied to every match (global). NULL for other kinds. */
+    const char *pattern;
+    const char *replacement;
     const char *statement;          /* source text, for messages */
     const sf_node *node;            /* where it was written, or NULL */
 } sf_transform_op;
@@ -48,6 +64,7 @@ typedef struct sf_transform_program sf_transform_program;   /* transform_config.
 
 typedef struct sf_transform_config {
     int error_mode;                 /* SF_ERROR_MODE_* */
+    int kept_value_types;           /* sf_transform_value_types */
     sf_transform_program *program;  /* from trace_statements; memory from sf_cfg_alloc */
 } sf_transform_config;
 
@@ -97,6 +114,8 @@ bool sf_transform_has_allowlist(const sf_transform_program *p, sf_transform_ctx 
 bool sf_transform_keeps_key(const sf_transform_program *p, sf_transform_ctx c, const char *key);
 /* Whether span status messages are cleared. */
 bool sf_transform_clears_status_message(const sf_transform_program *p);
+/* Whether trace_state is cleared in context c (SF_TRANSFORM_SPAN or _LINK). */
+bool sf_transform_clears_trace_state(const sf_transform_program *p, sf_transform_ctx c);
 /* The error mode `op` runs with under `cfg` (its group's, else the processor's). */
 int sf_transform_op_error_mode(const sf_transform_config *cfg, const sf_transform_op *op);
 

@@ -766,6 +766,15 @@ bool sf_transform_clears_status_message(const sf_transform_program *p)
     return false;
 }
 
+bool sf_transform_clears_trace_state(const sf_transform_program *p, sf_transform_ctx c)
+{
+    for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
+        if (p->ops[c][i].kind == SF_TRANSFORM_CLEAR_TRACE_STATE)
+            return true;
+    }
+    return false;
+}
+
 int sf_transform_op_error_mode(const sf_transform_config *cfg, const sf_transform_op *op)
 {
     return op->error_mode >= 0 ? op->error_mode : cfg->error_mode;
@@ -797,6 +806,10 @@ const sf_config_row sf_transform_config_map[] = {
     { .key = "error_mode", .type = SF_CFG_ENUM, .def = "propagate",
       .offset = offsetof(sf_transform_config, error_mode), .choices = "propagate|ignore|silent",
       .help = "propagate drops a batch that cannot be filtered (fail closed); ignore and silent fail open" },
+    { .key = "kept_value_types", .type = SF_CFG_ENUM, .def = "any",
+      .offset = offsetof(sf_transform_config, kept_value_types), .choices = "any|scalar",
+      .help = "scalar: a kept attribute must hold a string, bool, int, double or an array of "
+              "those; kvlist and bytes values are removed with their key" },
     { .key = "trace_statements", .type = SF_CFG_CUSTOM,
       .offset = offsetof(sf_transform_config, program), .parse = parse_statements,
       .help = "OTTL statements: keep_keys, delete_key, set(status.message, \"\")" },
