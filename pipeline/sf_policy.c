@@ -6,13 +6,14 @@
  * DESIGN: the policy pins outcomes, not text: the allowlist is compared as
  * the set of keys each context lets through (every keep_keys and delete_key
  * of the context applied, in any order), and the exporter by its decoded
- * settings (defaults included). Span-name rules are the exception: a
- * replace_pattern's effect cannot be compared, so they are pinned as text,
- * the exact ordered list of (pattern, replacement) of each context. Components are found through the config's
- * sections, so components of types spanfence does not run (in metrics and
- * logs pipelines) are checked too: the exporter is used by no other pipeline,
- * their receivers bind loopback. Everything the policy holds lives in one
- * arena owned by the sf_policy. */
+ * settings (defaults included). Span-name rules are the exception: what a
+ * replace_pattern removes cannot be compared, so they are pinned as text,
+ * the exact ordered list of (pattern, replacement) of each context.
+ * Components are found through the config's sections, so components of
+ * types spanfence does not run (in metrics and logs pipelines) are checked
+ * too: the exporter is used by no other pipeline, their receivers bind
+ * loopback. Everything the policy holds lives in one arena owned by the
+ * sf_policy. */
 #include "sf_policy.h"
 
 #include "internal/sf_config_int.h"
