@@ -196,6 +196,7 @@ static sf_status rename_fn(const void *ctx, void **state, sf_otlp_ctx c, const u
             n = dst->cap;
             rc = pcre2_substitute(r->code, subject, subject_len, 0,
                                   PCRE2_SUBSTITUTE_GLOBAL | PCRE2_SUBSTITUTE_OVERFLOW_LENGTH |
+                                  PCRE2_SUBSTITUTE_UNSET_EMPTY |
                                   PCRE2_NO_UTF_CHECK, md, t->mctx, r->replacement,
                                   r->replacement_len, dst->data, &n);
             if (rc != PCRE2_ERROR_NOMEMORY)
