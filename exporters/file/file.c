@@ -539,7 +539,9 @@ static sf_status file_start(sf_component *self)
     fileexp *f = sf_component_ctx(self);
     int err;
 
-    if (open_live(f, !f->append) != SF_OK) {
+    /* After a reload the file holds what the previous instance wrote:
+     * never truncate it then. */
+    if (open_live(f, !f->append && !sf_component_is_successor(self)) != SF_OK) {
         sf_error("exporter %s: cannot open '%s': %s", f->id, f->path, strerror(errno));
         return SF_IO;
     }
