@@ -1,0 +1,172 @@
+// tests/e2e/signals_reload.test.js: SIGHUP reloads the config under load,
+// with the batch processor holding spans for merging (5 s timeout):
+//  - a valid new config is swapped in (it adds a file exporter, which then
+//    gets spans) and nothing acknowledged to a client is lost or doubled;
+//  - an invalid new config is refused with an error and the running one
+//    keeps serving;
+//  - the counts carry over the reload, so at the end
+//    accepted == sent + send_failed + queued and accepted == acknowledged;
+//  - SIGUSR1 (counts logged), SIGUSR2 and SIGPIPE do not stop the collector.
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const { Gateway } = require('./lib/gateway');
+const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
+const peers = require('./lib/peers');
+
+const EXP = { exporter: 'otlphttp/gateway' };
+const RCV = { receiver: 'otlp', transport: 'grpc' };
+
+function config({ filePath = null, invalid = false } = {}) {
+  return `receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
+processors:
+  batch:
+    timeout: 5s
+    send_batch_size: 1000000
+  transform/allowlist:
+    error_mode: propagate
+    trace_statements:
+      - context: span
+        statements:
+          - keep_keys(attributes, ["gen_ai.request.id"])
+exporters:
+  otlphttp/gateway:
+    endpoint: http://127.0.0.1:\${env:SF_GATEWAY_PORT}
+    sending_queue: {queue_size: 1000, num_consumers: 2}
+    retry_on_failure: {initial_interval: 100ms, max_interval: 500ms, max_elapsed_time: 60s}
+${filePath ? `  file:
+    path: ${filePath}
+` : ''}service:
+  telemetry:
+    metrics:
+      address: 127.0.0.1:\${env:SF_METRICS_PORT}
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [transform/allowlist, batch]
+      exporters: [otlphttp/gateway${filePath ? ', file' : ''}]
+${invalid ? '      no_such_key: 1\n' : ''}`;
+}
+
+function counts(m) {
+  return {
+    accepted: m.must('otelcol_receiver_accepted_spans', RCV),
+    sent: m.must('otelcol_exporter_sent_spans', EXP),
+    failed: m.must('otelcol_exporter_send_failed_spans', EXP),
+    queued: m.must('spanfence_exporter_queued_spans', EXP),
+  };
+}
+
+test('SIGHUP under load: valid config swapped in, invalid refused, nothing acknowledged lost', async (t) => {
+  await harness('signals_reload', async (h) => {
+    const gw = new Gateway();
+    await gw.start();
+    h.onCleanup(() => gw.stop());
+    const grpcPort = await freePort();
+    const metricsPort = await freePort();
+    const filePath = path.join(h.dir, 'after-reload.jsonl');
+    const sf = h.track(new Spanfence({
+      dir: h.dir,
+      config: config(),
+      env: { SF_GRPC_PORT: String(grpcPort), SF_METRICS_PORT: String(metricsPort), SF_GATEWAY_PORT: String(gw.port) },
+      grpcPort,
+      metricsPort,
+    }));
+    await sf.start();
+
+    // Load: two clients sending 20-span calls back to back until told to stop.
+    const acked = [];
+    const notAcked = {};
+    let stop = false;
+    let n = 0;
+    const client = new peers.RawClient(grpcPort);
+    h.onCleanup(() => { stop = true; client.close(); });
+    const loop = async () => {
+      while (!stop) {
+        const { bytes, spanIds } = peers.serializedSpans(20, `r${n++}`);
+        let r;
+        try {
+          r = await client.call(bytes, { timeoutMs: 10000 });
+        } catch (e) {
+          if (stop) return;
+          throw e;
+        }
+        if (r.code === peers.status.OK) acked.push(...spanIds);
+        else {
+          notAcked[r.code] = (notAcked[r.code] || 0) + 1;
+          await sleep(20);
+        }
+      }
+    };
+    const loops = [loop(), loop()];
+    h.onCleanup(() => { stop = true; return Promise.allSettled(loops); });
+
+    await sleep(1500);
+    const beforeReload = acked.length;
+    assert.ok(beforeReload > 0, 'load is flowing before the reload');
+    // Held for merging (5 s batch timeout): nothing sent yet.
+    assert.equal(gw.spans.length, 0, 'spans are held for merging before the reload');
+
+    // A valid new config: adds a file exporter.
+    fs.writeFileSync(sf.configPath, config({ filePath }));
+    sf.proc.kill('SIGHUP');
+    await sf.waitLog(/reloaded: running with/, 'the reload');
+    // What was acknowledged before the reload was delivered by the drain.
+    await gw.waitForSpans(beforeReload, 20000);
+    await sleep(1000);
+
+    // Other signals are not fatal.
+    for (const sig of ['SIGUSR1', 'SIGUSR2', 'SIGPIPE']) sf.proc.kill(sig);
+    await sf.waitLog(/received SIGUSR1: spans accepted \d+/, 'the SIGUSR1 counts line');
+    await sf.waitLog(/received SIGUSR2: ignored/, 'the SIGUSR2 line');
+
+    // An invalid one: refused, the running config keeps going.
+    fs.writeFileSync(sf.configPath, config({ filePath, invalid: true }));
+    sf.proc.kill('SIGHUP');
+    await sf.waitLog(/reload: .* is not valid \(see above\); still running the previous configuration/, 'the refused reload');
+    const atRefusal = acked.length;
+    await sleep(1000);
+    assert.ok(acked.length > atRefusal, 'still accepting after the invalid config was refused');
+
+    // And a valid reload once more, back to the first config.
+    fs.writeFileSync(sf.configPath, config());
+    sf.proc.kill('SIGHUP');
+    await sf.waitLog(/reloaded: running with/, 'the second reload', { count: 2 });
+    await sleep(500);
+
+    stop = true;
+    await Promise.all(loops);
+    assert.equal(sf.exit, null, `spanfence exited: ${JSON.stringify(sf.exit)}`);
+
+    // Everything acknowledged arrives: merged batches wait out the 5 s timeout.
+    await gw.waitForSpans(acked.length, 30000);
+    const m = await sf.waitMetrics((x) => x.get('spanfence_exporter_queued_spans', EXP) === 0,
+      'queued spans back to 0', 30000);
+    const c = counts(m);
+    t.diagnostic(`acknowledged ${acked.length} spans (not acknowledged: ${JSON.stringify(notAcked)}); ${JSON.stringify(c)}`);
+    assert.equal(c.accepted, acked.length, 'accepted (carried over both reloads) == acknowledged');
+    assert.equal(c.accepted, c.sent + c.failed + c.queued, `accounting ${JSON.stringify(c)}`);
+    assert.deepEqual(c, { accepted: acked.length, sent: acked.length, failed: 0, queued: 0 });
+    assert.ok(m.must('spanfence_receiver_requests', RCV) > 0);
+
+    const got = new Set(gw.spans.map((s) => s.spanId));
+    for (const id of acked) assert.ok(got.has(id), `acknowledged span ${id} lost`);
+    assert.deepEqual(gw.duplicates(), [], 'no span delivered twice');
+    assert.equal(gw.spans.length, acked.length);
+
+    // The file exporter ran while the second config did.
+    const lines = fs.readFileSync(filePath, 'utf8').split('\n').filter(Boolean);
+    assert.ok(lines.length > 0, 'the new config\'s file exporter got spans');
+
+    await sf.stop();
+    assert.match(sf.stderr(), /unknown key 'no_such_key'/);
+  });
+});
