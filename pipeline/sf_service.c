@@ -219,13 +219,14 @@ static void shutdown_kind(sf_service *svc, sf_kind kind)
 static const sf_kind start_order[] = { SF_KIND_EXTENSION, SF_KIND_EXPORTER, SF_KIND_PROCESSOR,
                                        SF_KIND_RECEIVER };
 
-static void suspend_extensions(sf_service *svc, sf_handover *h);
+static void suspend_kind(sf_service *svc, sf_kind kind, sf_handover *h, sf_service *next);
 static void add_totals(sf_totals *out, sf_kind kind, sf_counters *counters,
                        sf_counters *transport);
 
 /* Start every kind in order. On failure whatever was started is shut down
- * again, except that with `h` (a reload) extensions that can be suspended
- * are, into `h`, so their state is not lost with this service. */
+ * again, except that with `h` (a reload) the extensions and exporters that
+ * can be suspended are, into `h`, so their state (open windows, batches
+ * not sent) is not lost with this service. */
 static sf_status start_all(sf_service *svc, sf_handover *h)
 {
     sf_status st;
@@ -248,8 +249,8 @@ out_stop:
     /* Shut down every kind tried so far, the failed one included: shutdown
      * is safe on a component that did not start. */
     for (size_t j = k + 1; j-- > 0;) {
-        if (start_order[j] == SF_KIND_EXTENSION && h != NULL)
-            suspend_extensions(svc, h);
+        if (h != NULL)
+            suspend_kind(svc, start_order[j], h, NULL);
         else
             shutdown_kind(svc, start_order[j]);
     }
@@ -258,8 +259,10 @@ out_stop:
     return st;
 
 out_suspend:
-    if (h != NULL)
-        suspend_extensions(svc, h);
+    if (h != NULL) {
+        suspend_kind(svc, SF_KIND_EXTENSION, h, NULL);
+        suspend_kind(svc, SF_KIND_EXPORTER, h, NULL);
+    }
     return st;
 }
 
@@ -385,17 +388,21 @@ static sf_component *component_like(sf_service *svc, const sf_handover_item *it)
     return NULL;
 }
 
-/* Extensions in reverse order: suspended into `h` when they can be (their
- * parcel waits there for the next service), else shut down. */
-static void suspend_extensions(sf_service *svc, sf_handover *h)
+/* Components of `kind` in reverse order: suspended into `h` when they can
+ * be and (with `next`) have a successor there to resume them; else shut
+ * down. */
+static void suspend_kind(sf_service *svc, sf_kind kind, sf_handover *h, sf_service *next)
 {
     for (size_t i = svc->n_components; i-- > 0;) {
         sf_component *c = &svc->components[i];
         sf_handover_item *it;
 
-        if (c->type->kind != SF_KIND_EXTENSION)
+        if (c->type->kind != kind)
             continue;
-        if (c->type->suspend == NULL || (it = handover_item(h, c)) == NULL) {
+        if (c->type->suspend == NULL || c->type->resume == NULL ||
+            (next != NULL && component_like(next, &(sf_handover_item){ .type = c->type,
+                                                                        .id = (char *)c->id }) == NULL) ||
+            (it = handover_item(h, c)) == NULL) {
             if (c->type->shutdown != NULL)
                 c->type->shutdown(c);
             continue;
@@ -421,7 +428,7 @@ void sf_handover_release(sf_handover *h)
     sf_free(h);
 }
 
-sf_status sf_service_stop_for_reload(sf_service *svc, sf_handover **out)
+sf_status sf_service_stop_for_reload(sf_service *svc, sf_service *next, sf_handover **out)
 {
     sf_handover *h = sf_calloc(1, sizeof(*h));
 
@@ -437,14 +444,15 @@ sf_status sf_service_stop_for_reload(sf_service *svc, sf_handover **out)
     }
     if (svc->started) {
         svc->started = false;
-        /* As sf_service_shutdown, but extensions are suspended: their state
-         * goes to the next service. Receivers first (their calls finish and
-         * are answered), then exporters drain: every span acknowledged so
-         * far is delivered, or counted, before the counts are taken. */
+        /* As sf_service_shutdown, but extensions and exporters with a
+         * successor in `next` are suspended: their state goes to it.
+         * Receivers first (their calls finish and are answered); then every
+         * span acknowledged so far is delivered, kept for the successor, or
+         * counted, before the counts are taken. */
         shutdown_kind(svc, SF_KIND_RECEIVER);
-        suspend_extensions(svc, h);
+        suspend_kind(svc, SF_KIND_EXTENSION, h, next);
         shutdown_kind(svc, SF_KIND_PROCESSOR);
-        shutdown_kind(svc, SF_KIND_EXPORTER);
+        suspend_kind(svc, SF_KIND_EXPORTER, h, next);
         sf_metrics_server_stop(svc->metrics);
         svc->metrics = NULL;
     }
@@ -463,6 +471,8 @@ sf_status sf_service_stop_for_reload(sf_service *svc, sf_handover **out)
 
 sf_status sf_service_start_from(sf_service *svc, sf_handover *h)
 {
+    sf_status st;
+
     svc->retired = h->retired;
     for (size_t i = 0; i < h->n; i++) {
         sf_handover_item *it = &h->items[i];
@@ -482,7 +492,24 @@ sf_status sf_service_start_from(sf_service *svc, sf_handover *h)
             it->parcel = NULL;
         }
     }
-    return start_all(svc, h);
+    st = start_all(svc, h);
+    if (st == SF_OK)
+        return SF_OK;
+    /* What this service did meanwhile counts: its counts replace the
+     * handover's, for the service tried next. */
+    for (size_t i = 0; i < h->n; i++) {
+        sf_handover_item *it = &h->items[i];
+        sf_component *c = component_like(svc, it);
+
+        if (c == NULL)
+            continue;
+        memset(&it->counters, 0, sizeof(it->counters));
+        memset(it->transport, 0, sizeof(it->transport));
+        add_counters(&it->counters, &c->counters);
+        for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
+            add_counters(&it->transport[t], &c->transport[t]);
+    }
+    return st;
 }
 
 /* ---- the data path --------------------------------------------------------- */

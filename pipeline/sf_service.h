@@ -33,9 +33,10 @@ void sf_service_destroy(sf_service *svc);
  *
  * sf_service_stop_for_reload: stop `svc` as sf_service_shutdown does
  * (receivers finish their calls, exporters drain), except that extensions
- * with a `suspend` hook keep their state (trace_control: open windows and
- * its socket); return that state and every component's final counts in
- * *out. `svc` is then only destroyed, after *out is released.
+ * and exporters with a `suspend` hook and a successor of the same type and
+ * id in `next` keep their state (trace_control: open windows and its
+ * socket; otlphttp, otlp: the batches not sent yet); return that state and
+ * every component's final counts in *out. `svc` is then only destroyed, after *out is released.
  *
  * sf_service_start_from: carry the counts into the new service's
  * components of the same type and id (so the metrics continue; counts of
@@ -48,7 +49,7 @@ void sf_service_destroy(sf_service *svc);
  * the windows of targets the new config dropped) and free. Release before
  * destroying the services and configs the handover came from. */
 typedef struct sf_handover sf_handover;
-sf_status sf_service_stop_for_reload(sf_service *svc, sf_handover **out);
+sf_status sf_service_stop_for_reload(sf_service *svc, sf_service *next, sf_handover **out);
 sf_status sf_service_start_from(sf_service *svc, sf_handover *h);
 void sf_handover_release(sf_handover *h);
 

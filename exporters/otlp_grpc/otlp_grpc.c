@@ -628,6 +628,26 @@ static void otlpgrpc_destroy(sf_component *self)
     sf_component_set_ctx(self, NULL);
 }
 
+/* Reload: the batches not sent yet go to the instance of the same id in
+ * the new config (sf_sender_suspend), instead of being dropped when the
+ * drain time is over. */
+static void *otlpgrpc_suspend(sf_component *self)
+{
+    otlpgrpc *x = sf_component_ctx(self);
+
+    return x != NULL ? sf_sender_suspend(x->sender, x->drain_ms) : NULL;
+}
+
+static void otlpgrpc_resume(sf_component *self, void *parcel)
+{
+    otlpgrpc *x = self != NULL ? sf_component_ctx(self) : NULL;
+
+    if (x == NULL)
+        sf_sender_parcel_drop(parcel, NULL);
+    else
+        sf_sender_adopt(x->sender, parcel);
+}
+
 const sf_component_type sf_otlp_grpc_exporter_type = {
     .name = "otlp",
     .alias = "otlp_grpc",
@@ -641,4 +661,6 @@ const sf_component_type sf_otlp_grpc_exporter_type = {
     .consume = otlpgrpc_consume,
     .shutdown = otlpgrpc_shutdown,
     .destroy = otlpgrpc_destroy,
+    .suspend = otlpgrpc_suspend,
+    .resume = otlpgrpc_resume,
 };

@@ -546,6 +546,26 @@ static void otlphttp_destroy(sf_component *self)
     sf_component_set_ctx(self, NULL);
 }
 
+/* Reload: the batches not sent yet go to the instance of the same id in
+ * the new config (sf_sender_suspend), instead of being dropped when the
+ * drain time is over. */
+static void *otlphttp_suspend(sf_component *self)
+{
+    otlphttp *x = sf_component_ctx(self);
+
+    return x != NULL ? sf_sender_suspend(x->sender, x->drain_ms) : NULL;
+}
+
+static void otlphttp_resume(sf_component *self, void *parcel)
+{
+    otlphttp *x = self != NULL ? sf_component_ctx(self) : NULL;
+
+    if (x == NULL)
+        sf_sender_parcel_drop(parcel, NULL);
+    else
+        sf_sender_adopt(x->sender, parcel);
+}
+
 const sf_component_type sf_otlphttp_exporter_type = {
     .name = "otlphttp",
     .alias = "otlp_http",
@@ -559,4 +579,6 @@ const sf_component_type sf_otlphttp_exporter_type = {
     .consume = otlphttp_consume,
     .shutdown = otlphttp_shutdown,
     .destroy = otlphttp_destroy,
+    .suspend = otlphttp_suspend,
+    .resume = otlphttp_resume,
 };

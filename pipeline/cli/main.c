@@ -224,7 +224,7 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
                  "configuration", c->config);
         return true;
     }
-    if (sf_service_stop_for_reload(*svc, &h) != SF_OK) {
+    if (sf_service_stop_for_reload(*svc, nsvc, &h) != SF_OK) {
         sf_error("reload: out of memory; still running the previous configuration");
         sf_service_destroy(nsvc);
         sf_config_destroy(ncfg);

@@ -170,3 +170,51 @@ test('SIGHUP under load: valid config swapped in, invalid refused, nothing ackno
     assert.match(sf.stderr(), /unknown key 'no_such_key'/);
   });
 });
+
+test('SIGHUP with the gateway down: batches not sent yet go to the new config\'s exporter, none dropped', async (t) => {
+  await harness('signals_reload_down', async (h) => {
+    const gw = new Gateway();
+    await gw.start();
+    await gw.stop();   // down: the port is known, nothing listens
+    h.onCleanup(() => gw.stop());
+    const grpcPort = await freePort();
+    const metricsPort = await freePort();
+    const sf = h.track(new Spanfence({
+      dir: h.dir,
+      config: config(),
+      env: { SF_GRPC_PORT: String(grpcPort), SF_METRICS_PORT: String(metricsPort), SF_GATEWAY_PORT: String(gw.port) },
+      grpcPort,
+      metricsPort,
+    }));
+    await sf.start();
+    const client = new peers.RawClient(grpcPort);
+    h.onCleanup(() => client.close());
+    const acked = [];
+    for (let i = 0; i < 30; i++) {
+      const { bytes, spanIds } = peers.serializedSpans(10, `d${i}`);
+      const r = await client.call(bytes);
+      assert.equal(r.code, peers.status.OK, `call ${i}: ${r.code} ${r.details}`);
+      acked.push(...spanIds);
+    }
+    // Some are in a retry (merged after the 5 s timeout or not), some queued.
+    fs.writeFileSync(sf.configPath, config());
+    sf.proc.kill('SIGHUP');
+    await sf.waitLog(/reloaded: running with/, 'the reload');
+    let m = await sf.metrics();
+    let c = counts(m);
+    assert.equal(c.accepted, acked.length);
+    assert.equal(c.failed, 0, 'nothing dropped at the reload');
+    assert.equal(c.queued, acked.length, 'every span kept, queued in the new exporter');
+
+    await gw.start();
+    await gw.waitForSpans(acked.length, 30000);
+    m = await sf.waitMetrics((x) => x.get('spanfence_exporter_queued_spans', EXP) === 0, 'queue drained', 30000);
+    c = counts(m);
+    t.diagnostic(JSON.stringify(c));
+    assert.deepEqual(c, { accepted: acked.length, sent: acked.length, failed: 0, queued: 0 });
+    const got = new Set(gw.spans.map((s) => s.spanId));
+    for (const id of acked) assert.ok(got.has(id), `acknowledged span ${id} lost`);
+    assert.deepEqual(gw.duplicates(), []);
+    await sf.stop();
+  });
+});
