@@ -181,3 +181,36 @@ ${telemetry('file')}`);
     await sf.stop();
   });
 });
+
+test('SIGTERM with requests in flight that the gateway has: counted sent, not dropped', async (t) => {
+  await harness('signals_faults_inflight', async (h) => {
+    const { Gateway } = require('./lib/gateway');
+    const gw = new Gateway();
+    await gw.start();
+    h.onCleanup(() => gw.stop());
+    // The gateway takes each body at once but answers 6.5 s later: past the
+    // 5 s drain, inside the 8 s request timeout.
+    gw.replyDelayMs = 6500;
+    const exp = 'otlphttp/slow';
+    const sf = await start(h, `${receiverAndMetrics()}exporters:
+  ${exp}:
+    endpoint: http://127.0.0.1:${gw.port}
+    timeout: 8s
+    sending_queue: {queue_size: 16, num_consumers: 4}
+${telemetry(exp)}`);
+    const client = new peers.RawClient(sf.grpcPort);
+    h.onCleanup(() => client.close());
+    const acked = [];
+    for (let i = 0; i < 4; i++) {
+      const { bytes, spanIds } = peers.serializedSpans(25, `inflight${i}`);
+      assert.equal((await client.call(bytes)).code, peers.status.OK);
+      acked.push(...spanIds);
+    }
+    await gw.waitForSpans(acked.length, 20000);   // every body is at the gateway
+    const res = await sf.signalAndWait('SIGTERM', 30000);
+    assert.deepEqual(res, { code: 0, signal: null });
+    t.diagnostic(`gateway has ${gw.spans.length} spans; shutdown log: ${(sf.stderr().match(/.*(dropped|SIGTERM|stopped).*/g) || []).join(' | ')}`);
+    assert.doesNotMatch(sf.stderr(), /dropped \d+ spans at shutdown/, 'spans the gateway had were counted dropped');
+    assert.match(sf.stderr(), /stopped/);
+  });
+});
