@@ -8,7 +8,8 @@
 //    run as root, where a chmod would not stop a write): `reset` still puts
 //    the engine back but does not report success; the records are pending
 //    (a gauge), retried, and written once the log is back; no window opens
-//    meanwhile; SIGTERM with records still missing exits 1 and logs them.
+//    meanwhile, and a reload keeps them; SIGTERM with records still missing
+//    exits 1 and logs them.
 'use strict';
 
 const test = require('node:test');
@@ -139,6 +140,13 @@ test('an audit log that cannot be written: reset and SIGTERM do not report succe
     assert.equal(refused.ok, false);
     assert.match(refused.message, /cannot be written; nothing was changed/);
     assert.deepEqual(engine.levels, [3, 0], 'no window opens while records are pending');
+
+    // A reload meanwhile: the collector keeps running (the log cannot even
+    // be read) and the pending records go to the new instance.
+    sf.proc.kill('SIGHUP');
+    await sf.waitLog(/reloaded: running with/, 'the reload with the log broken');
+    m = await sf.metrics();
+    assert.equal(m.must('spanfence_trace_control_audit_pending'), 2, 'pending records kept across the reload');
 
     mendLog();
     m = await sf.waitMetrics((x) => x.get('spanfence_trace_control_audit_pending') === 0, 'pending records written', 20000);

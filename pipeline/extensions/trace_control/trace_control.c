@@ -878,7 +878,13 @@ static sf_status tc_start(sf_component *self)
     sf_status st;
 
     st = recover(x);
-    if (st != SF_OK) {
+    if (st != SF_OK && x->resumed) {
+        /* The first start recovered what a crash left; failing the reload
+         * (and with it the collector) over a log that cannot be read now
+         * would be worse than not looking again. */
+        sf_warn("trace_control: cannot read the audit log '%s' after the reload: windows a "
+                "crash left on targets new in this config are not recovered", x->cfg->audit_log);
+    } else if (st != SF_OK) {
         sf_error("trace_control: cannot read the audit log '%s'", x->cfg->audit_log);
         return st;
     }
