@@ -212,7 +212,7 @@ static bool backoff_wait(sf_sender *s, int64_t ms)
 
 /* Send `buf` until it is sent, refused for good, out of retries or
  * aborted by shutdown; counts the outcome. Suspending (a reload), a batch
- * not sent is kept for the next instance instead, uncounted. */
+ * not sent is kept for the next instance instead (still counted queued). */
 static void deliver(sf_sender *s, unsigned worker, uint64_t *rng, sf_buf *buf)
 {
     const sf_retry_config *r = &s->r;
@@ -771,9 +771,10 @@ sf_sender_parcel *sf_sender_suspend(sf_sender *s, int64_t wait_ms)
         p->spans += p->bufs[i]->spans;
     s->parked = NULL;
     s->n_parked = s->cap_parked = 0;
-    /* They leave this instance uncounted: the next one counts them. */
-    atomic_fetch_sub_explicit(&s->counters->queued_spans, (int64_t)p->spans,
-                              memory_order_relaxed);
+    /* They stay in this instance's queued_spans (its metrics may still be
+     * read until the service is gone, and must add up); the next instance
+     * counts them as queued from sf_sender_adopt, and gauges are not
+     * carried over a reload. */
     if (p->n > 0)
         sf_info("exporter %s: keeping %zu batches (%" PRIu64 " spans) for the reloaded "
                 "configuration", s->id, p->n, p->spans);

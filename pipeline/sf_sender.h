@@ -107,7 +107,7 @@ void sf_sender_destroy(sf_sender *s);
  * sf_sender_suspend: refuse new batches, let the sends in flight end (for
  * up to `wait_ms`, then as at shutdown), stop the consumers, and hand back
  * every batch not sent (in a retry, merged or still queued, oldest first)
- * with its spans no longer counted here. NULL with the queue disabled (then
+ * (still counted as queued here: this sender's counts stay consistent). NULL with the queue disabled (then
  * it is a plain shutdown). The sender is then only destroyed.
  * sf_sender_adopt: before start, take a parcel: its batches are counted as
  * queued here and sent before anything queued later.
