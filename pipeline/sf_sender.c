@@ -29,7 +29,13 @@
  *   one by one instead: nothing is lost for want of memory.
  * Counting order: queued_spans goes up before a batch becomes visible to a
  *   consumer and down only after sent/send_failed went up, so at any
- *   quiescent point  submitted OK = sent + send_failed + queued_spans. */
+ *   quiescent point  submitted OK = sent + send_failed + queued_spans.
+ * Reload (sf_sender_suspend): `parking` makes consumers keep what they
+ *   have instead of sending or failing it (a backoff is cut short, a send
+ *   in flight finishes); the kept batches and the queue's go to the next
+ *   instance (sf_sender_adopt), which counts them queued and sends them
+ *   before its own queue. Here they stay counted queued: this sender's
+ *   counts still add up until it is destroyed. */
 #include "sf_sender.h"
 #include "sf_alloc.h"
 #include "sf_log.h"
