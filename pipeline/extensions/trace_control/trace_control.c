@@ -1059,7 +1059,8 @@ static void tc_resume(sf_component *self, void *parcel)
         char **all = sf_realloc(p->pending, (p->n_pending + x->n_pending) * sizeof(*all));
 
         if (all != NULL) {
-            memcpy(all + p->n_pending, x->pending, x->n_pending * sizeof(*all));
+            if (x->n_pending > 0)
+                memcpy(all + p->n_pending, x->pending, x->n_pending * sizeof(*all));
             sf_free(x->pending);
             x->pending = all;
             x->n_pending += p->n_pending;
