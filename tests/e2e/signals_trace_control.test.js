@@ -165,3 +165,69 @@ test('an audit log that cannot be written: reset and SIGTERM do not report succe
     assert.deepEqual(records().map((x) => x.event), ['open', 'close', 'reset', 'open']);
   });
 });
+
+test('a new config that cannot start (its port is taken): the previous one runs again, window and queue kept', async () => {
+  const net = require('node:net');
+  const { Gateway } = require('./lib/gateway');
+  const peers = require('./lib/peers');
+  await harness('signals_trace_control', async (h) => {
+    const engine = new Engine();
+    await engine.start();
+    h.onCleanup(() => engine.stop());
+    const gw = new Gateway();
+    await gw.start();
+    await gw.stop();    // down: what is accepted stays queued
+    h.onCleanup(() => gw.stop());
+    const taken = net.createServer();
+    await new Promise((r) => taken.listen(0, '127.0.0.1', r));
+    h.onCleanup(() => new Promise((r) => taken.close(r)));
+    const dir = path.join(h.dir, 'fallback');
+    fs.mkdirSync(path.join(dir, 'audit'), { recursive: true });
+    const grpcPort = await freePort();
+    const metricsPort = await freePort();
+    const cfg = (port) => config({ dir, engine })
+      .replace('127.0.0.1:${env:SF_GRPC_PORT}', `127.0.0.1:${port}`)
+      .replace(/exporters:\n  file:\n    path: .*\n/, `exporters:\n  otlphttp:\n    endpoint: http://127.0.0.1:${gw.port}\n    retry_on_failure: {initial_interval: 100ms, max_interval: 300ms, max_elapsed_time: 120s}\n`)
+      .replace('exporters: [file]', 'exporters: [otlphttp]');
+    const sf = h.track(new Spanfence({
+      dir: h.dir,
+      name: 'fallback',
+      config: cfg(grpcPort),
+      env: { SF_METRICS_PORT: String(metricsPort) },
+      grpcPort,
+      metricsPort,
+    }));
+    await sf.start();
+    const sock = path.join(dir, 'tc.sock');
+    assert.equal((await set(sock)).ok, true);
+    const client = new peers.RawClient(grpcPort);
+    h.onCleanup(() => client.close());
+    const { bytes, spanIds } = peers.serializedSpans(30, 'fb');
+    assert.equal((await client.call(bytes)).code, peers.status.OK);
+
+    fs.writeFileSync(sf.configPath, cfg(taken.address().port));
+    sf.proc.kill('SIGHUP');
+    await sf.waitLog(/running with the previous configuration/, 'the fallback');
+    assert.match(sf.stderr(), /reload: the new configuration could not start; starting the previous one again/);
+
+    const m = await sf.metrics();
+    const EXP = { exporter: 'otlphttp' };
+    assert.equal(m.must('otelcol_receiver_accepted_spans', { receiver: 'otlp' }), 30);
+    assert.equal(m.must('spanfence_exporter_queued_spans', EXP), 30, 'the queued spans went through both handovers');
+    assert.equal(m.must('otelcol_exporter_send_failed_spans', EXP), 0);
+    assert.equal(m.must('spanfence_trace_control_open_windows'), 1);
+    assert.deepEqual(engine.levels, [3], 'the engine was not touched');
+    const st = await control(sock, { op: 'status' });
+    assert.equal(st.windows.length, 1);
+    assert.equal(st.windows[0].state, 'open');
+
+    // Still serving on the first port, and the queue drains to the gateway.
+    assert.equal((await client.call(peers.serializedSpans(5, 'fb2').bytes)).code, peers.status.OK);
+    await gw.start();
+    await gw.waitForSpans(35, 30000);
+    const got = new Set(gw.spans.map((s) => s.spanId));
+    for (const id of spanIds) assert.ok(got.has(id), `span ${id} accepted before the failed reload was lost`);
+    await sf.stop();
+    assert.deepEqual(engine.levels, [3, 0]);
+  });
+});

@@ -215,11 +215,11 @@ static sf_status audit_flush(tc_ctx *x)
     if (done > 0) {
         memmove(x->pending, x->pending + done, (x->n_pending - done) * sizeof(*x->pending));
         x->n_pending -= done;
-        if (x->n_pending == 0) {
+        if (x->n_pending == 0 && x->audit_delay != 0)     /* after a failure */
             sf_info("trace_control: the audit log '%s' is written again; no record pending",
                     x->cfg->audit_log);
+        if (x->n_pending == 0)
             x->audit_delay = 0;
-        }
     }
     set_pending_gauge(x);
     if (x->n_pending == 0)
