@@ -14,7 +14,13 @@
  * - Component contexts are read-only after start; counters are atomics.
  * - One optional span tap (an extension's, set at its create): emit calls it
  *   after counting each batch, on the receiver thread, with the bytes as
- *   received; it is read-only once the service starts. */
+ *   received; it is read-only once the service starts.
+ * - Reload (SIGHUP, main.c): the running service stops, the new one starts.
+ *   Nothing is shared while both exist: the old one hands over, in an
+ *   sf_handover, its final counts (added into the new instances of the same
+ *   type and id) and the parcels of components with suspend/resume hooks
+ *   (trace_control's windows and socket, the network exporters' unsent
+ *   batches). The data path above is not involved. */
 #include "sf_service.h"
 #include "internal/sf_core.h"
 #include "internal/sf_metrics_server.h"
