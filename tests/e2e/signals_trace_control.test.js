@@ -88,12 +88,14 @@ test('a window open across SIGHUP is not touched', async () => {
     assert.deepEqual(engine.levels, [3]);
     const before = await control(sock, { op: 'status' });
     assert.equal(before.windows.length, 1);
+    const inode = fs.statSync(sock).ino;
 
     fs.writeFileSync(sf.configPath, config({ dir, engine, extraTarget: true }));
     sf.proc.kill('SIGHUP');
     await sf.waitLog(/reloaded: running with/, 'the reload');
     assert.match(sf.stderr(), /window '[^']+' on target 'r1' kept across the reload/);
 
+    assert.equal(fs.statSync(sock).ino, inode, 'the control socket stayed bound (not unlinked and bound again)');
     const after = await control(sock, { op: 'status' });
     assert.equal(after.ok, true);
     assert.equal(after.windows.length, 1);
