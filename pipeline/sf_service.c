@@ -395,8 +395,9 @@ static sf_component *component_like(sf_service *svc, const sf_handover_item *it)
 }
 
 /* Components of `kind` in reverse order: suspended into `h` when they can
- * be and (with `next`) have a successor there to resume them; else shut
- * down. */
+ * be and will be resumed: with `next`, when it has a successor; without
+ * (a failed start, handing back to the previous config), when `h` already
+ * knows the component from that config. Else shut down. */
 static void suspend_kind(sf_service *svc, sf_kind kind, sf_handover *h, sf_service *next)
 {
     for (size_t i = svc->n_components; i-- > 0;) {
@@ -408,6 +409,7 @@ static void suspend_kind(sf_service *svc, sf_kind kind, sf_handover *h, sf_servi
         if (c->type->suspend == NULL || c->type->resume == NULL ||
             (next != NULL && component_like(next, &(sf_handover_item){ .type = c->type,
                                                                         .id = (char *)c->id }) == NULL) ||
+            (next == NULL && handover_find(h, c->type, c->id) == NULL) ||
             (it = handover_item(h, c)) == NULL) {
             if (c->type->shutdown != NULL)
                 c->type->shutdown(c);
