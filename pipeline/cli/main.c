@@ -204,12 +204,14 @@ static void log_totals(const sf_service *svc)
 /* SIGHUP, as the upstream collector: load and validate the config file
  * again (the same path as at start, with --policy when given). Invalid:
  * log it and keep running the previous config, untouched. Valid: stop the
- * running service (receivers finish their calls and are answered,
- * exporters drain their queues, merged batches included), carry every
- * count over, hand trace_control's open windows and socket to the new
- * service untouched, and start the new one on its ports. If the new one
- * cannot start (a port taken), the previous config is built and started
- * again. False only when neither runs: the collector must exit. */
+ * running service (receivers finish their calls and are answered), carry
+ * every count over, hand trace_control's open windows and socket, and the
+ * batches the network exporters have not sent (merged ones included), to
+ * their successors in the new service untouched, and start it on its
+ * ports (sf_service_stop_for_reload / sf_service_start_from). If it cannot
+ * start (a port taken), the previous config is built and started again
+ * with the same handover. False only when neither runs: the collector
+ * must exit. */
 static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
 {
     sf_config *ncfg;
