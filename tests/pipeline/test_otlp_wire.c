@@ -521,6 +521,57 @@ static void test_canonical_passes_unchanged(void **state)
     assert_int_equal(st.spans, 2);
 }
 
+/* Strings of every length to 40, with a multi-byte character (or an invalid
+ * byte) at every position, ending the span (followed by the tag of flags,
+ * 16, whose first byte is 0x85) or ending the request in a buffer of
+ * exactly its size (ASan sees any read past it). */
+static void test_utf8_at_every_length(void **state)
+{
+    char s[64];
+    pb b;
+
+    (void)state;
+    for (size_t len = 0; len <= 40; len++) {
+        for (size_t at = 0; at <= len; at++) {
+            for (int variant = 0; variant < 3; variant++) {
+                uint8_t *exact;
+                sf_status st;
+
+                memset(s, 'a', len);
+                s[len] = '\0';
+                if (variant == 1 && at + 2 <= len)
+                    memcpy(s + at, "\xc3\xa9", 2);        /* valid: é */
+                else if (variant == 2 && at < len)
+                    s[at] = (char)0xc3;                     /* invalid: cut short */
+                else if (variant != 0)
+                    continue;
+                pb_init(&b);
+                open_span(&b);
+                pb_open(&b, 15);
+                pb_str(&b, 2, s);
+                pb_close(&b);
+                pb_fix32(&b, 16, 0x100);
+                pb_closen(&b, 3);
+                st = sf_otlp_rewrite(b.d, b.n, MAX_DEPTH, NULL, NULL, NULL);
+                if (st != (variant == 2 ? SF_INVALID : SF_OK))
+                    fail_msg("status message of %zu bytes, variant %d at %zu: %s", len, variant,
+                             at, sf_status_str(st));
+                pb_init(&b);
+                open_span(&b);
+                pb_str(&b, 5, s);
+                pb_closen(&b, 3);
+                exact = sf_malloc(b.n);
+                memcpy(exact, b.d, b.n);
+                st = sf_otlp_rewrite(exact, b.n, MAX_DEPTH, NULL, NULL, NULL);
+                sf_free(exact);
+                if (st != (variant == 2 ? SF_INVALID : SF_OK))
+                    fail_msg("span name of %zu bytes ending the request, variant %d at %zu: %s",
+                             len, variant, at, sf_status_str(st));
+            }
+        }
+    }
+}
+
 /* ---- unknown fields ---------------------------------------------------------------- */
 
 /* One unknown field of each wire type, numbered from `num`. */
@@ -1978,6 +2029,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_canonical_passes_unchanged),
+        cmocka_unit_test(test_utf8_at_every_length),
         cmocka_unit_test(test_unknown_fields_dropped_per_message),
         cmocka_unit_test(test_resource_spans_1000_dropped),
         cmocka_unit_test(test_status_field_1_dropped),
