@@ -20,14 +20,16 @@
 # SF_DIFF_KEEP=1 (keep the scratch directory), SF_OTLP_PROTO_DIR (official
 # protos when neither the npm packages nor the mirror have them).
 
-import argparse
+import sys
+sys.dont_write_bytecode = True     # no __pycache__ in the source tree
+
+import argparse                    # noqa: E402
 import atexit
 import collections
 import difflib
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import time
 
@@ -40,7 +42,7 @@ from wire import LEVEL_NAMES, where_differ  # noqa: E402
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GZIP_PHASE_CASES = 150
-SHOW_FAILURES = 10
+SHOW_FAILURES = int(os.environ.get("SF_DIFF_SHOW", "10"))
 EXPORTERS = ["otlphttp/sink", "otlp/sink", "file/sink"]
 
 
@@ -123,10 +125,14 @@ class Report:
         self.failed = []            # (case, phase, transport, [(kind, detail)], extra)
         self.passed = 0
         self.by_class = collections.Counter()
+        self.example = {}           # (class, kind) -> (first case number, its detail)
         self.phase_problems = []    # (phase, kind, detail)
 
     def case_failed(self, case, phase, transport, probs, extra):
         self.failed.append((case, phase, transport, probs, extra))
+        for kind, detail in probs:
+            if (case.cls, kind) not in self.example:
+                self.example[(case.cls, kind)] = (case.idx, detail)
         for kind in sorted({k for k, _ in probs}):
             self.by_class[(case.cls, kind)] += 1
 
@@ -163,7 +169,8 @@ class Report:
             print("\nfailing cases per class and failure:")
             w = max(len(c) for c, _ in self.by_class)
             for (cls, kind), n in sorted(self.by_class.items()):
-                print("  %-*s  %-28s %5d" % (w, cls, kind, n))
+                idx, detail = self.example[(cls, kind)]
+                print("  %-*s  %-24s %5d   e.g. case %d: %s" % (w, cls, kind, n, idx, detail[:150]))
             kinds = collections.Counter()
             for (cls, kind), n in self.by_class.items():
                 kinds[kind] += n
@@ -262,6 +269,14 @@ class Phase:
         self.cursor[exporter] = i + 1
         return item
 
+    def pending(self, exporter):
+        """Whether `exporter` has sent more than has been matched so far."""
+        if exporter == "file/sink":
+            self.file.poll()
+            return len(self.file.records) > self.cursor[exporter]
+        box = (self.http if exporter == "otlphttp/sink" else self.grpc).inbox
+        return len(box) > self.cursor[exporter]
+
     def close(self):
         self.collector.kill()
         self.http.close()
@@ -281,6 +296,15 @@ def run_case(ph, case, transport, sender, orc, schema, rep, tally):
     tally["sent"] += 1
     if not accepted:
         tally["refused"] += 1
+        # Nothing may leave for a refused request: look once, a moment later.
+        time.sleep(0.002)
+        for exp in EXPORTERS:
+            while ph.pending(exp):
+                item = ph.next_output(exp)
+                probs.append(("output_after_refusal", "%s sent %d bytes" % (exp, len(item["body"]))))
+                for kind, d in orc.check_output(item["body"]):
+                    probs.append((kind, "%s: %s" % (exp, d)))
+                extra["dumps"].append(("%s output (should not exist)" % exp, item["body"]))
         if case.expect == C.OK:
             probs.append(("refused_valid", "answered %s %r" % (code, detail)))
         elif code not in ("INVALID_ARGUMENT", 400):
@@ -304,6 +328,8 @@ def run_case(ph, case, transport, sender, orc, schema, rep, tally):
             if item.get("error"):
                 probs.append(("sink_error", "%s: %s" % (exp, item["error"])))
             if exp == "otlphttp/sink":
+                if item["content_type"] != "application/x-protobuf":
+                    probs.append(("exporter_content_type", "otlphttp Content-Type %r" % item["content_type"]))
                 want = "gzip" if ph.compression == "gzip" else ""
                 if item["encoding"] != want:
                     probs.append(("exporter_compression", "otlphttp Content-Encoding %r, config says %s" %
@@ -314,16 +340,20 @@ def run_case(ph, case, transport, sender, orc, schema, rep, tally):
             for kind, d in orc.check_output(out):
                 probs.append((kind, "%s: %s" % (who, d)))
             if expected is not None and out != expected:
-                probs.append(("output_differs", "%s: %d bytes, expected %d; first difference at byte %d: %s" %
-                              (who, len(out), len(expected), O.first_diff(out, expected),
-                               where_differ(expected, out))))
+                canon = orc.canonical(out)
+                if canon == expected:
+                    probs.append(("encoding_differs", "%s: the right content, encoded otherwise (%d bytes, "
+                                  "expected %d): %s" % (who, len(out), len(expected), where_differ(expected, out))))
+                else:
+                    probs.append(("content_differs", "%s: %s" % (
+                        who, where_differ(expected, canon if canon is not None else out))))
                 extra["dumps"].append(("%s output" % who, out))
                 if "diff_pair" not in extra:
                     extra["diff_pair"] = (expected, out)
                     extra["diff_of"] = who
             elif expected is None:
                 extra["dumps"].append(("%s output (should not exist)" % who, out))
-        if expected is not None and any(k == "output_differs" for k, _ in probs):
+        if expected is not None and any(k.endswith("_differs") for k, _ in probs):
             extra["dumps"].append(("expected", expected))
     if probs:
         rep.case_failed(case, ph.name, transport, probs, extra)
@@ -377,7 +407,7 @@ def run_phase(ph, phase_cases, orc, schema, rep):
         rep.phase_failed(ph.name, "config", "spanfence validate exit %d:\n%s%s" % (
             rc, out, "" if orc.legacy else
             "(a build without replace_pattern / set(trace_state) / kept_value_types: SF_DIFF_LEGACY=1)"))
-        return
+        return False
     ph.collector.start()
     sender = P.Sender(ph.ports["grpc"], ph.ports["http"])
     tally = collections.Counter()
@@ -389,7 +419,7 @@ def run_phase(ph, phase_cases, orc, schema, rep):
             if ph.collector.proc.poll() is not None:
                 rep.phase_failed(ph.name, "crash", "spanfence exited with %s after case %d:\n%s" %
                                  (ph.collector.proc.returncode, case.idx, ph.collector.stderr_tail()))
-                return
+                return False
         check_metrics(ph, rep, tally)
     finally:
         sender.close()
@@ -410,6 +440,7 @@ def run_phase(ph, phase_cases, orc, schema, rep):
         rep.phase_failed(ph.name, "file_format", "%d bytes after the last whole record" % ph.file.leftover())
     print("phase %s: %d requests (%d accepted, %d refused) in %.1fs" %
           (ph.name, tally["sent"], tally["ok"], tally["refused"], time.time() - t0), flush=True)
+    return True
 
 
 def run_phases(args, scratch, legacy, all_cases, orc, schema, rep, phases):
@@ -421,8 +452,10 @@ def run_phases(args, scratch, legacy, all_cases, orc, schema, rep, phases):
             continue
         ph = Phase(name, args.binary, scratch, comp, legacy)
         phases.append(ph)
-        run_phase(ph, chunk, orc, schema, rep)
+        ok = run_phase(ph, chunk, orc, schema, rep)
         ph.close()
+        if not ok:
+            break
 
 
 def main():

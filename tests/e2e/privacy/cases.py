@@ -450,13 +450,14 @@ SINGULAR_SCALARS = {k: [n for n, (_, t, rep) in v.items() if not rep and t not i
 SINGULAR_MSGS = {"rs": [1], "ss": [1], "span": [15], "kv": [2], "any": [5, 6]}
 
 
-def m_repeated_scalar(g, node, tree):
+def m_repeated_scalar(g, node, tree, last_default=None):
     r = g.r
     num = r.choice(SINGULAR_SCALARS[node.kind])
     kind = node.kind
     _, typ, _ = SCHEMA[kind][num]
     n = r.randint(2, 3)
-    last_default = r.random() < 0.25
+    if last_default is None:
+        last_default = False
     for i in range(n):
         if kind == "kv" and num == 1:
             v = s(r.choice(ALLOW["span"] + SECRET_KEYS + ALLOW["resource"] + ALLOW["event"] + ALLOW["link"]))
@@ -470,14 +471,14 @@ def m_repeated_scalar(g, node, tree):
                                                  ", the last one the default" if last_default else "")
 
 
-def m_repeated_message(g, node, tree):
+def m_repeated_message(g, node, tree, explicit_defaults=False):
     """A singular message field several times: protobuf merges them."""
     r = g.r
     num = r.choice(SINGULAR_MSGS[node.kind])
     sub = SCHEMA[node.kind][num][1]
     existing = [f for f in node.fields if f.num == num and f.wt == LEN and isinstance(f.val, M)]
     added = 0
-    if existing and r.random() < 0.5 and len(existing[0].val.fields) >= 2:
+    if existing and r.random() < 0.5 and len(existing[0].val.fields) >= 2 and not explicit_defaults:
         # split the present occurrence in two, in place
         f0 = existing[0]
         flds = f0.val.fields
@@ -489,15 +490,29 @@ def m_repeated_message(g, node, tree):
     else:
         for _ in range(r.randint(1, 2)):
             m = g.submessage(sub)
-            if r.random() < 0.3:        # explicit defaults in the later occurrence
+            if explicit_defaults:       # explicit defaults in the later occurrence
                 for fn in SINGULAR_SCALARS[sub]:
                     wt = wire_type_of(sub, fn)
-                    if r.random() < 0.5 and sub != "any":
+                    if r.random() < 0.6 and sub != "any":
                         m.fields.append(F(fn, wt, b"" if wt == LEN else 0))
+                if sub == "any":
+                    m.fields = [any_member(g, r.randint(1, 4))]
+                    m.fields[0].val = b"" if m.fields[0].wt == LEN else 0
             insert(r, node, fm(num, m))
             added += 1
         what = "%d more occurrences" % added
     return "%s field %d (%s, %s) %s" % (node.kind, num, SCHEMA[node.kind][num][0], sub, what)
+
+
+def m_explicit_default(g, node, tree):
+    """A later occurrence that sets a scalar to its default explicitly: on
+    the wire it replaces the earlier value (the official parsers' rule), so
+    the field ends up default and is not emitted."""
+    if node.kind in SINGULAR_MSGS and g.r.random() < 0.5:
+        return m_repeated_message(g, node, tree, explicit_defaults=True)
+    if not SINGULAR_SCALARS[node.kind]:
+        return m_repeated_message(g, node, tree, explicit_defaults=True)
+    return m_repeated_scalar(g, node, tree, last_default=True)
 
 
 def any_member(g, which):
@@ -932,6 +947,8 @@ CLASSES = [
     ("nonminimal_value", OK, ALL, m_nonminimal_value, 1),
     ("repeated_scalar_last_wins", OK, [k for k in LEVELS if SINGULAR_SCALARS[k]], m_repeated_scalar, 2),
     ("repeated_message_merge", OK, list(SINGULAR_MSGS), m_repeated_message, 2),
+    ("explicit_default_last", OK, sorted(set(SINGULAR_MSGS) | {k for k in LEVELS if SINGULAR_SCALARS[k]}),
+     m_explicit_default, 1),
     ("oneof_switch", OK, ["any"], m_oneof_switch, 1),
     ("out_of_order", OK, ALL, m_out_of_order, 2),
     ("secret_mix", OK, ATTR_LEVELS, m_secret_mix, 1),
@@ -984,8 +1001,6 @@ def schedule(n):
 
 def pick_node(rng, tree, level):
     cands = [m for m in nodes(tree) if m.kind == level]
-    if level == "any" and cands:    # prefer values under attributes, not array elements only
-        pass
     return rng.choice(cands) if cands else None
 
 

@@ -233,6 +233,16 @@ class Oracle:
                 m.trace_state = ""
         return req.SerializeToString(), count_spans(req)
 
+    def canonical(self, out):
+        """out parsed, its unknown fields dropped and serialized again (the
+        canonical encoding of what it says), or None when it does not parse."""
+        try:
+            req = self.parse(out)
+        except Exception:   # noqa: BLE001
+            return None
+        req.DiscardUnknownFields()
+        return req.SerializeToString()
+
     def check_output(self, out):
         """What is wrong with exporter output `out` judged on its own: a list
         of (failure kind, detail)."""

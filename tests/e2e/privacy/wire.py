@@ -214,11 +214,13 @@ def where_differ(a, b, kind="request", path=""):
         if (na, wa) != (nb, wb):
             def nm(n):
                 return "%d (%s)" % (n, d[n][0]) if n in d else "%d (unknown)" % n
-            return "%s: field #%d is %s wire type %d, expected %s wire type %d" % (
-                path or "request", k, nm(nb), wb, nm(na), wa)
+            return "%s: field %s (wire type %d) where %s (wire type %d) belongs" % (
+                path or "request", nm(nb), wb, nm(na), wa)
         if va != vb:
             sub = d.get(na)
-            p = "%s.%s[%d]" % (path or "request", sub[0] if sub else str(na), k)
+            p = "%s.%s" % (path or "request", sub[0] if sub else str(na))
+            if not sub or sub[2]:
+                p += "[%d]" % sum(1 for f in fa[:k] if f[0] == na)
             if sub and sub[1] in SCHEMA and wa == LEN:
                 return where_differ(va, vb, sub[1], p)
             return "%s: %r, expected %r" % (p, vb if len(repr(vb)) < 80 else repr(vb)[:80] + "...",
