@@ -207,8 +207,8 @@ def self_check(orc, schema, cases):
             problems.append("%s: equals the expected output" % label)
 
     from wire import tag, varint
-    must_flag("unknown field appended", good + tag(19000, 0) + varint(1), "unknown_or_noncanonical")
-    must_flag("non-minimal tag", tag(1, 2, 2) + good[1:], "unknown_or_noncanonical")
+    must_flag("unknown field appended", good + tag(19000, 0) + varint(1), "unknown_fields_exported")
+    must_flag("non-minimal tag", tag(1, 2, 2) + good[1:], "not_canonical")
     m = orc.parse(good)
     sp = m.resource_spans[0].scope_spans[0].spans[0]
     kv = sp.attributes.add()

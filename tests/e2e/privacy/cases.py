@@ -820,6 +820,10 @@ def m_wrong_wiretype(g, node, tree):
     num = r.choice(list(SCHEMA[node.kind]))
     right = wire_type_of(node.kind, num)
     wt = r.choice([w for w in (VARINT, I64, LEN, I32, SGROUP) if w != right])
+    if node.kind == "kv" and r.random() < 0.5:
+        num, right, wt = 3, VARINT, LEN          # key_strindex as LEN
+    elif node.kind == "span" and r.random() < 0.5:
+        num, right, wt = 5, LEN, VARINT          # name as a varint
     f = unknown_field(g, num, wt)
     node.fields = [x for x in node.fields if x.num != num or r.random() < 0.5]
     insert(r, node, f)
@@ -858,6 +862,7 @@ def m_uint32_overflow(g, node, tree):
     r = g.r
     num = r.choice(DROPPED_FIELDS[node.kind])
     v = r.choice([2**32, 2**32 + 5, 2**63, 2**64 - 1])
+    node.fields = [f for f in node.fields if f.num != num]     # the bad value is the only one
     insert(r, node, fv(num, v))
     return "%s field %d (uint32) = %d" % (node.kind, num, v)
 
@@ -869,6 +874,7 @@ def m_int32_range(g, node, tree):
     if node.kind == "any":
         node.fields = [fv(8, v)]
     else:
+        node.fields = [f for f in node.fields if f.num != num]
         insert(r, node, fv(num, v))
     return "%s field %d (int32) = 0x%x" % (node.kind, num, v)
 

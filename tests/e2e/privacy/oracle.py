@@ -251,12 +251,14 @@ class Oracle:
             req = self.parse(out)
         except Exception as e:   # noqa: BLE001 (any parser error is the finding)
             return [("undecodable_output", str(e))]
-        req.DiscardUnknownFields()
         again = req.SerializeToString()
+        req.DiscardUnknownFields()
+        known = req.SerializeToString()
+        if known != again:
+            probs.append(("unknown_fields_exported", "%d bytes of unknown fields" % (len(again) - len(known))))
         if again != out:
-            probs.append(("unknown_or_noncanonical", "parse+discard-unknown+serialize gives %d bytes, "
-                          "output has %d (first difference at byte %d)" % (len(again), len(out),
-                                                                           first_diff(again, out))))
+            probs.append(("not_canonical", "decoded and encoded again it is %d bytes, not %d (first "
+                          "difference at byte %d)" % (len(again), len(out), first_diff(again, out))))
         for ctx, m in attr_holders(req):
             for kv in m.attributes:
                 if kv.key not in self.allow[ctx]:
