@@ -109,14 +109,16 @@ service:
 
 # ---- reporting ------------------------------------------------------------------------
 
-def hexdump(b, limit=384):
-    lines = []
-    for off in range(0, min(len(b), limit), 16):
+def hexdump(b, limit=256, start=0):
+    """xxd-like lines of b[start:start+limit] (start rounded down to 16)."""
+    start = max(0, min(start, len(b)) // 16 * 16)
+    lines = ["    ... %d bytes before" % start] if start else []
+    for off in range(start, min(len(b), start + limit), 16):
         chunk = b[off:off + 16]
         lines.append("    %04x  %-47s  %s" % (off, " ".join("%02x" % x for x in chunk),
                                               "".join(chr(x) if 32 <= x < 127 else "." for x in chunk)))
-    if len(b) > limit:
-        lines.append("    ... %d more bytes" % (len(b) - limit))
+    if len(b) > start + limit:
+        lines.append("    ... %d more bytes" % (len(b) - start - limit))
     return "\n".join(lines) if lines else "    (empty)"
 
 
@@ -153,8 +155,13 @@ class Report:
                     seen.add((kind, detail))
                     print("  - %s: %s" % (kind, detail))
             print("  input (%d bytes):\n%s" % (len(case.data), hexdump(case.data)))
-            for label, b in extra.get("dumps", []):
-                print("  %s (%d bytes):\n%s" % (label, len(b), hexdump(b)))
+            # outputs and the expected bytes: around where they first part
+            for label, b, *at in extra.get("dumps", []):
+                if not at:
+                    print("  %s (%d bytes):\n%s" % (label, len(b), hexdump(b)))
+                else:
+                    print("  %s (%d bytes), where it differs (byte %d):\n%s" % (
+                        label, len(b), at[0], hexdump(b, 64, at[0] - 16)))
             if "diff_pair" in extra:
                 extra["diff"] = text_diff(schema, *extra["diff_pair"])
             if "diff" in extra and not extra["diff"]:
@@ -341,20 +348,20 @@ def run_case(ph, case, transport, sender, orc, schema, rep, tally):
                 probs.append((kind, "%s: %s" % (who, d)))
             if expected is not None and out != expected:
                 canon = orc.canonical(out)
+                where, at_exp, at_out = where_differ(expected, out)
                 if canon == expected:
                     probs.append(("encoding_differs", "%s: the right content, encoded otherwise (%d bytes, "
-                                  "expected %d): %s" % (who, len(out), len(expected), where_differ(expected, out))))
+                                  "expected %d): %s" % (who, len(out), len(expected), where)))
                 else:
                     probs.append(("content_differs", "%s: %s" % (
-                        who, where_differ(expected, canon if canon is not None else out))))
-                extra["dumps"].append(("%s output" % who, out))
+                        who, where_differ(expected, canon)[0] if canon is not None else where)))
+                extra["dumps"].append(("%s output" % who, out, at_out))
                 if "diff_pair" not in extra:
                     extra["diff_pair"] = (expected, out)
                     extra["diff_of"] = who
+                    extra["dumps"].append(("expected", expected, at_exp))
             elif expected is None:
                 extra["dumps"].append(("%s output (should not exist)" % who, out))
-        if expected is not None and any(k.endswith("_differs") for k, _ in probs):
-            extra["dumps"].append(("expected", expected))
     if probs:
         rep.case_failed(case, ph.name, transport, probs, extra)
     else:

@@ -174,12 +174,14 @@ def _read_varint(b, i):
 
 
 def fields_of(b):
-    """[(num, wt, value bytes or int, start offset)] of one message level."""
+    """[(num, wt, value bytes or int, field offset, value offset)] of one
+    message level."""
     out, i = [], 0
     while i < len(b):
         start = i
         t, i = _read_varint(b, i)
         num, wt = t >> 3, t & 7
+        vstart = i
         if wt == VARINT:
             v, i = _read_varint(b, i)
         elif wt == I64:
@@ -188,41 +190,50 @@ def fields_of(b):
             v, i = b[i:i + 4], i + 4
         elif wt == LEN:
             n, i = _read_varint(b, i)
+            vstart = i
             v, i = b[i:i + n], i + n
         else:
             raise ValueError("wire type %d at %d" % (wt, start))
-        out.append((num, wt, v, start))
+        out.append((num, wt, v, start, vstart))
     return out
 
 
-def where_differ(a, b, kind="request", path=""):
-    """A short description of the first place where encodings a and b of a
-    message of `kind` differ, or None when they are equal."""
+def where_differ(a, b, kind="request", path="", base_a=0, base_b=0):
+    """Where encodings a and b of a message of `kind` first differ: (a short
+    description, offset in a, offset in b), or None when they are equal."""
     if a == b:
         return None
+    here = path or "request"
     try:
         fa, fb = fields_of(a), fields_of(b)
     except ValueError as e:
-        return "%s: does not decode (%s)" % (path or "request", e)
+        return "%s: does not decode (%s)" % (here, e), base_a, base_b
+    d = SCHEMA.get(kind, {})
+
+    def nm(n):
+        return "%d (%s)" % (n, d[n][0]) if n in d else "%d (unknown)" % n
     for k in range(max(len(fa), len(fb))):
         if k >= len(fa):
-            return "%s: extra field %d (wire type %d) in the second" % (path or "request", fb[k][0], fb[k][1])
+            return ("%s: extra field %s (wire type %d) in the output" % (here, nm(fb[k][0]), fb[k][1]),
+                    base_a + len(a), base_b + fb[k][3])
         if k >= len(fb):
-            return "%s: field %d (wire type %d) missing in the second" % (path or "request", fa[k][0], fa[k][1])
-        (na, wa, va, _), (nb, wb, vb, _) = fa[k], fb[k]
-        d = SCHEMA.get(kind, {})
+            return ("%s: field %s (wire type %d) missing in the output" % (here, nm(fa[k][0]), fa[k][1]),
+                    base_a + fa[k][3], base_b + len(b))
+        (na, wa, va, sa, xa), (nb, wb, vb, sb, xb) = fa[k], fb[k]
         if (na, wa) != (nb, wb):
-            def nm(n):
-                return "%d (%s)" % (n, d[n][0]) if n in d else "%d (unknown)" % n
-            return "%s: field %s (wire type %d) where %s (wire type %d) belongs" % (
-                path or "request", nm(nb), wb, nm(na), wa)
+            return ("%s: field %s (wire type %d) where %s (wire type %d) belongs" % (here, nm(nb), wb, nm(na), wa),
+                    base_a + sa, base_b + sb)
         if va != vb:
             sub = d.get(na)
-            p = "%s.%s" % (path or "request", sub[0] if sub else str(na))
+            p = "%s.%s" % (here, sub[0] if sub else str(na))
             if not sub or sub[2]:
                 p += "[%d]" % sum(1 for f in fa[:k] if f[0] == na)
             if sub and sub[1] in SCHEMA and wa == LEN:
-                return where_differ(va, vb, sub[1], p)
-            return "%s: %r, expected %r" % (p, vb if len(repr(vb)) < 80 else repr(vb)[:80] + "...",
-                                            va if len(repr(va)) < 80 else repr(va)[:80] + "...")
-    return "%s: same fields, different bytes (non-minimal varints?)" % (path or "request")
+                return where_differ(va, vb, sub[1], p, base_a + xa, base_b + xb)
+
+            def short(v):
+                return v if len(repr(v)) < 80 else repr(v)[:80] + "..."
+            return "%s: %r in the output, expected %r" % (p, short(vb), short(va)), base_a + sa, base_b + sb
+        if a[sa:xa] != b[sb:xb]:
+            return "%s: field %s encoded otherwise (tag or length width)" % (here, nm(na)), base_a + sa, base_b + sb
+    return "%s: same fields, different bytes" % here, base_a, base_b
