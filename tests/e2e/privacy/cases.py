@@ -372,16 +372,20 @@ def m_rs_1000(g, node, tree):
     reserved now) carrying complete spans full of secrets."""
     r = g.r
     n = r.randint(1, 2)
+    not_utf8 = r.random() < 0.3
     for _ in range(n):
         spans = []
         for _ in range(r.randint(1, 2)):
             sp = g.span(True)
             sp.fields.append(fm(9, M("kv", [fs(1, "prompt"), fm(2, M("any", [fs(1, r.choice(SECRET_VALUES))]))])))
+            if not_utf8:    # an obsolete field is dropped unread: its strings are never checked
+                sp.fields.append(fs(5, b"old name \xff\xfe"))
             spans.append(fm(2, sp))
         ils = M("ils", [fm(1, M("il", [fs(1, "secret-library"), fs(2, "0.18")]))] + spans +
                 [fs(3, "https://opentelemetry.io/schemas/1.4.0")])
         insert(r, node, fm(1000, ils))
-    return "%d instrumentation_library_spans (field 1000) with secret spans" % n
+    return "%d instrumentation_library_spans (field 1000) with secret spans%s" % (
+        n, ", span names not UTF-8" if not_utf8 else "")
 
 
 def m_status_1(g, node, tree):
