@@ -24,33 +24,35 @@ OTLP_PROTOS = ["opentelemetry/proto/common/v1/common.proto",
 MIRROR = "/work/.mirror/open-telemetry+opentelemetry-proto/repo"
 
 # OTLP v0.18's ResourceSpans, written for this test: field 1000 held
-# InstrumentationLibrarySpans before scope_spans replaced it.
+# InstrumentationLibrarySpans before scope_spans replaced it. Its strings are
+# bytes here, so that spans under field 1000 are found (and counted) even
+# when they hold text that is not UTF-8.
 OLD_SCHEMA = """syntax = "proto3";
 package sfdiff.otlp.v0_18;
 
 message KeyValue {
-  string key = 1;
+  bytes key = 1;
   bytes value = 2;
 }
 message InstrumentationLibrary {
-  string name = 1;
-  string version = 2;
+  bytes name = 1;
+  bytes version = 2;
 }
 message Span {
   bytes trace_id = 1;
   bytes span_id = 2;
-  string name = 5;
+  bytes name = 5;
   repeated KeyValue attributes = 9;
 }
 message InstrumentationLibrarySpans {
   InstrumentationLibrary instrumentation_library = 1;
   repeated Span spans = 2;
-  string schema_url = 3;
+  bytes schema_url = 3;
 }
 message ResourceSpans {
   bytes resource = 1;
   repeated bytes scope_spans = 2;
-  string schema_url = 3;
+  bytes schema_url = 3;
   repeated InstrumentationLibrarySpans instrumentation_library_spans = 1000;
 }
 message ExportTraceServiceRequest {
