@@ -235,6 +235,72 @@ def self_check(orc, schema, cases):
         m = orc.parse(good)
         m.resource_spans[0].scope_spans[0].spans[0].trace_state = "a=b"
         must_flag("trace_state kept", m.SerializeToString(), "trace_state_exported")
+    problems += known_answers(orc)
+    return problems
+
+
+def known_answers(orc):
+    """The oracle against outputs written out by hand with our own encoder,
+    so that the official runtime and the allowlist code are checked by
+    something that shares nothing with them."""
+    from wire import F, M, VARINT, SGROUP, enc
+    from cases import fs, fv, fm
+
+    def req(*rs):
+        return M("request", [fm(1, r) for r in rs])
+
+    def kv(key, any_fields, extra=()):
+        return M("kv", [fs(1, key), fm(2, M("any", any_fields))] + list(extra))
+    tid, sid = b"\x01" * 16, b"\x02" * 8
+    full = not orc.legacy
+    tests = []
+    # unknown fields, fields out of order, a secret, key_strindex, status message, explicit default
+    span_in = M("span", [fs(5, "Req 0123abcd (host:ab12 | pid:77)"), fv(99, 1), fs(2, sid), fs(1, tid),
+                         fm(9, kv("user.email", [fs(1, "a@b.c")])),
+                         fm(9, kv("tp_rank", [fv(3, 3)], [fv(3, 5)])),
+                         fm(15, M("status", [fs(2, "secret"), fv(3, 2), fv(1, 2)])), fv(6, 0),
+                         F(17, SGROUP, [fv(1, 1), F(2, SGROUP, [fs(3, "x")])]), fs(3, "k=v")])
+    span_out = M("span", [fs(1, tid), fs(2, sid)] + ([] if full else [fs(3, "k=v")]) +
+                 [fs(5, "Req <rid> (host:<redacted> | pid:<redacted>)" if full else
+                     "Req 0123abcd (host:ab12 | pid:77)"),
+                  fm(9, kv("tp_rank", [fv(3, 3)])), fv(10, 1), fm(15, M("status", [fv(3, 2)]))])
+    tests.append(("span: order, unknowns, secret, strindex, status",
+                  req(M("rs", [fm(2, M("ss", [fm(2, span_in)]))])),
+                  req(M("rs", [fm(2, M("ss", [fm(2, span_out)]))]))))
+    # a Resource twice: merged; the explicit 0 of the second replaces the 5
+    rs_in = M("rs", [fm(1, M("resource", [fm(1, kv("service.name", [fs(1, "a")])), fv(2, 5)])),
+                     fm(2, M("ss", [fm(2, M("span", [fs(1, tid), fs(2, sid)]))])),
+                     fm(1, M("resource", [fm(1, kv("host.arch", [fs(1, "x")])), fv(2, 0)])),
+                     fm(1000, M("ils", [fm(2, M("span", [fs(5, "old")]))]))])
+    rs_out = M("rs", [fm(1, M("resource", [fm(1, kv("service.name", [fs(1, "a")])),
+                                          fm(1, kv("host.arch", [fs(1, "x")]))])),
+                      fm(2, M("ss", [fm(2, M("span", [fs(1, tid), fs(2, sid)]))]))])
+    tests.append(("resource merge, field 1000", req(rs_in), req(rs_out)))
+    # kept_value_types: scalar; string_value_strindex; a saturated count; a link's trace_state
+    span_in = M("span", [fs(1, tid), fs(2, sid), fv(10, 2**32 - 1),
+                         fm(9, kv("gen_ai.request.id", [fm(6, M("kvlist", [fm(1, kv("k", [fs(1, "v")]))]))])),
+                         fm(9, kv("tp_rank", [fs(1, "s"), fv(8, 4)])), fm(9, kv("prompt", [fs(1, "p")])),
+                         fm(13, M("link", [fs(3, "k=v"), fm(4, kv("link.kind", [fs(7, b"b")]))]))])
+    if full:
+        span_out = M("span", [fs(1, tid), fs(2, sid), fm(9, kv("tp_rank", [])), fv(10, 2**32 - 1),
+                              fm(13, M("link", [fv(5, 1)]))])
+    else:
+        span_out = M("span", [fs(1, tid), fs(2, sid),
+                              fm(9, kv("gen_ai.request.id", [fm(6, M("kvlist", [fm(1, kv("k", [fs(1, "v")]))]))])),
+                              fm(9, kv("tp_rank", [])), fv(10, 2**32 - 1),
+                              fm(13, M("link", [fs(3, "k=v"), fm(4, kv("link.kind", [fs(7, b"b")]))]))])
+    tests.append(("value types, strindex value, saturation, link",
+                  req(M("rs", [fm(2, M("ss", [fm(2, span_in)]))])),
+                  req(M("rs", [fm(2, M("ss", [fm(2, span_out)]))]))))
+    problems = []
+    for label, given, want in tests:
+        try:
+            got, _ = orc.expected(enc(given))
+        except Exception as e:   # noqa: BLE001
+            problems.append("known answer '%s': the oracle fails: %s" % (label, e))
+            continue
+        if got != enc(want):
+            problems.append("known answer '%s': the oracle says %s, by hand %s" % (label, got.hex(), enc(want).hex()))
     return problems
 
 
