@@ -710,6 +710,32 @@ def m_strings(pool):
     return mut
 
 
+def m_string_16n(g, node, tree):
+    """A string whose length is a multiple of 16 (a vectorised UTF-8 check's
+    block), followed by a byte >= 0x80 (the tag of an unknown field) or
+    ending its message."""
+    r = g.r
+    num = r.choice(STRING_FIELDS[node.kind])
+    n = r.choice([16, 32, 48, 64])
+    v = r.choice(["x" * n, "\u00e9" * (n // 2), "ab\u4e2d" * (n // 5) + "z" * (n % 5)])
+    assert len(v.encode()) == n
+    if node.kind == "any":
+        node.fields = [fs(1, v)]
+    else:
+        if not SCHEMA[node.kind][num][2]:
+            node.fields = [f for f in node.fields if f.num != num]
+    pos = r.randint(0, len(node.fields))
+    last = r.random() < 0.3
+    if last:
+        node.fields.append(fs(num, v))
+    else:
+        node.fields.insert(pos, fs(num, v))
+        node.fields.insert(pos + 1, unknown_field(g, r.choice([17, 99, 359, 2**29 - 1]), VARINT))
+    return "%s field %d (%s): %d bytes%s" % (node.kind, num, SCHEMA[node.kind][num][0], n,
+                                            ", the message's last field" if last else
+                                            ", then an unknown field (tag byte >= 0x80)")
+
+
 NUL_STRINGS = ["gen_ai.request.id\x00user.email", "a\x00b", "Req 0123abcd\x00host:abcd", "\x00",
                "bid\x00", "service.name\x00prompt"]
 
@@ -970,6 +996,7 @@ CLASSES = [
     ("depth_32", OK, ["span"], m_depth(32), 1),
     ("utf8_multibyte", OK, list(STRING_FIELDS), m_strings(MULTIBYTE), 1),
     ("nul_in_string", OK, list(STRING_FIELDS), m_strings(NUL_STRINGS), 1),
+    ("string_len_16n", OK, list(STRING_FIELDS), m_string_16n, 1),
     ("empty_values", OK, ALL, m_empty, 1),
     ("combo", OK, ALL, "combo", 2),
     ("truncated", REFUSE, ALL, m_truncated, 1),
