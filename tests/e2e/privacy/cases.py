@@ -610,6 +610,24 @@ def m_nonscalar_allowed(g, node, tree):
     return "allowlisted keys holding: " + ", ".join(what)
 
 
+def m_large(g, node, tree):
+    """Length prefixes of three bytes and more: one value of 16-70 KB, or a
+    few hundred attributes; filtering then shrinks the enclosing lengths
+    across varint widths."""
+    r = g.r
+    num = ATTR_FIELD[node.kind]
+    ctx = CTX_OF[node.kind]
+    if r.random() < 0.5:
+        n = r.randint(16 * 1024, 70 * 1024)
+        key = r.choice(ALLOW[ctx] + SECRET_KEYS)
+        insert(r, node, fm(num, M("kv", [fs(1, key), fm(2, M("any", [fs(1, "p" * n)]))])))
+        return "attribute %r holding %d bytes" % (key, n)
+    n = r.randint(200, 400)
+    for _ in range(n):
+        insert(r, node, fm(num, g.kv(r.choice(ALLOW[ctx] + SECRET_KEYS))))
+    return "%d more attributes" % n
+
+
 def m_redact_names(g, node, tree):
     r = g.r
     name = r.choice(SPAN_NAMES + EVENT_NAMES)
@@ -990,6 +1008,7 @@ CLASSES = [
     ("secret_mix", OK, ATTR_LEVELS, m_secret_mix, 1),
     ("nonscalar_allowed", OK, ATTR_LEVELS, m_nonscalar_allowed, 1),
     ("redact_names", OK, ["span", "event"], m_redact_names, 1),
+    ("large_values", OK, ATTR_LEVELS, m_large, 1),
     ("strindex", OK, ["kv", "any"], m_strindex, 1),
     ("int32_edges", OK, list(INT32_FIELDS), m_int32_edge, 1),
     ("uint32_edges", OK, ATTR_LEVELS, m_uint32_edge, 1),
