@@ -24,9 +24,9 @@ OTLP_PROTOS = ["opentelemetry/proto/common/v1/common.proto",
 MIRROR = "/work/.mirror/open-telemetry+opentelemetry-proto/repo"
 
 # OTLP v0.18's ResourceSpans, written for this test: field 1000 held
-# InstrumentationLibrarySpans before scope_spans replaced it. Its strings are
-# bytes here, so that spans under field 1000 are found (and counted) even
-# when they hold text that is not UTF-8.
+# InstrumentationLibrarySpans before scope_spans replaced it. Our Span keeps
+# only a few fields, its strings as bytes, so that spans under field 1000 are
+# found (and counted) even when their names are not UTF-8.
 OLD_SCHEMA = """syntax = "proto3";
 package sfdiff.otlp.v0_18;
 
@@ -35,8 +35,8 @@ message KeyValue {
   bytes value = 2;
 }
 message InstrumentationLibrary {
-  bytes name = 1;
-  bytes version = 2;
+  string name = 1;
+  string version = 2;
 }
 message Span {
   bytes trace_id = 1;
@@ -47,12 +47,12 @@ message Span {
 message InstrumentationLibrarySpans {
   InstrumentationLibrary instrumentation_library = 1;
   repeated Span spans = 2;
-  bytes schema_url = 3;
+  string schema_url = 3;
 }
 message ResourceSpans {
   bytes resource = 1;
   repeated bytes scope_spans = 2;
-  bytes schema_url = 3;
+  string schema_url = 3;
   repeated InstrumentationLibrarySpans instrumentation_library_spans = 1000;
 }
 message ExportTraceServiceRequest {
