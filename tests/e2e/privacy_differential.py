@@ -243,7 +243,7 @@ def known_answers(orc):
     """The oracle against outputs written out by hand with our own encoder,
     so that the official runtime and the allowlist code are checked by
     something that shares nothing with them."""
-    from wire import F, M, VARINT, SGROUP, enc
+    from wire import F, M, SGROUP, enc
     from cases import fs, fv, fm
 
     def req(*rs):
