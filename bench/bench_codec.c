@@ -42,7 +42,7 @@ static double st_wire_check(const uint8_t *data, size_t len, sf_arena *arena, lo
     double t0 = cpu_now();
     (void)arena;
     for (long i = 0; i < iters; i++) {
-        sf_otlp_wire_check(data, len, SF_OTLP_DEFAULT_MAX_DEPTH, &spans);
+        sf_otlp_scan(data, len, SF_OTLP_DEFAULT_MAX_DEPTH, &spans);
         sink += spans;
     }
     return cpu_now() - t0;
@@ -94,7 +94,7 @@ static double st_unpack_pack(const uint8_t *data, size_t len, sf_arena *arena, l
  * compiled form for the wire path. */
 static sf_transform_config allow_cfg;
 static struct sf_component allow_comp;
-static sf_transform_wire *allow_wire;
+static const sf_otlp_edit *allow_edit;
 
 static void *program_alloc(void *ctx, size_t size)
 {
@@ -138,60 +138,40 @@ static int allowlist_create(sf_arena *mem)
     allow_comp.config = &allow_cfg;
     if (sf_transform_processor_type.create(&allow_comp, &allow_cfg) != SF_OK)
         return -1;
-    return sf_transform_wire_create(&allow_cfg, &allow_wire) == SF_OK ? 0 : -1;
+    allow_edit = sf_transform_processor_type.edit(&allow_comp);
+    return 0;
 }
 
 static void allowlist_destroy(void)
 {
-    sf_transform_wire_destroy(allow_wire);
     sf_transform_processor_type.destroy(&allow_comp);
 }
 
-static double st_unpack_filter_pack(const uint8_t *data, size_t len, sf_arena *arena, long iters)
+/* The codec: validation, the allowlist and the canonical writer in one pass. */
+static double st_codec(const uint8_t *data, size_t len, const sf_otlp_edit *edit, long iters)
 {
-    sf_batch b;
     sf_buf *out;
     double t0 = cpu_now();
+
     for (long i = 0; i < iters; i++) {
-        sf_batch_decode(&b, arena, data, len, SF_OTLP_DEFAULT_MAX_DEPTH);
-        sf_transform_processor_type.consume(&allow_comp, &b);
-        sf_batch_encode(&b, &out);
+        if (sf_otlp_rewrite(data, len, SF_OTLP_DEFAULT_MAX_DEPTH, edit, &out, NULL) != SF_OK)
+            abort();
         sink += out->len;
         sf_buf_unref(out);
-        sf_batch_release(&b);
-        sf_arena_reset(arena);
     }
     return cpu_now() - t0;
 }
 
-static double st_wire_filter(const uint8_t *data, size_t len, sf_arena *arena, long iters)
+static double st_codec_canonical(const uint8_t *data, size_t len, sf_arena *arena, long iters)
 {
-    sf_buf *out;
-    uint64_t removed;
-    double t0 = cpu_now();
     (void)arena;
-    for (long i = 0; i < iters; i++) {
-        sf_transform_wire_filter(allow_wire, data, len, 0, &out, &removed);
-        sink += out->len + removed;
-        sf_buf_unref(out);
-    }
-    return cpu_now() - t0;
+    return st_codec(data, len, NULL, iters);
 }
 
-static double st_check_wire_filter(const uint8_t *data, size_t len, sf_arena *arena, long iters)
+static double st_codec_allowlist(const uint8_t *data, size_t len, sf_arena *arena, long iters)
 {
-    sf_buf *out;
-    uint64_t removed;
-    size_t spans;
-    double t0 = cpu_now();
     (void)arena;
-    for (long i = 0; i < iters; i++) {
-        sf_otlp_wire_check(data, len, SF_OTLP_DEFAULT_MAX_DEPTH, &spans);
-        sf_transform_wire_filter(allow_wire, data, len, spans, &out, &removed);
-        sink += out->len + removed;
-        sf_buf_unref(out);
-    }
-    return cpu_now() - t0;
+    return st_codec(data, len, allow_edit, iters);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -204,13 +184,12 @@ int main(int argc, char **argv)
 {
     static const struct { const char *name; stage_fn fn; long iters_mult; } stages[] = {
         { "memcpy of the encoded batch", st_memcpy, 200 },
-        { "wire check (depth + structure walk)", st_wire_check, 20 },
+        { "codec: validate and count (sf_otlp_scan)", st_wire_check, 20 },
         { "protobuf-c unpack, malloc", st_unpack_malloc, 1 },
         { "protobuf-c unpack, arena", st_unpack, 1 },
         { "protobuf-c unpack + pack, arena", st_unpack_pack, 1 },
-        { "unpack + transform + pack, arena", st_unpack_filter_pack, 1 },
-        { "wire filter (transform on the bytes)", st_wire_filter, 10 },
-        { "wire check + wire filter", st_check_wire_filter, 10 },
+        { "codec: validate + canonical copy", st_codec_canonical, 10 },
+        { "codec: validate + allowlist, one pass", st_codec_allowlist, 10 },
     };
     long spans = argc > 1 ? atol(argv[1]) : 512;
     int rounds = argc > 2 ? atoi(argv[2]) : 5;

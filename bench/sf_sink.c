@@ -66,11 +66,11 @@ static size_t count_spans(const unsigned char *data, size_t len, int gz)
         } while (rc == Z_OK);
         inflateEnd(&z);
         if (rc == Z_STREAM_END)
-            sf_otlp_wire_check(buf, out, 64, &spans);
+            sf_otlp_scan(buf, out, 64, &spans);
         free(buf);
         return spans;
     }
-    sf_otlp_wire_check(data, len, 64, &spans);
+    sf_otlp_scan(data, len, 64, &spans);
     return spans;
 }
 

@@ -1,8 +1,8 @@
-/* sf_batch.h: what flows through a pipeline. A batch is one decoded
- * ExportTraceServiceRequest whose whole tree lives in an arena the batch's
- * owner controls; processors edit it in place; exporters take the packed,
- * filtered bytes (an sf_buf, reference-counted for fan-out) into their
- * queues, never the decoded tree (~10x larger). */
+/* sf_batch.h: what flows through a pipeline: one ExportTraceServiceRequest
+ * as bytes. Processors never edit a tree: the transform's edit is applied by
+ * the codec (sf_otlp_wire.h) in the pass that validates the request;
+ * exporters take the canonical bytes (an sf_buf, reference-counted for
+ * fan-out) into their queues, never a decoded tree (~10x larger). */
 #ifndef SF_BATCH_H
 #define SF_BATCH_H
 
@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "sf_arena.h"
+#include "sf_otlp_wire.h"
 #include "sf_status.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 
@@ -42,73 +43,53 @@ sf_buf *sf_buf_ref(sf_buf *b);
 void sf_buf_unref(sf_buf *b);       /* frees on the last reference; NULL ok */
 
 /* A batch is the request as received (raw, valid during the receiver's
- * call) plus what the processors made of it so far: either new bytes
- * (`wire`, from a processor that edits the encoding directly) or a decoded
- * tree (`req`, for processors that need one). Exporters only ever ask for
- * bytes, so a pipeline whose processors all work on the wire never decodes.
- * The core (sf_service.c) moves a batch between the two forms; processors
- * see `req` decoded and current when their consume() runs. */
+ * call) and, once the codec has run on it (sf_otlp_wire.h), its canonical
+ * bytes. The core runs the codec once per pipeline, with the first editing
+ * processor's edit, before that pipeline's processors see the batch; that
+ * pass is also the request's validation. Exporters take the canonical
+ * bytes; readers that want a tree (debug, file JSON) decode those. */
 typedef struct sf_batch {
-    sf_arena *arena;            /* owns req and everything under it */
+    sf_arena *arena;            /* for sf_batch_request's tree; the caller's */
     const uint8_t *raw;         /* the request as received */
     size_t raw_len;
     unsigned max_depth;
-    size_t spans;               /* spans in the batch; processors keep it current */
-    sf_buf *wire;               /* current encoding when it is not raw; owned */
-    sf_otlp_request *req;       /* decoded tree, or NULL */
-    bool req_current;           /* req is the latest state (bytes are stale) */
+    size_t spans;               /* known once the codec ran */
+    sf_buf *wire;               /* canonical bytes, or NULL before the codec ran; owned */
+    sf_otlp_stats stats;        /* of the pass that made `wire` */
+    const void *edited_by;      /* the component whose edit made `wire` (NULL: none) */
+    sf_status edit_status;      /* that pass's status, when the core ran it for edited_by */
+    sf_otlp_request *req;       /* `wire` decoded (sf_batch_request), read-only */
 } sf_batch;
 
 /* Default cap on AnyValue nesting (arrays / key-value lists in values). */
 #define SF_OTLP_DEFAULT_MAX_DEPTH 32
 
-/* Walk encoded request bytes without allocating: checks the wire structure
- * of every message down to AnyValue, refuses nesting deeper than max_depth
- * (protobuf-c would recurse without limit) and counts spans into *spans.
- * SF_INVALID for malformed bytes or excess depth. */
-sf_status sf_otlp_wire_check(const uint8_t *data, size_t len, unsigned max_depth,
-                             size_t *spans);
-
 /* Initialise `b` over `data` (which must stay valid while the batch is in
- * use) after sf_otlp_wire_check; nothing is decoded yet. On SF_INVALID
- * b->spans holds the spans counted before the error (for the refusal
- * count). `arena` is the caller's and is used for any later decode. */
+ * use); nothing is read yet. `arena` is the caller's, for any later decode.
+ * Always SF_OK. */
 sf_status sf_batch_init(sf_batch *b, sf_arena *arena, const uint8_t *data, size_t len,
                         unsigned max_depth);
+
+/* Run the codec on the batch's current bytes with `edit` (NULL: canonical
+ * form only) on behalf of `by`: on SF_OK the result is the batch's bytes and
+ * b->spans, b->stats describe it. On error the batch is unchanged but
+ * b->spans holds the spans seen (SF_INVALID: before the error). */
+sf_status sf_batch_rewrite(sf_batch *b, const sf_otlp_edit *edit, const void *by);
 
 /* sf_batch_init() then sf_batch_request(): b->req is decoded on SF_OK. */
 sf_status sf_batch_decode(sf_batch *b, sf_arena *arena, const uint8_t *data, size_t len,
                           unsigned max_depth);
 
-/* Make b->req the decoded, current state (decoding the current bytes into
- * the arena if needed). After it the caller may edit b->req in place; the
- * batch's bytes are then considered stale. SF_INVALID if protobuf-c
- * rejects the bytes, SF_ENOMEM when the arena is exhausted. */
+/* Decode the batch's canonical bytes (running the codec first if nothing
+ * has) into the arena as b->req, for reading. SF_INVALID, SF_ENOMEM. */
 sf_status sf_batch_request(sf_batch *b);
 
-/* The current bytes of the batch, for the wire form of processors and for
- * exporters: raw, the last wire result, or b->req packed (cached). On SF_OK
- * *out is a new reference the caller must unref. */
+/* The canonical bytes of the batch (running the codec without an edit if
+ * nothing has yet). On SF_OK *out is a new reference the caller must unref. */
 sf_status sf_batch_encode(sf_batch *b, sf_buf **out);
-
-/* The current bytes without taking a reference (valid until the batch
- * changes): for a wire processor's input. */
-sf_status sf_batch_bytes(sf_batch *b, const uint8_t **data, size_t *len);
-
-/* Replace the batch's content with `buf` (the batch takes the caller's
- * reference): the result of a wire processor. Any decoded tree is stale. */
-void sf_batch_set_wire(sf_batch *b, sf_buf *buf);
 
 /* Drop the batch's own buffers; the arena stays with its owner. */
 void sf_batch_release(sf_batch *b);
-
-/* Spans in the encoded request `data` whose resource carries all `n`
- * attributes keys[i] = values[i] (string values, compared bytewise; n == 0
- * matches every resource). Walks the bytes without allocating; meant for
- * bytes that passed sf_otlp_wire_check, but returns 0 for anything
- * malformed rather than trusting that. */
-size_t sf_otlp_count_matching_spans(const uint8_t *data, size_t len, size_t n,
-                                    const char *const *keys, const char *const *values);
 
 /* Number of spans in a decoded request. */
 size_t sf_otlp_count_spans(const sf_otlp_request *req);

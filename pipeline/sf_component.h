@@ -10,9 +10,10 @@
  *   shutdown receivers stop accepting; exporters drain their queue for a
  *            bounded time, then count what is left as dropped
  *   destroy  free everything
- * Processors' consume() sees batch->req decoded and current; exporters take
- * bytes with sf_batch_encode(). consume is called from receiver threads, concurrently: component context
- * is read-only after start except for what the component locks itself. */
+ * Processors and exporters see a batch as bytes: exporters take its
+ * canonical bytes with sf_batch_encode(). consume is called from receiver
+ * threads, concurrently: component context is read-only after start except
+ * for what the component locks itself. */
 #ifndef SF_COMPONENT_H
 #define SF_COMPONENT_H
 
@@ -52,14 +53,14 @@ typedef struct sf_component_type {
      * (sf_batch_encode) into their queue, without blocking; SF_FULL when
      * the queue is full. NULL for receivers. */
     sf_status (*consume)(sf_component *self, sf_batch *batch);
-    /* Processors, optional: the same edit done on the encoded request, so
-     * the batch need not be decoded. `in` passed sf_otlp_wire_check; on
-     * SF_OK *out is the new encoding (one reference, handed to the batch), or
-     * NULL when the batch passes unchanged.
-     * SF_UNSUPPORTED: this batch needs the decoded path (the core then calls
-     * consume); any other error fails the batch closed. */
-    sf_status (*consume_wire)(sf_component *self, const uint8_t *in, size_t len, size_t spans,
-                              sf_buf **out);
+    /* Processors, optional: the rewrite this processor makes, as a codec
+     * edit (sf_otlp_wire.h), read-only after create. The core applies the
+     * first edit of a pipeline in the one pass that validates and
+     * canonicalises the request, before the pipeline's processors run, and
+     * records it in the batch (edited_by, edit_status); consume then
+     * accounts for it, or runs sf_batch_rewrite itself when the batch was
+     * edited by another processor. */
+    const sf_otlp_edit *(*edit)(const sf_component *self);
     void (*shutdown)(sf_component *self);
     void (*destroy)(sf_component *self);
 } sf_component_type;

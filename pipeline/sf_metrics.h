@@ -11,6 +11,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "sf_otlp_wire.h"
+
 /* X(ENUM, label) */
 #define SF_REASON_MAP(X)                                   \
     X(MALFORMED,          "malformed")                     \
@@ -38,6 +40,7 @@ typedef struct sf_counters {
     _Atomic uint64_t refused_spans[SF_REASON_COUNT]; /* otelcol_receiver_refused_spans{reason} */
     _Atomic uint64_t requests;                    /* spanfence_receiver_requests */
     _Atomic uint64_t refused_requests[SF_REASON_COUNT]; /* spanfence_receiver_refused_requests{reason} */
+    _Atomic uint64_t dropped_fields[SF_OTLP_MSG_COUNT]; /* spanfence_receiver_dropped_fields{message} */
     /* processors */
     _Atomic uint64_t incoming_items;              /* otelcol_processor_incoming_items */
     _Atomic uint64_t outgoing_items;              /* otelcol_processor_outgoing_items */

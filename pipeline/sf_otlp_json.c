@@ -763,7 +763,7 @@ static sf_status any_set(dec *d, void *msg, int f, json_object *v)
     case AV_DOUBLE: st = get_double(d, v, &a->double_value); break;
     case AV_BYTES:  st = get_base64(d, v, &a->bytes_value); break;
     default:
-        /* Same rule as sf_otlp_wire_check: each array / kvlist is a level. */
+        /* Same rule as sf_otlp_scan: each array / kvlist is a level. */
         if (d->depth >= d->max_depth)
             return fail(d, "nesting deeper than %u", d->max_depth);
         d->depth++;

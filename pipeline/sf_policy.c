@@ -6,11 +6,14 @@
  * DESIGN: the policy pins outcomes, not text: the allowlist is compared as
  * the set of keys each context lets through (every keep_keys and delete_key
  * of the context applied, in any order), and the exporter by its decoded
- * settings (defaults included). Components are found through the config's
- * sections, so components of types spanfence does not run (in metrics and
- * logs pipelines) are checked too: the exporter is used by no other pipeline,
- * their receivers bind loopback. Everything the policy holds lives in one
- * arena owned by the sf_policy. */
+ * settings (defaults included). Span-name rules are the exception: what a
+ * replace_pattern removes cannot be compared, so they are pinned as text,
+ * the exact ordered list of (pattern, replacement) of each context.
+ * Components are found through the config's sections, so components of
+ * types spanfence does not run (in metrics and logs pipelines) are checked
+ * too: the exporter is used by no other pipeline, their receivers bind
+ * loopback. Everything the policy holds lives in one arena owned by the
+ * sf_policy. */
 #include "sf_policy.h"
 
 #include "internal/sf_config_int.h"
@@ -36,12 +39,32 @@ typedef struct policy_keys {
     sf_strlist ctx[SF_TRANSFORM_CTX_COUNT];     /* v == NULL: not pinned */
 } policy_keys;
 
+/* One replace_pattern(name, pattern, replacement), both unescaped. */
+typedef struct policy_rule {
+    char *pattern;
+    char *replacement;
+} policy_rule;
+
+typedef struct policy_rules {
+    const sf_node *node;                        /* NULL: not pinned */
+    size_t n;
+    policy_rule *v;
+} policy_rules;
+
+typedef struct policy_name_rules {
+    bool present;
+    policy_rules ctx[SF_TRANSFORM_CTX_COUNT];   /* only span and spanevent have rows */
+} policy_name_rules;
+
 typedef struct policy_allowlist {
     bool present;
     char *processor;
     int error_mode;                             /* SF_ERROR_MODE_* */
     bool clear_status_message;
+    bool clear_trace_state;
+    int kept_value_types;                       /* sf_transform_value_types */
     policy_keys keys;
+    policy_name_rules name_rules;
 } policy_allowlist;
 
 typedef struct policy_exporter {
@@ -85,6 +108,73 @@ static const sf_config_row keys_rows[] = {
     { 0 }
 };
 
+static const sf_config_row rule_rows[] = {
+    { .key = "pattern", .type = SF_CFG_STR, .offset = offsetof(policy_rule, pattern),
+      .help = "the regular expression, as the statement's second argument unescaped" },
+    { .key = "replacement", .type = SF_CFG_STR, .offset = offsetof(policy_rule, replacement),
+      .help = "the replacement, as the statement's third argument unescaped" },
+    { 0 }
+};
+
+/* A list of {pattern, replacement} mappings, in the order they must run. */
+static sf_status parse_rules(sf_cfg_ctx *ctx, const sf_node *node, void *field)
+{
+    policy_rules *out = field;
+    const char *base = ctx->path;
+    sf_status st = SF_OK;
+
+    memset(out, 0, sizeof(*out));
+    if (node->kind == SF_NODE_SCALAR && node->is_null)
+        return SF_OK;
+    if (node->kind != SF_NODE_SEQ) {
+        sf_cfg_error(ctx, node, NULL, "expected a list of {pattern, replacement} mappings");
+        return SF_CONFIG;
+    }
+    out->v = sf_cfg_alloc(ctx, (node->n ? node->n : 1) * sizeof(*out->v));
+    if (out->v == NULL)
+        return SF_ENOMEM;
+    memset(out->v, 0, (node->n ? node->n : 1) * sizeof(*out->v));
+    out->node = node;
+    out->n = node->n;
+    for (size_t i = 0; i < node->n && st != SF_ENOMEM; i++) {
+        const sf_node *it = node->items[i];
+        char idx[32];
+        sf_status rs;
+
+        snprintf(idx, sizeof(idx), "[%zu]", i);
+        ctx->path = sf_cfg_path_join(ctx, base, idx);
+        if (ctx->path == NULL) {
+            ctx->path = base;
+            return SF_ENOMEM;
+        }
+        rs = sf_cfg_decode(ctx, rule_rows, it, &out->v[i]);
+        if (rs == SF_OK && out->v[i].pattern == NULL) {
+            sf_cfg_error(ctx, it, NULL, "'pattern' is required");
+            rs = SF_CONFIG;
+        }
+        if (rs == SF_OK && out->v[i].replacement == NULL) {
+            sf_cfg_error(ctx, it, NULL, "'replacement' is required (\"\" for none)");
+            rs = SF_CONFIG;
+        }
+        ctx->path = base;
+        if (rs != SF_OK)
+            st = rs;
+    }
+    return st;
+}
+
+#define RULES_ROW(name, c) \
+    { .key = name, .type = SF_CFG_CUSTOM, \
+      .offset = offsetof(policy_name_rules, ctx) + (c) * sizeof(policy_rules), \
+      .parse = parse_rules, \
+      .help = "the exact replace_pattern(name, ...) rules of the " name " context, in order" }
+
+static const sf_config_row name_rules_rows[] = {
+    RULES_ROW("span", SF_TRANSFORM_SPAN),
+    RULES_ROW("spanevent", SF_TRANSFORM_SPANEVENT),
+    { 0 }
+};
+
 static const sf_config_row allowlist_rows[] = {
     { .key = "processor", .type = SF_CFG_STR, .offset = offsetof(policy_allowlist, processor),
       .help = "id of the transform processor holding the allowlist (required)" },
@@ -94,9 +184,18 @@ static const sf_config_row allowlist_rows[] = {
     { .key = "clear_status_message", .type = SF_CFG_BOOL, .def = "true",
       .offset = offsetof(policy_allowlist, clear_status_message),
       .help = "require set(status.message, \"\")" },
+    { .key = "clear_trace_state", .type = SF_CFG_BOOL, .def = "true",
+      .offset = offsetof(policy_allowlist, clear_trace_state),
+      .help = "require set(trace_state, \"\") in the span and link contexts" },
+    { .key = "kept_value_types", .type = SF_CFG_ENUM, .def = "scalar",
+      .offset = offsetof(policy_allowlist, kept_value_types), .choices = "any|scalar",
+      .help = "scalar: the processor's kept_value_types must be scalar" },
     { .key = "keys", .type = SF_CFG_SECTION, .offset = offsetof(policy_allowlist, keys),
       .sub = keys_rows, .help = "per context, the exact key set; an absent context must have "
       "no keep_keys (required)" },
+    { .key = "name_rules", .type = SF_CFG_SECTION, .offset = offsetof(policy_allowlist, name_rules),
+      .sub = name_rules_rows, .help = "per context, the exact ordered span-name rules; a context "
+      "not listed must have none (absent: names are not pinned)" },
     { 0 }
 };
 
@@ -366,8 +465,8 @@ static const sf_transform_op *dropper(const sf_transform_program *prog, sf_trans
     for (size_t i = 0; i < sf_transform_op_count(prog, c); i++) {
         const sf_transform_op *op = sf_transform_op_get(prog, c, i);
 
-        if ((op->kind == SF_TRANSFORM_KEEP_KEYS) != sf_transform_keyset_has(&op->keys, key) &&
-            op->kind != SF_TRANSFORM_CLEAR_STATUS_MESSAGE)
+        if ((op->kind == SF_TRANSFORM_KEEP_KEYS || op->kind == SF_TRANSFORM_DELETE_KEY) &&
+            (op->kind == SF_TRANSFORM_KEEP_KEYS) != sf_transform_keyset_has(&op->keys, key))
             return op;
     }
     return NULL;
@@ -420,6 +519,65 @@ static void check_keys(checker *k, const char *subj, const sf_transform_program 
     }
 }
 
+/* `s` as an OTTL string body (\\ and \" escaped), for messages that can
+ * be pasted into a statement. */
+static const char *ottl_quote(const char *s, char *buf, size_t size)
+{
+    size_t w = 0;
+
+    for (; *s && w + 3 < size; s++) {
+        if (*s == '"' || *s == '\\')
+            buf[w++] = '\\';
+        buf[w++] = *s;
+    }
+    buf[w] = '\0';
+    return buf;
+}
+
+/* The replace_pattern rules of context c must be exactly the policy's, in
+ * order; a context the policy does not list must have none. */
+static void check_name_rules(checker *k, const char *subj, const sf_transform_program *prog,
+                             sf_transform_ctx c, const sf_node *where)
+{
+    const policy_rules *want = &k->pol->allowlist.name_rules.ctx[c];
+    const char *name = sf_transform_ctx_name(c);
+    const sf_transform_op *last = NULL;
+    char a[300], b[300], x[300], y[300];
+    size_t got = 0;
+
+    for (size_t i = 0; i < sf_transform_op_count(prog, c); i++) {
+        const sf_transform_op *op = sf_transform_op_get(prog, c, i);
+        const policy_rule *r = want->node && got < want->n ? &want->v[got] : NULL;
+
+        if (op->kind != SF_TRANSFORM_REPLACE_PATTERN)
+            continue;
+        got++;
+        last = op;
+        if (want->node == NULL)
+            violate(k, op->node, subj, "%s name rule %zu replace_pattern(name, \"%s\", \"%s\") "
+                    "is not in the policy, which pins no %s name rules", name, got,
+                    ottl_quote(op->pattern, a, sizeof(a)),
+                    ottl_quote(op->replacement, b, sizeof(b)), name);
+        else if (r == NULL)
+            violate(k, op->node, subj, "%s name rule %zu replace_pattern(name, \"%s\", \"%s\") "
+                    "is not in the policy, which pins %zu", name, got,
+                    ottl_quote(op->pattern, a, sizeof(a)),
+                    ottl_quote(op->replacement, b, sizeof(b)), want->n);
+        else if (strcmp(op->pattern, r->pattern) != 0 ||
+                 strcmp(op->replacement, r->replacement) != 0)
+            violate(k, op->node, subj, "%s name rule %zu is replace_pattern(name, \"%s\", \"%s\"), "
+                    "the policy requires replace_pattern(name, \"%s\", \"%s\")", name, got,
+                    ottl_quote(op->pattern, a, sizeof(a)),
+                    ottl_quote(op->replacement, b, sizeof(b)),
+                    ottl_quote(r->pattern, x, sizeof(x)), ottl_quote(r->replacement, y, sizeof(y)));
+    }
+    for (size_t i = got; want->node && i < want->n; i++)
+        violate(k, last ? last->node : where, subj, "%s name rule %zu is missing: the policy "
+                "requires replace_pattern(name, \"%s\", \"%s\")", name, i + 1,
+                ottl_quote(want->v[i].pattern, x, sizeof(x)),
+                ottl_quote(want->v[i].replacement, y, sizeof(y)));
+}
+
 static void check_allowlist(checker *k)
 {
     const policy_allowlist *pa = &k->pol->allowlist;
@@ -459,11 +617,33 @@ static void check_allowlist(checker *k)
                         error_mode_names[op->error_mode], error_mode_names[pa->error_mode]);
         }
     }
+    if (pa->kept_value_types == SF_TRANSFORM_VALUES_SCALAR &&
+        tc->kept_value_types != SF_TRANSFORM_VALUES_SCALAR) {
+        const sf_node *at = sf_node_get(value, "kept_value_types");
+
+        violate(k, at ? at : c->node, subj, "kept_value_types is 'any'%s, the policy requires "
+                "'scalar': a kept key could carry a kvlist or bytes value", at ? "" : " (the default)");
+    }
     if (pa->clear_status_message && !sf_transform_clears_status_message(tc->program))
         violate(k, statements, subj, "span status messages are not cleared: the policy requires "
                 "set(status.message, \"\")");
+    if (pa->clear_trace_state) {
+        static const sf_transform_ctx with_trace_state[] = { SF_TRANSFORM_SPAN, SF_TRANSFORM_LINK };
+
+        for (size_t i = 0; i < 2; i++) {
+            const char *name = sf_transform_ctx_name(with_trace_state[i]);
+
+            if (!sf_transform_clears_trace_state(tc->program, with_trace_state[i]))
+                violate(k, statements, subj, "%s trace_state is not cleared: the policy requires "
+                        "set(trace_state, \"\") in the %s context", name, name);
+        }
+    }
     for (int ctx = 0; ctx < SF_TRANSFORM_CTX_COUNT; ctx++)
         check_keys(k, subj, tc->program, (sf_transform_ctx)ctx, statements);
+    if (pa->name_rules.present) {
+        check_name_rules(k, subj, tc->program, SF_TRANSFORM_SPAN, statements);
+        check_name_rules(k, subj, tc->program, SF_TRANSFORM_SPANEVENT, statements);
+    }
 }
 
 static void check_pipelines(checker *k)

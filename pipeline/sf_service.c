@@ -27,6 +27,7 @@
 
 typedef struct sf_route {
     const char *id;
+    sf_component *editor;           /* first processor with an edit, or NULL */
     size_t n_processors;
     sf_component **processors;
     size_t n_exporters;
@@ -115,6 +116,10 @@ static sf_status build_routes(sf_service *svc)
         r->exporters = instances(svc, pl->exporters, pl->n_exporters);
         if (r->processors == NULL || r->exporters == NULL)
             return SF_ENOMEM;
+        for (size_t i = 0; i < r->n_processors && r->editor == NULL; i++) {
+            if (r->processors[i]->type->edit != NULL)
+                r->editor = r->processors[i];
+        }
         for (size_t i = 0; i < pl->n_receivers; i++) {
             sf_component *rc = instance_of(svc, pl->receivers[i]);
             sf_route **nr = sf_realloc(rc->routes, (rc->n_routes + 1) * sizeof(*nr));
@@ -306,42 +311,29 @@ static int severity(sf_status st)
     return sf_status_retryable(st) ? 1 : 2;
 }
 
-/* One processor on the batch: on the encoded bytes when it can and the
- * batch is not already decoded, else on the decoded tree. */
-static sf_status run_processor(sf_component *p, sf_batch *batch)
-{
-    sf_status st;
-
-    if (p->type->consume_wire != NULL && !batch->req_current) {
-        const uint8_t *in;
-        size_t len;
-        sf_buf *out = NULL;
-
-        st = sf_batch_bytes(batch, &in, &len);
-        if (st != SF_OK)
-            return st;
-        st = p->type->consume_wire(p, in, len, batch->spans, &out);
-        if (st == SF_OK) {
-            if (out != NULL)        /* NULL: the batch passes unchanged */
-                sf_batch_set_wire(batch, out);
-            return SF_OK;
-        }
-        if (st != SF_UNSUPPORTED)
-            return st;
-    }
-    st = sf_batch_request(batch);
-    if (st != SF_OK)
-        return st == SF_INVALID ? SF_INVALID : SF_ENOMEM;
-    return p->type->consume(p, batch);
-}
-
+/* One pipeline: the codec's pass with its first editor's edit (which is
+ * also the request's validation), its processors in order, its exporters. */
 static sf_status run_route(const sf_route *r, sf_batch *batch)
 {
+    sf_component *ed = r->editor;
     sf_status worst = SF_OK;
+    sf_status st = sf_batch_rewrite(batch, ed != NULL ? ed->type->edit(ed) : NULL, ed);
 
+    if (st == SF_INVALID)
+        return st;              /* nothing of a malformed request goes anywhere */
+    if (st != SF_OK) {
+        if (ed == NULL)
+            return st;
+        /* The edit failed: the editor reports it in its consume, after the
+         * processors before it counted the whole batch. */
+        sf_otlp_scan(batch->raw, batch->raw_len, batch->max_depth, &batch->spans);
+        batch->edited_by = ed;
+        batch->edit_status = st;
+    }
     for (size_t i = 0; i < r->n_processors; i++) {
         sf_component *p = r->processors[i];
-        sf_status st = run_processor(p, batch);
+
+        st = p->type->consume(p, batch);
         if (st != SF_OK) {
             /* Fail closed: a batch a processor could not handle goes no
              * further. A retry would fail the same way unless it was a
@@ -351,7 +343,8 @@ static sf_status run_route(const sf_route *r, sf_batch *batch)
     }
     for (size_t i = 0; i < r->n_exporters; i++) {
         sf_component *e = r->exporters[i];
-        sf_status st = e->type->consume(e, batch);
+
+        st = e->type->consume(e, batch);
         if (severity(st) > severity(worst))
             worst = st;
     }
@@ -361,10 +354,10 @@ static sf_status run_route(const sf_route *r, sf_batch *batch)
 sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_batch *batch)
 {
     sf_counters *rc = &receiver->transport[transport];
-    size_t spans = batch->spans;
     const uint8_t *raw = batch->raw;    /* processors replace the batch's bytes */
     size_t raw_len = batch->raw_len;
     sf_status worst = SF_OK;
+    size_t spans = 0;
 
     sf_count(&rc->requests, 1);
     for (size_t i = 0; i < receiver->n_routes; i++) {
@@ -374,17 +367,28 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_b
         if (i > 0) {
             /* Processors changed the first copy: start again from the
              * bytes as received. */
-            copy = (sf_batch){ .arena = batch->arena, .raw = batch->raw,
-                               .raw_len = batch->raw_len, .max_depth = batch->max_depth,
-                               .spans = spans };
+            sf_batch_init(&copy, batch->arena, raw, raw_len, batch->max_depth);
             b = &copy;
         }
         st = run_route(receiver->routes[i], b);
+        if (i == 0) {
+            /* The first pass validated the request and counted its spans. */
+            spans = b->spans;
+            for (int m = 0; m < SF_OTLP_MSG_COUNT; m++) {
+                if (b->stats.dropped_fields[m] > 0)
+                    sf_count(&rc->dropped_fields[m], b->stats.dropped_fields[m]);
+            }
+        }
         if (b != batch)
             sf_batch_release(b);
         if (severity(st) > severity(worst))
             worst = st;
+        if (st == SF_INVALID)
+            break;              /* the same bytes: every pipeline would refuse them */
     }
+    if (worst == SF_INVALID)
+        sf_debug("receiver '%s': refused a malformed request: %s", receiver->id,
+                 batch->stats.error != NULL ? batch->stats.error : "invalid");
     if (worst == SF_OK) {
         sf_count(&rc->accepted_spans, spans);
     } else {
@@ -537,6 +541,7 @@ static uint64_t get_accepted(sf_counters *c, int r) { (void)r; return sf_counter
 static uint64_t get_refused(sf_counters *c, int r) { return sf_counter_get(&c->refused_spans[r]); }
 static uint64_t get_requests(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->requests); }
 static uint64_t get_refused_requests(sf_counters *c, int r) { return sf_counter_get(&c->refused_requests[r]); }
+static uint64_t get_dropped_fields(sf_counters *c, int m) { return sf_counter_get(&c->dropped_fields[m]); }
 static uint64_t get_incoming(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->incoming_items); }
 static uint64_t get_outgoing(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->outgoing_items); }
 static uint64_t get_dropped(sf_counters *c, int r) { return sf_counter_get(&c->dropped_spans[r]); }
@@ -551,11 +556,14 @@ static uint64_t get_queued(sf_counters *c, int r) { (void)r; return (uint64_t)at
 static uint64_t get_ctlfail(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->control_failures); }
 static uint64_t get_windows(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->open_windows); }
 
+/* Which label a metric has beyond the component's: none, reason, message. */
+enum { BY_NONE = 0, BY_REASON = 1, BY_MESSAGE = 2 };
+
 typedef struct metric_def {
     sf_kind kind;
     const char *name;
     const char *type;
-    bool by_reason;
+    int by;                     /* BY_* */
     counter_get get;
     const char *help;
 } metric_def;
@@ -569,6 +577,8 @@ static const metric_def metric_defs[] = {
       "Export requests received." },
     { SF_KIND_RECEIVER, "spanfence_receiver_refused_requests", "counter", true, get_refused_requests,
       "Export requests refused, by reason (also those whose spans could not be counted)." },
+    { SF_KIND_RECEIVER, "spanfence_receiver_dropped_fields", "counter", BY_MESSAGE, get_dropped_fields,
+      "Fields the OTLP trace schema does not define (unknown, reserved, obsolete, profiles-only), dropped, by message type." },
     { SF_KIND_PROCESSOR, "otelcol_processor_incoming_items", "counter", false, get_incoming,
       "Spans that entered the processor." },
     { SF_KIND_PROCESSOR, "otelcol_processor_outgoing_items", "counter", false, get_outgoing,
@@ -600,8 +610,14 @@ static const metric_def metric_defs[] = {
 static void render_series(sf_text *t, const metric_def *m, const char *labels,
                           sf_counters *c)
 {
-    if (!m->by_reason) {
+    if (m->by == BY_NONE) {
         text_add(t, "%s{%s} %llu\n", m->name, labels, (unsigned long long)m->get(c, 0));
+        return;
+    }
+    if (m->by == BY_MESSAGE) {
+        for (int i = 0; i < SF_OTLP_MSG_COUNT; i++)
+            text_add(t, "%s{%s,message=\"%s\"} %llu\n", m->name, labels,
+                     sf_otlp_msg_label((sf_otlp_msg)i), (unsigned long long)m->get(c, i));
         return;
     }
     for (int r = 0; r < SF_REASON_COUNT; r++)

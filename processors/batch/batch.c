@@ -28,15 +28,6 @@ static sf_status batch_consume(sf_component *self, sf_batch *batch)
     return batch_pass(self, batch->spans);
 }
 
-static sf_status batch_consume_wire(sf_component *self, const uint8_t *in, size_t len,
-                                    size_t spans, sf_buf **out)
-{
-    (void)in;
-    (void)len;
-    *out = NULL;                    /* the batch passes unchanged */
-    return batch_pass(self, spans);
-}
-
 const sf_component_type sf_batch_processor_type = {
     .name = "batch",
     .kind = SF_KIND_PROCESSOR,
@@ -47,5 +38,4 @@ const sf_component_type sf_batch_processor_type = {
     .check = sf_batch_config_check,
     .create = batch_create,
     .consume = batch_consume,
-    .consume_wire = batch_consume_wire,
 };

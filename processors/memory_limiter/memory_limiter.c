@@ -158,15 +158,6 @@ static sf_status limiter_consume(sf_component *self, sf_batch *batch)
     return admit(self, batch->spans);
 }
 
-static sf_status limiter_consume_wire(sf_component *self, const uint8_t *in, size_t len,
-                                      size_t spans, sf_buf **out)
-{
-    (void)in;
-    (void)len;
-    *out = NULL;                    /* the batch passes unchanged */
-    return admit(self, spans);
-}
-
 static void limiter_shutdown(sf_component *self)
 {
     limiter *l = sf_component_ctx(self);
@@ -204,7 +195,6 @@ const sf_component_type sf_memory_limiter_processor_type = {
     .create = limiter_create,
     .start = limiter_start,
     .consume = limiter_consume,
-    .consume_wire = limiter_consume_wire,
     .shutdown = limiter_shutdown,
     .destroy = limiter_destroy,
 };

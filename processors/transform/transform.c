@@ -1,329 +1,401 @@
 /* processors/transform/transform.c: the `transform` processor on the data
- * path: runs the parsed program over every resource, scope, span, span event
- * and link of a batch, editing the arena-owned tree in place; consume_wire
- * runs the same program over the encoded request (transform_wire.c).
+ * path. Its program (transform_config.c) is compiled at create into a codec
+ * edit (sf_otlp_wire.h): per context, one lookup holding every key its
+ * statements name with that key's verdict and the verdict for every other
+ * key; the name rules as PCRE2 code (JIT where available); the fields to
+ * clear. The core applies the edit in the pass that validates and
+ * canonicalises each request; consume accounts for it.
  *
- * DESIGN: consume runs concurrently on several receiver threads. The only
- * state is the config and its compiled wire form (both read-only after
- * create) and the component's atomic counters. keep_keys and delete_key compact the KeyValue pointer array in
- * place and allocate nothing, so they cannot fail for lack of memory. What
- * can fail is a corrupt tree (a NULL where a message or key is required):
- * under error_mode propagate the whole batch fails with SF_FILTER and the
- * caller drops it (fail closed); under ignore/silent that statement is
- * skipped for that item and the rest goes on (fail open, as upstream). */
+ * DESIGN: consume and the edit's functions run concurrently on receiver
+ * threads. The compiled program is read-only after create; a call's only
+ * state is its PCRE2 match data (one per codec call, from rename's `state`)
+ * and the component's atomic counters. What can fail is a name rule (the
+ * regex hit its match or depth limit) and memory: under error_mode
+ * propagate a failed rule fails the request closed (SF_FILTER, the batch
+ * is dropped and counted); under ignore/silent that rule leaves the name as
+ * it was (fail open, as upstream). */
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include "transform.h"
 
+#include <pcre2.h>
 #include <stdint.h>
+#include <string.h>
 
-typedef struct run {
-    const sf_transform_config *cfg;
-    uint64_t removed;           /* attributes removed */
-    uint64_t skipped_ignore;    /* statements skipped under error_mode ignore */
-} run;
+/* ---- keys ------------------------------------------------------------------ */
 
-#define CTX_BIT(c) (1u << (c))
-#define BELOW_RESOURCE_SPANS (CTX_BIT(SF_TRANSFORM_RESOURCE) | BELOW_SCOPE_SPANS)
-#define BELOW_SCOPE_SPANS (CTX_BIT(SF_TRANSFORM_SCOPE) | BELOW_SPAN)
-#define BELOW_SPAN (CTX_BIT(SF_TRANSFORM_SPAN) | CTX_BIT(SF_TRANSFORM_SPANEVENT) | \
-                    CTX_BIT(SF_TRANSFORM_LINK))
+typedef struct wire_key {
+    const char *key;            /* NULL: empty slot */
+    size_t len;
+    bool keep;
+} wire_key;
 
-static bool has_ops(const run *r, sf_transform_ctx c)
+typedef struct wire_lookup {
+    bool active;                /* the context has keep_keys/delete_key */
+    bool keep_other;            /* verdict for keys no statement names */
+    uint64_t len_mask;          /* bit min(len, 63) of every named key */
+    size_t mask;                /* slots - 1 (a power of two minus one) */
+    wire_key *slots;            /* open addressing, linear probing */
+} wire_lookup;
+
+static inline uint64_t key_hash(const uint8_t *k, size_t len)
 {
-    return sf_transform_op_count(r->cfg->program, c) > 0;
+    uint64_t a = 0, b = 0, h;
+
+    if (len >= 8) {
+        memcpy(&a, k, 8);
+        memcpy(&b, k + len - 8, 8);
+    } else {
+        memcpy(&a, k, len);
+    }
+    h = a * 0x9e3779b97f4a7c15ull ^ (b + len) * 0xc2b2ae3d27d4eb4full;
+    return h ^ (h >> 31);
 }
 
-/* Statement `op` could not be applied to one item: 0 to go on without it,
- * -1 to fail the batch. */
-static int op_failed(run *r, const sf_transform_op *op)
+static inline uint64_t len_bit(size_t len)
 {
-    int mode = sf_transform_op_error_mode(r->cfg, op);
-
-    if (mode == SF_ERROR_MODE_PROPAGATE)
-        return -1;
-    if (mode == SF_ERROR_MODE_IGNORE)
-        r->skipped_ignore++;
-    return 0;
+    return 1ull << (len < 63 ? len : 63);
 }
 
-/* A message that the statements of the contexts in `mask` needed is missing
- * (a NULL where the tree must have one): the strictest error mode among
- * those statements decides. */
-static int tree_broken(run *r, unsigned mask)
+/* Whether an attribute named k[0, len) survives every statement of the
+ * context; *named says whether a statement names it. */
+static inline bool lookup_keep(const wire_lookup *l, const uint8_t *k, size_t len, bool *named)
 {
-    int strictest = -1;
+    *named = false;
+    if (!(l->len_mask & len_bit(len)))
+        return l->keep_other;
+    for (size_t i = key_hash(k, len) & l->mask;; i = (i + 1) & l->mask) {
+        const wire_key *e = &l->slots[i];
 
-    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
-        if (!(mask & CTX_BIT(c)))
-            continue;
-        for (size_t i = 0; i < sf_transform_op_count(r->cfg->program, c); i++) {
-            int m = sf_transform_op_error_mode(r->cfg,
-                                               sf_transform_op_get(r->cfg->program, c, i));
-            if (strictest < 0 || m < strictest)
-                strictest = m;
+        if (e->key == NULL)
+            return l->keep_other;
+        if (e->len == len && memcmp(e->key, k, len) == 0) {
+            *named = true;
+            return e->keep;
         }
     }
-    if (strictest == SF_ERROR_MODE_PROPAGATE)
-        return -1;
-    if (strictest == SF_ERROR_MODE_IGNORE)
-        r->skipped_ignore++;
-    return 0;
 }
 
-/* keep_keys (keep the listed keys) or delete_key (drop the listed key) on
- * one attribute array. Checks the whole array before touching it, so a
- * skipped statement leaves the item exactly as it was. */
-static int filter_attributes(run *r, const sf_transform_op *op, sf_otlp_kv **kv, size_t *n,
-                             uint32_t *dropped)
+static bool verdict(const sf_transform_program *p, sf_transform_ctx c, const char *key)
 {
-    const bool keep_listed = op->kind == SF_TRANSFORM_KEEP_KEYS;
-    size_t w = 0, gone;
-
-    if (*n == 0)
-        return 0;
-    if (kv == NULL)
-        return -1;
-    for (size_t i = 0; i < *n; i++) {
-        if (kv[i] == NULL || kv[i]->key == NULL)
-            return -1;
-    }
-    for (size_t i = 0; i < *n; i++) {
-        if (sf_transform_keyset_has(&op->keys, kv[i]->key) == keep_listed)
-            kv[w++] = kv[i];
-    }
-    gone = *n - w;
-    *n = w;
-    *dropped = gone > (size_t)(UINT32_MAX - *dropped) ? UINT32_MAX : *dropped + (uint32_t)gone;
-    r->removed += gone;
-    return 0;
-}
-
-/* Every statement of context c on one item (its attributes, and for spans
- * its status). 0 to go on, -1 to fail the batch. */
-static int run_item(run *r, sf_transform_ctx c, sf_otlp_kv **kv, size_t *n, uint32_t *dropped,
-                    sf_otlp_status *status)
-{
-    const sf_transform_program *p = r->cfg->program;
+    bool keep = true;
 
     for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
         const sf_transform_op *op = sf_transform_op_get(p, c, i);
 
-        if (op->kind == SF_TRANSFORM_CLEAR_STATUS_MESSAGE) {
-            if (status != NULL)
-                status->message = (char *)protobuf_c_empty_string;
-            continue;
-        }
-        if (filter_attributes(r, op, kv, n, dropped) != 0 && op_failed(r, op) != 0)
-            return -1;
+        if (op->kind == SF_TRANSFORM_KEEP_KEYS)
+            keep = keep && sf_transform_keyset_has(&op->keys, key);
+        else if (op->kind == SF_TRANSFORM_DELETE_KEY)
+            keep = keep && !sf_transform_keyset_has(&op->keys, key);
     }
-    return 0;
+    return keep;
 }
 
-static int run_span(run *r, sf_otlp_span *span)
+static sf_status lookup_build(wire_lookup *l, const sf_transform_program *p, sf_transform_ctx c)
 {
-    if (has_ops(r, SF_TRANSFORM_SPAN) &&
-        run_item(r, SF_TRANSFORM_SPAN, span->attributes, &span->n_attributes,
-                 &span->dropped_attributes_count, span->status) != 0)
-        return -1;
-    if (has_ops(r, SF_TRANSFORM_SPANEVENT)) {
-        if (span->n_events > 0 && span->events == NULL) {
-            if (tree_broken(r, CTX_BIT(SF_TRANSFORM_SPANEVENT)) != 0)
-                return -1;
-        } else {
-            for (size_t i = 0; i < span->n_events; i++) {
-                sf_otlp_event *ev = span->events[i];
+    size_t named = 0, slots = 4;
 
-                if (ev == NULL) {
-                    if (tree_broken(r, CTX_BIT(SF_TRANSFORM_SPANEVENT)) != 0)
-                        return -1;
-                    continue;
-                }
-                if (run_item(r, SF_TRANSFORM_SPANEVENT, ev->attributes, &ev->n_attributes,
-                             &ev->dropped_attributes_count, NULL) != 0)
-                    return -1;
-            }
+    l->keep_other = true;
+    for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
+        const sf_transform_op *op = sf_transform_op_get(p, c, i);
+
+        if (op->kind != SF_TRANSFORM_KEEP_KEYS && op->kind != SF_TRANSFORM_DELETE_KEY)
+            continue;
+        l->active = true;
+        if (op->kind == SF_TRANSFORM_KEEP_KEYS)
+            l->keep_other = false;
+        named += op->keys.n;
+    }
+    if (!l->active)
+        return SF_OK;
+    while (slots < 2 * named + 2)
+        slots *= 2;
+    l->slots = sf_calloc(slots, sizeof(*l->slots));
+    if (l->slots == NULL)
+        return SF_ENOMEM;
+    l->mask = slots - 1;
+    for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
+        const sf_transform_op *op = sf_transform_op_get(p, c, i);
+
+        if (op->kind != SF_TRANSFORM_KEEP_KEYS && op->kind != SF_TRANSFORM_DELETE_KEY)
+            continue;
+        for (size_t j = 0; j < op->keys.n; j++) {
+            const char *key = op->keys.keys[j];
+            size_t len = strlen(key), at = key_hash((const uint8_t *)key, len) & l->mask;
+
+            while (l->slots[at].key != NULL && strcmp(l->slots[at].key, key) != 0)
+                at = (at + 1) & l->mask;
+            if (l->slots[at].key != NULL)
+                continue;       /* named by an earlier statement too */
+            l->slots[at] = (wire_key){ .key = key, .len = len, .keep = verdict(p, c, key) };
+            l->len_mask |= len_bit(len);
         }
     }
-    if (has_ops(r, SF_TRANSFORM_LINK)) {
-        if (span->n_links > 0 && span->links == NULL) {
-            if (tree_broken(r, CTX_BIT(SF_TRANSFORM_LINK)) != 0)
-                return -1;
-        } else {
-            for (size_t i = 0; i < span->n_links; i++) {
-                sf_otlp_link *ln = span->links[i];
-
-                if (ln == NULL) {
-                    if (tree_broken(r, CTX_BIT(SF_TRANSFORM_LINK)) != 0)
-                        return -1;
-                    continue;
-                }
-                if (run_item(r, SF_TRANSFORM_LINK, ln->attributes, &ln->n_attributes,
-                             &ln->dropped_attributes_count, NULL) != 0)
-                    return -1;
-            }
-        }
-    }
-    return 0;
+    return SF_OK;
 }
 
-static int run_scope_spans(run *r, sf_otlp_scope_spans *ss, bool spans_too)
-{
-    sf_otlp_scope *scope = ss->scope;
+/* ---- name rules --------------------------------------------------------------- */
 
-    /* A missing scope (or resource) is valid OTLP: nothing to filter. */
-    if (scope != NULL && has_ops(r, SF_TRANSFORM_SCOPE) &&
-        run_item(r, SF_TRANSFORM_SCOPE, scope->attributes, &scope->n_attributes,
-                 &scope->dropped_attributes_count, NULL) != 0)
-        return -1;
-    if (!spans_too)
-        return 0;
-    if (ss->n_spans > 0 && ss->spans == NULL)
-        return tree_broken(r, BELOW_SPAN);
-    for (size_t i = 0; i < ss->n_spans; i++) {
-        if (ss->spans[i] == NULL) {
-            if (tree_broken(r, BELOW_SPAN) != 0)
-                return -1;
-            continue;
-        }
-        if (run_span(r, ss->spans[i]) != 0)
-            return -1;
-    }
-    return 0;
-}
+/* Bounds on one match, so a pattern cannot take unbounded time on a name. */
+#define SF_TRANSFORM_MATCH_LIMIT 100000
+#define SF_TRANSFORM_DEPTH_LIMIT 1000
 
-static int run_request(run *r, sf_otlp_request *req)
-{
-    const bool spans_too = has_ops(r, SF_TRANSFORM_SPAN) || has_ops(r, SF_TRANSFORM_SPANEVENT) ||
-                           has_ops(r, SF_TRANSFORM_LINK);
-    const bool scopes_too = spans_too || has_ops(r, SF_TRANSFORM_SCOPE);
+typedef struct name_rule {
+    pcre2_code *code;
+    PCRE2_SPTR replacement;
+    size_t replacement_len;
+    int error_mode;             /* the statement's */
+} name_rule;
 
-    if (req->n_resource_spans > 0 && req->resource_spans == NULL)
-        return tree_broken(r, BELOW_RESOURCE_SPANS);
-    for (size_t i = 0; i < req->n_resource_spans; i++) {
-        sf_otlp_resource_spans *rs = req->resource_spans[i];
-
-        if (rs == NULL) {
-            if (tree_broken(r, BELOW_RESOURCE_SPANS) != 0)
-                return -1;
-            continue;
-        }
-        if (rs->resource != NULL && has_ops(r, SF_TRANSFORM_RESOURCE) &&
-            run_item(r, SF_TRANSFORM_RESOURCE, rs->resource->attributes,
-                     &rs->resource->n_attributes, &rs->resource->dropped_attributes_count,
-                     NULL) != 0)
-            return -1;
-        if (!scopes_too)
-            continue;
-        if (rs->n_scope_spans > 0 && rs->scope_spans == NULL) {
-            if (tree_broken(r, BELOW_SCOPE_SPANS) != 0)
-                return -1;
-            continue;
-        }
-        for (size_t j = 0; j < rs->n_scope_spans; j++) {
-            if (rs->scope_spans[j] == NULL) {
-                if (tree_broken(r, BELOW_SCOPE_SPANS) != 0)
-                    return -1;
-                continue;
-            }
-            if (run_scope_spans(r, rs->scope_spans[j], spans_too) != 0)
-                return -1;
-        }
-    }
-    return 0;
-}
-
-/* The instance: the program lives with the loaded config; the wire path's
- * compiled form of it is built here, read-only afterwards. */
 typedef struct transform_ctx {
     const sf_transform_config *cfg;
-    sf_transform_wire *wire;
+    wire_lookup lookup[SF_TRANSFORM_CTX_COUNT];
+    size_t n_rules[SF_TRANSFORM_CTX_COUNT];
+    name_rule *rules[SF_TRANSFORM_CTX_COUNT];
+    pcre2_match_context *mctx;
+    uint32_t max_groups;        /* largest capture count + 1, for match data */
+    sf_otlp_edit edit;
+    _Atomic uint64_t rules_skipped;     /* failed rules skipped under ignore/silent */
 } transform_ctx;
+
+static bool keep_attribute(const void *ctx, sf_otlp_ctx c, const uint8_t *key, size_t len)
+{
+    const transform_ctx *t = ctx;
+    bool named;
+
+    return lookup_keep(&t->lookup[c], key, len, &named);
+}
+
+/* Every rule of context c in order on the name; the result in *out. */
+static sf_status rename_fn(const void *ctx, void **state, sf_otlp_ctx c, const uint8_t *in,
+                           size_t len, sf_otlp_text *out)
+{
+    transform_ctx *t = (transform_ctx *)ctx;   /* only the atomic counter is written */
+    pcre2_match_data *md = *state;
+    sf_otlp_text tmp = { 0 };
+    const uint8_t *subject = in;
+    size_t subject_len = len;
+    sf_status st = SF_OK;
+
+    if (md == NULL) {
+        md = pcre2_match_data_create(t->max_groups, NULL);
+        if (md == NULL)
+            return SF_ENOMEM;
+        *state = md;
+    }
+    for (size_t i = 0; i < t->n_rules[c]; i++) {
+        const name_rule *r = &t->rules[c][i];
+        sf_otlp_text *dst = (i % 2 == 0) ? out : &tmp;   /* alternate: the subject is the other */
+        PCRE2_SIZE n;
+        int rc;
+
+        if (sf_otlp_text_reserve(dst, subject_len + 64) != SF_OK) {
+            st = SF_ENOMEM;
+            goto out_free_tmp;
+        }
+        for (;;) {
+            n = dst->cap;
+            rc = pcre2_substitute(r->code, subject, subject_len, 0,
+                                  PCRE2_SUBSTITUTE_GLOBAL | PCRE2_SUBSTITUTE_OVERFLOW_LENGTH |
+                                  PCRE2_SUBSTITUTE_UNSET_EMPTY |
+                                  PCRE2_NO_UTF_CHECK, md, t->mctx, r->replacement,
+                                  r->replacement_len, dst->data, &n);
+            if (rc != PCRE2_ERROR_NOMEMORY)
+                break;
+            if (sf_otlp_text_reserve(dst, n + 1) != SF_OK) {
+                st = SF_ENOMEM;
+                goto out_free_tmp;
+            }
+        }
+        if (rc < 0) {
+            if (r->error_mode == SF_ERROR_MODE_PROPAGATE) {
+                st = SF_FILTER;
+                goto out_free_tmp;
+            }
+            atomic_fetch_add_explicit(&t->rules_skipped, 1, memory_order_relaxed);
+            /* leave the name as it was before this rule */
+            if (sf_otlp_text_reserve(dst, subject_len + 1) != SF_OK) {
+                st = SF_ENOMEM;
+                goto out_free_tmp;
+            }
+            memmove(dst->data, subject, subject_len);
+            n = subject_len;
+        }
+        dst->len = n;
+        subject = dst->data;
+        subject_len = n;
+    }
+    if (subject != out->data) {         /* the last result is in tmp, or no rule ran */
+        if (sf_otlp_text_reserve(out, subject_len + 1) != SF_OK) {
+            st = SF_ENOMEM;
+            goto out_free_tmp;
+        }
+        memmove(out->data, subject, subject_len);
+    }
+    out->len = subject_len;
+
+out_free_tmp:
+    sf_free(tmp.data);
+    return st;
+}
+
+static void release(const void *ctx, void *state)
+{
+    (void)ctx;
+    pcre2_match_data_free(state);
+}
+
+static sf_status rules_build(transform_ctx *t, sf_transform_ctx c)
+{
+    const sf_transform_program *p = t->cfg->program;
+    size_t n = 0;
+
+    for (size_t i = 0; i < sf_transform_op_count(p, c); i++)
+        n += sf_transform_op_get(p, c, i)->kind == SF_TRANSFORM_REPLACE_PATTERN;
+    if (n == 0)
+        return SF_OK;
+    t->rules[c] = sf_calloc(n, sizeof(name_rule));
+    if (t->rules[c] == NULL)
+        return SF_ENOMEM;
+    for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
+        const sf_transform_op *op = sf_transform_op_get(p, c, i);
+        name_rule *r;
+        int err;
+        PCRE2_SIZE at;
+        uint32_t groups = 0;
+
+        if (op->kind != SF_TRANSFORM_REPLACE_PATTERN)
+            continue;
+        r = &t->rules[c][t->n_rules[c]++];
+        r->code = pcre2_compile((PCRE2_SPTR)op->pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &err,
+                                &at, NULL);
+        if (r->code == NULL) {
+            /* checked at load: only memory can make it fail here */
+            sf_error("processor transform: pattern '%s' does not compile", op->pattern);
+            return SF_CONFIG;
+        }
+        (void)pcre2_jit_compile(r->code, PCRE2_JIT_COMPLETE);  /* interpreted without JIT */
+        pcre2_pattern_info(r->code, PCRE2_INFO_CAPTURECOUNT, &groups);
+        if (groups + 1 > t->max_groups)
+            t->max_groups = groups + 1;
+        r->replacement = (PCRE2_SPTR)op->replacement;
+        r->replacement_len = strlen(op->replacement);
+        r->error_mode = sf_transform_op_error_mode(t->cfg, op);
+    }
+    return SF_OK;
+}
+
+/* ---- the component ------------------------------------------------------------- */
+
+static void transform_destroy(sf_component *self);
 
 static sf_status transform_create(sf_component *self, const void *config)
 {
-    transform_ctx *ctx = sf_calloc(1, sizeof(*ctx));
-    sf_status st;
+    const sf_transform_config *cfg = config;
+    const sf_transform_program *p = cfg->program;
+    transform_ctx *t = sf_calloc(1, sizeof(*t));
+    sf_status st = SF_OK;
 
-    if (ctx == NULL)
+    if (t == NULL)
         return SF_ENOMEM;
-    ctx->cfg = config;
-    st = sf_transform_wire_create(config, &ctx->wire);
-    if (st != SF_OK)
-        goto out_free_ctx;
-    sf_component_set_ctx(self, ctx);
+    t->cfg = cfg;
+    t->max_groups = 1;
+    sf_component_set_ctx(self, t);
+    t->mctx = pcre2_match_context_create(NULL);
+    if (t->mctx == NULL) {
+        st = SF_ENOMEM;
+        goto out_destroy;
+    }
+    pcre2_set_match_limit(t->mctx, SF_TRANSFORM_MATCH_LIMIT);
+    pcre2_set_depth_limit(t->mctx, SF_TRANSFORM_DEPTH_LIMIT);
+    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
+        st = lookup_build(&t->lookup[c], p, (sf_transform_ctx)c);
+        if (st == SF_OK)
+            st = rules_build(t, (sf_transform_ctx)c);
+        if (st != SF_OK)
+            goto out_destroy;
+        if (t->lookup[c].active)
+            t->edit.filter_attrs |= SF_OTLP_CTX_BIT(c);
+        if (t->n_rules[c] > 0)
+            t->edit.rename |= SF_OTLP_CTX_BIT(c);
+        if (sf_transform_clears_trace_state(p, (sf_transform_ctx)c))
+            t->edit.clear_trace_state |= SF_OTLP_CTX_BIT(c);
+    }
+    t->edit.ctx = t;
+    t->edit.clear_status_message = sf_transform_clears_status_message(p);
+    t->edit.scalar_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SCALAR;
+    t->edit.keep_attribute = keep_attribute;
+    t->edit.rename_fn = rename_fn;
+    t->edit.release = release;
     return SF_OK;
 
-out_free_ctx:
-    sf_free(ctx);
+out_destroy:
+    transform_destroy(self);
     return st;
 }
 
 static void transform_destroy(sf_component *self)
 {
-    transform_ctx *ctx = sf_component_ctx(self);
+    transform_ctx *t = sf_component_ctx(self);
 
-    if (ctx == NULL)
+    if (t == NULL)
         return;
-    sf_transform_wire_destroy(ctx->wire);
-    sf_free(ctx);
+    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
+        sf_free(t->lookup[c].slots);
+        for (size_t i = 0; i < t->n_rules[c]; i++)
+            pcre2_code_free(t->rules[c][i].code);
+        sf_free(t->rules[c]);
+    }
+    pcre2_match_context_free(t->mctx);
+    sf_free(t);
     sf_component_set_ctx(self, NULL);
+}
+
+static const sf_otlp_edit *transform_edit(const sf_component *self)
+{
+    const transform_ctx *t = sf_component_ctx(self);
+
+    return &t->edit;
 }
 
 static sf_status transform_consume(sf_component *self, sf_batch *batch)
 {
     sf_counters *counters = sf_component_counters(self);
-    const transform_ctx *ctx = sf_component_ctx(self);
-    run r = { .cfg = ctx->cfg };
+    transform_ctx *t = sf_component_ctx(self);
+    uint64_t skipped = atomic_load_explicit(&t->rules_skipped, memory_order_relaxed);
+    sf_status st;
 
     sf_count(&counters->incoming_items, batch->spans);
-    /* Without a request there is nothing that could be passed on safely,
-     * whatever the error mode. */
-    if (batch->req == NULL || run_request(&r, batch->req) != 0) {
-        sf_count(&counters->dropped_spans[SF_REASON_FILTER_FAILED], batch->spans);
-        sf_warn("processor %s: dropped a batch of %zu spans that could not be filtered",
-                sf_component_id(self), batch->spans);
-        return SF_FILTER;
-    }
-    if (r.skipped_ignore > 0)
-        sf_warn("processor %s: %llu statements could not be applied and were skipped "
-                "(error_mode ignore)", sf_component_id(self),
-                (unsigned long long)r.skipped_ignore);
-    sf_count(&counters->removed_attributes, r.removed);
-    sf_count(&counters->outgoing_items, batch->spans);
-    return SF_OK;
-}
-
-/* The same filter on the encoded request (transform_wire.c), counted as
- * consume counts. SF_UNSUPPORTED: consume runs next and counts instead. */
-static sf_status transform_consume_wire(sf_component *self, const uint8_t *in, size_t len,
-                                        size_t spans, sf_buf **out)
-{
-    const transform_ctx *ctx = sf_component_ctx(self);
-    sf_counters *counters = sf_component_counters(self);
-    uint64_t removed;
-    sf_status st = sf_transform_wire_filter(ctx->wire, in, len, spans, out, &removed);
-
-    if (st == SF_UNSUPPORTED)
-        return st;
-    sf_count(&counters->incoming_items, spans);
+    if (batch->edited_by == self)
+        st = batch->edit_status;        /* the core ran the edit in its pass */
+    else
+        st = sf_batch_rewrite(batch, &t->edit, self);
     if (st != SF_OK) {
-        sf_count(&counters->dropped_spans[SF_REASON_FILTER_FAILED], spans);
-        sf_warn("processor %s: dropped a batch of %zu spans that could not be filtered",
-                sf_component_id(self), spans);
-        return SF_FILTER;
+        bool memory = st == SF_ENOMEM;
+
+        sf_count(&counters->dropped_spans[memory ? SF_REASON_MEMORY_LIMIT
+                                                 : SF_REASON_FILTER_FAILED], batch->spans);
+        sf_warn("processor %s: dropped a batch of %zu spans that could not be filtered (%s)",
+                sf_component_id(self), batch->spans, sf_status_str(st));
+        return memory ? SF_ENOMEM : SF_FILTER;
     }
-    sf_count(&counters->removed_attributes, removed);
-    sf_count(&counters->outgoing_items, spans);
+    if (t->cfg->error_mode == SF_ERROR_MODE_IGNORE &&
+        atomic_load_explicit(&t->rules_skipped, memory_order_relaxed) != skipped)
+        sf_warn("processor %s: a replace_pattern statement could not be applied and was "
+                "skipped (error_mode ignore)", sf_component_id(self));
+    sf_count(&counters->removed_attributes, batch->stats.removed_attributes);
+    sf_count(&counters->outgoing_items, batch->spans);
     return SF_OK;
 }
 
 const sf_component_type sf_transform_processor_type = {
     .name = "transform",
     .kind = SF_KIND_PROCESSOR,
-    .description = "keeps only allowlisted attributes, clears status messages",
+    .description = "keeps only allowlisted attributes, redacts names, clears status messages "
+                   "and trace state",
     .config_size = sizeof(sf_transform_config),
     .config_map = sf_transform_config_map,
     .create = transform_create,
     .consume = transform_consume,
-    .consume_wire = transform_consume_wire,
+    .edit = transform_edit,
     .destroy = transform_destroy,
 };

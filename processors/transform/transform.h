@@ -119,24 +119,4 @@ bool sf_transform_clears_trace_state(const sf_transform_program *p, sf_transform
 /* The error mode `op` runs with under `cfg` (its group's, else the processor's). */
 int sf_transform_op_error_mode(const sf_transform_config *cfg, const sf_transform_op *op);
 
-/* ---- the wire path (transform_wire.c) ------------------------------------- */
-
-/* The program compiled for filtering encoded requests: read-only once
- * created, shared by every thread that filters. */
-typedef struct sf_transform_wire sf_transform_wire;
-
-/* Compile cfg->program (which must outlive the result). SF_ENOMEM. */
-sf_status sf_transform_wire_create(const sf_transform_config *cfg, sf_transform_wire **out);
-void sf_transform_wire_destroy(sf_transform_wire *tw);     /* NULL ok */
-
-/* Filter the encoded request in[0, len) (which passed sf_otlp_wire_check
- * and holds `spans` spans) exactly as the tree path filters its decoding.
- * On SF_OK *out is the filtered request (one reference, the caller's) and
- * *removed the attributes removed. SF_UNSUPPORTED: this request needs the
- * tree path (a shape a walk cannot reproduce, or malformed bytes or no
- * memory under error_mode ignore/silent); SF_FILTER: malformed bytes or no
- * memory under propagate (fail closed). Thread-safe. */
-sf_status sf_transform_wire_filter(const sf_transform_wire *tw, const uint8_t *in, size_t len,
-                                   size_t spans, sf_buf **out, uint64_t *removed);
-
 #endif

@@ -3,14 +3,29 @@
  * and the read-only accessors of the parsed program.
  *
  * The grammar is the small subset spanfence supports:
- *   statement := func '(' path ',' arg ')' [ 'where' ... -> refused ]
- *   func      := keep_keys | delete_key | set
- *   path      := [ctx '.'] ( 'attributes' | 'status' '.' 'message' )
+ *   statement := func '(' path ',' arg [ ',' arg ] ')' [ 'where' ... -> refused ]
+ *   func      := keep_keys | delete_key | set | replace_pattern
+ *   path      := [ctx '.'] ( 'attributes' | 'status' '.' 'message' | 'trace_state' | 'name' )
  *   arg       := '[' [ string { ',' string } ] ']' | string
  *   string    := '"' { char | '\"' | '\\' } '"'
- * Anything else is an error quoting the statement: a statement spanfence
- * cannot honour must never be silently ignored (it is the privacy boundary). */
+ * and of those only these statements (ctx: the contexts each applies in):
+ *   keep_keys(attributes, ["k", ...])           every context
+ *   delete_key(attributes, "k")                 every context
+ *   set(status.message, "")                     span
+ *   set(trace_state, "")                        span, link
+ *   replace_pattern(name, "regex", "repl")      span, spanevent
+ * replace_pattern's regex is PCRE2 (UTF), compiled here once to check it;
+ * its replacement is pcre2_substitute syntax, checked by substituting once
+ * with a pattern of the same capture groups, so a reference to a group the
+ * regex does not have ($9) is a load error too. Upstream's optional fourth
+ * and fifth arguments (a hash function, a format) are refused.
+ * Anything else is an error quoting the statement and listing the supported
+ * ones: a statement spanfence cannot honour must never be silently ignored
+ * (it is the privacy boundary). */
 #include "transform.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -217,7 +232,7 @@ static char *take_string(parser *p)
 
 /* ---- parser --------------------------------------------------------------- */
 
-typedef enum path_kind { P_ATTRIBUTES, P_STATUS_MESSAGE } path_kind;
+typedef enum path_kind { P_ATTRIBUTES, P_STATUS_MESSAGE, P_TRACE_STATE, P_NAME } path_kind;
 
 typedef struct path {
     path_kind kind;
@@ -276,6 +291,10 @@ static int parse_path(parser *p, path *out)
         out->kind = P_ATTRIBUTES;
     else if (n == first + 2 && SEG_IS(first, "status") && SEG_IS(first + 1, "message"))
         out->kind = P_STATUS_MESSAGE;
+    else if (n == first + 1 && SEG_IS(first, "trace_state"))
+        out->kind = P_TRACE_STATE;
+    else if (n == first + 1 && SEG_IS(first, "name"))
+        out->kind = P_NAME;
     else
         return fail(p, "unsupported path '%.*s'", len, src + out->start);
 #undef SEG_IS
@@ -364,10 +383,271 @@ static int parse_tail(parser *p)
                 p->lx.src + p->lx.start, where(p, buf, sizeof(buf)));
 }
 
+/* ---- replace_pattern: checking the regex and the replacement --------------- */
+
+/* PCRE2's scratch memory is counted like every other allocation. */
+static void *pcre_alloc(PCRE2_SIZE size, void *ctx)
+{
+    (void)ctx;
+    return sf_malloc(size);
+}
+
+static void pcre_release(void *ptr, void *ctx)
+{
+    (void)ctx;
+    sf_free(ptr);
+}
+
+/* The 1-based column in the statement of byte `offset` of the unescaped
+ * string whose token starts (at its opening quote) at `tok`. */
+static size_t string_column(const parser *p, size_t tok, size_t offset)
+{
+    size_t r = tok + 1, end = p->lx.len;
+
+    for (size_t u = 0; u < offset && r < end; u++)
+        r += p->lx.src[r] == '\\' ? 2 : 1;
+    return r + 1;
+}
+
+static void pcre_message(int code, char *buf, size_t size)
+{
+    if (pcre2_get_error_message(code, (PCRE2_UCHAR *)buf, size) < 0 && buf[0] == '\0')
+        snprintf(buf, size, "pcre2 error %d", code);
+}
+
+/* A pattern that always matches the empty string and has the same capture
+ * groups (numbers and names) as `code`: "(?J)()(?<name>)()...". NULL on no
+ * memory. */
+static char *probe_pattern(const pcre2_code *code, uint32_t groups)
+{
+    uint32_t names = 0, entry = 0;
+    PCRE2_SPTR table = NULL;
+    size_t size, w;
+    char *out;
+
+    pcre2_pattern_info(code, PCRE2_INFO_NAMECOUNT, &names);
+    pcre2_pattern_info(code, PCRE2_INFO_NAMEENTRYSIZE, &entry);
+    pcre2_pattern_info(code, PCRE2_INFO_NAMETABLE, &table);
+    size = 5 + (size_t)groups * 2 + (size_t)names * (entry + 4);
+    out = sf_malloc(size);
+    if (out == NULL)
+        return NULL;
+    w = (size_t)snprintf(out, size, "(?J)");
+    for (uint32_t g = 1; g <= groups; g++) {
+        const char *name = NULL;
+
+        for (uint32_t i = 0; i < names && name == NULL; i++) {
+            PCRE2_SPTR e = table + (size_t)i * entry;
+
+            if ((uint32_t)((e[0] << 8) | e[1]) == g)
+                name = (const char *)e + 2;
+        }
+        if (name != NULL)
+            w += (size_t)snprintf(out + w, size - w, "(?<%s>)", name);
+        else
+            w += (size_t)snprintf(out + w, size - w, "()");
+    }
+    return out;
+}
+
+/* The first group reference of `repl` that `code` does not have, for a
+ * message: its text into ref (e.g. "9" or "nme"), its offset into *at. */
+static bool unknown_reference(const pcre2_code *code, uint32_t groups, const char *repl,
+                              char *ref, size_t refsize, size_t *at)
+{
+    for (size_t i = 0; repl[i] != '\0'; i++) {
+        size_t s, e;
+
+        if (repl[i] != '$')
+            continue;
+        if (repl[i + 1] == '$') {
+            i++;
+            continue;
+        }
+        s = i + 1 + (repl[i + 1] == '{');
+        e = s;
+        while (repl[e] == '_' || (repl[e] >= '0' && repl[e] <= '9') ||
+               (repl[e] >= 'a' && repl[e] <= 'z') || (repl[e] >= 'A' && repl[e] <= 'Z') ||
+               (unsigned char)repl[e] >= 0x80)
+            e++;
+        if (e == s)
+            continue;                   /* ${*MARK} and syntax errors: pcre2 said */
+        snprintf(ref, refsize, "%.*s", (int)(e - s), repl + s);
+        if (ref[0] >= '0' && ref[0] <= '9') {
+            if (strtoul(ref, NULL, 10) > groups) {
+                *at = i;
+                return true;
+            }
+        } else if (pcre2_substring_number_from_name(code, (PCRE2_SPTR)ref) < 0) {
+            *at = i;
+            return true;
+        }
+        i = e - 1;
+    }
+    return false;
+}
+
+/* Compile `re` (PCRE2_UTF) and substitute `repl` once with a probe of the
+ * same groups, then free both. Problems name the column in the statement:
+ * re_tok and repl_tok are where the two strings start. */
+static int check_replace_pattern(parser *p, const char *re, size_t re_tok, const char *repl,
+                                 size_t repl_tok)
+{
+    pcre2_general_context *gc = pcre2_general_context_create(pcre_alloc, pcre_release, NULL);
+    pcre2_compile_context *cc = NULL;
+    pcre2_code *code = NULL, *probe = NULL;
+    char msg[160], ref[64], *probe_src = NULL, *out = NULL;
+    PCRE2_SIZE erroff = 0, outlen;
+    uint32_t groups = 0;
+    size_t at;
+    int err = 0, rc = -1;
+
+    if (gc == NULL || (cc = pcre2_compile_context_create(gc)) == NULL)
+        goto out_nomem;
+    code = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &err, &erroff, cc);
+    if (code == NULL) {
+        if (err == PCRE2_ERROR_HEAP_FAILED)
+            goto out_nomem;
+        pcre_message(err, msg, sizeof(msg));
+        fail(p, "invalid regular expression at column %zu (offset %zu of the pattern): %s",
+             string_column(p, re_tok, erroff), (size_t)erroff, msg);
+        goto out;
+    }
+    pcre2_pattern_info(code, PCRE2_INFO_CAPTURECOUNT, &groups);
+    probe_src = probe_pattern(code, groups);
+    if (probe_src == NULL)
+        goto out_nomem;
+    probe = pcre2_compile((PCRE2_SPTR)probe_src, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &err,
+                          &erroff, cc);
+    if (probe == NULL) {
+        if (err == PCRE2_ERROR_HEAP_FAILED)
+            goto out_nomem;
+        pcre_message(err, msg, sizeof(msg));    /* well formed by construction */
+        fail(p, "cannot check the replacement: %s", msg);
+        goto out;
+    }
+    /* every group of the probe is set and empty: the result is never
+     * longer than the replacement */
+    outlen = strlen(repl) + 1;
+    out = sf_malloc(outlen);
+    if (out == NULL)
+        goto out_nomem;
+    err = pcre2_substitute(probe, (PCRE2_SPTR)"", 0, 0, PCRE2_SUBSTITUTE_GLOBAL, NULL, NULL,
+                           (PCRE2_SPTR)repl, PCRE2_ZERO_TERMINATED, (PCRE2_UCHAR *)out, &outlen);
+    if (err == PCRE2_ERROR_NOMEMORY)
+        goto out_nomem;
+    if (err < 0) {
+        if (err == PCRE2_ERROR_NOSUBSTRING &&
+            unknown_reference(code, groups, repl, ref, sizeof(ref), &at))
+            fail(p, "the replacement refers to group '%s' at column %zu, which the pattern "
+                 "does not have (it has %u capture group%s)", ref, string_column(p, repl_tok, at),
+                 groups, groups == 1 ? "" : "s");
+        else if (outlen != PCRE2_UNSET && outlen <= strlen(repl)) {
+            pcre_message(err, msg, sizeof(msg));
+            fail(p, "invalid replacement at column %zu (offset %zu of the replacement): %s",
+                 string_column(p, repl_tok, outlen), (size_t)outlen, msg);
+        } else {
+            pcre_message(err, msg, sizeof(msg));
+            fail(p, "invalid replacement: %s", msg);
+        }
+        goto out;
+    }
+    rc = 0;
+    goto out;
+
+out_nomem:
+    p->nomem = 1;
+out:
+    sf_free(out);
+    pcre2_code_free(probe);
+    sf_free(probe_src);
+    pcre2_code_free(code);
+    pcre2_compile_context_free(cc);
+    pcre2_general_context_free(gc);
+    return rc;
+}
+
+/* ---- statements ----------------------------------------------------------------- */
+
+typedef enum func_kind { F_KEEP_KEYS, F_DELETE_KEY, F_SET, F_REPLACE_PATTERN } func_kind;
+
+/* set(status.message, "") and set(trace_state, ""), the path parsed. */
+static int parse_set(parser *p, sf_transform_op *op, const path *pa)
+{
+    const char *what;
+
+    if (pa->kind == P_STATUS_MESSAGE) {
+        op->kind = SF_TRANSFORM_CLEAR_STATUS_MESSAGE;
+        what = "status.message";
+        if (pa->ctx != SF_TRANSFORM_SPAN)
+            return fail(p, "status.message exists only in the span context, not '%s'",
+                        ctx_names[pa->ctx]);
+    } else if (pa->kind == P_TRACE_STATE) {
+        op->kind = SF_TRANSFORM_CLEAR_TRACE_STATE;
+        what = "trace_state";
+        if (pa->ctx != SF_TRANSFORM_SPAN && pa->ctx != SF_TRANSFORM_LINK)
+            return fail(p, "trace_state exists only in the span and link contexts, not '%s'",
+                        ctx_names[pa->ctx]);
+    } else {
+        return fail(p, "unsupported path '%.*s' for set: only status.message and trace_state "
+                    "can be set", (int)(pa->end - pa->start), p->lx.src + pa->start);
+    }
+    if (expect(p, T_COMMA, "','") != 0)
+        return -1;
+    if (p->lx.kind == T_BAD)
+        return -1;
+    if (p->lx.kind != T_STRING || p->lx.end - p->lx.start != 2)
+        return fail(p, "only the empty string \"\" is supported as the value of %s", what);
+    next(p);
+    return parse_tail(p);
+}
+
+/* replace_pattern(name, "regex", "replacement"), the path parsed. */
+static int parse_replace_pattern(parser *p, sf_transform_op *op, const path *pa)
+{
+    size_t re_tok, repl_tok;
+    char *re, *repl;
+
+    op->kind = SF_TRANSFORM_REPLACE_PATTERN;
+    if (pa->kind != P_NAME)
+        return fail(p, "unsupported path '%.*s' for replace_pattern: only name",
+                    (int)(pa->end - pa->start), p->lx.src + pa->start);
+    if (pa->ctx != SF_TRANSFORM_SPAN && pa->ctx != SF_TRANSFORM_SPANEVENT)
+        return fail(p, "replace_pattern rewrites span and span event names only, not '%s' "
+                    "names", ctx_names[pa->ctx]);
+    if (expect(p, T_COMMA, "','") != 0)
+        return -1;
+    if (p->lx.kind != T_STRING)
+        return expected(p, "a quoted regular expression");
+    re_tok = p->lx.start;
+    if ((re = take_string(p)) == NULL)
+        return -1;
+    next(p);
+    if (expect(p, T_COMMA, "','") != 0)
+        return -1;
+    if (p->lx.kind != T_STRING)
+        return expected(p, "a quoted replacement");
+    repl_tok = p->lx.start;
+    if ((repl = take_string(p)) == NULL)
+        return -1;
+    next(p);
+    if (p->lx.kind == T_COMMA)
+        return fail(p, "replace_pattern's optional function and format arguments are not "
+                    "supported");
+    if (parse_tail(p) != 0)
+        return -1;
+    if (check_replace_pattern(p, re, re_tok, repl, repl_tok) != 0)
+        return -1;
+    op->pattern = re;
+    op->replacement = repl;
+    return 0;
+}
+
 static int parse(parser *p, sf_transform_op *op)
 {
     const char *name;
     size_t name_len;
+    func_kind fn;
     path pa = { 0 };
 
     next(p);
@@ -379,11 +659,13 @@ static int parse(parser *p, sf_transform_op *op)
         return expected(p, "'('");
 #define NAME_IS(lit) (name_len == sizeof(lit) - 1 && memcmp(name, lit, name_len) == 0)
     if (NAME_IS("keep_keys"))
-        op->kind = SF_TRANSFORM_KEEP_KEYS;
+        fn = F_KEEP_KEYS;
     else if (NAME_IS("delete_key"))
-        op->kind = SF_TRANSFORM_DELETE_KEY;
+        fn = F_DELETE_KEY;
     else if (NAME_IS("set"))
-        op->kind = SF_TRANSFORM_CLEAR_STATUS_MESSAGE;
+        fn = F_SET;
+    else if (NAME_IS("replace_pattern"))
+        fn = F_REPLACE_PATTERN;
     else
         return fail(p, "unsupported function '%.*s'", (int)name_len, name);
 #undef NAME_IS
@@ -392,23 +674,12 @@ static int parse(parser *p, sf_transform_op *op)
         return -1;
     op->ctx = pa.ctx;
 
-    if (op->kind == SF_TRANSFORM_CLEAR_STATUS_MESSAGE) {
-        if (pa.kind != P_STATUS_MESSAGE)
-            return fail(p, "unsupported path '%.*s' for set: only status.message can be set",
-                        (int)(pa.end - pa.start), p->lx.src + pa.start);
-        if (pa.ctx != SF_TRANSFORM_SPAN)
-            return fail(p, "status.message exists only in the span context, not '%s'",
-                        ctx_names[pa.ctx]);
-        if (expect(p, T_COMMA, "','") != 0)
-            return -1;
-        if (p->lx.kind == T_BAD)
-            return -1;
-        if (p->lx.kind != T_STRING || p->lx.end - p->lx.start != 2)
-            return fail(p, "only the empty string \"\" is supported as the value of status.message");
-        next(p);
-        return parse_tail(p);
-    }
+    if (fn == F_SET)
+        return parse_set(p, op, &pa);
+    if (fn == F_REPLACE_PATTERN)
+        return parse_replace_pattern(p, op, &pa);
 
+    op->kind = fn == F_KEEP_KEYS ? SF_TRANSFORM_KEEP_KEYS : SF_TRANSFORM_DELETE_KEY;
     if (pa.kind != P_ATTRIBUTES)
         return fail(p, "unsupported path '%.*s' for %s: only attributes",
                     (int)(pa.end - pa.start), p->lx.src + pa.start,
@@ -435,6 +706,12 @@ static int parse(parser *p, sf_transform_op *op)
     return parse_tail(p);
 }
 
+/* Appended to every refusal, so the fix is in the message. */
+static const char supported_statements[] =
+    "supported: keep_keys(attributes, [...]), delete_key(attributes, \"key\"), "
+    "set(status.message, \"\"), set(trace_state, \"\"), "
+    "replace_pattern(name, \"regex\", \"replacement\")";
+
 sf_status sf_transform_parse_statement(const char *text, size_t len, sf_transform_ctx group,
                                        const sf_transform_sink *sink, sf_transform_op *op,
                                        char *err, size_t errlen)
@@ -456,7 +733,7 @@ sf_status sf_transform_parse_statement(const char *text, size_t len, sf_transfor
                            text[blank] == '\n'))
         blank++;
     if (blank == len) {
-        snprintf(err, errlen, "empty statement");
+        snprintf(err, errlen, "empty statement; %s", supported_statements);
         return SF_CONFIG;
     }
     if (memchr(text, '\0', len) != NULL)
@@ -468,7 +745,8 @@ sf_status sf_transform_parse_statement(const char *text, size_t len, sf_transfor
         return SF_ENOMEM;
     }
     if (p.problem[0] != '\0') {
-        snprintf(err, errlen, "%s in statement '%.*s'", p.problem, (int)len, text);
+        snprintf(err, errlen, "%s in statement '%.*s'; %s", p.problem, (int)len, text,
+                 supported_statements);
         return SF_CONFIG;
     }
     copy = sink->alloc(sink->ctx, len + 1);
@@ -812,7 +1090,9 @@ const sf_config_row sf_transform_config_map[] = {
               "those; kvlist and bytes values are removed with their key" },
     { .key = "trace_statements", .type = SF_CFG_CUSTOM,
       .offset = offsetof(sf_transform_config, program), .parse = parse_statements,
-      .help = "OTTL statements: keep_keys, delete_key, set(status.message, \"\")" },
+      .help = "OTTL statements: keep_keys(attributes, [...]), delete_key(attributes, \"k\"), "
+              "set(status.message, \"\") (span), set(trace_state, \"\") (span, link), "
+              "replace_pattern(name, \"regex\", \"replacement\") (span, spanevent; PCRE2)" },
     { .key = "metric_statements", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
       .help = "metric_statements are not supported: spanfence handles traces only" },
     { .key = "log_statements", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,

@@ -18,6 +18,7 @@
 #include "sf_grpc.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <grpc/byte_buffer_reader.h>
@@ -212,7 +213,7 @@ static void handle_export(call_slot *s)
         /* Refused before decoding; the allocation-free walk still counts
          * the spans, so the refusal is visible in span terms. */
         size_t spans = 0;
-        sf_otlp_wire_check(GRPC_SLICE_START_PTR(data), GRPC_SLICE_LENGTH(data), srv->max_depth,
+        sf_otlp_scan(GRPC_SLICE_START_PTR(data), GRPC_SLICE_LENGTH(data), srv->max_depth,
                            &spans);
         grpc_slice_unref(data);
         sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, spans, SF_REASON_MEMORY_LIMIT);
@@ -220,17 +221,23 @@ static void handle_export(call_slot *s)
         return;
     }
 
-    st = sf_batch_init(&batch, s->w->arena, GRPC_SLICE_START_PTR(data),
-                         GRPC_SLICE_LENGTH(data), srv->max_depth);
-    if (st == SF_OK) {
-        st = sf_component_emit(srv->self, SF_TRANSPORT_GRPC, &batch);
+    /* The codec's pass inside emit is also the validation: a malformed
+     * request comes back SF_INVALID with nothing of it queued. */
+    sf_batch_init(&batch, s->w->arena, GRPC_SLICE_START_PTR(data), GRPC_SLICE_LENGTH(data),
+                  srv->max_depth);
+    st = sf_component_emit(srv->self, SF_TRANSPORT_GRPC, &batch);
+    if (st == SF_INVALID) {
+        char why[160];
+
+        snprintf(why, sizeof(why), "%s: %s", status_details(st),
+                 batch.stats.error != NULL ? batch.stats.error : "malformed");
         sf_batch_release(&batch);
-    } else {
-        sf_debug("receiver '%s': refused a request: %s", sf_component_id(srv->self),
-                 sf_status_str(st));
-        sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, batch.spans,
-                            st == SF_INVALID ? SF_REASON_MALFORMED : SF_REASON_MEMORY_LIMIT);
+        grpc_slice_unref(data);
+        sf_arena_reset(s->w->arena);
+        slot_reply(s, GRPC_STATUS_INVALID_ARGUMENT, why);
+        return;
     }
+    sf_batch_release(&batch);
     grpc_slice_unref(data);
     sf_arena_reset(s->w->arena);
     slot_reply(s, status_to_grpc(st), status_details(st));

@@ -283,7 +283,7 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
 
         /* Count what is refused when that costs no allocation. */
         if (rq->ce == CE_IDENTITY && rq->ct == CT_PROTO)
-            sf_otlp_wire_check(rq->body, rq->len, srv->max_depth, &spans);
+            sf_otlp_scan(rq->body, rq->len, srv->max_depth, &spans);
         sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, spans, SF_REASON_MEMORY_LIMIT);
         return send_status(conn, rq, 503, 14, "memory limit reached, retry later");
     }
@@ -324,12 +324,12 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
         memset(&batch, 0, sizeof(batch));
     }
     if (st == SF_OK) {
-        st = sf_batch_init(&batch, arena, data, len, srv->max_depth);
-        if (st == SF_INVALID && err[0] == '\0')
-            snprintf(err, sizeof(err), "request is not a valid ExportTraceServiceRequest");
-    }
-    if (st == SF_OK) {
+        /* The codec's pass inside emit is also the validation. */
+        sf_batch_init(&batch, arena, data, len, srv->max_depth);
         st = sf_component_emit(srv->self, SF_TRANSPORT_HTTP, &batch);
+        if (st == SF_INVALID)
+            snprintf(err, sizeof(err), "request is not a valid ExportTraceServiceRequest: %s",
+                     batch.stats.error != NULL ? batch.stats.error : "malformed");
         sf_batch_release(&batch);
         if (st == SF_OK)
             ret = rq->ct == CT_JSON ? send_bytes(conn, 200, "application/json", "{}", 2, false)
@@ -337,6 +337,8 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
         else if (sf_status_retryable(st))
             ret = send_status(conn, rq, 503, 14, st == SF_FULL ? "export queue is full, retry later"
                                                                : "temporarily unavailable, retry later");
+        else if (st == SF_INVALID)
+            ret = send_status(conn, rq, 400, 3, err);
         else if (st == SF_FILTER)
             ret = send_status(conn, rq, 500, 13, "batch dropped: it could not be filtered (fail closed)");
         else

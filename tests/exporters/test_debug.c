@@ -162,6 +162,8 @@ static char *run(int verbosity, const char *id, const char *name1, sf_status *st
     comp.config = &cfg;
     make_request(&p, name1);
     assert_int_equal(sf_batch_init(&b, arena, p.data, p.len, SF_OTLP_DEFAULT_MAX_DEPTH), SF_OK);
+    /* what the core does before any exporter sees a batch */
+    assert_int_equal(sf_batch_rewrite(&b, NULL, NULL), SF_OK);
     assert_int_equal(comp.type->create(&comp, &cfg), SF_OK);
     assert_int_equal(comp.type->start(&comp), SF_OK);
 

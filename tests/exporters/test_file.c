@@ -191,6 +191,8 @@ static sf_status consume_request(fixture *x, int tag, size_t spans, size_t pad)
 
     assert_int_equal(sf_batch_init(&b, x->arena, p.data, p.len, SF_OTLP_DEFAULT_MAX_DEPTH),
                      SF_OK);
+    /* what the core does before any exporter sees a batch */
+    assert_int_equal(sf_batch_rewrite(&b, NULL, NULL), SF_OK);
     st = x->comp.type->consume(&x->comp, &b);
     sf_batch_release(&b);
     sf_arena_reset(x->arena);

@@ -1,7 +1,8 @@
 /* tests/fuzz/fuzz_statement.c: libFuzzer target for the transform statement
  * parser: bytes as one statement, parsed in every context group (and flat).
  * A parsed statement must satisfy the program's invariants (a known kind,
- * a real context, keys sorted and unique); an error must be a complete
+ * a real context the kind exists in, keys sorted and unique, a pattern and
+ * a replacement exactly for replace_pattern); an error must be a complete
  * message that fits the caller's buffer, however small. */
 #include <stdint.h>
 #include <stdio.h>
@@ -29,7 +30,8 @@ static void fail(const char *text, size_t len, int group, const char *why)
 static void check_op(const char *text, size_t len, int group, const sf_transform_op *op)
 {
     if (op->kind != SF_TRANSFORM_KEEP_KEYS && op->kind != SF_TRANSFORM_DELETE_KEY &&
-        op->kind != SF_TRANSFORM_CLEAR_STATUS_MESSAGE)
+        op->kind != SF_TRANSFORM_CLEAR_STATUS_MESSAGE &&
+        op->kind != SF_TRANSFORM_CLEAR_TRACE_STATE && op->kind != SF_TRANSFORM_REPLACE_PATTERN)
         fail(text, len, group, "unknown kind");
     if (op->ctx < SF_TRANSFORM_RESOURCE || op->ctx >= SF_TRANSFORM_CTX_COUNT)
         fail(text, len, group, "no context");
@@ -37,6 +39,19 @@ static void check_op(const char *text, size_t len, int group, const sf_transform
         fail(text, len, group, "context differs from its group");
     if (op->kind == SF_TRANSFORM_CLEAR_STATUS_MESSAGE && op->ctx != SF_TRANSFORM_SPAN)
         fail(text, len, group, "status message outside span");
+    if (op->kind == SF_TRANSFORM_CLEAR_TRACE_STATE && op->ctx != SF_TRANSFORM_SPAN &&
+        op->ctx != SF_TRANSFORM_LINK)
+        fail(text, len, group, "trace_state outside span and link");
+    if (op->kind == SF_TRANSFORM_REPLACE_PATTERN) {
+        if (op->ctx != SF_TRANSFORM_SPAN && op->ctx != SF_TRANSFORM_SPANEVENT)
+            fail(text, len, group, "replace_pattern outside span and spanevent");
+        if (op->pattern == NULL || op->replacement == NULL)
+            fail(text, len, group, "replace_pattern without its pattern or replacement");
+        if (op->keys.n != 0)
+            fail(text, len, group, "replace_pattern with keys");
+    } else if (op->pattern != NULL || op->replacement != NULL) {
+        fail(text, len, group, "a pattern on another kind");
+    }
     if (op->kind == SF_TRANSFORM_DELETE_KEY && op->keys.n != 1)
         fail(text, len, group, "delete_key without exactly one key");
     if (op->keys.n > 0 && op->keys.keys == NULL)

@@ -144,7 +144,7 @@ static void test_several_resources(void **state)
     size_t len = build_fleet(rs, buf, sizeof(buf)), all = 0;
 
     (void)state;
-    assert_int_equal(sf_otlp_wire_check(buf, len, SF_OTLP_DEFAULT_MAX_DEPTH, &all), SF_OK);
+    assert_int_equal(sf_otlp_scan(buf, len, SF_OTLP_DEFAULT_MAX_DEPTH, &all), SF_OK);
     assert_int_equal(all, 14);
     assert_int_equal(count1(buf, len, "service.instance.id", "r1"), 8);
     assert_int_equal(count1(buf, len, "service.instance.id", "r2"), 4);
@@ -262,7 +262,7 @@ static void test_non_string_values(void **state)
     res_str(&rs[5], "service.instance.id", "1");
     res_scope(&rs[5], 6);
     len = pack(rs, 6, buf, sizeof(buf));
-    assert_int_equal(sf_otlp_wire_check(buf, len, SF_OTLP_DEFAULT_MAX_DEPTH, NULL), SF_OK);
+    assert_int_equal(sf_otlp_scan(buf, len, SF_OTLP_DEFAULT_MAX_DEPTH, NULL), SF_OK);
     assert_int_equal(count1(buf, len, "service.instance.id", "1"), 6);
     assert_int_equal(count1(buf, len, "service.instance.id", "true"), 0);
 }
@@ -302,10 +302,10 @@ static void test_merged_fields(void **state)
     const char *keys[2] = { "k.a", "k.b" }, *values[2] = { "x", "y" };
 
     (void)state;
-    assert_int_equal(sf_otlp_wire_check(two_resources, sizeof(two_resources), 32, NULL), SF_OK);
+    assert_int_equal(sf_otlp_scan(two_resources, sizeof(two_resources), 32, NULL), SF_OK);
     assert_int_equal(sf_otlp_count_matching_spans(two_resources, sizeof(two_resources), 2, keys,
                                                   values), 2);
-    assert_int_equal(sf_otlp_wire_check(string_then_int, sizeof(string_then_int), 32, NULL),
+    assert_int_equal(sf_otlp_scan(string_then_int, sizeof(string_then_int), 32, NULL),
                      SF_OK);
     assert_int_equal(count1(string_then_int, sizeof(string_then_int), "k.a", "x"), 0);
     assert_int_equal(count1(int_then_string, sizeof(int_then_string), "k.a", "x"), 1);
@@ -331,7 +331,7 @@ static void test_malformed(void **state)
 
         memcpy(copy, buf, cut);
         n = count1(copy, cut, "service.instance.id", "r1");
-        if (sf_otlp_wire_check(copy, cut, SF_OTLP_DEFAULT_MAX_DEPTH, NULL) == SF_OK) {
+        if (sf_otlp_scan(copy, cut, SF_OTLP_DEFAULT_MAX_DEPTH, NULL) == SF_OK) {
             assert_int_equal(n, 3);         /* r1's first 3 spans, then r2, none */
             valid++;
         } else {

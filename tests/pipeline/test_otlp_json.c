@@ -225,7 +225,7 @@ static void test_decode_pack_unpack(void **state)
     wire = malloc(wire_len);
     assert_non_null(wire);
     assert_int_equal(protobuf_c_message_pack(&req->base, wire), wire_len);
-    assert_int_equal(sf_otlp_wire_check(wire, wire_len, 32, &spans), SF_OK);
+    assert_int_equal(sf_otlp_scan(wire, wire_len, 32, &spans), SF_OK);
     assert_int_equal(spans, 1);
     u = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
         NULL, wire_len, wire);
@@ -738,8 +738,8 @@ static void test_depth_limit_matches_wire_check(void **state)
     assert_int_equal(sf_otlp_json_decode(f->arena, at, strlen(at), 3, &req, err, sizeof(err)),
                      SF_OK);
     wire = packed(req, &wire_len);
-    assert_int_equal(sf_otlp_wire_check(wire, wire_len, 3, NULL), SF_OK);
-    assert_int_equal(sf_otlp_wire_check(wire, wire_len, 2, NULL), SF_INVALID);
+    assert_int_equal(sf_otlp_scan(wire, wire_len, 3, NULL), SF_OK);
+    assert_int_equal(sf_otlp_scan(wire, wire_len, 2, NULL), SF_INVALID);
     free(wire);
 }
 

@@ -130,12 +130,12 @@ static sf_policy *load_policy(const char *text)
     return p;
 }
 
-/* Every message of loading `yaml` and checking it against the shipped
- * policy, in file order, must be exactly `w` (then freed). */
-static void assert_check(const char *yaml, sf_status want_status, want *w)
+/* Every message of loading `yaml` and checking it against `policy`, in
+ * file order, must be exactly `w` (then freed). */
+static void assert_check_with(const char *policy, const char *yaml, sf_status want_status, want *w)
 {
     size_t base = sf_alloc_in_use();    /* a failed test before may have leaked */
-    sf_policy *p = load_policy(policy_text);
+    sf_policy *p = load_policy(policy);
     sf_diag *d = sf_diag_create(NULL);
     sf_config *cfg = NULL;
     sf_status st = sf_config_load_string(CVM, yaml, strlen(yaml), d, &cfg);
@@ -162,10 +162,20 @@ static void assert_check(const char *yaml, sf_status want_status, want *w)
     assert_int_equal(sf_alloc_in_use(), base);
 }
 
+/* The same against the shipped policy. */
+static void assert_check(const char *yaml, sf_status want_status, want *w)
+{
+    assert_check_with(policy_text, yaml, want_status, w);
+}
+
 #define P CVM ":%d:%d: policy: "
 #define ALLOWLIST "processors.transform/allowlist: "
 #define KEEP_SPAN "keep_keys(attributes, [\"gen_ai.request.id\""
 #define KEEP_EVENT "keep_keys(attributes, [\"bid\""
+#define LAST_SPAN_KEY "\"accepted_tokens\"]"
+#define RULE_HOST "replace_pattern(name, \"host:[^ |)]*\", \"host:redacted\")"
+#define RULE_PID "replace_pattern(name, \"pid:[0-9]+\", \"pid:redacted\")"
+#define RULE_REQ "replace_pattern(name, \"(?s)(?<![^ ])Req .*\", \"Req redacted\")"
 
 /* ---- the shipped pair -------------------------------------------------------- */
 
@@ -219,7 +229,7 @@ static void test_memory_limiter_not_pinned(void **state)
 
 static void test_add_key(void **state)
 {
-    char *y = replace(cvm_text, "\"spec_draft_count\"]", "\"spec_draft_count\", \"user.email\"]");
+    char *y = replace(cvm_text, LAST_SPAN_KEY, "\"accepted_tokens\", \"user.email\"]");
     want w = { 0 };
 
     (void)state;
@@ -258,7 +268,7 @@ static void test_remove_key_with_delete_key(void **state)
 static void test_move_key_between_contexts(void **state)
 {
     char *a = replace(cvm_text, "[\"bid\", ", "[");
-    char *y = replace(a, "\"spec_draft_count\"]", "\"spec_draft_count\", \"bid\"]");
+    char *y = replace(a, LAST_SPAN_KEY, "\"accepted_tokens\", \"bid\"]");
     want w = { 0 };
 
     (void)state;
@@ -271,19 +281,17 @@ static void test_move_key_between_contexts(void **state)
     free(y);
 }
 
+/* A context the policy does not list must have no keep_keys. */
 static void test_allowlist_in_unpinned_context(void **state)
 {
-    char *y = replace(cvm_text, "      - context: spanevent\n",
-                      "      - context: resource\n"
-                      "        statements: ['keep_keys(attributes, [\"service.name\"])']\n"
-                      "      - context: spanevent\n");
+    char *pt = replace(policy_text, "    link: []\n", "");
     want w = { 0 };
 
     (void)state;
-    expect(&w, P ALLOWLIST "the policy pins no resource allowlist, the config has one",
-           line_of(y, "'keep_keys(attributes, [\"service.name\"])'"), 22);
-    assert_check(y, SF_CONFIG, &w);
-    free(y);
+    expect(&w, P ALLOWLIST "the policy pins no link allowlist, the config has one",
+           line_of(cvm_text, "      - context: link\n") + 2, 13);
+    assert_check_with(pt, cvm_text, SF_CONFIG, &w);
+    free(pt);
 }
 
 static void test_remove_allowlist(void **state)
@@ -296,6 +304,277 @@ static void test_remove_allowlist(void **state)
     expect(&w, P ALLOWLIST "spanevent attributes are not bounded by keep_keys: the policy pins "
            "3 spanevent keys", line_of(y, "trace_statements:"), 5);
     assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+/* ---- what the allowlist pins besides span and span event keys ---------------- */
+
+static void test_resource_key_added(void **state)
+{
+    char *y = replace(cvm_text, "[\"service.name\"]", "[\"service.name\", \"host.name\"]");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "resource allowlist has key 'host.name' not in the policy",
+           line_of(y, "[\"service.name\", "), 13);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_resource_allowlist_removed(void **state)
+{
+    char *y = replace(cvm_text, "      - context: resource\n        statements:\n"
+                      "          - keep_keys(attributes, [\"service.name\"])\n", "");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "resource attributes are not bounded by keep_keys: the policy pins "
+           "1 resource key", line_of(y, "trace_statements:"), 5);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_scope_key_added(void **state)
+{
+    char *y = replace(cvm_text, "context: scope\n        statements:\n"
+                      "          - keep_keys(attributes, [])",
+                      "context: scope\n        statements:\n"
+                      "          - keep_keys(attributes, [\"otel.library.name\"])");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "scope allowlist has key 'otel.library.name' not in the policy",
+           line_of(y, "[\"otel.library.name\"]"), 13);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_link_allowlist_removed(void **state)
+{
+    char *y = replace(cvm_text, "      - context: link\n        statements:\n"
+                      "          - keep_keys(attributes, [])\n",
+                      "      - context: link\n        statements:\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "link attributes are not bounded by keep_keys: the policy pins "
+           "0 link keys", line_of(y, "trace_statements:"), 5);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_link_key_added(void **state)
+{
+    char *y = replace(cvm_text, "          - keep_keys(attributes, [])\n          - set(trace_state",
+                      "          - keep_keys(attributes, [\"peer\"])\n          - set(trace_state");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "link allowlist has key 'peer' not in the policy",
+           line_of(y, "[\"peer\"]"), 13);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_kept_value_types_any(void **state)
+{
+    char *y = replace(cvm_text, "    kept_value_types: scalar\n", "    kept_value_types: any\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "kept_value_types is 'any', the policy requires 'scalar': a kept key "
+           "could carry a kvlist or bytes value", line_of(y, "kept_value_types: any"), 23);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+/* The processor's default is any (upstream's behaviour). */
+static void test_kept_value_types_default(void **state)
+{
+    char *y = replace(cvm_text, "    kept_value_types: scalar\n", "");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "kept_value_types is 'any' (the default), the policy requires "
+           "'scalar': a kept key could carry a kvlist or bytes value",
+           line_of(y, "  transform/allowlist:"), 3);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_span_trace_state_not_cleared(void **state)
+{
+    char *y = replace(cvm_text, "every span\n          - set(trace_state, \"\")\n", "every span\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "span trace_state is not cleared: the policy requires "
+           "set(trace_state, \"\") in the span context", line_of(y, "trace_statements:"), 5);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_link_trace_state_not_cleared(void **state)
+{
+    char *y = replace(cvm_text, "          - keep_keys(attributes, [])\n          - set(trace_state, \"\")\n",
+                      "          - keep_keys(attributes, [])\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "link trace_state is not cleared: the policy requires "
+           "set(trace_state, \"\") in the link context", line_of(y, "trace_statements:"), 5);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+/* ---- span-name rules: the exact ordered list ------------------------------------ */
+
+static void test_name_rule_missing(void **state)
+{
+    char *y = replace(cvm_text, "          - " RULE_REQ "\n", "");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "span name rule 3 is missing: the policy requires "
+           "replace_pattern(name, \"(?s)(?<![^ ])Req .*\", \"Req redacted\")",
+           line_of(y, RULE_PID), 13);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+/* Removing one in the middle shifts the rest: each position is named. */
+static void test_name_rule_removed_in_the_middle(void **state)
+{
+    char *y = replace(cvm_text, "          - " RULE_PID "\n", "");
+    int l = line_of(y, RULE_REQ);
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "span name rule 2 is replace_pattern(name, \"(?s)(?<![^ ])Req .*\", "
+           "\"Req redacted\"), the policy requires replace_pattern(name, \"pid:[0-9]+\", "
+           "\"pid:redacted\")", l, 13);
+    expect(&w, P ALLOWLIST "span name rule 3 is missing: the policy requires "
+           "replace_pattern(name, \"(?s)(?<![^ ])Req .*\", \"Req redacted\")", l, 13);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_name_rule_extra(void **state)
+{
+    char *y = replace(cvm_text, "          - " RULE_REQ "\n",
+                      "          - " RULE_REQ "\n"
+                      "          - replace_pattern(name, \"^decode\", \"\")\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "span name rule 4 replace_pattern(name, \"^decode\", \"\") is not in "
+           "the policy, which pins 3", line_of(y, "\"^decode\""), 13);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_name_rules_reordered(void **state)
+{
+    char *y = replace(cvm_text, "          - " RULE_HOST "\n          - " RULE_PID "\n",
+                      "          - " RULE_PID "\n          - " RULE_HOST "\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "span name rule 1 is replace_pattern(name, \"pid:[0-9]+\", "
+           "\"pid:redacted\"), the policy requires replace_pattern(name, \"host:[^ |)]*\", "
+           "\"host:redacted\")", line_of(y, RULE_PID), 13);
+    expect(&w, P ALLOWLIST "span name rule 2 is replace_pattern(name, \"host:[^ |)]*\", "
+           "\"host:redacted\"), the policy requires replace_pattern(name, \"pid:[0-9]+\", "
+           "\"pid:redacted\")", line_of(y, RULE_HOST), 13);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+/* One byte of the pattern, one of the replacement: compared as text, with
+ * the config's strings shown escaped as they are written. */
+static void test_name_rule_altered(void **state)
+{
+    char *a = replace(cvm_text, "\"pid:[0-9]+\"", "\"pid:[0-9]\"");
+    char *y = replace(a, "\"host:redacted\"", "\"host:\\\\\\\"x\\\"\"");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "span name rule 1 is replace_pattern(name, \"host:[^ |)]*\", "
+           "\"host:\\\\\\\"x\\\"\"), the policy requires replace_pattern(name, \"host:[^ |)]*\", "
+           "\"host:redacted\")", line_of(y, "host:[^ |)]*"), 13);
+    expect(&w, P ALLOWLIST "span name rule 2 is replace_pattern(name, \"pid:[0-9]\", "
+           "\"pid:redacted\"), the policy requires replace_pattern(name, \"pid:[0-9]+\", "
+           "\"pid:redacted\")", line_of(y, "pid:[0-9]"), 13);
+    assert_check(y, SF_CONFIG, &w);
+    free(a);
+    free(y);
+}
+
+static void test_spanevent_name_rule(void **state)
+{
+    char *y = replace(cvm_text, "          - " KEEP_EVENT ", \"batch_size\", \"forward_mode\"])\n",
+                      "          - " KEEP_EVENT ", \"batch_size\", \"forward_mode\"])\n"
+                      "          - replace_pattern(name, \"x\", \"y\")\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "spanevent name rule 1 replace_pattern(name, \"x\", \"y\") is not in "
+           "the policy, which pins 0", line_of(y, "replace_pattern(name, \"x\""), 13);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+/* With name_rules, a context it does not list must have no rules. */
+static void test_name_rules_unpinned_context(void **state)
+{
+    char *pt = replace(policy_text, "    spanevent: []\n\n", "\n");
+    char *y = replace(cvm_text, "          - " KEEP_EVENT ", \"batch_size\", \"forward_mode\"])\n",
+                      "          - " KEEP_EVENT ", \"batch_size\", \"forward_mode\"])\n"
+                      "          - replace_pattern(spanevent.name, \"x\", \"y\")\n");
+    want w = { 0 };
+
+    (void)state;
+    assert_check_with(pt, cvm_text, SF_OK, &w);
+    expect(&w, P ALLOWLIST "spanevent name rule 1 replace_pattern(name, \"x\", \"y\") is not in "
+           "the policy, which pins no spanevent name rules",
+           line_of(y, "replace_pattern(spanevent.name"), 13);
+    assert_check_with(pt, y, SF_CONFIG, &w);
+    free(pt);
+    free(y);
+}
+
+/* The rules of a context run in statement order, wherever they are
+ * written: split over two groups (and flat), the list is the same. */
+static void test_name_rules_split_over_groups(void **state)
+{
+    char *a = replace(cvm_text, "          - " RULE_REQ "\n", "");
+    char *y = replace(a, "      - context: spanevent\n",
+                      "      - context: span\n        statements:\n          - " RULE_REQ "\n"
+                      "      - context: spanevent\n");
+    want w = { 0 };
+
+    (void)state;
+    assert_check(y, SF_OK, &w);
+    free(a);
+    free(y);
+}
+
+/* Without name_rules in the policy, names are not pinned. */
+static void test_name_rules_not_pinned(void **state)
+{
+    const char *from = strstr(policy_text, "  name_rules:\n"), *to = strstr(policy_text, "\n\n# The one");
+    char *cut, *pt, *y;
+    want w = { 0 };
+
+    (void)state;
+    assert_non_null(from);
+    assert_non_null(to);
+    cut = strndup(from, (size_t)(to - from) + 1);
+    pt = replace(policy_text, cut, "");
+    y = replace(cvm_text, "          - " RULE_PID "\n", "");
+    assert_check_with(pt, y, SF_OK, &w);
+    free(cut);
+    free(pt);
     free(y);
 }
 
@@ -689,6 +968,46 @@ static void test_policy_file_errors(void **state)
     assert_int_equal(sf_alloc_in_use(), 0);
 }
 
+static void test_policy_file_new_keys_errors(void **state)
+{
+    static const char yaml[] =
+        "allowlist:\n"
+        "  processor: transform/x\n"
+        "  kept_value_types: scalars\n"
+        "  clear_trace_state: yes\n"
+        "  keys: {span: [a]}\n"
+        "  name_rules:\n"
+        "    span:\n"
+        "      - {pattern: a}\n"
+        "      - {pattern: a, replacement: b, flags: g}\n"
+        "      - x\n"
+        "    spanevent: {pattern: a, replacement: b}\n"
+        "    link: []\n"
+        "exporter: {id: e, max_queue_size: 1, max_elapsed_time: 1s}\n";
+    static const char *const wantv[] = {
+        "p.yaml:3:21: allowlist.kept_value_types: unknown value 'scalars' (expected one of "
+        "'any', 'scalar')",
+        "p.yaml:4:22: allowlist.clear_trace_state: invalid boolean 'yes' (expected true or false)",
+        "p.yaml:8:9: allowlist.name_rules.span[0]: 'replacement' is required (\"\" for none)",
+        "p.yaml:9:38: allowlist.name_rules.span[1]: unknown key 'flags'",
+        "p.yaml:10:9: allowlist.name_rules.span[2]: expected a mapping, got a single value",
+        "p.yaml:11:16: allowlist.name_rules.spanevent: expected a list of {pattern, "
+        "replacement} mappings",
+        "p.yaml:12:5: allowlist.name_rules: unknown key 'link'",
+    };
+    sf_diag *d = sf_diag_create(NULL);
+    sf_policy *p = (sf_policy *)1;
+
+    (void)state;
+    assert_int_equal(sf_policy_load_string("p.yaml", yaml, strlen(yaml), d, &p), SF_CONFIG);
+    assert_null(p);
+    assert_int_equal(sf_diag_count(d), sizeof(wantv) / sizeof(wantv[0]));
+    for (size_t i = 0; i < sizeof(wantv) / sizeof(wantv[0]); i++)
+        assert_string_equal(sf_diag_message(d, i), wantv[i]);
+    sf_diag_destroy(d);
+    assert_int_equal(sf_alloc_in_use(), 0);
+}
+
 static void test_policy_file_missing_sections(void **state)
 {
     static const char yaml[] = "receivers: {loopback_only: true}\n";
@@ -787,6 +1106,24 @@ int main(void)
         cmocka_unit_test(test_move_key_between_contexts),
         cmocka_unit_test(test_allowlist_in_unpinned_context),
         cmocka_unit_test(test_remove_allowlist),
+        cmocka_unit_test(test_resource_key_added),
+        cmocka_unit_test(test_resource_allowlist_removed),
+        cmocka_unit_test(test_scope_key_added),
+        cmocka_unit_test(test_link_allowlist_removed),
+        cmocka_unit_test(test_link_key_added),
+        cmocka_unit_test(test_kept_value_types_any),
+        cmocka_unit_test(test_kept_value_types_default),
+        cmocka_unit_test(test_span_trace_state_not_cleared),
+        cmocka_unit_test(test_link_trace_state_not_cleared),
+        cmocka_unit_test(test_name_rule_missing),
+        cmocka_unit_test(test_name_rule_removed_in_the_middle),
+        cmocka_unit_test(test_name_rule_extra),
+        cmocka_unit_test(test_name_rules_reordered),
+        cmocka_unit_test(test_name_rule_altered),
+        cmocka_unit_test(test_spanevent_name_rule),
+        cmocka_unit_test(test_name_rules_unpinned_context),
+        cmocka_unit_test(test_name_rules_split_over_groups),
+        cmocka_unit_test(test_name_rules_not_pinned),
         cmocka_unit_test(test_processor_removed_from_pipeline),
         cmocka_unit_test(test_second_traces_pipeline),
         cmocka_unit_test(test_exporter_in_logs_pipeline),
@@ -809,6 +1146,7 @@ int main(void)
         cmocka_unit_test(test_processor_renamed),
         cmocka_unit_test(test_endpoint_value),
         cmocka_unit_test(test_policy_file_errors),
+        cmocka_unit_test(test_policy_file_new_keys_errors),
         cmocka_unit_test(test_policy_file_missing_sections),
         cmocka_unit_test(test_policy_file_unreadable),
         cmocka_unit_test(test_alloc_failures),

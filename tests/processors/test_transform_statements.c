@@ -42,11 +42,19 @@ static sf_status parse_in(pfx *f, sf_transform_ctx group, const char *text)
                                         sizeof(f->err));
 }
 
-/* Parse must fail with exactly `msg`. */
+/* What every refusal ends with. */
+#define SUPPORTED "; supported: keep_keys(attributes, [...]), delete_key(attributes, \"key\"), " \
+    "set(status.message, \"\"), set(trace_state, \"\"), " \
+    "replace_pattern(name, \"regex\", \"replacement\")"
+
+/* Parse must fail with exactly `msg`, then the list of supported statements. */
 static void assert_parse_error(pfx *f, sf_transform_ctx group, const char *text, const char *msg)
 {
+    char want[1024];
+
+    snprintf(want, sizeof(want), "%s%s", msg, SUPPORTED);
     assert_int_equal(parse_in(f, group, text), SF_CONFIG);
-    assert_string_equal(f->err, msg);
+    assert_string_equal(f->err, want);
 }
 
 static void assert_keys(const sf_transform_keyset *ks, size_t n, ...)
@@ -177,9 +185,9 @@ static void test_error_unsupported_function(void **state)
 {
     pfx *f = *state;
 
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(attributes[\"x\"], \"a\", \"b\")",
-                       "unsupported function 'replace_pattern' in statement "
-                       "'replace_pattern(attributes[\"x\"], \"a\", \"b\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_all_patterns(attributes, \"value\", \"a\", \"b\")",
+                       "unsupported function 'replace_all_patterns' in statement "
+                       "'replace_all_patterns(attributes, \"value\", \"a\", \"b\")'");
     assert_parse_error(f, SF_TRANSFORM_SPAN, "Keep_keys(attributes, [\"a\"])",
                        "unsupported function 'Keep_keys' in statement 'Keep_keys(attributes, [\"a\"])'");
     assert_parse_error(f, SF_TRANSFORM_SPAN, "truncate_all(attributes, 10)",
@@ -211,15 +219,22 @@ static void test_error_paths(void **state)
                        "unbalanced '[' in path at column 11 in statement "
                        "'keep_keys(attributes[\"x\", [\"a\"])'");
     assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(span.name, [\"a\"])",
-                       "unsupported path 'span.name' in statement 'keep_keys(span.name, [\"a\"])'");
+                       "unsupported path 'span.name' for keep_keys: only attributes in statement "
+                       "'keep_keys(span.name, [\"a\"])'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "delete_key(link.trace_state, \"a\")",
+                       "unsupported path 'link.trace_state' for delete_key: only attributes in "
+                       "statement 'delete_key(link.trace_state, \"a\")'");
     assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(metric.attributes, [])",
                        "unsupported path 'metric.attributes' in statement 'keep_keys(metric.attributes, [])'");
     assert_parse_error(f, SF_TRANSFORM_SPAN, "keep_keys(status.message, [\"a\"])",
                        "unsupported path 'status.message' for keep_keys: only attributes in statement "
                        "'keep_keys(status.message, [\"a\"])'");
     assert_parse_error(f, SF_TRANSFORM_SPAN, "set(attributes, \"\")",
-                       "unsupported path 'attributes' for set: only status.message can be set in "
-                       "statement 'set(attributes, \"\")'");
+                       "unsupported path 'attributes' for set: only status.message and trace_state "
+                       "can be set in statement 'set(attributes, \"\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "set(name, \"\")",
+                       "unsupported path 'name' for set: only status.message and trace_state "
+                       "can be set in statement 'set(name, \"\")'");
     assert_parse_error(f, SF_TRANSFORM_SPAN, "keep_keys(span., [])",
                        "expected a name after '.' at column 16 in statement 'keep_keys(span., [])'");
 }
@@ -331,7 +346,7 @@ static void test_error_embedded_nul(void **state)
                                                   &f->s.sink, &f->op, f->err, sizeof(f->err)),
                      SF_CONFIG);
     assert_string_equal(f->err, "statement contains a NUL byte in statement "
-                                "'keep_keys(span.attributes, [\"a'");
+                                "'keep_keys(span.attributes, [\"a'" SUPPORTED);
 }
 
 /* Found by tests/fuzz/fuzz_statement: text is len bytes, not a C string. A
@@ -350,14 +365,14 @@ static void test_blank_statement_not_terminated(void **state)
     assert_int_equal(sf_transform_parse_statement(text, sizeof(blanks) - 1, SF_TRANSFORM_SPAN,
                                                   &f->s.sink, &f->op, f->err, sizeof(f->err)),
                      SF_CONFIG);
-    assert_string_equal(f->err, "empty statement");
+    assert_string_equal(f->err, "empty statement" SUPPORTED);
     free(text);
     /* Only len bytes count: the statement after the blanks is not read. */
     assert_int_equal(sf_transform_parse_statement("  set(status.message, \"\")", 2,
                                                   SF_TRANSFORM_SPAN, &f->s.sink, &f->op,
                                                   f->err, sizeof(f->err)),
                      SF_CONFIG);
-    assert_string_equal(f->err, "empty statement");
+    assert_string_equal(f->err, "empty statement" SUPPORTED);
 }
 
 static void test_parse_out_of_memory(void **state)
@@ -376,6 +391,267 @@ static void test_parse_out_of_memory(void **state)
         assert_int_equal(parse_in(f, SF_TRANSFORM_CTX_NONE, stmt), SF_ENOMEM);
         assert_string_equal(f->err, "out of memory");
     }
+}
+
+/* ---- replace_pattern and set(trace_state, "") ------------------------------------ */
+
+static void test_replace_pattern_forms(void **state)
+{
+    pfx *f = *state;
+    static const struct { sf_transform_ctx group; const char *stmt; sf_transform_ctx ctx; } cases[] = {
+        { SF_TRANSFORM_SPAN, "replace_pattern(name, \"host:[^ |)]*\", \"host:redacted\")",
+          SF_TRANSFORM_SPAN },
+        { SF_TRANSFORM_CTX_NONE, "replace_pattern(span.name, \"host:[^ |)]*\", \"host:redacted\")",
+          SF_TRANSFORM_SPAN },
+        { SF_TRANSFORM_SPAN, "replace_pattern(span.name, \"host:[^ |)]*\", \"host:redacted\")",
+          SF_TRANSFORM_SPAN },
+        { SF_TRANSFORM_SPANEVENT, "replace_pattern(name, \"host:[^ |)]*\", \"host:redacted\")",
+          SF_TRANSFORM_SPANEVENT },
+        { SF_TRANSFORM_CTX_NONE,
+          "replace_pattern(spanevent.name, \"host:[^ |)]*\", \"host:redacted\")",
+          SF_TRANSFORM_SPANEVENT },
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_int_equal(parse_in(f, cases[i].group, cases[i].stmt), SF_OK);
+        assert_int_equal(f->op.kind, SF_TRANSFORM_REPLACE_PATTERN);
+        assert_int_equal(f->op.ctx, cases[i].ctx);
+        assert_string_equal(f->op.pattern, "host:[^ |)]*");
+        assert_string_equal(f->op.replacement, "host:redacted");
+        assert_int_equal(f->op.keys.n, 0);
+        assert_string_equal(f->op.statement, cases[i].stmt);
+    }
+}
+
+/* The strings are unescaped (\\ and \" only); group references of every
+ * pcre2_substitute form are accepted when the groups exist. */
+static void test_replace_pattern_escapes_and_groups(void **state)
+{
+    pfx *f = *state;
+
+    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN,
+                              "replace_pattern(name, \"\\\\(pid:[0-9]+\\\\) \\\"x\\\"\", \"(pid:-)\")"),
+                     SF_OK);
+    assert_string_equal(f->op.pattern, "\\(pid:[0-9]+\\) \"x\"");
+    assert_string_equal(f->op.replacement, "(pid:-)");
+    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN,
+                              "replace_pattern(name, \"(?s)(^| )(?<w>Req) (.*)\", "
+                              "\"$1${w} ${3}$0 $$ $w${1}\")"), SF_OK);
+    assert_string_equal(f->op.replacement, "$1${w} ${3}$0 $$ $w${1}");
+    /* an empty replacement deletes what matches */
+    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"[0-9]\", \"\")"),
+                     SF_OK);
+    assert_string_equal(f->op.replacement, "");
+    /* UTF-8 in both */
+    assert_int_equal(parse_in(f, SF_TRANSFORM_SPANEVENT,
+                              "replace_pattern(name, \"gr\xc3\xb6\xc3\x9f" "e\", \"\xe2\x80\xa6\")"),
+                     SF_OK);
+    assert_string_equal(f->op.pattern, "gr\xc3\xb6\xc3\x9f" "e");
+}
+
+static void test_set_trace_state(void **state)
+{
+    pfx *f = *state;
+    static const struct { sf_transform_ctx group; const char *stmt; sf_transform_ctx ctx; } cases[] = {
+        { SF_TRANSFORM_SPAN, "set(trace_state, \"\")", SF_TRANSFORM_SPAN },
+        { SF_TRANSFORM_LINK, "set(trace_state, \"\")", SF_TRANSFORM_LINK },
+        { SF_TRANSFORM_CTX_NONE, "set(span.trace_state, \"\")", SF_TRANSFORM_SPAN },
+        { SF_TRANSFORM_CTX_NONE, "set(link.trace_state, \"\")", SF_TRANSFORM_LINK },
+        { SF_TRANSFORM_LINK, "set( link . trace_state , \"\" )", SF_TRANSFORM_LINK },
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_int_equal(parse_in(f, cases[i].group, cases[i].stmt), SF_OK);
+        assert_int_equal(f->op.kind, SF_TRANSFORM_CLEAR_TRACE_STATE);
+        assert_int_equal(f->op.ctx, cases[i].ctx);
+        assert_null(f->op.pattern);
+        assert_null(f->op.replacement);
+    }
+}
+
+/* Columns: "replace_pattern(" is 1-16, "name" 17-20, "," 21, " " 22, the
+ * pattern's opening quote 23. */
+static void test_error_bad_regex(void **state)
+{
+    pfx *f = *state;
+
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"a(b\", \"x\")",
+                       "invalid regular expression at column 27 (offset 3 of the pattern): "
+                       "missing closing parenthesis in statement "
+                       "'replace_pattern(name, \"a(b\", \"x\")'");
+    /* the offset is in the unescaped pattern, the column in the statement */
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"\\\\d[z-a]\", \"x\")",
+                       "invalid regular expression at column 30 (offset 5 of the pattern): "
+                       "range out of order in character class in statement "
+                       "'replace_pattern(name, \"\\\\d[z-a]\", \"x\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"*a\", \"x\")",
+                       "invalid regular expression at column 24 (offset 0 of the pattern): "
+                       "quantifier does not follow a repeatable item in statement "
+                       "'replace_pattern(name, \"*a\", \"x\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"a\xff\", \"x\")",
+                       "invalid regular expression at column 25 (offset 1 of the pattern): "
+                       "UTF-8 error: illegal byte (0xfe or 0xff) in statement "
+                       "'replace_pattern(name, \"a\xff\", \"x\")'");
+}
+
+static void test_error_bad_replacement(void **state)
+{
+    pfx *f = *state;
+
+    /* "replace_pattern(name, \"(a)\", \"" is 1-30: the replacement's $ is column 31 */
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"(a)\", \"$9\")",
+                       "the replacement refers to group '9' at column 31, which the pattern does "
+                       "not have (it has 1 capture group) in statement "
+                       "'replace_pattern(name, \"(a)\", \"$9\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"a\", \"x${1}\")",
+                       "the replacement refers to group '1' at column 30, which the pattern does "
+                       "not have (it has 0 capture groups) in statement "
+                       "'replace_pattern(name, \"a\", \"x${1}\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN,
+                       "replace_pattern(name, \"(?<host>h)(p)\", \"$$$host$nope\")",
+                       "the replacement refers to group 'nope' at column 48, which the pattern "
+                       "does not have (it has 2 capture groups) in statement "
+                       "'replace_pattern(name, \"(?<host>h)(p)\", \"$$$host$nope\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"(a)\", \"x$\")",
+                       "invalid replacement at column 33 (offset 2 of the replacement): "
+                       "invalid replacement string in statement "
+                       "'replace_pattern(name, \"(a)\", \"x$\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"(a)\", \"${1\")",
+                       "invalid replacement at column 34 (offset 3 of the replacement): "
+                       "expected closing curly bracket in replacement string in statement "
+                       "'replace_pattern(name, \"(a)\", \"${1\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"(a)\", \"$%\")",
+                       "invalid replacement at column 32 (offset 1 of the replacement): "
+                       "invalid replacement string in statement "
+                       "'replace_pattern(name, \"(a)\", \"$%\")'");
+}
+
+static void test_error_replace_pattern_form(void **state)
+{
+    pfx *f = *state;
+
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"a\", \"b\", SHA256)",
+                       "replace_pattern's optional function and format arguments are not "
+                       "supported in statement 'replace_pattern(name, \"a\", \"b\", SHA256)'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN,
+                       "replace_pattern(name, \"a\", \"b\", SHA256, \"%s\")",
+                       "replace_pattern's optional function and format arguments are not "
+                       "supported in statement 'replace_pattern(name, \"a\", \"b\", SHA256, \"%s\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(attributes, \"a\", \"b\")",
+                       "unsupported path 'attributes' for replace_pattern: only name in "
+                       "statement 'replace_pattern(attributes, \"a\", \"b\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(status.message, \"a\", \"b\")",
+                       "unsupported path 'status.message' for replace_pattern: only name in "
+                       "statement 'replace_pattern(status.message, \"a\", \"b\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(attributes[\"k\"], \"a\", \"b\")",
+                       "unsupported path 'attributes[\"k\"]' in statement "
+                       "'replace_pattern(attributes[\"k\"], \"a\", \"b\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"a\")",
+                       "expected ',' at column 26 in statement 'replace_pattern(name, \"a\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, a, \"b\")",
+                       "expected a quoted regular expression at column 23 in statement "
+                       "'replace_pattern(name, a, \"b\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"a\", [\"b\"])",
+                       "expected a quoted replacement at column 28 in statement "
+                       "'replace_pattern(name, \"a\", [\"b\"])'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"a\", \"b\") where true",
+                       "where clauses are not supported in statement "
+                       "'replace_pattern(name, \"a\", \"b\") where true'");
+    /* syntax before the regex: a broken statement never reaches PCRE2 */
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"(\", \"b\"",
+                       "expected ')' at end of statement in statement "
+                       "'replace_pattern(name, \"(\", \"b\"'");
+}
+
+static void test_error_new_statements_context(void **state)
+{
+    pfx *f = *state;
+
+    assert_parse_error(f, SF_TRANSFORM_RESOURCE, "replace_pattern(name, \"a\", \"b\")",
+                       "replace_pattern rewrites span and span event names only, not 'resource' "
+                       "names in statement 'replace_pattern(name, \"a\", \"b\")'");
+    assert_parse_error(f, SF_TRANSFORM_SCOPE, "replace_pattern(name, \"a\", \"b\")",
+                       "replace_pattern rewrites span and span event names only, not 'scope' "
+                       "names in statement 'replace_pattern(name, \"a\", \"b\")'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "replace_pattern(link.name, \"a\", \"b\")",
+                       "replace_pattern rewrites span and span event names only, not 'link' "
+                       "names in statement 'replace_pattern(link.name, \"a\", \"b\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPANEVENT, "replace_pattern(span.name, \"a\", \"b\")",
+                       "path 'span.name' does not match context 'spanevent' in statement "
+                       "'replace_pattern(span.name, \"a\", \"b\")'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "replace_pattern(name, \"a\", \"b\")",
+                       "path 'name' needs a context prefix (resource, scope, span, spanevent or "
+                       "link) outside a group with 'context' in statement "
+                       "'replace_pattern(name, \"a\", \"b\")'");
+    assert_parse_error(f, SF_TRANSFORM_SPANEVENT, "set(trace_state, \"\")",
+                       "trace_state exists only in the span and link contexts, not 'spanevent' "
+                       "in statement 'set(trace_state, \"\")'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "set(resource.trace_state, \"\")",
+                       "trace_state exists only in the span and link contexts, not 'resource' "
+                       "in statement 'set(resource.trace_state, \"\")'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "set(trace_state, \"\")",
+                       "path 'trace_state' needs a context prefix (resource, scope, span, "
+                       "spanevent or link) outside a group with 'context' in statement "
+                       "'set(trace_state, \"\")'");
+}
+
+static void test_error_trace_state_value(void **state)
+{
+    pfx *f = *state;
+
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "set(trace_state, \"k=v\")",
+                       "only the empty string \"\" is supported as the value of trace_state in "
+                       "statement 'set(trace_state, \"k=v\")'");
+    assert_parse_error(f, SF_TRANSFORM_LINK, "set(trace_state, nil)",
+                       "only the empty string \"\" is supported as the value of trace_state in "
+                       "statement 'set(trace_state, nil)'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "set(link.trace_state, \" \")",
+                       "only the empty string \"\" is supported as the value of trace_state in "
+                       "statement 'set(link.trace_state, \" \")'");
+    assert_parse_error(f, SF_TRANSFORM_SPAN, "set(trace_state[\"k\"], \"\")",
+                       "unsupported path 'trace_state[\"k\"]' in statement "
+                       "'set(trace_state[\"k\"], \"\")'");
+}
+
+/* Every allocation replace_pattern makes fails in turn: the sink's (the
+ * two strings and the statement copy) and PCRE2's scratch memory (counted
+ * through sf_malloc and freed before the parse returns, also on error). */
+static void test_replace_pattern_out_of_memory(void **state)
+{
+    pfx *f = *state;
+    const char *stmt = "replace_pattern(name, \"(?<h>host):[^ |)]*\", \"${h}:redacted\")";
+    uint64_t pcre_allocs;
+    size_t base;
+
+    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN, stmt), SF_OK);
+    f->s.allocs = 0;
+    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN, stmt), SF_OK);
+    assert_int_equal(f->s.allocs, 3);
+    for (int k = 1; k <= 3; k++) {
+        f->s.allocs = 0;
+        f->s.fail_alloc_after = k;
+        assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN, stmt), SF_ENOMEM);
+        assert_string_equal(f->err, "out of memory");
+    }
+    f->s.fail_alloc_after = 0;
+    /* the sink's arena is warm: what PCRE2 takes is all that moves */
+    base = sf_alloc_in_use();
+    sf_alloc_fail_at(0, 0);
+    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN, stmt), SF_OK);
+    pcre_allocs = sf_alloc_count();
+    assert_true(pcre_allocs >= 4);
+    assert_int_equal(sf_alloc_in_use(), base);
+    for (uint64_t k = 1; k <= pcre_allocs; k++) {
+        sf_alloc_fail_at(k, 0);
+        assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN, stmt), SF_ENOMEM);
+        sf_alloc_fail_at(0, 0);
+        assert_string_equal(f->err, "out of memory");
+        assert_int_equal(sf_alloc_in_use(), base);
+    }
+    /* a bad pattern frees what it compiled too */
+    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"(a)\", \"$2\")"),
+                     SF_CONFIG);
+    assert_int_equal(sf_alloc_in_use(), base);
 }
 
 /* ---- layouts: the trace_statements node into a program ------------------------ */
@@ -465,6 +741,50 @@ static void test_build_flat_and_mixed(void **state)
     assert_false(sf_transform_keeps_key(prog, SF_TRANSFORM_SCOPE, "s"));
 }
 
+static void test_build_new_statements(void **state)
+{
+    pfx *f = *state;
+    fx_sink *s = &f->s;
+    sf_transform_program *prog = NULL;
+    sf_node *node = fx_seq(s, 4,
+        fx_map(s, 2, "context", fx_scalar(s, "span"),
+               "statements", fx_seq_strs(s, 4, "keep_keys(attributes, [\"a\"])",
+                                         "replace_pattern(name, \"host:[^ |)]*\", \"host:-\")",
+                                         "set(trace_state, \"\")",
+                                         "replace_pattern(name, \"pid:[0-9]+\", \"pid:-\")")),
+        fx_map(s, 2, "context", fx_scalar(s, "link"),
+               "statements", fx_seq_strs(s, 2, "keep_keys(attributes, [])",
+                                         "set(trace_state, \"\")")),
+        fx_scalar(s, "replace_pattern(span.name, \"Req .*\", \"Req -\")"),
+        fx_scalar(s, "replace_pattern(spanevent.name, \"x\", \"y\")"));
+    const sf_transform_op *op;
+
+    assert_int_equal(sf_transform_program_build(node, &s->sink, &prog), SF_OK);
+    assert_int_equal(s->n_errors, 0);
+    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_SPAN), 5);
+    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_SPANEVENT), 1);
+    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_LINK), 2);
+    /* the replace_pattern rules of a context, in the order they run */
+    op = sf_transform_op_get(prog, SF_TRANSFORM_SPAN, 1);
+    assert_int_equal(op->kind, SF_TRANSFORM_REPLACE_PATTERN);
+    assert_string_equal(op->pattern, "host:[^ |)]*");
+    assert_ptr_equal(op->node, node->items[0]->items[1]->items[1]);
+    op = sf_transform_op_get(prog, SF_TRANSFORM_SPAN, 3);
+    assert_string_equal(op->pattern, "pid:[0-9]+");
+    op = sf_transform_op_get(prog, SF_TRANSFORM_SPAN, 4);
+    assert_string_equal(op->replacement, "Req -");
+    assert_string_equal(sf_transform_op_get(prog, SF_TRANSFORM_SPANEVENT, 0)->pattern, "x");
+    assert_true(sf_transform_clears_trace_state(prog, SF_TRANSFORM_SPAN));
+    assert_true(sf_transform_clears_trace_state(prog, SF_TRANSFORM_LINK));
+    assert_false(sf_transform_clears_trace_state(prog, SF_TRANSFORM_SPANEVENT));
+    assert_false(sf_transform_clears_trace_state(NULL, SF_TRANSFORM_SPAN));
+    /* none of them bounds or removes keys */
+    assert_true(sf_transform_keeps_key(prog, SF_TRANSFORM_SPAN, "a"));
+    assert_false(sf_transform_keeps_key(prog, SF_TRANSFORM_LINK, "a"));
+    assert_true(sf_transform_has_allowlist(prog, SF_TRANSFORM_LINK));
+    assert_false(sf_transform_clears_status_message(prog));
+}
+
 static void test_build_null_and_empty(void **state)
 {
     pfx *f = *state;
@@ -499,15 +819,16 @@ static void test_build_reports_every_bad_statement(void **state)
     assert_int_equal(sf_transform_program_build(node, &s->sink, &prog), SF_CONFIG);
     assert_null(prog);
     assert_int_equal(s->n_errors, 3);
-    assert_string_equal(s->msg[0], "[0].statements[0]: unsupported function "
-                        "'replace_pattern' in statement 'replace_pattern(attributes[\"x\"], \"a\", \"b\")'");
+    assert_string_equal(s->msg[0], "[0].statements[0]: unsupported path 'attributes[\"x\"]' "
+                        "in statement 'replace_pattern(attributes[\"x\"], \"a\", \"b\")'" SUPPORTED);
     assert_ptr_equal(s->at[0], node->items[0]->items[1]->items[0]);
     assert_string_equal(s->msg[1], "[0].statements[2]: path 'spanevent.attributes' "
                         "does not match context 'span' in statement "
-                        "'keep_keys(spanevent.attributes, [\"b\"])'");
+                        "'keep_keys(spanevent.attributes, [\"b\"])'" SUPPORTED);
     assert_ptr_equal(s->at[1], node->items[0]->items[1]->items[2]);
     assert_string_equal(s->msg[2], "[1]: where clauses are not supported in "
-                        "statement 'keep_keys(span.attributes, [\"a\"]) where name == \"x\"'");
+                        "statement 'keep_keys(span.attributes, [\"a\"]) where name == \"x\"'"
+                        SUPPORTED);
     assert_ptr_equal(s->at[2], node->items[1]);
 }
 
@@ -561,7 +882,7 @@ static void test_build_not_a_list(void **state)
 static void test_build_long_statement_quoted_whole(void **state)
 {
     pfx *f = *state;
-    char stmt[3000], expect[3200];
+    char stmt[3000], expect[3400];
     size_t n = 0;
     sf_transform_program *prog = NULL;
 
@@ -570,7 +891,7 @@ static void test_build_long_statement_quoted_whole(void **state)
         n += (size_t)snprintf(stmt + n, sizeof(stmt) - n, "\"key.%03d\", ", i);
     snprintf(stmt + n, sizeof(stmt) - n, "bad])");
     snprintf(expect, sizeof(expect), "[0]: expected a quoted key at column %zu in "
-             "statement '%s'", n + 1, stmt);
+             "statement '%s'" SUPPORTED, n + 1, stmt);
     assert_int_equal(sf_transform_program_build(fx_seq_strs(&f->s, 1, stmt), &f->s.sink, &prog),
                      SF_CONFIG);
     assert_int_equal(f->s.n_errors, 1);
@@ -598,7 +919,17 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_error_embedded_nul, setup, teardown),
         cmocka_unit_test_setup_teardown(test_blank_statement_not_terminated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_parse_out_of_memory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replace_pattern_forms, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replace_pattern_escapes_and_groups, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_set_trace_state, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_bad_regex, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_bad_replacement, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_replace_pattern_form, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_new_statements_context, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_trace_state_value, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replace_pattern_out_of_memory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_build_groups, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_build_new_statements, setup, teardown),
         cmocka_unit_test_setup_teardown(test_build_flat_and_mixed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_build_null_and_empty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_build_reports_every_bad_statement, setup, teardown),

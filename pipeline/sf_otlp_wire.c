@@ -1,0 +1,1380 @@
+/* sf_otlp_wire.c: the OTLP trace wire codec: one schema table per message
+ * type, one reader, one canonical writer (see sf_otlp_wire.h).
+ *
+ * DESIGN
+ * - Each message is handled in two steps over its bytes. The first reads
+ *   every field once: it checks the tag, the wire type against the schema,
+ *   the value (range, UTF-8, id length) and remembers, per field number, the
+ *   last value and where the occurrences start and end; unknown fields are
+ *   skipped and counted. The second writes the fields the schema defines in
+ *   field-number order: singular scalars from what the first step kept (the
+ *   last one wins, defaults omitted), repeated fields by walking the range
+ *   between their first and last occurrence, sub-messages by recursion.
+ * - A singular message given more than once is, as protobuf says, the
+ *   concatenation of its occurrences: they are copied into one scratch
+ *   buffer (bounded by twice the request's size per call) and handled as
+ *   one. AnyValue's oneof keeps its last member; a message member merges the
+ *   occurrences since the member last changed. Every occurrence is read and
+ *   checked, those that lose included, as a standard decoder would.
+ * - KeyValue and AnyValue, a dozen of each per span, have a fast path: when
+ *   their bytes are already canonical (one key, one scalar value, minimal
+ *   lengths) they are checked and copied as they are.
+ * - The writer reserves a sub-message's length prefix from its input size and
+ *   moves the content only when the real length needs another prefix size.
+ *   A "discard" depth turns writing off: removed attributes and the losing
+ *   members of a oneof are still read and checked, never written.
+ * - A call owns everything it allocates (output, merge copies, name
+ *   scratch); the edit is read-only, so calls run concurrently. */
+#include "sf_otlp_wire.h"
+#include "sf_alloc.h"
+#include "sf_batch.h"
+
+#include <string.h>
+
+enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_SGROUP = 3, WT_EGROUP = 4, WT_I32 = 5 };
+
+/* What a field holds. */
+enum { F_NONE = 0, F_UINT32, F_INT32, F_INT64, F_BOOL, F_FIXED32, F_FIXED64, F_STRING, F_BYTES,
+       F_MSG };
+
+/* What the codec does with it beyond its type. */
+enum { R_PLAIN = 0, R_ATTRS, R_DROPPED, R_NAME, R_TRACE_STATE, R_STATUS_MSG, R_ID16, R_ID8,
+       R_SPANS };
+
+typedef struct fdesc {
+    uint8_t type;
+    uint8_t repeated;
+    uint8_t role;
+    uint8_t child;              /* F_MSG: its sf_otlp_msg */
+} fdesc;
+
+typedef struct mdesc {
+    uint32_t n;                 /* field numbers 1 .. n-1 */
+    const fdesc *f;
+    int ctx;                    /* sf_otlp_ctx of its attributes and name, or -1 */
+    uint32_t dropped;           /* field number of dropped_attributes_count, or 0 */
+} mdesc;
+
+#define MSG1(c) { F_MSG, 0, R_PLAIN, SF_OTLP_MSG_##c }
+#define MSGN(r, c) { F_MSG, 1, r, SF_OTLP_MSG_##c }
+#define ATTRS { F_MSG, 1, R_ATTRS, SF_OTLP_MSG_KEY_VALUE }
+#define SCALAR(t, r) { t, 0, r, 0 }
+
+static const fdesc f_request[] = { [1] = MSGN(R_PLAIN, RESOURCE_SPANS) };
+/* 1000: OTLP 0.15-0.18 instrumentation_library_spans, reserved today: unknown */
+static const fdesc f_resource_spans[] = { [1] = MSG1(RESOURCE), [2] = MSGN(R_PLAIN, SCOPE_SPANS),
+                                          [3] = SCALAR(F_STRING, R_PLAIN) };
+static const fdesc f_resource[] = { [1] = ATTRS, [2] = SCALAR(F_UINT32, R_DROPPED),
+                                    [3] = MSGN(R_PLAIN, ENTITY_REF) };
+static const fdesc f_entity_ref[] = { [1] = SCALAR(F_STRING, R_PLAIN),
+                                      [2] = SCALAR(F_STRING, R_PLAIN),
+                                      [3] = { F_STRING, 1, R_PLAIN, 0 },
+                                      [4] = { F_STRING, 1, R_PLAIN, 0 } };
+static const fdesc f_scope_spans[] = { [1] = MSG1(SCOPE), [2] = MSGN(R_SPANS, SPAN),
+                                       [3] = SCALAR(F_STRING, R_PLAIN) };
+static const fdesc f_scope[] = { [1] = SCALAR(F_STRING, R_PLAIN), [2] = SCALAR(F_STRING, R_PLAIN),
+                                 [3] = ATTRS, [4] = SCALAR(F_UINT32, R_DROPPED) };
+static const fdesc f_span[] = {
+    [1] = SCALAR(F_BYTES, R_ID16), [2] = SCALAR(F_BYTES, R_ID8),
+    [3] = SCALAR(F_STRING, R_TRACE_STATE), [4] = SCALAR(F_BYTES, R_ID8),
+    [5] = SCALAR(F_STRING, R_NAME), [6] = SCALAR(F_INT32, R_PLAIN),
+    [7] = SCALAR(F_FIXED64, R_PLAIN), [8] = SCALAR(F_FIXED64, R_PLAIN), [9] = ATTRS,
+    [10] = SCALAR(F_UINT32, R_DROPPED), [11] = MSGN(R_PLAIN, EVENT),
+    [12] = SCALAR(F_UINT32, R_PLAIN), [13] = MSGN(R_PLAIN, LINK),
+    [14] = SCALAR(F_UINT32, R_PLAIN), [15] = MSG1(STATUS), [16] = SCALAR(F_FIXED32, R_PLAIN),
+};
+static const fdesc f_event[] = { [1] = SCALAR(F_FIXED64, R_PLAIN), [2] = SCALAR(F_STRING, R_NAME),
+                                 [3] = ATTRS, [4] = SCALAR(F_UINT32, R_DROPPED) };
+static const fdesc f_link[] = { [1] = SCALAR(F_BYTES, R_ID16), [2] = SCALAR(F_BYTES, R_ID8),
+                                [3] = SCALAR(F_STRING, R_TRACE_STATE), [4] = ATTRS,
+                                [5] = SCALAR(F_UINT32, R_DROPPED),
+                                [6] = SCALAR(F_FIXED32, R_PLAIN) };
+/* 1: reserved (the deprecated code of OTLP < 0.9): unknown */
+static const fdesc f_status[] = { [2] = SCALAR(F_STRING, R_STATUS_MSG),
+                                  [3] = SCALAR(F_INT32, R_PLAIN) };
+static const fdesc f_array[] = { [1] = MSGN(R_PLAIN, ANY_VALUE) };
+static const fdesc f_kvlist[] = { [1] = MSGN(R_PLAIN, KEY_VALUE) };
+
+#define MD(t, c) { sizeof(t) / sizeof(t[0]), t, c, 0 }
+#define MDD(t, c, d) { sizeof(t) / sizeof(t[0]), t, c, d }
+
+/* KeyValue and AnyValue have their own functions (kv, any). */
+static const mdesc schema[SF_OTLP_MSG_COUNT] = {
+    [SF_OTLP_MSG_REQUEST] = MD(f_request, -1),
+    [SF_OTLP_MSG_RESOURCE_SPANS] = MD(f_resource_spans, -1),
+    [SF_OTLP_MSG_RESOURCE] = MDD(f_resource, SF_OTLP_RESOURCE, 2),
+    [SF_OTLP_MSG_ENTITY_REF] = MD(f_entity_ref, -1),
+    [SF_OTLP_MSG_SCOPE_SPANS] = MD(f_scope_spans, -1),
+    [SF_OTLP_MSG_SCOPE] = MDD(f_scope, SF_OTLP_SCOPE, 4),
+    [SF_OTLP_MSG_SPAN] = MDD(f_span, SF_OTLP_SPAN, 10),
+    [SF_OTLP_MSG_EVENT] = MDD(f_event, SF_OTLP_SPANEVENT, 4),
+    [SF_OTLP_MSG_LINK] = MDD(f_link, SF_OTLP_LINK, 5),
+    [SF_OTLP_MSG_STATUS] = MD(f_status, -1),
+    [SF_OTLP_MSG_ARRAY_VALUE] = MD(f_array, -1),
+    [SF_OTLP_MSG_KEY_VALUE_LIST] = MD(f_kvlist, -1),
+};
+
+static const char *const msg_labels[SF_OTLP_MSG_COUNT] = {
+#define SF_OTLP_MSG_LABEL(e, label) [SF_OTLP_MSG_##e] = label,
+    SF_OTLP_MSG_MAP(SF_OTLP_MSG_LABEL)
+#undef SF_OTLP_MSG_LABEL
+};
+
+const char *sf_otlp_msg_label(sf_otlp_msg m)
+{
+    return (unsigned)m < SF_OTLP_MSG_COUNT ? msg_labels[m] : "unknown";
+}
+
+/* ---- the call's state ------------------------------------------------------ */
+
+typedef struct cx {
+    const sf_otlp_edit *edit;   /* NULL: canonical form only */
+    void *state;                /* the edit's per-call pointer */
+    sf_otlp_stats *st;
+    unsigned max_depth;
+    /* the writer */
+    sf_buf *buf;                /* NULL: nothing is ever written */
+    size_t len, cap;
+    unsigned discard;           /* > 0: writing is off */
+    size_t budget;              /* bytes merge copies may still take */
+    bool general;               /* every message through generic(): see run() */
+    sf_otlp_text name;          /* rename output */
+    /* sf_otlp_count_matching_spans */
+    size_t n_match;
+    const char *const *keys;
+    const char *const *values;
+    uint64_t match_bits;        /* of the current ResourceSpans' resource */
+    size_t matching;
+} cx;
+
+static sf_status bad(cx *c, const char *why)
+{
+    if (c->st->error == NULL)
+        c->st->error = why;
+    return SF_INVALID;
+}
+
+/* Value classes, for kept_value_types: scalar. */
+enum { CLS_SCALAR = 0, CLS_ARRAY = 1, CLS_OTHER = 2 };
+
+/* ---- reading --------------------------------------------------------------- */
+
+typedef struct fld {
+    const uint8_t *start;       /* first byte of the tag */
+    const uint8_t *val;         /* LEN: the payload; else the value's bytes */
+    const uint8_t *end;         /* one past the field */
+    uint64_t u;                 /* VARINT, I64, I32: the value */
+    uint32_t num;
+    uint32_t wt;
+} fld;
+
+/* A varint of at most `max` bytes (5 for tags and lengths, 10 for values)
+ * that fits 64 bits. -1 otherwise. */
+static inline int rd_varint(const uint8_t **pp, const uint8_t *end, unsigned max, uint64_t *v)
+{
+    const uint8_t *p = *pp;
+    uint64_t r = 0;
+
+    if (p < end && *p < 0x80) {
+        *v = *p;
+        *pp = p + 1;
+        return 0;
+    }
+    for (unsigned i = 0; i < max && p < end; i++) {
+        uint8_t b = *p++;
+
+        if (i == 9 && b > 1)
+            return -1;          /* bits past 64 */
+        r |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *v = r;
+            *pp = p;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static sf_status skip_group(cx *c, const uint8_t **pp, const uint8_t *end, uint32_t num,
+                            unsigned depth);
+
+/* The next field of [p, end). An END_GROUP tag is returned as it is (wt 4)
+ * for skip_group; callers outside a group refuse it. */
+static inline __attribute__((always_inline)) sf_status next_field(cx *c, const uint8_t *p,
+                                                                  const uint8_t *end, fld *f,
+                                                                  unsigned depth)
+{
+    uint64_t tag, v;
+
+    f->start = p;
+    if (rd_varint(&p, end, 5, &tag) != 0 || tag > UINT32_MAX)
+        return bad(c, "malformed tag");
+    f->num = (uint32_t)(tag >> 3);
+    f->wt = (uint32_t)(tag & 7);
+    if (f->num == 0)
+        return bad(c, "field number 0");
+    f->val = p;
+    switch (f->wt) {
+    case WT_VARINT:
+        if (rd_varint(&p, end, 10, &f->u) != 0)
+            return bad(c, "malformed varint");
+        break;
+    case WT_I64:
+        if (end - p < 8)
+            return bad(c, "truncated fixed64");
+        memcpy(&f->u, p, 8);
+        p += 8;
+        break;
+    case WT_I32: {
+        uint32_t u32;
+
+        if (end - p < 4)
+            return bad(c, "truncated fixed32");
+        memcpy(&u32, p, 4);
+        f->u = u32;
+        p += 4;
+        break;
+    }
+    case WT_LEN:
+        if (rd_varint(&p, end, 5, &v) != 0 || v > (uint64_t)(end - p))
+            return bad(c, "malformed length");
+        f->val = p;
+        f->u = v;
+        p += v;
+        break;
+    case WT_SGROUP: {
+        sf_status st;
+
+        f->u = 0;
+        st = skip_group(c, &p, end, f->num, depth + 1);
+        if (st != SF_OK)
+            return st;
+        break;
+    }
+    case WT_EGROUP:
+        f->u = 0;
+        break;
+    default:
+        return bad(c, "invalid wire type");
+    }
+    f->end = p;
+    return SF_OK;
+}
+
+/* Past the END_GROUP of group `num` (unknown fields only: OTLP has none). */
+static sf_status skip_group(cx *c, const uint8_t **pp, const uint8_t *end, uint32_t num,
+                            unsigned depth)
+{
+    const uint8_t *p = *pp;
+    fld f;
+
+    if (depth > c->max_depth)
+        return bad(c, "groups nested too deep");
+    for (;;) {
+        sf_status st;
+
+        if (p >= end)
+            return bad(c, "unterminated group");
+        st = next_field(c, p, end, &f, depth);
+        if (st != SF_OK)
+            return st;
+        p = f.end;
+        if (f.wt == WT_EGROUP) {
+            if (f.num != num)
+                return bad(c, "mismatched end of group");
+            *pp = p;
+            return SF_OK;
+        }
+    }
+}
+
+/* Valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF), as
+ * proto3 requires of strings and Go, upb and C++ decoders check. */
+static bool utf8_valid(const uint8_t *p, size_t n)
+{
+    const uint8_t *end = p + n;
+
+    while (p < end) {
+        while ((size_t)(end - p) >= 16) {
+            uint64_t w[2];
+
+            memcpy(w, p, 16);
+            if ((w[0] | w[1]) & 0x8080808080808080ull)
+                break;
+            p += 16;
+        }
+        if ((size_t)(end - p) >= 8) {
+            uint64_t w;
+
+            memcpy(&w, p, 8);
+            if (!(w & 0x8080808080808080ull)) {
+                p += 8;
+                continue;
+            }
+        }
+        if (*p < 0x80) {
+            p++;
+        } else if (*p >= 0xc2 && *p <= 0xdf) {
+            if (end - p < 2 || (p[1] & 0xc0) != 0x80)
+                return false;
+            p += 2;
+        } else if (*p >= 0xe0 && *p <= 0xef) {
+            uint8_t lo = *p == 0xe0 ? 0xa0 : 0x80, hi = *p == 0xed ? 0x9f : 0xbf;
+
+            if (end - p < 3 || p[1] < lo || p[1] > hi || (p[2] & 0xc0) != 0x80)
+                return false;
+            p += 3;
+        } else if (*p >= 0xf0 && *p <= 0xf4) {
+            uint8_t lo = *p == 0xf0 ? 0x90 : 0x80, hi = *p == 0xf4 ? 0x8f : 0xbf;
+
+            if (end - p < 4 || p[1] < lo || p[1] > hi || (p[2] & 0xc0) != 0x80 ||
+                (p[3] & 0xc0) != 0x80)
+                return false;
+            p += 4;
+        } else {
+            return false;
+        }
+    }
+    return true;
+}
+
+static int expected_wt(unsigned type)
+{
+    switch (type) {
+    case F_FIXED32: return WT_I32;
+    case F_FIXED64: return WT_I64;
+    case F_STRING:
+    case F_BYTES:
+    case F_MSG:     return WT_LEN;
+    default:        return WT_VARINT;
+    }
+}
+
+/* A known field's value against its type and role. */
+static inline __attribute__((always_inline)) sf_status check_value(cx *c, const fdesc *d,
+                                                                   const fld *f)
+{
+    if ((int)f->wt != expected_wt(d->type))
+        return bad(c, "known field with the wrong wire type");
+    switch (d->type) {
+    case F_UINT32:
+        if (f->u > UINT32_MAX)
+            return bad(c, "uint32 field out of range");
+        break;
+    case F_INT32:
+        if (f->u > INT32_MAX && f->u < 0xffffffff80000000ull)
+            return bad(c, "int32 field out of range");
+        break;
+    case F_BOOL:
+        if (f->u > 1)
+            return bad(c, "bool field out of range");
+        break;
+    case F_STRING:
+        if (!utf8_valid(f->val, (size_t)f->u))
+            return bad(c, "string field is not UTF-8");
+        break;
+    case F_BYTES:
+        if (d->role == R_ID16 && f->u != 0 && f->u != 16)
+            return bad(c, "trace id is not 16 bytes");
+        if (d->role == R_ID8 && f->u != 0 && f->u != 8)
+            return bad(c, "span id is not 8 bytes");
+        break;
+    default:
+        break;
+    }
+    return SF_OK;
+}
+
+/* ---- writing --------------------------------------------------------------- */
+
+static sf_status grow(cx *c, size_t n)
+{
+    size_t cap = c->cap;
+    sf_buf *b;
+
+    if (n > SIZE_MAX / 4 - sizeof(sf_buf) - c->len)
+        return SF_ENOMEM;
+    while (cap < c->len + n)
+        cap = cap * 2 + 64;
+    b = sf_realloc(c->buf, sizeof(sf_buf) + cap);
+    if (b == NULL)
+        return SF_ENOMEM;
+    c->buf = b;
+    c->cap = cap;
+    return SF_OK;
+}
+
+static inline sf_status reserve(cx *c, size_t n)
+{
+    return n <= c->cap - c->len ? SF_OK : grow(c, n);
+}
+
+static inline size_t varint_size(uint64_t v)
+{
+    size_t n = 1;
+
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline size_t varint_put(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+
+    while (v >= 0x80) {
+        p[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+static inline __attribute__((always_inline)) sf_status put(cx *c, const void *p, size_t n)
+{
+    if (c->discard)
+        return SF_OK;
+    if (reserve(c, n) != SF_OK)
+        return SF_ENOMEM;
+    if (n > 0)
+        memcpy(c->buf->data + c->len, p, n);
+    c->len += n;
+    return SF_OK;
+}
+
+/* A tag and a varint value (either may be 0 bytes of varint: tag only). */
+static inline __attribute__((always_inline)) sf_status put_tag_varint(cx *c, uint32_t num, unsigned wt, bool with_value,
+                                       uint64_t v)
+{
+    if (c->discard)
+        return SF_OK;
+    if (reserve(c, 15) != SF_OK)
+        return SF_ENOMEM;
+    c->len += varint_put(c->buf->data + c->len, (uint64_t)num << 3 | wt);
+    if (with_value)
+        c->len += varint_put(c->buf->data + c->len, v);
+    return SF_OK;
+}
+
+static inline sf_status put_len_field(cx *c, uint32_t num, const uint8_t *p, size_t n)
+{
+    sf_status st = put_tag_varint(c, num, WT_LEN, true, n);
+
+    return st == SF_OK ? put(c, p, n) : st;
+}
+
+/* A sub-message: its tag, then room for the length prefix `estimate` needs. */
+static inline sf_status open_len(cx *c, uint32_t num, size_t estimate, size_t *hpos, size_t *hlen)
+{
+    sf_status st;
+
+    if (c->discard)
+        return SF_OK;
+    st = put_tag_varint(c, num, WT_LEN, false, 0);
+    if (st != SF_OK)
+        return st;
+    *hlen = varint_size(estimate);
+    if (reserve(c, *hlen) != SF_OK)
+        return SF_ENOMEM;
+    *hpos = c->len;
+    c->len += *hlen;
+    return SF_OK;
+}
+
+/* The real prefix; the content moves only if its size needs another. */
+static sf_status close_len(cx *c, size_t hpos, size_t hlen)
+{
+    size_t n, need;
+
+    if (c->discard)
+        return SF_OK;
+    n = c->len - hpos - hlen;
+    need = varint_size(n);
+    if (need != hlen) {
+        if (need > hlen && reserve(c, need - hlen) != SF_OK)
+            return SF_ENOMEM;
+        memmove(c->buf->data + hpos + need, c->buf->data + hpos + hlen, n);
+        c->len = c->len - hlen + need;
+    }
+    varint_put(c->buf->data + hpos, n);
+    return SF_OK;
+}
+
+/* ---- merging ---------------------------------------------------------------- */
+
+/* The payloads of every LEN field `num` in [p, end), concatenated into *out
+ * (sf_malloc'd, the caller frees): what protobuf makes of a singular
+ * message given several times. */
+static sf_status gather(cx *c, const uint8_t *p, const uint8_t *end, uint32_t num,
+                        size_t total, uint8_t **out)
+{
+    uint8_t *buf;
+    size_t at = 0;
+    fld f;
+
+    *out = NULL;
+    if (total > c->budget)
+        return bad(c, "repeated singular messages would need too large a merge");
+    c->budget -= total;
+    buf = sf_malloc(total ? total : 1);
+    if (buf == NULL)
+        return SF_ENOMEM;
+    while (p < end) {
+        if (next_field(c, p, end, &f, 0) != SF_OK) {    /* read once already */
+            sf_free(buf);
+            return SF_INVALID;
+        }
+        p = f.end;
+        if (f.num == num && f.wt == WT_LEN) {
+            memcpy(buf + at, f.val, (size_t)f.u);
+            at += (size_t)f.u;
+        }
+    }
+    *out = buf;
+    return SF_OK;
+}
+
+/* ---- messages ---------------------------------------------------------------- */
+
+typedef struct result {
+    int cls;                    /* AnyValue / ArrayValue: CLS_* */
+    const uint8_t *str;         /* AnyValue holding a string: its bytes */
+    size_t str_len;
+} result;
+
+static sf_status msg(cx *c, unsigned kind, const uint8_t *p, const uint8_t *end, unsigned depth,
+                     result *res);
+static sf_status kv(cx *c, int ctx, uint32_t num, const uint8_t *field, const uint8_t *p,
+                    const uint8_t *end, unsigned depth, bool *removed);
+
+/* Write sub-message field `num` of kind `kind` holding [p, end). */
+static sf_status child(cx *c, uint32_t num, unsigned kind, const uint8_t *p, const uint8_t *end,
+                       unsigned depth, result *res)
+{
+    size_t hpos = 0, hlen = 0;
+    sf_status st = open_len(c, num, (size_t)(end - p), &hpos, &hlen);
+
+    if (st == SF_OK)
+        st = msg(c, kind, p, end, depth, res);
+    if (st == SF_OK)
+        st = close_len(c, hpos, hlen);
+    return st;
+}
+
+/* A singular sub-message given `count` times in [from, end) with `total`
+ * payload bytes (the last at [val, vend)): written once, merged. */
+static sf_status child_merged(cx *c, uint32_t num, unsigned kind, const uint8_t *from,
+                              const uint8_t *end, uint32_t count, size_t total,
+                              const uint8_t *val, const uint8_t *vend, unsigned depth,
+                              result *res)
+{
+    uint8_t *merged;
+    sf_status st;
+
+    if (count == 1)
+        return child(c, num, kind, val, vend, depth, res);
+    st = gather(c, from, end, num, total, &merged);
+    if (st != SF_OK)
+        return st;
+    st = child(c, num, kind, merged, merged + total, depth, res);
+    sf_free(merged);
+    return st;
+}
+
+/* Per field number, what the first step saw. */
+typedef struct slot {
+    uint32_t count;
+    const uint8_t *first;       /* tag of the first occurrence */
+    const uint8_t *last_end;    /* one past the last occurrence */
+    const uint8_t *val;         /* the last occurrence's value */
+    uint64_t u;                 /* ... its varint / fixed value, or LEN length */
+    size_t total;               /* LEN: payload bytes of every occurrence */
+} slot;
+
+/* The new name of a span or span event. */
+static sf_status renamed(cx *c, int ctx, const uint8_t **p, size_t *n)
+{
+    const sf_otlp_edit *e = c->edit;
+    sf_status st;
+
+    if (e == NULL || c->discard || ctx < 0 || !(e->rename & SF_OTLP_CTX_BIT(ctx)))
+        return SF_OK;
+    c->name.len = 0;
+    st = e->rename_fn(e->ctx, &c->state, (sf_otlp_ctx)ctx, *p, *n, &c->name);
+    if (st != SF_OK)
+        return st == SF_ENOMEM ? SF_ENOMEM : SF_FILTER;
+    if (!utf8_valid(c->name.data, c->name.len))
+        return SF_FILTER;
+    if (c->name.len != *n || (*n > 0 && memcmp(c->name.data, *p, *n) != 0))
+        c->st->renamed++;
+    *p = c->name.data;
+    *n = c->name.len;
+    return SF_OK;
+}
+
+static bool cleared(const cx *c, const fdesc *d, int ctx)
+{
+    const sf_otlp_edit *e = c->edit;
+
+    if (e == NULL)
+        return false;
+    if (d->role == R_STATUS_MSG)
+        return e->clear_status_message;
+    if (d->role == R_TRACE_STATE)
+        return ctx >= 0 && (e->clear_trace_state & SF_OTLP_CTX_BIT(ctx));
+    return false;
+}
+
+/* The repeated field `num` of [first, last_end), each occurrence in order. */
+static sf_status repeated(cx *c, const fdesc *d, uint32_t num, const slot *s, int ctx,
+                          unsigned depth, uint64_t *removed, int *cls)
+{
+    const uint8_t *p = s->first;
+    fld f;
+
+    while (p < s->last_end) {
+        sf_status st = next_field(c, p, s->last_end, &f, 0);
+
+        if (st != SF_OK)
+            return st;
+        p = f.end;
+        if (f.num != num)
+            continue;
+        if (d->type == F_STRING) {
+            st = put_len_field(c, num, f.val, (size_t)f.u);
+        } else if (d->child == SF_OTLP_MSG_KEY_VALUE) {
+            bool gone = false;
+
+            st = kv(c, d->role == R_ATTRS ? ctx : -1, num, f.start, f.val, f.val + f.u, depth,
+                    &gone);
+            if (gone)
+                (*removed)++;
+        } else {
+            result r = { 0 };
+
+            if (d->role == R_SPANS)
+                c->st->spans++;
+            st = child(c, num, d->child, f.val, f.val + f.u, depth, &r);
+            if (r.cls > *cls)
+                *cls = r.cls;
+        }
+        if (st != SF_OK)
+            return st;
+    }
+    return SF_OK;
+}
+
+/* Any message but KeyValue and AnyValue, by its schema table. */
+static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *end,
+                         unsigned depth, result *res)
+{
+    const mdesc *m = &schema[kind];
+    slot s[m->n];
+    uint64_t removed = 0;
+    size_t spans_before = c->st->spans;
+    int cls = CLS_SCALAR;
+    fld f;
+    sf_status st;
+
+    memset(s, 0, sizeof(s));
+    /* first step: read and check every field */
+    while (p < end) {
+        const fdesc *d;
+
+        st = next_field(c, p, end, &f, 0);
+        if (st != SF_OK)
+            return st;
+        if (f.wt == WT_EGROUP)
+            return bad(c, "end of group outside a group");
+        p = f.end;
+        d = f.num < m->n ? &m->f[f.num] : NULL;
+        if (d == NULL || d->type == F_NONE) {
+            c->st->dropped_fields[kind]++;
+            continue;
+        }
+        st = check_value(c, d, &f);
+        if (st != SF_OK)
+            return st;
+        slot *sl = &s[f.num];
+        if (sl->count++ == 0)
+            sl->first = f.start;
+        sl->last_end = f.end;
+        sl->val = f.val;
+        sl->u = f.u;
+        if (f.wt == WT_LEN)
+            sl->total += (size_t)f.u;
+    }
+
+    if (kind == SF_OTLP_MSG_RESOURCE_SPANS)
+        c->match_bits = 0;
+    /* second step: write in field-number order */
+    for (uint32_t num = 1; num < m->n; num++) {
+        const fdesc *d = &m->f[num];
+        const slot *sl = &s[num];
+
+        if (d->type == F_NONE)
+            continue;
+        if (d->role == R_DROPPED) {
+            uint64_t v = (sl->count ? sl->u : 0) + removed;
+
+            if (v > UINT32_MAX)
+                v = UINT32_MAX;
+            if (v != 0)
+                st = put_tag_varint(c, num, WT_VARINT, true, v);
+            else
+                st = SF_OK;
+            if (st != SF_OK)
+                return st;
+            continue;
+        }
+        if (sl->count == 0)
+            continue;
+        if (d->repeated) {
+            st = repeated(c, d, num, sl, m->ctx, depth, &removed, &cls);
+        } else if (d->type == F_MSG) {
+            result r = { 0 };
+
+            st = child_merged(c, num, d->child, sl->first, sl->last_end, sl->count, sl->total,
+                              sl->val, sl->val + sl->u, depth, &r);
+        } else if (d->type == F_STRING || d->type == F_BYTES) {
+            const uint8_t *v = sl->val;
+            size_t n = (size_t)sl->u;
+
+            if (cleared(c, d, m->ctx))
+                continue;
+            if (d->role == R_NAME) {
+                st = renamed(c, m->ctx, &v, &n);
+                if (st != SF_OK)
+                    return st;
+            }
+            st = n > 0 ? put_len_field(c, num, v, n) : SF_OK;
+        } else if (sl->u != 0) {
+            switch (d->type) {
+            case F_FIXED32: {
+                uint32_t v32 = (uint32_t)sl->u;
+
+                st = put_tag_varint(c, num, WT_I32, false, 0);
+                if (st == SF_OK)
+                    st = put(c, &v32, 4);
+                break;
+            }
+            case F_FIXED64:
+                st = put_tag_varint(c, num, WT_I64, false, 0);
+                if (st == SF_OK)
+                    st = put(c, &sl->u, 8);
+                break;
+            default:
+                st = put_tag_varint(c, num, WT_VARINT, true, sl->u);
+                break;
+            }
+        }
+        if (st != SF_OK)
+            return st;
+    }
+    if (removed > 0)
+        c->st->removed_attributes += removed;
+    if (kind == SF_OTLP_MSG_RESOURCE_SPANS && c->n_match > 0 &&
+        c->match_bits == (c->n_match >= 64 ? ~0ull : (1ull << c->n_match) - 1))
+        c->matching += c->st->spans - spans_before;
+    if (res != NULL)
+        res->cls = kind == SF_OTLP_MSG_ARRAY_VALUE && cls != CLS_SCALAR ? CLS_OTHER : cls;
+    return SF_OK;
+}
+
+/* A scalar field of message m: its canonical bytes (nothing for a default). */
+static sf_status put_scalar(cx *c, const mdesc *m, uint32_t num, const uint8_t *val, uint64_t u)
+{
+    const fdesc *d = &m->f[num];
+    sf_status st;
+
+    switch (d->type) {
+    case F_STRING:
+    case F_BYTES: {
+        size_t n = (size_t)u;
+
+        if (cleared(c, d, m->ctx))
+            return SF_OK;
+        if (d->role == R_NAME && (st = renamed(c, m->ctx, &val, &n)) != SF_OK)
+            return st;
+        return n > 0 ? put_len_field(c, num, val, n) : SF_OK;
+    }
+    case F_FIXED32: {
+        uint32_t v32 = (uint32_t)u;
+
+        if (u == 0)
+            return SF_OK;
+        st = put_tag_varint(c, num, WT_I32, false, 0);
+        return st == SF_OK ? put(c, &v32, 4) : st;
+    }
+    case F_FIXED64:
+        if (u == 0)
+            return SF_OK;
+        st = put_tag_varint(c, num, WT_I64, false, 0);
+        return st == SF_OK ? put(c, &u, 8) : st;
+    default:
+        return u != 0 ? put_tag_varint(c, num, WT_VARINT, true, u) : SF_OK;
+    }
+}
+
+/* Internal: the message is not in an order stream() can write; run() starts
+ * the request again with generic() everywhere. */
+#define SF_RESTART SF_UNSUPPORTED
+
+/* The pending scalars of numbers below `limit`, in order, and the dropped
+ * count when its turn has come. */
+static sf_status flush(cx *c, const mdesc *m, const slot *s, uint32_t *pending, uint32_t limit,
+                       uint64_t removed, bool *dropped_done)
+{
+    uint32_t below = limit >= 32 ? ~0u : (1u << limit) - 1;
+    uint32_t todo = *pending & below;
+    sf_status st;
+
+    if (m->dropped != 0 && m->dropped < limit && removed > 0 && !*dropped_done)
+        todo |= 1u << m->dropped;
+    if (m->dropped != 0 && (todo >> m->dropped) & 1)
+        *dropped_done = true;
+    while (todo != 0) {
+        uint32_t num = (uint32_t)__builtin_ctz(todo);
+
+        todo &= todo - 1;
+        if (num == m->dropped && m->dropped != 0) {
+            uint64_t v = ((*pending >> num) & 1 ? s[num].u : 0) + removed;
+
+            st = v != 0 ? put_tag_varint(c, num, WT_VARINT, true, v > UINT32_MAX ? UINT32_MAX : v)
+                        : SF_OK;
+        } else {
+            st = put_scalar(c, m, num, s[num].val, s[num].u);
+        }
+        if (st != SF_OK)
+            return st;
+    }
+    *pending &= ~below;
+    return SF_OK;
+}
+
+/* The usual case, one pass: fields arrive in number order, except singular
+ * scalars, which may come anywhere before the next sub-message or repeated
+ * field that follows them in number order (held, then written in place).
+ * Anything else (a field after a larger one was written, a singular
+ * message twice) returns SF_RESTART. */
+static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *end,
+                        unsigned depth, result *res)
+{
+    const mdesc *m = &schema[kind];
+    slot s[m->n];               /* only the entries in `pending` are read */
+    uint32_t pending = 0, seen = 0, upto = 0;
+    uint64_t removed = 0;
+    bool dropped_done = false;
+    size_t spans_before = c->st->spans;
+    int cls = CLS_SCALAR;
+    fld f;
+    sf_status st;
+
+    if (kind == SF_OTLP_MSG_RESOURCE_SPANS)
+        c->match_bits = 0;
+    while (p < end) {
+        const fdesc *d;
+
+        st = next_field(c, p, end, &f, 0);
+        if (st != SF_OK)
+            return st;
+        if (f.wt == WT_EGROUP)
+            return bad(c, "end of group outside a group");
+        p = f.end;
+        d = f.num < m->n ? &m->f[f.num] : NULL;
+        if (d == NULL || d->type == F_NONE) {
+            c->st->dropped_fields[kind]++;
+            continue;
+        }
+        st = check_value(c, d, &f);
+        if (st != SF_OK)
+            return st;
+        if (f.num < upto)
+            return SF_RESTART;
+        if (d->type != F_MSG && !d->repeated) {
+            s[f.num].val = f.val;       /* the last one wins */
+            s[f.num].u = f.u;
+            pending |= 1u << f.num;
+            continue;
+        }
+        if (f.num != upto) {
+            if ((pending & ((1u << f.num) - 1)) != 0 ||
+                (removed > 0 && m->dropped != 0 && m->dropped < f.num && !dropped_done)) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+                st = flush(c, m, s, &pending, f.num, removed, &dropped_done);
+#pragma GCC diagnostic pop
+                if (st != SF_OK)
+                    return st;
+            }
+            upto = f.num;
+        }
+        if (!d->repeated) {
+            result r = { 0 };
+
+            if (seen & (1u << f.num))
+                return SF_RESTART;      /* merge: generic() */
+            seen |= 1u << f.num;
+            st = child(c, f.num, d->child, f.val, f.val + f.u, depth, &r);
+        } else if (d->type == F_STRING) {
+            st = put_len_field(c, f.num, f.val, (size_t)f.u);
+        } else if (d->child == SF_OTLP_MSG_KEY_VALUE) {
+            bool gone = false;
+
+            st = kv(c, d->role == R_ATTRS ? m->ctx : -1, f.num, f.start, f.val, f.val + f.u,
+                    depth, &gone);
+            removed += gone;
+        } else {
+            result r = { 0 };
+
+            if (d->role == R_SPANS)
+                c->st->spans++;
+            st = child(c, f.num, d->child, f.val, f.val + f.u, depth, &r);
+            if (r.cls > cls)
+                cls = r.cls;
+        }
+        if (st != SF_OK)
+            return st;
+    }
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+    st = flush(c, m, s, &pending, 32, removed, &dropped_done);
+#pragma GCC diagnostic pop
+    if (st != SF_OK)
+        return st;
+    if (removed > 0)
+        c->st->removed_attributes += removed;
+    if (kind == SF_OTLP_MSG_RESOURCE_SPANS && c->n_match > 0 &&
+        c->match_bits == (c->n_match >= 64 ? ~0ull : (1ull << c->n_match) - 1))
+        c->matching += c->st->spans - spans_before;
+    if (res != NULL)
+        res->cls = kind == SF_OTLP_MSG_ARRAY_VALUE && cls != CLS_SCALAR ? CLS_OTHER : cls;
+    return SF_OK;
+}
+
+
+/* Whether an AnyValue's bytes are already canonical with one scalar member
+ * (the usual attribute); *cls and the string are then set. */
+static inline bool any_canonical(const uint8_t *p, const uint8_t *end, result *res)
+{
+    const uint8_t *q = p + 1;
+    uint64_t v;
+
+    if (end - p < 2)
+        return false;
+    switch (p[0]) {
+    case 1 << 3 | WT_LEN:       /* string_value */
+    case 7 << 3 | WT_LEN:       /* bytes_value */
+        if (rd_varint(&q, end, 5, &v) != 0 || v != (uint64_t)(end - q) ||
+            (q - p > 2 && q[-1] == 0))
+            return false;
+        if (p[0] == (1 << 3 | WT_LEN)) {
+            if (!utf8_valid(q, (size_t)v))
+                return false;
+            res->cls = CLS_SCALAR;
+            res->str = q;
+            res->str_len = (size_t)v;
+        } else {
+            res->cls = CLS_OTHER;
+        }
+        return true;
+    case 2 << 3 | WT_VARINT:    /* bool_value */
+        res->cls = CLS_SCALAR;
+        return end - p == 2 && p[1] <= 1;
+    case 3 << 3 | WT_VARINT:    /* int_value */
+        if (rd_varint(&q, end, 10, &v) != 0 || q != end || (q - p > 2 && q[-1] == 0))
+            return false;
+        res->cls = CLS_SCALAR;
+        return true;
+    case 4 << 3 | WT_I64:       /* double_value */
+        res->cls = CLS_SCALAR;
+        return end - p == 9;
+    default:
+        return false;
+    }
+}
+
+/* AnyValue: a oneof. Its last member wins; a message member merges the
+ * occurrences since the member last changed; every occurrence is checked. */
+static sf_status any(cx *c, const uint8_t *p, const uint8_t *end, unsigned depth, result *res)
+{
+    static const uint8_t member_type[9] = { F_NONE, F_STRING, F_BOOL, F_INT64, F_FIXED64, F_MSG,
+                                            F_MSG, F_BYTES, F_INT32 };
+    const uint8_t *start = p, *run = NULL, *last_val = NULL;
+    uint32_t which = 0, run_count = 0;
+    uint64_t last_u = 0;
+    size_t run_total = 0;
+    fld f;
+    sf_status st;
+
+    res->cls = CLS_SCALAR;
+    res->str = NULL;
+    if (p < end && any_canonical(p, end, res))
+        return put(c, p, (size_t)(end - p));
+    res->cls = CLS_SCALAR;
+    res->str = NULL;
+    while (p < end) {
+        fdesc d = { 0 };
+
+        st = next_field(c, p, end, &f, 0);
+        if (st != SF_OK)
+            return st;
+        if (f.wt == WT_EGROUP)
+            return bad(c, "end of group outside a group");
+        p = f.end;
+        if (f.num > 8) {
+            c->st->dropped_fields[SF_OTLP_MSG_ANY_VALUE]++;
+            continue;
+        }
+        d.type = member_type[f.num];
+        st = check_value(c, &d, &f);
+        if (st != SF_OK)
+            return st;
+        if (f.num != which) {
+            which = f.num;
+            run = f.start;
+            run_count = 0;
+            run_total = 0;
+        }
+        run_count++;
+        if (f.wt == WT_LEN)
+            run_total += (size_t)f.u;
+        last_val = f.val;
+        last_u = f.u;
+    }
+    /* the occurrences that lost: read for their checks, never written */
+    for (p = start; p < (run != NULL ? run : end);) {
+        st = next_field(c, p, end, &f, 0);
+        if (st != SF_OK)
+            return st;
+        p = f.end;
+        if ((f.num == 5 || f.num == 6) && f.wt == WT_LEN) {
+            result r;
+
+            c->discard++;
+            st = msg(c, f.num == 5 ? SF_OTLP_MSG_ARRAY_VALUE : SF_OTLP_MSG_KEY_VALUE_LIST,
+                     f.val, f.val + f.u, depth, &r);
+            c->discard--;
+            if (st != SF_OK)
+                return st;
+        }
+    }
+    switch (which) {
+    case 0:                     /* no value */
+        return SF_OK;
+    case 8:                     /* string_value_strindex: needs a profiles dictionary */
+        c->st->dropped_fields[SF_OTLP_MSG_ANY_VALUE]++;
+        return SF_OK;
+    case 1:
+    case 7:
+        res->cls = which == 1 ? CLS_SCALAR : CLS_OTHER;
+        res->str = which == 1 ? last_val : NULL;
+        res->str_len = (size_t)last_u;
+        return put_len_field(c, which, last_val, (size_t)last_u);
+    case 4:
+        st = put_tag_varint(c, which, WT_I64, false, 0);
+        return st == SF_OK ? put(c, &last_u, 8) : st;
+    case 2:
+    case 3:
+        return put_tag_varint(c, which, WT_VARINT, true, last_u);
+    default: {                  /* 5 array_value, 6 kvlist_value */
+        result r = { 0 };
+
+        st = child_merged(c, which,
+                          which == 5 ? SF_OTLP_MSG_ARRAY_VALUE : SF_OTLP_MSG_KEY_VALUE_LIST, run,
+                          end, run_count, run_total, last_val, last_val + last_u, depth, &r);
+        res->cls = which == 5 ? (r.cls == CLS_SCALAR ? CLS_ARRAY : CLS_OTHER) : CLS_OTHER;
+        return st;
+    }
+    }
+}
+
+/* Whether key = a string value is one of the resource matches. */
+static void match_kv(cx *c, const uint8_t *key, size_t klen, const result *v)
+{
+    for (size_t i = 0; i < c->n_match && i < 64; i++) {
+        size_t kl = strlen(c->keys[i]), vl = strlen(c->values[i]);
+
+        if (kl == klen && memcmp(c->keys[i], key, klen) == 0 && v->str != NULL &&
+            v->str_len == vl && memcmp(c->values[i], v->str, vl) == 0)
+            c->match_bits |= 1ull << i;
+    }
+}
+
+/* KeyValue field `num` (its tag at `field`, its content [p, end)). ctx >= 0:
+ * an attribute of that context, judged by the edit when it filters that
+ * context; *removed when it is not written. */
+static sf_status kv(cx *c, int ctx, uint32_t num, const uint8_t *field, const uint8_t *p,
+                    const uint8_t *end, unsigned depth, bool *removed)
+{
+    const sf_otlp_edit *e = c->edit;
+    const int judged = ctx >= 0 && e != NULL && (e->filter_attrs & SF_OTLP_CTX_BIT(ctx)) ? ctx
+                       : -1;
+    const bool scalar_only = ctx >= 0 && e != NULL && e->scalar_values_only;
+    const uint8_t *key = NULL, *val = NULL, *vend = NULL, *vfirst = NULL, *vlast_end = NULL;
+    size_t klen = 0, vtotal = 0, mark = c->len;
+    uint32_t vcount = 0;
+    bool keep = true, canonical = false;
+    result r = { 0 };
+    fld f;
+    sf_status st;
+
+    *removed = false;
+    /* The usual attribute, already canonical: a key (1 byte of length), one
+     * canonical scalar value. Checked, then judged, then copied whole. */
+    if (end - p >= 4 && p[0] == (1 << 3 | WT_LEN) && p[1] > 0 && p[1] < 0x80 &&
+        p[1] + 2 < end - p && p[2 + p[1]] == (2 << 3 | WT_LEN)) {
+        const uint8_t *q = p + 2 + p[1] + 1;
+        uint64_t n;
+
+        if (rd_varint(&q, end, 5, &n) == 0 && n == (uint64_t)(end - q) &&
+            (size_t)(q - (p + 3 + p[1])) == varint_size(n) && any_canonical(q, end, &r)) {
+            key = p + 2;
+            klen = p[1];
+            if (!utf8_valid(key, klen))
+                return bad(c, "string field is not UTF-8");
+            if (judged >= 0)
+                keep = e->keep_attribute(e->ctx, (sf_otlp_ctx)judged, key, klen);
+            if (c->n_match > 0 && ctx == SF_OTLP_RESOURCE)
+                match_kv(c, key, klen, &r);
+            if (keep && scalar_only && r.cls == CLS_OTHER)
+                keep = false;
+            *removed = !keep;
+            if (!keep)
+                return SF_OK;
+            if ((size_t)(p - field) == varint_size((uint64_t)num << 3 | WT_LEN) +
+                                          varint_size((uint64_t)(end - p)))
+                return put(c, field, (size_t)(end - field));
+            return put_len_field(c, num, p, (size_t)(end - p));
+        }
+        r = (result){ 0 };
+    }
+    if (end - p >= 2 && p[0] == (1 << 3 | WT_LEN) && p[1] > 0 && p[1] < 0x80 &&
+        p[1] <= end - p - 2) {
+        const uint8_t *q = p + 2 + p[1], *v = q + 1;
+        uint64_t n;
+
+        if (q == end || (q[0] == (2 << 3 | WT_LEN) && rd_varint(&v, end, 5, &n) == 0 &&
+                         n == (uint64_t)(end - v) && (v - q == 2 || v[-1] != 0))) {
+            key = p + 2;
+            klen = p[1];
+            if (!utf8_valid(key, klen))
+                return bad(c, "string field is not UTF-8");
+            if (q != end) {
+                val = v;
+                vend = end;
+                vcount = 1;
+                vtotal = (size_t)n;
+            }
+            canonical = true;
+        }
+    }
+    if (!canonical) {
+        static const fdesc d_key = SCALAR(F_STRING, R_PLAIN), d_val = MSG1(ANY_VALUE),
+                           d_strindex = SCALAR(F_INT32, R_PLAIN);
+        const uint8_t *q = p;
+
+        while (q < end) {
+            const fdesc *d;
+
+            st = next_field(c, q, end, &f, 0);
+            if (st != SF_OK)
+                return st;
+            if (f.wt == WT_EGROUP)
+                return bad(c, "end of group outside a group");
+            q = f.end;
+            d = f.num == 1 ? &d_key : f.num == 2 ? &d_val : f.num == 3 ? &d_strindex : NULL;
+            if (d == NULL || f.num == 3) {
+                if (d != NULL && (st = check_value(c, d, &f)) != SF_OK)
+                    return st;
+                c->st->dropped_fields[SF_OTLP_MSG_KEY_VALUE]++;
+                continue;
+            }
+            st = check_value(c, d, &f);
+            if (st != SF_OK)
+                return st;
+            if (f.num == 1) {
+                key = f.val;
+                klen = (size_t)f.u;
+            } else {
+                if (vcount++ == 0)
+                    vfirst = f.start;
+                vlast_end = f.end;
+                val = f.val;
+                vend = f.val + f.u;
+                vtotal += (size_t)f.u;
+            }
+        }
+    }
+    if (judged >= 0)
+        keep = e->keep_attribute(e->ctx, (sf_otlp_ctx)judged,
+                                 key != NULL ? key : (const uint8_t *)"", klen);
+    if (!keep)
+        c->discard++;
+    {
+        size_t hpos = 0, hlen = 0;
+
+        st = open_len(c, num, (size_t)(end - p), &hpos, &hlen);
+        if (st == SF_OK && klen > 0)
+            st = put_len_field(c, 1, key, klen);
+        if (st == SF_OK && vcount > 0) {
+            if (vcount == 1 || canonical) {
+                size_t vh = 0, vhl = 0;
+
+                st = open_len(c, 2, (size_t)(vend - val), &vh, &vhl);
+                if (st == SF_OK)
+                    st = any(c, val, vend, depth, &r);
+                if (st == SF_OK)
+                    st = close_len(c, vh, vhl);
+            } else {
+                uint8_t *merged;
+                size_t vh = 0, vhl = 0;
+
+                st = gather(c, vfirst, vlast_end, 2, vtotal, &merged);
+                if (st == SF_OK) {
+                    st = open_len(c, 2, vtotal, &vh, &vhl);
+                    if (st == SF_OK)
+                        st = any(c, merged, merged + vtotal, depth, &r);
+                    if (st == SF_OK)
+                        st = close_len(c, vh, vhl);
+                    if (st == SF_OK && c->n_match > 0 && ctx == SF_OTLP_RESOURCE)
+                        match_kv(c, key, klen, &r);
+                    sf_free(merged);
+                    r.str = NULL;
+                }
+            }
+        }
+        if (st == SF_OK)
+            st = close_len(c, hpos, hlen);
+    }
+    if (!keep)
+        c->discard--;
+    if (st != SF_OK)
+        return st;
+    if (c->n_match > 0 && ctx == SF_OTLP_RESOURCE && r.str != NULL)
+        match_kv(c, key, klen, &r);
+    if (keep && scalar_only && r.cls == CLS_OTHER) {
+        keep = false;
+        if (!c->discard)
+            c->len = mark;      /* written, then taken back */
+    }
+    *removed = !keep;
+    return SF_OK;
+}
+
+static sf_status msg(cx *c, unsigned kind, const uint8_t *p, const uint8_t *end, unsigned depth,
+                     result *res)
+{
+    if (kind == SF_OTLP_MSG_ANY_VALUE)
+        return any(c, p, end, depth, res);
+    /* KeyValue writes its own tag: callers use kv() directly. */
+    if (kind == SF_OTLP_MSG_ARRAY_VALUE || kind == SF_OTLP_MSG_KEY_VALUE_LIST) {
+        if (++depth > c->max_depth)
+            return bad(c, "values nested deeper than max_value_depth");
+    }
+    return c->general ? generic(c, kind, p, end, depth, res) : stream(c, kind, p, end, depth, res);
+}
+
+/* ---- entry points ------------------------------------------------------------ */
+
+sf_status sf_otlp_text_reserve(sf_otlp_text *t, size_t cap)
+{
+    uint8_t *d;
+
+    if (cap <= t->cap)
+        return SF_OK;
+    if (cap < 64)
+        cap = 64;
+    d = sf_realloc(t->data, cap);
+    if (d == NULL)
+        return SF_ENOMEM;
+    t->data = d;
+    t->cap = cap;
+    return SF_OK;
+}
+
+/* The whole request: stream() first; if some message is out of order, once
+ * more from the start with generic() (output and counts start over). */
+static sf_status run(cx *c, const uint8_t *in, size_t len)
+{
+    const char *error;
+    result r;
+    sf_status st;
+
+    c->budget = 2 * len + 4096;
+    c->general = false;
+    st = stream(c, SF_OTLP_MSG_REQUEST, in, in + len, 0, &r);
+    if (st != SF_RESTART)
+        return st;
+    error = c->st->error;
+    memset(c->st, 0, sizeof(*c->st));
+    c->st->error = error;
+    c->len = 0;
+    c->matching = 0;
+    c->budget = 2 * len + 4096;
+    c->general = true;
+    return generic(c, SF_OTLP_MSG_REQUEST, in, in + len, 0, &r);
+}
+
+sf_status sf_otlp_rewrite(const uint8_t *in, size_t len, unsigned max_depth,
+                          const sf_otlp_edit *edit, sf_buf **out, sf_otlp_stats *stats)
+{
+    sf_otlp_stats local;
+    cx c = { .edit = edit, .max_depth = max_depth };
+    sf_status st;
+
+    c.st = stats != NULL ? stats : &local;
+    memset(c.st, 0, sizeof(*c.st));
+    if (out != NULL) {
+        *out = NULL;
+        if (len > SIZE_MAX / 4)
+            return SF_ENOMEM;
+        c.cap = len + 64;
+        c.buf = sf_buf_create(c.cap);
+        if (c.buf == NULL)
+            return SF_ENOMEM;
+    } else {
+        c.discard = 1;
+    }
+    st = run(&c, in != NULL ? in : (const uint8_t *)"", in != NULL ? len : 0);
+    if (edit != NULL && edit->release != NULL && c.state != NULL)
+        edit->release(edit->ctx, c.state);
+    sf_free(c.name.data);
+    if (out == NULL)
+        return st;
+    if (st != SF_OK) {
+        sf_buf_unref(c.buf);
+        return st;
+    }
+    c.buf->len = c.len;
+    c.buf->spans = c.st->spans;
+    *out = c.buf;
+    return SF_OK;
+}
+
+sf_status sf_otlp_scan(const uint8_t *in, size_t len, unsigned max_depth, size_t *spans)
+{
+    sf_otlp_stats stats;
+    sf_status st = sf_otlp_rewrite(in, len, max_depth, NULL, NULL, &stats);
+
+    if (spans != NULL)
+        *spans = stats.spans;
+    return st;
+}
+
+size_t sf_otlp_count_matching_spans(const uint8_t *data, size_t len, size_t n,
+                                    const char *const *keys, const char *const *values)
+{
+    sf_otlp_stats stats;
+    cx c = { .max_depth = 256, .discard = 1, .n_match = n, .keys = keys, .values = values };
+
+    if (data == NULL || n > 64 || (n > 0 && (keys == NULL || values == NULL)))
+        return 0;
+    memset(&stats, 0, sizeof(stats));
+    c.st = &stats;
+    if (run(&c, data, len) != SF_OK)
+        return 0;
+    return n == 0 ? stats.spans : c.matching;
+}

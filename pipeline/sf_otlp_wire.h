@@ -1,0 +1,133 @@
+/* sf_otlp_wire.h: the one reader and writer of OTLP trace bytes. Every part
+ * of spanfence that looks at an encoded ExportTraceServiceRequest (the
+ * receivers' validation, span counting, the transform, the exporters' bytes,
+ * the trace_control tap) goes through it, so they cannot disagree.
+ *
+ * One pass over a request validates it against the OTLP trace schema,
+ * applies an edit (the transform's allowlist, name rules, cleared fields) and
+ * writes the result in canonical form: only fields the schema defines, each
+ * with its wire type, in field-number order, minimal varints, singular fields
+ * once (protobuf merge semantics: the value a standard decoder sees), default
+ * scalars omitted, repeated fields in order. Unknown, reserved and obsolete
+ * fields (ResourceSpans 1000, OTLP 0.15-0.18's instrumentation_library_spans)
+ * are dropped and counted; so are the profiles-only dictionary indexes
+ * (KeyValue.key_strindex, AnyValue.string_value_strindex), meaningless in a
+ * trace. Input whose meaning is not certain is refused (SF_INVALID): see
+ * sf_otlp_rewrite. */
+#ifndef SF_OTLP_WIRE_H
+#define SF_OTLP_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sf_status.h"
+
+struct sf_buf;
+
+/* X(ENUM, label): the message types of the schema, for counters. */
+#define SF_OTLP_MSG_MAP(X)                              \
+    X(REQUEST,        "ExportTraceServiceRequest")      \
+    X(RESOURCE_SPANS, "ResourceSpans")                  \
+    X(RESOURCE,       "Resource")                       \
+    X(ENTITY_REF,     "EntityRef")                      \
+    X(SCOPE_SPANS,    "ScopeSpans")                     \
+    X(SCOPE,          "InstrumentationScope")           \
+    X(SPAN,           "Span")                           \
+    X(EVENT,          "Span.Event")                     \
+    X(LINK,           "Span.Link")                      \
+    X(STATUS,         "Status")                         \
+    X(KEY_VALUE,      "KeyValue")                       \
+    X(ANY_VALUE,      "AnyValue")                       \
+    X(ARRAY_VALUE,    "ArrayValue")                     \
+    X(KEY_VALUE_LIST, "KeyValueList")
+
+typedef enum sf_otlp_msg {
+#define SF_OTLP_MSG_ENUM(e, label) SF_OTLP_MSG_##e,
+    SF_OTLP_MSG_MAP(SF_OTLP_MSG_ENUM)
+#undef SF_OTLP_MSG_ENUM
+    SF_OTLP_MSG_COUNT
+} sf_otlp_msg;
+
+const char *sf_otlp_msg_label(sf_otlp_msg m);
+
+/* Where attributes and names live; the order is the tree's. */
+typedef enum sf_otlp_ctx {
+    SF_OTLP_RESOURCE = 0,
+    SF_OTLP_SCOPE,
+    SF_OTLP_SPAN,
+    SF_OTLP_SPANEVENT,
+    SF_OTLP_LINK,
+    SF_OTLP_CTX_COUNT
+} sf_otlp_ctx;
+
+#define SF_OTLP_CTX_BIT(c) (1u << (c))
+
+/* Scratch text an edit writes a new name into; the codec owns it. */
+typedef struct sf_otlp_text {
+    uint8_t *data;              /* sf_malloc'd, grown with sf_otlp_text_reserve */
+    size_t len;
+    size_t cap;
+} sf_otlp_text;
+
+/* Make room for `cap` bytes in t->data. SF_ENOMEM. */
+sf_status sf_otlp_text_reserve(sf_otlp_text *t, size_t cap);
+
+/* An edit: what a processor changes, asked by the codec while it walks. Its
+ * functions are called on receiver threads, concurrently: they must treat
+ * `ctx` as read-only. `state` is one pointer per sf_otlp_rewrite call (NULL
+ * at the start) for per-call scratch; `release` frees it at the end. */
+typedef struct sf_otlp_edit {
+    void *ctx;
+    unsigned filter_attrs;      /* SF_OTLP_CTX_BITs whose attributes keep_attribute judges */
+    unsigned rename;            /* ... whose names (span, span event) go through rename */
+    unsigned clear_trace_state; /* ... whose trace_state is cleared (span, link) */
+    bool clear_status_message;
+    bool scalar_values_only;    /* a kept attribute holding a kvlist, bytes or a nested
+                                 * array is removed like one not kept */
+    /* Whether the attribute key[0, len) of context c stays. */
+    bool (*keep_attribute)(const void *ctx, sf_otlp_ctx c, const uint8_t *key, size_t len);
+    /* The new name for in[0, len) (valid UTF-8) of context c, written into
+     * *out (out->len). SF_OK; any error fails the request (fail closed). */
+    sf_status (*rename_fn)(const void *ctx, void **state, sf_otlp_ctx c, const uint8_t *in,
+                           size_t len, sf_otlp_text *out);
+    void (*release)(const void *ctx, void *state);
+} sf_otlp_edit;
+
+/* What one pass saw. */
+typedef struct sf_otlp_stats {
+    size_t spans;               /* spans in the request (on error: seen before it) */
+    uint64_t removed_attributes; /* attributes the edit removed */
+    uint64_t renamed;           /* names the edit changed */
+    uint64_t dropped_fields[SF_OTLP_MSG_COUNT]; /* unknown/obsolete fields, by message */
+    const char *error;          /* on SF_INVALID: what was wrong (static text) */
+} sf_otlp_stats;
+
+/* Validate in[0, len), apply `edit` (NULL: none) and write the canonical
+ * request into *out (one reference, the caller's; out NULL: validate and
+ * count only). AnyValue arrays/kvlists nested deeper than max_depth, and
+ * merges of repeated singular messages whose copies would exceed the
+ * request's size twice over, are refused.
+ * SF_INVALID when the bytes are not a request whose meaning every decoder
+ * agrees on: truncated; a tag longer than 5 bytes or field number 0; wire
+ * types 6 and 7, unbalanced groups; a known field with another wire type; a
+ * varint longer than 10 bytes or past 64 bits; a uint32 past 2^32-1, an
+ * int32 or enum not a sign-extended 32-bit value, a bool other than 0 or 1;
+ * a string that is not UTF-8; a trace id not 0 or 16 bytes, a span id not 0
+ * or 8. SF_ENOMEM; SF_FILTER when the edit failed. `stats` may be NULL.
+ * Thread-safe. */
+sf_status sf_otlp_rewrite(const uint8_t *in, size_t len, unsigned max_depth,
+                          const sf_otlp_edit *edit, struct sf_buf **out, sf_otlp_stats *stats);
+
+/* sf_otlp_rewrite without output or edit: SF_OK when valid; *spans the spans
+ * seen (all of them when valid). */
+sf_status sf_otlp_scan(const uint8_t *in, size_t len, unsigned max_depth, size_t *spans);
+
+/* Spans in the valid request data[0, len) whose resource carries all `n`
+ * attributes keys[i] = values[i] (string values, compared bytewise; n == 0
+ * matches every resource), with protobuf merge semantics. 0 for anything
+ * invalid. */
+size_t sf_otlp_count_matching_spans(const uint8_t *data, size_t len, size_t n,
+                                    const char *const *keys, const char *const *values);
+
+#endif
