@@ -17,8 +17,12 @@
 # SF_DIFF_ONLY=i,j (only those case numbers), SF_DIFF_LEGACY=1 (a build whose
 # transform does not parse replace_pattern, set(trace_state) and
 # kept_value_types yet: leave them out of the config and the oracle),
-# SF_DIFF_KEEP=1 (keep the scratch directory), SF_OTLP_PROTO_DIR (official
-# protos when neither the npm packages nor the mirror have them).
+# SF_DIFF_KEEP=1 (keep the scratch directory), SF_OTLP_PROTO_DIR (a
+# directory of official opentelemetry/proto/**.proto files, compiled by
+# protoc, instead of the schema read from @opentelemetry/otlp-transformer's
+# generated code: privacy/otlp_schema.py), SF_OTLP_PROTO_MIRROR (the
+# opentelemetry-proto git mirror the schema is checked against when it
+# exists; empty: no check).
 
 import sys
 sys.dont_write_bytecode = True     # no __pycache__ in the source tree
@@ -558,10 +562,15 @@ def main():
     print("privacy_differential: seed %s (SF_DIFF_SEED), %d cases (SF_DIFF_CASES), legacy %s (SF_DIFF_LEGACY)" %
           (args.seed, args.cases, int(legacy)), flush=True)
     t0 = time.time()
-    schema = O.Schema(SOURCE_DIR, scratch)
-    print("official OTLP protos from %s; KeyValue.key_strindex (3): %s; AnyValue.string_value_strindex (8): %s" %
-          (schema.origin, "yes" if schema.has_key_strindex else "NO",
-           "yes" if schema.has_value_strindex else "NO"))
+    try:
+        schema = O.Schema(SOURCE_DIR, scratch)
+    except O.otlp_schema.SchemaError as e:
+        print("SCHEMA: %s" % e)
+        print("privacy_differential: 0 passed, 1 failed")
+        return 1
+    print("KeyValue.key_strindex (3): %s; AnyValue.string_value_strindex (8): %s; %d message types under "
+          "ExportTraceServiceRequest" % ("yes" if schema.has_key_strindex else "NO",
+                                         "yes" if schema.has_value_strindex else "NO", len(schema.messages)))
     orc = O.Oracle(schema, legacy)
     all_cases = C.generate(args.seed, args.cases)
     n_ok = sum(c.expect == C.OK for c in all_cases)

@@ -1,6 +1,8 @@
 # tests/e2e/privacy/oracle.py: the independent side of the differential test.
-# The official OTLP .proto files (never spanfence's own copies) are compiled
-# with protoc into a scratch directory at test time; the Python protobuf
+# The official OTLP trace schema (never spanfence's own tables): read from
+# the code the OpenTelemetry JS maintainers generated from the official
+# .proto files, which the npm package @opentelemetry/otlp-transformer ships
+# (otlp_schema.py; $SF_OTLP_PROTO_DIR replaces it). The Python protobuf
 # runtime parses each accepted input with standard protobuf semantics, the
 # test's allowlist is applied in Python, and the result serialized is the
 # exact output spanfence must produce. check_output() also judges each output
@@ -8,20 +10,11 @@
 # message or trace_state, redacted names, and no spans in the pre-1.0
 # instrumentation_library_spans (ResourceSpans field 1000).
 
-import glob
-import importlib
 import os
 import re
-import subprocess
-import sys
 
+import otlp_schema
 from cases import ALLOW
-
-OTLP_PROTOS = ["opentelemetry/proto/common/v1/common.proto",
-               "opentelemetry/proto/resource/v1/resource.proto",
-               "opentelemetry/proto/trace/v1/trace.proto",
-               "opentelemetry/proto/collector/trace/v1/trace_service.proto"]
-MIRROR = "/work/.mirror/open-telemetry+opentelemetry-proto/repo"
 
 # OTLP v0.18's ResourceSpans, written for this test: field 1000 held
 # InstrumentationLibrarySpans before scope_spans replaced it. Our Span keeps
@@ -67,61 +60,21 @@ SCALAR_MEMBERS = (None, "string_value", "bool_value", "int_value", "double_value
 U32_MAX = 2**32 - 1
 
 
-def find_protos(source_dir):
-    """{relative path: text} of the official OTLP trace protos, and where
-    they came from: the npm packages' .proto files when they ship them, else
-    $SF_OTLP_PROTO_DIR, else the opentelemetry-proto mirror's git HEAD."""
-    mods = os.path.join(source_dir, "tests", "e2e", "node_modules")
-    roots = [os.path.join(mods, "@opentelemetry", "otlp-transformer")] + \
-        sorted(glob.glob(os.path.join(mods, "@opentelemetry", "*"))) + [mods]
-    for root in roots:
-        found = {}
-        for rel in OTLP_PROTOS:
-            hits = glob.glob(os.path.join(root, "**", rel), recursive=True)
-            if hits:
-                found[rel] = open(hits[0], encoding="utf-8").read()
-        if len(found) == len(OTLP_PROTOS):
-            return found, root
-    d = os.environ.get("SF_OTLP_PROTO_DIR")
-    if d and all(os.path.exists(os.path.join(d, rel)) for rel in OTLP_PROTOS):
-        return {rel: open(os.path.join(d, rel), encoding="utf-8").read() for rel in OTLP_PROTOS}, d
-    if os.path.isdir(MIRROR):
-        found = {}
-        for rel in OTLP_PROTOS:
-            found[rel] = subprocess.run(["git", "-C", MIRROR, "show", "HEAD:" + rel], check=True,
-                                        capture_output=True, text=True).stdout
-        head = subprocess.run(["git", "-C", MIRROR, "rev-parse", "HEAD"], capture_output=True,
-                              text=True).stdout.strip()
-        return found, "%s@%s" % (MIRROR, head[:12])
-    raise RuntimeError("no official OTLP .proto files: none in %s, SF_OTLP_PROTO_DIR unset, "
-                       "no mirror at %s" % (mods, MIRROR))
-
-
 class Schema:
-    """The generated modules: official (Request, Response) and old (OldRequest)."""
+    """The message classes: official (Request, Response), from the npm
+    package's generated code or $SF_OTLP_PROTO_DIR (otlp_schema.py), and
+    old (OldRequest) from OLD_SCHEMA above."""
 
-    def __init__(self, source_dir, build_dir):
-        protos, self.origin = find_protos(source_dir)
-        src = os.path.join(build_dir, "proto")
-        out = os.path.join(build_dir, "py")
-        os.makedirs(out, exist_ok=True)
-        for rel, text in protos.items():
-            os.makedirs(os.path.dirname(os.path.join(src, rel)), exist_ok=True)
-            with open(os.path.join(src, rel), "w", encoding="utf-8") as f:
-                f.write(text)
-        with open(os.path.join(src, "sfdiff_old_otlp.proto"), "w") as f:
-            f.write(OLD_SCHEMA)
-        subprocess.run(["protoc", "-I" + src, "--python_out=" + out] + OTLP_PROTOS +
-                       ["sfdiff_old_otlp.proto"], check=True, cwd=src)
-        sys.path.insert(0, out)
-        svc = importlib.import_module("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
-        common = importlib.import_module("opentelemetry.proto.common.v1.common_pb2")
-        old = importlib.import_module("sfdiff_old_otlp_pb2")
-        self.Request = svc.ExportTraceServiceRequest
-        self.Response = svc.ExportTraceServiceResponse
-        self.OldRequest = old.ExportTraceServiceRequest
-        kv = common.KeyValue.DESCRIPTOR.fields_by_name
-        av = common.AnyValue.DESCRIPTOR.fields_by_name
+    def __init__(self, source_dir, build_dir, log=print):
+        self.official, self.origin = otlp_schema.load(source_dir, os.path.join(build_dir, "schema"), log)
+        self.Request = self.official.cls(otlp_schema.REQUEST)
+        self.Response = self.official.cls(otlp_schema.RESPONSE)
+        self.messages = otlp_schema.reachable(self.official)
+        old = otlp_schema.Loaded(otlp_schema.descriptors_from_protos(
+            {"sfdiff_old_otlp.proto": OLD_SCHEMA}, os.path.join(build_dir, "schema", "old")))
+        self.OldRequest = old.cls("sfdiff.otlp.v0_18.ExportTraceServiceRequest")
+        kv = self.official.descriptor("opentelemetry.proto.common.v1.KeyValue").fields_by_name
+        av = self.official.descriptor("opentelemetry.proto.common.v1.AnyValue").fields_by_name
         self.has_key_strindex = "key_strindex" in kv and kv["key_strindex"].number == 3
         self.has_value_strindex = "string_value_strindex" in av and av["string_value_strindex"].number == 8
 
