@@ -1,7 +1,8 @@
 /* bench/bench_codec.c: per-stage cost of the hot path on one core, for the
  * SGLang-like batch of bench/sample_batch.h: the floors the end-to-end
  * figures are compared with. Prints spans per CPU-second for each stage
- * (median of --rounds rounds, CPU time of this thread). */
+ * (median of `rounds` rounds, CPU time of this thread).
+ *   bench_codec [spans=512] [rounds=5] [only stages whose name has this] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,6 +194,7 @@ int main(int argc, char **argv)
     };
     long spans = argc > 1 ? atol(argv[1]) : 512;
     int rounds = argc > 2 ? atoi(argv[2]) : 5;
+    const char *only = argc > 3 ? argv[3] : NULL;   /* stages whose name has this */
     long iters = 40;
     size_t len = 0;
     uint8_t *data = sf_sample_request((size_t)spans, 1, &len);
@@ -208,6 +210,9 @@ int main(int argc, char **argv)
     printf("%-40s %16s\n", "stage (one core, median)", "spans/CPU-s");
     for (size_t s = 0; s < sizeof(stages) / sizeof(stages[0]); s++) {
         long n = iters * stages[s].iters_mult;
+
+        if (only != NULL && strstr(stages[s].name, only) == NULL)
+            continue;
         for (int r = 0; r < rounds; r++)
             t[r] = stages[s].fn(data, len, arena, n);
         qsort(t, (size_t)rounds, sizeof(double), cmp_double);

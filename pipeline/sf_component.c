@@ -21,6 +21,11 @@ void sf_component_set_ctx(sf_component *c, void *ctx)
     c->ctx = ctx;
 }
 
+bool sf_component_is_successor(const sf_component *c)
+{
+    return c->successor;
+}
+
 sf_counters *sf_component_counters(sf_component *c)
 {
     return &c->counters;

@@ -63,6 +63,16 @@ typedef struct sf_component_type {
     const sf_otlp_edit *(*edit)(const sf_component *self);
     void (*shutdown)(sf_component *self);
     void (*destroy)(sf_component *self);
+    /* Optional, for state that must outlive a config reload (SIGHUP), such
+     * as trace_control's open windows and its socket. suspend: stop like
+     * shutdown but keep that state, moved out into the returned parcel
+     * (NULL: nothing to keep); the instance is then only destroyed.
+     * resume: called before start on the instance of the same type and id
+     * in the new service, with the parcel, which it takes over and frees;
+     * with self NULL (no such instance) it must finish what the parcel
+     * holds (as shutdown would have) and free it. */
+    void *(*suspend)(sf_component *self);
+    void (*resume)(sf_component *self, void *parcel);
 } sf_component_type;
 
 const char *sf_component_id(const sf_component *c);
@@ -70,6 +80,10 @@ const sf_component_type *sf_component_type_of(const sf_component *c);
 void *sf_component_ctx(const sf_component *c);
 void sf_component_set_ctx(sf_component *c, void *ctx);
 sf_counters *sf_component_counters(sf_component *c);
+/* At start: true when this instance replaces one of the same type and id
+ * that ran under the previous config (a SIGHUP reload), so it must carry on
+ * rather than start afresh (the file exporter does not truncate). */
+bool sf_component_is_successor(const sf_component *c);
 
 /* The transports a receiver serves; receiver counters are kept per transport
  * (the `transport` label of otelcol_receiver_* metrics). */

@@ -57,6 +57,7 @@ typedef struct sf_counters {
     /* extensions (trace_control) */
     _Atomic uint64_t control_failures;            /* spanfence_trace_control_engine_failures */
     _Atomic int64_t open_windows;                 /* spanfence_trace_control_open_windows */
+    _Atomic int64_t audit_pending;                /* spanfence_trace_control_audit_pending */
 } sf_counters;
 
 /* Collector-wide sums of every receiver's and exporter's counters at one

@@ -31,6 +31,13 @@
 
 #include <string.h>
 
+/* gcc 12 reports locals as maybe-uninitialized through the always_inline
+ * readers (and `slot` entries only read under their `pending` bit); the
+ * sanitizer and valgrind runs check the real thing. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_SGROUP = 3, WT_EGROUP = 4, WT_I32 = 5 };
 
 /* What a field holds. */
@@ -125,6 +132,93 @@ const char *sf_otlp_msg_label(sf_otlp_msg m)
     return (unsigned)m < SF_OTLP_MSG_COUNT ? msg_labels[m] : "unknown";
 }
 
+/* ---- keysets ---------------------------------------------------------------- */
+
+typedef struct ks_slot {
+    const char *key;            /* NULL: empty */
+    size_t len;
+    bool keep;
+} ks_slot;
+
+struct sf_otlp_keyset {
+    bool keep_other;            /* verdict for keys not in the set */
+    uint64_t len_mask;          /* bit min(len, 63) of every key in the set */
+    size_t mask;                /* slots - 1 (a power of two minus one) */
+    ks_slot slots[];            /* open addressing, linear probing */
+};
+
+static inline uint64_t key_hash(const uint8_t *k, size_t len)
+{
+    uint64_t a = 0, b = 0, h;
+
+    if (len >= 8) {
+        memcpy(&a, k, 8);
+        memcpy(&b, k + len - 8, 8);
+    } else {
+        memcpy(&a, k, len);
+    }
+    h = a * 0x9e3779b97f4a7c15ull ^ (b + len) * 0xc2b2ae3d27d4eb4full;
+    return h ^ (h >> 31);
+}
+
+static inline uint64_t len_bit(size_t len)
+{
+    return 1ull << (len < 63 ? len : 63);
+}
+
+sf_status sf_otlp_keyset_create(size_t n, const char *const *keys, const bool *keep,
+                                bool keep_other, sf_otlp_keyset **out)
+{
+    size_t slots = 4;
+    sf_otlp_keyset *ks;
+
+    *out = NULL;
+    while (slots < 2 * n + 2)
+        slots *= 2;
+    ks = sf_calloc(1, sizeof(*ks) + slots * sizeof(ks_slot));
+    if (ks == NULL)
+        return SF_ENOMEM;
+    ks->keep_other = keep_other;
+    ks->mask = slots - 1;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(keys[i]), at = key_hash((const uint8_t *)keys[i], len) & ks->mask;
+
+        while (ks->slots[at].key != NULL && strcmp(ks->slots[at].key, keys[i]) != 0)
+            at = (at + 1) & ks->mask;
+        if (ks->slots[at].key != NULL)
+            continue;
+        ks->slots[at] = (ks_slot){ .key = keys[i], .len = len, .keep = keep[i] };
+        ks->len_mask |= len_bit(len);
+    }
+    *out = ks;
+    return SF_OK;
+}
+
+void sf_otlp_keyset_destroy(sf_otlp_keyset *ks)
+{
+    sf_free(ks);
+}
+
+static inline __attribute__((always_inline)) bool keyset_keeps(const sf_otlp_keyset *ks,
+                                                               const uint8_t *k, size_t len)
+{
+    if (!(ks->len_mask & len_bit(len)))
+        return ks->keep_other;
+    for (size_t i = key_hash(k, len) & ks->mask;; i = (i + 1) & ks->mask) {
+        const ks_slot *e = &ks->slots[i];
+
+        if (e->key == NULL)
+            return ks->keep_other;
+        if (e->len == len && memcmp(e->key, k, len) == 0)
+            return e->keep;
+    }
+}
+
+bool sf_otlp_keyset_keeps(const sf_otlp_keyset *ks, const uint8_t *key, size_t len)
+{
+    return keyset_keeps(ks, key, len);
+}
+
 /* ---- the call's state ------------------------------------------------------ */
 
 typedef struct cx {
@@ -170,7 +264,7 @@ typedef struct fld {
 
 /* A varint of at most `max` bytes (5 for tags and lengths, 10 for values)
  * that fits 64 bits. -1 otherwise. */
-static inline int rd_varint(const uint8_t **pp, const uint8_t *end, unsigned max, uint64_t *v)
+static inline __attribute__((always_inline)) int rd_varint(const uint8_t **pp, const uint8_t *end, unsigned max, uint64_t *v)
 {
     const uint8_t *p = *pp;
     uint64_t r = 0;
@@ -178,6 +272,11 @@ static inline int rd_varint(const uint8_t **pp, const uint8_t *end, unsigned max
     if (p < end && *p < 0x80) {
         *v = *p;
         *pp = p + 1;
+        return 0;
+    }
+    if (end - p >= 2 && p[1] < 0x80) {     /* lengths of spans, events, longer values */
+        *v = (uint64_t)(p[0] & 0x7f) | (uint64_t)p[1] << 7;
+        *pp = p + 2;
         return 0;
     }
     for (unsigned i = 0; i < max && p < end; i++) {
@@ -290,7 +389,7 @@ static sf_status skip_group(cx *c, const uint8_t **pp, const uint8_t *end, uint3
 
 /* Valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF), as
  * proto3 requires of strings and Go, upb and C++ decoders check. */
-static bool utf8_valid(const uint8_t *p, size_t n)
+static bool utf8_valid_slow(const uint8_t *p, size_t n)
 {
     const uint8_t *end = p + n;
 
@@ -303,6 +402,8 @@ static bool utf8_valid(const uint8_t *p, size_t n)
                 break;
             p += 16;
         }
+        if (p == end)
+            break;
         if ((size_t)(end - p) >= 8) {
             uint64_t w;
 
@@ -336,6 +437,36 @@ static bool utf8_valid(const uint8_t *p, size_t n)
         }
     }
     return true;
+}
+
+/* Nearly every key and value is ASCII: checked a word at a time first. */
+static inline __attribute__((always_inline)) bool utf8_valid(const uint8_t *p, size_t n)
+{
+    uint64_t acc = 0, w;
+
+    if (n < 8) {
+        uint8_t o = 0;
+
+        for (size_t i = 0; i < n; i++)
+            o |= p[i];
+        return o < 0x80 || utf8_valid_slow(p, n);
+    }
+    size_t i = 0;
+
+    for (; i + 16 <= n; i += 16) {
+        uint64_t w2;
+
+        memcpy(&w, p + i, 8);
+        memcpy(&w2, p + i + 8, 8);
+        acc |= w | w2;
+    }
+    if (i + 8 <= n) {
+        memcpy(&w, p + i, 8);
+        acc |= w;
+    }
+    memcpy(&w, p + n - 8, 8);
+    acc |= w;
+    return !(acc & 0x8080808080808080ull) || utf8_valid_slow(p, n);
 }
 
 static int expected_wt(unsigned type)
@@ -387,7 +518,7 @@ static inline __attribute__((always_inline)) sf_status check_value(cx *c, const 
 
 /* ---- writing --------------------------------------------------------------- */
 
-static sf_status grow(cx *c, size_t n)
+static __attribute__((noinline)) sf_status grow(cx *c, size_t n)
 {
     size_t cap = c->cap;
     sf_buf *b;
@@ -404,7 +535,7 @@ static sf_status grow(cx *c, size_t n)
     return SF_OK;
 }
 
-static inline sf_status reserve(cx *c, size_t n)
+static inline __attribute__((always_inline)) sf_status reserve(cx *c, size_t n)
 {
     return n <= c->cap - c->len ? SF_OK : grow(c, n);
 }
@@ -507,7 +638,7 @@ static sf_status close_len(cx *c, size_t hpos, size_t hlen)
 /* The payloads of every LEN field `num` in [p, end), concatenated into *out
  * (sf_malloc'd, the caller frees): what protobuf makes of a singular
  * message given several times. */
-static sf_status gather(cx *c, const uint8_t *p, const uint8_t *end, uint32_t num,
+static __attribute__((noinline)) sf_status gather(cx *c, const uint8_t *p, const uint8_t *end, uint32_t num,
                         size_t total, uint8_t **out)
 {
     uint8_t *buf;
@@ -546,8 +677,10 @@ typedef struct result {
 
 static sf_status msg(cx *c, unsigned kind, const uint8_t *p, const uint8_t *end, unsigned depth,
                      result *res);
-static sf_status kv(cx *c, int ctx, uint32_t num, const uint8_t *field, const uint8_t *p,
-                    const uint8_t *end, unsigned depth, bool *removed);
+static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, uint32_t num,
+                                                          const uint8_t *field,
+                                                          const uint8_t *p, const uint8_t *end,
+                                                          unsigned depth, bool *removed);
 
 /* Write sub-message field `num` of kind `kind` holding [p, end). */
 static sf_status child(cx *c, uint32_t num, unsigned kind, const uint8_t *p, const uint8_t *end,
@@ -787,35 +920,49 @@ static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *
 static sf_status put_scalar(cx *c, const mdesc *m, uint32_t num, const uint8_t *val, uint64_t u)
 {
     const fdesc *d = &m->f[num];
+    const uint32_t tag = num << 3 | (uint32_t)expected_wt(d->type);
+    uint8_t *o;
     sf_status st;
 
-    switch (d->type) {
-    case F_STRING:
-    case F_BYTES: {
+    if (d->type == F_STRING || d->type == F_BYTES) {
         size_t n = (size_t)u;
 
-        if (cleared(c, d, m->ctx))
+        if (d->role != R_PLAIN && d->role != R_ID16 && d->role != R_ID8) {
+            if (cleared(c, d, m->ctx))
+                return SF_OK;
+            if (d->role == R_NAME && (st = renamed(c, m->ctx, &val, &n)) != SF_OK)
+                return st;
+        }
+        if (n == 0 || c->discard)
             return SF_OK;
-        if (d->role == R_NAME && (st = renamed(c, m->ctx, &val, &n)) != SF_OK)
-            return st;
-        return n > 0 ? put_len_field(c, num, val, n) : SF_OK;
+        if (reserve(c, n + 16) != SF_OK)
+            return SF_ENOMEM;
+        o = c->buf->data + c->len;
+        o += varint_put(o, tag);
+        o += varint_put(o, n);
+        memcpy(o, val, n);
+        c->len = (size_t)(o + n - c->buf->data);
+        return SF_OK;
     }
-    case F_FIXED32: {
+    if (u == 0 || c->discard)
+        return SF_OK;
+    if (reserve(c, 16) != SF_OK)
+        return SF_ENOMEM;
+    o = c->buf->data + c->len;
+    o += varint_put(o, tag);
+    if (d->type == F_FIXED32) {
         uint32_t v32 = (uint32_t)u;
 
-        if (u == 0)
-            return SF_OK;
-        st = put_tag_varint(c, num, WT_I32, false, 0);
-        return st == SF_OK ? put(c, &v32, 4) : st;
+        memcpy(o, &v32, 4);
+        o += 4;
+    } else if (d->type == F_FIXED64) {
+        memcpy(o, &u, 8);
+        o += 8;
+    } else {
+        o += varint_put(o, u);
     }
-    case F_FIXED64:
-        if (u == 0)
-            return SF_OK;
-        st = put_tag_varint(c, num, WT_I64, false, 0);
-        return st == SF_OK ? put(c, &u, 8) : st;
-    default:
-        return u != 0 ? put_tag_varint(c, num, WT_VARINT, true, u) : SF_OK;
-    }
+    c->len = (size_t)(o - c->buf->data);
+    return SF_OK;
 }
 
 /* Internal: the message is not in an order stream() can write; run() starts
@@ -902,10 +1049,7 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
         if (f.num != upto) {
             if ((pending & ((1u << f.num) - 1)) != 0 ||
                 (removed > 0 && m->dropped != 0 && m->dropped < f.num && !dropped_done)) {
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
                 st = flush(c, m, s, &pending, f.num, removed, &dropped_done);
-#pragma GCC diagnostic pop
                 if (st != SF_OK)
                     return st;
             }
@@ -921,11 +1065,23 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
         } else if (d->type == F_STRING) {
             st = put_len_field(c, f.num, f.val, (size_t)f.u);
         } else if (d->child == SF_OTLP_MSG_KEY_VALUE) {
+            const int actx = d->role == R_ATTRS ? m->ctx : -1;
+            const uint8_t tag = f.start[0];
             bool gone = false;
 
-            st = kv(c, d->role == R_ATTRS ? m->ctx : -1, f.num, f.start, f.val, f.val + f.u,
-                    depth, &gone);
+            st = kv(c, actx, f.num, f.start, f.val, f.val + f.u, depth, &gone);
             removed += gone;
+            /* the run of attributes that usually follows: the same one-byte tag */
+            while (st == SF_OK && tag < 0x80 && p < end && *p == tag) {
+                const uint8_t *q = p + 1;
+                uint64_t n;
+
+                if (rd_varint(&q, end, 5, &n) != 0 || n > (uint64_t)(end - q))
+                    break;              /* next_field says what is wrong */
+                st = kv(c, actx, f.num, p, q, q + n, depth, &gone);
+                removed += gone;
+                p = q + n;
+            }
         } else {
             result r = { 0 };
 
@@ -938,10 +1094,7 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
         if (st != SF_OK)
             return st;
     }
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
     st = flush(c, m, s, &pending, 32, removed, &dropped_done);
-#pragma GCC diagnostic pop
     if (st != SF_OK)
         return st;
     if (removed > 0)
@@ -957,7 +1110,9 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
 
 /* Whether an AnyValue's bytes are already canonical with one scalar member
  * (the usual attribute); *cls and the string are then set. */
-static inline bool any_canonical(const uint8_t *p, const uint8_t *end, result *res)
+static inline __attribute__((always_inline)) bool any_canonical(const uint8_t *p,
+                                                                 const uint8_t *end,
+                                                                 result *res)
 {
     const uint8_t *q = p + 1;
     uint64_t v;
@@ -1103,15 +1258,13 @@ static void match_kv(cx *c, const uint8_t *key, size_t klen, const result *v)
     }
 }
 
-/* KeyValue field `num` (its tag at `field`, its content [p, end)). ctx >= 0:
- * an attribute of that context, judged by the edit when it filters that
- * context; *removed when it is not written. */
-static sf_status kv(cx *c, int ctx, uint32_t num, const uint8_t *field, const uint8_t *p,
-                    const uint8_t *end, unsigned depth, bool *removed)
+/* kv() for any shape: merged values, repeated keys, unknown fields. */
+static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t num,
+                                                      const uint8_t *p, const uint8_t *end,
+                                                      unsigned depth, bool *removed)
 {
     const sf_otlp_edit *e = c->edit;
-    const int judged = ctx >= 0 && e != NULL && (e->filter_attrs & SF_OTLP_CTX_BIT(ctx)) ? ctx
-                       : -1;
+    const sf_otlp_keyset *judge = ctx >= 0 && e != NULL ? e->keys[ctx] : NULL;
     const bool scalar_only = ctx >= 0 && e != NULL && e->scalar_values_only;
     const uint8_t *key = NULL, *val = NULL, *vend = NULL, *vfirst = NULL, *vlast_end = NULL;
     size_t klen = 0, vtotal = 0, mark = c->len;
@@ -1122,35 +1275,6 @@ static sf_status kv(cx *c, int ctx, uint32_t num, const uint8_t *field, const ui
     sf_status st;
 
     *removed = false;
-    /* The usual attribute, already canonical: a key (1 byte of length), one
-     * canonical scalar value. Checked, then judged, then copied whole. */
-    if (end - p >= 4 && p[0] == (1 << 3 | WT_LEN) && p[1] > 0 && p[1] < 0x80 &&
-        p[1] + 2 < end - p && p[2 + p[1]] == (2 << 3 | WT_LEN)) {
-        const uint8_t *q = p + 2 + p[1] + 1;
-        uint64_t n;
-
-        if (rd_varint(&q, end, 5, &n) == 0 && n == (uint64_t)(end - q) &&
-            (size_t)(q - (p + 3 + p[1])) == varint_size(n) && any_canonical(q, end, &r)) {
-            key = p + 2;
-            klen = p[1];
-            if (!utf8_valid(key, klen))
-                return bad(c, "string field is not UTF-8");
-            if (judged >= 0)
-                keep = e->keep_attribute(e->ctx, (sf_otlp_ctx)judged, key, klen);
-            if (c->n_match > 0 && ctx == SF_OTLP_RESOURCE)
-                match_kv(c, key, klen, &r);
-            if (keep && scalar_only && r.cls == CLS_OTHER)
-                keep = false;
-            *removed = !keep;
-            if (!keep)
-                return SF_OK;
-            if ((size_t)(p - field) == varint_size((uint64_t)num << 3 | WT_LEN) +
-                                          varint_size((uint64_t)(end - p)))
-                return put(c, field, (size_t)(end - field));
-            return put_len_field(c, num, p, (size_t)(end - p));
-        }
-        r = (result){ 0 };
-    }
     if (end - p >= 2 && p[0] == (1 << 3 | WT_LEN) && p[1] > 0 && p[1] < 0x80 &&
         p[1] <= end - p - 2) {
         const uint8_t *q = p + 2 + p[1], *v = q + 1;
@@ -1208,9 +1332,8 @@ static sf_status kv(cx *c, int ctx, uint32_t num, const uint8_t *field, const ui
             }
         }
     }
-    if (judged >= 0)
-        keep = e->keep_attribute(e->ctx, (sf_otlp_ctx)judged,
-                                 key != NULL ? key : (const uint8_t *)"", klen);
+    if (judge != NULL)
+        keep = keyset_keeps(judge, key != NULL ? key : (const uint8_t *)"", klen);
     if (!keep)
         c->discard++;
     {
@@ -1262,6 +1385,50 @@ static sf_status kv(cx *c, int ctx, uint32_t num, const uint8_t *field, const ui
     }
     *removed = !keep;
     return SF_OK;
+}
+
+/* KeyValue field `num` (its tag at `field`, its content [p, end)). ctx >= 0:
+ * an attribute of that context, judged by the edit when it filters that
+ * context; *removed when it is not written. The usual attribute, already
+ * canonical (a key with 1 byte of length, one canonical scalar value), is
+ * checked, judged and copied whole here; anything else goes to kv_general. */
+static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, uint32_t num,
+                                                          const uint8_t *field,
+                                                          const uint8_t *p, const uint8_t *end,
+                                                          unsigned depth, bool *removed)
+{
+    const uint8_t *q, *key;
+    uint64_t n;
+    size_t klen;
+    result r;
+
+    if (end - p < 4 || p[0] != (1 << 3 | WT_LEN) || p[1] == 0 || p[1] >= 0x80 ||
+        p[1] + 2 >= end - p || p[2 + p[1]] != (2 << 3 | WT_LEN))
+        return kv_general(c, ctx, num, p, end, depth, removed);
+    key = p + 2;
+    klen = p[1];
+    q = key + klen + 1;
+    if (rd_varint(&q, end, 5, &n) != 0 || n != (uint64_t)(end - q) ||
+        (size_t)(q - (key + klen + 1)) != varint_size(n) || !any_canonical(q, end, &r))
+        return kv_general(c, ctx, num, p, end, depth, removed);
+    if (!utf8_valid(key, klen))
+        return bad(c, "string field is not UTF-8");
+    *removed = false;
+    if (ctx >= 0) {
+        const sf_otlp_edit *e = c->edit;
+
+        if (c->n_match > 0 && ctx == SF_OTLP_RESOURCE)
+            match_kv(c, key, klen, &r);
+        if (e != NULL && ((e->keys[ctx] != NULL && !keyset_keeps(e->keys[ctx], key, klen)) ||
+                          (e->scalar_values_only && r.cls == CLS_OTHER))) {
+            *removed = true;
+            return SF_OK;
+        }
+    }
+    if ((size_t)(p - field) == varint_size((uint64_t)num << 3 | WT_LEN) +
+                               varint_size((uint64_t)(end - p)))
+        return put(c, field, (size_t)(end - field));
+    return put_len_field(c, num, p, (size_t)(end - p));
 }
 
 static sf_status msg(cx *c, unsigned kind, const uint8_t *p, const uint8_t *end, unsigned depth,

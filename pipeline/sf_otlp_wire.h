@@ -73,20 +73,32 @@ typedef struct sf_otlp_text {
 /* Make room for `cap` bytes in t->data. SF_ENOMEM. */
 sf_status sf_otlp_text_reserve(sf_otlp_text *t, size_t cap);
 
+/* Attribute keys with a verdict each (keep or remove) and one verdict for
+ * every other key: an allowlist, a denylist or both. Read-only once made,
+ * shared by every thread. */
+typedef struct sf_otlp_keyset sf_otlp_keyset;
+
+/* A keyset of the n keys[i] (NUL-terminated, compared bytewise; they must
+ * outlive the set; a key given twice keeps its first verdict) with verdicts
+ * keep[i], and `keep_other` for the rest. SF_ENOMEM. */
+sf_status sf_otlp_keyset_create(size_t n, const char *const *keys, const bool *keep,
+                                bool keep_other, sf_otlp_keyset **out);
+void sf_otlp_keyset_destroy(sf_otlp_keyset *ks);    /* NULL ok */
+/* Whether the attribute key[0, len) stays. */
+bool sf_otlp_keyset_keeps(const sf_otlp_keyset *ks, const uint8_t *key, size_t len);
+
 /* An edit: what a processor changes, asked by the codec while it walks. Its
  * functions are called on receiver threads, concurrently: they must treat
  * `ctx` as read-only. `state` is one pointer per sf_otlp_rewrite call (NULL
  * at the start) for per-call scratch; `release` frees it at the end. */
 typedef struct sf_otlp_edit {
     void *ctx;
-    unsigned filter_attrs;      /* SF_OTLP_CTX_BITs whose attributes keep_attribute judges */
-    unsigned rename;            /* ... whose names (span, span event) go through rename */
+    const sf_otlp_keyset *keys[SF_OTLP_CTX_COUNT]; /* per context, or NULL: not filtered */
+    unsigned rename;            /* SF_OTLP_CTX_BITs whose names (span, span event) go through rename */
     unsigned clear_trace_state; /* ... whose trace_state is cleared (span, link) */
     bool clear_status_message;
     bool scalar_values_only;    /* a kept attribute holding a kvlist, bytes or a nested
                                  * array is removed like one not kept */
-    /* Whether the attribute key[0, len) of context c stays. */
-    bool (*keep_attribute)(const void *ctx, sf_otlp_ctx c, const uint8_t *key, size_t len);
     /* The new name for in[0, len) (valid UTF-8) of context c, written into
      * *out (out->len). SF_OK; any error fails the request (fail closed). */
     sf_status (*rename_fn)(const void *ctx, void **state, sf_otlp_ctx c, const uint8_t *in,

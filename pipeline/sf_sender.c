@@ -29,7 +29,13 @@
  *   one by one instead: nothing is lost for want of memory.
  * Counting order: queued_spans goes up before a batch becomes visible to a
  *   consumer and down only after sent/send_failed went up, so at any
- *   quiescent point  submitted OK = sent + send_failed + queued_spans. */
+ *   quiescent point  submitted OK = sent + send_failed + queued_spans.
+ * Reload (sf_sender_suspend): `parking` makes consumers keep what they
+ *   have instead of sending or failing it (a backoff is cut short, a send
+ *   in flight finishes); the kept batches and the queue's go to the next
+ *   instance (sf_sender_adopt), which counts them queued and sends them
+ *   before its own queue. Here they stay counted queued: this sender's
+ *   counts still add up until it is destroyed. */
 #include "sf_sender.h"
 #include "sf_alloc.h"
 #include "sf_log.h"
@@ -82,6 +88,18 @@ struct sf_sender {
     bool batching;              /* set before start, read-only after */
     sf_batching batch;
     pthread_mutex_t gather_mu;  /* one consumer gathers at a time */
+    /* reload (sf_sender_suspend / sf_sender_adopt), under `mu` */
+    _Atomic bool parking;       /* suspending: batches are kept, not sent or failed */
+    sf_buf **parked;            /* kept so far (one reference each) */
+    size_t n_parked, cap_parked;
+    sf_sender_parcel *adopted;  /* from the previous instance: sent before the queue */
+    size_t next_adopted;
+};
+
+struct sf_sender_parcel {
+    size_t n;
+    sf_buf **bufs;
+    uint64_t spans;
 };
 
 /* ---- time ----------------------------------------------------------------- */
@@ -136,6 +154,50 @@ static void finish_failed(sf_sender *s, const sf_buf *buf, sf_reason reason)
                               memory_order_relaxed);
 }
 
+/* ---- reload: keeping batches --------------------------------------------- */
+
+/* Suspending: keep `buf` for the next instance (takes a reference). False
+ * when there is no memory to keep it: the caller fails it as at shutdown. */
+static bool park(sf_sender *s, sf_buf *buf)
+{
+    bool ok = true;
+
+    pthread_mutex_lock(&s->mu);
+    if (s->n_parked == s->cap_parked) {
+        size_t cap = s->cap_parked ? s->cap_parked * 2 : 64;
+        sf_buf **p = sf_realloc(s->parked, cap * sizeof(*p));
+
+        if (p == NULL) {
+            ok = false;
+        } else {
+            s->parked = p;
+            s->cap_parked = cap;
+        }
+    }
+    if (ok) {
+        sf_buf_ref(buf);
+        s->parked[s->n_parked++] = buf;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+/* The next batch handed over by the previous instance, or NULL. */
+static sf_buf *take_adopted(sf_sender *s)
+{
+    sf_buf *buf = NULL;
+
+    pthread_mutex_lock(&s->mu);
+    if (s->adopted != NULL && s->next_adopted < s->adopted->n) {
+        buf = s->adopted->bufs[s->next_adopted];
+        s->adopted->bufs[s->next_adopted++] = NULL;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (buf != NULL)
+        atomic_fetch_sub_explicit(&s->counters->queue_size, 1, memory_order_relaxed);
+    return buf;
+}
+
 /* ---- the retry loop ------------------------------------------------------ */
 
 /* Wait `ms` unless shutdown aborts first; false when aborted. */
@@ -145,7 +207,7 @@ static bool backoff_wait(sf_sender *s, int64_t ms)
     bool aborted;
 
     pthread_mutex_lock(&s->mu);
-    while (!atomic_load(&s->aborting)) {
+    while (!atomic_load(&s->aborting) && !atomic_load(&s->parking)) {
         if (pthread_cond_timedwait(&s->abort_cv, &s->mu, &until) == ETIMEDOUT)
             break;
     }
@@ -155,8 +217,9 @@ static bool backoff_wait(sf_sender *s, int64_t ms)
 }
 
 /* Send `buf` until it is sent, refused for good, out of retries or
- * aborted by shutdown; counts the outcome. */
-static void deliver(sf_sender *s, unsigned worker, uint64_t *rng, const sf_buf *buf)
+ * aborted by shutdown; counts the outcome. Suspending (a reload), a batch
+ * not sent is kept for the next instance instead (still counted queued). */
+static void deliver(sf_sender *s, unsigned worker, uint64_t *rng, sf_buf *buf)
 {
     const sf_retry_config *r = &s->r;
     int64_t start = now_ms();
@@ -167,6 +230,8 @@ static void deliver(sf_sender *s, unsigned worker, uint64_t *rng, const sf_buf *
     for (;;) {
         int64_t wait, elapsed;
 
+        if (atomic_load(&s->parking) && park(s, buf))
+            return;
         if (atomic_load(&s->aborting)) {
             finish_failed(s, buf, SF_REASON_SHUTDOWN);
             return;
@@ -185,6 +250,8 @@ static void deliver(sf_sender *s, unsigned worker, uint64_t *rng, const sf_buf *
             finish_failed(s, buf, SF_REASON_PERMANENT_ERROR);
             return;
         }
+        if (atomic_load(&s->parking) && park(s, buf))
+            return;
         if (atomic_load(&s->aborting)) {
             finish_failed(s, buf, SF_REASON_SHUTDOWN);
             return;
@@ -221,6 +288,8 @@ static void deliver(sf_sender *s, unsigned worker, uint64_t *rng, const sf_buf *
         sf_debug("exporter %s: send failed (%s), retry %u in %" PRId64 " ms", s->id,
                  res.detail[0] ? res.detail : sf_status_str(res.status), attempts, wait);
         if (!backoff_wait(s, wait)) {
+            if (atomic_load(&s->parking) && park(s, buf))
+                return;
             finish_failed(s, buf, SF_REASON_SHUTDOWN);
             return;
         }
@@ -257,6 +326,12 @@ static sf_status take_parts(sf_sender *s, sf_consumer *c, size_t *n)
     sf_status st;
 
     *n = 0;
+    if (atomic_load(&s->parking))
+        return SF_STOPPED;      /* what is queued is kept for the next instance */
+    if ((item = take_adopted(s)) != NULL) {
+        c->parts[(*n)++] = item;    /* older than anything queued: first, alone */
+        return SF_OK;
+    }
     if (s->batching)
         pthread_mutex_lock(&s->gather_mu);
     st = sf_queue_pop(s->queue, -1, &item);
@@ -583,6 +658,10 @@ void sf_sender_shutdown(sf_sender *s, int64_t drain_ms)
         pthread_join(s->consumers[i].thread, NULL);
     s->n_started = 0;
     /* Only when no consumer ever ran (not started) is anything left. */
+    while ((item = take_adopted(s)) != NULL) {
+        finish_failed(s, item, SF_REASON_SHUTDOWN);
+        sf_buf_unref(item);
+    }
     while (sf_queue_pop(s->queue, 0, &item) == SF_OK) {
         sf_buf *buf = item;
 
@@ -600,6 +679,10 @@ void sf_sender_destroy(sf_sender *s)
     if (s == NULL)
         return;
     sf_sender_shutdown(s, 0);
+    for (size_t i = 0; i < s->n_parked; i++)
+        sf_buf_unref(s->parked[i]);
+    sf_free(s->parked);
+    sf_sender_parcel_drop(s->adopted, NULL);
     pthread_cond_destroy(&s->done_cv);
     pthread_cond_destroy(&s->abort_cv);
     pthread_mutex_destroy(&s->gather_mu);
@@ -635,4 +718,110 @@ sf_status sf_sender_submit_batch(sf_sender *s, sf_batch *batch)
     st = sf_sender_submit(s, buf);
     sf_buf_unref(buf);
     return st;
+}
+
+/* ---- reload ---------------------------------------------------------------- */
+
+sf_sender_parcel *sf_sender_suspend(sf_sender *s, int64_t wait_ms)
+{
+    sf_sender_parcel *p;
+    struct timespec until;
+    void *item;
+
+    if (s->queue == NULL || atomic_load(&s->stopping)) {
+        sf_sender_shutdown(s, wait_ms);     /* nothing queued to keep */
+        return NULL;
+    }
+    p = sf_calloc(1, sizeof(*p));
+    if (p == NULL) {
+        sf_sender_shutdown(s, wait_ms);
+        return NULL;
+    }
+    atomic_store(&s->stopping, true);
+    /* Consumers take nothing more; those in a backoff or about to send
+     * keep their batch; sends in flight end on their own (bounded by the
+     * timeout), or at the wait's end as at shutdown. */
+    pthread_mutex_lock(&s->mu);
+    atomic_store(&s->parking, true);
+    pthread_cond_broadcast(&s->abort_cv);
+    pthread_mutex_unlock(&s->mu);
+    sf_queue_close(s->queue);
+    until = abs_monotonic(now_ms() + (wait_ms > 0 ? wait_ms : 0));
+    pthread_mutex_lock(&s->mu);
+    while (s->live > 0) {
+        if (pthread_cond_timedwait(&s->done_cv, &s->mu, &until) == ETIMEDOUT)
+            break;
+    }
+    atomic_store(&s->aborting, true);
+    pthread_cond_broadcast(&s->abort_cv);
+    pthread_mutex_unlock(&s->mu);
+    for (unsigned i = 0; i < s->n_started; i++)
+        pthread_join(s->consumers[i].thread, NULL);
+    s->n_started = 0;
+    /* Oldest first: what was handed over to us, what was in a retry, then
+     * the queue in order. (Batches in a retry are older than the queue's.) */
+    while ((item = take_adopted(s)) != NULL) {
+        if (!park(s, item))
+            finish_failed(s, item, SF_REASON_SHUTDOWN);
+        sf_buf_unref(item);
+    }
+    while (sf_queue_pop(s->queue, 0, &item) == SF_OK) {
+        atomic_fetch_sub_explicit(&s->counters->queue_size, 1, memory_order_relaxed);
+        if (!park(s, item))
+            finish_failed(s, item, SF_REASON_SHUTDOWN);
+        sf_buf_unref(item);
+    }
+    p->bufs = s->parked;
+    p->n = s->n_parked;
+    for (size_t i = 0; i < p->n; i++)
+        p->spans += p->bufs[i]->spans;
+    s->parked = NULL;
+    s->n_parked = s->cap_parked = 0;
+    /* They stay in this instance's queued_spans (its metrics may still be
+     * read until the service is gone, and must add up); the next instance
+     * counts them as queued from sf_sender_adopt, and gauges are not
+     * carried over a reload. */
+    if (p->n > 0)
+        sf_info("exporter %s: keeping %zu batches (%" PRIu64 " spans) for the reloaded "
+                "configuration", s->id, p->n, p->spans);
+    return p;
+}
+
+void sf_sender_adopt(sf_sender *s, sf_sender_parcel *p)
+{
+    if (p == NULL)
+        return;
+    if (s->queue == NULL || s->n_started > 0 || s->adopted != NULL) {
+        /* queue disabled in the new config: nobody to send them later */
+        sf_sender_parcel_drop(p, s->counters);
+        return;
+    }
+    atomic_fetch_add_explicit(&s->counters->queued_spans, (int64_t)p->spans,
+                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->counters->queue_size, (int64_t)p->n, memory_order_relaxed);
+    s->adopted = p;
+    s->next_adopted = 0;
+}
+
+void sf_sender_parcel_drop(sf_sender_parcel *p, sf_counters *counters)
+{
+    size_t left = 0;
+    uint64_t spans = 0;
+
+    if (p == NULL)
+        return;
+    for (size_t i = 0; i < p->n; i++) {
+        if (p->bufs[i] == NULL)
+            continue;
+        left++;
+        spans += p->bufs[i]->spans;
+        sf_buf_unref(p->bufs[i]);
+    }
+    if (counters != NULL && spans > 0) {
+        sf_count(&counters->send_failed_spans[SF_REASON_SHUTDOWN], spans);
+        sf_warn("exporter: %zu kept batches (%" PRIu64 " spans) cannot be sent by the reloaded "
+                "configuration (its sending queue is disabled): dropped", left, spans);
+    }
+    sf_free(p->bufs);
+    sf_free(p);
 }

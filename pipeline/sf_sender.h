@@ -102,6 +102,22 @@ sf_status sf_sender_submit_batch(sf_sender *s, sf_batch *batch);
 void sf_sender_shutdown(sf_sender *s, int64_t drain_ms);
 void sf_sender_destroy(sf_sender *s);
 
+/* Reload (SIGHUP): batches an exporter keeps for its successor instead of
+ * sending them within the drain time or dropping them.
+ * sf_sender_suspend: refuse new batches, let the sends in flight end (for
+ * up to `wait_ms`, then as at shutdown), stop the consumers, and hand back
+ * every batch not sent (in a retry, merged or still queued, oldest first)
+ * (still counted as queued here: this sender's counts stay consistent). NULL with the queue disabled (then
+ * it is a plain shutdown). The sender is then only destroyed.
+ * sf_sender_adopt: before start, take a parcel: its batches are counted as
+ * queued here and sent before anything queued later.
+ * sf_sender_parcel_drop: free one nobody took; with `counters`, count its
+ * spans as send-failed (shutdown) there. */
+typedef struct sf_sender_parcel sf_sender_parcel;
+sf_sender_parcel *sf_sender_suspend(sf_sender *s, int64_t wait_ms);
+void sf_sender_adopt(sf_sender *s, sf_sender_parcel *p);
+void sf_sender_parcel_drop(sf_sender_parcel *p, sf_counters *counters);
+
 /* How many distinct `worker` values the send function will see:
  * num_consumers, or 1 with the queue disabled. Valid after create. */
 unsigned sf_sender_workers(const sf_sender *s);

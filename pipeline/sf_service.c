@@ -14,7 +14,13 @@
  * - Component contexts are read-only after start; counters are atomics.
  * - One optional span tap (an extension's, set at its create): emit calls it
  *   after counting each batch, on the receiver thread, with the bytes as
- *   received; it is read-only once the service starts. */
+ *   received; it is read-only once the service starts.
+ * - Reload (SIGHUP, main.c): the running service stops, the new one starts.
+ *   Nothing is shared while both exist: the old one hands over, in an
+ *   sf_handover, its final counts (added into the new instances of the same
+ *   type and id) and the parcels of components with suspend/resume hooks
+ *   (trace_control's windows and socket, the network exporters' unsent
+ *   batches). The data path above is not involved. */
 #include "sf_service.h"
 #include "internal/sf_core.h"
 #include "internal/sf_metrics_server.h"
@@ -42,6 +48,9 @@ struct sf_service {
     sf_route *routes;
     sf_metrics_server *metrics;
     bool started;
+    /* counts of components an earlier config had and this one has not
+     * (reload), so collector-wide totals never go back */
+    sf_totals retired;
     /* set before start, read-only after (see sf_component_set_span_tap) */
     sf_span_tap_fn tap;
     void *tap_ctx;
@@ -218,20 +227,29 @@ static void shutdown_kind(sf_service *svc, sf_kind kind)
     }
 }
 
-sf_status sf_service_start(sf_service *svc)
+static const sf_kind start_order[] = { SF_KIND_EXTENSION, SF_KIND_EXPORTER, SF_KIND_PROCESSOR,
+                                       SF_KIND_RECEIVER };
+
+static void suspend_kind(sf_service *svc, sf_kind kind, sf_handover *h, sf_service *next);
+static void add_totals(sf_totals *out, sf_kind kind, sf_counters *counters,
+                       sf_counters *transport);
+
+/* Start every kind in order. On failure whatever was started is shut down
+ * again, except that with `h` (a reload) the extensions and exporters that
+ * can be suspended are, into `h`, so their state (open windows, batches
+ * not sent) is not lost with this service. */
+static sf_status start_all(sf_service *svc, sf_handover *h)
 {
-    static const sf_kind order[] = { SF_KIND_EXTENSION, SF_KIND_EXPORTER, SF_KIND_PROCESSOR,
-                                     SF_KIND_RECEIVER };
     sf_status st;
     size_t k;
 
     if (svc->cfg->metrics_address != NULL) {
         st = sf_metrics_server_start(svc->cfg->metrics_address, svc, &svc->metrics);
         if (st != SF_OK)
-            return st;
+            goto out_suspend;
     }
-    for (k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
-        st = start_kind(svc, order[k]);
+    for (k = 0; k < sizeof(start_order) / sizeof(start_order[0]); k++) {
+        st = start_kind(svc, start_order[k]);
         if (st != SF_OK)
             goto out_stop;
     }
@@ -241,11 +259,27 @@ sf_status sf_service_start(sf_service *svc)
 out_stop:
     /* Shut down every kind tried so far, the failed one included: shutdown
      * is safe on a component that did not start. */
-    for (size_t j = k + 1; j-- > 0;)
-        shutdown_kind(svc, order[j]);
+    for (size_t j = k + 1; j-- > 0;) {
+        if (h != NULL)
+            suspend_kind(svc, start_order[j], h, NULL);
+        else
+            shutdown_kind(svc, start_order[j]);
+    }
     sf_metrics_server_stop(svc->metrics);
     svc->metrics = NULL;
     return st;
+
+out_suspend:
+    if (h != NULL) {
+        suspend_kind(svc, SF_KIND_EXTENSION, h, NULL);
+        suspend_kind(svc, SF_KIND_EXPORTER, h, NULL);
+    }
+    return st;
+}
+
+sf_status sf_service_start(sf_service *svc)
+{
+    return start_all(svc, NULL);
 }
 
 void sf_service_shutdown(sf_service *svc)
@@ -284,6 +318,211 @@ void sf_service_destroy(sf_service *svc)
     sf_free(svc->routes);
     sf_free(svc->components);
     sf_free(svc);
+}
+
+/* ---- reload (SIGHUP) ------------------------------------------------------- */
+
+/* One component of the stopped service: its final counts, carried into
+ * the component of the same type and id in the next service, and what it
+ * kept across the reload (type->suspend). */
+typedef struct sf_handover_item {
+    const sf_component_type *type;
+    char *id;
+    sf_counters counters;
+    sf_counters transport[SF_TRANSPORT_COUNT];
+    void *parcel;
+} sf_handover_item;
+
+struct sf_handover {
+    size_t n;
+    sf_handover_item *items;
+    sf_totals retired;
+};
+
+/* The monotonic counters of `src` added to `dst`; gauges (queue size,
+ * queued spans, open windows) describe the live instance and are not. */
+static void add_counters(sf_counters *dst, sf_counters *src)
+{
+#define ADD(f) sf_count(&dst->f, sf_counter_get(&src->f))
+    ADD(accepted_spans);
+    ADD(requests);
+    ADD(incoming_items);
+    ADD(outgoing_items);
+    ADD(removed_attributes);
+    ADD(sent_spans);
+    ADD(enqueue_failed_spans);
+    ADD(retries);
+    ADD(control_failures);
+    for (int r = 0; r < SF_REASON_COUNT; r++) {
+        ADD(refused_spans[r]);
+        ADD(refused_requests[r]);
+        ADD(dropped_spans[r]);
+        ADD(send_failed_spans[r]);
+    }
+#undef ADD
+}
+
+static sf_handover_item *handover_find(sf_handover *h, const sf_component_type *type,
+                                       const char *id)
+{
+    for (size_t i = 0; i < h->n; i++)
+        if (h->items[i].type == type && strcmp(h->items[i].id, id) == 0)
+            return &h->items[i];
+    return NULL;
+}
+
+static sf_handover_item *handover_item(sf_handover *h, const sf_component *c)
+{
+    sf_handover_item *it = handover_find(h, c->type, c->id), *items;
+
+    if (it != NULL)
+        return it;
+    items = sf_realloc(h->items, (h->n + 1) * sizeof(*items));
+    if (items == NULL)
+        return NULL;
+    h->items = items;
+    it = &h->items[h->n];
+    memset(it, 0, sizeof(*it));
+    it->type = c->type;
+    it->id = sf_strdup(c->id);
+    if (it->id == NULL)
+        return NULL;
+    h->n++;
+    return it;
+}
+
+static sf_component *component_like(sf_service *svc, const sf_handover_item *it)
+{
+    for (size_t i = 0; i < svc->n_components; i++)
+        if (svc->components[i].type == it->type && strcmp(svc->components[i].id, it->id) == 0)
+            return &svc->components[i];
+    return NULL;
+}
+
+/* Components of `kind` in reverse order: suspended into `h` when they can
+ * be and will be resumed: with `next`, when it has a successor; without
+ * (a failed start, handing back to the previous config), when `h` already
+ * knows the component from that config. Else shut down. */
+static void suspend_kind(sf_service *svc, sf_kind kind, sf_handover *h, sf_service *next)
+{
+    for (size_t i = svc->n_components; i-- > 0;) {
+        sf_component *c = &svc->components[i];
+        sf_handover_item *it;
+
+        if (c->type->kind != kind)
+            continue;
+        if (c->type->suspend == NULL || c->type->resume == NULL ||
+            (next != NULL && component_like(next, &(sf_handover_item){ .type = c->type,
+                                                                        .id = (char *)c->id }) == NULL) ||
+            (next == NULL && handover_find(h, c->type, c->id) == NULL) ||
+            (it = handover_item(h, c)) == NULL) {
+            if (c->type->shutdown != NULL)
+                c->type->shutdown(c);
+            continue;
+        }
+        if (it->parcel != NULL) {       /* cannot happen: one instance per id */
+            c->type->resume(NULL, it->parcel);
+            it->parcel = NULL;
+        }
+        it->parcel = c->type->suspend(c);
+    }
+}
+
+void sf_handover_release(sf_handover *h)
+{
+    if (h == NULL)
+        return;
+    for (size_t i = 0; i < h->n; i++) {
+        if (h->items[i].parcel != NULL)
+            h->items[i].type->resume(NULL, h->items[i].parcel);
+        sf_free(h->items[i].id);
+    }
+    sf_free(h->items);
+    sf_free(h);
+}
+
+sf_status sf_service_stop_for_reload(sf_service *svc, sf_service *next, sf_handover **out)
+{
+    sf_handover *h = sf_calloc(1, sizeof(*h));
+
+    *out = NULL;
+    if (h == NULL)
+        return SF_ENOMEM;
+    /* Every item before anything stops: no allocation can fail later. */
+    for (size_t i = 0; i < svc->n_components; i++) {
+        if (handover_item(h, &svc->components[i]) == NULL) {
+            sf_handover_release(h);
+            return SF_ENOMEM;
+        }
+    }
+    if (svc->started) {
+        svc->started = false;
+        /* As sf_service_shutdown, but extensions and exporters with a
+         * successor in `next` are suspended: their state goes to it.
+         * Receivers first (their calls finish and are answered); then every
+         * span acknowledged so far is delivered, kept for the successor, or
+         * counted, before the counts are taken. */
+        shutdown_kind(svc, SF_KIND_RECEIVER);
+        suspend_kind(svc, SF_KIND_EXTENSION, h, next);
+        shutdown_kind(svc, SF_KIND_PROCESSOR);
+        suspend_kind(svc, SF_KIND_EXPORTER, h, next);
+        sf_metrics_server_stop(svc->metrics);
+        svc->metrics = NULL;
+    }
+    h->retired = svc->retired;
+    for (size_t i = 0; i < svc->n_components; i++) {
+        sf_component *c = &svc->components[i];
+        sf_handover_item *it = handover_find(h, c->type, c->id);
+
+        add_counters(&it->counters, &c->counters);
+        for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
+            add_counters(&it->transport[t], &c->transport[t]);
+    }
+    *out = h;
+    return SF_OK;
+}
+
+sf_status sf_service_start_from(sf_service *svc, sf_handover *h)
+{
+    sf_status st;
+
+    svc->retired = h->retired;
+    for (size_t i = 0; i < h->n; i++) {
+        sf_handover_item *it = &h->items[i];
+        sf_component *c = component_like(svc, it);
+
+        if (c == NULL) {
+            add_totals(&svc->retired, it->type->kind, &it->counters, it->transport);
+            continue;
+        }
+        /* Counted from zero in a fresh instance: adding is carrying. */
+        c->successor = true;
+        add_counters(&c->counters, &it->counters);
+        for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
+            add_counters(&c->transport[t], &it->transport[t]);
+        if (it->parcel != NULL && c->type->resume != NULL) {
+            c->type->resume(c, it->parcel);
+            it->parcel = NULL;
+        }
+    }
+    st = start_all(svc, h);
+    if (st == SF_OK)
+        return SF_OK;
+    /* What this service did meanwhile counts: its counts replace the
+     * handover's, for the service tried next. */
+    for (size_t i = 0; i < h->n; i++) {
+        sf_handover_item *it = &h->items[i];
+        sf_component *c = component_like(svc, it);
+
+        if (c == NULL)
+            continue;
+        memset(&it->counters, 0, sizeof(it->counters));
+        memset(it->transport, 0, sizeof(it->transport));
+        add_counters(&it->counters, &c->counters);
+        for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
+            add_counters(&it->transport[t], &c->transport[t]);
+    }
+    return st;
 }
 
 /* ---- the data path --------------------------------------------------------- */
@@ -454,34 +693,66 @@ bool sf_component_batching(const sf_component *exporter, sf_batching *out)
     return false;
 }
 
+/* Add one component's counters to collector-wide totals. */
+static void add_totals(sf_totals *out, sf_kind kind, sf_counters *counters,
+                       sf_counters *transport)
+{
+    switch (kind) {
+    case SF_KIND_RECEIVER:
+        for (int t = 0; t < SF_TRANSPORT_COUNT; t++) {
+            out->accepted += sf_counter_get(&transport[t].accepted_spans);
+            for (int r = 0; r < SF_REASON_COUNT; r++)
+                out->refused[r] += sf_counter_get(&transport[t].refused_spans[r]);
+        }
+        break;
+    case SF_KIND_PROCESSOR:
+        for (int r = 0; r < SF_REASON_COUNT; r++)
+            out->dropped[r] += sf_counter_get(&counters->dropped_spans[r]);
+        break;
+    case SF_KIND_EXPORTER:
+        out->exported += sf_counter_get(&counters->sent_spans);
+        out->enqueue_failed += sf_counter_get(&counters->enqueue_failed_spans);
+        for (int r = 0; r < SF_REASON_COUNT; r++)
+            out->send_failed[r] += sf_counter_get(&counters->send_failed_spans[r]);
+        break;
+    case SF_KIND_EXTENSION:
+        break;
+    }
+}
+
+static void add_retired(sf_totals *out, const sf_totals *in)
+{
+    out->accepted += in->accepted;
+    out->exported += in->exported;
+    out->enqueue_failed += in->enqueue_failed;
+    for (int r = 0; r < SF_REASON_COUNT; r++) {
+        out->refused[r] += in->refused[r];
+        out->dropped[r] += in->dropped[r];
+        out->send_failed[r] += in->send_failed[r];
+    }
+}
+
 void sf_service_totals(const sf_service *svc, sf_totals *out)
 {
     memset(out, 0, sizeof(*out));
-    for (size_t i = 0; svc != NULL && i < svc->n_components; i++) {
+    if (svc == NULL)
+        return;
+    for (size_t i = 0; i < svc->n_components; i++) {
         sf_component *c = &svc->components[i];
 
-        switch (c->type->kind) {
-        case SF_KIND_RECEIVER:
-            for (int t = 0; t < SF_TRANSPORT_COUNT; t++) {
-                out->accepted += sf_counter_get(&c->transport[t].accepted_spans);
-                for (int r = 0; r < SF_REASON_COUNT; r++)
-                    out->refused[r] += sf_counter_get(&c->transport[t].refused_spans[r]);
-            }
-            break;
-        case SF_KIND_PROCESSOR:
-            for (int r = 0; r < SF_REASON_COUNT; r++)
-                out->dropped[r] += sf_counter_get(&c->counters.dropped_spans[r]);
-            break;
-        case SF_KIND_EXPORTER:
-            out->exported += sf_counter_get(&c->counters.sent_spans);
-            out->enqueue_failed += sf_counter_get(&c->counters.enqueue_failed_spans);
-            for (int r = 0; r < SF_REASON_COUNT; r++)
-                out->send_failed[r] += sf_counter_get(&c->counters.send_failed_spans[r]);
-            break;
-        case SF_KIND_EXTENSION:
-            break;
-        }
+        add_totals(out, c->type->kind, &c->counters, c->transport);
     }
+    add_retired(out, &svc->retired);
+}
+
+size_t sf_service_audit_pending(const sf_service *svc)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; svc != NULL && i < svc->n_components; i++)
+        if (svc->components[i].type->kind == SF_KIND_EXTENSION)
+            n += (size_t)atomic_load(&svc->components[i].counters.audit_pending);
+    return n;
 }
 
 void sf_component_totals(sf_component *self, sf_totals *out)
@@ -555,6 +826,7 @@ static uint64_t get_qcap(sf_counters *c, int r) { (void)r; return (uint64_t)atom
 static uint64_t get_queued(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queued_spans); }
 static uint64_t get_ctlfail(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->control_failures); }
 static uint64_t get_windows(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->open_windows); }
+static uint64_t get_audit_pending(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->audit_pending); }
 
 /* Which label a metric has beyond the component's: none, reason, message. */
 enum { BY_NONE = 0, BY_REASON = 1, BY_MESSAGE = 2 };
@@ -605,6 +877,8 @@ static const metric_def metric_defs[] = {
       "Trace-level requests an engine did not take (each is retried with backoff)." },
     { SF_KIND_EXTENSION, "spanfence_trace_control_open_windows", "gauge", false, get_windows,
       "Trace-level windows open or waiting for their engine to be reset." },
+    { SF_KIND_EXTENSION, "spanfence_trace_control_audit_pending", "gauge", false, get_audit_pending,
+      "Audit records that could not be written yet (retried; no window opens meanwhile)." },
 };
 
 static void render_series(sf_text *t, const metric_def *m, const char *labels,

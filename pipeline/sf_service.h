@@ -28,10 +28,39 @@ sf_status sf_service_start(sf_service *svc);
 void sf_service_shutdown(sf_service *svc);
 void sf_service_destroy(sf_service *svc);
 
+/* Reload (SIGHUP), as the upstream collector does it: the running service
+ * stops and the one built from the new config starts, on the same ports.
+ *
+ * sf_service_stop_for_reload: stop `svc` as sf_service_shutdown does
+ * (receivers finish their calls, exporters drain), except that extensions
+ * and exporters with a `suspend` hook and a successor of the same type and
+ * id in `next` keep their state (trace_control: open windows and its
+ * socket; otlphttp, otlp: the batches not sent yet); return that state and
+ * every component's final counts in *out. `svc` is then only destroyed, after *out is released.
+ *
+ * sf_service_start_from: carry the counts into the new service's
+ * components of the same type and id (so the metrics continue; counts of
+ * components the new config dropped stay in the collector-wide totals),
+ * hand each suspended state to its successor, and start. On failure
+ * whatever started is stopped again, extensions suspended back into `h`,
+ * so `h` can be given to another service (the previous config rebuilt).
+ *
+ * sf_handover_release: finish what no successor took (trace_control resets
+ * the windows of targets the new config dropped) and free. Release before
+ * destroying the services and configs the handover came from. */
+typedef struct sf_handover sf_handover;
+sf_status sf_service_stop_for_reload(sf_service *svc, sf_service *next, sf_handover **out);
+sf_status sf_service_start_from(sf_service *svc, sf_handover *h);
+void sf_handover_release(sf_handover *h);
+
 /* Collector-wide totals: sums of every receiver's, processor's and
  * exporter's counters, read now (relaxed: each counter is exact, the set is
  * not one atomic snapshot). */
 void sf_service_totals(const sf_service *svc, sf_totals *out);
+
+/* Audit records extensions (trace_control) could not write: after
+ * sf_service_shutdown, records that are lost (each was logged). */
+size_t sf_service_audit_pending(const sf_service *svc);
 
 /* Prometheus text exposition of every component's counters into buf
  * (sf_malloc'd, NUL-terminated); SF_ENOMEM on failure. */

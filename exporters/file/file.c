@@ -24,7 +24,11 @@
  *   (plain: written; gzip: flushed out of zlib's buffers), then sent_spans,
  *   or send_failed_spans[permanent_error] when writing failed. After a write
  *   error the file is closed and reopened (appending) for the next record;
- *   the error is logged once per streak of failures.
+ *   the error is logged once per streak of failures. A regular file that is
+ *   no longer at its path (unlinked, its directory removed, or replaced) is
+ *   detected before each record (stat of the path against fstat of the fd)
+ *   and opened again; a record written (plain) or flushed (gzip) into a file
+ *   found gone afterwards is counted failed, never sent.
  * Rotation (regular files only): before a record would take the live file
  *   past rotation.max_megabytes (gzip: once the compressed size has reached
  *   it), or once it holds max_lines records, the file is finished, fsynced
@@ -168,6 +172,48 @@ out_close:
 
 static void close_live(fileexp *f, bool ok);
 
+/* A regular file still reachable at its path: not unlinked (its directory
+ * removed, or the file itself), and not replaced by another file there.
+ * Data written into a file that is gone is lost, so it must never count as
+ * sent. False with errno set (ENOENT when it was removed). */
+static bool still_linked(fileexp *f)
+{
+    struct stat fd_st, path_st;
+
+    if (!f->regular)
+        return true;
+    if (fstat(f->fd, &fd_st) != 0)
+        return false;
+    if (fd_st.st_nlink == 0) {
+        errno = ENOENT;
+        return false;
+    }
+    if (stat(f->path, &path_st) != 0)
+        return false;
+    if (path_st.st_dev != fd_st.st_dev || path_st.st_ino != fd_st.st_ino) {
+        errno = ESTALE;
+        return false;
+    }
+    return true;
+}
+
+/* Before a record goes into the live file: if the file is no longer at its
+ * path, close it and open the path again (a new file when the directory is
+ * still there). SF_IO with errno when it cannot be opened. */
+static sf_status check_live(fileexp *f)
+{
+    if (f->fd >= 0 && !still_linked(f)) {
+        int err = errno;
+
+        sf_warn("exporter %s: '%s' is no longer there (%s): opening it again", f->id, f->path,
+                strerror(err));
+        close_live(f, true);    /* what zlib still holds is counted in flush_live */
+    }
+    if (f->fd < 0 && open_live(f, false) != SF_OK)
+        return SF_IO;
+    return SF_OK;
+}
+
 /* Push zlib's buffered output to the file; the spans it held become sent. */
 static sf_status flush_live(fileexp *f)
 {
@@ -183,6 +229,12 @@ static sf_status flush_live(fileexp *f)
         close_live(f, false);   /* the stream is broken: reopen for the next record */
         return SF_IO;
     }
+    if (!still_linked(f)) {
+        /* flushed into a file that is gone: lost */
+        count_failed(f, spans, SF_REASON_PERMANENT_ERROR, "write", errno);
+        close_live(f, false);
+        return SF_IO;
+    }
     count_sent(f, spans);
     return SF_OK;
 }
@@ -196,6 +248,8 @@ static void close_live(fileexp *f, bool ok)
     if (f->gz != NULL) {
         if (ok && flush_live(f) == SF_OK && gzflush(f->gz, Z_FINISH) != Z_OK)
             sf_warn("exporter %s: could not end the gzip stream of '%s'", f->id, f->path);
+        if (f->fd < 0)
+            return;             /* flush_live found it broken or gone, and closed it */
         if (f->pending_spans > 0) {
             count_failed(f, f->pending_spans, SF_REASON_PERMANENT_ERROR, "write", errno);
             f->pending_spans = 0;
@@ -393,7 +447,7 @@ static void write_record(fileexp *f, sf_buf *buf)
     iov[n++] = (struct iovec){ buf->data, buf->len };
     len += buf->len;
 
-    if (f->fd < 0 && open_live(f, false) != SF_OK) {
+    if (check_live(f) != SF_OK) {
         count_failed(f, buf->spans, SF_REASON_PERMANENT_ERROR, "open", errno);
         return;
     }
@@ -423,6 +477,12 @@ static void write_record(fileexp *f, sf_buf *buf)
             f->flush_due = mono_ms() + f->flush_ms;
     } else {
         if (write_plain(f, iov, n, len) != SF_OK) {
+            count_failed(f, buf->spans, SF_REASON_PERMANENT_ERROR, "write", errno);
+            close_live(f, false);
+            return;
+        }
+        if (!still_linked(f)) {
+            /* removed while being written: the record went nowhere */
             count_failed(f, buf->spans, SF_REASON_PERMANENT_ERROR, "write", errno);
             close_live(f, false);
             return;
@@ -539,7 +599,9 @@ static sf_status file_start(sf_component *self)
     fileexp *f = sf_component_ctx(self);
     int err;
 
-    if (open_live(f, !f->append) != SF_OK) {
+    /* After a reload the file holds what the previous instance wrote:
+     * never truncate it then. */
+    if (open_live(f, !f->append && !sf_component_is_successor(self)) != SF_OK) {
         sf_error("exporter %s: cannot open '%s': %s", f->id, f->path, strerror(errno));
         return SF_IO;
     }

@@ -25,6 +25,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/compression.h>
@@ -42,6 +43,10 @@
 #define OTLPGRPC_DRAIN_MAX_MS 5000
 /* How often a waiting consumer looks at sf_sender_aborting(). */
 #define OTLPGRPC_POLL_MS 200
+/* Shutdown's drain time is over: a call whose message is sent gets this
+ * long more for its status (the server may have the spans: counting them
+ * dropped would be wrong); one still sending is cancelled at once. */
+#define OTLPGRPC_REPLY_GRACE_MS 2000
 /* gRPC's reconnect backoff grows to 120 s by default: a gateway that comes
  * back would stay unreachable long after the sender's own retries resumed. */
 #define OTLPGRPC_MAX_RECONNECT_BACKOFF_MS 5000
@@ -250,6 +255,8 @@ static void otlpgrpc_send(void *exporter, unsigned worker, const sf_buf *buf,
     grpc_call *call;
     grpc_call_error err;
     bool cancelled = false;
+    int sent_tag, done_tag;
+    int64_t give_up = 0;
 
     if (w->channel == NULL) {   /* queue disabled and not started yet */
         res->status = SF_RETRY;
@@ -286,22 +293,59 @@ static void otlpgrpc_send(void *exporter, unsigned worker, const sf_buf *buf,
     ops[5].data.recv_status_on_client.trailing_metadata = &trailers;
     ops[5].data.recv_status_on_client.status = &code;
     ops[5].data.recv_status_on_client.status_details = &details;
-    err = grpc_call_start_batch(call, ops, 6, call, NULL);
+    /* Two batches: sending (whose completion says the message is written)
+     * and receiving the status. */
+    err = grpc_call_start_batch(call, ops, 3, &sent_tag, NULL);
     if (err != GRPC_CALL_OK) {
         res->status = SF_PERMANENT;
         snprintf(res->detail, sizeof(res->detail), "grpc: %s", grpc_call_error_to_string(err));
         goto out_unref_call;
     }
-    /* The batch always completes (the deadline bounds it); cancelling only
-     * makes it complete sooner. Its tag must be seen before the call goes. */
+    err = grpc_call_start_batch(call, ops + 3, 3, &done_tag, NULL);
+    if (err != GRPC_CALL_OK) {
+        /* the sending batch is started: it must be seen before the call goes */
+        grpc_call_cancel(call, NULL);
+        while (grpc_completion_queue_pluck(w->cq, &sent_tag, after_ms(OTLPGRPC_POLL_MS),
+                                           NULL).type != GRPC_OP_COMPLETE)
+            ;
+        res->status = SF_PERMANENT;
+        snprintf(res->detail, sizeof(res->detail), "grpc: %s", grpc_call_error_to_string(err));
+        goto out_unref_call;
+    }
+    /* Both batches always complete (the deadline bounds them); cancelling
+     * only makes them complete sooner. Their tags must be seen before the
+     * call goes. Once shutdown's drain time is over, a call still sending
+     * is cancelled at once, one whose message is out gets
+     * OTLPGRPC_REPLY_GRACE_MS more for its status. */
     for (;;) {
-        grpc_event ev = grpc_completion_queue_pluck(w->cq, call, after_ms(OTLPGRPC_POLL_MS), NULL);
+        grpc_event ev = grpc_completion_queue_pluck(w->cq, &sent_tag, after_ms(OTLPGRPC_POLL_MS),
+                                                    NULL);
 
         if (ev.type == GRPC_OP_COMPLETE)
             break;
         if (!cancelled && sf_sender_aborting(x->sender)) {
             grpc_call_cancel(call, NULL);
             cancelled = true;
+        }
+    }
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_pluck(w->cq, &done_tag, after_ms(OTLPGRPC_POLL_MS),
+                                                    NULL);
+
+        if (ev.type == GRPC_OP_COMPLETE)
+            break;
+        if (!cancelled && sf_sender_aborting(x->sender)) {
+            struct timespec ts;
+            int64_t now;
+
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+            if (give_up == 0) {
+                give_up = now + OTLPGRPC_REPLY_GRACE_MS;
+            } else if (now >= give_up) {
+                grpc_call_cancel(call, NULL);
+                cancelled = true;
+            }
         }
     }
     if (code == GRPC_STATUS_OK) {
@@ -584,6 +628,26 @@ static void otlpgrpc_destroy(sf_component *self)
     sf_component_set_ctx(self, NULL);
 }
 
+/* Reload: the batches not sent yet go to the instance of the same id in
+ * the new config (sf_sender_suspend), instead of being dropped when the
+ * drain time is over. */
+static void *otlpgrpc_suspend(sf_component *self)
+{
+    otlpgrpc *x = sf_component_ctx(self);
+
+    return x != NULL ? sf_sender_suspend(x->sender, x->drain_ms) : NULL;
+}
+
+static void otlpgrpc_resume(sf_component *self, void *parcel)
+{
+    otlpgrpc *x = self != NULL ? sf_component_ctx(self) : NULL;
+
+    if (x == NULL)
+        sf_sender_parcel_drop(parcel, NULL);
+    else
+        sf_sender_adopt(x->sender, parcel);
+}
+
 const sf_component_type sf_otlp_grpc_exporter_type = {
     .name = "otlp",
     .alias = "otlp_grpc",
@@ -597,4 +661,6 @@ const sf_component_type sf_otlp_grpc_exporter_type = {
     .consume = otlpgrpc_consume,
     .shutdown = otlpgrpc_shutdown,
     .destroy = otlpgrpc_destroy,
+    .suspend = otlpgrpc_suspend,
+    .resume = otlpgrpc_resume,
 };

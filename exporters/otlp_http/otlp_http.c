@@ -9,6 +9,9 @@
  *   worker owns one CURL easy handle (reused, so connections are kept
  *   alive), one deflate stream and its buffers. Nothing else is written
  *   after create.
+ * Bounded attempts: each request runs on the worker's own multi handle
+ *   (perform()), so the whole attempt, name lookup included, ends within
+ *   `timeout`, and shutdown never waits on a resolver thread.
  * Secrets: configured header values may be bearer tokens. They live only in
  *   the curl header list (wiped before it is freed); CURLOPT_VERBOSE stays
  *   off, and no log line here prints a header or the URL (it may hold
@@ -24,6 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <libdeflate.h>
 
 /* A reply body larger than this is not a partial-success report we act
@@ -39,12 +43,20 @@
  * needed, and on a 512-span filtered batch (177 KB) its level 1 took
  * 0.33-0.45 ms against zlib's 0.61-0.83 ms for a body 4% larger. */
 #define OTLPHTTP_GZIP_LEVEL 1
+/* How often a request in flight looks at the shutdown state. */
+#define OTLPHTTP_POLL_MS 50
+/* Shutdown's drain time is over: a request whose body is sent whole gets
+ * this long more for its reply (the server may have the spans: counting
+ * them dropped would be wrong); one still sending its body ends at once. */
+#define OTLPHTTP_REPLY_GRACE_MS 2000
 
 typedef struct otlphttp otlphttp;
 
 typedef struct otlphttp_worker {
     otlphttp *x;
     CURL *curl;
+    CURLM *multi;               /* drives `curl`, so the wait can be cut short */
+    bool body_sent;             /* this request's body is sent whole */
     struct libdeflate_compressor *gzc;  /* made on first use */
     uint8_t *gz;                /* compressed body, reused */
     size_t gz_cap;
@@ -105,14 +117,81 @@ static size_t on_reply(char *data, size_t size, size_t n, void *userp)
     return len;
 }
 
-/* Lets a request in flight end early once shutdown's drain time is over. */
+/* Notes when the whole body is sent (the server may have the spans). */
 static int on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
                        curl_off_t ulnow)
 {
     otlphttp_worker *w = userp;
 
-    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
-    return sf_sender_aborting(w->x->sender) ? 1 : 0;
+    (void)dltotal, (void)dlnow;
+    if (ultotal > 0 && ulnow >= ultotal)
+        w->body_sent = true;
+    return 0;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One transfer on the worker's multi handle. The whole attempt (name
+ * lookup, connect, TLS, body, reply) is bounded by CURLOPT_TIMEOUT_MS: the
+ * Debian libcurl uses the threaded resolver, which the timeout covers, and
+ * CURLOPT_QUICK_EXIT lets a lookup that is still blocked in getaddrinfo()
+ * be left to its thread instead of joined (a DNS server that never answers
+ * held each attempt for resolv.conf's 2 x 5 s otherwise). Once shutdown's
+ * drain time is over the transfer ends within OTLPHTTP_POLL_MS, unless its
+ * body is sent whole: then it may wait OTLPHTTP_REPLY_GRACE_MS more for the
+ * reply, so spans the server took are counted sent, not dropped. */
+static CURLcode perform(otlphttp_worker *w)
+{
+    CURLcode rc = CURLE_OK;
+    int64_t give_up = 0;
+    int running = 1;
+
+    w->body_sent = false;
+    if (curl_multi_add_handle(w->multi, w->curl) != CURLM_OK)
+        return CURLE_OUT_OF_MEMORY;
+    for (;;) {
+        CURLMsg *msg;
+        int left;
+
+        if (curl_multi_perform(w->multi, &running) != CURLM_OK) {
+            rc = CURLE_OUT_OF_MEMORY;
+            break;
+        }
+        if ((msg = curl_multi_info_read(w->multi, &left)) != NULL && msg->msg == CURLMSG_DONE) {
+            rc = msg->data.result;
+            break;
+        }
+        if (running == 0) {         /* done without a message: cannot happen */
+            rc = CURLE_GOT_NOTHING;
+            break;
+        }
+        if (sf_sender_aborting(w->x->sender)) {
+            int64_t now = mono_ms();
+
+            if (!w->body_sent) {
+                rc = CURLE_ABORTED_BY_CALLBACK;
+                break;
+            }
+            if (give_up == 0) {
+                give_up = now + OTLPHTTP_REPLY_GRACE_MS;
+            } else if (now >= give_up) {
+                rc = CURLE_ABORTED_BY_CALLBACK;
+                break;
+            }
+        }
+        if (curl_multi_poll(w->multi, NULL, 0, OTLPHTTP_POLL_MS, NULL) != CURLM_OK) {
+            rc = CURLE_OUT_OF_MEMORY;
+            break;
+        }
+    }
+    curl_multi_remove_handle(w->multi, w->curl);
+    return rc;
 }
 
 static sf_status gzip_body(otlphttp_worker *w, const uint8_t *in, size_t len, size_t *out_len)
@@ -221,7 +300,7 @@ static void otlphttp_send(void *exporter, unsigned worker, const sf_buf *buf,
     w->reply_len = 0;
     curl_easy_setopt(w->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     curl_easy_setopt(w->curl, CURLOPT_POSTFIELDS, body);
-    rc = curl_easy_perform(w->curl);
+    rc = perform(w);
     if (rc != CURLE_OK) {
         res->status = curl_retryable(rc) ? SF_RETRY : SF_PERMANENT;
         snprintf(res->detail, sizeof(res->detail), "%s", curl_easy_strerror(rc));
@@ -334,12 +413,17 @@ static sf_status worker_init(otlphttp *x, otlphttp_worker *w)
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, x->headers) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_USERAGENT, "spanfence/" SF_VERSION) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)x->timeout_ms) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)x->timeout_ms) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_QUICK_EXIT, 1L) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_reply) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_WRITEDATA, w) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_XFERINFODATA, w) != CURLE_OK)
+        goto out_cleanup_curl;
+    w->multi = curl_multi_init();
+    if (w->multi == NULL)
         goto out_cleanup_curl;
     w->curl = c;
     return SF_OK;
@@ -354,6 +438,7 @@ out_free_reply:
 
 static void worker_release(otlphttp_worker *w)
 {
+    curl_multi_cleanup(w->multi);
     curl_easy_cleanup(w->curl);
     libdeflate_free_compressor(w->gzc);
     w->gzc = NULL;
@@ -461,6 +546,26 @@ static void otlphttp_destroy(sf_component *self)
     sf_component_set_ctx(self, NULL);
 }
 
+/* Reload: the batches not sent yet go to the instance of the same id in
+ * the new config (sf_sender_suspend), instead of being dropped when the
+ * drain time is over. */
+static void *otlphttp_suspend(sf_component *self)
+{
+    otlphttp *x = sf_component_ctx(self);
+
+    return x != NULL ? sf_sender_suspend(x->sender, x->drain_ms) : NULL;
+}
+
+static void otlphttp_resume(sf_component *self, void *parcel)
+{
+    otlphttp *x = self != NULL ? sf_component_ctx(self) : NULL;
+
+    if (x == NULL)
+        sf_sender_parcel_drop(parcel, NULL);
+    else
+        sf_sender_adopt(x->sender, parcel);
+}
+
 const sf_component_type sf_otlphttp_exporter_type = {
     .name = "otlphttp",
     .alias = "otlp_http",
@@ -474,4 +579,6 @@ const sf_component_type sf_otlphttp_exporter_type = {
     .consume = otlphttp_consume,
     .shutdown = otlphttp_shutdown,
     .destroy = otlphttp_destroy,
+    .suspend = otlphttp_suspend,
+    .resume = otlphttp_resume,
 };

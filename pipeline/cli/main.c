@@ -1,6 +1,14 @@
 /* pipeline/cli/main.c: the spanfence command: runs the collector, or one of
  * its subcommands (validate; trace-level, in trace_level.c). Signals are blocked before any thread exists
- * (gRPC starts several) and taken in one place, the main thread's sigwait. */
+ * (gRPC starts several) and taken in one place, the main thread's sigwait:
+ *   SIGINT, SIGTERM  stop: receivers finish their calls, exporters drain
+ *   SIGHUP           reload the config (reload() below)
+ *   SIGUSR1          log the collector-wide counts
+ *   SIGUSR2          logged and ignored
+ * SIGPIPE and SIGXFSZ are ignored (a closed peer, a file over RLIMIT_FSIZE:
+ * the write fails and is counted, the process does not die). No signal
+ * whose default action ends the process is left to it except SIGQUIT
+ * (core dump on request) and the ones that cannot be caught. */
 #include <getopt.h>
 #include <malloc.h>
 #include <signal.h>
@@ -174,12 +182,97 @@ static int load(const char *path, const char *policy_path, sf_config **cfg, sf_s
     return rc;
 }
 
+/* SIGUSR1: one line with the collector-wide counts. */
+static void log_totals(const sf_service *svc)
+{
+    sf_totals t;
+    uint64_t refused = 0, dropped = 0, failed = 0;
+
+    sf_service_totals(svc, &t);
+    for (int r = 0; r < SF_REASON_COUNT; r++) {
+        refused += t.refused[r];
+        dropped += t.dropped[r];
+        failed += t.send_failed[r];
+    }
+    sf_info("received SIGUSR1: spans accepted %llu, refused %llu, dropped by processors %llu, "
+            "exported %llu, send failed %llu, enqueue failed %llu",
+            (unsigned long long)t.accepted, (unsigned long long)refused,
+            (unsigned long long)dropped, (unsigned long long)t.exported,
+            (unsigned long long)failed, (unsigned long long)t.enqueue_failed);
+}
+
+/* SIGHUP, as the upstream collector: load and validate the config file
+ * again (the same path as at start, with --policy when given). Invalid:
+ * log it and keep running the previous config, untouched. Valid: stop the
+ * running service (receivers finish their calls and are answered), carry
+ * every count over, hand trace_control's open windows and socket, and the
+ * batches the network exporters have not sent (merged ones included), to
+ * their successors in the new service untouched, and start it on its
+ * ports (sf_service_stop_for_reload / sf_service_start_from). If it cannot
+ * start (a port taken), the previous config is built and started again
+ * with the same handover. False only when neither runs: the collector
+ * must exit. */
+static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
+{
+    sf_config *ncfg;
+    sf_service *nsvc, *again = NULL;
+    sf_handover *h;
+    sf_diag *diag;
+    bool ok = false;
+
+    sf_info("received SIGHUP: reloading %s", c->config);
+    if (load(c->config, c->policy, &ncfg, &nsvc) != EXIT_OK) {
+        sf_error("reload: %s is not valid (see above); still running the previous "
+                 "configuration", c->config);
+        return true;
+    }
+    if (sf_service_stop_for_reload(*svc, nsvc, &h) != SF_OK) {
+        sf_error("reload: out of memory; still running the previous configuration");
+        sf_service_destroy(nsvc);
+        sf_config_destroy(ncfg);
+        return true;
+    }
+    sf_log_set_level((sf_log_level)ncfg->log_level);
+    if (sf_service_start_from(nsvc, h) == SF_OK) {
+        sf_handover_release(h);
+        sf_service_destroy(*svc);
+        sf_config_destroy(*cfg);
+        *svc = nsvc;
+        *cfg = ncfg;
+        sf_info("reloaded: running with %s", c->config);
+        return true;
+    }
+    sf_error("reload: the new configuration could not start; starting the previous one again");
+    sf_log_set_level((sf_log_level)(*cfg)->log_level);
+    diag = sf_diag_create(c->config);
+    if (diag != NULL && sf_service_create(*cfg, diag, &again) == SF_OK &&
+        sf_service_start_from(again, h) == SF_OK)
+        ok = true;
+    if (diag != NULL) {
+        sf_diag_print(diag);
+        sf_diag_destroy(diag);
+    }
+    sf_handover_release(h);     /* before the services and configs it came from */
+    sf_service_destroy(nsvc);
+    sf_config_destroy(ncfg);
+    if (!ok) {
+        sf_error("reload: the previous configuration could not start again either");
+        sf_service_destroy(again);
+        return false;
+    }
+    sf_service_destroy(*svc);
+    *svc = again;
+    sf_info("running with the previous configuration of %s", c->config);
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     cli c = { 0 };
     sigset_t sigs;
     sf_config *cfg;
     sf_service *svc;
+    size_t lost;
     int rc, sig;
 
     if (argc > 1 && strcmp(argv[1], "trace-level") == 0)
@@ -199,8 +292,12 @@ int main(int argc, char **argv)
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP);
+    sigaddset(&sigs, SIGUSR1);
+    sigaddset(&sigs, SIGUSR2);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN);
 
     rc = load(c.config, c.policy, &cfg, &svc);
     if (rc != EXIT_OK || c.validate) {
@@ -222,16 +319,33 @@ int main(int argc, char **argv)
     }
     sf_info("spanfence %s running with %s", SF_VERSION, c.config);
 
-    do {
+    for (;;) {
         if (sigwait(&sigs, &sig) != 0)
             sig = SIGTERM;
-    } while (sig != SIGINT && sig != SIGTERM);
+        if (sig == SIGINT || sig == SIGTERM)
+            break;
+        if (sig == SIGHUP && !reload(&c, &cfg, &svc)) {
+            sf_service_destroy(svc);
+            sf_config_destroy(cfg);
+            return EXIT_INVALID;
+        }
+        if (sig == SIGUSR1)
+            log_totals(svc);
+        if (sig == SIGUSR2)
+            sf_info("received SIGUSR2: ignored");
+    }
 
     sf_info("received %s: stopping receivers, draining exporters",
             sig == SIGINT ? "SIGINT" : "SIGTERM");
     sf_service_shutdown(svc);
+    lost = sf_service_audit_pending(svc);
     sf_service_destroy(svc);
     sf_config_destroy(cfg);
+    if (lost > 0) {
+        sf_error("stopped, but %zu trace_control audit record%s could not be written (each is "
+                 "logged above)", lost, lost == 1 ? "" : "s");
+        return EXIT_INVALID;
+    }
     sf_info("stopped");
     return EXIT_OK;
 }

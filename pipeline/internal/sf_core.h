@@ -15,6 +15,9 @@ struct sf_component {
     void *ctx;
     struct sf_service *service;
     sf_counters counters;
+    /* takes over from the instance of the same type and id that ran before
+     * a reload (sf_service_start_from) */
+    bool successor;
     /* receivers: counters per transport, and which transports are served */
     sf_counters transport[SF_TRANSPORT_COUNT];
     unsigned transports;

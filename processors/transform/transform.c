@@ -1,6 +1,6 @@
 /* processors/transform/transform.c: the `transform` processor on the data
  * path. Its program (transform_config.c) is compiled at create into a codec
- * edit (sf_otlp_wire.h): per context, one lookup holding every key its
+ * edit (sf_otlp_wire.h): per context, one keyset holding every key its
  * statements name with that key's verdict and the verdict for every other
  * key; the name rules as PCRE2 code (JIT where available); the fields to
  * clear. The core applies the edit in the pass that validates and
@@ -23,58 +23,16 @@
 
 /* ---- keys ------------------------------------------------------------------ */
 
-typedef struct wire_key {
-    const char *key;            /* NULL: empty slot */
-    size_t len;
-    bool keep;
-} wire_key;
+/* The program's contexts are the codec's, in the same order. */
+_Static_assert((int)SF_TRANSFORM_RESOURCE == (int)SF_OTLP_RESOURCE &&
+               (int)SF_TRANSFORM_SCOPE == (int)SF_OTLP_SCOPE &&
+               (int)SF_TRANSFORM_SPAN == (int)SF_OTLP_SPAN &&
+               (int)SF_TRANSFORM_SPANEVENT == (int)SF_OTLP_SPANEVENT &&
+               (int)SF_TRANSFORM_LINK == (int)SF_OTLP_LINK &&
+               (int)SF_TRANSFORM_CTX_COUNT == (int)SF_OTLP_CTX_COUNT,
+               "transform contexts and codec contexts differ");
 
-typedef struct wire_lookup {
-    bool active;                /* the context has keep_keys/delete_key */
-    bool keep_other;            /* verdict for keys no statement names */
-    uint64_t len_mask;          /* bit min(len, 63) of every named key */
-    size_t mask;                /* slots - 1 (a power of two minus one) */
-    wire_key *slots;            /* open addressing, linear probing */
-} wire_lookup;
-
-static inline uint64_t key_hash(const uint8_t *k, size_t len)
-{
-    uint64_t a = 0, b = 0, h;
-
-    if (len >= 8) {
-        memcpy(&a, k, 8);
-        memcpy(&b, k + len - 8, 8);
-    } else {
-        memcpy(&a, k, len);
-    }
-    h = a * 0x9e3779b97f4a7c15ull ^ (b + len) * 0xc2b2ae3d27d4eb4full;
-    return h ^ (h >> 31);
-}
-
-static inline uint64_t len_bit(size_t len)
-{
-    return 1ull << (len < 63 ? len : 63);
-}
-
-/* Whether an attribute named k[0, len) survives every statement of the
- * context; *named says whether a statement names it. */
-static inline bool lookup_keep(const wire_lookup *l, const uint8_t *k, size_t len, bool *named)
-{
-    *named = false;
-    if (!(l->len_mask & len_bit(len)))
-        return l->keep_other;
-    for (size_t i = key_hash(k, len) & l->mask;; i = (i + 1) & l->mask) {
-        const wire_key *e = &l->slots[i];
-
-        if (e->key == NULL)
-            return l->keep_other;
-        if (e->len == len && memcmp(e->key, k, len) == 0) {
-            *named = true;
-            return e->keep;
-        }
-    }
-}
-
+/* The verdict of context c's statements on `key`. */
 static bool verdict(const sf_transform_program *p, sf_transform_ctx c, const char *key)
 {
     bool keep = true;
@@ -90,47 +48,53 @@ static bool verdict(const sf_transform_program *p, sf_transform_ctx c, const cha
     return keep;
 }
 
-static sf_status lookup_build(wire_lookup *l, const sf_transform_program *p, sf_transform_ctx c)
+/* Context c's keep_keys and delete_key as one keyset: every key a statement
+ * names, with its verdict, and the verdict for the others (*out stays NULL
+ * when c has neither). */
+static sf_status keyset_build(const sf_transform_program *p, sf_transform_ctx c,
+                              sf_otlp_keyset **out)
 {
-    size_t named = 0, slots = 4;
+    size_t named = 0, n = 0;
+    bool active = false, keep_other = true;
+    const char **keys;
+    bool *keep;
+    sf_status st;
 
-    l->keep_other = true;
+    *out = NULL;
     for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
         const sf_transform_op *op = sf_transform_op_get(p, c, i);
 
         if (op->kind != SF_TRANSFORM_KEEP_KEYS && op->kind != SF_TRANSFORM_DELETE_KEY)
             continue;
-        l->active = true;
+        active = true;
         if (op->kind == SF_TRANSFORM_KEEP_KEYS)
-            l->keep_other = false;
+            keep_other = false;
         named += op->keys.n;
     }
-    if (!l->active)
+    if (!active)
         return SF_OK;
-    while (slots < 2 * named + 2)
-        slots *= 2;
-    l->slots = sf_calloc(slots, sizeof(*l->slots));
-    if (l->slots == NULL)
-        return SF_ENOMEM;
-    l->mask = slots - 1;
+    keys = sf_calloc(named ? named : 1, sizeof(*keys));
+    keep = sf_calloc(named ? named : 1, sizeof(*keep));
+    if (keys == NULL || keep == NULL) {
+        st = SF_ENOMEM;
+        goto out_free;
+    }
     for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
         const sf_transform_op *op = sf_transform_op_get(p, c, i);
 
         if (op->kind != SF_TRANSFORM_KEEP_KEYS && op->kind != SF_TRANSFORM_DELETE_KEY)
             continue;
         for (size_t j = 0; j < op->keys.n; j++) {
-            const char *key = op->keys.keys[j];
-            size_t len = strlen(key), at = key_hash((const uint8_t *)key, len) & l->mask;
-
-            while (l->slots[at].key != NULL && strcmp(l->slots[at].key, key) != 0)
-                at = (at + 1) & l->mask;
-            if (l->slots[at].key != NULL)
-                continue;       /* named by an earlier statement too */
-            l->slots[at] = (wire_key){ .key = key, .len = len, .keep = verdict(p, c, key) };
-            l->len_mask |= len_bit(len);
+            keys[n] = op->keys.keys[j];
+            keep[n++] = verdict(p, c, op->keys.keys[j]);
         }
     }
-    return SF_OK;
+    st = sf_otlp_keyset_create(n, keys, keep, keep_other, out);
+
+out_free:
+    sf_free(keys);
+    sf_free(keep);
+    return st;
 }
 
 /* ---- name rules --------------------------------------------------------------- */
@@ -148,7 +112,7 @@ typedef struct name_rule {
 
 typedef struct transform_ctx {
     const sf_transform_config *cfg;
-    wire_lookup lookup[SF_TRANSFORM_CTX_COUNT];
+    sf_otlp_keyset *keys[SF_TRANSFORM_CTX_COUNT];
     size_t n_rules[SF_TRANSFORM_CTX_COUNT];
     name_rule *rules[SF_TRANSFORM_CTX_COUNT];
     pcre2_match_context *mctx;
@@ -156,14 +120,6 @@ typedef struct transform_ctx {
     sf_otlp_edit edit;
     _Atomic uint64_t rules_skipped;     /* failed rules skipped under ignore/silent */
 } transform_ctx;
-
-static bool keep_attribute(const void *ctx, sf_otlp_ctx c, const uint8_t *key, size_t len)
-{
-    const transform_ctx *t = ctx;
-    bool named;
-
-    return lookup_keep(&t->lookup[c], key, len, &named);
-}
 
 /* Every rule of context c in order on the name; the result in *out. */
 static sf_status rename_fn(const void *ctx, void **state, sf_otlp_ctx c, const uint8_t *in,
@@ -308,13 +264,12 @@ static sf_status transform_create(sf_component *self, const void *config)
     pcre2_set_match_limit(t->mctx, SF_TRANSFORM_MATCH_LIMIT);
     pcre2_set_depth_limit(t->mctx, SF_TRANSFORM_DEPTH_LIMIT);
     for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
-        st = lookup_build(&t->lookup[c], p, (sf_transform_ctx)c);
+        st = keyset_build(p, (sf_transform_ctx)c, &t->keys[c]);
         if (st == SF_OK)
             st = rules_build(t, (sf_transform_ctx)c);
         if (st != SF_OK)
             goto out_destroy;
-        if (t->lookup[c].active)
-            t->edit.filter_attrs |= SF_OTLP_CTX_BIT(c);
+        t->edit.keys[c] = t->keys[c];
         if (t->n_rules[c] > 0)
             t->edit.rename |= SF_OTLP_CTX_BIT(c);
         if (sf_transform_clears_trace_state(p, (sf_transform_ctx)c))
@@ -323,7 +278,6 @@ static sf_status transform_create(sf_component *self, const void *config)
     t->edit.ctx = t;
     t->edit.clear_status_message = sf_transform_clears_status_message(p);
     t->edit.scalar_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SCALAR;
-    t->edit.keep_attribute = keep_attribute;
     t->edit.rename_fn = rename_fn;
     t->edit.release = release;
     return SF_OK;
@@ -340,7 +294,7 @@ static void transform_destroy(sf_component *self)
     if (t == NULL)
         return;
     for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
-        sf_free(t->lookup[c].slots);
+        sf_otlp_keyset_destroy(t->keys[c]);
         for (size_t i = 0; i < t->n_rules[c]; i++)
             pcre2_code_free(t->rules[c][i].code);
         sf_free(t->rules[c]);

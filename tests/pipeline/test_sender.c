@@ -529,6 +529,88 @@ static void test_concurrent_mixed_outcomes(void **state)
     assert_invariant(x);
 }
 
+/* Reload: a batch in a 30 s backoff and one queued behind it are kept (not
+ * sent, not counted failed), handed to a second sender whose sends succeed,
+ * and sent there first, oldest first; the counts move with them. */
+static void test_suspend_hands_batches_over(void **state)
+{
+    fixture *x = *state;
+    fake g;
+    sf_counters k2;
+    sf_sender *s2;
+    sf_sender_parcel *p;
+    int64_t t0;
+
+    memset(&g, 0, sizeof(g));
+    memset(&k2, 0, sizeof(k2));
+    pthread_mutex_init(&g.mu, NULL);
+    g.dflt = SF_OK;
+    x->q.num_consumers = 1;
+    x->f.dflt = SF_RETRY;
+    x->r.initial_interval = 30000;
+    x->r.max_interval = 30000;
+    x->r.max_elapsed_time = 0;
+    make_sender(x);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_int_equal(submit(x, 3), SF_OK);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.retries) == 1);
+    assert_int_equal(submit(x, 2), SF_OK);   /* queued behind it */
+    t0 = mono_ms();
+    p = sf_sender_suspend(x->s, 5000);
+    assert_true(mono_ms() - t0 < 10000);     /* the 15-45 s backoff was cut */
+    assert_non_null(p);
+    assert_int_equal(submit(x, 1), SF_STOPPED);
+    assert_int_equal(fake_calls(&x->f), 1);
+    assert_int_equal(failed_all(&x->k), 0);
+    assert_int_equal(sf_counter_get(&x->k.sent_spans), 0);
+    /* still queued as far as this sender's counts go: they add up */
+    assert_int_equal(atomic_load(&x->k.queued_spans), 5);
+    assert_int_equal(atomic_load(&x->k.queue_size), 0);
+    assert_invariant(x);
+
+    s2 = sf_sender_create("otlphttp/test", &x->q, &x->r, fake_send, &g, &k2);
+    assert_non_null(s2);
+    g.sender = s2;
+    sf_sender_adopt(s2, p);
+    assert_int_equal(atomic_load(&k2.queued_spans), 5);
+    assert_int_equal(atomic_load(&k2.queue_size), 2);
+    assert_int_equal(sf_sender_start(s2), SF_OK);
+    SF_TEST_WAIT_FOR(sf_counter_get(&k2.sent_spans) == 5);
+    sf_sender_shutdown(s2, 1000);
+    assert_int_equal(fake_calls(&g), 2);
+    assert_int_equal(g.tags[0], 3);          /* the older one first */
+    assert_int_equal(g.tags[1], 2);
+    assert_int_equal(atomic_load(&k2.queued_spans), 0);
+    assert_int_equal(atomic_load(&k2.queue_size), 0);
+    sf_test_assert_accounted(&k2, 5);
+    sf_sender_destroy(s2);
+    pthread_mutex_destroy(&g.mu);
+}
+
+/* A parcel nobody can send (the new config disables the queue) is counted
+ * as dropped at shutdown there, not lost uncounted. */
+static void test_adopt_without_queue_counts_drop(void **state)
+{
+    fixture *x = *state;
+    sf_counters k2;
+    sf_queue_config q2 = { .present = true, .enabled = false };
+    sf_sender *s2;
+    sf_sender_parcel *p;
+
+    memset(&k2, 0, sizeof(k2));
+    x->q.num_consumers = 1;
+    make_sender(x);             /* never started: what is queued stays */
+    assert_int_equal(submit(x, 4), SF_OK);
+    p = sf_sender_suspend(x->s, 0);
+    assert_non_null(p);
+    s2 = sf_sender_create("otlphttp/test", &q2, &x->r, fake_send, &x->f, &k2);
+    assert_non_null(s2);
+    sf_sender_adopt(s2, p);
+    assert_int_equal(failed(&k2, SF_REASON_SHUTDOWN), 4);
+    assert_int_equal(atomic_load(&k2.queued_spans), 0);
+    sf_sender_destroy(s2);
+}
+
 static void test_create_survives_allocation_failure(void **state)
 {
     fixture *x = *state;
@@ -566,6 +648,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_queue_disabled_sends_on_caller, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_mixed_outcomes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_survives_allocation_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_suspend_hands_batches_over, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_adopt_without_queue_counts_drop, setup, teardown),
     };
 
     sf_log_set_level(SF_LOG_OFF);

@@ -71,6 +71,9 @@ typedef struct tc_window {
     /* RESETTING */
     int64_t next_try_mono, delay;
     unsigned attempts;
+    /* taken over from the instance that ran before a reload: start() does
+     * not recover this target from the audit log */
+    bool known;
 } tc_window;
 
 typedef struct tc_ctx {
@@ -84,6 +87,14 @@ typedef struct tc_ctx {
     bool socket_bound;
     _Atomic bool stop;
     _Atomic unsigned counting;      /* windows whose spans the tap counts */
+    bool suspending;                /* reload: stop without closing windows */
+    bool resumed;                   /* took over a suspended instance */
+    /* Audit records not written yet, oldest first: retried with backoff
+     * (and at shutdown until shutdown_timeout) and kept in order; while any
+     * is pending no window opens. */
+    char **pending;
+    size_t n_pending;
+    int64_t audit_retry_mono, audit_delay;
 } tc_ctx;
 
 static int64_t now_mono(void)
@@ -188,11 +199,74 @@ static void add_reasons(char *buf, size_t size, size_t *len, const char *name,
     add(buf, size, len, "}");
 }
 
-static sf_status audit(tc_ctx *x, const char *record)
+static void set_pending_gauge(tc_ctx *x)
 {
-    return sf_tc_audit_append(x->cfg->audit_log, record);
+    atomic_store(&sf_component_counters(x->self)->audit_pending, (int64_t)x->n_pending);
 }
 
+/* Write the pending records in order; SF_OK when none is left. */
+static sf_status audit_flush(tc_ctx *x)
+{
+    size_t done = 0;
+
+    while (done < x->n_pending &&
+           sf_tc_audit_append(x->cfg->audit_log, x->pending[done]) == SF_OK)
+        sf_free(x->pending[done++]);
+    if (done > 0) {
+        memmove(x->pending, x->pending + done, (x->n_pending - done) * sizeof(*x->pending));
+        x->n_pending -= done;
+        if (x->n_pending == 0 && x->audit_delay != 0)     /* after a failure */
+            sf_info("trace_control: the audit log '%s' is written again; no record pending",
+                    x->cfg->audit_log);
+        if (x->n_pending == 0)
+            x->audit_delay = 0;
+    }
+    set_pending_gauge(x);
+    if (x->n_pending == 0)
+        return SF_OK;
+    if (x->audit_delay == 0)
+        x->audit_delay = x->cfg->retry.initial_interval;
+    else
+        x->audit_delay = x->audit_delay * 2 > x->cfg->retry.max_interval
+                             ? x->cfg->retry.max_interval : x->audit_delay * 2;
+    x->audit_retry_mono = now_mono() + x->audit_delay;
+    return SF_IO;
+}
+
+/* Append `record` after the pending ones and write them all. When it cannot
+ * be written now it stays pending (retried) and is logged whole, so the
+ * record is in the collector's log whatever happens; SF_IO then. */
+static sf_status audit(tc_ctx *x, const char *record)
+{
+    char **p = sf_realloc(x->pending, (x->n_pending + 1) * sizeof(*p));
+    char *copy = sf_strdup(record);
+
+    if (p != NULL)
+        x->pending = p;
+    if (p == NULL || copy == NULL) {
+        sf_free(copy);
+        sf_error("trace_control: audit record NOT written (out of memory): %s", record);
+        return SF_ENOMEM;
+    }
+    x->pending[x->n_pending++] = copy;
+    if (audit_flush(x) == SF_OK)
+        return SF_OK;
+    sf_error("trace_control: audit record not written yet (%zu pending, retried in %" PRId64
+             " ms): %s", x->n_pending, x->audit_delay, record);
+    return SF_IO;
+}
+
+static void free_pending(tc_ctx *x)
+{
+    for (size_t i = 0; i < x->n_pending; i++)
+        sf_free(x->pending[i]);
+    sf_free(x->pending);
+    x->pending = NULL;
+    x->n_pending = 0;
+}
+
+/* The "open" record is written at once or not at all: when it (or an
+ * older pending record) cannot be written, nothing is changed. */
 static sf_status audit_open(tc_ctx *x, const tc_window *w)
 {
     char rec[TC_RECORD_MAX], t0[32], t1[32];
@@ -203,7 +277,9 @@ static sf_status audit_open(tc_ctx *x, const tc_window *w)
              "{\"event\":\"open\",\"window\":\"%s\",\"target\":\"%s\",\"level\":%" PRId64
              ",\"uid\":%u,\"reason\":\"%s\",\"start\":\"%s\",\"planned_end\":\"%s\"}",
              w->id, w->target->id, w->level, w->uid, w->reason, t0, t1);
-    return audit(x, rec);
+    if (audit_flush(x) != SF_OK)
+        return SF_IO;
+    return sf_tc_audit_append(x->cfg->audit_log, rec);
 }
 
 /* ,"target_scope":"match","match":{...},"accepted_from_target":N,
@@ -228,7 +304,7 @@ static void add_target_counts(char *buf, size_t size, size_t *len, const tc_wind
  * exported and lost while the window was open ("scope":"collector": every
  * engine's spans); for a target with a `match`, also the spans accepted and
  * refused from that engine alone ("target_scope":"match"). */
-static void audit_close(tc_ctx *x, tc_window *w, const char *cause, const char *error)
+static sf_status audit_close(tc_ctx *x, tc_window *w, const char *cause, const char *error)
 {
     char rec[TC_RECORD_MAX], t0[32], t1[32], esc[512];
     size_t len = 0;
@@ -272,7 +348,7 @@ static void audit_close(tc_ctx *x, tc_window *w, const char *cause, const char *
             add_target_counts(rec, sizeof(rec), &len, w);
         add(rec, sizeof(rec), &len, "}");
     }
-    audit(x, rec);
+    return audit(x, rec);
 }
 
 /* ---- engines ---------------------------------------------------------------------- */
@@ -299,7 +375,7 @@ static sf_status try_reset(tc_ctx *x, tc_window *w)
                  "{\"event\":\"reset\",\"window\":\"%s\",\"target\":\"%s\",\"level\":%" PRId64
                  ",\"attempts\":%u,\"time\":\"%s\"}", w->id, w->target->id,
                  x->cfg->resting_level, w->attempts, t0);
-        audit(x, rec);
+        audit(x, rec);      /* if not written, pending: op_reset and shutdown say so */
         sf_info("trace_control: target '%s' is back at level %" PRId64, w->target->id,
                 x->cfg->resting_level);
         return SF_OK;
@@ -454,6 +530,13 @@ static void op_reset(tc_ctx *x, const char *req, size_t len, unsigned uid, reply
     }
     sf_info("trace_control: uid %u resets target '%s'", uid, target);
     if (w->state == TC_OPEN ? end_window(x, w, "reset") == SF_OK : try_reset(x, w) == SF_OK) {
+        if (x->n_pending > 0) {
+            answer(r, false, "target '%s' is back at level %" PRId64 ", but the audit log '%s' "
+                   "cannot be written: %zu record%s pending (retried; logged by the collector)",
+                   target, x->cfg->resting_level, x->cfg->audit_log, x->n_pending,
+                   x->n_pending == 1 ? "" : "s");
+            return;
+        }
         answer(r, true, "target '%s' is back at level %" PRId64, target, x->cfg->resting_level);
         return;
     }
@@ -552,6 +635,8 @@ static void due(tc_ctx *x)
         else if (w->state == TC_RESETTING && now >= w->next_try_mono)
             try_reset(x, w);
     }
+    if (x->n_pending > 0 && now >= x->audit_retry_mono)
+        audit_flush(x);
 }
 
 static int64_t next_deadline(const tc_ctx *x)
@@ -566,26 +651,31 @@ static int64_t next_deadline(const tc_ctx *x)
         else if (w->state == TC_RESETTING && w->next_try_mono < next)
             next = w->next_try_mono;
     }
+    if (x->n_pending > 0 && x->audit_retry_mono < next)
+        next = x->audit_retry_mono;
     return next;
 }
 
 /* Shutdown: close every open window and try, for at most shutdown_timeout,
  * to get every engine back to the resting level. What is left is reset at
  * the next start (its "open" record has no "reset"). */
-static void close_all(tc_ctx *x)
+static void close_all(tc_ctx *x, const char *cause)
 {
     int64_t deadline = now_mono() + x->cfg->shutdown_timeout;
 
     for (size_t i = 0; i < x->cfg->targets.n; i++)
         if (x->w[i].state == TC_OPEN)
-            end_window(x, &x->w[i], "shutdown");
+            end_window(x, &x->w[i], cause);
     for (;;) {
         int64_t next = next_deadline(x), now = now_mono();
 
         if (next == INT64_MAX)
             return;
-        if (next >= deadline || now >= deadline)
+        if (next >= deadline || now >= deadline) {
+            if (x->n_pending > 0)
+                audit_flush(x);     /* a last try before giving up */
             break;
+        }
         if (next > now)
             poll(NULL, 0, (int)(next - now));
         due(x);
@@ -594,6 +684,9 @@ static void close_all(tc_ctx *x)
         if (x->w[i].state != TC_IDLE)
             sf_error("trace_control: target '%s' could not be reset before exit; it will be reset "
                      "at the next start", x->w[i].target->id);
+    for (size_t i = 0; i < x->n_pending; i++)
+        sf_error("trace_control: audit record LOST: '%s' could not be written before exit: %s",
+                 x->cfg->audit_log, x->pending[i]);
 }
 
 static void *run(void *arg)
@@ -626,7 +719,8 @@ static void *run(void *arg)
         }
         due(x);
     }
-    close_all(x);
+    if (!x->suspending)
+        close_all(x, "shutdown");
     return NULL;
 }
 
@@ -661,7 +755,7 @@ static sf_status recover(tc_ctx *x)
             sf_tc_json_str(line, len, "window", id, sizeof(id)) != SF_OK)
             continue;
         w = window_of(x, target);
-        if (w == NULL)
+        if (w == NULL || w->known)
             continue;
         if (strcmp(ev, "open") == 0) {
             sf_tc_json_int(line, len, "level", &level);
@@ -677,7 +771,7 @@ static sf_status recover(tc_ctx *x)
     for (size_t i = 0; i < x->cfg->targets.n; i++) {
         tc_window *w = &x->w[i];
 
-        if (w->state != TC_RESETTING)
+        if (w->state != TC_RESETTING || w->known)
             continue;
         sf_warn("trace_control: window '%s' on target '%s' was left open by a previous run; "
                 "resetting it", w->id, w->target->id);
@@ -784,13 +878,21 @@ static sf_status tc_start(sf_component *self)
     sf_status st;
 
     st = recover(x);
-    if (st != SF_OK) {
+    if (st != SF_OK && x->resumed) {
+        /* The first start recovered what a crash left; failing the reload
+         * (and with it the collector) over a log that cannot be read now
+         * would be worse than not looking again. */
+        sf_warn("trace_control: cannot read the audit log '%s' after the reload: windows a "
+                "crash left on targets new in this config are not recovered", x->cfg->audit_log);
+    } else if (st != SF_OK) {
         sf_error("trace_control: cannot read the audit log '%s'", x->cfg->audit_log);
         return st;
     }
-    st = bind_socket(x);
-    if (st != SF_OK)
-        goto out_reset_now;
+    if (!x->socket_bound) {         /* else taken over with its windows (reload) */
+        st = bind_socket(x);
+        if (st != SF_OK)
+            goto out_reset_now;
+    }
     if (pipe2(x->wake, O_CLOEXEC) != 0) {
         st = SF_IO;
         goto out_reset_now;
@@ -800,12 +902,18 @@ static sf_status tc_start(sf_component *self)
         goto out_reset_now;
     }
     x->thread_started = true;
-    sf_info("trace_control: listening on %s (%zu targets)", x->cfg->socket, x->cfg->targets.n);
+    if (x->resumed)
+        sf_info("trace_control: carrying on after the reload on %s (%zu targets, %" PRId64
+                " open windows kept)", x->cfg->socket, x->cfg->targets.n,
+                (int64_t)atomic_load(&sf_component_counters(x->self)->open_windows));
+    else
+        sf_info("trace_control: listening on %s (%zu targets)", x->cfg->socket,
+                x->cfg->targets.n);
     return SF_OK;
 
 out_reset_now:
     /* Not running: still try to put crashed windows back before giving up. */
-    close_all(x);
+    close_all(x, "shutdown");
     tc_shutdown(self);
     return st;
 }
@@ -845,9 +953,134 @@ static void tc_destroy(sf_component *self)
     if (x == NULL)
         return;
     tc_shutdown(self);
+    free_pending(x);
     sf_free(x->w);
     sf_free(x);
     sf_component_set_ctx(self, NULL);
+}
+
+/* ---- reload ----------------------------------------------------------------------------- */
+
+/* Reload: stop the thread but leave every window as it is (no closing
+ * record, no engine request) and keep the socket bound: the whole context
+ * is the parcel, taken over by the next instance (tc_resume). */
+static void *tc_suspend(sf_component *self)
+{
+    tc_ctx *x = sf_component_ctx(self);
+
+    if (x == NULL)
+        return NULL;
+    if (x->thread_started) {
+        x->suspending = true;
+        atomic_store(&x->stop, true);
+        if (write(x->wake[1], "x", 1) < 0)
+            sf_debug("trace_control: wake-up write failed");
+        pthread_join(x->thread, NULL);
+        x->thread_started = false;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (x->wake[i] >= 0)
+            close(x->wake[i]);
+        x->wake[i] = -1;
+    }
+    sf_component_set_ctx(self, NULL);   /* destroy: nothing left to do */
+    return x;
+}
+
+/* Free a parcel whose windows are all idle (or given up on). */
+static void parcel_free(tc_ctx *p)
+{
+    if (p->listen_fd >= 0)
+        close(p->listen_fd);
+    if (p->socket_bound)
+        unlink(p->cfg->socket);
+    free_pending(p);
+    sf_free(p->w);
+    sf_free(p);
+}
+
+/* The next instance (self, created, not started) takes over what the
+ * suspended one held: the windows of targets it still has, exactly as they
+ * were (state, level, times, counts at their start, retry schedule), the
+ * audit records still pending, and the listening socket when the path is
+ * the same. Windows of targets the new config dropped are closed and reset
+ * now (cause "reload"), as shutdown would. Self NULL: trace_control is gone
+ * from the config: close and reset everything, as at shutdown. */
+static void tc_resume(sf_component *self, void *parcel)
+{
+    tc_ctx *p = parcel, *x = self != NULL ? sf_component_ctx(self) : NULL;
+
+    if (p == NULL)
+        return;
+    if (x == NULL) {
+        close_all(p, "reload");
+        parcel_free(p);
+        return;
+    }
+    x->resumed = true;
+    for (size_t i = 0; i < p->cfg->targets.n; i++) {
+        tc_window *o = &p->w[i], *w = window_of(x, o->target->id);
+
+        if (w == NULL)
+            continue;
+        w->known = true;
+        if (o->state == TC_IDLE)
+            continue;
+        w->state = o->state;
+        memcpy(w->id, o->id, sizeof(w->id));
+        w->level = o->level;
+        w->uid = o->uid;
+        memcpy(w->reason, o->reason, sizeof(w->reason));
+        w->start_wall = o->start_wall;
+        w->end_wall = o->end_wall;
+        w->end_mono = o->end_mono;
+        w->at_start = o->at_start;
+        w->next_try_mono = o->next_try_mono;
+        w->delay = o->delay;
+        w->attempts = o->attempts;
+        for (int k = 0; k < 2; k++) {
+            atomic_store(&w->from_target[k], atomic_load(&o->from_target[k]));
+            w->from_target_at_start[k] = o->from_target_at_start[k];
+        }
+        if (atomic_load(&o->counting) && w->target->match.n > 0) {
+            atomic_store(&w->counting, true);
+            atomic_fetch_add(&x->counting, 1);
+        } else if (w->state == TC_OPEN) {
+            count_start(x, w);      /* a match added by the new config: from now */
+        }
+        count_stop(p, o);
+        o->state = TC_IDLE;
+        atomic_fetch_add(&sf_component_counters(x->self)->open_windows, 1);
+        sf_info("trace_control: window '%s' on target '%s' kept across the reload", w->id,
+                w->target->id);
+    }
+    /* Older records first: they were due before anything the new one writes. */
+    if (p->n_pending > 0) {
+        char **all = sf_realloc(p->pending, (p->n_pending + x->n_pending) * sizeof(*all));
+
+        if (all != NULL) {
+            if (x->n_pending > 0)
+                memcpy(all + p->n_pending, x->pending, x->n_pending * sizeof(*all));
+            sf_free(x->pending);
+            x->pending = all;
+            x->n_pending += p->n_pending;
+            x->audit_retry_mono = now_mono();
+            x->audit_delay = p->audit_delay;
+            p->pending = NULL;
+            p->n_pending = 0;
+            set_pending_gauge(x);
+        }
+    }
+    if (p->socket_bound && strcmp(p->cfg->socket, x->cfg->socket) == 0 &&
+        (p->cfg->socket_group == NULL) == (x->cfg->socket_group == NULL) &&
+        (p->cfg->socket_group == NULL || strcmp(p->cfg->socket_group, x->cfg->socket_group) == 0)) {
+        x->listen_fd = p->listen_fd;
+        x->socket_bound = true;
+        p->listen_fd = -1;
+        p->socket_bound = false;
+    }
+    close_all(p, "reload");         /* targets the new config dropped */
+    parcel_free(p);
 }
 
 const sf_component_type sf_trace_control_extension_type = {
@@ -861,4 +1094,6 @@ const sf_component_type sf_trace_control_extension_type = {
     .start = tc_start,
     .shutdown = tc_shutdown,
     .destroy = tc_destroy,
+    .suspend = tc_suspend,
+    .resume = tc_resume,
 };

@@ -19,6 +19,7 @@ class Gateway {
     this.failNext = 0;    // answer failStatus to this many more requests
     this.failStatus = 503;
     this.status = 200;    // answer to everything else
+    this.replyDelayMs = 0; // hold every answer this long after the whole body arrived
     this.waiters = [];
   }
 
@@ -75,10 +76,14 @@ class Gateway {
       const rec = { method: req.method, path: req.url, headers: req.headers, status: 0, spans: 0, error: null };
       this.requests.push(rec);
       const reply = (status, body = Buffer.alloc(0), type = 'application/x-protobuf') => {
-        rec.status = status;
-        res.writeHead(status, { 'Content-Type': type, 'Content-Length': body.length });
-        res.end(body);
-        this._wake();
+        const send = () => {
+          rec.status = status;
+          res.writeHead(status, { 'Content-Type': type, 'Content-Length': body.length });
+          res.end(body);
+          this._wake();
+        };
+        if (this.replyDelayMs > 0) setTimeout(send, this.replyDelayMs);
+        else send();
       };
       if (req.method !== 'POST' || req.url !== '/v1/traces') return reply(404, Buffer.from('not found'), 'text/plain');
       if (this.failNext > 0) {
@@ -98,6 +103,7 @@ class Gateway {
       }
       rec.spans = records.length;
       this.spans.push(...records);
+      this._wake();
       return reply(200, proto.encodeResponse());
     });
   }

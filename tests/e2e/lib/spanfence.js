@@ -91,7 +91,11 @@ class Metrics {
 // ---- the process ------------------------------------------------------------
 
 class Spanfence {
-  constructor({ dir, name = 'spanfence', config, env = {}, grpcPort, metricsPort }) {
+  // `wrap`: a command line the binary runs under (its last word execs
+  // "$@"), e.g. unshare for a test-local /etc/resolv.conf; the pid is then
+  // still spanfence's.
+  constructor({ dir, name = 'spanfence', config, env = {}, grpcPort, metricsPort, wrap = null }) {
+    this.wrap = wrap;
     this.dir = dir;
     this.name = name;
     this.config = config;
@@ -111,7 +115,9 @@ class Spanfence {
   async start(timeoutMs = 20000) {
     fs.writeFileSync(this.configPath, this.config);
     const errFd = fs.openSync(this.stderrPath, 'w');
-    this.proc = spawn(deps.spanfenceBin(), ['--config', this.configPath], {
+    const argv = [deps.spanfenceBin(), '--config', this.configPath];
+    const [cmd, ...args] = this.wrap ? [...this.wrap, ...argv] : argv;
+    this.proc = spawn(cmd, args, {
       env: { ...process.env, ...this.env },
       stdio: ['ignore', errFd, errFd],
     });
@@ -200,6 +206,29 @@ class Spanfence {
 
   kill() {
     if (this.proc && !this.exit) this.proc.kill('SIGKILL');
+  }
+
+  // Send `sig`, and resolve the exit ({code, signal}) or null after timeoutMs.
+  async signalAndWait(sig, timeoutMs = 30000) {
+    this.proc.kill(sig);
+    let timer;
+    const timedOut = new Promise((resolve) => { timer = setTimeout(() => resolve(null), timeoutMs); });
+    const res = await Promise.race([this.exited, timedOut]);
+    clearTimeout(timer);
+    return res;
+  }
+
+  // Resolves once stderr matches `re` `count` times (bounded wait).
+  async waitLog(re, what, { count = 1, timeoutMs = 30000 } = {}) {
+    const g = new RegExp(re.source, re.flags.includes('g') ? re.flags : `${re.flags}g`);
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const n = (this.stderr().match(g) || []).length;
+      if (n >= count) return;
+      if (this.exit) throw new Error(`${this.name} exited (${JSON.stringify(this.exit)}) while waiting for ${what}`);
+      if (Date.now() > deadline) throw new Error(`timed out waiting for log: ${what}`);
+      await sleep(50);
+    }
   }
 
   stderr() {
