@@ -396,6 +396,8 @@ def run_case(ph, case, transport, sender, orc, schema, rep, tally):
                 tally["spans_unknown"] += 1
         elif spans is not None:
             tally["spans"] += spans
+            for label, n in orc.unknown_fields(case.data).items():
+                tally["unknown:" + label] += n
         outputs = collections.OrderedDict()     # bytes -> exporters that sent them
         for exp in EXPORTERS:
             item = ph.next_output(exp)
@@ -438,7 +440,41 @@ def run_case(ph, case, transport, sender, orc, schema, rep, tally):
         rep.passed += 1
 
 
-def check_metrics(ph, rep, tally):
+def check_dropped_fields(ph, rep, tally, text, schema):
+    """spanfence_receiver_dropped_fields{message}: one series per message type
+    of the official schema under ExportTraceServiceRequest (per transport),
+    and per type at least the unknown fields the official parser kept in the
+    accepted inputs (it also drops key_strindex, string_value_strindex and
+    losing oneof members' fields, and counts refused requests' fields read
+    before the refusal: a lower bound)."""
+    name = "spanfence_receiver_dropped_fields"
+    series = [(lab, v) for lab, v in P.metric_series(text, name) if lab.get("receiver") == "otlp"]
+    if not series:
+        rep.phase_failed(ph.name, "metrics", "%s not exported" % name)
+        return
+    want = set(schema.messages)
+    by_transport = collections.defaultdict(set)
+    got = collections.Counter()
+    for lab, v in series:
+        by_transport[lab.get("transport", "")].add(lab.get("message"))
+        got[lab.get("message")] += int(v)
+    for transport, labels in sorted(by_transport.items()):
+        if labels != want:
+            rep.phase_failed(ph.name, "metrics", "%s{transport=%s}: message labels %s missing, %s not in the "
+                             "schema" % (name, transport, sorted(want - labels), sorted(labels - want)))
+    seen = {k[len("unknown:"):]: n for k, n in tally.items() if k.startswith("unknown:")}
+    low = {m: (got[m], n) for m, n in seen.items() if got[m] < n}
+    if low:
+        rep.phase_failed(ph.name, "metrics", "%s below the unknown fields of the accepted inputs: %s" % (
+            name, ", ".join("%s %d < %d" % (m, g, n) for m, (g, n) in sorted(low.items()))))
+    if seen and sum(got.values()) == 0:
+        rep.phase_failed(ph.name, "metrics", "%s all 0 after %d unknown fields" % (name, sum(seen.values())))
+    print("phase %s: %s %d in all (%s); the official parser kept %d unknown fields of accepted inputs" % (
+        ph.name, name, sum(got.values()),
+        ", ".join("%s %d" % kv for kv in sorted(got.items()) if kv[1]), sum(seen.values())), flush=True)
+
+
+def check_metrics(ph, rep, tally, schema):
     text = ""
     # Exporters count after sending: give them a moment to settle.
     deadline = time.time() + 3
@@ -469,6 +505,7 @@ def check_metrics(ph, rep, tally):
     if not tally["spans_unknown"] and got["accepted_spans"] != tally["spans"]:
         rep.phase_failed(ph.name, "metrics", "otelcol_receiver_accepted_spans %d, spans in accepted requests %d" %
                          (got["accepted_spans"], tally["spans"]))
+    check_dropped_fields(ph, rep, tally, text, schema)
     for e in EXPORTERS:
         sent = P.metric_sum(text, "otelcol_exporter_sent_spans", exporter=e)
         failed = P.metric_sum(text, "otelcol_exporter_send_failed_spans", exporter=e) or 0
@@ -497,7 +534,7 @@ def run_phase(ph, phase_cases, orc, schema, rep):
                 rep.phase_failed(ph.name, "crash", "spanfence exited with %s after case %d:\n%s" %
                                  (ph.collector.proc.returncode, case.idx, ph.collector.stderr_tail()))
                 return False
-        check_metrics(ph, rep, tally)
+        check_metrics(ph, rep, tally, schema)
     finally:
         sender.close()
     # Nothing more may arrive: every output has been matched to an accepted answer.

@@ -188,6 +188,25 @@ class Oracle:
                 m.trace_state = ""
         return req.SerializeToString(), count_spans(req)
 
+    def unknown_fields(self, data):
+        """{message type (as the codec labels it: Span.Event): unknown
+        fields the official parser keeps in input `data`}. Losing oneof
+        members are gone after parsing, so this is a lower bound of what a
+        decoder that reads every occurrence drops."""
+        counts = {}
+        todo = [self.parse(data)]
+        while todo:
+            m = todo.pop()
+            n = len(unknown_field_set(m))
+            if n:
+                d = m.DESCRIPTOR
+                label = d.full_name[len(d.file.package) + 1:]
+                counts[label] = counts.get(label, 0) + n
+            for fd, v in m.ListFields():
+                if fd.message_type is not None:
+                    todo += list(v) if fd.label == fd.LABEL_REPEATED else [v]
+        return counts
+
     def canonical(self, out):
         """out parsed, its unknown fields dropped and serialized again (the
         canonical encoding of what it says), or None when it does not parse."""
@@ -244,6 +263,14 @@ class Oracle:
         except Exception as e:   # noqa: BLE001
             probs.append(("old_schema_undecodable", str(e)))
         return probs
+
+
+def unknown_field_set(m):
+    try:
+        from google.protobuf import unknown_fields     # protobuf >= 4.22
+        return unknown_fields.UnknownFieldSet(m)
+    except ImportError:
+        return m.UnknownFields()
 
 
 def first_diff(a, b):

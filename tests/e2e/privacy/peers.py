@@ -91,6 +91,25 @@ class Collector:
             return ""
 
 
+def metric_series(text, name):
+    """[(labels, value)] of every series `name` in a Prometheus text."""
+    out = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        mname, _, rest = head.partition("{")
+        if mname != name:
+            continue
+        lab = {}
+        for part in rest.rstrip("}").split(","):
+            if "=" in part:
+                k, v = part.split("=", 1)
+                lab[k.strip()] = v.strip().strip('"')
+        out.append((lab, float(value)))
+    return out
+
+
 def metric_sum(text, name, **labels):
     """Sum of the series `name` whose labels include `labels`; None when the
     collector exports no such series."""
