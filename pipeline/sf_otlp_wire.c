@@ -60,6 +60,7 @@ typedef struct mdesc {
     const fdesc *f;
     int ctx;                    /* sf_otlp_ctx of its attributes and name, or -1 */
     uint32_t dropped;           /* field number of dropped_attributes_count, or 0 */
+    uint32_t name;              /* field number of the name an edit renames, or 0 */
 } mdesc;
 
 #define MSG1(c) { F_MSG, 0, R_PLAIN, SF_OTLP_MSG_##c }
@@ -102,8 +103,9 @@ static const fdesc f_status[] = { [2] = SCALAR(F_STRING, R_STATUS_MSG),
 static const fdesc f_array[] = { [1] = MSGN(R_PLAIN, ANY_VALUE) };
 static const fdesc f_kvlist[] = { [1] = MSGN(R_PLAIN, KEY_VALUE) };
 
-#define MD(t, c) { sizeof(t) / sizeof(t[0]), t, c, 0 }
-#define MDD(t, c, d) { sizeof(t) / sizeof(t[0]), t, c, d }
+#define MD(t, c) { sizeof(t) / sizeof(t[0]), t, c, 0, 0 }
+#define MDD(t, c, d) { sizeof(t) / sizeof(t[0]), t, c, d, 0 }
+#define MDDN(t, c, d, nm) { sizeof(t) / sizeof(t[0]), t, c, d, nm }
 
 /* KeyValue and AnyValue have their own functions (kv, any). */
 static const mdesc schema[SF_OTLP_MSG_COUNT] = {
@@ -113,8 +115,8 @@ static const mdesc schema[SF_OTLP_MSG_COUNT] = {
     [SF_OTLP_MSG_ENTITY_REF] = MD(f_entity_ref, -1),
     [SF_OTLP_MSG_SCOPE_SPANS] = MD(f_scope_spans, -1),
     [SF_OTLP_MSG_SCOPE] = MDD(f_scope, SF_OTLP_SCOPE, 4),
-    [SF_OTLP_MSG_SPAN] = MDD(f_span, SF_OTLP_SPAN, 10),
-    [SF_OTLP_MSG_EVENT] = MDD(f_event, SF_OTLP_SPANEVENT, 4),
+    [SF_OTLP_MSG_SPAN] = MDDN(f_span, SF_OTLP_SPAN, 10, 5),
+    [SF_OTLP_MSG_EVENT] = MDDN(f_event, SF_OTLP_SPANEVENT, 4, 2),
     [SF_OTLP_MSG_LINK] = MDD(f_link, SF_OTLP_LINK, 5),
     [SF_OTLP_MSG_STATUS] = MD(f_status, -1),
     [SF_OTLP_MSG_ARRAY_VALUE] = MD(f_array, -1),
@@ -726,13 +728,21 @@ typedef struct slot {
     size_t total;               /* LEN: payload bytes of every occurrence */
 } slot;
 
+/* Whether names of context ctx go through the edit's rename. A name the
+ * input leaves out is then renamed from "", the name a decoder sees, so an
+ * edit's result does not depend on how the input spelled a default. */
+static bool renames(const cx *c, int ctx)
+{
+    return c->edit != NULL && !c->discard && ctx >= 0 && (c->edit->rename & SF_OTLP_CTX_BIT(ctx));
+}
+
 /* The new name of a span or span event. */
 static sf_status renamed(cx *c, int ctx, const uint8_t **p, size_t *n)
 {
     const sf_otlp_edit *e = c->edit;
     sf_status st;
 
-    if (e == NULL || c->discard || ctx < 0 || !(e->rename & SF_OTLP_CTX_BIT(ctx)))
+    if (!renames(c, ctx))
         return SF_OK;
     c->name.len = 0;
     st = e->rename_fn(e->ctx, &c->state, (sf_otlp_ctx)ctx, *p, *n, &c->name);
@@ -862,7 +872,7 @@ static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *
                 return st;
             continue;
         }
-        if (sl->count == 0)
+        if (sl->count == 0 && !(num == m->name && renames(c, m->ctx)))
             continue;
         if (d->repeated) {
             st = repeated(c, d, num, sl, m->ctx, depth, &removed, &cls);
@@ -872,7 +882,7 @@ static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *
             st = child_merged(c, num, d->child, sl->first, sl->last_end, sl->count, sl->total,
                               sl->val, sl->val + sl->u, depth, &r);
         } else if (d->type == F_STRING || d->type == F_BYTES) {
-            const uint8_t *v = sl->val;
+            const uint8_t *v = sl->count ? sl->val : (const uint8_t *)"";
             size_t n = (size_t)sl->u;
 
             if (cleared(c, d, m->ctx))
@@ -1021,6 +1031,11 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
 
     if (kind == SF_OTLP_MSG_RESOURCE_SPANS)
         c->match_bits = 0;
+    if (m->name != 0 && renames(c, m->ctx)) {
+        s[m->name].val = (const uint8_t *)"";   /* absent: "" (see renames) */
+        s[m->name].u = 0;
+        pending |= 1u << m->name;
+    }
     while (p < end) {
         const fdesc *d;
 

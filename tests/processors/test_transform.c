@@ -1,8 +1,10 @@
 /* tests/processors/test_transform.c: the transform processor on the data
- * path: requests are built with protobuf-c, packed, decoded into a batch
- * arena (as a receiver does), run through consume, and checked key by key;
- * plus the fail-closed proofs (allocation-failure injection, an exhausted
- * arena, corrupt trees) and fail-open under error_mode ignore/silent. */
+ * path: requests are built with protobuf-c as trees, packed into bytes, run
+ * through consume (which applies the transform's edit with the wire codec,
+ * sf_otlp_wire.h), and the canonical output is decoded back into a tree and
+ * checked key by key; plus the fail-closed proofs (allocation-failure
+ * injection, an exhausted arena, corrupt bytes at every level, under every
+ * error_mode). */
 #define _GNU_SOURCE     /* memmem */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +29,8 @@ static const char *const policy[] = {
 };
 #define N_POLICY (sizeof(policy) / sizeof(policy[0]))
 
+#define FIXTURE_SPANS 4         /* spans in mk_request() */
+
 /* Allowed keys per context, independent of the code under test. */
 static const char *const allowed[SF_TRANSFORM_CTX_COUNT][4] = {
     [SF_TRANSFORM_RESOURCE] = { "service.name" },
@@ -44,7 +48,8 @@ typedef struct tfx {
     uint8_t *wire;                  /* the packed fixture request */
     size_t wire_len;
     sf_arena *arena;                /* the batch's arena */
-    sf_batch batch;
+    sf_batch batch;                 /* batch.req: the tree tests read and modify */
+    uint8_t *packed;                /* what consume() last packed: batch.raw */
 } tfx;
 
 /* ---- building requests -------------------------------------------------- */
@@ -220,10 +225,11 @@ static sf_transform_program *program_of(fx_sink *s, const char *const *stmts, si
     return prog;
 }
 
-static void use_program(tfx *f, const char *const *stmts, size_t n, int error_mode)
+/* A new transform component over `prog` (it compiles its edit at create). */
+static void use_built(tfx *f, sf_transform_program *prog, int error_mode)
 {
     f->cfg.error_mode = error_mode;
-    f->cfg.program = program_of(&f->s, stmts, n);
+    f->cfg.program = prog;
     if (f->comp.type != NULL)
         f->comp.type->destroy(&f->comp);
     memset(&f->comp, 0, sizeof(f->comp));
@@ -231,6 +237,11 @@ static void use_program(tfx *f, const char *const *stmts, size_t n, int error_mo
     f->comp.id = "transform/test";
     f->comp.config = &f->cfg;
     assert_int_equal(sf_transform_processor_type.create(&f->comp, &f->cfg), SF_OK);
+}
+
+static void use_program(tfx *f, const char *const *stmts, size_t n, int error_mode)
+{
+    use_built(f, program_of(&f->s, stmts, n), error_mode);
 }
 
 static int setup(void **state)
@@ -248,7 +259,7 @@ static int setup(void **state)
     f->arena = sf_arena_create(8192, 0);
     assert_int_equal(sf_batch_decode(&f->batch, f->arena, f->wire, f->wire_len,
                                      SF_OTLP_DEFAULT_MAX_DEPTH), SF_OK);
-    assert_int_equal(f->batch.spans, 4);
+    assert_int_equal(f->batch.spans, FIXTURE_SPANS);
     *state = f;
     return 0;
 }
@@ -260,6 +271,7 @@ static int teardown(void **state)
     sf_transform_processor_type.destroy(&f->comp);
     sf_batch_release(&f->batch);
     sf_arena_destroy(f->arena);
+    sf_free(f->packed);
     sf_free(f->wire);
     sf_arena_destroy(f->build);
     fx_sink_release(&f->s);
@@ -267,9 +279,58 @@ static int teardown(void **state)
     return 0;
 }
 
+/* A fresh batch over data[0, len) (taken: f->packed) holding `spans` spans
+ * through the transform's consume, which rewrites it; on SF_OK the
+ * rewritten bytes are decoded and f->batch.req is the new tree (pointers
+ * into the old one must be fetched again). On failure f->batch.req stays
+ * the tree the test built, so it can corrupt it further.
+ * In a pipeline the core's codec pass has set batch.spans before any
+ * processor runs (sf_batch.h); consume counts its incoming and dropped spans
+ * from it, so the harness sets it from what it packed. */
+static sf_status consume_bytes(tfx *f, uint8_t *data, size_t len, size_t spans)
+{
+    sf_otlp_request *before = f->batch.req;
+    sf_status st;
+
+    sf_batch_release(&f->batch);
+    sf_free(f->packed);
+    f->packed = data;
+    sf_batch_init(&f->batch, f->arena, data, len, SF_OTLP_DEFAULT_MAX_DEPTH);
+    f->batch.spans = spans;
+    st = sf_transform_processor_type.consume(&f->comp, &f->batch);
+    if (st != SF_OK) {
+        f->batch.req = before;
+        return st;
+    }
+    assert_ptr_equal(f->batch.edited_by, &f->comp);
+    assert_int_equal(sf_batch_request(&f->batch), SF_OK);
+    return SF_OK;
+}
+
+/* The test's (possibly modified) tree, packed with protobuf-c, through
+ * consume_bytes. */
 static sf_status consume(tfx *f)
 {
-    return sf_transform_processor_type.consume(&f->comp, &f->batch);
+    const sf_otlp_request *req = f->batch.req;
+    size_t n = opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(req);
+    uint8_t *data = sf_malloc(n + 1);
+
+    assert_non_null(data);
+    assert_int_equal(
+        opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(req, data),
+        n);
+    return consume_bytes(f, data, n, sf_otlp_count_spans(req));
+}
+
+/* consume_bytes on a copy of the first `len` bytes of the fixture request
+ * (of FIXTURE_SPANS spans). */
+static sf_status consume_prefix(tfx *f, size_t len)
+{
+    uint8_t *data = sf_malloc(len + 1);
+
+    assert_non_null(data);
+    memcpy(data, f->wire, len);
+    return consume_bytes(f, data, len, FIXTURE_SPANS);
 }
 
 /* ---- checks -------------------------------------------------------------- */
@@ -365,6 +426,8 @@ static void test_keep_keys_everywhere(void **state)
     before_len[2] = pack_kv(a->attributes[4], before[2], sizeof(before[2]));  /* int */
 
     assert_int_equal(consume(f), SF_OK);
+    req = f->batch.req;
+    a = span_at(&f->batch, 0, 0);
 
     /* resource: 3 -> 1, dropped 1 + 2 */
     assert_attr_keys(req->resource_spans[0]->resource->attributes,
@@ -437,6 +500,7 @@ static void test_filtered_batch_packs_and_decodes(void **state)
     assert_request_filtered(b2.req);
     assert_int_equal(span_at(&b2, 0, 0)->n_attributes, 3);
     assert_int_equal(span_at(&b2, 0, 0)->dropped_attributes_count, 6);
+    sf_batch_release(&b2);
     sf_buf_unref(buf);
     sf_arena_destroy(a2);
 }
@@ -453,6 +517,7 @@ static void test_empty_allowlist_drops_all_and_delete_key(void **state)
 
     use_program(f, stmts, 3, SF_ERROR_MODE_PROPAGATE);
     assert_int_equal(consume(f), SF_OK);
+    a = span_at(&f->batch, 0, 0);
     assert_int_equal(f->batch.req->resource_spans[0]->resource->n_attributes, 0);
     assert_int_equal(f->batch.req->resource_spans[0]->resource->dropped_attributes_count, 4);
     assert_attr_keys(a->attributes, a->n_attributes, 5, SPAN_KEEP_A, "Gen_AI.Request.Model",
@@ -480,6 +545,7 @@ static void test_keep_keys_twice_intersects(void **state)
 
     use_program(f, stmts, 2, SF_ERROR_MODE_PROPAGATE);
     assert_int_equal(consume(f), SF_OK);
+    a = span_at(&f->batch, 0, 0);
     assert_attr_keys(a->attributes, a->n_attributes, 2, SPAN_KEEP_A, "prompt");
     assert_int_equal(a->dropped_attributes_count, 3 + 4);
 }
@@ -491,37 +557,64 @@ static void test_dropped_count_saturates(void **state)
 
     a->dropped_attributes_count = UINT32_MAX - 1;
     assert_int_equal(consume(f), SF_OK);
+    a = span_at(&f->batch, 0, 0);
     assert_int_equal(a->dropped_attributes_count, UINT32_MAX);
 }
 
 /* ---- fail closed ----------------------------------------------------------- */
 
-static void test_consume_allocates_nothing(void **state)
+/* consume writes new bytes (the codec's output buffer), nothing in the
+ * batch's arena; releasing the batch gives every byte back, on success and
+ * on refusal alike. */
+static void test_consume_frees_what_it_allocates(void **state)
 {
     tfx *f = *state;
-    size_t used = sf_arena_used(f->arena);
+    size_t before = sf_alloc_in_use(), used = sf_arena_used(f->arena);
+    sf_batch b;
 
+    sf_batch_init(&b, f->arena, f->wire, f->wire_len, SF_OTLP_DEFAULT_MAX_DEPTH);
     sf_alloc_fail_at(0, 0);
-    assert_int_equal(consume(f), SF_OK);
-    assert_int_equal(sf_alloc_count(), 0);
+    assert_int_equal(sf_transform_processor_type.consume(&f->comp, &b), SF_OK);
+    /* one allocation: the output, sized from the input, which the filtered
+     * request does not outgrow */
+    assert_int_equal(sf_alloc_count(), 1);
+    assert_int_equal(sf_arena_used(f->arena), used);
+    assert_non_null(b.wire);
+    assert_true(b.wire->len < f->wire_len);
+    assert_true(sf_alloc_in_use() > before);
+    sf_batch_release(&b);
+    assert_int_equal(sf_alloc_in_use(), before);
+
+    /* refused (cut short): nothing kept, nothing left over */
+    sf_batch_init(&b, f->arena, f->wire, f->wire_len - 1, SF_OTLP_DEFAULT_MAX_DEPTH);
+    assert_int_equal(sf_transform_processor_type.consume(&f->comp, &b), SF_FILTER);
+    assert_null(b.wire);
+    sf_batch_release(&b);
+    assert_int_equal(sf_alloc_in_use(), before);
     assert_int_equal(sf_arena_used(f->arena), used);
 }
 
-/* Fail every allocation of "create arena, decode, consume" in turn: each run
- * either fails before consume, or consume fails the batch, or what it passes
- * on holds only allowlisted keys. */
+/* Fail every allocation of "create arena, consume, decode the output" in
+ * turn: each run either fails before consume, or consume fails the batch
+ * (SF_ENOMEM or SF_FILTER) and passes nothing on, or what it passes on
+ * holds only allowlisted keys (decoding it for reading may then fail with
+ * SF_ENOMEM: the reader's failure, not the filter's). Nothing leaks. */
 static void test_alloc_failure_injection(void **state)
 {
     tfx *f = *state;
     uint64_t total;
-    size_t ok = 0, failed_before = 0;
+    size_t ok = 0, failed_before = 0, failed_consume = 0, failed_read = 0;
+    size_t in_use = sf_alloc_in_use();
 
     sf_alloc_fail_at(0, 0);
     {
         sf_arena *a = sf_arena_create(512, 0);
         sf_batch b;
-        assert_int_equal(sf_batch_decode(&b, a, f->wire, f->wire_len, SF_OTLP_DEFAULT_MAX_DEPTH), SF_OK);
+
+        sf_batch_init(&b, a, f->wire, f->wire_len, SF_OTLP_DEFAULT_MAX_DEPTH);
         assert_int_equal(sf_transform_processor_type.consume(&f->comp, &b), SF_OK);
+        assert_int_equal(sf_batch_request(&b), SF_OK);
+        sf_batch_release(&b);
         sf_arena_destroy(a);
     }
     total = sf_alloc_count();
@@ -537,31 +630,37 @@ static void test_alloc_failure_injection(void **state)
             failed_before++;
             continue;
         }
-        st = sf_batch_decode(&b, a, f->wire, f->wire_len, SF_OTLP_DEFAULT_MAX_DEPTH);
-        if (st != SF_OK) {
-            assert_int_equal(st, SF_ENOMEM);
-            failed_before++;
-            sf_arena_destroy(a);
-            continue;
-        }
+        sf_batch_init(&b, a, f->wire, f->wire_len, SF_OTLP_DEFAULT_MAX_DEPTH);
         st = sf_transform_processor_type.consume(&f->comp, &b);
-        if (st != SF_FILTER) {
-            assert_int_equal(st, SF_OK);
+        if (st != SF_OK) {
+            if (st != SF_FILTER)
+                assert_int_equal(st, SF_ENOMEM);
+            assert_null(b.wire);            /* nothing to pass on */
+            failed_consume++;
+        } else if ((st = sf_batch_request(&b)) != SF_OK) {
+            assert_int_equal(st, SF_ENOMEM);
+            failed_read++;
+        } else {
             assert_request_filtered(b.req);
+            assert_int_equal(span_at(&b, 0, 0)->n_attributes, 3);
             ok++;
         }
+        sf_batch_release(&b);
         sf_arena_destroy(a);
+        assert_int_equal(sf_alloc_in_use(), in_use);
     }
     sf_alloc_fail_at(0, 0);
-    assert_int_equal(failed_before, total);
+    assert_int_equal(failed_before + failed_consume + failed_read, total);
+    assert_true(failed_consume >= 1);   /* the codec's output buffer */
     assert_int_equal(ok, 1);            /* k = total + 1: nothing failed */
 }
 
-/* An arena with no room left: filtering still works, since it needs none. */
+/* An arena with no room left: filtering still works, since the codec writes
+ * into its own buffer; only reading the result as a tree needs an arena. */
 static void test_exhausted_arena(void **state)
 {
     tfx *f = *state;
-    sf_arena *a = sf_arena_create(8192, 65536);
+    sf_arena *a = sf_arena_create(8192, 65536), *reader = sf_arena_create(8192, 0);
     sf_batch b;
     int n = 0;
 
@@ -571,69 +670,104 @@ static void test_exhausted_arena(void **state)
     assert_null(sf_arena_alloc(a, 1));
     assert_true(sf_arena_failed(a));
     assert_int_equal(sf_transform_processor_type.consume(&f->comp, &b), SF_OK);
+    assert_int_equal(sf_batch_request(&b), SF_ENOMEM);      /* no room for a tree */
+    b.arena = reader;
+    assert_int_equal(sf_batch_request(&b), SF_OK);
     assert_request_filtered(b.req);
     assert_int_equal(span_at(&b, 0, 0)->n_attributes, 3);
+    sf_batch_release(&b);
+    sf_arena_destroy(reader);
     sf_arena_destroy(a);
 }
 
-static void assert_filter_failed(tfx *f)
+/* consume refused the batch: nothing passed on or counted as filtered, its
+ * spans counted as dropped. A refused batch's spans are those the codec saw
+ * before it stopped (sf_batch_rewrite), so they are the dropped count, which
+ * this returns; in a pipeline the core refuses such bytes itself before any
+ * processor runs (run_route), so no other count exists. */
+static uint64_t assert_filter_failed(tfx *f)
 {
+    uint64_t dropped;
+
     assert_int_equal(consume(f), SF_FILTER);
+    assert_null(f->batch.wire);
     assert_int_equal(sf_counter_get(&f->comp.counters.incoming_items), 4);
     assert_int_equal(sf_counter_get(&f->comp.counters.outgoing_items), 0);
-    assert_int_equal(sf_counter_get(&f->comp.counters.dropped_spans[SF_REASON_FILTER_FAILED]), 4);
+    dropped = sf_counter_get(&f->comp.counters.dropped_spans[SF_REASON_FILTER_FAILED]);
+    assert_int_equal(dropped, f->batch.spans);
+    assert_true(dropped >= 1 && dropped <= 4);
     assert_int_equal(sf_counter_get(&f->comp.counters.removed_attributes), 0);
+    return dropped;
 }
 
+/* The tree path had to survive dangling pointers (a NULL attribute array,
+ * KeyValue, key, message); bytes have none. What consume meets instead is
+ * corrupt bytes in the same places, built here by packing a tree whose
+ * strings are not UTF-8 or whose ids have the wrong length: each fails the
+ * whole batch closed. */
 static void test_corrupt_attributes_fail_closed(void **state)
 {
     tfx *f = *state;
 
-    span_at(&f->batch, 0, 1)->attributes = NULL;     /* n_attributes is 1 */
+    span_at(&f->batch, 0, 1)->attributes[0]->value->string_value = "\xed\xa0\x80"; /* surrogate */
     assert_filter_failed(f);
 }
 
-static void test_null_kv_fails_closed(void **state)
+static void test_corrupt_kv_fails_closed(void **state)
 {
     tfx *f = *state;
 
-    span_at(&f->batch, 1, 0)->attributes[0] = NULL;
+    span_at(&f->batch, 1, 0)->attributes[0]->key = "user.\xc0\xae";     /* overlong */
     assert_filter_failed(f);
 }
 
-static void test_null_key_fails_closed(void **state)
+static void test_corrupt_key_fails_closed(void **state)
 {
     tfx *f = *state;
 
-    span_at(&f->batch, 0, 0)->events[1]->attributes[2]->key = NULL;
+    span_at(&f->batch, 0, 0)->events[1]->attributes[2]->key = "event.\xe5\x90"; /* cut short */
     assert_filter_failed(f);
 }
 
-static void test_null_messages_fail_closed(void **state)
+static void test_corrupt_messages_fail_closed(void **state)
 {
     tfx *f = *state;
 
-    span_at(&f->batch, 0, 0)->links[0] = NULL;
-    assert_filter_failed(f);
-    f->batch.req->resource_spans[1]->scope_spans[0]->spans[0] = NULL;
+    uint64_t dropped;
+
+    span_at(&f->batch, 0, 0)->links[0]->span_id.len = 7;            /* a link */
+    dropped = assert_filter_failed(f);
+    span_at(&f->batch, 1, 0)->trace_id.len = 15;                    /* a span */
     assert_int_equal(consume(f), SF_FILTER);
-    f->batch.req->resource_spans[1] = NULL;
+    dropped += f->batch.spans;
+    span_at(&f->batch, 0, 0)->links[0]->span_id.len = 8;
     assert_int_equal(consume(f), SF_FILTER);
-    f->batch.req = NULL;
+    assert_int_equal(f->batch.spans, 4);        /* the span D's trace id is the first fault */
+    dropped += f->batch.spans;
+    span_at(&f->batch, 1, 0)->trace_id.len = 16;
+    f->batch.req->resource_spans[1]->schema_url = "\xff";           /* a ResourceSpans */
     assert_int_equal(consume(f), SF_FILTER);
-    assert_int_equal(sf_counter_get(&f->comp.counters.dropped_spans[SF_REASON_FILTER_FAILED]), 16);
+    dropped += f->batch.spans;
+    assert_int_equal(consume_prefix(f, f->wire_len - 1), SF_FILTER); /* the request */
+    dropped += f->batch.spans;
+    assert_int_equal(sf_counter_get(&f->comp.counters.dropped_spans[SF_REASON_FILTER_FAILED]),
+                     dropped);
+    assert_int_equal(sf_counter_get(&f->comp.counters.outgoing_items), 0);
 }
 
 static void test_no_request_fails_even_when_ignoring(void **state)
 {
     tfx *f = *state;
+    uint8_t *junk = sf_malloc(1);
 
     use_program(f, policy, N_POLICY, SF_ERROR_MODE_IGNORE);
-    f->batch.req = NULL;
-    assert_int_equal(consume(f), SF_FILTER);
+    assert_int_equal(consume_prefix(f, f->wire_len - 1), SF_FILTER);   /* cut short */
+    junk[0] = 1 << 3 | 7;                                             /* wire type 7 */
+    assert_int_equal(consume_bytes(f, junk, 1, 0), SF_FILTER);
 }
 
-/* A group's propagate wins over the processor's ignore for its statements. */
+/* A group's propagate wins over the processor's ignore for its statements;
+ * corrupt bytes fail closed under either. */
 static void test_group_error_mode_overrides(void **state)
 {
     tfx *f = *state;
@@ -644,45 +778,57 @@ static void test_group_error_mode_overrides(void **state)
     sf_transform_program *prog = NULL;
 
     assert_int_equal(sf_transform_program_build(node, &s->sink, &prog), SF_OK);
-    use_program(f, policy, N_POLICY, SF_ERROR_MODE_IGNORE);
-    f->cfg.program = prog;
-    span_at(&f->batch, 0, 1)->attributes = NULL;
+    use_built(f, prog, SF_ERROR_MODE_IGNORE);
+    assert_int_equal(sf_transform_op_error_mode(&f->cfg, sf_transform_op_get(prog, SF_TRANSFORM_SPAN, 0)),
+                     SF_ERROR_MODE_PROPAGATE);
+    span_at(&f->batch, 0, 1)->attributes[0]->value->string_value = "\xed\xa0\x80";
     assert_int_equal(consume(f), SF_FILTER);
 }
 
-/* ---- fail open (ignore / silent): skip the statement for that item only --- */
+/* ---- error_mode ignore / silent -------------------------------------------- */
 
-static void check_fail_open(tfx *f, int mode)
+/* On the tree path a statement could meet an item it could not run on (a
+ * NULL key, a NULL link) and, under ignore/silent, be skipped for that item
+ * only. Bytes have no such item: the codec reads the whole request before
+ * any of it is passed on, and keep_keys, delete_key and set cannot fail on
+ * valid input. So under ignore and silent a corrupt request is still
+ * refused whole (nothing partly filtered passes), and a valid one is
+ * filtered exactly as under propagate. */
+static void check_error_mode(tfx *f, int mode)
 {
     sf_otlp_span *a = span_at(&f->batch, 0, 0);
+    uint64_t dropped;
 
     use_program(f, policy, N_POLICY, mode);
-    a->attributes[1]->key = NULL;       /* span A's keep_keys cannot run */
-    a->links[0] = NULL;                 /* link statements cannot run */
-    assert_int_equal(consume(f), SF_OK);
-    /* span A left exactly as it was */
-    assert_int_equal(a->n_attributes, 6);
-    assert_int_equal(a->dropped_attributes_count, 3);
-    assert_string_equal(a->attributes[5]->key, "prompt");
-    /* everything else still filtered, A's status and events included */
+    a->attributes[1]->key = "user.\xc0\xae";    /* where the tree path had a NULL key */
+    a->links[0]->span_id.len = 7;               /* ... and a NULL link */
+    dropped = assert_filter_failed(f);
+
+    assert_int_equal(consume_prefix(f, f->wire_len), SF_OK);
+    a = span_at(&f->batch, 0, 0);
+    assert_attr_keys(a->attributes, a->n_attributes, 3, SPAN_KEEP_A, UNICODE_KEY, "http.status_code");
+    assert_int_equal(a->dropped_attributes_count, 6);
     assert_string_equal(a->status->message, "");
     assert_attr_keys(a->events[0]->attributes, a->events[0]->n_attributes, 1, "event.keep");
+    assert_attr_keys(a->links[0]->attributes, a->links[0]->n_attributes, 1, "link.keep");
     assert_int_equal(f->batch.req->resource_spans[0]->resource->n_attributes, 1);
     assert_int_equal(span_at(&f->batch, 1, 0)->n_attributes, 0);
     assert_int_equal(sf_counter_get(&f->comp.counters.outgoing_items), 4);
-    /* 2 resource + 1 scope + 2*2 events + 1 (D) */
-    assert_int_equal(sf_counter_get(&f->comp.counters.removed_attributes), 8);
-    assert_int_equal(sf_counter_get(&f->comp.counters.dropped_spans[SF_REASON_FILTER_FAILED]), 0);
+    /* as under propagate: 2 + 1 + 3 + 2*2 + 1 + 1 */
+    assert_int_equal(sf_counter_get(&f->comp.counters.removed_attributes), 12);
+    assert_int_equal(sf_counter_get(&f->comp.counters.dropped_spans[SF_REASON_FILTER_FAILED]),
+                     dropped);
+    assert_request_filtered(f->batch.req);
 }
 
-static void test_fail_open_ignore(void **state)
+static void test_error_mode_ignore(void **state)
 {
-    check_fail_open(*state, SF_ERROR_MODE_IGNORE);
+    check_error_mode(*state, SF_ERROR_MODE_IGNORE);
 }
 
-static void test_fail_open_silent(void **state)
+static void test_error_mode_silent(void **state)
 {
-    check_fail_open(*state, SF_ERROR_MODE_SILENT);
+    check_error_mode(*state, SF_ERROR_MODE_SILENT);
 }
 
 int main(void)
@@ -693,17 +839,17 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_empty_allowlist_drops_all_and_delete_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keep_keys_twice_intersects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dropped_count_saturates, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_consume_allocates_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_consume_frees_what_it_allocates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alloc_failure_injection, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exhausted_arena, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_attributes_fail_closed, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_null_kv_fails_closed, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_null_key_fails_closed, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_null_messages_fail_closed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_kv_fails_closed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_key_fails_closed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_messages_fail_closed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_request_fails_even_when_ignoring, setup, teardown),
         cmocka_unit_test_setup_teardown(test_group_error_mode_overrides, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fail_open_ignore, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fail_open_silent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_mode_ignore, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_mode_silent, setup, teardown),
     };
 
     sf_log_set_level(SF_LOG_ERROR);     /* the fail paths warn by design */
