@@ -1132,6 +1132,7 @@ static inline __attribute__((always_inline)) bool any_canonical(const uint8_t *p
     const uint8_t *q = p + 1;
     uint64_t v;
 
+    res->str = NULL;
     if (end - p < 2)
         return false;
     switch (p[0]) {
