@@ -809,6 +809,45 @@ static sf_status repeated(cx *c, const fdesc *d, uint32_t num, const slot *s, in
     return SF_OK;
 }
 
+/* A message written: its removed attributes counted, a ResourceSpans' spans
+ * counted as matching when its resource matched, an array's class. */
+static inline sf_status msg_done(cx *c, unsigned kind, uint64_t removed, size_t spans_before,
+                                 int cls, result *res)
+{
+    if (removed > 0)
+        c->st->removed_attributes += removed;
+    if (kind == SF_OTLP_MSG_RESOURCE_SPANS && c->n_match > 0 &&
+        c->match_bits == (c->n_match >= 64 ? ~0ull : (1ull << c->n_match) - 1))
+        c->matching += c->st->spans - spans_before;
+    if (res != NULL)
+        res->cls = kind == SF_OTLP_MSG_ARRAY_VALUE && cls != CLS_SCALAR ? CLS_OTHER : cls;
+    return SF_OK;
+}
+
+/* The next field of a message of kind `kind` at *pp, read and checked
+ * against the schema; *d is NULL for a field the schema does not define
+ * (counted, skipped). */
+static inline __attribute__((always_inline)) sf_status read_field(cx *c, unsigned kind,
+                                                                  const uint8_t **pp,
+                                                                  const uint8_t *end, fld *f,
+                                                                  const fdesc **d)
+{
+    const mdesc *m = &schema[kind];
+    sf_status st = next_field(c, *pp, end, f, 0);
+
+    if (st != SF_OK)
+        return st;
+    if (f->wt == WT_EGROUP)
+        return bad(c, "end of group outside a group");
+    *pp = f->end;
+    *d = f->num < m->n && m->f[f->num].type != F_NONE ? &m->f[f->num] : NULL;
+    if (*d == NULL) {
+        c->st->dropped_fields[kind]++;
+        return SF_OK;
+    }
+    return check_value(c, *d, f);
+}
+
 /* Any message but KeyValue and AnyValue, by its schema table. */
 static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *end,
                          unsigned depth, result *res)
@@ -826,20 +865,11 @@ static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *
     while (p < end) {
         const fdesc *d;
 
-        st = next_field(c, p, end, &f, 0);
+        st = read_field(c, kind, &p, end, &f, &d);
         if (st != SF_OK)
             return st;
-        if (f.wt == WT_EGROUP)
-            return bad(c, "end of group outside a group");
-        p = f.end;
-        d = f.num < m->n ? &m->f[f.num] : NULL;
-        if (d == NULL || d->type == F_NONE) {
-            c->st->dropped_fields[kind]++;
+        if (d == NULL)
             continue;
-        }
-        st = check_value(c, d, &f);
-        if (st != SF_OK)
-            return st;
         slot *sl = &s[f.num];
         if (sl->count++ == 0)
             sl->first = f.start;
@@ -916,14 +946,7 @@ static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *
         if (st != SF_OK)
             return st;
     }
-    if (removed > 0)
-        c->st->removed_attributes += removed;
-    if (kind == SF_OTLP_MSG_RESOURCE_SPANS && c->n_match > 0 &&
-        c->match_bits == (c->n_match >= 64 ? ~0ull : (1ull << c->n_match) - 1))
-        c->matching += c->st->spans - spans_before;
-    if (res != NULL)
-        res->cls = kind == SF_OTLP_MSG_ARRAY_VALUE && cls != CLS_SCALAR ? CLS_OTHER : cls;
-    return SF_OK;
+    return msg_done(c, kind, removed, spans_before, cls, res);
 }
 
 /* A scalar field of message m: its canonical bytes (nothing for a default). */
@@ -1039,20 +1062,11 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
     while (p < end) {
         const fdesc *d;
 
-        st = next_field(c, p, end, &f, 0);
+        st = read_field(c, kind, &p, end, &f, &d);
         if (st != SF_OK)
             return st;
-        if (f.wt == WT_EGROUP)
-            return bad(c, "end of group outside a group");
-        p = f.end;
-        d = f.num < m->n ? &m->f[f.num] : NULL;
-        if (d == NULL || d->type == F_NONE) {
-            c->st->dropped_fields[kind]++;
+        if (d == NULL)
             continue;
-        }
-        st = check_value(c, d, &f);
-        if (st != SF_OK)
-            return st;
         if (f.num < upto)
             return SF_RESTART;
         if (d->type != F_MSG && !d->repeated) {
@@ -1112,14 +1126,7 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
     st = flush(c, m, s, &pending, 32, removed, &dropped_done);
     if (st != SF_OK)
         return st;
-    if (removed > 0)
-        c->st->removed_attributes += removed;
-    if (kind == SF_OTLP_MSG_RESOURCE_SPANS && c->n_match > 0 &&
-        c->match_bits == (c->n_match >= 64 ? ~0ull : (1ull << c->n_match) - 1))
-        c->matching += c->st->spans - spans_before;
-    if (res != NULL)
-        res->cls = kind == SF_OTLP_MSG_ARRAY_VALUE && cls != CLS_SCALAR ? CLS_OTHER : cls;
-    return SF_OK;
+    return msg_done(c, kind, removed, spans_before, cls, res);
 }
 
 
