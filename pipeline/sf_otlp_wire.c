@@ -1034,6 +1034,33 @@ static sf_status flush(cx *c, const mdesc *m, const slot *s, uint32_t *pending, 
     return SF_OK;
 }
 
+/* Whether a singular scalar field can leave exactly as it came: canonical
+ * (one-byte tag, minimal varints, not a default) and nothing to change in
+ * it. Fields from 16 (Span.flags, which protobufjs writes after field 4)
+ * are held instead, so that order stays the streaming walk's. */
+static inline bool as_is(const cx *c, const mdesc *m, const fdesc *d, const fld *f)
+{
+    if (f->num >= 16 || d->role == R_DROPPED || f->u == 0 ||
+        (size_t)(f->val - f->start) != 1 + (f->wt == WT_LEN ? varint_size(f->u) : 0))
+        return false;
+    if (d->role == R_NAME && renames(c, m->ctx))
+        return false;
+    if ((d->role == R_TRACE_STATE || d->role == R_STATUS_MSG) && cleared(c, d, m->ctx))
+        return false;
+    return f->wt != WT_VARINT || (size_t)(f->end - f->val) == varint_size(f->u);
+}
+
+/* Write the run of scalars copied as they are, if any, and end it. */
+static inline sf_status run_flush(cx *c, const uint8_t **run, const uint8_t *run_end)
+{
+    const uint8_t *r = *run;
+
+    if (r == NULL)
+        return SF_OK;
+    *run = NULL;
+    return put(c, r, (size_t)(run_end - r));
+}
+
 /* The usual case, one pass: fields arrive in number order, except singular
  * scalars, which may come anywhere before the next sub-message or repeated
  * field that follows them in number order (held, then written in place).
@@ -1044,6 +1071,7 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
 {
     const mdesc *m = &schema[kind];
     slot s[m->n];               /* only the entries in `pending` are read */
+    const uint8_t *run = NULL, *run_end = NULL;    /* scalars copied as they are */
     uint32_t pending = 0, seen = 0, upto = 0;
     uint64_t removed = 0;
     bool dropped_done = false;
@@ -1065,16 +1093,36 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
         st = read_field(c, kind, &p, end, &f, &d);
         if (st != SF_OK)
             return st;
-        if (d == NULL)
+        if (d == NULL) {
+            /* the run is contiguous input */
+            if ((st = run_flush(c, &run, run_end)) != SF_OK)
+                return st;
             continue;
-        if (f.num < upto)
+        }
+        if (f.num < upto || (f.num == upto && d->type != F_MSG && !d->repeated))
             return SF_RESTART;
         if (d->type != F_MSG && !d->repeated) {
+            /* In order, canonical, unchanged, before every held scalar
+             * and the dropped count still to come: part of a run copied
+             * as it is. */
+            if ((pending & ((2u << f.num) - 1)) == 0 &&
+                !(removed > 0 && m->dropped != 0 && m->dropped < f.num && !dropped_done) &&
+                as_is(c, m, d, &f)) {
+                if (run == NULL)
+                    run = f.start;
+                run_end = f.end;
+                upto = f.num;
+                continue;
+            }
+            if ((st = run_flush(c, &run, run_end)) != SF_OK)
+                return st;
             s[f.num].val = f.val;       /* the last one wins */
             s[f.num].u = f.u;
             pending |= 1u << f.num;
             continue;
         }
+        if ((st = run_flush(c, &run, run_end)) != SF_OK)
+            return st;
         if (f.num != upto) {
             if ((pending & ((1u << f.num) - 1)) != 0 ||
                 (removed > 0 && m->dropped != 0 && m->dropped < f.num && !dropped_done)) {
@@ -1123,6 +1171,8 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
         if (st != SF_OK)
             return st;
     }
+    if ((st = run_flush(c, &run, run_end)) != SF_OK)
+        return st;
     st = flush(c, m, s, &pending, 32, removed, &dropped_done);
     if (st != SF_OK)
         return st;
