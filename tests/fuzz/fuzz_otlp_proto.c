@@ -10,7 +10,8 @@
  * NUL (protobuf-c's strings end at one). A second edit using every feature
  * of the codec's (keep_attribute, scalar_values_only, renames, cleared
  * fields) must give the same result on the input as on its canonical form:
- * an edit sees what a decoder sees, not how the bytes spelled it. */
+ * an edit sees what a decoder sees, not how the bytes spelled it. And where
+ * protobuf-c reads the input faithfully, its repack is the codec's output. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,17 +87,18 @@ static void init_once(void)
 
 /* ---- what protobuf-c makes of the output ---------------------------------- */
 
-/* Unknown fields anywhere in m. Resource 3 (entity_refs) is exempt: the
- * codec knows it, the .proto protobuf-c was generated from predates it. */
-static unsigned unknown_in(const ProtobufCMessage *m)
+/* Unknown fields anywhere in m. Unless `strict`, Resource 3 (entity_refs)
+ * is exempt: the codec knows it, the .proto protobuf-c was generated from
+ * predates it. */
+static unsigned unknown_in_(const ProtobufCMessage *m, bool strict)
 {
     const ProtobufCMessageDescriptor *d = m->descriptor;
     const char *base = (const char *)m;
     unsigned n = 0;
 
     for (unsigned i = 0; i < m->n_unknown_fields; i++) {
-        if (!(d == &opentelemetry__proto__resource__v1__resource__descriptor &&
-              m->unknown_fields[i].tag == 3))
+        if (strict || !(d == &opentelemetry__proto__resource__v1__resource__descriptor &&
+                         m->unknown_fields[i].tag == 3))
             n++;
     }
     for (unsigned i = 0; i < d->n_fields; i++) {
@@ -109,7 +111,7 @@ static unsigned unknown_in(const ProtobufCMessage *m)
             ProtobufCMessage *const *v = *(ProtobufCMessage *const *const *)(base + fd->offset);
 
             for (size_t j = 0; j < k; j++)
-                n += unknown_in(v[j]);
+                n += unknown_in_(v[j], strict);
         } else {
             const ProtobufCMessage *sub;
 
@@ -118,10 +120,15 @@ static unsigned unknown_in(const ProtobufCMessage *m)
                 continue;
             sub = *(ProtobufCMessage *const *)(base + fd->offset);
             if (sub != NULL)
-                n += unknown_in(sub);
+                n += unknown_in_(sub, strict);
         }
     }
     return n;
+}
+
+static unsigned unknown_in(const ProtobufCMessage *m)
+{
+    return unknown_in_(m, false);
 }
 
 /* The string fields of each message of the (canonical, valid) output, and
@@ -169,6 +176,73 @@ static int has_nul_string(const uint8_t *p, const uint8_t *end, int m)
             return 1;
     }
     return 0;
+}
+
+/* Singular message fields per message (AnyValue: its message members). */
+static const uint32_t singular_msgs[M_COUNT] = {
+    [M_RS] = 1u << 1, [M_SS] = 1u << 1, [M_SPAN] = 1u << 15, [M_KV] = 1u << 2,
+    [M_ANY] = 1u << 5 | 1u << 6,
+};
+
+/* Whether a singular message field occurs twice in one message of the
+ * (protobuf-c-readable, codec-valid) input: protobuf-c 1.4.1 merges those
+ * unlike the protobuf spec (it keeps only the last copy's scalars, and
+ * replaces an AnyValue message member given twice in a row). */
+static int has_singular_repeat(const uint8_t *p, const uint8_t *end, int m)
+{
+    uint32_t seen = 0;
+    fuzz_field f;
+
+    while (fuzz_next(&p, end, &f, "merge walk")) {
+        int kind;
+
+        if (f.wire_type != 2 || f.number >= n_fields[m])
+            continue;
+        if ((singular_msgs[m] >> f.number) & 1) {
+            if (seen & (singular_msgs[m] & (m == M_ANY ? ~0u : 1u << f.number)))
+                return 1;
+            seen |= 1u << f.number;
+        }
+        kind = fields[m][f.number];
+        if (kind >= 0 && kind < M_COUNT && has_singular_repeat(f.data, f.data + f.len, kind))
+            return 1;
+    }
+    return 0;
+}
+
+/* Where protobuf-c is a faithful reader of the input (every field known to
+ * it, no merge), its repack of the input is the codec's canonical output. */
+static void check_against_protobuf_c(const uint8_t *data, size_t size)
+{
+    sf_otlp_request *req =
+        opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
+            NULL, size, data);
+    sf_buf *canon = NULL;
+    size_t n;
+    uint8_t *re;
+
+    if (req == NULL)
+        return;
+    if (unknown_in_(&req->base, true) != 0 || has_singular_repeat(data, data + size, M_REQ))
+        goto out_free;
+    if (sf_otlp_rewrite(data, size, SF_OTLP_DEFAULT_MAX_DEPTH, NULL, &canon, NULL) != SF_OK)
+        fuzz_fail("the codec refuses what its scan accepts");
+    if (has_nul_string(canon->data, canon->data + canon->len, M_REQ))
+        goto out_unref;
+    n = protobuf_c_message_get_packed_size(&req->base);
+    re = malloc(n ? n : 1);
+    if (re == NULL)
+        abort();
+    protobuf_c_message_pack(&req->base, re);
+    if (n != canon->len || memcmp(re, canon->data, n) != 0)
+        fuzz_fail("protobuf-c reads the input as another request than the codec "
+                  "(%zu vs %zu bytes)", n, canon->len);
+    free(re);
+out_unref:
+    sf_buf_unref(canon);
+out_free:
+    opentelemetry__proto__collector__trace__v1__export_trace_service_request__free_unpacked(req,
+                                                                                          NULL);
 }
 
 /* The codec on `out` with `edit` (NULL: none) must give `out` back. */
@@ -321,6 +395,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             fuzz_fail("consume counted %zu spans, the scan %zu", b.spans, spans);
         check_output(b.wire, b.spans);
         check_edit_sees_meaning(data, size);
+        check_against_protobuf_c(data, size);
     } else if (st == SF_FILTER) {
         if (valid == SF_OK)
             fuzz_fail("the transform refused a request the codec accepts");
