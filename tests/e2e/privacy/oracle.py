@@ -8,7 +8,8 @@
 # exact output spanfence must produce. check_output() also judges each output
 # on its own: canonical, no unknown fields, only allowlisted keys, no status
 # message or trace_state, redacted names, and no spans in the pre-1.0
-# instrumentation_library_spans (ResourceSpans field 1000).
+# instrumentation_library_spans (ResourceSpans field 1000). PassthroughOracle
+# is the same without the allowlist: for a pipeline with no processor.
 
 import os
 import re
@@ -284,6 +285,20 @@ class Oracle:
             if ctx in ("span", "event") and not self.legacy and redact(m.name) != m.name:
                 probs.append(("name_not_redacted", "%s name %r" % (ctx, m.name)))
         return probs
+
+
+class PassthroughOracle(Oracle):
+    """The oracle of a pipeline with no transform processor: the output is
+    the input as the official parser reads it, unknown fields and the two
+    profiles-only fields dropped, serialized; nothing else is removed,
+    redacted or cleared. Outputs are judged by the schema checks alone."""
+
+    def expected(self, data):
+        req = self.schema_exact(data)
+        return req.SerializeToString(), count_spans(req)
+
+    def check_policy(self, req):
+        return []
 
 
 def unknown_field_set(m):
