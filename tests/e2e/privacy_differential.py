@@ -9,7 +9,11 @@
 # allowlist), and judged on its own (no unknown fields, only allowlisted keys,
 # no status message or trace_state, redacted names, canonical). Requests that
 # must be refused must be refused and leave nothing behind. The collector's
-# metrics must account for every request.
+# metrics must account for every request. A last phase runs a few hundred of
+# the same cases through a pipeline with no processor at all: each output must
+# be the input exactly as the official parser reads it (unknown fields and the
+# two strindex fields dropped, serialized: oracle.PassthroughOracle), and every
+# request must be answered as with the transform.
 #
 #   /usr/bin/python3 tests/e2e/privacy_differential.py --binary build/spanfence --build-dir build
 #
@@ -22,7 +26,8 @@
 # protoc, instead of the schema read from @opentelemetry/otlp-transformer's
 # generated code: privacy/otlp_schema.py), SF_OTLP_PROTO_MIRROR (the
 # opentelemetry-proto git mirror the schema is checked against when it
-# exists; empty: no check).
+# exists; empty: no check), SF_DIFF_NOTRANSFORM_CASES (default 360, rounded
+# up to a multiple of the class count: the phase with no processor).
 
 import sys
 sys.dont_write_bytecode = True     # no __pycache__ in the source tree
@@ -46,6 +51,7 @@ from wire import LEVEL_NAMES, where_differ  # noqa: E402
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GZIP_PHASE_CASES = 150
+NOTRANSFORM_CASES = int(os.environ.get("SF_DIFF_NOTRANSFORM_CASES", "360"))
 SHOW_FAILURES = int(os.environ.get("SF_DIFF_SHOW", "10"))
 EXPORTERS = ["otlphttp/sink", "otlp/sink", "file/sink"]
 
@@ -54,7 +60,9 @@ def q(s):
     return "'" + s.replace("'", "''") + "'"
 
 
-def config(ports, file_path, compression, legacy):
+def config(ports, file_path, compression, legacy, transform=True):
+    """The collector's config; transform=False: a traces pipeline with no
+    processor at all (receiver -> the same three exporters)."""
     def keep(ctx):
         return q("keep_keys(attributes, [%s])" % ", ".join('"%s"' % k for k in C.ALLOW[ctx]))
     redact = [q('replace_pattern(name, "host:[0-9a-f]+", "host:<redacted>")'),
@@ -71,6 +79,11 @@ def config(ports, file_path, compression, legacy):
               ("spanevent", event), ("link", link)]
     stmts = "".join("      - context: %s\n        statements:\n%s" %
                     (ctx, "".join("          - %s\n" % s for s in ss)) for ctx, ss in groups)
+    processors = """processors:
+  transform/allowlist:
+    error_mode: propagate
+{kvt}    trace_statements:
+{stmts}""".format(kvt="" if legacy else "    kept_value_types: scalar\n", stmts=stmts)
     return """receivers:
   otlp:
     protocols:
@@ -78,11 +91,7 @@ def config(ports, file_path, compression, legacy):
         endpoint: 127.0.0.1:{grpc}
       http:
         endpoint: 127.0.0.1:{http}
-processors:
-  transform/allowlist:
-    error_mode: propagate
-{kvt}    trace_statements:
-{stmts}exporters:
+{processors}exporters:
   otlphttp/sink:
     endpoint: http://127.0.0.1:{hsink}
     compression: {comp}
@@ -105,10 +114,11 @@ service:
   pipelines:
     traces:
       receivers: [otlp]
-      processors: [transform/allowlist]
+      processors: [{pipeline_processors}]
       exporters: [{exporters}]
-""".format(kvt="" if legacy else "    kept_value_types: scalar\n", stmts=stmts, comp=compression,
-           path=file_path, exporters=", ".join(EXPORTERS), **ports)
+""".format(processors=processors if transform else "", comp=compression, path=file_path,
+           pipeline_processors="transform/allowlist" if transform else "",
+           exporters=", ".join(EXPORTERS), **ports)
 
 
 # ---- reporting ------------------------------------------------------------------------
@@ -130,6 +140,7 @@ class Report:
     def __init__(self):
         self.failed = []            # (case, phase, transport, [(kind, detail)], extra)
         self.passed = 0
+        self.runs = collections.Counter()   # phase -> cases run
         self.by_class = collections.Counter()
         self.example = {}           # (class, kind) -> (first case number, its detail)
         self.phase_problems = []    # (phase, kind, detail)
@@ -247,7 +258,7 @@ def known_answers(orc):
     """The oracle against outputs written out by hand with our own encoder,
     so that the official runtime and the allowlist code are checked by
     something that shares nothing with them."""
-    from wire import F, M, SGROUP, enc
+    from wire import F, M, SGROUP
     from cases import fs, fv, fm
 
     def req(*rs):
@@ -296,6 +307,12 @@ def known_answers(orc):
     tests.append(("value types, strindex value, saturation, link",
                   req(M("rs", [fm(2, M("ss", [fm(2, span_in)]))])),
                   req(M("rs", [fm(2, M("ss", [fm(2, span_out)]))]))))
+    return check_known(orc, tests)
+
+
+def check_known(orc, tests):
+    """[(label, input tree, expected output tree)]: what the oracle gets wrong."""
+    from wire import enc
     problems = []
     for label, given, want in tests:
         try:
@@ -308,11 +325,76 @@ def known_answers(orc):
     return problems
 
 
+def self_check_passthrough(porc, orc, cases):
+    """The no-transform phase's judgement (judge_output with the passthrough
+    oracle) must flag outputs that are not the schema-exact input, and must
+    not flag what the allowlist would have removed on its own."""
+    from wire import M, SGROUP, F, tag, varint
+    from cases import fs, fv, fm
+    problems = []
+    base = next(c for c in cases if c.cls == "baseline")
+    good, _ = porc.expected(base.data)
+    if judge_output(porc, good, good, "self-check"):
+        problems.append("no transform: the oracle's own output fails: %s" %
+                        judge_output(porc, good, good, "self-check"))
+
+    def must_flag(label, bad, kinds):
+        found = {k for k, _ in judge_output(porc, bad, good, "self-check")}
+        for kind in kinds:
+            if kind not in found:
+                problems.append("no transform, %s: not reported as %s (found %s)" %
+                                (label, kind, sorted(found)))
+    must_flag("unknown field appended", good + tag(19000, 0) + varint(1),
+              ["unknown_fields_exported", "encoding_differs"])
+    must_flag("non-minimal tag", tag(1, 2, 2) + good[1:], ["not_canonical", "encoding_differs"])
+    m = porc.parse(good)
+    m.resource_spans[0].scope_spans[0].spans[0].name += "x"
+    must_flag("span name changed", m.SerializeToString(), ["content_differs"])
+    # A collector that filtered anyway fails: some accepted case loses something to the allowlist.
+    for c in cases:
+        if c.expect != C.OK:
+            continue
+        try:
+            want, filtered = porc.expected(c.data)[0], orc.expected(c.data)[0]
+        except Exception:   # noqa: BLE001 (a generator_error, reported by the phases)
+            continue
+        if want != filtered:
+            found = {k for k, _ in judge_output(porc, filtered, want, "self-check")}
+            if "content_differs" not in found:
+                problems.append("no transform: the allowlisted output of case %d is not reported" % c.idx)
+            if porc.check_output(filtered) or porc.check_output(want):
+                problems.append("no transform: the checker judges case %d's outputs by the allowlist" % c.idx)
+            break
+    else:
+        problems.append("no transform: no case where the allowlist changes anything")
+    # By hand: unknowns (a varint, a group, Status 1), key_strindex and an explicit default go;
+    # the secret, the status message, trace_state and the name stay; fields in number order.
+    tid, sid = b"\x01" * 16, b"\x02" * 8
+
+    def kv(key, any_fields, extra=()):
+        return M("kv", [fs(1, key), fm(2, M("any", any_fields))] + list(extra))
+
+    def req(span):
+        return M("request", [fm(1, M("rs", [fm(2, M("ss", [fm(2, span)]))]))])
+    name = "Req 0123abcd (host:ab12 | pid:77)"
+    span_in = M("span", [fs(5, name), fv(99, 1), fs(2, sid), fs(1, tid),
+                         fm(9, kv("user.email", [fs(1, "a@b.c")])),
+                         fm(9, kv("tp_rank", [fv(3, 3)], [fv(3, 5)])),
+                         fm(15, M("status", [fs(2, "secret"), fv(3, 2), fv(1, 2)])), fv(6, 0),
+                         F(17, SGROUP, [fv(1, 1), F(2, SGROUP, [fs(3, "x")])]), fs(3, "k=v"),
+                         fm(9, kv("prompt", [fs(7, b"\x00b"), fv(8, 4)]))])
+    span_out = M("span", [fs(1, tid), fs(2, sid), fs(3, "k=v"), fs(5, name),
+                          fm(9, kv("user.email", [fs(1, "a@b.c")])), fm(9, kv("tp_rank", [fv(3, 3)])),
+                          fm(9, kv("prompt", [])), fm(15, M("status", [fs(2, "secret"), fv(3, 2)]))])
+    return problems + check_known(porc, [("no transform: span", req(span_in), req(span_out))])
+
+
 # ---- one phase: one collector, some cases ---------------------------------------------
 
 class Phase:
-    def __init__(self, name, binary, scratch, compression, legacy):
+    def __init__(self, name, binary, scratch, compression, legacy, transform=True):
         self.name = name
+        self.transform = transform
         self.dir = os.path.join(scratch, name)
         os.makedirs(self.dir)
         self.http = P.HttpSink()
@@ -321,12 +403,13 @@ class Phase:
         self.ports = {"grpc": P.free_port(), "http": P.free_port(), "metrics": P.free_port(),
                       "hsink": self.http.port, "gsink": self.grpc.port}
         self.collector = P.Collector(binary, self.dir, "spanfence",
-                                     config(self.ports, self.file.path, compression, legacy),
+                                     config(self.ports, self.file.path, compression, legacy, transform),
                                      self.ports["grpc"], self.ports["metrics"])
         self.compression = compression
         self.cursor = {e: 0 for e in EXPORTERS}
         self.timeout = 10.0
         self.missing = 0
+        self.answers = {}       # case number -> (accepted, code): how the receiver answered
 
     def next_output(self, exporter):
         """The next output of `exporter`, or None after the timeout."""
@@ -360,8 +443,28 @@ class Phase:
         self.grpc.close()
 
 
-def run_case(ph, case, transport, sender, orc, schema, rep, tally):
+def judge_output(orc, out, expected, who):
+    """The problems of output `out` (sent by exporters `who`): judged on its
+    own by the oracle's checker, and against `expected`, the bytes the
+    oracle predicts (None: no comparison)."""
+    probs = [(kind, "%s: %s" % (who, d)) for kind, d in orc.check_output(out)]
+    if expected is not None and out != expected:
+        canon = orc.canonical(out)
+        if canon == expected:
+            probs.append(("encoding_differs", "%s: the right content, encoded otherwise (%d bytes, "
+                          "expected %d): %s" % (who, len(out), len(expected), where_differ(expected, out)[0])))
+        else:
+            probs.append(("content_differs", "%s: %s" % (
+                who, where_differ(expected, canon if canon is not None else out)[0])))
+    return probs
+
+
+def run_case(ph, case, transport, sender, orc, schema, rep, tally, reference=None):
+    """One case over one transport. `reference`: {case number: (accepted,
+    code)} of earlier phases, which this phase's answer must equal (the
+    receiver's validation does not depend on the processors)."""
     probs = []
+    rep.runs[ph.name] += 1
     extra = {"dumps": []}
     expected = spans = None
     if case.expect == C.OK:
@@ -371,6 +474,11 @@ def run_case(ph, case, transport, sender, orc, schema, rep, tally):
             probs.append(("generator_error", "the official parser refuses this 'valid' input: %s" % e))
     accepted, code, detail = sender.send(transport, case.data)
     tally["sent"] += 1
+    ph.answers[case.idx] = (accepted, code)
+    if reference is not None and case.idx in reference and reference[case.idx] != (accepted, code):
+        was, code_was = reference[case.idx]
+        probs.append(("answer_differs", "answered %s %s here, %s %s with the transform" % (
+            "accepted" if accepted else "refused", code, "accepted" if was else "refused", code_was)))
     if not accepted:
         tally["refused"] += 1
         # Nothing may leave for a refused request: look once, a moment later.
@@ -416,17 +524,9 @@ def run_case(ph, case, transport, sender, orc, schema, rep, tally):
             outputs.setdefault(item["body"], []).append(exp)
         for out, exps in outputs.items():
             who = ", ".join(exps)
-            for kind, d in orc.check_output(out):
-                probs.append((kind, "%s: %s" % (who, d)))
+            probs += judge_output(orc, out, expected, who)
             if expected is not None and out != expected:
-                canon = orc.canonical(out)
-                where, at_exp, at_out = where_differ(expected, out)
-                if canon == expected:
-                    probs.append(("encoding_differs", "%s: the right content, encoded otherwise (%d bytes, "
-                                  "expected %d): %s" % (who, len(out), len(expected), where)))
-                else:
-                    probs.append(("content_differs", "%s: %s" % (
-                        who, where_differ(expected, canon)[0] if canon is not None else where)))
+                _, at_exp, at_out = where_differ(expected, out)
                 extra["dumps"].append(("%s output" % who, out, at_out))
                 if "diff_pair" not in extra:
                     extra["diff_pair"] = (expected, out)
@@ -515,7 +615,7 @@ def check_metrics(ph, rep, tally, schema):
                              (e, sent, failed, queued, got["accepted_spans"]))
 
 
-def run_phase(ph, phase_cases, orc, schema, rep):
+def run_phase(ph, phase_cases, orc, schema, rep, reference=None):
     rc, out = ph.collector.validate()
     if rc != 0:
         rep.phase_failed(ph.name, "config", "spanfence validate exit %d:\n%s%s" % (
@@ -529,7 +629,7 @@ def run_phase(ph, phase_cases, orc, schema, rep):
     try:
         for case in phase_cases:
             transport = P.TRANSPORTS[case.idx % len(P.TRANSPORTS)]
-            run_case(ph, case, transport, sender, orc, schema, rep, tally)
+            run_case(ph, case, transport, sender, orc, schema, rep, tally, reference)
             if ph.collector.proc.poll() is not None:
                 rep.phase_failed(ph.name, "crash", "spanfence exited with %s after case %d:\n%s" %
                                  (ph.collector.proc.returncode, case.idx, ph.collector.stderr_tail()))
@@ -552,22 +652,45 @@ def run_phase(ph, phase_cases, orc, schema, rep):
     ph.file.poll()
     if ph.file.leftover():
         rep.phase_failed(ph.name, "file_format", "%d bytes after the last whole record" % ph.file.leftover())
-    print("phase %s: %d requests (%d accepted, %d refused) in %.1fs" %
-          (ph.name, tally["sent"], tally["ok"], tally["refused"], time.time() - t0), flush=True)
+    print("phase %s (%s): %d requests (%d accepted, %d refused) in %.1fs" %
+          (ph.name, "transform/allowlist" if ph.transform else "no processor", tally["sent"], tally["ok"],
+           tally["refused"], time.time() - t0), flush=True)
     return True
 
 
-def run_phases(args, scratch, legacy, all_cases, orc, schema, rep, phases):
-    """The plain phase (exporters uncompressed) and a short gzip phase."""
+def notransform_cases(all_cases, n):
+    """About n of the cases for the phase without a transform: as many of
+    each class, spread over its levels."""
+    by_class = collections.OrderedDict()
+    for c in all_cases:
+        by_class.setdefault(c.cls, []).append(c)
+    if not by_class or n <= 0:
+        return []
+    k = max(1, -(-n // len(by_class)))
+    picked = set()
+    for cs in by_class.values():
+        picked.update(cs[j * len(cs) // k].idx for j in range(min(k, len(cs))))
+    return [c for c in all_cases if c.idx in picked]
+
+
+def run_phases(args, scratch, legacy, all_cases, orc, porc, schema, rep, phases):
+    """The plain phase (exporters uncompressed), a short gzip phase, both
+    through the allowlist (oracle orc), then the phase with no processor
+    (oracle porc) on a few of the same cases, answered as before."""
     split = max(0, len(all_cases) - GZIP_PHASE_CASES) if len(all_cases) > 2 * GZIP_PHASE_CASES else \
         len(all_cases) - len(all_cases) // 4
-    for name, comp, chunk in (("plain", "none", all_cases[:split]), ("gzip", "gzip", all_cases[split:])):
+    answers = {}
+    for name, comp, transform, o, chunk in (
+            ("plain", "none", True, orc, all_cases[:split]), ("gzip", "gzip", True, orc, all_cases[split:]),
+            ("notransform", "none", False, porc, notransform_cases(all_cases, NOTRANSFORM_CASES))):
         if not chunk:
             continue
-        ph = Phase(name, args.binary, scratch, comp, legacy)
+        ph = Phase(name, args.binary, scratch, comp, legacy, transform)
         phases.append(ph)
-        ok = run_phase(ph, chunk, orc, schema, rep)
+        ok = run_phase(ph, chunk, o, schema, rep, None if transform else answers)
         ph.close()
+        if transform:
+            answers.update(ph.answers)
         if not ok:
             break
 
@@ -609,12 +732,13 @@ def main():
           "ExportTraceServiceRequest" % ("yes" if schema.has_key_strindex else "NO",
                                          "yes" if schema.has_value_strindex else "NO", len(schema.messages)))
     orc = O.Oracle(schema, legacy)
+    porc = O.PassthroughOracle(schema, legacy)
     all_cases = C.generate(args.seed, args.cases)
     n_ok = sum(c.expect == C.OK for c in all_cases)
     print("%d cases in %d classes (%d to accept, %d to refuse), built in %.1fs" %
           (len(all_cases), len({c.cls for c in all_cases}), n_ok, len(all_cases) - n_ok, time.time() - t0),
           flush=True)
-    problems = self_check(orc, schema, all_cases)
+    problems = self_check(orc, schema, all_cases) + self_check_passthrough(porc, orc, all_cases)
     if problems:
         for p in problems:
             print("SELF-CHECK FAILED: " + p)
@@ -630,15 +754,16 @@ def main():
     quiet = os.open(os.path.join(scratch, "libprotobuf.log"), os.O_WRONLY | os.O_CREAT, 0o600)
     os.dup2(quiet, 2)
     try:
-        run_phases(args, scratch, legacy, all_cases, orc, schema, rep, phases)
+        run_phases(args, scratch, legacy, all_cases, orc, porc, schema, rep, phases)
     finally:
         sys.stderr.flush()
         os.dup2(saved_stderr, 2)
         os.close(quiet)
     rep.show(schema)
     failed = len(rep.failed) + len(rep.phase_problems)
-    print("\nprivacy_differential: %d of %d cases passed, %d failing cases, %d phase problems, in %.1fs" %
-          (rep.passed, len(all_cases), len(rep.failed), len(rep.phase_problems), time.time() - t0))
+    print("\nprivacy_differential: %d of %d case runs passed (%s), %d failing, %d phase problems, in %.1fs" %
+          (rep.passed, sum(rep.runs.values()), ", ".join("%s %d" % kv for kv in rep.runs.items()),
+           len(rep.failed), len(rep.phase_problems), time.time() - t0))
     print("%d passed, %d failed" % (rep.passed, failed))
     return 1 if failed else 0
 

@@ -8,7 +8,8 @@
 # exact output spanfence must produce. check_output() also judges each output
 # on its own: canonical, no unknown fields, only allowlisted keys, no status
 # message or trace_state, redacted names, and no spans in the pre-1.0
-# instrumentation_library_spans (ResourceSpans field 1000).
+# instrumentation_library_spans (ResourceSpans field 1000). PassthroughOracle
+# is the same without the allowlist: for a pipeline with no processor.
 
 import os
 import re
@@ -155,9 +156,11 @@ class Oracle:
         req.ParseFromString(data)
         return req
 
-    def expected(self, data):
-        """(bytes spanfence must export for input `data`, its span count);
-        raises when the official parser refuses `data`."""
+    def schema_exact(self, data):
+        """Input `data` as the official parser reads it, with what the codec
+        drops whatever the processors are: unknown fields at any level and
+        the two profiles-only fields (KeyValue.key_strindex,
+        AnyValue.string_value_strindex). Raises when the parser refuses it."""
         req = self.parse(data)
         req.DiscardUnknownFields()
         for kind, m in list(all_kvs(req)):
@@ -166,6 +169,12 @@ class Oracle:
                     m.ClearField("key_strindex")
             elif self.schema.has_value_strindex:
                 m.ClearField("string_value_strindex")
+        return req
+
+    def expected(self, data):
+        """(bytes spanfence must export for input `data`, its span count);
+        raises when the official parser refuses `data`."""
+        req = self.schema_exact(data)
         for ctx, m in attr_holders(req):
             removed = 0
             for i in range(len(m.attributes) - 1, -1, -1):
@@ -220,11 +229,17 @@ class Oracle:
     def check_output(self, out):
         """What is wrong with exporter output `out` judged on its own: a list
         of (failure kind, detail)."""
-        probs = []
         try:
             req = self.parse(out)
         except Exception as e:   # noqa: BLE001 (any parser error is the finding)
             return [("undecodable_output", str(e))]
+        return self.check_schema_exact(out, req) + self.check_policy(req)
+
+    def check_schema_exact(self, out, req):
+        """What any output must be, with or without a transform: canonical,
+        no unknown fields, no strindex, no spans under ResourceSpans 1000.
+        `req` is `out` parsed (it is modified)."""
+        probs = []
         again = req.SerializeToString()
         req.DiscardUnknownFields()
         known = req.SerializeToString()
@@ -233,6 +248,26 @@ class Oracle:
         if again != out:
             probs.append(("not_canonical", "decoded and encoded again it is %d bytes, not %d (first "
                           "difference at byte %d)" % (len(again), len(out), first_diff(again, out))))
+        for kind, m in all_kvs(req):
+            if kind == "kv" and self.schema.has_key_strindex and m.key_strindex:
+                probs.append(("strindex_exported", "key_strindex %d" % m.key_strindex))
+            if kind == "any" and m.WhichOneof("value") == "string_value_strindex":
+                probs.append(("strindex_exported", "string_value_strindex"))
+        try:
+            old = self.schema.OldRequest()
+            old.ParseFromString(out)
+            n = sum(len(ils.spans) for rs in old.resource_spans for ils in rs.instrumentation_library_spans)
+            if n or any(len(rs.instrumentation_library_spans) for rs in old.resource_spans):
+                probs.append(("old_schema_spans", "%d spans under ResourceSpans field 1000" % n))
+        except Exception as e:   # noqa: BLE001
+            probs.append(("old_schema_undecodable", str(e)))
+        return probs
+
+    def check_policy(self, req):
+        """What the test's transform must have done to parsed output `req`:
+        only allowlisted keys (scalars), no status message or trace_state,
+        redacted names."""
+        probs = []
         for ctx, m in attr_holders(req):
             for kv in m.attributes:
                 if kv.key not in self.allow[ctx]:
@@ -249,20 +284,21 @@ class Oracle:
                 probs.append(("trace_state_exported", "link " + repr(m.trace_state[:60])))
             if ctx in ("span", "event") and not self.legacy and redact(m.name) != m.name:
                 probs.append(("name_not_redacted", "%s name %r" % (ctx, m.name)))
-        for kind, m in all_kvs(req):
-            if kind == "kv" and self.schema.has_key_strindex and m.key_strindex:
-                probs.append(("strindex_exported", "key_strindex %d" % m.key_strindex))
-            if kind == "any" and m.WhichOneof("value") == "string_value_strindex":
-                probs.append(("strindex_exported", "string_value_strindex"))
-        try:
-            old = self.schema.OldRequest()
-            old.ParseFromString(out)
-            n = sum(len(ils.spans) for rs in old.resource_spans for ils in rs.instrumentation_library_spans)
-            if n or any(len(rs.instrumentation_library_spans) for rs in old.resource_spans):
-                probs.append(("old_schema_spans", "%d spans under ResourceSpans field 1000" % n))
-        except Exception as e:   # noqa: BLE001
-            probs.append(("old_schema_undecodable", str(e)))
         return probs
+
+
+class PassthroughOracle(Oracle):
+    """The oracle of a pipeline with no transform processor: the output is
+    the input as the official parser reads it, unknown fields and the two
+    profiles-only fields dropped, serialized; nothing else is removed,
+    redacted or cleared. Outputs are judged by the schema checks alone."""
+
+    def expected(self, data):
+        req = self.schema_exact(data)
+        return req.SerializeToString(), count_spans(req)
+
+    def check_policy(self, req):
+        return []
 
 
 def unknown_field_set(m):
