@@ -8,6 +8,7 @@
  * builds a json-c tree from the structs and copies its text into sf_malloc'd
  * memory. json-c's own, uncounted memory lives only for one call. */
 #include "sf_otlp_json.h"
+#include "sf_otlp_wire.h"
 #include "sf_alloc.h"
 
 #include <json-c/json.h>
@@ -119,6 +120,9 @@ static sf_status get_string_ex(dec *d, json_object *v, bool presence, char **out
      * become "a" (an allowlisted key could smuggle the rest). */
     if (memchr(s, '\0', n) != NULL)
         return fail(d, "string contains a nul character");
+    /* JSON text is UTF-8 (RFC 8259); json-c passes other bytes through */
+    if (!sf_otlp_utf8_valid((const uint8_t *)s, n))
+        return fail(d, "string is not valid UTF-8");
     if (n == 0 && !presence) {
         *out = (char *)protobuf_c_empty_string;
         return SF_OK;
@@ -1242,6 +1246,30 @@ static json_object *enc_scope_spans(enc *e, const sf_otlp_scope_spans *ss)
     return o;
 }
 
+/* A list of strings under `key`, left out when empty. */
+static void add_strs(enc *e, json_object *o, const char *key, char *const *s, size_t n)
+{
+    json_object *arr;
+
+    if (n == 0)
+        return;
+    arr = json_object_new_array_ext((int)n);
+    for (size_t i = 0; i < n && arr != NULL; i++)
+        push(e, arr, jstr(s[i]));
+    add(e, o, key, arr);
+}
+
+static json_object *enc_entity_ref(enc *e, const Opentelemetry__Proto__Common__V1__EntityRef *r)
+{
+    json_object *o = new_obj(e);
+
+    add_str(e, o, "schemaUrl", r->schema_url);
+    add_str(e, o, "type", r->type);
+    add_strs(e, o, "idKeys", r->id_keys, r->n_id_keys);
+    add_strs(e, o, "descriptionKeys", r->description_keys, r->n_description_keys);
+    return o;
+}
+
 static json_object *enc_resource_spans(enc *e, const sf_otlp_resource_spans *rs)
 {
     json_object *o = new_obj(e), *arr;
@@ -1250,6 +1278,12 @@ static json_object *enc_resource_spans(enc *e, const sf_otlp_resource_spans *rs)
         json_object *ro = new_obj(e);
         add_kvs(e, ro, "attributes", rs->resource->attributes, rs->resource->n_attributes);
         add_u32(e, ro, "droppedAttributesCount", rs->resource->dropped_attributes_count);
+        if (rs->resource->n_entity_refs > 0) {
+            arr = json_object_new_array_ext((int)rs->resource->n_entity_refs);
+            for (size_t i = 0; i < rs->resource->n_entity_refs && arr != NULL; i++)
+                push(e, arr, enc_entity_ref(e, rs->resource->entity_refs[i]));
+            add(e, ro, "entityRefs", arr);
+        }
         add(e, o, "resource", ro);
     }
     if (rs->n_scope_spans > 0) {

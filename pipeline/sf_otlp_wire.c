@@ -471,6 +471,11 @@ static inline __attribute__((always_inline)) bool utf8_valid(const uint8_t *p, s
     return !(acc & 0x8080808080808080ull) || utf8_valid_slow(p, n);
 }
 
+bool sf_otlp_utf8_valid(const uint8_t *p, size_t n)
+{
+    return utf8_valid(p, n);
+}
+
 static int expected_wt(unsigned type)
 {
     switch (type) {

@@ -135,6 +135,10 @@ sf_status sf_otlp_rewrite(const uint8_t *in, size_t len, unsigned max_depth,
  * seen (all of them when valid). */
 sf_status sf_otlp_scan(const uint8_t *in, size_t len, unsigned max_depth, size_t *spans);
 
+/* Whether p[0, n) is UTF-8 as proto3 requires of strings (no overlongs,
+ * surrogates or code points past U+10FFFF): the codec's own check. */
+bool sf_otlp_utf8_valid(const uint8_t *p, size_t n);
+
 /* Spans in the valid request data[0, len) whose resource carries all `n`
  * attributes keys[i] = values[i] (string values, compared bytewise; n == 0
  * matches every resource), with protobuf merge semantics. 0 for anything

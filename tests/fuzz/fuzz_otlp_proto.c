@@ -87,20 +87,14 @@ static void init_once(void)
 
 /* ---- what protobuf-c makes of the output ---------------------------------- */
 
-/* Unknown fields anywhere in m. Unless `strict`, Resource 3 (entity_refs)
- * is exempt: the codec knows it, the .proto protobuf-c was generated from
- * predates it. */
-static unsigned unknown_in_(const ProtobufCMessage *m, bool strict)
+/* Unknown fields anywhere in m. */
+static unsigned unknown_in(const ProtobufCMessage *m)
 {
     const ProtobufCMessageDescriptor *d = m->descriptor;
     const char *base = (const char *)m;
     unsigned n = 0;
 
-    for (unsigned i = 0; i < m->n_unknown_fields; i++) {
-        if (strict || !(d == &opentelemetry__proto__resource__v1__resource__descriptor &&
-                         m->unknown_fields[i].tag == 3))
-            n++;
-    }
+    n += m->n_unknown_fields;
     for (unsigned i = 0; i < d->n_fields; i++) {
         const ProtobufCFieldDescriptor *fd = &d->fields[i];
 
@@ -111,7 +105,7 @@ static unsigned unknown_in_(const ProtobufCMessage *m, bool strict)
             ProtobufCMessage *const *v = *(ProtobufCMessage *const *const *)(base + fd->offset);
 
             for (size_t j = 0; j < k; j++)
-                n += unknown_in_(v[j], strict);
+                n += unknown_in(v[j]);
         } else {
             const ProtobufCMessage *sub;
 
@@ -120,15 +114,10 @@ static unsigned unknown_in_(const ProtobufCMessage *m, bool strict)
                 continue;
             sub = *(ProtobufCMessage *const *)(base + fd->offset);
             if (sub != NULL)
-                n += unknown_in_(sub, strict);
+                n += unknown_in(sub);
         }
     }
     return n;
-}
-
-static unsigned unknown_in(const ProtobufCMessage *m)
-{
-    return unknown_in_(m, false);
 }
 
 /* The string fields of each message of the (canonical, valid) output, and
@@ -223,7 +212,7 @@ static void check_against_protobuf_c(const uint8_t *data, size_t size)
 
     if (req == NULL)
         return;
-    if (unknown_in_(&req->base, true) != 0 || has_singular_repeat(data, data + size, M_REQ))
+    if (unknown_in(&req->base) != 0 || has_singular_repeat(data, data + size, M_REQ))
         goto out_free;
     if (sf_otlp_rewrite(data, size, SF_OTLP_DEFAULT_MAX_DEPTH, NULL, &canon, NULL) != SF_OK)
         fuzz_fail("the codec refuses what its scan accepts");
