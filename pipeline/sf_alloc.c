@@ -136,6 +136,12 @@ void sf_alloc_set_limits(size_t soft, size_t hard)
     atomic_store(&limit_hard, hard);
 }
 
+void sf_alloc_limits(size_t *soft, size_t *hard)
+{
+    *soft = atomic_load(&limit_soft);
+    *hard = atomic_load(&limit_hard);
+}
+
 void sf_alloc_set_external_pressure(int on)
 {
     atomic_store_explicit(&external_pressure, on, memory_order_relaxed);

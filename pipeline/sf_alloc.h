@@ -25,7 +25,12 @@ size_t sf_alloc_in_use(void);
  * status); past `soft`, sf_alloc_under_pressure() says to refuse new data
  * before it is decoded. */
 void sf_alloc_set_limits(size_t soft, size_t hard);
-/* Extra pressure from outside the count (e.g. RSS sampled over the limit). */
+/* The limits now (0, 0 when no memory_limiter runs): receivers size what
+ * they hold outside the count (gRPC's resource quota) from them. */
+void sf_alloc_limits(size_t *soft, size_t *hard);
+/* Extra pressure from outside the count (RSS sampled over the limit; the
+ * memory limiter drops it again as soon as RSS or counted memory is low, so
+ * it cannot latch). */
 void sf_alloc_set_external_pressure(int on);
 /* Whether receivers should refuse new data now. */
 int sf_alloc_under_pressure(void);

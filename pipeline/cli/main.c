@@ -188,11 +188,17 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
 
-    /* Request-sized buffers (hundreds of KB) come from the heap and are
-     * reused, instead of each being an mmap that is faulted in and unmapped
-     * again per request; and the heap top is not trimmed after every free. */
-    mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
-    mallopt(M_TRIM_THRESHOLD, 64 * 1024 * 1024);
+    /* Keep glibc from hoarding what a flood freed (RSS is what the VM
+     * pays for; the memory limiter trims too, see memory_limiter.c):
+     * - request-sized buffers (hundreds of KB) still come from the heap and
+     *   are reused instead of being an mmap faulted in per request, but
+     *   blocks from 1 MiB up are mmaps, returned to the system on free;
+     * - the heap top is given back past 8 MiB of free space, not 64;
+     * - two malloc arenas, not eight per core: each arena keeps its own
+     *   free memory, and the threads here are few. */
+    mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 8 * 1024 * 1024);
+    mallopt(M_ARENA_MAX, 2);
 
     /* Before any thread exists, so every thread inherits the mask and the
      * signals reach sigwait() below, not a gRPC thread. */
