@@ -196,9 +196,9 @@ int main(int argc, char **argv)
      * - the heap top is given back past 8 MiB of free space, not 64;
      * - two malloc arenas, not eight per core: each arena keeps its own
      *   free memory, and the threads here are few. */
-    mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
     mallopt(M_TRIM_THRESHOLD, 8 * 1024 * 1024);
-    mallopt(M_ARENA_MAX, 2);
+    mallopt(M_ARENA_MAX, 1);
 
     /* Before any thread exists, so every thread inherits the mask and the
      * signals reach sigwait() below, not a gRPC thread. */

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 /* Trim at most this often while RSS stays high (malloc_trim walks the heap). */
-#define TRIM_MIN_INTERVAL_MS 200
+#define TRIM_MIN_INTERVAL_MS 50
 
 typedef struct limiter {
     const sf_memory_limiter_config *cfg;
@@ -116,10 +116,14 @@ static void *sampler(void *arg)
         if ((net > l->soft && net > counted + spike / 2 &&
              t - last_trim >= TRIM_MIN_INTERVAL_MS) ||
             counted + spike / 2 < trimmed_at) {
+            size_t before = net;
+
             malloc_trim(0);
             last_trim = t;
             trimmed_at = counted;
             net = net_rss(l);
+            sf_debug("memory_limiter: trimmed the heap: RSS over the baseline %zu -> %zu MiB "
+                     "(counted %zu MiB)", before >> 20, net >> 20, counted >> 20);
         }
         if (counted > trimmed_at)
             trimmed_at = counted;
