@@ -41,6 +41,9 @@ typedef struct sf_otlp_http_config {
     char *endpoint;
     char *traces_url_path;
     int64_t max_request_body_size;  /* bytes, after decompression */
+    int64_t read_header_timeout;    /* ms: a connection's request headers must be in by then */
+    int64_t read_timeout;           /* ms: a whole request, headers and body */
+    int64_t idle_timeout;           /* ms: a keep-alive connection between requests */
 } sf_otlp_http_config;
 
 typedef struct sf_otlp_protocols_config {
