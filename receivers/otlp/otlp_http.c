@@ -8,11 +8,12 @@
  *   past it new bodies are refused with 503 + Retry-After, so many slow
  *   uploads cannot exhaust memory.
  * - Refusals are decided when the headers are in, before any of the body is
- *   buffered: memory short (503), the budget taken (503, reserved from
- *   Content-Length), too large (413). A refused body is still read, so the
- *   client gets its answer, and its spans are counted as it streams past
- *   (sf_otlp_count.h; gzip/deflate inflated piecewise, JSON bodies cannot be
- *   counted this way), never held: received = accepted + refused.
+ *   buffered: memory short (503), no room in the budget for Content-Length
+ *   (503), too large (413); the budget is taken as the body arrives, so a
+ *   crawling upload holds only what it sent. A refused body is still read,
+ *   so the client gets its answer, and its spans are counted as it streams
+ *   past (sf_otlp_count.h; gzip/deflate inflated piecewise; JSON bodies
+ *   cannot be counted this way), never held: received = accepted + refused.
  * - Fair connection handling (every client on loopback shares one address,
  *   so a per-address limit alone protects nothing): at most MAX_CONNECTIONS
  *   connections are served. A new connection past that evicts one that
@@ -369,16 +370,14 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
         return refuse_later(srv, rq, 503, 14, "memory limit reached, retry later",
                             SF_REASON_MEMORY_LIMIT);
     if (cl != NULL) {
-        /* The whole body's buffer is reserved now, so an upload is never
-         * refused halfway for want of budget. */
+        /* A body that would not fit in the buffer budget now is refused
+         * before it is read. The budget itself is taken as the body
+         * arrives, so uploads that crawl hold only what they sent. */
         size_t want = (size_t)strtoull(cl, NULL, 10);
 
-        if (atomic_fetch_add(&srv->buffered, want) + want > srv->budget) {
-            atomic_fetch_sub(&srv->buffered, want);
+        if (atomic_load(&srv->buffered) + want > srv->budget)
             return refuse_later(srv, rq, 503, 14, "too many requests in progress, retry later",
                                 SF_REASON_MEMORY_LIMIT);
-        }
-        rq->reserved = want;
         rq->expect = want;
     }
     return MHD_YES;
@@ -406,14 +405,13 @@ static enum MHD_Result gather(sf_otlp_http_server *srv, http_req *rq, const char
         size_t ncap = rq->cap ? rq->cap * 2 : 64 * 1024;
         uint8_t *nb;
 
-        if (rq->expect >= rq->len + n)
-            ncap = rq->expect;      /* Content-Length: one buffer, reserved already */
         while (ncap < rq->len + n)
             ncap *= 2;
+        if (rq->expect >= rq->len + n && ncap > rq->expect)
+            ncap = rq->expect;      /* Content-Length: no more than the body */
         if (ncap > srv->max_body)
             ncap = srv->max_body;
         if (ncap > rq->reserved) {
-            /* No (or a wrong) Content-Length: reserve as the body grows. */
             size_t more = ncap - rq->reserved;
 
             if (atomic_fetch_add(&srv->buffered, more) + more > srv->budget) {

@@ -223,14 +223,14 @@ async function startFlood(h, opts = {}) {
 
 // One export of `body` (the sample request, unframed); resolves
 // {ok, retryable, what}.
-async function exportOnce(transport, port, body, client) {
+async function exportOnce(transport, port, body, client, timeoutMs = 10000) {
   if (transport === 'grpc') {
-    const r = await client.call(body, { timeoutMs: 10000 });
+    const r = await client.call(body, { timeoutMs });
     return { ok: r.code === peers.status.OK, retryable: r.code === peers.status.UNAVAILABLE,
       what: `gRPC ${r.code} '${r.details}'` };
   }
   const r = await rawhttp.send(port, 'POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\n' +
-    `Content-Type: application/x-protobuf\r\nContent-Length: ${body.length}`, body, { timeoutMs: 10000 });
+    `Content-Type: application/x-protobuf\r\nContent-Length: ${body.length}`, body, { timeoutMs });
   const st = r.response ? r.response.status : 0;
   return { ok: st === 200, retryable: st === 503 && r.response.headers['retry-after'] !== undefined,
     what: `HTTP ${st || r.error}` };
