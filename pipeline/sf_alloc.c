@@ -125,6 +125,19 @@ char *sf_strdup(const char *s)
     return sf_strndup(s, strlen(s));
 }
 
+int sf_alloc_charge(size_t size)
+{
+    if (over_hard(size))
+        return 0;
+    account(size, 0);
+    return 1;
+}
+
+void sf_alloc_uncharge(size_t size)
+{
+    account(0, size);
+}
+
 size_t sf_alloc_in_use(void)
 {
     return atomic_load_explicit(&in_use, memory_order_relaxed);

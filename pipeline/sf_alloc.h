@@ -20,6 +20,13 @@ char *sf_strndup(const char *s, size_t n);    /* copies at most n bytes, NUL-ter
 /* Bytes currently allocated through sf_* (payload, not headers). */
 size_t sf_alloc_in_use(void);
 
+/* Memory a library is about to allocate outside sf_malloc (json-c's parse
+ * tree): charge an estimate before, so the limits see it, and uncharge the
+ * same amount after. sf_alloc_charge() charges nothing and returns 0 when the
+ * estimate would pass the hard limit. */
+int sf_alloc_charge(size_t size);
+void sf_alloc_uncharge(size_t size);
+
 /* Memory limits (the memory_limiter processor sets them; 0 = none). Past
  * `hard`, allocations fail (callers then refuse data with a retryable
  * status); past `soft`, sf_alloc_under_pressure() says to refuse new data

@@ -32,4 +32,24 @@ void sf_span_counter_init(sf_span_counter *c);
 /* Feed the next `n` bytes. */
 void sf_span_counter_feed(sf_span_counter *c, const uint8_t *p, size_t n);
 
+/* The same for OTLP/JSON: counts the objects in the "spans" arrays at
+ * resourceSpans[].scopeSpans[] (either key spelling protobuf's JSON mapping
+ * allows, as sf_otlp_json_decode does). Tracks strings, escapes and nesting
+ * only; keys written with escapes are not recognised. */
+#define SF_JSON_COUNT_DEPTH 8
+
+typedef struct sf_json_span_counter {
+    size_t spans;
+    bool bad;                   /* unbalanced: counting stopped */
+    /* private */
+    unsigned depth;             /* containers open */
+    uint8_t role[SF_JSON_COUNT_DEPTH];  /* of the first levels */
+    bool in_string, escape, string_is_key, expect_key;
+    char key[16];               /* the current object's last key (truncated) */
+    unsigned key_len;           /* > sizeof(key): too long to be one we look for */
+} sf_json_span_counter;
+
+void sf_json_span_counter_init(sf_json_span_counter *c);
+void sf_json_span_counter_feed(sf_json_span_counter *c, const uint8_t *p, size_t n);
+
 #endif

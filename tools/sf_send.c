@@ -9,10 +9,10 @@
  * With --duration, each thread sends for S seconds (at --rate requests per
  * second when given) instead of a fixed number of requests.
  *
- *   sf_send --write FILE [--grpc-frame] [--spans 512]
+ *   sf_send --write FILE [--grpc-frame | --json] [--spans 512]
  * writes one such request to FILE instead (with the 5-byte gRPC message
- * prefix when --grpc-frame), for load tools that send a file's bytes
- * (h2load -d FILE): bench/flood.sh and the flood tests. */
+ * prefix when --grpc-frame, as OTLP/JSON when --json), for load tools that
+ * send a file's bytes (h2load -d FILE): bench/flood.sh and the flood tests. */
 #include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -25,6 +25,7 @@
 #include <grpc/support/time.h>
 
 #include "../bench/sample_batch.h"
+#include "sf_otlp_json.h"
 
 #define EXPORT_METHOD "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
@@ -36,6 +37,7 @@ typedef struct opts {
     bool gzip;
     const char *write;          /* --write FILE */
     bool grpc_frame;
+    bool json;
 } opts;
 
 typedef struct thread_ctx {
@@ -178,6 +180,20 @@ static int write_request(const opts *o)
     FILE *f = fopen(o->write, "wb");
     bool ok;
 
+    if (data != NULL && o->json) {
+        sf_otlp_request *tree =
+            opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
+                NULL, len, data);
+        char *json = NULL;
+
+        sf_free(data);
+        data = NULL;
+        if (tree != NULL && sf_otlp_json_encode(tree, &json, &len) == SF_OK)
+            data = (uint8_t *)json;
+        if (tree != NULL)
+            opentelemetry__proto__collector__trace__v1__export_trace_service_request__free_unpacked(
+                tree, NULL);
+    }
     if (data == NULL || f == NULL) {
         perror(o->write);
         sf_free(data);
@@ -204,6 +220,7 @@ int main(int argc, char **argv)
         { "distinct", required_argument, NULL, 'd' }, { "gzip", no_argument, NULL, 'z' },
         { "rate", required_argument, NULL, 'r' }, { "duration", required_argument, NULL, 'D' },
         { "write", required_argument, NULL, 'w' }, { "grpc-frame", no_argument, NULL, 'g' },
+        { "json", no_argument, NULL, 'j' },
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
     };
     opts o = { .endpoint = "127.0.0.1:4317", .spans = 512, .requests = 10, .threads = 1,
@@ -214,7 +231,7 @@ int main(int argc, char **argv)
     double secs;
     int opt;
 
-    while ((opt = getopt_long(argc, argv, "e:s:n:t:d:zr:D:w:gh", lopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "e:s:n:t:d:zr:D:w:gjh", lopts, NULL)) != -1) {
         switch (opt) {
         case 'e': o.endpoint = optarg; break;
         case 's': o.spans = atol(optarg); break;
@@ -226,16 +243,21 @@ int main(int argc, char **argv)
         case 'D': o.duration = atof(optarg); break;
         case 'w': o.write = optarg; break;
         case 'g': o.grpc_frame = true; break;
+        case 'j': o.json = true; break;
         default:
             fprintf(opt == 'h' ? stdout : stderr,
                     "usage: sf_send [--endpoint HOST:PORT] [--spans N] [--requests N] "
                     "[--threads N] [--distinct N] [--gzip] [--rate R] [--duration S]\n"
-                    "       sf_send --write FILE [--grpc-frame] [--spans N]\n");
+                    "       sf_send --write FILE [--grpc-frame | --json] [--spans N]\n");
             return opt == 'h' ? 0 : 2;
         }
     }
     if (o.spans < 0 || o.requests < 1 || o.threads < 1 || o.distinct < 1) {
         fputs("sf_send: --spans >= 0, --requests, --threads, --distinct >= 1\n", stderr);
+        return 2;
+    }
+    if (o.write != NULL && o.json && o.grpc_frame) {
+        fputs("sf_send: --json and --grpc-frame do not go together\n", stderr);
         return 2;
     }
     if (o.write != NULL)

@@ -1,7 +1,8 @@
-/* tests/pipeline/test_otlp_count.c: the streaming span counter agrees with
- * the wire check's count for every way of cutting a request into pieces
- * (one byte at a time, odd sizes, whole), on several resource/scope shapes;
- * truncated and malformed input stops without reading out of bounds. */
+/* tests/pipeline/test_otlp_count.c: the streaming span counters agree with
+ * the wire check's count (protobuf) and with the encoder's input (OTLP/JSON)
+ * for every way of cutting a request into pieces (one byte at a time, odd
+ * sizes, whole), on several resource/scope shapes; truncated and malformed
+ * input stops without reading out of bounds. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include "bench/sample_batch.h"
 #include "sf_batch.h"
 #include "sf_otlp_count.h"
+#include "sf_otlp_json.h"
 
 static size_t count_in_pieces(const uint8_t *p, size_t len, size_t piece)
 {
@@ -95,9 +97,66 @@ static void test_malformed_stops(void **state)
     sf_free(req);
 }
 
+static size_t json_count_in_pieces(const char *p, size_t len, size_t piece)
+{
+    sf_json_span_counter c;
+
+    sf_json_span_counter_init(&c);
+    for (size_t off = 0; off < len; off += piece)
+        sf_json_span_counter_feed(&c, (const uint8_t *)p + off, len - off < piece ? len - off : piece);
+    assert_false(c.bad);
+    return c.spans;
+}
+
+/* OTLP/JSON: the sample requests through spanfence's own encoder. */
+static void test_json_matches(void **state)
+{
+    static const size_t sizes[] = { 0, 1, 3, 512 };
+    static const size_t pieces[] = { 1, 5, 4096, 1 << 30 };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        size_t len = 0, jlen = 0;
+        uint8_t *req = sf_sample_request(sizes[i], i, &len);
+        sf_otlp_request *tree =
+            opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
+                NULL, len, req);
+        char *json = NULL;
+
+        assert_non_null(tree);
+        assert_int_equal(sf_otlp_json_encode(tree, &json, &jlen), SF_OK);
+        for (size_t k = 0; k < sizeof(pieces) / sizeof(pieces[0]); k++)
+            assert_int_equal(json_count_in_pieces(json, jlen, pieces[k]), sizes[i]);
+        sf_free(json);
+        opentelemetry__proto__collector__trace__v1__export_trace_service_request__free_unpacked(
+            tree, NULL);
+        sf_free(req);
+    }
+}
+
+/* Spans arrays off the path, strings that look like structure, escapes,
+ * snake_case keys, and events/links inside spans are not spans. */
+static void test_json_shapes(void **state)
+{
+    static const char doc[] =
+        "{\"spans\":[{}],\"resource_spans\":[{\"resource\":{\"attributes\":[{\"key\":\"a\","
+        "\"value\":{\"stringValue\":\"]}{[\\\"spans\\\":[{\"}}]},\"scope_spans\":["
+        "{\"scope\":{\"name\":\"spans\"},\"spans\":[{\"name\":\"s1\",\"events\":[{},{}],"
+        "\"links\":[{\"spanId\":\"x\"}]},{\"name\":\"s2\"}]},{\"spans\":[]}]},"
+        "{\"scopeSpans\":[{\"spans\":[{\"attributes\":[{\"key\":\"k\",\"value\":{"
+        "\"arrayValue\":{\"values\":[{\"kvlistValue\":{\"values\":[{\"key\":\"spans\","
+        "\"value\":{}}]}}]}}}]}]}]}]}";
+
+    (void)state;
+    assert_int_equal(json_count_in_pieces(doc, sizeof(doc) - 1, 1), 3);
+    assert_int_equal(json_count_in_pieces(doc, sizeof(doc) - 1, 1000), 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_json_matches),
+        cmocka_unit_test(test_json_shapes),
         cmocka_unit_test(test_matches_wire_check),
         cmocka_unit_test(test_concatenated_and_empty_levels),
         cmocka_unit_test(test_malformed_stops),

@@ -18,11 +18,13 @@ const SPANS_PER_REQUEST = 570;   // 554 KB with the sample batch
 const EXPORT_PATH = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
 const sanitized = process.env.SF_SANITIZED === '1';
 
-// Writes the sample request (gRPC-framed or not) into dir; returns its path.
-function writePayload(dir, { grpcFrame = false } = {}) {
-  const file = path.join(dir, grpcFrame ? 'request.grpc' : 'request.pb');
+// Writes the sample request (gRPC-framed, OTLP/JSON or plain protobuf) into
+// dir; returns its path.
+function writePayload(dir, { grpcFrame = false, json = false } = {}) {
+  const file = path.join(dir, grpcFrame ? 'request.grpc' : json ? 'request.json' : 'request.pb');
   const args = ['--write', file, '--spans', String(SPANS_PER_REQUEST)];
   if (grpcFrame) args.push('--grpc-frame');
+  if (json) args.push('--json');
   execFileSync(deps.sendBin(), args, { stdio: 'pipe' });
   return file;
 }
@@ -224,8 +226,9 @@ async function startFlood(h, opts = {}) {
 
 // One export of `body` (the sample request, unframed); resolves
 // {ok, retryable, what}.
-// `gzipped`: HTTP only, the body as sent with Content-Encoding: gzip.
-async function exportOnce(transport, port, body, client, timeoutMs = 10000, gzipped = null) {
+// HTTP only: `gzipped`, the body as sent with Content-Encoding: gzip;
+// `json`, the body is OTLP/JSON.
+async function exportOnce(transport, port, body, client, timeoutMs = 10000, gzipped = null, json = false) {
   if (transport === 'grpc') {
     const r = await client.call(body, { timeoutMs });
     return { ok: r.code === peers.status.OK, retryable: r.code === peers.status.UNAVAILABLE,
@@ -233,7 +236,7 @@ async function exportOnce(transport, port, body, client, timeoutMs = 10000, gzip
   }
   const sent = gzipped || body;
   const r = await rawhttp.send(port, 'POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\n' +
-    `Content-Type: application/x-protobuf\r\n${gzipped ? 'Content-Encoding: gzip\r\n' : ''}` +
+    `Content-Type: application/${json ? 'json' : 'x-protobuf'}\r\n${gzipped ? 'Content-Encoding: gzip\r\n' : ''}` +
     `Content-Length: ${sent.length}`, sent, { timeoutMs });
   const st = r.response ? r.response.status : 0;
   return { ok: st === 200, retryable: st === 503 && r.response.headers['retry-after'] !== undefined,
@@ -270,13 +273,17 @@ async function floodThenRecover(t, transport, { requests = 1000 } = {}) {
     // and at least one is refused.
     let flooding = true;
     const probes = [];
-    // Over HTTP every other probe is gzip: a refused compressed body is
-    // counted in spans too (inflated piecewise), or the sums below break.
+    // Over HTTP the probes take turns: protobuf, gzip'd protobuf, OTLP/JSON.
+    // A refused body of each kind is counted in spans as it streams past
+    // (inflated piecewise), or the sums below break.
     const gz = transport === 'http' ? zlib.gzipSync(body) : null;
+    const jsonBody = transport === 'http' ? fs.readFileSync(writePayload(h.dir, { json: true })) : null;
     const prober = (async () => {
       while (flooding || !probes.some((x) => !x.ok)) {
-        const gzip = probes.length % 2 === 1 && gz !== null;
-        probes.push({ gzip, ...(await exportOnce(transport, port, body, client, 10000, gzip ? gz : null)) });
+        const kind = transport === 'http' ? ['proto', 'gzip', 'json'][probes.length % 3] : 'proto';
+        const x = kind === 'json' ? await exportOnce(transport, port, jsonBody, client, 10000, null, true)
+          : await exportOnce(transport, port, body, client, 10000, kind === 'gzip' ? gz : null);
+        probes.push({ kind, ...x });
         sentSpans += SPANS_PER_REQUEST;
         if (!flooding && probes.length > 200) break;
       }
@@ -300,9 +307,12 @@ async function floodThenRecover(t, transport, { requests = 1000 } = {}) {
     }
     for (const x of probes) assert.ok(x.ok || x.retryable, `export during the flood: ${x.what}, want OK or a retryable refusal`);
     assert.ok(probes.some((x) => !x.ok), `no export refused in ${probes.length} during the flood`);
-    if (gz) assert.ok(probes.some((x) => x.gzip && !x.ok), 'no gzip export refused during the flood');
-    t.diagnostic(`${probes.length} exports by an independent client during the flood, ` +
-      `${probes.filter((x) => !x.ok).length} refused (${probes.filter((x) => x.gzip && !x.ok).length} of them gzip)`);
+    const refusedKinds = {};
+    for (const x of probes) if (!x.ok) refusedKinds[x.kind] = (refusedKinds[x.kind] || 0) + 1;
+    if (transport === 'http') {
+      for (const kind of ['proto', 'gzip', 'json']) assert.ok(refusedKinds[kind] > 0, `no ${kind} export refused during the flood`);
+    }
+    t.diagnostic(`${probes.length} exports by an independent client during the flood, refused: ${JSON.stringify(refusedKinds)}`);
 
     let m = await sf.metrics();
     const c = receiverCounts(m, transport);
