@@ -362,7 +362,13 @@ sf_status sf_otlp_grpc_create(sf_component *self, const sf_otlp_grpc_config *cfg
     }
     pthread_mutex_init(&srv->post_lock, NULL);
     pthread_mutex_init(&srv->lock, NULL);
-    pthread_cond_init(&srv->cond, NULL);
+    {
+        pthread_condattr_t ca;      /* shutdown waits are timed on CLOCK_MONOTONIC */
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&srv->cond, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     *out = srv;
     return SF_OK;
 }
@@ -466,7 +472,7 @@ static bool wait_shutdown(sf_otlp_grpc_server *srv, int64_t ms)
     struct timespec ts;
     bool done;
 
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += ms / 1000;
     ts.tv_nsec += (ms % 1000) * 1000000L;
     if (ts.tv_nsec >= 1000000000L) {
