@@ -71,6 +71,24 @@ void *sf_calloc(size_t n, size_t size)
     return p;
 }
 
+void *sf_calloc_unlimited(size_t n, size_t size)
+{
+    unsigned char *p;
+    size_t total;
+
+    if (size != 0 && n > SIZE_MAX / size)
+        return NULL;
+    total = n * size;
+    if (total > SIZE_MAX - SF_ALLOC_HDR || should_fail())
+        return NULL;
+    p = calloc(1, total + SF_ALLOC_HDR);
+    if (p == NULL)
+        return NULL;
+    memcpy(p, &total, sizeof(total));
+    account(total, 0);
+    return p + SF_ALLOC_HDR;
+}
+
 void *sf_realloc(void *ptr, size_t size)
 {
     unsigned char *base, *np;

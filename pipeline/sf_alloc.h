@@ -12,6 +12,11 @@
 
 void *sf_malloc(size_t size);                 /* NULL on failure */
 void *sf_calloc(size_t n, size_t size);       /* zeroed; NULL on failure or overflow */
+/* Like sf_calloc, counted, but never refused by the hard limit: for small
+ * bookkeeping that exact accounting depends on (the inflate state that
+ * counts a refused compressed body's spans), which must not fail just
+ * because memory is short. Use sparingly; sf_free() it as usual. */
+void *sf_calloc_unlimited(size_t n, size_t size);
 void *sf_realloc(void *p, size_t size);       /* like realloc(); p stays valid on failure */
 void  sf_free(void *p);                       /* NULL is fine */
 char *sf_strdup(const char *s);               /* NULL on failure */

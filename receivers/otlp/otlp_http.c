@@ -230,10 +230,13 @@ static bool media_type_is(const char *value, const char *type)
                                                 value[n] == ' ');
 }
 
+/* The counting inflater's state (about 45 KB) is counted but not refused
+ * at the hard limit: it exists only while a refused body streams past, and
+ * without it that body's spans would go uncounted. */
 static void *z_alloc(void *opaque, unsigned n, unsigned size)
 {
     (void)opaque;
-    return sf_calloc(n, size);
+    return sf_calloc_unlimited(n, size);
 }
 
 static void z_free(void *opaque, void *p)
@@ -275,7 +278,7 @@ static void count_feed(sf_otlp_http_server *srv, http_req *rq, const uint8_t *p,
         return;
     }
     if (rq->z == NULL) {
-        rq->z = sf_calloc(1, sizeof(*rq->z));
+        rq->z = sf_calloc_unlimited(1, sizeof(*rq->z));
         if (rq->z == NULL) {
             rq->counter.bad = true;
             return;
@@ -376,7 +379,9 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
         http_req tmp = { .ct = ctype };
         return send_status(conn, &tmp, 413, 8, "request body too large");
     }
-    rq = sf_calloc(1, sizeof(*rq));
+    /* Not refused at the hard limit (a few hundred bytes): it is what
+     * answers 503 and counts the spans when memory is short. */
+    rq = sf_calloc_unlimited(1, sizeof(*rq));
     if (rq == NULL)
         return MHD_NO;
     rq->ct = ctype;

@@ -90,6 +90,18 @@ static void test_soft_and_hard_limits(void **state)
     /* Past the hard limit nothing more is handed out. */
     more = sf_malloc(((size_t)cfg.limit_mib << 20) / 5);
     assert_null(more);
+    /* ... except the small bookkeeping that refusals themselves need,
+     * which is still counted. */
+    {
+        size_t before = sf_alloc_in_use();
+        unsigned char *book = sf_calloc_unlimited(1, 4096);
+
+        assert_non_null(book);
+        assert_int_equal(book[4095], 0);
+        assert_int_equal(sf_alloc_in_use(), before + 4096);
+        sf_free(book);
+        assert_int_equal(sf_alloc_in_use(), before);
+    }
 
     sf_free(big);
     assert_false(sf_alloc_under_pressure());
