@@ -465,6 +465,19 @@ static enum MHD_Result gather(sf_otlp_http_server *srv, http_req *rq, const char
     return MHD_YES;
 }
 
+/* The spans of a body refused after decoding began: what the decoder saw,
+ * or, when it ran out of memory before seeing any (OTLP/JSON is decoded
+ * whole first), a streaming count of the body. */
+static size_t refused_spans(sf_otlp_http_server *srv, http_req *rq, const sf_batch *batch,
+                            sf_status st)
+{
+    if (batch->spans > 0 || st == SF_INVALID)
+        return batch->spans;
+    count_start(rq);
+    count_feed(srv, rq, rq->body, rq->len);
+    return counted_spans(rq);
+}
+
 /* Refuse a whole body now, counting its spans. */
 static enum MHD_Result refuse_counted(sf_otlp_http_server *srv, struct MHD_Connection *conn,
                                       http_req *rq, unsigned http, int rpc, const char *msg,
@@ -568,7 +581,7 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
         else
             ret = send_status(conn, rq, 500, 13, sf_status_str(st));
     } else {
-        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, batch.spans,
+        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, refused_spans(srv, rq, &batch, st),
                             st == SF_INVALID ? SF_REASON_MALFORMED : SF_REASON_MEMORY_LIMIT);
         if (st == SF_INVALID)
             ret = send_status(conn, rq, 400, 3, err[0] ? err : "invalid request");
