@@ -71,6 +71,24 @@ void *sf_calloc(size_t n, size_t size)
     return p;
 }
 
+void *sf_calloc_unlimited(size_t n, size_t size)
+{
+    unsigned char *p;
+    size_t total;
+
+    if (size != 0 && n > SIZE_MAX / size)
+        return NULL;
+    total = n * size;
+    if (total > SIZE_MAX - SF_ALLOC_HDR || should_fail())
+        return NULL;
+    p = calloc(1, total + SF_ALLOC_HDR);
+    if (p == NULL)
+        return NULL;
+    memcpy(p, &total, sizeof(total));
+    account(total, 0);
+    return p + SF_ALLOC_HDR;
+}
+
 void *sf_realloc(void *ptr, size_t size)
 {
     unsigned char *base, *np;
@@ -125,6 +143,19 @@ char *sf_strdup(const char *s)
     return sf_strndup(s, strlen(s));
 }
 
+int sf_alloc_charge(size_t size)
+{
+    if (over_hard(size))
+        return 0;
+    account(size, 0);
+    return 1;
+}
+
+void sf_alloc_uncharge(size_t size)
+{
+    account(0, size);
+}
+
 size_t sf_alloc_in_use(void)
 {
     return atomic_load_explicit(&in_use, memory_order_relaxed);
@@ -134,6 +165,12 @@ void sf_alloc_set_limits(size_t soft, size_t hard)
 {
     atomic_store(&limit_soft, soft);
     atomic_store(&limit_hard, hard);
+}
+
+void sf_alloc_limits(size_t *soft, size_t *hard)
+{
+    *soft = atomic_load(&limit_soft);
+    *hard = atomic_load(&limit_hard);
 }
 
 void sf_alloc_set_external_pressure(int on)

@@ -12,6 +12,11 @@
 
 void *sf_malloc(size_t size);                 /* NULL on failure */
 void *sf_calloc(size_t n, size_t size);       /* zeroed; NULL on failure or overflow */
+/* Like sf_calloc, counted, but never refused by the hard limit: for small
+ * bookkeeping that exact accounting depends on (the inflate state that
+ * counts a refused compressed body's spans), which must not fail just
+ * because memory is short. Use sparingly; sf_free() it as usual. */
+void *sf_calloc_unlimited(size_t n, size_t size);
 void *sf_realloc(void *p, size_t size);       /* like realloc(); p stays valid on failure */
 void  sf_free(void *p);                       /* NULL is fine */
 char *sf_strdup(const char *s);               /* NULL on failure */
@@ -20,12 +25,24 @@ char *sf_strndup(const char *s, size_t n);    /* copies at most n bytes, NUL-ter
 /* Bytes currently allocated through sf_* (payload, not headers). */
 size_t sf_alloc_in_use(void);
 
+/* Memory a library is about to allocate outside sf_malloc (json-c's parse
+ * tree): charge an estimate before, so the limits see it, and uncharge the
+ * same amount after. sf_alloc_charge() charges nothing and returns 0 when the
+ * estimate would pass the hard limit. */
+int sf_alloc_charge(size_t size);
+void sf_alloc_uncharge(size_t size);
+
 /* Memory limits (the memory_limiter processor sets them; 0 = none). Past
  * `hard`, allocations fail (callers then refuse data with a retryable
  * status); past `soft`, sf_alloc_under_pressure() says to refuse new data
  * before it is decoded. */
 void sf_alloc_set_limits(size_t soft, size_t hard);
-/* Extra pressure from outside the count (e.g. RSS sampled over the limit). */
+/* The limits now (0, 0 when no memory_limiter runs): receivers size what
+ * they hold outside the count (gRPC's resource quota) from them. */
+void sf_alloc_limits(size_t *soft, size_t *hard);
+/* Extra pressure from outside the count (RSS sampled over the limit; the
+ * memory limiter drops it again as soon as RSS or counted memory is low, so
+ * it cannot latch). */
 void sf_alloc_set_external_pressure(int on);
 /* Whether receivers should refuse new data now. */
 int sf_alloc_under_pressure(void);

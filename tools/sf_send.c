@@ -7,7 +7,12 @@
  *   sf_send [--endpoint 127.0.0.1:4317] [--spans 512] [--requests 10]
  *           [--threads 1] [--gzip] [--distinct 16] [--rate R] [--duration S]
  * With --duration, each thread sends for S seconds (at --rate requests per
- * second when given) instead of a fixed number of requests. */
+ * second when given) instead of a fixed number of requests.
+ *
+ *   sf_send --write FILE [--grpc-frame | --json] [--spans 512]
+ * writes one such request to FILE instead (with the 5-byte gRPC message
+ * prefix when --grpc-frame, as OTLP/JSON when --json), for load tools that
+ * send a file's bytes (h2load -d FILE): bench/flood.sh and the flood tests. */
 #include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -20,6 +25,7 @@
 #include <grpc/support/time.h>
 
 #include "../bench/sample_batch.h"
+#include "sf_otlp_json.h"
 
 #define EXPORT_METHOD "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
@@ -29,6 +35,9 @@ typedef struct opts {
     double rate;                /* requests per second per thread; 0 = as fast as possible */
     double duration;            /* seconds; 0 = stop after --requests */
     bool gzip;
+    const char *write;          /* --write FILE */
+    bool grpc_frame;
+    bool json;
 } opts;
 
 typedef struct thread_ctx {
@@ -161,6 +170,48 @@ static const char *const code_names[17] = {
     "UNAUTHENTICATED",
 };
 
+/* --write: one request to a file; prints its size and span count. */
+static int write_request(const opts *o)
+{
+    size_t len = 0;
+    uint8_t *data = sf_sample_request((size_t)o->spans, 1, &len);
+    uint8_t prefix[5] = { 0, (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
+                          (uint8_t)len };
+    FILE *f = fopen(o->write, "wb");
+    bool ok;
+
+    if (data != NULL && o->json) {
+        sf_otlp_request *tree =
+            opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
+                NULL, len, data);
+        char *json = NULL;
+
+        sf_free(data);
+        data = NULL;
+        if (tree != NULL && sf_otlp_json_encode(tree, &json, &len) == SF_OK)
+            data = (uint8_t *)json;
+        if (tree != NULL)
+            opentelemetry__proto__collector__trace__v1__export_trace_service_request__free_unpacked(
+                tree, NULL);
+    }
+    if (data == NULL || f == NULL) {
+        perror(o->write);
+        sf_free(data);
+        if (f != NULL)
+            fclose(f);
+        return 1;
+    }
+    ok = (!o->grpc_frame || fwrite(prefix, 1, 5, f) == 5) && fwrite(data, 1, len, f) == len;
+    ok = fclose(f) == 0 && ok;
+    sf_free(data);
+    if (!ok) {
+        perror(o->write);
+        return 1;
+    }
+    printf("%s: %zu bytes, %ld spans\n", o->write, len + (o->grpc_frame ? 5 : 0), o->spans);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option lopts[] = {
@@ -168,6 +219,8 @@ int main(int argc, char **argv)
         { "requests", required_argument, NULL, 'n' }, { "threads", required_argument, NULL, 't' },
         { "distinct", required_argument, NULL, 'd' }, { "gzip", no_argument, NULL, 'z' },
         { "rate", required_argument, NULL, 'r' }, { "duration", required_argument, NULL, 'D' },
+        { "write", required_argument, NULL, 'w' }, { "grpc-frame", no_argument, NULL, 'g' },
+        { "json", no_argument, NULL, 'j' },
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
     };
     opts o = { .endpoint = "127.0.0.1:4317", .spans = 512, .requests = 10, .threads = 1,
@@ -178,7 +231,7 @@ int main(int argc, char **argv)
     double secs;
     int opt;
 
-    while ((opt = getopt_long(argc, argv, "e:s:n:t:d:zr:D:h", lopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "e:s:n:t:d:zr:D:w:gjh", lopts, NULL)) != -1) {
         switch (opt) {
         case 'e': o.endpoint = optarg; break;
         case 's': o.spans = atol(optarg); break;
@@ -188,10 +241,14 @@ int main(int argc, char **argv)
         case 'z': o.gzip = true; break;
         case 'r': o.rate = atof(optarg); break;
         case 'D': o.duration = atof(optarg); break;
+        case 'w': o.write = optarg; break;
+        case 'g': o.grpc_frame = true; break;
+        case 'j': o.json = true; break;
         default:
             fprintf(opt == 'h' ? stdout : stderr,
                     "usage: sf_send [--endpoint HOST:PORT] [--spans N] [--requests N] "
-                    "[--threads N] [--distinct N] [--gzip] [--rate R] [--duration S]\n");
+                    "[--threads N] [--distinct N] [--gzip] [--rate R] [--duration S]\n"
+                    "       sf_send --write FILE [--grpc-frame | --json] [--spans N]\n");
             return opt == 'h' ? 0 : 2;
         }
     }
@@ -199,6 +256,12 @@ int main(int argc, char **argv)
         fputs("sf_send: --spans >= 0, --requests, --threads, --distinct >= 1\n", stderr);
         return 2;
     }
+    if (o.write != NULL && o.json && o.grpc_frame) {
+        fputs("sf_send: --json and --grpc-frame do not go together\n", stderr);
+        return 2;
+    }
+    if (o.write != NULL)
+        return write_request(&o);
     grpc_init();
     ts = calloc((size_t)o.threads, sizeof(*ts));
     clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -1,30 +1,43 @@
 /* processors/memory_limiter/memory_limiter.c: keeps the collector inside a
  * memory budget. Backed by the counted allocator (pipeline/sf_alloc.h), not
  * by RSS polling alone:
- *   - past the soft limit (limit - spike) receivers refuse new data before
- *     decoding it, with a retryable status (gRPC UNAVAILABLE, HTTP 503), and
- *     this processor refuses batches that still arrive;
- *   - past the hard limit counted allocations fail, so memory never grows
- *     past it; what needs memory is refused, retryably;
- *   - a thread samples RSS every check_interval and adds pressure while RSS
- *     is over the hard limit (memory the count cannot see: gRPC, libcurl).
+ *   - past the soft limit (limit - spike) of counted memory, receivers
+ *     refuse new data before decoding it, with a retryable status (gRPC
+ *     UNAVAILABLE, HTTP 503), and this processor refuses batches that still
+ *     arrive;
+ *   - past the hard limit counted allocations fail, so counted memory never
+ *     grows past it; what needs memory is refused, retryably;
+ *   - a thread samples RSS every check_interval as a guard for memory the
+ *     count cannot see (gRPC core, libcurl, malloc's free lists). It judges
+ *     RSS net of the baseline taken at start (shared libraries, thread
+ *     stacks), asks malloc to give free memory back (malloc_trim) before
+ *     judging, and refuses while that net RSS is over the hard limit. The
+ *     guard always releases: below the soft limit, or as soon as counted
+ *     memory is low (then refusing frees nothing, so it could only latch).
+ *     It also trims whenever counted memory has fallen by a spike's worth,
+ *     so memory freed when a backlog drains goes back to the system.
  * The limits are process-wide: with several memory_limiter instances the
  * last one started wins. */
 #include "memory_limiter.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+/* Trim at most this often while RSS stays high (malloc_trim walks the heap). */
+#define TRIM_MIN_INTERVAL_MS 50
+
 typedef struct limiter {
     const sf_memory_limiter_config *cfg;
     size_t hard, soft;
+    size_t baseline;            /* RSS at start */
     pthread_t thread;
     bool running;
     pthread_mutex_t lock;
-    pthread_cond_t cond;
+    pthread_cond_t cond;        /* on CLOCK_MONOTONIC */
     bool stop;
 } limiter;
 
@@ -66,28 +79,67 @@ static size_t rss_bytes(void)
     return rss;
 }
 
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static size_t net_rss(const limiter *l)
+{
+    size_t rss = rss_bytes();
+
+    return rss > l->baseline ? rss - l->baseline : 0;
+}
+
 static void *sampler(void *arg)
 {
     limiter *l = arg;
     bool pressure = false;
+    size_t spike = l->hard - l->soft;
+    size_t low = l->soft / 2;           /* counted memory this low: never refuse on RSS */
+    size_t trimmed_at = 0;              /* counted memory at the last trim */
+    int64_t last_trim = 0;
 
     pthread_mutex_lock(&l->lock);
     while (!l->stop) {
         struct timespec ts;
-        size_t rss = rss_bytes();
+        size_t counted = sf_alloc_in_use();
+        size_t net = net_rss(l);
+        int64_t t = now_ms();
 
-        /* Hysteresis: on above the hard limit, off again below the soft. */
-        if (!pressure && rss > l->hard) {
+        /* Give free heap back before judging RSS, when RSS is high and more
+         * than a spike is resident beyond what is counted, or when counted
+         * memory fell by a spike since the last trim (a backlog drained). */
+        if ((net > l->soft && net > counted + spike / 2 &&
+             t - last_trim >= TRIM_MIN_INTERVAL_MS) ||
+            counted + spike / 2 < trimmed_at) {
+            size_t before = net;
+
+            malloc_trim(0);
+            last_trim = t;
+            trimmed_at = counted;
+            net = net_rss(l);
+            sf_debug("memory_limiter: trimmed the heap: RSS over the baseline %zu -> %zu MiB "
+                     "(counted %zu MiB)", before >> 20, net >> 20, counted >> 20);
+        }
+        if (counted > trimmed_at)
+            trimmed_at = counted;
+
+        if (!pressure && net > l->hard && counted >= low) {
             pressure = true;
-            sf_warn("memory_limiter: RSS %zu MiB is over the %zu MiB limit: refusing data",
-                    rss >> 20, l->hard >> 20);
-        } else if (pressure && rss < l->soft) {
+            sf_warn("memory_limiter: RSS %zu MiB over the start-up baseline (%zu MiB) is over "
+                    "the %zu MiB limit (counted %zu MiB): refusing data",
+                    net >> 20, l->baseline >> 20, l->hard >> 20, counted >> 20);
+        } else if (pressure && (net < l->soft || counted < low)) {
             pressure = false;
-            sf_info("memory_limiter: RSS %zu MiB back under %zu MiB: accepting data",
-                    rss >> 20, l->soft >> 20);
+            sf_info("memory_limiter: RSS %zu MiB over the baseline, counted %zu MiB: "
+                    "accepting data", net >> 20, counted >> 20);
         }
         sf_alloc_set_external_pressure(pressure);
-        clock_gettime(CLOCK_REALTIME, &ts);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_sec += l->cfg->check_interval / 1000;
         ts.tv_nsec += (l->cfg->check_interval % 1000) * 1000000L;
         if (ts.tv_nsec >= 1000000000L) {
@@ -121,7 +173,13 @@ static sf_status limiter_create(sf_component *self, const void *config)
     }
     l->soft = l->hard - spike;
     pthread_mutex_init(&l->lock, NULL);
-    pthread_cond_init(&l->cond, NULL);
+    {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&l->cond, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     sf_component_set_ctx(self, l);
     return SF_OK;
 }
@@ -131,11 +189,14 @@ static sf_status limiter_start(sf_component *self)
     limiter *l = sf_component_ctx(self);
 
     sf_alloc_set_limits(l->soft, l->hard);
+    malloc_trim(0);
+    l->baseline = rss_bytes();
     if (pthread_create(&l->thread, NULL, sampler, l) != 0)
         return SF_ENOMEM;
     l->running = true;
-    sf_info("processor '%s': refusing data above %zu MiB, hard limit %zu MiB",
-            sf_component_id(self), l->soft >> 20, l->hard >> 20);
+    sf_info("processor '%s': refusing data above %zu MiB, hard limit %zu MiB "
+            "(RSS guard over a %zu MiB start-up baseline)",
+            sf_component_id(self), l->soft >> 20, l->hard >> 20, l->baseline >> 20);
     return SF_OK;
 }
 

@@ -5,12 +5,35 @@
 
 #include "sf_component.h"
 
+/* keepalive (upstream's layout); durations in ms, 0 = off / no limit. */
+typedef struct sf_otlp_keepalive_server {
+    bool present;
+    int64_t time;                   /* ping an idle client this often */
+    int64_t timeout;                /* ... and close if it does not answer within this */
+    int64_t max_connection_idle;    /* close a connection without calls after this */
+    int64_t max_connection_age;
+    int64_t max_connection_age_grace;
+} sf_otlp_keepalive_server;
+
+typedef struct sf_otlp_keepalive_enforcement {
+    bool present;
+    int64_t min_time;               /* pings from clients more often than this are strikes */
+    bool permit_without_stream;
+} sf_otlp_keepalive_enforcement;
+
+typedef struct sf_otlp_keepalive_config {
+    bool present;
+    sf_otlp_keepalive_server server_parameters;
+    sf_otlp_keepalive_enforcement enforcement_policy;
+} sf_otlp_keepalive_config;
+
 typedef struct sf_otlp_grpc_config {
     bool present;
     char *endpoint;                 /* host:port */
     int64_t max_recv_msg_size_mib;
-    int64_t max_concurrent_streams; /* 0: gRPC's default */
+    int64_t max_concurrent_streams; /* per client connection */
     int64_t workers;                /* threads, each with its own completion queue */
+    sf_otlp_keepalive_config keepalive;
 } sf_otlp_grpc_config;
 
 typedef struct sf_otlp_http_config {
@@ -18,6 +41,9 @@ typedef struct sf_otlp_http_config {
     char *endpoint;
     char *traces_url_path;
     int64_t max_request_body_size;  /* bytes, after decompression */
+    int64_t read_header_timeout;    /* ms: a connection's request headers must be in by then */
+    int64_t read_timeout;           /* ms: a whole request, headers and body */
+    int64_t idle_timeout;           /* ms: a keep-alive connection between requests */
 } sf_otlp_http_config;
 
 typedef struct sf_otlp_protocols_config {

@@ -4,6 +4,50 @@
 
 #include <stddef.h>
 
+static const sf_config_row keepalive_server_rows[] = {
+    { .key = "time", .type = SF_CFG_DURATION, .def = "1m",
+      .offset = offsetof(sf_otlp_keepalive_server, time),
+      .help = "ping a client after this long without activity (0: never)",
+      .min = 0, .max = 86400000 },
+    { .key = "timeout", .type = SF_CFG_DURATION, .def = "20s",
+      .offset = offsetof(sf_otlp_keepalive_server, timeout),
+      .help = "close the connection when a ping is not answered within this",
+      .min = 1000, .max = 3600000 },
+    { .key = "max_connection_idle", .type = SF_CFG_DURATION, .def = "5m",
+      .offset = offsetof(sf_otlp_keepalive_server, max_connection_idle),
+      .help = "close (GOAWAY) a connection that had no call for this long (0: never)",
+      .min = 0, .max = 86400000 },
+    { .key = "max_connection_age", .type = SF_CFG_DURATION, .def = "0",
+      .offset = offsetof(sf_otlp_keepalive_server, max_connection_age),
+      .help = "close (GOAWAY) a connection this old (0: never)", .min = 0, .max = 86400000 },
+    { .key = "max_connection_age_grace", .type = SF_CFG_DURATION, .def = "0",
+      .offset = offsetof(sf_otlp_keepalive_server, max_connection_age_grace),
+      .help = "time calls get to finish after max_connection_age (0: unlimited)",
+      .min = 0, .max = 86400000 },
+    { 0 }
+};
+
+static const sf_config_row keepalive_enforcement_rows[] = {
+    { .key = "min_time", .type = SF_CFG_DURATION, .def = "5m",
+      .offset = offsetof(sf_otlp_keepalive_enforcement, min_time),
+      .help = "least interval between a client's pings; faster ones end the connection",
+      .min = 0, .max = 86400000 },
+    { .key = "permit_without_stream", .type = SF_CFG_BOOL, .def = "false",
+      .offset = offsetof(sf_otlp_keepalive_enforcement, permit_without_stream),
+      .help = "allow client pings while no call is open" },
+    { 0 }
+};
+
+static const sf_config_row keepalive_rows[] = {
+    { .key = "server_parameters", .type = SF_CFG_SECTION,
+      .offset = offsetof(sf_otlp_keepalive_config, server_parameters),
+      .sub = keepalive_server_rows, .help = "pings, idle and age limits of client connections" },
+    { .key = "enforcement_policy", .type = SF_CFG_SECTION,
+      .offset = offsetof(sf_otlp_keepalive_config, enforcement_policy),
+      .sub = keepalive_enforcement_rows, .help = "what clients' own pings may do" },
+    { 0 }
+};
+
 static const sf_config_row grpc_rows[] = {
     { .key = "endpoint", .type = SF_CFG_STR, .def = "127.0.0.1:4317",
       .offset = offsetof(sf_otlp_grpc_config, endpoint),
@@ -11,17 +55,18 @@ static const sf_config_row grpc_rows[] = {
     { .key = "max_recv_msg_size_mib", .type = SF_CFG_INT, .def = "4",
       .offset = offsetof(sf_otlp_grpc_config, max_recv_msg_size_mib),
       .help = "largest request accepted, in MiB", .min = 1, .max = 1024 },
-    { .key = "max_concurrent_streams", .type = SF_CFG_INT, .def = "0",
+    { .key = "max_concurrent_streams", .type = SF_CFG_INT, .def = "16",
       .offset = offsetof(sf_otlp_grpc_config, max_concurrent_streams),
-      .help = "concurrent calls per client connection (0: gRPC's default)",
-      .min = 0, .max = 1000000 },
+      .help = "concurrent calls per client connection; more wait in the client",
+      .min = 1, .max = 1000000 },
     { .key = "workers", .type = SF_CFG_INT, .def = "2",
       .offset = offsetof(sf_otlp_grpc_config, workers),
       .help = "receiver threads, each with its own completion queue", .min = 1, .max = 64 },
     { .key = "read_buffer_size", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
     { .key = "write_buffer_size", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
     { .key = "include_metadata", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
-    { .key = "keepalive", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "keepalive", .type = SF_CFG_SECTION, .offset = offsetof(sf_otlp_grpc_config, keepalive),
+      .sub = keepalive_rows, .help = "keepalive pings and connection idle/age limits" },
     { .key = "transport", .type = SF_CFG_ENUM, .def = "tcp", .offset = SF_CFG_NO_FIELD,
       .choices = "tcp", .help = "only tcp is supported" },
     { .key = "tls", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
@@ -42,6 +87,19 @@ static const sf_config_row http_rows[] = {
       .offset = offsetof(sf_otlp_http_config, max_request_body_size),
       .help = "largest request body, after decompression", .min = 1024,
       .max = (int64_t)1 << 30 },
+    { .key = "read_header_timeout", .type = SF_CFG_DURATION, .def = "10s",
+      .offset = offsetof(sf_otlp_http_config, read_header_timeout),
+      .help = "a connection whose request headers are not all in by then is closed",
+      .min = 100, .max = 3600000 },
+    { .key = "read_timeout", .type = SF_CFG_DURATION, .def = "30s",
+      .offset = offsetof(sf_otlp_http_config, read_timeout),
+      .help = "a request (headers and body) not read by then is closed",
+      .min = 100, .max = 3600000 },
+    { .key = "idle_timeout", .type = SF_CFG_DURATION, .def = "30s",
+      .offset = offsetof(sf_otlp_http_config, idle_timeout),
+      .help = "a keep-alive connection idle between requests for this long is closed",
+      .min = 100, .max = 3600000 },
+    { .key = "write_timeout", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
     { .key = "include_metadata", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
     { .key = "cors", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
       .help = "cors is not supported: no browser sends to an in-VM collector" },

@@ -4,9 +4,24 @@
  * - `workers` threads, each blocked in grpc_completion_queue_next() on a
  *   completion queue of its own. gRPC does the socket I/O on those threads.
  * - Each worker pre-posts SLOTS call slots for the registered Export method
- *   (the request payload arrives with the call) and one catch-all slot that
- *   answers any other method UNIMPLEMENTED at once (without it such calls
- *   would hang until the client's deadline, holding their buffers).
+ *   and one catch-all slot that answers any other method UNIMPLEMENTED at
+ *   once (without it such calls would hang until the client's deadline,
+ *   holding their buffers).
+ * - Memory gRPC holds is bounded, not just counted:
+ *   - an Export call is matched on its headers and its message is read only
+ *     once it has a slot (GRPC_SRM_PAYLOAD_NONE, then RECV_MESSAGE), so at
+ *     most workers x SLOTS messages are in memory; calls waiting for a slot
+ *     hold their HTTP/2 stream window (lookahead_bytes, BDP probing off),
+ *     not their message;
+ *   - max_concurrent_streams (default 16) per connection: further calls
+ *     wait in the client;
+ *   - a resource quota sized from the memory limiter backs that up (under
+ *     pressure gRPC shrinks its flow-control windows);
+ *   - keepalive, max_connection_idle/age and a handshake timeout end
+ *     idle, half-open and silent connections.
+ * - When memory is short the call is refused (UNAVAILABLE) before its
+ *   message is copied: the spans are counted over the message's slices
+ *   (sf_otlp_count.h) and the slices are freed.
  * - A call is answered in one batch (initial metadata, message, status,
  *   close) right after the request was decoded into the worker's arena and
  *   run through the pipeline (sf_component_emit). The arena is reset after
@@ -16,6 +31,7 @@
  *   is being destroyed) and the shutdown notification. */
 #include "otlp_grpc.h"
 #include "sf_grpc.h"
+#include "sf_otlp_count.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -27,7 +43,15 @@
 #include <grpc/support/time.h>
 
 #define EXPORT_METHOD "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-#define SLOTS 8
+#define SLOTS 2
+/* Window of a stream whose message is not being read yet. */
+#define STREAM_LOOKAHEAD (16 * 1024)
+/* Largest read buffer of a connection. */
+#define TCP_MAX_READ_CHUNK (32 * 1024)
+/* A connection that has not sent its HTTP/2 preface by then is closed. */
+#define HANDSHAKE_TIMEOUT_MS 10000
+/* Resource quota when no memory_limiter runs. */
+#define DEFAULT_QUOTA ((size_t)256 << 20)
 #define ARENA_CHUNK (1024 * 1024)
 #define SHUTDOWN_GRACE_MS 5000
 
@@ -35,6 +59,7 @@ typedef struct worker worker;
 
 typedef struct call_slot {
     bool catch_all;             /* the UNIMPLEMENTED slot */
+    bool reading;               /* waiting for the request message */
     bool replying;              /* waiting for the reply batch to complete */
     worker *w;
     grpc_call *call;
@@ -62,6 +87,7 @@ struct sf_otlp_grpc_server {
     unsigned max_depth;
     size_t max_msg;
     grpc_server *server;
+    grpc_resource_quota *quota;
     void *method;
     unsigned n_workers;
     worker *workers;
@@ -93,6 +119,7 @@ static void slot_clear(call_slot *s)
     s->reply = NULL;
     grpc_slice_unref(s->status_details);
     s->status_details = grpc_empty_slice();
+    s->reading = false;
     s->replying = false;
 }
 
@@ -112,7 +139,7 @@ static bool slot_post(call_slot *s)
                                            s->w->cq, s->w->cq, s);
         } else {
             err = grpc_server_request_registered_call(srv->server, srv->method, &s->call,
-                                                      &s->deadline, &s->md, &s->payload,
+                                                      &s->deadline, &s->md, NULL,
                                                       s->w->cq, s->w->cq, s);
         }
         if (err != GRPC_CALL_OK) {
@@ -207,19 +234,29 @@ static void handle_export(call_slot *s)
         slot_reply(s, GRPC_STATUS_INVALID_ARGUMENT, "request could not be decompressed");
         return;
     }
-    data = grpc_byte_buffer_reader_readall(&reader);
-    grpc_byte_buffer_reader_destroy(&reader);
     if (!sf_component_may_accept(srv->self)) {
-        /* Refused before decoding; the allocation-free walk still counts
-         * the spans, so the refusal is visible in span terms. */
-        size_t spans = 0;
-        sf_otlp_scan(GRPC_SLICE_START_PTR(data), GRPC_SLICE_LENGTH(data), srv->max_depth,
-                           &spans);
-        grpc_slice_unref(data);
-        sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, spans, SF_REASON_MEMORY_LIMIT);
+        /* Refused before the message is copied or decoded; its spans are
+         * still counted, over its slices, so the refusal is visible in span
+         * terms (received = accepted + refused). */
+        sf_span_counter sc;
+        grpc_slice piece;
+
+        sf_span_counter_init(&sc);
+        while (grpc_byte_buffer_reader_next(&reader, &piece) != 0) {
+            sf_span_counter_feed(&sc, GRPC_SLICE_START_PTR(piece), GRPC_SLICE_LENGTH(piece));
+            grpc_slice_unref(piece);
+        }
+        grpc_byte_buffer_reader_destroy(&reader);
+        grpc_byte_buffer_destroy(s->payload);
+        s->payload = NULL;
+        sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, sc.spans, SF_REASON_MEMORY_LIMIT);
         slot_reply(s, GRPC_STATUS_UNAVAILABLE, status_details(SF_MEMLIMIT));
         return;
     }
+    data = grpc_byte_buffer_reader_readall(&reader);
+    grpc_byte_buffer_reader_destroy(&reader);
+    grpc_byte_buffer_destroy(s->payload);    /* the copy is all we need */
+    s->payload = NULL;
 
     /* The codec's pass inside emit is also the validation: a malformed
      * request comes back SF_INVALID with nothing of it queued. */
@@ -243,6 +280,21 @@ static void handle_export(call_slot *s)
     slot_reply(s, status_to_grpc(st), status_details(st));
 }
 
+/* A matched Export call: read its message now that a slot holds it. */
+static void start_read(call_slot *s)
+{
+    grpc_op op;
+
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &s->payload;
+    s->reading = true;
+    if (grpc_call_start_batch(s->call, &op, 1, s, NULL) != GRPC_CALL_OK) {
+        slot_clear(s);
+        slot_post(s);
+    }
+}
+
 static void handle_event(call_slot *s, int success)
 {
     if (s->replying) {              /* the answer went out (or the call died) */
@@ -250,15 +302,25 @@ static void handle_event(call_slot *s, int success)
         slot_post(s);
         return;
     }
-    if (!success) {                 /* server shutting down: the slot is ours again */
+    if (!success) {
+        /* A read that failed (the client went away): take the next call.
+         * A request that failed: the server is shutting down. */
+        bool repost = s->reading;
+
         slot_clear(s);
+        if (repost)
+            slot_post(s);
         return;
     }
-    if (s->catch_all)
+    if (s->catch_all) {
         slot_reply(s, GRPC_STATUS_UNIMPLEMENTED, "unknown method: spanfence serves "
                    EXPORT_METHOD " only");
-    else
+    } else if (!s->reading) {
+        start_read(s);
+    } else {
+        s->reading = false;
         handle_export(s);
+    }
 }
 
 static void *worker_main(void *arg)
@@ -307,38 +369,73 @@ sf_status sf_otlp_grpc_create(sf_component *self, const sf_otlp_grpc_config *cfg
     }
     pthread_mutex_init(&srv->post_lock, NULL);
     pthread_mutex_init(&srv->lock, NULL);
-    pthread_cond_init(&srv->cond, NULL);
+    {
+        pthread_condattr_t ca;      /* shutdown waits are timed on CLOCK_MONOTONIC */
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&srv->cond, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     *out = srv;
     return SF_OK;
 }
 
 sf_status sf_otlp_grpc_start(sf_otlp_grpc_server *srv)
 {
-    grpc_arg args[3];
+    const sf_otlp_keepalive_server *ka = &srv->cfg->keepalive.server_parameters;
+    const sf_otlp_keepalive_enforcement *kp = &srv->cfg->keepalive.enforcement_policy;
+    grpc_arg args[16];
     grpc_channel_args cargs = { .num_args = 0, .args = args };
     grpc_server_credentials *creds;
+    size_t soft, hard, quota;
     int port;
 
     sf_grpc_init();
     srv->grpc_inited = true;
 
+    /* What gRPC core allocates is outside the count: the memory limiter's
+     * hard limit (or a fixed 256 MiB without one) is its quota too. */
+    sf_alloc_limits(&soft, &hard);
+    quota = hard > 0 ? hard : DEFAULT_QUOTA;
+    srv->quota = grpc_resource_quota_create("spanfence-otlp-receiver");
+    grpc_resource_quota_resize(srv->quota, quota);
+
     memset(args, 0, sizeof(args));
-    args[cargs.num_args].type = GRPC_ARG_INTEGER;
-    args[cargs.num_args].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-    args[cargs.num_args++].value.integer = (int)srv->max_msg;
+#define INT_ARG(k, v) do { \
+        args[cargs.num_args].type = GRPC_ARG_INTEGER; \
+        args[cargs.num_args].key = (char *)(k); \
+        args[cargs.num_args++].value.integer = (int)(v); \
+    } while (0)
+    INT_ARG(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, srv->max_msg);
     /* gRPC enables SO_REUSEPORT by default: a second collector on the same
      * port would start silently and take half the connections. */
-    args[cargs.num_args].type = GRPC_ARG_INTEGER;
-    args[cargs.num_args].key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
-    args[cargs.num_args++].value.integer = 0;
-    if (srv->cfg->max_concurrent_streams > 0) {
-        args[cargs.num_args].type = GRPC_ARG_INTEGER;
-        args[cargs.num_args].key = (char *)GRPC_ARG_MAX_CONCURRENT_STREAMS;
-        args[cargs.num_args++].value.integer = (int)srv->cfg->max_concurrent_streams;
-    }
+    INT_ARG(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    INT_ARG(GRPC_ARG_MAX_CONCURRENT_STREAMS, srv->cfg->max_concurrent_streams);
+    /* A stream waiting for a slot may hold this much of its message; BDP
+     * probing would grow it to megabytes per stream. */
+    INT_ARG(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, STREAM_LOOKAHEAD);
+    INT_ARG(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    /* gRPC grows a connection's read buffer up to 4 MiB by default. */
+    INT_ARG(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, TCP_MAX_READ_CHUNK);
+    INT_ARG(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, HANDSHAKE_TIMEOUT_MS);
+    INT_ARG(GRPC_ARG_KEEPALIVE_TIME_MS, ka->time > 0 ? ka->time : INT32_MAX);
+    INT_ARG(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ka->timeout);
+    if (ka->max_connection_idle > 0)
+        INT_ARG(GRPC_ARG_MAX_CONNECTION_IDLE_MS, ka->max_connection_idle);
+    if (ka->max_connection_age > 0)
+        INT_ARG(GRPC_ARG_MAX_CONNECTION_AGE_MS, ka->max_connection_age);
+    if (ka->max_connection_age_grace > 0)
+        INT_ARG(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, ka->max_connection_age_grace);
+    INT_ARG(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, kp->min_time);
+    INT_ARG(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, kp->permit_without_stream ? 1 : 0);
+#undef INT_ARG
+    args[cargs.num_args].type = GRPC_ARG_POINTER;
+    args[cargs.num_args].key = (char *)GRPC_ARG_RESOURCE_QUOTA;
+    args[cargs.num_args].value.pointer.p = srv->quota;
+    args[cargs.num_args++].value.pointer.vtable = grpc_resource_quota_arg_vtable();
     srv->server = grpc_server_create(&cargs, NULL);
     srv->method = grpc_server_register_method(srv->server, EXPORT_METHOD, NULL,
-                                              GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+                                              GRPC_SRM_PAYLOAD_NONE, 0);
     for (unsigned i = 0; i < srv->n_workers; i++) {
         worker *w = &srv->workers[i];
         w->srv = srv;
@@ -371,8 +468,9 @@ sf_status sf_otlp_grpc_start(sf_otlp_grpc_server *srv)
             return SF_ENOMEM;
         w->running = true;
     }
-    sf_info("receiver '%s': OTLP/gRPC listening on %s (port %d)", sf_component_id(srv->self),
-            srv->cfg->endpoint, port);
+    sf_info("receiver '%s': OTLP/gRPC listening on %s (port %d; %lld streams per connection, "
+            "%zu MiB resource quota)", sf_component_id(srv->self), srv->cfg->endpoint, port,
+            (long long)srv->cfg->max_concurrent_streams, quota >> 20);
     return SF_OK;
 }
 
@@ -381,7 +479,7 @@ static bool wait_shutdown(sf_otlp_grpc_server *srv, int64_t ms)
     struct timespec ts;
     bool done;
 
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += ms / 1000;
     ts.tv_nsec += (ms % 1000) * 1000000L;
     if (ts.tv_nsec >= 1000000000L) {
@@ -450,6 +548,10 @@ void sf_otlp_grpc_shutdown(sf_otlp_grpc_server *srv)
         w->cq = NULL;
     }
 out_grpc:
+    if (srv->quota != NULL) {
+        grpc_resource_quota_unref(srv->quota);
+        srv->quota = NULL;
+    }
     if (srv->grpc_inited) {
         sf_grpc_shutdown();
         srv->grpc_inited = false;

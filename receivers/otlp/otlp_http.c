@@ -7,6 +7,24 @@
  *   of all buffered bodies is bounded too (BUFFER_BUDGET bodies' worth):
  *   past it new bodies are refused with 503 + Retry-After, so many slow
  *   uploads cannot exhaust memory.
+ * - Refusals are decided when the headers are in, before any of the body is
+ *   buffered: memory short (503), no room in the budget for Content-Length
+ *   (503), too large (413); the budget is taken as the body arrives, so a
+ *   crawling upload holds only what it sent. A refused body is still read,
+ *   so the client gets its answer, and its spans are counted as it streams
+ *   past (sf_otlp_count.h, protobuf or OTLP/JSON; gzip/deflate inflated
+ *   piecewise), never held: received = accepted + refused.
+ * - Fair connection handling (every client on loopback shares one address,
+ *   so a per-address limit alone protects nothing): at most MAX_CONNECTIONS
+ *   connections are served. A new connection past that evicts one that
+ *   holds a slot without using it (idle between requests, headers still
+ *   incomplete after a second, an upload crawling for 5 s), so idle
+ *   keep-alive, slowloris and slow-upload clients cannot lock out a
+ *   well-behaved one. A reaper enforces read_header_timeout, read_timeout
+ *   and idle_timeout as deadlines (libmicrohttpd's own timeout only counts
+ *   inactivity, which a byte every few seconds defeats). On shutdown new
+ *   connections stop at once (MHD_quiesce_daemon, with MHD_USE_ITC), idle
+ *   ones are closed, and uploads in progress get SHUTDOWN_GRACE_MS.
  * - Decompression is bounded by the same size limit while inflating (a gzip
  *   bomb gets 413 after producing at most that many bytes).
  * - Decoding uses an arena from a small pool (one per thread in steady
@@ -24,11 +42,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
+#include <zlib.h>
 
 #include "google/rpc/status.pb-c.h"
 #include "sf_net.h"
+#include "sf_otlp_count.h"
 #include "sf_otlp_json.h"
 #include "sf_zlib.h"
 
@@ -40,6 +63,32 @@
 /* A refused body is read and dropped up to this many times the size limit
  * (so the client gets its answer); past it the connection is closed. */
 #define DISCARD_FACTOR 4
+/* Connections served at once; libmicrohttpd's own cap is CONNECTION_HEADROOM
+ * higher, for evicted connections still closing. */
+#define MAX_CONNECTIONS 512
+#define CONNECTION_HEADROOM 64
+/* Evictable when a new connection needs the slot: headers incomplete after
+ * this long, or an upload still going after EVICT_BODY_MS. */
+#define EVICT_NEW_MS 1000
+#define EVICT_BODY_MS 5000
+#define REAP_INTERVAL_MS 200
+#define SHUTDOWN_GRACE_MS 2000
+/* json-c's parse tree, per byte of OTLP/JSON (22x measured on the sample
+ * batch); charged to the counted memory while a JSON body is decoded. */
+#define JSON_TREE_FACTOR 24
+
+typedef enum { CS_NEW, CS_BODY, CS_IDLE } conn_state;
+
+/* One client connection (libmicrohttpd's socket context), in the server's
+ * list under conn_lock. The fd stays open while the record is listed:
+ * libmicrohttpd closes it only after the CLOSED notification removed it. */
+typedef struct http_conn {
+    struct http_conn *prev, *next;
+    int fd;
+    conn_state state;
+    int64_t since;              /* entered `state`, monotonic ms */
+    bool evicted;               /* shut down by us, not yet closed */
+} http_conn;
 
 enum { CT_PROTO, CT_JSON };
 enum { CE_IDENTITY, CE_COMPRESSED };
@@ -57,7 +106,15 @@ typedef struct http_req {
     unsigned refuse_http;
     int refuse_rpc;
     const char *refuse_msg;
+    sf_reason refuse_reason;
+    bool refusal_counted;
     size_t discarded;           /* body bytes read and dropped after a refusal */
+    size_t expect;              /* Content-Length, when given and within the limit */
+    /* The spans of a refused body, counted as it streams past. */
+    sf_span_counter counter;    /* protobuf */
+    sf_json_span_counter jcounter;
+    z_stream *z;                /* compressed bodies: inflated piecewise to count */
+    size_t inflated;
 } http_req;
 
 struct sf_otlp_http_server {
@@ -71,7 +128,24 @@ struct sf_otlp_http_server {
     pthread_mutex_t pool_lock;
     sf_arena *pool[ARENA_POOL];
     size_t n_pool;
+    /* connections */
+    pthread_mutex_t conn_lock;
+    pthread_cond_t reaper_cv;   /* on CLOCK_MONOTONIC */
+    http_conn *conns;
+    size_t n_conns, n_evicted;  /* listed; of them shut down, still closing */
+    bool reaper_stop;
+    bool reaper_running;
+    pthread_t reaper;
+    int listen_fd;              /* returned by MHD_quiesce_daemon */
 };
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* ---- arenas -------------------------------------------------------------- */
 
@@ -156,15 +230,108 @@ static bool media_type_is(const char *value, const char *type)
                                                 value[n] == ' ');
 }
 
+/* The counting inflater's state (about 45 KB) is counted but not refused
+ * at the hard limit: it exists only while a refused body streams past, and
+ * without it that body's spans would go uncounted. */
+static void *z_alloc(void *opaque, unsigned n, unsigned size)
+{
+    (void)opaque;
+    return sf_calloc_unlimited(n, size);
+}
+
+static void z_free(void *opaque, void *p)
+{
+    (void)opaque;
+    sf_free(p);
+}
+
+static void count_start(http_req *rq)
+{
+    sf_span_counter_init(&rq->counter);
+    sf_json_span_counter_init(&rq->jcounter);
+}
+
+static void count_plain(http_req *rq, const uint8_t *p, size_t n)
+{
+    if (rq->ct == CT_JSON)
+        sf_json_span_counter_feed(&rq->jcounter, p, n);
+    else
+        sf_span_counter_feed(&rq->counter, p, n);
+}
+
+static size_t counted_spans(const http_req *rq)
+{
+    return rq->ct == CT_JSON ? rq->jcounter.spans : rq->counter.spans;
+}
+
+/* Body bytes of a refused request: count their spans, keep nothing.
+ * Compressed bodies are inflated through a small buffer (at most max_body
+ * bytes of output: a bomb costs no memory, little CPU). */
+static void count_feed(sf_otlp_http_server *srv, http_req *rq, const uint8_t *p, size_t n)
+{
+    uint8_t out[16384];
+
+    if (rq->counter.bad || rq->jcounter.bad || n == 0)
+        return;
+    if (rq->ce == CE_IDENTITY) {
+        count_plain(rq, p, n);
+        return;
+    }
+    if (rq->z == NULL) {
+        rq->z = sf_calloc_unlimited(1, sizeof(*rq->z));
+        if (rq->z == NULL) {
+            rq->counter.bad = true;
+            return;
+        }
+        rq->z->zalloc = z_alloc;
+        rq->z->zfree = z_free;
+        if (inflateInit2(rq->z, 15 + 32) != Z_OK) {
+            sf_free(rq->z);
+            rq->z = NULL;
+            rq->counter.bad = true;
+            return;
+        }
+    }
+    rq->z->next_in = (Bytef *)p;
+    rq->z->avail_in = (uInt)n;
+    do {
+        int zr;
+
+        rq->z->next_out = out;
+        rq->z->avail_out = sizeof(out);
+        zr = inflate(rq->z, Z_NO_FLUSH);
+        count_plain(rq, out, sizeof(out) - rq->z->avail_out);
+        rq->inflated += sizeof(out) - rq->z->avail_out;
+        if (zr == Z_STREAM_END || zr == Z_BUF_ERROR)
+            break;
+        if (zr != Z_OK || rq->inflated > srv->max_body) {
+            rq->counter.bad = true;
+            break;
+        }
+    } while (rq->z->avail_in > 0 || rq->z->avail_out == 0);
+}
+
+/* Count a deferred refusal, with the spans seen, exactly once: when it is
+ * answered, or when the connection ends first. */
+static void count_refusal(sf_otlp_http_server *srv, http_req *rq)
+{
+    if (rq->refuse_http == 0 || rq->refusal_counted)
+        return;
+    rq->refusal_counted = true;
+    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, counted_spans(rq), rq->refuse_reason);
+}
+
 /* Remember a refusal decided before or during the upload; it is answered
- * when the upload ends. */
+ * (and counted) when the upload ends. */
 static enum MHD_Result refuse_later(sf_otlp_http_server *srv, http_req *rq, unsigned http,
                                     int rpc, const char *msg, sf_reason reason)
 {
-    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, reason);
     rq->refuse_http = http;
     rq->refuse_rpc = rpc;
     rq->refuse_msg = msg;
+    rq->refuse_reason = reason;
+    count_start(rq);
+    count_feed(srv, rq, rq->body, rq->len);     /* what was gathered so far */
     /* Give the buffer back at once: the rest of the body is discarded. */
     atomic_fetch_sub(&srv->buffered, rq->reserved);
     rq->reserved = 0;
@@ -212,7 +379,9 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
         http_req tmp = { .ct = ctype };
         return send_status(conn, &tmp, 413, 8, "request body too large");
     }
-    rq = sf_calloc(1, sizeof(*rq));
+    /* Not refused at the hard limit (a few hundred bytes): it is what
+     * answers 503 and counts the spans when memory is short. */
+    rq = sf_calloc_unlimited(1, sizeof(*rq));
     if (rq == NULL)
         return MHD_NO;
     rq->ct = ctype;
@@ -224,6 +393,21 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
          * of the status, and retry the same request. */
         return refuse_later(srv, rq, 413, 8, "request body too large", SF_REASON_TOO_LARGE);
     }
+    /* Memory short: refuse before buffering any of the body. */
+    if (!sf_component_may_accept(srv->self))
+        return refuse_later(srv, rq, 503, 14, "memory limit reached, retry later",
+                            SF_REASON_MEMORY_LIMIT);
+    if (cl != NULL) {
+        /* A body that would not fit in the buffer budget now is refused
+         * before it is read. The budget itself is taken as the body
+         * arrives, so uploads that crawl hold only what they sent. */
+        size_t want = (size_t)strtoull(cl, NULL, 10);
+
+        if (atomic_load(&srv->buffered) + want > srv->budget)
+            return refuse_later(srv, rq, 503, 14, "too many requests in progress, retry later",
+                                SF_REASON_MEMORY_LIMIT);
+        rq->expect = want;
+    }
     return MHD_YES;
 }
 
@@ -234,36 +418,75 @@ static enum MHD_Result gather(sf_otlp_http_server *srv, http_req *rq, const char
     size_t n = *size;
 
     *size = 0;
-    if (rq->refuse_http != 0) {     /* discard the rest, up to a point */
+    if (rq->refuse_http != 0) {     /* count and discard the rest, up to a point */
+        count_feed(srv, rq, (const uint8_t *)data, n);
         rq->discarded += n;
         return rq->discarded > DISCARD_FACTOR * srv->max_body ? MHD_NO : MHD_YES;
     }
-    if (rq->len + n > srv->max_body)
-        return refuse_later(srv, rq, 413, 8, "request body too large", SF_REASON_TOO_LARGE);
+    if (rq->len + n > srv->max_body) {
+        refuse_later(srv, rq, 413, 8, "request body too large", SF_REASON_TOO_LARGE);
+        count_feed(srv, rq, (const uint8_t *)data, n);
+        rq->discarded += n;
+        return MHD_YES;
+    }
     if (rq->len + n > rq->cap) {
         size_t ncap = rq->cap ? rq->cap * 2 : 64 * 1024;
         uint8_t *nb;
 
         while (ncap < rq->len + n)
             ncap *= 2;
+        if (rq->expect >= rq->len + n && ncap > rq->expect)
+            ncap = rq->expect;      /* Content-Length: no more than the body */
         if (ncap > srv->max_body)
             ncap = srv->max_body;
-        if (atomic_fetch_add(&srv->buffered, ncap - rq->cap) + (ncap - rq->cap) > srv->budget) {
-            atomic_fetch_sub(&srv->buffered, ncap - rq->cap);
-            return refuse_later(srv, rq, 503, 14, "too many requests in progress, retry later",
-                                SF_REASON_MEMORY_LIMIT);
+        if (ncap > rq->reserved) {
+            size_t more = ncap - rq->reserved;
+
+            if (atomic_fetch_add(&srv->buffered, more) + more > srv->budget) {
+                atomic_fetch_sub(&srv->buffered, more);
+                refuse_later(srv, rq, 503, 14, "too many requests in progress, retry later",
+                             SF_REASON_MEMORY_LIMIT);
+                count_feed(srv, rq, (const uint8_t *)data, n);
+                return MHD_YES;
+            }
+            rq->reserved = ncap;
         }
-        rq->reserved += ncap - rq->cap;
         nb = sf_realloc(rq->body, ncap);
-        if (nb == NULL)
-            return refuse_later(srv, rq, 503, 14, "out of memory, retry later",
-                                SF_REASON_MEMORY_LIMIT);
+        if (nb == NULL) {
+            refuse_later(srv, rq, 503, 14, "out of memory, retry later", SF_REASON_MEMORY_LIMIT);
+            count_feed(srv, rq, (const uint8_t *)data, n);
+            return MHD_YES;
+        }
         rq->body = nb;
         rq->cap = ncap;
     }
     memcpy(rq->body + rq->len, data, n);
     rq->len += n;
     return MHD_YES;
+}
+
+/* The spans of a body refused after decoding began: what the decoder saw,
+ * or, when it ran out of memory before seeing any (OTLP/JSON is decoded
+ * whole first), a streaming count of the body. */
+static size_t refused_spans(sf_otlp_http_server *srv, http_req *rq, const sf_batch *batch,
+                            sf_status st)
+{
+    if (batch->spans > 0 || st == SF_INVALID)
+        return batch->spans;
+    count_start(rq);
+    count_feed(srv, rq, rq->body, rq->len);
+    return counted_spans(rq);
+}
+
+/* Refuse a whole body now, counting its spans. */
+static enum MHD_Result refuse_counted(sf_otlp_http_server *srv, struct MHD_Connection *conn,
+                                      http_req *rq, unsigned http, int rpc, const char *msg,
+                                      sf_reason reason)
+{
+    count_start(rq);
+    count_feed(srv, rq, rq->body, rq->len);
+    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, counted_spans(rq), reason);
+    return send_status(conn, rq, http, rpc, msg);
 }
 
 static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *conn,
@@ -277,34 +500,50 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
     sf_status st = SF_OK;
     char err[256] = "";
     enum MHD_Result ret;
+    size_t charged = 0, soft, hard;
 
     if (!sf_component_may_accept(srv->self)) {
-        size_t spans = 0;
-
-        /* Count what is refused when that costs no allocation. */
-        if (rq->ce == CE_IDENTITY && rq->ct == CT_PROTO)
-            sf_otlp_scan(rq->body, rq->len, srv->max_depth, &spans);
-        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, spans, SF_REASON_MEMORY_LIMIT);
-        return send_status(conn, rq, 503, 14, "memory limit reached, retry later");
+        /* Memory became short during the upload: refuse, counting spans. */
+        return refuse_counted(srv, conn, rq, 503, 14, "memory limit reached, retry later",
+                              SF_REASON_MEMORY_LIMIT);
     }
     if (rq->ce == CE_COMPRESSED) {
         st = sf_inflate(rq->body, rq->len, srv->max_body, &inflated, &len);
+        if (st == SF_ENOMEM)
+            return refuse_counted(srv, conn, rq, 503, 14, "out of memory, retry later",
+                                  SF_REASON_MEMORY_LIMIT);
         if (st != SF_OK) {
             sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0,
                                 st == SF_TOOBIG ? SF_REASON_TOO_LARGE : SF_REASON_MALFORMED);
             if (st == SF_TOOBIG)
                 return send_status(conn, rq, 413, 8, "request body too large after decompression");
-            if (st == SF_ENOMEM)
-                return send_status(conn, rq, 503, 14, "out of memory, retry later");
             return send_status(conn, rq, 400, 3, "request body could not be decompressed");
         }
         data = inflated;
     }
+    if (rq->ct == CT_JSON) {
+        /* json-c's tree is outside the count: charge an estimate of it
+         * first. One that could never fit is not worth retrying. */
+        sf_alloc_limits(&soft, &hard);
+        charged = len < SIZE_MAX / JSON_TREE_FACTOR ? len * JSON_TREE_FACTOR : SIZE_MAX;
+        if (hard != 0 && charged > hard) {
+            sf_free(inflated);
+            return refuse_counted(srv, conn, rq, 413, 8, "request too large to decode as "
+                                  "OTLP/JSON within the memory limit: send protobuf, or smaller "
+                                  "requests", SF_REASON_TOO_LARGE);
+        }
+        if (!sf_alloc_charge(charged)) {
+            sf_free(inflated);
+            return refuse_counted(srv, conn, rq, 503, 14, "memory limit reached, retry later",
+                                  SF_REASON_MEMORY_LIMIT);
+        }
+    }
     arena = arena_take(srv);
     if (arena == NULL) {
         sf_free(inflated);
-        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MEMORY_LIMIT);
-        return send_status(conn, rq, 503, 14, "out of memory, retry later");
+        sf_alloc_uncharge(charged);
+        return refuse_counted(srv, conn, rq, 503, 14, "out of memory, retry later",
+                              SF_REASON_MEMORY_LIMIT);
     }
     if (rq->ct == CT_JSON) {
         /* OTLP/JSON becomes protobuf first: from here on every batch is
@@ -344,7 +583,7 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
         else
             ret = send_status(conn, rq, 500, 13, sf_status_str(st));
     } else {
-        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, batch.spans,
+        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, refused_spans(srv, rq, &batch, st),
                             st == SF_INVALID ? SF_REASON_MALFORMED : SF_REASON_MEMORY_LIMIT);
         if (st == SF_INVALID)
             ret = send_status(conn, rq, 400, 3, err[0] ? err : "invalid request");
@@ -353,8 +592,161 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
     }
     arena_give(srv, arena);
     sf_free(inflated);
+    sf_alloc_uncharge(charged);
     rq->responded = true;
     return ret;
+}
+
+/* ---- connections ------------------------------------------------------------ */
+
+/* Under conn_lock. */
+static void conn_evict(sf_otlp_http_server *srv, http_conn *c, const char *why)
+{
+    if (c->evicted)
+        return;
+    c->evicted = true;
+    srv->n_evicted++;
+    shutdown(c->fd, SHUT_RDWR);     /* libmicrohttpd sees the end and closes it */
+    sf_debug("receiver '%s': http: closing a connection (%s)", sf_component_id(srv->self), why);
+}
+
+static void conn_set_state(sf_otlp_http_server *srv, struct MHD_Connection *conn,
+                           conn_state st)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    http_conn *c = ci != NULL ? ci->socket_context : NULL;
+
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&srv->conn_lock);
+    if (c->state != st) {
+        c->state = st;
+        c->since = now_ms();
+    }
+    pthread_mutex_unlock(&srv->conn_lock);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    sf_otlp_http_server *srv = cls;
+    http_conn *c;
+
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+        c = ci != NULL ? sf_calloc(1, sizeof(*c)) : NULL;
+        if (c == NULL)
+            return;                 /* untracked: libmicrohttpd's limits still hold */
+        c->fd = ci->connect_fd;
+        c->state = CS_NEW;
+        c->since = now_ms();
+        pthread_mutex_lock(&srv->conn_lock);
+        c->next = srv->conns;
+        if (srv->conns != NULL)
+            srv->conns->prev = c;
+        srv->conns = c;
+        srv->n_conns++;
+        pthread_mutex_unlock(&srv->conn_lock);
+        *socket_context = c;
+        return;
+    }
+    c = *socket_context;
+    if (c == NULL)
+        return;
+    pthread_mutex_lock(&srv->conn_lock);
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    srv->n_conns--;
+    if (c->evicted)
+        srv->n_evicted--;
+    pthread_mutex_unlock(&srv->conn_lock);
+    sf_free(c);
+    *socket_context = NULL;
+}
+
+/* The connection holding a slot least usefully, or NULL: idle between
+ * requests (oldest first), then headers incomplete past EVICT_NEW_MS, then
+ * an upload going on past EVICT_BODY_MS. Under conn_lock. */
+static http_conn *conn_victim(sf_otlp_http_server *srv, int64_t now)
+{
+    static const struct { conn_state st; int64_t min_age; } order[] = {
+        { CS_IDLE, 0 }, { CS_NEW, EVICT_NEW_MS }, { CS_BODY, EVICT_BODY_MS },
+    };
+
+    for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
+        http_conn *best = NULL;
+
+        for (http_conn *c = srv->conns; c != NULL; c = c->next)
+            if (!c->evicted && c->state == order[k].st && now - c->since >= order[k].min_age &&
+                (best == NULL || c->since < best->since))
+                best = c;
+        if (best != NULL)
+            return best;
+    }
+    return NULL;
+}
+
+/* A new connection: past MAX_CONNECTIONS it takes the slot of one that is
+ * not using its own, or is refused when every slot is busy. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t len)
+{
+    sf_otlp_http_server *srv = cls;
+    enum MHD_Result ok = MHD_YES;
+
+    (void)addr;
+    (void)len;
+    pthread_mutex_lock(&srv->conn_lock);
+    if (srv->n_conns - srv->n_evicted >= MAX_CONNECTIONS) {
+        http_conn *v = conn_victim(srv, now_ms());
+
+        if (v != NULL)
+            conn_evict(srv, v, v->state == CS_IDLE ? "idle, its slot is needed"
+                               : v->state == CS_NEW ? "headers incomplete, its slot is needed"
+                                                    : "slow upload, its slot is needed");
+        else
+            ok = MHD_NO;
+    }
+    pthread_mutex_unlock(&srv->conn_lock);
+    return ok;
+}
+
+/* Deadlines: read_header_timeout, read_timeout, idle_timeout. */
+static void *reaper_main(void *arg)
+{
+    sf_otlp_http_server *srv = arg;
+
+    pthread_mutex_lock(&srv->conn_lock);
+    while (!srv->reaper_stop) {
+        struct timespec ts;
+        int64_t now = now_ms();
+
+        for (http_conn *c = srv->conns; c != NULL; c = c->next) {
+            int64_t age = now - c->since;
+
+            if (c->state == CS_NEW && age > srv->cfg->read_header_timeout)
+                conn_evict(srv, c, "read_header_timeout");
+            else if (c->state == CS_BODY && age > srv->cfg->read_timeout)
+                conn_evict(srv, c, "read_timeout");
+            else if (c->state == CS_IDLE && age > srv->cfg->idle_timeout)
+                conn_evict(srv, c, "idle_timeout");
+        }
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += REAP_INTERVAL_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&srv->reaper_cv, &srv->conn_lock, &ts);
+    }
+    pthread_mutex_unlock(&srv->conn_lock);
+    return NULL;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -365,14 +757,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     http_req *rq = *req_cls;
 
     (void)version;
-    if (rq == NULL)
+    if (rq == NULL) {
+        conn_set_state(srv, conn, CS_BODY);
         return begin(srv, conn, url, method, req_cls);
+    }
     if (*upload_size != 0)
         return gather(srv, rq, upload, upload_size);
     if (rq->responded)
         return MHD_YES;
-    if (rq->refuse_http != 0)
+    if (rq->refuse_http != 0) {
+        count_refusal(srv, rq);
         return send_status(conn, rq, rq->refuse_http, rq->refuse_rpc, rq->refuse_msg);
+    }
     return finish(srv, conn, rq);
 }
 
@@ -382,11 +778,16 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     sf_otlp_http_server *srv = cls;
     http_req *rq = *req_cls;
 
-    (void)conn;
     (void)toe;
+    conn_set_state(srv, conn, CS_IDLE);
     if (rq == NULL)
         return;
+    count_refusal(srv, rq);         /* refused, and the connection ended first */
     atomic_fetch_sub(&srv->buffered, rq->reserved);
+    if (rq->z != NULL) {
+        inflateEnd(rq->z);
+        sf_free(rq->z);
+    }
     sf_free(rq->body);
     sf_free(rq);
     *req_cls = NULL;
@@ -417,7 +818,16 @@ sf_status sf_otlp_http_create(sf_component *self, const sf_otlp_http_config *cfg
     srv->max_depth = max_depth;
     srv->max_body = (size_t)cfg->max_request_body_size;
     srv->budget = srv->max_body * BUFFER_BUDGET;
+    srv->listen_fd = -1;
     pthread_mutex_init(&srv->pool_lock, NULL);
+    pthread_mutex_init(&srv->conn_lock, NULL);
+    {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&srv->reaper_cv, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     *out = srv;
     return SF_OK;
 }
@@ -426,7 +836,11 @@ sf_status sf_otlp_http_start(sf_otlp_http_server *srv)
 {
     struct sockaddr_storage addr;
     socklen_t alen;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+                     MHD_USE_ITC;
+    /* libmicrohttpd's timeout counts inactivity only; the reaper enforces
+     * the deadlines. This one is the backstop. */
+    unsigned idle_s = (unsigned)((srv->cfg->idle_timeout + 999) / 1000);
 
     if (sf_net_resolve(srv->cfg->endpoint, &addr, &alen) != SF_OK) {
         sf_error("receiver '%s': cannot resolve '%s'", sf_component_id(srv->self),
@@ -435,11 +849,15 @@ sf_status sf_otlp_http_start(sf_otlp_http_server *srv)
     }
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    srv->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
+    srv->daemon = MHD_start_daemon(flags, 0, on_accept, srv, on_request, srv,
                                    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                                    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)THREADS,
-                                   MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
-                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+                                   MHD_OPTION_CONNECTION_LIMIT,
+                                   (unsigned)(MAX_CONNECTIONS + CONNECTION_HEADROOM),
+                                   MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                   (unsigned)(MAX_CONNECTIONS + CONNECTION_HEADROOM),
+                                   MHD_OPTION_CONNECTION_TIMEOUT, idle_s > 0 ? idle_s : 1u,
+                                   MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
                                    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
                                    MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
                                    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
@@ -449,6 +867,12 @@ sf_status sf_otlp_http_start(sf_otlp_http_server *srv)
                  sf_component_id(srv->self), srv->cfg->endpoint);
         return SF_IO;
     }
+    if (pthread_create(&srv->reaper, NULL, reaper_main, srv) != 0) {
+        MHD_stop_daemon(srv->daemon);
+        srv->daemon = NULL;
+        return SF_ENOMEM;
+    }
+    srv->reaper_running = true;
     sf_info("receiver '%s': OTLP/HTTP listening on %s%s", sf_component_id(srv->self),
             srv->cfg->endpoint, srv->cfg->traces_url_path);
     return SF_OK;
@@ -456,12 +880,43 @@ sf_status sf_otlp_http_start(sf_otlp_http_server *srv)
 
 void sf_otlp_http_shutdown(sf_otlp_http_server *srv)
 {
+    int64_t until = now_ms() + SHUTDOWN_GRACE_MS;
+    bool busy;
+
     if (srv->daemon == NULL)
         return;
-    /* Stop accepting new connections, then let requests in progress end. */
-    MHD_quiesce_daemon(srv->daemon);
+    /* Stop accepting new connections; close those holding no request;
+     * give uploads in progress a moment to end, then close the rest. */
+    srv->listen_fd = MHD_quiesce_daemon(srv->daemon);
+    do {
+        busy = false;
+        pthread_mutex_lock(&srv->conn_lock);
+        for (http_conn *c = srv->conns; c != NULL; c = c->next) {
+            if (c->state != CS_BODY || now_ms() >= until)
+                conn_evict(srv, c, "shutting down");
+            else if (!c->evicted)
+                busy = true;
+        }
+        pthread_mutex_unlock(&srv->conn_lock);
+        if (busy) {
+            struct timespec ts = { 0, 20 * 1000000L };
+            nanosleep(&ts, NULL);
+        }
+    } while (busy);
+    if (srv->reaper_running) {
+        pthread_mutex_lock(&srv->conn_lock);
+        srv->reaper_stop = true;
+        pthread_cond_signal(&srv->reaper_cv);
+        pthread_mutex_unlock(&srv->conn_lock);
+        pthread_join(srv->reaper, NULL);
+        srv->reaper_running = false;
+    }
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
+    if (srv->listen_fd >= 0) {
+        close(srv->listen_fd);
+        srv->listen_fd = -1;
+    }
 }
 
 void sf_otlp_http_destroy(sf_otlp_http_server *srv)
@@ -472,5 +927,7 @@ void sf_otlp_http_destroy(sf_otlp_http_server *srv)
     for (size_t i = 0; i < srv->n_pool; i++)
         sf_arena_destroy(srv->pool[i]);
     pthread_mutex_destroy(&srv->pool_lock);
+    pthread_mutex_destroy(&srv->conn_lock);
+    pthread_cond_destroy(&srv->reaper_cv);
     sf_free(srv);
 }

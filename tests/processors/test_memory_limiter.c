@@ -1,12 +1,15 @@
 /* tests/processors/test_memory_limiter.c: the memory_limiter's config
  * checks and its effect: refusal past the soft limit, failing allocations
- * past the hard limit, recovery when memory is freed. */
+ * past the hard limit, recovery when memory is freed, and an RSS guard
+ * that refuses only while counted memory is high too, so it cannot latch. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -87,6 +90,18 @@ static void test_soft_and_hard_limits(void **state)
     /* Past the hard limit nothing more is handed out. */
     more = sf_malloc(((size_t)cfg.limit_mib << 20) / 5);
     assert_null(more);
+    /* ... except the small bookkeeping that refusals themselves need,
+     * which is still counted. */
+    {
+        size_t before = sf_alloc_in_use();
+        unsigned char *book = sf_calloc_unlimited(1, 4096);
+
+        assert_non_null(book);
+        assert_int_equal(book[4095], 0);
+        assert_int_equal(sf_alloc_in_use(), before + 4096);
+        sf_free(book);
+        assert_int_equal(sf_alloc_in_use(), before);
+    }
 
     sf_free(big);
     assert_false(sf_alloc_under_pressure());
@@ -102,11 +117,51 @@ static void test_soft_and_hard_limits(void **state)
     sf_free(more);
 }
 
+/* The RSS guard: RSS the count cannot see (here plain malloc, standing in
+ * for gRPC core's buffers) adds pressure only while counted memory is also
+ * high, and lets go as soon as counted memory is low, even though RSS stays
+ * over the limit: refusing could free nothing, so it would only latch. */
+static void test_rss_guard_cannot_latch(void **state)
+{
+    sf_memory_limiter_config cfg = { .check_interval = 10, .limit_mib = 16 };
+    struct sf_component c = { .type = &sf_memory_limiter_processor_type, .id = "memory_limiter" };
+    size_t uncounted = 48u << 20, counted = 8u << 20;   /* soft 12.8 MiB, low mark 6.4 */
+    unsigned char *outside, *inside;
+
+    (void)state;
+    assert_true(sf_alloc_in_use() < (4u << 20));
+    assert_int_equal(c.type->create(&c, &cfg), SF_OK);
+    assert_int_equal(c.type->start(&c), SF_OK);
+    assert_false(sf_alloc_under_pressure());
+
+    /* RSS 48 MiB over the baseline, counted memory low: no pressure. */
+    outside = malloc(uncounted);
+    assert_non_null(outside);
+    memset(outside, 1, uncounted);
+    usleep(100 * 1000);             /* ten checks */
+    assert_false(sf_alloc_under_pressure());
+
+    /* Counted memory up too (under the soft limit): the guard refuses. */
+    inside = sf_malloc(counted);
+    assert_non_null(inside);
+    memset(inside, 1, counted);
+    SF_TEST_WAIT_FOR(sf_alloc_under_pressure());
+
+    /* Counted memory freed, RSS still over the limit: it lets go. */
+    sf_free(inside);
+    SF_TEST_WAIT_FOR(!sf_alloc_under_pressure());
+
+    free(outside);
+    c.type->shutdown(&c);
+    c.type->destroy(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_checks),
         cmocka_unit_test(test_soft_and_hard_limits),
+        cmocka_unit_test(test_rss_guard_cannot_latch),
     };
 
     sf_log_set_level(SF_LOG_OFF);

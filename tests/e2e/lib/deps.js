@@ -60,5 +60,7 @@ module.exports = {
   grpc: () => load('@grpc/grpc-js'),
   spanfenceBin: () => binary('SPANFENCE_BIN', 'the built spanfence binary'),
   codecBin: () => binary('OTLP_CODEC_BIN', 'the built otlp_codec tool'),
+  sendBin: () => binary('SF_SEND_BIN', 'the built sf_send tool'),
+  sinkBin: () => binary('SF_SINK_BIN', 'the built sf_sink benchmark destination'),
   tmpDir,
 };

@@ -1,0 +1,55 @@
+/* sf_otlp_count.h: counts the spans of an OTLP ExportTraceServiceRequest
+ * (protobuf) as its bytes stream past, in pieces of any size, without
+ * keeping them: for requests refused before (or while) they arrive, whose
+ * spans must still be counted (received = accepted + refused) although the
+ * body is never held whole (an HTTP upload being discarded, the slices of a
+ * gRPC message). It counts the `spans` fields at resource_spans.scope_spans
+ * (the path sf_otlp_scan counts) and skips everything inside a span;
+ * nothing is validated beyond the framing on that path. On malformed input
+ * it stops and keeps the count so far. No allocation. */
+#ifndef SF_OTLP_COUNT_H
+#define SF_OTLP_COUNT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sf_span_counter {
+    size_t spans;
+    bool bad;                   /* framing broken: counting stopped */
+    /* private */
+    unsigned level;             /* 0 request, 1 ResourceSpans, 2 ScopeSpans */
+    unsigned state;
+    unsigned shift;
+    uint64_t acc;               /* varint being read */
+    uint64_t tag;
+    uint64_t skip;              /* bytes left to skip */
+    uint64_t pos;               /* bytes consumed */
+    uint64_t end[3];            /* where levels 1 and 2 end */
+} sf_span_counter;
+
+void sf_span_counter_init(sf_span_counter *c);
+/* Feed the next `n` bytes. */
+void sf_span_counter_feed(sf_span_counter *c, const uint8_t *p, size_t n);
+
+/* The same for OTLP/JSON: counts the objects in the "spans" arrays at
+ * resourceSpans[].scopeSpans[] (either key spelling protobuf's JSON mapping
+ * allows, as sf_otlp_json_decode does). Tracks strings, escapes and nesting
+ * only; keys written with escapes are not recognised. */
+#define SF_JSON_COUNT_DEPTH 8
+
+typedef struct sf_json_span_counter {
+    size_t spans;
+    bool bad;                   /* unbalanced: counting stopped */
+    /* private */
+    unsigned depth;             /* containers open */
+    uint8_t role[SF_JSON_COUNT_DEPTH];  /* of the first levels */
+    bool in_string, escape, string_is_key, expect_key;
+    char key[16];               /* the current object's last key (truncated) */
+    unsigned key_len;           /* > sizeof(key): too long to be one we look for */
+} sf_json_span_counter;
+
+void sf_json_span_counter_init(sf_json_span_counter *c);
+void sf_json_span_counter_feed(sf_json_span_counter *c, const uint8_t *p, size_t n);
+
+#endif
