@@ -32,13 +32,13 @@ static bool on_len(sf_span_counter *c, uint64_t len)
 
     if (len > limit - c->pos)
         return false;
-    if ((c->level == 0 && field == 1) || (c->level == 1 && field == 2)) {
+    if (c->groups == 0 && ((c->level == 0 && field == 1) || (c->level == 1 && field == 2))) {
         c->level++;                                 /* into ResourceSpans / ScopeSpans */
         c->end[c->level] = c->pos + len;
         c->state = ST_TAG;
         return pop_levels(c);                       /* an empty one ends at once */
     }
-    if (c->level == 2 && field == 2)
+    if (c->groups == 0 && c->level == 2 && field == 2)
         c->spans++;
     c->skip = len;
     c->state = ST_SKIP;
@@ -94,6 +94,18 @@ void sf_span_counter_feed(sf_span_counter *c, const uint8_t *p, size_t n)
             case 1: c->skip = 8; c->state = ST_SKIP; break;
             case 5: c->skip = 4; c->state = ST_SKIP; break;
             case 2: c->state = ST_LEN; break;
+            case 3:             /* an unknown group, skipped as the codec skips it */
+                if (c->groups == sizeof(c->group) / sizeof(c->group[0]))
+                    c->bad = true;
+                else
+                    c->group[c->groups++] = (uint32_t)(v >> 3);
+                break;
+            case 4:
+                if (c->groups == 0 || c->group[c->groups - 1] != (uint32_t)(v >> 3))
+                    c->bad = true;
+                else
+                    c->groups--;
+                break;
             default: c->bad = true; break;
             }
             if (c->state == ST_SKIP && c->level > 0 && c->skip > c->end[c->level] - c->pos)

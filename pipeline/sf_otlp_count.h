@@ -26,6 +26,8 @@ typedef struct sf_span_counter {
     uint64_t skip;              /* bytes left to skip */
     uint64_t pos;               /* bytes consumed */
     uint64_t end[3];            /* where levels 1 and 2 end */
+    uint32_t group[32];         /* numbers of the unknown groups open (skipped whole) */
+    unsigned groups;
 } sf_span_counter;
 
 void sf_span_counter_init(sf_span_counter *c);

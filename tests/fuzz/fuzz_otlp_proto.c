@@ -20,6 +20,7 @@
 #include "internal/sf_core.h"
 #include "processors/transform/transform.h"
 #include "fuzz_otlp_check.h"
+#include "sf_otlp_count.h"
 
 /* The policy under test, loaded through the real config loader. The
  * allowlists the checks use (fuzz_otlp_check.h) are written out separately
@@ -361,6 +362,21 @@ static void check_edit_sees_meaning(const uint8_t *data, size_t size)
     sf_buf_unref(canon);
 }
 
+/* The receivers' streaming counter (refused bodies, never held whole) sees
+ * the spans the codec sees, however the bytes are split. */
+static void check_streaming_count(const uint8_t *data, size_t size, size_t spans)
+{
+    size_t cut = size > 0 ? (size_t)data[0] * size / 256 : 0;
+    sf_span_counter sc;
+
+    sf_span_counter_init(&sc);
+    sf_span_counter_feed(&sc, data, cut);
+    sf_span_counter_feed(&sc, data + cut, size - cut);
+    if (sc.spans != spans)
+        fuzz_fail("the streaming counter saw %zu spans%s, the codec %zu", sc.spans,
+                  sc.bad ? " (it stopped: framing it does not follow)" : "", spans);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     sf_batch b;
@@ -383,6 +399,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (b.spans != spans)
             fuzz_fail("consume counted %zu spans, the scan %zu", b.spans, spans);
         check_output(b.wire, b.spans);
+        check_streaming_count(data, size, spans);
         check_edit_sees_meaning(data, size);
         check_against_protobuf_c(data, size);
     } else if (st == SF_FILTER) {

@@ -71,7 +71,8 @@ static void test_malformed_stops(void **state)
 {
     /* A ResourceSpans claiming 5 bytes holding a field claiming 100. */
     static const uint8_t overrun[] = { 0x0a, 0x05, 0x12, 0x64, 0x12, 0x00, 0x00 };
-    static const uint8_t group[] = { 0x0b };            /* field 1, wire type 3 */
+    /* an unknown group (the codec skips them) closed by another field's end */
+    static const uint8_t group[] = { 0x0b, 0x14 };
     static const uint8_t long_varint[] = { 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
                                            0xff, 0xff, 0xff, 0xff, 0x01 };
     sf_span_counter c;
@@ -83,6 +84,17 @@ static void test_malformed_stops(void **state)
     sf_span_counter_init(&c);
     sf_span_counter_feed(&c, group, sizeof(group));
     assert_true(c.bad);
+    {
+        /* a balanced unknown group, then a ResourceSpans > ScopeSpans > span */
+        static const uint8_t skipped[] = { 0x2b, 0x0a, 0x01, 0x7f, 0x2c,
+                                           0x0a, 0x04, 0x12, 0x02, 0x12, 0x00 };
+
+        sf_span_counter_init(&c);
+        sf_span_counter_feed(&c, skipped, sizeof(skipped));
+        assert_false(c.bad);
+        assert_int_equal(c.spans, 1);
+        assert_int_equal(sf_otlp_scan(skipped, sizeof(skipped), 32, NULL), SF_OK);
+    }
     sf_span_counter_init(&c);
     sf_span_counter_feed(&c, long_varint, sizeof(long_varint));
     assert_true(c.bad);
