@@ -99,12 +99,14 @@ void sf_span_counter_feed(sf_span_counter *c, const uint8_t *p, size_t n)
                     c->bad = true;
                 else
                     c->group[c->groups++] = (uint32_t)(v >> 3);
+                c->bad = c->bad || !pop_levels(c);
                 break;
             case 4:
                 if (c->groups == 0 || c->group[c->groups - 1] != (uint32_t)(v >> 3))
                     c->bad = true;
                 else
                     c->groups--;
+                c->bad = c->bad || !pop_levels(c);    /* a level may end here */
                 break;
             default: c->bad = true; break;
             }
