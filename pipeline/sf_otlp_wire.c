@@ -1593,6 +1593,14 @@ sf_status sf_otlp_rewrite(const uint8_t *in, size_t len, unsigned max_depth,
         sf_buf_unref(c.buf);
         return st;
     }
+    /* The buffer was sized for the input: give back what filtering freed,
+     * so queued batches are counted (and held) at their real size. */
+    if (c.cap - c.len > 4096 && c.len < c.cap / 4 * 3) {
+        sf_buf *small = sf_realloc(c.buf, sizeof(sf_buf) + c.len);
+
+        if (small != NULL)
+            c.buf = small;
+    }
     c.buf->len = c.len;
     c.buf->spans = c.st->spans;
     *out = c.buf;
