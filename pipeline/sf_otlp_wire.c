@@ -2,14 +2,19 @@
  * type, one reader, one canonical writer (see sf_otlp_wire.h).
  *
  * DESIGN
- * - Each message is handled in two steps over its bytes. The first reads
- *   every field once: it checks the tag, the wire type against the schema,
- *   the value (range, UTF-8, id length) and remembers, per field number, the
- *   last value and where the occurrences start and end; unknown fields are
- *   skipped and counted. The second writes the fields the schema defines in
- *   field-number order: singular scalars from what the first step kept (the
- *   last one wins, defaults omitted), repeated fields by walking the range
- *   between their first and last occurrence, sub-messages by recursion.
+ * - Every field is read once, with its tag, its wire type against the
+ *   schema and its value (range, UTF-8, id length) checked; fields the
+ *   schema does not define are skipped and counted.
+ * - The usual message is written as it is read (stream()): sub-messages
+ *   and repeated fields in the order they come, singular scalars held until
+ *   the next of those that follows them in number order (the last one wins,
+ *   defaults omitted), scalars already canonical and unchanged copied as
+ *   one run. A message that does not fit that order (a field after a larger
+ *   one was written, a singular message given twice) makes the whole request
+ *   start again with generic(): it first reads every field, remembering per
+ *   field number the last value and where the occurrences start and end,
+ *   then writes in field-number order, repeated fields by walking the range
+ *   between their first and last occurrence.
  * - A singular message given more than once is, as protobuf says, the
  *   concatenation of its occurrences: they are copied into one scratch
  *   buffer (bounded by twice the request's size per call) and handled as
@@ -18,7 +23,7 @@
  *   checked, those that lose included, as a standard decoder would.
  * - KeyValue and AnyValue, a dozen of each per span, have a fast path: when
  *   their bytes are already canonical (one key, one scalar value, minimal
- *   lengths) they are checked and copied as they are.
+ *   lengths) they are checked, judged by the edit's keyset and copied whole.
  * - The writer reserves a sub-message's length prefix from its input size and
  *   moves the content only when the real length needs another prefix size.
  *   A "discard" depth turns writing off: removed attributes and the losing
