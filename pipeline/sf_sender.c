@@ -632,20 +632,14 @@ sf_status sf_sender_submit(sf_sender *s, sf_buf *buf)
     return st;
 }
 
-void sf_sender_shutdown(sf_sender *s, int64_t drain_ms)
+/* Close the queue, give the consumers up to wait_ms to finish what they
+ * hold, then abort what is still in flight and join them. */
+static void stop_consumers(sf_sender *s, int64_t wait_ms)
 {
-    _Atomic uint64_t *shut = &s->counters->send_failed_spans[SF_REASON_SHUTDOWN];
     struct timespec until;
-    uint64_t before;
-    void *item;
 
-    if (atomic_exchange(&s->stopping, true))
-        return;
-    if (s->queue == NULL)
-        return;
-    before = sf_counter_get(shut);
     sf_queue_close(s->queue);
-    until = abs_monotonic(now_ms() + (drain_ms > 0 ? drain_ms : 0));
+    until = abs_monotonic(now_ms() + (wait_ms > 0 ? wait_ms : 0));
     pthread_mutex_lock(&s->mu);
     while (s->live > 0) {
         if (pthread_cond_timedwait(&s->done_cv, &s->mu, &until) == ETIMEDOUT)
@@ -657,6 +651,20 @@ void sf_sender_shutdown(sf_sender *s, int64_t drain_ms)
     for (unsigned i = 0; i < s->n_started; i++)
         pthread_join(s->consumers[i].thread, NULL);
     s->n_started = 0;
+}
+
+void sf_sender_shutdown(sf_sender *s, int64_t drain_ms)
+{
+    _Atomic uint64_t *shut = &s->counters->send_failed_spans[SF_REASON_SHUTDOWN];
+    uint64_t before;
+    void *item;
+
+    if (atomic_exchange(&s->stopping, true))
+        return;
+    if (s->queue == NULL)
+        return;
+    before = sf_counter_get(shut);
+    stop_consumers(s, drain_ms);
     /* Only when no consumer ever ran (not started) is anything left. */
     while ((item = take_adopted(s)) != NULL) {
         finish_failed(s, item, SF_REASON_SHUTDOWN);
@@ -725,7 +733,6 @@ sf_status sf_sender_submit_batch(sf_sender *s, sf_batch *batch)
 sf_sender_parcel *sf_sender_suspend(sf_sender *s, int64_t wait_ms)
 {
     sf_sender_parcel *p;
-    struct timespec until;
     void *item;
 
     if (s->queue == NULL || atomic_load(&s->stopping)) {
@@ -745,19 +752,7 @@ sf_sender_parcel *sf_sender_suspend(sf_sender *s, int64_t wait_ms)
     atomic_store(&s->parking, true);
     pthread_cond_broadcast(&s->abort_cv);
     pthread_mutex_unlock(&s->mu);
-    sf_queue_close(s->queue);
-    until = abs_monotonic(now_ms() + (wait_ms > 0 ? wait_ms : 0));
-    pthread_mutex_lock(&s->mu);
-    while (s->live > 0) {
-        if (pthread_cond_timedwait(&s->done_cv, &s->mu, &until) == ETIMEDOUT)
-            break;
-    }
-    atomic_store(&s->aborting, true);
-    pthread_cond_broadcast(&s->abort_cv);
-    pthread_mutex_unlock(&s->mu);
-    for (unsigned i = 0; i < s->n_started; i++)
-        pthread_join(s->consumers[i].thread, NULL);
-    s->n_started = 0;
+    stop_consumers(s, wait_ms);
     /* Oldest first: what was handed over to us, what was in a retry, then
      * the queue in order. (Batches in a retry are older than the queue's.) */
     while ((item = take_adopted(s)) != NULL) {
