@@ -452,8 +452,14 @@ static inline __attribute__((always_inline)) bool utf8_valid(const uint8_t *p, s
     uint64_t acc = 0, w;
 
     if (n < 8) {
+        uint32_t a4, b4;
         uint8_t o = 0;
 
+        if (n >= 4) {               /* two overlapping words */
+            memcpy(&a4, p, 4);
+            memcpy(&b4, p + n - 4, 4);
+            return !((a4 | b4) & 0x80808080u) || utf8_valid_slow(p, n);
+        }
         for (size_t i = 0; i < n; i++)
             o |= p[i];
         return o < 0x80 || utf8_valid_slow(p, n);
