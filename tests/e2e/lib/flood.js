@@ -278,8 +278,13 @@ async function floodThenRecover(t, transport, { requests = 1000 } = {}) {
     // (inflated piecewise), or the sums below break.
     const gz = transport === 'http' ? zlib.gzipSync(body) : null;
     const jsonBody = transport === 'http' ? fs.readFileSync(writePayload(h.dir, { json: true })) : null;
+    // Every kind must see a refusal: after the flood (the backlog still
+    // holds memory, the downstream is down) probing goes on until each has,
+    // bounded below.
+    const kinds = transport === 'http' ? ['proto', 'gzip', 'json'] : ['proto'];
+    const eachRefused = () => kinds.every((k) => probes.some((x) => x.kind === k && !x.ok));
     const prober = (async () => {
-      while (flooding || !probes.some((x) => !x.ok)) {
+      while (flooding || !eachRefused()) {
         const kind = transport === 'http' ? ['proto', 'gzip', 'json'][probes.length % 3] : 'proto';
         const x = kind === 'json' ? await exportOnce(transport, port, jsonBody, client, 10000, null, true)
           : await exportOnce(transport, port, body, client, 10000, kind === 'gzip' ? gz : null);
