@@ -271,7 +271,8 @@ typedef struct fld {
 
 /* A varint of at most `max` bytes (5 for tags and lengths, 10 for values)
  * that fits 64 bits. -1 otherwise. */
-static inline __attribute__((always_inline)) int rd_varint(const uint8_t **pp, const uint8_t *end, unsigned max, uint64_t *v)
+static inline __attribute__((always_inline)) int
+rd_varint(const uint8_t **pp, const uint8_t *end, unsigned max, uint64_t *v)
 {
     const uint8_t *p = *pp;
     uint64_t r = 0;
@@ -594,8 +595,8 @@ static inline __attribute__((always_inline)) sf_status put(cx *c, const void *p,
 }
 
 /* A tag and a varint value (either may be 0 bytes of varint: tag only). */
-static inline __attribute__((always_inline)) sf_status put_tag_varint(cx *c, uint32_t num, unsigned wt, bool with_value,
-                                       uint64_t v)
+static inline __attribute__((always_inline)) sf_status
+put_tag_varint(cx *c, uint32_t num, unsigned wt, bool with_value, uint64_t v)
 {
     if (c->discard)
         return SF_OK;
@@ -656,8 +657,8 @@ static sf_status close_len(cx *c, size_t hpos, size_t hlen)
 /* The payloads of every LEN field `num` in [p, end), concatenated into *out
  * (sf_malloc'd, the caller frees): what protobuf makes of a singular
  * message given several times. */
-static __attribute__((noinline)) sf_status gather(cx *c, const uint8_t *p, const uint8_t *end, uint32_t num,
-                        size_t total, uint8_t **out)
+static __attribute__((noinline)) sf_status
+gather(cx *c, const uint8_t *p, const uint8_t *end, uint32_t num, size_t total, uint8_t **out)
 {
     uint8_t *buf;
     size_t at = 0;
@@ -786,9 +787,101 @@ static bool cleared(const cx *c, const fdesc *d, int ctx)
     return false;
 }
 
+/* A scalar field of message m: its canonical bytes (nothing for a default). */
+static sf_status put_scalar(cx *c, const mdesc *m, uint32_t num, const uint8_t *val, uint64_t u)
+{
+    const fdesc *d = &m->f[num];
+    const uint32_t tag = num << 3 | (uint32_t)expected_wt(d->type);
+    uint8_t *o;
+    sf_status st;
+
+    if (d->type == F_STRING || d->type == F_BYTES) {
+        size_t n = (size_t)u;
+
+        if (d->role != R_PLAIN && d->role != R_ID16 && d->role != R_ID8) {
+            if (cleared(c, d, m->ctx))
+                return SF_OK;
+            if (d->role == R_NAME && (st = renamed(c, m->ctx, &val, &n)) != SF_OK)
+                return st;
+        }
+        if (n == 0 || c->discard)
+            return SF_OK;
+        if (reserve(c, n + 16) != SF_OK)
+            return SF_ENOMEM;
+        o = c->buf->data + c->len;
+        o += varint_put(o, tag);
+        o += varint_put(o, n);
+        memcpy(o, val, n);
+        c->len = (size_t)(o + n - c->buf->data);
+        return SF_OK;
+    }
+    if (u == 0 || c->discard)
+        return SF_OK;
+    if (reserve(c, 16) != SF_OK)
+        return SF_ENOMEM;
+    o = c->buf->data + c->len;
+    o += varint_put(o, tag);
+    if (d->type == F_FIXED32) {
+        uint32_t v32 = (uint32_t)u;
+
+        memcpy(o, &v32, 4);
+        o += 4;
+    } else if (d->type == F_FIXED64) {
+        memcpy(o, &u, 8);
+        o += 8;
+    } else {
+        o += varint_put(o, u);
+    }
+    c->len = (size_t)(o - c->buf->data);
+    return SF_OK;
+}
+
+/* A dropped_attributes_count field: the input's value (0 when absent) plus
+ * the attributes removed, saturating; nothing when that is 0. */
+static sf_status put_dropped(cx *c, uint32_t num, uint64_t given, uint64_t removed)
+{
+    uint64_t v = given + removed;
+
+    if (v > UINT32_MAX)
+        v = UINT32_MAX;
+    return v != 0 ? put_tag_varint(c, num, WT_VARINT, true, v) : SF_OK;
+}
+
+/* One occurrence `f` of repeated field d of message m: a string, a KeyValue
+ * (an attribute of m's context when d holds its attributes; *removed counts
+ * those the edit took out) or a sub-message (spans counted; *cls the worst
+ * class of an array's elements). */
+static inline __attribute__((always_inline)) sf_status
+put_repeated(cx *c, const mdesc *m, const fdesc *d, const fld *f, unsigned depth,
+             uint64_t *removed, int *cls)
+{
+    sf_status st;
+
+    if (d->type == F_STRING)
+        return put_len_field(c, f->num, f->val, (size_t)f->u);
+    if (d->child == SF_OTLP_MSG_KEY_VALUE) {
+        bool gone = false;
+
+        st = kv(c, d->role == R_ATTRS ? m->ctx : -1, f->num, f->start, f->val, f->val + f->u,
+                depth, &gone);
+        *removed += gone;
+        return st;
+    }
+    {
+        result r = { 0 };
+
+        if (d->role == R_SPANS)
+            c->st->spans++;
+        st = child(c, f->num, d->child, f->val, f->val + f->u, depth, &r);
+        if (r.cls > *cls)
+            *cls = r.cls;
+        return st;
+    }
+}
+
 /* The repeated field `num` of [first, last_end), each occurrence in order. */
-static sf_status repeated(cx *c, const fdesc *d, uint32_t num, const slot *s, int ctx,
-                          unsigned depth, uint64_t *removed, int *cls)
+static sf_status repeated(cx *c, const mdesc *m, uint32_t num, const slot *s, unsigned depth,
+                          uint64_t *removed, int *cls)
 {
     const uint8_t *p = s->first;
     fld f;
@@ -801,24 +894,7 @@ static sf_status repeated(cx *c, const fdesc *d, uint32_t num, const slot *s, in
         p = f.end;
         if (f.num != num)
             continue;
-        if (d->type == F_STRING) {
-            st = put_len_field(c, num, f.val, (size_t)f.u);
-        } else if (d->child == SF_OTLP_MSG_KEY_VALUE) {
-            bool gone = false;
-
-            st = kv(c, d->role == R_ATTRS ? ctx : -1, num, f.start, f.val, f.val + f.u, depth,
-                    &gone);
-            if (gone)
-                (*removed)++;
-        } else {
-            result r = { 0 };
-
-            if (d->role == R_SPANS)
-                c->st->spans++;
-            st = child(c, num, d->child, f.val, f.val + f.u, depth, &r);
-            if (r.cls > *cls)
-                *cls = r.cls;
-        }
+        st = put_repeated(c, m, &m->f[num], &f, depth, removed, cls);
         if (st != SF_OK)
             return st;
     }
@@ -906,58 +982,20 @@ static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *
         if (d->type == F_NONE)
             continue;
         if (d->role == R_DROPPED) {
-            uint64_t v = (sl->count ? sl->u : 0) + removed;
-
-            if (v > UINT32_MAX)
-                v = UINT32_MAX;
-            if (v != 0)
-                st = put_tag_varint(c, num, WT_VARINT, true, v);
-            else
-                st = SF_OK;
-            if (st != SF_OK)
-                return st;
+            st = put_dropped(c, num, sl->count ? sl->u : 0, removed);
+        } else if (sl->count == 0 && !(num == m->name && renames(c, m->ctx))) {
             continue;
-        }
-        if (sl->count == 0 && !(num == m->name && renames(c, m->ctx)))
-            continue;
-        if (d->repeated) {
-            st = repeated(c, d, num, sl, m->ctx, depth, &removed, &cls);
+        } else if (d->repeated) {
+            st = repeated(c, m, num, sl, depth, &removed, &cls);
         } else if (d->type == F_MSG) {
             result r = { 0 };
 
             st = child_merged(c, num, d->child, sl->first, sl->last_end, sl->count, sl->total,
                               sl->val, sl->val + sl->u, depth, &r);
-        } else if (d->type == F_STRING || d->type == F_BYTES) {
-            const uint8_t *v = sl->count ? sl->val : (const uint8_t *)"";
-            size_t n = (size_t)sl->u;
-
-            if (cleared(c, d, m->ctx))
-                continue;
-            if (d->role == R_NAME) {
-                st = renamed(c, m->ctx, &v, &n);
-                if (st != SF_OK)
-                    return st;
-            }
-            st = n > 0 ? put_len_field(c, num, v, n) : SF_OK;
-        } else if (sl->u != 0) {
-            switch (d->type) {
-            case F_FIXED32: {
-                uint32_t v32 = (uint32_t)sl->u;
-
-                st = put_tag_varint(c, num, WT_I32, false, 0);
-                if (st == SF_OK)
-                    st = put(c, &v32, 4);
-                break;
-            }
-            case F_FIXED64:
-                st = put_tag_varint(c, num, WT_I64, false, 0);
-                if (st == SF_OK)
-                    st = put(c, &sl->u, 8);
-                break;
-            default:
-                st = put_tag_varint(c, num, WT_VARINT, true, sl->u);
-                break;
-            }
+        } else {
+            /* an absent name is renamed from "" (see renames) */
+            st = put_scalar(c, m, num, sl->count ? sl->val : (const uint8_t *)"",
+                            sl->count ? sl->u : 0);
         }
         if (st != SF_OK)
             return st;
@@ -965,58 +1003,17 @@ static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *
     return msg_done(c, kind, removed, spans_before, cls, res);
 }
 
-/* A scalar field of message m: its canonical bytes (nothing for a default). */
-static sf_status put_scalar(cx *c, const mdesc *m, uint32_t num, const uint8_t *val, uint64_t u)
-{
-    const fdesc *d = &m->f[num];
-    const uint32_t tag = num << 3 | (uint32_t)expected_wt(d->type);
-    uint8_t *o;
-    sf_status st;
-
-    if (d->type == F_STRING || d->type == F_BYTES) {
-        size_t n = (size_t)u;
-
-        if (d->role != R_PLAIN && d->role != R_ID16 && d->role != R_ID8) {
-            if (cleared(c, d, m->ctx))
-                return SF_OK;
-            if (d->role == R_NAME && (st = renamed(c, m->ctx, &val, &n)) != SF_OK)
-                return st;
-        }
-        if (n == 0 || c->discard)
-            return SF_OK;
-        if (reserve(c, n + 16) != SF_OK)
-            return SF_ENOMEM;
-        o = c->buf->data + c->len;
-        o += varint_put(o, tag);
-        o += varint_put(o, n);
-        memcpy(o, val, n);
-        c->len = (size_t)(o + n - c->buf->data);
-        return SF_OK;
-    }
-    if (u == 0 || c->discard)
-        return SF_OK;
-    if (reserve(c, 16) != SF_OK)
-        return SF_ENOMEM;
-    o = c->buf->data + c->len;
-    o += varint_put(o, tag);
-    if (d->type == F_FIXED32) {
-        uint32_t v32 = (uint32_t)u;
-
-        memcpy(o, &v32, 4);
-        o += 4;
-    } else if (d->type == F_FIXED64) {
-        memcpy(o, &u, 8);
-        o += 8;
-    } else {
-        o += varint_put(o, u);
-    }
-    c->len = (size_t)(o - c->buf->data);
-    return SF_OK;
-}
-
 /* Internal: the message is not in an order stream() can write; run() starts
  * the request again with generic() everywhere. */
 #define SF_RESTART SF_UNSUPPORTED
+
+/* Whether message m owes a dropped count for removed attributes before
+ * field `limit` (the input gave none, or gave it earlier, still held). */
+static inline bool dropped_due(const mdesc *m, uint64_t removed, bool dropped_done,
+                               uint32_t limit)
+{
+    return removed > 0 && m->dropped != 0 && m->dropped < limit && !dropped_done;
+}
 
 /* The pending scalars of numbers below `limit`, in order, and the dropped
  * count when its turn has come. */
@@ -1027,7 +1024,7 @@ static sf_status flush(cx *c, const mdesc *m, const slot *s, uint32_t *pending, 
     uint32_t todo = *pending & below;
     sf_status st;
 
-    if (m->dropped != 0 && m->dropped < limit && removed > 0 && !*dropped_done)
+    if (dropped_due(m, removed, *dropped_done, limit))
         todo |= 1u << m->dropped;
     if (m->dropped != 0 && (todo >> m->dropped) & 1)
         *dropped_done = true;
@@ -1036,10 +1033,7 @@ static sf_status flush(cx *c, const mdesc *m, const slot *s, uint32_t *pending, 
 
         todo &= todo - 1;
         if (num == m->dropped && m->dropped != 0) {
-            uint64_t v = ((*pending >> num) & 1 ? s[num].u : 0) + removed;
-
-            st = v != 0 ? put_tag_varint(c, num, WT_VARINT, true, v > UINT32_MAX ? UINT32_MAX : v)
-                        : SF_OK;
+            st = put_dropped(c, num, (*pending >> num) & 1 ? s[num].u : 0, removed);
         } else {
             st = put_scalar(c, m, num, s[num].val, s[num].u);
         }
@@ -1122,8 +1116,7 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
              * and the dropped count still to come: part of a run copied
              * as it is. */
             if ((pending & ((2u << f.num) - 1)) == 0 &&
-                !(removed > 0 && m->dropped != 0 && m->dropped < f.num && !dropped_done) &&
-                as_is(c, m, d, &f)) {
+                !dropped_due(m, removed, dropped_done, f.num) && as_is(c, m, d, &f)) {
                 if (run == NULL)
                     run = f.start;
                 run_end = f.end;
@@ -1141,7 +1134,7 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
             return st;
         if (f.num != upto) {
             if ((pending & ((1u << f.num) - 1)) != 0 ||
-                (removed > 0 && m->dropped != 0 && m->dropped < f.num && !dropped_done)) {
+                dropped_due(m, removed, dropped_done, f.num)) {
                 st = flush(c, m, s, &pending, f.num, removed, &dropped_done);
                 if (st != SF_OK)
                     return st;
@@ -1155,15 +1148,14 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
                 return SF_RESTART;      /* merge: generic() */
             seen |= 1u << f.num;
             st = child(c, f.num, d->child, f.val, f.val + f.u, depth, &r);
-        } else if (d->type == F_STRING) {
-            st = put_len_field(c, f.num, f.val, (size_t)f.u);
-        } else if (d->child == SF_OTLP_MSG_KEY_VALUE) {
+        } else {
+            st = put_repeated(c, m, d, &f, depth, &removed, &cls);
+        }
+        if (st == SF_OK && d->repeated && d->child == SF_OTLP_MSG_KEY_VALUE) {
             const int actx = d->role == R_ATTRS ? m->ctx : -1;
             const uint8_t tag = f.start[0];
             bool gone = false;
 
-            st = kv(c, actx, f.num, f.start, f.val, f.val + f.u, depth, &gone);
-            removed += gone;
             /* the run of attributes that usually follows: the same one-byte tag */
             while (st == SF_OK && tag < 0x80 && p < end && *p == tag) {
                 const uint8_t *q = p + 1;
@@ -1175,14 +1167,6 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
                 removed += gone;
                 p = q + n;
             }
-        } else {
-            result r = { 0 };
-
-            if (d->role == R_SPANS)
-                c->st->spans++;
-            st = child(c, f.num, d->child, f.val, f.val + f.u, depth, &r);
-            if (r.cls > cls)
-                cls = r.cls;
         }
         if (st != SF_OK)
             return st;
@@ -1358,33 +1342,13 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
     const uint8_t *key = NULL, *val = NULL, *vend = NULL, *vfirst = NULL, *vlast_end = NULL;
     size_t klen = 0, vtotal = 0, mark = c->len;
     uint32_t vcount = 0;
-    bool keep = true, canonical = false;
+    bool keep = true;
     result r = { 0 };
     fld f;
     sf_status st;
 
     *removed = false;
-    if (end - p >= 2 && p[0] == (1 << 3 | WT_LEN) && p[1] > 0 && p[1] < 0x80 &&
-        p[1] <= end - p - 2) {
-        const uint8_t *q = p + 2 + p[1], *v = q + 1;
-        uint64_t n;
-
-        if (q == end || (q[0] == (2 << 3 | WT_LEN) && rd_varint(&v, end, 5, &n) == 0 &&
-                         n == (uint64_t)(end - v) && (v - q == 2 || v[-1] != 0))) {
-            key = p + 2;
-            klen = p[1];
-            if (!utf8_valid(key, klen))
-                return bad(c, "string field is not UTF-8");
-            if (q != end) {
-                val = v;
-                vend = end;
-                vcount = 1;
-                vtotal = (size_t)n;
-            }
-            canonical = true;
-        }
-    }
-    if (!canonical) {
+    {
         static const fdesc d_key = SCALAR(F_STRING, R_PLAIN), d_val = MSG1(ANY_VALUE),
                            d_strindex = SCALAR(F_INT32, R_PLAIN);
         const uint8_t *q = p;
@@ -1431,31 +1395,19 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
         st = open_len(c, num, (size_t)(end - p), &hpos, &hlen);
         if (st == SF_OK && klen > 0)
             st = put_len_field(c, 1, key, klen);
-        if (st == SF_OK && vcount > 0) {
-            if (vcount == 1 || canonical) {
-                size_t vh = 0, vhl = 0;
+        if (st == SF_OK && vcount == 1) {
+            st = child(c, 2, SF_OTLP_MSG_ANY_VALUE, val, vend, depth, &r);
+        } else if (st == SF_OK && vcount > 1) {
+            uint8_t *merged;
 
-                st = open_len(c, 2, (size_t)(vend - val), &vh, &vhl);
-                if (st == SF_OK)
-                    st = any(c, val, vend, depth, &r);
-                if (st == SF_OK)
-                    st = close_len(c, vh, vhl);
-            } else {
-                uint8_t *merged;
-                size_t vh = 0, vhl = 0;
-
-                st = gather(c, vfirst, vlast_end, 2, vtotal, &merged);
-                if (st == SF_OK) {
-                    st = open_len(c, 2, vtotal, &vh, &vhl);
-                    if (st == SF_OK)
-                        st = any(c, merged, merged + vtotal, depth, &r);
-                    if (st == SF_OK)
-                        st = close_len(c, vh, vhl);
-                    if (st == SF_OK && c->n_match > 0 && ctx == SF_OTLP_RESOURCE)
-                        match_kv(c, key, klen, &r);
-                    sf_free(merged);
-                    r.str = NULL;
-                }
+            st = gather(c, vfirst, vlast_end, 2, vtotal, &merged);
+            if (st == SF_OK) {
+                st = child(c, 2, SF_OTLP_MSG_ANY_VALUE, merged, merged + vtotal, depth, &r);
+                /* matched while the merged string still exists */
+                if (st == SF_OK && c->n_match > 0 && ctx == SF_OTLP_RESOURCE)
+                    match_kv(c, key, klen, &r);
+                sf_free(merged);
+                r.str = NULL;
             }
         }
         if (st == SF_OK)

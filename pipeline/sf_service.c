@@ -359,6 +359,8 @@ static void add_counters(sf_counters *dst, sf_counters *src)
         ADD(dropped_spans[r]);
         ADD(send_failed_spans[r]);
     }
+    for (int m = 0; m < SF_OTLP_MSG_COUNT; m++)
+        ADD(dropped_fields[m]);
 #undef ADD
 }
 

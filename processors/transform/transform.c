@@ -122,57 +122,60 @@ typedef struct transform_ctx {
 } transform_ctx;
 
 /* Every rule of context c in order on the name; the result in *out. */
+/* One codec call's scratch for the name rules (its `state`): PCRE2's match
+ * data and the second of the two buffers the rules alternate between, kept
+ * for every name of the request. */
+typedef struct rename_state {
+    pcre2_match_data *md;
+    sf_otlp_text tmp;
+} rename_state;
+
 static sf_status rename_fn(const void *ctx, void **state, sf_otlp_ctx c, const uint8_t *in,
                            size_t len, sf_otlp_text *out)
 {
     transform_ctx *t = (transform_ctx *)ctx;   /* only the atomic counter is written */
-    pcre2_match_data *md = *state;
-    sf_otlp_text tmp = { 0 };
+    rename_state *rs = *state;
     const uint8_t *subject = in;
     size_t subject_len = len;
-    sf_status st = SF_OK;
 
-    if (md == NULL) {
-        md = pcre2_match_data_create(t->max_groups, NULL);
-        if (md == NULL)
+    if (rs == NULL) {
+        rs = sf_calloc(1, sizeof(*rs));
+        if (rs == NULL)
             return SF_ENOMEM;
-        *state = md;
+        rs->md = pcre2_match_data_create(t->max_groups, NULL);
+        if (rs->md == NULL) {
+            sf_free(rs);
+            return SF_ENOMEM;
+        }
+        *state = rs;
     }
     for (size_t i = 0; i < t->n_rules[c]; i++) {
         const name_rule *r = &t->rules[c][i];
-        sf_otlp_text *dst = (i % 2 == 0) ? out : &tmp;   /* alternate: the subject is the other */
+        sf_otlp_text *dst = (i % 2 == 0) ? out : &rs->tmp;  /* the subject is the other */
         PCRE2_SIZE n;
         int rc;
 
-        if (sf_otlp_text_reserve(dst, subject_len + 64) != SF_OK) {
-            st = SF_ENOMEM;
-            goto out_free_tmp;
-        }
+        if (sf_otlp_text_reserve(dst, subject_len + 64) != SF_OK)
+            return SF_ENOMEM;
         for (;;) {
             n = dst->cap;
             rc = pcre2_substitute(r->code, subject, subject_len, 0,
                                   PCRE2_SUBSTITUTE_GLOBAL | PCRE2_SUBSTITUTE_OVERFLOW_LENGTH |
                                   PCRE2_SUBSTITUTE_UNSET_EMPTY |
-                                  PCRE2_NO_UTF_CHECK, md, t->mctx, r->replacement,
+                                  PCRE2_NO_UTF_CHECK, rs->md, t->mctx, r->replacement,
                                   r->replacement_len, dst->data, &n);
             if (rc != PCRE2_ERROR_NOMEMORY)
                 break;
-            if (sf_otlp_text_reserve(dst, n + 1) != SF_OK) {
-                st = SF_ENOMEM;
-                goto out_free_tmp;
-            }
+            if (sf_otlp_text_reserve(dst, n + 1) != SF_OK)
+                return SF_ENOMEM;
         }
         if (rc < 0) {
-            if (r->error_mode == SF_ERROR_MODE_PROPAGATE) {
-                st = SF_FILTER;
-                goto out_free_tmp;
-            }
+            if (r->error_mode == SF_ERROR_MODE_PROPAGATE)
+                return SF_FILTER;
             atomic_fetch_add_explicit(&t->rules_skipped, 1, memory_order_relaxed);
             /* leave the name as it was before this rule */
-            if (sf_otlp_text_reserve(dst, subject_len + 1) != SF_OK) {
-                st = SF_ENOMEM;
-                goto out_free_tmp;
-            }
+            if (sf_otlp_text_reserve(dst, subject_len + 1) != SF_OK)
+                return SF_ENOMEM;
             memmove(dst->data, subject, subject_len);
             n = subject_len;
         }
@@ -181,23 +184,22 @@ static sf_status rename_fn(const void *ctx, void **state, sf_otlp_ctx c, const u
         subject_len = n;
     }
     if (subject != out->data) {         /* the last result is in tmp, or no rule ran */
-        if (sf_otlp_text_reserve(out, subject_len + 1) != SF_OK) {
-            st = SF_ENOMEM;
-            goto out_free_tmp;
-        }
+        if (sf_otlp_text_reserve(out, subject_len + 1) != SF_OK)
+            return SF_ENOMEM;
         memmove(out->data, subject, subject_len);
     }
     out->len = subject_len;
-
-out_free_tmp:
-    sf_free(tmp.data);
-    return st;
+    return SF_OK;
 }
 
 static void release(const void *ctx, void *state)
 {
+    rename_state *rs = state;
+
     (void)ctx;
-    pcre2_match_data_free(state);
+    pcre2_match_data_free(rs->md);
+    sf_free(rs->tmp.data);
+    sf_free(rs);
 }
 
 static sf_status rules_build(transform_ctx *t, sf_transform_ctx c)
