@@ -35,6 +35,9 @@
 #include "sf_batch.h"
 
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* gcc 12 reports locals as maybe-uninitialized through the always_inline
  * readers (and `slot` entries only read under their `pending` bit); the
@@ -142,6 +145,7 @@ const char *sf_otlp_msg_label(sf_otlp_msg m)
 /* ---- keysets ---------------------------------------------------------------- */
 
 typedef struct ks_slot {
+    uint64_t head, tail;        /* key_words() of the key */
     const char *key;            /* NULL: empty */
     size_t len;
     bool keep;
@@ -154,17 +158,25 @@ struct sf_otlp_keyset {
     ks_slot slots[];            /* open addressing, linear probing */
 };
 
-static inline uint64_t key_hash(const uint8_t *k, size_t len)
+/* A key's first 8 bytes (zero-padded) and, from 8 bytes on, its last 8:
+ * together the whole key up to 16 bytes, and its hash. */
+static inline __attribute__((always_inline)) void key_words(const uint8_t *k, size_t len,
+                                                            uint64_t *head, uint64_t *tail)
 {
-    uint64_t a = 0, b = 0, h;
-
+    *head = 0;
+    *tail = 0;
     if (len >= 8) {
-        memcpy(&a, k, 8);
-        memcpy(&b, k + len - 8, 8);
+        memcpy(head, k, 8);
+        memcpy(tail, k + len - 8, 8);
     } else {
-        memcpy(&a, k, len);
+        memcpy(head, k, len);
     }
-    h = a * 0x9e3779b97f4a7c15ull ^ (b + len) * 0xc2b2ae3d27d4eb4full;
+}
+
+static inline uint64_t key_hash(uint64_t head, uint64_t tail, size_t len)
+{
+    uint64_t h = head * 0x9e3779b97f4a7c15ull ^ (tail + len) * 0xc2b2ae3d27d4eb4full;
+
     return h ^ (h >> 31);
 }
 
@@ -180,6 +192,10 @@ sf_status sf_otlp_keyset_create(size_t n, const char *const *keys, const bool *k
     sf_otlp_keyset *ks;
 
     *out = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!sf_otlp_utf8_valid((const uint8_t *)keys[i], strlen(keys[i])))
+            return SF_INVALID;
+    }
     while (slots < 2 * n + 2)
         slots *= 2;
     ks = sf_calloc(1, sizeof(*ks) + slots * sizeof(ks_slot));
@@ -188,13 +204,17 @@ sf_status sf_otlp_keyset_create(size_t n, const char *const *keys, const bool *k
     ks->keep_other = keep_other;
     ks->mask = slots - 1;
     for (size_t i = 0; i < n; i++) {
-        size_t len = strlen(keys[i]), at = key_hash((const uint8_t *)keys[i], len) & ks->mask;
+        size_t len = strlen(keys[i]), at;
+        uint64_t head, tail;
 
+        key_words((const uint8_t *)keys[i], len, &head, &tail);
+        at = key_hash(head, tail, len) & ks->mask;
         while (ks->slots[at].key != NULL && strcmp(ks->slots[at].key, keys[i]) != 0)
             at = (at + 1) & ks->mask;
         if (ks->slots[at].key != NULL)
             continue;
-        ks->slots[at] = (ks_slot){ .key = keys[i], .len = len, .keep = keep[i] };
+        ks->slots[at] = (ks_slot){ .head = head, .tail = tail, .key = keys[i], .len = len,
+                                   .keep = keep[i] };
         ks->len_mask |= len_bit(len);
     }
     *out = ks;
@@ -206,19 +226,33 @@ void sf_otlp_keyset_destroy(sf_otlp_keyset *ks)
     sf_free(ks);
 }
 
-static inline __attribute__((always_inline)) bool keyset_keeps(const sf_otlp_keyset *ks,
-                                                               const uint8_t *k, size_t len)
+/* A keyset's verdict on a key: KS_KEEP or not, and KS_LISTED when the key is
+ * one of the set's own (then it is valid UTF-8: the set's keys were checked). */
+enum { KS_KEEP = 1, KS_LISTED = 2 };
+
+static inline __attribute__((always_inline)) int keyset_judge(const sf_otlp_keyset *ks,
+                                                              const uint8_t *k, size_t len)
 {
+    uint64_t head, tail;
+
     if (!(ks->len_mask & len_bit(len)))
         return ks->keep_other;
-    for (size_t i = key_hash(k, len) & ks->mask;; i = (i + 1) & ks->mask) {
+    key_words(k, len, &head, &tail);
+    for (size_t i = key_hash(head, tail, len) & ks->mask;; i = (i + 1) & ks->mask) {
         const ks_slot *e = &ks->slots[i];
 
         if (e->key == NULL)
             return ks->keep_other;
-        if (e->len == len && memcmp(e->key, k, len) == 0)
-            return e->keep;
+        if (e->head == head && e->tail == tail && e->len == len &&
+            (len <= 16 || memcmp(e->key + 8, k + 8, len - 16) == 0))
+            return KS_LISTED | e->keep;
     }
+}
+
+static inline __attribute__((always_inline)) bool keyset_keeps(const sf_otlp_keyset *ks,
+                                                               const uint8_t *k, size_t len)
+{
+    return keyset_judge(ks, k, len) & KS_KEEP;
 }
 
 bool sf_otlp_keyset_keeps(const sf_otlp_keyset *ks, const uint8_t *key, size_t len)
@@ -447,40 +481,50 @@ static bool utf8_valid_slow(const uint8_t *p, size_t n)
     return true;
 }
 
-/* Nearly every key and value is ASCII: checked a word at a time first. */
+/* Nearly every key and value is ASCII: checked 16 bytes (SSE2) or a word at
+ * a time first, the last load overlapping the one before. */
 static inline __attribute__((always_inline)) bool utf8_valid(const uint8_t *p, size_t n)
 {
-    uint64_t acc = 0, w;
+    if (n >= 16) {
+#if defined(__SSE2__)
+        __m128i acc = _mm_loadu_si128((const __m128i *)(const void *)(p + n - 16));
 
-    if (n < 8) {
+        for (size_t i = 0; i + 16 < n; i += 16)
+            acc = _mm_or_si128(acc, _mm_loadu_si128((const __m128i *)(const void *)(p + i)));
+        return _mm_movemask_epi8(acc) == 0 || utf8_valid_slow(p, n);
+#else
+        uint64_t acc = 0, w;
+
+        for (size_t i = 0; i + 8 < n; i += 8) {
+            memcpy(&w, p + i, 8);
+            acc |= w;
+        }
+        memcpy(&w, p + n - 8, 8);
+        acc |= w;
+        return !(acc & 0x8080808080808080ull) || utf8_valid_slow(p, n);
+#endif
+    }
+    if (n >= 8) {
+        uint64_t a8, b8;
+
+        memcpy(&a8, p, 8);
+        memcpy(&b8, p + n - 8, 8);
+        return !((a8 | b8) & 0x8080808080808080ull) || utf8_valid_slow(p, n);
+    }
+    if (n >= 4) {
         uint32_t a4, b4;
+
+        memcpy(&a4, p, 4);
+        memcpy(&b4, p + n - 4, 4);
+        return !((a4 | b4) & 0x80808080u) || utf8_valid_slow(p, n);
+    }
+    {
         uint8_t o = 0;
 
-        if (n >= 4) {               /* two overlapping words */
-            memcpy(&a4, p, 4);
-            memcpy(&b4, p + n - 4, 4);
-            return !((a4 | b4) & 0x80808080u) || utf8_valid_slow(p, n);
-        }
         for (size_t i = 0; i < n; i++)
             o |= p[i];
         return o < 0x80 || utf8_valid_slow(p, n);
     }
-    size_t i = 0;
-
-    for (; i + 16 <= n; i += 16) {
-        uint64_t w2;
-
-        memcpy(&w, p + i, 8);
-        memcpy(&w2, p + i + 8, 8);
-        acc |= w | w2;
-    }
-    if (i + 8 <= n) {
-        memcpy(&w, p + i, 8);
-        acc |= w;
-    }
-    memcpy(&w, p + n - 8, 8);
-    acc |= w;
-    return !(acc & 0x8080808080808080ull) || utf8_valid_slow(p, n);
 }
 
 bool sf_otlp_utf8_valid(const uint8_t *p, size_t n)
@@ -1452,19 +1496,24 @@ static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, uint32
     if (rd_varint(&q, end, 5, &n) != 0 || n != (uint64_t)(end - q) ||
         (size_t)(q - (key + klen + 1)) != varint_size(n) || !any_canonical(q, end, &r))
         return kv_general(c, ctx, num, p, end, depth, removed);
-    if (!utf8_valid(key, klen))
-        return bad(c, "string field is not UTF-8");
     *removed = false;
-    if (ctx >= 0) {
+    if (ctx >= 0 && c->edit != NULL) {
         const sf_otlp_edit *e = c->edit;
+        const int v = e->keys[ctx] != NULL ? keyset_judge(e->keys[ctx], key, klen) : KS_KEEP;
 
+        if (!(v & KS_LISTED) && !utf8_valid(key, klen))
+            return bad(c, "string field is not UTF-8");
         if (c->n_match > 0 && ctx == SF_OTLP_RESOURCE)
             match_kv(c, key, klen, &r);
-        if (e != NULL && ((e->keys[ctx] != NULL && !keyset_keeps(e->keys[ctx], key, klen)) ||
-                          (e->scalar_values_only && r.cls == CLS_OTHER))) {
+        if (!(v & KS_KEEP) || (e->scalar_values_only && r.cls == CLS_OTHER)) {
             *removed = true;
             return SF_OK;
         }
+    } else {
+        if (!utf8_valid(key, klen))
+            return bad(c, "string field is not UTF-8");
+        if (ctx >= 0 && c->n_match > 0 && ctx == SF_OTLP_RESOURCE)
+            match_kv(c, key, klen, &r);
     }
     if ((size_t)(p - field) == varint_size((uint64_t)num << 3 | WT_LEN) +
                                varint_size((uint64_t)(end - p)))

@@ -80,7 +80,8 @@ typedef struct sf_otlp_keyset sf_otlp_keyset;
 
 /* A keyset of the n keys[i] (NUL-terminated, compared bytewise; they must
  * outlive the set; a key given twice keeps its first verdict) with verdicts
- * keep[i], and `keep_other` for the rest. SF_ENOMEM. */
+ * keep[i], and `keep_other` for the rest. SF_ENOMEM; SF_INVALID when a key
+ * is not UTF-8 (no attribute could have it). */
 sf_status sf_otlp_keyset_create(size_t n, const char *const *keys, const bool *keep,
                                 bool keep_other, sf_otlp_keyset **out);
 void sf_otlp_keyset_destroy(sf_otlp_keyset *ks);    /* NULL ok */
