@@ -34,6 +34,7 @@
 #include "sf_alloc.h"
 #include "sf_batch.h"
 
+#include <pthread.h>
 #include <string.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -273,6 +274,7 @@ typedef struct cx {
     unsigned discard;           /* > 0: writing is off */
     size_t budget;              /* bytes merge copies may still take */
     bool general;               /* every message through generic(): see run() */
+    uint32_t held[SF_OTLP_MSG_COUNT];  /* per message, fields the edit changes */
     sf_otlp_text name;          /* rename output */
     /* sf_otlp_count_matching_spans */
     size_t n_match;
@@ -1115,6 +1117,96 @@ static inline sf_status run_flush(cx *c, const uint8_t **run, const uint8_t *run
     return put(c, r, (size_t)(run_end - r));
 }
 
+/* The quick path of stream(): a singular scalar with a one-byte tag whose
+ * bytes are already canonical and not a default leaves as it came. quick[kind][tag]
+ * says how to check it (0: not a field this path takes); it is made once
+ * from the schema. */
+enum { Q_NONE = 0, Q_FIXED64, Q_FIXED32, Q_UINT32, Q_INT32, Q_INT64, Q_BOOL, Q_ID16, Q_ID8,
+       Q_BYTES, Q_STRING };
+
+static uint8_t quick[SF_OTLP_MSG_COUNT][128];
+static uint32_t role_bits[SF_OTLP_MSG_COUNT][R_SPANS + 1];    /* fields with that role */
+static pthread_once_t quick_once = PTHREAD_ONCE_INIT;
+
+static void quick_init(void)
+{
+    for (unsigned k = 0; k < SF_OTLP_MSG_COUNT; k++) {
+        const mdesc *m = &schema[k];
+
+        for (uint32_t num = 1; num < m->n && num < 32; num++)
+            role_bits[k][m->f[num].role] |= 1u << num;
+        for (uint32_t num = 1; num < m->n && num < 16; num++) {
+            const fdesc *d = &m->f[num];
+            int q = Q_NONE;
+
+            if (d->repeated || d->role == R_DROPPED)
+                continue;
+            switch (d->type) {
+            case F_FIXED64: q = Q_FIXED64; break;
+            case F_FIXED32: q = Q_FIXED32; break;
+            case F_UINT32:  q = Q_UINT32; break;
+            case F_INT32:   q = Q_INT32; break;
+            case F_INT64:   q = Q_INT64; break;
+            case F_BOOL:    q = Q_BOOL; break;
+            case F_STRING:  q = Q_STRING; break;
+            case F_BYTES:
+                q = d->role == R_ID16 ? Q_ID16 : d->role == R_ID8 ? Q_ID8 : Q_BYTES;
+                break;
+            default:
+                break;
+            }
+            if (q != Q_NONE)
+                quick[k][num << 3 | (uint32_t)expected_wt(d->type)] = (uint8_t)q;
+        }
+    }
+}
+
+/* One past the field at p when it can leave as it is; NULL: let read_field()
+ * and as_is() decide (and say what is wrong). */
+static inline __attribute__((always_inline)) const uint8_t *
+quick_scalar(unsigned q, const uint8_t *p, const uint8_t *end)
+{
+    const uint8_t *v = p + 1, *e;
+    uint64_t u;
+
+    switch (q) {
+    case Q_FIXED64:
+        if (end - v < 8)
+            return NULL;
+        memcpy(&u, v, 8);
+        return u != 0 ? v + 8 : NULL;
+    case Q_FIXED32: {
+        uint32_t u32;
+
+        if (end - v < 4)
+            return NULL;
+        memcpy(&u32, v, 4);
+        return u32 != 0 ? v + 4 : NULL;
+    }
+    case Q_UINT32:
+    case Q_INT32:
+    case Q_INT64:
+    case Q_BOOL:
+        if (v < end && *v != 0 && *v < 0x80)
+            return q != Q_BOOL || *v == 1 ? v + 1 : NULL;
+        return NULL;            /* longer varints: the general path */
+    case Q_ID16:
+    case Q_ID8:
+        if (end - v < 1 || *v != (q == Q_ID16 ? 16 : 8) || (size_t)(end - v - 1) < *v)
+            return NULL;
+        return v + 1 + *v;
+    case Q_BYTES:
+    case Q_STRING:
+        if (rd_varint(&v, end, 5, &u) != 0 || u == 0 || u > (uint64_t)(end - v) ||
+            (size_t)(v - p - 1) != varint_size(u))
+            return NULL;
+        e = v + u;
+        return q == Q_BYTES || utf8_valid(v, (size_t)u) ? e : NULL;
+    default:
+        return NULL;
+    }
+}
+
 /* The usual case, one pass: fields arrive in number order, except singular
  * scalars, which may come anywhere before the next sub-message or repeated
  * field that follows them in number order (held, then written in place).
@@ -1144,6 +1236,23 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
     while (p < end) {
         const fdesc *d;
 
+        if (*p < 0x80 && quick[kind][*p] != Q_NONE) {
+            const uint32_t num = *p >> 3;
+
+            if (num > upto && (pending & ((2u << num) - 1)) == 0 && !(c->held[kind] >> num & 1) &&
+                !dropped_due(m, removed, dropped_done, num)) {
+                const uint8_t *e = quick_scalar(quick[kind][*p], p, end);
+
+                if (e != NULL) {
+                    if (run == NULL)
+                        run = p;
+                    run_end = e;
+                    upto = num;
+                    p = e;
+                    continue;
+                }
+            }
+        }
         st = read_field(c, kind, &p, end, &f, &d);
         if (st != SF_OK)
             return st;
@@ -1560,6 +1669,21 @@ static sf_status run(cx *c, const uint8_t *in, size_t len)
     result r;
     sf_status st;
 
+    pthread_once(&quick_once, quick_init);
+    for (unsigned k = 0; k < SF_OTLP_MSG_COUNT; k++) {
+        const sf_otlp_edit *e = c->edit;
+        const int ctx = schema[k].ctx;
+
+        c->held[k] = 0;
+        if (e == NULL)
+            continue;
+        if (ctx >= 0 && (e->rename & SF_OTLP_CTX_BIT(ctx)))
+            c->held[k] |= role_bits[k][R_NAME];
+        if (ctx >= 0 && (e->clear_trace_state & SF_OTLP_CTX_BIT(ctx)))
+            c->held[k] |= role_bits[k][R_TRACE_STATE];
+        if (e->clear_status_message)
+            c->held[k] |= role_bits[k][R_STATUS_MSG];
+    }
     c->budget = 2 * len + 4096;
     c->general = false;
     st = stream(c, SF_OTLP_MSG_REQUEST, in, in + len, 0, &r);
