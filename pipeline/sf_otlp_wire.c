@@ -227,6 +227,21 @@ void sf_otlp_keyset_destroy(sf_otlp_keyset *ks)
     sf_free(ks);
 }
 
+/* Bytes 8 .. len-8 of two keys of length len equal (their heads and tails are). */
+static inline __attribute__((always_inline)) bool key_middle_eq(const char *a, const uint8_t *b,
+                                                                size_t len)
+{
+    for (size_t i = 8; i + 8 < len; i += 8) {
+        uint64_t x, y;
+
+        memcpy(&x, a + i, 8);
+        memcpy(&y, b + i, 8);
+        if (x != y)
+            return false;
+    }
+    return true;
+}
+
 /* A keyset's verdict on a key: KS_KEEP or not, and KS_LISTED when the key is
  * one of the set's own (then it is valid UTF-8: the set's keys were checked). */
 enum { KS_KEEP = 1, KS_LISTED = 2 };
@@ -244,8 +259,7 @@ static inline __attribute__((always_inline)) int keyset_judge(const sf_otlp_keys
 
         if (e->key == NULL)
             return ks->keep_other;
-        if (e->head == head && e->tail == tail && e->len == len &&
-            (len <= 16 || memcmp(e->key + 8, k + 8, len - 16) == 0))
+        if (e->head == head && e->tail == tail && e->len == len && key_middle_eq(e->key, k, len))
             return KS_LISTED | e->keep;
     }
 }
