@@ -796,6 +796,22 @@ static sf_status child_merged(cx *c, uint32_t num, unsigned kind, const uint8_t 
 }
 
 /* Per field number, what the first step saw. */
+/* The most field numbers (plus one) of a message: Span's 16. */
+#define SLOTS_MAX 17
+_Static_assert(sizeof(f_span) / sizeof(f_span[0]) == SLOTS_MAX &&
+               sizeof(f_request) / sizeof(f_request[0]) <= SLOTS_MAX &&
+               sizeof(f_resource_spans) / sizeof(f_resource_spans[0]) <= SLOTS_MAX &&
+               sizeof(f_resource) / sizeof(f_resource[0]) <= SLOTS_MAX &&
+               sizeof(f_entity_ref) / sizeof(f_entity_ref[0]) <= SLOTS_MAX &&
+               sizeof(f_scope_spans) / sizeof(f_scope_spans[0]) <= SLOTS_MAX &&
+               sizeof(f_scope) / sizeof(f_scope[0]) <= SLOTS_MAX &&
+               sizeof(f_event) / sizeof(f_event[0]) <= SLOTS_MAX &&
+               sizeof(f_link) / sizeof(f_link[0]) <= SLOTS_MAX &&
+               sizeof(f_status) / sizeof(f_status[0]) <= SLOTS_MAX &&
+               sizeof(f_array) / sizeof(f_array[0]) <= SLOTS_MAX &&
+               sizeof(f_kvlist) / sizeof(f_kvlist[0]) <= SLOTS_MAX,
+               "a message table longer than SLOTS_MAX");
+
 typedef struct slot {
     uint32_t count;
     const uint8_t *first;       /* tag of the first occurrence */
@@ -1180,16 +1196,29 @@ static void quick_init(void)
 static inline __attribute__((always_inline)) const uint8_t *
 quick_scalar(unsigned q, const uint8_t *p, const uint8_t *end)
 {
-    const uint8_t *v = p + 1, *e;
+    const uint8_t *v = p + 1;
     uint64_t u;
 
-    switch (q) {
-    case Q_FIXED64:
+    /* if-chains, not a switch: the field kinds alternate within a span, and
+     * an indirect jump per field mispredicts */
+    if (q == Q_FIXED64) {
         if (end - v < 8)
             return NULL;
         memcpy(&u, v, 8);
         return u != 0 ? v + 8 : NULL;
-    case Q_FIXED32: {
+    }
+    if (q == Q_ID16 || q == Q_ID8) {
+        if (end - v < 1 || *v != (q == Q_ID16 ? 16 : 8) || (size_t)(end - v - 1) < *v)
+            return NULL;
+        return v + 1 + *v;
+    }
+    if (q == Q_STRING || q == Q_BYTES) {
+        if (rd_varint(&v, end, 5, &u) != 0 || u == 0 || u > (uint64_t)(end - v) ||
+            (size_t)(v - p - 1) != varint_size(u))
+            return NULL;
+        return q == Q_BYTES || utf8_valid(v, (size_t)u) ? v + u : NULL;
+    }
+    if (q == Q_FIXED32) {
         uint32_t u32;
 
         if (end - v < 4)
@@ -1197,28 +1226,11 @@ quick_scalar(unsigned q, const uint8_t *p, const uint8_t *end)
         memcpy(&u32, v, 4);
         return u32 != 0 ? v + 4 : NULL;
     }
-    case Q_UINT32:
-    case Q_INT32:
-    case Q_INT64:
-    case Q_BOOL:
-        if (v < end && *v != 0 && *v < 0x80)
-            return q != Q_BOOL || *v == 1 ? v + 1 : NULL;
-        return NULL;            /* longer varints: the general path */
-    case Q_ID16:
-    case Q_ID8:
-        if (end - v < 1 || *v != (q == Q_ID16 ? 16 : 8) || (size_t)(end - v - 1) < *v)
-            return NULL;
-        return v + 1 + *v;
-    case Q_BYTES:
-    case Q_STRING:
-        if (rd_varint(&v, end, 5, &u) != 0 || u == 0 || u > (uint64_t)(end - v) ||
-            (size_t)(v - p - 1) != varint_size(u))
-            return NULL;
-        e = v + u;
-        return q == Q_BYTES || utf8_valid(v, (size_t)u) ? e : NULL;
-    default:
-        return NULL;
-    }
+    /* Q_UINT32, Q_INT32, Q_INT64, Q_BOOL: one byte; longer varints take the
+     * general path */
+    if (v < end && *v != 0 && *v < 0x80)
+        return q != Q_BOOL || *v == 1 ? v + 1 : NULL;
+    return NULL;
 }
 
 /* The usual case, one pass: fields arrive in number order, except singular
@@ -1230,7 +1242,7 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
                         unsigned depth, result *res)
 {
     const mdesc *m = &schema[kind];
-    slot s[m->n];               /* only the entries in `pending` are read */
+    slot s[SLOTS_MAX];          /* only the entries in `pending` are read */
     const uint8_t *run = NULL, *run_end = NULL;    /* scalars copied as they are */
     uint32_t pending = 0, seen = 0, upto = 0;
     uint64_t removed = 0;
@@ -1318,21 +1330,38 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
         } else {
             st = put_repeated(c, m, d, &f, depth, &removed, &cls);
         }
-        if (st == SF_OK && d->repeated && d->child == SF_OTLP_MSG_KEY_VALUE) {
-            const int actx = d->role == R_ATTRS ? m->ctx : -1;
+        if (st == SF_OK && d->repeated && d->type == F_MSG && f.start[0] < 0x80) {
             const uint8_t tag = f.start[0];
-            bool gone = false;
 
-            /* the run of attributes that usually follows: the same one-byte tag */
-            while (st == SF_OK && tag < 0x80 && p < end && *p == tag) {
-                const uint8_t *q = p + 1;
-                uint64_t n;
+            /* the run that usually follows (attributes, spans, events): the
+             * same one-byte tag, read here without the general reader */
+            if (d->child == SF_OTLP_MSG_KEY_VALUE) {
+                const int actx = d->role == R_ATTRS ? m->ctx : -1;
+                bool gone = false;
 
-                if (rd_varint(&q, end, 5, &n) != 0 || n > (uint64_t)(end - q))
-                    break;              /* next_field says what is wrong */
-                st = kv(c, actx, f.num, p, q, q + n, depth, &gone);
-                removed += gone;
-                p = q + n;
+                while (st == SF_OK && p < end && *p == tag) {
+                    const uint8_t *q = p + 1;
+                    uint64_t n;
+
+                    if (rd_varint(&q, end, 5, &n) != 0 || n > (uint64_t)(end - q))
+                        break;          /* next_field says what is wrong */
+                    st = kv(c, actx, f.num, p, q, q + n, depth, &gone);
+                    removed += gone;
+                    p = q + n;
+                }
+            } else {
+                while (st == SF_OK && p < end && *p == tag) {
+                    const uint8_t *q = p + 1;
+                    uint64_t n;
+
+                    if (rd_varint(&q, end, 5, &n) != 0 || n > (uint64_t)(end - q))
+                        break;
+                    f.start = p;
+                    f.val = q;
+                    f.u = n;
+                    f.end = p = q + n;
+                    st = put_repeated(c, m, d, &f, depth, &removed, &cls);
+                }
             }
         }
         if (st != SF_OK)
@@ -1359,9 +1388,7 @@ static inline __attribute__((always_inline)) bool any_canonical(const uint8_t *p
     res->str = NULL;
     if (end - p < 2)
         return false;
-    switch (p[0]) {
-    case 1 << 3 | WT_LEN:       /* string_value */
-    case 7 << 3 | WT_LEN:       /* bytes_value */
+    if (p[0] == (1 << 3 | WT_LEN) || p[0] == (7 << 3 | WT_LEN)) {     /* string, bytes */
         if (rd_varint(&q, end, 5, &v) != 0 || v != (uint64_t)(end - q) ||
             (q - p > 2 && q[-1] == 0))
             return false;
@@ -1375,20 +1402,22 @@ static inline __attribute__((always_inline)) bool any_canonical(const uint8_t *p
             res->cls = CLS_OTHER;
         }
         return true;
-    case 2 << 3 | WT_VARINT:    /* bool_value */
-        res->cls = CLS_SCALAR;
-        return end - p == 2 && p[1] <= 1;
-    case 3 << 3 | WT_VARINT:    /* int_value */
+    }
+    if (p[0] == (3 << 3 | WT_VARINT)) {                                /* int_value */
         if (rd_varint(&q, end, 10, &v) != 0 || q != end || (q - p > 2 && q[-1] == 0))
             return false;
         res->cls = CLS_SCALAR;
         return true;
-    case 4 << 3 | WT_I64:       /* double_value */
+    }
+    if (p[0] == (4 << 3 | WT_I64)) {                                   /* double_value */
         res->cls = CLS_SCALAR;
         return end - p == 9;
-    default:
-        return false;
     }
+    if (p[0] == (2 << 3 | WT_VARINT)) {                                /* bool_value */
+        res->cls = CLS_SCALAR;
+        return end - p == 2 && p[1] <= 1;
+    }
+    return false;
 }
 
 /* AnyValue: a oneof. Its last member wins; a message member merges the
