@@ -1152,7 +1152,7 @@ static inline sf_status run_flush(cx *c, const uint8_t **run, const uint8_t *run
  * says how to check it (0: not a field this path takes); it is made once
  * from the schema. */
 enum { Q_NONE = 0, Q_FIXED64, Q_FIXED32, Q_UINT32, Q_INT32, Q_INT64, Q_BOOL, Q_ID16, Q_ID8,
-       Q_BYTES, Q_STRING };
+       Q_BYTES, Q_STRING, Q_MSG };
 
 static uint8_t quick[SF_OTLP_MSG_COUNT][128];
 static uint32_t role_bits[SF_OTLP_MSG_COUNT][R_SPANS + 1];    /* fields with that role */
@@ -1187,6 +1187,21 @@ static void quick_init(void)
             }
             if (q != Q_NONE)
                 quick[k][num << 3 | (uint32_t)expected_wt(d->type)] = (uint8_t)q;
+        }
+    }
+    /* a singular sub-message whose kind has singular scalars only (Status) */
+    for (unsigned k = 0; k < SF_OTLP_MSG_COUNT; k++) {
+        const mdesc *m = &schema[k];
+
+        for (uint32_t num = 1; num < m->n && num < 16; num++) {
+            const fdesc *d = &m->f[num];
+            bool flat = d->type == F_MSG && !d->repeated && d->child != SF_OTLP_MSG_ANY_VALUE &&
+                        d->child != SF_OTLP_MSG_KEY_VALUE;
+
+            for (uint32_t i = 1; flat && i < schema[d->child].n; i++)
+                flat = !schema[d->child].f[i].repeated && schema[d->child].f[i].type != F_MSG;
+            if (flat)
+                quick[k][num << 3 | WT_LEN] = Q_MSG;
         }
     }
 }
@@ -1233,6 +1248,32 @@ quick_scalar(unsigned q, const uint8_t *p, const uint8_t *end)
     return NULL;
 }
 
+/* quick_scalar() for a Q_MSG field: one past it when its tag, length and
+ * every field inside (of kind `kind`) can leave as they are. */
+static inline __attribute__((always_inline)) const uint8_t *
+quick_msg(const cx *c, unsigned kind, const uint8_t *p, const uint8_t *end)
+{
+    const uint8_t *v = p + 1, *vend;
+    uint32_t upto = 0;
+    uint64_t n;
+
+    if (rd_varint(&v, end, 5, &n) != 0 || n > (uint64_t)(end - v) ||
+        (size_t)(v - p - 1) != varint_size(n))
+        return NULL;
+    for (vend = v + n; v < vend;) {
+        const unsigned q = *v < 0x80 ? quick[kind][*v] : Q_NONE;
+        const uint32_t num = *v >> 3;
+
+        if (q == Q_NONE || q == Q_MSG || num <= upto || (c->held[kind] >> num & 1))
+            return NULL;
+        v = quick_scalar(q, v, vend);
+        if (v == NULL)
+            return NULL;
+        upto = num;
+    }
+    return vend;
+}
+
 /* The usual case, one pass: fields arrive in number order, except singular
  * scalars, which may come anywhere before the next sub-message or repeated
  * field that follows them in number order (held, then written in place).
@@ -1267,8 +1308,16 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
 
             if (num > upto && (pending & ((2u << num) - 1)) == 0 && !(c->held[kind] >> num & 1) &&
                 !dropped_due(m, removed, dropped_done, num)) {
-                const uint8_t *e = quick_scalar(quick[kind][*p], p, end);
+                const unsigned q = quick[kind][*p];
+                const uint8_t *e = NULL;
 
+                if (q != Q_MSG) {
+                    e = quick_scalar(q, p, end);
+                } else if (!(seen >> num & 1)) {
+                    e = quick_msg(c, m->f[num].child, p, end);
+                    if (e != NULL)
+                        seen |= 1u << num;
+                }
                 if (e != NULL) {
                     if (run == NULL)
                         run = p;
