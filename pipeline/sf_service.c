@@ -24,7 +24,6 @@
 #include "sf_service.h"
 #include "internal/sf_core.h"
 #include "internal/sf_metrics_server.h"
-#include "processors/batch/batch.h"
 #include "sf_sender.h"
 
 #include <stdarg.h>
@@ -339,9 +338,10 @@ struct sf_handover {
     sf_totals retired;
 };
 
-/* The monotonic counters of `src` added to `dst`; gauges (queue size,
- * queued spans, open windows) describe the live instance and are not. */
-static void add_counters(sf_counters *dst, sf_counters *src)
+/* The monotonic counters of `src` added to `dst` (with the counters among
+ * the rows of `type`'s own metrics); gauges (queue size, queued spans, a
+ * type's gauge rows) describe the live instance and are not. */
+static void add_counters(const sf_component_type *type, sf_counters *dst, sf_counters *src)
 {
 #define ADD(f) sf_count(&dst->f, sf_counter_get(&src->f))
     ADD(accepted_spans);
@@ -352,7 +352,6 @@ static void add_counters(sf_counters *dst, sf_counters *src)
     ADD(sent_spans);
     ADD(enqueue_failed_spans);
     ADD(retries);
-    ADD(control_failures);
     for (int r = 0; r < SF_REASON_COUNT; r++) {
         ADD(refused_spans[r]);
         ADD(refused_requests[r]);
@@ -362,6 +361,9 @@ static void add_counters(sf_counters *dst, sf_counters *src)
     for (int m = 0; m < SF_OTLP_MSG_COUNT; m++)
         ADD(dropped_fields[m]);
 #undef ADD
+    for (size_t i = 0; type != NULL && type->metrics != NULL && type->metrics[i].name; i++)
+        if (!type->metrics[i].gauge)
+            atomic_fetch_add(&dst->values[i], atomic_load(&src->values[i]));
 }
 
 static sf_handover_item *handover_find(sf_handover *h, const sf_component_type *type,
@@ -476,9 +478,9 @@ sf_status sf_service_stop_for_reload(sf_service *svc, sf_service *next, sf_hando
         sf_component *c = &svc->components[i];
         sf_handover_item *it = handover_find(h, c->type, c->id);
 
-        add_counters(&it->counters, &c->counters);
+        add_counters(c->type, &it->counters, &c->counters);
         for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
-            add_counters(&it->transport[t], &c->transport[t]);
+            add_counters(NULL, &it->transport[t], &c->transport[t]);
     }
     *out = h;
     return SF_OK;
@@ -499,9 +501,9 @@ sf_status sf_service_start_from(sf_service *svc, sf_handover *h)
         }
         /* Counted from zero in a fresh instance: adding is carrying. */
         c->successor = true;
-        add_counters(&c->counters, &it->counters);
+        add_counters(c->type, &c->counters, &it->counters);
         for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
-            add_counters(&c->transport[t], &it->transport[t]);
+            add_counters(NULL, &c->transport[t], &it->transport[t]);
         if (it->parcel != NULL && c->type->resume != NULL) {
             c->type->resume(c, it->parcel);
             it->parcel = NULL;
@@ -520,9 +522,9 @@ sf_status sf_service_start_from(sf_service *svc, sf_handover *h)
             continue;
         memset(&it->counters, 0, sizeof(it->counters));
         memset(it->transport, 0, sizeof(it->transport));
-        add_counters(&it->counters, &c->counters);
+        add_counters(c->type, &it->counters, &c->counters);
         for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
-            add_counters(&it->transport[t], &c->transport[t]);
+            add_counters(NULL, &it->transport[t], &c->transport[t]);
     }
     return st;
 }
@@ -682,14 +684,9 @@ bool sf_component_batching(const sf_component *exporter, sf_batching *out)
             continue;
         for (size_t i = 0; i < rt->n_processors; i++) {
             const sf_component *p = rt->processors[i];
-            const sf_batch_config *bc = p->config;
 
-            if (p->type != &sf_batch_processor_type)
-                continue;
-            *out = (sf_batching){ .send_batch_size = bc->send_batch_size,
-                                  .send_batch_max_size = bc->send_batch_max_size,
-                                  .timeout_ms = bc->timeout };
-            return true;
+            if (p->type->describe_batching != NULL && p->type->describe_batching(p->config, out))
+                return true;
         }
     }
     return false;
@@ -747,14 +744,30 @@ void sf_service_totals(const sf_service *svc, sf_totals *out)
     add_retired(out, &svc->retired);
 }
 
-size_t sf_service_audit_pending(const sf_service *svc)
+size_t sf_service_lost(const sf_service *svc, char *msg, size_t size)
 {
-    size_t n = 0;
+    size_t total = 0;
+    int len = 0;
 
-    for (size_t i = 0; svc != NULL && i < svc->n_components; i++)
-        if (svc->components[i].type->kind == SF_KIND_EXTENSION)
-            n += (size_t)atomic_load(&svc->components[i].counters.audit_pending);
-    return n;
+    if (size > 0)
+        msg[0] = '\0';
+    for (size_t i = 0; svc != NULL && i < svc->n_components; i++) {
+        sf_component *c = &svc->components[i];
+
+        for (size_t r = 0; c->type->metrics != NULL && c->type->metrics[r].name != NULL; r++) {
+            const sf_metric_row *m = &c->type->metrics[r];
+            int64_t n = atomic_load(&c->counters.values[r]);
+
+            if (m->lost == NULL || n <= 0)
+                continue;
+            total += (size_t)n;
+            if (len >= 0 && (size_t)len < size)
+                len += snprintf(msg + len, size - (size_t)len, "%s%lld %s %s%s %s",
+                                len > 0 ? "; " : "", (long long)n, c->id, m->lost,
+                                n == 1 ? "" : "s", m->lost_how ? m->lost_how : "");
+        }
+    }
+    return total;
 }
 
 void sf_component_totals(sf_component *self, sf_totals *out)
@@ -826,9 +839,6 @@ static uint64_t get_retries(sf_counters *c, int r) { (void)r; return sf_counter_
 static uint64_t get_qsize(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queue_size); }
 static uint64_t get_qcap(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queue_capacity); }
 static uint64_t get_queued(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queued_spans); }
-static uint64_t get_ctlfail(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->control_failures); }
-static uint64_t get_windows(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->open_windows); }
-static uint64_t get_audit_pending(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->audit_pending); }
 
 /* Which label a metric has beyond the component's: none, reason, message. */
 enum { BY_NONE = 0, BY_REASON = 1, BY_MESSAGE = 2 };
@@ -875,12 +885,6 @@ static const metric_def metric_defs[] = {
       "Capacity of the sending queue, in batches." },
     { SF_KIND_EXPORTER, "spanfence_exporter_queued_spans", "gauge", false, get_queued,
       "Spans accepted and not yet sent or failed (waiting, in flight or in backoff)." },
-    { SF_KIND_EXTENSION, "spanfence_trace_control_engine_failures", "counter", false, get_ctlfail,
-      "Trace-level requests an engine did not take (each is retried with backoff)." },
-    { SF_KIND_EXTENSION, "spanfence_trace_control_open_windows", "gauge", false, get_windows,
-      "Trace-level windows open or waiting for their engine to be reset." },
-    { SF_KIND_EXTENSION, "spanfence_trace_control_audit_pending", "gauge", false, get_audit_pending,
-      "Audit records that could not be written yet (retried; no window opens meanwhile)." },
 };
 
 static void render_series(sf_text *t, const metric_def *m, const char *labels,
@@ -929,6 +933,24 @@ sf_status sf_service_render_metrics(sf_service *svc, char **out, size_t *out_len
                 snprintf(labels, sizeof(labels), "%s=\"%s\"", sf_kind_name(m->kind), c->id);
                 render_series(&t, m, labels, &c->counters);
             }
+        }
+    }
+    /* each type's own rows, once per type, in the order the types first appear */
+    for (size_t i = 0; i < svc->n_components; i++) {
+        const sf_component_type *type = svc->components[i].type;
+        bool seen = false;
+
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = svc->components[j].type == type;
+        for (size_t r = 0; !seen && type->metrics != NULL && type->metrics[r].name != NULL; r++) {
+            const sf_metric_row *m = &type->metrics[r];
+
+            help(&t, m->name, m->gauge ? "gauge" : "counter", m->help);
+            for (size_t j = i; j < svc->n_components; j++)
+                if (svc->components[j].type == type)
+                    text_add(&t, "%s{%s=\"%s\"} %lld\n", m->name, sf_kind_name(type->kind),
+                             svc->components[j].id,
+                             (long long)atomic_load(&svc->components[j].counters.values[r]));
         }
     }
     help(&t, "spanfence_memory_allocated_bytes", "gauge",
