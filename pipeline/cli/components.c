@@ -3,7 +3,8 @@
  * upstream collector's distributions list theirs in components.go). It
  * sits with the command, not in the core: the core library knows
  * components only through sf_component_type and does not link them. Adding
- * a component type is one extern and one line here (CONTRIBUTING.md). */
+ * a component type is one extern and one line here (README, Adding a
+ * component). */
 #include "sf_component.h"
 
 #include <stddef.h>
