@@ -87,10 +87,10 @@ typedef struct sf_component_type {
      * exporters their pipeline feeds (sf_component_batching); true when
      * filled. */
     bool (*describe_batching)(const void *config, struct sf_batching *out);
-    /* The type's own series, each instance's value in
+    /* The type's own series, one value per instance, in
      * sf_component_counters(self)->values[row]; at most SF_TYPE_METRICS_MAX
      * rows, ended by a row with name NULL. NULL: none. */
-    const sf_metric_row *metrics;
+    const sf_metric_row *metric_rows;
     /* Subcommands of `spanfence`, ended by a verb with name NULL. */
     const sf_cli_verb *verbs;
 } sf_component_type;

@@ -11,7 +11,7 @@
  *                       (the policy's key sets, cleared fields, name rules)
  *   describe_batching   processors: the merging they ask of the sending
  *                       queues of the exporters their pipeline feeds
- *   metrics             any kind: the type's own series on the metrics
+ *   metric_rows         any kind: the type's own series on the metrics
  *                       endpoint, kept in sf_counters.values
  *   verbs               any kind: `spanfence <verb> ...` subcommands
  *

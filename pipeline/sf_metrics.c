@@ -193,15 +193,15 @@ sf_status sf_metrics_render(sf_component *components, size_t n, char **out, size
 
         for (size_t j = 0; j < i && !seen; j++)
             seen = components[j].type == type;
-        for (size_t r = 0; !seen && type->metrics != NULL && type->metrics[r].name != NULL; r++) {
-            const sf_metric_row *m = &type->metrics[r];
+        for (size_t r = 0; !seen && type->metric_rows != NULL && type->metric_rows[r].name != NULL; r++) {
+            const sf_metric_row *m = &type->metric_rows[r];
 
             help(&t, m->name, m->gauge ? "gauge" : "counter", m->help);
             for (size_t j = i; j < n; j++)
                 if (components[j].type == type)
                     text_add(&t, "%s{%s=\"%s\"} %lld\n", m->name, sf_kind_name(type->kind),
                              components[j].id,
-                             (long long)atomic_load(&components[j].counters.values[r]));
+                             (long long)(int64_t)atomic_load(&components[j].counters.values[r]));
         }
     }
     help(&t, "spanfence_memory_allocated_bytes", "gauge",

@@ -58,7 +58,7 @@ typedef struct sf_counters {
     _Atomic int64_t queue_capacity;               /* otelcol_exporter_queue_capacity */
     _Atomic int64_t queued_spans;                 /* spanfence_exporter_queued_spans (incl. in flight) */
     /* the type's own series (type->metrics, sf_describe.h), by row */
-    _Atomic int64_t values[SF_TYPE_METRICS_MAX];
+    _Atomic uint64_t values[SF_TYPE_METRICS_MAX];  /* gauges: int64_t, two's complement */
 } sf_counters;
 
 /* Collector-wide sums of every receiver's and exporter's counters at one

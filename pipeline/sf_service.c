@@ -360,8 +360,8 @@ static void add_counters(const sf_component_type *type, sf_counters *dst, sf_cou
     for (int m = 0; m < SF_OTLP_MSG_COUNT; m++)
         ADD(dropped_fields[m]);
 #undef ADD
-    for (size_t i = 0; type != NULL && type->metrics != NULL && type->metrics[i].name; i++)
-        if (!type->metrics[i].gauge)
+    for (size_t i = 0; type != NULL && type->metric_rows != NULL && type->metric_rows[i].name; i++)
+        if (!type->metric_rows[i].gauge)
             atomic_fetch_add(&dst->values[i], atomic_load(&src->values[i]));
 }
 
@@ -753,9 +753,9 @@ size_t sf_service_lost(const sf_service *svc, char *msg, size_t size)
     for (size_t i = 0; svc != NULL && i < svc->n_components; i++) {
         sf_component *c = &svc->components[i];
 
-        for (size_t r = 0; c->type->metrics != NULL && c->type->metrics[r].name != NULL; r++) {
-            const sf_metric_row *m = &c->type->metrics[r];
-            int64_t n = atomic_load(&c->counters.values[r]);
+        for (size_t r = 0; c->type->metric_rows != NULL && c->type->metric_rows[r].name != NULL; r++) {
+            const sf_metric_row *m = &c->type->metric_rows[r];
+            int64_t n = (int64_t)atomic_load(&c->counters.values[r]);
 
             if (m->lost == NULL || n <= 0)
                 continue;

@@ -51,7 +51,7 @@
 #define TC_RECORD_MAX 32768       /* a closing record with the largest match fits */
 #define TC_LINE_MAX 16384
 
-/* Rows of tc_metrics: this extension's values in sf_counters. */
+/* Rows of tc_metric_rows: this extension's values in sf_counters. */
 enum { TC_ENGINE_FAILURES, TC_OPEN_WINDOWS, TC_AUDIT_PENDING };
 
 typedef enum tc_state { TC_IDLE, TC_OPEN, TC_RESETTING } tc_state;
@@ -384,7 +384,7 @@ static sf_status try_reset(tc_ctx *x, tc_window *w)
                 x->cfg->resting_level);
         return SF_OK;
     }
-    atomic_fetch_add(&sf_component_counters(x->self)->values[TC_ENGINE_FAILURES], 1);
+    sf_count(&sf_component_counters(x->self)->values[TC_ENGINE_FAILURES], 1);
     sf_warn("trace_control: target '%s' not reset to level %" PRId64 " (attempt %u): %s; "
             "retrying in %" PRId64 "ms", w->target->id, x->cfg->resting_level, w->attempts, err,
             w->delay);
@@ -495,7 +495,7 @@ static void op_set(tc_ctx *x, const char *req, size_t len, unsigned uid, reply *
     if (st != SF_OK) {
         /* The engine may or may not have taken it (a timeout): make sure it
          * goes back to the resting level. */
-        atomic_fetch_add(&sf_component_counters(x->self)->values[TC_ENGINE_FAILURES], 1);
+        sf_count(&sf_component_counters(x->self)->values[TC_ENGINE_FAILURES], 1);
         sf_warn("trace_control: target '%s' did not take level %" PRId64 ": %s", target, level,
                 err);
         audit_close(x, w, "set_failed", err);
@@ -1088,7 +1088,7 @@ static void tc_resume(sf_component *self, void *parcel)
 }
 
 /* Its series on the metrics endpoint, in sf_component_counters(self)->values. */
-static const sf_metric_row tc_metrics[] = {
+static const sf_metric_row tc_metric_rows[] = {
     [TC_ENGINE_FAILURES] = { .name = "spanfence_trace_control_engine_failures",
       .help = "Trace-level requests an engine did not take (each is retried with backoff)." },
     [TC_OPEN_WINDOWS] = { .name = "spanfence_trace_control_open_windows", .gauge = true,
@@ -1120,6 +1120,6 @@ const sf_component_type sf_trace_control_extension_type = {
     .destroy = tc_destroy,
     .suspend = tc_suspend,
     .resume = tc_resume,
-    .metrics = tc_metrics,
+    .metric_rows = tc_metric_rows,
     .verbs = tc_verbs,
 };
