@@ -38,7 +38,7 @@ static void usage(FILE *f)
     /* the subcommands component types bring (sf_component_type.verbs) */
     for (const sf_component_type *const *t = sf_registry; *t != NULL; t++)
         for (const sf_cli_verb *v = (*t)->verbs; v != NULL && v->name != NULL; v++) {
-            int w = 41 - (int)strlen(v->name);
+            int w = 40 - (int)strlen(v->name);
 
             fprintf(f, "       spanfence %s %-*s%s\n", v->name, w > 0 ? w : 0, v->usage, v->help);
         }
