@@ -24,6 +24,7 @@
 #include "sf_arena.h"
 #include "sf_batch.h"
 #include "sf_config.h"
+#include "sf_describe.h"
 #include "sf_log.h"
 #include "sf_metrics.h"
 #include "sf_status.h"
@@ -36,6 +37,7 @@ typedef enum sf_kind {
 } sf_kind;
 
 typedef struct sf_component sf_component;
+struct sf_batching;                     /* sf_sender.h */
 
 typedef struct sf_component_type {
     const char *name;                   /* YAML type name: "otlphttp" */
@@ -73,6 +75,24 @@ typedef struct sf_component_type {
      * holds (as shutdown would have) and free it. */
     void *(*suspend)(sf_component *self);
     void (*resume)(sf_component *self, void *parcel);
+
+    /* ---- optional: what the core asks of the type (sf_describe.h) ---- */
+    /* Exporters: where they send and how they queue; true when filled. */
+    bool (*describe_export)(const void *config, sf_export_desc *out);
+    /* Receivers: up to `max` endpoints they bind; how many were written. */
+    size_t (*describe_listen)(const void *config, sf_listen_desc *out, size_t max);
+    /* Processors: their attribute rules; true when they have any to say. */
+    bool (*describe_allowlist)(const void *config, sf_allowlist_desc *out);
+    /* Processors: the merging they ask of the sending queues of the
+     * exporters their pipeline feeds (sf_component_batching); true when
+     * filled. */
+    bool (*describe_batching)(const void *config, struct sf_batching *out);
+    /* The type's own series, one value per instance, in
+     * sf_component_counters(self)->values[row]; at most SF_TYPE_METRICS_MAX
+     * rows, ended by a row with name NULL. NULL: none. */
+    const sf_metric_row *metric_rows;
+    /* Subcommands of `spanfence`, ended by a verb with name NULL. */
+    const sf_cli_verb *verbs;
 } sf_component_type;
 
 const char *sf_component_id(const sf_component *c);
@@ -128,12 +148,11 @@ typedef void (*sf_span_tap_fn)(void *ctx, const uint8_t *raw, size_t len, size_t
  * warning. No effect when `ext` is not part of a service. */
 void sf_component_set_span_tap(sf_component *ext, sf_span_tap_fn fn, void *ctx);
 
-struct sf_batching;
-
-/* Exporters, at start: the settings of the `batch` processor in a traces
- * pipeline that exports to `exporter` (the first such pipeline and
- * processor), for sf_sender_set_batching (sf_sender.h). True when there is
- * one; false (and *out untouched) when not, or outside a service. */
+/* Exporters, at start: the batching asked by a processor (its type's
+ * describe_batching, the `batch` processor's) in a traces pipeline that
+ * exports to `exporter` (the first such pipeline and processor), for
+ * sf_sender_set_batching (sf_sender.h). True when there is one; false (and
+ * *out untouched) when not, or outside a service. */
 bool sf_component_batching(const sf_component *exporter, struct sf_batching *out);
 
 /* Receivers: false while the memory limiter asks to refuse new data. */

@@ -1,12 +1,17 @@
-/* sf_metrics.c: reason labels and the /metrics endpoint (libmicrohttpd with
- * its own polling thread; each scrape renders the counters afresh). */
+/* sf_metrics.c: reason labels, the Prometheus text of every component's
+ * counters (upstream's metric names, then each type's own rows), and the
+ * /metrics endpoint (libmicrohttpd with its own polling thread; each scrape
+ * renders the counters afresh). */
 #include "sf_metrics.h"
 #include "sf_alloc.h"
 #include "sf_log.h"
 #include "sf_net.h"
+#include "internal/sf_core.h"
 #include "internal/sf_metrics_server.h"
 
 #include <microhttpd.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 const char *sf_reason_label(sf_reason r)
@@ -19,6 +24,196 @@ const char *sf_reason_label(sf_reason r)
         break;
     }
     return "unknown";
+}
+
+/* ---- the Prometheus text of every component's counters ---------------------- */
+
+typedef struct sf_text {
+    char *buf;
+    size_t len, cap;
+    bool failed;
+} sf_text;
+
+static void text_add(sf_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void text_add(sf_text *t, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (t->failed)
+        return;
+    for (;;) {
+        va_start(ap, fmt);
+        n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            t->failed = true;
+            return;
+        }
+        if ((size_t)n < t->cap - t->len) {
+            t->len += (size_t)n;
+            return;
+        }
+        char *nb = sf_realloc(t->buf, t->cap * 2 + (size_t)n);
+        if (nb == NULL) {
+            t->failed = true;
+            return;
+        }
+        t->buf = nb;
+        t->cap = t->cap * 2 + (size_t)n;
+    }
+}
+
+static void help(sf_text *t, const char *name, const char *type, const char *text)
+{
+    text_add(t, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
+}
+
+static const char *const transport_names[SF_TRANSPORT_COUNT] = { "grpc", "http" };
+
+typedef uint64_t (*counter_get)(sf_counters *c, int reason);
+
+static uint64_t get_accepted(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->accepted_spans); }
+static uint64_t get_refused(sf_counters *c, int r) { return sf_counter_get(&c->refused_spans[r]); }
+static uint64_t get_requests(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->requests); }
+static uint64_t get_refused_requests(sf_counters *c, int r) { return sf_counter_get(&c->refused_requests[r]); }
+static uint64_t get_dropped_fields(sf_counters *c, int m) { return sf_counter_get(&c->dropped_fields[m]); }
+static uint64_t get_incoming(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->incoming_items); }
+static uint64_t get_outgoing(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->outgoing_items); }
+static uint64_t get_dropped(sf_counters *c, int r) { return sf_counter_get(&c->dropped_spans[r]); }
+static uint64_t get_removed(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->removed_attributes); }
+static uint64_t get_sent(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->sent_spans); }
+static uint64_t get_failed(sf_counters *c, int r) { return sf_counter_get(&c->send_failed_spans[r]); }
+static uint64_t get_enqfail(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->enqueue_failed_spans); }
+static uint64_t get_retries(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->retries); }
+static uint64_t get_qsize(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queue_size); }
+static uint64_t get_qcap(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queue_capacity); }
+static uint64_t get_queued(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queued_spans); }
+
+/* Which label a metric has beyond the component's: none, reason, message. */
+enum { BY_NONE = 0, BY_REASON = 1, BY_MESSAGE = 2 };
+
+typedef struct metric_def {
+    sf_kind kind;
+    const char *name;
+    const char *type;
+    int by;                     /* BY_* */
+    counter_get get;
+    const char *help;
+} metric_def;
+
+static const metric_def metric_defs[] = {
+    { SF_KIND_RECEIVER, "otelcol_receiver_accepted_spans", "counter", false, get_accepted,
+      "Spans accepted into the pipeline (filtered and queued for export)." },
+    { SF_KIND_RECEIVER, "otelcol_receiver_refused_spans", "counter", true, get_refused,
+      "Spans refused, by reason; the client was told so." },
+    { SF_KIND_RECEIVER, "spanfence_receiver_requests", "counter", false, get_requests,
+      "Export requests received." },
+    { SF_KIND_RECEIVER, "spanfence_receiver_refused_requests", "counter", true, get_refused_requests,
+      "Export requests refused, by reason (also those whose spans could not be counted)." },
+    { SF_KIND_RECEIVER, "spanfence_receiver_dropped_fields", "counter", BY_MESSAGE, get_dropped_fields,
+      "Fields the OTLP trace schema does not define (unknown, reserved, obsolete, profiles-only), dropped, by message type." },
+    { SF_KIND_PROCESSOR, "otelcol_processor_incoming_items", "counter", false, get_incoming,
+      "Spans that entered the processor." },
+    { SF_KIND_PROCESSOR, "otelcol_processor_outgoing_items", "counter", false, get_outgoing,
+      "Spans that left the processor." },
+    { SF_KIND_PROCESSOR, "otelcol_processor_dropped_spans", "counter", true, get_dropped,
+      "Spans dropped by the processor, by reason (filter_failed: failed closed)." },
+    { SF_KIND_PROCESSOR, "spanfence_processor_removed_attributes", "counter", false, get_removed,
+      "Attributes removed because their key is not allowlisted." },
+    { SF_KIND_EXPORTER, "otelcol_exporter_sent_spans", "counter", false, get_sent,
+      "Spans delivered to the destination." },
+    { SF_KIND_EXPORTER, "otelcol_exporter_send_failed_spans", "counter", true, get_failed,
+      "Spans accepted but given up on, by reason." },
+    { SF_KIND_EXPORTER, "otelcol_exporter_enqueue_failed_spans", "counter", false, get_enqfail,
+      "Spans refused because the sending queue was full." },
+    { SF_KIND_EXPORTER, "spanfence_exporter_retries", "counter", false, get_retries,
+      "Send attempts retried." },
+    { SF_KIND_EXPORTER, "otelcol_exporter_queue_size", "gauge", false, get_qsize,
+      "Batches waiting in the sending queue." },
+    { SF_KIND_EXPORTER, "otelcol_exporter_queue_capacity", "gauge", false, get_qcap,
+      "Capacity of the sending queue, in batches." },
+    { SF_KIND_EXPORTER, "spanfence_exporter_queued_spans", "gauge", false, get_queued,
+      "Spans accepted and not yet sent or failed (waiting, in flight or in backoff)." },
+};
+
+static void render_series(sf_text *t, const metric_def *m, const char *labels,
+                          sf_counters *c)
+{
+    if (m->by == BY_NONE) {
+        text_add(t, "%s{%s} %llu\n", m->name, labels, (unsigned long long)m->get(c, 0));
+        return;
+    }
+    if (m->by == BY_MESSAGE) {
+        for (int i = 0; i < SF_OTLP_MSG_COUNT; i++)
+            text_add(t, "%s{%s,message=\"%s\"} %llu\n", m->name, labels,
+                     sf_otlp_msg_label((sf_otlp_msg)i), (unsigned long long)m->get(c, i));
+        return;
+    }
+    for (int r = 0; r < SF_REASON_COUNT; r++)
+        text_add(t, "%s{%s,reason=\"%s\"} %llu\n", m->name, labels, sf_reason_label(r),
+                 (unsigned long long)m->get(c, r));
+}
+
+sf_status sf_metrics_render(sf_component *components, size_t n, char **out, size_t *out_len)
+{
+    sf_text t = { .cap = 8192 };
+    char labels[256];
+
+    t.buf = sf_malloc(t.cap);
+    if (t.buf == NULL)
+        return SF_ENOMEM;
+    t.buf[0] = '\0';
+    for (size_t d = 0; d < sizeof(metric_defs) / sizeof(metric_defs[0]); d++) {
+        const metric_def *m = &metric_defs[d];
+        help(&t, m->name, m->type, m->help);
+        for (size_t i = 0; i < n; i++) {
+            sf_component *c = &components[i];
+            if (c->type->kind != m->kind)
+                continue;
+            if (m->kind == SF_KIND_RECEIVER) {
+                for (int tr = 0; tr < SF_TRANSPORT_COUNT; tr++) {
+                    if (!(c->transports & (1u << tr)))
+                        continue;
+                    snprintf(labels, sizeof(labels), "receiver=\"%s\",transport=\"%s\"", c->id,
+                             transport_names[tr]);
+                    render_series(&t, m, labels, &c->transport[tr]);
+                }
+            } else {
+                snprintf(labels, sizeof(labels), "%s=\"%s\"", sf_kind_name(m->kind), c->id);
+                render_series(&t, m, labels, &c->counters);
+            }
+        }
+    }
+    /* each type's own rows, once per type, in the order the types first appear */
+    for (size_t i = 0; i < n; i++) {
+        const sf_component_type *type = components[i].type;
+        bool seen = false;
+
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = components[j].type == type;
+        for (size_t r = 0; !seen && type->metric_rows != NULL && type->metric_rows[r].name != NULL; r++) {
+            const sf_metric_row *m = &type->metric_rows[r];
+
+            help(&t, m->name, m->gauge ? "gauge" : "counter", m->help);
+            for (size_t j = i; j < n; j++)
+                if (components[j].type == type)
+                    text_add(&t, "%s{%s=\"%s\"} %lld\n", m->name, sf_kind_name(type->kind),
+                             components[j].id,
+                             (long long)(int64_t)atomic_load(&components[j].counters.values[r]));
+        }
+    }
+    help(&t, "spanfence_memory_allocated_bytes", "gauge",
+         "Bytes allocated through spanfence's counted allocator.");
+    text_add(&t, "spanfence_memory_allocated_bytes %zu\n", sf_alloc_in_use());
+    if (t.failed) {
+        sf_free(t.buf);
+        return SF_ENOMEM;
+    }
+    *out = t.buf;
+    *out_len = t.len;
+    return SF_OK;
 }
 
 struct sf_metrics_server {

@@ -34,6 +34,9 @@ typedef enum sf_reason {
 
 const char *sf_reason_label(sf_reason r);
 
+/* Rows of a component type's own metrics (sf_metric_row, sf_describe.h). */
+#define SF_TYPE_METRICS_MAX 4
+
 typedef struct sf_counters {
     /* receivers */
     _Atomic uint64_t accepted_spans;              /* otelcol_receiver_accepted_spans */
@@ -54,10 +57,8 @@ typedef struct sf_counters {
     _Atomic int64_t queue_size;                   /* otelcol_exporter_queue_size (batches) */
     _Atomic int64_t queue_capacity;               /* otelcol_exporter_queue_capacity */
     _Atomic int64_t queued_spans;                 /* spanfence_exporter_queued_spans (incl. in flight) */
-    /* extensions (trace_control) */
-    _Atomic uint64_t control_failures;            /* spanfence_trace_control_engine_failures */
-    _Atomic int64_t open_windows;                 /* spanfence_trace_control_open_windows */
-    _Atomic int64_t audit_pending;                /* spanfence_trace_control_audit_pending */
+    /* the type's own series (type->metrics, sf_describe.h), by row */
+    _Atomic uint64_t values[SF_TYPE_METRICS_MAX];  /* gauges: int64_t, two's complement */
 } sf_counters;
 
 /* Collector-wide sums of every receiver's and exporter's counters at one

@@ -12,15 +12,16 @@
  * Components are found through the config's sections, so components of
  * types spanfence does not run (in metrics and logs pipelines) are checked
  * too: the exporter is used by no other pipeline, their receivers bind
- * loopback. Everything the policy holds lives in one arena owned by the
- * sf_policy. */
+ * loopback. What a component's settings mean is asked of its type
+ * (describe_allowlist, describe_export, describe_listen: sf_describe.h), so
+ * every exporter type with a sending queue is pinned the same way, and
+ * this file knows no component by name. Everything the policy holds lives
+ * in one arena owned by the sf_policy. */
 #include "sf_policy.h"
 
 #include "internal/sf_config_int.h"
 #include "internal/sf_core.h"
-#include "exporters/otlp_http/otlp_http.h"
-#include "processors/transform/transform.h"
-#include "receivers/otlp/otlp.h"
+#include "sf_sender.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -36,7 +37,7 @@
 
 typedef struct policy_keys {
     bool present;
-    sf_strlist ctx[SF_TRANSFORM_CTX_COUNT];     /* v == NULL: not pinned */
+    sf_strlist ctx[SF_OTLP_CTX_COUNT];     /* v == NULL: not pinned */
 } policy_keys;
 
 /* One replace_pattern(name, pattern, replacement), both unescaped. */
@@ -53,7 +54,7 @@ typedef struct policy_rules {
 
 typedef struct policy_name_rules {
     bool present;
-    policy_rules ctx[SF_TRANSFORM_CTX_COUNT];   /* only span and spanevent have rows */
+    policy_rules ctx[SF_OTLP_CTX_COUNT];   /* only span and spanevent have rows */
 } policy_name_rules;
 
 typedef struct policy_allowlist {
@@ -62,7 +63,7 @@ typedef struct policy_allowlist {
     int error_mode;                             /* SF_ERROR_MODE_* */
     bool clear_status_message;
     bool clear_trace_state;
-    int kept_value_types;                       /* sf_transform_value_types */
+    int kept_value_types;                       /* VALUES_* */
     policy_keys keys;
     policy_name_rules name_rules;
 } policy_allowlist;
@@ -100,11 +101,11 @@ struct sf_policy {
       .help = "the exact attribute keys the " name " context lets through" }
 
 static const sf_config_row keys_rows[] = {
-    KEYS_ROW("resource", SF_TRANSFORM_RESOURCE),
-    KEYS_ROW("scope", SF_TRANSFORM_SCOPE),
-    KEYS_ROW("span", SF_TRANSFORM_SPAN),
-    KEYS_ROW("spanevent", SF_TRANSFORM_SPANEVENT),
-    KEYS_ROW("link", SF_TRANSFORM_LINK),
+    KEYS_ROW("resource", SF_OTLP_RESOURCE),
+    KEYS_ROW("scope", SF_OTLP_SCOPE),
+    KEYS_ROW("span", SF_OTLP_SPAN),
+    KEYS_ROW("spanevent", SF_OTLP_SPANEVENT),
+    KEYS_ROW("link", SF_OTLP_LINK),
     { 0 }
 };
 
@@ -170,8 +171,8 @@ static sf_status parse_rules(sf_cfg_ctx *ctx, const sf_node *node, void *field)
       .help = "the exact replace_pattern(name, ...) rules of the " name " context, in order" }
 
 static const sf_config_row name_rules_rows[] = {
-    RULES_ROW("span", SF_TRANSFORM_SPAN),
-    RULES_ROW("spanevent", SF_TRANSFORM_SPANEVENT),
+    RULES_ROW("span", SF_OTLP_SPAN),
+    RULES_ROW("spanevent", SF_OTLP_SPANEVENT),
     { 0 }
 };
 
@@ -201,7 +202,7 @@ static const sf_config_row allowlist_rows[] = {
 
 static const sf_config_row exporter_rows[] = {
     { .key = "id", .type = SF_CFG_STR, .offset = offsetof(policy_exporter, id),
-      .help = "id of the otlphttp exporter of the traces pipeline (required)" },
+      .help = "id of the traces pipeline's exporter, otlphttp or otlp (required)" },
     { .key = "endpoint", .type = SF_CFG_STR, .offset = offsetof(policy_exporter, endpoint),
       .help = "the exact value of its endpoint" },
     { .key = "endpoint_env", .type = SF_CFG_STR, .offset = offsetof(policy_exporter, endpoint_env),
@@ -234,7 +235,7 @@ static const sf_config_row policy_rows[] = {
     { 0 }
 };
 
-static const char *const error_mode_names[] = { "propagate", "ignore", "silent" };
+enum { VALUES_ANY = 0, VALUES_SCALAR = 1 };    /* kept_value_types' choices */
 
 static const sf_node *key_node(const sf_node *map, const char *key)
 {
@@ -292,8 +293,8 @@ static void check_policy(sf_policy *p, const sf_node *root, sf_diag *diag)
     else if (c->allowlist.processor == NULL || c->allowlist.processor[0] == '\0')
         sf_diag_error(diag, key_node(root, "allowlist"), "allowlist", "'processor' is required");
     if (c->allowlist.present) {
-        for (int i = 0; i < SF_TRANSFORM_CTX_COUNT; i++) {
-            const char *name = sf_transform_ctx_name((sf_transform_ctx)i);
+        for (int i = 0; i < SF_OTLP_CTX_COUNT; i++) {
+            const char *name = sf_otlp_ctx_name((sf_otlp_ctx)i);
             char path[64];
 
             snprintf(path, sizeof(path), "allowlist.keys.%s", name);
@@ -458,37 +459,47 @@ static bool runs(const sf_config_component *const *list, size_t n, const char *i
     return false;
 }
 
-/* The first op of context c that removes `key`, for a position. */
-static const sf_transform_op *dropper(const sf_transform_program *prog, sf_transform_ctx c,
-                                      const char *key)
+/* Whether `key` is among the rule's keys (sorted, sf_describe.h). */
+static bool rule_has(const sf_rule *r, const char *key)
 {
-    for (size_t i = 0; i < sf_transform_op_count(prog, c); i++) {
-        const sf_transform_op *op = sf_transform_op_get(prog, c, i);
+    size_t lo = 0, hi = r->n_keys;
 
-        if ((op->kind == SF_TRANSFORM_KEEP_KEYS || op->kind == SF_TRANSFORM_DELETE_KEY) &&
-            (op->kind == SF_TRANSFORM_KEEP_KEYS) != sf_transform_keyset_has(&op->keys, key))
-            return op;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(key, r->keys[mid]);
+
+        if (c == 0)
+            return true;
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
     }
-    return NULL;
+    return false;
 }
 
-static const sf_transform_op *first_keep(const sf_transform_program *prog, sf_transform_ctx c)
+/* The first rule of context c of kind `kind` (or, with `key`, the first
+ * keep_keys or delete_key that removes `key`) into *out; false if none. */
+static bool find_rule(const sf_allowlist_desc *al, sf_otlp_ctx c, sf_rule_kind kind,
+                      const char *key, sf_rule *out)
 {
-    for (size_t i = 0; i < sf_transform_op_count(prog, c); i++) {
-        const sf_transform_op *op = sf_transform_op_get(prog, c, i);
-
-        if (op->kind == SF_TRANSFORM_KEEP_KEYS)
-            return op;
+    for (size_t i = 0; al->get(al->rules, c, i, out); i++) {
+        if (key == NULL && out->kind == kind)
+            return true;
+        if (key != NULL && (out->kind == SF_RULE_KEEP_KEYS || out->kind == SF_RULE_DELETE_KEY) &&
+            (out->kind == SF_RULE_KEEP_KEYS) != rule_has(out, key))
+            return true;
     }
-    return NULL;
+    return false;
 }
 
-static void check_keys(checker *k, const char *subj, const sf_transform_program *prog,
-                       sf_transform_ctx c, const sf_node *where)
+static void check_keys(checker *k, const char *subj, const sf_allowlist_desc *al,
+                       sf_otlp_ctx c, const sf_node *where)
 {
     const sf_strlist *want = &k->pol->allowlist.keys.ctx[c];
-    const sf_transform_op *keep = first_keep(prog, c);
-    const char *name = sf_transform_ctx_name(c);
+    sf_rule keep_rule, drop_rule;
+    const sf_rule *keep = find_rule(al, c, SF_RULE_KEEP_KEYS, NULL, &keep_rule) ? &keep_rule : NULL;
+    const char *name = sf_otlp_ctx_name(c);
 
     if (want->v == NULL) {
         if (keep != NULL)
@@ -503,15 +514,16 @@ static void check_keys(checker *k, const char *subj, const sf_transform_program 
     }
     /* what the context lets through: the first keep_keys, less what any
      * other operation removes; the order of statements does not matter */
-    for (size_t i = 0; i < keep->keys.n; i++) {
-        const char *key = keep->keys.keys[i];
+    for (size_t i = 0; i < keep->n_keys; i++) {
+        const char *key = keep->keys[i];
 
-        if (sf_transform_keeps_key(prog, c, key) && !in_list(want, key))
+        if (al->keeps_key(al->rules, c, key) && !in_list(want, key))
             violate(k, keep->node, subj, "%s allowlist has key '%s' not in the policy", name, key);
     }
     for (size_t i = 0; i < want->n; i++) {
-        if (!sf_transform_keeps_key(prog, c, want->v[i])) {
-            const sf_transform_op *op = dropper(prog, c, want->v[i]);
+        if (!al->keeps_key(al->rules, c, want->v[i])) {
+            const sf_rule *op = find_rule(al, c, SF_RULE_KEEP_KEYS, want->v[i], &drop_rule)
+                                ? &drop_rule : NULL;
 
             violate(k, op ? op->node : keep->node, subj,
                     "%s allowlist is missing key '%s' required by the policy", name, want->v[i]);
@@ -536,23 +548,26 @@ static const char *ottl_quote(const char *s, char *buf, size_t size)
 
 /* The replace_pattern rules of context c must be exactly the policy's, in
  * order; a context the policy does not list must have none. */
-static void check_name_rules(checker *k, const char *subj, const sf_transform_program *prog,
-                             sf_transform_ctx c, const sf_node *where)
+static void check_name_rules(checker *k, const char *subj, const sf_allowlist_desc *al,
+                             sf_otlp_ctx c, const sf_node *where)
 {
     const policy_rules *want = &k->pol->allowlist.name_rules.ctx[c];
-    const char *name = sf_transform_ctx_name(c);
-    const sf_transform_op *last = NULL;
+    const char *name = sf_otlp_ctx_name(c);
+    const sf_node *last = NULL;
+    bool any = false;
     char a[300], b[300], x[300], y[300];
+    sf_rule rule;
+    const sf_rule *op = &rule;
     size_t got = 0;
 
-    for (size_t i = 0; i < sf_transform_op_count(prog, c); i++) {
-        const sf_transform_op *op = sf_transform_op_get(prog, c, i);
+    for (size_t i = 0; al->get(al->rules, c, i, &rule); i++) {
         const policy_rule *r = want->node && got < want->n ? &want->v[got] : NULL;
 
-        if (op->kind != SF_TRANSFORM_REPLACE_PATTERN)
+        if (op->kind != SF_RULE_REPLACE_PATTERN)
             continue;
         got++;
-        last = op;
+        last = op->node;
+        any = true;
         if (want->node == NULL)
             violate(k, op->node, subj, "%s name rule %zu replace_pattern(name, \"%s\", \"%s\") "
                     "is not in the policy, which pins no %s name rules", name, got,
@@ -572,7 +587,7 @@ static void check_name_rules(checker *k, const char *subj, const sf_transform_pr
                     ottl_quote(r->pattern, x, sizeof(x)), ottl_quote(r->replacement, y, sizeof(y)));
     }
     for (size_t i = got; want->node && i < want->n; i++)
-        violate(k, last ? last->node : where, subj, "%s name rule %zu is missing: the policy "
+        violate(k, any ? last : where, subj, "%s name rule %zu is missing: the policy "
                 "requires replace_pattern(name, \"%s\", \"%s\")", name, i + 1,
                 ottl_quote(want->v[i].pattern, x, sizeof(x)),
                 ottl_quote(want->v[i].replacement, y, sizeof(y)));
@@ -582,7 +597,7 @@ static void check_allowlist(checker *k)
 {
     const policy_allowlist *pa = &k->pol->allowlist;
     const sf_config_component *c = find_in(k->cfg, "processors", pa->processor);
-    const sf_transform_config *tc;
+    sf_allowlist_desc al;
     const sf_node *value, *statements;
     char subj[300];
 
@@ -592,57 +607,56 @@ static void check_allowlist(checker *k)
                 "the allowlist processor is not defined");
         return;
     }
-    if (c->type == NULL || strcmp(c->type->name, "transform") != 0) {
-        violate(k, c->node, subj, "is not a transform processor");
+    if (c->type == NULL || c->type->describe_allowlist == NULL ||
+        !c->type->describe_allowlist(c->config, &al)) {
+        violate(k, c->node, subj, "is not an allowlist processor (such as transform)");
         return;
     }
-    tc = c->config;
     value = sf_node_get(sf_node_get(k->cfg->root, "processors"), c->id);
     statements = key_node(value, "trace_statements");
     if (statements == NULL)
         statements = c->node;
-    if (tc->error_mode != pa->error_mode) {
+    if (al.error_mode != pa->error_mode) {
         const sf_node *at = sf_node_get(value, "error_mode");
 
         violate(k, at ? at : c->node, subj, "error_mode is '%s', the policy requires '%s'",
-                error_mode_names[tc->error_mode], error_mode_names[pa->error_mode]);
+                sf_error_mode_name(al.error_mode), sf_error_mode_name(pa->error_mode));
     }
-    for (int ctx = 0; ctx < SF_TRANSFORM_CTX_COUNT; ctx++) {
-        for (size_t i = 0; i < sf_transform_op_count(tc->program, (sf_transform_ctx)ctx); i++) {
-            const sf_transform_op *op = sf_transform_op_get(tc->program, (sf_transform_ctx)ctx, i);
+    for (int ctx = 0; ctx < SF_OTLP_CTX_COUNT; ctx++) {
+        sf_rule op;
 
-            if (op->error_mode >= 0 && op->error_mode != pa->error_mode)
-                violate(k, op->node, subj, "%s statement runs with error_mode '%s', the policy "
-                        "requires '%s'", sf_transform_ctx_name((sf_transform_ctx)ctx),
-                        error_mode_names[op->error_mode], error_mode_names[pa->error_mode]);
+        for (size_t i = 0; al.get(al.rules, (sf_otlp_ctx)ctx, i, &op); i++) {
+            if (op.error_mode >= 0 && op.error_mode != pa->error_mode)
+                violate(k, op.node, subj, "%s statement runs with error_mode '%s', the policy "
+                        "requires '%s'", sf_otlp_ctx_name((sf_otlp_ctx)ctx),
+                        sf_error_mode_name(op.error_mode), sf_error_mode_name(pa->error_mode));
         }
     }
-    if (pa->kept_value_types == SF_TRANSFORM_VALUES_SCALAR &&
-        tc->kept_value_types != SF_TRANSFORM_VALUES_SCALAR) {
+    if (pa->kept_value_types == VALUES_SCALAR && !al.scalar_values_only) {
         const sf_node *at = sf_node_get(value, "kept_value_types");
 
         violate(k, at ? at : c->node, subj, "kept_value_types is 'any'%s, the policy requires "
                 "'scalar': a kept key could carry a kvlist or bytes value", at ? "" : " (the default)");
     }
-    if (pa->clear_status_message && !sf_transform_clears_status_message(tc->program))
+    if (pa->clear_status_message && !al.clears_status_message(al.rules))
         violate(k, statements, subj, "span status messages are not cleared: the policy requires "
                 "set(status.message, \"\")");
     if (pa->clear_trace_state) {
-        static const sf_transform_ctx with_trace_state[] = { SF_TRANSFORM_SPAN, SF_TRANSFORM_LINK };
+        static const sf_otlp_ctx with_trace_state[] = { SF_OTLP_SPAN, SF_OTLP_LINK };
 
         for (size_t i = 0; i < 2; i++) {
-            const char *name = sf_transform_ctx_name(with_trace_state[i]);
+            const char *name = sf_otlp_ctx_name(with_trace_state[i]);
 
-            if (!sf_transform_clears_trace_state(tc->program, with_trace_state[i]))
+            if (!al.clears_trace_state(al.rules, with_trace_state[i]))
                 violate(k, statements, subj, "%s trace_state is not cleared: the policy requires "
                         "set(trace_state, \"\") in the %s context", name, name);
         }
     }
-    for (int ctx = 0; ctx < SF_TRANSFORM_CTX_COUNT; ctx++)
-        check_keys(k, subj, tc->program, (sf_transform_ctx)ctx, statements);
+    for (int ctx = 0; ctx < SF_OTLP_CTX_COUNT; ctx++)
+        check_keys(k, subj, &al, (sf_otlp_ctx)ctx, statements);
     if (pa->name_rules.present) {
-        check_name_rules(k, subj, tc->program, SF_TRANSFORM_SPAN, statements);
-        check_name_rules(k, subj, tc->program, SF_TRANSFORM_SPANEVENT, statements);
+        check_name_rules(k, subj, &al, SF_OTLP_SPAN, statements);
+        check_name_rules(k, subj, &al, SF_OTLP_SPANEVENT, statements);
     }
 }
 
@@ -713,7 +727,9 @@ static void check_exporter(checker *k)
 {
     const policy_exporter *pe = &k->pol->exporter;
     const sf_config_component *c = find_in(k->cfg, "exporters", pe->id);
-    const sf_otlphttp_config *ec;
+    const sf_queue_config *q;
+    const sf_retry_config *r;
+    sf_export_desc ed;
     const sf_node *value, *queue, *retry, *at;
     char subj[300], path[400], a[40], b[40];
 
@@ -722,30 +738,34 @@ static void check_exporter(checker *k)
         violate(k, key_node(k->cfg->root, "exporters"), subj, "the traces exporter is not defined");
         return;
     }
-    if (c->type == NULL || strcmp(c->type->name, "otlphttp") != 0) {
-        violate(k, c->node, subj, "is not an otlphttp exporter");
+    if (c->type == NULL || c->type->describe_export == NULL ||
+        !c->type->describe_export(c->config, &ed) || ed.sending_queue == NULL ||
+        ed.retry_on_failure == NULL) {
+        violate(k, c->node, subj, "is not a network exporter with a sending queue (such as "
+                "otlphttp or otlp)");
         return;
     }
-    ec = c->config;
+    q = ed.sending_queue;
+    r = ed.retry_on_failure;
     value = sf_node_get(sf_node_get(k->cfg->root, "exporters"), c->id);
     if (pe->endpoint || pe->endpoint_env) {
-        at = sf_node_get(value, "endpoint");
-        snprintf(path, sizeof(path), "%s.endpoint", subj);
-        if (pe->endpoint && (ec->endpoint == NULL || strcmp(ec->endpoint, pe->endpoint) != 0))
+        at = sf_node_get(value, ed.endpoint_key);
+        snprintf(path, sizeof(path), "%s.%s", subj, ed.endpoint_key);
+        if (pe->endpoint && (ed.endpoint == NULL || strcmp(ed.endpoint, pe->endpoint) != 0))
             violate(k, at ? at : c->node, path, "is '%s', the policy pins '%s'",
-                    ec->endpoint ? ec->endpoint : "", pe->endpoint);
+                    ed.endpoint ? ed.endpoint : "", pe->endpoint);
         if (pe->endpoint_env && (at == NULL || at->raw == NULL ||
                                  !is_env_ref(at->raw, pe->endpoint_env)))
             violate(k, at ? at : c->node, path, "is not read from ${env:%s} as the policy "
                     "requires", pe->endpoint_env);
-        at = sf_node_get(value, "traces_endpoint");
-        if (at != NULL && ec->traces_endpoint != NULL) {
-            snprintf(path, sizeof(path), "%s.traces_endpoint", subj);
+        at = ed.override_key ? sf_node_get(value, ed.override_key) : NULL;
+        if (at != NULL && ed.overridden) {
+            snprintf(path, sizeof(path), "%s.%s", subj, ed.override_key);
             violate(k, at, path, "overrides the endpoint the policy pins");
         }
     }
     queue = sf_node_get(value, "sending_queue");
-    if (!ec->sending_queue.enabled) {
+    if (!q->enabled) {
         /* Without the queue every send runs on the receiver's thread: a slow
          * gateway would block the engine. */
         at = sf_node_get(queue, "enabled");
@@ -753,23 +773,21 @@ static void check_exporter(checker *k)
         violate(k, at ? at : c->node, path, "is false: sends would run on the receiver's "
                 "thread and a slow gateway would block the engine; the policy requires the "
                 "bounded queue");
-    } else if (ec->sending_queue.queue_size > pe->max_queue_size) {
+    } else if (q->queue_size > pe->max_queue_size) {
         at = sf_node_get(queue, "queue_size");
         snprintf(path, sizeof(path), "%s.sending_queue.queue_size", subj);
         violate(k, at ? at : c->node, path, "is %lld%s, the policy allows at most %lld",
-                (long long)ec->sending_queue.queue_size, at ? "" : " (the default)",
+                (long long)q->queue_size, at ? "" : " (the default)",
                 (long long)pe->max_queue_size);
     }
     retry = sf_node_get(value, "retry_on_failure");
-    if (ec->retry_on_failure.enabled &&
-        (ec->retry_on_failure.max_elapsed_time == 0 ||
-         ec->retry_on_failure.max_elapsed_time > pe->max_elapsed_time)) {
+    if (r->enabled && (r->max_elapsed_time == 0 || r->max_elapsed_time > pe->max_elapsed_time)) {
         at = sf_node_get(retry, "max_elapsed_time");
         snprintf(path, sizeof(path), "%s.retry_on_failure.max_elapsed_time", subj);
-        sf_format_duration(ec->retry_on_failure.max_elapsed_time, a, sizeof(a));
+        sf_format_duration(r->max_elapsed_time, a, sizeof(a));
         sf_format_duration(pe->max_elapsed_time, b, sizeof(b));
         violate(k, at ? at : c->node, path, "is %s%s%s, the policy allows at most %s", a,
-                ec->retry_on_failure.max_elapsed_time == 0 ? " (retry forever)" : "",
+                r->max_elapsed_time == 0 ? " (retry forever)" : "",
                 at ? "" : " (the default)", b);
     }
 }
@@ -821,6 +839,30 @@ static void walk_endpoints(checker *k, const sf_node *n, const char *path, int d
     }
 }
 
+/* The value at the dotted `path` under `value` (whose key is `key`), or,
+ * when it is not written, the key of the deepest part that is. */
+static const sf_node *node_at_path(const sf_node *value, const sf_node *key, const char *path)
+{
+    char part[128];
+
+    while (*path != '\0') {
+        size_t n = strcspn(path, ".");
+        const sf_node *next;
+
+        if (n >= sizeof(part))
+            return key;
+        memcpy(part, path, n);
+        part[n] = '\0';
+        next = sf_node_get(value, part);
+        if (next == NULL)
+            return key;
+        key = key_node(value, part);
+        value = next;
+        path += n + (path[n] == '.');
+    }
+    return value;
+}
+
 static void check_receivers(checker *k)
 {
     const policy_receivers *pr = &k->pol->receivers;
@@ -845,26 +887,17 @@ static void check_receivers(checker *k)
         return;
     for (size_t i = 0; i < section->n; i++) {
         const sf_config_component *c = find_in(k->cfg, "receivers", section->keys[i]->text);
-        const sf_node *protocols = sf_node_get(section->items[i], "protocols");
 
         snprintf(subj, sizeof(subj), "receivers.%s", section->keys[i]->text);
-        if (c != NULL && c->type != NULL && strcmp(c->type->name, "otlp") == 0) {
-            const sf_otlp_receiver_config *rc = c->config;
+        if (c != NULL && c->type != NULL && c->type->describe_listen != NULL) {
+            sf_listen_desc ld[SF_LISTEN_MAX];
+            size_t n = c->type->describe_listen(c->config, ld, SF_LISTEN_MAX);
 
             /* decoded: defaults count, and defaults are loopback */
-            if (rc->protocols.grpc.present) {
-                const sf_node *g = sf_node_get(protocols, "grpc");
-
-                snprintf(path, sizeof(path), "%s.protocols.grpc.endpoint", subj);
-                check_endpoint(k, sf_node_get(g, "endpoint") ? sf_node_get(g, "endpoint")
-                               : key_node(protocols, "grpc"), path, rc->protocols.grpc.endpoint);
-            }
-            if (rc->protocols.http.present) {
-                const sf_node *h = sf_node_get(protocols, "http");
-
-                snprintf(path, sizeof(path), "%s.protocols.http.endpoint", subj);
-                check_endpoint(k, sf_node_get(h, "endpoint") ? sf_node_get(h, "endpoint")
-                               : key_node(protocols, "http"), path, rc->protocols.http.endpoint);
+            for (size_t j = 0; j < n; j++) {
+                snprintf(path, sizeof(path), "%s.%s", subj, ld[j].path);
+                check_endpoint(k, node_at_path(section->items[i], section->keys[i], ld[j].path),
+                               path, ld[j].endpoint);
             }
             continue;
         }

@@ -1,32 +1,11 @@
-/* sf_registry.c: the static table of component types, looked up by the type
- * name used in the YAML config (the part of an id before '/'). Adding a
- * component kind is one line here. */
+/* sf_registry.c: lookups in the table of component types, by the type name
+ * used in the YAML config (the part of an id before '/'), and by the
+ * subcommands types bring. The table itself, sf_registry[], is the build's
+ * list of built-in components (pipeline/cli/components.c), outside the
+ * core: the core knows components only through sf_component_type. */
 #include "internal/sf_core.h"
 
 #include <string.h>
-
-extern const sf_component_type sf_otlp_receiver_type;
-extern const sf_component_type sf_transform_processor_type;
-extern const sf_component_type sf_memory_limiter_processor_type;
-extern const sf_component_type sf_batch_processor_type;
-extern const sf_component_type sf_otlphttp_exporter_type;
-extern const sf_component_type sf_otlp_grpc_exporter_type;
-extern const sf_component_type sf_file_exporter_type;
-extern const sf_component_type sf_debug_exporter_type;
-extern const sf_component_type sf_trace_control_extension_type;
-
-const sf_component_type *const sf_registry[] = {
-    &sf_otlp_receiver_type,
-    &sf_transform_processor_type,
-    &sf_memory_limiter_processor_type,
-    &sf_batch_processor_type,
-    &sf_otlphttp_exporter_type,
-    &sf_otlp_grpc_exporter_type,
-    &sf_file_exporter_type,
-    &sf_debug_exporter_type,
-    &sf_trace_control_extension_type,
-    NULL
-};
 
 const sf_component_type *sf_registry_find(sf_kind kind, const char *name)
 {
@@ -36,6 +15,15 @@ const sf_component_type *sf_registry_find(sf_kind kind, const char *name)
         if (strcmp((*t)->name, name) == 0 || ((*t)->alias && strcmp((*t)->alias, name) == 0))
             return *t;
     }
+    return NULL;
+}
+
+const sf_cli_verb *sf_registry_find_verb(const char *name)
+{
+    for (const sf_component_type *const *t = sf_registry; *t != NULL; t++)
+        for (const sf_cli_verb *v = (*t)->verbs; v != NULL && v->name != NULL; v++)
+            if (strcmp(v->name, name) == 0)
+                return v;
     return NULL;
 }
 

@@ -24,10 +24,8 @@
 #include "sf_service.h"
 #include "internal/sf_core.h"
 #include "internal/sf_metrics_server.h"
-#include "processors/batch/batch.h"
 #include "sf_sender.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -339,9 +337,10 @@ struct sf_handover {
     sf_totals retired;
 };
 
-/* The monotonic counters of `src` added to `dst`; gauges (queue size,
- * queued spans, open windows) describe the live instance and are not. */
-static void add_counters(sf_counters *dst, sf_counters *src)
+/* The monotonic counters of `src` added to `dst` (with the counters among
+ * the rows of `type`'s own metrics); gauges (queue size, queued spans, a
+ * type's gauge rows) describe the live instance and are not. */
+static void add_counters(const sf_component_type *type, sf_counters *dst, sf_counters *src)
 {
 #define ADD(f) sf_count(&dst->f, sf_counter_get(&src->f))
     ADD(accepted_spans);
@@ -352,7 +351,6 @@ static void add_counters(sf_counters *dst, sf_counters *src)
     ADD(sent_spans);
     ADD(enqueue_failed_spans);
     ADD(retries);
-    ADD(control_failures);
     for (int r = 0; r < SF_REASON_COUNT; r++) {
         ADD(refused_spans[r]);
         ADD(refused_requests[r]);
@@ -362,6 +360,9 @@ static void add_counters(sf_counters *dst, sf_counters *src)
     for (int m = 0; m < SF_OTLP_MSG_COUNT; m++)
         ADD(dropped_fields[m]);
 #undef ADD
+    for (size_t i = 0; type != NULL && type->metric_rows != NULL && type->metric_rows[i].name; i++)
+        if (!type->metric_rows[i].gauge)
+            atomic_fetch_add(&dst->values[i], atomic_load(&src->values[i]));
 }
 
 static sf_handover_item *handover_find(sf_handover *h, const sf_component_type *type,
@@ -476,9 +477,9 @@ sf_status sf_service_stop_for_reload(sf_service *svc, sf_service *next, sf_hando
         sf_component *c = &svc->components[i];
         sf_handover_item *it = handover_find(h, c->type, c->id);
 
-        add_counters(&it->counters, &c->counters);
+        add_counters(c->type, &it->counters, &c->counters);
         for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
-            add_counters(&it->transport[t], &c->transport[t]);
+            add_counters(NULL, &it->transport[t], &c->transport[t]);
     }
     *out = h;
     return SF_OK;
@@ -499,9 +500,9 @@ sf_status sf_service_start_from(sf_service *svc, sf_handover *h)
         }
         /* Counted from zero in a fresh instance: adding is carrying. */
         c->successor = true;
-        add_counters(&c->counters, &it->counters);
+        add_counters(c->type, &c->counters, &it->counters);
         for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
-            add_counters(&c->transport[t], &it->transport[t]);
+            add_counters(NULL, &c->transport[t], &it->transport[t]);
         if (it->parcel != NULL && c->type->resume != NULL) {
             c->type->resume(c, it->parcel);
             it->parcel = NULL;
@@ -520,9 +521,9 @@ sf_status sf_service_start_from(sf_service *svc, sf_handover *h)
             continue;
         memset(&it->counters, 0, sizeof(it->counters));
         memset(it->transport, 0, sizeof(it->transport));
-        add_counters(&it->counters, &c->counters);
+        add_counters(c->type, &it->counters, &c->counters);
         for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
-            add_counters(&it->transport[t], &c->transport[t]);
+            add_counters(NULL, &it->transport[t], &c->transport[t]);
     }
     return st;
 }
@@ -682,14 +683,9 @@ bool sf_component_batching(const sf_component *exporter, sf_batching *out)
             continue;
         for (size_t i = 0; i < rt->n_processors; i++) {
             const sf_component *p = rt->processors[i];
-            const sf_batch_config *bc = p->config;
 
-            if (p->type != &sf_batch_processor_type)
-                continue;
-            *out = (sf_batching){ .send_batch_size = bc->send_batch_size,
-                                  .send_batch_max_size = bc->send_batch_max_size,
-                                  .timeout_ms = bc->timeout };
-            return true;
+            if (p->type->describe_batching != NULL && p->type->describe_batching(p->config, out))
+                return true;
         }
     }
     return false;
@@ -747,14 +743,30 @@ void sf_service_totals(const sf_service *svc, sf_totals *out)
     add_retired(out, &svc->retired);
 }
 
-size_t sf_service_audit_pending(const sf_service *svc)
+size_t sf_service_lost(const sf_service *svc, char *msg, size_t size)
 {
-    size_t n = 0;
+    size_t total = 0;
+    int len = 0;
 
-    for (size_t i = 0; svc != NULL && i < svc->n_components; i++)
-        if (svc->components[i].type->kind == SF_KIND_EXTENSION)
-            n += (size_t)atomic_load(&svc->components[i].counters.audit_pending);
-    return n;
+    if (size > 0)
+        msg[0] = '\0';
+    for (size_t i = 0; svc != NULL && i < svc->n_components; i++) {
+        sf_component *c = &svc->components[i];
+
+        for (size_t r = 0; c->type->metric_rows != NULL && c->type->metric_rows[r].name != NULL; r++) {
+            const sf_metric_row *m = &c->type->metric_rows[r];
+            int64_t n = (int64_t)atomic_load(&c->counters.values[r]);
+
+            if (m->lost == NULL || n <= 0)
+                continue;
+            total += (size_t)n;
+            if (len >= 0 && (size_t)len < size)
+                len += snprintf(msg + len, size - (size_t)len, "%s%lld %s %s%s %s",
+                                len > 0 ? "; " : "", (long long)n, c->id, m->lost,
+                                n == 1 ? "" : "s", m->lost_how ? m->lost_how : "");
+        }
+    }
+    return total;
 }
 
 void sf_component_totals(sf_component *self, sf_totals *out)
@@ -762,183 +774,7 @@ void sf_component_totals(sf_component *self, sf_totals *out)
     sf_service_totals(self->service, out);
 }
 
-/* ---- self-metrics ------------------------------------------------------------ */
-
-typedef struct sf_text {
-    char *buf;
-    size_t len, cap;
-    bool failed;
-} sf_text;
-
-static void text_add(sf_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void text_add(sf_text *t, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-
-    if (t->failed)
-        return;
-    for (;;) {
-        va_start(ap, fmt);
-        n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            t->failed = true;
-            return;
-        }
-        if ((size_t)n < t->cap - t->len) {
-            t->len += (size_t)n;
-            return;
-        }
-        char *nb = sf_realloc(t->buf, t->cap * 2 + (size_t)n);
-        if (nb == NULL) {
-            t->failed = true;
-            return;
-        }
-        t->buf = nb;
-        t->cap = t->cap * 2 + (size_t)n;
-    }
-}
-
-static void help(sf_text *t, const char *name, const char *type, const char *text)
-{
-    text_add(t, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
-}
-
-static const char *const transport_names[SF_TRANSPORT_COUNT] = { "grpc", "http" };
-
-typedef uint64_t (*counter_get)(sf_counters *c, int reason);
-
-static uint64_t get_accepted(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->accepted_spans); }
-static uint64_t get_refused(sf_counters *c, int r) { return sf_counter_get(&c->refused_spans[r]); }
-static uint64_t get_requests(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->requests); }
-static uint64_t get_refused_requests(sf_counters *c, int r) { return sf_counter_get(&c->refused_requests[r]); }
-static uint64_t get_dropped_fields(sf_counters *c, int m) { return sf_counter_get(&c->dropped_fields[m]); }
-static uint64_t get_incoming(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->incoming_items); }
-static uint64_t get_outgoing(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->outgoing_items); }
-static uint64_t get_dropped(sf_counters *c, int r) { return sf_counter_get(&c->dropped_spans[r]); }
-static uint64_t get_removed(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->removed_attributes); }
-static uint64_t get_sent(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->sent_spans); }
-static uint64_t get_failed(sf_counters *c, int r) { return sf_counter_get(&c->send_failed_spans[r]); }
-static uint64_t get_enqfail(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->enqueue_failed_spans); }
-static uint64_t get_retries(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->retries); }
-static uint64_t get_qsize(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queue_size); }
-static uint64_t get_qcap(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queue_capacity); }
-static uint64_t get_queued(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queued_spans); }
-static uint64_t get_ctlfail(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->control_failures); }
-static uint64_t get_windows(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->open_windows); }
-static uint64_t get_audit_pending(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->audit_pending); }
-
-/* Which label a metric has beyond the component's: none, reason, message. */
-enum { BY_NONE = 0, BY_REASON = 1, BY_MESSAGE = 2 };
-
-typedef struct metric_def {
-    sf_kind kind;
-    const char *name;
-    const char *type;
-    int by;                     /* BY_* */
-    counter_get get;
-    const char *help;
-} metric_def;
-
-static const metric_def metric_defs[] = {
-    { SF_KIND_RECEIVER, "otelcol_receiver_accepted_spans", "counter", false, get_accepted,
-      "Spans accepted into the pipeline (filtered and queued for export)." },
-    { SF_KIND_RECEIVER, "otelcol_receiver_refused_spans", "counter", true, get_refused,
-      "Spans refused, by reason; the client was told so." },
-    { SF_KIND_RECEIVER, "spanfence_receiver_requests", "counter", false, get_requests,
-      "Export requests received." },
-    { SF_KIND_RECEIVER, "spanfence_receiver_refused_requests", "counter", true, get_refused_requests,
-      "Export requests refused, by reason (also those whose spans could not be counted)." },
-    { SF_KIND_RECEIVER, "spanfence_receiver_dropped_fields", "counter", BY_MESSAGE, get_dropped_fields,
-      "Fields the OTLP trace schema does not define (unknown, reserved, obsolete, profiles-only), dropped, by message type." },
-    { SF_KIND_PROCESSOR, "otelcol_processor_incoming_items", "counter", false, get_incoming,
-      "Spans that entered the processor." },
-    { SF_KIND_PROCESSOR, "otelcol_processor_outgoing_items", "counter", false, get_outgoing,
-      "Spans that left the processor." },
-    { SF_KIND_PROCESSOR, "otelcol_processor_dropped_spans", "counter", true, get_dropped,
-      "Spans dropped by the processor, by reason (filter_failed: failed closed)." },
-    { SF_KIND_PROCESSOR, "spanfence_processor_removed_attributes", "counter", false, get_removed,
-      "Attributes removed because their key is not allowlisted." },
-    { SF_KIND_EXPORTER, "otelcol_exporter_sent_spans", "counter", false, get_sent,
-      "Spans delivered to the destination." },
-    { SF_KIND_EXPORTER, "otelcol_exporter_send_failed_spans", "counter", true, get_failed,
-      "Spans accepted but given up on, by reason." },
-    { SF_KIND_EXPORTER, "otelcol_exporter_enqueue_failed_spans", "counter", false, get_enqfail,
-      "Spans refused because the sending queue was full." },
-    { SF_KIND_EXPORTER, "spanfence_exporter_retries", "counter", false, get_retries,
-      "Send attempts retried." },
-    { SF_KIND_EXPORTER, "otelcol_exporter_queue_size", "gauge", false, get_qsize,
-      "Batches waiting in the sending queue." },
-    { SF_KIND_EXPORTER, "otelcol_exporter_queue_capacity", "gauge", false, get_qcap,
-      "Capacity of the sending queue, in batches." },
-    { SF_KIND_EXPORTER, "spanfence_exporter_queued_spans", "gauge", false, get_queued,
-      "Spans accepted and not yet sent or failed (waiting, in flight or in backoff)." },
-    { SF_KIND_EXTENSION, "spanfence_trace_control_engine_failures", "counter", false, get_ctlfail,
-      "Trace-level requests an engine did not take (each is retried with backoff)." },
-    { SF_KIND_EXTENSION, "spanfence_trace_control_open_windows", "gauge", false, get_windows,
-      "Trace-level windows open or waiting for their engine to be reset." },
-    { SF_KIND_EXTENSION, "spanfence_trace_control_audit_pending", "gauge", false, get_audit_pending,
-      "Audit records that could not be written yet (retried; no window opens meanwhile)." },
-};
-
-static void render_series(sf_text *t, const metric_def *m, const char *labels,
-                          sf_counters *c)
-{
-    if (m->by == BY_NONE) {
-        text_add(t, "%s{%s} %llu\n", m->name, labels, (unsigned long long)m->get(c, 0));
-        return;
-    }
-    if (m->by == BY_MESSAGE) {
-        for (int i = 0; i < SF_OTLP_MSG_COUNT; i++)
-            text_add(t, "%s{%s,message=\"%s\"} %llu\n", m->name, labels,
-                     sf_otlp_msg_label((sf_otlp_msg)i), (unsigned long long)m->get(c, i));
-        return;
-    }
-    for (int r = 0; r < SF_REASON_COUNT; r++)
-        text_add(t, "%s{%s,reason=\"%s\"} %llu\n", m->name, labels, sf_reason_label(r),
-                 (unsigned long long)m->get(c, r));
-}
-
 sf_status sf_service_render_metrics(sf_service *svc, char **out, size_t *out_len)
 {
-    sf_text t = { .cap = 8192 };
-    char labels[256];
-
-    t.buf = sf_malloc(t.cap);
-    if (t.buf == NULL)
-        return SF_ENOMEM;
-    t.buf[0] = '\0';
-    for (size_t d = 0; d < sizeof(metric_defs) / sizeof(metric_defs[0]); d++) {
-        const metric_def *m = &metric_defs[d];
-        help(&t, m->name, m->type, m->help);
-        for (size_t i = 0; i < svc->n_components; i++) {
-            sf_component *c = &svc->components[i];
-            if (c->type->kind != m->kind)
-                continue;
-            if (m->kind == SF_KIND_RECEIVER) {
-                for (int tr = 0; tr < SF_TRANSPORT_COUNT; tr++) {
-                    if (!(c->transports & (1u << tr)))
-                        continue;
-                    snprintf(labels, sizeof(labels), "receiver=\"%s\",transport=\"%s\"", c->id,
-                             transport_names[tr]);
-                    render_series(&t, m, labels, &c->transport[tr]);
-                }
-            } else {
-                snprintf(labels, sizeof(labels), "%s=\"%s\"", sf_kind_name(m->kind), c->id);
-                render_series(&t, m, labels, &c->counters);
-            }
-        }
-    }
-    help(&t, "spanfence_memory_allocated_bytes", "gauge",
-         "Bytes allocated through spanfence's counted allocator.");
-    text_add(&t, "spanfence_memory_allocated_bytes %zu\n", sf_alloc_in_use());
-    if (t.failed) {
-        sf_free(t.buf);
-        return SF_ENOMEM;
-    }
-    *out = t.buf;
-    *out_len = t.len;
-    return SF_OK;
+    return sf_metrics_render(svc->components, svc->n_components, out, out_len);
 }

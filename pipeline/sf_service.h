@@ -58,9 +58,12 @@ void sf_handover_release(sf_handover *h);
  * not one atomic snapshot). */
 void sf_service_totals(const sf_service *svc, sf_totals *out);
 
-/* Audit records extensions (trace_control) could not write: after
- * sf_service_shutdown, records that are lost (each was logged). */
-size_t sf_service_audit_pending(const sf_service *svc);
+/* After sf_service_shutdown: the work components still owed (the rows of
+ * their types' metrics marked `lost`, e.g. trace_control's audit records not
+ * written), lost now (each was logged). The total; `msg` says what, e.g.
+ * "2 trace_control audit records could not be written (each is logged
+ * above)" (truncated to `size`). */
+size_t sf_service_lost(const sf_service *svc, char *msg, size_t size);
 
 /* Prometheus text exposition of every component's counters into buf
  * (sf_malloc'd, NUL-terminated); SF_ENOMEM on failure. */

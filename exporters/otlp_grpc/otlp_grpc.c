@@ -663,4 +663,5 @@ const sf_component_type sf_otlp_grpc_exporter_type = {
     .destroy = otlpgrpc_destroy,
     .suspend = otlpgrpc_suspend,
     .resume = otlpgrpc_resume,
+    .describe_export = sf_otlp_exporter_describe,
 };

@@ -30,5 +30,7 @@ extern const sf_config_row sf_otlp_exporter_config_map[];
 /* The check() of the type: endpoint form, TLS files readable and paired,
  * metadata keys and values gRPC accepts. Reports through `ctx`. */
 sf_status sf_otlp_exporter_check(sf_cfg_ctx *ctx, void *config);
+/* The type's describe_export: endpoint, queue and retries, for the policy. */
+bool sf_otlp_exporter_describe(const void *config, sf_export_desc *out);
 
 #endif

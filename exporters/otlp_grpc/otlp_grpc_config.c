@@ -244,3 +244,13 @@ sf_status sf_otlp_exporter_check(sf_cfg_ctx *ctx, void *config)
     }
     return st;
 }
+
+bool sf_otlp_exporter_describe(const void *config, sf_export_desc *out)
+{
+    const sf_otlp_exporter_config *c = config;
+
+    *out = (sf_export_desc){ .endpoint_key = "endpoint", .endpoint = c->endpoint,
+                             .sending_queue = &c->sending_queue,
+                             .retry_on_failure = &c->retry_on_failure };
+    return true;
+}

@@ -581,4 +581,5 @@ const sf_component_type sf_otlphttp_exporter_type = {
     .destroy = otlphttp_destroy,
     .suspend = otlphttp_suspend,
     .resume = otlphttp_resume,
+    .describe_export = sf_otlphttp_describe,
 };

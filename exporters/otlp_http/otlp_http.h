@@ -21,5 +21,8 @@ typedef struct sf_otlphttp_config {
 
 extern const sf_config_row sf_otlphttp_config_map[];
 sf_status sf_otlphttp_check(sf_cfg_ctx *ctx, void *config);
+/* The type's describe_export: endpoint (traces_endpoint overrides it),
+ * queue and retries, for the policy. */
+bool sf_otlphttp_describe(const void *config, sf_export_desc *out);
 
 #endif

@@ -115,3 +115,15 @@ sf_status sf_otlphttp_check(sf_cfg_ctx *ctx, void *config)
     }
     return st;
 }
+
+bool sf_otlphttp_describe(const void *config, sf_export_desc *out)
+{
+    const sf_otlphttp_config *c = config;
+
+    *out = (sf_export_desc){ .endpoint_key = "endpoint", .endpoint = c->endpoint,
+                             .override_key = "traces_endpoint",
+                             .overridden = c->traces_endpoint != NULL,
+                             .sending_queue = &c->sending_queue,
+                             .retry_on_failure = &c->retry_on_failure };
+    return true;
+}

@@ -1,5 +1,6 @@
 /* pipeline/cli/main.c: the spanfence command: runs the collector, or one of
- * its subcommands (validate; trace-level, in trace_level.c). Signals are blocked before any thread exists
+ * its subcommands (validate; those component types bring, such as
+ * trace_control's trace-level, found through the registry). Signals are blocked before any thread exists
  * (gRPC starts several) and taken in one place, the main thread's sigwait:
  *   SIGINT, SIGTERM  stop: receivers finish their calls, exporters drain
  *   SIGHUP           reload the config (reload() below)
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "internal/sf_core.h"
 #include "sf_config.h"
 #include "sf_log.h"
 #include "sf_policy.h"
@@ -27,15 +29,20 @@
 
 enum { EXIT_OK = 0, EXIT_INVALID = 1, EXIT_USAGE = 2 };
 
-int sf_cli_trace_level(int argc, char **argv);   /* trace_level.c */
-
 static void usage(FILE *f)
 {
     fputs("usage: spanfence [--config FILE] [--policy FILE]          run the collector\n"
           "       spanfence validate --config FILE [--policy FILE]   check a config and exit\n"
-          "       spanfence --help-config                            list every component's keys\n"
-          "       spanfence trace-level set|status|reset ...         trace-level windows (--help)\n"
-          "       spanfence --help | --version\n"
+          "       spanfence --help-config                            list every component's keys\n",
+          f);
+    /* the subcommands component types bring (sf_component_type.verbs) */
+    for (const sf_component_type *const *t = sf_registry; *t != NULL; t++)
+        for (const sf_cli_verb *v = (*t)->verbs; v != NULL && v->name != NULL; v++) {
+            int w = 40 - (int)strlen(v->name);
+
+            fprintf(f, "       spanfence %s %-*s%s\n", v->name, w > 0 ? w : 0, v->usage, v->help);
+        }
+    fputs("       spanfence --help | --version\n"
           "\n"
           "options:\n"
           "  -c, --config FILE   collector config (OpenTelemetry Collector layout)\n"
@@ -272,11 +279,13 @@ int main(int argc, char **argv)
     sigset_t sigs;
     sf_config *cfg;
     sf_service *svc;
+    const sf_cli_verb *verb;
+    char what[512];
     size_t lost;
     int rc, sig;
 
-    if (argc > 1 && strcmp(argv[1], "trace-level") == 0)
-        return sf_cli_trace_level(argc - 1, argv + 1);
+    if (argc > 1 && (verb = sf_registry_find_verb(argv[1])) != NULL)
+        return verb->run(argc - 1, argv + 1);
     rc = parse_args(argc, argv, &c);
     if (rc >= 0)
         return rc;
@@ -345,12 +354,11 @@ int main(int argc, char **argv)
     sf_info("received %s: stopping receivers, draining exporters",
             sig == SIGINT ? "SIGINT" : "SIGTERM");
     sf_service_shutdown(svc);
-    lost = sf_service_audit_pending(svc);
+    lost = sf_service_lost(svc, what, sizeof(what));
     sf_service_destroy(svc);
     sf_config_destroy(cfg);
     if (lost > 0) {
-        sf_error("stopped, but %zu trace_control audit record%s could not be written (each is "
-                 "logged above)", lost, lost == 1 ? "" : "s");
+        sf_error("stopped, but %s", what);
         return EXIT_INVALID;
     }
     sf_info("stopped");

@@ -26,11 +26,15 @@ struct sf_component {
     struct sf_route **routes;
 };
 
-/* NULL-terminated table of every component type spanfence has. */
+/* NULL-terminated table of every component type spanfence has. Defined
+ * outside the core, by the build's list of components
+ * (pipeline/cli/components.c), which every program links. */
 extern const sf_component_type *const sf_registry[];
 
 /* The type registered under `name` (or its alias) for `kind`, or NULL. */
 const sf_component_type *sf_registry_find(sf_kind kind, const char *name);
+/* The subcommand `name` some type brings (type->verbs), or NULL. */
+const sf_cli_verb *sf_registry_find_verb(const char *name);
 /* "receiver", "processor", "exporter", "extension" */
 const char *sf_kind_name(sf_kind kind);
 

@@ -38,4 +38,5 @@ const sf_component_type sf_batch_processor_type = {
     .check = sf_batch_config_check,
     .create = batch_create,
     .consume = batch_consume,
+    .describe_batching = sf_batch_describe,
 };

@@ -15,6 +15,9 @@ typedef struct sf_batch_config {
 
 extern const sf_config_row sf_batch_config_map[];
 sf_status sf_batch_config_check(sf_cfg_ctx *ctx, void *config);
+/* The type's describe_batching: these settings as the sending queues take
+ * them (sf_batching). */
+bool sf_batch_describe(const void *config, struct sf_batching *out);
 
 extern const sf_component_type sf_batch_processor_type;
 

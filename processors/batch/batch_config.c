@@ -2,6 +2,7 @@
  * processor: upstream's keys and defaults; the metadata keys (batching per
  * client metadata) are accepted and have no effect. */
 #include "batch.h"
+#include "sf_sender.h"
 
 #include <stddef.h>
 
@@ -39,4 +40,14 @@ sf_status sf_batch_config_check(sf_cfg_ctx *ctx, void *config)
         return SF_CONFIG;
     }
     return SF_OK;
+}
+
+bool sf_batch_describe(const void *config, sf_batching *out)
+{
+    const sf_batch_config *c = config;
+
+    *out = (sf_batching){ .send_batch_size = c->send_batch_size,
+                          .send_batch_max_size = c->send_batch_max_size,
+                          .timeout_ms = c->timeout };
+    return true;
 }

@@ -354,4 +354,5 @@ const sf_component_type sf_transform_processor_type = {
     .consume = transform_consume,
     .edit = transform_edit,
     .destroy = transform_destroy,
+    .describe_allowlist = sf_transform_describe,
 };

@@ -10,8 +10,6 @@
 
 #include "sf_component.h"
 
-enum { SF_ERROR_MODE_PROPAGATE = 0, SF_ERROR_MODE_IGNORE = 1, SF_ERROR_MODE_SILENT = 2 };
-
 /* Where a statement applies; the order is the order of the OTLP tree. */
 typedef enum sf_transform_ctx {
     SF_TRANSFORM_CTX_NONE = -1,     /* flat statements: context from the path prefix */
@@ -118,5 +116,9 @@ bool sf_transform_clears_status_message(const sf_transform_program *p);
 bool sf_transform_clears_trace_state(const sf_transform_program *p, sf_transform_ctx c);
 /* The error mode `op` runs with under `cfg` (its group's, else the processor's). */
 int sf_transform_op_error_mode(const sf_transform_config *cfg, const sf_transform_op *op);
+
+/* The type's describe_allowlist: the program's rules and the answers above,
+ * in the core's words (sf_describe.h), for the policy. */
+bool sf_transform_describe(const void *config, sf_allowlist_desc *out);
 
 #endif

@@ -1058,6 +1058,73 @@ int sf_transform_op_error_mode(const sf_transform_config *cfg, const sf_transfor
     return op->error_mode >= 0 ? op->error_mode : cfg->error_mode;
 }
 
+/* ---- describe_allowlist: the program in the core's words --------------- */
+
+_Static_assert((int)SF_TRANSFORM_RESOURCE == (int)SF_OTLP_RESOURCE &&
+               (int)SF_TRANSFORM_SCOPE == (int)SF_OTLP_SCOPE &&
+               (int)SF_TRANSFORM_SPAN == (int)SF_OTLP_SPAN &&
+               (int)SF_TRANSFORM_SPANEVENT == (int)SF_OTLP_SPANEVENT &&
+               (int)SF_TRANSFORM_LINK == (int)SF_OTLP_LINK &&
+               (int)SF_TRANSFORM_CTX_COUNT == (int)SF_OTLP_CTX_COUNT,
+               "transform contexts are the codec's, in its order");
+
+static size_t desc_count(const void *rules, sf_otlp_ctx c)
+{
+    return sf_transform_op_count(rules, (sf_transform_ctx)c);
+}
+
+static bool desc_get(const void *rules, sf_otlp_ctx c, size_t i, sf_rule *out)
+{
+    const sf_transform_op *op = sf_transform_op_get(rules, (sf_transform_ctx)c, i);
+
+    if (op == NULL)
+        return false;
+    *out = (sf_rule){ .error_mode = op->error_mode, .n_keys = op->keys.n, .keys = op->keys.keys,
+                      .pattern = op->pattern, .replacement = op->replacement,
+                      .node = op->node };
+    switch (op->kind) {
+    case SF_TRANSFORM_KEEP_KEYS:            out->kind = SF_RULE_KEEP_KEYS; break;
+    case SF_TRANSFORM_DELETE_KEY:           out->kind = SF_RULE_DELETE_KEY; break;
+    case SF_TRANSFORM_CLEAR_STATUS_MESSAGE: out->kind = SF_RULE_CLEAR_STATUS_MESSAGE; break;
+    case SF_TRANSFORM_CLEAR_TRACE_STATE:    out->kind = SF_RULE_CLEAR_TRACE_STATE; break;
+    case SF_TRANSFORM_REPLACE_PATTERN:      out->kind = SF_RULE_REPLACE_PATTERN; break;
+    default:                                out->kind = SF_RULE_OTHER; break;
+    }
+    return true;
+}
+
+static bool desc_keeps_key(const void *rules, sf_otlp_ctx c, const char *key)
+{
+    return sf_transform_keeps_key(rules, (sf_transform_ctx)c, key);
+}
+
+static bool desc_clears_status_message(const void *rules)
+{
+    return sf_transform_clears_status_message(rules);
+}
+
+static bool desc_clears_trace_state(const void *rules, sf_otlp_ctx c)
+{
+    return sf_transform_clears_trace_state(rules, (sf_transform_ctx)c);
+}
+
+bool sf_transform_describe(const void *config, sf_allowlist_desc *out)
+{
+    const sf_transform_config *cfg = config;
+
+    *out = (sf_allowlist_desc){
+        .error_mode = cfg->error_mode,
+        .scalar_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SCALAR,
+        .rules = cfg->program,
+        .count = desc_count,
+        .get = desc_get,
+        .keeps_key = desc_keeps_key,
+        .clears_status_message = desc_clears_status_message,
+        .clears_trace_state = desc_clears_trace_state,
+    };
+    return true;
+}
+
 /* ---- config map ------------------------------------------------------------ */
 
 static void *cfg_alloc(void *ctx, size_t size)

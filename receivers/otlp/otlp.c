@@ -91,4 +91,5 @@ const sf_component_type sf_otlp_receiver_type = {
     .start = otlp_start,
     .shutdown = otlp_shutdown,
     .destroy = otlp_destroy,
+    .describe_listen = sf_otlp_receiver_describe_listen,
 };

@@ -59,5 +59,8 @@ typedef struct sf_otlp_receiver_config {
 
 extern const sf_config_row sf_otlp_receiver_config_map[];
 sf_status sf_otlp_receiver_check(sf_cfg_ctx *ctx, void *config);
+/* The type's describe_listen: the gRPC and HTTP endpoints configured
+ * (defaults included), for the policy's loopback rule. */
+size_t sf_otlp_receiver_describe_listen(const void *config, sf_listen_desc *out, size_t max);
 
 #endif

@@ -140,3 +140,17 @@ sf_status sf_otlp_receiver_check(sf_cfg_ctx *ctx, void *config)
     }
     return SF_OK;
 }
+
+size_t sf_otlp_receiver_describe_listen(const void *config, sf_listen_desc *out, size_t max)
+{
+    const sf_otlp_receiver_config *c = config;
+    size_t n = 0;
+
+    if (c->protocols.grpc.present && n < max)
+        out[n++] = (sf_listen_desc){ .path = "protocols.grpc.endpoint",
+                                     .endpoint = c->protocols.grpc.endpoint };
+    if (c->protocols.http.present && n < max)
+        out[n++] = (sf_listen_desc){ .path = "protocols.http.endpoint",
+                                     .endpoint = c->protocols.http.endpoint };
+    return n;
+}

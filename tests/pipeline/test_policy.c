@@ -926,6 +926,199 @@ static void test_endpoint_value(void **state)
     assert_int_equal(sf_alloc_in_use(), 0);
 }
 
+/* ---- an `otlp` (gRPC) exporter: pinned exactly like otlphttp ------------------ */
+
+/* `text` with every occurrence of `from` replaced by `to` (malloc'd); at
+ * least one must be there. */
+static char *replace_all(const char *text, const char *from, const char *to)
+{
+    size_t fl = strlen(from), tl = strlen(to), n = 0;
+    char *out, *w;
+
+    for (const char *p = strstr(text, from); p != NULL; p = strstr(p + fl, from))
+        n++;
+    if (n == 0)
+        fail_msg("mutation: '%s' is not in the text", from);
+    out = malloc(strlen(text) + n * tl + 1);
+    assert_non_null(out);
+    w = out;
+    for (const char *p = text, *at; ; p = at + fl) {
+        at = strstr(p, from);
+        if (at == NULL) {
+            strcpy(w, p);
+            break;
+        }
+        memcpy(w, p, (size_t)(at - p));
+        w += at - p;
+        memcpy(w, to, tl);
+        w += tl;
+    }
+    return out;
+}
+
+/* The shipped pair with the gateway exporter an `otlp` one: the same
+ * settings (endpoint from the same variable, now host:port, the same queue
+ * and retries), the policy pinning `otlp/gateway`. */
+static char *grpc_cvm;
+static char *grpc_policy;
+
+static int setup_grpc(void **state)
+{
+    (void)state;
+    setenv("SPANFENCE_GATEWAY_ENDPOINT", "gateway.example:4317", 1);
+    grpc_cvm = replace_all(cvm_text, "otlphttp/gateway", "otlp/gateway");
+    grpc_policy = replace_all(policy_text, "otlphttp/gateway", "otlp/gateway");
+    return 0;
+}
+
+static int teardown_grpc(void **state)
+{
+    (void)state;
+    setenv("SPANFENCE_GATEWAY_ENDPOINT", "https://gateway.example:4318", 1);
+    free(grpc_cvm);
+    free(grpc_policy);
+    return 0;
+}
+
+static void test_otlp_exporter_holds(void **state)
+{
+    want w = { 0 };
+
+    (void)state;
+    assert_check_with(grpc_policy, grpc_cvm, SF_OK, &w);
+}
+
+static void test_otlp_queue_size(void **state)
+{
+    char *y = replace(grpc_cvm, "queue_size: 32", "queue_size: 100000");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P "exporters.otlp/gateway.sending_queue.queue_size: is 100000, the policy "
+           "allows at most 32", line_of(y, "queue_size: 100000"), 19);
+    assert_check_with(grpc_policy, y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_otlp_queue_size_default(void **state)
+{
+    char *y = replace(grpc_cvm, "    sending_queue:\n      queue_size: 32\n", "");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P "exporters.otlp/gateway.sending_queue.queue_size: is 1000 (the default), "
+           "the policy allows at most 32", line_of(y, "otlp/gateway:"), 3);
+    assert_check_with(grpc_policy, y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_otlp_queue_disabled(void **state)
+{
+    char *y = replace(grpc_cvm, "      queue_size: 32\n",
+                      "      queue_size: 32\n      enabled: false\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P "exporters.otlp/gateway.sending_queue.enabled: is false: sends would run "
+           "on the receiver's thread and a slow gateway would block the engine; the policy "
+           "requires the bounded queue", line_of(y, "enabled: false"), 16);
+    assert_check_with(grpc_policy, y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_otlp_max_elapsed_time(void **state)
+{
+    char *y = replace(grpc_cvm, "max_elapsed_time: 60s", "max_elapsed_time: 0");
+    char *z = replace(grpc_cvm, "max_elapsed_time: 60s", "max_elapsed_time: 1m1s");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P "exporters.otlp/gateway.retry_on_failure.max_elapsed_time: is 0s (retry "
+           "forever), the policy allows at most 1m", line_of(y, "max_elapsed_time: 0"), 25);
+    assert_check_with(grpc_policy, y, SF_CONFIG, &w);
+    expect(&w, P "exporters.otlp/gateway.retry_on_failure.max_elapsed_time: is 1m1s, the "
+           "policy allows at most 1m", line_of(z, "max_elapsed_time: 1m1s"), 25);
+    assert_check_with(grpc_policy, z, SF_CONFIG, &w);
+    free(y);
+    free(z);
+}
+
+static void test_otlp_endpoint_not_from_env(void **state)
+{
+    char *y = replace(grpc_cvm, "endpoint: ${env:SPANFENCE_GATEWAY_ENDPOINT}",
+                      "endpoint: gateway.example:4317");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P "exporters.otlp/gateway.endpoint: is not read from "
+           "${env:SPANFENCE_GATEWAY_ENDPOINT} as the policy requires",
+           line_of(y, "endpoint: gateway.example"), 15);
+    assert_check_with(grpc_policy, y, SF_CONFIG, &w);
+    free(y);
+}
+
+/* A policy pinning the value: the variable pointing elsewhere is caught. */
+static void test_otlp_endpoint_value(void **state)
+{
+    char *pt = replace(grpc_policy, "  endpoint_env: SPANFENCE_GATEWAY_ENDPOINT\n",
+                       "  endpoint: gateway.example:4317\n");
+    want w = { 0 };
+
+    (void)state;
+    assert_check_with(pt, grpc_cvm, SF_OK, &w);
+    setenv("SPANFENCE_GATEWAY_ENDPOINT", "evil.example:4317", 1);
+    expect(&w, P "exporters.otlp/gateway.endpoint: is 'evil.example:4317', the policy pins "
+           "'gateway.example:4317'", line_of(grpc_cvm, "endpoint: ${env:"), 15);
+    assert_check_with(pt, grpc_cvm, SF_CONFIG, &w);
+    setenv("SPANFENCE_GATEWAY_ENDPOINT", "gateway.example:4317", 1);
+    free(pt);
+}
+
+/* The exporter is reserved for the traces pipeline whatever its type. */
+static void test_otlp_exporter_in_logs_pipeline(void **state)
+{
+    char *y = replace(grpc_cvm, "      exporters: [otlp/gateway]\n",
+                      "      exporters: [otlp/gateway]\n"
+                      "    logs:\n"
+                      "      receivers: [otlp]\n"
+                      "      exporters: [otlp/gateway]\n");
+    int l = line_of(y, "logs:");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, CVM ":%d:5: service.pipelines.logs: warning: pipeline 'logs' is not run by "
+           "spanfence (traces only)", l);
+    expect(&w, P "service.pipelines.logs: uses exporter 'otlp/gateway', which the policy "
+           "reserves for pipeline 'traces'", l + 2, 19);
+    assert_check_with(grpc_policy, y, SF_CONFIG, &w);
+    free(y);
+}
+
+/* An exporter type with no sending queue to pin (debug) is refused. */
+static void test_exporter_without_queue(void **state)
+{
+    const char *from = strstr(cvm_text, "  otlphttp/gateway:\n");
+    const char *to = strstr(cvm_text, "\nservice:\n");
+    char *a, *y, *pt;
+    want w = { 0 };
+
+    (void)state;
+    assert_non_null(from);
+    assert_non_null(to);
+    a = malloc(strlen(cvm_text) + 32);
+    assert_non_null(a);
+    snprintf(a, strlen(cvm_text) + 32, "%.*s  debug/gateway:\n%s", (int)(from - cvm_text),
+             cvm_text, to);
+    y = replace(a, "exporters: [otlphttp/gateway]", "exporters: [debug/gateway]");
+    pt = replace(policy_text, "id: otlphttp/gateway", "id: debug/gateway");
+    expect(&w, P "exporters.debug/gateway: is not a network exporter with a sending queue "
+           "(such as otlphttp or otlp)", line_of(y, "debug/gateway:"), 3);
+    assert_check_with(pt, y, SF_CONFIG, &w);
+    free(a);
+    free(y);
+    free(pt);
+}
+
 /* ---- the policy file ---------------------------------------------------------- */
 
 static void test_policy_file_errors(void **state)
@@ -1149,7 +1342,18 @@ int main(void)
         cmocka_unit_test(test_policy_file_new_keys_errors),
         cmocka_unit_test(test_policy_file_missing_sections),
         cmocka_unit_test(test_policy_file_unreadable),
+        cmocka_unit_test(test_exporter_without_queue),
         cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test_setup_teardown(test_otlp_exporter_holds, setup_grpc, teardown_grpc),
+        cmocka_unit_test_setup_teardown(test_otlp_queue_size, setup_grpc, teardown_grpc),
+        cmocka_unit_test_setup_teardown(test_otlp_queue_size_default, setup_grpc, teardown_grpc),
+        cmocka_unit_test_setup_teardown(test_otlp_queue_disabled, setup_grpc, teardown_grpc),
+        cmocka_unit_test_setup_teardown(test_otlp_max_elapsed_time, setup_grpc, teardown_grpc),
+        cmocka_unit_test_setup_teardown(test_otlp_endpoint_not_from_env, setup_grpc,
+                                        teardown_grpc),
+        cmocka_unit_test_setup_teardown(test_otlp_endpoint_value, setup_grpc, teardown_grpc),
+        cmocka_unit_test_setup_teardown(test_otlp_exporter_in_logs_pipeline, setup_grpc,
+                                        teardown_grpc),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -51,6 +51,9 @@
 #define TC_RECORD_MAX 32768       /* a closing record with the largest match fits */
 #define TC_LINE_MAX 16384
 
+/* Rows of tc_metric_rows: this extension's values in sf_counters. */
+enum { TC_ENGINE_FAILURES, TC_OPEN_WINDOWS, TC_AUDIT_PENDING };
+
 typedef enum tc_state { TC_IDLE, TC_OPEN, TC_RESETTING } tc_state;
 
 typedef struct tc_window {
@@ -201,7 +204,8 @@ static void add_reasons(char *buf, size_t size, size_t *len, const char *name,
 
 static void set_pending_gauge(tc_ctx *x)
 {
-    atomic_store(&sf_component_counters(x->self)->audit_pending, (int64_t)x->n_pending);
+    atomic_store(&sf_component_counters(x->self)->values[TC_AUDIT_PENDING],
+                 (int64_t)x->n_pending);
 }
 
 /* Write the pending records in order; SF_OK when none is left. */
@@ -356,7 +360,7 @@ static sf_status audit_close(tc_ctx *x, tc_window *w, const char *cause, const c
 static void set_idle(tc_ctx *x, tc_window *w)
 {
     w->state = TC_IDLE;
-    atomic_fetch_sub(&sf_component_counters(x->self)->open_windows, 1);
+    atomic_fetch_sub(&sf_component_counters(x->self)->values[TC_OPEN_WINDOWS], 1);
 }
 
 /* One attempt at the resting level; on failure schedule the next one. */
@@ -380,7 +384,7 @@ static sf_status try_reset(tc_ctx *x, tc_window *w)
                 x->cfg->resting_level);
         return SF_OK;
     }
-    sf_count(&sf_component_counters(x->self)->control_failures, 1);
+    sf_count(&sf_component_counters(x->self)->values[TC_ENGINE_FAILURES], 1);
     sf_warn("trace_control: target '%s' not reset to level %" PRId64 " (attempt %u): %s; "
             "retrying in %" PRId64 "ms", w->target->id, x->cfg->resting_level, w->attempts, err,
             w->delay);
@@ -486,12 +490,12 @@ static void op_set(tc_ctx *x, const char *req, size_t len, unsigned uid, reply *
                x->cfg->audit_log);
         return;
     }
-    atomic_fetch_add(&sf_component_counters(x->self)->open_windows, 1);
+    atomic_fetch_add(&sf_component_counters(x->self)->values[TC_OPEN_WINDOWS], 1);
     st = sf_tc_engine_set(w->target, level, x->cfg->request_timeout, err, sizeof(err));
     if (st != SF_OK) {
         /* The engine may or may not have taken it (a timeout): make sure it
          * goes back to the resting level. */
-        sf_count(&sf_component_counters(x->self)->control_failures, 1);
+        sf_count(&sf_component_counters(x->self)->values[TC_ENGINE_FAILURES], 1);
         sf_warn("trace_control: target '%s' did not take level %" PRId64 ": %s", target, level,
                 err);
         audit_close(x, w, "set_failed", err);
@@ -776,7 +780,7 @@ static sf_status recover(tc_ctx *x)
         sf_warn("trace_control: window '%s' on target '%s' was left open by a previous run; "
                 "resetting it", w->id, w->target->id);
         w->end_wall = now_wall();
-        atomic_fetch_add(&sf_component_counters(x->self)->open_windows, 1);
+        atomic_fetch_add(&sf_component_counters(x->self)->values[TC_OPEN_WINDOWS], 1);
         audit_close(x, w, "recovered", NULL);
         begin_reset(x, w);
     }
@@ -905,7 +909,7 @@ static sf_status tc_start(sf_component *self)
     if (x->resumed)
         sf_info("trace_control: carrying on after the reload on %s (%zu targets, %" PRId64
                 " open windows kept)", x->cfg->socket, x->cfg->targets.n,
-                (int64_t)atomic_load(&sf_component_counters(x->self)->open_windows));
+                (int64_t)atomic_load(&sf_component_counters(x->self)->values[TC_OPEN_WINDOWS]));
     else
         sf_info("trace_control: listening on %s (%zu targets)", x->cfg->socket,
                 x->cfg->targets.n);
@@ -1050,7 +1054,7 @@ static void tc_resume(sf_component *self, void *parcel)
         }
         count_stop(p, o);
         o->state = TC_IDLE;
-        atomic_fetch_add(&sf_component_counters(x->self)->open_windows, 1);
+        atomic_fetch_add(&sf_component_counters(x->self)->values[TC_OPEN_WINDOWS], 1);
         sf_info("trace_control: window '%s' on target '%s' kept across the reload", w->id,
                 w->target->id);
     }
@@ -1083,6 +1087,26 @@ static void tc_resume(sf_component *self, void *parcel)
     parcel_free(p);
 }
 
+/* Its series on the metrics endpoint, in sf_component_counters(self)->values. */
+static const sf_metric_row tc_metric_rows[] = {
+    [TC_ENGINE_FAILURES] = { .name = "spanfence_trace_control_engine_failures",
+      .help = "Trace-level requests an engine did not take (each is retried with backoff)." },
+    [TC_OPEN_WINDOWS] = { .name = "spanfence_trace_control_open_windows", .gauge = true,
+      .help = "Trace-level windows open or waiting for their engine to be reset." },
+    [TC_AUDIT_PENDING] = { .name = "spanfence_trace_control_audit_pending", .gauge = true,
+      .help = "Audit records that could not be written yet (retried; no window opens meanwhile).",
+      .lost = "audit record", .lost_how = "could not be written (each is logged above)" },
+    { 0 }
+};
+
+int sf_cli_trace_level(int argc, char **argv);   /* trace_control_cli.c */
+
+static const sf_cli_verb tc_verbs[] = {
+    { .name = "trace-level", .usage = "set|status|reset ...",
+      .help = "trace-level windows (--help)", .run = sf_cli_trace_level },
+    { 0 }
+};
+
 const sf_component_type sf_trace_control_extension_type = {
     .name = "trace_control",
     .kind = SF_KIND_EXTENSION,
@@ -1096,4 +1120,6 @@ const sf_component_type sf_trace_control_extension_type = {
     .destroy = tc_destroy,
     .suspend = tc_suspend,
     .resume = tc_resume,
+    .metric_rows = tc_metric_rows,
+    .verbs = tc_verbs,
 };

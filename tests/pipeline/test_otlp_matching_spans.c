@@ -1,4 +1,4 @@
-/* tests/pipeline/test_batch.c: sf_otlp_count_matching_spans, the
+/* tests/pipeline/test_otlp_matching_spans.c: sf_otlp_count_matching_spans, the
  * allocation-free walk that counts the spans of the resources carrying given
  * attributes, on requests packed by protobuf-c and on hand-encoded bytes
  * (merged repeated fields, malformed input). */

@@ -1,4 +1,4 @@
-/* pipeline/cli/trace_level.c: `spanfence trace-level set|status|reset`, the
+/* trace_control/trace_control_cli.c: `spanfence trace-level set|status|reset`, the
  * operator's side of the trace_control extension: asks the running
  * collector over its control socket, or with --direct (no collector) checks,
  * audits and sends the request to the engine itself. */
@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "extensions/trace_control/trace_control.h"
+#include "trace_control.h"
 #include "sf_config.h"
 #include "sf_log.h"
 

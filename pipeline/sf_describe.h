@@ -1,0 +1,134 @@
+/* sf_describe.h: what a component type tells the core about itself, through
+ * optional slots of sf_component_type (sf_component.h), so that the core
+ * never includes a component's header, casts its config or compares type
+ * names. Every question is asked of the type, so every type that answers it
+ * is treated the same (the policy pins an `otlp` exporter like `otlphttp`).
+ *
+ *   describe_export     exporters: where they send, their sending queue and
+ *                       retries (the policy's exporter checks)
+ *   describe_listen     receivers: the endpoints they bind (loopback_only)
+ *   describe_allowlist  processors: the attribute rules their config applies
+ *                       (the policy's key sets, cleared fields, name rules)
+ *   describe_batching   processors: the merging they ask of the sending
+ *                       queues of the exporters their pipeline feeds
+ *   metric_rows         any kind: the type's own series on the metrics
+ *                       endpoint, kept in sf_counters.values
+ *   verbs               any kind: `spanfence <verb> ...` subcommands
+ *
+ * The describe_* slots read the decoded config (type->config_size bytes as
+ * the loader filled them, defaults included) and nothing else, so they work
+ * in `spanfence validate`, before anything is created. What they return
+ * points into that config and lives as long as it does. */
+#ifndef SF_DESCRIBE_H
+#define SF_DESCRIBE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "sf_config.h"
+#include "sf_metrics.h"
+#include "sf_otlp_wire.h"
+
+struct sf_queue_config;
+struct sf_retry_config;
+
+/* ---- exporters ---------------------------------------------------------- */
+
+typedef struct sf_export_desc {
+    const char *endpoint_key;       /* the key of the destination: "endpoint" */
+    const char *endpoint;           /* its decoded value, or NULL when unset */
+    /* A key that, when set, replaces the endpoint for traces
+     * ("traces_endpoint"), or NULL when the type has none. */
+    const char *override_key;
+    bool overridden;                /* override_key is set */
+    const struct sf_queue_config *sending_queue;    /* sf_sender.h */
+    const struct sf_retry_config *retry_on_failure;
+} sf_export_desc;
+
+/* ---- receivers ---------------------------------------------------------- */
+
+#define SF_LISTEN_MAX 8
+
+typedef struct sf_listen_desc {
+    const char *path;               /* the key under the component: "protocols.grpc.endpoint" */
+    const char *endpoint;           /* decoded host:port (defaults included) */
+} sf_listen_desc;
+
+/* ---- processors: attribute rules --------------------------------------- */
+
+/* X(ENUM, name): how a rule that cannot be applied is handled. */
+#define SF_ERROR_MODE_MAP(X)        \
+    X(PROPAGATE, "propagate")       \
+    X(IGNORE,    "ignore")          \
+    X(SILENT,    "silent")
+
+typedef enum sf_error_mode {
+#define SF_ERROR_MODE_ENUM(e, name) SF_ERROR_MODE_##e,
+    SF_ERROR_MODE_MAP(SF_ERROR_MODE_ENUM)
+#undef SF_ERROR_MODE_ENUM
+    SF_ERROR_MODE_COUNT
+} sf_error_mode;
+
+/* "propagate", "ignore", "silent"; "?" out of range. */
+const char *sf_error_mode_name(int mode);
+/* "resource", "scope", "span", "spanevent", "link"; "?" out of range. */
+const char *sf_otlp_ctx_name(sf_otlp_ctx c);
+
+typedef enum sf_rule_kind {
+    SF_RULE_KEEP_KEYS,              /* only `keys` survive */
+    SF_RULE_DELETE_KEY,             /* keys[0] does not survive */
+    SF_RULE_CLEAR_STATUS_MESSAGE,   /* span status messages become "" */
+    SF_RULE_CLEAR_TRACE_STATE,      /* trace_state becomes "" (span, link) */
+    SF_RULE_REPLACE_PATTERN,        /* names: every match of pattern -> replacement */
+    SF_RULE_OTHER                   /* anything else the processor does */
+} sf_rule_kind;
+
+typedef struct sf_rule {
+    sf_rule_kind kind;
+    int error_mode;                 /* the SF_ERROR_MODE_* it runs with, or -1: the processor's */
+    size_t n_keys;                  /* KEEP_KEYS, DELETE_KEY */
+    const char *const *keys;        /* sorted by strcmp, unique */
+    const char *pattern;            /* REPLACE_PATTERN, as written unescaped */
+    const char *replacement;
+    const sf_node *node;            /* where it was written, or NULL */
+} sf_rule;
+
+/* A processor's rules per context, in the order they run, and its own
+ * answers to what they let through. */
+typedef struct sf_allowlist_desc {
+    int error_mode;                 /* the processor's SF_ERROR_MODE_* */
+    bool scalar_values_only;        /* a kept key holding a kvlist, bytes or nested array goes */
+    const void *rules;              /* handed back to the functions below */
+    size_t (*count)(const void *rules, sf_otlp_ctx c);
+    /* The i-th rule of context c into *out; false past the end. */
+    bool (*get)(const void *rules, sf_otlp_ctx c, size_t i, sf_rule *out);
+    /* Whether an attribute `key` of context c survives every rule. */
+    bool (*keeps_key)(const void *rules, sf_otlp_ctx c, const char *key);
+    bool (*clears_status_message)(const void *rules);
+    bool (*clears_trace_state)(const void *rules, sf_otlp_ctx c);
+} sf_allowlist_desc;
+
+/* ---- metrics of a type --------------------------------------------------- */
+
+typedef struct sf_metric_row {
+    const char *name;               /* "spanfence_trace_control_open_windows"; NULL ends */
+    bool gauge;                     /* false: a counter, carried over a reload */
+    const char *help;
+    /* A gauge of work still owed: after shutdown a non-zero value is that
+     * many `lost` ("audit record") that `lost_how` ("could not be
+     * written"), and the collector exits 1. NULL for other rows. */
+    const char *lost;
+    const char *lost_how;
+} sf_metric_row;
+
+/* ---- subcommands --------------------------------------------------------- */
+
+typedef struct sf_cli_verb {
+    const char *name;               /* `spanfence trace-level ...`; NULL ends */
+    const char *usage;              /* "set|status|reset ...", for spanfence --help */
+    const char *help;               /* "trace-level windows (--help)" */
+    /* argv[0] is the verb; returns the exit status. */
+    int (*run)(int argc, char **argv);
+} sf_cli_verb;
+
+#endif
