@@ -1120,6 +1120,23 @@ static sf_status flush(cx *c, const mdesc *m, const slot *s, uint32_t *pending, 
     return SF_OK;
 }
 
+/* flush(), inline for its usual cases: nothing held, and at most the dropped
+ * count to write (the input gave none: it would be held). */
+static inline __attribute__((always_inline)) sf_status
+settle(cx *c, const mdesc *m, const slot *s, uint32_t *pending, uint32_t limit, uint64_t removed,
+       bool *dropped_done)
+{
+    const uint32_t below = limit >= 32 ? ~0u : (1u << limit) - 1;
+
+    if ((*pending & below) != 0)
+        return flush(c, m, s, pending, limit, removed, dropped_done);
+    if (!dropped_due(m, removed, *dropped_done, limit))
+        return SF_OK;
+    *dropped_done = true;
+    return put_tag_varint(c, m->dropped, WT_VARINT, true,
+                          removed > UINT32_MAX ? UINT32_MAX : removed);
+}
+
 /* Whether a singular scalar field can leave exactly as it came: canonical
  * (one-byte tag, minimal varints, not a default) and nothing to change in
  * it. Fields from 16 (Span.flags, which protobufjs writes after field 4)
@@ -1361,12 +1378,9 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
         if ((st = run_flush(c, &run, run_end)) != SF_OK)
             return st;
         if (f.num != upto) {
-            if ((pending & ((1u << f.num) - 1)) != 0 ||
-                dropped_due(m, removed, dropped_done, f.num)) {
-                st = flush(c, m, s, &pending, f.num, removed, &dropped_done);
-                if (st != SF_OK)
-                    return st;
-            }
+            st = settle(c, m, s, &pending, f.num, removed, &dropped_done);
+            if (st != SF_OK)
+                return st;
             upto = f.num;
         }
         if (!d->repeated) {
@@ -1418,7 +1432,7 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
     }
     if ((st = run_flush(c, &run, run_end)) != SF_OK)
         return st;
-    st = flush(c, m, s, &pending, 32, removed, &dropped_done);
+    st = settle(c, m, s, &pending, 32, removed, &dropped_done);
     if (st != SF_OK)
         return st;
     return msg_done(c, kind, removed, spans_before, cls, res);
