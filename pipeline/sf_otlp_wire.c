@@ -694,7 +694,18 @@ static inline sf_status open_len(cx *c, uint32_t num, size_t estimate, size_t *h
 }
 
 /* The real prefix; the content moves only if its size needs another. */
-static sf_status close_len(cx *c, size_t hpos, size_t hlen)
+static __attribute__((noinline)) sf_status close_len_move(cx *c, size_t hpos, size_t hlen,
+                                                           size_t n, size_t need)
+{
+    if (need > hlen && reserve(c, need - hlen) != SF_OK)
+        return SF_ENOMEM;
+    memmove(c->buf->data + hpos + need, c->buf->data + hpos + hlen, n);
+    c->len = c->len - hlen + need;
+    varint_put(c->buf->data + hpos, n);
+    return SF_OK;
+}
+
+static inline __attribute__((always_inline)) sf_status close_len(cx *c, size_t hpos, size_t hlen)
 {
     size_t n, need;
 
@@ -702,12 +713,8 @@ static sf_status close_len(cx *c, size_t hpos, size_t hlen)
         return SF_OK;
     n = c->len - hpos - hlen;
     need = varint_size(n);
-    if (need != hlen) {
-        if (need > hlen && reserve(c, need - hlen) != SF_OK)
-            return SF_ENOMEM;
-        memmove(c->buf->data + hpos + need, c->buf->data + hpos + hlen, n);
-        c->len = c->len - hlen + need;
-    }
+    if (need != hlen)
+        return close_len_move(c, hpos, hlen, n, need);
     varint_put(c->buf->data + hpos, n);
     return SF_OK;
 }
@@ -762,8 +769,9 @@ static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, uint32
                                                           unsigned depth, bool *removed);
 
 /* Write sub-message field `num` of kind `kind` holding [p, end). */
-static sf_status child(cx *c, uint32_t num, unsigned kind, const uint8_t *p, const uint8_t *end,
-                       unsigned depth, result *res)
+static inline __attribute__((always_inline)) sf_status
+child(cx *c, uint32_t num, unsigned kind, const uint8_t *p, const uint8_t *end, unsigned depth,
+      result *res)
 {
     size_t hpos = 0, hlen = 0;
     sf_status st = open_len(c, num, (size_t)(end - p), &hpos, &hlen);
