@@ -642,14 +642,47 @@ static inline size_t varint_put(uint8_t *p, uint64_t v)
     return n;
 }
 
+/* n bytes from s to d, inline for the short copies of attributes and runs
+ * of scalars: overlapping loads and stores, never outside either range. */
+static inline __attribute__((always_inline)) void copy(uint8_t *d, const uint8_t *s, size_t n)
+{
+#if defined(__SSE2__)
+    if (n >= 16 && n <= 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)s);
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + n - 16));
+
+        if (n > 32) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(s + 16));
+            __m128i y = _mm_loadu_si128((const __m128i *)(const void *)(s + n - 32));
+
+            _mm_storeu_si128((__m128i *)(void *)(d + 16), x);
+            _mm_storeu_si128((__m128i *)(void *)(d + n - 32), y);
+        }
+        _mm_storeu_si128((__m128i *)(void *)d, a);
+        _mm_storeu_si128((__m128i *)(void *)(d + n - 16), b);
+        return;
+    }
+#endif
+    if (n >= 8 && n < 16) {
+        uint64_t a, b;
+
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+        memcpy(d, &a, 8);
+        memcpy(d + n - 8, &b, 8);
+        return;
+    }
+    if (n > 0)
+        memcpy(d, s, n);
+}
+
 static inline __attribute__((always_inline)) sf_status put(cx *c, const void *p, size_t n)
 {
     if (c->discard)
         return SF_OK;
     if (reserve(c, n) != SF_OK)
         return SF_ENOMEM;
-    if (n > 0)
-        memcpy(c->buf->data + c->len, p, n);
+    copy(c->buf->data + c->len, p, n);
     c->len += n;
     return SF_OK;
 }
