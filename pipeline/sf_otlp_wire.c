@@ -796,7 +796,24 @@ typedef struct result {
 
 static sf_status msg(cx *c, unsigned kind, const uint8_t *p, const uint8_t *end, unsigned depth,
                      result *res);
-static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, uint32_t num,
+/* What kv() asks of the edit for attributes of one context, read once per
+ * run of attributes (the writer's byte stores could alias the edit). */
+typedef struct kvjudge {
+    const sf_otlp_keyset *keys; /* NULL: every key stays */
+    bool scalar_only;           /* kept_value_types: scalar */
+    bool match;                 /* resource matches to check */
+} kvjudge;
+
+static inline kvjudge kv_judge(const cx *c, int ctx)
+{
+    const sf_otlp_edit *e = ctx >= 0 ? c->edit : NULL;
+
+    return (kvjudge){ .keys = e != NULL ? e->keys[ctx] : NULL,
+                      .scalar_only = e != NULL && e->scalar_values_only,
+                      .match = ctx == SF_OTLP_RESOURCE && c->n_match > 0 };
+}
+
+static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, kvjudge j, uint32_t num,
                                                           const uint8_t *field,
                                                           const uint8_t *p, const uint8_t *end,
                                                           unsigned depth, bool *removed);
@@ -979,8 +996,10 @@ put_repeated(cx *c, const mdesc *m, const fdesc *d, const fld *f, unsigned depth
     if (d->child == SF_OTLP_MSG_KEY_VALUE) {
         bool gone = false;
 
-        st = kv(c, d->role == R_ATTRS ? m->ctx : -1, f->num, f->start, f->val, f->val + f->u,
-                depth, &gone);
+        const int actx = d->role == R_ATTRS ? m->ctx : -1;
+
+        st = kv(c, actx, kv_judge(c, actx), f->num, f->start, f->val, f->val + f->u, depth,
+                &gone);
         *removed += gone;
         return st;
     }
@@ -1431,6 +1450,8 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
                 return SF_RESTART;      /* merge: generic() */
             seen |= 1u << f.num;
             st = child(c, f.num, d->child, f.val, f.val + f.u, depth, &r);
+        } else if (d->child == SF_OTLP_MSG_KEY_VALUE && f.start[0] < 0x80) {
+            p = f.start;        /* the run below takes this attribute too */
         } else {
             st = put_repeated(c, m, d, &f, depth, &removed, &cls);
         }
@@ -1441,6 +1462,7 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
              * same one-byte tag, read here without the general reader */
             if (d->child == SF_OTLP_MSG_KEY_VALUE) {
                 const int actx = d->role == R_ATTRS ? m->ctx : -1;
+                const kvjudge j = kv_judge(c, actx);
                 bool gone = false;
 
                 while (st == SF_OK && p < end && *p == tag) {
@@ -1449,7 +1471,7 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
 
                     if (rd_varint(&q, end, 5, &n) != 0 || n > (uint64_t)(end - q))
                         break;          /* next_field says what is wrong */
-                    st = kv(c, actx, f.num, p, q, q + n, depth, &gone);
+                    st = kv(c, actx, j, f.num, p, q, q + n, depth, &gone);
                     removed += gone;
                     p = q + n;
                 }
@@ -1733,7 +1755,7 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
  * context; *removed when it is not written. The usual attribute, already
  * canonical (a key with 1 byte of length, one canonical scalar value), is
  * checked, judged and copied whole here; anything else goes to kv_general. */
-static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, uint32_t num,
+static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, kvjudge j, uint32_t num,
                                                           const uint8_t *field,
                                                           const uint8_t *p, const uint8_t *end,
                                                           unsigned depth, bool *removed)
@@ -1753,23 +1775,17 @@ static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, uint32
         (size_t)(q - (key + klen + 1)) != varint_size(n) || !any_canonical(q, end, &r))
         return kv_general(c, ctx, num, p, end, depth, removed);
     *removed = false;
-    if (ctx >= 0 && c->edit != NULL) {
-        const sf_otlp_edit *e = c->edit;
-        const int v = e->keys[ctx] != NULL ? keyset_judge(e->keys[ctx], key, klen) : KS_KEEP;
+    {
+        const int v = j.keys != NULL ? keyset_judge(j.keys, key, klen) : KS_KEEP;
 
         if (!(v & KS_LISTED) && !utf8_valid(key, klen))
             return bad(c, "string field is not UTF-8");
-        if (c->n_match > 0 && ctx == SF_OTLP_RESOURCE)
+        if (j.match)
             match_kv(c, key, klen, &r);
-        if (!(v & KS_KEEP) || (e->scalar_values_only && r.cls == CLS_OTHER)) {
+        if (!(v & KS_KEEP) || (j.scalar_only && r.cls == CLS_OTHER)) {
             *removed = true;
             return SF_OK;
         }
-    } else {
-        if (!utf8_valid(key, klen))
-            return bad(c, "string field is not UTF-8");
-        if (ctx >= 0 && c->n_match > 0 && ctx == SF_OTLP_RESOURCE)
-            match_kv(c, key, klen, &r);
     }
     if ((size_t)(p - field) == varint_size((uint64_t)num << 3 | WT_LEN) +
                                varint_size((uint64_t)(end - p)))
