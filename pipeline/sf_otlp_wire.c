@@ -1372,7 +1372,7 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
 
     if (kind == SF_OTLP_MSG_RESOURCE_SPANS)
         c->match_bits = 0;
-    if (m->name != 0 && renames(c, m->ctx)) {
+    if ((c->held[kind] >> m->name & 1) && m->name != 0 && renames(c, m->ctx)) {
         s[m->name].val = (const uint8_t *)"";   /* absent: "" (see renames) */
         s[m->name].u = 0;
         pending |= 1u << m->name;
