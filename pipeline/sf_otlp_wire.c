@@ -1360,6 +1360,7 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
                         unsigned depth, result *res)
 {
     const mdesc *m = &schema[kind];
+    const uint32_t held = c->held[kind];   /* read once: the writer's stores may alias */
     slot s[SLOTS_MAX];          /* only the entries in `pending` are read */
     const uint8_t *run = NULL, *run_end = NULL;    /* scalars copied as they are */
     uint32_t pending = 0, seen = 0, upto = 0;
@@ -1372,7 +1373,7 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
 
     if (kind == SF_OTLP_MSG_RESOURCE_SPANS)
         c->match_bits = 0;
-    if ((c->held[kind] >> m->name & 1) && m->name != 0 && renames(c, m->ctx)) {
+    if ((held >> m->name & 1) && m->name != 0 && renames(c, m->ctx)) {
         s[m->name].val = (const uint8_t *)"";   /* absent: "" (see renames) */
         s[m->name].u = 0;
         pending |= 1u << m->name;
@@ -1383,7 +1384,7 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
         if (*p < 0x80 && quick[kind][*p] != Q_NONE) {
             const uint32_t num = *p >> 3;
 
-            if (num > upto && (pending & ((2u << num) - 1)) == 0 && !(c->held[kind] >> num & 1) &&
+            if (num > upto && (pending & ((2u << num) - 1)) == 0 && !(held >> num & 1) &&
                 !dropped_due(m, removed, dropped_done, num)) {
                 const unsigned q = quick[kind][*p];
                 const uint8_t *e = NULL;
