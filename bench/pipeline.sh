@@ -8,10 +8,12 @@
 #   bench/pipeline.sh [ROUNDS=5] [REQUESTS_PER_THREAD=200] [THREADS=2]
 #   SF_BENCH_COMPRESSION=none|gzip      exporter compression (default gzip)
 #   SF_BENCH_EXPORTER=otlphttp|otlp     which exporter (default otlphttp). otlp
-#       sends OTLP/gRPC to a relay spanfence (bench/configs/relay.yaml, not
-#       measured) that forwards to sf_sink, so the sink still counts spans.
-#   SF_BENCH_PIN=1|0                    pin spanfence to CPU 0 and the load,
-#       relay and sink to CPU 1 (default 1 when there are 2 CPUs or more)
+#       sends OTLP/gRPC to a second spanfence as the sink
+#       (bench/configs/relay.yaml, not measured), which counts what arrives.
+#   SF_BENCH_PIN=1|0                    pin spanfence to CPU 0 and the load
+#       and the sink to CPU 1 (default 1 when there are 2 CPUs or more)
+# A request the collector refuses (its queue full: the exporter is behind)
+# is counted and reported; its spans are not in the rates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
@@ -33,7 +35,7 @@ esac
 pin_sf=() pin_peer=() pinning="none"
 if [ "${SF_BENCH_PIN:-1}" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
     pin_sf=(taskset -c 0) pin_peer=(taskset -c 1)
-    pinning="spanfence on CPU 0; sf_send, relay and sf_sink on CPU 1"
+    pinning="spanfence on CPU 0; sf_send and the sink on CPU 1"
 fi
 tmp=$(mktemp -d)
 sf_pid="" relay_pid="" sink_pid=""
@@ -56,12 +58,13 @@ queued() {
     curl -s "http://127.0.0.1:$1/metrics" | awk '/^spanfence_exporter_queued_spans/{s+=$2} END{print s+0}'
 }
 
-"${pin_peer[@]}" "$build/sf_sink" -p "$SF_BENCH_SINK_PORT" >"$tmp/sink.out" 2>"$tmp/sink.err" &
-sink_pid=$!
 if [ "$exporter" = otlp ]; then
     "${pin_peer[@]}" "$build/spanfence" --config bench/configs/relay.yaml 2>"$tmp/relay.err" &
     relay_pid=$!
     wait_metrics "$SF_BENCH_RELAY_METRICS_PORT"
+else
+    "${pin_peer[@]}" "$build/sf_sink" -p "$SF_BENCH_SINK_PORT" >"$tmp/sink.out" 2>"$tmp/sink.err" &
+    sink_pid=$!
 fi
 "${pin_sf[@]}" "$build/spanfence" --config "$config" 2>"$tmp/sf.err" &
 sf_pid=$!
@@ -70,12 +73,13 @@ sleep 0.5
 idle_kib=$(kib_of $sf_pid VmRSS)
 
 : >"$tmp/rates"
-acked=0
+acked=0 refused=0
 for r in $(seq "$rounds"); do
     c0=$(cpu_of $sf_pid)
     t0=$(date +%s.%N)
     "${pin_peer[@]}" "$build/sf_send" --endpoint "127.0.0.1:$SF_BENCH_GRPC_PORT" --spans $spans \
-        --requests "$requests" --threads "$threads" >"$tmp/send.out"
+        --requests "$requests" --threads "$threads" >"$tmp/send.out" || true
+    refused=$((refused + $(awk '/^  [A-Z_]+: /&&$1!="OK:"{s+=$2} END{print s+0}' "$tmp/send.out")))
     # wait for the queue to drain so the exporter's CPU is counted
     for _ in $(seq 200); do
         [ "$(queued "$SF_BENCH_METRICS_PORT")" = 0 ] && break
@@ -84,6 +88,7 @@ for r in $(seq "$rounds"); do
     t1=$(date +%s.%N)
     c1=$(cpu_of $sf_pid)
     sent=$(awk '/spans accepted/{gsub(",","",$8); print $8}' "$tmp/send.out")
+    [ -n "$sent" ] || { echo "pipeline.sh: sf_send failed: $(cat "$tmp/send.out")" >&2; exit 1; }
     acked=$((acked + sent))
     awk -v s="$sent" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" 'BEGIN {
         cpu = c1 - c0; wall = t1 - t0;
@@ -94,20 +99,19 @@ peak_kib=$(kib_of $sf_pid VmHWM)
 metrics=$(curl -s "http://127.0.0.1:$SF_BENCH_METRICS_PORT/metrics")
 kill -TERM $sf_pid; wait $sf_pid || true
 if [ -n "$relay_pid" ]; then
-    for _ in $(seq 200); do
-        [ "$(queued "$SF_BENCH_RELAY_METRICS_PORT")" = 0 ] && break
-        sleep 0.05
-    done
+    sunk=$(curl -s "http://127.0.0.1:$SF_BENCH_RELAY_METRICS_PORT/metrics" |
+        awk '/^otelcol_receiver_accepted_spans/{s+=$2} END{print s+0}')
     kill -TERM $relay_pid; wait $relay_pid || true
+else
+    kill -TERM $sink_pid; wait $sink_pid || true
+    sunk=$(awk '{print $4}' "$tmp/sink.out")
 fi
-kill -TERM $sink_pid; wait $sink_pid || true
 
 per_cpu=$(awk '{print $1}' "$tmp/rates" | median)
 per_wall=$(awk '{print $2}' "$tmp/rates" | median)
 cpu_per_m=$(awk '{print $3}' "$tmp/rates" | median)
 accepted=$(echo "$metrics" | awk '/^otelcol_receiver_accepted_spans/{s+=$2} END{print s+0}')
 exported=$(echo "$metrics" | awk '/^otelcol_exporter_sent_spans/{s+=$2} END{print s+0}')
-sunk=$(awk '{print $4}' "$tmp/sink.out")
 echo
 echo "== spanfence end to end ($rounds rounds x $threads threads x $requests requests x $spans spans)"
 echo "  exporter: $exporter, compression ${SF_BENCH_COMPRESSION:-gzip}; pinning: $pinning"
@@ -120,6 +124,7 @@ printf "  idle RSS:                      %9.1f MiB\n" "$(awk -v k="$idle_kib" 'B
 printf "  peak RSS (VmHWM):              %9.1f MiB\n" "$(awk -v k="$peak_kib" 'BEGIN{print k/1024}')"
 printf "  acknowledged / accepted / exported / sink: %s / %s / %s / %s\n" "$acked" "$accepted" \
     "$exported" "$sunk"
+printf "  requests refused (queue full):  %s\n" "$refused"
 loss=ok
 [ "$acked" = "$sunk" ] && [ "$accepted" = "$exported" ] || loss=MISMATCH
 echo "  loss check (sink = acknowledged): $loss"
