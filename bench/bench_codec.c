@@ -1,14 +1,19 @@
 /* bench/bench_codec.c: per-stage cost of the hot path on one core, for the
  * SGLang-like batch of bench/sample_batch.h: the floors the end-to-end
  * figures are compared with. Prints spans per CPU-second for each stage
- * (median of `rounds` rounds, CPU time of this thread).
- *   bench_codec [spans=512] [rounds=5] [only stages whose name has this] */
+ * (median of `rounds` rounds, CPU time of this thread), then the exporters'
+ * compression (gzip on libdeflate at levels 1 and 6, zstd at 1 and 3) of
+ * the allowlisted batch, for the sample batch and for the same spans with
+ * high-entropy ids: bytes per span and CPU per span, median [min-max].
+ *   bench_codec [spans=512] [rounds=5] [only stages whose name has this]
+ * ("compress" selects the compression table alone). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "sample_batch.h"
+#include "sf_compress.h"
 #include "internal/sf_core.h"
 #include "../processors/transform/transform.h"
 
@@ -181,6 +186,51 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The exporters' compression of the allowlisted batch (what they send),
+ * each compressor reused across iterations as a sender worker does. */
+static int bench_compression(const char *label, const uint8_t *data, size_t len, long spans,
+                             int rounds)
+{
+    static const struct { sf_compression c; int level; } codecs[] = {
+        { SF_COMPRESSION_GZIP, 1 }, { SF_COMPRESSION_GZIP, 6 },
+        { SF_COMPRESSION_ZSTD, 1 }, { SF_COMPRESSION_ZSTD, 3 },
+    };
+    sf_buf *filtered;
+    double t[32];
+
+    if (sf_otlp_rewrite(data, len, SF_OTLP_DEFAULT_MAX_DEPTH, allow_edit, &filtered, NULL) != SF_OK)
+        return -1;
+    printf("%s: %zu B/span encoded, %zu B/span allowlisted (what is compressed)\n", label,
+           len / (size_t)spans, filtered->len / (size_t)spans);
+    for (size_t k = 0; k < sizeof(codecs) / sizeof(codecs[0]); k++) {
+        sf_compressor *c = sf_compressor_create(codecs[k].c, codecs[k].level);
+        const uint8_t *z;
+        size_t zlen = 0;
+        long iters = 20;
+
+        if (c == NULL)
+            return -1;
+        for (int r = 0; r < rounds; r++) {
+            double t0 = cpu_now();
+
+            for (long i = 0; i < iters; i++) {
+                if (sf_compressor_run(c, filtered->data, filtered->len, &z, &zlen) != SF_OK)
+                    return -1;
+                sink += z[zlen - 1];
+            }
+            t[r] = (cpu_now() - t0) * 1e9 / (double)(spans * iters);  /* ns per span */
+        }
+        qsort(t, (size_t)rounds, sizeof(double), cmp_double);
+        printf("  %-4s level %-2d %7.1f B/span (%4.1fx)  %7.0f ns/span [%.0f-%.0f]  %9.0f spans/CPU-s\n",
+               sf_compression_name(codecs[k].c), codecs[k].level, (double)zlen / (double)spans,
+               (double)filtered->len / (double)zlen, t[rounds / 2], t[0], t[rounds - 1],
+               1e9 / t[rounds / 2]);
+        sf_compressor_destroy(c);
+    }
+    sf_buf_unref(filtered);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct { const char *name; stage_fn fn; long iters_mult; } stages[] = {
@@ -207,16 +257,27 @@ int main(int argc, char **argv)
     if (rounds > 32)
         rounds = 32;
     printf("batch: %ld spans, %zu bytes (%.0f B/span)\n", spans, len, (double)len / (double)spans);
-    printf("%-40s %16s\n", "stage (one core, median)", "spans/CPU-s");
+    if (only == NULL || strcmp(only, "compress") != 0)
+        printf("%-40s %16s\n", "stage (one core, median)", "spans/CPU-s");
     for (size_t s = 0; s < sizeof(stages) / sizeof(stages[0]); s++) {
         long n = iters * stages[s].iters_mult;
 
-        if (only != NULL && strstr(stages[s].name, only) == NULL)
+        if (only != NULL && (strstr(stages[s].name, only) == NULL || strcmp(only, "compress") == 0))
             continue;
         for (int r = 0; r < rounds; r++)
             t[r] = stages[s].fn(data, len, arena, n);
         qsort(t, (size_t)rounds, sizeof(double), cmp_double);
         printf("%-40s %16.0f\n", stages[s].name, (double)(spans * n) / t[rounds / 2]);
+    }
+    if (only == NULL || strcmp(only, "compress") == 0) {
+        size_t rlen = 0;
+        uint8_t *rdata = sf_sample_request_random((size_t)spans, 1, &rlen);
+
+        printf("\nexporter compression (one core, median [min-max] of %d rounds)\n", rounds);
+        if (rdata == NULL || bench_compression("sample batch", data, len, spans, rounds) != 0 ||
+            bench_compression("high-entropy ids", rdata, rlen, spans, rounds) != 0)
+            return 1;
+        sf_free(rdata);
     }
     allowlist_destroy();
     sf_arena_destroy(mem);

@@ -2,10 +2,18 @@
 # End-to-end benchmark: sf_send (OTLP/gRPC, SGLang-like 512-span batches)
 # -> spanfence (allowlist) -> sf_sink (OTLP/HTTP). Measures spanfence's own
 # CPU time (utime+stime from /proc) and memory (VmRSS idle, VmHWM peak), and
-# prints the median of ROUNDS rounds next to the one-core codec floors.
+# prints the median and range of ROUNDS rounds next to the one-core codec
+# floors.
 #
 #   bench/pipeline.sh [ROUNDS=5] [REQUESTS_PER_THREAD=200] [THREADS=2]
-#   SF_BENCH_COMPRESSION=none bench/pipeline.sh     exporter without gzip
+#   SF_BENCH_COMPRESSION=none|gzip      exporter compression (default gzip)
+#   SF_BENCH_EXPORTER=otlphttp|otlp     which exporter (default otlphttp). otlp
+#       sends OTLP/gRPC to a second spanfence as the sink
+#       (bench/configs/relay.yaml, not measured), which counts what arrives.
+#   SF_BENCH_PIN=1|0                    pin spanfence to CPU 0 and the load
+#       and the sink to CPU 1 (default 1 when there are 2 CPUs or more)
+# A request the collector refuses (its queue full: the exporter is behind)
+# is counted and reported; its spans are not in the rates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
@@ -13,44 +21,75 @@ requests=${2:-200}
 threads=${3:-2}
 spans=512
 build=${BUILD:-build}
+exporter=${SF_BENCH_EXPORTER:-otlphttp}
 export SF_BENCH_GRPC_PORT=${SF_BENCH_GRPC_PORT:-14317}
 export SF_BENCH_SINK_PORT=${SF_BENCH_SINK_PORT:-14319}
+export SF_BENCH_RELAY_PORT=${SF_BENCH_RELAY_PORT:-14320}
 export SF_BENCH_METRICS_PORT=${SF_BENCH_METRICS_PORT:-18888}
+export SF_BENCH_RELAY_METRICS_PORT=${SF_BENCH_RELAY_METRICS_PORT:-18889}
+case "$exporter" in
+    otlphttp) config=bench/configs/pipeline.yaml ;;
+    otlp)     config=bench/configs/pipeline_grpc.yaml ;;
+    *) echo "pipeline.sh: SF_BENCH_EXPORTER must be otlphttp or otlp" >&2; exit 2 ;;
+esac
+pin_sf=() pin_peer=() pinning="none"
+if [ "${SF_BENCH_PIN:-1}" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+    pin_sf=(taskset -c 0) pin_peer=(taskset -c 1)
+    pinning="spanfence on CPU 0; sf_send and the sink on CPU 1"
+fi
 tmp=$(mktemp -d)
-trap 'kill $sf_pid $sink_pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
+sf_pid="" relay_pid="" sink_pid=""
+trap 'kill $sf_pid $relay_pid $sink_pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
 ticks=$(getconf CLK_TCK)
 cpu_of() { awk -v t="$ticks" '{print ($14+$15)/t}' "/proc/$1/stat"; }
 kib_of() { awk -v k="$2" '$1==k":"{print $2}' "/proc/$1/status"; }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+range() { sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%.0f-%.0f", lo, hi}'; }
+wait_metrics() {
+    for _ in $(seq 100); do
+        curl -sf "http://127.0.0.1:$1/metrics" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    echo "pipeline.sh: nothing answers on metrics port $1" >&2
+    return 1
+}
+queued() {
+    curl -s "http://127.0.0.1:$1/metrics" | awk '/^spanfence_exporter_queued_spans/{s+=$2} END{print s+0}'
+}
 
-"$build/sf_sink" -p "$SF_BENCH_SINK_PORT" >"$tmp/sink.out" 2>"$tmp/sink.err" &
-sink_pid=$!
-"$build/spanfence" --config bench/configs/pipeline.yaml 2>"$tmp/sf.err" &
+if [ "$exporter" = otlp ]; then
+    "${pin_peer[@]}" "$build/spanfence" --config bench/configs/relay.yaml 2>"$tmp/relay.err" &
+    relay_pid=$!
+    wait_metrics "$SF_BENCH_RELAY_METRICS_PORT"
+else
+    "${pin_peer[@]}" "$build/sf_sink" -p "$SF_BENCH_SINK_PORT" >"$tmp/sink.out" 2>"$tmp/sink.err" &
+    sink_pid=$!
+fi
+"${pin_sf[@]}" "$build/spanfence" --config "$config" 2>"$tmp/sf.err" &
 sf_pid=$!
-for _ in $(seq 100); do
-    curl -sf "http://127.0.0.1:$SF_BENCH_METRICS_PORT/metrics" >/dev/null 2>&1 && break
-    sleep 0.1
-done
+wait_metrics "$SF_BENCH_METRICS_PORT"
 sleep 0.5
 idle_kib=$(kib_of $sf_pid VmRSS)
 
 : >"$tmp/rates"
+acked=0 refused=0
 for r in $(seq "$rounds"); do
     c0=$(cpu_of $sf_pid)
     t0=$(date +%s.%N)
-    "$build/sf_send" --endpoint "127.0.0.1:$SF_BENCH_GRPC_PORT" --spans $spans \
-        --requests "$requests" --threads "$threads" >"$tmp/send.out"
+    "${pin_peer[@]}" "$build/sf_send" --endpoint "127.0.0.1:$SF_BENCH_GRPC_PORT" --spans $spans \
+        --requests "$requests" --threads "$threads" >"$tmp/send.out" || true
+    refused=$((refused + $(awk '/^  [A-Z_]+: /&&$1!="OK:"{s+=$2} END{print s+0}' "$tmp/send.out")))
     # wait for the queue to drain so the exporter's CPU is counted
     for _ in $(seq 200); do
-        q=$(curl -s "http://127.0.0.1:$SF_BENCH_METRICS_PORT/metrics" |
-            awk '/^spanfence_exporter_queued_spans/{print $2}')
-        [ "${q:-1}" = 0 ] && break
+        [ "$(queued "$SF_BENCH_METRICS_PORT")" = 0 ] && break
         sleep 0.05
     done
     t1=$(date +%s.%N)
     c1=$(cpu_of $sf_pid)
     sent=$(awk '/spans accepted/{gsub(",","",$8); print $8}' "$tmp/send.out")
+    [ -n "$sent" ] || { echo "pipeline.sh: sf_send failed: $(cat "$tmp/send.out")" >&2; exit 1; }
+    acked=$((acked + sent))
     awk -v s="$sent" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" 'BEGIN {
         cpu = c1 - c0; wall = t1 - t0;
         printf "%.0f %.0f %.3f\n", s / cpu, s / wall, cpu * 1e6 / s }' >>"$tmp/rates"
@@ -59,7 +98,14 @@ done
 peak_kib=$(kib_of $sf_pid VmHWM)
 metrics=$(curl -s "http://127.0.0.1:$SF_BENCH_METRICS_PORT/metrics")
 kill -TERM $sf_pid; wait $sf_pid || true
-kill -TERM $sink_pid; wait $sink_pid || true
+if [ -n "$relay_pid" ]; then
+    sunk=$(curl -s "http://127.0.0.1:$SF_BENCH_RELAY_METRICS_PORT/metrics" |
+        awk '/^otelcol_receiver_accepted_spans/{s+=$2} END{print s+0}')
+    kill -TERM $relay_pid; wait $relay_pid || true
+else
+    kill -TERM $sink_pid; wait $sink_pid || true
+    sunk=$(awk '{print $4}' "$tmp/sink.out")
+fi
 
 per_cpu=$(awk '{print $1}' "$tmp/rates" | median)
 per_wall=$(awk '{print $2}' "$tmp/rates" | median)
@@ -67,15 +113,22 @@ cpu_per_m=$(awk '{print $3}' "$tmp/rates" | median)
 accepted=$(echo "$metrics" | awk '/^otelcol_receiver_accepted_spans/{s+=$2} END{print s+0}')
 exported=$(echo "$metrics" | awk '/^otelcol_exporter_sent_spans/{s+=$2} END{print s+0}')
 echo
-echo "== spanfence end to end ($rounds rounds x $threads threads x $requests requests x $spans spans, exporter compression ${SF_BENCH_COMPRESSION:-gzip})"
-printf "  median spans per CPU-second:   %12.0f\n" "$per_cpu"
-printf "  median spans per second (wall):%12.0f\n" "$per_wall"
-printf "  median CPU-seconds per M spans:%12.3f\n" "$cpu_per_m"
+echo "== spanfence end to end ($rounds rounds x $threads threads x $requests requests x $spans spans)"
+echo "  exporter: $exporter, compression ${SF_BENCH_COMPRESSION:-gzip}; pinning: $pinning"
+printf "  spans per CPU-second:          %12.0f median, range %s\n" "$per_cpu" \
+    "$(awk '{print $1}' "$tmp/rates" | range)"
+printf "  spans per second (wall):       %12.0f median, range %s\n" "$per_wall" \
+    "$(awk '{print $2}' "$tmp/rates" | range)"
+printf "  CPU-seconds per M spans:       %12.3f median\n" "$cpu_per_m"
 printf "  idle RSS:                      %9.1f MiB\n" "$(awk -v k="$idle_kib" 'BEGIN{print k/1024}')"
 printf "  peak RSS (VmHWM):              %9.1f MiB\n" "$(awk -v k="$peak_kib" 'BEGIN{print k/1024}')"
-printf "  accepted / exported spans:     %s / %s\n" "$accepted" "$exported"
-printf "  sink received:                 %s\n" "$(cat "$tmp/sink.out")"
-printf "  vs Fluent Bit (34 k spans/CPU-s): %.1fx\n" "$(awk -v r="$per_cpu" 'BEGIN{print r/34000}')"
+printf "  acknowledged / accepted / exported / sink: %s / %s / %s / %s\n" "$acked" "$accepted" \
+    "$exported" "$sunk"
+printf "  requests refused (queue full):  %s\n" "$refused"
+loss=ok
+[ "$acked" = "$sunk" ] && [ "$accepted" = "$exported" ] || loss=MISMATCH
+echo "  loss check (sink = acknowledged): $loss"
 echo
 echo "== one-core floors (bench_codec, same batch)"
-"$build/bench_codec" $spans 5
+"${pin_sf[@]}" "$build/bench_codec" $spans 5
+[ "$loss" = ok ]

@@ -2,7 +2,12 @@
  * test sender (tools/sf_send.c) and the benchmarks. Each span has 12
  * attributes (5 of them on the allowlist in bench/configs, the rest stand-ins
  * for prompt text, output text and customer ids) and 2 events with 3
- * attributes each (1 allowlisted). About 1 KB per span encoded. */
+ * attributes each (1 allowlisted). About 1 KB per span encoded.
+ * sf_sample_request() numbers its ids (seed, then a counter), which makes
+ * them cheap to compress; sf_sample_request_random() gives the same spans
+ * the ids a real engine makes: random 16-byte trace ids shared by the 4
+ * spans of a request, random 8-byte span ids, parents, a random
+ * 32-hex-digit request id per request and jittered times and counts. */
 #ifndef SF_BENCH_SAMPLE_BATCH_H
 #define SF_BENCH_SAMPLE_BATCH_H
 
@@ -60,9 +65,16 @@ static const char sample_prompt[] =
     "and they asked about the refund for order 88123. Summarise their last three "
     "messages and draft a reply that apologises for the delay.";
 
-/* Packed ExportTraceServiceRequest with `spans` spans; `seed` varies ids.
- * Returns an sf_malloc'd buffer (sf_free it) and its length, or NULL. */
-static uint8_t *sf_sample_request(size_t spans, uint64_t seed, size_t *len)
+/* xorshift64*: reproducible "random" ids from a seed. */
+static uint64_t sample_rand(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ull;
+}
+
+static uint8_t *sample_request(size_t spans, uint64_t seed, int random_ids, size_t *len)
 {
     sf_arena *a = sf_arena_create(1 << 20, 0);
     sf_otlp_request req = OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_REQUEST__INIT;
@@ -75,6 +87,8 @@ static uint8_t *sf_sample_request(size_t spans, uint64_t seed, size_t *len)
     sf_otlp_kv *res_attrs[3];
     uint8_t *out;
     char buf[64];
+    uint64_t rng = seed * 0x9e3779b97f4a7c15ull + 1, rid[2] = { 0, 0 };
+    uint8_t *tid = NULL, *root = NULL;
 
     if (a == NULL)
         return NULL;
@@ -98,14 +112,38 @@ static uint8_t *sf_sample_request(size_t spans, uint64_t seed, size_t *len)
         sf_otlp_span *sp = sf_arena_alloc(a, sizeof(*sp));
         sf_otlp_status *status = sf_arena_alloc(a, sizeof(*status));
         uint64_t id = seed * 1000003u + i + 1;
-        uint8_t *tid = sf_arena_alloc(a, 16), *sid = sf_arena_alloc(a, 8);
+        uint8_t *sid = sf_arena_alloc(a, 8);
 
         opentelemetry__proto__trace__v1__span__init(sp);
         opentelemetry__proto__trace__v1__status__init(status);
-        memset(tid, 0, 16);
-        memcpy(tid, &seed, sizeof(seed));
-        memcpy(tid + 8, &id, sizeof(id));
-        memcpy(sid, &id, sizeof(id));
+        if (!random_ids) {
+            tid = sf_arena_alloc(a, 16);
+            memset(tid, 0, 16);
+            memcpy(tid, &seed, sizeof(seed));
+            memcpy(tid + 8, &id, sizeof(id));
+            memcpy(sid, &id, sizeof(id));
+        } else {
+            uint64_t r;
+
+            if (i % 4 == 0) {   /* a new request: its trace and its id */
+                tid = sf_arena_alloc(a, 16);
+                r = sample_rand(&rng);
+                memcpy(tid, &r, 8);
+                r = sample_rand(&rng);
+                memcpy(tid + 8, &r, 8);
+                rid[0] = sample_rand(&rng);
+                rid[1] = sample_rand(&rng);
+            }
+            r = sample_rand(&rng);
+            memcpy(sid, &r, 8);
+            if (i % 4 == 0) {
+                root = sid;
+            } else {
+                sp->parent_span_id.data = root;
+                sp->parent_span_id.len = 8;
+            }
+            id = sample_rand(&rng) % 1000000000u;    /* times and counts jitter */
+        }
         sp->trace_id.data = tid;
         sp->trace_id.len = 16;
         sp->span_id.data = sid;
@@ -113,13 +151,19 @@ static uint8_t *sf_sample_request(size_t spans, uint64_t seed, size_t *len)
         sp->name = (char *)"decode_step";
         sp->kind = OPENTELEMETRY__PROTO__TRACE__V1__SPAN__SPAN_KIND__SPAN_KIND_INTERNAL;
         sp->start_time_unix_nano = 1764480000000000000ull + id * 1000;
-        sp->end_time_unix_nano = sp->start_time_unix_nano + 25000000ull;
+        sp->end_time_unix_nano = sp->start_time_unix_nano + 25000000ull + (random_ids ? id % 20000000u : 0);
         sp->n_attributes = 12;
         sp->attributes = sf_arena_alloc(a, 12 * sizeof(*sp->attributes));
-        snprintf(buf, sizeof(buf), "req-%016llx", (unsigned long long)id);
+        if (random_ids)
+            snprintf(buf, sizeof(buf), "req-%016llx%016llx", (unsigned long long)rid[0],
+                     (unsigned long long)rid[1]);
+        else
+            snprintf(buf, sizeof(buf), "req-%016llx", (unsigned long long)id);
         sp->attributes[0] = sample_str(a, "gen_ai.request.id", buf);
-        sp->attributes[1] = sample_int(a, "gen_ai.usage.prompt_tokens", 1024 + (int64_t)(i % 97));
-        sp->attributes[2] = sample_int(a, "gen_ai.usage.completion_tokens", 256 + (int64_t)(i % 31));
+        sp->attributes[1] = sample_int(a, "gen_ai.usage.prompt_tokens",
+                                       1024 + (int64_t)((random_ids ? id : i) % 97));
+        sp->attributes[2] = sample_int(a, "gen_ai.usage.completion_tokens",
+                                       256 + (int64_t)((random_ids ? id / 97 : i) % 31));
         sp->attributes[3] = sample_int(a, "gen_ai.request.max_tokens", 2048);
         sp->attributes[4] = sample_dbl(a, "gen_ai.request.temperature", 0.7);
         sp->attributes[5] = sample_dbl(a, "gen_ai.request.top_p", 0.95);
@@ -156,6 +200,19 @@ static uint8_t *sf_sample_request(size_t spans, uint64_t seed, size_t *len)
         opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(&req, out);
     sf_arena_destroy(a);
     return out;
+}
+
+/* Packed ExportTraceServiceRequest with `spans` spans; `seed` varies ids.
+ * Returns an sf_malloc'd buffer (sf_free it) and its length, or NULL. */
+static inline uint8_t *sf_sample_request(size_t spans, uint64_t seed, size_t *len)
+{
+    return sample_request(spans, seed, 0, len);
+}
+
+/* The same spans with high-entropy ids (see the top of this file). */
+static inline uint8_t *sf_sample_request_random(size_t spans, uint64_t seed, size_t *len)
+{
+    return sample_request(spans, seed, 1, len);
 }
 
 #endif

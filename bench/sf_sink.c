@@ -1,5 +1,5 @@
 /* bench/sf_sink.c: a minimal OTLP/HTTP destination for benchmarks and soak
- * runs: accepts POST /v1/traces (protobuf, gzip or not), counts requests,
+ * runs: accepts POST /v1/traces (protobuf, gzip, zstd or not), counts requests,
  * bytes and spans (by walking the wire format), answers 200. Optional
  * faults: -f N answers 503 to every Nth request, -d MS answers each request
  * MS milliseconds late.
@@ -20,7 +20,9 @@
 #include <microhttpd.h>
 #include <zlib.h>
 
+#include "sf_alloc.h"
 #include "sf_batch.h"
+#include "sf_compress.h"
 
 typedef struct body {
     unsigned char *data;
@@ -116,7 +118,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     const char *enc = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Encoding");
     atomic_fetch_add(&n_bytes, b->len);
-    atomic_fetch_add(&n_spans, count_spans(b->data, b->len, enc && strcmp(enc, "gzip") == 0));
+    if (enc != NULL && strcmp(enc, "zstd") == 0) {
+        uint8_t *plain;
+        size_t plain_len, found = 0;
+
+        if (sf_unzstd(b->data, b->len, (size_t)1 << 30, &plain, &plain_len, NULL) == SF_OK) {
+            sf_otlp_scan(plain, plain_len, 64, &found);
+            sf_free(plain);
+        }
+        atomic_fetch_add(&n_spans, found);
+    } else {
+        atomic_fetch_add(&n_spans, count_spans(b->data, b->len, enc && strcmp(enc, "gzip") == 0));
+    }
     return reply(c, 200, "");
 }
 

@@ -10,9 +10,9 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 pkgs=(build-essential cmake pkg-config
       libprotobuf-c-dev protobuf-c-compiler
       libgrpc-dev
-      libyaml-dev zlib1g-dev libdeflate-dev libcmocka-dev libjson-c-dev
+      libyaml-dev zlib1g-dev libdeflate-dev libzstd-dev libcmocka-dev libjson-c-dev
       libcurl4-openssl-dev libmicrohttpd-dev libpcre2-dev
-      valgrind curl
+      valgrind curl zstd
       # the independent decoder of the privacy differential test, and load tools
       python3 python3-protobuf python3-grpcio protobuf-compiler nghttp2-client)
 # clang and its libFuzzer/sanitizer runtimes, only for tools/fuzz.sh (about

@@ -60,6 +60,7 @@ typedef struct otlpgrpc otlpgrpc;
 typedef struct otlpgrpc_worker {
     grpc_channel *channel;
     grpc_completion_queue *cq;  /* pluck: only this worker's call lives on it */
+    sf_compressor *zc;          /* NULL without compression */
 } otlpgrpc_worker;
 
 struct otlpgrpc {
@@ -67,7 +68,8 @@ struct otlpgrpc {
     const sf_otlp_exporter_config *cfg;
     sf_counters *counters;
     char *target;               /* "dns:///host:port" */
-    bool gzip;
+    sf_compression compression;
+    int level;
     int64_t timeout_ms;
     int64_t drain_ms;           /* shutdown: time the queue may drain */
     sf_sender *sender;
@@ -270,10 +272,28 @@ static void otlpgrpc_send(void *exporter, unsigned worker, const sf_buf *buf,
         snprintf(res->detail, sizeof(res->detail), "grpc: cannot create a call");
         return;
     }
-    /* A copy: gRPC moves a sent buffer's slices out, and the sf_buf is
-     * shared with other exporters and retries. */
-    payload = grpc_slice_from_copied_buffer((const char *)buf->data, buf->len);
-    request = grpc_raw_byte_buffer_create(&payload, 1);
+    if (w->zc != NULL) {
+        const uint8_t *z;
+        size_t zlen;
+        sf_status st = sf_compressor_run(w->zc, buf->data, buf->len, &z, &zlen);
+
+        if (st != SF_OK) {
+            res->status = SF_RETRY;
+            snprintf(res->detail, sizeof(res->detail), "%s: %s",
+                     sf_compression_name(x->compression), sf_status_str(st));
+            grpc_call_unref(call);
+            return;
+        }
+        /* Already compressed: core sends it with the compressed flag and
+         * the channel's grpc-encoding, without compressing it again. */
+        payload = grpc_slice_from_copied_buffer((const char *)z, zlen);
+        request = grpc_raw_compressed_byte_buffer_create(&payload, 1, GRPC_COMPRESS_GZIP);
+    } else {
+        /* A copy: gRPC moves a sent buffer's slices out, and the sf_buf is
+         * shared with other exporters and retries. */
+        payload = grpc_slice_from_copied_buffer((const char *)buf->data, buf->len);
+        request = grpc_raw_byte_buffer_create(&payload, 1);
+    }
     grpc_slice_unref(payload);
     grpc_metadata_array_init(&initial);
     grpc_metadata_array_init(&trailers);
@@ -498,7 +518,7 @@ static sf_status open_channels(otlpgrpc *x)
     args[cargs.num_args].type = GRPC_ARG_STRING;
     args[cargs.num_args].key = (char *)GRPC_ARG_PRIMARY_USER_AGENT_STRING;
     args[cargs.num_args++].value.string = (char *)"spanfence/" SF_VERSION;
-    if (x->gzip) {
+    if (x->compression == SF_COMPRESSION_GZIP) {
         args[cargs.num_args].type = GRPC_ARG_INTEGER;
         args[cargs.num_args].key = (char *)GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM;
         args[cargs.num_args++].value.integer = GRPC_COMPRESS_GZIP;
@@ -511,6 +531,11 @@ static sf_status open_channels(otlpgrpc *x)
 
         w->cq = grpc_completion_queue_create_for_pluck(NULL);
         w->channel = grpc_channel_create(x->target, creds, &cargs);
+        if (x->compression != SF_COMPRESSION_NONE && w->zc == NULL &&
+            (w->zc = sf_compressor_create(x->compression, x->level)) == NULL) {
+            grpc_channel_credentials_release(creds);
+            return SF_ENOMEM;
+        }
     }
     grpc_channel_credentials_release(creds);
     return SF_OK;
@@ -530,6 +555,8 @@ static void close_channels(otlpgrpc *x)
             grpc_completion_queue_destroy(w->cq);
         }
         w->cq = NULL;
+        sf_compressor_destroy(w->zc);
+        w->zc = NULL;
     }
 }
 
@@ -547,7 +574,8 @@ static sf_status otlpgrpc_create(sf_component *self, const void *config)
     x->id = sf_component_id(self);
     x->cfg = c;
     x->counters = sf_component_counters(self);
-    x->gzip = c->compression == SF_OTLP_COMPRESSION_GZIP;
+    x->compression = (sf_compression)c->compression;
+    x->level = sf_compression_level(x->compression, &c->compression_params);
     x->timeout_ms = c->timeout > 0 ? c->timeout : 5000;
     x->drain_ms = x->timeout_ms < OTLPGRPC_DRAIN_MAX_MS ? x->timeout_ms : OTLPGRPC_DRAIN_MAX_MS;
     x->target = build_target(c->endpoint);

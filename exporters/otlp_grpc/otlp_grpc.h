@@ -4,9 +4,14 @@
 #define SF_EXPORTERS_OTLP_GRPC_H
 
 #include "sf_component.h"
+#include "sf_compress.h"
 #include "sf_sender.h"
 
-enum { SF_OTLP_COMPRESSION_GZIP = 0, SF_OTLP_COMPRESSION_NONE = 1 };
+enum {
+    SF_OTLP_COMPRESSION_GZIP = SF_COMPRESSION_GZIP,
+    SF_OTLP_COMPRESSION_NONE = SF_COMPRESSION_NONE,
+    SF_OTLP_COMPRESSION_ZSTD = SF_COMPRESSION_ZSTD,
+};
 
 typedef struct sf_otlp_tls_config {
     bool present;
@@ -20,7 +25,8 @@ typedef struct sf_otlp_exporter_config {
     char *endpoint;                 /* host:port or dns:///host:port */
     sf_otlp_tls_config tls;
     sf_strmap headers;              /* gRPC metadata; values may be secrets: never logged */
-    int compression;                /* SF_OTLP_COMPRESSION_* */
+    int compression;                /* sf_compression */
+    sf_compression_params compression_params;
     int64_t timeout;                /* ms, deadline of one Export call */
     sf_queue_config sending_queue;
     sf_retry_config retry_on_failure;

@@ -35,8 +35,12 @@ const sf_config_row sf_otlp_exporter_config_map[] = {
     { .key = "headers", .type = SF_CFG_STRMAP, .offset = offsetof(sf_otlp_exporter_config, headers),
       .help = "gRPC metadata sent with every call (lowercase keys); values are never logged" },
     { .key = "compression", .type = SF_CFG_ENUM, .def = "gzip",
-      .offset = offsetof(sf_otlp_exporter_config, compression), .choices = "gzip|none",
-      .help = "message compression" },
+      .offset = offsetof(sf_otlp_exporter_config, compression), .choices = SF_COMPRESSION_CHOICES,
+      .help = "message compression (grpc-encoding): gzip or none (zstd is refused: gRPC core "
+              "1.51 cannot send it)" },
+    { .key = "compression_params", .type = SF_CFG_SECTION,
+      .offset = offsetof(sf_otlp_exporter_config, compression_params),
+      .sub = sf_compression_params_rows, .help = "compression settings (spanfence's addition)" },
     { .key = "timeout", .type = SF_CFG_DURATION, .def = "5s",
       .offset = offsetof(sf_otlp_exporter_config, timeout),
       .help = "deadline of one Export call", .min = 1, .max = 3600000 },
@@ -228,6 +232,17 @@ sf_status sf_otlp_exporter_check(sf_cfg_ctx *ctx, void *config)
 
     if (check_endpoint(ctx, c->endpoint) != SF_OK)
         st = SF_CONFIG;
+    if (c->compression == SF_COMPRESSION_ZSTD) {
+        /* Measured: core rewrites a "grpc-encoding: zstd" the call sends
+         * to "identity" (its compression enum has no zstd), so the peer
+         * would read zstd bytes as protobuf. */
+        sf_cfg_error(ctx, sf_node_get(sf_cfg_value(ctx), "compression"), "compression",
+                     "zstd is not available on the otlp (gRPC) exporter: gRPC core 1.51 can "
+                     "send only gzip or deflate; use gzip, or the otlphttp exporter for zstd");
+        st = SF_CONFIG;
+    } else if (sf_compression_check(ctx, c->compression, &c->compression_params) != SF_OK) {
+        st = SF_CONFIG;
+    }
     if (check_tls(ctx, &c->tls) != SF_OK)
         st = SF_CONFIG;
     for (size_t i = 0; i < c->headers.n; i++) {

@@ -1,5 +1,5 @@
 /* exporters/otlp_http/otlp_http.c: the `otlphttp` exporter: POSTs encoded,
- * filtered batches as OTLP/HTTP protobuf (optionally gzip) with libcurl,
+ * filtered batches as OTLP/HTTP protobuf (optionally gzip or zstd) with libcurl,
  * through the shared sending queue and retry engine (sf_sender.h).
  *
  * DESIGN
@@ -7,7 +7,7 @@
  *   sender (never blocks, unless the queue is disabled). The sender's
  *   consumer threads call otlphttp_send() with their worker index; each
  *   worker owns one CURL easy handle (reused, so connections are kept
- *   alive), one deflate stream and its buffers. Nothing else is written
+ *   alive) and one compressor (sf_compress.h) with its buffer. Nothing else is written
  *   after create.
  * Bounded attempts: each request runs on the worker's own multi handle
  *   (perform()), so the whole attempt, name lookup included, ends within
@@ -28,21 +28,20 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
-#include <libdeflate.h>
 
 /* A reply body larger than this is not a partial-success report we act
  * on: the rest is read and discarded. */
 #define OTLPHTTP_REPLY_MAX 8192
 /* Longest the shutdown drain may take, whatever the request timeout. */
 #define OTLPHTTP_DRAIN_MAX_MS 5000
-/* Level 1: the exporter's gzip is the most expensive stage of the pipeline
- * (field notes: 311 k spans/s at level 1 against 190 k at 6), while level 6
- * only shaves a few bytes off ~110 B per filtered span; on a 2-vCPU VM
- * shared with the serving engine the CPU matters more than the wire.
- * libdeflate rather than zlib: the whole body is in memory, so no stream is
- * needed, and on a 512-span filtered batch (177 KB) its level 1 took
- * 0.33-0.45 ms against zlib's 0.61-0.83 ms for a body 4% larger. */
-#define OTLPHTTP_GZIP_LEVEL 1
+/* The default gzip level is 1 (SF_GZIP_LEVEL_DEFAULT): the exporter's
+ * gzip is the most expensive stage of the pipeline (field notes: 311 k
+ * spans/s at level 1 against 190 k at 6), while level 6 only shaves a few
+ * bytes off ~110 B per filtered span; on a 2-vCPU VM shared with the
+ * serving engine the CPU matters more than the wire. libdeflate rather than
+ * zlib: the whole body is in memory, so no stream is needed, and on a
+ * 512-span filtered batch (177 KB) its level 1 took 0.33-0.45 ms against
+ * zlib's 0.61-0.83 ms for a body 4% larger. */
 /* How often a request in flight looks at the shutdown state. */
 #define OTLPHTTP_POLL_MS 50
 /* Shutdown's drain time is over: a request whose body is sent whole gets
@@ -57,9 +56,7 @@ typedef struct otlphttp_worker {
     CURL *curl;
     CURLM *multi;               /* drives `curl`, so the wait can be cut short */
     bool body_sent;             /* this request's body is sent whole */
-    struct libdeflate_compressor *gzc;  /* made on first use */
-    uint8_t *gz;                /* compressed body, reused */
-    size_t gz_cap;
+    sf_compressor *zc;          /* NULL without compression */
     uint8_t *reply;             /* OTLPHTTP_REPLY_MAX bytes */
     size_t reply_len;
 } otlphttp_worker;
@@ -69,7 +66,8 @@ struct otlphttp {
     sf_counters *counters;
     char *url;
     struct curl_slist *headers; /* holds secrets: wiped before freeing */
-    bool gzip;
+    sf_compression compression;
+    int level;
     int64_t timeout_ms;
     int64_t drain_ms;           /* shutdown: time the queue may drain */
     sf_sender *sender;
@@ -87,8 +85,6 @@ static CURLcode curl_init_rc = CURLE_FAILED_INIT;
 static void curl_init_once(void)
 {
     curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-    /* The compressor's memory is counted like everything else. */
-    libdeflate_set_memory_allocator(sf_malloc, sf_free);
 }
 
 static void *pb_alloc(void *data, size_t size)
@@ -194,31 +190,6 @@ static CURLcode perform(otlphttp_worker *w)
     return rc;
 }
 
-static sf_status gzip_body(otlphttp_worker *w, const uint8_t *in, size_t len, size_t *out_len)
-{
-    size_t bound, n;
-
-    if (w->gzc == NULL) {
-        w->gzc = libdeflate_alloc_compressor(OTLPHTTP_GZIP_LEVEL);
-        if (w->gzc == NULL)
-            return SF_ENOMEM;
-    }
-    bound = libdeflate_gzip_compress_bound(w->gzc, len);
-    if (bound > w->gz_cap) {
-        uint8_t *p = sf_realloc(w->gz, bound);
-
-        if (p == NULL)
-            return SF_ENOMEM;
-        w->gz = p;
-        w->gz_cap = bound;
-    }
-    n = libdeflate_gzip_compress(w->gzc, in, len, w->gz, w->gz_cap);
-    if (n == 0)
-        return SF_ENOMEM;   /* the bound was enough: cannot happen */
-    *out_len = n;
-    return SF_OK;
-}
-
 /* Connection-level failures a later attempt may get past. Everything
  * else (bad URL, TLS verification, unsupported protocol) is permanent. */
 static bool curl_retryable(CURLcode rc)
@@ -287,15 +258,15 @@ static void otlphttp_send(void *exporter, unsigned worker, const sf_buf *buf,
     curl_off_t retry_after = 0;
     CURLcode rc;
 
-    if (x->gzip) {
-        sf_status st = gzip_body(w, buf->data, buf->len, &len);
+    if (w->zc != NULL) {
+        sf_status st = sf_compressor_run(w->zc, buf->data, buf->len, &body, &len);
 
         if (st != SF_OK) {
             res->status = st == SF_ENOMEM ? SF_RETRY : SF_PERMANENT;
-            snprintf(res->detail, sizeof(res->detail), "gzip: %s", sf_status_str(st));
+            snprintf(res->detail, sizeof(res->detail), "%s: %s",
+                     sf_compression_name(x->compression), sf_status_str(st));
             return;
         }
-        body = w->gz;
     }
     w->reply_len = 0;
     curl_easy_setopt(w->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
@@ -376,7 +347,8 @@ static sf_status build_headers(otlphttp *x, const sf_otlphttp_config *c)
 
     if (append_header(&h, "Content-Type", "application/x-protobuf") != SF_OK)
         goto out_free_headers;
-    if (x->gzip && append_header(&h, "Content-Encoding", "gzip") != SF_OK)
+    if (x->compression != SF_COMPRESSION_NONE &&
+        append_header(&h, "Content-Encoding", sf_compression_name(x->compression)) != SF_OK)
         goto out_free_headers;
     /* no "Expect: 100-continue" round trip before each body */
     if (append_header(&h, "Expect", "") != SF_OK)
@@ -402,6 +374,9 @@ static sf_status worker_init(otlphttp *x, otlphttp_worker *w)
     w->reply = sf_malloc(OTLPHTTP_REPLY_MAX);
     if (w->reply == NULL)
         return SF_ENOMEM;
+    if (x->compression != SF_COMPRESSION_NONE &&
+        (w->zc = sf_compressor_create(x->compression, x->level)) == NULL)
+        goto out_free_reply;
     c = curl_easy_init();
     if (c == NULL)
         goto out_free_reply;
@@ -431,6 +406,8 @@ static sf_status worker_init(otlphttp *x, otlphttp_worker *w)
 out_cleanup_curl:
     curl_easy_cleanup(c);
 out_free_reply:
+    sf_compressor_destroy(w->zc);
+    w->zc = NULL;
     sf_free(w->reply);
     w->reply = NULL;
     return SF_ENOMEM;
@@ -440,9 +417,8 @@ static void worker_release(otlphttp_worker *w)
 {
     curl_multi_cleanup(w->multi);
     curl_easy_cleanup(w->curl);
-    libdeflate_free_compressor(w->gzc);
-    w->gzc = NULL;
-    sf_free(w->gz);
+    sf_compressor_destroy(w->zc);
+    w->zc = NULL;
     sf_free(w->reply);
 }
 
@@ -465,7 +441,8 @@ static sf_status otlphttp_create(sf_component *self, const void *config)
         return SF_ENOMEM;
     x->id = sf_component_id(self);
     x->counters = sf_component_counters(self);
-    x->gzip = c->compression == SF_COMPRESSION_GZIP;
+    x->compression = (sf_compression)c->compression;
+    x->level = sf_compression_level(x->compression, &c->compression_params);
     x->timeout_ms = c->timeout > 0 ? c->timeout : 30000;
     x->drain_ms = x->timeout_ms < OTLPHTTP_DRAIN_MAX_MS ? x->timeout_ms : OTLPHTTP_DRAIN_MAX_MS;
     x->url = build_url(c);

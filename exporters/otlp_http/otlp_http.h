@@ -3,16 +3,17 @@
 #define SF_EXPORTERS_OTLP_HTTP_H
 
 #include "sf_component.h"
+#include "sf_compress.h"
 #include "sf_sender.h"
 
-enum { SF_COMPRESSION_GZIP = 0, SF_COMPRESSION_NONE = 1 };
 enum { SF_ENCODING_PROTO = 0 };
 
 typedef struct sf_otlphttp_config {
     char *endpoint;                 /* base URL; /v1/traces is appended */
     char *traces_endpoint;          /* full URL, overrides endpoint */
     sf_strmap headers;              /* values may hold secrets: never logged */
-    int compression;                /* SF_COMPRESSION_* */
+    int compression;                /* sf_compression */
+    sf_compression_params compression_params;
     int encoding;                   /* SF_ENCODING_* */
     int64_t timeout;                /* ms */
     sf_queue_config sending_queue;

@@ -17,8 +17,11 @@ const sf_config_row sf_otlphttp_config_map[] = {
     { .key = "headers", .type = SF_CFG_STRMAP, .offset = offsetof(sf_otlphttp_config, headers),
       .help = "HTTP headers sent with every request; values are never logged" },
     { .key = "compression", .type = SF_CFG_ENUM, .def = "gzip",
-      .offset = offsetof(sf_otlphttp_config, compression), .choices = "gzip|none",
-      .help = "request body compression" },
+      .offset = offsetof(sf_otlphttp_config, compression), .choices = SF_COMPRESSION_CHOICES,
+      .help = "request body compression (Content-Encoding)" },
+    { .key = "compression_params", .type = SF_CFG_SECTION,
+      .offset = offsetof(sf_otlphttp_config, compression_params),
+      .sub = sf_compression_params_rows, .help = "compression settings" },
     { .key = "encoding", .type = SF_CFG_ENUM, .def = "proto",
       .offset = offsetof(sf_otlphttp_config, encoding), .choices = "proto",
       .help = "request body encoding" },
@@ -83,6 +86,8 @@ sf_status sf_otlphttp_check(sf_cfg_ctx *ctx, void *config)
         sf_cfg_error(ctx, sf_cfg_node(ctx), NULL, "'endpoint' or 'traces_endpoint' is required");
         return SF_CONFIG;
     }
+    if (sf_compression_check(ctx, c->compression, &c->compression_params) != SF_OK)
+        st = SF_CONFIG;
     if (check_url(ctx, "endpoint", c->endpoint) != SF_OK)
         st = SF_CONFIG;
     if (check_url(ctx, "traces_endpoint", c->traces_endpoint) != SF_OK)

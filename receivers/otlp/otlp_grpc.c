@@ -215,6 +215,17 @@ static const char *status_details(sf_status st)
     }
 }
 
+/* gRPC core 1.51 knows only identity, deflate and gzip: a message with any
+ * other grpc-encoding (zstd, as upstream's exporters can send) reaches us
+ * still compressed, with nothing to say so (core logs "Error parsing
+ * metadata ... grpc-encoding" and drops the header). Only a message the
+ * codec refused is looked at, so no valid request is ever refused for its
+ * first bytes: the zstd frame magic then names the real problem. */
+static bool looks_zstd(const uint8_t *p, size_t len)
+{
+    return len >= 4 && p[0] == 0x28 && p[1] == 0xb5 && p[2] == 0x2f && p[3] == 0xfd;
+}
+
 /* A new Export call with its request: decode, run the pipeline, answer. */
 static void handle_export(call_slot *s)
 {
@@ -266,12 +277,20 @@ static void handle_export(call_slot *s)
     if (st == SF_INVALID) {
         char why[160];
 
+        grpc_status_code code = GRPC_STATUS_INVALID_ARGUMENT;
+
         snprintf(why, sizeof(why), "%s: %s", status_details(st),
                  batch.stats.error != NULL ? batch.stats.error : "malformed");
+        if (looks_zstd(GRPC_SLICE_START_PTR(data), GRPC_SLICE_LENGTH(data))) {
+            code = GRPC_STATUS_UNIMPLEMENTED;
+            snprintf(why, sizeof(why), "the message looks zstd-compressed: grpc-encoding zstd "
+                     "is not supported over gRPC here (gzip, deflate or identity; zstd over "
+                     "OTLP/HTTP)");
+        }
         sf_batch_release(&batch);
         grpc_slice_unref(data);
         sf_arena_reset(s->w->arena);
-        slot_reply(s, GRPC_STATUS_INVALID_ARGUMENT, why);
+        slot_reply(s, code, why);
         return;
     }
     sf_batch_release(&batch);

@@ -1,5 +1,5 @@
 /* receivers/otlp/otlp_http.c: OTLP/HTTP server (POST /v1/traces, protobuf
- * or JSON, optionally gzip/deflate) on libmicrohttpd.
+ * or JSON, optionally gzip/deflate/zstd) on libmicrohttpd.
  *
  * DESIGN
  * - libmicrohttpd runs a pool of `THREADS` threads (epoll); a request's body
@@ -12,8 +12,8 @@
  *   (503), too large (413); the budget is taken as the body arrives, so a
  *   crawling upload holds only what it sent. A refused body is still read,
  *   so the client gets its answer, and its spans are counted as it streams
- *   past (sf_otlp_count.h, protobuf or OTLP/JSON; gzip/deflate inflated
- *   piecewise), never held: received = accepted + refused.
+ *   past (sf_otlp_count.h, protobuf or OTLP/JSON; gzip/deflate/zstd
+ *   decompressed piecewise), never held: received = accepted + refused.
  * - Fair connection handling (every client on loopback shares one address,
  *   so a per-address limit alone protects nothing): at most MAX_CONNECTIONS
  *   connections are served. A new connection past that evicts one that
@@ -26,7 +26,9 @@
  *   connections stop at once (MHD_quiesce_daemon, with MHD_USE_ITC), idle
  *   ones are closed, and uploads in progress get SHUTDOWN_GRACE_MS.
  * - Decompression is bounded by the same size limit while inflating (a gzip
- *   bomb gets 413 after producing at most that many bytes).
+ *   or zstd bomb gets 413 after producing at most that many bytes); zstd
+ *   windows are limited to 8 MiB (RFC 9659), so a frame header cannot make
+ *   the decoder reserve more.
  * - Decoding uses an arena from a small pool (one per thread in steady
  *   state), reset after every request.
  * - Status codes follow the OTLP/HTTP specification: 200 with an
@@ -48,8 +50,10 @@
 
 #include <microhttpd.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include "google/rpc/status.pb-c.h"
+#include "sf_compress.h"
 #include "sf_net.h"
 #include "sf_otlp_count.h"
 #include "sf_otlp_json.h"
@@ -91,7 +95,7 @@ typedef struct http_conn {
 } http_conn;
 
 enum { CT_PROTO, CT_JSON };
-enum { CE_IDENTITY, CE_COMPRESSED };
+enum { CE_IDENTITY, CE_ZLIB, CE_ZSTD };     /* CE_ZLIB: gzip or deflate */
 
 typedef struct http_req {
     int ct;
@@ -114,6 +118,7 @@ typedef struct http_req {
     sf_span_counter counter;    /* protobuf */
     sf_json_span_counter jcounter;
     z_stream *z;                /* compressed bodies: inflated piecewise to count */
+    sf_zstd_dctx *zd;           /* the same for zstd */
     size_t inflated;
 } http_req;
 
@@ -247,6 +252,9 @@ static void z_free(void *opaque, void *p)
 
 static void count_start(http_req *rq)
 {
+    if (rq->zd != NULL)
+        ZSTD_DCtx_reset(rq->zd, ZSTD_reset_session_only);
+    rq->inflated = 0;
     sf_span_counter_init(&rq->counter);
     sf_json_span_counter_init(&rq->jcounter);
 }
@@ -264,6 +272,38 @@ static size_t counted_spans(const http_req *rq)
     return rq->ct == CT_JSON ? rq->jcounter.spans : rq->counter.spans;
 }
 
+/* count_feed() for zstd. The decoder's window (up to 8 MiB) is counted
+ * memory within the hard limit, unlike the 45 KB inflate state: when it
+ * cannot be had, the spans of this body stay uncounted (the refused
+ * request itself is still counted). */
+static void count_feed_zstd(sf_otlp_http_server *srv, http_req *rq, const uint8_t *p, size_t n)
+{
+    uint8_t out[16384];
+    ZSTD_inBuffer ib = { p, n, 0 };
+    ZSTD_outBuffer ob;
+
+    if (rq->zd == NULL && (rq->zd = sf_zstd_dctx_create()) == NULL) {
+        rq->counter.bad = true;
+        return;
+    }
+    do {
+        size_t r;
+
+        ob = (ZSTD_outBuffer){ out, sizeof(out), 0 };
+        r = ZSTD_decompressStream(rq->zd, &ob, &ib);
+        if (ZSTD_isError(r)) {
+            rq->counter.bad = true;
+            return;
+        }
+        count_plain(rq, out, ob.pos);
+        rq->inflated += ob.pos;
+        if (rq->inflated > srv->max_body) {
+            rq->counter.bad = true;
+            return;
+        }
+    } while (ib.pos < ib.size || ob.pos == ob.size);
+}
+
 /* Body bytes of a refused request: count their spans, keep nothing.
  * Compressed bodies are inflated through a small buffer (at most max_body
  * bytes of output: a bomb costs no memory, little CPU). */
@@ -275,6 +315,10 @@ static void count_feed(sf_otlp_http_server *srv, http_req *rq, const uint8_t *p,
         return;
     if (rq->ce == CE_IDENTITY) {
         count_plain(rq, p, n);
+        return;
+    }
+    if (rq->ce == CE_ZSTD) {
+        count_feed_zstd(srv, rq, p, n);
         return;
     }
     if (rq->z == NULL) {
@@ -365,12 +409,14 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
     }
     ce = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
     if (ce != NULL && (strcasecmp(ce, "gzip") == 0 || strcasecmp(ce, "deflate") == 0))
-        cenc = CE_COMPRESSED;
+        cenc = CE_ZLIB;
+    else if (ce != NULL && strcasecmp(ce, "zstd") == 0)
+        cenc = CE_ZSTD;
     else if (ce != NULL && strcasecmp(ce, "identity") != 0 && ce[0] != '\0') {
         sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MALFORMED);
         http_req tmp = { .ct = ctype };
         return send_status(conn, &tmp, 415, 3,
-                           "unsupported content encoding: use gzip, deflate or none");
+                           "unsupported content encoding: use gzip, deflate, zstd or none");
     }
     cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl != NULL && strtoull(cl, NULL, 10) > DISCARD_FACTOR * srv->max_body) {
@@ -507,8 +553,13 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
         return refuse_counted(srv, conn, rq, 503, 14, "memory limit reached, retry later",
                               SF_REASON_MEMORY_LIMIT);
     }
-    if (rq->ce == CE_COMPRESSED) {
-        st = sf_inflate(rq->body, rq->len, srv->max_body, &inflated, &len);
+    if (rq->ce != CE_IDENTITY) {
+        const char *why = NULL;
+
+        if (rq->ce == CE_ZSTD)
+            st = sf_unzstd(rq->body, rq->len, srv->max_body, &inflated, &len, &why);
+        else
+            st = sf_inflate(rq->body, rq->len, srv->max_body, &inflated, &len);
         if (st == SF_ENOMEM)
             return refuse_counted(srv, conn, rq, 503, 14, "out of memory, retry later",
                                   SF_REASON_MEMORY_LIMIT);
@@ -517,7 +568,11 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
                                 st == SF_TOOBIG ? SF_REASON_TOO_LARGE : SF_REASON_MALFORMED);
             if (st == SF_TOOBIG)
                 return send_status(conn, rq, 413, 8, "request body too large after decompression");
-            return send_status(conn, rq, 400, 3, "request body could not be decompressed");
+            if (rq->ce != CE_ZSTD)
+                return send_status(conn, rq, 400, 3, "request body could not be decompressed");
+            snprintf(err, sizeof(err), "request body could not be decompressed: %s",
+                     why != NULL ? why : "corrupt zstd data");
+            return send_status(conn, rq, 400, 3, err);
         }
         data = inflated;
     }
@@ -788,6 +843,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         inflateEnd(rq->z);
         sf_free(rq->z);
     }
+    sf_zstd_dctx_destroy(rq->zd);
     sf_free(rq->body);
     sf_free(rq);
     *req_cls = NULL;

@@ -1,5 +1,6 @@
 // tests/e2e/lib/gateway.js: a mock OTLP/HTTP gateway on 127.0.0.1. It takes
-// POST /v1/traces, gunzips, decodes with the independent decoder (official
+// POST /v1/traces, gunzips (or un-zstds, with Debian's zstd CLI: node 20's
+// zlib has no zstd), decodes with the independent decoder (official
 // protos via protobufjs) and records every span it ACCEPTED; its behaviour is
 // scripted (fail the first N requests, answer a fixed status, go down and come
 // back on the same port).
@@ -7,14 +8,20 @@
 
 const http = require('node:http');
 const zlib = require('node:zlib');
+const { execFileSync } = require('node:child_process');
 const proto = require('./proto');
+
+// zstd -d of a whole body; throws (the request gets 400) when it is not zstd.
+function unzstd(body) {
+  return execFileSync('zstd', ['-d', '-q', '-c'], { input: body, maxBuffer: 256 * 1024 * 1024 });
+}
 
 class Gateway {
   constructor() {
     this.port = 0;
     this.server = null;
     this.sockets = new Set();
-    this.requests = [];   // every request: {method, path, headers, status, spans, error}
+    this.requests = [];   // every request: {method, path, headers, status, spans, error, head (first 4 bytes, hex), bytes}
     this.spans = [];      // span records from accepted (2xx) requests, in arrival order
     this.failNext = 0;    // answer failStatus to this many more requests
     this.failStatus = 503;
@@ -73,7 +80,8 @@ class Gateway {
     const chunks = [];
     req.on('data', (c) => chunks.push(c));
     req.on('end', () => {
-      const rec = { method: req.method, path: req.url, headers: req.headers, status: 0, spans: 0, error: null };
+      const rec = { method: req.method, path: req.url, headers: req.headers, status: 0, spans: 0, error: null,
+        head: Buffer.concat(chunks).subarray(0, 4).toString('hex'), bytes: chunks.reduce((a, c) => a + c.length, 0) };
       this.requests.push(rec);
       const reply = (status, body = Buffer.alloc(0), type = 'application/x-protobuf') => {
         const send = () => {
@@ -95,6 +103,7 @@ class Gateway {
       try {
         let body = Buffer.concat(chunks);
         if (req.headers['content-encoding'] === 'gzip') body = zlib.gunzipSync(body);
+        else if (req.headers['content-encoding'] === 'zstd') body = unzstd(body);
         else if (req.headers['content-encoding']) throw new Error(`unexpected content-encoding ${req.headers['content-encoding']}`);
         records = proto.spanRecords(proto.decodeRequest(body));
       } catch (e) {
@@ -151,4 +160,4 @@ class Gateway {
   }
 }
 
-module.exports = { Gateway };
+module.exports = { Gateway, unzstd };

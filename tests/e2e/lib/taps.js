@@ -64,13 +64,14 @@ class HttpTap {
   }
 }
 
-// The gRPC length-prefixed messages of a request body: [{compressed, length}].
+// The gRPC length-prefixed messages of a request body: [{compressed, length,
+// head}], head being the message's first 4 bytes in hex (1f8b08.. is gzip).
 function grpcFrames(body) {
   const out = [];
   let off = 0;
   while (off + 5 <= body.length) {
     const length = body.readUInt32BE(off + 1);
-    out.push({ compressed: body[off], length });
+    out.push({ compressed: body[off], length, head: body.subarray(off + 5, off + 5 + Math.min(4, length)).toString('hex') });
     off += 5 + length;
   }
   if (off !== body.length) out.push({ truncated: true });
@@ -87,7 +88,7 @@ function plainHeaders(h) {
 class GrpcTap {
   constructor(targetPort) {
     this.targetPort = targetPort;
-    this.calls = [];   // {path, encoding, frames: [{compressed, length}], status}
+    this.calls = [];   // {path, encoding, frames: [{compressed, length, head}], status}
     this.server = http2.createServer();
     this.server.on('stream', (stream, headers) => this._handle(stream, headers));
     this.server.on('session', (s) => this.sessions.add(s));
