@@ -30,6 +30,7 @@
  *   `stopping` (under post_lock, so no slot is re-posted on a server that
  *   is being destroyed) and the shutdown notification. */
 #include "otlp_grpc.h"
+#include "otlp_answer.h"
 #include "sf_grpc.h"
 #include "sf_otlp_count.h"
 
@@ -186,33 +187,13 @@ static void slot_reply(call_slot *s, grpc_status_code code, const char *details)
     }
 }
 
-static grpc_status_code status_to_grpc(sf_status st)
+/* Answer with the table's gRPC code for `st` (otlp_answer.h), and its
+ * message unless `why` says more. */
+static void slot_answer(call_slot *s, sf_status st, const char *why)
 {
-    switch (st) {
-    case SF_OK:
-        return GRPC_STATUS_OK;
-    case SF_INVALID:
-        return GRPC_STATUS_INVALID_ARGUMENT;
-    case SF_TOOBIG:
-        return GRPC_STATUS_RESOURCE_EXHAUSTED;
-    default:
-        /* OTLP: UNAVAILABLE is retryable; INTERNAL and the rest are not. */
-        return sf_status_retryable(st) ? GRPC_STATUS_UNAVAILABLE : GRPC_STATUS_INTERNAL;
-    }
-}
+    const sf_otlp_answer *a = sf_otlp_answer_of(st);
 
-static const char *status_details(sf_status st)
-{
-    switch (st) {
-    case SF_OK:       return "";
-    case SF_INVALID:  return "request is not a valid ExportTraceServiceRequest";
-    case SF_FULL:     return "export queue is full, retry later";
-    case SF_MEMLIMIT:
-    case SF_ENOMEM:   return "memory limit reached, retry later";
-    case SF_FILTER:   return "batch dropped: it could not be filtered (fail closed)";
-    case SF_STOPPED:  return "collector is shutting down";
-    default:          return sf_status_str(st);
-    }
+    slot_reply(s, (grpc_status_code)a->grpc, why != NULL ? why : a->message);
 }
 
 /* A new Export call with its request: decode, run the pipeline, answer. */
@@ -226,12 +207,12 @@ static void handle_export(call_slot *s)
 
     if (s->payload == NULL) {
         sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, 0, SF_REASON_MALFORMED);
-        slot_reply(s, GRPC_STATUS_INVALID_ARGUMENT, "missing request message");
+        slot_answer(s, SF_INVALID, "missing request message");
         return;
     }
     if (!grpc_byte_buffer_reader_init(&reader, s->payload)) {
         sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, 0, SF_REASON_MALFORMED);
-        slot_reply(s, GRPC_STATUS_INVALID_ARGUMENT, "request could not be decompressed");
+        slot_answer(s, SF_INVALID, "request could not be decompressed");
         return;
     }
     if (!sf_component_may_accept(srv->self)) {
@@ -250,7 +231,7 @@ static void handle_export(call_slot *s)
         grpc_byte_buffer_destroy(s->payload);
         s->payload = NULL;
         sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, sc.spans, SF_REASON_MEMORY_LIMIT);
-        slot_reply(s, GRPC_STATUS_UNAVAILABLE, status_details(SF_MEMLIMIT));
+        slot_answer(s, SF_MEMLIMIT, NULL);
         return;
     }
     data = grpc_byte_buffer_reader_readall(&reader);
@@ -266,18 +247,18 @@ static void handle_export(call_slot *s)
     if (st == SF_INVALID) {
         char why[160];
 
-        snprintf(why, sizeof(why), "%s: %s", status_details(st),
+        snprintf(why, sizeof(why), "%s: %s", sf_otlp_answer_of(st)->message,
                  batch.stats.error != NULL ? batch.stats.error : "malformed");
         sf_batch_release(&batch);
         grpc_slice_unref(data);
         sf_arena_reset(s->w->arena);
-        slot_reply(s, GRPC_STATUS_INVALID_ARGUMENT, why);
+        slot_answer(s, st, why);
         return;
     }
     sf_batch_release(&batch);
     grpc_slice_unref(data);
     sf_arena_reset(s->w->arena);
-    slot_reply(s, status_to_grpc(st), status_details(st));
+    slot_answer(s, st, NULL);
 }
 
 /* A matched Export call: read its message now that a slot holds it. */

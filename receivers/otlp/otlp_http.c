@@ -33,7 +33,9 @@
  *   ExportTraceServiceResponse in the request's encoding; 400 with a
  *   google.rpc.Status for malformed input; 413 too large; 415 unknown
  *   content type or encoding; 503 + Retry-After when the queue is full or
- *   memory is short; 500 (not retryable) when the batch failed closed. */
+ *   memory is short; 500 (not retryable) when the batch failed closed.
+ *   Every answer that follows from an sf_status comes from the table in
+ *   otlp_answer.h, the one the gRPC server answers from too. */
 #include "otlp_http.h"
 
 #include <pthread.h>
@@ -50,6 +52,7 @@
 #include <zlib.h>
 
 #include "google/rpc/status.pb-c.h"
+#include "otlp_answer.h"
 #include "sf_net.h"
 #include "sf_otlp_count.h"
 #include "sf_otlp_json.h"
@@ -195,8 +198,8 @@ static enum MHD_Result send_bytes(struct MHD_Connection *conn, unsigned code, co
 }
 
 /* An error as google.rpc.Status, in the request's encoding. */
-static enum MHD_Result send_status(struct MHD_Connection *conn, http_req *rq, unsigned http,
-                                   int rpc_code, const char *msg)
+static enum MHD_Result send_rpc_status(struct MHD_Connection *conn, http_req *rq, unsigned http,
+                                       int rpc_code, const char *msg)
 {
     bool retry = http == 429 || http == 503;
 
@@ -219,6 +222,16 @@ static enum MHD_Result send_status(struct MHD_Connection *conn, http_req *rq, un
         n = google__rpc__status__pack(&st, buf);
         return send_bytes(conn, http, "application/x-protobuf", buf, n, retry);
     }
+}
+
+/* The table's answer for `st` (otlp_answer.h), with its message unless
+ * `msg` says more. */
+static enum MHD_Result send_answer(struct MHD_Connection *conn, http_req *rq, sf_status st,
+                                   const char *msg)
+{
+    const sf_otlp_answer *a = sf_otlp_answer_of(st);
+
+    return send_rpc_status(conn, rq, a->http, a->grpc, msg != NULL ? msg : a->message);
 }
 
 /* ---- request handling ------------------------------------------------------ */
@@ -323,12 +336,14 @@ static void count_refusal(sf_otlp_http_server *srv, http_req *rq)
 
 /* Remember a refusal decided before or during the upload; it is answered
  * (and counted) when the upload ends. */
-static enum MHD_Result refuse_later(sf_otlp_http_server *srv, http_req *rq, unsigned http,
-                                    int rpc, const char *msg, sf_reason reason)
+static enum MHD_Result refuse_later(sf_otlp_http_server *srv, http_req *rq, sf_status st,
+                                    const char *msg, sf_reason reason)
 {
-    rq->refuse_http = http;
-    rq->refuse_rpc = rpc;
-    rq->refuse_msg = msg;
+    const sf_otlp_answer *a = sf_otlp_answer_of(st);
+
+    rq->refuse_http = a->http;
+    rq->refuse_rpc = a->grpc;
+    rq->refuse_msg = msg != NULL ? msg : a->message;
     rq->refuse_reason = reason;
     count_start(rq);
     count_feed(srv, rq, rq->body, rq->len);     /* what was gathered so far */
@@ -350,9 +365,9 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
     int ctype, cenc = CE_IDENTITY;
 
     if (strcmp(url, srv->cfg->traces_url_path) != 0)
-        return send_status(conn, NULL, 404, 5, "not found: spanfence accepts traces only");
+        return send_rpc_status(conn, NULL, 404, SF_RPC_NOT_FOUND, "not found: spanfence accepts traces only");
     if (strcmp(method, "POST") != 0)
-        return send_status(conn, NULL, 405, 3, "method not allowed: use POST");
+        return send_rpc_status(conn, NULL, 405, SF_RPC_INVALID_ARGUMENT, "method not allowed: use POST");
     ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (ct != NULL && media_type_is(ct, "application/x-protobuf"))
         ctype = CT_PROTO;
@@ -360,7 +375,7 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
         ctype = CT_JSON;
     else {
         sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MALFORMED);
-        return send_status(conn, NULL, 415, 3,
+        return send_rpc_status(conn, NULL, 415, SF_RPC_INVALID_ARGUMENT,
                            "unsupported content type: use application/x-protobuf or application/json");
     }
     ce = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
@@ -369,7 +384,7 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
     else if (ce != NULL && strcasecmp(ce, "identity") != 0 && ce[0] != '\0') {
         sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MALFORMED);
         http_req tmp = { .ct = ctype };
-        return send_status(conn, &tmp, 415, 3,
+        return send_rpc_status(conn, &tmp, 415, SF_RPC_INVALID_ARGUMENT,
                            "unsupported content encoding: use gzip, deflate or none");
     }
     cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -377,7 +392,7 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
         /* Far too large to read just to say so: answer now and close. */
         sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_TOO_LARGE);
         http_req tmp = { .ct = ctype };
-        return send_status(conn, &tmp, 413, 8, "request body too large");
+        return send_answer(conn, &tmp, SF_TOOBIG, "request body too large");
     }
     /* Not refused at the hard limit (a few hundred bytes): it is what
      * answers 503 and counts the spans when memory is short. */
@@ -391,11 +406,11 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
         /* Read and drop the body, then answer 413: a client that streams its
          * body (the OTLP SDKs do) would otherwise see a broken pipe instead
          * of the status, and retry the same request. */
-        return refuse_later(srv, rq, 413, 8, "request body too large", SF_REASON_TOO_LARGE);
+        return refuse_later(srv, rq, SF_TOOBIG, "request body too large", SF_REASON_TOO_LARGE);
     }
     /* Memory short: refuse before buffering any of the body. */
     if (!sf_component_may_accept(srv->self))
-        return refuse_later(srv, rq, 503, 14, "memory limit reached, retry later",
+        return refuse_later(srv, rq, SF_MEMLIMIT, NULL,
                             SF_REASON_MEMORY_LIMIT);
     if (cl != NULL) {
         /* A body that would not fit in the buffer budget now is refused
@@ -404,7 +419,7 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
         size_t want = (size_t)strtoull(cl, NULL, 10);
 
         if (atomic_load(&srv->buffered) + want > srv->budget)
-            return refuse_later(srv, rq, 503, 14, "too many requests in progress, retry later",
+            return refuse_later(srv, rq, SF_RETRY, "too many requests in progress, retry later",
                                 SF_REASON_MEMORY_LIMIT);
         rq->expect = want;
     }
@@ -424,7 +439,7 @@ static enum MHD_Result gather(sf_otlp_http_server *srv, http_req *rq, const char
         return rq->discarded > DISCARD_FACTOR * srv->max_body ? MHD_NO : MHD_YES;
     }
     if (rq->len + n > srv->max_body) {
-        refuse_later(srv, rq, 413, 8, "request body too large", SF_REASON_TOO_LARGE);
+        refuse_later(srv, rq, SF_TOOBIG, "request body too large", SF_REASON_TOO_LARGE);
         count_feed(srv, rq, (const uint8_t *)data, n);
         rq->discarded += n;
         return MHD_YES;
@@ -444,7 +459,7 @@ static enum MHD_Result gather(sf_otlp_http_server *srv, http_req *rq, const char
 
             if (atomic_fetch_add(&srv->buffered, more) + more > srv->budget) {
                 atomic_fetch_sub(&srv->buffered, more);
-                refuse_later(srv, rq, 503, 14, "too many requests in progress, retry later",
+                refuse_later(srv, rq, SF_RETRY, "too many requests in progress, retry later",
                              SF_REASON_MEMORY_LIMIT);
                 count_feed(srv, rq, (const uint8_t *)data, n);
                 return MHD_YES;
@@ -453,7 +468,7 @@ static enum MHD_Result gather(sf_otlp_http_server *srv, http_req *rq, const char
         }
         nb = sf_realloc(rq->body, ncap);
         if (nb == NULL) {
-            refuse_later(srv, rq, 503, 14, "out of memory, retry later", SF_REASON_MEMORY_LIMIT);
+            refuse_later(srv, rq, SF_ENOMEM, NULL, SF_REASON_MEMORY_LIMIT);
             count_feed(srv, rq, (const uint8_t *)data, n);
             return MHD_YES;
         }
@@ -480,13 +495,13 @@ static size_t refused_spans(sf_otlp_http_server *srv, http_req *rq, const sf_bat
 
 /* Refuse a whole body now, counting its spans. */
 static enum MHD_Result refuse_counted(sf_otlp_http_server *srv, struct MHD_Connection *conn,
-                                      http_req *rq, unsigned http, int rpc, const char *msg,
+                                      http_req *rq, sf_status st, const char *msg,
                                       sf_reason reason)
 {
     count_start(rq);
     count_feed(srv, rq, rq->body, rq->len);
     sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, counted_spans(rq), reason);
-    return send_status(conn, rq, http, rpc, msg);
+    return send_answer(conn, rq, st, msg);
 }
 
 static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *conn,
@@ -504,20 +519,20 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
 
     if (!sf_component_may_accept(srv->self)) {
         /* Memory became short during the upload: refuse, counting spans. */
-        return refuse_counted(srv, conn, rq, 503, 14, "memory limit reached, retry later",
+        return refuse_counted(srv, conn, rq, SF_MEMLIMIT, NULL,
                               SF_REASON_MEMORY_LIMIT);
     }
     if (rq->ce == CE_COMPRESSED) {
         st = sf_inflate(rq->body, rq->len, srv->max_body, &inflated, &len);
         if (st == SF_ENOMEM)
-            return refuse_counted(srv, conn, rq, 503, 14, "out of memory, retry later",
+            return refuse_counted(srv, conn, rq, SF_ENOMEM, NULL,
                                   SF_REASON_MEMORY_LIMIT);
         if (st != SF_OK) {
             sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0,
                                 st == SF_TOOBIG ? SF_REASON_TOO_LARGE : SF_REASON_MALFORMED);
             if (st == SF_TOOBIG)
-                return send_status(conn, rq, 413, 8, "request body too large after decompression");
-            return send_status(conn, rq, 400, 3, "request body could not be decompressed");
+                return send_answer(conn, rq, SF_TOOBIG, "request body too large after decompression");
+            return send_answer(conn, rq, SF_INVALID, "request body could not be decompressed");
         }
         data = inflated;
     }
@@ -528,13 +543,13 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
         charged = len < SIZE_MAX / JSON_TREE_FACTOR ? len * JSON_TREE_FACTOR : SIZE_MAX;
         if (hard != 0 && charged > hard) {
             sf_free(inflated);
-            return refuse_counted(srv, conn, rq, 413, 8, "request too large to decode as "
+            return refuse_counted(srv, conn, rq, SF_TOOBIG, "request too large to decode as "
                                   "OTLP/JSON within the memory limit: send protobuf, or smaller "
                                   "requests", SF_REASON_TOO_LARGE);
         }
         if (!sf_alloc_charge(charged)) {
             sf_free(inflated);
-            return refuse_counted(srv, conn, rq, 503, 14, "memory limit reached, retry later",
+            return refuse_counted(srv, conn, rq, SF_MEMLIMIT, NULL,
                                   SF_REASON_MEMORY_LIMIT);
         }
     }
@@ -542,7 +557,7 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
     if (arena == NULL) {
         sf_free(inflated);
         sf_alloc_uncharge(charged);
-        return refuse_counted(srv, conn, rq, 503, 14, "out of memory, retry later",
+        return refuse_counted(srv, conn, rq, SF_ENOMEM, NULL,
                               SF_REASON_MEMORY_LIMIT);
     }
     if (rq->ct == CT_JSON) {
@@ -573,22 +588,15 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
         if (st == SF_OK)
             ret = rq->ct == CT_JSON ? send_bytes(conn, 200, "application/json", "{}", 2, false)
                                     : send_bytes(conn, 200, "application/x-protobuf", "", 0, false);
-        else if (sf_status_retryable(st))
-            ret = send_status(conn, rq, 503, 14, st == SF_FULL ? "export queue is full, retry later"
-                                                               : "temporarily unavailable, retry later");
-        else if (st == SF_INVALID)
-            ret = send_status(conn, rq, 400, 3, err);
-        else if (st == SF_FILTER)
-            ret = send_status(conn, rq, 500, 13, "batch dropped: it could not be filtered (fail closed)");
         else
-            ret = send_status(conn, rq, 500, 13, sf_status_str(st));
+            ret = send_answer(conn, rq, st, st == SF_INVALID ? err : NULL);
     } else {
         sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, refused_spans(srv, rq, &batch, st),
                             st == SF_INVALID ? SF_REASON_MALFORMED : SF_REASON_MEMORY_LIMIT);
         if (st == SF_INVALID)
-            ret = send_status(conn, rq, 400, 3, err[0] ? err : "invalid request");
+            ret = send_answer(conn, rq, SF_INVALID, err[0] ? err : NULL);
         else
-            ret = send_status(conn, rq, 503, 14, "out of memory, retry later");
+            ret = send_answer(conn, rq, SF_ENOMEM, NULL);
     }
     arena_give(srv, arena);
     sf_free(inflated);
@@ -767,7 +775,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     if (rq->refuse_http != 0) {
         count_refusal(srv, rq);
-        return send_status(conn, rq, rq->refuse_http, rq->refuse_rpc, rq->refuse_msg);
+        return send_rpc_status(conn, rq, rq->refuse_http, rq->refuse_rpc, rq->refuse_msg);
     }
     return finish(srv, conn, rq);
 }
