@@ -24,8 +24,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "sf_time.h"
 
 /* Trim at most this often while RSS stays high (malloc_trim walks the heap). */
 #define TRIM_MIN_INTERVAL_MS 50
@@ -79,14 +80,6 @@ static size_t rss_bytes(void)
     return rss;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static size_t net_rss(const limiter *l)
 {
     size_t rss = rss_bytes();
@@ -105,10 +98,9 @@ static void *sampler(void *arg)
 
     pthread_mutex_lock(&l->lock);
     while (!l->stop) {
-        struct timespec ts;
         size_t counted = sf_alloc_in_use();
         size_t net = net_rss(l);
-        int64_t t = now_ms();
+        int64_t t = sf_now_ms();
 
         /* Give free heap back before judging RSS, when RSS is high and more
          * than a spike is resident beyond what is counted, or when counted
@@ -139,14 +131,7 @@ static void *sampler(void *arg)
                     "accepting data", net >> 20, counted >> 20);
         }
         sf_alloc_set_external_pressure(pressure);
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += l->cfg->check_interval / 1000;
-        ts.tv_nsec += (l->cfg->check_interval % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&l->cond, &l->lock, &ts);
+        sf_cond_wait_until(&l->cond, &l->lock, sf_deadline_ms(l->cfg->check_interval));
     }
     pthread_mutex_unlock(&l->lock);
     sf_alloc_set_external_pressure(0);
@@ -173,13 +158,7 @@ static sf_status limiter_create(sf_component *self, const void *config)
     }
     l->soft = l->hard - spike;
     pthread_mutex_init(&l->lock, NULL);
-    {
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&l->cond, &ca);
-        pthread_condattr_destroy(&ca);
-    }
+    sf_cond_init(&l->cond);         /* timed waits: on CLOCK_MONOTONIC */
     sf_component_set_ctx(self, l);
     return SF_OK;
 }

@@ -33,6 +33,7 @@
 #include "otlp_answer.h"
 #include "sf_grpc.h"
 #include "sf_otlp_count.h"
+#include "sf_time.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -350,13 +351,7 @@ sf_status sf_otlp_grpc_create(sf_component *self, const sf_otlp_grpc_config *cfg
     }
     pthread_mutex_init(&srv->post_lock, NULL);
     pthread_mutex_init(&srv->lock, NULL);
-    {
-        pthread_condattr_t ca;      /* shutdown waits are timed on CLOCK_MONOTONIC */
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&srv->cond, &ca);
-        pthread_condattr_destroy(&ca);
-    }
+    sf_cond_init(&srv->cond);       /* shutdown waits are timed on CLOCK_MONOTONIC */
     *out = srv;
     return SF_OK;
 }
@@ -457,19 +452,12 @@ sf_status sf_otlp_grpc_start(sf_otlp_grpc_server *srv)
 
 static bool wait_shutdown(sf_otlp_grpc_server *srv, int64_t ms)
 {
-    struct timespec ts;
+    int64_t until = sf_deadline_ms(ms);
     bool done;
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
     pthread_mutex_lock(&srv->lock);
     while (!srv->shutdown_done)
-        if (pthread_cond_timedwait(&srv->cond, &srv->lock, &ts) != 0)
+        if (!sf_cond_wait_until(&srv->cond, &srv->lock, until))
             break;
     done = srv->shutdown_done;
     pthread_mutex_unlock(&srv->lock);

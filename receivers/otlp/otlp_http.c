@@ -56,6 +56,7 @@
 #include "sf_net.h"
 #include "sf_otlp_count.h"
 #include "sf_otlp_json.h"
+#include "sf_time.h"
 #include "sf_zlib.h"
 
 #define THREADS 2
@@ -141,14 +142,6 @@ struct sf_otlp_http_server {
     pthread_t reaper;
     int listen_fd;              /* returned by MHD_quiesce_daemon */
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- arenas -------------------------------------------------------------- */
 
@@ -630,7 +623,7 @@ static void conn_set_state(sf_otlp_http_server *srv, struct MHD_Connection *conn
     pthread_mutex_lock(&srv->conn_lock);
     if (c->state != st) {
         c->state = st;
-        c->since = now_ms();
+        c->since = sf_now_ms();
     }
     pthread_mutex_unlock(&srv->conn_lock);
 }
@@ -650,7 +643,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
             return;                 /* untracked: libmicrohttpd's limits still hold */
         c->fd = ci->connect_fd;
         c->state = CS_NEW;
-        c->since = now_ms();
+        c->since = sf_now_ms();
         pthread_mutex_lock(&srv->conn_lock);
         c->next = srv->conns;
         if (srv->conns != NULL)
@@ -712,7 +705,7 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
     (void)len;
     pthread_mutex_lock(&srv->conn_lock);
     if (srv->n_conns - srv->n_evicted >= MAX_CONNECTIONS) {
-        http_conn *v = conn_victim(srv, now_ms());
+        http_conn *v = conn_victim(srv, sf_now_ms());
 
         if (v != NULL)
             conn_evict(srv, v, v->state == CS_IDLE ? "idle, its slot is needed"
@@ -732,8 +725,7 @@ static void *reaper_main(void *arg)
 
     pthread_mutex_lock(&srv->conn_lock);
     while (!srv->reaper_stop) {
-        struct timespec ts;
-        int64_t now = now_ms();
+        int64_t now = sf_now_ms();
 
         for (http_conn *c = srv->conns; c != NULL; c = c->next) {
             int64_t age = now - c->since;
@@ -745,13 +737,7 @@ static void *reaper_main(void *arg)
             else if (c->state == CS_IDLE && age > srv->cfg->idle_timeout)
                 conn_evict(srv, c, "idle_timeout");
         }
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += REAP_INTERVAL_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&srv->reaper_cv, &srv->conn_lock, &ts);
+        sf_cond_wait_until(&srv->reaper_cv, &srv->conn_lock, sf_deadline_ms(REAP_INTERVAL_MS));
     }
     pthread_mutex_unlock(&srv->conn_lock);
     return NULL;
@@ -829,13 +815,7 @@ sf_status sf_otlp_http_create(sf_component *self, const sf_otlp_http_config *cfg
     srv->listen_fd = -1;
     pthread_mutex_init(&srv->pool_lock, NULL);
     pthread_mutex_init(&srv->conn_lock, NULL);
-    {
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&srv->reaper_cv, &ca);
-        pthread_condattr_destroy(&ca);
-    }
+    sf_cond_init(&srv->reaper_cv);
     *out = srv;
     return SF_OK;
 }
@@ -888,7 +868,7 @@ sf_status sf_otlp_http_start(sf_otlp_http_server *srv)
 
 void sf_otlp_http_shutdown(sf_otlp_http_server *srv)
 {
-    int64_t until = now_ms() + SHUTDOWN_GRACE_MS;
+    int64_t until = sf_now_ms() + SHUTDOWN_GRACE_MS;
     bool busy;
 
     if (srv->daemon == NULL)
@@ -900,7 +880,7 @@ void sf_otlp_http_shutdown(sf_otlp_http_server *srv)
         busy = false;
         pthread_mutex_lock(&srv->conn_lock);
         for (http_conn *c = srv->conns; c != NULL; c = c->next) {
-            if (c->state != CS_BODY || now_ms() >= until)
+            if (c->state != CS_BODY || sf_now_ms() >= until)
                 conn_evict(srv, c, "shutting down");
             else if (!c->evicted)
                 busy = true;
