@@ -20,6 +20,7 @@
  *   connection-level curl errors and HTTP 429/502/503/504 are retried
  *   (honouring Retry-After); everything else is permanent. */
 #include "otlp_http.h"
+#include "sf_time.h"
 
 #include <curl/curl.h>
 #include <inttypes.h>
@@ -129,14 +130,6 @@ static int on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_o
     return 0;
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* One transfer on the worker's multi handle. The whole attempt (name
  * lookup, connect, TLS, body, reply) is bounded by CURLOPT_TIMEOUT_MS: the
  * Debian libcurl uses the threaded resolver, which the timeout covers, and
@@ -172,7 +165,7 @@ static CURLcode perform(otlphttp_worker *w)
             break;
         }
         if (sf_sender_aborting(w->x->sender)) {
-            int64_t now = mono_ms();
+            int64_t now = sf_now_ms();
 
             if (!w->body_sent) {
                 rc = CURLE_ABORTED_BY_CALLBACK;
