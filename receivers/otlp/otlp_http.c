@@ -55,6 +55,7 @@
 #include "otlp_answer.h"
 #include "sf_net.h"
 #include "sf_otlp_count.h"
+#include "sf_dynbuf.h"
 #include "sf_otlp_json.h"
 #include "sf_time.h"
 #include "sf_zlib.h"
@@ -100,8 +101,7 @@ enum { CE_IDENTITY, CE_COMPRESSED };
 typedef struct http_req {
     int ct;
     int ce;
-    uint8_t *body;
-    size_t len, cap;
+    sf_dynbuf body;             /* bounded by max_request_body_size */
     size_t reserved;            /* bytes counted against the buffer budget */
     bool responded;
     /* Refused while the body was still arriving: libmicrohttpd takes a
@@ -120,6 +120,8 @@ typedef struct http_req {
     z_stream *z;                /* compressed bodies: inflated piecewise to count */
     size_t inflated;
 } http_req;
+
+#define BODY(rq) ((const uint8_t *)sf_dynbuf_ptr(&(rq)->body))
 
 struct sf_otlp_http_server {
     sf_component *self;
@@ -339,13 +341,11 @@ static enum MHD_Result refuse_later(sf_otlp_http_server *srv, http_req *rq, sf_s
     rq->refuse_msg = msg != NULL ? msg : a->message;
     rq->refuse_reason = reason;
     count_start(rq);
-    count_feed(srv, rq, rq->body, rq->len);     /* what was gathered so far */
+    count_feed(srv, rq, BODY(rq), sf_dynbuf_len(&rq->body));    /* what was gathered so far */
     /* Give the buffer back at once: the rest of the body is discarded. */
     atomic_fetch_sub(&srv->buffered, rq->reserved);
     rq->reserved = 0;
-    sf_free(rq->body);
-    rq->body = NULL;
-    rq->len = rq->cap = 0;
+    sf_dynbuf_release(&rq->body);
     return MHD_YES;
 }
 
@@ -394,6 +394,7 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
         return MHD_NO;
     rq->ct = ctype;
     rq->ce = cenc;
+    sf_dynbuf_init(&rq->body, srv->max_body);
     *req_cls = rq;
     if (cl != NULL && strtoull(cl, NULL, 10) > srv->max_body) {
         /* Read and drop the body, then answer 413: a client that streams its
@@ -431,19 +432,21 @@ static enum MHD_Result gather(sf_otlp_http_server *srv, http_req *rq, const char
         rq->discarded += n;
         return rq->discarded > DISCARD_FACTOR * srv->max_body ? MHD_NO : MHD_YES;
     }
-    if (rq->len + n > srv->max_body) {
+    if (sf_dynbuf_len(&rq->body) + n > srv->max_body) {
         refuse_later(srv, rq, SF_TOOBIG, "request body too large", SF_REASON_TOO_LARGE);
         count_feed(srv, rq, (const uint8_t *)data, n);
         rq->discarded += n;
         return MHD_YES;
     }
-    if (rq->len + n > rq->cap) {
-        size_t ncap = rq->cap ? rq->cap * 2 : 64 * 1024;
-        uint8_t *nb;
+    if (sf_dynbuf_len(&rq->body) + n > sf_dynbuf_capacity(&rq->body)) {
+        size_t len = sf_dynbuf_len(&rq->body), cap = sf_dynbuf_capacity(&rq->body);
+        size_t ncap = cap ? cap * 2 : 64 * 1024;
 
-        while (ncap < rq->len + n)
+        /* Capacity is chosen here, not by the buffer's doubling: it is
+         * taken from the buffer budget before it is allocated. */
+        while (ncap < len + n)
             ncap *= 2;
-        if (rq->expect >= rq->len + n && ncap > rq->expect)
+        if (rq->expect >= len + n && ncap > rq->expect)
             ncap = rq->expect;      /* Content-Length: no more than the body */
         if (ncap > srv->max_body)
             ncap = srv->max_body;
@@ -459,17 +462,13 @@ static enum MHD_Result gather(sf_otlp_http_server *srv, http_req *rq, const char
             }
             rq->reserved = ncap;
         }
-        nb = sf_realloc(rq->body, ncap);
-        if (nb == NULL) {
+        if (sf_dynbuf_reserve(&rq->body, ncap) != SF_OK) {
             refuse_later(srv, rq, SF_ENOMEM, NULL, SF_REASON_MEMORY_LIMIT);
             count_feed(srv, rq, (const uint8_t *)data, n);
             return MHD_YES;
         }
-        rq->body = nb;
-        rq->cap = ncap;
     }
-    memcpy(rq->body + rq->len, data, n);
-    rq->len += n;
+    sf_dynbuf_add(&rq->body, data, n);    /* within the bound and the room: cannot fail */
     return MHD_YES;
 }
 
@@ -482,7 +481,7 @@ static size_t refused_spans(sf_otlp_http_server *srv, http_req *rq, const sf_bat
     if (batch->spans > 0 || st == SF_INVALID)
         return batch->spans;
     count_start(rq);
-    count_feed(srv, rq, rq->body, rq->len);
+    count_feed(srv, rq, BODY(rq), sf_dynbuf_len(&rq->body));
     return counted_spans(rq);
 }
 
@@ -492,7 +491,7 @@ static enum MHD_Result refuse_counted(sf_otlp_http_server *srv, struct MHD_Conne
                                       sf_reason reason)
 {
     count_start(rq);
-    count_feed(srv, rq, rq->body, rq->len);
+    count_feed(srv, rq, BODY(rq), sf_dynbuf_len(&rq->body));
     sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, counted_spans(rq), reason);
     return send_answer(conn, rq, st, msg);
 }
@@ -500,8 +499,8 @@ static enum MHD_Result refuse_counted(sf_otlp_http_server *srv, struct MHD_Conne
 static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *conn,
                               http_req *rq)
 {
-    const uint8_t *data = rq->body;
-    size_t len = rq->len;
+    const uint8_t *data = BODY(rq);
+    size_t len = sf_dynbuf_len(&rq->body);
     uint8_t *inflated = NULL, *packed = NULL;
     sf_arena *arena;
     sf_batch batch;
@@ -516,7 +515,7 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
                               SF_REASON_MEMORY_LIMIT);
     }
     if (rq->ce == CE_COMPRESSED) {
-        st = sf_inflate(rq->body, rq->len, srv->max_body, &inflated, &len);
+        st = sf_inflate(BODY(rq), sf_dynbuf_len(&rq->body), srv->max_body, &inflated, &len);
         if (st == SF_ENOMEM)
             return refuse_counted(srv, conn, rq, SF_ENOMEM, NULL,
                                   SF_REASON_MEMORY_LIMIT);
@@ -782,7 +781,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         inflateEnd(rq->z);
         sf_free(rq->z);
     }
-    sf_free(rq->body);
+    sf_dynbuf_release(&rq->body);
     sf_free(rq);
     *req_cls = NULL;
 }
