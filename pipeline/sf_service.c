@@ -25,6 +25,7 @@
 #include "internal/sf_core.h"
 #include "internal/sf_metrics_server.h"
 #include "sf_sender.h"
+#include "sf_process.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -145,6 +146,10 @@ sf_status sf_service_create(const sf_config *cfg, sf_diag *diag, sf_service **ou
     sf_status st = SF_ENOMEM;
 
     *out = NULL;
+    st = sf_process_init();         /* libraries first, before any component */
+    if (st != SF_OK)
+        goto out_fail;
+    st = SF_ENOMEM;
     svc = sf_calloc(1, sizeof(*svc));
     if (svc == NULL)
         goto out_fail;
