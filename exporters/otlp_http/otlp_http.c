@@ -80,17 +80,8 @@ struct otlphttp {
 
 /* ---- library setup ------------------------------------------------------ */
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc = CURLE_FAILED_INIT;
-
-/* Process-wide and never undone: curl_global_cleanup is not thread-safe
- * and other components may use curl too. */
-static void curl_init_once(void)
-{
-    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-    /* The compressor's memory is counted like everything else. */
-    libdeflate_set_memory_allocator(sf_malloc, sf_free);
-}
+/* curl_global_init and libdeflate's counted allocator are the core's, done
+ * at start-up (sf_process.h). */
 
 static void *pb_alloc(void *data, size_t size)
 {
@@ -447,12 +438,6 @@ static sf_status otlphttp_create(sf_component *self, const void *config)
     otlphttp *x;
     unsigned i = 0;
 
-    pthread_once(&curl_once, curl_init_once);
-    if (curl_init_rc != CURLE_OK) {
-        sf_error("exporter %s: libcurl initialisation failed: %s", sf_component_id(self),
-                 curl_easy_strerror(curl_init_rc));
-        return SF_IO;
-    }
     x = sf_calloc(1, sizeof(*x));
     if (x == NULL)
         return SF_ENOMEM;
