@@ -1,8 +1,10 @@
 /* sf_process.h: process-wide library state the core owns, set up once at
  * start-up instead of by whichever component happens to come first:
  * libcurl's global init (curl_global_init is not thread-safe, and is never
- * undone: curl_global_cleanup is not thread-safe either) and libdeflate's
- * allocator (counted, through sf_malloc). */
+ * undone: curl_global_cleanup is not thread-safe either), libdeflate's
+ * allocator (counted, through sf_malloc) and gRPC's log routing. gRPC's
+ * grpc_init() is reference-counted by design and stays with its users
+ * (sf_grpc.h). */
 #ifndef SF_PROCESS_H
 #define SF_PROCESS_H
 
