@@ -17,6 +17,7 @@
 #include "sf_log.h"
 #include "sf_metrics.h"
 #include "sf_service.h"
+#include "tests/sf_test.h"
 #include "tests/sf_test_http.h"
 
 static void test_reason_labels(void **state)
@@ -43,9 +44,8 @@ static void test_endpoint(void **state)
 {
     char yaml[1024], url[128], traces[128];
     int mport = sf_test_free_port(), hport = sf_test_free_port();
-    sf_diag *d = sf_diag_create("m.yaml");
     sf_config *cfg = NULL;
-    sf_service *svc = NULL;
+    sf_service *svc;
     sf_test_http_answer a;
     size_t len = 0;
     uint8_t *req = sf_sample_request(5, 3, &len);
@@ -56,9 +56,7 @@ static void test_endpoint(void **state)
              "exporters: {debug: {verbosity: basic}}\n"
              "service:\n  telemetry: {metrics: {level: normal, address: '127.0.0.1:%d'}}\n"
              "  pipelines: {traces: {receivers: [otlp], exporters: [debug]}}\n", hport, mport);
-    assert_int_equal(sf_config_load_string("m.yaml", yaml, strlen(yaml), d, &cfg), SF_OK);
-    assert_int_equal(sf_service_create(cfg, d, &svc), SF_OK);
-    assert_int_equal(sf_service_start(svc), SF_OK);
+    svc = sf_test_service_start("m.yaml", yaml, &cfg);
 
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/metrics", mport);
     a = get("GET", url);
@@ -92,10 +90,7 @@ static void test_endpoint(void **state)
     assert_int_equal(a.code, 405);
     free(a.body);
 
-    sf_service_shutdown(svc);
-    sf_service_destroy(svc);
-    sf_config_destroy(cfg);
-    sf_diag_destroy(d);
+    sf_test_service_stop(svc, cfg);
     sf_free(req);
 }
 

@@ -24,6 +24,7 @@
 #include "receivers/otlp/otlp_answer.h"
 #include "sf_log.h"
 #include "sf_service.h"
+#include "tests/sf_test.h"
 #include "tests/sf_test_grpc.h"
 #include "tests/sf_test_http.h"
 
@@ -108,15 +109,12 @@ typedef struct fixture {
     char url[96];
     sf_config *cfg;
     sf_service *svc;
-    grpc_channel *ch;
-    grpc_completion_queue *cq;
+    sf_test_grpc_client g;
 } fixture;
 
 static void start(fixture *f, const char *exporter)
 {
-    char yaml[2048], target[64];
-    sf_diag *d = sf_diag_create("a.yaml");
-    grpc_channel_credentials *creds;
+    char yaml[2048];
     int gport = sf_test_free_port(), hport = sf_test_free_port();
 
     snprintf(yaml, sizeof(yaml),
@@ -130,35 +128,21 @@ static void start(fixture *f, const char *exporter)
              "  pipelines: {traces: {receivers: [otlp], processors: [transform/allowlist], "
              "exporters: [%.*s]}}\n",
              gport, hport, exporter, (int)strcspn(exporter, ":"), exporter);
-    assert_int_equal(sf_config_load_string("a.yaml", yaml, strlen(yaml), d, &f->cfg), SF_OK);
-    assert_int_equal(sf_service_create(f->cfg, d, &f->svc), SF_OK);
-    sf_diag_destroy(d);
-    assert_int_equal(sf_service_start(f->svc), SF_OK);
+    f->svc = sf_test_service_start("a.yaml", yaml, &f->cfg);
     snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%d/v1/traces", hport);
-    snprintf(target, sizeof(target), "127.0.0.1:%d", gport);
-    creds = grpc_insecure_credentials_create();
-    f->ch = grpc_channel_create(target, creds, NULL);
-    grpc_channel_credentials_release(creds);
-    f->cq = grpc_completion_queue_create_for_pluck(NULL);
+    sf_test_grpc_connect(&f->g, gport);
 }
 
 static void stop(fixture *f)
 {
-    grpc_channel_destroy(f->ch);
-    grpc_completion_queue_shutdown(f->cq);
-    while (grpc_completion_queue_pluck(f->cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type
-           != GRPC_QUEUE_SHUTDOWN)
-        ;
-    grpc_completion_queue_destroy(f->cq);
-    sf_service_shutdown(f->svc);
-    sf_service_destroy(f->svc);
-    sf_config_destroy(f->cfg);
+    sf_test_grpc_close(&f->g);
+    sf_test_service_stop(f->svc, f->cfg);
 }
 
 /* One unary Export call with `data`; returns its status. */
 static grpc_status_code grpc_export(fixture *f, const void *data, size_t len)
 {
-    return sf_test_grpc_call(f->ch, f->cq, EXPORT, data, len);
+    return sf_test_grpc_call(f->g.ch, f->g.cq, EXPORT, data, len);
 }
 
 /* The same request over HTTP: its status, and the gRPC code its

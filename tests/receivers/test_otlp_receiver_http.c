@@ -21,6 +21,7 @@
 #include "google/rpc/status.pb-c.h"
 #include "sf_log.h"
 #include "sf_service.h"
+#include "tests/sf_test.h"
 #include "tests/sf_test_http.h"
 
 #define PROTO "application/x-protobuf"
@@ -36,7 +37,6 @@ static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof(*f));
     char yaml[1024];
-    sf_diag *d = sf_diag_create("h.yaml");
     int port = sf_test_free_port();
 
     snprintf(yaml, sizeof(yaml),
@@ -45,10 +45,7 @@ static int setup(void **state)
              "exporters: {debug: {verbosity: basic}}\n"
              "service:\n  telemetry: {metrics: {level: none}}\n"
              "  pipelines: {traces: {receivers: [otlp], exporters: [debug]}}\n", port);
-    assert_int_equal(sf_config_load_string("h.yaml", yaml, strlen(yaml), d, &f->cfg), SF_OK);
-    assert_int_equal(sf_service_create(f->cfg, d, &f->svc), SF_OK);
-    sf_diag_destroy(d);
-    assert_int_equal(sf_service_start(f->svc), SF_OK);
+    f->svc = sf_test_service_start("h.yaml", yaml, &f->cfg);
     snprintf(f->base, sizeof(f->base), "http://127.0.0.1:%d", port);
     snprintf(f->url, sizeof(f->url), "%s/v1/traces", f->base);
     *state = f;
@@ -59,9 +56,7 @@ static int teardown(void **state)
 {
     fixture *f = *state;
 
-    sf_service_shutdown(f->svc);
-    sf_service_destroy(f->svc);
-    sf_config_destroy(f->cfg);
+    sf_test_service_stop(f->svc, f->cfg);
     free(f);
     return 0;
 }
