@@ -311,7 +311,7 @@ static void *worker_main(void *arg)
     sf_otlp_grpc_server *srv = w->srv;
 
     for (;;) {
-        grpc_event ev = grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+        grpc_event ev = grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC),
                                                    NULL);
         if (ev.type == GRPC_QUEUE_SHUTDOWN)
             break;
@@ -506,7 +506,7 @@ void sf_otlp_grpc_shutdown(sf_otlp_grpc_server *srv)
             w->running = false;
         } else {
             /* Drain the queue ourselves. */
-            while (grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+            while (grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC),
                                               NULL).type != GRPC_QUEUE_SHUTDOWN)
                 ;
         }
