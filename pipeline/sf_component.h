@@ -158,4 +158,15 @@ bool sf_component_batching(const sf_component *exporter, struct sf_batching *out
 /* Receivers: false while the memory limiter asks to refuse new data. */
 bool sf_component_may_accept(const sf_component *receiver);
 
+/* The memory budget is the service's: a memory limiter declares the limits
+ * it enforces (bytes of counted memory, 0 = none) when it starts and 0, 0
+ * when it shuts down, and says whether the RSS it samples is over them
+ * (from its own thread). The service applies the tightest limits any of
+ * its components declares, and pressure while any reports it, to the
+ * counted allocator (sf_alloc.h), so two limiters cannot undo each other.
+ * Outside a service (a component made by hand in a test) the values go to
+ * the allocator as they are. Thread-safe. */
+void sf_component_set_memory_limits(sf_component *self, size_t soft, size_t hard);
+void sf_component_set_memory_pressure(sf_component *self, bool on);
+
 #endif

@@ -10,6 +10,7 @@
  * holds the arena. On any error nothing is handed out. */
 #include "internal/sf_config_int.h"
 #include "internal/sf_core.h"
+#include "sf_dynbuf.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -739,59 +740,49 @@ sf_status sf_config_read_file(const char *path, size_t max, sf_diag *diag, char 
                               size_t *out_len)
 {
     FILE *f;
-    char *buf = NULL;
-    size_t len = 0, cap = 0, n;
+    sf_dynbuf buf;
+    size_t n;
     sf_status st;
 
     *out = NULL;
     *out_len = 0;
     if (sf_diag_set_file(diag, path) != SF_OK)
         return SF_ENOMEM;
+    /* One byte more than max tells "too large" from "exactly max". */
+    sf_dynbuf_init(&buf, max + 1);
     f = fopen(path, "rb");
     if (f == NULL)
         goto out_io_error;
     do {
-        if (len == cap) {
-            char *nb;
+        void *tail;
+        size_t room;
 
-            if (cap >= max) {
-                sf_diag_error(diag, NULL, NULL, "the file is larger than %zu bytes", max);
-                st = SF_CONFIG;
-                goto out_close;
-            }
-            cap = cap ? cap * 2 : 8192;
-            if (cap > max)
-                cap = max + 1;      /* one byte more tells "too large" from "exactly max" */
-            nb = sf_realloc(buf, cap + 1);
-            if (nb == NULL) {
-                st = SF_ENOMEM;
-                goto out_close;
-            }
-            buf = nb;
+        st = sf_dynbuf_room(&buf, sf_dynbuf_len(&buf) == 0 ? 8192 : 1, &tail, &room);
+        if (st == SF_TOOBIG) {
+            sf_diag_error(diag, NULL, NULL, "the file is larger than %zu bytes", max);
+            st = SF_CONFIG;
         }
-        n = fread(buf + len, 1, cap - len, f);
-        len += n;
+        if (st != SF_OK)
+            goto out_close;
+        n = fread(tail, 1, room, f);
+        sf_dynbuf_commit(&buf, n);
     } while (n > 0);
     if (ferror(f)) {
         fclose(f);
         goto out_io_error;
     }
     fclose(f);
-    if (len > max) {
+    if (sf_dynbuf_len(&buf) > max) {
         sf_diag_error(diag, NULL, NULL, "the file is larger than %zu bytes", max);
-        sf_free(buf);
+        sf_dynbuf_release(&buf);
         return SF_CONFIG;
     }
-    if (buf == NULL && (buf = sf_malloc(1)) == NULL)
-        return SF_ENOMEM;
-    buf[len] = '\0';
-    *out = buf;
-    *out_len = len;
-    return SF_OK;
+    *out = sf_dynbuf_take(&buf, out_len);
+    return *out != NULL ? SF_OK : SF_ENOMEM;
 
 out_close:
     fclose(f);
-    sf_free(buf);
+    sf_dynbuf_release(&buf);
     return st;
 out_io_error: {
         char reason[128];
@@ -799,7 +790,7 @@ out_io_error: {
         snprintf(reason, sizeof(reason), "%s", strerror(errno));
         reason[0] = (char)tolower((unsigned char)reason[0]);
         sf_diag_error(diag, NULL, NULL, "cannot read the file: %s", reason);
-        sf_free(buf);
+        sf_dynbuf_release(&buf);
         return SF_IO;
     }
 }

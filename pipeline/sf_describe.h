@@ -69,6 +69,11 @@ typedef enum sf_error_mode {
     SF_ERROR_MODE_COUNT
 } sf_error_mode;
 
+/* The same names as a config row's ENUM choices and its default, so the
+ * rows that take an error_mode (the transform processor's, the policy's)
+ * do not write them out again; in the order of the map (test_describe). */
+#define SF_ERROR_MODE_CHOICES "propagate|ignore|silent"
+#define SF_ERROR_MODE_DEFAULT "propagate"
 /* "propagate", "ignore", "silent"; "?" out of range. */
 const char *sf_error_mode_name(int mode);
 /* "resource", "scope", "span", "spanevent", "link"; "?" out of range. */

@@ -1,11 +1,12 @@
-/* sf_grpc.h: gRPC core set-up shared by the gRPC receiver and exporter:
- * grpc_init with gRPC's own log routed into spanfence's. */
+/* sf_grpc.h: gRPC core references for the gRPC receiver and exporter.
+ * gRPC counts grpc_init() calls and tears itself down on the last
+ * grpc_shutdown(), so each user holds one reference while it runs; the
+ * process-wide set-up (gRPC's log into spanfence's) is sf_process_init's. */
 #ifndef SF_GRPC_H
 #define SF_GRPC_H
 
-/* grpc_init(), after routing gRPC's log into sf_log at the current level
- * (debug shows gRPC's debug lines; otherwise errors only). Pair each call
- * with sf_grpc_shutdown(): gRPC counts them. */
+/* grpc_init(), after the process-wide set-up. Pair each call with
+ * sf_grpc_shutdown(). */
 void sf_grpc_init(void);
 void sf_grpc_shutdown(void);
 

@@ -4,6 +4,7 @@
  * renders the counters afresh). */
 #include "sf_metrics.h"
 #include "sf_alloc.h"
+#include "sf_dynbuf.h"
 #include "sf_log.h"
 #include "sf_net.h"
 #include "internal/sf_core.h"
@@ -28,9 +29,12 @@ const char *sf_reason_label(sf_reason r)
 
 /* ---- the Prometheus text of every component's counters ---------------------- */
 
+/* The rendered page: bounded (a few KB per component in practice); past
+ * the bound, or out of memory, rendering fails whole. */
+#define METRICS_TEXT_MAX (16u << 20)
+
 typedef struct sf_text {
-    char *buf;
-    size_t len, cap;
+    sf_dynbuf buf;
     bool failed;
 } sf_text;
 
@@ -39,30 +43,12 @@ static void text_add(sf_text *t, const char *fmt, ...) __attribute__((format(pri
 static void text_add(sf_text *t, const char *fmt, ...)
 {
     va_list ap;
-    int n;
 
     if (t->failed)
         return;
-    for (;;) {
-        va_start(ap, fmt);
-        n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            t->failed = true;
-            return;
-        }
-        if ((size_t)n < t->cap - t->len) {
-            t->len += (size_t)n;
-            return;
-        }
-        char *nb = sf_realloc(t->buf, t->cap * 2 + (size_t)n);
-        if (nb == NULL) {
-            t->failed = true;
-            return;
-        }
-        t->buf = nb;
-        t->cap = t->cap * 2 + (size_t)n;
-    }
+    va_start(ap, fmt);
+    t->failed = sf_dynbuf_vprintf(&t->buf, fmt, ap) != SF_OK;
+    va_end(ap);
 }
 
 static void help(sf_text *t, const char *name, const char *type, const char *text)
@@ -158,13 +144,10 @@ static void render_series(sf_text *t, const metric_def *m, const char *labels,
 
 sf_status sf_metrics_render(sf_component *components, size_t n, char **out, size_t *out_len)
 {
-    sf_text t = { .cap = 8192 };
+    sf_text t = { .failed = false };
     char labels[256];
 
-    t.buf = sf_malloc(t.cap);
-    if (t.buf == NULL)
-        return SF_ENOMEM;
-    t.buf[0] = '\0';
+    sf_dynbuf_init(&t.buf, METRICS_TEXT_MAX);
     for (size_t d = 0; d < sizeof(metric_defs) / sizeof(metric_defs[0]); d++) {
         const metric_def *m = &metric_defs[d];
         help(&t, m->name, m->type, m->help);
@@ -208,12 +191,11 @@ sf_status sf_metrics_render(sf_component *components, size_t n, char **out, size
          "Bytes allocated through spanfence's counted allocator.");
     text_add(&t, "spanfence_memory_allocated_bytes %zu\n", sf_alloc_in_use());
     if (t.failed) {
-        sf_free(t.buf);
+        sf_dynbuf_release(&t.buf);
         return SF_ENOMEM;
     }
-    *out = t.buf;
-    *out_len = t.len;
-    return SF_OK;
+    *out = sf_dynbuf_take(&t.buf, out_len);
+    return *out != NULL ? SF_OK : SF_ENOMEM;
 }
 
 struct sf_metrics_server {

@@ -179,8 +179,8 @@ static const sf_config_row name_rules_rows[] = {
 static const sf_config_row allowlist_rows[] = {
     { .key = "processor", .type = SF_CFG_STR, .offset = offsetof(policy_allowlist, processor),
       .help = "id of the transform processor holding the allowlist (required)" },
-    { .key = "error_mode", .type = SF_CFG_ENUM, .def = "propagate",
-      .offset = offsetof(policy_allowlist, error_mode), .choices = "propagate|ignore|silent",
+    { .key = "error_mode", .type = SF_CFG_ENUM, .def = SF_ERROR_MODE_DEFAULT,
+      .offset = offsetof(policy_allowlist, error_mode), .choices = SF_ERROR_MODE_CHOICES,
       .help = "the error_mode every statement must run with" },
     { .key = "clear_status_message", .type = SF_CFG_BOOL, .def = "true",
       .offset = offsetof(policy_allowlist, clear_status_message),

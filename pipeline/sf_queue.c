@@ -1,15 +1,14 @@
 /* sf_queue.c: the bounded MPMC queue: a ring of pointers under one mutex,
  * one condvar for "not empty or closed". Producers never wait (a full queue
  * is refused), so no "not full" condvar is needed.
- * The condvar uses CLOCK_MONOTONIC so a wall-clock jump cannot stretch or
- * cut a pop timeout. */
+ * The condvar is on CLOCK_MONOTONIC (sf_time.h) so a wall-clock jump cannot
+ * stretch or cut a pop timeout. */
 #include "sf_queue.h"
 #include "sf_alloc.h"
+#include "sf_time.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
-#include <time.h>
 
 struct sf_queue {
     pthread_mutex_t mu;
@@ -22,7 +21,6 @@ struct sf_queue {
 sf_queue *sf_queue_create(size_t capacity)
 {
     sf_queue *q;
-    pthread_condattr_t ca;
 
     if (capacity == 0 || capacity > (SIZE_MAX - sizeof(*q)) / sizeof(void *))
         return NULL;
@@ -32,14 +30,8 @@ sf_queue *sf_queue_create(size_t capacity)
     q->cap = capacity;
     if (pthread_mutex_init(&q->mu, NULL) != 0)
         goto out_free_queue;
-    if (pthread_condattr_init(&ca) != 0)
+    if (sf_cond_init(&q->nonempty) != 0)
         goto out_destroy_mutex;
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    if (pthread_cond_init(&q->nonempty, &ca) != 0) {
-        pthread_condattr_destroy(&ca);
-        goto out_destroy_mutex;
-    }
-    pthread_condattr_destroy(&ca);
     return q;
 
 out_destroy_mutex:
@@ -84,25 +76,16 @@ sf_status sf_queue_pop(sf_queue *q, int64_t timeout_ms, void **out)
 sf_status sf_queue_pop_if(sf_queue *q, int64_t timeout_ms, bool (*take)(void *item, void *arg),
                           void *arg, void **out)
 {
-    struct timespec deadline;
+    int64_t deadline = timeout_ms > 0 ? sf_deadline_ms(timeout_ms) : 0;
     sf_status st = SF_OK;
 
-    if (timeout_ms > 0) {
-        clock_gettime(CLOCK_MONOTONIC, &deadline);
-        deadline.tv_sec += timeout_ms / 1000;
-        deadline.tv_nsec += (timeout_ms % 1000) * 1000000L;
-        if (deadline.tv_nsec >= 1000000000L) {
-            deadline.tv_sec++;
-            deadline.tv_nsec -= 1000000000L;
-        }
-    }
     pthread_mutex_lock(&q->mu);
     while (q->len == 0 && !q->closed) {
         if (timeout_ms == 0)
             break;
         if (timeout_ms < 0) {
             pthread_cond_wait(&q->nonempty, &q->mu);
-        } else if (pthread_cond_timedwait(&q->nonempty, &q->mu, &deadline) == ETIMEDOUT) {
+        } else if (!sf_cond_wait_until(&q->nonempty, &q->mu, deadline)) {
             break;
         }
     }

@@ -40,6 +40,7 @@
 #include "sf_alloc.h"
 #include "sf_log.h"
 #include "sf_queue.h"
+#include "sf_time.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -102,22 +103,7 @@ struct sf_sender_parcel {
     uint64_t spans;
 };
 
-/* ---- time ----------------------------------------------------------------- */
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static struct timespec abs_monotonic(int64_t at_ms)
-{
-    struct timespec ts = { .tv_sec = at_ms / 1000, .tv_nsec = (at_ms % 1000) * 1000000L };
-
-    return ts;
-}
+/* ---- jitter --------------------------------------------------------------- */
 
 /* xorshift64*: jitter only needs to spread consumers apart, not be secret. */
 static double rand_unit(uint64_t *state)
@@ -203,12 +189,12 @@ static sf_buf *take_adopted(sf_sender *s)
 /* Wait `ms` unless shutdown aborts first; false when aborted. */
 static bool backoff_wait(sf_sender *s, int64_t ms)
 {
-    struct timespec until = abs_monotonic(now_ms() + ms);
+    int64_t until = sf_deadline_ms(ms);
     bool aborted;
 
     pthread_mutex_lock(&s->mu);
     while (!atomic_load(&s->aborting) && !atomic_load(&s->parking)) {
-        if (pthread_cond_timedwait(&s->abort_cv, &s->mu, &until) == ETIMEDOUT)
+        if (!sf_cond_wait_until(&s->abort_cv, &s->mu, until))
             break;
     }
     aborted = atomic_load(&s->aborting);
@@ -222,7 +208,7 @@ static bool backoff_wait(sf_sender *s, int64_t ms)
 static void deliver(sf_sender *s, unsigned worker, uint64_t *rng, sf_buf *buf)
 {
     const sf_retry_config *r = &s->r;
-    int64_t start = now_ms();
+    int64_t start = sf_now_ms();
     double interval = (double)r->initial_interval;
     unsigned attempts = 0;
     sf_send_result res;
@@ -256,7 +242,7 @@ static void deliver(sf_sender *s, unsigned worker, uint64_t *rng, sf_buf *buf)
             finish_failed(s, buf, SF_REASON_SHUTDOWN);
             return;
         }
-        elapsed = now_ms() - start;
+        elapsed = sf_now_ms() - start;
         if (res.retry_after_ms > 0) {
             /* The server's hint replaces the computed interval, but never
              * outlives max_elapsed_time: one last attempt at the limit. */
@@ -340,9 +326,9 @@ static sf_status take_parts(sf_sender *s, sf_consumer *c, size_t *n)
     atomic_fetch_sub_explicit(&s->counters->queue_size, 1, memory_order_relaxed);
     c->parts[(*n)++] = item;
     g.spans = ((sf_buf *)item)->spans;
-    deadline = now_ms() + b->timeout_ms;
+    deadline = sf_now_ms() + b->timeout_ms;
     while (s->batching && *n < c->max_parts && (trigger == 0 || g.spans < trigger)) {
-        int64_t left = wait ? deadline - now_ms() : 0;
+        int64_t left = wait ? deadline - sf_now_ms() : 0;
 
         /* Past the deadline still take what is already queued: no wait. */
         if (sf_queue_pop_if(s->queue, left > 0 ? left : 0, fits, &g, &item) != SF_OK)
@@ -385,7 +371,7 @@ static void *consumer_main(void *arg)
 {
     sf_consumer *c = arg;
     sf_sender *s = c->sender;
-    uint64_t rng = ((uint64_t)(uintptr_t)s ^ (uint64_t)now_ms()) + 0x9E3779B97F4A7C15ULL * (c->index + 1);
+    uint64_t rng = ((uint64_t)(uintptr_t)s ^ (uint64_t)sf_now_ms()) + 0x9E3779B97F4A7C15ULL * (c->index + 1);
     size_t n;
 
     if (rng == 0)
@@ -423,7 +409,6 @@ sf_sender *sf_sender_create(const char *id, const sf_queue_config *q, const sf_r
                             sf_send_fn send, void *exporter, sf_counters *counters)
 {
     sf_sender *s;
-    pthread_condattr_t ca;
 
     s = sf_calloc(1, sizeof(*s));
     if (s == NULL)
@@ -462,21 +447,15 @@ sf_sender *sf_sender_create(const char *id, const sf_queue_config *q, const sf_r
         goto out_destroy_mu;
     if (pthread_mutex_init(&s->gather_mu, NULL) != 0)
         goto out_destroy_sync_mu;
-    if (pthread_condattr_init(&ca) != 0)
+    if (sf_cond_init(&s->abort_cv) != 0)
         goto out_destroy_gather_mu;
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    if (pthread_cond_init(&s->abort_cv, &ca) != 0)
-        goto out_destroy_condattr;
-    if (pthread_cond_init(&s->done_cv, &ca) != 0)
+    if (sf_cond_init(&s->done_cv) != 0)
         goto out_destroy_abort_cv;
-    pthread_condattr_destroy(&ca);
     atomic_store(&counters->queue_capacity, s->q.enabled ? s->q.queue_size : 0);
     return s;
 
 out_destroy_abort_cv:
     pthread_cond_destroy(&s->abort_cv);
-out_destroy_condattr:
-    pthread_condattr_destroy(&ca);
 out_destroy_gather_mu:
     pthread_mutex_destroy(&s->gather_mu);
 out_destroy_sync_mu:
@@ -636,13 +615,13 @@ sf_status sf_sender_submit(sf_sender *s, sf_buf *buf)
  * hold, then abort what is still in flight and join them. */
 static void stop_consumers(sf_sender *s, int64_t wait_ms)
 {
-    struct timespec until;
+    int64_t until;
 
     sf_queue_close(s->queue);
-    until = abs_monotonic(now_ms() + (wait_ms > 0 ? wait_ms : 0));
+    until = sf_deadline_ms(wait_ms);
     pthread_mutex_lock(&s->mu);
     while (s->live > 0) {
-        if (pthread_cond_timedwait(&s->done_cv, &s->mu, &until) == ETIMEDOUT)
+        if (!sf_cond_wait_until(&s->done_cv, &s->mu, until))
             break;
     }
     atomic_store(&s->aborting, true);

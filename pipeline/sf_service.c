@@ -25,7 +25,9 @@
 #include "internal/sf_core.h"
 #include "internal/sf_metrics_server.h"
 #include "sf_sender.h"
+#include "sf_process.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -145,6 +147,10 @@ sf_status sf_service_create(const sf_config *cfg, sf_diag *diag, sf_service **ou
     sf_status st = SF_ENOMEM;
 
     *out = NULL;
+    st = sf_process_init();         /* libraries first, before any component */
+    if (st != SF_OK)
+        goto out_fail;
+    st = SF_ENOMEM;
     svc = sf_calloc(1, sizeof(*svc));
     if (svc == NULL)
         goto out_fail;
@@ -667,6 +673,65 @@ bool sf_component_may_accept(const sf_component *receiver)
 {
     (void)receiver;
     return !sf_alloc_under_pressure();
+}
+
+/* ---- the memory budget ------------------------------------------------------ */
+
+/* One lock for every service's budget: limiters report from their own
+ * threads, and what the budget sets (the allocator's limits) is
+ * process-wide. Services run one at a time (a reload stops the old one
+ * before the new one starts), so the live one's budget is what applies. */
+static pthread_mutex_t budget_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t tighter(size_t a, size_t b)
+{
+    return a == 0 ? b : b == 0 ? a : a < b ? a : b;
+}
+
+/* The tightest limits, and any pressure, of the service's components. */
+static void budget_apply(const sf_service *svc)
+{
+    size_t soft = 0, hard = 0;
+    bool pressure = false;
+
+    for (size_t i = 0; i < svc->n_components; i++) {
+        const sf_component *c = &svc->components[i];
+
+        soft = tighter(soft, c->mem_soft);
+        hard = tighter(hard, c->mem_hard);
+        pressure = pressure || c->mem_pressure;
+    }
+    sf_alloc_set_limits(soft, hard);
+    sf_alloc_set_external_pressure(pressure);
+}
+
+void sf_component_set_memory_limits(sf_component *self, size_t soft, size_t hard)
+{
+    pthread_mutex_lock(&budget_lock);
+    self->mem_soft = soft;
+    self->mem_hard = hard;
+    if (self->mem_soft == 0 && self->mem_hard == 0)
+        self->mem_pressure = false;     /* a limiter that stopped presses no more */
+    if (self->service != NULL)
+        budget_apply(self->service);
+    else {
+        sf_alloc_set_limits(soft, hard);
+        sf_alloc_set_external_pressure(self->mem_pressure);
+    }
+    pthread_mutex_unlock(&budget_lock);
+}
+
+void sf_component_set_memory_pressure(sf_component *self, bool on)
+{
+    pthread_mutex_lock(&budget_lock);
+    if (self->mem_pressure != on) {
+        self->mem_pressure = on;
+        if (self->service != NULL)
+            budget_apply(self->service);
+        else
+            sf_alloc_set_external_pressure(on);
+    }
+    pthread_mutex_unlock(&budget_lock);
 }
 
 bool sf_component_batching(const sf_component *exporter, sf_batching *out)

@@ -9,6 +9,7 @@
  * alias and is refused. Every node and string lives in the config's arena. */
 #include "internal/sf_config_int.h"
 #include "sf_alloc.h"
+#include "sf_dynbuf.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -19,6 +20,8 @@
 #include <yaml.h>
 
 #define SF_YAML_MAX_DEPTH 64
+/* One scalar after ${VAR} expansion. */
+#define SF_ENV_EXPAND_MAX (1024 * 1024)
 
 enum { CONVERT_NONE, CONVERT_BUSY, CONVERT_DONE };
 
@@ -63,8 +66,8 @@ static char *arena_printf(sf_arena *a, const char *fmt, ...)
 sf_status sf_env_expand(const char *in, size_t len, sf_arena *arena, char **out,
                         size_t *out_len, char **err)
 {
-    size_t cap = len + 1, n = 0;
-    char *buf = NULL, *res;
+    sf_dynbuf buf;
+    char *res;
     sf_status st = SF_OK;
 
     *err = NULL;
@@ -76,24 +79,17 @@ sf_status sf_env_expand(const char *in, size_t len, sf_arena *arena, char **out,
         *out_len = len;
         return SF_OK;
     }
-    buf = sf_malloc(cap);
-    if (buf == NULL)
-        return SF_ENOMEM;
+    sf_dynbuf_init(&buf, SF_ENV_EXPAND_MAX);
 #define PUT(src, cnt)                                                   \
     do {                                                                \
-        size_t c_ = (cnt);                                              \
-        if (n + c_ + 1 > cap) {                                         \
-            size_t nc_ = (n + c_ + 1) * 2;                              \
-            char *nb_ = sf_realloc(buf, nc_);                           \
-            if (nb_ == NULL) {                                          \
-                st = SF_ENOMEM;                                         \
-                goto out_free_buf;                                      \
-            }                                                           \
-            buf = nb_;                                                  \
-            cap = nc_;                                                  \
+        st = sf_dynbuf_add(&buf, (src), (cnt));                         \
+        if (st == SF_TOOBIG) {                                          \
+            *err = arena_printf(arena, "'%.*s' expands to more than %d bytes", \
+                                (int)len, in, SF_ENV_EXPAND_MAX);      \
+            st = *err ? SF_CONFIG : SF_ENOMEM;                          \
         }                                                               \
-        memcpy(buf + n, (src), c_);                                     \
-        n += c_;                                                        \
+        if (st != SF_OK)                                                \
+            goto out_free_buf;                                          \
     } while (0)
     for (size_t i = 0; i < len;) {
         const char *close, *name, *def = NULL, *sep, *val;
@@ -164,15 +160,15 @@ sf_status sf_env_expand(const char *in, size_t len, sf_arena *arena, char **out,
         i = (size_t)(close - in) + 1;
     }
 #undef PUT
-    res = sf_arena_strndup(arena, buf, n);
+    res = sf_arena_strndup(arena, sf_dynbuf_ptr(&buf), sf_dynbuf_len(&buf));
     if (res == NULL) {
         st = SF_ENOMEM;
         goto out_free_buf;
     }
     *out = res;
-    *out_len = n;
+    *out_len = sf_dynbuf_len(&buf);
 out_free_buf:
-    sf_free(buf);
+    sf_dynbuf_release(&buf);
     return st;
 }
 

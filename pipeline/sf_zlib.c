@@ -1,7 +1,9 @@
 /* sf_zlib.c: bounded inflate on zlib. */
 #include "sf_zlib.h"
 #include "sf_alloc.h"
+#include "sf_dynbuf.h"
 
+#include <stdint.h>
 #include <string.h>
 #include <zlib.h>
 
@@ -9,8 +11,8 @@ sf_status sf_inflate(const uint8_t *in, size_t in_len, size_t max_out, uint8_t *
                      size_t *out_len)
 {
     z_stream z;
-    uint8_t *buf = NULL;
-    size_t cap, len = 0;
+    sf_dynbuf buf;
+    size_t first, len;
     sf_status st = SF_INVALID;
     int rc;
 
@@ -20,37 +22,26 @@ sf_status sf_inflate(const uint8_t *in, size_t in_len, size_t max_out, uint8_t *
     /* 15 + 32: zlib or gzip header, detected automatically. */
     if (inflateInit2(&z, 15 + 32) != Z_OK)
         return SF_ENOMEM;
-    cap = in_len * 4 + 4096;
-    if (cap > max_out + 1)
-        cap = max_out + 1;
-    buf = sf_malloc(cap);
-    if (buf == NULL) {
-        st = SF_ENOMEM;
-        goto out_end;
-    }
+    /* One byte more than the limit tells "too large" from "exactly max". */
+    sf_dynbuf_init(&buf, max_out + 1);
+    first = in_len < (SIZE_MAX - 4096) / 4 ? in_len * 4 + 4096 : SIZE_MAX;
+    if (first > max_out + 1)
+        first = max_out + 1;
     z.next_in = (Bytef *)in;
     z.avail_in = (uInt)in_len;
     for (;;) {
-        if (len == cap) {
-            size_t ncap;
-            uint8_t *nb;
-            if (cap > max_out) {
-                st = SF_TOOBIG;
-                goto out_free;
-            }
-            ncap = cap * 2 > max_out + 1 ? max_out + 1 : cap * 2;
-            nb = sf_realloc(buf, ncap);
-            if (nb == NULL) {
-                st = SF_ENOMEM;
-                goto out_free;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        z.next_out = buf + len;
-        z.avail_out = (uInt)(cap - len);
+        void *tail;
+        size_t room;
+
+        st = sf_dynbuf_room(&buf, sf_dynbuf_len(&buf) == 0 ? first : 1, &tail, &room);
+        if (st != SF_OK)
+            goto out_free;          /* SF_TOOBIG: past max_out + 1 */
+        if (room > UINT32_MAX)
+            room = UINT32_MAX;
+        z.next_out = tail;
+        z.avail_out = (uInt)room;
         rc = inflate(&z, Z_NO_FLUSH);
-        len = cap - z.avail_out;
+        sf_dynbuf_commit(&buf, room - z.avail_out);
         if (rc == Z_STREAM_END)
             break;
         if (rc == Z_MEM_ERROR) {
@@ -62,7 +53,7 @@ sf_status sf_inflate(const uint8_t *in, size_t in_len, size_t max_out, uint8_t *
             goto out_free;
         }
     }
-    if (len > max_out) {
+    if (sf_dynbuf_len(&buf) > max_out) {
         st = SF_TOOBIG;
         goto out_free;
     }
@@ -70,14 +61,15 @@ sf_status sf_inflate(const uint8_t *in, size_t in_len, size_t max_out, uint8_t *
         st = SF_INVALID;            /* trailing bytes after the stream */
         goto out_free;
     }
-    *out = buf;
-    *out_len = len;
     inflateEnd(&z);
+    *out = (uint8_t *)sf_dynbuf_take(&buf, &len);
+    if (*out == NULL)
+        return SF_ENOMEM;
+    *out_len = len;
     return SF_OK;
 
 out_free:
-    sf_free(buf);
-out_end:
+    sf_dynbuf_release(&buf);
     inflateEnd(&z);
     return st;
 }

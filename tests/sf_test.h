@@ -12,6 +12,7 @@
 #include "sf_batch.h"
 #include "sf_config.h"
 #include "sf_metrics.h"
+#include "sf_service.h"
 
 /* Load `yaml` as the file `name` and return every diagnostic, one per line
  * ("" when the config is clean), in a static buffer. */
@@ -44,6 +45,29 @@ static inline const char *sf_test_load_exporter(const char *id, const char *expo
              "service:\n  pipelines:\n    traces:\n      receivers: [otlp]\n"
              "      exporters: [%s]\n", id, exporter_yaml, id);
     return sf_test_config_messages("x.yaml", yaml);
+}
+
+/* Load `yaml` (as the file `name`), build the service and start it: the
+ * real collector in this process. The caller stops it with
+ * sf_test_service_stop(). */
+static inline sf_service *sf_test_service_start(const char *name, const char *yaml,
+                                                sf_config **cfg)
+{
+    sf_diag *d = sf_diag_create(name);
+    sf_service *svc = NULL;
+
+    assert_int_equal(sf_config_load_string(name, yaml, strlen(yaml), d, cfg), SF_OK);
+    assert_int_equal(sf_service_create(*cfg, d, &svc), SF_OK);
+    sf_diag_destroy(d);
+    assert_int_equal(sf_service_start(svc), SF_OK);
+    return svc;
+}
+
+static inline void sf_test_service_stop(sf_service *svc, sf_config *cfg)
+{
+    sf_service_shutdown(svc);
+    sf_service_destroy(svc);
+    sf_config_destroy(cfg);
 }
 
 /* Poll up to 10 s for a condition that should hold in milliseconds (a

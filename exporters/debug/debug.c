@@ -9,6 +9,7 @@
  * from clients: control characters, quotes and backslashes are escaped so
  * they cannot forge lines or drive the operator's terminal. */
 #include "debug.h"
+#include "sf_dynbuf.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -33,73 +34,38 @@ static pthread_mutex_t stderr_mu = PTHREAD_MUTEX_INITIALIZER;
 /* ---- text ------------------------------------------------------------------ */
 
 typedef struct text {
-    char *p;
-    size_t len, cap;
-    size_t limit;               /* content stops here; room is left for the note */
+    sf_dynbuf b;                /* bounded: content stops short, room is left for the note */
     bool oom;
-    bool cut;                   /* reached the limit */
+    bool cut;                   /* reached the bound */
 } text;
+
+static void note_failure(text *t, sf_status st)
+{
+    if (st == SF_TOOBIG)
+        t->cut = true;
+    else if (st != SF_OK)
+        t->oom = true;
+}
 
 static void put(text *t, const char *s, size_t n)
 {
-    if (t->oom || t->cut)
-        return;
-    if (t->len + n > t->limit) {
-        t->cut = true;
-        return;
-    }
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 1024;
-        char *p;
-
-        while (cap < t->len + n + 1)
-            cap *= 2;
-        p = sf_realloc(t->p, cap);
-        if (p == NULL) {
-            t->oom = true;
-            return;
-        }
-        t->p = p;
-        t->cap = cap;
-    }
-    memcpy(t->p + t->len, s, n);
-    t->len += n;
-    t->p[t->len] = '\0';
+    if (!t->oom && !t->cut)
+        note_failure(t, sf_dynbuf_add(&t->b, s, n));
 }
 
 static void putf(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void putf(text *t, const char *fmt, ...)
 {
-    char small[256];
     va_list ap;
-    int n;
 
+    if (t->oom || t->cut)
+        return;
     va_start(ap, fmt);
-    n = vsnprintf(small, sizeof(small), fmt, ap);
+    note_failure(t, sf_dynbuf_vprintf(&t->b, fmt, ap));
     va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof(small)) {
-        put(t, small, (size_t)n);
-        return;
-    }
-    {
-        char *big = sf_malloc((size_t)n + 1);
-
-        if (big == NULL) {
-            t->oom = true;
-            return;
-        }
-        va_start(ap, fmt);
-        vsnprintf(big, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-        put(t, big, (size_t)n);
-        sf_free(big);
-    }
 }
 
-/* A client's string, quoted, with ", \ and control bytes escaped. */
 static void put_quoted(text *t, const char *s)
 {
     const char *run;
@@ -401,11 +367,12 @@ static sf_status debug_start(sf_component *self)
 static sf_status debug_consume(sf_component *self, sf_batch *batch)
 {
     debugexp *d = sf_component_ctx(self);
-    text t = { .limit = DEBUG_TEXT_MAX - 128 };
+    text t = { .oom = false };
     sf_status st;
 
     if (batch->spans == 0)
         return SF_OK;
+    sf_dynbuf_init(&t.b, DEBUG_TEXT_MAX - 128);
     if (d->verbosity != SF_DEBUG_BASIC) {
         st = sf_batch_request(batch);
         if (st != SF_OK)
@@ -418,18 +385,18 @@ static sf_status debug_consume(sf_component *self, sf_batch *batch)
     else if (d->verbosity == SF_DEBUG_DETAILED)
         put_detailed(&t, batch->req);
     if (t.oom) {
-        sf_free(t.p);
+        sf_dynbuf_release(&t.b);
         return SF_ENOMEM;
     }
     if (t.cut) {
         static const char note[] = "... (cut: the text of this batch passed 8 MiB)\n";
 
         t.cut = false;
-        t.limit = DEBUG_TEXT_MAX;
+        t.b.max = DEBUG_TEXT_MAX;   /* the note goes in the room left for it */
         put(&t, note, sizeof(note) - 1);
     }
-    st = write_stderr(t.p, t.len);
-    sf_free(t.p);
+    st = write_stderr(sf_dynbuf_ptr(&t.b), sf_dynbuf_len(&t.b));
+    sf_dynbuf_release(&t.b);
     if (st != SF_OK) {
         sf_count(&d->counters->send_failed_spans[SF_REASON_PERMANENT_ERROR], batch->spans);
         return SF_OK;   /* stderr is gone: not the client's problem to retry */

@@ -41,6 +41,7 @@
 
 #include "sf_otlp_json.h"
 #include "sf_queue.h"
+#include "sf_time.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -93,14 +94,6 @@ typedef struct fileexp {
     bool failing;               /* in a streak of write errors */
     uint64_t failed_in_streak;
 } fileexp;
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- counting ------------------------------------------------------------- */
 
@@ -340,12 +333,9 @@ out_free_names:
  * every earlier one and not taken by an existing file. */
 static char *backup_name(fileexp *f)
 {
-    struct timespec now;
-    int64_t ms;
+    int64_t ms = sf_wall_ms();
     char *name = NULL;
 
-    clock_gettime(CLOCK_REALTIME, &now);
-    ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
     if (ms <= f->last_stamp)
         ms = f->last_stamp + 1;
     for (int tries = 0; tries < 1000; tries++, ms++) {
@@ -474,7 +464,7 @@ static void write_record(fileexp *f, sf_buf *buf)
         }
         f->pending_spans += buf->spans;
         if (f->flush_due == 0)
-            f->flush_due = mono_ms() + f->flush_ms;
+            f->flush_due = sf_now_ms() + f->flush_ms;
     } else {
         if (write_plain(f, iov, n, len) != SF_OK) {
             count_failed(f, buf->spans, SF_REASON_PERMANENT_ERROR, "write", errno);
@@ -505,7 +495,7 @@ static void *writer_main(void *arg)
         sf_status st;
 
         if (f->flush_due != 0) {
-            wait = f->flush_due - mono_ms();
+            wait = f->flush_due - sf_now_ms();
             if (wait < 0)
                 wait = 0;
         }
@@ -516,7 +506,7 @@ static void *writer_main(void *arg)
             atomic_fetch_sub_explicit(&f->counters->queue_size, 1, memory_order_relaxed);
             write_record(f, buf);
             sf_buf_unref(buf);
-            if (f->flush_due != 0 && mono_ms() >= f->flush_due)
+            if (f->flush_due != 0 && sf_now_ms() >= f->flush_due)
                 flush_live(f);
         } else if (st == SF_RETRY) {
             flush_live(f);

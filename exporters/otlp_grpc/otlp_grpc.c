@@ -21,6 +21,7 @@
  *   retry_delay is honoured; everything else is permanent. */
 #include "otlp_grpc.h"
 #include "sf_grpc.h"
+#include "sf_time.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -355,11 +356,8 @@ static void otlpgrpc_send(void *exporter, unsigned worker, const sf_buf *buf,
         if (ev.type == GRPC_OP_COMPLETE)
             break;
         if (!cancelled && sf_sender_aborting(x->sender)) {
-            struct timespec ts;
-            int64_t now;
+            int64_t now = sf_now_ms();
 
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
             if (give_up == 0) {
                 give_up = now + OTLPGRPC_REPLY_GRACE_MS;
             } else if (now >= give_up) {

@@ -20,6 +20,7 @@
  *   connection-level curl errors and HTTP 429/502/503/504 are retried
  *   (honouring Retry-After); everything else is permanent. */
 #include "otlp_http.h"
+#include "sf_time.h"
 
 #include <curl/curl.h>
 #include <inttypes.h>
@@ -77,15 +78,8 @@ struct otlphttp {
 
 /* ---- library setup ------------------------------------------------------ */
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc = CURLE_FAILED_INIT;
-
-/* Process-wide and never undone: curl_global_cleanup is not thread-safe
- * and other components may use curl too. */
-static void curl_init_once(void)
-{
-    curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
+/* curl_global_init and libdeflate's counted allocator are the core's, done
+ * at start-up (sf_process.h). */
 
 static void *pb_alloc(void *data, size_t size)
 {
@@ -125,14 +119,6 @@ static int on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_o
     return 0;
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* One transfer on the worker's multi handle. The whole attempt (name
  * lookup, connect, TLS, body, reply) is bounded by CURLOPT_TIMEOUT_MS: the
  * Debian libcurl uses the threaded resolver, which the timeout covers, and
@@ -168,7 +154,7 @@ static CURLcode perform(otlphttp_worker *w)
             break;
         }
         if (sf_sender_aborting(w->x->sender)) {
-            int64_t now = mono_ms();
+            int64_t now = sf_now_ms();
 
             if (!w->body_sent) {
                 rc = CURLE_ABORTED_BY_CALLBACK;
@@ -430,12 +416,6 @@ static sf_status otlphttp_create(sf_component *self, const void *config)
     otlphttp *x;
     unsigned i = 0;
 
-    pthread_once(&curl_once, curl_init_once);
-    if (curl_init_rc != CURLE_OK) {
-        sf_error("exporter %s: libcurl initialisation failed: %s", sf_component_id(self),
-                 curl_easy_strerror(curl_init_rc));
-        return SF_IO;
-    }
     x = sf_calloc(1, sizeof(*x));
     if (x == NULL)
         return SF_ENOMEM;

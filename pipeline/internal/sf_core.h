@@ -24,6 +24,10 @@ struct sf_component {
     /* receivers: the traces pipelines this receiver feeds */
     size_t n_routes;
     struct sf_route **routes;
+    /* this component's share of the service's memory budget (memory
+     * limiters; sf_component_set_memory_limits), under the budget lock */
+    size_t mem_soft, mem_hard;
+    bool mem_pressure;
 };
 
 /* NULL-terminated table of every component type spanfence has. Defined

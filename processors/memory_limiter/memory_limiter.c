@@ -16,21 +16,24 @@
  *     memory is low (then refusing frees nothing, so it could only latch).
  *     It also trims whenever counted memory has fallen by a spike's worth,
  *     so memory freed when a backlog drains goes back to the system.
- * The limits are process-wide: with several memory_limiter instances the
- * last one started wins. */
+ * The limits go to the service's memory budget (sf_component.h), which
+ * applies the tightest of every memory_limiter's to the counted allocator:
+ * with several instances, none undoes another. */
 #include "memory_limiter.h"
 
 #include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "sf_time.h"
 
 /* Trim at most this often while RSS stays high (malloc_trim walks the heap). */
 #define TRIM_MIN_INTERVAL_MS 50
 
 typedef struct limiter {
+    sf_component *self;
     const sf_memory_limiter_config *cfg;
     size_t hard, soft;
     size_t baseline;            /* RSS at start */
@@ -79,14 +82,6 @@ static size_t rss_bytes(void)
     return rss;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static size_t net_rss(const limiter *l)
 {
     size_t rss = rss_bytes();
@@ -105,10 +100,9 @@ static void *sampler(void *arg)
 
     pthread_mutex_lock(&l->lock);
     while (!l->stop) {
-        struct timespec ts;
         size_t counted = sf_alloc_in_use();
         size_t net = net_rss(l);
-        int64_t t = now_ms();
+        int64_t t = sf_now_ms();
 
         /* Give free heap back before judging RSS, when RSS is high and more
          * than a spike is resident beyond what is counted, or when counted
@@ -138,18 +132,11 @@ static void *sampler(void *arg)
             sf_info("memory_limiter: RSS %zu MiB over the baseline, counted %zu MiB: "
                     "accepting data", net >> 20, counted >> 20);
         }
-        sf_alloc_set_external_pressure(pressure);
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += l->cfg->check_interval / 1000;
-        ts.tv_nsec += (l->cfg->check_interval % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&l->cond, &l->lock, &ts);
+        sf_component_set_memory_pressure(l->self, pressure);
+        sf_cond_wait_until(&l->cond, &l->lock, sf_deadline_ms(l->cfg->check_interval));
     }
     pthread_mutex_unlock(&l->lock);
-    sf_alloc_set_external_pressure(0);
+    sf_component_set_memory_pressure(l->self, false);
     return NULL;
 }
 
@@ -161,6 +148,7 @@ static sf_status limiter_create(sf_component *self, const void *config)
 
     if (l == NULL)
         return SF_ENOMEM;
+    l->self = self;
     l->cfg = cfg;
     if (cfg->limit_mib > 0) {
         l->hard = (size_t)cfg->limit_mib << 20;
@@ -173,13 +161,7 @@ static sf_status limiter_create(sf_component *self, const void *config)
     }
     l->soft = l->hard - spike;
     pthread_mutex_init(&l->lock, NULL);
-    {
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&l->cond, &ca);
-        pthread_condattr_destroy(&ca);
-    }
+    sf_cond_init(&l->cond);         /* timed waits: on CLOCK_MONOTONIC */
     sf_component_set_ctx(self, l);
     return SF_OK;
 }
@@ -188,11 +170,13 @@ static sf_status limiter_start(sf_component *self)
 {
     limiter *l = sf_component_ctx(self);
 
-    sf_alloc_set_limits(l->soft, l->hard);
+    sf_component_set_memory_limits(self, l->soft, l->hard);
     malloc_trim(0);
     l->baseline = rss_bytes();
-    if (pthread_create(&l->thread, NULL, sampler, l) != 0)
+    if (pthread_create(&l->thread, NULL, sampler, l) != 0) {
+        sf_component_set_memory_limits(self, 0, 0);
         return SF_ENOMEM;
+    }
     l->running = true;
     sf_info("processor '%s': refusing data above %zu MiB, hard limit %zu MiB "
             "(RSS guard over a %zu MiB start-up baseline)",
@@ -231,7 +215,7 @@ static void limiter_shutdown(sf_component *self)
     pthread_mutex_unlock(&l->lock);
     pthread_join(l->thread, NULL);
     l->running = false;
-    sf_alloc_set_limits(0, 0);
+    sf_component_set_memory_limits(self, 0, 0);
 }
 
 static void limiter_destroy(sf_component *self)

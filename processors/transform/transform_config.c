@@ -45,8 +45,6 @@ static const char *const ctx_names[SF_TRANSFORM_CTX_COUNT] = {
     [SF_TRANSFORM_LINK] = "link",
 };
 
-static const char *const error_mode_names[] = { "propagate", "ignore", "silent" };
-
 const char *sf_transform_ctx_name(sf_transform_ctx c)
 {
     if (c < 0 || c >= SF_TRANSFORM_CTX_COUNT)
@@ -844,8 +842,8 @@ static void add_group(builder *b, const sf_node *map, size_t i)
             statements = val;
         } else if (scalar_is(key, "error_mode")) {
             snprintf(sub2, sizeof(sub2), "%s.error_mode", sub);
-            for (int m = 0; m < 3; m++) {
-                if (scalar_is(val, error_mode_names[m]))
+            for (int m = 0; m < SF_ERROR_MODE_COUNT; m++) {
+                if (scalar_is(val, sf_error_mode_name(m)))
                     error_mode = m;
             }
             if (error_mode < 0) {
@@ -1148,8 +1146,8 @@ static sf_status parse_statements(sf_cfg_ctx *ctx, const sf_node *node, void *fi
 }
 
 const sf_config_row sf_transform_config_map[] = {
-    { .key = "error_mode", .type = SF_CFG_ENUM, .def = "propagate",
-      .offset = offsetof(sf_transform_config, error_mode), .choices = "propagate|ignore|silent",
+    { .key = "error_mode", .type = SF_CFG_ENUM, .def = SF_ERROR_MODE_DEFAULT,
+      .offset = offsetof(sf_transform_config, error_mode), .choices = SF_ERROR_MODE_CHOICES,
       .help = "propagate drops a batch that cannot be filtered (fail closed); ignore and silent fail open" },
     { .key = "kept_value_types", .type = SF_CFG_ENUM, .def = "any",
       .offset = offsetof(sf_transform_config, kept_value_types), .choices = "any|scalar",

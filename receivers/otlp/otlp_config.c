@@ -4,6 +4,11 @@
 
 #include <stddef.h>
 
+/* A numeric default as the text a config row takes, from its one
+ * definition. */
+#define DEF_TEXT_(x) #x
+#define DEF_TEXT(x) DEF_TEXT_(x)
+
 static const sf_config_row keepalive_server_rows[] = {
     { .key = "time", .type = SF_CFG_DURATION, .def = "1m",
       .offset = offsetof(sf_otlp_keepalive_server, time),
@@ -122,7 +127,7 @@ const sf_config_row sf_otlp_receiver_config_map[] = {
     { .key = "protocols", .type = SF_CFG_SECTION,
       .offset = offsetof(sf_otlp_receiver_config, protocols), .sub = protocol_rows,
       .help = "the protocols to serve; at least one" },
-    { .key = "max_value_depth", .type = SF_CFG_INT, .def = "32",
+    { .key = "max_value_depth", .type = SF_CFG_INT, .def = DEF_TEXT(SF_OTLP_DEFAULT_MAX_DEPTH),
       .offset = offsetof(sf_otlp_receiver_config, max_value_depth),
       .help = "deepest nesting of array/key-value-list attribute values accepted",
       .min = 1, .max = 256 },

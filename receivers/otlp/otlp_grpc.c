@@ -30,8 +30,10 @@
  *   `stopping` (under post_lock, so no slot is re-posted on a server that
  *   is being destroyed) and the shutdown notification. */
 #include "otlp_grpc.h"
+#include "otlp_answer.h"
 #include "sf_grpc.h"
 #include "sf_otlp_count.h"
+#include "sf_time.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -186,33 +188,13 @@ static void slot_reply(call_slot *s, grpc_status_code code, const char *details)
     }
 }
 
-static grpc_status_code status_to_grpc(sf_status st)
+/* Answer with the table's gRPC code for `st` (otlp_answer.h), and its
+ * message unless `why` says more. */
+static void slot_answer(call_slot *s, sf_status st, const char *why)
 {
-    switch (st) {
-    case SF_OK:
-        return GRPC_STATUS_OK;
-    case SF_INVALID:
-        return GRPC_STATUS_INVALID_ARGUMENT;
-    case SF_TOOBIG:
-        return GRPC_STATUS_RESOURCE_EXHAUSTED;
-    default:
-        /* OTLP: UNAVAILABLE is retryable; INTERNAL and the rest are not. */
-        return sf_status_retryable(st) ? GRPC_STATUS_UNAVAILABLE : GRPC_STATUS_INTERNAL;
-    }
-}
+    const sf_otlp_answer *a = sf_otlp_answer_of(st);
 
-static const char *status_details(sf_status st)
-{
-    switch (st) {
-    case SF_OK:       return "";
-    case SF_INVALID:  return "request is not a valid ExportTraceServiceRequest";
-    case SF_FULL:     return "export queue is full, retry later";
-    case SF_MEMLIMIT:
-    case SF_ENOMEM:   return "memory limit reached, retry later";
-    case SF_FILTER:   return "batch dropped: it could not be filtered (fail closed)";
-    case SF_STOPPED:  return "collector is shutting down";
-    default:          return sf_status_str(st);
-    }
+    slot_reply(s, (grpc_status_code)a->grpc, why != NULL ? why : a->message);
 }
 
 /* gRPC core 1.51 knows only identity, deflate and gzip: a message with any
@@ -237,12 +219,12 @@ static void handle_export(call_slot *s)
 
     if (s->payload == NULL) {
         sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, 0, SF_REASON_MALFORMED);
-        slot_reply(s, GRPC_STATUS_INVALID_ARGUMENT, "missing request message");
+        slot_answer(s, SF_INVALID, "missing request message");
         return;
     }
     if (!grpc_byte_buffer_reader_init(&reader, s->payload)) {
         sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, 0, SF_REASON_MALFORMED);
-        slot_reply(s, GRPC_STATUS_INVALID_ARGUMENT, "request could not be decompressed");
+        slot_answer(s, SF_INVALID, "request could not be decompressed");
         return;
     }
     if (!sf_component_may_accept(srv->self)) {
@@ -261,7 +243,7 @@ static void handle_export(call_slot *s)
         grpc_byte_buffer_destroy(s->payload);
         s->payload = NULL;
         sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, sc.spans, SF_REASON_MEMORY_LIMIT);
-        slot_reply(s, GRPC_STATUS_UNAVAILABLE, status_details(SF_MEMLIMIT));
+        slot_answer(s, SF_MEMLIMIT, NULL);
         return;
     }
     data = grpc_byte_buffer_reader_readall(&reader);
@@ -277,9 +259,9 @@ static void handle_export(call_slot *s)
     if (st == SF_INVALID) {
         char why[160];
 
-        grpc_status_code code = GRPC_STATUS_INVALID_ARGUMENT;
+        grpc_status_code code = (grpc_status_code)sf_otlp_answer_of(st)->grpc;
 
-        snprintf(why, sizeof(why), "%s: %s", status_details(st),
+        snprintf(why, sizeof(why), "%s: %s", sf_otlp_answer_of(st)->message,
                  batch.stats.error != NULL ? batch.stats.error : "malformed");
         if (looks_zstd(GRPC_SLICE_START_PTR(data), GRPC_SLICE_LENGTH(data))) {
             code = GRPC_STATUS_UNIMPLEMENTED;
@@ -296,7 +278,7 @@ static void handle_export(call_slot *s)
     sf_batch_release(&batch);
     grpc_slice_unref(data);
     sf_arena_reset(s->w->arena);
-    slot_reply(s, status_to_grpc(st), status_details(st));
+    slot_answer(s, st, NULL);
 }
 
 /* A matched Export call: read its message now that a slot holds it. */
@@ -348,7 +330,7 @@ static void *worker_main(void *arg)
     sf_otlp_grpc_server *srv = w->srv;
 
     for (;;) {
-        grpc_event ev = grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+        grpc_event ev = grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC),
                                                    NULL);
         if (ev.type == GRPC_QUEUE_SHUTDOWN)
             break;
@@ -388,13 +370,7 @@ sf_status sf_otlp_grpc_create(sf_component *self, const sf_otlp_grpc_config *cfg
     }
     pthread_mutex_init(&srv->post_lock, NULL);
     pthread_mutex_init(&srv->lock, NULL);
-    {
-        pthread_condattr_t ca;      /* shutdown waits are timed on CLOCK_MONOTONIC */
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&srv->cond, &ca);
-        pthread_condattr_destroy(&ca);
-    }
+    sf_cond_init(&srv->cond);       /* shutdown waits are timed on CLOCK_MONOTONIC */
     *out = srv;
     return SF_OK;
 }
@@ -495,19 +471,12 @@ sf_status sf_otlp_grpc_start(sf_otlp_grpc_server *srv)
 
 static bool wait_shutdown(sf_otlp_grpc_server *srv, int64_t ms)
 {
-    struct timespec ts;
+    int64_t until = sf_deadline_ms(ms);
     bool done;
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
     pthread_mutex_lock(&srv->lock);
     while (!srv->shutdown_done)
-        if (pthread_cond_timedwait(&srv->cond, &srv->lock, &ts) != 0)
+        if (!sf_cond_wait_until(&srv->cond, &srv->lock, until))
             break;
     done = srv->shutdown_done;
     pthread_mutex_unlock(&srv->lock);
@@ -556,7 +525,7 @@ void sf_otlp_grpc_shutdown(sf_otlp_grpc_server *srv)
             w->running = false;
         } else {
             /* Drain the queue ourselves. */
-            while (grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+            while (grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC),
                                               NULL).type != GRPC_QUEUE_SHUTDOWN)
                 ;
         }

@@ -35,7 +35,9 @@
  *   ExportTraceServiceResponse in the request's encoding; 400 with a
  *   google.rpc.Status for malformed input; 413 too large; 415 unknown
  *   content type or encoding; 503 + Retry-After when the queue is full or
- *   memory is short; 500 (not retryable) when the batch failed closed. */
+ *   memory is short; 500 (not retryable) when the batch failed closed.
+ *   Every answer that follows from an sf_status comes from the table in
+ *   otlp_answer.h, the one the gRPC server answers from too. */
 #include "otlp_http.h"
 
 #include <pthread.h>
@@ -53,10 +55,13 @@
 #include <zstd.h>
 
 #include "google/rpc/status.pb-c.h"
+#include "otlp_answer.h"
 #include "sf_compress.h"
 #include "sf_net.h"
 #include "sf_otlp_count.h"
+#include "sf_dynbuf.h"
 #include "sf_otlp_json.h"
+#include "sf_time.h"
 #include "sf_zlib.h"
 
 #define THREADS 2
@@ -100,8 +105,7 @@ enum { CE_IDENTITY, CE_ZLIB, CE_ZSTD };     /* CE_ZLIB: gzip or deflate */
 typedef struct http_req {
     int ct;
     int ce;
-    uint8_t *body;
-    size_t len, cap;
+    sf_dynbuf body;             /* bounded by max_request_body_size */
     size_t reserved;            /* bytes counted against the buffer budget */
     bool responded;
     /* Refused while the body was still arriving: libmicrohttpd takes a
@@ -121,6 +125,8 @@ typedef struct http_req {
     sf_zstd_dctx *zd;           /* the same for zstd */
     size_t inflated;
 } http_req;
+
+#define BODY(rq) ((const uint8_t *)sf_dynbuf_ptr(&(rq)->body))
 
 struct sf_otlp_http_server {
     sf_component *self;
@@ -143,14 +149,6 @@ struct sf_otlp_http_server {
     pthread_t reaper;
     int listen_fd;              /* returned by MHD_quiesce_daemon */
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- arenas -------------------------------------------------------------- */
 
@@ -200,8 +198,8 @@ static enum MHD_Result send_bytes(struct MHD_Connection *conn, unsigned code, co
 }
 
 /* An error as google.rpc.Status, in the request's encoding. */
-static enum MHD_Result send_status(struct MHD_Connection *conn, http_req *rq, unsigned http,
-                                   int rpc_code, const char *msg)
+static enum MHD_Result send_rpc_status(struct MHD_Connection *conn, http_req *rq, unsigned http,
+                                       int rpc_code, const char *msg)
 {
     bool retry = http == 429 || http == 503;
 
@@ -224,6 +222,16 @@ static enum MHD_Result send_status(struct MHD_Connection *conn, http_req *rq, un
         n = google__rpc__status__pack(&st, buf);
         return send_bytes(conn, http, "application/x-protobuf", buf, n, retry);
     }
+}
+
+/* The table's answer for `st` (otlp_answer.h), with its message unless
+ * `msg` says more. */
+static enum MHD_Result send_answer(struct MHD_Connection *conn, http_req *rq, sf_status st,
+                                   const char *msg)
+{
+    const sf_otlp_answer *a = sf_otlp_answer_of(st);
+
+    return send_rpc_status(conn, rq, a->http, a->grpc, msg != NULL ? msg : a->message);
 }
 
 /* ---- request handling ------------------------------------------------------ */
@@ -367,21 +375,21 @@ static void count_refusal(sf_otlp_http_server *srv, http_req *rq)
 
 /* Remember a refusal decided before or during the upload; it is answered
  * (and counted) when the upload ends. */
-static enum MHD_Result refuse_later(sf_otlp_http_server *srv, http_req *rq, unsigned http,
-                                    int rpc, const char *msg, sf_reason reason)
+static enum MHD_Result refuse_later(sf_otlp_http_server *srv, http_req *rq, sf_status st,
+                                    const char *msg, sf_reason reason)
 {
-    rq->refuse_http = http;
-    rq->refuse_rpc = rpc;
-    rq->refuse_msg = msg;
+    const sf_otlp_answer *a = sf_otlp_answer_of(st);
+
+    rq->refuse_http = a->http;
+    rq->refuse_rpc = a->grpc;
+    rq->refuse_msg = msg != NULL ? msg : a->message;
     rq->refuse_reason = reason;
     count_start(rq);
-    count_feed(srv, rq, rq->body, rq->len);     /* what was gathered so far */
+    count_feed(srv, rq, BODY(rq), sf_dynbuf_len(&rq->body));    /* what was gathered so far */
     /* Give the buffer back at once: the rest of the body is discarded. */
     atomic_fetch_sub(&srv->buffered, rq->reserved);
     rq->reserved = 0;
-    sf_free(rq->body);
-    rq->body = NULL;
-    rq->len = rq->cap = 0;
+    sf_dynbuf_release(&rq->body);
     return MHD_YES;
 }
 
@@ -394,9 +402,9 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
     int ctype, cenc = CE_IDENTITY;
 
     if (strcmp(url, srv->cfg->traces_url_path) != 0)
-        return send_status(conn, NULL, 404, 5, "not found: spanfence accepts traces only");
+        return send_rpc_status(conn, NULL, 404, SF_RPC_NOT_FOUND, "not found: spanfence accepts traces only");
     if (strcmp(method, "POST") != 0)
-        return send_status(conn, NULL, 405, 3, "method not allowed: use POST");
+        return send_rpc_status(conn, NULL, 405, SF_RPC_INVALID_ARGUMENT, "method not allowed: use POST");
     ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (ct != NULL && media_type_is(ct, "application/x-protobuf"))
         ctype = CT_PROTO;
@@ -404,7 +412,7 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
         ctype = CT_JSON;
     else {
         sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MALFORMED);
-        return send_status(conn, NULL, 415, 3,
+        return send_rpc_status(conn, NULL, 415, SF_RPC_INVALID_ARGUMENT,
                            "unsupported content type: use application/x-protobuf or application/json");
     }
     ce = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
@@ -415,15 +423,15 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
     else if (ce != NULL && strcasecmp(ce, "identity") != 0 && ce[0] != '\0') {
         sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MALFORMED);
         http_req tmp = { .ct = ctype };
-        return send_status(conn, &tmp, 415, 3,
-                           "unsupported content encoding: use gzip, deflate, zstd or none");
+        return send_rpc_status(conn, &tmp, 415, SF_RPC_INVALID_ARGUMENT,
+                               "unsupported content encoding: use gzip, deflate, zstd or none");
     }
     cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl != NULL && strtoull(cl, NULL, 10) > DISCARD_FACTOR * srv->max_body) {
         /* Far too large to read just to say so: answer now and close. */
         sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_TOO_LARGE);
         http_req tmp = { .ct = ctype };
-        return send_status(conn, &tmp, 413, 8, "request body too large");
+        return send_answer(conn, &tmp, SF_TOOBIG, "request body too large");
     }
     /* Not refused at the hard limit (a few hundred bytes): it is what
      * answers 503 and counts the spans when memory is short. */
@@ -432,16 +440,17 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
         return MHD_NO;
     rq->ct = ctype;
     rq->ce = cenc;
+    sf_dynbuf_init(&rq->body, srv->max_body);
     *req_cls = rq;
     if (cl != NULL && strtoull(cl, NULL, 10) > srv->max_body) {
         /* Read and drop the body, then answer 413: a client that streams its
          * body (the OTLP SDKs do) would otherwise see a broken pipe instead
          * of the status, and retry the same request. */
-        return refuse_later(srv, rq, 413, 8, "request body too large", SF_REASON_TOO_LARGE);
+        return refuse_later(srv, rq, SF_TOOBIG, "request body too large", SF_REASON_TOO_LARGE);
     }
     /* Memory short: refuse before buffering any of the body. */
     if (!sf_component_may_accept(srv->self))
-        return refuse_later(srv, rq, 503, 14, "memory limit reached, retry later",
+        return refuse_later(srv, rq, SF_MEMLIMIT, NULL,
                             SF_REASON_MEMORY_LIMIT);
     if (cl != NULL) {
         /* A body that would not fit in the buffer budget now is refused
@@ -450,7 +459,7 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
         size_t want = (size_t)strtoull(cl, NULL, 10);
 
         if (atomic_load(&srv->buffered) + want > srv->budget)
-            return refuse_later(srv, rq, 503, 14, "too many requests in progress, retry later",
+            return refuse_later(srv, rq, SF_RETRY, "too many requests in progress, retry later",
                                 SF_REASON_MEMORY_LIMIT);
         rq->expect = want;
     }
@@ -469,19 +478,21 @@ static enum MHD_Result gather(sf_otlp_http_server *srv, http_req *rq, const char
         rq->discarded += n;
         return rq->discarded > DISCARD_FACTOR * srv->max_body ? MHD_NO : MHD_YES;
     }
-    if (rq->len + n > srv->max_body) {
-        refuse_later(srv, rq, 413, 8, "request body too large", SF_REASON_TOO_LARGE);
+    if (sf_dynbuf_len(&rq->body) + n > srv->max_body) {
+        refuse_later(srv, rq, SF_TOOBIG, "request body too large", SF_REASON_TOO_LARGE);
         count_feed(srv, rq, (const uint8_t *)data, n);
         rq->discarded += n;
         return MHD_YES;
     }
-    if (rq->len + n > rq->cap) {
-        size_t ncap = rq->cap ? rq->cap * 2 : 64 * 1024;
-        uint8_t *nb;
+    if (sf_dynbuf_len(&rq->body) + n > sf_dynbuf_capacity(&rq->body)) {
+        size_t len = sf_dynbuf_len(&rq->body), cap = sf_dynbuf_capacity(&rq->body);
+        size_t ncap = cap ? cap * 2 : 64 * 1024;
 
-        while (ncap < rq->len + n)
+        /* Capacity is chosen here, not by the buffer's doubling: it is
+         * taken from the buffer budget before it is allocated. */
+        while (ncap < len + n)
             ncap *= 2;
-        if (rq->expect >= rq->len + n && ncap > rq->expect)
+        if (rq->expect >= len + n && ncap > rq->expect)
             ncap = rq->expect;      /* Content-Length: no more than the body */
         if (ncap > srv->max_body)
             ncap = srv->max_body;
@@ -490,24 +501,20 @@ static enum MHD_Result gather(sf_otlp_http_server *srv, http_req *rq, const char
 
             if (atomic_fetch_add(&srv->buffered, more) + more > srv->budget) {
                 atomic_fetch_sub(&srv->buffered, more);
-                refuse_later(srv, rq, 503, 14, "too many requests in progress, retry later",
+                refuse_later(srv, rq, SF_RETRY, "too many requests in progress, retry later",
                              SF_REASON_MEMORY_LIMIT);
                 count_feed(srv, rq, (const uint8_t *)data, n);
                 return MHD_YES;
             }
             rq->reserved = ncap;
         }
-        nb = sf_realloc(rq->body, ncap);
-        if (nb == NULL) {
-            refuse_later(srv, rq, 503, 14, "out of memory, retry later", SF_REASON_MEMORY_LIMIT);
+        if (sf_dynbuf_reserve(&rq->body, ncap) != SF_OK) {
+            refuse_later(srv, rq, SF_ENOMEM, NULL, SF_REASON_MEMORY_LIMIT);
             count_feed(srv, rq, (const uint8_t *)data, n);
             return MHD_YES;
         }
-        rq->body = nb;
-        rq->cap = ncap;
     }
-    memcpy(rq->body + rq->len, data, n);
-    rq->len += n;
+    sf_dynbuf_add(&rq->body, data, n);    /* within the bound and the room: cannot fail */
     return MHD_YES;
 }
 
@@ -520,26 +527,26 @@ static size_t refused_spans(sf_otlp_http_server *srv, http_req *rq, const sf_bat
     if (batch->spans > 0 || st == SF_INVALID)
         return batch->spans;
     count_start(rq);
-    count_feed(srv, rq, rq->body, rq->len);
+    count_feed(srv, rq, BODY(rq), sf_dynbuf_len(&rq->body));
     return counted_spans(rq);
 }
 
 /* Refuse a whole body now, counting its spans. */
 static enum MHD_Result refuse_counted(sf_otlp_http_server *srv, struct MHD_Connection *conn,
-                                      http_req *rq, unsigned http, int rpc, const char *msg,
+                                      http_req *rq, sf_status st, const char *msg,
                                       sf_reason reason)
 {
     count_start(rq);
-    count_feed(srv, rq, rq->body, rq->len);
+    count_feed(srv, rq, BODY(rq), sf_dynbuf_len(&rq->body));
     sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, counted_spans(rq), reason);
-    return send_status(conn, rq, http, rpc, msg);
+    return send_answer(conn, rq, st, msg);
 }
 
 static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *conn,
                               http_req *rq)
 {
-    const uint8_t *data = rq->body;
-    size_t len = rq->len;
+    const uint8_t *data = BODY(rq);
+    size_t len = sf_dynbuf_len(&rq->body);
     uint8_t *inflated = NULL, *packed = NULL;
     sf_arena *arena;
     sf_batch batch;
@@ -550,29 +557,30 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
 
     if (!sf_component_may_accept(srv->self)) {
         /* Memory became short during the upload: refuse, counting spans. */
-        return refuse_counted(srv, conn, rq, 503, 14, "memory limit reached, retry later",
+        return refuse_counted(srv, conn, rq, SF_MEMLIMIT, NULL,
                               SF_REASON_MEMORY_LIMIT);
     }
     if (rq->ce != CE_IDENTITY) {
         const char *why = NULL;
 
         if (rq->ce == CE_ZSTD)
-            st = sf_unzstd(rq->body, rq->len, srv->max_body, &inflated, &len, &why);
+            st = sf_unzstd(BODY(rq), sf_dynbuf_len(&rq->body), srv->max_body, &inflated, &len,
+                           &why);
         else
-            st = sf_inflate(rq->body, rq->len, srv->max_body, &inflated, &len);
+            st = sf_inflate(BODY(rq), sf_dynbuf_len(&rq->body), srv->max_body, &inflated, &len);
         if (st == SF_ENOMEM)
-            return refuse_counted(srv, conn, rq, 503, 14, "out of memory, retry later",
+            return refuse_counted(srv, conn, rq, SF_ENOMEM, NULL,
                                   SF_REASON_MEMORY_LIMIT);
         if (st != SF_OK) {
             sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0,
                                 st == SF_TOOBIG ? SF_REASON_TOO_LARGE : SF_REASON_MALFORMED);
             if (st == SF_TOOBIG)
-                return send_status(conn, rq, 413, 8, "request body too large after decompression");
+                return send_answer(conn, rq, SF_TOOBIG, "request body too large after decompression");
             if (rq->ce != CE_ZSTD)
-                return send_status(conn, rq, 400, 3, "request body could not be decompressed");
+                return send_answer(conn, rq, SF_INVALID, "request body could not be decompressed");
             snprintf(err, sizeof(err), "request body could not be decompressed: %s",
                      why != NULL ? why : "corrupt zstd data");
-            return send_status(conn, rq, 400, 3, err);
+            return send_answer(conn, rq, SF_INVALID, err);
         }
         data = inflated;
     }
@@ -583,13 +591,13 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
         charged = len < SIZE_MAX / JSON_TREE_FACTOR ? len * JSON_TREE_FACTOR : SIZE_MAX;
         if (hard != 0 && charged > hard) {
             sf_free(inflated);
-            return refuse_counted(srv, conn, rq, 413, 8, "request too large to decode as "
+            return refuse_counted(srv, conn, rq, SF_TOOBIG, "request too large to decode as "
                                   "OTLP/JSON within the memory limit: send protobuf, or smaller "
                                   "requests", SF_REASON_TOO_LARGE);
         }
         if (!sf_alloc_charge(charged)) {
             sf_free(inflated);
-            return refuse_counted(srv, conn, rq, 503, 14, "memory limit reached, retry later",
+            return refuse_counted(srv, conn, rq, SF_MEMLIMIT, NULL,
                                   SF_REASON_MEMORY_LIMIT);
         }
     }
@@ -597,7 +605,7 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
     if (arena == NULL) {
         sf_free(inflated);
         sf_alloc_uncharge(charged);
-        return refuse_counted(srv, conn, rq, 503, 14, "out of memory, retry later",
+        return refuse_counted(srv, conn, rq, SF_ENOMEM, NULL,
                               SF_REASON_MEMORY_LIMIT);
     }
     if (rq->ct == CT_JSON) {
@@ -628,22 +636,15 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
         if (st == SF_OK)
             ret = rq->ct == CT_JSON ? send_bytes(conn, 200, "application/json", "{}", 2, false)
                                     : send_bytes(conn, 200, "application/x-protobuf", "", 0, false);
-        else if (sf_status_retryable(st))
-            ret = send_status(conn, rq, 503, 14, st == SF_FULL ? "export queue is full, retry later"
-                                                               : "temporarily unavailable, retry later");
-        else if (st == SF_INVALID)
-            ret = send_status(conn, rq, 400, 3, err);
-        else if (st == SF_FILTER)
-            ret = send_status(conn, rq, 500, 13, "batch dropped: it could not be filtered (fail closed)");
         else
-            ret = send_status(conn, rq, 500, 13, sf_status_str(st));
+            ret = send_answer(conn, rq, st, st == SF_INVALID ? err : NULL);
     } else {
         sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, refused_spans(srv, rq, &batch, st),
                             st == SF_INVALID ? SF_REASON_MALFORMED : SF_REASON_MEMORY_LIMIT);
         if (st == SF_INVALID)
-            ret = send_status(conn, rq, 400, 3, err[0] ? err : "invalid request");
+            ret = send_answer(conn, rq, SF_INVALID, err[0] ? err : NULL);
         else
-            ret = send_status(conn, rq, 503, 14, "out of memory, retry later");
+            ret = send_answer(conn, rq, SF_ENOMEM, NULL);
     }
     arena_give(srv, arena);
     sf_free(inflated);
@@ -677,7 +678,7 @@ static void conn_set_state(sf_otlp_http_server *srv, struct MHD_Connection *conn
     pthread_mutex_lock(&srv->conn_lock);
     if (c->state != st) {
         c->state = st;
-        c->since = now_ms();
+        c->since = sf_now_ms();
     }
     pthread_mutex_unlock(&srv->conn_lock);
 }
@@ -697,7 +698,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
             return;                 /* untracked: libmicrohttpd's limits still hold */
         c->fd = ci->connect_fd;
         c->state = CS_NEW;
-        c->since = now_ms();
+        c->since = sf_now_ms();
         pthread_mutex_lock(&srv->conn_lock);
         c->next = srv->conns;
         if (srv->conns != NULL)
@@ -759,7 +760,7 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
     (void)len;
     pthread_mutex_lock(&srv->conn_lock);
     if (srv->n_conns - srv->n_evicted >= MAX_CONNECTIONS) {
-        http_conn *v = conn_victim(srv, now_ms());
+        http_conn *v = conn_victim(srv, sf_now_ms());
 
         if (v != NULL)
             conn_evict(srv, v, v->state == CS_IDLE ? "idle, its slot is needed"
@@ -779,8 +780,7 @@ static void *reaper_main(void *arg)
 
     pthread_mutex_lock(&srv->conn_lock);
     while (!srv->reaper_stop) {
-        struct timespec ts;
-        int64_t now = now_ms();
+        int64_t now = sf_now_ms();
 
         for (http_conn *c = srv->conns; c != NULL; c = c->next) {
             int64_t age = now - c->since;
@@ -792,13 +792,7 @@ static void *reaper_main(void *arg)
             else if (c->state == CS_IDLE && age > srv->cfg->idle_timeout)
                 conn_evict(srv, c, "idle_timeout");
         }
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += REAP_INTERVAL_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&srv->reaper_cv, &srv->conn_lock, &ts);
+        sf_cond_wait_until(&srv->reaper_cv, &srv->conn_lock, sf_deadline_ms(REAP_INTERVAL_MS));
     }
     pthread_mutex_unlock(&srv->conn_lock);
     return NULL;
@@ -822,7 +816,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     if (rq->refuse_http != 0) {
         count_refusal(srv, rq);
-        return send_status(conn, rq, rq->refuse_http, rq->refuse_rpc, rq->refuse_msg);
+        return send_rpc_status(conn, rq, rq->refuse_http, rq->refuse_rpc, rq->refuse_msg);
     }
     return finish(srv, conn, rq);
 }
@@ -844,7 +838,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         sf_free(rq->z);
     }
     sf_zstd_dctx_destroy(rq->zd);
-    sf_free(rq->body);
+    sf_dynbuf_release(&rq->body);
     sf_free(rq);
     *req_cls = NULL;
 }
@@ -877,13 +871,7 @@ sf_status sf_otlp_http_create(sf_component *self, const sf_otlp_http_config *cfg
     srv->listen_fd = -1;
     pthread_mutex_init(&srv->pool_lock, NULL);
     pthread_mutex_init(&srv->conn_lock, NULL);
-    {
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&srv->reaper_cv, &ca);
-        pthread_condattr_destroy(&ca);
-    }
+    sf_cond_init(&srv->reaper_cv);
     *out = srv;
     return SF_OK;
 }
@@ -936,7 +924,7 @@ sf_status sf_otlp_http_start(sf_otlp_http_server *srv)
 
 void sf_otlp_http_shutdown(sf_otlp_http_server *srv)
 {
-    int64_t until = now_ms() + SHUTDOWN_GRACE_MS;
+    int64_t until = sf_now_ms() + SHUTDOWN_GRACE_MS;
     bool busy;
 
     if (srv->daemon == NULL)
@@ -948,7 +936,7 @@ void sf_otlp_http_shutdown(sf_otlp_http_server *srv)
         busy = false;
         pthread_mutex_lock(&srv->conn_lock);
         for (http_conn *c = srv->conns; c != NULL; c = c->next) {
-            if (c->state != CS_BODY || now_ms() >= until)
+            if (c->state != CS_BODY || sf_now_ms() >= until)
                 conn_evict(srv, c, "shutting down");
             else if (!c->evicted)
                 busy = true;

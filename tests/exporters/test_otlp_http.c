@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "sf_process.h"
 #include "tests/sf_test_http.h"
 
 #include "tests/sf_test.h"
@@ -589,5 +590,8 @@ int main(void)
     };
 
     sf_log_set_level(SF_LOG_OFF);
+    /* Components made by hand, outside a service: the core's start-up. */
+    if (sf_process_init() != SF_OK)
+        return 1;
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

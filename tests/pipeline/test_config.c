@@ -17,6 +17,7 @@
 #include "internal/sf_core.h"
 #include "receivers/otlp/otlp.h"
 #include "sf_alloc.h"
+#include "tests/sf_torture.h"
 
 #define MAX_MSGS 64
 
@@ -352,40 +353,32 @@ static void test_errors_collected_not_first_only(void **state)
 /* Fail each allocation of a full load in turn: every one must end in
  * SF_ENOMEM (or, when a diag message was what failed, SF_CONFIG/SF_ENOMEM),
  * never a crash or a leak. */
-static void test_alloc_failures(void **state)
+/* Load the full config and free it; SF_ENOMEM for a failed allocation. */
+static sf_status load_scenario(void *arg)
 {
-    uint64_t total;
-    sf_diag *d;
+    sf_diag *d = sf_diag_create(NULL);
     sf_config *cfg = NULL;
+    sf_status st;
 
-    (void)state;
-    d = sf_diag_create(NULL);
-    sf_alloc_fail_at(0, 0);
-    assert_int_equal(sf_config_load_string("a.yaml", full_yaml, strlen(full_yaml), d, &cfg), SF_OK);
-    total = sf_alloc_count();
+    (void)arg;
+    if (d == NULL)
+        return SF_ENOMEM;
+    st = sf_config_load_string("a.yaml", full_yaml, strlen(full_yaml), d, &cfg);
+    if (st != SF_OK)
+        assert_null(cfg);
     sf_config_destroy(cfg);
     sf_diag_destroy(d);
-    assert_true(total > 5);
-    for (uint64_t k = 1; k <= total + 1; k++) {
-        sf_status st;
+    return st;
+}
 
-        cfg = NULL;
-        d = sf_diag_create(NULL);
-        sf_alloc_fail_at(k, 0);
-        st = sf_config_load_string("a.yaml", full_yaml, strlen(full_yaml), d, &cfg);
-        sf_alloc_fail_at(0, 0);
-        if (k <= total) {
-            assert_int_equal(st, SF_ENOMEM);
-            assert_null(cfg);
-        } else {
-            assert_int_equal(st, SF_OK);
-        }
-        sf_config_destroy(cfg);
-        sf_diag_destroy(d);
-        if (sf_alloc_in_use() != 0)
-            fail_msg("allocation %llu of %llu failed: %zu bytes leaked", (unsigned long long)k,
-                     (unsigned long long)total, sf_alloc_in_use());
-    }
+static void test_alloc_failures(void **state)
+{
+    const sf_torture t = { .name = "config load", .run = load_scenario, .expect = SF_ENOMEM };
+
+    (void)state;
+    assert_int_equal(sf_alloc_in_use(), 0);
+    assert_true(sf_torture_run(&t) > 5);
+    assert_int_equal(sf_alloc_in_use(), 0);
 }
 
 int main(void)

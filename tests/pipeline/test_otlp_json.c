@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tests/sf_torture.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -799,38 +801,50 @@ static void test_arena_exhausted_is_enomem(void **state)
     sf_arena_destroy(small);
 }
 
-/* Fail each counted allocation of a decode in turn (arena chunks). */
-static void test_decode_alloc_failures(void **state)
+static sf_status decode_scenario(void *arg)
 {
-    fixture *f = *state;
     const char *full = q(FULL);
     sf_otlp_request *req = NULL;
     char err[256];
-    uint64_t count;
-    sf_arena *a;
-    size_t base = sf_alloc_in_use();
+    sf_arena *a = sf_arena_create(256, 0);
+    sf_status st;
 
-    (void)f;
-    a = sf_arena_create(256, 0);
-    assert_non_null(a);
-    sf_alloc_fail_at(0, 0);
-    assert_int_equal(sf_otlp_json_decode(a, full, strlen(full), 32, &req, err, sizeof(err)),
-                     SF_OK);
-    count = sf_alloc_count();
-    sf_arena_destroy(a);
-    assert_true(count > 3);
-    for (uint64_t k = 1; k <= count; k++) {
-        a = sf_arena_create(256, 0);
-        assert_non_null(a);
-        sf_alloc_fail_at(k, 1);
-        assert_int_equal(sf_otlp_json_decode(a, full, strlen(full), 32, &req, err, sizeof(err)),
-                         SF_ENOMEM);
-        sf_alloc_fail_at(0, 0);
+    (void)arg;
+    if (a == NULL)
+        return SF_ENOMEM;
+    st = sf_otlp_json_decode(a, full, strlen(full), 32, &req, err, sizeof(err));
+    if (st == SF_ENOMEM) {
         assert_string_equal(err, "out of memory");
         assert_null(req);
-        sf_arena_destroy(a);
-        assert_int_equal(sf_alloc_in_use(), base);
     }
+    sf_arena_destroy(a);
+    return st;
+}
+
+/* Fail each counted allocation of a decode in turn (arena chunks). */
+static void test_decode_alloc_failures(void **state)
+{
+    const sf_torture t = { .name = "json decode", .run = decode_scenario, .sticky = true,
+                           .expect = SF_ENOMEM };
+
+    (void)state;
+    assert_true(sf_torture_run(&t) > 4);    /* the arena's chunk and more than 3 of decode's */
+}
+
+static sf_status encode_scenario(void *arg)
+{
+    const sf_otlp_request *req = arg;
+    char *out = (char *)&out;
+    size_t out_len;
+    sf_status st = sf_otlp_json_encode(req, &out, &out_len);
+
+    if (st != SF_OK) {
+        assert_null(out);
+        return st;
+    }
+    assert_non_null(strstr(out, q("{'key':'k','value':{'bytesValue':'YWJj'}}")));
+    sf_free(out);
+    return st;
 }
 
 /* Fail each counted allocation of an encode in turn. */
@@ -848,10 +862,8 @@ static void test_encode_alloc_failures(void **state)
     sf_otlp_resource_spans *rss[] = { &rs };
     sf_otlp_request req = OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_REQUEST__INIT;
     uint8_t long_id[40] = { 0 };
-    char *out = NULL;
-    size_t out_len;
-    uint64_t count;
-    size_t base = sf_alloc_in_use();
+    const sf_torture t = { .name = "json encode", .run = encode_scenario, .arg = &req,
+                           .expect = SF_ENOMEM };
 
     (void)f;
     span.name = "bad\xff";                  /* needs the U+FFFD copy */
@@ -871,20 +883,7 @@ static void test_encode_alloc_failures(void **state)
     req.n_resource_spans = 1;
     req.resource_spans = rss;
 
-    sf_alloc_fail_at(0, 0);
-    assert_int_equal(sf_otlp_json_encode(&req, &out, &out_len), SF_OK);
-    count = sf_alloc_count();
-    assert_int_equal(count, 4);
-    assert_non_null(strstr(out, q("{'key':'k','value':{'bytesValue':'YWJj'}}")));
-    sf_free(out);
-    for (uint64_t k = 1; k <= count; k++) {
-        out = (char *)&out;
-        sf_alloc_fail_at(k, 0);
-        assert_int_equal(sf_otlp_json_encode(&req, &out, &out_len), SF_ENOMEM);
-        sf_alloc_fail_at(0, 0);
-        assert_null(out);
-        assert_int_equal(sf_alloc_in_use(), base);
-    }
+    assert_int_equal(sf_torture_run(&t), 4);
 }
 
 int main(void)

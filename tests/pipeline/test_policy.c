@@ -12,6 +12,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "tests/sf_torture.h"
+
 #include "sf_alloc.h"
 #include "sf_config.h"
 #include "sf_policy.h"
@@ -1237,51 +1239,41 @@ static void test_policy_file_unreadable(void **state)
 
 /* Fail every allocation of loading the policy and checking a violating
  * config in turn: an error status, never a crash or a leak. */
+/* Load the policy and check the config against it: the check finds the
+ * config breaks the policy (SF_CONFIG), which is this scenario's success;
+ * every failed allocation must be SF_ENOMEM instead. */
+static sf_status policy_scenario(void *arg)
+{
+    const sf_config *cfg = arg;
+    sf_diag *d = sf_diag_create(NULL);
+    sf_policy *p = NULL;
+    sf_status st;
+
+    if (d == NULL)
+        return SF_ENOMEM;
+    st = sf_policy_load_string("p", policy_text, strlen(policy_text), d, &p);
+    if (st == SF_OK)
+        st = sf_policy_check(p, cfg, d);
+    sf_policy_destroy(p);
+    sf_diag_destroy(d);
+    return st == SF_CONFIG ? SF_OK : st == SF_OK ? SF_INVALID : st;
+}
+
 static void test_alloc_failures(void **state)
 {
     char *y = replace(cvm_text, "\"rid\", ", "\"user.email\", ");
     sf_config *cfg = NULL;
     sf_diag *d = sf_diag_create(NULL);
-    uint64_t total;
+    sf_torture t = { .name = "policy", .run = policy_scenario, .expect = SF_ENOMEM };
     size_t base;
 
     (void)state;
     assert_int_equal(sf_config_load_string(CVM, y, strlen(y), d, &cfg), SF_OK);
     sf_diag_destroy(d);
+    t.arg = cfg;
     base = sf_alloc_in_use();
-    {
-        sf_policy *p = NULL;
-
-        d = sf_diag_create(NULL);
-        sf_alloc_fail_at(0, 0);
-        assert_int_equal(sf_policy_load_string("p", policy_text, strlen(policy_text), d, &p),
-                         SF_OK);
-        assert_int_equal(sf_policy_check(p, cfg, d), SF_CONFIG);
-        total = sf_alloc_count();
-        assert_true(total > 5);
-        sf_policy_destroy(p);
-        sf_diag_destroy(d);
-    }
-    for (uint64_t k = 1; k <= total + 1; k++) {
-        sf_policy *p = NULL;
-        sf_status st;
-
-        d = sf_diag_create(NULL);
-        assert_non_null(d);
-        sf_alloc_fail_at(k, 0);
-        st = sf_policy_load_string("p", policy_text, strlen(policy_text), d, &p);
-        if (st == SF_OK)
-            st = sf_policy_check(p, cfg, d);
-        sf_alloc_fail_at(0, 0);
-        if (st != (k <= total ? SF_ENOMEM : SF_CONFIG))
-            fail_msg("allocation %llu of %llu failed: status %s", (unsigned long long)k,
-                     (unsigned long long)total, sf_status_name(st));
-        sf_policy_destroy(p);
-        sf_diag_destroy(d);
-        if (sf_alloc_in_use() != base)
-            fail_msg("allocation %llu of %llu failed: %zu bytes leaked", (unsigned long long)k,
-                     (unsigned long long)total, sf_alloc_in_use() - base);
-    }
+    assert_true(sf_torture_run(&t) > 5);
+    assert_int_equal(sf_alloc_in_use(), base);
     sf_config_destroy(cfg);
     free(y);
     assert_int_equal(sf_alloc_in_use(), 0);

@@ -24,6 +24,7 @@
 #include "sf_alloc.h"
 #include "sf_log.h"
 #include "sf_sender.h"
+#include "tests/sf_torture.h"
 
 #define MAX_CALLS 256
 
@@ -611,23 +612,59 @@ static void test_adopt_without_queue_counts_drop(void **state)
     sf_sender_destroy(s2);
 }
 
+static sf_status create_scenario(void *arg)
+{
+    fixture *x = arg;
+    sf_sender *s = sf_sender_create("e", &x->q, &x->r, fake_send, &x->f, &x->k);
+
+    if (s == NULL)
+        return SF_ENOMEM;
+    sf_sender_destroy(s);
+    return SF_OK;
+}
+
 static void test_create_survives_allocation_failure(void **state)
 {
-    fixture *x = *state;
-    uint64_t n;
+    const sf_torture t = { .name = "sender create", .run = create_scenario, .arg = *state,
+                           .sticky = true, .expect = SF_ENOMEM };
 
-    sf_alloc_fail_at(0, 0);
-    sf_sender_destroy(sf_sender_create("e", &x->q, &x->r, fake_send, &x->f, &x->k));
-    n = sf_alloc_fail_at(0, 0);
-    assert_true(n >= 3);
-    for (uint64_t k = 1; k <= n; k++) {
-        size_t before = sf_alloc_in_use();
+    assert_true(sf_torture_run(&t) >= 3);
+}
 
-        sf_alloc_fail_at(k, 1);
-        assert_null(sf_sender_create("e", &x->q, &x->r, fake_send, &x->f, &x->k));
-        sf_alloc_fail_at(0, 0);
-        assert_int_equal(sf_alloc_in_use(), before);
+/* A sender's whole life with one batch: create, start, submit, drain,
+ * destroy. A failure on a consumer thread is absorbed (the batch counts as
+ * failed), so a run may succeed; none may leak. */
+static sf_status life_scenario(void *arg)
+{
+    fixture *x = arg;
+    sf_sender *s = sf_sender_create("e", &x->q, &x->r, fake_send, &x->f, &x->k);
+    sf_status st;
+    sf_buf *b;
+
+    if (s == NULL)
+        return SF_ENOMEM;
+    x->f.sender = s;
+    st = sf_sender_start(s);
+    if (st == SF_OK && (b = sf_buf_create(8)) == NULL)
+        st = SF_ENOMEM;
+    else if (st == SF_OK) {
+        memset(b->data, 3, 8);
+        b->spans = 3;
+        st = sf_sender_submit(s, b);
+        sf_buf_unref(b);
     }
+    sf_sender_shutdown(s, 1000);
+    sf_sender_destroy(s);
+    x->f.sender = NULL;
+    return st;
+}
+
+static void test_life_survives_allocation_failure(void **state)
+{
+    const sf_torture t = { .name = "sender life", .run = life_scenario, .arg = *state,
+                           .sticky = true, .may_succeed = true };
+
+    assert_true(sf_torture_run(&t) >= 4);
 }
 
 int main(void)
@@ -648,6 +685,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_queue_disabled_sends_on_caller, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_mixed_outcomes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_survives_allocation_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_life_survives_allocation_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_suspend_hands_batches_over, setup, teardown),
         cmocka_unit_test_setup_teardown(test_adopt_without_queue_counts_drop, setup, teardown),
     };

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tests/sf_torture.h"
+
 #include "internal/sf_core.h"
 #include "transform_fixtures.h"
 
@@ -599,60 +601,54 @@ static void test_consume_frees_what_it_allocates(void **state)
  * (SF_ENOMEM or SF_FILTER) and passes nothing on, or what it passes on
  * holds only allowlisted keys (decoding it for reading may then fail with
  * SF_ENOMEM: the reader's failure, not the filter's). Nothing leaks. */
+typedef struct outcomes {
+    tfx *f;
+    size_t ok, failed_before, failed_consume, failed_read;
+} outcomes;
+
+/* Filter the fixture's request in a new arena and read the result. */
+static sf_status filter_scenario(void *arg)
+{
+    outcomes *o = arg;
+    sf_arena *a = sf_arena_create(512, 0);
+    sf_batch b;
+    sf_status st;
+
+    if (a == NULL) {
+        o->failed_before++;
+        return SF_ENOMEM;
+    }
+    sf_batch_init(&b, a, o->f->wire, o->f->wire_len, SF_OTLP_DEFAULT_MAX_DEPTH);
+    st = sf_transform_processor_type.consume(&o->f->comp, &b);
+    if (st != SF_OK) {
+        if (st != SF_FILTER)
+            assert_int_equal(st, SF_ENOMEM);
+        assert_null(b.wire);            /* nothing to pass on */
+        o->failed_consume++;
+    } else if ((st = sf_batch_request(&b)) != SF_OK) {
+        assert_int_equal(st, SF_ENOMEM);
+        o->failed_read++;
+    } else {
+        assert_request_filtered(b.req);
+        assert_int_equal(span_at(&b, 0, 0)->n_attributes, 3);
+        o->ok++;
+    }
+    sf_batch_release(&b);
+    sf_arena_destroy(a);
+    return st;
+}
+
 static void test_alloc_failure_injection(void **state)
 {
-    tfx *f = *state;
-    uint64_t total;
-    size_t ok = 0, failed_before = 0, failed_consume = 0, failed_read = 0;
-    size_t in_use = sf_alloc_in_use();
+    outcomes o = { .f = *state };
+    const sf_torture t = { .name = "transform", .run = filter_scenario, .arg = &o,
+                           .sticky = true };
+    uint64_t total = sf_torture_run(&t);
 
-    sf_alloc_fail_at(0, 0);
-    {
-        sf_arena *a = sf_arena_create(512, 0);
-        sf_batch b;
-
-        sf_batch_init(&b, a, f->wire, f->wire_len, SF_OTLP_DEFAULT_MAX_DEPTH);
-        assert_int_equal(sf_transform_processor_type.consume(&f->comp, &b), SF_OK);
-        assert_int_equal(sf_batch_request(&b), SF_OK);
-        sf_batch_release(&b);
-        sf_arena_destroy(a);
-    }
-    total = sf_alloc_count();
     assert_true(total > 3);
-    for (uint64_t k = 1; k <= total + 1; k++) {
-        sf_arena *a;
-        sf_batch b;
-        sf_status st;
-
-        sf_alloc_fail_at(k, 1);
-        a = sf_arena_create(512, 0);
-        if (a == NULL) {
-            failed_before++;
-            continue;
-        }
-        sf_batch_init(&b, a, f->wire, f->wire_len, SF_OTLP_DEFAULT_MAX_DEPTH);
-        st = sf_transform_processor_type.consume(&f->comp, &b);
-        if (st != SF_OK) {
-            if (st != SF_FILTER)
-                assert_int_equal(st, SF_ENOMEM);
-            assert_null(b.wire);            /* nothing to pass on */
-            failed_consume++;
-        } else if ((st = sf_batch_request(&b)) != SF_OK) {
-            assert_int_equal(st, SF_ENOMEM);
-            failed_read++;
-        } else {
-            assert_request_filtered(b.req);
-            assert_int_equal(span_at(&b, 0, 0)->n_attributes, 3);
-            ok++;
-        }
-        sf_batch_release(&b);
-        sf_arena_destroy(a);
-        assert_int_equal(sf_alloc_in_use(), in_use);
-    }
-    sf_alloc_fail_at(0, 0);
-    assert_int_equal(failed_before + failed_consume + failed_read, total);
-    assert_true(failed_consume >= 1);   /* the codec's output buffer */
-    assert_int_equal(ok, 1);            /* k = total + 1: nothing failed */
+    assert_int_equal(o.failed_before + o.failed_consume + o.failed_read, total);
+    assert_true(o.failed_consume >= 1);     /* the codec's output buffer */
+    assert_int_equal(o.ok, 1);              /* the run where nothing failed */
 }
 
 /* An arena with no room left: filtering still works, since the codec writes

@@ -21,6 +21,8 @@
 #include "bench/sample_batch.h"
 #include "sf_log.h"
 #include "sf_service.h"
+#include "tests/sf_test.h"
+#include "tests/sf_test_grpc.h"
 
 #define EXPORT "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
@@ -29,16 +31,13 @@ typedef struct fixture {
     char dir[64];
     sf_config *cfg;
     sf_service *svc;
-    grpc_channel *ch;
-    grpc_completion_queue *cq;
+    sf_test_grpc_client g;
 } fixture;
 
 /* Start the service on a config whose one exporter is `id` with `settings`. */
 static void start(fixture *f, const char *id, const char *settings)
 {
-    char yaml[2048], target[64];
-    sf_diag *d = sf_diag_create("r.yaml");
-    grpc_channel_credentials *creds;
+    char yaml[2048];
 
     f->port = 30000 + (int)(getpid() % 20000);
     snprintf(yaml, sizeof(yaml),
@@ -51,72 +50,21 @@ static void start(fixture *f, const char *id, const char *settings)
              "  pipelines: {traces: {receivers: [otlp], processors: [transform/allowlist], "
              "exporters: [%s]}}\n",
              f->port, id, settings, id);
-    assert_int_equal(sf_config_load_string("r.yaml", yaml, strlen(yaml), d, &f->cfg), SF_OK);
-    assert_int_equal(sf_service_create(f->cfg, d, &f->svc), SF_OK);
-    sf_diag_destroy(d);
-    assert_int_equal(sf_service_start(f->svc), SF_OK);
+    f->svc = sf_test_service_start("r.yaml", yaml, &f->cfg);
 
-    snprintf(target, sizeof(target), "127.0.0.1:%d", f->port);
-    creds = grpc_insecure_credentials_create();
-    f->ch = grpc_channel_create(target, creds, NULL);
-    grpc_channel_credentials_release(creds);
-    f->cq = grpc_completion_queue_create_for_pluck(NULL);
+    sf_test_grpc_connect(&f->g, f->port);
 }
 
 static void stop(fixture *f)
 {
-    grpc_channel_destroy(f->ch);
-    grpc_completion_queue_shutdown(f->cq);
-    while (grpc_completion_queue_pluck(f->cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type
-           != GRPC_QUEUE_SHUTDOWN)
-        ;
-    grpc_completion_queue_destroy(f->cq);
-    sf_service_shutdown(f->svc);
-    sf_service_destroy(f->svc);
-    sf_config_destroy(f->cfg);
+    sf_test_grpc_close(&f->g);
+    sf_test_service_stop(f->svc, f->cfg);
 }
 
 /* One unary call with `data` as the message; returns the status. */
 static grpc_status_code call(fixture *f, const char *method, const void *data, size_t len)
 {
-    grpc_slice m = grpc_slice_from_static_string(method);
-    grpc_slice body = grpc_slice_from_copied_buffer(data, len), details;
-    grpc_byte_buffer *req = grpc_raw_byte_buffer_create(&body, 1), *resp = NULL;
-    grpc_metadata_array init_md, trail_md;
-    grpc_status_code status = GRPC_STATUS_UNKNOWN;
-    grpc_op ops[6];
-    grpc_call *c;
-
-    c = grpc_channel_create_call(f->ch, NULL, GRPC_PROPAGATE_DEFAULTS, f->cq, m, NULL,
-                                 gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
-                                              gpr_time_from_seconds(20, GPR_TIMESPAN)),
-                                 NULL);
-    grpc_metadata_array_init(&init_md);
-    grpc_metadata_array_init(&trail_md);
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = req;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &init_md;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &resp;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &trail_md;
-    ops[5].data.recv_status_on_client.status = &status;
-    ops[5].data.recv_status_on_client.status_details = &details;
-    assert_int_equal(grpc_call_start_batch(c, ops, 6, c, NULL), GRPC_CALL_OK);
-    grpc_completion_queue_pluck(f->cq, c, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-    grpc_slice_unref(details);
-    grpc_slice_unref(body);
-    if (resp != NULL)
-        grpc_byte_buffer_destroy(resp);
-    grpc_byte_buffer_destroy(req);
-    grpc_metadata_array_destroy(&init_md);
-    grpc_metadata_array_destroy(&trail_md);
-    grpc_call_unref(c);
-    return status;
+    return sf_test_grpc_call(f->g.ch, f->g.cq, method, data, len);
 }
 
 static grpc_status_code export_sample(fixture *f, size_t spans, uint64_t seed)
@@ -254,12 +202,12 @@ static void test_shutdown_with_stalled_call(void **state)
 
     (void)state;
     start(&f, "debug", " {verbosity: basic}\n");
-    c = grpc_channel_create_call(f.ch, NULL, GRPC_PROPAGATE_DEFAULTS, f.cq, m, NULL,
+    c = grpc_channel_create_call(f.g.ch, NULL, GRPC_PROPAGATE_DEFAULTS, f.g.cq, m, NULL,
                                  gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     memset(&op, 0, sizeof(op));
     op.op = GRPC_OP_SEND_INITIAL_METADATA;
     assert_int_equal(grpc_call_start_batch(c, &op, 1, (void *)1, NULL), GRPC_CALL_OK);
-    grpc_completion_queue_pluck(f.cq, (void *)1, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    grpc_completion_queue_pluck(f.g.cq, (void *)1, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     grpc_metadata_array_init(&trail);
     memset(&rop, 0, sizeof(rop));
     rop.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
@@ -274,7 +222,7 @@ static void test_shutdown_with_stalled_call(void **state)
      * test runner's timeout. */
     sf_service_shutdown(f.svc);
     grpc_call_cancel(c, NULL);
-    grpc_completion_queue_pluck(f.cq, (void *)2, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    grpc_completion_queue_pluck(f.g.cq, (void *)2, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     assert_int_not_equal(status, GRPC_STATUS_OK);
     grpc_slice_unref(details);
     grpc_metadata_array_destroy(&trail);

@@ -31,6 +31,7 @@
  *   be written, nothing is changed (fail closed). */
 #define _GNU_SOURCE
 #include "trace_control.h"
+#include "sf_time.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -99,22 +100,6 @@ typedef struct tc_ctx {
     size_t n_pending;
     int64_t audit_retry_mono, audit_delay;
 } tc_ctx;
-
-static int64_t now_mono(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t now_wall(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void format_left(int64_t ms, char *buf, size_t size)
 {
@@ -233,7 +218,7 @@ static sf_status audit_flush(tc_ctx *x)
     else
         x->audit_delay = x->audit_delay * 2 > x->cfg->retry.max_interval
                              ? x->cfg->retry.max_interval : x->audit_delay * 2;
-    x->audit_retry_mono = now_mono() + x->audit_delay;
+    x->audit_retry_mono = sf_now_ms() + x->audit_delay;
     return SF_IO;
 }
 
@@ -312,7 +297,7 @@ static sf_status audit_close(tc_ctx *x, tc_window *w, const char *cause, const c
 {
     char rec[TC_RECORD_MAX], t0[32], t1[32], esc[512];
     size_t len = 0;
-    int64_t now = now_wall();
+    int64_t now = sf_wall_ms();
 
     count_stop(x, w);
 
@@ -374,7 +359,7 @@ static sf_status try_reset(tc_ctx *x, tc_window *w)
                           sizeof(err));
     if (st == SF_OK) {
         set_idle(x, w);
-        sf_tc_format_time(now_wall(), t0, sizeof(t0));
+        sf_tc_format_time(sf_wall_ms(), t0, sizeof(t0));
         snprintf(rec, sizeof(rec),
                  "{\"event\":\"reset\",\"window\":\"%s\",\"target\":\"%s\",\"level\":%" PRId64
                  ",\"attempts\":%u,\"time\":\"%s\"}", w->id, w->target->id,
@@ -388,7 +373,7 @@ static sf_status try_reset(tc_ctx *x, tc_window *w)
     sf_warn("trace_control: target '%s' not reset to level %" PRId64 " (attempt %u): %s; "
             "retrying in %" PRId64 "ms", w->target->id, x->cfg->resting_level, w->attempts, err,
             w->delay);
-    w->next_try_mono = now_mono() + w->delay;
+    w->next_try_mono = sf_now_ms() + w->delay;
     w->delay = w->delay * 2 > x->cfg->retry.max_interval ? x->cfg->retry.max_interval
                                                           : w->delay * 2;
     return st;
@@ -399,7 +384,7 @@ static void begin_reset(tc_ctx *x, tc_window *w)
     w->state = TC_RESETTING;
     w->attempts = 0;
     w->delay = x->cfg->retry.initial_interval;
-    w->next_try_mono = now_mono();
+    w->next_try_mono = sf_now_ms();
 }
 
 /* Close an OPEN window (closing record) and ask for the resting level. */
@@ -466,7 +451,7 @@ static void op_set(tc_ctx *x, const char *req, size_t len, unsigned uid, reply *
     }
     w = window_of(x, target);
     if (w->state != TC_IDLE) {
-        format_left(w->end_mono - now_mono(), err, sizeof(err));
+        format_left(w->end_mono - sf_now_ms(), err, sizeof(err));
         if (w->state == TC_OPEN)
             answer(r, false, "target '%s' already has a window at level %" PRId64
                    " (%s left); reset it first", target, w->level, err);
@@ -478,9 +463,9 @@ static void op_set(tc_ctx *x, const char *req, size_t len, unsigned uid, reply *
     w->level = level;
     w->uid = uid;
     sf_tc_json_escape(reason, w->reason, sizeof(w->reason));
-    w->start_wall = now_wall();
+    w->start_wall = sf_wall_ms();
     w->end_wall = w->start_wall + for_ms;
-    w->end_mono = now_mono() + for_ms;
+    w->end_mono = sf_now_ms() + for_ms;
     snprintf(w->id, sizeof(w->id), "%s-%" PRId64, target, w->start_wall);
     sf_component_totals(x->self, &w->at_start);
     count_start(x, w);
@@ -500,7 +485,7 @@ static void op_set(tc_ctx *x, const char *req, size_t len, unsigned uid, reply *
                 err);
         audit_close(x, w, "set_failed", err);
         begin_reset(x, w);
-        w->next_try_mono = now_mono() + w->delay;
+        w->next_try_mono = sf_now_ms() + w->delay;
         answer(r, false, "engine '%s' did not take level %" PRId64 ": %s; it will be reset to %"
                PRId64, target, level, err, x->cfg->resting_level);
         return;
@@ -552,7 +537,7 @@ static void op_status(tc_ctx *x, reply *r)
 {
     char text[2048], esc[4096], left[32], until[32];
     size_t tl = 0, n = 0;
-    int64_t now = now_mono();
+    int64_t now = sf_now_ms();
 
     r->len = 0;
     add(r->buf, sizeof(r->buf), &r->len, "{\"ok\":true,\"windows\":[");
@@ -629,7 +614,7 @@ static void serve_client(tc_ctx *x, int fd)
 
 static void due(tc_ctx *x)
 {
-    int64_t now = now_mono();
+    int64_t now = sf_now_ms();
 
     for (size_t i = 0; i < x->cfg->targets.n; i++) {
         tc_window *w = &x->w[i];
@@ -665,13 +650,13 @@ static int64_t next_deadline(const tc_ctx *x)
  * the next start (its "open" record has no "reset"). */
 static void close_all(tc_ctx *x, const char *cause)
 {
-    int64_t deadline = now_mono() + x->cfg->shutdown_timeout;
+    int64_t deadline = sf_now_ms() + x->cfg->shutdown_timeout;
 
     for (size_t i = 0; i < x->cfg->targets.n; i++)
         if (x->w[i].state == TC_OPEN)
             end_window(x, &x->w[i], cause);
     for (;;) {
-        int64_t next = next_deadline(x), now = now_mono();
+        int64_t next = next_deadline(x), now = sf_now_ms();
 
         if (next == INT64_MAX)
             return;
@@ -704,7 +689,7 @@ static void *run(void *arg)
         int64_t next = next_deadline(x), timeout = -1;
 
         if (next != INT64_MAX) {
-            timeout = next - now_mono();
+            timeout = next - sf_now_ms();
             if (timeout < 0)
                 timeout = 0;
             if (timeout > 60000)
@@ -779,7 +764,7 @@ static sf_status recover(tc_ctx *x)
             continue;
         sf_warn("trace_control: window '%s' on target '%s' was left open by a previous run; "
                 "resetting it", w->id, w->target->id);
-        w->end_wall = now_wall();
+        w->end_wall = sf_wall_ms();
         atomic_fetch_add(&sf_component_counters(x->self)->values[TC_OPEN_WINDOWS], 1);
         audit_close(x, w, "recovered", NULL);
         begin_reset(x, w);
@@ -1068,7 +1053,7 @@ static void tc_resume(sf_component *self, void *parcel)
             sf_free(x->pending);
             x->pending = all;
             x->n_pending += p->n_pending;
-            x->audit_retry_mono = now_mono();
+            x->audit_retry_mono = sf_now_ms();
             x->audit_delay = p->audit_delay;
             p->pending = NULL;
             p->n_pending = 0;

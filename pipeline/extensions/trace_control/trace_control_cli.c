@@ -13,6 +13,7 @@
 #include "trace_control.h"
 #include "sf_config.h"
 #include "sf_log.h"
+#include "sf_time.h"
 
 enum { TL_OK = 0, TL_FAILED = 1, TL_USAGE = 2 };
 
@@ -168,7 +169,6 @@ static int direct(const tl_args *a, const sf_tc_config *tc)
     int64_t level = set ? a->level : tc->resting_level;
     int64_t start = 0, end;
     char err[512], rec[2048], reason[SF_TC_MAX_REASON * 6 + 1] = "", t0[32], t1[32];
-    struct timespec ts;
 
     if (set && sf_tc_check_set(tc, a->target, a->level, a->for_ms, err, sizeof(err)) != SF_OK) {
         fprintf(stderr, "spanfence: refused: %s\n", err);
@@ -178,8 +178,7 @@ static int direct(const tl_args *a, const sf_tc_config *tc)
         fprintf(stderr, "spanfence: refused: unknown target '%s'\n", a->target);
         return TL_FAILED;
     }
-    clock_gettime(CLOCK_REALTIME, &ts);
-    start = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    start = sf_wall_ms();
     end = start + (set ? a->for_ms : 0);
     sf_tc_format_time(start, t0, sizeof(t0));
     sf_tc_format_time(end, t1, sizeof(t1));

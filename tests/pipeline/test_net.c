@@ -1,0 +1,70 @@
+/* tests/pipeline/test_net.c: endpoint strings (sf_net.h): host:port split
+ * with IPv4, names and bracketed IPv6; malformed ones refused; numeric
+ * resolution to the socket address a server binds. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <string.h>
+
+#include "sf_net.h"
+
+static void test_split(void **state)
+{
+    char host[64];
+    uint16_t port = 0;
+
+    (void)state;
+    assert_int_equal(sf_net_split("127.0.0.1:4318", host, sizeof(host), &port), SF_OK);
+    assert_string_equal(host, "127.0.0.1");
+    assert_int_equal(port, 4318);
+    assert_int_equal(sf_net_split("localhost:0", host, sizeof(host), &port), SF_OK);
+    assert_string_equal(host, "localhost");
+    assert_int_equal(port, 0);
+    assert_int_equal(sf_net_split("[::1]:8888", host, sizeof(host), &port), SF_OK);
+    assert_string_equal(host, "::1");
+    assert_int_equal(port, 8888);
+    assert_int_equal(sf_net_split("host:65535", host, sizeof(host), &port), SF_OK);
+    assert_int_equal(port, 65535);
+
+    assert_int_equal(sf_net_split("host", host, sizeof(host), &port), SF_INVALID);
+    assert_int_equal(sf_net_split(":4317", host, sizeof(host), &port), SF_INVALID);
+    assert_int_equal(sf_net_split("host:", host, sizeof(host), &port), SF_INVALID);
+    assert_int_equal(sf_net_split("host:65536", host, sizeof(host), &port), SF_INVALID);
+    assert_int_equal(sf_net_split("host:-1", host, sizeof(host), &port), SF_INVALID);
+    assert_int_equal(sf_net_split("host:12a", host, sizeof(host), &port), SF_INVALID);
+    assert_int_equal(sf_net_split("[::1]8888", host, sizeof(host), &port), SF_INVALID);
+    assert_int_equal(sf_net_split("[::1:8888", host, sizeof(host), &port), SF_INVALID);
+    assert_int_equal(sf_net_split("averyveryverylonghostname:1", host, 8, &port), SF_INVALID);
+}
+
+static void test_resolve(void **state)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = 0;
+
+    (void)state;
+    assert_int_equal(sf_net_resolve("127.0.0.1:4318", &ss, &len), SF_OK);
+    assert_int_equal(ss.ss_family, AF_INET);
+    assert_int_equal(len, sizeof(struct sockaddr_in));
+    assert_int_equal(ntohs(((struct sockaddr_in *)&ss)->sin_port), 4318);
+    assert_int_equal(ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr), INADDR_LOOPBACK);
+    assert_int_equal(sf_net_resolve("[::1]:9", &ss, &len), SF_OK);
+    assert_int_equal(ss.ss_family, AF_INET6);
+    assert_int_equal(ntohs(((struct sockaddr_in6 *)&ss)->sin6_port), 9);
+    assert_int_equal(sf_net_resolve("no-port", &ss, &len), SF_INVALID);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_split),
+        cmocka_unit_test(test_resolve),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

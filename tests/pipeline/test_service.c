@@ -1,0 +1,155 @@
+/* tests/pipeline/test_service.c: the service (pipeline/sf_service.c): built
+ * from a config, started, its metrics page rendered, shut down; the memory
+ * budget it owns (two memory limiters: the tightest applies whichever
+ * starts last, and the limits are lifted at shutdown); and building it
+ * (sf_service_create, what `spanfence validate` runs) under the torture
+ * helper. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sf_alloc.h"
+#include "sf_log.h"
+#include "sf_service.h"
+#include "tests/sf_test_http.h"
+#include "tests/sf_torture.h"
+
+static char yaml[2048];
+
+/* An otlp receiver (gRPC and HTTP on free loopback ports), the given
+ * processors and a debug exporter. */
+static const char *config(const char *processors, const char *list)
+{
+    snprintf(yaml, sizeof(yaml),
+             "receivers: {otlp: {protocols: {grpc: {endpoint: '127.0.0.1:%d'}, "
+             "http: {endpoint: '127.0.0.1:%d'}}}}\n"
+             "processors:\n%s"
+             "exporters: {debug: {verbosity: basic}}\n"
+             "service:\n  telemetry: {metrics: {level: none}}\n"
+             "  pipelines: {traces: {receivers: [otlp], processors: [%s], exporters: [debug]}}\n",
+             sf_test_free_port(), sf_test_free_port(), processors, list);
+    return yaml;
+}
+
+static sf_config *load(const char *text)
+{
+    sf_diag *d = sf_diag_create("s.yaml");
+    sf_config *cfg = NULL;
+
+    assert_int_equal(sf_config_load_string("s.yaml", text, strlen(text), d, &cfg), SF_OK);
+    sf_diag_destroy(d);
+    return cfg;
+}
+
+static void test_lifecycle_and_metrics(void **state)
+{
+    sf_config *cfg = load(config("  transform/allowlist:\n    trace_statements:\n"
+                                 "      - keep_keys(span.attributes, [\"a\"])\n",
+                                 "transform/allowlist"));
+    sf_diag *d = sf_diag_create("s.yaml");
+    sf_service *svc = NULL;
+    sf_totals t;
+    char *page = NULL;
+    size_t len = 0;
+
+    (void)state;
+    assert_int_equal(sf_service_create(cfg, d, &svc), SF_OK);
+    assert_int_equal(sf_diag_count(d), 0);
+    assert_int_equal(sf_service_start(svc), SF_OK);
+    assert_int_equal(sf_service_render_metrics(svc, &page, &len), SF_OK);
+    assert_int_equal(strlen(page), len);
+    assert_non_null(strstr(page, "# TYPE otelcol_receiver_accepted_spans counter\n"));
+    assert_non_null(strstr(page, "otelcol_receiver_accepted_spans{receiver=\"otlp\","
+                                 "transport=\"grpc\"} 0\n"));
+    assert_non_null(strstr(page, "otelcol_receiver_accepted_spans{receiver=\"otlp\","
+                                 "transport=\"http\"} 0\n"));
+    assert_non_null(strstr(page, "otelcol_exporter_sent_spans{exporter=\"debug\"} 0\n"));
+    assert_non_null(strstr(page, "spanfence_memory_allocated_bytes "));
+    sf_free(page);
+    sf_service_totals(svc, &t);
+    assert_int_equal(t.accepted, 0);
+    assert_int_equal(t.exported, 0);
+    sf_service_shutdown(svc);
+    sf_service_destroy(svc);
+    sf_diag_destroy(d);
+    sf_config_destroy(cfg);
+}
+
+/* Two memory limiters, the tighter one first: it is still the one that
+ * applies after the looser one started (the service's budget, not "the
+ * last limiter started wins"); all limits go at shutdown. */
+static void test_memory_budget_is_the_tightest(void **state)
+{
+    sf_config *cfg = load(config("  memory_limiter/tight: {check_interval: 1s, limit_mib: 2048}\n"
+                                 "  memory_limiter/loose: {check_interval: 1s, limit_mib: 4096}\n",
+                                 "memory_limiter/tight, memory_limiter/loose"));
+    sf_diag *d = sf_diag_create("s.yaml");
+    sf_service *svc = NULL;
+    size_t soft, hard;
+
+    (void)state;
+    sf_alloc_limits(&soft, &hard);
+    assert_int_equal(hard, 0);
+    assert_int_equal(sf_service_create(cfg, d, &svc), SF_OK);
+    assert_int_equal(sf_service_start(svc), SF_OK);
+    sf_alloc_limits(&soft, &hard);
+    assert_int_equal(hard, (size_t)2048 << 20);
+    assert_int_equal(soft, ((size_t)2048 << 20) - ((size_t)2048 << 20) / 5);
+    sf_service_shutdown(svc);
+    sf_alloc_limits(&soft, &hard);
+    assert_int_equal(soft, 0);
+    assert_int_equal(hard, 0);
+    sf_service_destroy(svc);
+    sf_diag_destroy(d);
+    sf_config_destroy(cfg);
+}
+
+static sf_status create_scenario(void *arg)
+{
+    const sf_config *cfg = arg;
+    sf_diag *d = sf_diag_create("s.yaml");
+    sf_service *svc = NULL;
+    sf_status st;
+
+    if (d == NULL)
+        return SF_ENOMEM;
+    st = sf_service_create(cfg, d, &svc);
+    if (st != SF_OK)
+        assert_null(svc);
+    sf_service_destroy(svc);
+    sf_diag_destroy(d);
+    return st;
+}
+
+static void test_create_survives_allocation_failure(void **state)
+{
+    sf_config *cfg = load(config("  transform/allowlist:\n    trace_statements:\n"
+                                 "      - keep_keys(span.attributes, [\"a\"])\n"
+                                 "  memory_limiter: {check_interval: 1s, limit_mib: 4096}\n"
+                                 "  batch: {}\n",
+                                 "memory_limiter, transform/allowlist, batch"));
+    const sf_torture t = { .name = "service create", .run = create_scenario, .arg = cfg,
+                           .expect = SF_ENOMEM };
+
+    (void)state;
+    assert_true(sf_torture_run(&t) >= 5);
+    sf_config_destroy(cfg);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lifecycle_and_metrics),
+        cmocka_unit_test(test_memory_budget_is_the_tightest),
+        cmocka_unit_test(test_create_survives_allocation_failure),
+    };
+
+    sf_log_set_level(getenv("SF_TEST_LOG") ? SF_LOG_DEBUG : SF_LOG_OFF);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
