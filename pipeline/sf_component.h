@@ -91,6 +91,12 @@ typedef struct sf_component_type {
      * sf_component_counters(self)->values[row]; at most SF_TYPE_METRICS_MAX
      * rows, ended by a row with name NULL. NULL: none. */
     const sf_metric_row *metric_rows;
+    /* Optional: series whose labels the type chooses (per target, ...),
+     * as Prometheus text lines (# HELP/# TYPE included) written into buf
+     * like snprintf: returns the length the whole text needs (the core
+     * calls again with a larger buffer when it did not fit). Called on the
+     * metrics thread. */
+    size_t (*metrics)(sf_component *self, char *buf, size_t size);
     /* Subcommands of `spanfence`, ended by a verb with name NULL. */
     const sf_cli_verb *verbs;
 } sf_component_type;
@@ -147,6 +153,20 @@ typedef void (*sf_span_tap_fn)(void *ctx, const uint8_t *raw, size_t len, size_t
  * outlive the service's receivers. A second tap replaces the first, with a
  * warning. No effect when `ext` is not part of a service. */
 void sf_component_set_span_tap(sf_component *ext, sf_span_tap_fn fn, void *ctx);
+
+/* Extensions: hand one ExportTraceServiceRequest (`otlp`, copied) to the
+ * traces pipeline `pipeline` (NULL: every traces pipeline) AFTER its
+ * processors: the codec writes its canonical form, unedited, and the
+ * pipeline's exporters take it like any batch. The spans are counted on
+ * `self` as accepted (SF_OK) or refused with the exporters' status, so the
+ * collector-wide totals still balance. SF_STOPPED while the exporters are
+ * not running (before they start, once they stop); SF_INVALID for bytes
+ * the codec refuses, or no such traces pipeline. */
+sf_status sf_component_inject(sf_component *self, const char *pipeline, const uint8_t *otlp,
+                              size_t len);
+
+/* Whether the service of `c` (its config) has a traces pipeline `id`. */
+bool sf_component_has_traces_pipeline(const sf_component *c, const char *id);
 
 /* Exporters, at start: the batching asked by a processor (its type's
  * describe_batching, the `batch` processor's) in a traces pipeline that

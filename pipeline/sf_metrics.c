@@ -122,6 +122,10 @@ static const metric_def metric_defs[] = {
       "Capacity of the sending queue, in batches." },
     { SF_KIND_EXPORTER, "spanfence_exporter_queued_spans", "gauge", false, get_queued,
       "Spans accepted and not yet sent or failed (waiting, in flight or in backoff)." },
+    { SF_KIND_EXTENSION, "spanfence_extension_injected_spans", "counter", false, get_accepted,
+      "Spans an extension made (trace_control's window markers), taken by the exporters." },
+    { SF_KIND_EXTENSION, "spanfence_extension_refused_spans", "counter", true, get_refused,
+      "Spans an extension made that the exporters refused, by reason." },
 };
 
 static void render_series(sf_text *t, const metric_def *m, const char *labels,
@@ -186,6 +190,26 @@ sf_status sf_metrics_render(sf_component *components, size_t n, char **out, size
                              components[j].id,
                              (long long)(int64_t)atomic_load(&components[j].counters.values[r]));
         }
+    }
+    /* series whose labels the type chooses (its metrics callback) */
+    for (size_t i = 0; i < n && !t.failed; i++) {
+        sf_component *c = &components[i];
+        void *tail;
+        size_t room, need;
+
+        if (c->type->metrics == NULL)
+            continue;
+        if (sf_dynbuf_room(&t.buf, 1024, &tail, &room) != SF_OK) {
+            t.failed = true;
+            break;
+        }
+        need = c->type->metrics(c, tail, room);
+        if (need >= room && (sf_dynbuf_room(&t.buf, need + 1, &tail, &room) != SF_OK ||
+                             (need = c->type->metrics(c, tail, room)) >= room)) {
+            t.failed = true;
+            break;
+        }
+        sf_dynbuf_commit(&t.buf, need);
     }
     help(&t, "spanfence_memory_allocated_bytes", "gauge",
          "Bytes allocated through spanfence's counted allocator.");

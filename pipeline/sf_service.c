@@ -15,6 +15,11 @@
  * - One optional span tap (an extension's, set at its create): emit calls it
  *   after counting each batch, on the receiver thread, with the bytes as
  *   received; it is read-only once the service starts.
+ * - An extension may hand a request of its own to a traces pipeline after
+ *   its processors (sf_component_inject: trace_control's window markers),
+ *   from its own thread, only while the exporters run: the flag
+ *   `exporting` is set once they started and cleared, with in-flight
+ *   injections waited for, before they stop.
  * - Reload (SIGHUP, main.c): the running service stops, the new one starts.
  *   Nothing is shared while both exist: the old one hands over, in an
  *   sf_handover, its final counts (added into the new instances of the same
@@ -28,6 +33,7 @@
 #include "sf_process.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -54,6 +60,11 @@ struct sf_service {
     /* set before start, read-only after (see sf_component_set_span_tap) */
     sf_span_tap_fn tap;
     void *tap_ctx;
+    /* exporters started and not stopping: sf_component_inject may run;
+     * `injecting` counts the injections under way, which stop_injecting
+     * waits for before exporters stop */
+    _Atomic bool exporting;
+    _Atomic unsigned injecting;
 };
 
 /* ---- build --------------------------------------------------------------- */
@@ -204,6 +215,14 @@ out_fail:
 
 /* ---- run ----------------------------------------------------------------- */
 
+/* No injection from now on, and none still running into the exporters. */
+static void stop_injecting(sf_service *svc)
+{
+    atomic_store(&svc->exporting, false);
+    while (atomic_load(&svc->injecting) > 0)
+        sched_yield();
+}
+
 static sf_status start_kind(sf_service *svc, sf_kind kind)
 {
     for (size_t i = 0; i < svc->n_components; i++) {
@@ -256,11 +275,14 @@ static sf_status start_all(sf_service *svc, sf_handover *h)
         st = start_kind(svc, start_order[k]);
         if (st != SF_OK)
             goto out_stop;
+        if (start_order[k] == SF_KIND_EXPORTER)
+            atomic_store(&svc->exporting, true);
     }
     svc->started = true;
     return SF_OK;
 
 out_stop:
+    stop_injecting(svc);
     /* Shut down every kind tried so far, the failed one included: shutdown
      * is safe on a component that did not start. */
     for (size_t j = k + 1; j-- > 0;) {
@@ -297,6 +319,7 @@ void sf_service_shutdown(sf_service *svc)
      * whatever the exporters' drain takes. */
     shutdown_kind(svc, SF_KIND_EXTENSION);
     shutdown_kind(svc, SF_KIND_PROCESSOR);
+    stop_injecting(svc);
     shutdown_kind(svc, SF_KIND_EXPORTER);
     /* The metrics endpoint stays up until here so the final counts can be
      * scraped while queues drain. */
@@ -474,6 +497,7 @@ sf_status sf_service_stop_for_reload(sf_service *svc, sf_service *next, sf_hando
         shutdown_kind(svc, SF_KIND_RECEIVER);
         suspend_kind(svc, SF_KIND_EXTENSION, h, next);
         shutdown_kind(svc, SF_KIND_PROCESSOR);
+        stop_injecting(svc);
         suspend_kind(svc, SF_KIND_EXPORTER, h, next);
         sf_metrics_server_stop(svc->metrics);
         svc->metrics = NULL;
@@ -648,6 +672,82 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_b
     return worst;
 }
 
+/* The exporters of one route, as run_route hands them a batch. */
+static sf_status export_route(const sf_route *r, sf_batch *batch)
+{
+    sf_status worst = SF_OK;
+
+    for (size_t i = 0; i < r->n_exporters; i++) {
+        sf_component *e = r->exporters[i];
+        sf_status st = e->type->consume(e, batch);
+
+        if (severity(st) > severity(worst))
+            worst = st;
+    }
+    return worst;
+}
+
+sf_status sf_component_inject(sf_component *self, const char *pipeline, const uint8_t *otlp,
+                              size_t len)
+{
+    sf_service *svc = self->service;
+    sf_status worst = SF_OK;
+    sf_arena *arena;
+    size_t spans = 0, routes = 0;
+
+    if (svc == NULL)
+        return SF_STOPPED;
+    atomic_fetch_add(&svc->injecting, 1);
+    if (!atomic_load(&svc->exporting)) {
+        atomic_fetch_sub(&svc->injecting, 1);
+        return SF_STOPPED;
+    }
+    arena = sf_arena_create(4096, 0);
+    if (arena == NULL) {
+        atomic_fetch_sub(&svc->injecting, 1);
+        return SF_ENOMEM;
+    }
+    for (size_t i = 0; i < svc->n_routes; i++) {
+        const sf_route *r = &svc->routes[i];
+        sf_batch b;
+        sf_status st;
+
+        if (pipeline != NULL && strcmp(r->id, pipeline) != 0)
+            continue;
+        routes++;
+        sf_batch_init(&b, arena, otlp, len, SF_OTLP_DEFAULT_MAX_DEPTH);
+        st = sf_batch_rewrite(&b, NULL, NULL);      /* canonical, no edit */
+        if (st == SF_OK) {
+            spans = b.spans;
+            st = export_route(r, &b);
+        }
+        sf_batch_release(&b);
+        if (severity(st) > severity(worst))
+            worst = st;
+        if (st == SF_INVALID)
+            break;
+    }
+    sf_arena_destroy(arena);
+    atomic_fetch_sub(&svc->injecting, 1);
+    if (routes == 0)
+        return SF_INVALID;
+    if (worst == SF_OK)
+        sf_count(&self->counters.accepted_spans, spans);
+    else if (worst != SF_INVALID)
+        sf_count(&self->counters.refused_spans[reason_of(worst)], spans);
+    return worst;
+}
+
+bool sf_component_has_traces_pipeline(const sf_component *c, const char *id)
+{
+    const sf_config *cfg = c->service != NULL ? c->service->cfg : NULL;
+
+    for (size_t p = 0; cfg != NULL && p < cfg->n_pipelines; p++)
+        if (cfg->pipelines[p].signal == SF_SIGNAL_TRACES && strcmp(cfg->pipelines[p].id, id) == 0)
+            return true;
+    return false;
+}
+
 void sf_component_set_span_tap(sf_component *ext, sf_span_tap_fn fn, void *ctx)
 {
     sf_service *svc = ext->service;
@@ -779,6 +879,10 @@ static void add_totals(sf_totals *out, sf_kind kind, sf_counters *counters,
             out->send_failed[r] += sf_counter_get(&counters->send_failed_spans[r]);
         break;
     case SF_KIND_EXTENSION:
+        /* spans an extension injected (sf_component_inject) */
+        out->accepted += sf_counter_get(&counters->accepted_spans);
+        for (int r = 0; r < SF_REASON_COUNT; r++)
+            out->refused[r] += sf_counter_get(&counters->refused_spans[r]);
         break;
     }
 }
