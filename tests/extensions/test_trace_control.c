@@ -1,6 +1,6 @@
 /* tests/extensions/test_trace_control.c: the `trace_control` extension with
  * a stand-in engine (libmicrohttpd on 127.0.0.1, recording every level it
- * is set to; r1 takes ?level=N by GET, r2 {"lvl":N} by POST) that also
+ * is set to; like SGLang it reads ?level=N only, r1 by GET, r2 by POST) that also
  * plays the OTLP gateway (/v1/traces -> 200). Covers: a window opening and
  * closing on time, an early reset, refused levels/targets/windows, an engine
  * down at the window's end and back later, reset on shutdown, the closing
@@ -77,12 +77,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             code = e->traces_code;
     } else if (strcmp(url, "/set_trace_level") == 0) {
         const char *q = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "level");
-        int64_t lv;
 
-        if (q != NULL)
+        if (q != NULL && e->n < 64)
             e->levels[e->n++] = atoll(q);
-        else if (sf_tc_json_int(u->buf, u->len, "lvl", &lv) == SF_OK)
-            e->levels[e->n++] = lv;
         else
             code = 400;
     } else {
@@ -130,6 +127,14 @@ static int engine_count(engine *e)
     return n;
 }
 
+/* Forget the levels seen so far. */
+static void engine_clear(engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    e->n = 0;
+    pthread_mutex_unlock(&e->mu);
+}
+
 /* Wait (bounded, never asserted on time) until the engine has seen n levels. */
 static void wait_levels(engine *e, int n)
 {
@@ -145,6 +150,7 @@ typedef struct fx {
     char dir[64];
     char sock[128], audit[128], conf[128];
     const char *exporter_extra;     /* more otlphttp settings, or NULL */
+    bool live;                      /* markers and auto_revert as configured by `extra` */
     uint16_t otlp_port;
     sf_config *cfg;
     sf_service *svc;
@@ -161,17 +167,19 @@ static void write_config(fx *f, const char *extra)
             "    compression: none\n%s"
             "extensions:\n  trace_control:\n    socket: %s\n    audit_log: %s\n"
             "    levels: [0, 3]\n    max_window: 10m\n    shutdown_timeout: 2s\n"
-            "    retry_on_failure: {initial_interval: 50ms, max_interval: 200ms}\n%s"
+            "    retry_on_failure: {initial_interval: 50ms, max_interval: 200ms}\n"
+            "    enforce_interval: 0s\n    grace_period: 0s\n%s%s"
             "    targets:\n"
             "      r1:\n        endpoint: http://127.0.0.1:%u/set_trace_level\n"
             "        match: {service.instance.id: r1}\n"
             "      r2:\n        endpoint: http://127.0.0.1:%u/set_trace_level\n"
-            "        method: POST\n        level_in: json\n        field: lvl\n"
+            "        method: POST\n        level_in: query\n        field: level\n"
             "service:\n  extensions: [trace_control]\n"
             "  telemetry: {metrics: {level: none}, logs: {level: error}}\n"
             "  pipelines:\n    traces:\n      receivers: [otlp]\n      exporters: [otlphttp]\n",
             f->otlp_port, f->eng.port, f->exporter_extra ? f->exporter_extra : "", f->sock,
-            f->audit, extra, f->eng.port, f->eng.port);
+            f->audit, f->live ? "" : "    markers: {enabled: false}\n    auto_revert: {enabled: false}\n",
+            extra, f->eng.port, f->eng.port);
     fclose(o);
 }
 
@@ -193,6 +201,8 @@ static int setup(void **state)
     return 0;
 }
 
+/* Start the service; at start trace_control sets both targets to the
+ * resting level: wait for that, then forget it. */
 static void start(fx *f)
 {
     sf_diag *d = sf_diag_create(f->conf);
@@ -201,6 +211,10 @@ static void start(fx *f)
     assert_int_equal(sf_service_create(f->cfg, d, &f->svc), SF_OK);
     sf_diag_destroy(d);
     assert_int_equal(sf_service_start(f->svc), SF_OK);
+    wait_levels(&f->eng, 2);
+    assert_int_equal(f->eng.levels[0], 0);
+    assert_int_equal(f->eng.levels[1], 0);
+    engine_clear(&f->eng);
 }
 
 static void stop(fx *f)
@@ -246,14 +260,18 @@ static bool ask(fx *f, const char *req, char *msg, size_t size)
 
 typedef struct records {
     int n;
+    int enforce;                /* "enforce" records (resting level at start), not in line[] */
     char line[32][4096];
 } records;
 
+/* The audit log's window records; the resting-level records are counted
+ * apart (each start writes one per target). */
 static void read_audit(fx *f, records *r)
 {
     FILE *in = fopen(f->audit, "r");
 
     r->n = 0;
+    r->enforce = 0;
     if (in == NULL)
         return;
     while (r->n < 32 && fgets(r->line[r->n], sizeof(r->line[0]), in) != NULL) {
@@ -261,6 +279,10 @@ static void read_audit(fx *f, records *r)
         assert_true(l > 0 && r->line[r->n][l - 1] == '\n');
         r->line[r->n][l - 1] = '\0';
         assert_true(sf_tc_json_valid(r->line[r->n], l - 1));
+        if (strstr(r->line[r->n], "{\"event\":\"enforce\",") == r->line[r->n]) {
+            r->enforce++;
+            continue;
+        }
         r->n++;
     }
     fclose(in);
@@ -332,7 +354,7 @@ static void test_window_opens_and_closes(void **state)
     assert_int_equal(sf_tc_json_str(r.line[0], strlen(r.line[0]), "window", id, sizeof(id)), SF_OK);
     assert_field(r.line[1], "window", id);
     assert_field(r.line[2], "window", id);
-    /* the JSON-body target */
+    /* the POST target */
     assert_true(ask(f, "{\"op\":\"set\",\"target\":\"r2\",\"level\":3,\"for_ms\":200,"
                        "\"reason\":\"r2\"}", msg, sizeof(msg)));
     wait_levels(&f->eng, 4);
@@ -348,11 +370,17 @@ static void test_reset_and_status(void **state)
 
     start(f);
     assert_true(ask(f, "{\"op\":\"status\"}", msg, sizeof(msg)));
-    assert_string_equal(msg, "no open windows\n");
+    assert_non_null(strstr(msg, "r1: level 0 (set "));     /* enforced at start */
+    assert_non_null(strstr(msg, "\nr2: level 0 (set "));
+    assert_null(strstr(msg, "window"));
+    read_audit(f, &r);
+    assert_int_equal(r.n, 0);
+    assert_int_equal(r.enforce, 2);                       /* one per target */
     assert_true(ask(f, "{\"op\":\"set\",\"target\":\"r1\",\"level\":3,\"for_ms\":600000,"
                        "\"reason\":\"x\"}", msg, sizeof(msg)));
     assert_true(ask(f, "{\"op\":\"status\"}", msg, sizeof(msg)));
-    assert_non_null(strstr(msg, "r1: level 3, "));
+    assert_non_null(strstr(msg, "r1: level 3 (set "));
+    assert_non_null(strstr(msg, "; window at level 3, "));
     assert_non_null(strstr(msg, " left (until "));
     /* a second window on the same target is refused */
     assert_false(ask(f, "{\"op\":\"set\",\"target\":\"r1\",\"level\":3,\"for_ms\":1000,"
@@ -368,7 +396,8 @@ static void test_reset_and_status(void **state)
     assert_int_equal(r.n, 3);
     assert_field(r.line[1], "cause", "reset");
     assert_true(ask(f, "{\"op\":\"status\"}", msg, sizeof(msg)));
-    assert_string_equal(msg, "no open windows\n");
+    assert_non_null(strstr(msg, "r1: level 0 (set "));
+    assert_null(strstr(msg, "window"));
 }
 
 static void test_refused(void **state)
@@ -452,7 +481,7 @@ static void test_engine_down_then_back(void **state)
                              &open));
     assert_int_equal(open, 1);
     assert_true(ask(f, "{\"op\":\"status\"}", msg, sizeof(msg)));
-    assert_non_null(strstr(msg, "r1: window closed, reset to level 0 pending ("));
+    assert_non_null(strstr(msg, "r1: level not known; window closed, reset to level 0 pending ("));
     read_audit(f, &r);
     assert_int_equal(r.n, 2);                        /* open, close: no reset yet */
     assert_field(r.line[1], "cause", "expired");
@@ -567,7 +596,8 @@ static void test_closing_record_counts(void **state)
              "\"filter_failed\":0,\"memory_limit\":0,\"queue_full\":0,\"retries_exhausted\":0,"
              "\"permanent_error\":0,\"shutdown\":0,\"internal\":0},"
              "\"target_scope\":\"match\",\"match\":{\"service.instance.id\":\"r1\"},"
-             "\"accepted_from_target\":0,\"refused_from_target\":0}");
+             "\"accepted_from_target\":0,\"refused_from_target\":0,\"complete\":true,"
+             "\"marker\":\"off\"}");
     assert_non_null(strstr(r.line[1], sub));    /* these spans carry no resource */
 }
 
@@ -716,6 +746,71 @@ static void test_closing_record_per_target(void **state)
     assert_int_equal(int_field(r.line[7], "refused_from_target"), 0);
 }
 
+/* auto_revert on the target's own losses: r1 (match) loses 3 of its 5
+ * spans while the collector as a whole loses 3 of 25, under max_loss_ratio
+ * 0.5: the window ends on r1's ratio. Its marker span goes to the exporter,
+ * which refuses it (the gateway still answers 503): counted as refused on
+ * the extension, and the closing record says so. */
+static void test_auto_revert_on_target_loss(void **state)
+{
+    fx *f = *state;
+    char msg[1024], *text;
+    size_t len;
+    records r;
+
+    f->exporter_extra = "    sending_queue: {enabled: false}\n";
+    f->live = true;
+    write_config(f, "    auto_revert: {max_lost_spans: 1000, max_loss_ratio: 0.5, "
+                    "check_interval: 20ms}\n");
+    start(f);
+    assert_true(ask(f, "{\"op\":\"set\",\"target\":\"r1\",\"level\":3,\"for_ms\":600000,"
+                       "\"reason\":\"target loss\"}", msg, sizeof(msg)));
+    for (int i = 0; i < 4; i++)
+        post_one(f, "r2", 5, 200);
+    post_one(f, "r1", 2, 200);
+    pthread_mutex_lock(&f->eng.mu);
+    f->eng.traces_code = 503;
+    pthread_mutex_unlock(&f->eng.mu);
+    post_one(f, "r1", 3, 503);
+    wait_records(f, &r, 3);                         /* open, close, reset */
+    assert_field(r.line[1], "event", "close");
+    assert_field(r.line[1], "cause", "loss");
+    assert_field(r.line[1], "revert_reason", "3 of the target's 5 spans refused (more than "
+                                             "max_loss_ratio 50.00%)");
+    assert_int_equal(int_field(r.line[1], "accepted"), 22);
+    /* (lost counts these 3 twice: refused by the receiver and send_failed by
+     * the queue-less exporter; see the collector-wide counts) */
+    assert_int_equal(int_field(r.line[1], "accepted_from_target"), 2);
+    assert_int_equal(int_field(r.line[1], "refused_from_target"), 3);
+    assert_non_null(strstr(r.line[1], ",\"complete\":false,\"marker\":\"not sent\"}"));
+    assert_field(r.line[2], "event", "reset");
+    wait_levels(&f->eng, 2);
+    assert_int_equal(f->eng.levels[1], 0);
+    assert_int_equal(sf_service_render_metrics(f->svc, &text, &len), SF_OK);
+    assert_non_null(strstr(text, "spanfence_extension_injected_spans{extension=\"trace_control\"} 0\n"));
+    assert_non_null(strstr(text, "spanfence_extension_refused_spans{extension=\"trace_control\","
+                                 "reason=\"memory_limit\"} 0\n"));
+    assert_non_null(strstr(text, "spanfence_trace_control_target_level{extension=\"trace_control\","
+                                 "target=\"r1\"} 0\n"));
+    assert_non_null(strstr(text, "spanfence_trace_control_target_level{extension=\"trace_control\","
+                                 "target=\"r2\"} 0\n"));
+    {
+        /* the marker's one span is refused with some reason */
+        uint64_t sum = 0;
+        const char *p = text;
+
+        while ((p = strstr(p, "spanfence_extension_refused_spans{extension=\"trace_control\",")) != NULL) {
+            p = strchr(p, '}') + 2;
+            sum += strtoull(p, NULL, 10);
+        }
+        assert_int_equal(sum, 1);
+    }
+    sf_free(text);
+    pthread_mutex_lock(&f->eng.mu);
+    f->eng.traces_code = 0;
+    pthread_mutex_unlock(&f->eng.mu);
+}
+
 /* ---- the real binary ------------------------------------------------------------------ */
 
 static pid_t spawn(fx *f)
@@ -743,6 +838,8 @@ static void test_crash_then_restart_resets(void **state)
     int status;
     pid_t pid = spawn(f);
 
+    wait_levels(&f->eng, 2);                         /* both targets set to 0 at start */
+    engine_clear(&f->eng);
     assert_true(ask(f, "{\"op\":\"set\",\"target\":\"r1\",\"level\":3,\"for_ms\":600000,"
                        "\"reason\":\"crash\"}", msg, sizeof(msg)));
     assert_int_equal(engine_count(&f->eng), 1);
@@ -751,16 +848,19 @@ static void test_crash_then_restart_resets(void **state)
     assert_true(WIFSIGNALED(status));
     read_audit(f, &r);
     assert_int_equal(r.n, 1);                        /* open, never closed */
+    assert_int_equal(r.enforce, 2);
     assert_int_equal(engine_count(&f->eng), 1);      /* the engine is still at 3 */
 
     pid = spawn(f);                                  /* the stale socket is replaced */
-    wait_levels(&f->eng, 2);
+    wait_levels(&f->eng, 3);                         /* r1 reset, r2 enforced */
     assert_int_equal(f->eng.levels[1], 0);
+    assert_int_equal(f->eng.levels[2], 0);
     wait_records(f, &r, 3);
     assert_field(r.line[1], "event", "close");
     assert_field(r.line[1], "cause", "recovered");
     assert_field(r.line[1], "scope", "none");
     assert_field(r.line[2], "event", "reset");
+    engine_clear(&f->eng);
 
     /* and a window open at SIGTERM is reset before the process exits */
     assert_true(ask(f, "{\"op\":\"set\",\"target\":\"r2\",\"level\":3,\"for_ms\":600000,"
@@ -769,16 +869,20 @@ static void test_crash_then_restart_resets(void **state)
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
-    assert_int_equal(engine_count(&f->eng), 4);
-    assert_int_equal(f->eng.levels[3], 0);
+    assert_int_equal(engine_count(&f->eng), 2);
+    assert_int_equal(f->eng.levels[1], 0);
     read_audit(f, &r);
     assert_int_equal(r.n, 6);
     assert_field(r.line[4], "cause", "shutdown");
-    /* a third start finds nothing to recover */
+    /* a third start finds nothing to recover: only the resting levels */
+    engine_clear(&f->eng);
     pid = spawn(f);
+    wait_levels(&f->eng, 2);
     kill(pid, SIGTERM);
     assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_int_equal(engine_count(&f->eng), 4);
+    assert_int_equal(engine_count(&f->eng), 2);
+    read_audit(f, &r);
+    assert_int_equal(r.n, 6);
 }
 
 static int run_cli(fx *f, const char *args, char *err, size_t size)
@@ -814,8 +918,10 @@ static void test_cli(void **state)
                                 "set it back"));
     assert_int_equal(engine_count(&f->eng), 1);
     read_audit(f, &r);
-    assert_int_equal(r.n, 1);
+    assert_int_equal(r.n, 2);
     assert_field(r.line[0], "event", "direct_set");
+    assert_field(r.line[1], "event", "direct_outcome");
+    assert_field(r.line[1], "outcome", "applied");
     snprintf(args, sizeof(args), "set --direct --config %s --target r1 --level 2 --for 5m "
              "--reason x", f->conf);
     assert_int_equal(run_cli(f, args, err, sizeof(err)), 1);
@@ -833,6 +939,7 @@ static void test_cli(void **state)
     assert_int_equal(run_cli(f, args, err, sizeof(err)), 1);
     assert_non_null(strstr(err, "cannot reach the collector at '"));
     /* through a running collector */
+    engine_clear(&f->eng);
     start(f);
     snprintf(args, sizeof(args), "set --config %s --target r2 --level 3 --for 10m --reason cli",
              f->conf);
@@ -844,7 +951,7 @@ static void test_cli(void **state)
                              "(600000ms)\n");
     snprintf(args, sizeof(args), "reset --socket %s --target r2", f->sock);
     assert_int_equal(run_cli(f, args, err, sizeof(err)), 0);
-    assert_int_equal(engine_count(&f->eng), 4);
+    assert_int_equal(engine_count(&f->eng), 2);
 }
 
 static void test_json_reader(void **state)
@@ -887,6 +994,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_shutdown_resets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_closing_record_counts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_closing_record_per_target, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_auto_revert_on_target_loss, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crash_then_restart_resets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli, setup, teardown),
     };

@@ -19,8 +19,10 @@
 
 #include "sf_component.h"
 
-enum { SF_TC_GET = 0, SF_TC_POST, SF_TC_PUT };
-enum { SF_TC_QUERY = 0, SF_TC_JSON };
+/* SGLang's /set_trace_level takes GET or POST with the level as the query
+ * parameter `level` (an integer >= 0; a body is not read), and answers 200
+ * `success`, 400 on a missing or bad level, 401 without the API key. */
+enum { SF_TC_GET = 0, SF_TC_POST };
 
 #define SF_TC_MAX_REASON 256
 #define SF_TC_MAX_REQUEST 4096
@@ -30,9 +32,12 @@ enum { SF_TC_QUERY = 0, SF_TC_JSON };
 typedef struct sf_tc_target {
     char *id;                   /* replica id: "r1" */
     char *endpoint;             /* the engine's trace-level URL */
-    int method;                 /* SF_TC_GET/POST/PUT */
-    int level_in;               /* SF_TC_QUERY: ?field=N; SF_TC_JSON: {"field":N} */
-    char *field;                /* query parameter or JSON field name */
+    int method;                 /* SF_TC_GET/POST; the level is always ?field=N */
+    char *field;                /* query parameter name ("level") */
+    sf_strmap headers;          /* sent with every request (Authorization: Bearer
+                                   ${env:...}); values never logged or audited */
+    char *ca_file, *cert_file, *key_file;   /* https: TLS (NULL: system CAs, no cert) */
+    bool insecure_skip_verify;
     sf_strmap match;            /* resource attributes (string values) that mark this
                                    engine's spans: a window's closing record then also
                                    counts the spans accepted/refused from it; n == 0: none */
@@ -54,6 +59,20 @@ typedef struct sf_tc_retry {
     int64_t max_interval;       /* ms */
 } sf_tc_retry;
 
+typedef struct sf_tc_auto_revert {
+    bool present;
+    bool enabled;
+    int64_t max_lost_spans;     /* a window ends early when more are lost */
+    double max_loss_ratio;      /* ... or lost / received passes this */
+    int64_t check_interval;     /* ms between checks while a window is open */
+} sf_tc_auto_revert;
+
+typedef struct sf_tc_markers {
+    bool present;
+    bool enabled;               /* one marker span per window into the traces pipeline */
+    char *pipeline;             /* that pipeline's id; NULL: every traces pipeline */
+} sf_tc_markers;
+
 typedef struct sf_tc_config {
     char *socket;               /* control socket path */
     char *socket_group;         /* group allowed to use it (mode 0660), or NULL: 0600 */
@@ -63,7 +82,12 @@ typedef struct sf_tc_config {
     int64_t max_window;         /* ms */
     int64_t request_timeout;    /* ms, one engine request */
     int64_t shutdown_timeout;   /* ms spent resetting open windows at shutdown */
+    int64_t enforce_interval;   /* ms between resting-level rounds; 0: at start only */
+    int64_t grace_period;       /* ms after a window's end before its closing record */
+    int64_t reset_timeout;      /* ms a reset is retried before it is recorded failed */
     sf_tc_retry retry;
+    sf_tc_auto_revert auto_revert;
+    sf_tc_markers markers;
     sf_tc_targets targets;
 } sf_tc_config;
 
@@ -88,11 +112,19 @@ sf_status sf_tc_check_set(const sf_tc_config *c, const char *target, int64_t lev
  * (created 0600), then fsync. SF_IO on failure. */
 sf_status sf_tc_audit_append(const char *path, const char *record);
 
-/* Ask the engine of `t` to use `level` (libcurl, bounded by timeout_ms).
- * SF_OK on a 2xx answer; SF_RETRY when the engine did not answer or said
- * 5xx/429; SF_PERMANENT otherwise. err says what happened. */
-sf_status sf_tc_engine_set(const sf_tc_target *t, int64_t level, int64_t timeout_ms, char *err,
-                           size_t err_size);
+/* What an engine said to one request. */
+typedef struct sf_tc_answer {
+    long status;                /* HTTP status, 0 when there was no answer */
+    char detail[384];           /* "the engine answered 401: <body excerpt>", "connection refused" */
+} sf_tc_answer;
+
+/* Ask the engine of `t` to use `level` (libcurl, bounded by timeout_ms),
+ * with the target's headers (never logged) and TLS settings. SF_OK on a
+ * 2xx answer; SF_RETRY when the engine did not answer, or said 5xx, 408 or
+ * 429; SF_PERMANENT for any other answer (400, 401, 403, 404, ...) and for
+ * TLS failures (certificates), which a retry cannot mend. */
+sf_status sf_tc_engine_set(const sf_tc_target *t, int64_t level, int64_t timeout_ms,
+                           sf_tc_answer *ans);
 
 /* Send one request line to the control socket and read the answer line
  * (sf_malloc'd into *reply). SF_IO when the socket cannot be reached. */

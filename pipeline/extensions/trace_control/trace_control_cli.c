@@ -24,7 +24,10 @@ static void tl_usage(FILE *f)
     fputs("usage: spanfence trace-level set --target ID --level N --for DURATION --reason TEXT\n"
           "                                 [--direct] (--socket PATH | --config FILE)\n"
           "       spanfence trace-level status (--socket PATH | --config FILE)\n"
+          "           each target's level as last set, open windows and time left,\n"
+          "           resets pending or failed\n"
           "       spanfence trace-level reset --target ID [--direct] (--socket PATH | --config FILE)\n"
+          "           ends a window now; on a failed reset, tries the engine again\n"
           "\n"
           "  --for       how long the level holds, e.g. 10m (capped by max_window)\n"
           "  --socket    the collector's control socket\n"
@@ -161,14 +164,21 @@ static int load_tc(const char *path, sf_config **cfg, const sf_tc_config **tc)
     return TL_OK;
 }
 
-/* --direct: the collector's checks and audit record, then the engine. */
+/* --direct: the collector's checks and audit record (the intent, written
+ * before the engine is asked: fail closed), then the engine, then the
+ * outcome as its own record: applied, refused (the engine answered, with
+ * its status) or failed (no answer: the level is not known). */
 static int direct(const tl_args *a, const sf_tc_config *tc)
 {
     const sf_tc_target *t = sf_tc_find_target(tc, a->target);
     bool set = strcmp(a->cmd, "set") == 0;
     int64_t level = set ? a->level : tc->resting_level;
     int64_t start = 0, end;
-    char err[512], rec[2048], reason[SF_TC_MAX_REASON * 6 + 1] = "", t0[32], t1[32];
+    char err[512], rec[8192], reason[SF_TC_MAX_REASON * 6 + 1] = "", t0[32], t1[32], id[128];
+    char detail[sizeof(((sf_tc_answer *)0)->detail) * 6 + 1];
+    sf_tc_answer ans;
+    sf_status st;
+    const char *outcome;
 
     if (set && sf_tc_check_set(tc, a->target, a->level, a->for_ms, err, sizeof(err)) != SF_OK) {
         fprintf(stderr, "spanfence: refused: %s\n", err);
@@ -182,22 +192,39 @@ static int direct(const tl_args *a, const sf_tc_config *tc)
     end = start + (set ? a->for_ms : 0);
     sf_tc_format_time(start, t0, sizeof(t0));
     sf_tc_format_time(end, t1, sizeof(t1));
+    snprintf(id, sizeof(id), "%s-%" PRId64, t->id, start);
     if (a->reason)
         sf_tc_json_escape(a->reason, reason, sizeof(reason));
     snprintf(rec, sizeof(rec),
-             "{\"event\":\"%s\",\"window\":\"%s-%" PRId64 "\",\"target\":\"%s\",\"level\":%" PRId64
+             "{\"event\":\"%s\",\"window\":\"%s\",\"target\":\"%s\",\"level\":%" PRId64
              ",\"uid\":%u,\"reason\":\"%s\",\"start\":\"%s\",\"planned_end\":\"%s\","
              "\"note\":\"sent directly; nothing resets this level\"}",
-             set ? "direct_set" : "direct_reset", t->id, start, t->id, level,
-             (unsigned)getuid(), reason, t0, t1);
+             set ? "direct_set" : "direct_reset", id, t->id, level, (unsigned)getuid(), reason,
+             t0, t1);
     if (sf_tc_audit_append(tc->audit_log, rec) != SF_OK) {
         fprintf(stderr, "spanfence: the audit log '%s' cannot be written; nothing was changed\n",
                 tc->audit_log);
         return TL_FAILED;
     }
-    if (sf_tc_engine_set(t, level, tc->request_timeout, err, sizeof(err)) != SF_OK) {
-        fprintf(stderr, "spanfence: engine '%s' did not take level %" PRId64 ": %s\n", t->id,
-                level, err);
+    st = sf_tc_engine_set(t, level, tc->request_timeout, &ans);
+    outcome = st == SF_OK ? "applied" : ans.status != 0 ? "refused" : "failed";
+    sf_tc_json_escape(ans.detail, detail, sizeof(detail));
+    sf_tc_format_time(sf_wall_ms(), t0, sizeof(t0));
+    if (ans.status != 0)
+        snprintf(err, sizeof(err), ",\"status\":%ld", ans.status);
+    else
+        err[0] = '\0';
+    snprintf(rec, sizeof(rec),
+             "{\"event\":\"direct_outcome\",\"window\":\"%s\",\"target\":\"%s\",\"level\":%"
+             PRId64 ",\"uid\":%u,\"outcome\":\"%s\"%s%s%s%s,\"time\":\"%s\"}", id, t->id, level,
+             (unsigned)getuid(), outcome, err, st != SF_OK ? ",\"error\":\"" : "",
+             st != SF_OK ? detail : "", st != SF_OK ? "\"" : "", t0);
+    if (sf_tc_audit_append(tc->audit_log, rec) != SF_OK)
+        fprintf(stderr, "spanfence: warning: the outcome record could not be written to '%s': "
+                "%s\n", tc->audit_log, rec);
+    if (st != SF_OK) {
+        fprintf(stderr, "spanfence: engine '%s' %s level %" PRId64 ": %s\n", t->id,
+                ans.status != 0 ? "refused" : "did not take", level, ans.detail);
         return TL_FAILED;
     }
     if (set)

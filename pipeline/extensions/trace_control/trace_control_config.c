@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <ctype.h>
 
 static const sf_config_row retry_rows[] = {
     { .key = "initial_interval", .type = SF_CFG_DURATION, .def = "1s",
@@ -16,7 +17,33 @@ static const sf_config_row retry_rows[] = {
       .help = "first wait before asking an engine that did not answer again" },
     { .key = "max_interval", .type = SF_CFG_DURATION, .def = "30s",
       .offset = offsetof(sf_tc_retry, max_interval), .min = 1, .max = 3600000,
-      .help = "longest wait between attempts (the wait doubles up to it); never gives up" },
+      .help = "longest wait between attempts (the wait doubles up to it), until reset_timeout" },
+    { 0 }
+};
+
+static const sf_config_row auto_revert_rows[] = {
+    { .key = "enabled", .type = SF_CFG_BOOL, .def = "true",
+      .offset = offsetof(sf_tc_auto_revert, enabled),
+      .help = "end a window early, and reset its engine, when the capture is losing spans" },
+    { .key = "max_lost_spans", .type = SF_CFG_INT, .def = "100",
+      .offset = offsetof(sf_tc_auto_revert, max_lost_spans), .min = 0, .max = INT64_MAX / 2,
+      .help = "spans lost (refused, dropped, failed) while the window is open before it ends" },
+    { .key = "max_loss_ratio", .type = SF_CFG_DOUBLE, .def = "0.01",
+      .offset = offsetof(sf_tc_auto_revert, max_loss_ratio), .dmin = 0, .dmax = 1,
+      .help = "lost / received while the window is open before it ends (0.01: 1%)" },
+    { .key = "check_interval", .type = SF_CFG_DURATION, .def = "1s",
+      .offset = offsetof(sf_tc_auto_revert, check_interval), .min = 1, .max = 60000,
+      .help = "how often an open window's losses are checked" },
+    { 0 }
+};
+
+static const sf_config_row markers_rows[] = {
+    { .key = "enabled", .type = SF_CFG_BOOL, .def = "true",
+      .offset = offsetof(sf_tc_markers, enabled),
+      .help = "emit one span per window (service.name spanfence) into the traces pipeline, "
+              "after its processors, saying whether the capture is complete" },
+    { .key = "pipeline", .type = SF_CFG_STR, .offset = offsetof(sf_tc_markers, pipeline),
+      .help = "the traces pipeline that gets them; unset: every traces pipeline" },
     { 0 }
 };
 
@@ -81,7 +108,13 @@ static sf_status parse_levels(sf_cfg_ctx *ctx, const sf_node *node, void *field)
     return st;
 }
 
-static const char *const target_keys[] = { "endpoint", "method", "level_in", "field", "match" };
+static const char *const target_keys[] = { "endpoint", "method", "level_in", "field", "match",
+                                           "headers", "tls" };
+static const char *const tls_keys[] = { "ca_file", "cert_file", "key_file",
+                                        "insecure_skip_verify" };
+/* Headers libcurl sets from the request itself. */
+static const char *const reserved_headers[] = { "host", "content-length", "transfer-encoding",
+                                                "connection", "content-type", NULL };
 
 static sf_status scalar_of(sf_cfg_ctx *ctx, const sf_node *v, const char *sub, char **out)
 {
@@ -175,6 +208,112 @@ static sf_status parse_match(sf_cfg_ctx *ctx, const sf_node *v, const char *path
     return st;
 }
 
+static bool header_name_ok(const char *s)
+{
+    if (*s == '\0')
+        return false;
+    for (; *s; s++)
+        if (!(isalnum((unsigned char)*s) || strchr("!#$%&'*+-.^_`|~", *s) != NULL))
+            return false;
+    return true;
+}
+
+/* `headers`: name -> value, sent with every request to the engine. Values
+ * usually come from ${env:...} (the YAML reader expands them); they are
+ * never logged nor written to the audit log, so no message here quotes one. */
+static sf_status parse_headers(sf_cfg_ctx *ctx, const sf_node *v, const char *path,
+                               sf_strmap *m)
+{
+    sf_status st = SF_OK;
+    char sub[256];
+
+    if (v->kind != SF_NODE_MAP) {
+        sf_cfg_error(ctx, v, path, "expected a mapping of header names to values");
+        return SF_CONFIG;
+    }
+    m->keys = sf_cfg_alloc(ctx, (v->n ? v->n : 1) * sizeof(char *));
+    m->values = sf_cfg_alloc(ctx, (v->n ? v->n : 1) * sizeof(char *));
+    if (m->keys == NULL || m->values == NULL)
+        return SF_ENOMEM;
+    for (size_t j = 0; j < v->n; j++) {
+        const sf_node *k = v->keys[j], *it = v->items[j];
+        bool reserved = false;
+
+        snprintf(sub, sizeof(sub), "%s.%s", path, k->text);
+        for (const char *const *r = reserved_headers; *r; r++)
+            reserved |= strcasecmp(k->text, *r) == 0;
+        if (!header_name_ok(k->text) || reserved) {
+            sf_cfg_error(ctx, k, sub, reserved ? "'%s' is set by spanfence itself"
+                         : "'%s' is not a valid header name", k->text);
+            st = SF_CONFIG;
+            continue;
+        }
+        if (it->kind != SF_NODE_SCALAR || it->is_null) {
+            sf_cfg_error(ctx, it, sub, "expected a string value");
+            st = SF_CONFIG;
+            continue;
+        }
+        if (memchr(it->text, '\r', it->len) || memchr(it->text, '\n', it->len) ||
+            strlen(it->text) != it->len) {
+            sf_cfg_error(ctx, k, sub, "value of '%s' contains a line break or NUL", k->text);
+            st = SF_CONFIG;
+            continue;
+        }
+        m->keys[m->n] = sf_cfg_strdup(ctx, k->text, k->len);
+        m->values[m->n] = sf_cfg_strdup(ctx, it->text, it->len);
+        if (m->keys[m->n] == NULL || m->values[m->n] == NULL)
+            return SF_ENOMEM;
+        m->n++;
+    }
+    return st;
+}
+
+static sf_status parse_tls(sf_cfg_ctx *ctx, const sf_node *v, const char *path, sf_tc_target *t)
+{
+    sf_status st = SF_OK;
+    char sub[256];
+
+    if (v->kind != SF_NODE_MAP) {
+        sf_cfg_error(ctx, v, path, "expected a mapping (ca_file, cert_file, key_file, "
+                     "insecure_skip_verify)");
+        return SF_CONFIG;
+    }
+    for (size_t j = 0; j < v->n; j++) {
+        const char *k = v->keys[j]->text;
+        const sf_node *it = v->items[j];
+        size_t w;
+        sf_status r = SF_OK;
+
+        snprintf(sub, sizeof(sub), "%s.%s", path, k);
+        for (w = 0; w < sizeof(tls_keys) / sizeof(tls_keys[0]); w++)
+            if (strcmp(k, tls_keys[w]) == 0)
+                break;
+        switch (w) {
+        case 0: r = scalar_of(ctx, it, sub, &t->ca_file); break;
+        case 1: r = scalar_of(ctx, it, sub, &t->cert_file); break;
+        case 2: r = scalar_of(ctx, it, sub, &t->key_file); break;
+        case 3:
+            if (it->kind == SF_NODE_SCALAR && it->plain && strcmp(it->text, "true") == 0) {
+                t->insecure_skip_verify = true;
+            } else if (!(it->kind == SF_NODE_SCALAR && it->plain &&
+                         strcmp(it->text, "false") == 0)) {
+                sf_cfg_error(ctx, it, sub, "expected true or false");
+                r = SF_CONFIG;
+            }
+            break;
+        default:
+            sf_cfg_error(ctx, v->keys[j], sub, "unknown key '%s' (expected ca_file, cert_file, "
+                         "key_file, insecure_skip_verify)", k);
+            r = SF_CONFIG;
+        }
+        if (r == SF_ENOMEM)
+            return r;
+        if (r != SF_OK)
+            st = r;
+    }
+    return st;
+}
+
 static sf_status parse_target(sf_cfg_ctx *ctx, const sf_node *key, const sf_node *map,
                               sf_tc_target *t)
 {
@@ -214,15 +353,17 @@ static sf_status parse_target(sf_cfg_ctx *ctx, const sf_node *key, const sf_node
                 t->method = SF_TC_GET;
             else if (w == 1 && strcasecmp(s, "POST") == 0)
                 t->method = SF_TC_POST;
-            else if (w == 1 && strcasecmp(s, "PUT") == 0)
-                t->method = SF_TC_PUT;
             else if (w == 2 && strcmp(s, "query") == 0)
-                t->level_in = SF_TC_QUERY;
-            else if (w == 2 && strcmp(s, "json") == 0)
-                t->level_in = SF_TC_JSON;
-            else {
+                ;
+            else if (w == 2 && strcmp(s, "json") == 0) {
+                /* SGLang's handler reads the query only and answers a body-only
+                 * request 400; no engine spanfence supports reads a body. */
+                sf_cfg_error(ctx, v, sub, "'json' is not supported: SGLang's /set_trace_level "
+                             "reads the level from the query parameter only (level_in: query)");
+                r = SF_CONFIG;
+            } else {
                 sf_cfg_error(ctx, v, sub, "invalid value '%s' (expected one of %s)", s,
-                             w == 1 ? "GET, POST, PUT" : "query, json");
+                             w == 1 ? "GET, POST" : "query");
                 r = SF_CONFIG;
             }
             break;
@@ -232,9 +373,15 @@ static sf_status parse_target(sf_cfg_ctx *ctx, const sf_node *key, const sf_node
         case 4:
             r = parse_match(ctx, v, sub, &t->match);
             break;
+        case 5:
+            r = parse_headers(ctx, v, sub, &t->headers);
+            break;
+        case 6:
+            r = parse_tls(ctx, v, sub, t);
+            break;
         default:
-            sf_cfg_error(ctx, map->keys[i], sub,
-                         "unknown key '%s' (expected endpoint, method, level_in, field, match)", k);
+            sf_cfg_error(ctx, map->keys[i], sub, "unknown key '%s' (expected endpoint, method, "
+                         "level_in, field, match, headers, tls)", k);
             r = SF_CONFIG;
         }
         if (r == SF_ENOMEM)
@@ -299,12 +446,30 @@ const sf_config_row sf_tc_config_map[] = {
     { .key = "shutdown_timeout", .type = SF_CFG_DURATION, .def = "10s",
       .offset = offsetof(sf_tc_config, shutdown_timeout), .min = 1, .max = 600000,
       .help = "time spent resetting open windows when the collector stops" },
+    { .key = "enforce_interval", .type = SF_CFG_DURATION, .def = "1m",
+      .offset = offsetof(sf_tc_config, enforce_interval), .min = 0, .max = 24 * 3600000LL,
+      .help = "how often every engine without an open window is set to the resting level "
+              "(also at start); 0: at start only" },
+    { .key = "grace_period", .type = SF_CFG_DURATION, .def = "5s",
+      .offset = offsetof(sf_tc_config, grace_period), .min = 0, .max = 600000,
+      .help = "after a window ends, how long its spans (of requests admitted during it) are "
+              "still counted before the closing record" },
+    { .key = "reset_timeout", .type = SF_CFG_DURATION, .def = "5m",
+      .offset = offsetof(sf_tc_config, reset_timeout), .min = 1, .max = 24 * 3600000LL,
+      .help = "how long a reset the engine does not answer is retried before it is recorded "
+              "as failed (an engine refusing it, e.g. 401, fails it at once)" },
     { .key = "retry_on_failure", .type = SF_CFG_SECTION, .offset = offsetof(sf_tc_config, retry),
       .sub = retry_rows, .help = "backoff for engines that do not answer" },
+    { .key = "auto_revert", .type = SF_CFG_SECTION,
+      .offset = offsetof(sf_tc_config, auto_revert), .sub = auto_revert_rows,
+      .help = "end a window early when the capture is losing spans" },
+    { .key = "markers", .type = SF_CFG_SECTION, .offset = offsetof(sf_tc_config, markers),
+      .sub = markers_rows, .help = "a span per window where the capture is read" },
     { .key = "targets", .type = SF_CFG_CUSTOM, .offset = offsetof(sf_tc_config, targets),
       .parse = parse_targets,
-      .help = "replica id -> {endpoint, method, level_in: query|json, field, match}; match: "
-              "resource attributes (strings) of the engine's spans, counted per window" },
+      .help = "replica id -> {endpoint, method: GET|POST, level_in: query, field, headers, tls, "
+              "match}; headers: sent to the engine (values from ${env:...}, never logged); "
+              "match: resource attributes (strings) of the engine's spans, counted per window" },
     { 0 }
 };
 
@@ -375,6 +540,18 @@ sf_status sf_tc_check(sf_cfg_ctx *ctx, void *config)
         if (t->endpoint && !http_url(t->endpoint)) {
             sf_cfg_error(ctx, target_key(ctx, t->id, "endpoint"), sub,
                          "'%s' is not an http:// or https:// URL", t->endpoint);
+            st = SF_CONFIG;
+        }
+        snprintf(sub, sizeof(sub), "targets.%s.tls", t->id);
+        if (t->endpoint && strncasecmp(t->endpoint, "https://", 8) != 0 &&
+            (t->ca_file || t->cert_file || t->insecure_skip_verify)) {
+            sf_cfg_error(ctx, target_key(ctx, t->id, "tls"), sub,
+                         "tls settings need an https:// endpoint");
+            st = SF_CONFIG;
+        }
+        if ((t->cert_file == NULL) != (t->key_file == NULL)) {
+            sf_cfg_error(ctx, target_key(ctx, t->id, "tls"), sub,
+                         "'cert_file' and 'key_file' go together");
             st = SF_CONFIG;
         }
         if (strchr(t->id, '"') || strchr(t->id, '\\') || strlen(t->id) > 64) {

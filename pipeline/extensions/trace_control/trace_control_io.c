@@ -214,72 +214,140 @@ out_free_line:
 
 /* ---- the engine --------------------------------------------------------------- */
 
-static size_t discard(char *p, size_t size, size_t n, void *ud)
+/* The first bytes of the engine's answer, for the message. */
+typedef struct excerpt {
+    char buf[160];
+    size_t len;
+} excerpt;
+
+static size_t keep_excerpt(char *p, size_t size, size_t n, void *ud)
 {
-    (void)p;
-    (void)ud;
+    excerpt *e = ud;
+    size_t take = size * n;
+
+    if (take > sizeof(e->buf) - 1 - e->len)
+        take = sizeof(e->buf) - 1 - e->len;
+    memcpy(e->buf + e->len, p, take);
+    e->len += take;
     return size * n;
 }
 
-sf_status sf_tc_engine_set(const sf_tc_target *t, int64_t level, int64_t timeout_ms, char *err,
-                           size_t err_size)
+/* The excerpt as one printable ASCII line: control bytes become spaces and
+ * other bytes '?' (a cut could split a UTF-8 sequence; the text goes into
+ * JSON records and marker spans, which must be valid UTF-8). */
+static const char *excerpt_text(excerpt *e)
 {
-    static const char *const methods[] = { "GET", "POST", "PUT" };
+    bool cut = e->len == sizeof(e->buf) - 1;
+
+    while (e->len > 0 && (e->buf[e->len - 1] == '\n' || e->buf[e->len - 1] == '\r' ||
+                          e->buf[e->len - 1] == ' '))
+        e->len--;
+    for (size_t i = 0; i < e->len; i++)
+        if ((unsigned char)e->buf[i] < 0x20 || e->buf[i] == 0x7f)
+            e->buf[i] = ' ';
+        else if ((unsigned char)e->buf[i] >= 0x80)
+            e->buf[i] = '?';
+    if (cut && e->len >= 3)
+        memcpy(e->buf + e->len - 3, "...", 3);   /* an excerpt, not the whole body */
+    e->buf[e->len] = '\0';
+    return e->buf;
+}
+
+static bool tls_failure(CURLcode rc)
+{
+    return rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CERTPROBLEM ||
+           rc == CURLE_SSL_CACERT_BADFILE || rc == CURLE_SSL_CIPHER ||
+           rc == CURLE_SSL_ISSUER_ERROR || rc == CURLE_SSL_PINNEDPUBKEYNOTMATCH;
+}
+
+sf_status sf_tc_engine_set(const sf_tc_target *t, int64_t level, int64_t timeout_ms,
+                           sf_tc_answer *ans)
+{
     CURL *curl;
     struct curl_slist *hdr = NULL;
     char *url = NULL;
-    char body[160];
-    long code = 0;
+    excerpt body = { .len = 0 };
     CURLcode rc;
     sf_status st = SF_PERMANENT;
     size_t ulen = strlen(t->endpoint) + strlen(t->field) + 32;
 
+    ans->status = 0;
+    ans->detail[0] = '\0';
     curl = curl_easy_init();
     if (curl == NULL) {
-        snprintf(err, err_size, "out of memory");
+        snprintf(ans->detail, sizeof(ans->detail), "out of memory");
         return SF_ENOMEM;
     }
     url = sf_malloc(ulen);
     if (url == NULL) {
-        snprintf(err, err_size, "out of memory");
+        snprintf(ans->detail, sizeof(ans->detail), "out of memory");
         st = SF_ENOMEM;
         goto out_cleanup_curl;
     }
-    if (t->level_in == SF_TC_QUERY)
-        snprintf(url, ulen, "%s%c%s=%" PRId64, t->endpoint, strchr(t->endpoint, '?') ? '&' : '?',
-                 t->field, level);
-    else
-        snprintf(url, ulen, "%s", t->endpoint);
+    snprintf(url, ulen, "%s%c%s=%" PRId64, t->endpoint, strchr(t->endpoint, '?') ? '&' : '?',
+             t->field, level);
+    for (size_t i = 0; i < t->headers.n; i++) {
+        size_t hl = strlen(t->headers.keys[i]) + strlen(t->headers.values[i]) + 3;
+        char *line = sf_malloc(hl);
+        struct curl_slist *nh = NULL;
+
+        if (line != NULL) {
+            snprintf(line, hl, "%s: %s", t->headers.keys[i], t->headers.values[i]);
+            nh = curl_slist_append(hdr, line);
+            /* the header holds a secret: wipe our copy */
+            memset(line, 0, hl);
+            sf_free(line);
+        }
+        if (nh == NULL) {
+            snprintf(ans->detail, sizeof(ans->detail), "out of memory");
+            st = SF_ENOMEM;
+            goto out_free_headers;
+        }
+        hdr = nh;
+    }
     curl_easy_setopt(curl, CURLOPT_URL, url);
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard);
-    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, methods[t->method]);
-    if (t->level_in == SF_TC_JSON) {
-        char field[96];
-
-        sf_tc_json_escape(t->field, field, sizeof(field));
-        snprintf(body, sizeof(body), "{\"%s\":%" PRId64 "}", field, level);
-        hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, keep_excerpt);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (hdr != NULL)
         curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdr);
-        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
-    } else if (t->method != SF_TC_GET) {
+    if (t->method == SF_TC_POST) {
+        /* SGLang reads the query only; an empty body keeps POST well formed */
+        curl_easy_setopt(curl, CURLOPT_POST, 1L);
         curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "");
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, 0L);
+    }
+    if (t->ca_file != NULL)
+        curl_easy_setopt(curl, CURLOPT_CAINFO, t->ca_file);
+    if (t->cert_file != NULL) {
+        curl_easy_setopt(curl, CURLOPT_SSLCERT, t->cert_file);
+        curl_easy_setopt(curl, CURLOPT_SSLKEY, t->key_file);
+    }
+    if (t->insecure_skip_verify) {
+        curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
     }
     rc = curl_easy_perform(curl);
     if (rc != CURLE_OK) {
-        snprintf(err, err_size, "%s", curl_easy_strerror(rc));
-        st = SF_RETRY;
+        snprintf(ans->detail, sizeof(ans->detail), "the engine did not answer: %s",
+                 curl_easy_strerror(rc));
+        st = tls_failure(rc) ? SF_PERMANENT : SF_RETRY;
         goto out_free_headers;
     }
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
-    if (code >= 200 && code < 300) {
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &ans->status);
+    if (ans->status >= 200 && ans->status < 300) {
         st = SF_OK;
-        snprintf(err, err_size, "http %ld", code);
+        snprintf(ans->detail, sizeof(ans->detail), "the engine answered %ld", ans->status);
     } else {
-        st = code >= 500 || code == 429 ? SF_RETRY : SF_PERMANENT;
-        snprintf(err, err_size, "the engine answered http %ld", code);
+        const char *ex = excerpt_text(&body);
+
+        st = ans->status >= 500 || ans->status == 429 || ans->status == 408 ? SF_RETRY
+                                                                              : SF_PERMANENT;
+        snprintf(ans->detail, sizeof(ans->detail), "the engine answered %ld%s%s", ans->status,
+                 ex[0] ? ": " : "", ex);
     }
 out_free_headers:
     curl_slist_free_all(hdr);
