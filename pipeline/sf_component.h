@@ -87,6 +87,9 @@ typedef struct sf_component_type {
      * exporters their pipeline feeds (sf_component_batching); true when
      * filled. */
     bool (*describe_batching)(const void *config, struct sf_batching *out);
+    /* Extensions with trace-level windows: their safeguards; true when
+     * filled. */
+    bool (*describe_windows)(const void *config, sf_windows_desc *out);
     /* The type's own series, one value per instance, in
      * sf_component_counters(self)->values[row]; at most SF_TYPE_METRICS_MAX
      * rows, ended by a row with name NULL. NULL: none. */

@@ -11,6 +11,9 @@
  *                       (the policy's key sets, cleared fields, name rules)
  *   describe_batching   processors: the merging they ask of the sending
  *                       queues of the exporters their pipeline feeds
+ *   describe_windows    extensions that raise what engines emit for a time
+ *                       (trace-level windows): their safeguards (the
+ *                       policy's trace_control checks)
  *   metric_rows         any kind: the type's own series on the metrics
  *                       endpoint, kept in sf_counters.values
  *   verbs               any kind: `spanfence <verb> ...` subcommands
@@ -24,6 +27,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sf_config.h"
 #include "sf_metrics.h"
@@ -112,6 +116,20 @@ typedef struct sf_allowlist_desc {
     bool (*clears_status_message)(const void *rules);
     bool (*clears_trace_state)(const void *rules, sf_otlp_ctx c);
 } sf_allowlist_desc;
+
+/* ---- extensions: trace-level windows ------------------------------------- */
+
+/* The safeguards of an extension that raises what engines emit for a
+ * bounded window, each with the key (dotted, under the component) that
+ * sets it, for positions in messages. */
+typedef struct sf_windows_desc {
+    bool announced;                 /* each window is announced in the capture */
+    const char *announced_key;      /* "markers.enabled" */
+    bool ends_on_loss;              /* a window ends early when its capture loses spans */
+    const char *ends_on_loss_key;   /* "auto_revert.enabled" */
+    int64_t rest_interval;          /* ms between rounds setting idle engines to rest; 0: none */
+    const char *rest_interval_key;  /* "enforce_interval" */
+} sf_windows_desc;
 
 /* ---- metrics of a type --------------------------------------------------- */
 

@@ -83,10 +83,18 @@ typedef struct policy_receivers {
     bool loopback_only;
 } policy_receivers;
 
+typedef struct policy_trace_control {
+    bool present;
+    bool markers;
+    bool auto_revert;
+    bool enforce;
+} policy_trace_control;
+
 typedef struct policy_conf {
     policy_allowlist allowlist;
     policy_exporter exporter;
     policy_receivers receivers;
+    policy_trace_control trace_control;
 } policy_conf;
 
 struct sf_policy {
@@ -225,6 +233,20 @@ static const sf_config_row receivers_rows[] = {
     { 0 }
 };
 
+static const sf_config_row trace_control_rows[] = {
+    { .key = "markers", .type = SF_CFG_BOOL, .def = "false",
+      .offset = offsetof(policy_trace_control, markers),
+      .help = "every trace_control extension announces its windows with marker spans" },
+    { .key = "auto_revert", .type = SF_CFG_BOOL, .def = "false",
+      .offset = offsetof(policy_trace_control, auto_revert),
+      .help = "every trace_control extension ends a window early when its capture loses spans" },
+    { .key = "enforce_resting_level", .type = SF_CFG_BOOL, .def = "false",
+      .offset = offsetof(policy_trace_control, enforce),
+      .help = "every trace_control extension sets idle engines to the resting level at an "
+              "interval (enforce_interval not 0)" },
+    { 0 }
+};
+
 static const sf_config_row policy_rows[] = {
     { .key = "allowlist", .type = SF_CFG_SECTION, .offset = offsetof(policy_conf, allowlist),
       .sub = allowlist_rows, .help = "the attribute allowlist (required)" },
@@ -232,6 +254,9 @@ static const sf_config_row policy_rows[] = {
       .sub = exporter_rows, .help = "the dedicated traces exporter (required)" },
     { .key = "receivers", .type = SF_CFG_SECTION, .offset = offsetof(policy_conf, receivers),
       .sub = receivers_rows, .help = "the receivers and where they listen" },
+    { .key = "trace_control", .type = SF_CFG_SECTION,
+      .offset = offsetof(policy_conf, trace_control), .sub = trace_control_rows,
+      .help = "what a trace_control extension, when the config has one, must do" },
     { 0 }
 };
 
@@ -905,6 +930,56 @@ static void check_receivers(checker *k)
     }
 }
 
+/* The node at dotted `path` ("markers.enabled") under `map`, or NULL. */
+static const sf_node *node_at(const sf_node *map, const char *path)
+{
+    char key[64];
+
+    while (map != NULL && *path) {
+        size_t n = strcspn(path, ".");
+
+        if (n >= sizeof(key))
+            return NULL;
+        memcpy(key, path, n);
+        key[n] = '\0';
+        map = sf_node_get(map, key);
+        path += n + (path[n] == '.');
+    }
+    return map;
+}
+
+/* Every component whose type has trace-level windows (describe_windows:
+ * trace_control), listed or not, against the policy's trace_control
+ * section. */
+static void check_trace_control(checker *k)
+{
+    const policy_trace_control *pt = &k->pol->trace_control;
+
+    for (size_t i = 0; pt->present && i < k->cfg->n_components; i++) {
+        const sf_config_component *c = &k->cfg->components[i];
+        const sf_node *v = sf_node_get(sf_node_get(k->cfg->root, "extensions"), c->id);
+        sf_windows_desc wd;
+        char subj[300];
+
+        if (c->type == NULL || c->type->describe_windows == NULL || c->config == NULL ||
+            !c->type->describe_windows(c->config, &wd))
+            continue;
+        snprintf(subj, sizeof(subj), "extensions.%s", c->id);
+        if (pt->markers && !wd.announced)
+            violate(k, node_at(v, wd.announced_key) ? node_at(v, wd.announced_key) : c->node,
+                    subj, "'%s' is false: the policy requires each window to be announced in "
+                    "the capture (a marker span)", wd.announced_key);
+        if (pt->auto_revert && !wd.ends_on_loss)
+            violate(k, node_at(v, wd.ends_on_loss_key) ? node_at(v, wd.ends_on_loss_key)
+                    : c->node, subj, "'%s' is false: the policy requires a window to end when "
+                    "its capture loses spans", wd.ends_on_loss_key);
+        if (pt->enforce && wd.rest_interval == 0)
+            violate(k, node_at(v, wd.rest_interval_key) ? node_at(v, wd.rest_interval_key)
+                    : c->node, subj, "'%s' is 0: the policy requires idle engines to be set to "
+                    "the resting level at an interval", wd.rest_interval_key);
+    }
+}
+
 sf_status sf_policy_check(const sf_policy *policy, const sf_config *cfg, sf_diag *diag)
 {
     checker k = { .pol = &policy->conf, .cfg = cfg, .diag = diag };
@@ -916,6 +991,7 @@ sf_status sf_policy_check(const sf_policy *policy, const sf_config *cfg, sf_diag
     check_pipelines(&k);
     check_exporter(&k);
     check_receivers(&k);
+    check_trace_control(&k);
     if (sf_diag_oom(diag))
         return SF_ENOMEM;
     return sf_diag_errors(diag) > errors ? SF_CONFIG : SF_OK;

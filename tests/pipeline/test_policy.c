@@ -1279,6 +1279,40 @@ static void test_alloc_failures(void **state)
     assert_int_equal(sf_alloc_in_use(), 0);
 }
 
+/* ---- trace_control ---------------------------------------------------------------- */
+
+#define TC_EXT "extensions:\n  trace_control:\n    socket: /run/tc.sock\n" \
+               "    audit_log: /var/lib/tc.jsonl\n    levels: [0, 3]\n" \
+               "    targets: {r1: {endpoint: \"http://127.0.0.1:30000/set_trace_level\"}}\n"
+
+/* A trace_control with the defaults holds; markers, auto_revert or
+ * enforcement turned off is a violation each. */
+static void test_trace_control(void **state)
+{
+    char *ok = replace(cvm_text, "\nservice:\n",
+                       "\n" TC_EXT "service:\n  extensions: [trace_control]\n");
+    char *off = replace(cvm_text, "\nservice:\n",
+                        "\n" TC_EXT "    markers: {enabled: false}\n"
+                        "    auto_revert: {enabled: false}\n    enforce_interval: 0s\n"
+                        "service:\n  extensions: [trace_control]\n");
+    want w = { 0 };
+
+    (void)state;
+    assert_check(ok, SF_OK, &w);
+    expect(&w, P "extensions.trace_control: 'markers.enabled' is false: the policy requires each "
+           "window to be announced in the capture (a marker span)",
+           line_of(off, "markers: {enabled"), 24);
+    expect(&w, P "extensions.trace_control: 'auto_revert.enabled' is false: the policy requires "
+           "a window to end when its capture loses spans", line_of(off, "auto_revert: {enabled"),
+           28);
+    expect(&w, P "extensions.trace_control: 'enforce_interval' is 0: the policy requires idle "
+           "engines to be set to the resting level at an interval",
+           line_of(off, "enforce_interval: 0s"), 23);
+    assert_check(off, SF_CONFIG, &w);
+    free(ok);
+    free(off);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1335,6 +1369,7 @@ int main(void)
         cmocka_unit_test(test_policy_file_missing_sections),
         cmocka_unit_test(test_policy_file_unreadable),
         cmocka_unit_test(test_exporter_without_queue),
+        cmocka_unit_test(test_trace_control),
         cmocka_unit_test(test_alloc_failures),
         cmocka_unit_test_setup_teardown(test_otlp_exporter_holds, setup_grpc, teardown_grpc),
         cmocka_unit_test_setup_teardown(test_otlp_queue_size, setup_grpc, teardown_grpc),

@@ -1742,6 +1742,19 @@ static void tc_resume(sf_component *self, void *parcel)
     parcel_free(p);
 }
 
+/* What the policy asks of trace-level windows (sf_describe.h). */
+static bool tc_describe_windows(const void *config, sf_windows_desc *out)
+{
+    const sf_tc_config *c = config;
+
+    *out = (sf_windows_desc){ .announced = c->markers.enabled, .announced_key = "markers.enabled",
+                              .ends_on_loss = c->auto_revert.enabled,
+                              .ends_on_loss_key = "auto_revert.enabled",
+                              .rest_interval = c->enforce_interval,
+                              .rest_interval_key = "enforce_interval" };
+    return true;
+}
+
 /* Its series on the metrics endpoint, in sf_component_counters(self)->values. */
 static const sf_metric_row tc_metric_rows[] = {
     [TC_ENGINE_FAILURES] = { .name = "spanfence_trace_control_engine_failures",
@@ -1775,6 +1788,7 @@ const sf_component_type sf_trace_control_extension_type = {
     .destroy = tc_destroy,
     .suspend = tc_suspend,
     .resume = tc_resume,
+    .describe_windows = tc_describe_windows,
     .metric_rows = tc_metric_rows,
     .metrics = tc_metrics,
     .verbs = tc_verbs,
