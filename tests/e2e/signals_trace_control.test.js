@@ -4,6 +4,9 @@
 //    reset nor set again, the window keeps its id and end, the socket keeps
 //    answering, and the audit log gets no closing record until the window
 //    really closes.
+//  - A window in its grace period keeps it across a reload: its closing
+//    record, counting spans that arrived after the reload, and its marker
+//    span come after.
 //  - The audit log unwritable (its directory replaced by a file: the tests
 //    run as root, where a chmod would not stop a write): `reset` still puts
 //    the engine back but does not report success; the records are pending
@@ -20,7 +23,7 @@ const path = require('node:path');
 const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
 const { Engine, control } = require('./lib/engine');
 
-function config({ dir, engine, extraTarget = false }) {
+function config({ dir, engine, extraTarget = null, grace = '0s' }) {
   return `receivers:
   otlp:
     protocols:
@@ -38,11 +41,13 @@ extensions:
     max_window: 10m
     shutdown_timeout: 1s
     retry_on_failure: {initial_interval: 100ms, max_interval: 300ms}
+    enforce_interval: 0s
+    grace_period: ${grace}
     targets:
       r1:
         endpoint: ${engine.url}
 ${extraTarget ? `      r2:
-        endpoint: ${engine.url}
+        endpoint: ${extraTarget.url}
 ` : ''}service:
   extensions: [trace_control]
   telemetry:
@@ -55,7 +60,7 @@ ${extraTarget ? `      r2:
 `;
 }
 
-async function setup(h, name) {
+async function setup(h, name, opts = {}) {
   const engine = new Engine();
   await engine.start();
   h.onCleanup(() => engine.stop());
@@ -66,16 +71,27 @@ async function setup(h, name) {
   const sf = h.track(new Spanfence({
     dir: h.dir,
     name,
-    config: config({ dir, engine }),
+    config: config({ dir, engine, ...opts }),
     env: { SF_GRPC_PORT: String(grpcPort), SF_METRICS_PORT: String(metricsPort) },
     grpcPort,
     metricsPort,
   }));
   await sf.start();
+  await atRest(engine);
   const sock = path.join(dir, 'tc.sock');
   const audit = path.join(dir, 'audit', 'trace-audit.jsonl');
-  const records = () => fs.readFileSync(audit, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  // the window records; the resting level set at start ("enforce") apart
+  const records = () => fs.readFileSync(audit, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
+    .filter((r) => r.event !== 'enforce');
   return { engine, dir, sf, sock, audit, records };
+}
+
+// At start the collector sets the engine (at SGLang's default 3) to the
+// resting level: wait for it, then forget it.
+async function atRest(engine) {
+  await engine.waitFor(() => engine.levels.length === 1, 'the resting level set at start');
+  assert.deepEqual(engine.levels, [0]);
+  engine.levels.length = 0;
 }
 
 const set = (sock, forMs = 600000) => control(sock, { op: 'set', target: 'r1', level: 3, for_ms: forMs, reason: 'INC-1 e2e' });
@@ -83,6 +99,9 @@ const set = (sock, forMs = 600000) => control(sock, { op: 'set', target: 'r1', l
 test('a window open across SIGHUP is not touched', async () => {
   await harness('signals_trace_control', async (h) => {
     const { engine, dir, sf, sock, records } = await setup(h, 'reload');
+    const engine2 = new Engine();
+    await engine2.start();
+    h.onCleanup(() => engine2.stop());
     const r = await set(sock);
     assert.equal(r.ok, true, r.message);
     assert.deepEqual(engine.levels, [3]);
@@ -90,7 +109,7 @@ test('a window open across SIGHUP is not touched', async () => {
     assert.equal(before.windows.length, 1);
     const inode = fs.statSync(sock).ino;
 
-    fs.writeFileSync(sf.configPath, config({ dir, engine, extraTarget: true }));
+    fs.writeFileSync(sf.configPath, config({ dir, engine, extraTarget: engine2 }));
     sf.proc.kill('SIGHUP');
     await sf.waitLog(/reloaded: running with/, 'the reload');
     assert.match(sf.stderr(), /window '[^']+' on target 'r1' kept across the reload/);
@@ -104,6 +123,8 @@ test('a window open across SIGHUP is not touched', async () => {
     }
     await sleep(300);
     assert.deepEqual(engine.levels, [3], 'the reload neither reset nor set the engine');
+    await engine2.waitFor(() => engine2.levels.length === 1, 'the new target set to its resting level');
+    assert.deepEqual(engine2.levels, [0]);
     assert.deepEqual(records().map((x) => x.event), ['open'], 'no closing record at the reload');
     const m = await sf.metrics();
     assert.equal(m.must('spanfence_trace_control_open_windows'), 1);
@@ -117,6 +138,39 @@ test('a window open across SIGHUP is not touched', async () => {
     assert.equal(new Set(recs.map((x) => x.window)).size, 1, 'one window throughout');
     await sf.stop();
     assert.deepEqual(engine.levels, [3, 0], 'nothing left to reset at exit');
+  });
+});
+
+test('a window in its grace period across SIGHUP keeps it: its closing record and marker come after the reload', async () => {
+  const peers = require('./lib/peers');
+  await harness('signals_trace_control', async (h) => {
+    const { engine, dir, sf, sock, records } = await setup(h, 'grace', { grace: '6s' });
+    assert.equal((await set(sock, 300)).ok, true);
+    await engine.waitFor(() => engine.levels.length === 2, 'the window expired and the engine reset');
+    assert.deepEqual(engine.levels, [3, 0]);
+    const deadline0 = Date.now() + 30000;
+    while (records().length < 2 && Date.now() < deadline0) await sleep(20);
+    assert.deepEqual(records().map((x) => x.event), ['open', 'reset'], 'the closing record waits for the grace period');
+    sf.proc.kill('SIGHUP');
+    await sf.waitLog(/reloaded: running with/, 'the reload');
+    assert.match(sf.stderr(), /window '[^']+' on target 'r1' kept across the reload/);
+    // a span of a request admitted during the window, arriving in its grace period
+    const client = new peers.RawClient(sf.grpcPort);
+    h.onCleanup(() => client.close());
+    assert.equal((await client.call(peers.serializedSpans(2, 'late').bytes)).code, peers.status.OK);
+    const deadline = Date.now() + 30000;
+    while (!records().some((x) => x.event === 'close') && Date.now() < deadline) await sleep(50);
+    const recs = records();
+    assert.deepEqual(recs.map((x) => x.event), ['open', 'reset', 'close']);
+    assert.equal(recs[2].cause, 'expired');
+    assert.equal(recs[2].grace_ms, 6000);
+    assert.equal(recs[2].accepted, 2);
+    assert.equal(recs[2].marker, 'sent');
+    assert.deepEqual(engine.levels, [3, 0], 'the reload did not touch the engine');
+    await sf.stop();
+    const out = fs.readFileSync(path.join(dir, 'out.jsonl'), 'utf8');
+    assert.equal((out.match(/"trace_control window r1"/g) || []).length, 1, 'one marker span in the capture');
+    assert.match(out, /"key":"spanfence\.window\.cause","value":\{"stringValue":"expired"\}/);
   });
 });
 
@@ -200,6 +254,7 @@ test('a new config that cannot start (its port is taken): the previous one runs 
       metricsPort,
     }));
     await sf.start();
+    await atRest(engine);
     const sock = path.join(dir, 'tc.sock');
     assert.equal((await set(sock)).ok, true);
     const client = new peers.RawClient(grpcPort);
