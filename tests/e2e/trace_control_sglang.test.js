@@ -8,6 +8,8 @@
 //    at once with the status and the engine's body, and block nothing; a
 //    reset refused with 401 is recorded `reset_failed` at once, and is not
 //    retried across a restart; `reset` clears it once the key is right;
+//  - https engines: tls.ca_file and insecure_skip_verify work, a
+//    certificate the system CAs do not know is a permanent failure;
 //  - a reset the engine never takes (503) ends in `reset_failed` after
 //    reset_timeout;
 //  - the resting level is enforced at start (the engine runs at SGLang's
@@ -42,7 +44,7 @@ const WRONG = 'sk-e2e-wrong-77e3';
 function config({ dir, targets, gateway = null, tc = '' }) {
   const t = Object.entries(targets).map(([id, o]) => `      ${id}:
         endpoint: ${o.url}
-${o.method ? `        method: ${o.method}\n` : ''}${o.field ? `        field: ${o.field}\n` : ''}${o.headers ? `        headers: {Authorization: "${o.headers}"}\n` : ''}`).join('');
+${o.method ? `        method: ${o.method}\n` : ''}${o.field ? `        field: ${o.field}\n` : ''}${o.headers ? `        headers: {Authorization: "${o.headers}"}\n` : ''}${o.tls ? `        tls: ${o.tls}\n` : ''}`).join('');
   return `receivers:
   otlp:
     protocols:
@@ -229,6 +231,42 @@ test('api key from the environment; 401 and 400 reported at once and blocking no
     const all = fs.readFileSync(path.join(h.dir, 'keys', 'trace-audit.jsonl'), 'utf8') + logs;
     assert.ok(!all.includes(KEY), 'the api key is in a log or audit record');
     assert.ok(!all.includes(WRONG), 'the wrong key is in a log or audit record');
+  });
+});
+
+test('https engines: tls.ca_file, insecure_skip_verify, and a certificate that does not verify', async () => {
+  await harness('trace_control_sglang', async (h) => {
+    const dirTls = path.join(process.env.SF_SOURCE_DIR || path.join(__dirname, '..', '..'), 'tests', 'exporters', 'tls');
+    const pem = path.join(dirTls, 'server.pem');
+    const tls = { key: fs.readFileSync(path.join(dirTls, 'server.key')), cert: fs.readFileSync(pem) };
+    const engine = new Engine({ apiKey: KEY, tls });
+    await engine.start();
+    h.onCleanup(() => engine.stop());
+    assert.match(engine.url, /^https:/);
+    const targets = {
+      r1: { url: engine.url, headers: 'Bearer ${env:SGLANG_API_KEY}', tls: `{ca_file: ${pem}}` },
+      r2: { url: engine.url, headers: 'Bearer ${env:SGLANG_API_KEY}', tls: '{insecure_skip_verify: true}' },
+      r3: { url: engine.url, headers: 'Bearer ${env:SGLANG_API_KEY}' },
+    };
+    const tc = '    grace_period: 0s\n    enforce_interval: 0s\n    markers: {enabled: false}\n';
+    const { sf, sock, records } = await start(h, 'tls', { targets, tc }, { SGLANG_API_KEY: KEY });
+    const recs = await waitRecords(records, (r) => r.length >= 3, 'one record per target at start');
+    const by = Object.fromEntries(recs.map((r) => [r.target, r]));
+    assert.equal(by.r1.event, 'enforce');
+    assert.equal(by.r2.event, 'enforce');
+    assert.equal(by.r3.event, 'enforce_failed', 'the system CAs do not know a self-signed certificate');
+    assert.equal(by.r3.status, undefined);
+    assert.match(by.r3.error, /^TLS with the engine failed \(check tls\.ca_file\): /);
+    let r = await set(sock, 'r1');
+    assert.equal(r.ok, true, r.message);
+    assert.equal(engine.level, 3);
+    r = await set(sock, 'r3');
+    assert.equal(r.ok, false);
+    assert.match(r.message, /^engine 'r3' refused level 3: TLS with the engine failed/, 'permanent: nothing to reset');
+    r = await control(sock, { op: 'reset', target: 'r1' });
+    assert.equal(r.ok, true, r.message);
+    assert.equal(engine.level, 0);
+    await sf.stop();
   });
 });
 

@@ -332,7 +332,8 @@ sf_status sf_tc_engine_set(const sf_tc_target *t, int64_t level, int64_t timeout
     }
     rc = curl_easy_perform(curl);
     if (rc != CURLE_OK) {
-        snprintf(ans->detail, sizeof(ans->detail), "the engine did not answer: %s",
+        snprintf(ans->detail, sizeof(ans->detail), "%s: %s", tls_failure(rc)
+                 ? "TLS with the engine failed (check tls.ca_file)" : "the engine did not answer",
                  curl_easy_strerror(rc));
         st = tls_failure(rc) ? SF_PERMANENT : SF_RETRY;
         goto out_free_headers;

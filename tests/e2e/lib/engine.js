@@ -18,11 +18,14 @@
 'use strict';
 
 const http = require('node:http');
+const https = require('node:https');
 const net = require('node:net');
 
 class Engine {
-  constructor({ apiKey = null, level = 3 } = {}) {
+  // tls: {key, cert} (PEM): serve https instead of http.
+  constructor({ apiKey = null, level = 3, tls = null } = {}) {
     this.apiKey = apiKey;
+    this.tls = tls;
     this.level = level;     // the level it runs at now
     this.levels = [];       // every level it took, in order
     this.requests = [];     // every request: {method, url, status, authorization}
@@ -38,7 +41,8 @@ class Engine {
   start({ level } = {}) {
     if (level !== undefined) this.level = level;
     return new Promise((resolve, reject) => {
-      const server = http.createServer((req, res) => this._handle(req, res));
+      const handler = (req, res) => this._handle(req, res);
+      const server = this.tls ? https.createServer(this.tls, handler) : http.createServer(handler);
       server.on('connection', (s) => {
         this.sockets.add(s);
         s.on('close', () => this.sockets.delete(s));
@@ -54,7 +58,7 @@ class Engine {
   }
 
   get url() {
-    return `http://127.0.0.1:${this.port}/set_trace_level`;
+    return `${this.tls ? 'https' : 'http'}://127.0.0.1:${this.port}/set_trace_level`;
   }
 
   // Down: connections refused from now on.
