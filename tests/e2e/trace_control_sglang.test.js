@@ -21,6 +21,8 @@
 //    after the window ended;
 //  - each window's marker span arrives at the gateway, after the
 //    allowlist, with the window's counts and whether it is complete;
+//  - a window a crash left open is reset at the next start, and its marker
+//    (cause recovered, no counts) reaches the gateway once the exporters run;
 //  - `--direct` writes its outcome (applied, refused with the status,
 //    failed) as its own record.
 'use strict';
@@ -481,6 +483,45 @@ test('markers at the sink; auto-revert on loss; the grace period', async () => {
     assert.equal(m.must('otelcol_exporter_sent_spans', EXP) + m.must('otelcol_exporter_send_failed_spans', { ...EXP, reason: 'permanent_error' }),
       accepted + 2);
     assert.equal(gw.spans.length, 24 - 10 + 2);
+    await sf.stop();
+  });
+});
+
+test('a window a crash left open: reset at the next start, its marker sent once the exporters run', async () => {
+  await harness('trace_control_sglang', async (h) => {
+    const engine = new Engine({ level: 0 });
+    await engine.start();
+    h.onCleanup(() => engine.stop());
+    const gw = new Gateway();
+    await gw.start();
+    h.onCleanup(() => gw.stop());
+    const tc = '    grace_period: 0s\n    enforce_interval: 0s\n';
+    const { sf, sock, records } = await start(h, 'crash', { targets: { r1: { url: engine.url } }, gateway: gw, tc });
+    await waitRecords(records, (r) => r.length === 1, 'enforce at start');
+    assert.equal((await set(sock, 'r1', 600000, 'INC-10 crash')).ok, true);
+    assert.equal(engine.level, 3);
+    sf.kill();
+    await sf.exited;
+    sf.exit = null;
+    await sf.start();
+    await engine.waitFor(() => engine.level === 0, 'the crashed window reset at start');
+    const recs = await waitRecords(records, (x) => x.some((y) => y.event === 'reset'), 'the reset record');
+    assert.deepEqual(recs.map((x) => x.event), ['enforce', 'open', 'close', 'reset']);
+    assert.equal(recs[2].cause, 'recovered');
+    assert.equal(recs[2].scope, 'none');
+    assert.equal(recs[2].complete, false);
+    assert.equal(recs[2].marker, 'pending', 'written before the exporters started');
+    await gw.waitFor(() => gw.spans.some((x) => x.resource['service.name'] === 'spanfence'), 'the recovered window\'s marker');
+    const mk = gw.spans.filter((x) => x.resource['service.name'] === 'spanfence');
+    assert.equal(mk.length, 1);
+    assert.equal(mk[0].attributes['spanfence.window.id'], recs[1].window);
+    assert.equal(mk[0].attributes['spanfence.window.cause'], 'recovered');
+    assert.equal(mk[0].attributes['spanfence.window.reason'], 'INC-10 crash');
+    assert.equal(mk[0].attributes['spanfence.window.level'], 3);
+    assert.equal(mk[0].attributes['spanfence.window.complete'], false);
+    assert.equal(mk[0].attributes['spanfence.window.accepted'], undefined, 'no counts: they died with the process');
+    assert.equal(mk[0].status.code, 2);
+    await sf.waitLog(/the marker span of window '[^']+' was sent/, 'the log says the pending marker went');
     await sf.stop();
   });
 });

@@ -552,6 +552,8 @@ static const char *marker_send(tc_ctx *x, tc_window *w)
     }
     sf_free(w->marker);
     w->marker = NULL;
+    if (st == SF_OK && w->marker_tries > 0)     /* its record said "pending" */
+        sf_info("trace_control: the marker span of window '%s' was sent", w->id);
     if (st == SF_OK)
         return "sent";
     sf_warn("trace_control: the marker span of window '%s' was not exported: %s", w->id,
