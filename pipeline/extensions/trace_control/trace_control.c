@@ -247,7 +247,9 @@ static void window_counts(tc_ctx *x, const tc_window *w, tc_counts *c)
     c->accepted = c->now.accepted - w->at_start.accepted;
     c->exported = c->now.exported - w->at_start.exported;
     c->enqueue_failed = c->now.enqueue_failed - w->at_start.enqueue_failed;
-    c->lost = c->refused + c->dropped + c->send_failed + c->enqueue_failed;
+    /* A full queue refuses synchronously: its spans are in the receivers'
+     * refused (queue_full) already, so enqueue_failed is not added again. */
+    c->lost = c->refused + c->dropped + c->send_failed;
     for (int k = 0; k < 2; k++)
         c->from_target[k] = atomic_load(&w->from_target[k]) - w->from_target_at_start[k];
 }
