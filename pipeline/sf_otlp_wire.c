@@ -1148,7 +1148,7 @@ static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *
 static inline bool dropped_due(const mdesc *m, uint64_t removed, bool dropped_done,
                                uint32_t limit)
 {
-    return removed > 0 && m->dropped != 0 && m->dropped < limit && !dropped_done;
+    return !dropped_done && removed > 0 && m->dropped != 0 && m->dropped < limit;
 }
 
 /* The pending scalars of numbers below `limit`, in order, and the dropped
@@ -1766,20 +1766,21 @@ static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, kvjudg
     size_t klen;
     result r;
 
-    if (end - p < 4 || p[0] != (1 << 3 | WT_LEN) || p[1] == 0 || p[1] >= 0x80 ||
-        p[1] + 2 >= end - p || p[2 + p[1]] != (2 << 3 | WT_LEN))
+    if (__builtin_expect(end - p < 4 || p[0] != (1 << 3 | WT_LEN) || p[1] == 0 || p[1] >= 0x80 ||
+                         p[1] + 2 >= end - p || p[2 + p[1]] != (2 << 3 | WT_LEN), 0))
         return kv_general(c, ctx, num, p, end, depth, removed);
     key = p + 2;
     klen = p[1];
     q = key + klen + 1;
-    if (rd_varint(&q, end, 5, &n) != 0 || n != (uint64_t)(end - q) ||
-        (size_t)(q - (key + klen + 1)) != varint_size(n) || !any_canonical(q, end, &r))
+    if (__builtin_expect(rd_varint(&q, end, 5, &n) != 0 || n != (uint64_t)(end - q) ||
+                         (size_t)(q - (key + klen + 1)) != varint_size(n) ||
+                         !any_canonical(q, end, &r), 0))
         return kv_general(c, ctx, num, p, end, depth, removed);
     *removed = false;
     {
         const int v = j.keys != NULL ? keyset_judge(j.keys, key, klen) : KS_KEEP;
 
-        if (!(v & KS_LISTED) && !utf8_valid(key, klen))
+        if (!(v & KS_LISTED) && __builtin_expect(!utf8_valid(key, klen), 0))
             return bad(c, "string field is not UTF-8");
         if (j.match)
             match_kv(c, key, klen, &r);
