@@ -3,7 +3,9 @@
  * called with the gRPC core client: the status for every kind of request,
  * the UNIMPLEMENTED catch-all, refusal when the exporter's queue is full, and
  * a shutdown that completes although a client opened a call and never sent
- * its message. */
+ * its message; and that what is exported is the codec's output for exactly
+ * the bytes sent, whether the message arrived in one slice (read in place)
+ * or in many (copied into the worker's buffer). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +21,7 @@
 #include <grpc/support/time.h>
 
 #include "bench/sample_batch.h"
+#include "sf_batch.h"
 #include "sf_log.h"
 #include "sf_service.h"
 #include "tests/sf_test.h"
@@ -166,6 +169,63 @@ static void test_statuses(void **state)
     stop(&f);
 }
 
+/* No processor, a file exporter writing length-prefixed protobuf: each
+ * record must be sf_otlp_rewrite()'s canonical form of a request as sent. */
+static void test_exported_bytes_small_and_large(void **state)
+{
+    fixture f = { 0 };
+    char yaml[1024], path[96];
+    size_t lens[3] = { 0 }, spans[3] = { 1, 40, 900 };  /* ~1 KB, ~40 KB, ~900 KB */
+    uint8_t *req[3];
+    FILE *fp;
+
+    (void)state;
+    snprintf(f.dir, sizeof(f.dir), "/tmp/sf_rx_XXXXXX");
+    assert_non_null(mkdtemp(f.dir));
+    snprintf(path, sizeof(path), "%s/out.pb", f.dir);
+    f.port = 30000 + (int)(getpid() % 20000);
+    snprintf(yaml, sizeof(yaml),
+             "receivers: {otlp: {protocols: {grpc: {endpoint: '127.0.0.1:%d', "
+             "max_recv_msg_size_mib: 2}}, max_value_depth: 8}}\n"
+             "exporters: {file: {path: '%s', format: proto}}\n"
+             "service:\n  telemetry: {metrics: {level: none}}\n"
+             "  pipelines: {traces: {receivers: [otlp], exporters: [file]}}\n", f.port, path);
+    f.svc = sf_test_service_start("r.yaml", yaml, &f.cfg);
+    sf_test_grpc_connect(&f.g, f.port);
+    for (int i = 0; i < 3; i++) {
+        req[i] = sf_sample_request_random(spans[i], 7 + (uint64_t)i, &lens[i]);
+        assert_non_null(req[i]);
+        assert_int_equal(call(&f, EXPORT, req[i], lens[i]), GRPC_STATUS_OK);
+    }
+    assert_true(lens[2] > 512 * 1024);         /* gRPC hands this over in many slices */
+    stop(&f);
+
+    fp = fopen(path, "rb");
+    assert_non_null(fp);
+    for (int i = 0; i < 3; i++) {
+        uint8_t hdr[4], *got;
+        size_t n;
+        sf_buf *want = NULL;
+
+        assert_int_equal(fread(hdr, 1, 4, fp), 4);
+        n = (size_t)hdr[0] << 24 | (size_t)hdr[1] << 16 | (size_t)hdr[2] << 8 | hdr[3];
+        assert_int_equal(sf_otlp_rewrite(req[i], lens[i], 8, NULL, &want, NULL), SF_OK);
+        assert_int_equal(want->spans, spans[i]);
+        assert_int_equal(n, want->len);
+        got = malloc(n);
+        assert_non_null(got);
+        assert_int_equal(fread(got, 1, n, fp), n);
+        assert_memory_equal(got, want->data, n);
+        free(got);
+        sf_buf_unref(want);
+        sf_free(req[i]);
+    }
+    assert_int_equal(fgetc(fp), EOF);
+    fclose(fp);
+    unlink(path);
+    rmdir(f.dir);
+}
+
 /* The exporter's queue holds one batch and the gateway is down: the next
  * batches are refused with UNAVAILABLE (retryable), not queued. */
 static void test_queue_full_is_unavailable(void **state)
@@ -234,6 +294,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_statuses),
+        cmocka_unit_test(test_exported_bytes_small_and_large),
         cmocka_unit_test(test_queue_full_is_unavailable),
         cmocka_unit_test(test_shutdown_with_stalled_call),
     };
