@@ -64,9 +64,10 @@ static const sf_config_row grpc_rows[] = {
       .offset = offsetof(sf_otlp_grpc_config, max_concurrent_streams),
       .help = "concurrent calls per client connection; more wait in the client",
       .min = 1, .max = 1000000 },
-    { .key = "workers", .type = SF_CFG_INT, .def = "2",
+    { .key = "workers", .type = SF_CFG_INT, .def = "0",
       .offset = offsetof(sf_otlp_grpc_config, workers),
-      .help = "receiver threads, each with its own completion queue", .min = 1, .max = 64 },
+      .help = "receiver threads, each with its own completion queue; 0: one per CPU the "
+              "process may run on (its affinity mask), at most 8", .min = 0, .max = 64 },
     { .key = "read_buffer_size", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
     { .key = "write_buffer_size", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
     { .key = "include_metadata", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },

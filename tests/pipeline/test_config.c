@@ -274,7 +274,7 @@ static void test_loaded_config(void **state)
     assert_int_equal(rx->max_value_depth, 32);
     rx = cfg->components[2].config;
     assert_string_equal(rx->protocols.grpc.endpoint, "127.0.0.1:9");
-    assert_int_equal(rx->protocols.grpc.workers, 2);
+    assert_int_equal(rx->protocols.grpc.workers, 0);     /* one per usable CPU */
     /* pipelines point into cfg->components */
     assert_int_equal(cfg->n_pipelines, 2);
     assert_string_equal(cfg->pipelines[0].id, "traces");
