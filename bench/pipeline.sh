@@ -12,6 +12,12 @@
 #       (bench/configs/relay.yaml, not measured), which counts what arrives.
 #   SF_BENCH_PIN=1|0                    pin spanfence to CPU 0 and the load
 #       and the sink to CPU 1 (default 1 when there are 2 CPUs or more)
+#   SF_BENCH_COLLECTOR="cmd args..."    measure another collector instead, on
+#       the same load and pinning: it must take OTLP/gRPC on
+#       127.0.0.1:$SF_BENCH_GRPC_PORT and send OTLP/HTTP to
+#       http://127.0.0.1:$SF_BENCH_SINK_PORT/v1/traces (bench/README.md).
+#       Its CPU is read from /proc like spanfence's; the loss check is the
+#       sink's count against what sf_send had acknowledged.
 # A request the collector refuses (its queue full: the exporter is behind)
 # is counted and reported; its spans are not in the rates.
 set -euo pipefail
@@ -27,6 +33,8 @@ export SF_BENCH_SINK_PORT=${SF_BENCH_SINK_PORT:-14319}
 export SF_BENCH_RELAY_PORT=${SF_BENCH_RELAY_PORT:-14320}
 export SF_BENCH_METRICS_PORT=${SF_BENCH_METRICS_PORT:-18888}
 export SF_BENCH_RELAY_METRICS_PORT=${SF_BENCH_RELAY_METRICS_PORT:-18889}
+peer=${SF_BENCH_COLLECTOR:-}
+[ -z "$peer" ] || exporter=otlphttp
 case "$exporter" in
     otlphttp) config=bench/configs/pipeline.yaml ;;
     otlp)     config=bench/configs/pipeline_grpc.yaml ;;
@@ -35,7 +43,7 @@ esac
 pin_sf=() pin_peer=() pinning="none"
 if [ "${SF_BENCH_PIN:-1}" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
     pin_sf=(taskset -c 0) pin_peer=(taskset -c 1)
-    pinning="spanfence on CPU 0; sf_send and the sink on CPU 1"
+    pinning="the collector on CPU 0; sf_send and the sink on CPU 1"
 fi
 tmp=$(mktemp -d)
 sf_pid="" relay_pid="" sink_pid=""
@@ -54,6 +62,15 @@ wait_metrics() {
     echo "pipeline.sh: nothing answers on metrics port $1" >&2
     return 1
 }
+wait_port() {
+    for _ in $(seq 200); do
+        { : <>"/dev/tcp/127.0.0.1/$1"; } 2>/dev/null && return 0
+        sleep 0.05
+    done
+    echo "pipeline.sh: nothing listens on port $1" >&2
+    return 1
+}
+sink_spans() { curl -s "http://127.0.0.1:$SF_BENCH_SINK_PORT/stats" | awk '{print $4+0}'; }
 queued() {
     curl -s "http://127.0.0.1:$1/metrics" | awk '/^spanfence_exporter_queued_spans/{s+=$2} END{print s+0}'
 }
@@ -66,11 +83,25 @@ else
     "${pin_peer[@]}" "$build/sf_sink" -p "$SF_BENCH_SINK_PORT" >"$tmp/sink.out" 2>"$tmp/sink.err" &
     sink_pid=$!
 fi
-"${pin_sf[@]}" "$build/spanfence" --config "$config" 2>"$tmp/sf.err" &
-sf_pid=$!
-wait_metrics "$SF_BENCH_METRICS_PORT"
+# The one-core stage costs first, on the collector's CPU, while nothing else
+# of the benchmark runs there.
+"${pin_sf[@]}" "$build/bench_codec" $spans 5 >"$tmp/codec.out"
+if [ -n "$peer" ]; then
+    # shellcheck disable=SC2086  # the command line is split on purpose
+    "${pin_sf[@]}" $peer >"$tmp/sf.err" 2>&1 &
+    sf_pid=$!
+    wait_port "$SF_BENCH_GRPC_PORT"
+    collector="${peer%% *}"
+else
+    "${pin_sf[@]}" "$build/spanfence" --config "$config" 2>"$tmp/sf.err" &
+    sf_pid=$!
+    wait_metrics "$SF_BENCH_METRICS_PORT"
+    collector="spanfence"
+fi
 sleep 0.5
+kill -0 $sf_pid 2>/dev/null || { echo "pipeline.sh: the collector exited: $(cat "$tmp/sf.err")" >&2; exit 1; }
 idle_kib=$(kib_of $sf_pid VmRSS)
+idle_anon_kib=$(awk '$1=="Anonymous:"{print $2}' "/proc/$sf_pid/smaps_rollup")
 
 : >"$tmp/rates"
 acked=0 refused=0
@@ -80,23 +111,28 @@ for r in $(seq "$rounds"); do
     "${pin_peer[@]}" "$build/sf_send" --endpoint "127.0.0.1:$SF_BENCH_GRPC_PORT" --spans $spans \
         --requests "$requests" --threads "$threads" >"$tmp/send.out" || true
     refused=$((refused + $(awk '/^  [A-Z_]+: /&&$1!="OK:"{s+=$2} END{print s+0}' "$tmp/send.out")))
+    sent=$(awk '/spans accepted/{gsub(",","",$8); print $8}' "$tmp/send.out")
+    [ -n "$sent" ] || { echo "pipeline.sh: sf_send failed: $(cat "$tmp/send.out")" >&2; exit 1; }
+    acked=$((acked + sent))
     # wait for the queue to drain so the exporter's CPU is counted
     for _ in $(seq 200); do
-        [ "$(queued "$SF_BENCH_METRICS_PORT")" = 0 ] && break
+        if [ -n "$peer" ]; then
+            [ "$(sink_spans)" -ge "$acked" ] && break
+        else
+            [ "$(queued "$SF_BENCH_METRICS_PORT")" = 0 ] && break
+        fi
         sleep 0.05
     done
     t1=$(date +%s.%N)
     c1=$(cpu_of $sf_pid)
-    sent=$(awk '/spans accepted/{gsub(",","",$8); print $8}' "$tmp/send.out")
-    [ -n "$sent" ] || { echo "pipeline.sh: sf_send failed: $(cat "$tmp/send.out")" >&2; exit 1; }
-    acked=$((acked + sent))
     awk -v s="$sent" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" 'BEGIN {
         cpu = c1 - c0; wall = t1 - t0;
         printf "%.0f %.0f %.3f\n", s / cpu, s / wall, cpu * 1e6 / s }' >>"$tmp/rates"
     echo "round $r: $(tail -1 "$tmp/rates" | awk '{printf "%s spans/CPU-s, %s spans/s wall, %s CPU-s per M spans", $1, $2, $3}')"
 done
 peak_kib=$(kib_of $sf_pid VmHWM)
-metrics=$(curl -s "http://127.0.0.1:$SF_BENCH_METRICS_PORT/metrics")
+metrics=""
+[ -n "$peer" ] || metrics=$(curl -s "http://127.0.0.1:$SF_BENCH_METRICS_PORT/metrics")
 kill -TERM $sf_pid; wait $sf_pid || true
 if [ -n "$relay_pid" ]; then
     sunk=$(curl -s "http://127.0.0.1:$SF_BENCH_RELAY_METRICS_PORT/metrics" |
@@ -112,23 +148,60 @@ per_wall=$(awk '{print $2}' "$tmp/rates" | median)
 cpu_per_m=$(awk '{print $3}' "$tmp/rates" | median)
 accepted=$(echo "$metrics" | awk '/^otelcol_receiver_accepted_spans/{s+=$2} END{print s+0}')
 exported=$(echo "$metrics" | awk '/^otelcol_exporter_sent_spans/{s+=$2} END{print s+0}')
+compression=${SF_BENCH_COMPRESSION:-gzip}
+[ -z "$peer" ] || compression="as its config says"
+# One-core stage costs of this run (bench_codec, printed in full below).
+codec_rate=$(awk '/^codec: validate \+ allowlist, one pass/{print $NF}' "$tmp/codec.out")
+copy_rate=$(awk '/^memcpy of the encoded batch/{print $NF}' "$tmp/codec.out")
+comp_ns=0
+case "$compression" in
+    gzip|zstd)   # the sample batch's line comes first
+        comp_ns=$(awk -v c="$compression" '$1 == c && $2 == "level" && $3 == 1 {
+            for (i = 4; i < NF; i++) if ($(i + 1) == "ns/span") { print $i; exit } }' \
+            "$tmp/codec.out") ;;
+esac
 echo
-echo "== spanfence end to end ($rounds rounds x $threads threads x $requests requests x $spans spans)"
-echo "  exporter: $exporter, compression ${SF_BENCH_COMPRESSION:-gzip}; pinning: $pinning"
+echo "== $collector end to end ($rounds rounds x $threads threads x $requests requests x $spans spans)"
+echo "  exporter: $exporter, compression $compression; pinning: $pinning"
 printf "  spans per CPU-second:          %12.0f median, range %s\n" "$per_cpu" \
     "$(awk '{print $1}' "$tmp/rates" | range)"
 printf "  spans per second (wall):       %12.0f median, range %s\n" "$per_wall" \
     "$(awk '{print $2}' "$tmp/rates" | range)"
-printf "  CPU-seconds per M spans:       %12.3f median\n" "$cpu_per_m"
-printf "  idle RSS:                      %9.1f MiB\n" "$(awk -v k="$idle_kib" 'BEGIN{print k/1024}')"
+printf "  CPU-seconds per M spans:       %12.3f median, range %s\n" "$cpu_per_m" \
+    "$(awk '{print $3 * 1000}' "$tmp/rates" | range | awk -F- '{printf "%.3f-%.3f", $1/1000, $2/1000}')"
+printf "  idle RSS:                      %9.1f MiB (%.1f MiB anonymous, %.1f MiB file-backed: shared-library pages)\n" \
+    "$(awk -v k="$idle_kib" 'BEGIN{print k/1024}')" "$(awk -v k="$idle_anon_kib" 'BEGIN{print k/1024}')" \
+    "$(awk -v k="$idle_kib" -v a="$idle_anon_kib" 'BEGIN{print (k-a)/1024}')"
 printf "  peak RSS (VmHWM):              %9.1f MiB\n" "$(awk -v k="$peak_kib" 'BEGIN{print k/1024}')"
-printf "  acknowledged / accepted / exported / sink: %s / %s / %s / %s\n" "$acked" "$accepted" \
-    "$exported" "$sunk"
+if [ -n "$peer" ]; then
+    printf "  acknowledged / sink: %s / %s\n" "$acked" "$sunk"
+else
+    printf "  acknowledged / accepted / exported / sink: %s / %s / %s / %s\n" "$acked" "$accepted" \
+        "$exported" "$sunk"
+fi
 printf "  requests refused (queue full):  %s\n" "$refused"
 loss=ok
-[ "$acked" = "$sunk" ] && [ "$accepted" = "$exported" ] || loss=MISMATCH
+[ "$acked" = "$sunk" ] || loss=MISMATCH
+[ -n "$peer" ] || [ "$accepted" = "$exported" ] || loss=MISMATCH
 echo "  loss check (sink = acknowledged): $loss"
 echo
-echo "== one-core floors (bench_codec, same batch)"
-"${pin_sf[@]}" "$build/bench_codec" $spans 5
+echo "== next to the one-core stage costs measured in this run (bench_codec, on the collector's CPU)"
+awk -v e2e="$cpu_per_m" -v codec="$codec_rate" -v copy="$copy_rate" -v comp="$comp_ns" \
+    -v name="$collector" -v c="$compression" -v peer="$peer" 'BEGIN {
+    total = e2e * 1000; cod = 1e9 / codec; cp = 1e9 / copy;
+    printf "  %-58s %8s %14s\n", "", "ns/span", "spans/CPU-s";
+    printf "  %-58s %8.0f %14.0f\n", name " end to end (median)", total, 1e9 / total;
+    printf "  %-58s %8.0f %14.0f\n", "  codec: validate + allowlist, one pass", cod, codec;
+    if (comp > 0)
+        printf "  %-58s %8.0f %14.0f\n", "  exporter compression (" c " level 1)", comp, 1e9 / comp;
+    printf "  %-58s %8.0f %14.0f\n", "  memcpy of the request", cp, copy;
+    if (peer == "") {
+        rest = total - cod - comp;
+        printf "  %-58s %8.0f\n", "  the rest: gRPC receive, queue, HTTP send (incl. kernel)", rest;
+    } else {
+        printf "  (the stage rows are spanfence'"'"'s one-core costs, for scale: %s does its own work)\n", name;
+    } }'
+echo
+echo "== one-core stage costs (bench_codec $spans 5, same batch)"
+cat "$tmp/codec.out"
 [ "$loss" = ok ]
