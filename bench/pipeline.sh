@@ -187,7 +187,7 @@ echo "  loss check (sink = acknowledged): $loss"
 echo
 echo "== next to the one-core stage costs measured in this run (bench_codec, on the collector's CPU)"
 awk -v e2e="$cpu_per_m" -v codec="$codec_rate" -v copy="$copy_rate" -v comp="$comp_ns" \
-    -v name="$collector" -v c="$compression" -v peer="$peer" 'BEGIN {
+    -v name="$collector" -v c="$compression" -v peer="$peer" -v x="$exporter" 'BEGIN {
     total = e2e * 1000; cod = 1e9 / codec; cp = 1e9 / copy;
     printf "  %-58s %8s %14s\n", "", "ns/span", "spans/CPU-s";
     printf "  %-58s %8.0f %14.0f\n", name " end to end (median)", total, 1e9 / total;
@@ -197,7 +197,7 @@ awk -v e2e="$cpu_per_m" -v codec="$codec_rate" -v copy="$copy_rate" -v comp="$co
     printf "  %-58s %8.0f %14.0f\n", "  memcpy of the request", cp, copy;
     if (peer == "") {
         rest = total - cod - comp;
-        printf "  %-58s %8.0f\n", "  the rest: gRPC receive, queue, HTTP send (incl. kernel)", rest;
+        printf "  %-58s %8.0f\n", "  the rest, by difference: receive, queue, " x " send", rest;
     } else {
         printf "  (the stage rows are spanfence'"'"'s one-core costs, for scale: %s does its own work)\n", name;
     } }'
