@@ -2,7 +2,9 @@
  * libdeflate, zstd) decode back with independent decoders (zlib, libzstd's
  * one-shot API), and sf_unzstd stays within its bounds: bombs, the exact
  * limit, corrupt, truncated and trailing data, windows over 8 MiB, several
- * frames, allocation failures. */
+ * frames, allocation failures; the names and levels of the `compression`
+ * setting (its check's messages are in the config corpus,
+ * tests/configs/invalid/compression_params.yaml). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -277,6 +279,31 @@ static void test_allocation_failures(void **state)
     sf_free(in);
 }
 
+static void test_names_and_levels(void **state)
+{
+    static const sf_compression order[] = {
+        SF_COMPRESSION_GZIP, SF_COMPRESSION_NONE, SF_COMPRESSION_ZSTD,
+    };
+    sf_compression_params none = { 0 }, zero = { .present = true, .level = 0 };
+    sf_compression_params nine = { .present = true, .level = 9 };
+    char choices[64] = "";
+
+    (void)state;
+    /* the names, joined in enum order, are the config's choices */
+    for (size_t i = 0; i < 3; i++) {
+        if (i > 0)
+            strcat(choices, "|");
+        strcat(choices, sf_compression_name(order[i]));
+        assert_int_equal(order[i], (sf_compression)i);
+    }
+    assert_string_equal(choices, SF_COMPRESSION_CHOICES);
+    assert_int_equal(sf_compression_level(SF_COMPRESSION_GZIP, &none), SF_GZIP_LEVEL_DEFAULT);
+    assert_int_equal(sf_compression_level(SF_COMPRESSION_ZSTD, &none), SF_ZSTD_LEVEL_DEFAULT);
+    assert_int_equal(sf_compression_level(SF_COMPRESSION_ZSTD, &zero), SF_ZSTD_LEVEL_DEFAULT);
+    assert_int_equal(sf_compression_level(SF_COMPRESSION_GZIP, &nine), 9);
+    assert_int_equal(sf_compression_level(SF_COMPRESSION_ZSTD, &nine), 9);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -287,6 +314,7 @@ int main(void)
         cmocka_unit_test(test_zstd_frames),
         cmocka_unit_test(test_zstd_window_limit),
         cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_names_and_levels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,341 @@
+/* tests/pipeline/test_batch.c: the request moving through a pipeline
+ * (pipeline/sf_batch.c): the reference-counted sf_buf, a batch's states
+ * (raw, canonical bytes, decoded tree), the codec pass recorded in it (and
+ * a failed pass leaving it as it was), decode without an arena, encode's
+ * reference, release, the span count of a tree; and all of it under the
+ * torture helper. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "sf_alloc.h"
+#include "sf_arena.h"
+#include "sf_batch.h"
+#include "tests/sf_test.h"
+#include "tests/sf_torture.h"
+
+/* A request of `n_rs` resource spans, resource i holding i + 1 spans in
+ * one scope, packed into `buf`; its length. */
+static size_t pack_request(uint8_t *buf, size_t size, size_t n_rs)
+{
+    sf_otlp_request req = OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_REQUEST__INIT;
+    sf_otlp_resource_spans rs[4], *rsp[4];
+    sf_otlp_scope_spans ss[4], *ssp[4];
+    sf_otlp_span spans[10], *sp[10];
+    uint8_t trace_id[16] = { 0x11, 0x22 };
+    uint8_t span_id[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+    size_t k = 0, len;
+
+    assert_true(n_rs <= 4);
+    for (size_t i = 0; i < n_rs; i++) {
+        sf_otlp_resource_spans rinit = OPENTELEMETRY__PROTO__TRACE__V1__RESOURCE_SPANS__INIT;
+        sf_otlp_scope_spans sinit = OPENTELEMETRY__PROTO__TRACE__V1__SCOPE_SPANS__INIT;
+
+        rs[i] = rinit;
+        ss[i] = sinit;
+        ss[i].spans = &sp[k];
+        for (size_t j = 0; j <= i; j++, k++) {
+            sf_otlp_span init = OPENTELEMETRY__PROTO__TRACE__V1__SPAN__INIT;
+
+            spans[k] = init;
+            spans[k].trace_id = (ProtobufCBinaryData){ 16, trace_id };
+            spans[k].span_id = (ProtobufCBinaryData){ 8, span_id };
+            spans[k].name = "op";
+            spans[k].start_time_unix_nano = 10;
+            spans[k].end_time_unix_nano = 20;
+            sp[k] = &spans[k];
+            ss[i].n_spans++;
+        }
+        ssp[i] = &ss[i];
+        rs[i].n_scope_spans = 1;
+        rs[i].scope_spans = &ssp[i];
+        rsp[i] = &rs[i];
+    }
+    req.n_resource_spans = n_rs;
+    req.resource_spans = rsp;
+    len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(&req);
+    assert_true(len <= size);
+    opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(&req, buf);
+    return len;
+}
+
+static void test_buf_refs(void **state)
+{
+    size_t before = sf_alloc_in_use();
+    sf_buf *b;
+
+    (void)state;
+    b = sf_buf_create(100);
+    assert_non_null(b);
+    assert_int_equal(b->len, 100);
+    assert_int_equal(b->spans, 0);
+    assert_true(sf_alloc_in_use() >= before + 100);     /* counted */
+    memset(b->data, 0xa5, 100);                         /* all of it is writable */
+    assert_ptr_equal(sf_buf_ref(b), b);
+    assert_ptr_equal(sf_buf_ref(b), b);
+    sf_buf_unref(b);
+    sf_buf_unref(b);
+    assert_true(sf_alloc_in_use() > before);            /* one reference left */
+    assert_int_equal(b->data[99], 0xa5);
+    sf_buf_unref(b);
+    assert_int_equal(sf_alloc_in_use(), before);
+    sf_buf_unref(NULL);
+
+    b = sf_buf_create(0);                               /* empty is a buffer too */
+    assert_non_null(b);
+    sf_buf_unref(b);
+    assert_int_equal(sf_alloc_in_use(), before);
+
+    sf_alloc_fail_at(1, false);
+    assert_null(sf_buf_create(8));
+    sf_alloc_fail_at(0, 0);
+    assert_int_equal(sf_alloc_in_use(), before);
+}
+
+static void test_init_reads_nothing(void **state)
+{
+    static const uint8_t junk[] = { 0xff, 0xff, 0xff };
+    sf_batch b;
+
+    (void)state;
+    memset(&b, 0x5a, sizeof(b));
+    assert_int_equal(sf_batch_init(&b, NULL, junk, sizeof(junk), 7), SF_OK);
+    assert_ptr_equal(b.raw, junk);
+    assert_int_equal(b.raw_len, sizeof(junk));
+    assert_int_equal(b.max_depth, 7);
+    assert_null(b.arena);
+    assert_null(b.wire);
+    assert_null(b.req);
+    assert_null(b.edited_by);
+    assert_int_equal(b.spans, 0);
+    sf_batch_release(&b);
+}
+
+static void test_rewrite_records_the_pass(void **state)
+{
+    uint8_t buf[2048];
+    size_t len = pack_request(buf, sizeof(buf), 3);
+    size_t before = sf_alloc_in_use();
+    int who, other;
+    sf_batch b;
+    sf_buf *first;
+
+    (void)state;
+    sf_batch_init(&b, NULL, buf, len, SF_OTLP_DEFAULT_MAX_DEPTH);
+    assert_int_equal(sf_batch_rewrite(&b, NULL, &who), SF_OK);
+    assert_non_null(b.wire);
+    assert_int_equal(b.spans, 6);
+    assert_int_equal(b.stats.spans, 6);
+    assert_ptr_equal(b.edited_by, &who);
+    assert_int_equal(b.edit_status, SF_OK);
+    assert_int_equal(b.wire->len, len);         /* already canonical: same bytes */
+    assert_memory_equal(b.wire->data, buf, len);
+
+    /* a second pass reads the batch's own bytes and replaces them */
+    first = sf_buf_ref(b.wire);
+    memset(buf, 0, len);                        /* the raw bytes are not read again */
+    assert_int_equal(sf_batch_rewrite(&b, NULL, &other), SF_OK);
+    assert_ptr_not_equal(b.wire, first);
+    assert_int_equal(b.wire->len, first->len);
+    assert_memory_equal(b.wire->data, first->data, first->len);
+    assert_ptr_equal(b.edited_by, &other);
+    assert_int_equal(b.spans, 6);
+    sf_buf_unref(first);
+    sf_batch_release(&b);
+    assert_null(b.wire);
+    assert_int_equal(sf_alloc_in_use(), before);
+}
+
+static void test_rewrite_failure_leaves_batch(void **state)
+{
+    uint8_t buf[2048];
+    size_t len = pack_request(buf, sizeof(buf), 2);
+    size_t before = sf_alloc_in_use();
+    int who, first;
+    sf_batch b;
+    sf_buf *wire;
+
+    (void)state;
+    /* cut inside the second resource: invalid, the spans before it seen */
+    sf_batch_init(&b, NULL, buf, len - 3, SF_OTLP_DEFAULT_MAX_DEPTH);
+    assert_int_equal(sf_batch_rewrite(&b, NULL, &who), SF_INVALID);
+    assert_null(b.wire);
+    assert_null(b.edited_by);
+    assert_non_null(b.stats.error);
+    assert_true(b.spans <= 3);
+
+    /* with canonical bytes already made, a failing pass keeps them and
+     * the counts that describe them */
+    sf_batch_init(&b, NULL, buf, len, SF_OTLP_DEFAULT_MAX_DEPTH);
+    assert_int_equal(sf_batch_rewrite(&b, NULL, &first), SF_OK);
+    wire = b.wire;
+    sf_alloc_fail_at(1, true);
+    assert_int_equal(sf_batch_rewrite(&b, NULL, &who), SF_ENOMEM);
+    sf_alloc_fail_at(0, 0);
+    assert_ptr_equal(b.wire, wire);
+    assert_ptr_equal(b.edited_by, &first);
+    assert_int_equal(b.spans, 3);
+    sf_batch_release(&b);
+    assert_int_equal(sf_alloc_in_use(), before);
+}
+
+static void test_decode_and_count(void **state)
+{
+    uint8_t buf[2048];
+    size_t len = pack_request(buf, sizeof(buf), 4);
+    sf_arena *arena = sf_arena_create(4096, 0);
+    const sf_otlp_request *req;
+    sf_batch b;
+
+    (void)state;
+    assert_non_null(arena);
+    assert_int_equal(sf_batch_decode(&b, arena, buf, len, SF_OTLP_DEFAULT_MAX_DEPTH), SF_OK);
+    req = b.req;
+    assert_non_null(req);
+    assert_non_null(b.wire);                    /* decoding ran the codec first */
+    assert_int_equal(b.spans, 10);
+    assert_int_equal(sf_otlp_count_spans(req), 10);
+    assert_int_equal(req->n_resource_spans, 4);
+    assert_int_equal(req->resource_spans[3]->scope_spans[0]->n_spans, 4);
+    assert_string_equal(req->resource_spans[3]->scope_spans[0]->spans[3]->name, "op");
+    assert_int_equal(sf_batch_request(&b), SF_OK);      /* decoded once */
+    assert_ptr_equal(b.req, req);
+
+    /* a rewrite makes new bytes: the tree no longer describes them */
+    assert_int_equal(sf_batch_rewrite(&b, NULL, NULL), SF_OK);
+    assert_null(b.req);
+    assert_int_equal(sf_batch_request(&b), SF_OK);
+    assert_int_equal(sf_otlp_count_spans(b.req), 10);
+    sf_batch_release(&b);
+    assert_null(b.req);
+    sf_arena_destroy(arena);
+
+    /* an empty request: valid, no spans */
+    {
+        sf_otlp_request empty = OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_REQUEST__INIT;
+
+        assert_int_equal(sf_otlp_count_spans(&empty), 0);
+    }
+}
+
+static void test_request_needs_arena(void **state)
+{
+    uint8_t buf[2048];
+    size_t len = pack_request(buf, sizeof(buf), 1);
+    static const uint8_t bad[] = { 0x0a, 0x05, 0x01 };     /* length past the end */
+    sf_arena *arena = sf_arena_create(4096, 0);
+    sf_batch b;
+
+    (void)state;
+    /* no arena: no tree, but the codec's bytes are kept */
+    sf_batch_init(&b, NULL, buf, len, SF_OTLP_DEFAULT_MAX_DEPTH);
+    assert_int_equal(sf_batch_request(&b), SF_ENOMEM);
+    assert_non_null(b.wire);
+    assert_null(b.req);
+    sf_batch_release(&b);
+
+    /* invalid bytes never reach protobuf-c */
+    assert_int_equal(sf_batch_decode(&b, arena, bad, sizeof(bad), SF_OTLP_DEFAULT_MAX_DEPTH),
+                     SF_INVALID);
+    assert_null(b.req);
+    assert_null(b.wire);
+    sf_batch_release(&b);
+    sf_arena_destroy(arena);
+}
+
+static void test_encode_gives_a_reference(void **state)
+{
+    uint8_t buf[2048];
+    size_t len = pack_request(buf, sizeof(buf), 2);
+    size_t before = sf_alloc_in_use();
+    sf_buf *out = NULL, *again = NULL;
+    sf_batch b;
+
+    (void)state;
+    sf_batch_init(&b, NULL, buf, len, SF_OTLP_DEFAULT_MAX_DEPTH);
+    assert_int_equal(sf_batch_encode(&b, &out), SF_OK);  /* runs the codec */
+    assert_ptr_equal(out, b.wire);
+    assert_int_equal(out->spans, 3);
+    assert_int_equal(sf_batch_encode(&b, &again), SF_OK);
+    assert_ptr_equal(again, out);
+    sf_buf_unref(again);
+    sf_batch_release(&b);                       /* the exporter's reference lives on */
+    assert_null(b.wire);
+    assert_true(sf_alloc_in_use() > before);
+    assert_memory_equal(out->data, buf, len);
+    sf_buf_unref(out);
+    assert_int_equal(sf_alloc_in_use(), before);
+
+    /* bad bytes: nothing to hand out */
+    out = NULL;
+    sf_batch_init(&b, NULL, buf, 3, SF_OTLP_DEFAULT_MAX_DEPTH);
+    assert_int_equal(sf_batch_encode(&b, &out), SF_INVALID);
+    assert_null(out);
+    sf_batch_release(&b);
+    assert_int_equal(sf_alloc_in_use(), before);
+}
+
+/* ---- torture: a receiver's whole use of a batch ----------------------- */
+
+typedef struct life {
+    uint8_t buf[2048];
+    size_t len;
+} life;
+
+static sf_status batch_life(void *arg)
+{
+    life *l = arg;
+    sf_arena *arena = sf_arena_create(4096, 0);
+    sf_buf *out = NULL;
+    sf_batch b;
+    sf_status st;
+
+    if (arena == NULL)
+        return SF_ENOMEM;
+    sf_batch_init(&b, arena, l->buf, l->len, SF_OTLP_DEFAULT_MAX_DEPTH);
+    if ((st = sf_batch_rewrite(&b, NULL, NULL)) != SF_OK)
+        goto out;
+    if ((st = sf_batch_request(&b)) != SF_OK)
+        goto out;
+    if (sf_otlp_count_spans(b.req) != 6) {
+        st = SF_INVALID;
+        goto out;
+    }
+    if ((st = sf_batch_encode(&b, &out)) != SF_OK)
+        goto out;
+    sf_buf_unref(out);
+out:
+    sf_batch_release(&b);
+    sf_arena_destroy(arena);
+    return st;
+}
+
+static void test_torture(void **state)
+{
+    life l;
+    sf_torture t = { .name = "batch life", .run = batch_life, .arg = &l, .expect = SF_ENOMEM };
+
+    (void)state;
+    l.len = pack_request(l.buf, sizeof(l.buf), 3);
+    assert_true(sf_torture_run(&t) >= 3);   /* the arena, the codec's bytes, the tree */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_buf_refs),
+        cmocka_unit_test(test_init_reads_nothing),
+        cmocka_unit_test(test_rewrite_records_the_pass),
+        cmocka_unit_test(test_rewrite_failure_leaves_batch),
+        cmocka_unit_test(test_decode_and_count),
+        cmocka_unit_test(test_request_needs_arena),
+        cmocka_unit_test(test_encode_gives_a_reference),
+        cmocka_unit_test(test_torture),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

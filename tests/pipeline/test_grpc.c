@@ -1,0 +1,91 @@
+/* tests/pipeline/test_grpc.c: the gRPC core references the gRPC receiver
+ * and exporter hold (pipeline/sf_grpc.c): sf_grpc_init does the
+ * process-wide set-up first (gRPC's log routed into sf_log), takes a
+ * reference (gRPC initialised while any is held, nested references
+ * counted), picks up a log level set since (debug shows gRPC's debug
+ * lines, otherwise errors only), and the last sf_grpc_shutdown lets gRPC
+ * go. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+#include <unistd.h>
+
+#include <grpc/grpc.h>
+#include <grpc/support/log.h>
+
+#include "sf_grpc.h"
+#include "sf_log.h"
+#include "tests/sf_test_stderr.h"
+
+static void test_references(void **state)
+{
+    (void)state;
+    sf_grpc_init();
+    assert_true(grpc_is_initialized());
+    sf_grpc_init();                                 /* a second user */
+    sf_grpc_shutdown();
+    assert_true(grpc_is_initialized());             /* the first still holds one */
+    sf_grpc_shutdown();
+    /* the last reference gone: gRPC shuts down (its clean-up may finish
+     * on another thread; wait for it, bounded) */
+    for (int i = 0; i < 5000 && grpc_is_initialized(); i++)
+        usleep(2000);
+    assert_false(grpc_is_initialized());
+    sf_grpc_init();                                 /* and can be had again */
+    assert_true(grpc_is_initialized());
+    sf_grpc_shutdown();
+}
+
+static void test_log_level_followed(void **state)
+{
+    char *text;
+
+    (void)state;
+    /* first use: sf_grpc_init routes gRPC's log without anyone calling
+     * sf_process_init before it */
+    sf_log_set_level(SF_LOG_INFO);
+    sf_grpc_init();
+    sf_test_stderr_begin();
+    gpr_log(GPR_ERROR, "an error");
+    gpr_log(GPR_DEBUG, "debug at info");
+    text = sf_test_stderr_end(NULL);
+    sf_grpc_shutdown();
+    assert_non_null(strstr(text, "error grpc: an error\n"));
+    assert_null(strstr(text, "debug at info"));
+    free(text);
+
+    /* the level changed since (a reload): the next reference follows it */
+    sf_log_set_level(SF_LOG_DEBUG);
+    sf_grpc_init();
+    sf_test_stderr_begin();
+    gpr_log(GPR_DEBUG, "debug at debug");
+    text = sf_test_stderr_end(NULL);
+    sf_grpc_shutdown();
+    assert_non_null(strstr(text, "debug grpc: debug at debug\n"));
+    free(text);
+
+    sf_log_set_level(SF_LOG_WARN);
+    sf_grpc_init();
+    sf_test_stderr_begin();
+    gpr_log(GPR_DEBUG, "debug at warn");
+    gpr_log(GPR_INFO, "info at warn");
+    text = sf_test_stderr_end(NULL);
+    sf_grpc_shutdown();
+    assert_null(strstr(text, "at warn"));
+    free(text);
+    sf_log_set_level(SF_LOG_INFO);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_log_level_followed),
+        cmocka_unit_test(test_references),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

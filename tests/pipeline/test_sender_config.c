@@ -1,0 +1,203 @@
+/* tests/pipeline/test_sender_config.c: the `sending_queue` and
+ * `retry_on_failure` rows every network exporter shares
+ * (pipeline/sf_sender_config.c), decoded by the config map: the defaults
+ * are upstream exporterhelper's, values and units are read, every bound is
+ * held (one past it refused with the row's range), `storage` is refused
+ * with the reason, unknown keys are refused, and every row is documented. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "internal/sf_config_int.h"
+#include "sf_alloc.h"
+#include "sf_sender.h"
+
+typedef struct fx {
+    sf_arena *arena;
+    sf_diag *diag;
+    sf_cfg_ctx ctx;
+} fx;
+
+static int setup(void **state)
+{
+    fx *f = calloc(1, sizeof(*f));
+
+    f->arena = sf_arena_create(4096, 0);
+    f->diag = sf_diag_create("t.yaml");
+    sf_cfg_ctx_init(&f->ctx, f->diag, f->arena);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+
+    sf_diag_destroy(f->diag);
+    sf_arena_destroy(f->arena);
+    free(f);
+    assert_int_equal(sf_alloc_in_use(), 0);
+    return 0;
+}
+
+/* Decode the mapping under `x:` in `yaml` with `rows` into `out`. */
+static sf_status decode(fx *f, const sf_config_row *rows, const char *yaml, void *out,
+                        size_t size)
+{
+    sf_node *root = NULL;
+
+    assert_int_equal(sf_yaml_load(yaml, strlen(yaml), f->arena, f->diag, &root), SF_OK);
+    memset(out, 0, size);
+    f->ctx.path = "x";
+    f->ctx.node = root->keys[0];
+    return sf_cfg_decode(&f->ctx, rows, sf_node_get(root, "x"), out);
+}
+
+/* The one diagnostic, which must contain `part`. */
+static void expect_one(fx *f, const char *part)
+{
+    assert_int_equal(sf_diag_count(f->diag), 1);
+    if (strstr(sf_diag_message(f->diag, 0), part) == NULL)
+        fail_msg("'%s' does not say '%s'", sf_diag_message(f->diag, 0), part);
+}
+
+static void test_queue_defaults(void **state)
+{
+    fx *f = *state;
+    sf_queue_config q;
+
+    assert_int_equal(decode(f, sf_sending_queue_rows, "x:\n", &q, sizeof(q)), SF_OK);
+    assert_true(q.enabled);
+    assert_int_equal(q.queue_size, 1000);
+    assert_int_equal(q.num_consumers, 10);
+    assert_int_equal(sf_diag_count(f->diag), 0);
+}
+
+static void test_retry_defaults(void **state)
+{
+    fx *f = *state;
+    sf_retry_config r;
+
+    assert_int_equal(decode(f, sf_retry_rows, "x:\n", &r, sizeof(r)), SF_OK);
+    assert_true(r.enabled);
+    assert_int_equal(r.initial_interval, 5000);
+    assert_true(r.multiplier == 1.5);
+    assert_true(r.randomization_factor == 0.5);
+    assert_int_equal(r.max_interval, 30000);
+    assert_int_equal(r.max_elapsed_time, 300000);
+    assert_int_equal(sf_diag_count(f->diag), 0);
+}
+
+static void test_values(void **state)
+{
+    fx *f = *state;
+    sf_queue_config q;
+    sf_retry_config r;
+
+    assert_int_equal(decode(f, sf_sending_queue_rows,
+                            "x:\n  enabled: false\n  queue_size: 1\n  num_consumers: 256\n",
+                            &q, sizeof(q)), SF_OK);
+    assert_false(q.enabled);
+    assert_int_equal(q.queue_size, 1);
+    assert_int_equal(q.num_consumers, 256);
+    assert_int_equal(decode(f, sf_retry_rows,
+                            "x:\n  enabled: false\n  initial_interval: 250ms\n  multiplier: 2\n"
+                            "  randomization_factor: 0\n  max_interval: 1m\n"
+                            "  max_elapsed_time: 0\n", &r, sizeof(r)), SF_OK);
+    assert_false(r.enabled);
+    assert_int_equal(r.initial_interval, 250);
+    assert_true(r.multiplier == 2.0);
+    assert_true(r.randomization_factor == 0.0);
+    assert_int_equal(r.max_interval, 60000);
+    assert_int_equal(r.max_elapsed_time, 0);        /* retry forever */
+    assert_int_equal(sf_diag_count(f->diag), 0);
+}
+
+typedef struct bound {
+    const sf_config_row *rows;
+    const char *yaml;
+    const char *key;
+} bound;
+
+static void test_bounds(void **state)
+{
+    static const bound past[] = {
+        { sf_sending_queue_rows, "x:\n  queue_size: 0\n", "queue_size" },
+        { sf_sending_queue_rows, "x:\n  queue_size: 1000001\n", "queue_size" },
+        { sf_sending_queue_rows, "x:\n  num_consumers: 0\n", "num_consumers" },
+        { sf_sending_queue_rows, "x:\n  num_consumers: 257\n", "num_consumers" },
+        { sf_sending_queue_rows, "x:\n  enabled: maybe\n", "enabled" },
+        { sf_retry_rows, "x:\n  initial_interval: 0s\n", "initial_interval" },
+        { sf_retry_rows, "x:\n  initial_interval: 2h\n", "initial_interval" },
+        { sf_retry_rows, "x:\n  multiplier: 0.5\n", "multiplier" },
+        { sf_retry_rows, "x:\n  multiplier: 101\n", "multiplier" },
+        { sf_retry_rows, "x:\n  randomization_factor: 1.5\n", "randomization_factor" },
+        { sf_retry_rows, "x:\n  randomization_factor: -0.1\n", "randomization_factor" },
+        { sf_retry_rows, "x:\n  max_interval: 0s\n", "max_interval" },
+        { sf_retry_rows, "x:\n  max_elapsed_time: 25h\n", "max_elapsed_time" },
+        { sf_retry_rows, "x:\n  max_elapsed_time: soon\n", "max_elapsed_time" },
+    };
+    fx *f = *state;
+
+    for (size_t i = 0; i < sizeof(past) / sizeof(past[0]); i++) {
+        union { sf_queue_config q; sf_retry_config r; } out;
+        char key[64];
+
+        sf_diag_destroy(f->diag);
+        f->diag = sf_diag_create("t.yaml");
+        sf_cfg_ctx_init(&f->ctx, f->diag, f->arena);
+        if (decode(f, past[i].rows, past[i].yaml, &out, sizeof(out)) != SF_CONFIG)
+            fail_msg("accepted: %s", past[i].yaml);
+        snprintf(key, sizeof(key), "x.%s", past[i].key);
+        expect_one(f, key);
+    }
+}
+
+static void test_storage_and_unknown_refused(void **state)
+{
+    fx *f = *state;
+    sf_queue_config q;
+    sf_retry_config r;
+
+    assert_int_equal(decode(f, sf_sending_queue_rows, "x:\n  storage: file_storage\n", &q,
+                            sizeof(q)), SF_CONFIG);
+    expect_one(f, "spanfence never writes spans to disk");
+    sf_diag_destroy(f->diag);
+    f->diag = sf_diag_create("t.yaml");
+    sf_cfg_ctx_init(&f->ctx, f->diag, f->arena);
+    assert_int_equal(decode(f, sf_retry_rows, "x:\n  max_elapsed: 1s\n", &r, sizeof(r)),
+                     SF_CONFIG);
+    expect_one(f, "max_elapsed");
+}
+
+static void test_rows_documented(void **state)
+{
+    const sf_config_row *const maps[] = { sf_sending_queue_rows, sf_retry_rows };
+
+    (void)state;
+    for (size_t m = 0; m < 2; m++)
+        for (const sf_config_row *row = maps[m]; row->key != NULL; row++) {
+            assert_non_null(row->help);
+            assert_true(strlen(row->help) > 10);
+            assert_true(row->type == SF_CFG_REJECT || row->def != NULL);
+        }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_queue_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retry_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_values, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bounds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_storage_and_unknown_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rows_documented, setup, teardown),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
