@@ -20,6 +20,7 @@
 #include "sf_alloc.h"
 #include "sf_compress.h"
 #include "sf_zlib.h"
+#include "tests/sf_torture.h"
 
 /* Text with some repetition and some noise, like an OTLP batch. */
 static uint8_t *sample(size_t n)
@@ -222,8 +223,55 @@ static void test_zstd_window_limit(void **state)
     sf_free(in);
 }
 
-/* Every allocation of a compress and a decompress fails once in turn:
- * SF_ENOMEM, nothing leaked, and the next attempt works. */
+/* Every allocation of a compress and a decompress fails once in turn
+ * (the torture helper): SF_ENOMEM, nothing leaked, and the next attempt
+ * on the same compressor works. */
+typedef struct squeeze {
+    sf_compression alg;
+    const uint8_t *in;
+    size_t n;
+    const uint8_t *z;               /* for unzstd: a frame of `in` */
+    size_t zlen;
+} squeeze;
+
+static sf_status compress_scenario(void *arg)
+{
+    squeeze *q = arg;
+    sf_compressor *c = sf_compressor_create(q->alg, 3);
+    const uint8_t *z;
+    size_t zlen;
+    sf_status st;
+
+    if (c == NULL)
+        return SF_ENOMEM;
+    st = sf_compressor_run(c, q->in, q->n, &z, &zlen);
+    if (st != SF_OK && st != SF_ENOMEM)
+        fail_msg("compress failed: %s", sf_status_name(st));
+    /* a failed run leaves the compressor usable (only the Nth failed) */
+    if (st != SF_OK && sf_compressor_run(c, q->in, q->n, &z, &zlen) != SF_OK)
+        fail_msg("the compressor did not work again after a failed run");
+    sf_compressor_destroy(c);
+    return st;
+}
+
+static sf_status unzstd_scenario(void *arg)
+{
+    squeeze *q = arg;
+    uint8_t *out = (uint8_t *)q;
+    size_t outlen;
+    sf_status st = sf_unzstd(q->z, q->zlen, q->n, &out, &outlen, NULL);
+
+    if (st != SF_OK) {
+        if (out != NULL)
+            fail_msg("sf_unzstd failed (%s) and gave a buffer", sf_status_name(st));
+        return st;
+    }
+    if (outlen != q->n || memcmp(out, q->in, q->n) != 0)
+        fail_msg("sf_unzstd did not give the input back");
+    sf_free(out);
+    return SF_OK;
+}
+
 static void test_allocation_failures(void **state)
 {
     static const sf_compression algs[] = { SF_COMPRESSION_GZIP, SF_COMPRESSION_ZSTD };
@@ -232,49 +280,27 @@ static void test_allocation_failures(void **state)
 
     (void)state;
     for (size_t a = 0; a < 2; a++) {
-        uint64_t count;
-        const uint8_t *z;
-        size_t zlen, outlen;
-        uint8_t *out, *zcopy;
+        squeeze q = { .alg = algs[a], .in = in, .n = n };
+        sf_torture compress = { .name = sf_compression_name(algs[a]), .run = compress_scenario,
+                                .arg = &q, .may_succeed = true, .expect = SF_ENOMEM };
+        sf_torture unzstd = { .name = "unzstd", .run = unzstd_scenario, .arg = &q,
+                              .expect = SF_ENOMEM };
         sf_compressor *c;
-        size_t before = sf_alloc_in_use();
+        uint8_t *zcopy;
 
-        sf_alloc_fail_at(0, 0);
+        sf_torture_run(&compress);
+        if (algs[a] != SF_COMPRESSION_ZSTD)
+            continue;
         c = sf_compressor_create(algs[a], 3);
         assert_non_null(c);
-        assert_int_equal(sf_compressor_run(c, in, n, &z, &zlen), SF_OK);
-        zcopy = sf_malloc(zlen);
-        memcpy(zcopy, z, zlen);
+        assert_int_equal(sf_compressor_run(c, in, n, &q.z, &q.zlen), SF_OK);
+        zcopy = malloc(q.zlen);     /* the frame outlives the compressor */
+        assert_non_null(zcopy);
+        memcpy(zcopy, q.z, q.zlen);
+        q.z = zcopy;
         sf_compressor_destroy(c);
-        count = sf_alloc_fail_at(0, 0);
-        assert_true(count > 0);
-        for (uint64_t k = 1; k <= count; k++) {
-            sf_status st;
-
-            c = sf_compressor_create(algs[a], 3);
-            if (c == NULL)
-                continue;
-            sf_alloc_fail_at(k, 0);
-            st = sf_compressor_run(c, in, n, &z, &zlen);
-            sf_alloc_fail_at(0, 0);
-            assert_true(st == SF_OK || st == SF_ENOMEM);
-            assert_int_equal(sf_compressor_run(c, in, n, &z, &zlen), SF_OK);
-            sf_compressor_destroy(c);
-        }
-        if (algs[a] == SF_COMPRESSION_ZSTD) {
-            sf_alloc_fail_at(0, 0);
-            assert_int_equal(sf_unzstd(zcopy, zlen, n, &out, &outlen, NULL), SF_OK);
-            sf_free(out);
-            count = sf_alloc_fail_at(0, 0);
-            for (uint64_t k = 1; k <= count; k++) {
-                sf_alloc_fail_at(k, 0);
-                assert_int_equal(sf_unzstd(zcopy, zlen, n, &out, &outlen, NULL), SF_ENOMEM);
-                sf_alloc_fail_at(0, 0);
-                assert_null(out);
-            }
-        }
-        sf_free(zcopy);
-        assert_int_equal(sf_alloc_in_use(), before);
+        sf_torture_run(&unzstd);
+        free(zcopy);
     }
     sf_free(in);
 }

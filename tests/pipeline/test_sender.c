@@ -24,6 +24,7 @@
 #include "sf_alloc.h"
 #include "sf_log.h"
 #include "sf_sender.h"
+#include "sf_time.h"
 #include "tests/sf_torture.h"
 
 #define MAX_CALLS 256
@@ -47,14 +48,6 @@ typedef struct fake {
     int stuck;                  /* block until shutdown aborts */
 } fake;
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void fake_send(void *exporter, unsigned worker, const sf_buf *buf, sf_send_result *res)
 {
     fake *f = exporter;
@@ -63,7 +56,7 @@ static void fake_send(void *exporter, unsigned worker, const sf_buf *buf, sf_sen
     pthread_mutex_lock(&f->mu);
     i = f->calls++;
     if (i < MAX_CALLS) {
-        f->times[i] = mono_ms();
+        f->times[i] = sf_now_ms();
         f->bufs[i] = buf;
         f->tags[i] = buf->data[0];
         f->threads[i] = pthread_self();
@@ -403,9 +396,9 @@ static void test_shutdown_interrupts_backoff(void **state)
     assert_int_equal(submit(x, 2), SF_OK);   /* waits behind it */
     SF_TEST_WAIT_FOR(sf_counter_get(&x->k.retries) == 1);
     assert_invariant(x);
-    t0 = mono_ms();
+    t0 = sf_now_ms();
     sf_sender_shutdown(x->s, 50);
-    took = mono_ms() - t0;
+    took = sf_now_ms() - t0;
     /* the backoff is 15-45 s: ending far inside it proves the wait was cut */
     assert_true(took < 10000);
     assert_int_equal(fake_calls(&x->f), 1);
@@ -556,9 +549,9 @@ static void test_suspend_hands_batches_over(void **state)
     assert_int_equal(submit(x, 3), SF_OK);
     SF_TEST_WAIT_FOR(sf_counter_get(&x->k.retries) == 1);
     assert_int_equal(submit(x, 2), SF_OK);   /* queued behind it */
-    t0 = mono_ms();
+    t0 = sf_now_ms();
     p = sf_sender_suspend(x->s, 5000);
-    assert_true(mono_ms() - t0 < 10000);     /* the 15-45 s backoff was cut */
+    assert_true(sf_now_ms() - t0 < 10000);     /* the 15-45 s backoff was cut */
     assert_non_null(p);
     assert_int_equal(submit(x, 1), SF_STOPPED);
     assert_int_equal(fake_calls(&x->f), 1);
