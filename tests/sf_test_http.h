@@ -41,6 +41,51 @@ static inline struct MHD_Daemon *sf_test_http_start(MHD_AccessHandlerCallback ha
     return d;
 }
 
+/* A request body as libmicrohttpd hands it over, in pieces: a handler
+ * calls sf_test_http_upload_more() first and returns MHD_YES while it says
+ * true (the body is still coming); after that the whole body is in
+ * *con_cls, an sf_test_http_upload. Start the daemon with
+ * sf_test_http_upload_done as the completed callback, which frees it. */
+typedef struct sf_test_http_upload {
+    uint8_t *data;
+    size_t len;
+} sf_test_http_upload;
+
+static inline bool sf_test_http_upload_more(void **con_cls, const char *data, size_t *size)
+{
+    sf_test_http_upload *u = *con_cls;
+
+    if (u == NULL) {
+        *con_cls = calloc(1, sizeof(*u));
+        assert_non_null(*con_cls);
+        return true;
+    }
+    if (*size > 0) {
+        uint8_t *nd = realloc(u->data, u->len + *size);
+
+        assert_non_null(nd);
+        memcpy(nd + u->len, data, *size);
+        u->data = nd;
+        u->len += *size;
+        *size = 0;
+        return true;
+    }
+    return false;
+}
+
+static inline void sf_test_http_upload_done(void *cls, struct MHD_Connection *conn,
+                                            void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    sf_test_http_upload *u = *con_cls;
+
+    (void)cls, (void)conn, (void)toe;
+    if (u != NULL) {
+        free(u->data);
+        free(u);
+        *con_cls = NULL;
+    }
+}
+
 /* A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0 and
  * closed), for a server whose config names its port. */
 static inline int sf_test_free_port(void)

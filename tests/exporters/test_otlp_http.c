@@ -63,11 +63,6 @@ typedef struct server {
     int64_t rejected;           /* partial_success.rejected_spans in 200s */
 } server;
 
-typedef struct upload {
-    uint8_t *data;
-    size_t len;
-} upload;
-
 static void copy_header(struct MHD_Connection *c, const char *name, char *out, size_t cap)
 {
     const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
@@ -126,7 +121,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   void **con_cls)
 {
     server *s = cls;
-    upload *u = *con_cls;
+    sf_test_http_upload *u;
     struct MHD_Response *resp;
     request *r;
     int i, code;
@@ -135,17 +130,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     enum MHD_Result ret;
 
     (void)version;
-    if (u == NULL) {
-        *con_cls = calloc(1, sizeof(upload));
+    if (sf_test_http_upload_more(con_cls, upload_data, upload_data_size))
         return MHD_YES;
-    }
-    if (*upload_data_size > 0) {
-        u->data = realloc(u->data, u->len + *upload_data_size);
-        memcpy(u->data + u->len, upload_data, *upload_data_size);
-        u->len += *upload_data_size;
-        *upload_data_size = 0;
-        return MHD_YES;
-    }
+    u = *con_cls;
     pthread_mutex_lock(&s->mu);
     i = s->n++;
     r = &s->reqs[i < MAX_REQS ? i : MAX_REQS - 1];
@@ -192,23 +179,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return ret;
 }
 
-static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-                         enum MHD_RequestTerminationCode toe)
-{
-    upload *u = *con_cls;
-
-    (void)cls, (void)conn, (void)toe;
-    if (u != NULL) {
-        free(u->data);
-        free(u);
-        *con_cls = NULL;
-    }
-}
-
 static void server_start(server *s)
 {
     pthread_mutex_init(&s->mu, NULL);
-    s->d = sf_test_http_start(on_request, s, on_completed, &s->port);
+    s->d = sf_test_http_start(on_request, s, sf_test_http_upload_done, &s->port);
 }
 
 static void server_stop(server *s)

@@ -9,8 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "internal/sf_config_int.h"
-#include "sf_alloc.h"
+#include "tests/sf_test_config.h"
 
 typedef struct inner {
     bool present;
@@ -74,9 +73,7 @@ static const sf_config_row rows[] = {
 };
 
 typedef struct fx {
-    sf_arena *arena;
-    sf_diag *diag;
-    sf_cfg_ctx ctx;
+    sf_test_cfg t;
     tconf c;
 } fx;
 
@@ -84,9 +81,7 @@ static int setup(void **state)
 {
     fx *f = calloc(1, sizeof(*f));
 
-    f->arena = sf_arena_create(4096, 0);
-    f->diag = sf_diag_create("t.yaml");
-    sf_cfg_ctx_init(&f->ctx, f->diag, f->arena);
+    sf_test_cfg_init(&f->t);
     *state = f;
     return 0;
 }
@@ -95,23 +90,15 @@ static int teardown(void **state)
 {
     fx *f = *state;
 
-    sf_diag_destroy(f->diag);
-    sf_arena_destroy(f->arena);
+    sf_test_cfg_release(&f->t);
     free(f);
-    assert_int_equal(sf_alloc_in_use(), 0);
     return 0;
 }
 
 /* Decode the mapping under `x:` in `yaml` with path "x". */
 static sf_status decode(fx *f, const char *yaml)
 {
-    sf_node *root = NULL;
-
-    assert_int_equal(sf_yaml_load(yaml, strlen(yaml), f->arena, f->diag, &root), SF_OK);
-    memset(&f->c, 0, sizeof(f->c));
-    f->ctx.path = "x";
-    f->ctx.node = root->keys[0];
-    return sf_cfg_decode(&f->ctx, rows, sf_node_get(root, "x"), &f->c);
+    return sf_test_cfg_decode(&f->t, rows, yaml, &f->c, sizeof(f->c));
 }
 
 static void expect(fx *f, const char *const *msgs)
@@ -119,10 +106,10 @@ static void expect(fx *f, const char *const *msgs)
     size_t n = 0;
 
     for (; msgs[n]; n++) {
-        assert_true(n < sf_diag_count(f->diag));
-        assert_string_equal(sf_diag_message(f->diag, n), msgs[n]);
+        assert_true(n < sf_diag_count(f->t.diag));
+        assert_string_equal(sf_diag_message(f->t.diag, n), msgs[n]);
     }
-    assert_int_equal(sf_diag_count(f->diag), n);
+    assert_int_equal(sf_diag_count(f->t.diag), n);
 }
 
 static void test_defaults(void **state)
@@ -143,7 +130,7 @@ static void test_defaults(void **state)
     assert_int_equal(f->c.sec.n, 7);
     assert_string_equal(f->c.sec.s, "dflt");
     assert_int_equal(f->c.custom, 0);
-    assert_int_equal(sf_diag_count(f->diag), 0);
+    assert_int_equal(sf_diag_count(f->t.diag), 0);
 }
 
 static void test_values(void **state)
@@ -172,7 +159,7 @@ static void test_values(void **state)
     assert_int_equal(f->c.sec.n, 0);
     assert_string_equal(f->c.sec.s, "dflt");
     assert_int_equal(f->c.custom, 42);
-    assert_int_equal(sf_diag_count(f->diag), 0);
+    assert_int_equal(sf_diag_count(f->t.diag), 0);
 }
 
 static void test_null_section_is_present(void **state)
@@ -209,7 +196,7 @@ static void test_all_errors_sorted(void **state)
                                "  wait: 30\n  size: 1 KiB\n  mode: quick\n  list: a\n  map: [a]\n"
                                "  sec: 5\n  custom: no\n  check_only: udp\n"), SF_CONFIG);
     expect(f, msgs);
-    assert_int_equal(sf_diag_errors(f->diag), 12);
+    assert_int_equal(sf_diag_errors(f->t.diag), 12);
 }
 
 static void test_list_item_error(void **state)
@@ -281,8 +268,8 @@ static void test_reject_and_ignore(void **state)
 
     assert_int_equal(decode(f, "x:\n  legacy: {a: 1}\n  storage: disk\n"), SF_CONFIG);
     expect(f, msgs);
-    assert_int_equal(sf_diag_errors(f->diag), 1);
-    assert_int_equal(sf_diag_warnings(f->diag), 1);
+    assert_int_equal(sf_diag_errors(f->t.diag), 1);
+    assert_int_equal(sf_diag_warnings(f->t.diag), 1);
 }
 
 static void test_not_a_mapping(void **state)

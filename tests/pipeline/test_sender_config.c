@@ -13,49 +13,31 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "internal/sf_config_int.h"
-#include "sf_alloc.h"
 #include "sf_sender.h"
+#include "tests/sf_test_config.h"
 
-typedef struct fx {
-    sf_arena *arena;
-    sf_diag *diag;
-    sf_cfg_ctx ctx;
-} fx;
+typedef sf_test_cfg fx;
 
 static int setup(void **state)
 {
     fx *f = calloc(1, sizeof(*f));
 
-    f->arena = sf_arena_create(4096, 0);
-    f->diag = sf_diag_create("t.yaml");
-    sf_cfg_ctx_init(&f->ctx, f->diag, f->arena);
+    sf_test_cfg_init(f);
     *state = f;
     return 0;
 }
 
 static int teardown(void **state)
 {
-    fx *f = *state;
-
-    sf_diag_destroy(f->diag);
-    sf_arena_destroy(f->arena);
-    free(f);
-    assert_int_equal(sf_alloc_in_use(), 0);
+    sf_test_cfg_release(*state);
+    free(*state);
     return 0;
 }
 
-/* Decode the mapping under `x:` in `yaml` with `rows` into `out`. */
 static sf_status decode(fx *f, const sf_config_row *rows, const char *yaml, void *out,
                         size_t size)
 {
-    sf_node *root = NULL;
-
-    assert_int_equal(sf_yaml_load(yaml, strlen(yaml), f->arena, f->diag, &root), SF_OK);
-    memset(out, 0, size);
-    f->ctx.path = "x";
-    f->ctx.node = root->keys[0];
-    return sf_cfg_decode(&f->ctx, rows, sf_node_get(root, "x"), out);
+    return sf_test_cfg_decode(f, rows, yaml, out, size);
 }
 
 /* The one diagnostic, which must contain `part`. */
@@ -148,9 +130,7 @@ static void test_bounds(void **state)
         union { sf_queue_config q; sf_retry_config r; } out;
         char key[64];
 
-        sf_diag_destroy(f->diag);
-        f->diag = sf_diag_create("t.yaml");
-        sf_cfg_ctx_init(&f->ctx, f->diag, f->arena);
+        sf_test_cfg_reset_diag(f);
         if (decode(f, past[i].rows, past[i].yaml, &out, sizeof(out)) != SF_CONFIG)
             fail_msg("accepted: %s", past[i].yaml);
         snprintf(key, sizeof(key), "x.%s", past[i].key);
@@ -167,9 +147,7 @@ static void test_storage_and_unknown_refused(void **state)
     assert_int_equal(decode(f, sf_sending_queue_rows, "x:\n  storage: file_storage\n", &q,
                             sizeof(q)), SF_CONFIG);
     expect_one(f, "spanfence never writes spans to disk");
-    sf_diag_destroy(f->diag);
-    f->diag = sf_diag_create("t.yaml");
-    sf_cfg_ctx_init(&f->ctx, f->diag, f->arena);
+    sf_test_cfg_reset_diag(f);
     assert_int_equal(decode(f, sf_retry_rows, "x:\n  max_elapsed: 1s\n", &r, sizeof(r)),
                      SF_CONFIG);
     expect_one(f, "max_elapsed");

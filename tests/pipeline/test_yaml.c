@@ -12,21 +12,15 @@
 
 #include "tests/sf_torture.h"
 
-#include "internal/sf_config_int.h"
-#include "sf_alloc.h"
+#include "tests/sf_test_config.h"
 
-typedef struct fx {
-    sf_arena *arena;
-    sf_diag *diag;
-    sf_node *root;
-} fx;
+typedef sf_test_cfg fx;
 
 static int setup(void **state)
 {
     fx *f = calloc(1, sizeof(*f));
 
-    f->arena = sf_arena_create(4096, 0);
-    f->diag = sf_diag_create("t.yaml");
+    sf_test_cfg_init(f);
     *state = f;
     setenv("SF_T_SET", "value", 1);
     setenv("SF_T_EMPTY", "", 1);
@@ -36,12 +30,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    fx *f = *state;
-
-    sf_diag_destroy(f->diag);
-    sf_arena_destroy(f->arena);
-    free(f);
-    assert_int_equal(sf_alloc_in_use(), 0);
+    sf_test_cfg_release(*state);
+    free(*state);
     return 0;
 }
 

@@ -120,11 +120,6 @@ typedef struct sink {
     unsigned seen[1024];        /* times each span id arrived */
 } sink;
 
-typedef struct upload {
-    uint8_t *data;
-    size_t len;
-} upload;
-
 static void record(sink *s, const uint8_t *data, size_t len)
 {
     sf_otlp_request *req =
@@ -160,22 +155,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   void **con_cls)
 {
     sink *s = cls;
-    upload *u = *con_cls;
+    sf_test_http_upload *u;
     struct MHD_Response *resp;
     enum MHD_Result ret;
 
     (void)url, (void)method, (void)version;
-    if (u == NULL) {
-        *con_cls = calloc(1, sizeof(upload));
+    if (sf_test_http_upload_more(con_cls, upload_data, upload_data_size))
         return MHD_YES;
-    }
-    if (*upload_data_size > 0) {
-        u->data = realloc(u->data, u->len + *upload_data_size);
-        memcpy(u->data + u->len, upload_data, *upload_data_size);
-        u->len += *upload_data_size;
-        *upload_data_size = 0;
-        return MHD_YES;
-    }
+    u = *con_cls;
     pthread_mutex_lock(&s->mu);
     record(s, u->data, u->len);
     pthread_mutex_unlock(&s->mu);
@@ -186,23 +173,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return ret;
 }
 
-static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-                         enum MHD_RequestTerminationCode toe)
-{
-    upload *u = *con_cls;
-
-    (void)cls, (void)conn, (void)toe;
-    if (u != NULL) {
-        free(u->data);
-        free(u);
-        *con_cls = NULL;
-    }
-}
-
 static void sink_start(sink *s)
 {
     pthread_mutex_init(&s->mu, NULL);
-    s->d = sf_test_http_start(on_request, s, on_completed, &s->port);
+    s->d = sf_test_http_start(on_request, s, sf_test_http_upload_done, &s->port);
 }
 
 static void sink_stop(sink *s)
