@@ -8,7 +8,9 @@
  *
  * A scenario does the whole thing it tests, including freeing what it
  * made, and returns a status: SF_OK when nothing failed. Allocations are
- * counted process-wide, so threads the scenario starts are covered too. */
+ * counted process-wide, so threads the scenario starts are covered too.
+ * sf_torture_create() is the scenario every component test has: its
+ * type's create and destroy. */
 #ifndef SF_TORTURE_H
 #define SF_TORTURE_H
 
@@ -18,6 +20,7 @@
 #include <sys/types.h>
 
 #include "sf_alloc.h"
+#include "sf_component.h"
 #include "sf_status.h"
 
 typedef struct sf_torture {
@@ -68,6 +71,41 @@ static inline uint64_t sf_torture_run(const sf_torture *t)
                      t->name, n, total, (ssize_t)(sf_alloc_in_use() - before));
     }
     return total;
+}
+
+/* A component type's create, then destroy, on `comp` (made by hand, its
+ * type and id set) with `config`, tortured: every failing create returns
+ * SF_ENOMEM and leaves no context behind. `sticky` as in sf_torture. How
+ * many allocations the clean create and destroy made. */
+typedef struct sf_torture_create_ {
+    sf_component *comp;
+    const void *config;
+} sf_torture_create_;
+
+static inline sf_status sf_torture_create_run_(void *arg)
+{
+    sf_torture_create_ *c = arg;
+    const sf_component_type *type = sf_component_type_of(c->comp);
+    sf_status st = type->create(c->comp, c->config);
+
+    if (st != SF_OK) {
+        if (sf_component_ctx(c->comp) != NULL)
+            fail_msg("%s: create failed (%s) and left a context", sf_component_id(c->comp),
+                     sf_status_name(st));
+        return st;
+    }
+    type->destroy(c->comp);
+    sf_component_set_ctx(c->comp, NULL);
+    return SF_OK;
+}
+
+static inline uint64_t sf_torture_create(sf_component *comp, const void *config, bool sticky)
+{
+    sf_torture_create_ c = { comp, config };
+    const sf_torture t = { .name = sf_component_id(comp), .run = sf_torture_create_run_,
+                           .arg = &c, .sticky = sticky, .expect = SF_ENOMEM };
+
+    return sf_torture_run(&t);
 }
 
 #endif
