@@ -2,6 +2,7 @@
  * bounded zstd decompression. Every byte they allocate is counted. */
 #define ZSTD_STATIC_LINKING_ONLY    /* ZSTD_createDCtx_advanced, ZSTD_customMem */
 #include "sf_compress.h"
+#include "sf_dynbuf.h"
 #include "sf_alloc.h"
 
 #include <pthread.h>
@@ -212,75 +213,65 @@ sf_status sf_unzstd(const uint8_t *in, size_t in_len, size_t max_out, uint8_t **
     ZSTD_inBuffer ib = { in, in_len, 0 };
     unsigned long long hint;
     ZSTD_DCtx *d;
-    uint8_t *buf;
-    size_t cap, len = 0;
+    sf_dynbuf buf;
+    size_t first;
     sf_status st = SF_INVALID;
     const char *reason = "corrupt zstd data";
 
     *out = NULL;
     *out_len = 0;
+    if (max_out > SIZE_MAX / 2)
+        max_out = SIZE_MAX / 2;
     d = sf_zstd_dctx_create();
     if (d == NULL)
         return SF_ENOMEM;
-    /* The header's content size is a hint for the first buffer, never
-     * trusted beyond max_out + 1 (the byte that proves "too big"). */
+    /* Room for one byte past max_out: the byte that proves "too big". The
+     * header's content size is a hint for the first allocation, never
+     * trusted beyond that. */
+    sf_dynbuf_init(&buf, max_out + 1);
     hint = ZSTD_getFrameContentSize(in, in_len);
     if (hint != ZSTD_CONTENTSIZE_UNKNOWN && hint != ZSTD_CONTENTSIZE_ERROR && hint < max_out)
-        cap = (size_t)hint + 1;
+        first = (size_t)hint + 1;
     else
-        cap = in_len < (SIZE_MAX - 4096) / 4 ? in_len * 4 + 4096 : max_out + 1;
-    if (cap > max_out + 1)
-        cap = max_out + 1;
-    buf = sf_malloc(cap);
-    if (buf == NULL) {
+        first = in_len < (SIZE_MAX - 4096) / 4 ? in_len * 4 + 4096 : max_out + 1;
+    if (first > max_out + 1)
+        first = max_out + 1;
+    if (sf_dynbuf_reserve(&buf, first) != SF_OK) {
         st = SF_ENOMEM;
-        goto out_free_dctx;
+        goto out_release_buf;
     }
     for (;;) {
-        ZSTD_outBuffer ob = { buf, cap, len };
-        size_t r = ZSTD_decompressStream(d, &ob, &ib);
+        ZSTD_outBuffer ob = { NULL, 0, 0 };
+        size_t r;
 
-        len = ob.pos;
+        st = sf_dynbuf_room(&buf, 1, &ob.dst, &ob.size);
+        if (st != SF_OK)
+            goto out_release_buf;   /* SF_TOOBIG, SF_ENOMEM */
+        r = ZSTD_decompressStream(d, &ob, &ib);
+        sf_dynbuf_commit(&buf, ob.pos);
         if (ZSTD_isError(r)) {
             st = ZSTD_getErrorCode(r) == ZSTD_error_memory_allocation ? SF_ENOMEM : SF_INVALID;
             reason = zstd_why(r);
-            goto out_free_buf;
+            goto out_release_buf;
         }
-        if (len > max_out) {
+        if (sf_dynbuf_len(&buf) > max_out) {
             st = SF_TOOBIG;
-            goto out_free_buf;
+            goto out_release_buf;
         }
         if (r == 0 && ib.pos == ib.size)
             break;                  /* the last frame is complete */
         if (ib.pos == ib.size && ob.pos < ob.size) {
+            st = SF_INVALID;
             reason = "truncated zstd data";  /* it needs input there is none of */
-            goto out_free_buf;
-        }
-        if (len == cap) {
-            size_t ncap = cap > (max_out + 1) / 2 ? max_out + 1 : cap * 2;
-            uint8_t *nb;
-
-            if (cap > max_out) {
-                st = SF_TOOBIG;
-                goto out_free_buf;
-            }
-            nb = sf_realloc(buf, ncap);
-            if (nb == NULL) {
-                st = SF_ENOMEM;
-                goto out_free_buf;
-            }
-            buf = nb;
-            cap = ncap;
+            goto out_release_buf;
         }
     }
     ZSTD_freeDCtx(d);
-    *out = buf;
-    *out_len = len;
+    *out = (uint8_t *)sf_dynbuf_take(&buf, out_len);
     return SF_OK;
 
-out_free_buf:
-    sf_free(buf);
-out_free_dctx:
+out_release_buf:
+    sf_dynbuf_release(&buf);
     ZSTD_freeDCtx(d);
     if (why != NULL)
         *why = st == SF_INVALID ? reason : NULL;
