@@ -1,12 +1,12 @@
 /* sf_log.c: timestamped, level-filtered lines on stderr; one write() per line
  * so lines from different threads never interleave. */
 #include "sf_log.h"
+#include "sf_time.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 static _Atomic int cur_level = SF_LOG_INFO;
@@ -26,19 +26,14 @@ sf_log_level sf_log_get_level(void)
 void sf_log(sf_log_level level, const char *fmt, ...)
 {
     char line[2048];
-    struct timespec ts;
-    struct tm tm;
     size_t n;
     int w;
     va_list ap;
 
     if ((int)level < atomic_load(&cur_level) || level >= SF_LOG_OFF)
         return;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
-    w = snprintf(line + n, sizeof(line) - n, ".%03ldZ %-5s ", ts.tv_nsec / 1000000L,
-                 level_names[level]);
+    n = sf_time_format_utc(sf_wall_ms(), line, sizeof(line));
+    w = snprintf(line + n, sizeof(line) - n, " %-5s ", level_names[level]);
     if (w > 0)
         n += (size_t)w;
     va_start(ap, fmt);

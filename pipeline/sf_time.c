@@ -3,6 +3,7 @@
 #include "sf_time.h"
 
 #include <errno.h>
+#include <stdio.h>
 
 static int64_t now_ns(clockid_t clock)
 {
@@ -30,6 +31,33 @@ int64_t sf_now_ms(void)
 int64_t sf_wall_ms(void)
 {
     return now_ns(CLOCK_REALTIME) / 1000000;
+}
+
+size_t sf_time_format_utc(int64_t epoch_ms, char *buf, size_t size)
+{
+    int64_t secs = epoch_ms / 1000, ms = epoch_ms % 1000;
+    time_t t;
+    struct tm tm;
+    int n;
+
+    if (ms < 0) {                   /* before 1970: still a time of day */
+        ms += 1000;
+        secs--;
+    }
+    t = (time_t)secs;
+    if (size == 0)
+        return 0;
+    if (gmtime_r(&t, &tm) == NULL) {
+        buf[0] = '\0';
+        return 0;
+    }
+    n = snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)ms);
+    if (n < 0) {
+        buf[0] = '\0';
+        return 0;
+    }
+    return (size_t)n < size ? (size_t)n : size - 1;
 }
 
 int64_t sf_deadline_ms(int64_t ms)

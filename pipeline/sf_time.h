@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -22,6 +23,11 @@ int64_t sf_now_ns(void);
 /* Wall-clock time (CLOCK_REALTIME) in ms since the Unix epoch: for
  * timestamps only, never for measuring or waiting. */
 int64_t sf_wall_ms(void);
+/* The wall-clock time `epoch_ms` (from sf_wall_ms) in UTC as log lines and
+ * audit records print it, "2026-11-30T04:50:54.123Z" (SF_TIME_UTC_LEN
+ * characters); always terminated, cut to `size`. The length written. */
+#define SF_TIME_UTC_LEN 24
+size_t sf_time_format_utc(int64_t epoch_ms, char *buf, size_t size);
 
 /* The monotonic time `ms` from now (ms <= 0: now). */
 int64_t sf_deadline_ms(int64_t ms);

@@ -2,7 +2,8 @@
  * three units that agree, deadlines and what is left of them, and condvar
  * waits that are really on the monotonic clock (a deadline from
  * sf_deadline_ms() seconds ahead must not look long past, as it would to a
- * condvar on the wall clock). No assertion on how long anything took. */
+ * condvar on the wall clock), and the UTC timestamp of log lines and audit
+ * records. No assertion on how long anything took. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <string.h>
 #include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
@@ -112,6 +114,29 @@ static void test_wait_is_monotonic(void **state)
     pthread_cond_destroy(&w.cv);
 }
 
+static void test_format_utc(void **state)
+{
+    char buf[SF_TIME_UTC_LEN + 1], small[11];
+
+    (void)state;
+    assert_int_equal(sf_time_format_utc(0, buf, sizeof(buf)), SF_TIME_UTC_LEN);
+    assert_string_equal(buf, "1970-01-01T00:00:00.000Z");
+    assert_int_equal(sf_time_format_utc(1796013054123LL, buf, sizeof(buf)), SF_TIME_UTC_LEN);
+    assert_string_equal(buf, "2026-11-30T04:30:54.123Z");
+    sf_time_format_utc(1796013054007LL, buf, sizeof(buf));
+    assert_string_equal(buf, "2026-11-30T04:30:54.007Z");   /* ms padded */
+    sf_time_format_utc(-1, buf, sizeof(buf));
+    assert_string_equal(buf, "1969-12-31T23:59:59.999Z");
+    /* cut to the buffer, still terminated */
+    assert_int_equal(sf_time_format_utc(0, small, sizeof(small)), 10);
+    assert_string_equal(small, "1970-01-01");
+    assert_int_equal(sf_time_format_utc(0, small, 0), 0);
+    /* now reads as a time of this century */
+    sf_time_format_utc(sf_wall_ms(), buf, sizeof(buf));
+    assert_int_equal(strlen(buf), SF_TIME_UTC_LEN);
+    assert_true(strncmp(buf, "20", 2) == 0 && buf[10] == 'T' && buf[23] == 'Z');
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -119,6 +144,7 @@ int main(void)
         cmocka_unit_test(test_deadlines),
         cmocka_unit_test(test_wait_until_past_deadline),
         cmocka_unit_test(test_wait_is_monotonic),
+        cmocka_unit_test(test_format_utc),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

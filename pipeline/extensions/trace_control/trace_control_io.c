@@ -4,6 +4,7 @@
  * control socket, and read/write the few flat JSON objects they exchange
  * (read with json-c, strictly: one object, members of the expected type). */
 #include "trace_control.h"
+#include "sf_time.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -173,12 +174,7 @@ bool sf_tc_json_escape(const char *in, char *out, size_t out_size)
 
 void sf_tc_format_time(int64_t epoch_ms, char *buf, size_t size)
 {
-    time_t s = (time_t)(epoch_ms / 1000);
-    struct tm tm;
-
-    gmtime_r(&s, &tm);
-    snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(epoch_ms % 1000));
+    sf_time_format_utc(epoch_ms, buf, size);
 }
 
 /* ---- the audit log ----------------------------------------------------------- */
