@@ -48,17 +48,6 @@
 #include <string.h>
 #include <time.h>
 
-/* Used when a section was neither given nor filled with its row defaults
- * (e.g. a config struct built by hand): the same values as the rows in
- * sf_sender_config.c. */
-static const sf_queue_config queue_defaults = {
-    .enabled = true, .queue_size = 1000, .num_consumers = 10,
-};
-static const sf_retry_config retry_defaults = {
-    .enabled = true, .initial_interval = 5000, .multiplier = 1.5,
-    .randomization_factor = 0.5, .max_interval = 30000, .max_elapsed_time = 300000,
-};
-
 typedef struct sf_consumer {
     struct sf_sender *sender;
     unsigned index;
@@ -416,10 +405,10 @@ sf_sender *sf_sender_create(const char *id, const sf_queue_config *q, const sf_r
     s->id = sf_strdup(id ? id : "exporter");
     if (s->id == NULL)
         goto out_free_sender;
-    s->q = (q == NULL || (!q->present && q->queue_size == 0)) ? queue_defaults : *q;
-    s->r = (r == NULL || (!r->present && r->initial_interval == 0)) ? retry_defaults : *r;
+    s->q = (q == NULL || (!q->present && q->queue_size == 0)) ? sf_sending_queue_defaults : *q;
+    s->r = (r == NULL || (!r->present && r->initial_interval == 0)) ? sf_retry_defaults : *r;
     if (s->q.queue_size < 1)
-        s->q.queue_size = queue_defaults.queue_size;
+        s->q.queue_size = sf_sending_queue_defaults.queue_size;
     if (s->q.num_consumers < 1)
         s->q.num_consumers = 1;
     if (s->r.initial_interval < 1)

@@ -41,6 +41,11 @@ typedef struct sf_retry_config {
  * structs above: use them as the `sub` of SF_CFG_SECTION rows. */
 extern const sf_config_row sf_sending_queue_rows[];
 extern const sf_config_row sf_retry_rows[];
+/* The rows' defaults as structs, for a section neither given nor filled
+ * from the rows (a config struct built by hand); beside the rows in
+ * sf_sender_config.c, and held equal to them by its test. */
+extern const sf_queue_config sf_sending_queue_defaults;
+extern const sf_retry_config sf_retry_defaults;
 
 /* What one send attempt came to. */
 typedef struct sf_send_result {

@@ -42,3 +42,14 @@ const sf_config_row sf_retry_rows[] = {
       .min = 0, .max = 86400000 },
     { 0 }
 };
+
+/* The defaults above, as the sender takes them when a section was not
+ * decoded (tests/pipeline/test_sender_config holds the two equal). */
+const sf_queue_config sf_sending_queue_defaults = {
+    .enabled = true, .queue_size = 1000, .num_consumers = 10,
+};
+
+const sf_retry_config sf_retry_defaults = {
+    .enabled = true, .initial_interval = 5000, .multiplier = 1.5,
+    .randomization_factor = 0.5, .max_interval = 30000, .max_elapsed_time = 300000,
+};

@@ -1,7 +1,8 @@
 /* tests/pipeline/test_sender_config.c: the `sending_queue` and
  * `retry_on_failure` rows every network exporter shares
  * (pipeline/sf_sender_config.c), decoded by the config map: the defaults
- * are upstream exporterhelper's, values and units are read, every bound is
+ * are upstream exporterhelper's (and the sender's defaults for a section
+ * built by hand are the same), values and units are read, every bound is
  * held (one past it refused with the row's range), `storage` is refused
  * with the reason, unknown keys are refused, and every row is documented. */
 #include <setjmp.h>
@@ -58,6 +59,10 @@ static void test_queue_defaults(void **state)
     assert_int_equal(q.queue_size, 1000);
     assert_int_equal(q.num_consumers, 10);
     assert_int_equal(sf_diag_count(f->diag), 0);
+    /* the sender's defaults for a section built by hand are the rows' */
+    assert_int_equal(sf_sending_queue_defaults.enabled, q.enabled);
+    assert_int_equal(sf_sending_queue_defaults.queue_size, q.queue_size);
+    assert_int_equal(sf_sending_queue_defaults.num_consumers, q.num_consumers);
 }
 
 static void test_retry_defaults(void **state)
@@ -73,6 +78,12 @@ static void test_retry_defaults(void **state)
     assert_int_equal(r.max_interval, 30000);
     assert_int_equal(r.max_elapsed_time, 300000);
     assert_int_equal(sf_diag_count(f->diag), 0);
+    assert_int_equal(sf_retry_defaults.enabled, r.enabled);
+    assert_int_equal(sf_retry_defaults.initial_interval, r.initial_interval);
+    assert_true(sf_retry_defaults.multiplier == r.multiplier);
+    assert_true(sf_retry_defaults.randomization_factor == r.randomization_factor);
+    assert_int_equal(sf_retry_defaults.max_interval, r.max_interval);
+    assert_int_equal(sf_retry_defaults.max_elapsed_time, r.max_elapsed_time);
 }
 
 static void test_values(void **state)
