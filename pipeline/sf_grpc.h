@@ -10,4 +10,8 @@
 void sf_grpc_init(void);
 void sf_grpc_shutdown(void);
 
+/* The name of a gRPC status code ("UNAVAILABLE"), for messages; "status"
+ * for a code gRPC does not define. */
+const char *sf_grpc_status_name(int code);
+
 #endif

@@ -25,6 +25,7 @@
 #include <grpc/support/time.h>
 
 #include "../bench/sample_batch.h"
+#include "sf_grpc.h"
 #include "sf_otlp_json.h"
 
 #define EXPORT_METHOD "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -163,13 +164,6 @@ static void *sender(void *arg)
     return NULL;
 }
 
-static const char *const code_names[17] = {
-    "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-    "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-    "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-    "UNAUTHENTICATED",
-};
-
 /* --write: one request to a file; prints its size and span count. */
 static int write_request(const opts *o)
 {
@@ -283,7 +277,7 @@ int main(int argc, char **argv)
            sent, sent * o.spans, ok_spans, secs, secs > 0 ? (double)ok_spans / secs : 0.0);
     for (int c = 0; c < 17; c++) {
         if (counts[c]) {
-            printf("  %s: %ld\n", code_names[c], counts[c]);
+            printf("  %s: %ld\n", sf_grpc_status_name(c), counts[c]);
             total += counts[c];
         }
     }

@@ -96,30 +96,6 @@ static void pb_free(void *data, void *p)
 
 static ProtobufCAllocator pb_counted = { .alloc = pb_alloc, .free = pb_free };
 
-static const char *status_name(grpc_status_code code)
-{
-    switch (code) {
-    case GRPC_STATUS_OK:                  return "OK";
-    case GRPC_STATUS_CANCELLED:           return "CANCELLED";
-    case GRPC_STATUS_UNKNOWN:             return "UNKNOWN";
-    case GRPC_STATUS_INVALID_ARGUMENT:    return "INVALID_ARGUMENT";
-    case GRPC_STATUS_DEADLINE_EXCEEDED:   return "DEADLINE_EXCEEDED";
-    case GRPC_STATUS_NOT_FOUND:           return "NOT_FOUND";
-    case GRPC_STATUS_ALREADY_EXISTS:      return "ALREADY_EXISTS";
-    case GRPC_STATUS_PERMISSION_DENIED:   return "PERMISSION_DENIED";
-    case GRPC_STATUS_RESOURCE_EXHAUSTED:  return "RESOURCE_EXHAUSTED";
-    case GRPC_STATUS_FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case GRPC_STATUS_ABORTED:             return "ABORTED";
-    case GRPC_STATUS_OUT_OF_RANGE:        return "OUT_OF_RANGE";
-    case GRPC_STATUS_UNIMPLEMENTED:       return "UNIMPLEMENTED";
-    case GRPC_STATUS_INTERNAL:            return "INTERNAL";
-    case GRPC_STATUS_UNAVAILABLE:         return "UNAVAILABLE";
-    case GRPC_STATUS_DATA_LOSS:           return "DATA_LOSS";
-    case GRPC_STATUS_UNAUTHENTICATED:     return "UNAUTHENTICATED";
-    default:                              return "status";
-    }
-}
-
 /* Copy the server's words, bounded and without control characters. */
 static void copy_printable(char *out, size_t cap, const char *in, size_t len)
 {
@@ -215,7 +191,7 @@ static void map_status(grpc_status_code code, const grpc_metadata_array *trailer
 
     copy_printable(text, sizeof(text), (const char *)GRPC_SLICE_START_PTR(*details),
                    GRPC_SLICE_LENGTH(*details));
-    snprintf(res->detail, sizeof(res->detail), "grpc %s: %s", status_name(code), text);
+    snprintf(res->detail, sizeof(res->detail), "grpc %s: %s", sf_grpc_status_name(code), text);
     switch (code) {
     case GRPC_STATUS_UNAVAILABLE:
     case GRPC_STATUS_DEADLINE_EXCEEDED:

@@ -3,8 +3,8 @@
  * process-wide set-up first (gRPC's log routed into sf_log), takes a
  * reference (gRPC initialised while any is held, nested references
  * counted), picks up a log level set since (debug shows gRPC's debug
- * lines, otherwise errors only), and the last sf_grpc_shutdown lets gRPC
- * go. */
+ * lines, otherwise errors only), the last sf_grpc_shutdown lets gRPC
+ * go, and every gRPC status code has its name. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -80,11 +80,31 @@ static void test_log_level_followed(void **state)
     sf_log_set_level(SF_LOG_INFO);
 }
 
+static void test_status_names(void **state)
+{
+    static const char *const names[] = {
+        "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+        "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+        "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+        "UNAUTHENTICATED",
+    };
+
+    (void)state;
+    /* gRPC's codes are 0..16 in this order (grpc/status.h, the spec's table) */
+    assert_int_equal(GRPC_STATUS_UNAUTHENTICATED, 16);
+    for (int c = 0; c < 17; c++)
+        assert_string_equal(sf_grpc_status_name(c), names[c]);
+    assert_string_equal(sf_grpc_status_name(GRPC_STATUS_RESOURCE_EXHAUSTED), "RESOURCE_EXHAUSTED");
+    assert_string_equal(sf_grpc_status_name(17), "status");
+    assert_string_equal(sf_grpc_status_name(-1), "status");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_log_level_followed),
         cmocka_unit_test(test_references),
+        cmocka_unit_test(test_status_names),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
