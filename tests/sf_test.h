@@ -5,6 +5,7 @@
 
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 #include <string.h>
 
@@ -90,6 +91,54 @@ static inline void sf_test_assert_accounted(sf_counters *k, uint64_t submitted)
         failed += sf_counter_get(&k->send_failed_spans[r]);
     assert_true(queued >= 0);
     assert_int_equal(submitted, sf_counter_get(&k->sent_spans) + failed + (uint64_t)queued);
+}
+
+/* A packed request of `spans` spans named `name` in one resource and scope,
+ * span i's id the little-endian uint32 first_id + i (then zeros), all in
+ * the trace {trace_byte, 0, ...}: malloc'd (the caller frees it), its
+ * length in *len. Tests that count spans by id read the first 4 bytes. */
+static inline uint8_t *sf_test_pack_spans(size_t spans, uint32_t first_id, const char *name,
+                                          uint8_t trace_byte, size_t *len)
+{
+    sf_otlp_request req = OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_REQUEST__INIT;
+    sf_otlp_resource_spans rs = OPENTELEMETRY__PROTO__TRACE__V1__RESOURCE_SPANS__INIT;
+    sf_otlp_scope_spans ss = OPENTELEMETRY__PROTO__TRACE__V1__SCOPE_SPANS__INIT;
+    sf_otlp_resource_spans *rsp = &rs;
+    sf_otlp_scope_spans *ssp = &ss;
+    size_t n = spans ? spans : 1;
+    sf_otlp_span *sp = calloc(n, sizeof(*sp));
+    sf_otlp_span **spp = calloc(n, sizeof(*spp));
+    uint8_t (*ids)[8] = calloc(n, 8);
+    uint8_t trace_id[16] = { trace_byte };
+    uint8_t *out;
+
+    assert_non_null(sp);
+    assert_non_null(spp);
+    assert_non_null(ids);
+    for (size_t i = 0; i < spans; i++) {
+        uint32_t id = first_id + (uint32_t)i;
+
+        opentelemetry__proto__trace__v1__span__init(&sp[i]);
+        memcpy(ids[i], &id, sizeof(id));
+        sp[i].span_id = (ProtobufCBinaryData){ .len = 8, .data = ids[i] };
+        sp[i].trace_id = (ProtobufCBinaryData){ .len = 16, .data = trace_id };
+        sp[i].name = (char *)name;
+        spp[i] = &sp[i];
+    }
+    ss.n_spans = spans;
+    ss.spans = spp;
+    rs.n_scope_spans = 1;
+    rs.scope_spans = &ssp;
+    req.n_resource_spans = 1;
+    req.resource_spans = &rsp;
+    *len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(&req);
+    out = malloc(*len ? *len : 1);
+    assert_non_null(out);
+    opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(&req, out);
+    free(ids);
+    free(spp);
+    free(sp);
+    return out;
 }
 
 /* Span ids of sf_test_three_span_batch(), for checking what arrived. */

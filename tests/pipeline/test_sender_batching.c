@@ -133,50 +133,22 @@ static void make_sender(fixture *x, bool batching)
 /* Submit one encoded request of `spans` spans with fresh span ids. */
 static sf_status submit(fixture *x, size_t spans)
 {
-    sf_otlp_span *sp = calloc(spans ? spans : 1, sizeof(*sp));
-    sf_otlp_span **spp = calloc(spans ? spans : 1, sizeof(*spp));
-    uint8_t (*ids)[8] = calloc(spans ? spans : 1, 8);
-    uint8_t trace_id[16] = { 1 };
-    sf_otlp_scope_spans ss = OPENTELEMETRY__PROTO__TRACE__V1__SCOPE_SPANS__INIT;
-    sf_otlp_scope_spans *ssp = &ss;
-    sf_otlp_resource_spans rs = OPENTELEMETRY__PROTO__TRACE__V1__RESOURCE_SPANS__INIT;
-    sf_otlp_resource_spans *rsp = &rs;
-    sf_otlp_request req = OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_REQUEST__INIT;
-    sf_buf *b;
+    size_t len;
+    uint8_t *req = sf_test_pack_spans(spans, x->next_id, "op", 1, &len);
+    sf_buf *b = sf_buf_create(len);
     sf_status st;
 
-    assert_non_null(sp);
-    assert_non_null(spp);
-    assert_non_null(ids);
-    for (size_t i = 0; i < spans; i++) {
-        uint32_t id = x->next_id++;
-
-        opentelemetry__proto__trace__v1__span__init(&sp[i]);
-        memcpy(ids[i], &id, sizeof(id));
-        sp[i].span_id = (ProtobufCBinaryData){ .len = 8, .data = ids[i] };
-        sp[i].trace_id = (ProtobufCBinaryData){ .len = 16, .data = trace_id };
-        sp[i].name = "op";
-        spp[i] = &sp[i];
-    }
-    ss.n_spans = spans;
-    ss.spans = spp;
-    rs.n_scope_spans = 1;
-    rs.scope_spans = &ssp;
-    req.n_resource_spans = 1;
-    req.resource_spans = &rsp;
-    b = sf_buf_create(opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(&req));
     assert_non_null(b);
-    opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(&req, b->data);
+    memcpy(b->data, req, len);
+    free(req);
     b->spans = spans;
+    x->next_id += (uint32_t)spans;
     st = sf_sender_submit(x->s, b);
     if (st == SF_OK)
         x->submitted_ok += spans;
     else
         x->next_id -= (uint32_t)spans;      /* refused: these ids never count */
     sf_buf_unref(b);
-    free(ids);
-    free(spp);
-    free(sp);
     return st;
 }
 

@@ -10,10 +10,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tests/sf_test.h"
 #include "tests/sf_test_http.h"
 
 #include <arpa/inet.h>
-#include <curl/curl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -188,52 +188,16 @@ static void sink_stop(sink *s)
 /* POST one OTLP/HTTP request of `spans` spans with ids first..; HTTP code. */
 static long post_spans(uint16_t port, uint32_t first, size_t spans)
 {
-    sf_otlp_span sp[64], *spp[64];
-    uint8_t ids[64][8] = { { 0 } }, trace_id[16] = { 7 };
-    sf_otlp_scope_spans ss = OPENTELEMETRY__PROTO__TRACE__V1__SCOPE_SPANS__INIT, *ssp = &ss;
-    sf_otlp_resource_spans rs = OPENTELEMETRY__PROTO__TRACE__V1__RESOURCE_SPANS__INIT, *rsp = &rs;
-    sf_otlp_request req = OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_REQUEST__INIT;
-    uint8_t body[8192];
     size_t len;
+    uint8_t *body = sf_test_pack_spans(spans, first, "decode", 7, &len);
     char url[128];
-    struct curl_slist *h = NULL;
-    CURL *c;
-    long code = 0;
-
-    assert_true(spans <= 64);
-    for (size_t i = 0; i < spans; i++) {
-        uint32_t id = first + (uint32_t)i;
-
-        opentelemetry__proto__trace__v1__span__init(&sp[i]);
-        memcpy(ids[i], &id, sizeof(id));
-        sp[i].span_id = (ProtobufCBinaryData){ .len = 8, .data = ids[i] };
-        sp[i].trace_id = (ProtobufCBinaryData){ .len = 16, .data = trace_id };
-        sp[i].name = "decode";
-        spp[i] = &sp[i];
-    }
-    ss.n_spans = spans;
-    ss.spans = spp;
-    rs.n_scope_spans = 1;
-    rs.scope_spans = &ssp;
-    req.n_resource_spans = 1;
-    req.resource_spans = &rsp;
-    assert_true(opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(&req) <= sizeof(body));
-    len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(&req, body);
+    sf_test_http_answer a;
 
     snprintf(url, sizeof(url), "http://127.0.0.1:%u/v1/traces", port);
-    c = curl_easy_init();
-    assert_non_null(c);
-    h = curl_slist_append(h, "Content-Type: application/x-protobuf");
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)len);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    return code;
+    a = sf_test_http_request(NULL, url, "application/x-protobuf", NULL, body, len);
+    free(a.body);
+    free(body);
+    return a.code;
 }
 
 static int sink_requests(sink *s)
