@@ -34,18 +34,6 @@ void sf_buf_unref(sf_buf *b)
 
 /* ---- decode / encode ---------------------------------------------------- */
 
-size_t sf_otlp_count_spans(const sf_otlp_request *req)
-{
-    size_t n = 0;
-
-    for (size_t i = 0; i < req->n_resource_spans; i++) {
-        const sf_otlp_resource_spans *rs = req->resource_spans[i];
-        for (size_t j = 0; j < rs->n_scope_spans; j++)
-            n += rs->scope_spans[j]->n_spans;
-    }
-    return n;
-}
-
 sf_status sf_batch_init(sf_batch *b, sf_arena *arena, const uint8_t *data, size_t len,
                         unsigned max_depth)
 {

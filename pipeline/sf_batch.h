@@ -91,7 +91,4 @@ sf_status sf_batch_encode(sf_batch *b, sf_buf **out);
 /* Drop the batch's own buffers; the arena stays with its owner. */
 void sf_batch_release(sf_batch *b);
 
-/* Number of spans in a decoded request. */
-size_t sf_otlp_count_spans(const sf_otlp_request *req);
-
 #endif

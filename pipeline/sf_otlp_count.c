@@ -1,6 +1,7 @@
-/* sf_otlp_count.c: the streaming span counter (sf_otlp_count.h). A byte-wise
- * state machine over the three framing levels that lead to spans; field
- * values off that path (and every span's own bytes) are skipped in bulk. */
+/* sf_otlp_count.c: the streaming span counter (sf_otlp_count.h), and the
+ * count of a decoded tree. The counter is a byte-wise state machine over
+ * the three framing levels that lead to spans; field values off that path
+ * (and every span's own bytes) are skipped in bulk. */
 #include "sf_otlp_count.h"
 
 #include <string.h>
@@ -240,4 +241,18 @@ void sf_json_span_counter_feed(sf_json_span_counter *c, const uint8_t *p, size_t
             break;
         }
     }
+}
+
+size_t sf_otlp_count_spans(
+    const Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest *req)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < req->n_resource_spans; i++) {
+        const Opentelemetry__Proto__Trace__V1__ResourceSpans *rs = req->resource_spans[i];
+
+        for (size_t j = 0; j < rs->n_scope_spans; j++)
+            n += rs->scope_spans[j]->n_spans;
+    }
+    return n;
 }

@@ -6,13 +6,16 @@
  * gRPC message). It counts the `spans` fields at resource_spans.scope_spans
  * (the path sf_otlp_scan counts) and skips everything inside a span;
  * nothing is validated beyond the framing on that path. On malformed input
- * it stops and keeps the count so far. No allocation. */
+ * it stops and keeps the count so far. No allocation. Also the count of a
+ * request already decoded into a tree. */
 #ifndef SF_OTLP_COUNT_H
 #define SF_OTLP_COUNT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 
 typedef struct sf_span_counter {
     size_t spans;
@@ -53,5 +56,10 @@ typedef struct sf_json_span_counter {
 
 void sf_json_span_counter_init(sf_json_span_counter *c);
 void sf_json_span_counter_feed(sf_json_span_counter *c, const uint8_t *p, size_t n);
+
+/* The spans of a decoded request (a tree, sf_batch_request): the sum over
+ * its resource_spans and scope_spans. */
+size_t sf_otlp_count_spans(
+    const Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest *req);
 
 #endif

@@ -28,6 +28,7 @@
 #include "exporters/file/file.h"
 #include "internal/sf_core.h"
 #include "sf_otlp_json.h"
+#include "sf_otlp_count.h"
 
 extern const sf_component_type sf_file_exporter_type;
 

@@ -9,6 +9,7 @@
 
 #include "sf_log.h"
 #include "sf_otlp_json.h"
+#include "sf_otlp_count.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -15,6 +15,7 @@
 #include "sf_alloc.h"
 #include "sf_arena.h"
 #include "sf_batch.h"
+#include "sf_otlp_count.h"
 #include "tests/sf_test.h"
 #include "tests/sf_torture.h"
 

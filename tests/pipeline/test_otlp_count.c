@@ -2,7 +2,8 @@
  * the wire check's count (protobuf) and with the encoder's input (OTLP/JSON)
  * for every way of cutting a request into pieces (one byte at a time, odd
  * sizes, whole), on several resource/scope shapes; truncated and malformed
- * input stops without reading out of bounds. */
+ * input stops without reading out of bounds; the count of a decoded tree
+ * (sf_otlp_count_spans) agrees too. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -136,6 +137,7 @@ static void test_json_matches(void **state)
         char *json = NULL;
 
         assert_non_null(tree);
+        assert_int_equal(sf_otlp_count_spans(tree), sizes[i]);
         assert_int_equal(sf_otlp_json_encode(tree, &json, &jlen), SF_OK);
         for (size_t k = 0; k < sizeof(pieces) / sizeof(pieces[0]); k++)
             assert_int_equal(json_count_in_pieces(json, jlen, pieces[k]), sizes[i]);

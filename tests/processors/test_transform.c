@@ -16,6 +16,7 @@
 
 #include "internal/sf_core.h"
 #include "transform_fixtures.h"
+#include "sf_otlp_count.h"
 
 #define SPAN_KEEP_A "gen_ai.request.model"
 #define UNICODE_KEY "gr\xc3\xb6\xc3\x9f" "e.\xe5\x90\x8d\xe5\x89\x8d"   /* größe.名前 */
