@@ -58,6 +58,11 @@ typedef struct sf_listen_desc {
     const char *endpoint;           /* decoded host:port (defaults included) */
 } sf_listen_desc;
 
+/* OTLP/HTTP's path for traces (the specification's default): the otlp
+ * receiver's default traces_url_path, and what the otlphttp exporter
+ * appends to its endpoint. */
+#define SF_OTLP_TRACES_PATH "/v1/traces"
+
 /* ---- processors: attribute rules --------------------------------------- */
 
 /* X(ENUM, name): how a rule that cannot be applied is handled. */

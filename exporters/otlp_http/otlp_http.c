@@ -285,7 +285,7 @@ static void otlphttp_send(void *exporter, unsigned worker, const sf_buf *buf,
 
 static char *build_url(const sf_otlphttp_config *c)
 {
-    static const char path[] = "/v1/traces";
+    static const char path[] = SF_OTLP_TRACES_PATH;
     size_t len;
     char *url;
 

@@ -86,7 +86,7 @@ static const sf_config_row http_rows[] = {
     { .key = "endpoint", .type = SF_CFG_STR, .def = "127.0.0.1:4318",
       .offset = offsetof(sf_otlp_http_config, endpoint),
       .help = "host:port to listen on for OTLP/HTTP" },
-    { .key = "traces_url_path", .type = SF_CFG_STR, .def = "/v1/traces",
+    { .key = "traces_url_path", .type = SF_CFG_STR, .def = SF_OTLP_TRACES_PATH,
       .offset = offsetof(sf_otlp_http_config, traces_url_path),
       .help = "URL path that accepts trace exports" },
     { .key = "max_request_body_size", .type = SF_CFG_SIZE, .def = "20MiB",
