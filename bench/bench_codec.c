@@ -56,10 +56,10 @@ static double st_wire_check(const uint8_t *data, size_t len, sf_arena *arena, lo
 
 static double st_unpack(const uint8_t *data, size_t len, sf_arena *arena, long iters)
 {
-    sf_batch b;
+    sf_request b;
     double t0 = cpu_now();
     for (long i = 0; i < iters; i++) {
-        sf_batch_decode(&b, arena, data, len, SF_OTLP_DEFAULT_MAX_DEPTH);
+        sf_request_decode(&b, arena, data, len, SF_OTLP_DEFAULT_MAX_DEPTH);
         sink += b.spans;
         sf_arena_reset(arena);
     }
@@ -81,15 +81,15 @@ static double st_unpack_malloc(const uint8_t *data, size_t len, sf_arena *arena,
 
 static double st_unpack_pack(const uint8_t *data, size_t len, sf_arena *arena, long iters)
 {
-    sf_batch b;
+    sf_request b;
     sf_buf *out;
     double t0 = cpu_now();
     for (long i = 0; i < iters; i++) {
-        sf_batch_decode(&b, arena, data, len, SF_OTLP_DEFAULT_MAX_DEPTH);
-        sf_batch_encode(&b, &out);
+        sf_request_decode(&b, arena, data, len, SF_OTLP_DEFAULT_MAX_DEPTH);
+        sf_request_encode(&b, &out);
         sink += out->len;
         sf_buf_unref(out);
-        sf_batch_release(&b);
+        sf_request_release(&b);
         sf_arena_reset(arena);
     }
     return cpu_now() - t0;

@@ -16,7 +16,7 @@
 
 #include "sf_alloc.h"
 #include "sf_arena.h"
-#include "sf_batch.h"
+#include "sf_request.h"
 
 /* The allowlist the benchmark configs use for these batches. */
 #define SF_SAMPLE_SPAN_KEYS \

@@ -21,7 +21,7 @@
 #include <zlib.h>
 
 #include "sf_alloc.h"
-#include "sf_batch.h"
+#include "sf_request.h"
 #include "sf_compress.h"
 
 typedef struct body {

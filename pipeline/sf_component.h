@@ -11,7 +11,7 @@
  *            bounded time, then count what is left as dropped
  *   destroy  free everything
  * Processors and exporters see a batch as bytes: exporters take its
- * canonical bytes with sf_batch_encode(). consume is called from receiver
+ * canonical bytes with sf_request_encode(). consume is called from receiver
  * threads, concurrently: component context is read-only after start except
  * for what the component locks itself. */
 #ifndef SF_COMPONENT_H
@@ -22,7 +22,7 @@
 
 #include "sf_alloc.h"
 #include "sf_arena.h"
-#include "sf_batch.h"
+#include "sf_request.h"
 #include "sf_config.h"
 #include "sf_describe.h"
 #include "sf_log.h"
@@ -52,15 +52,15 @@ typedef struct sf_component_type {
     sf_status (*start)(sf_component *self);
     /* Processors: edit the batch in place (SF_OK) or fail it (it is then
      * dropped whole: fail closed). Exporters: take the batch's encoded bytes
-     * (sf_batch_encode) into their queue, without blocking; SF_FULL when
+     * (sf_request_encode) into their queue, without blocking; SF_FULL when
      * the queue is full. NULL for receivers. */
-    sf_status (*consume)(sf_component *self, sf_batch *batch);
+    sf_status (*consume)(sf_component *self, sf_request *batch);
     /* Processors, optional: the rewrite this processor makes, as a codec
      * edit (sf_otlp_wire.h), read-only after create. The core applies the
      * first edit of a pipeline in the one pass that validates and
      * canonicalises the request, before the pipeline's processors run, and
      * records it in the batch (edited_by, edit_status); consume then
-     * accounts for it, or runs sf_batch_rewrite itself when the batch was
+     * accounts for it, or runs sf_request_rewrite itself when the batch was
      * edited by another processor. */
     const sf_otlp_edit *(*edit)(const sf_component *self);
     void (*shutdown)(sf_component *self);
@@ -132,7 +132,7 @@ void sf_component_set_transports(sf_component *receiver, unsigned mask);
  * nothing of the batch was queued and the status says whether the client
  * may retry (sf_status_retryable). Counts accepted/refused spans on the
  * receiver. The caller still owns `batch` and its arena afterwards. */
-sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_batch *batch);
+sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_request *batch);
 
 /* Receivers: count spans refused before they could be emitted (malformed,
  * too large, memory limit) with a reason. */

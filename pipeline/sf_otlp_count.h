@@ -57,7 +57,7 @@ typedef struct sf_json_span_counter {
 void sf_json_span_counter_init(sf_json_span_counter *c);
 void sf_json_span_counter_feed(sf_json_span_counter *c, const uint8_t *p, size_t n);
 
-/* The spans of a decoded request (a tree, sf_batch_request): the sum over
+/* The spans of a decoded request (a tree, sf_request_tree): the sum over
  * its resource_spans and scope_spans. */
 size_t sf_otlp_count_spans(
     const Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest *req);

@@ -22,7 +22,7 @@
 #include <stddef.h>
 
 #include "sf_arena.h"
-#include "sf_batch.h"
+#include "sf_request.h"
 #include "sf_status.h"
 
 /* Decode an OTLP/JSON ExportTraceServiceRequest into protobuf-c structs whose memory all comes

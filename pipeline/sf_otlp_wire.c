@@ -32,7 +32,7 @@
  *   scratch); the edit is read-only, so calls run concurrently. */
 #include "sf_otlp_wire.h"
 #include "sf_alloc.h"
-#include "sf_batch.h"
+#include "sf_request.h"
 
 #include <pthread.h>
 #include <string.h>

@@ -681,14 +681,14 @@ bool sf_sender_aborting(const sf_sender *s)
     return atomic_load(&((sf_sender *)s)->aborting);
 }
 
-sf_status sf_sender_submit_batch(sf_sender *s, sf_batch *batch)
+sf_status sf_sender_submit_request(sf_sender *s, sf_request *batch)
 {
     sf_buf *buf;
     sf_status st;
 
     if (batch->spans == 0)
         return SF_OK;           /* nothing to deliver: no empty request */
-    st = sf_batch_encode(batch, &buf);
+    st = sf_request_encode(batch, &buf);
     if (st != SF_OK)
         return st;
     st = sf_sender_submit(s, buf);

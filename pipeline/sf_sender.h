@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "sf_batch.h"
+#include "sf_request.h"
 #include "sf_config.h"
 #include "sf_metrics.h"
 #include "sf_status.h"
@@ -101,7 +101,7 @@ sf_status sf_sender_submit(sf_sender *s, sf_buf *buf);
 /* An exporter's consume(): queue the batch's current encoded bytes (a batch
  * with no spans is not sent). Statuses as sf_sender_submit, plus SF_ENOMEM
  * when the batch cannot be encoded. The caller keeps the batch. */
-sf_status sf_sender_submit_batch(sf_sender *s, sf_batch *batch);
+sf_status sf_sender_submit_request(sf_sender *s, sf_request *batch);
 /* Stop taking batches, let consumers drain the queue for up to `drain_ms`,
  * then count what is left as dropped (reason shutdown) and join threads. */
 void sf_sender_shutdown(sf_sender *s, int64_t drain_ms);

@@ -585,11 +585,11 @@ static int severity(sf_status st)
 
 /* One pipeline: the codec's pass with its first editor's edit (which is
  * also the request's validation), its processors in order, its exporters. */
-static sf_status run_route(const sf_route *r, sf_batch *batch)
+static sf_status run_route(const sf_route *r, sf_request *batch)
 {
     sf_component *ed = r->editor;
     sf_status worst = SF_OK;
-    sf_status st = sf_batch_rewrite(batch, ed != NULL ? ed->type->edit(ed) : NULL, ed);
+    sf_status st = sf_request_rewrite(batch, ed != NULL ? ed->type->edit(ed) : NULL, ed);
 
     if (st == SF_INVALID)
         return st;              /* nothing of a malformed request goes anywhere */
@@ -623,7 +623,7 @@ static sf_status run_route(const sf_route *r, sf_batch *batch)
     return worst;
 }
 
-sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_batch *batch)
+sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_request *batch)
 {
     sf_counters *rc = &receiver->transport[transport];
     const uint8_t *raw = batch->raw;    /* processors replace the batch's bytes */
@@ -633,13 +633,13 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_b
 
     sf_count(&rc->requests, 1);
     for (size_t i = 0; i < receiver->n_routes; i++) {
-        sf_batch copy, *b = batch;
+        sf_request copy, *b = batch;
         sf_status st;
 
         if (i > 0) {
             /* Processors changed the first copy: start again from the
              * bytes as received. */
-            sf_batch_init(&copy, batch->arena, raw, raw_len, batch->max_depth);
+            sf_request_init(&copy, batch->arena, raw, raw_len, batch->max_depth);
             b = &copy;
         }
         st = run_route(receiver->routes[i], b);
@@ -652,7 +652,7 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_b
             }
         }
         if (b != batch)
-            sf_batch_release(b);
+            sf_request_release(b);
         if (severity(st) > severity(worst))
             worst = st;
         if (st == SF_INVALID)
@@ -673,7 +673,7 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_b
 }
 
 /* The exporters of one route, as run_route hands them a batch. */
-static sf_status export_route(const sf_route *r, sf_batch *batch)
+static sf_status export_route(const sf_route *r, sf_request *batch)
 {
     sf_status worst = SF_OK;
 
@@ -709,19 +709,19 @@ sf_status sf_component_inject(sf_component *self, const char *pipeline, const ui
     }
     for (size_t i = 0; i < svc->n_routes; i++) {
         const sf_route *r = &svc->routes[i];
-        sf_batch b;
+        sf_request b;
         sf_status st;
 
         if (pipeline != NULL && strcmp(r->id, pipeline) != 0)
             continue;
         routes++;
-        sf_batch_init(&b, arena, otlp, len, SF_OTLP_DEFAULT_MAX_DEPTH);
-        st = sf_batch_rewrite(&b, NULL, NULL);      /* canonical, no edit */
+        sf_request_init(&b, arena, otlp, len, SF_OTLP_DEFAULT_MAX_DEPTH);
+        st = sf_request_rewrite(&b, NULL, NULL);      /* canonical, no edit */
         if (st == SF_OK) {
             spans = b.spans;
             st = export_route(r, &b);
         }
-        sf_batch_release(&b);
+        sf_request_release(&b);
         if (severity(st) > severity(worst))
             worst = st;
         if (st == SF_INVALID)

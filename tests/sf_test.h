@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "sf_arena.h"
-#include "sf_batch.h"
+#include "sf_request.h"
 #include "sf_config.h"
 #include "sf_metrics.h"
 #include "sf_service.h"
@@ -141,14 +141,14 @@ static inline uint8_t *sf_test_pack_spans(size_t spans, uint32_t first_id, const
     return out;
 }
 
-/* Span ids of sf_test_three_span_batch(), for checking what arrived. */
+/* Span ids of sf_test_three_span_request(), for checking what arrived. */
 static const uint8_t sf_test_span_ids[3][8] = {
     { 1, 1, 1, 1, 1, 1, 1, 1 }, { 2, 2, 2, 2, 2, 2, 2, 2 }, { 0xfe, 3, 3, 3, 3, 3, 3, 0x01 },
 };
 
 /* A 3-span request packed by protobuf-c and decoded into a new arena
  * (*arena, the caller destroys it), as a receiver would hand it on. */
-static inline void sf_test_three_span_batch(sf_arena **arena, sf_batch *batch)
+static inline void sf_test_three_span_request(sf_arena **arena, sf_request *batch)
 {
     sf_otlp_request req = OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_REQUEST__INIT;
     sf_otlp_resource_spans rs = OPENTELEMETRY__PROTO__TRACE__V1__RESOURCE_SPANS__INIT;
@@ -182,7 +182,7 @@ static inline void sf_test_three_span_batch(sf_arena **arena, sf_batch *batch)
     opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(&req, buf);
     *arena = sf_arena_create(4096, 0);
     assert_non_null(*arena);
-    assert_int_equal(sf_batch_decode(batch, *arena, buf, len, SF_OTLP_DEFAULT_MAX_DEPTH), SF_OK);
+    assert_int_equal(sf_request_decode(batch, *arena, buf, len, SF_OTLP_DEFAULT_MAX_DEPTH), SF_OK);
     assert_int_equal(batch->spans, 3);
 }
 

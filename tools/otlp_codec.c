@@ -1,5 +1,5 @@
 /* tools/otlp_codec.c: the e2e schema test's window into OUR generated OTLP
- * code. It decodes request bytes with sf_batch_decode (wire check + protobuf-c
+ * code. It decodes request bytes with sf_request_decode (wire check + protobuf-c
  * unpack into an arena) and prints a canonical JSON of every field, re-packs
  * the decoded tree with the generated pack, and emits a fixed request with
  * every field and value variant set, so an independent implementation can
@@ -24,7 +24,7 @@
 
 #include "sf_alloc.h"
 #include "sf_arena.h"
-#include "sf_batch.h"
+#include "sf_request.h"
 
 /* ---- output helpers ------------------------------------------------------ */
 
@@ -620,7 +620,7 @@ static int decode_or_reencode(int reencode, unsigned max_depth)
     size_t len = 0;
     uint8_t *data = read_stdin(&len);
     sf_arena *arena = NULL;
-    sf_batch batch;
+    sf_request batch;
     sf_buf *enc = NULL;
     sf_status st;
     int rc = 1;
@@ -634,7 +634,7 @@ static int decode_or_reencode(int reencode, unsigned max_depth)
         fputs("otlp_codec: out of memory\n", stderr);
         goto out_free_data;
     }
-    st = sf_batch_decode(&batch, arena, data, len, max_depth);
+    st = sf_request_decode(&batch, arena, data, len, max_depth);
     if (st != SF_OK) {
         fprintf(stderr, "otlp_codec: decode: %s\n", sf_status_str(st));
         goto out_destroy_arena;
@@ -658,7 +658,7 @@ static int decode_or_reencode(int reencode, unsigned max_depth)
         rc = 0;
     sf_buf_unref(enc);
 out_release_batch:
-    sf_batch_release(&batch);
+    sf_request_release(&batch);
 out_destroy_arena:
     sf_arena_destroy(arena);
 out_free_data:

@@ -364,7 +364,7 @@ static sf_status debug_start(sf_component *self)
 
 /* Receiver threads: print the batch synchronously (the text is built
  * first, then written at once). */
-static sf_status debug_consume(sf_component *self, sf_batch *batch)
+static sf_status debug_consume(sf_component *self, sf_request *batch)
 {
     debugexp *d = sf_component_ctx(self);
     text t = { .oom = false };
@@ -374,7 +374,7 @@ static sf_status debug_consume(sf_component *self, sf_batch *batch)
         return SF_OK;
     sf_dynbuf_init(&t.b, DEBUG_TEXT_MAX - 128);
     if (d->verbosity != SF_DEBUG_BASIC) {
-        st = sf_batch_request(batch);
+        st = sf_request_tree(batch);
         if (st != SF_OK)
             return st;
     }

@@ -607,7 +607,7 @@ static sf_status file_start(sf_component *self)
 
 /* Receiver threads: encode the record and queue it; never touches the
  * disk. SF_FULL when the writer is behind by queue_size requests. */
-static sf_status file_consume(sf_component *self, sf_batch *batch)
+static sf_status file_consume(sf_component *self, sf_request *batch)
 {
     fileexp *f = sf_component_ctx(self);
     sf_counters *k = f->counters;
@@ -622,7 +622,7 @@ static sf_status file_consume(sf_component *self, sf_batch *batch)
         char *text;
         size_t len;
 
-        st = sf_batch_request(batch);
+        st = sf_request_tree(batch);
         if (st != SF_OK)
             return st;
         st = sf_otlp_json_encode(batch->req, &text, &len);
@@ -638,7 +638,7 @@ static sf_status file_consume(sf_component *self, sf_batch *batch)
         buf->spans = batch->spans;
         sf_free(text);
     } else {
-        st = sf_batch_encode(batch, &buf);     /* buf->spans is set */
+        st = sf_request_encode(batch, &buf);     /* buf->spans is set */
         if (st != SF_OK)
             return st;
     }

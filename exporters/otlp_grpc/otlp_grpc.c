@@ -598,11 +598,11 @@ static sf_status otlpgrpc_start(sf_component *self)
 
 /* Receiver threads: queue the batch's encoded bytes. SF_FULL passes
  * through (the receiver tells its client to retry); the sender counts. */
-static sf_status otlpgrpc_consume(sf_component *self, sf_batch *batch)
+static sf_status otlpgrpc_consume(sf_component *self, sf_request *batch)
 {
     otlpgrpc *x = sf_component_ctx(self);
 
-    return sf_sender_submit_batch(x->sender, batch);
+    return sf_sender_submit_request(x->sender, batch);
 }
 
 static void otlpgrpc_shutdown(sf_component *self)

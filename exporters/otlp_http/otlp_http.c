@@ -472,11 +472,11 @@ static sf_status otlphttp_start(sf_component *self)
 
 /* Receiver threads: queue the batch's encoded bytes. SF_FULL passes
  * through (the receiver tells its client to retry); the sender counts. */
-static sf_status otlphttp_consume(sf_component *self, sf_batch *batch)
+static sf_status otlphttp_consume(sf_component *self, sf_request *batch)
 {
     otlphttp *x = sf_component_ctx(self);
 
-    return sf_sender_submit_batch(x->sender, batch);
+    return sf_sender_submit_request(x->sender, batch);
 }
 
 static void otlphttp_shutdown(sf_component *self)

@@ -23,7 +23,7 @@ static sf_status batch_pass(sf_component *self, size_t spans)
     return SF_OK;
 }
 
-static sf_status batch_consume(sf_component *self, sf_batch *batch)
+static sf_status batch_consume(sf_component *self, sf_request *batch)
 {
     return batch_pass(self, batch->spans);
 }

@@ -198,7 +198,7 @@ static sf_status admit(sf_component *self, size_t spans)
     return SF_OK;
 }
 
-static sf_status limiter_consume(sf_component *self, sf_batch *batch)
+static sf_status limiter_consume(sf_component *self, sf_request *batch)
 {
     return admit(self, batch->spans);
 }

@@ -313,7 +313,7 @@ static const sf_otlp_edit *transform_edit(const sf_component *self)
     return &t->edit;
 }
 
-static sf_status transform_consume(sf_component *self, sf_batch *batch)
+static sf_status transform_consume(sf_component *self, sf_request *batch)
 {
     sf_counters *counters = sf_component_counters(self);
     transform_ctx *t = sf_component_ctx(self);
@@ -324,7 +324,7 @@ static sf_status transform_consume(sf_component *self, sf_batch *batch)
     if (batch->edited_by == self)
         st = batch->edit_status;        /* the core ran the edit in its pass */
     else
-        st = sf_batch_rewrite(batch, &t->edit, self);
+        st = sf_request_rewrite(batch, &t->edit, self);
     if (st != SF_OK) {
         bool memory = st == SF_ENOMEM;
 

@@ -272,9 +272,9 @@ static void rx_done(worker *w)
 }
 
 /* What a call held of its request, once the pipeline has run on it. */
-static void release_request(call_slot *s, sf_batch *batch, grpc_slice data)
+static void release_request(call_slot *s, sf_request *batch, grpc_slice data)
 {
-    sf_batch_release(batch);
+    sf_request_release(batch);
     grpc_slice_unref(data);
     rx_done(s->w);
     sf_arena_reset(s->w->arena);
@@ -288,7 +288,7 @@ static void handle_export(call_slot *s)
     grpc_slice data;
     const uint8_t *bytes;
     size_t len;
-    sf_batch batch;
+    sf_request batch;
     sf_status st;
 
     if (s->payload == NULL) {
@@ -341,7 +341,7 @@ static void handle_export(call_slot *s)
     s->payload = NULL;
     /* The codec's pass inside emit is also the validation: a malformed
      * request comes back SF_INVALID with nothing of it queued. */
-    sf_batch_init(&batch, s->w->arena, bytes, len, srv->max_depth);
+    sf_request_init(&batch, s->w->arena, bytes, len, srv->max_depth);
     st = sf_component_emit(srv->self, SF_TRANSPORT_GRPC, &batch);
     if (st == SF_INVALID) {
         char why[160];

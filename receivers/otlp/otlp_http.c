@@ -521,7 +521,7 @@ static enum MHD_Result gather(sf_otlp_http_server *srv, http_req *rq, const char
 /* The spans of a body refused after decoding began: what the decoder saw,
  * or, when it ran out of memory before seeing any (OTLP/JSON is decoded
  * whole first), a streaming count of the body. */
-static size_t refused_spans(sf_otlp_http_server *srv, http_req *rq, const sf_batch *batch,
+static size_t refused_spans(sf_otlp_http_server *srv, http_req *rq, const sf_request *batch,
                             sf_status st)
 {
     if (batch->spans > 0 || st == SF_INVALID)
@@ -549,7 +549,7 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
     size_t len = sf_dynbuf_len(&rq->body);
     uint8_t *inflated = NULL, *packed = NULL;
     sf_arena *arena;
-    sf_batch batch;
+    sf_request batch;
     sf_status st = SF_OK;
     char err[256] = "";
     enum MHD_Result ret;
@@ -627,12 +627,12 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
     }
     if (st == SF_OK) {
         /* The codec's pass inside emit is also the validation. */
-        sf_batch_init(&batch, arena, data, len, srv->max_depth);
+        sf_request_init(&batch, arena, data, len, srv->max_depth);
         st = sf_component_emit(srv->self, SF_TRANSPORT_HTTP, &batch);
         if (st == SF_INVALID)
             snprintf(err, sizeof(err), "request is not a valid ExportTraceServiceRequest: %s",
                      batch.stats.error != NULL ? batch.stats.error : "malformed");
-        sf_batch_release(&batch);
+        sf_request_release(&batch);
         if (st == SF_OK)
             ret = rq->ct == CT_JSON ? send_bytes(conn, 200, "application/json", "{}", 2, false)
                                     : send_bytes(conn, 200, "application/x-protobuf", "", 0, false);

@@ -152,7 +152,7 @@ static char *run(int verbosity, const char *id, const char *name1, sf_status *st
     struct sf_component comp;
     packed p;
     sf_arena *arena = sf_arena_create(4096, 0);
-    sf_batch b;
+    sf_request b;
     int fds[2], saved;
     ssize_t n;
     size_t len = 0;
@@ -162,9 +162,9 @@ static char *run(int verbosity, const char *id, const char *name1, sf_status *st
     comp.id = id;
     comp.config = &cfg;
     make_request(&p, name1);
-    assert_int_equal(sf_batch_init(&b, arena, p.data, p.len, SF_OTLP_DEFAULT_MAX_DEPTH), SF_OK);
+    assert_int_equal(sf_request_init(&b, arena, p.data, p.len, SF_OTLP_DEFAULT_MAX_DEPTH), SF_OK);
     /* what the core does before any exporter sees a batch */
-    assert_int_equal(sf_batch_rewrite(&b, NULL, NULL), SF_OK);
+    assert_int_equal(sf_request_rewrite(&b, NULL, NULL), SF_OK);
     assert_int_equal(comp.type->create(&comp, &cfg), SF_OK);
     assert_int_equal(comp.type->start(&comp), SF_OK);
 
@@ -184,7 +184,7 @@ static char *run(int verbosity, const char *id, const char *name1, sf_status *st
     comp.type->shutdown(&comp);
     comp.type->destroy(&comp);
     assert_null(sf_component_ctx(&comp));
-    sf_batch_release(&b);
+    sf_request_release(&b);
     sf_arena_destroy(arena);
     return out;
 }

@@ -189,15 +189,15 @@ static void create_and_start(fixture *x)
 static sf_status consume_request(fixture *x, int tag, size_t spans, size_t pad)
 {
     packed p = make_request(tag, spans, pad);
-    sf_batch b;
+    sf_request b;
     sf_status st;
 
-    assert_int_equal(sf_batch_init(&b, x->arena, p.data, p.len, SF_OTLP_DEFAULT_MAX_DEPTH),
+    assert_int_equal(sf_request_init(&b, x->arena, p.data, p.len, SF_OTLP_DEFAULT_MAX_DEPTH),
                      SF_OK);
     /* what the core does before any exporter sees a batch */
-    assert_int_equal(sf_batch_rewrite(&b, NULL, NULL), SF_OK);
+    assert_int_equal(sf_request_rewrite(&b, NULL, NULL), SF_OK);
     st = x->comp.type->consume(&x->comp, &b);
-    sf_batch_release(&b);
+    sf_request_release(&b);
     sf_arena_reset(x->arena);
     if (st == SF_OK) {
         assert_true(x->n_sent < MAX_SENT);

@@ -443,7 +443,7 @@ typedef struct fixture {
     struct sf_component comp;
     bool created;
     sf_arena *arena;
-    sf_batch batch;
+    sf_request batch;
     uint64_t submitted;
     size_t mem_before;
 } fixture;
@@ -451,7 +451,7 @@ typedef struct fixture {
 /* A 3-span request decoded into an arena, as a receiver would hand it on. */
 static void make_batch(fixture *x)
 {
-    sf_test_three_span_batch(&x->arena, &x->batch);
+    sf_test_three_span_request(&x->arena, &x->batch);
 }
 
 static int setup_common(void **state, bool tls)
@@ -503,7 +503,7 @@ static int teardown(void **state)
         x->comp.type->shutdown(&x->comp);
         x->comp.type->destroy(&x->comp);
     }
-    sf_batch_release(&x->batch);
+    sf_request_release(&x->batch);
     sf_arena_destroy(x->arena);
     /* every counted byte the exporter took is back */
     assert_int_equal(sf_alloc_in_use(), x->mem_before);

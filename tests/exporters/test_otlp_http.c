@@ -213,14 +213,14 @@ typedef struct fixture {
     struct sf_component comp;
     bool created, started;
     sf_arena *arena;
-    sf_batch batch;
+    sf_request batch;
     uint64_t submitted;
 } fixture;
 
 /* A 3-span request decoded into an arena, as a receiver would hand it on. */
 static void make_batch(fixture *x)
 {
-    sf_test_three_span_batch(&x->arena, &x->batch);
+    sf_test_three_span_request(&x->arena, &x->batch);
 }
 
 static int setup(void **state)
@@ -258,7 +258,7 @@ static int teardown(void **state)
         x->comp.type->shutdown(&x->comp);
         x->comp.type->destroy(&x->comp);
     }
-    sf_batch_release(&x->batch);
+    sf_request_release(&x->batch);
     sf_arena_destroy(x->arena);
     server_stop(&x->srv);
     free(x);

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sf_batch.h"
+#include "sf_request.h"
 
 /* What fuzz_otlp_proto's policy keeps, per context (span: "x" is listed in
  * keep_keys but then deleted, so it is not here). */

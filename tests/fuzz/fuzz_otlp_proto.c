@@ -379,7 +379,7 @@ static void check_streaming_count(const uint8_t *data, size_t size, size_t spans
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    sf_batch b;
+    sf_request b;
     sf_status valid, st;
     size_t spans = 0;
 
@@ -388,7 +388,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (valid != SF_OK && valid != SF_INVALID)
         fuzz_fail("sf_otlp_scan returned %s", sf_status_name(valid));
     /* As a pipeline hands it on: the codec's pass has counted the spans. */
-    sf_batch_init(&b, NULL, data, size, SF_OTLP_DEFAULT_MAX_DEPTH);
+    sf_request_init(&b, NULL, data, size, SF_OTLP_DEFAULT_MAX_DEPTH);
     b.spans = spans;
     st = sf_transform_processor_type.consume(&comp, &b);
     if (st == SF_OK) {
@@ -410,6 +410,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else if (st != SF_ENOMEM) {
         fuzz_fail("consume returned %s", sf_status_name(st));
     }
-    sf_batch_release(&b);
+    sf_request_release(&b);
     return 0;
 }

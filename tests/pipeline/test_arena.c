@@ -13,7 +13,7 @@
 
 #include "sf_alloc.h"
 #include "sf_arena.h"
-#include "sf_batch.h"
+#include "sf_request.h"
 #include "tests/sf_torture.h"
 
 static void test_aligned_and_counted(void **state)

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "bench/sample_batch.h"
-#include "sf_batch.h"
+#include "sf_request.h"
 #include "sf_otlp_count.h"
 #include "sf_otlp_json.h"
 

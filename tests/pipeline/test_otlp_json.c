@@ -17,7 +17,7 @@
 
 #include "sf_alloc.h"
 #include "sf_arena.h"
-#include "sf_batch.h"
+#include "sf_request.h"
 #include "sf_otlp_json.h"
 
 #define ANY_CASE(c) OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_##c

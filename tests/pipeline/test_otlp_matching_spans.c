@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "sf_alloc.h"
-#include "sf_batch.h"
+#include "sf_request.h"
 
 typedef Opentelemetry__Proto__Common__V1__KeyValue kv_t;
 typedef Opentelemetry__Proto__Common__V1__AnyValue any_t;

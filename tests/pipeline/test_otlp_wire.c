@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "sf_alloc.h"
-#include "sf_batch.h"
+#include "sf_request.h"
 #include "sf_otlp_wire.h"
 
 #define MAX_DEPTH SF_OTLP_DEFAULT_MAX_DEPTH

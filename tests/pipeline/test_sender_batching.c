@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "sf_alloc.h"
-#include "sf_batch.h"
+#include "sf_request.h"
 #include "sf_sender.h"
 #include "sf_time.h"
 

@@ -69,7 +69,7 @@ static void test_soft_and_hard_limits(void **state)
     sf_memory_limiter_config cfg = { .check_interval = 50, .limit_mib = 0 };
     struct sf_component c = { .type = &sf_memory_limiter_processor_type, .id = "memory_limiter" };
     size_t base = sf_alloc_in_use();
-    sf_batch batch = { .spans = 7 };
+    sf_request batch = { .spans = 7 };
     void *big, *more;
 
     (void)state;

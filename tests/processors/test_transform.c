@@ -51,7 +51,7 @@ typedef struct tfx {
     uint8_t *wire;                  /* the packed fixture request */
     size_t wire_len;
     sf_arena *arena;                /* the batch's arena */
-    sf_batch batch;                 /* batch.req: the tree tests read and modify */
+    sf_request batch;                 /* batch.req: the tree tests read and modify */
     uint8_t *packed;                /* what consume() last packed: batch.raw */
 } tfx;
 
@@ -260,7 +260,7 @@ static int setup(void **state)
     opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(req, f->wire);
     use_program(f, policy, N_POLICY, SF_ERROR_MODE_PROPAGATE);
     f->arena = sf_arena_create(8192, 0);
-    assert_int_equal(sf_batch_decode(&f->batch, f->arena, f->wire, f->wire_len,
+    assert_int_equal(sf_request_decode(&f->batch, f->arena, f->wire, f->wire_len,
                                      SF_OTLP_DEFAULT_MAX_DEPTH), SF_OK);
     assert_int_equal(f->batch.spans, FIXTURE_SPANS);
     *state = f;
@@ -272,7 +272,7 @@ static int teardown(void **state)
     tfx *f = *state;
 
     sf_transform_processor_type.destroy(&f->comp);
-    sf_batch_release(&f->batch);
+    sf_request_release(&f->batch);
     sf_arena_destroy(f->arena);
     sf_free(f->packed);
     sf_free(f->wire);
@@ -288,17 +288,17 @@ static int teardown(void **state)
  * into the old one must be fetched again). On failure f->batch.req stays
  * the tree the test built, so it can corrupt it further.
  * In a pipeline the core's codec pass has set batch.spans before any
- * processor runs (sf_batch.h); consume counts its incoming and dropped spans
+ * processor runs (sf_request.h); consume counts its incoming and dropped spans
  * from it, so the harness sets it from what it packed. */
 static sf_status consume_bytes(tfx *f, uint8_t *data, size_t len, size_t spans)
 {
     sf_otlp_request *before = f->batch.req;
     sf_status st;
 
-    sf_batch_release(&f->batch);
+    sf_request_release(&f->batch);
     sf_free(f->packed);
     f->packed = data;
-    sf_batch_init(&f->batch, f->arena, data, len, SF_OTLP_DEFAULT_MAX_DEPTH);
+    sf_request_init(&f->batch, f->arena, data, len, SF_OTLP_DEFAULT_MAX_DEPTH);
     f->batch.spans = spans;
     st = sf_transform_processor_type.consume(&f->comp, &f->batch);
     if (st != SF_OK) {
@@ -306,7 +306,7 @@ static sf_status consume_bytes(tfx *f, uint8_t *data, size_t len, size_t spans)
         return st;
     }
     assert_ptr_equal(f->batch.edited_by, &f->comp);
-    assert_int_equal(sf_batch_request(&f->batch), SF_OK);
+    assert_int_equal(sf_request_tree(&f->batch), SF_OK);
     return SF_OK;
 }
 
@@ -399,7 +399,7 @@ static void assert_request_filtered(const sf_otlp_request *req)
     }
 }
 
-static sf_otlp_span *span_at(const sf_batch *b, size_t rs, size_t k)
+static sf_otlp_span *span_at(const sf_request *b, size_t rs, size_t k)
 {
     return b->req->resource_spans[rs]->scope_spans[0]->spans[k];
 }
@@ -488,22 +488,22 @@ static void test_filtered_batch_packs_and_decodes(void **state)
     tfx *f = *state;
     sf_buf *buf = NULL;
     sf_arena *a2 = sf_arena_create(8192, 0);
-    sf_batch b2;
+    sf_request b2;
 
     assert_int_equal(consume(f), SF_OK);
-    assert_int_equal(sf_batch_encode(&f->batch, &buf), SF_OK);
+    assert_int_equal(sf_request_encode(&f->batch, &buf), SF_OK);
     assert_true(buf->len < f->wire_len);
     assert_null(memmem(buf->data, buf->len, "alice@example.com", 17));
     assert_null(memmem(buf->data, buf->len, "hunter2", 7));
     assert_null(memmem(buf->data, buf->len, "case-variant", 12));
     assert_null(memmem(buf->data, buf->len, "tell me a secret", 16));
     assert_non_null(memmem(buf->data, buf->len, "llama-3-70b", 11));
-    assert_int_equal(sf_batch_decode(&b2, a2, buf->data, buf->len, SF_OTLP_DEFAULT_MAX_DEPTH), SF_OK);
+    assert_int_equal(sf_request_decode(&b2, a2, buf->data, buf->len, SF_OTLP_DEFAULT_MAX_DEPTH), SF_OK);
     assert_int_equal(b2.spans, 4);
     assert_request_filtered(b2.req);
     assert_int_equal(span_at(&b2, 0, 0)->n_attributes, 3);
     assert_int_equal(span_at(&b2, 0, 0)->dropped_attributes_count, 6);
-    sf_batch_release(&b2);
+    sf_request_release(&b2);
     sf_buf_unref(buf);
     sf_arena_destroy(a2);
 }
@@ -573,9 +573,9 @@ static void test_consume_frees_what_it_allocates(void **state)
 {
     tfx *f = *state;
     size_t before = sf_alloc_in_use(), used = sf_arena_used(f->arena);
-    sf_batch b;
+    sf_request b;
 
-    sf_batch_init(&b, f->arena, f->wire, f->wire_len, SF_OTLP_DEFAULT_MAX_DEPTH);
+    sf_request_init(&b, f->arena, f->wire, f->wire_len, SF_OTLP_DEFAULT_MAX_DEPTH);
     sf_alloc_fail_at(0, 0);
     assert_int_equal(sf_transform_processor_type.consume(&f->comp, &b), SF_OK);
     /* one allocation: the output, sized from the input, which the filtered
@@ -585,14 +585,14 @@ static void test_consume_frees_what_it_allocates(void **state)
     assert_non_null(b.wire);
     assert_true(b.wire->len < f->wire_len);
     assert_true(sf_alloc_in_use() > before);
-    sf_batch_release(&b);
+    sf_request_release(&b);
     assert_int_equal(sf_alloc_in_use(), before);
 
     /* refused (cut short): nothing kept, nothing left over */
-    sf_batch_init(&b, f->arena, f->wire, f->wire_len - 1, SF_OTLP_DEFAULT_MAX_DEPTH);
+    sf_request_init(&b, f->arena, f->wire, f->wire_len - 1, SF_OTLP_DEFAULT_MAX_DEPTH);
     assert_int_equal(sf_transform_processor_type.consume(&f->comp, &b), SF_FILTER);
     assert_null(b.wire);
-    sf_batch_release(&b);
+    sf_request_release(&b);
     assert_int_equal(sf_alloc_in_use(), before);
     assert_int_equal(sf_arena_used(f->arena), used);
 }
@@ -612,21 +612,21 @@ static sf_status filter_scenario(void *arg)
 {
     outcomes *o = arg;
     sf_arena *a = sf_arena_create(512, 0);
-    sf_batch b;
+    sf_request b;
     sf_status st;
 
     if (a == NULL) {
         o->failed_before++;
         return SF_ENOMEM;
     }
-    sf_batch_init(&b, a, o->f->wire, o->f->wire_len, SF_OTLP_DEFAULT_MAX_DEPTH);
+    sf_request_init(&b, a, o->f->wire, o->f->wire_len, SF_OTLP_DEFAULT_MAX_DEPTH);
     st = sf_transform_processor_type.consume(&o->f->comp, &b);
     if (st != SF_OK) {
         if (st != SF_FILTER)
             assert_int_equal(st, SF_ENOMEM);
         assert_null(b.wire);            /* nothing to pass on */
         o->failed_consume++;
-    } else if ((st = sf_batch_request(&b)) != SF_OK) {
+    } else if ((st = sf_request_tree(&b)) != SF_OK) {
         assert_int_equal(st, SF_ENOMEM);
         o->failed_read++;
     } else {
@@ -634,7 +634,7 @@ static sf_status filter_scenario(void *arg)
         assert_int_equal(span_at(&b, 0, 0)->n_attributes, 3);
         o->ok++;
     }
-    sf_batch_release(&b);
+    sf_request_release(&b);
     sf_arena_destroy(a);
     return st;
 }
@@ -658,28 +658,28 @@ static void test_exhausted_arena(void **state)
 {
     tfx *f = *state;
     sf_arena *a = sf_arena_create(8192, 65536), *reader = sf_arena_create(8192, 0);
-    sf_batch b;
+    sf_request b;
     int n = 0;
 
-    assert_int_equal(sf_batch_decode(&b, a, f->wire, f->wire_len, SF_OTLP_DEFAULT_MAX_DEPTH), SF_OK);
+    assert_int_equal(sf_request_decode(&b, a, f->wire, f->wire_len, SF_OTLP_DEFAULT_MAX_DEPTH), SF_OK);
     while (sf_arena_alloc(a, 16) != NULL)
         assert_true(++n < 8192);
     assert_null(sf_arena_alloc(a, 1));
     assert_true(sf_arena_failed(a));
     assert_int_equal(sf_transform_processor_type.consume(&f->comp, &b), SF_OK);
-    assert_int_equal(sf_batch_request(&b), SF_ENOMEM);      /* no room for a tree */
+    assert_int_equal(sf_request_tree(&b), SF_ENOMEM);      /* no room for a tree */
     b.arena = reader;
-    assert_int_equal(sf_batch_request(&b), SF_OK);
+    assert_int_equal(sf_request_tree(&b), SF_OK);
     assert_request_filtered(b.req);
     assert_int_equal(span_at(&b, 0, 0)->n_attributes, 3);
-    sf_batch_release(&b);
+    sf_request_release(&b);
     sf_arena_destroy(reader);
     sf_arena_destroy(a);
 }
 
 /* consume refused the batch: nothing passed on or counted as filtered, its
  * spans counted as dropped. A refused batch's spans are those the codec saw
- * before it stopped (sf_batch_rewrite), so they are the dropped count, which
+ * before it stopped (sf_request_rewrite), so they are the dropped count, which
  * this returns; in a pipeline the core refuses such bytes itself before any
  * processor runs (run_route), so no other count exists. */
 static uint64_t assert_filter_failed(tfx *f)

@@ -21,7 +21,7 @@
 #include <grpc/support/time.h>
 
 #include "bench/sample_batch.h"
-#include "sf_batch.h"
+#include "sf_request.h"
 #include "sf_log.h"
 #include "sf_service.h"
 #include "tests/sf_test.h"

@@ -1,10 +1,10 @@
-/* sf_batch.h: what flows through a pipeline: one ExportTraceServiceRequest
+/* sf_request.h: what flows through a pipeline: one ExportTraceServiceRequest
  * as bytes. Processors never edit a tree: the transform's edit is applied by
  * the codec (sf_otlp_wire.h) in the pass that validates the request;
  * exporters take the canonical bytes (an sf_buf, reference-counted for
  * fan-out) into their queues, never a decoded tree (~10x larger). */
-#ifndef SF_BATCH_H
-#define SF_BATCH_H
+#ifndef SF_REQUEST_H
+#define SF_REQUEST_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -48,8 +48,8 @@ void sf_buf_unref(sf_buf *b);       /* frees on the last reference; NULL ok */
  * processor's edit, before that pipeline's processors see the batch; that
  * pass is also the request's validation. Exporters take the canonical
  * bytes; readers that want a tree (debug, file JSON) decode those. */
-typedef struct sf_batch {
-    sf_arena *arena;            /* for sf_batch_request's tree; the caller's */
+typedef struct sf_request {
+    sf_arena *arena;            /* for sf_request_tree's tree; the caller's */
     const uint8_t *raw;         /* the request as received */
     size_t raw_len;
     unsigned max_depth;
@@ -58,8 +58,8 @@ typedef struct sf_batch {
     sf_otlp_stats stats;        /* of the pass that made `wire` */
     const void *edited_by;      /* the component whose edit made `wire` (NULL: none) */
     sf_status edit_status;      /* that pass's status, when the core ran it for edited_by */
-    sf_otlp_request *req;       /* `wire` decoded (sf_batch_request), read-only */
-} sf_batch;
+    sf_otlp_request *req;       /* `wire` decoded (sf_request_tree), read-only */
+} sf_request;
 
 /* Default cap on AnyValue nesting (arrays / key-value lists in values). */
 #define SF_OTLP_DEFAULT_MAX_DEPTH 32
@@ -67,28 +67,28 @@ typedef struct sf_batch {
 /* Initialise `b` over `data` (which must stay valid while the batch is in
  * use); nothing is read yet. `arena` is the caller's, for any later decode.
  * Always SF_OK. */
-sf_status sf_batch_init(sf_batch *b, sf_arena *arena, const uint8_t *data, size_t len,
+sf_status sf_request_init(sf_request *b, sf_arena *arena, const uint8_t *data, size_t len,
                         unsigned max_depth);
 
 /* Run the codec on the batch's current bytes with `edit` (NULL: canonical
  * form only) on behalf of `by`: on SF_OK the result is the batch's bytes and
  * b->spans, b->stats describe it. On error the batch is unchanged but
  * b->spans holds the spans seen (SF_INVALID: before the error). */
-sf_status sf_batch_rewrite(sf_batch *b, const sf_otlp_edit *edit, const void *by);
+sf_status sf_request_rewrite(sf_request *b, const sf_otlp_edit *edit, const void *by);
 
-/* sf_batch_init() then sf_batch_request(): b->req is decoded on SF_OK. */
-sf_status sf_batch_decode(sf_batch *b, sf_arena *arena, const uint8_t *data, size_t len,
+/* sf_request_init() then sf_request_tree(): b->req is decoded on SF_OK. */
+sf_status sf_request_decode(sf_request *b, sf_arena *arena, const uint8_t *data, size_t len,
                           unsigned max_depth);
 
 /* Decode the batch's canonical bytes (running the codec first if nothing
  * has) into the arena as b->req, for reading. SF_INVALID, SF_ENOMEM. */
-sf_status sf_batch_request(sf_batch *b);
+sf_status sf_request_tree(sf_request *b);
 
 /* The canonical bytes of the batch (running the codec without an edit if
  * nothing has yet). On SF_OK *out is a new reference the caller must unref. */
-sf_status sf_batch_encode(sf_batch *b, sf_buf **out);
+sf_status sf_request_encode(sf_request *b, sf_buf **out);
 
 /* Drop the batch's own buffers; the arena stays with its owner. */
-void sf_batch_release(sf_batch *b);
+void sf_request_release(sf_request *b);
 
 #endif

@@ -1,5 +1,5 @@
-/* tests/pipeline/test_batch.c: the request moving through a pipeline
- * (pipeline/sf_batch.c): the reference-counted sf_buf, a batch's states
+/* tests/pipeline/test_request.c: the request moving through a pipeline
+ * (pipeline/sf_request.c): the reference-counted sf_buf, a batch's states
  * (raw, canonical bytes, decoded tree), the codec pass recorded in it (and
  * a failed pass leaving it as it was), decode without an arena, encode's
  * reference, release, the span count of a tree; and all of it under the
@@ -14,7 +14,7 @@
 
 #include "sf_alloc.h"
 #include "sf_arena.h"
-#include "sf_batch.h"
+#include "sf_request.h"
 #include "sf_otlp_count.h"
 #include "tests/sf_test.h"
 #include "tests/sf_torture.h"
@@ -100,11 +100,11 @@ static void test_buf_refs(void **state)
 static void test_init_reads_nothing(void **state)
 {
     static const uint8_t junk[] = { 0xff, 0xff, 0xff };
-    sf_batch b;
+    sf_request b;
 
     (void)state;
     memset(&b, 0x5a, sizeof(b));
-    assert_int_equal(sf_batch_init(&b, NULL, junk, sizeof(junk), 7), SF_OK);
+    assert_int_equal(sf_request_init(&b, NULL, junk, sizeof(junk), 7), SF_OK);
     assert_ptr_equal(b.raw, junk);
     assert_int_equal(b.raw_len, sizeof(junk));
     assert_int_equal(b.max_depth, 7);
@@ -113,7 +113,7 @@ static void test_init_reads_nothing(void **state)
     assert_null(b.req);
     assert_null(b.edited_by);
     assert_int_equal(b.spans, 0);
-    sf_batch_release(&b);
+    sf_request_release(&b);
 }
 
 static void test_rewrite_records_the_pass(void **state)
@@ -122,12 +122,12 @@ static void test_rewrite_records_the_pass(void **state)
     size_t len = pack_request(buf, sizeof(buf), 3);
     size_t before = sf_alloc_in_use();
     int who, other;
-    sf_batch b;
+    sf_request b;
     sf_buf *first;
 
     (void)state;
-    sf_batch_init(&b, NULL, buf, len, SF_OTLP_DEFAULT_MAX_DEPTH);
-    assert_int_equal(sf_batch_rewrite(&b, NULL, &who), SF_OK);
+    sf_request_init(&b, NULL, buf, len, SF_OTLP_DEFAULT_MAX_DEPTH);
+    assert_int_equal(sf_request_rewrite(&b, NULL, &who), SF_OK);
     assert_non_null(b.wire);
     assert_int_equal(b.spans, 6);
     assert_int_equal(b.stats.spans, 6);
@@ -139,14 +139,14 @@ static void test_rewrite_records_the_pass(void **state)
     /* a second pass reads the batch's own bytes and replaces them */
     first = sf_buf_ref(b.wire);
     memset(buf, 0, len);                        /* the raw bytes are not read again */
-    assert_int_equal(sf_batch_rewrite(&b, NULL, &other), SF_OK);
+    assert_int_equal(sf_request_rewrite(&b, NULL, &other), SF_OK);
     assert_ptr_not_equal(b.wire, first);
     assert_int_equal(b.wire->len, first->len);
     assert_memory_equal(b.wire->data, first->data, first->len);
     assert_ptr_equal(b.edited_by, &other);
     assert_int_equal(b.spans, 6);
     sf_buf_unref(first);
-    sf_batch_release(&b);
+    sf_request_release(&b);
     assert_null(b.wire);
     assert_int_equal(sf_alloc_in_use(), before);
 }
@@ -157,13 +157,13 @@ static void test_rewrite_failure_leaves_batch(void **state)
     size_t len = pack_request(buf, sizeof(buf), 2);
     size_t before = sf_alloc_in_use();
     int who, first;
-    sf_batch b;
+    sf_request b;
     sf_buf *wire;
 
     (void)state;
     /* cut inside the second resource: invalid, the spans before it seen */
-    sf_batch_init(&b, NULL, buf, len - 3, SF_OTLP_DEFAULT_MAX_DEPTH);
-    assert_int_equal(sf_batch_rewrite(&b, NULL, &who), SF_INVALID);
+    sf_request_init(&b, NULL, buf, len - 3, SF_OTLP_DEFAULT_MAX_DEPTH);
+    assert_int_equal(sf_request_rewrite(&b, NULL, &who), SF_INVALID);
     assert_null(b.wire);
     assert_null(b.edited_by);
     assert_non_null(b.stats.error);
@@ -171,16 +171,16 @@ static void test_rewrite_failure_leaves_batch(void **state)
 
     /* with canonical bytes already made, a failing pass keeps them and
      * the counts that describe them */
-    sf_batch_init(&b, NULL, buf, len, SF_OTLP_DEFAULT_MAX_DEPTH);
-    assert_int_equal(sf_batch_rewrite(&b, NULL, &first), SF_OK);
+    sf_request_init(&b, NULL, buf, len, SF_OTLP_DEFAULT_MAX_DEPTH);
+    assert_int_equal(sf_request_rewrite(&b, NULL, &first), SF_OK);
     wire = b.wire;
     sf_alloc_fail_at(1, true);
-    assert_int_equal(sf_batch_rewrite(&b, NULL, &who), SF_ENOMEM);
+    assert_int_equal(sf_request_rewrite(&b, NULL, &who), SF_ENOMEM);
     sf_alloc_fail_at(0, 0);
     assert_ptr_equal(b.wire, wire);
     assert_ptr_equal(b.edited_by, &first);
     assert_int_equal(b.spans, 3);
-    sf_batch_release(&b);
+    sf_request_release(&b);
     assert_int_equal(sf_alloc_in_use(), before);
 }
 
@@ -190,11 +190,11 @@ static void test_decode_and_count(void **state)
     size_t len = pack_request(buf, sizeof(buf), 4);
     sf_arena *arena = sf_arena_create(4096, 0);
     const sf_otlp_request *req;
-    sf_batch b;
+    sf_request b;
 
     (void)state;
     assert_non_null(arena);
-    assert_int_equal(sf_batch_decode(&b, arena, buf, len, SF_OTLP_DEFAULT_MAX_DEPTH), SF_OK);
+    assert_int_equal(sf_request_decode(&b, arena, buf, len, SF_OTLP_DEFAULT_MAX_DEPTH), SF_OK);
     req = b.req;
     assert_non_null(req);
     assert_non_null(b.wire);                    /* decoding ran the codec first */
@@ -203,15 +203,15 @@ static void test_decode_and_count(void **state)
     assert_int_equal(req->n_resource_spans, 4);
     assert_int_equal(req->resource_spans[3]->scope_spans[0]->n_spans, 4);
     assert_string_equal(req->resource_spans[3]->scope_spans[0]->spans[3]->name, "op");
-    assert_int_equal(sf_batch_request(&b), SF_OK);      /* decoded once */
+    assert_int_equal(sf_request_tree(&b), SF_OK);      /* decoded once */
     assert_ptr_equal(b.req, req);
 
     /* a rewrite makes new bytes: the tree no longer describes them */
-    assert_int_equal(sf_batch_rewrite(&b, NULL, NULL), SF_OK);
+    assert_int_equal(sf_request_rewrite(&b, NULL, NULL), SF_OK);
     assert_null(b.req);
-    assert_int_equal(sf_batch_request(&b), SF_OK);
+    assert_int_equal(sf_request_tree(&b), SF_OK);
     assert_int_equal(sf_otlp_count_spans(b.req), 10);
-    sf_batch_release(&b);
+    sf_request_release(&b);
     assert_null(b.req);
     sf_arena_destroy(arena);
 
@@ -229,22 +229,22 @@ static void test_request_needs_arena(void **state)
     size_t len = pack_request(buf, sizeof(buf), 1);
     static const uint8_t bad[] = { 0x0a, 0x05, 0x01 };     /* length past the end */
     sf_arena *arena = sf_arena_create(4096, 0);
-    sf_batch b;
+    sf_request b;
 
     (void)state;
     /* no arena: no tree, but the codec's bytes are kept */
-    sf_batch_init(&b, NULL, buf, len, SF_OTLP_DEFAULT_MAX_DEPTH);
-    assert_int_equal(sf_batch_request(&b), SF_ENOMEM);
+    sf_request_init(&b, NULL, buf, len, SF_OTLP_DEFAULT_MAX_DEPTH);
+    assert_int_equal(sf_request_tree(&b), SF_ENOMEM);
     assert_non_null(b.wire);
     assert_null(b.req);
-    sf_batch_release(&b);
+    sf_request_release(&b);
 
     /* invalid bytes never reach protobuf-c */
-    assert_int_equal(sf_batch_decode(&b, arena, bad, sizeof(bad), SF_OTLP_DEFAULT_MAX_DEPTH),
+    assert_int_equal(sf_request_decode(&b, arena, bad, sizeof(bad), SF_OTLP_DEFAULT_MAX_DEPTH),
                      SF_INVALID);
     assert_null(b.req);
     assert_null(b.wire);
-    sf_batch_release(&b);
+    sf_request_release(&b);
     sf_arena_destroy(arena);
 }
 
@@ -254,17 +254,17 @@ static void test_encode_gives_a_reference(void **state)
     size_t len = pack_request(buf, sizeof(buf), 2);
     size_t before = sf_alloc_in_use();
     sf_buf *out = NULL, *again = NULL;
-    sf_batch b;
+    sf_request b;
 
     (void)state;
-    sf_batch_init(&b, NULL, buf, len, SF_OTLP_DEFAULT_MAX_DEPTH);
-    assert_int_equal(sf_batch_encode(&b, &out), SF_OK);  /* runs the codec */
+    sf_request_init(&b, NULL, buf, len, SF_OTLP_DEFAULT_MAX_DEPTH);
+    assert_int_equal(sf_request_encode(&b, &out), SF_OK);  /* runs the codec */
     assert_ptr_equal(out, b.wire);
     assert_int_equal(out->spans, 3);
-    assert_int_equal(sf_batch_encode(&b, &again), SF_OK);
+    assert_int_equal(sf_request_encode(&b, &again), SF_OK);
     assert_ptr_equal(again, out);
     sf_buf_unref(again);
-    sf_batch_release(&b);                       /* the exporter's reference lives on */
+    sf_request_release(&b);                       /* the exporter's reference lives on */
     assert_null(b.wire);
     assert_true(sf_alloc_in_use() > before);
     assert_memory_equal(out->data, buf, len);
@@ -273,10 +273,10 @@ static void test_encode_gives_a_reference(void **state)
 
     /* bad bytes: nothing to hand out */
     out = NULL;
-    sf_batch_init(&b, NULL, buf, 3, SF_OTLP_DEFAULT_MAX_DEPTH);
-    assert_int_equal(sf_batch_encode(&b, &out), SF_INVALID);
+    sf_request_init(&b, NULL, buf, 3, SF_OTLP_DEFAULT_MAX_DEPTH);
+    assert_int_equal(sf_request_encode(&b, &out), SF_INVALID);
     assert_null(out);
-    sf_batch_release(&b);
+    sf_request_release(&b);
     assert_int_equal(sf_alloc_in_use(), before);
 }
 
@@ -292,25 +292,25 @@ static sf_status batch_life(void *arg)
     life *l = arg;
     sf_arena *arena = sf_arena_create(4096, 0);
     sf_buf *out = NULL;
-    sf_batch b;
+    sf_request b;
     sf_status st;
 
     if (arena == NULL)
         return SF_ENOMEM;
-    sf_batch_init(&b, arena, l->buf, l->len, SF_OTLP_DEFAULT_MAX_DEPTH);
-    if ((st = sf_batch_rewrite(&b, NULL, NULL)) != SF_OK)
+    sf_request_init(&b, arena, l->buf, l->len, SF_OTLP_DEFAULT_MAX_DEPTH);
+    if ((st = sf_request_rewrite(&b, NULL, NULL)) != SF_OK)
         goto out;
-    if ((st = sf_batch_request(&b)) != SF_OK)
+    if ((st = sf_request_tree(&b)) != SF_OK)
         goto out;
     if (sf_otlp_count_spans(b.req) != 6) {
         st = SF_INVALID;
         goto out;
     }
-    if ((st = sf_batch_encode(&b, &out)) != SF_OK)
+    if ((st = sf_request_encode(&b, &out)) != SF_OK)
         goto out;
     sf_buf_unref(out);
 out:
-    sf_batch_release(&b);
+    sf_request_release(&b);
     sf_arena_destroy(arena);
     return st;
 }

@@ -1,7 +1,7 @@
-/* sf_batch.c: a request moving through a pipeline (raw bytes, then the
+/* sf_request.c: a request moving through a pipeline (raw bytes, then the
  * codec's canonical bytes, decoded into an arena only for readers that want
  * a tree) and the reference-counted buffers exporters queue. */
-#include "sf_batch.h"
+#include "sf_request.h"
 #include "sf_alloc.h"
 
 #include <string.h>
@@ -34,7 +34,7 @@ void sf_buf_unref(sf_buf *b)
 
 /* ---- decode / encode ---------------------------------------------------- */
 
-sf_status sf_batch_init(sf_batch *b, sf_arena *arena, const uint8_t *data, size_t len,
+sf_status sf_request_init(sf_request *b, sf_arena *arena, const uint8_t *data, size_t len,
                         unsigned max_depth)
 {
     memset(b, 0, sizeof(*b));
@@ -45,7 +45,7 @@ sf_status sf_batch_init(sf_batch *b, sf_arena *arena, const uint8_t *data, size_
     return SF_OK;
 }
 
-sf_status sf_batch_rewrite(sf_batch *b, const sf_otlp_edit *edit, const void *by)
+sf_status sf_request_rewrite(sf_request *b, const sf_otlp_edit *edit, const void *by)
 {
     const uint8_t *in = b->wire != NULL ? b->wire->data : b->raw;
     size_t len = b->wire != NULL ? b->wire->len : b->raw_len;
@@ -69,13 +69,13 @@ sf_status sf_batch_rewrite(sf_batch *b, const sf_otlp_edit *edit, const void *by
     return SF_OK;
 }
 
-sf_status sf_batch_request(sf_batch *b)
+sf_status sf_request_tree(sf_request *b)
 {
     sf_status st;
 
     if (b->req != NULL)
         return SF_OK;
-    if (b->wire == NULL && (st = sf_batch_rewrite(b, NULL, NULL)) != SF_OK)
+    if (b->wire == NULL && (st = sf_request_rewrite(b, NULL, NULL)) != SF_OK)
         return st;
     if (b->arena == NULL)
         return SF_ENOMEM;
@@ -86,17 +86,17 @@ sf_status sf_batch_request(sf_batch *b)
     return SF_OK;
 }
 
-sf_status sf_batch_decode(sf_batch *b, sf_arena *arena, const uint8_t *data, size_t len,
+sf_status sf_request_decode(sf_request *b, sf_arena *arena, const uint8_t *data, size_t len,
                           unsigned max_depth)
 {
-    sf_batch_init(b, arena, data, len, max_depth);
-    return sf_batch_request(b);
+    sf_request_init(b, arena, data, len, max_depth);
+    return sf_request_tree(b);
 }
 
-sf_status sf_batch_encode(sf_batch *b, sf_buf **out)
+sf_status sf_request_encode(sf_request *b, sf_buf **out)
 {
     if (b->wire == NULL) {
-        sf_status st = sf_batch_rewrite(b, NULL, NULL);
+        sf_status st = sf_request_rewrite(b, NULL, NULL);
         if (st != SF_OK)
             return st;
     }
@@ -105,7 +105,7 @@ sf_status sf_batch_encode(sf_batch *b, sf_buf **out)
     return SF_OK;
 }
 
-void sf_batch_release(sf_batch *b)
+void sf_request_release(sf_request *b)
 {
     sf_buf_unref(b->wire);
     b->wire = NULL;
