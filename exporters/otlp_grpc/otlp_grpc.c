@@ -1,4 +1,4 @@
-/* exporters/otlp_grpc/otlp_grpc.c: the `otlp` exporter: sends encoded,
+/* exporters/otlp_grpc/otlp_grpc.c: the otlp (gRPC) exporter: sends encoded,
  * filtered batches as unary OTLP/gRPC Export calls with the gRPC core C API,
  * through the shared sending queue and retry engine (sf_sender.h).
  *
@@ -66,7 +66,7 @@ typedef struct otlpgrpc_worker {
 
 struct otlpgrpc {
     const char *id;
-    const sf_otlp_exporter_config *cfg;
+    const sf_otlpgrpc_config *cfg;
     sf_counters *counters;
     char *target;               /* "dns:///host:port" */
     sf_compression compression;
@@ -539,7 +539,7 @@ static void close_channels(otlpgrpc *x)
 /* No gRPC here: `spanfence validate` runs create, and gRPC starts threads. */
 static sf_status otlpgrpc_create(sf_component *self, const void *config)
 {
-    const sf_otlp_exporter_config *c = config;
+    const sf_otlpgrpc_config *c = config;
     otlpgrpc *x;
 
     x = sf_calloc(1, sizeof(*x));
@@ -650,14 +650,14 @@ static void otlpgrpc_resume(sf_component *self, void *parcel)
         sf_sender_adopt(x->sender, parcel);
 }
 
-const sf_component_type sf_otlp_grpc_exporter_type = {
+const sf_component_type sf_otlpgrpc_exporter_type = {
     .name = "otlp",
     .alias = "otlp_grpc",
     .kind = SF_KIND_EXPORTER,
     .description = "OTLP over gRPC to the telemetry gateway",
-    .config_size = sizeof(sf_otlp_exporter_config),
-    .config_map = sf_otlp_exporter_config_map,
-    .check = sf_otlp_exporter_check,
+    .config_size = sizeof(sf_otlpgrpc_config),
+    .config_map = sf_otlpgrpc_config_map,
+    .check = sf_otlpgrpc_check,
     .create = otlpgrpc_create,
     .start = otlpgrpc_start,
     .consume = otlpgrpc_consume,
@@ -665,5 +665,5 @@ const sf_component_type sf_otlp_grpc_exporter_type = {
     .destroy = otlpgrpc_destroy,
     .suspend = otlpgrpc_suspend,
     .resume = otlpgrpc_resume,
-    .describe_export = sf_otlp_exporter_describe,
+    .describe_export = sf_otlpgrpc_describe,
 };

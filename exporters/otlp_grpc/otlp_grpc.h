@@ -1,4 +1,4 @@
-/* exporters/otlp_grpc/otlp_grpc.h: the `otlp` (OTLP/gRPC) exporter's config:
+/* exporters/otlp_grpc/otlp_grpc.h: the otlp (gRPC) exporter's config:
  * its struct, its config map and its cross-field check. */
 #ifndef SF_EXPORTERS_OTLP_GRPC_H
 #define SF_EXPORTERS_OTLP_GRPC_H
@@ -6,12 +6,6 @@
 #include "sf_component.h"
 #include "sf_compress.h"
 #include "sf_sender.h"
-
-enum {
-    SF_OTLP_COMPRESSION_GZIP = SF_COMPRESSION_GZIP,
-    SF_OTLP_COMPRESSION_NONE = SF_COMPRESSION_NONE,
-    SF_OTLP_COMPRESSION_ZSTD = SF_COMPRESSION_ZSTD,
-};
 
 typedef struct sf_otlp_tls_config {
     bool present;
@@ -21,7 +15,7 @@ typedef struct sf_otlp_tls_config {
     char *key_file;
 } sf_otlp_tls_config;
 
-typedef struct sf_otlp_exporter_config {
+typedef struct sf_otlpgrpc_config {
     char *endpoint;                 /* host:port or dns:///host:port */
     sf_otlp_tls_config tls;
     sf_strmap headers;              /* gRPC metadata; values may be secrets: never logged */
@@ -30,13 +24,13 @@ typedef struct sf_otlp_exporter_config {
     int64_t timeout;                /* ms, deadline of one Export call */
     sf_queue_config sending_queue;
     sf_retry_config retry_on_failure;
-} sf_otlp_exporter_config;
+} sf_otlpgrpc_config;
 
-extern const sf_config_row sf_otlp_exporter_config_map[];
+extern const sf_config_row sf_otlpgrpc_config_map[];
 /* The check() of the type: endpoint form, TLS files readable and paired,
  * metadata keys and values gRPC accepts. Reports through `ctx`. */
-sf_status sf_otlp_exporter_check(sf_cfg_ctx *ctx, void *config);
+sf_status sf_otlpgrpc_check(sf_cfg_ctx *ctx, void *config);
 /* The type's describe_export: endpoint, queue and retries, for the policy. */
-bool sf_otlp_exporter_describe(const void *config, sf_export_desc *out);
+bool sf_otlpgrpc_describe(const void *config, sf_export_desc *out);
 
 #endif

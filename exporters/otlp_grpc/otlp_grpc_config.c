@@ -27,28 +27,28 @@ static const sf_config_row tls_rows[] = {
     { 0 }
 };
 
-const sf_config_row sf_otlp_exporter_config_map[] = {
-    { .key = "endpoint", .type = SF_CFG_STR, .offset = offsetof(sf_otlp_exporter_config, endpoint),
+const sf_config_row sf_otlpgrpc_config_map[] = {
+    { .key = "endpoint", .type = SF_CFG_STR, .offset = offsetof(sf_otlpgrpc_config, endpoint),
       .help = "gateway address, host:port (or dns:///host:port)" },
-    { .key = "tls", .type = SF_CFG_SECTION, .offset = offsetof(sf_otlp_exporter_config, tls),
+    { .key = "tls", .type = SF_CFG_SECTION, .offset = offsetof(sf_otlpgrpc_config, tls),
       .sub = tls_rows, .help = "transport security (TLS unless insecure: true)" },
-    { .key = "headers", .type = SF_CFG_STRMAP, .offset = offsetof(sf_otlp_exporter_config, headers),
+    { .key = "headers", .type = SF_CFG_STRMAP, .offset = offsetof(sf_otlpgrpc_config, headers),
       .help = "gRPC metadata sent with every call (lowercase keys); values are never logged" },
     { .key = "compression", .type = SF_CFG_ENUM, .def = "gzip",
-      .offset = offsetof(sf_otlp_exporter_config, compression), .choices = SF_COMPRESSION_CHOICES,
+      .offset = offsetof(sf_otlpgrpc_config, compression), .choices = SF_COMPRESSION_CHOICES,
       .help = "message compression (grpc-encoding): gzip or none (zstd is refused: gRPC core "
               "1.51 cannot send it)" },
     { .key = "compression_params", .type = SF_CFG_SECTION,
-      .offset = offsetof(sf_otlp_exporter_config, compression_params),
+      .offset = offsetof(sf_otlpgrpc_config, compression_params),
       .sub = sf_compression_params_rows, .help = "compression settings (spanfence's addition)" },
     { .key = "timeout", .type = SF_CFG_DURATION, .def = "5s",
-      .offset = offsetof(sf_otlp_exporter_config, timeout),
+      .offset = offsetof(sf_otlpgrpc_config, timeout),
       .help = "deadline of one Export call", .min = 1, .max = 3600000 },
     { .key = "sending_queue", .type = SF_CFG_SECTION,
-      .offset = offsetof(sf_otlp_exporter_config, sending_queue), .sub = sf_sending_queue_rows,
+      .offset = offsetof(sf_otlpgrpc_config, sending_queue), .sub = sf_sending_queue_rows,
       .help = "bounded in-memory queue" },
     { .key = "retry_on_failure", .type = SF_CFG_SECTION,
-      .offset = offsetof(sf_otlp_exporter_config, retry_on_failure), .sub = sf_retry_rows,
+      .offset = offsetof(sf_otlpgrpc_config, retry_on_failure), .sub = sf_retry_rows,
       .help = "capped retries with exponential backoff" },
     { .key = "balancer_name", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
     { .key = "keepalive", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
@@ -224,9 +224,9 @@ static sf_status check_header(sf_cfg_ctx *ctx, const sf_node *at, const char *na
     return SF_OK;
 }
 
-sf_status sf_otlp_exporter_check(sf_cfg_ctx *ctx, void *config)
+sf_status sf_otlpgrpc_check(sf_cfg_ctx *ctx, void *config)
 {
-    sf_otlp_exporter_config *c = config;
+    sf_otlpgrpc_config *c = config;
     const sf_node *headers = sf_node_get(sf_cfg_value(ctx), "headers");
     sf_status st = SF_OK;
 
@@ -260,9 +260,9 @@ sf_status sf_otlp_exporter_check(sf_cfg_ctx *ctx, void *config)
     return st;
 }
 
-bool sf_otlp_exporter_describe(const void *config, sf_export_desc *out)
+bool sf_otlpgrpc_describe(const void *config, sf_export_desc *out)
 {
-    const sf_otlp_exporter_config *c = config;
+    const sf_otlpgrpc_config *c = config;
 
     *out = (sf_export_desc){ .endpoint_key = "endpoint", .endpoint = c->endpoint,
                              .sending_queue = &c->sending_queue,

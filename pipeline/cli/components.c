@@ -14,7 +14,7 @@ extern const sf_component_type sf_transform_processor_type;
 extern const sf_component_type sf_memory_limiter_processor_type;
 extern const sf_component_type sf_batch_processor_type;
 extern const sf_component_type sf_otlphttp_exporter_type;
-extern const sf_component_type sf_otlp_grpc_exporter_type;
+extern const sf_component_type sf_otlpgrpc_exporter_type;
 extern const sf_component_type sf_file_exporter_type;
 extern const sf_component_type sf_debug_exporter_type;
 extern const sf_component_type sf_trace_control_extension_type;
@@ -27,7 +27,7 @@ const sf_component_type *const sf_registry[] = {
     &sf_memory_limiter_processor_type,
     &sf_batch_processor_type,
     &sf_otlphttp_exporter_type,
-    &sf_otlp_grpc_exporter_type,
+    &sf_otlpgrpc_exporter_type,
     &sf_file_exporter_type,
     &sf_debug_exporter_type,
     &sf_trace_control_extension_type,

@@ -2,7 +2,7 @@
 // (1) OTLP/HTTP requests compressed with zstd (Debian's zstd CLI, protobuf
 //     and JSON) and SDK OTLP/gRPC requests with gzip go in; spanfence sends
 //     through otlphttp with zstd (level 3), otlphttp with gzip (level 6) and
-//     the otlp gRPC exporter with gzip (level 9, compressed by spanfence
+//     the otlp (gRPC) exporter with gzip (level 9, compressed by spanfence
 //     itself, not gRPC core). Real sinks decode them (the mock gateway with
 //     the zstd CLI and zlib, a @grpc/grpc-js server) and hold exactly the
 //     allowlisted spans; the wire shows each leg's encoding.
@@ -246,10 +246,10 @@ ${telemetry}  pipelines:
     assert.ok(upTap.calls.length >= 1);
     for (const c of upTap.calls) {
       assert.equal(c.status, 0);
-      assert.equal(c.encoding, 'gzip', 'otlp exporter grpc-encoding');
+      assert.equal(c.encoding, 'gzip', 'otlp (gRPC) exporter grpc-encoding');
       assert.ok(c.frames.length === 1 && !c.frames[0].truncated, `frames ${JSON.stringify(c.frames)}`);
-      assert.equal(c.frames[0].compressed, 1, 'otlp exporter compressed flag');
-      assert.ok(c.frames[0].head.startsWith('1f8b08'), `otlp exporter message is one gzip member (${c.frames[0].head})`);
+      assert.equal(c.frames[0].compressed, 1, 'otlp (gRPC) exporter compressed flag');
+      assert.ok(c.frames[0].head.startsWith('1f8b08'), `otlp (gRPC) exporter message is one gzip member (${c.frames[0].head})`);
     }
     for (const c of server.calls) assert.equal(c.code, 0, c.error || '');
     check.assertFiltered(sentAll, gwZ.spans, 'otlphttp zstd -> gateway');

@@ -1,5 +1,5 @@
 // tests/e2e/grpc_exporter_faults.test.js: faults downstream of spanfence's
-// `otlp` gRPC exporter, played by a real @grpc/grpc-js OTLP server:
+// otlp (gRPC) exporter, played by a real @grpc/grpc-js OTLP server:
 //   1. UNAVAILABLE for the first calls, then OK: every span arrives exactly
 //      once and the retries are counted;
 //   2. server down (nothing listening), then started on the same port: the
@@ -79,7 +79,7 @@ async function sendBatches(client, batches, per, prefix) {
   return ids;
 }
 
-test('gRPC exporter: UNAVAILABLE then OK, server down then up, permanent INVALID_ARGUMENT', async () => {
+test('otlp (gRPC) exporter: UNAVAILABLE then OK, server down then up, permanent INVALID_ARGUMENT', async () => {
   await harness('grpc_exporter_faults', async (h) => {
     const server = new OtlpGrpcServer();
     await server.start();

@@ -3,7 +3,7 @@
 # e2e/privacy_differential). Thousands of hand-made OTLP trace requests
 # (privacy/cases.py: raw bytes, one mutation class at one message level
 # each) go to the real spanfence binary over five transports; what each of
-# its three exporters (otlphttp, otlp gRPC, file) sends is compared byte for
+# its three exporters (otlphttp, otlp (gRPC), file) sends is compared byte for
 # byte with what an independent decoder predicts (privacy/oracle.py: the
 # official OTLP protos through the Python protobuf runtime, plus the test's
 # allowlist), and judged on its own (no unknown fields, only allowlisted keys,

@@ -153,7 +153,7 @@ async function runOnce(h, exporterCompression) {
 
   await sf.stop();
 
-  // The gRPC exporter's leg.
+  // The otlp (gRPC) exporter's leg.
   assert.ok(upTap.calls.length >= 1);
   for (const c of upTap.calls) {
     assert.equal(c.path, '/opentelemetry.proto.collector.trace.v1.TraceService/Export');
@@ -173,7 +173,7 @@ async function runOnce(h, exporterCompression) {
   for (const s of records) assert.equal(s.resource['sender.prefix'] + ' ' + s.name.split(' ')[1], s.name);
 }
 
-test('3 protocols x gzip on/off in, otlp gRPC (gzip and none) + file json out', async () => {
+test('3 protocols x gzip on/off in, otlp (gRPC) exporter (gzip and none) + file json out', async () => {
   await harness('transports_matrix', async (h) => {
     await runOnce(h, 'gzip');
     await runOnce(h, 'none');

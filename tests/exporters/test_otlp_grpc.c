@@ -1,4 +1,4 @@
-/* tests/exporters/test_otlp_grpc.c: the `otlp` exporter against a real gRPC
+/* tests/exporters/test_otlp_grpc.c: the otlp (gRPC) exporter against a real gRPC
  * server (gRPC core on 127.0.0.1, port chosen by the kernel, decompression
  * off so the test sees what went over the wire) that records every Export
  * call, decodes it with protobuf-c and answers from a script: delivery with
@@ -36,7 +36,7 @@
 #define SLOTS 4
 #define EXPORT_METHOD "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
-extern const sf_component_type sf_otlp_grpc_exporter_type;
+extern const sf_component_type sf_otlpgrpc_exporter_type;
 
 /* cmocka's asserts must not run on the server thread (they longjmp). */
 #define SERVER_CHECK(cond)                                                  \
@@ -439,7 +439,7 @@ typedef struct fixture {
     server srv;
     char endpoint[64];
     char *hkeys[2], *hvalues[2];
-    sf_otlp_exporter_config cfg;
+    sf_otlpgrpc_config cfg;
     struct sf_component comp;
     bool created;
     sf_arena *arena;
@@ -464,11 +464,11 @@ static int setup_common(void **state, bool tls)
     x->hvalues[0] = SECRET;
     x->hkeys[1] = "x-tenant";
     x->hvalues[1] = "cvm-7";
-    x->cfg = (sf_otlp_exporter_config){
+    x->cfg = (sf_otlpgrpc_config){
         .endpoint = x->endpoint,
         .tls = { .present = true, .insecure = true },
         .headers = { .n = 2, .keys = x->hkeys, .values = x->hvalues },
-        .compression = SF_OTLP_COMPRESSION_GZIP,
+        .compression = SF_COMPRESSION_GZIP,
         .timeout = 5000,
         .sending_queue = { .present = true, .enabled = true, .queue_size = 10,
                            .num_consumers = 2 },
@@ -476,7 +476,7 @@ static int setup_common(void **state, bool tls)
                               .multiplier = 1.5, .randomization_factor = 0.5,
                               .max_interval = 100, .max_elapsed_time = 10000 },
     };
-    x->comp.type = &sf_otlp_grpc_exporter_type;
+    x->comp.type = &sf_otlpgrpc_exporter_type;
     x->comp.id = "otlp/gateway";
     x->comp.config = &x->cfg;
     x->mem_before = sf_alloc_in_use();
@@ -585,7 +585,7 @@ static void test_uncompressed_dns_target(void **state)
 
     snprintf(ep, sizeof(ep), "dns:///127.0.0.1:%d", x->srv.port);
     x->cfg.endpoint = ep;
-    x->cfg.compression = SF_OTLP_COMPRESSION_NONE;
+    x->cfg.compression = SF_COMPRESSION_NONE;
     create_and_start(x);
     assert_int_equal(consume(x), SF_OK);
     SF_TEST_WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3);
@@ -780,8 +780,8 @@ static void test_create_survives_allocation_failure(void **state)
 static void test_registry_names(void **state)
 {
     (void)state;
-    assert_ptr_equal(sf_registry_find(SF_KIND_EXPORTER, "otlp"), &sf_otlp_grpc_exporter_type);
-    assert_ptr_equal(sf_registry_find(SF_KIND_EXPORTER, "otlp_grpc"), &sf_otlp_grpc_exporter_type);
+    assert_ptr_equal(sf_registry_find(SF_KIND_EXPORTER, "otlp"), &sf_otlpgrpc_exporter_type);
+    assert_ptr_equal(sf_registry_find(SF_KIND_EXPORTER, "otlp_grpc"), &sf_otlpgrpc_exporter_type);
 }
 
 static const char *load_exporter(const char *exporter_yaml)

@@ -928,7 +928,7 @@ static void test_endpoint_value(void **state)
     assert_int_equal(sf_alloc_in_use(), 0);
 }
 
-/* ---- an `otlp` (gRPC) exporter: pinned exactly like otlphttp ------------------ */
+/* ---- an otlp (gRPC) exporter: pinned exactly like otlphttp ------------------ */
 
 /* `text` with every occurrence of `from` replaced by `to` (malloc'd); at
  * least one must be there. */
