@@ -1,14 +1,14 @@
 /* receivers/otlp/otlp.c: the `otlp` receiver: one component serving the
- * protocols its config enables (gRPC in otlp_grpc.c, HTTP in otlp_http.c),
+ * protocols its config enables (gRPC in receiver_grpc.c, HTTP in receiver_http.c),
  * all feeding the same pipelines through sf_component_emit(). */
 #include "otlp.h"
-#include "otlp_grpc.h"
-#include "otlp_http.h"
+#include "receiver_grpc.h"
+#include "receiver_http.h"
 
 typedef struct otlp_receiver {
     const sf_otlp_receiver_config *cfg;
-    sf_otlp_grpc_server *grpc;
-    sf_otlp_http_server *http;
+    sf_receiver_grpc *grpc;
+    sf_receiver_http *http;
 } otlp_receiver;
 
 static sf_status otlp_create(sf_component *self, const void *config)
@@ -23,14 +23,14 @@ static sf_status otlp_create(sf_component *self, const void *config)
         return SF_ENOMEM;
     r->cfg = cfg;
     if (cfg->protocols.grpc.present) {
-        st = sf_otlp_grpc_create(self, &cfg->protocols.grpc, (unsigned)cfg->max_value_depth,
+        st = sf_receiver_grpc_create(self, &cfg->protocols.grpc, (unsigned)cfg->max_value_depth,
                                  &r->grpc);
         if (st != SF_OK)
             goto out_free;
         transports |= 1u << SF_TRANSPORT_GRPC;
     }
     if (cfg->protocols.http.present) {
-        st = sf_otlp_http_create(self, &cfg->protocols.http, (unsigned)cfg->max_value_depth,
+        st = sf_receiver_http_create(self, &cfg->protocols.http, (unsigned)cfg->max_value_depth,
                                  &r->http);
         if (st != SF_OK)
             goto out_free;
@@ -41,7 +41,7 @@ static sf_status otlp_create(sf_component *self, const void *config)
     return SF_OK;
 
 out_free:
-    sf_otlp_grpc_destroy(r->grpc);
+    sf_receiver_grpc_destroy(r->grpc);
     sf_free(r);
     return st;
 }
@@ -53,9 +53,9 @@ static sf_status otlp_start(sf_component *self)
     sf_status st = SF_OK;
 
     if (r->grpc != NULL)
-        st = sf_otlp_grpc_start(r->grpc);
+        st = sf_receiver_grpc_start(r->grpc);
     if (st == SF_OK && r->http != NULL)
-        st = sf_otlp_http_start(r->http);
+        st = sf_receiver_http_start(r->http);
     return st;
 }
 
@@ -64,9 +64,9 @@ static void otlp_shutdown(sf_component *self)
     otlp_receiver *r = sf_component_ctx(self);
 
     if (r->http != NULL)
-        sf_otlp_http_shutdown(r->http);
+        sf_receiver_http_shutdown(r->http);
     if (r->grpc != NULL)
-        sf_otlp_grpc_shutdown(r->grpc);
+        sf_receiver_grpc_shutdown(r->grpc);
 }
 
 static void otlp_destroy(sf_component *self)
@@ -75,8 +75,8 @@ static void otlp_destroy(sf_component *self)
 
     if (r == NULL)
         return;
-    sf_otlp_http_destroy(r->http);
-    sf_otlp_grpc_destroy(r->grpc);
+    sf_receiver_http_destroy(r->http);
+    sf_receiver_grpc_destroy(r->grpc);
     sf_free(r);
 }
 

@@ -1,5 +1,5 @@
 /* receivers/otlp/otlp.h: the `otlp` receiver's config and the entry points
- * of its two protocol servers (gRPC in otlp_grpc.c, HTTP in otlp_http.c). */
+ * of its two protocol servers (gRPC in receiver_grpc.c, HTTP in receiver_http.c). */
 #ifndef SF_RECEIVERS_OTLP_H
 #define SF_RECEIVERS_OTLP_H
 
@@ -27,16 +27,16 @@ typedef struct sf_otlp_keepalive_config {
     sf_otlp_keepalive_enforcement enforcement_policy;
 } sf_otlp_keepalive_config;
 
-typedef struct sf_otlp_grpc_config {
+typedef struct sf_receiver_grpc_config {
     bool present;
     char *endpoint;                 /* host:port */
     int64_t max_recv_msg_size_mib;
     int64_t max_concurrent_streams; /* per client connection */
     int64_t workers;                /* threads, each with its own completion queue */
     sf_otlp_keepalive_config keepalive;
-} sf_otlp_grpc_config;
+} sf_receiver_grpc_config;
 
-typedef struct sf_otlp_http_config {
+typedef struct sf_receiver_http_config {
     bool present;
     char *endpoint;
     char *traces_url_path;
@@ -44,12 +44,12 @@ typedef struct sf_otlp_http_config {
     int64_t read_header_timeout;    /* ms: a connection's request headers must be in by then */
     int64_t read_timeout;           /* ms: a whole request, headers and body */
     int64_t idle_timeout;           /* ms: a keep-alive connection between requests */
-} sf_otlp_http_config;
+} sf_receiver_http_config;
 
 typedef struct sf_otlp_protocols_config {
     bool present;
-    sf_otlp_grpc_config grpc;
-    sf_otlp_http_config http;
+    sf_receiver_grpc_config grpc;
+    sf_receiver_http_config http;
 } sf_otlp_protocols_config;
 
 typedef struct sf_otlp_receiver_config {

@@ -1,7 +1,7 @@
 /* receivers/otlp/otlp_answer.h: the one table from an sf_status to what the
  * `otlp` receiver tells its client: the gRPC status code, the HTTP status
  * code (with a google.rpc.Status carrying the same gRPC code) and a message.
- * Both protocol servers (otlp_grpc.c, otlp_http.c) answer from it, so a
+ * Both protocol servers (receiver_grpc.c, receiver_http.c) answer from it, so a
  * client hears the same kind of answer whichever protocol it used:
  *   OK        -> gRPC OK                 / HTTP 200
  *   malformed -> gRPC INVALID_ARGUMENT   / HTTP 400   (do not retry)

@@ -1,5 +1,5 @@
 /* tests/receivers/test_otlp_receiver_http.c: the `otlp` receiver's HTTP
- * server (receivers/otlp/otlp_http.c), run inside the real service and
+ * server (receivers/otlp/receiver_http.c), run inside the real service and
  * called with libcurl on loopback: protobuf, OTLP/JSON and deflate bodies
  * accepted and counted; malformed bodies 400 with a google.rpc.Status in
  * the request's encoding; wrong path, method, content type and encoding

@@ -1,4 +1,4 @@
-/* receivers/otlp/otlp_http.c: OTLP/HTTP server (POST /v1/traces, protobuf
+/* receivers/otlp/receiver_http.c: OTLP/HTTP server (POST /v1/traces, protobuf
  * or JSON, optionally gzip/deflate/zstd) on libmicrohttpd.
  *
  * DESIGN
@@ -38,7 +38,7 @@
  *   memory is short; 500 (not retryable) when the batch failed closed.
  *   Every answer that follows from an sf_status comes from the table in
  *   otlp_answer.h, the one the gRPC server answers from too. */
-#include "otlp_http.h"
+#include "receiver_http.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -128,9 +128,9 @@ typedef struct http_req {
 
 #define BODY(rq) ((const uint8_t *)sf_dynbuf_ptr(&(rq)->body))
 
-struct sf_otlp_http_server {
+struct sf_receiver_http {
     sf_component *self;
-    const sf_otlp_http_config *cfg;
+    const sf_receiver_http_config *cfg;
     unsigned max_depth;
     size_t max_body;
     struct MHD_Daemon *daemon;
@@ -152,7 +152,7 @@ struct sf_otlp_http_server {
 
 /* ---- arenas -------------------------------------------------------------- */
 
-static sf_arena *arena_take(sf_otlp_http_server *srv)
+static sf_arena *arena_take(sf_receiver_http *srv)
 {
     sf_arena *a = NULL;
 
@@ -165,7 +165,7 @@ static sf_arena *arena_take(sf_otlp_http_server *srv)
     return a;
 }
 
-static void arena_give(sf_otlp_http_server *srv, sf_arena *a)
+static void arena_give(sf_receiver_http *srv, sf_arena *a)
 {
     sf_arena_reset(a);
     pthread_mutex_lock(&srv->pool_lock);
@@ -284,7 +284,7 @@ static size_t counted_spans(const http_req *rq)
  * memory within the hard limit, unlike the 45 KB inflate state: when it
  * cannot be had, the spans of this body stay uncounted (the refused
  * request itself is still counted). */
-static void count_feed_zstd(sf_otlp_http_server *srv, http_req *rq, const uint8_t *p, size_t n)
+static void count_feed_zstd(sf_receiver_http *srv, http_req *rq, const uint8_t *p, size_t n)
 {
     uint8_t out[16384];
     ZSTD_inBuffer ib = { p, n, 0 };
@@ -315,7 +315,7 @@ static void count_feed_zstd(sf_otlp_http_server *srv, http_req *rq, const uint8_
 /* Body bytes of a refused request: count their spans, keep nothing.
  * Compressed bodies are inflated through a small buffer (at most max_body
  * bytes of output: a bomb costs no memory, little CPU). */
-static void count_feed(sf_otlp_http_server *srv, http_req *rq, const uint8_t *p, size_t n)
+static void count_feed(sf_receiver_http *srv, http_req *rq, const uint8_t *p, size_t n)
 {
     uint8_t out[16384];
 
@@ -365,7 +365,7 @@ static void count_feed(sf_otlp_http_server *srv, http_req *rq, const uint8_t *p,
 
 /* Count a deferred refusal, with the spans seen, exactly once: when it is
  * answered, or when the connection ends first. */
-static void count_refusal(sf_otlp_http_server *srv, http_req *rq)
+static void count_refusal(sf_receiver_http *srv, http_req *rq)
 {
     if (rq->refuse_http == 0 || rq->refusal_counted)
         return;
@@ -375,7 +375,7 @@ static void count_refusal(sf_otlp_http_server *srv, http_req *rq)
 
 /* Remember a refusal decided before or during the upload; it is answered
  * (and counted) when the upload ends. */
-static enum MHD_Result refuse_later(sf_otlp_http_server *srv, http_req *rq, sf_status st,
+static enum MHD_Result refuse_later(sf_receiver_http *srv, http_req *rq, sf_status st,
                                     const char *msg, sf_reason reason)
 {
     const sf_otlp_answer *a = sf_otlp_answer_of(st);
@@ -394,7 +394,7 @@ static enum MHD_Result refuse_later(sf_otlp_http_server *srv, http_req *rq, sf_s
 }
 
 /* Headers are in: decide whether to take the body at all. */
-static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
                              const char *url, const char *method, void **req_cls)
 {
     const char *ct, *ce, *cl;
@@ -467,7 +467,7 @@ static enum MHD_Result begin(sf_otlp_http_server *srv, struct MHD_Connection *co
 }
 
 /* More body bytes: append within the per-request and global bounds. */
-static enum MHD_Result gather(sf_otlp_http_server *srv, http_req *rq, const char *data,
+static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *data,
                               size_t *size)
 {
     size_t n = *size;
@@ -521,7 +521,7 @@ static enum MHD_Result gather(sf_otlp_http_server *srv, http_req *rq, const char
 /* The spans of a body refused after decoding began: what the decoder saw,
  * or, when it ran out of memory before seeing any (OTLP/JSON is decoded
  * whole first), a streaming count of the body. */
-static size_t refused_spans(sf_otlp_http_server *srv, http_req *rq, const sf_request *batch,
+static size_t refused_spans(sf_receiver_http *srv, http_req *rq, const sf_request *batch,
                             sf_status st)
 {
     if (batch->spans > 0 || st == SF_INVALID)
@@ -532,7 +532,7 @@ static size_t refused_spans(sf_otlp_http_server *srv, http_req *rq, const sf_req
 }
 
 /* Refuse a whole body now, counting its spans. */
-static enum MHD_Result refuse_counted(sf_otlp_http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result refuse_counted(sf_receiver_http *srv, struct MHD_Connection *conn,
                                       http_req *rq, sf_status st, const char *msg,
                                       sf_reason reason)
 {
@@ -542,7 +542,7 @@ static enum MHD_Result refuse_counted(sf_otlp_http_server *srv, struct MHD_Conne
     return send_answer(conn, rq, st, msg);
 }
 
-static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *conn,
+static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn,
                               http_req *rq)
 {
     const uint8_t *data = BODY(rq);
@@ -656,7 +656,7 @@ static enum MHD_Result finish(sf_otlp_http_server *srv, struct MHD_Connection *c
 /* ---- connections ------------------------------------------------------------ */
 
 /* Under conn_lock. */
-static void conn_evict(sf_otlp_http_server *srv, http_conn *c, const char *why)
+static void conn_evict(sf_receiver_http *srv, http_conn *c, const char *why)
 {
     if (c->evicted)
         return;
@@ -666,7 +666,7 @@ static void conn_evict(sf_otlp_http_server *srv, http_conn *c, const char *why)
     sf_debug("receiver '%s': http: closing a connection (%s)", sf_component_id(srv->self), why);
 }
 
-static void conn_set_state(sf_otlp_http_server *srv, struct MHD_Connection *conn,
+static void conn_set_state(sf_receiver_http *srv, struct MHD_Connection *conn,
                            conn_state st)
 {
     const union MHD_ConnectionInfo *ci =
@@ -686,7 +686,7 @@ static void conn_set_state(sf_otlp_http_server *srv, struct MHD_Connection *conn
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
-    sf_otlp_http_server *srv = cls;
+    sf_receiver_http *srv = cls;
     http_conn *c;
 
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
@@ -730,7 +730,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 /* The connection holding a slot least usefully, or NULL: idle between
  * requests (oldest first), then headers incomplete past EVICT_NEW_MS, then
  * an upload going on past EVICT_BODY_MS. Under conn_lock. */
-static http_conn *conn_victim(sf_otlp_http_server *srv, int64_t now)
+static http_conn *conn_victim(sf_receiver_http *srv, int64_t now)
 {
     static const struct { conn_state st; int64_t min_age; } order[] = {
         { CS_IDLE, 0 }, { CS_NEW, EVICT_NEW_MS }, { CS_BODY, EVICT_BODY_MS },
@@ -753,7 +753,7 @@ static http_conn *conn_victim(sf_otlp_http_server *srv, int64_t now)
  * not using its own, or is refused when every slot is busy. */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t len)
 {
-    sf_otlp_http_server *srv = cls;
+    sf_receiver_http *srv = cls;
     enum MHD_Result ok = MHD_YES;
 
     (void)addr;
@@ -776,7 +776,7 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
 /* Deadlines: read_header_timeout, read_timeout, idle_timeout. */
 static void *reaper_main(void *arg)
 {
-    sf_otlp_http_server *srv = arg;
+    sf_receiver_http *srv = arg;
 
     pthread_mutex_lock(&srv->conn_lock);
     while (!srv->reaper_stop) {
@@ -802,7 +802,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   const char *method, const char *version,
                                   const char *upload, size_t *upload_size, void **req_cls)
 {
-    sf_otlp_http_server *srv = cls;
+    sf_receiver_http *srv = cls;
     http_req *rq = *req_cls;
 
     (void)version;
@@ -824,7 +824,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    sf_otlp_http_server *srv = cls;
+    sf_receiver_http *srv = cls;
     http_req *rq = *req_cls;
 
     (void)toe;
@@ -855,10 +855,10 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* ---- lifecycle --------------------------------------------------------------- */
 
-sf_status sf_otlp_http_create(sf_component *self, const sf_otlp_http_config *cfg,
-                              unsigned max_depth, sf_otlp_http_server **out)
+sf_status sf_receiver_http_create(sf_component *self, const sf_receiver_http_config *cfg,
+                              unsigned max_depth, sf_receiver_http **out)
 {
-    sf_otlp_http_server *srv = sf_calloc(1, sizeof(*srv));
+    sf_receiver_http *srv = sf_calloc(1, sizeof(*srv));
 
     *out = NULL;
     if (srv == NULL)
@@ -876,7 +876,7 @@ sf_status sf_otlp_http_create(sf_component *self, const sf_otlp_http_config *cfg
     return SF_OK;
 }
 
-sf_status sf_otlp_http_start(sf_otlp_http_server *srv)
+sf_status sf_receiver_http_start(sf_receiver_http *srv)
 {
     struct sockaddr_storage addr;
     socklen_t alen;
@@ -922,7 +922,7 @@ sf_status sf_otlp_http_start(sf_otlp_http_server *srv)
     return SF_OK;
 }
 
-void sf_otlp_http_shutdown(sf_otlp_http_server *srv)
+void sf_receiver_http_shutdown(sf_receiver_http *srv)
 {
     int64_t until = sf_now_ms() + SHUTDOWN_GRACE_MS;
     bool busy;
@@ -963,11 +963,11 @@ void sf_otlp_http_shutdown(sf_otlp_http_server *srv)
     }
 }
 
-void sf_otlp_http_destroy(sf_otlp_http_server *srv)
+void sf_receiver_http_destroy(sf_receiver_http *srv)
 {
     if (srv == NULL)
         return;
-    sf_otlp_http_shutdown(srv);
+    sf_receiver_http_shutdown(srv);
     for (size_t i = 0; i < srv->n_pool; i++)
         sf_arena_destroy(srv->pool[i]);
     pthread_mutex_destroy(&srv->pool_lock);

@@ -1,4 +1,4 @@
-/* receivers/otlp/otlp_grpc.c: OTLP/gRPC server on the gRPC core C API.
+/* receivers/otlp/receiver_grpc.c: OTLP/gRPC server on the gRPC core C API.
  *
  * DESIGN
  * - `workers` threads (by default one per CPU the process may run on: a
@@ -40,7 +40,7 @@
  *   `stopping` (under post_lock, so no slot is re-posted on a server that
  *   is being destroyed) and the shutdown notification. */
 #define _GNU_SOURCE                 /* sched_getaffinity, CPU_COUNT */
-#include "otlp_grpc.h"
+#include "receiver_grpc.h"
 #include "otlp_answer.h"
 #include "sf_dynbuf.h"
 #include "sf_grpc.h"
@@ -90,7 +90,7 @@ typedef struct call_slot {
 } call_slot;
 
 struct worker {
-    sf_otlp_grpc_server *srv;
+    sf_receiver_grpc *srv;
     grpc_completion_queue *cq;
     pthread_t thread;
     bool running;
@@ -99,9 +99,9 @@ struct worker {
     call_slot slots[SLOTS + 1];
 };
 
-struct sf_otlp_grpc_server {
+struct sf_receiver_grpc {
     sf_component *self;
-    const sf_otlp_grpc_config *cfg;
+    const sf_receiver_grpc_config *cfg;
     unsigned max_depth;
     size_t max_msg;
     grpc_server *server;
@@ -145,7 +145,7 @@ static void slot_clear(call_slot *s)
  * Returns whether it was posted (the slot is then owned by gRPC). */
 static bool slot_post(call_slot *s)
 {
-    sf_otlp_grpc_server *srv = s->w->srv;
+    sf_receiver_grpc *srv = s->w->srv;
     grpc_call_error err = GRPC_CALL_ERROR;
 
     pthread_mutex_lock(&srv->post_lock);
@@ -283,7 +283,7 @@ static void release_request(call_slot *s, sf_request *batch, grpc_slice data)
 /* A new Export call with its request: decode, run the pipeline, answer. */
 static void handle_export(call_slot *s)
 {
-    sf_otlp_grpc_server *srv = s->w->srv;
+    sf_receiver_grpc *srv = s->w->srv;
     grpc_byte_buffer_reader reader;
     grpc_slice data;
     const uint8_t *bytes;
@@ -410,7 +410,7 @@ static void handle_event(call_slot *s, int success)
 static void *worker_main(void *arg)
 {
     worker *w = arg;
-    sf_otlp_grpc_server *srv = w->srv;
+    sf_receiver_grpc *srv = w->srv;
 
     for (;;) {
         grpc_event ev = grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC),
@@ -450,10 +450,10 @@ static unsigned worker_count(int64_t configured)
     return n < 1 ? 1 : n > AUTO_WORKERS_MAX ? AUTO_WORKERS_MAX : (unsigned)n;
 }
 
-sf_status sf_otlp_grpc_create(sf_component *self, const sf_otlp_grpc_config *cfg,
-                              unsigned max_depth, sf_otlp_grpc_server **out)
+sf_status sf_receiver_grpc_create(sf_component *self, const sf_receiver_grpc_config *cfg,
+                              unsigned max_depth, sf_receiver_grpc **out)
 {
-    sf_otlp_grpc_server *srv = sf_calloc(1, sizeof(*srv));
+    sf_receiver_grpc *srv = sf_calloc(1, sizeof(*srv));
 
     *out = NULL;
     if (srv == NULL)
@@ -475,7 +475,7 @@ sf_status sf_otlp_grpc_create(sf_component *self, const sf_otlp_grpc_config *cfg
     return SF_OK;
 }
 
-sf_status sf_otlp_grpc_start(sf_otlp_grpc_server *srv)
+sf_status sf_receiver_grpc_start(sf_receiver_grpc *srv)
 {
     const sf_otlp_keepalive_server *ka = &srv->cfg->keepalive.server_parameters;
     const sf_otlp_keepalive_enforcement *kp = &srv->cfg->keepalive.enforcement_policy;
@@ -570,7 +570,7 @@ sf_status sf_otlp_grpc_start(sf_otlp_grpc_server *srv)
     return SF_OK;
 }
 
-static bool wait_shutdown(sf_otlp_grpc_server *srv, int64_t ms)
+static bool wait_shutdown(sf_receiver_grpc *srv, int64_t ms)
 {
     int64_t until = sf_deadline_ms(ms);
     bool done;
@@ -584,7 +584,7 @@ static bool wait_shutdown(sf_otlp_grpc_server *srv, int64_t ms)
     return done;
 }
 
-void sf_otlp_grpc_shutdown(sf_otlp_grpc_server *srv)
+void sf_receiver_grpc_shutdown(sf_receiver_grpc *srv)
 {
     if (srv->server == NULL)
         goto out_grpc;
@@ -647,11 +647,11 @@ out_grpc:
     }
 }
 
-void sf_otlp_grpc_destroy(sf_otlp_grpc_server *srv)
+void sf_receiver_grpc_destroy(sf_receiver_grpc *srv)
 {
     if (srv == NULL)
         return;
-    sf_otlp_grpc_shutdown(srv);
+    sf_receiver_grpc_shutdown(srv);
     for (unsigned i = 0; i < srv->n_workers; i++) {
         sf_arena_destroy(srv->workers[i].arena);
         sf_dynbuf_release(&srv->workers[i].rx);

@@ -1,0 +1,19 @@
+/* receivers/otlp/receiver_grpc.h: the OTLP/gRPC server of the `otlp` receiver. */
+#ifndef SF_RECEIVERS_OTLP_RECEIVER_GRPC_H
+#define SF_RECEIVERS_OTLP_RECEIVER_GRPC_H
+
+#include "otlp.h"
+
+typedef struct sf_receiver_grpc sf_receiver_grpc;
+
+/* Allocate (no threads, no socket). */
+sf_status sf_receiver_grpc_create(sf_component *self, const sf_receiver_grpc_config *cfg,
+                              unsigned max_depth, sf_receiver_grpc **out);
+/* Bind and start the worker threads. SF_IO when the port cannot be bound. */
+sf_status sf_receiver_grpc_start(sf_receiver_grpc *srv);
+/* Stop accepting, let calls in flight finish (a grace period, then cancel),
+ * join the threads. Safe if never started. */
+void sf_receiver_grpc_shutdown(sf_receiver_grpc *srv);
+void sf_receiver_grpc_destroy(sf_receiver_grpc *srv);
+
+#endif

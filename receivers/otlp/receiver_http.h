@@ -1,0 +1,18 @@
+/* receivers/otlp/receiver_http.h: the OTLP/HTTP server of the `otlp` receiver. */
+#ifndef SF_RECEIVERS_OTLP_RECEIVER_HTTP_H
+#define SF_RECEIVERS_OTLP_RECEIVER_HTTP_H
+
+#include "otlp.h"
+
+typedef struct sf_receiver_http sf_receiver_http;
+
+/* Allocate (no threads, no socket). */
+sf_status sf_receiver_http_create(sf_component *self, const sf_receiver_http_config *cfg,
+                              unsigned max_depth, sf_receiver_http **out);
+/* Bind and start serving. SF_IO when the address cannot be bound. */
+sf_status sf_receiver_http_start(sf_receiver_http *srv);
+/* Stop accepting and finish requests in progress. Safe if never started. */
+void sf_receiver_http_shutdown(sf_receiver_http *srv);
+void sf_receiver_http_destroy(sf_receiver_http *srv);
+
+#endif
