@@ -374,8 +374,8 @@ static sf_status audit_open(tc_ctx *x, const tc_window *w)
 {
     char rec[TC_RECORD_MAX], t0[32], t1[32];
 
-    sf_tc_format_time(w->start_wall, t0, sizeof(t0));
-    sf_tc_format_time(w->end_wall, t1, sizeof(t1));
+    sf_time_format_utc(w->start_wall, t0, sizeof(t0));
+    sf_time_format_utc(w->end_wall, t1, sizeof(t1));
     snprintf(rec, sizeof(rec),
              "{\"event\":\"open\",\"window\":\"%s\",\"target\":\"%s\",\"level\":%" PRId64
              ",\"uid\":%u,\"reason\":\"%s\",\"start\":\"%s\",\"planned_end\":\"%s\"}",
@@ -596,9 +596,9 @@ static sf_status close_window(tc_ctx *x, tc_window *w, long status)
     w->closing = false;
     window_counts(x, w, &c);
     marker = marker_emit(x, w, recovered ? NULL : &c);
-    sf_tc_format_time(w->ended_wall, t0, sizeof(t0));
-    sf_tc_format_time(w->end_wall, t1, sizeof(t1));
-    sf_tc_format_time(sf_wall_ms(), t2, sizeof(t2));
+    sf_time_format_utc(w->ended_wall, t0, sizeof(t0));
+    sf_time_format_utc(w->end_wall, t1, sizeof(t1));
+    sf_time_format_utc(sf_wall_ms(), t2, sizeof(t2));
     add(rec, sizeof(rec),
         &len, "{\"event\":\"close\",\"window\":\"%s\",\"target\":\"%s\",\"level\":%" PRId64
         ",\"cause\":\"%s\",\"end\":\"%s\",\"planned_end\":\"%s\",\"closed\":\"%s\""
@@ -649,7 +649,7 @@ static sf_status try_reset(tc_ctx *x, tc_window *w)
     w->attempts++;
     st = sf_tc_engine_set(w->target, x->cfg->resting_level, x->cfg->request_timeout, &ans);
     now = sf_now_ms();
-    sf_tc_format_time(sf_wall_ms(), t0, sizeof(t0));
+    sf_time_format_utc(sf_wall_ms(), t0, sizeof(t0));
     if (st == SF_OK) {
         set_state(x, w, TC_IDLE);
         took_level(w, x->cfg->resting_level);
@@ -737,7 +737,7 @@ static sf_status enforce(tc_ctx *x, tc_window *w)
     sf_status st = sf_tc_engine_set(w->target, x->cfg->resting_level, x->cfg->request_timeout,
                                     &ans);
 
-    sf_tc_format_time(sf_wall_ms(), t0, sizeof(t0));
+    sf_time_format_utc(sf_wall_ms(), t0, sizeof(t0));
     if (st == SF_OK) {
         took_level(w, x->cfg->resting_level);
         if (w->state == TC_FAILED) {
@@ -944,7 +944,7 @@ static void op_set(tc_ctx *x, const char *req, size_t len, unsigned uid, reply *
     }
     took_level(w, level);
     w->recorded = level;
-    sf_tc_format_time(w->end_wall, until, sizeof(until));
+    sf_time_format_utc(w->end_wall, until, sizeof(until));
     sf_info("trace_control: window '%s': target '%s' at level %" PRId64 " until %s (uid %u)",
             w->id, target, level, until, uid);
     format_left(for_ms, err, sizeof(err));
@@ -1021,7 +1021,7 @@ static void op_status(tc_ctx *x, reply *r)
 
         if (w->state == TC_IDLE)
             continue;
-        sf_tc_format_time(w->end_wall, until, sizeof(until));
+        sf_time_format_utc(w->end_wall, until, sizeof(until));
         add(r->buf, sizeof(r->buf), &r->len,
             "%s{\"target\":\"%s\",\"state\":\"%s\",\"level\":%" PRId64 ",\"uid\":%u,"
             "\"window\":\"%s\",\"planned_end\":\"%s\",\"left_ms\":%" PRId64 ",\"reason\":\"%s\"}",
@@ -1039,7 +1039,7 @@ static void op_status(tc_ctx *x, reply *r)
                             : w->closing ? "closing" : "idle";
         char lvtext[32];
 
-        sf_tc_format_time(at, set, sizeof(set));
+        sf_time_format_utc(at, set, sizeof(set));
         if (lv >= 0)
             snprintf(lvtext, sizeof(lvtext), "%" PRId64, lv);
         else
@@ -1054,7 +1054,7 @@ static void op_status(tc_ctx *x, reply *r)
             add(text, sizeof(text), &tl, "%s: level not known", w->target->id);
         if (w->state == TC_OPEN) {
             format_left(w->end_mono - now, left, sizeof(left));
-            sf_tc_format_time(w->end_wall, until, sizeof(until));
+            sf_time_format_utc(w->end_wall, until, sizeof(until));
             add(text, sizeof(text), &tl, "; window at level %" PRId64 ", %s left (until %s), "
                 "uid %u", w->level, left, until, w->uid);
         } else if (w->state == TC_RESETTING) {

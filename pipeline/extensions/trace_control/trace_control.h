@@ -148,7 +148,5 @@ sf_status sf_tc_json_bool(const char *json, size_t len, const char *key, bool *o
  * false when it did not fit). */
 bool sf_tc_json_escape(const char *in, char *out, size_t out_size);
 
-/* "2026-11-30T04:50:54.123Z" for a CLOCK_REALTIME time in ms. */
-void sf_tc_format_time(int64_t epoch_ms, char *buf, size_t size);
 
 #endif

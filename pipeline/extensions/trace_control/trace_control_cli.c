@@ -190,8 +190,8 @@ static int direct(const tl_args *a, const sf_tc_config *tc)
     }
     start = sf_wall_ms();
     end = start + (set ? a->for_ms : 0);
-    sf_tc_format_time(start, t0, sizeof(t0));
-    sf_tc_format_time(end, t1, sizeof(t1));
+    sf_time_format_utc(start, t0, sizeof(t0));
+    sf_time_format_utc(end, t1, sizeof(t1));
     snprintf(id, sizeof(id), "%s-%" PRId64, t->id, start);
     if (a->reason)
         sf_tc_json_escape(a->reason, reason, sizeof(reason));
@@ -209,7 +209,7 @@ static int direct(const tl_args *a, const sf_tc_config *tc)
     st = sf_tc_engine_set(t, level, tc->request_timeout, &ans);
     outcome = st == SF_OK ? "applied" : ans.status != 0 ? "refused" : "failed";
     sf_tc_json_escape(ans.detail, detail, sizeof(detail));
-    sf_tc_format_time(sf_wall_ms(), t0, sizeof(t0));
+    sf_time_format_utc(sf_wall_ms(), t0, sizeof(t0));
     if (ans.status != 0)
         snprintf(err, sizeof(err), ",\"status\":%ld", ans.status);
     else

@@ -172,11 +172,6 @@ bool sf_tc_json_escape(const char *in, char *out, size_t out_size)
     return true;
 }
 
-void sf_tc_format_time(int64_t epoch_ms, char *buf, size_t size)
-{
-    sf_time_format_utc(epoch_ms, buf, size);
-}
-
 /* ---- the audit log ----------------------------------------------------------- */
 
 sf_status sf_tc_audit_append(const char *path, const char *record)
