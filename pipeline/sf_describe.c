@@ -2,6 +2,8 @@
  * themselves with (sf_describe.h). */
 #include "sf_describe.h"
 
+#include <string.h>
+
 const char *sf_error_mode_name(int mode)
 {
     static const char *const names[] = {
@@ -24,4 +26,22 @@ const char *sf_otlp_ctx_name(sf_otlp_ctx c)
     };
 
     return (int)c >= 0 && c < SF_OTLP_CTX_COUNT ? names[c] : "?";
+}
+
+bool sf_sorted_keys_has(const char *const *keys, size_t n, const char *key)
+{
+    size_t lo = 0, hi = n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(key, keys[mid]);
+
+        if (c == 0)
+            return true;
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return false;
 }

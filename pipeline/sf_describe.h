@@ -88,6 +88,10 @@ const char *sf_error_mode_name(int mode);
 /* "resource", "scope", "span", "spanevent", "link"; "?" out of range. */
 const char *sf_otlp_ctx_name(sf_otlp_ctx c);
 
+/* Whether key is one of keys[0, n), sorted by strcmp (a rule's keys, a
+ * transform's keyset): a binary search. */
+bool sf_sorted_keys_has(const char *const *keys, size_t n, const char *key);
+
 typedef enum sf_rule_kind {
     SF_RULE_KEEP_KEYS,              /* only `keys` survive */
     SF_RULE_DELETE_KEY,             /* keys[0] does not survive */

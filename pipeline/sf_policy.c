@@ -487,20 +487,7 @@ static bool runs(const sf_config_component *const *list, size_t n, const char *i
 /* Whether `key` is among the rule's keys (sorted, sf_describe.h). */
 static bool rule_has(const sf_rule *r, const char *key)
 {
-    size_t lo = 0, hi = r->n_keys;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(key, r->keys[mid]);
-
-        if (c == 0)
-            return true;
-        if (c < 0)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return false;
+    return sf_sorted_keys_has(r->keys, r->n_keys, key);
 }
 
 /* The first rule of context c of kind `kind` (or, with `key`, the first

@@ -995,20 +995,7 @@ const sf_transform_op *sf_transform_op_get(const sf_transform_program *p, sf_tra
 
 bool sf_transform_keyset_has(const sf_transform_keyset *ks, const char *key)
 {
-    size_t lo = 0, hi = ks->n;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(key, ks->keys[mid]);
-
-        if (c == 0)
-            return true;
-        if (c < 0)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return false;
+    return sf_sorted_keys_has(ks->keys, ks->n, key);
 }
 
 bool sf_transform_has_allowlist(const sf_transform_program *p, sf_transform_ctx c)
@@ -1058,13 +1045,7 @@ int sf_transform_op_error_mode(const sf_transform_config *cfg, const sf_transfor
 
 /* ---- describe_allowlist: the program in the core's words --------------- */
 
-_Static_assert((int)SF_TRANSFORM_RESOURCE == (int)SF_OTLP_RESOURCE &&
-               (int)SF_TRANSFORM_SCOPE == (int)SF_OTLP_SCOPE &&
-               (int)SF_TRANSFORM_SPAN == (int)SF_OTLP_SPAN &&
-               (int)SF_TRANSFORM_SPANEVENT == (int)SF_OTLP_SPANEVENT &&
-               (int)SF_TRANSFORM_LINK == (int)SF_OTLP_LINK &&
-               (int)SF_TRANSFORM_CTX_COUNT == (int)SF_OTLP_CTX_COUNT,
-               "transform contexts are the codec's, in its order");
+/* The program's contexts are the codec's, in its order (checked in transform.c). */
 
 static size_t desc_count(const void *rules, sf_otlp_ctx c)
 {
