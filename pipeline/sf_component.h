@@ -139,6 +139,19 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
 void sf_component_refuse(sf_component *receiver, sf_transport transport, size_t spans,
                          sf_reason reason);
 
+/* Where the service an extension belongs to is in its life (the
+ * health_check extension answers 200 only in RUNNING): STARTING from
+ * create until every component has started, RUNNING until a shutdown or a
+ * reload (SIGHUP) begins, then STOPPING. Thread-safe. */
+typedef enum sf_service_state {
+    SF_SERVICE_STARTING,
+    SF_SERVICE_RUNNING,
+    SF_SERVICE_STOPPING
+} sf_service_state;
+
+/* The state of the service `self` is part of (STOPPING when none). */
+sf_service_state sf_component_service_state(const sf_component *self);
+
 /* Extensions: the collector-wide totals of every receiver, processor and
  * exporter right now (all zero when `self` is not part of a service). */
 void sf_component_totals(sf_component *self, sf_totals *out);

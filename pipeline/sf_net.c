@@ -28,6 +28,9 @@ sf_status sf_net_split(const char *endpoint, char *host, size_t host_size, uint1
     }
     if (hlen == 0 || hlen >= host_size || colon[1] == '\0')
         return SF_INVALID;
+    for (end = (char *)colon + 1; *end; end++)
+        if (*end < '0' || *end > '9' || end - colon > 5)
+            return SF_INVALID;      /* no sign, no spaces: strtol would take them */
     p = strtol(colon + 1, &end, 10);
     if (*end != '\0' || p < 0 || p > 65535)
         return SF_INVALID;
@@ -35,6 +38,41 @@ sf_status sf_net_split(const char *endpoint, char *host, size_t host_size, uint1
     host[hlen] = '\0';
     *port = (uint16_t)p;
     return SF_OK;
+}
+
+const char *sf_net_endpoint_problem(const char *endpoint, char *buf, size_t size)
+{
+    const char *colon, *port;
+    size_t digits = 0;
+
+    if (endpoint[0] == '[') {
+        const char *close = strchr(endpoint, ']');
+
+        if (close == NULL || close == endpoint + 1 || close[1] != ':')
+            return "expected host:port, with an IPv6 host in brackets ('[::1]:4317')";
+        colon = close + 1;
+    } else {
+        colon = strrchr(endpoint, ':');
+        if (colon == NULL)
+            return "expected host:port ('127.0.0.1:4317'), found no port";
+        if (colon == endpoint)
+            return "expected host:port ('127.0.0.1:4317'), found no host";
+        if (memchr(endpoint, ':', (size_t)(colon - endpoint)) != NULL)
+            return "an IPv6 host needs brackets ('[::1]:4317')";
+    }
+    port = colon + 1;
+    if (*port == '\0')
+        return "expected host:port ('127.0.0.1:4317'), found no port";
+    for (const char *p = port; *p; p++, digits++)
+        if (*p < '0' || *p > '9') {
+            snprintf(buf, size, "port '%s' is not a number", port);
+            return buf;
+        }
+    if (digits > 5 || strtol(port, NULL, 10) > 65535) {
+        snprintf(buf, size, "port '%s' is out of range 0-65535", port);
+        return buf;
+    }
+    return NULL;
 }
 
 sf_status sf_net_resolve(const char *endpoint, struct sockaddr_storage *addr, socklen_t *len)

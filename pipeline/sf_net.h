@@ -11,6 +11,10 @@
 
 /* Split "host:port" (IPv6 in brackets). SF_INVALID when malformed. */
 sf_status sf_net_split(const char *endpoint, char *host, size_t host_size, uint16_t *port);
+/* What is wrong with `endpoint` as a "host:port" to listen on, for a
+ * config error ("port '99999' is out of range 0-65535"), or NULL when
+ * nothing is: the form sf_net_split accepts, the port all digits. */
+const char *sf_net_endpoint_problem(const char *endpoint, char *buf, size_t size);
 /* Resolve to a numeric socket address (getaddrinfo, AI_NUMERICSERV).
  * SF_INVALID when malformed or unresolvable. */
 sf_status sf_net_resolve(const char *endpoint, struct sockaddr_storage *addr, socklen_t *len);

@@ -34,6 +34,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -54,6 +55,7 @@ struct sf_service {
     sf_route *routes;
     sf_metrics_server *metrics;
     bool started;
+    _Atomic int state;               /* sf_service_state, read by extensions' threads */
     /* counts of components an earlier config had and this one has not
      * (reload), so collector-wide totals never go back */
     sf_totals retired;
@@ -166,6 +168,7 @@ sf_status sf_service_create(const sf_config *cfg, sf_diag *diag, sf_service **ou
     if (svc == NULL)
         goto out_fail;
     svc->cfg = cfg;
+    atomic_init(&svc->state, SF_SERVICE_STARTING);
     svc->components = sf_calloc(cfg->n_components ? cfg->n_components : 1,
                                 sizeof(*svc->components));
     if (svc->components == NULL)
@@ -279,6 +282,7 @@ static sf_status start_all(sf_service *svc, sf_handover *h)
             atomic_store(&svc->exporting, true);
     }
     svc->started = true;
+    atomic_store(&svc->state, SF_SERVICE_RUNNING);
     return SF_OK;
 
 out_stop:
@@ -310,6 +314,7 @@ sf_status sf_service_start(sf_service *svc)
 
 void sf_service_shutdown(sf_service *svc)
 {
+    atomic_store(&svc->state, SF_SERVICE_STOPPING);
     if (!svc->started)
         return;
     svc->started = false;
@@ -487,6 +492,7 @@ sf_status sf_service_stop_for_reload(sf_service *svc, sf_service *next, sf_hando
             return SF_ENOMEM;
         }
     }
+    atomic_store(&svc->state, SF_SERVICE_STOPPING);
     if (svc->started) {
         svc->started = false;
         /* As sf_service_shutdown, but extensions and exporters with a
@@ -936,6 +942,13 @@ size_t sf_service_lost(const sf_service *svc, char *msg, size_t size)
         }
     }
     return total;
+}
+
+sf_service_state sf_component_service_state(const sf_component *self)
+{
+    if (self == NULL || self->service == NULL)
+        return SF_SERVICE_STOPPING;
+    return (sf_service_state)atomic_load(&self->service->state);
 }
 
 void sf_component_totals(sf_component *self, sf_totals *out)

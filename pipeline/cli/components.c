@@ -18,6 +18,7 @@ extern const sf_component_type sf_otlpgrpc_exporter_type;
 extern const sf_component_type sf_file_exporter_type;
 extern const sf_component_type sf_debug_exporter_type;
 extern const sf_component_type sf_trace_control_extension_type;
+extern const sf_component_type sf_health_check_extension_type;
 
 extern const sf_component_type *const sf_registry[];
 
@@ -31,5 +32,6 @@ const sf_component_type *const sf_registry[] = {
     &sf_file_exporter_type,
     &sf_debug_exporter_type,
     &sf_trace_control_extension_type,
+    &sf_health_check_extension_type,
     NULL
 };
