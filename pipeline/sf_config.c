@@ -11,6 +11,7 @@
 #include "internal/sf_config_int.h"
 #include "internal/sf_core.h"
 #include "sf_dynbuf.h"
+#include "sf_net.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -175,21 +176,43 @@ static const char *plural(sf_kind kind)
     return "components";
 }
 
+/* What to use instead of upstream type `type`, or NULL (sf_foreign_types). */
+static const char *foreign_instead(sf_kind kind, const char *type)
+{
+    for (const sf_foreign_type *f = sf_foreign_types; f->name != NULL; f++)
+        if (f->kind == kind && strcmp(f->name, type) == 0)
+            return f->instead;
+    return NULL;
+}
+
+/* A traces pipeline lists a type spanfence does not have: say so, what to
+ * use instead when it is a known upstream one, and what spanfence has. */
 static void unknown_type(loader *l, sf_kind kind, const sf_node *at, const char *type)
 {
     const char *cands[64];
-    size_t n = 0;
-    const char *hint;
+    char have[512];
+    size_t n = 0, used = 0;
+    const char *hint, *instead = foreign_instead(kind, type);
 
+    have[0] = '\0';
     for (const sf_component_type *const *t = sf_registry; *t && n < 64; t++)
-        if ((*t)->kind == kind)
+        if ((*t)->kind == kind) {
             cands[n++] = (*t)->name;
+            if (used < sizeof(have))
+                used += (size_t)snprintf(have + used, sizeof(have) - used, "%s%s",
+                                         used ? ", " : "", (*t)->name);
+        }
     hint = sf_cfg_suggest(type, cands, n);
-    if (hint)
+    if (instead)
+        sf_cfg_error(&l->ctx, at, NULL, "%s type '%s' is not supported by spanfence: %s "
+                     "(spanfence's %s: %s)", sf_kind_name(kind), type, instead, plural(kind),
+                     have);
+    else if (hint)
         sf_cfg_error(&l->ctx, at, NULL, "unknown %s type '%s' (did you mean '%s'?)",
                      sf_kind_name(kind), type, hint);
     else
-        sf_cfg_error(&l->ctx, at, NULL, "unknown %s type '%s'", sf_kind_name(kind), type);
+        sf_cfg_error(&l->ctx, at, NULL, "unknown %s type '%s' (spanfence's %s: %s)",
+                     sf_kind_name(kind), type, plural(kind), have);
 }
 
 /* Split "type/name": false (and reported) when either part is empty. */
@@ -223,6 +246,75 @@ static bool subtree_invalid(const sf_node *n)
     return false;
 }
 
+/* The node at dotted `path` ("protocols.grpc.endpoint") under `value`, or
+ * the deepest one found on the way (a default's section), or NULL. */
+static const sf_node *node_at(const sf_node *value, const char *path)
+{
+    const sf_node *n = value, *last = NULL;
+    char part[64];
+
+    while (n != NULL && *path != '\0') {
+        size_t len = strcspn(path, ".");
+
+        snprintf(part, sizeof(part), "%.*s", (int)len, path);
+        last = n;
+        n = sf_node_get(n, part);
+        path += len + (path[len] == '.');
+    }
+    return n != NULL ? n : last;
+}
+
+/* Every endpoint a receiver binds (its type's describe_listen) must be a
+ * host:port with a port that exists: gRPC core would take 70000 as 4464. */
+static void check_listen(loader *l, const sf_component_type *type, const void *config,
+                         const sf_node *value)
+{
+    sf_listen_desc ld[SF_LISTEN_MAX];
+    size_t n = type->describe_listen(config, ld, SF_LISTEN_MAX);
+
+    for (size_t i = 0; i < n; i++) {
+        char buf[128];
+        const char *why;
+
+        if (ld[i].endpoint == NULL)
+            continue;
+        why = sf_net_endpoint_problem(ld[i].endpoint, buf, sizeof(buf));
+        if (why != NULL) {
+            const sf_node *at = node_at(value, ld[i].path);
+
+            sf_cfg_error(&l->ctx, at ? at : l->ctx.node, ld[i].path, "invalid endpoint '%s': %s",
+                         ld[i].endpoint, why);
+        }
+    }
+}
+
+enum { USED_BY_TRACES = 1, USED_BY_OTHER = 2 };
+
+/* How service.pipelines, as written, lists component `id` of `kind`
+ * (USED_BY_* bits). Read before the components are decoded, so that one a
+ * traces pipeline never runs is not held to spanfence's settings. */
+static unsigned pipeline_uses(const loader *l, sf_kind kind, const char *id)
+{
+    const sf_node *pipelines = sf_node_get(sf_node_get(l->root, "service"), "pipelines");
+    unsigned uses = 0;
+
+    if (pipelines == NULL || pipelines->kind != SF_NODE_MAP || kind == SF_KIND_EXTENSION)
+        return 0;
+    for (size_t i = 0; i < pipelines->n; i++) {
+        const char *pid = pipelines->keys[i]->text;
+        size_t tl = strcspn(pid, "/");
+        const sf_node *list = sf_node_get(pipelines->items[i], plural(kind));
+        bool traces = tl == 6 && strncmp(pid, "traces", 6) == 0;
+
+        if (list == NULL || list->kind != SF_NODE_SEQ)
+            continue;
+        for (size_t j = 0; j < list->n; j++)
+            if (list->items[j]->kind == SF_NODE_SCALAR && strcmp(list->items[j]->text, id) == 0)
+                uses |= traces ? USED_BY_TRACES : USED_BY_OTHER;
+    }
+    return uses;
+}
+
 /* Decode one component definition into the next slot of cfg->components.
  * Problems are reported; SF_ENOMEM is the only status that stops the load. */
 static sf_status load_component(loader *l, sf_kind kind, const sf_node *key,
@@ -246,6 +338,11 @@ static sf_status load_component(loader *l, sf_kind kind, const sf_node *key,
         if (!split_id(l, key, key->text, sf_kind_name(kind), tname, sizeof(tname)))
             return SF_OK;
         type = sf_registry_find(kind, tname);
+        /* A type spanfence has, listed only by metrics or logs pipelines:
+         * never run, so checked as a foreign one (structure only), since
+         * upstream's values for it (zstd, metric_statements) are fine. */
+        if (type != NULL && pipeline_uses(l, kind, key->text) == USED_BY_OTHER)
+            type = NULL;
         if (type == NULL) {
             /* Judged once the pipelines are known (check_foreign): fine
              * outside traces pipelines, an error inside one. */
@@ -273,6 +370,9 @@ static sf_status load_component(loader *l, sf_kind kind, const sf_node *key,
         if (l->ctx.oom)
             return SF_ENOMEM;
     }
+    if (sf_diag_errors(l->ctx.diag) == errors && type->describe_listen != NULL &&
+        !subtree_invalid(value))
+        check_listen(l, type, c->config, value);
     l->valid[slot] = sf_diag_errors(l->ctx.diag) == errors;
     return SF_OK;
 }
@@ -302,7 +402,7 @@ static size_t find_slot(const loader *l, sf_kind kind, const char *id)
 }
 
 static sf_status load_pipeline_list(loader *l, sf_config_pipeline *p, sf_kind kind,
-                                    const sf_node *list, size_t *listed)
+                                    const sf_node *list, size_t *listed, const sf_node **at)
 {
     static const char *const names[] = { "receivers", "processors", "exporters" };
     const char *name = names[kind];
@@ -313,6 +413,7 @@ static sf_status load_pipeline_list(loader *l, sf_config_pipeline *p, sf_kind ki
     const char *path = l->ctx.path;
 
     *listed = 0;
+    *at = list != NULL && list->kind == SF_NODE_SEQ ? list : NULL;
     if (is_empty(list))
         return SF_OK;
     if (list->kind != SF_NODE_SEQ) {
@@ -394,6 +495,7 @@ static sf_status load_pipelines(loader *l, const sf_node *service_key, const sf_
         pipeline_conf pc = { { NULL } };
         char sig[64];
         size_t s, listed[3];
+        const sf_node *at[3];
 
         l->ctx.path = "service.pipelines";
         if (!split_id(l, key, key->text, "pipeline", sig, sizeof(sig)))
@@ -425,7 +527,8 @@ static sf_status load_pipelines(loader *l, const sf_node *service_key, const sf_
         if (sf_cfg_decode(&l->ctx, pipeline_rows, pipelines->items[i], &pc) == SF_ENOMEM)
             return SF_ENOMEM;
         for (int k = 0; k < 3; k++)
-            if (load_pipeline_list(l, p, (sf_kind)k, pc.lists[k], &listed[k]) == SF_ENOMEM)
+            if (load_pipeline_list(l, p, (sf_kind)k, pc.lists[k], &listed[k], &at[k]) ==
+                SF_ENOMEM)
                 return SF_ENOMEM;
         if (p->signal != SF_SIGNAL_TRACES) {
             sf_cfg_warn(&l->ctx, key, NULL, "pipeline '%s' is not run by spanfence (traces only)",
@@ -433,16 +536,38 @@ static sf_status load_pipelines(loader *l, const sf_node *service_key, const sf_
             continue;
         }
         traces = true;
+        /* at the list when there is one (`exporters: []`), else the pipeline */
         if (listed[SF_KIND_RECEIVER] == 0)
-            sf_cfg_error(&l->ctx, key, NULL, "pipeline '%s' has no receivers", p->id);
+            sf_cfg_error(&l->ctx, at[SF_KIND_RECEIVER] ? at[SF_KIND_RECEIVER] : key,
+                         at[SF_KIND_RECEIVER] ? "receivers" : NULL,
+                         "pipeline '%s' has no receivers", p->id);
         if (listed[SF_KIND_EXPORTER] == 0)
-            sf_cfg_error(&l->ctx, key, NULL, "pipeline '%s' has no exporters", p->id);
+            sf_cfg_error(&l->ctx, at[SF_KIND_EXPORTER] ? at[SF_KIND_EXPORTER] : key,
+                         at[SF_KIND_EXPORTER] ? "exporters" : NULL,
+                         "pipeline '%s' has no exporters", p->id);
     }
     if (!traces) {
         l->ctx.path = "service.pipelines";
         sf_cfg_error(&l->ctx, pkey, NULL, "no traces pipeline is defined");
     }
     return SF_OK;
+}
+
+/* An extension spanfence does not have is not run: a warning, with what to
+ * use instead when it is a known upstream one. */
+static void warn_extension(loader *l, const sf_node *at, const char *sub, const char *id)
+{
+    char tname[128];
+    const char *instead;
+
+    snprintf(tname, sizeof(tname), "%.*s", (int)strcspn(id, "/"), id);
+    instead = foreign_instead(SF_KIND_EXTENSION, tname);
+    if (instead)
+        sf_cfg_warn(&l->ctx, at, sub, "extension '%s' is not supported by spanfence and is "
+                    "ignored: %s", id, instead);
+    else
+        sf_cfg_warn(&l->ctx, at, sub, "extension '%s' is not supported by spanfence and is "
+                    "ignored", id);
 }
 
 /* Extensions of a registered type are decoded like any component and run
@@ -521,33 +646,14 @@ static sf_status load_extensions(loader *l, const sf_node *defs, const sf_node *
             continue;
         }
         slots[j] = SIZE_MAX - 2;            /* referenced, warned here */
-        sf_cfg_warn(&l->ctx, it, sub, "extension '%s' is not supported by spanfence and is ignored",
-                    it->text);
+        warn_extension(l, it, sub, it->text);
     }
     l->ctx.path = "extensions";
     for (size_t j = 0; defs && j < defs->n; j++) {
         if (slots[j] == SIZE_MAX)
-            sf_cfg_warn(&l->ctx, defs->keys[j], defs->keys[j]->text,
-                        "extension '%s' is not supported by spanfence and is ignored",
-                        defs->keys[j]->text);
+            warn_extension(l, defs->keys[j], defs->keys[j]->text, defs->keys[j]->text);
     }
     return l->ctx.oom ? SF_ENOMEM : SF_OK;
-}
-
-static bool valid_address(const char *a)
-{
-    const char *colon = strrchr(a, ':');
-    long port;
-    char *end;
-
-    if (colon == NULL || colon == a || colon[1] == '\0')
-        return false;
-    for (const char *p = colon + 1; *p; p++)
-        if (!isdigit((unsigned char)*p))
-            return false;
-    errno = 0;
-    port = strtol(colon + 1, &end, 10);
-    return errno == 0 && port >= 0 && port <= 65535;
 }
 
 static sf_status load_service(loader *l, const sf_node *service)
@@ -578,10 +684,13 @@ static sf_status load_service(loader *l, const sf_node *service)
         const sf_node *an = sf_node_get(sf_node_get(sf_node_get(service, "telemetry"), "metrics"),
                                         "address");
 
-        if (!valid_address(sc.telemetry.metrics.address)) {
+        char buf[128];
+        const char *why = sf_net_endpoint_problem(sc.telemetry.metrics.address, buf, sizeof(buf));
+
+        if (why != NULL) {
             l->ctx.path = "service.telemetry.metrics.address";
-            sf_cfg_error(&l->ctx, an, NULL, "invalid address '%s' (expected host:port)",
-                         sc.telemetry.metrics.address);
+            sf_cfg_error(&l->ctx, an, NULL, "invalid address '%s': %s",
+                         sc.telemetry.metrics.address, why);
         }
         cfg->metrics_address = sc.telemetry.metrics.address;
     }
@@ -626,15 +735,19 @@ static void check_foreign(loader *l)
         l->ctx.path = sf_cfg_path_join(&l->ctx, plural(l->kinds[i]), id);
         if (l->ctx.path == NULL)
             return;
+        slash = strchr(id, '/');
+        tl = slash ? (size_t)(slash - id) : strlen(id);
+        snprintf(tname, sizeof(tname), "%.*s", (int)tl, id);
         if (!l->traced[i]) {
-            if (l->valid[i])
+            if (l->valid[i] && sf_registry_find(l->kinds[i], tname) != NULL)
+                sf_cfg_warn(&l->ctx, l->keys[i], NULL, "%s '%s' is not run by spanfence: only "
+                            "metrics or logs pipelines use it, so only its structure is checked",
+                            sf_kind_name(l->kinds[i]), id);
+            else if (l->valid[i])
                 sf_cfg_warn(&l->ctx, l->keys[i], NULL, "%s '%s' is not run by spanfence",
                             sf_kind_name(l->kinds[i]), id);
             continue;
         }
-        slash = strchr(id, '/');
-        tl = slash ? (size_t)(slash - id) : strlen(id);
-        snprintf(tname, sizeof(tname), "%.*s", (int)tl, id);
         unknown_type(l, l->kinds[i], l->keys[i], tname);
     }
 }

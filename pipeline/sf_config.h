@@ -124,6 +124,10 @@ typedef struct sf_config_row {
     int64_t min, max;           /* INT, DURATION (ms), SIZE (bytes) */
     double dmin, dmax;          /* DOUBLE */
     const char *choices;        /* ENUM */
+    /* ENUM: values the upstream collector accepts here that spanfence
+     * does not ("snappy|lz4"): refused as "not supported by spanfence"
+     * rather than unknown, with the choices to use instead. */
+    const char *upstream;
     const struct sf_config_row *sub;  /* SECTION */
     /* CUSTOM: decode `node` into `field`; report problems with
      * sf_cfg_error() and return SF_CONFIG. */

@@ -399,6 +399,11 @@ static sf_status decode_scalar_value(sf_cfg_ctx *ctx, const sf_config_row *row, 
             return SF_CONFIG;
         }
         idx = enum_index(row->choices ? row->choices : "", v->text);
+        if (idx < 0 && row->upstream != NULL && enum_index(row->upstream, v->text) >= 0) {
+            sf_cfg_error(ctx, v, NULL, "'%s' is not supported by spanfence (use one of %s)",
+                         v->text, list);
+            return SF_CONFIG;
+        }
         if (idx < 0) {
             sf_cfg_error(ctx, v, NULL, "unknown value '%s' (expected one of %s)", v->text, list);
             return SF_CONFIG;

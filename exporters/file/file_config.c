@@ -30,7 +30,7 @@ const sf_config_row sf_file_config_map[] = {
       .offset = offsetof(sf_file_config, format), .choices = "json|proto",
       .help = "json: one OTLP/JSON request per line; proto: 4-byte big-endian length + protobuf" },
     { .key = "compression", .type = SF_CFG_ENUM, .def = "none",
-      .offset = offsetof(sf_file_config, compression), .choices = "none|gzip",
+      .offset = offsetof(sf_file_config, compression), .choices = "none|gzip", .upstream = "zstd",
       .help = "gzip: the file (and every rotated file) is a complete .gz stream" },
     { .key = "flush_interval", .type = SF_CFG_DURATION, .def = "1s",
       .offset = offsetof(sf_file_config, flush_interval), .min = 1, .max = 3600000,

@@ -36,6 +36,7 @@ const sf_config_row sf_otlpgrpc_config_map[] = {
       .help = "gRPC metadata sent with every call (lowercase keys); values are never logged" },
     { .key = "compression", .type = SF_CFG_ENUM, .def = "gzip",
       .offset = offsetof(sf_otlpgrpc_config, compression), .choices = SF_COMPRESSION_CHOICES,
+      .upstream = "snappy",
       .help = "message compression (grpc-encoding): gzip or none (zstd is refused: gRPC core "
               "1.51 cannot send it)" },
     { .key = "compression_params", .type = SF_CFG_SECTION,

@@ -5,7 +5,7 @@
  * components only through sf_component_type and does not link them. Adding
  * a component type is one extern and one line here (README, Adding a
  * component). */
-#include "sf_component.h"
+#include "internal/sf_core.h"
 
 #include <stddef.h>
 
@@ -34,4 +34,49 @@ const sf_component_type *const sf_registry[] = {
     &sf_trace_control_extension_type,
     &sf_health_check_extension_type,
     NULL
+};
+
+/* Upstream types spanfence does not have, and what to use instead: said
+ * when a traces pipeline lists one (an error), or when service.extensions
+ * does (a warning: the extension is not run). */
+const sf_foreign_type sf_foreign_types[] = {
+    { SF_KIND_PROCESSOR, "filter",
+      "spanfence keeps every span it can filter; drop attributes with the transform processor's "
+      "keep_keys or delete_key" },
+    { SF_KIND_PROCESSOR, "attributes",
+      "use the transform processor's keep_keys(attributes, [...]) or delete_key" },
+    { SF_KIND_PROCESSOR, "resource",
+      "use the transform processor's resource context: keep_keys(attributes, [...])" },
+    { SF_KIND_PROCESSOR, "redaction",
+      "use the transform processor: keep_keys allowlists attribute keys, replace_pattern "
+      "redacts span names" },
+    { SF_KIND_PROCESSOR, "tail_sampling", "spanfence does not sample; sample at the gateway" },
+    { SF_KIND_PROCESSOR, "probabilistic_sampler",
+      "spanfence does not sample; sample at the gateway" },
+    { SF_KIND_PROCESSOR, "k8sattributes",
+      "spanfence adds no attributes; add them at the gateway" },
+    { SF_KIND_PROCESSOR, "resourcedetection",
+      "spanfence adds no attributes; add them at the gateway" },
+    { SF_KIND_PROCESSOR, "groupbytrace", "spanfence does not group; group at the gateway" },
+    { SF_KIND_PROCESSOR, "span", "rename spans with the transform processor's replace_pattern" },
+    { SF_KIND_RECEIVER, "jaeger", "send OTLP to the otlp receiver" },
+    { SF_KIND_RECEIVER, "zipkin", "send OTLP to the otlp receiver" },
+    { SF_KIND_RECEIVER, "kafka", "send OTLP to the otlp receiver" },
+    { SF_KIND_EXPORTER, "kafka", "export OTLP with otlphttp or otlp" },
+    { SF_KIND_EXPORTER, "loadbalancing", "export to one gateway with otlphttp or otlp" },
+    { SF_KIND_EXPORTER, "logging", "use the debug exporter" },
+    { SF_KIND_EXTENSION, "pprof",
+      "spanfence is C: profile it with perf (perf record -g -p PID), no endpoint needed" },
+    { SF_KIND_EXTENSION, "zpages",
+      "read the pipeline's state from the Prometheus metrics (service.telemetry.metrics) and "
+      "health_check" },
+    { SF_KIND_EXTENSION, "file_storage",
+      "spanfence keeps its queues in memory only, so no span is written to disk" },
+    { SF_KIND_EXTENSION, "basicauth",
+      "send credentials as exporter headers from ${env:...}" },
+    { SF_KIND_EXTENSION, "bearertokenauth",
+      "send the token as an exporter header: headers: {authorization: \"Bearer ${env:TOKEN}\"}" },
+    { SF_KIND_EXTENSION, "oauth2client",
+      "send credentials as exporter headers from ${env:...}" },
+    { 0, NULL, NULL }
 };

@@ -35,6 +35,17 @@ struct sf_component {
  * (pipeline/cli/components.c), which every program links. */
 extern const sf_component_type *const sf_registry[];
 
+/* Upstream component types this build does not have, each with what to
+ * use instead, for the config's messages; ended by a NULL name. Defined
+ * beside sf_registry (pipeline/cli/components.c). */
+typedef struct sf_foreign_type {
+    sf_kind kind;
+    const char *name;               /* "filter" */
+    const char *instead;            /* "drop attributes with transform's keep_keys" */
+} sf_foreign_type;
+
+extern const sf_foreign_type sf_foreign_types[];
+
 /* The type registered under `name` (or its alias) for `kind`, or NULL. */
 const sf_component_type *sf_registry_find(sf_kind kind, const char *name);
 /* The subcommand `name` some type brings (type->verbs), or NULL. */

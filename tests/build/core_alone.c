@@ -4,12 +4,13 @@
  * calls into a receiver, processor, exporter or extension: the core knows
  * components only through sf_component_type. Not a test to run: building
  * it is the check (it is in the default build). */
-#include "sf_component.h"
+#include "internal/sf_core.h"
 
 #include <stddef.h>
 
 extern const sf_component_type *const sf_registry[];
 const sf_component_type *const sf_registry[] = { NULL };
+const sf_foreign_type sf_foreign_types[] = { { 0, NULL, NULL } };
 
 int main(void)
 {

@@ -42,6 +42,54 @@ static void test_split(void **state)
     assert_int_equal(sf_net_split("averyveryverylonghostname:1", host, 8, &port), SF_INVALID);
 }
 
+/* The config's endpoint check: the problem named, or NULL. */
+static void test_endpoint_problem(void **state)
+{
+    char buf[128];
+
+    (void)state;
+    assert_null(sf_net_endpoint_problem("127.0.0.1:4317", buf, sizeof(buf)));
+    assert_null(sf_net_endpoint_problem("localhost:0", buf, sizeof(buf)));
+    assert_null(sf_net_endpoint_problem("[::1]:65535", buf, sizeof(buf)));
+    assert_null(sf_net_endpoint_problem("0.0.0.0:00080", buf, sizeof(buf)));
+    assert_string_equal(sf_net_endpoint_problem("127.0.0.1:99999", buf, sizeof(buf)),
+                        "port '99999' is out of range 0-65535");
+    assert_string_equal(sf_net_endpoint_problem("127.0.0.1:65536", buf, sizeof(buf)),
+                        "port '65536' is out of range 0-65535");
+    assert_string_equal(sf_net_endpoint_problem("h:4294971613", buf, sizeof(buf)),
+                        "port '4294971613' is out of range 0-65535");
+    assert_string_equal(sf_net_endpoint_problem("localhost:abc", buf, sizeof(buf)),
+                        "port 'abc' is not a number");
+    assert_string_equal(sf_net_endpoint_problem("localhost:-1", buf, sizeof(buf)),
+                        "port '-1' is not a number");
+    assert_string_equal(sf_net_endpoint_problem("localhost: 80", buf, sizeof(buf)),
+                        "port ' 80' is not a number");
+    assert_string_equal(sf_net_endpoint_problem("4317", buf, sizeof(buf)),
+                        "expected host:port ('127.0.0.1:4317'), found no port");
+    assert_string_equal(sf_net_endpoint_problem(":4317", buf, sizeof(buf)),
+                        "expected host:port ('127.0.0.1:4317'), found no host");
+    assert_string_equal(sf_net_endpoint_problem("localhost:", buf, sizeof(buf)),
+                        "expected host:port ('127.0.0.1:4317'), found no port");
+    assert_string_equal(sf_net_endpoint_problem("::1:4317", buf, sizeof(buf)),
+                        "an IPv6 host needs brackets ('[::1]:4317')");
+    assert_non_null(sf_net_endpoint_problem("[::1]4317", buf, sizeof(buf)));
+    assert_non_null(sf_net_endpoint_problem("[]:4317", buf, sizeof(buf)));
+}
+
+/* sf_net_split refuses what strtol would have taken: a sign, spaces. */
+static void test_split_strict_port(void **state)
+{
+    char host[64];
+    uint16_t port;
+
+    (void)state;
+    assert_int_equal(sf_net_split("h:+80", host, sizeof(host), &port), SF_INVALID);
+    assert_int_equal(sf_net_split("h: 80", host, sizeof(host), &port), SF_INVALID);
+    assert_int_equal(sf_net_split("h:70000", host, sizeof(host), &port), SF_INVALID);
+    assert_int_equal(sf_net_split("h:0080", host, sizeof(host), &port), SF_OK);
+    assert_int_equal(port, 80);
+}
+
 static void test_resolve(void **state)
 {
     struct sockaddr_storage ss;
@@ -64,6 +112,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_resolve),
+        cmocka_unit_test(test_endpoint_problem),
+        cmocka_unit_test(test_split_strict_port),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
