@@ -796,19 +796,140 @@ static sf_status load_tree(loader *l)
     return l->ctx.oom ? SF_ENOMEM : SF_OK;
 }
 
-sf_status sf_config_load_string(const char *name, const char *yaml, size_t len,
-                                sf_diag *diag, sf_config **out)
+/* ---- merging sources (--config repeated, --set) ------------------------------ */
+
+/* `base` with `over` merged in, as the upstream collector's confmap: two
+ * mappings merge key by key (the key keeps its first position), anything
+ * else is replaced by `over`. New nodes are arena memory; the inputs are
+ * not changed (they may be shared through aliases). NULL on no memory. */
+static sf_node *merge_nodes(sf_arena *a, sf_node *base, sf_node *over)
+{
+    sf_node *n;
+
+    if (base == NULL || base->kind != SF_NODE_MAP || over->kind != SF_NODE_MAP)
+        return over;
+    n = sf_arena_alloc(a, sizeof(*n));
+    if (n == NULL)
+        return NULL;
+    *n = *base;
+    n->keys = sf_arena_alloc(a, (base->n + over->n + 1) * sizeof(*n->keys));
+    n->items = sf_arena_alloc(a, (base->n + over->n + 1) * sizeof(*n->items));
+    if (n->keys == NULL || n->items == NULL)
+        return NULL;
+    memcpy(n->keys, base->keys, base->n * sizeof(*n->keys));
+    memcpy(n->items, base->items, base->n * sizeof(*n->items));
+    for (size_t i = 0; i < over->n; i++) {
+        size_t j;
+
+        for (j = 0; j < n->n; j++)
+            if (strcmp(n->keys[j]->text, over->keys[i]->text) == 0)
+                break;
+        if (j == n->n) {
+            n->keys[n->n] = over->keys[i];
+            n->items[n->n++] = over->items[i];
+            continue;
+        }
+        n->items[j] = merge_nodes(a, n->items[j], over->items[i]);
+        if (n->items[j] == NULL)
+            return NULL;
+    }
+    return n;
+}
+
+/* A mapping whose keys say "a::b::c" (confmap's key delimiter, as --set
+ * and yaml: write them) as the nested mappings they mean, at every level. */
+static sf_node *expand_keys(sf_arena *a, sf_node *map, int depth, size_t *budget)
+{
+    sf_node *n;
+
+    /* aliases share nodes, so a tree can be far larger than its file: the
+     * walk stops after `budget` mappings (their keys stay as written) */
+    if (map == NULL || map->kind != SF_NODE_MAP || depth > 64 || *budget == 0)
+        return map;
+    (*budget)--;
+    n = sf_arena_alloc(a, sizeof(*n));
+    if (n == NULL)
+        return NULL;
+    *n = *map;
+    n->n = 0;
+    n->keys = sf_arena_alloc(a, (map->n + 1) * sizeof(*n->keys));
+    n->items = sf_arena_alloc(a, (map->n + 1) * sizeof(*n->items));
+    if (n->keys == NULL || n->items == NULL)
+        return NULL;
+    for (size_t i = 0; i < map->n; i++) {
+        sf_node *k = map->keys[i], *v = expand_keys(a, map->items[i], depth + 1, budget);
+        const char *sep = strstr(k->text, "::");
+        size_t j;
+
+        if (v == NULL)
+            return NULL;
+        if (sep != NULL && sep != k->text && sep[2] != '\0') {
+            /* "a::rest": v -> a: {rest: v}, the rest expanded in turn */
+            sf_node *head = sf_arena_alloc(a, sizeof(*head));
+            sf_node *tail = sf_arena_alloc(a, sizeof(*tail));
+            sf_node *inner = sf_arena_alloc(a, sizeof(*inner));
+
+            if (head == NULL || tail == NULL || inner == NULL)
+                return NULL;
+            *head = *k;
+            head->text = sf_arena_strndup(a, k->text, (size_t)(sep - k->text));
+            head->len = (size_t)(sep - k->text);
+            head->raw = NULL;
+            *tail = *k;
+            tail->text = sf_arena_strndup(a, sep + 2, strlen(sep + 2));
+            tail->len = strlen(sep + 2);
+            tail->raw = NULL;
+            *inner = (sf_node){ .kind = SF_NODE_MAP, .line = k->line, .col = k->col,
+                                .file = k->file, .source = k->source, .n = 1 };
+            inner->keys = sf_arena_alloc(a, sizeof(*inner->keys));
+            inner->items = sf_arena_alloc(a, sizeof(*inner->items));
+            if (head->text == NULL || tail->text == NULL || inner->keys == NULL ||
+                inner->items == NULL)
+                return NULL;
+            inner->keys[0] = tail;
+            inner->items[0] = v;
+            k = head;
+            v = expand_keys(a, inner, depth + 1, budget);
+            if (v == NULL)
+                return NULL;
+        }
+        for (j = 0; j < n->n; j++)
+            if (strcmp(n->keys[j]->text, k->text) == 0)
+                break;
+        if (j < n->n) {
+            n->items[j] = merge_nodes(a, n->items[j], v);
+            if (n->items[j] == NULL)
+                return NULL;
+        } else {
+            n->keys[n->n] = k;
+            n->items[n->n++] = v;
+        }
+    }
+    return n;
+}
+
+/* Whether `text` holds "::" anywhere (it is not NUL-terminated). */
+static bool has_key_delimiter(const char *text, size_t len)
+{
+    for (size_t i = 0; i + 1 < len; i++)
+        if (text[i] == ':' && text[i + 1] == ':')
+            return true;
+    return false;
+}
+
+/* Read every source into one tree (merged in order) and load it. `names`
+ * name the sources in messages; the first is the config's name. */
+static sf_status load_sources(const char *const *names, const char *const *texts,
+                              const size_t *lens, size_t n, sf_diag *diag, sf_config **out)
 {
     sf_config_owned *owned;
     sf_arena *arena;
     sf_node *root = NULL;
     loader l;
-    size_t errors = sf_diag_errors(diag);
-    sf_status st;
+    size_t errors = sf_diag_errors(diag), name_len = 0;
+    sf_status st = SF_OK;
 
     *out = NULL;
-    if (sf_diag_set_file(diag, name) != SF_OK)
-        return SF_ENOMEM;
     arena = sf_arena_create(SF_CONFIG_ARENA_CHUNK, 0);
     if (arena == NULL)
         return SF_ENOMEM;
@@ -819,14 +940,53 @@ sf_status sf_config_load_string(const char *name, const char *yaml, size_t len,
     }
     memset(owned, 0, sizeof(*owned));
     owned->arena = arena;
-    owned->pub.file = sf_arena_strndup(arena, name, strlen(name));
+    for (size_t i = 0; i < n; i++)
+        name_len += strlen(names[i]) + 2;
+    owned->pub.file = sf_arena_alloc(arena, name_len + 1);
     if (owned->pub.file == NULL) {
         st = SF_ENOMEM;
         goto out_destroy_arena;
     }
-    st = sf_yaml_load(yaml, len, arena, diag, &root);
-    if (st == SF_ENOMEM || root == NULL)
+    owned->pub.file[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        sf_node *one = NULL;
+        sf_status ys;
+
+        strcat(owned->pub.file, names[i]);
+        if (i + 1 < n)
+            strcat(owned->pub.file, ", ");
+        if (sf_diag_set_source(diag, names[i], (int)i) != SF_OK) {
+            st = SF_ENOMEM;
+            goto out_destroy_arena;
+        }
+        ys = sf_yaml_load(texts[i], lens[i], arena, diag, &one);
+        if (ys == SF_ENOMEM) {
+            st = SF_ENOMEM;
+            goto out_destroy_arena;
+        }
+        if (one == NULL)
+            continue;
+        if (n > 1 || has_key_delimiter(texts[i], lens[i])) {
+            size_t budget = 100000;
+
+            one = expand_keys(arena, one, 0, &budget);
+            if (one == NULL || (root = merge_nodes(arena, root, one)) == NULL) {
+                st = SF_ENOMEM;
+                goto out_destroy_arena;
+            }
+        } else {
+            root = one;
+        }
+    }
+    /* messages without a node name the first source */
+    if (sf_diag_set_source(diag, names[0], 0) != SF_OK) {
+        st = SF_ENOMEM;
         goto out_destroy_arena;
+    }
+    if (root == NULL) {
+        st = SF_CONFIG;
+        goto out_destroy_arena;
+    }
     owned->pub.root = root;
     memset(&l, 0, sizeof(l));
     sf_cfg_ctx_init(&l.ctx, diag, arena);
@@ -846,6 +1006,98 @@ sf_status sf_config_load_string(const char *name, const char *yaml, size_t len,
 
 out_destroy_arena:
     sf_arena_destroy(arena);
+    return st;
+}
+
+sf_status sf_config_load_string(const char *name, const char *yaml, size_t len,
+                                sf_diag *diag, sf_config **out)
+{
+    return load_sources(&name, &yaml, &len, 1, diag, out);
+}
+
+const char *sf_config_uri_unsupported(const char *uri, char *buf, size_t size)
+{
+    size_t i = 0;
+
+    while (isalnum((unsigned char)uri[i]) || uri[i] == '+' || uri[i] == '-' || uri[i] == '.')
+        i++;
+    /* a scheme is two characters or more and starts with a letter (so a
+     * path such as "C:..." or "./a:b" is a path) */
+    if (uri[i] != ':' || i < 2 || !isalpha((unsigned char)uri[0]))
+        return NULL;
+    if ((i == 4 && strncmp(uri, "file", 4) == 0) || (i == 3 && strncmp(uri, "env", 3) == 0) ||
+        (i == 4 && strncmp(uri, "yaml", 4) == 0))
+        return NULL;
+    snprintf(buf, size, "%.*s", (int)i, uri);
+    return buf;
+}
+
+sf_status sf_config_load_uris(const char *const *uris, size_t n, sf_diag *diag,
+                              sf_config **out)
+{
+    const char **names, **texts;
+    char **owned;
+    size_t *lens;
+    sf_status st = SF_OK;
+
+    *out = NULL;
+    if (n == 0)
+        return SF_INVALID;
+    names = sf_calloc(n, sizeof(*names));
+    texts = sf_calloc(n, sizeof(*texts));
+    owned = sf_calloc(n, sizeof(*owned));
+    lens = sf_calloc(n, sizeof(*lens));
+    if (names == NULL || texts == NULL || owned == NULL || lens == NULL) {
+        st = SF_ENOMEM;
+        goto out_free;
+    }
+    for (size_t i = 0; i < n && st == SF_OK; i++) {
+        const char *u = uris[i];
+        char scheme[32];
+
+        names[i] = u;
+        if (sf_config_uri_unsupported(u, scheme, sizeof(scheme)) != NULL) {
+            if (sf_diag_set_source(diag, u, (int)i) != SF_OK)
+                st = SF_ENOMEM;
+            else
+                sf_diag_error(diag, NULL, NULL, "config source scheme '%s' is not supported by "
+                              "spanfence (use a file path, file:PATH, env:VAR or yaml:TEXT)",
+                              scheme);
+            st = st == SF_OK ? SF_CONFIG : st;
+        } else if (strncmp(u, "env:", 4) == 0) {
+            const char *v = getenv(u + 4);
+
+            if (sf_diag_set_source(diag, u, (int)i) != SF_OK) {
+                st = SF_ENOMEM;
+            } else if (v == NULL) {
+                sf_diag_error(diag, NULL, NULL, "environment variable '%s' is not set", u + 4);
+                st = SF_CONFIG;
+            } else {
+                texts[i] = v;
+                lens[i] = strlen(v);
+            }
+        } else if (strncmp(u, "yaml:", 5) == 0) {
+            texts[i] = u + 5;
+            lens[i] = strlen(u + 5);
+        } else {
+            const char *path = strncmp(u, "file:", 5) == 0 ? u + 5 : u;
+
+            names[i] = path;
+            st = sf_config_read_file(path, SF_CONFIG_MAX_FILE, diag, &owned[i], &lens[i]);
+            texts[i] = owned[i];
+            if (st == SF_OK && sf_diag_set_source(diag, path, (int)i) != SF_OK)
+                st = SF_ENOMEM;
+        }
+    }
+    if (st == SF_OK)
+        st = load_sources(names, texts, lens, n, diag, out);
+out_free:
+    for (size_t i = 0; owned != NULL && i < n; i++)
+        sf_free(owned[i]);
+    sf_free(names);
+    sf_free(texts);
+    sf_free(owned);
+    sf_free(lens);
     return st;
 }
 

@@ -31,6 +31,11 @@ typedef enum sf_node_kind {
 typedef struct sf_node {
     sf_node_kind kind;
     int line, col;              /* 1-based position in the file */
+    /* The source it came from when the config was merged from several
+     * (--config given twice, --set): its name for messages, and its index
+     * in the order given. NULL, 0: the one file being loaded. */
+    const char *file;
+    int source;
     /* SCALAR: text after ${env} expansion, NUL-terminated; `plain` is true
      * for an unquoted scalar (only those can be null/bool/number). A YAML
      * null (`~`, `null`, empty) is a plain scalar with text "" and is_null. */
@@ -201,6 +206,20 @@ typedef struct sf_config {
  * warnings); on SF_CONFIG diag holds every error found and *out is NULL;
  * SF_IO when the file cannot be read (also reported in diag). */
 sf_status sf_config_load(const char *path, sf_diag *diag, sf_config **out);
+/* Load and validate the config merged from `n` sources in order, as the
+ * upstream collector's resolver does (`--config` repeated, then `--set`):
+ *   PATH or file:PATH   a YAML file
+ *   env:VAR             YAML text in environment variable VAR
+ *   yaml:TEXT           YAML text inline ("yaml:processors::batch::timeout: 2s")
+ * Mappings merge key by key, later sources winning; any other value (a
+ * list included) is replaced whole. A key "a::b" is the key b inside a. A
+ * message names the source of its node. Other schemes (http:, s3:...) are
+ * an error naming the supported ones. Returns as sf_config_load. */
+sf_status sf_config_load_uris(const char *const *uris, size_t n, sf_diag *diag,
+                              sf_config **out);
+/* The scheme of `uri` spanfence does not read ("http"), copied into buf, or
+ * NULL when it reads it (a path, file:, env:, yaml:). */
+const char *sf_config_uri_unsupported(const char *uri, char *buf, size_t size);
 /* Same, from a string (tests); `name` is used as the file name in messages. */
 sf_status sf_config_load_string(const char *name, const char *yaml, size_t len,
                                 sf_diag *diag, sf_config **out);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 typedef struct sf_diag_msg {
+    int source;                 /* sorted by (source, line, col) */
     int line, col;
     bool warning;
     char *text;
@@ -17,6 +18,7 @@ typedef struct sf_diag_msg {
 
 struct sf_diag {
     char *file;
+    int source;                 /* index of `file` among merged sources */
     size_t n, cap;
     sf_diag_msg *msgs;          /* sorted by (line, col), stable */
     size_t errors, warnings;    /* counted even when a message could not be stored */
@@ -59,13 +61,32 @@ sf_status sf_diag_set_file(sf_diag *d, const char *file)
     return SF_OK;
 }
 
+sf_status sf_diag_set_source(sf_diag *d, const char *file, int source)
+{
+    sf_status st = sf_diag_set_file(d, file);
+
+    if (st == SF_OK)
+        d->source = source;
+    return st;
+}
+
+const char *sf_diag_file(const sf_diag *d)
+{
+    return d->file;
+}
+
+int sf_diag_source(const sf_diag *d)
+{
+    return d->source;
+}
+
 bool sf_diag_oom(const sf_diag *d)
 {
     return d->oom;
 }
 
-static void record(sf_diag *d, int line, int col, bool warning, const char *path,
-                   const char *fmt, va_list ap)
+static void record(sf_diag *d, const char *file, int source, int line, int col, bool warning,
+                   const char *path, const char *fmt, va_list ap)
 {
     char msg[1024], prefix[64];
     char *text;
@@ -81,12 +102,16 @@ static void record(sf_diag *d, int line, int col, bool warning, const char *path
         snprintf(prefix, sizeof(prefix), ":%d:%d", line, col);
     else
         prefix[0] = '\0';
-    len = snprintf(NULL, 0, "%s%s: %s%s%s%s", d->file, prefix, path && *path ? path : "",
+    if (file == NULL) {
+        file = d->file;
+        source = d->source;
+    }
+    len = snprintf(NULL, 0, "%s%s: %s%s%s%s", file, prefix, path && *path ? path : "",
                    path && *path ? ": " : "", warning ? "warning: " : "", msg);
     text = sf_malloc((size_t)len + 1);
     if (text == NULL)
         goto out_oom;
-    snprintf(text, (size_t)len + 1, "%s%s: %s%s%s%s", d->file, prefix, path && *path ? path : "",
+    snprintf(text, (size_t)len + 1, "%s%s: %s%s%s%s", file, prefix, path && *path ? path : "",
              path && *path ? ": " : "", warning ? "warning: " : "", msg);
     for (size_t i = 0; i < d->n; i++) {
         if (strcmp(d->msgs[i].text, text) == 0) {
@@ -108,11 +133,14 @@ static void record(sf_diag *d, int line, int col, bool warning, const char *path
         d->cap = cap;
     }
     at = d->n;
-    while (at > 0 && (d->msgs[at - 1].line > line ||
-                      (d->msgs[at - 1].line == line && d->msgs[at - 1].col > col)))
+    while (at > 0 && (d->msgs[at - 1].source > source ||
+                      (d->msgs[at - 1].source == source &&
+                       (d->msgs[at - 1].line > line ||
+                        (d->msgs[at - 1].line == line && d->msgs[at - 1].col > col)))))
         at--;
     memmove(&d->msgs[at + 1], &d->msgs[at], (d->n - at) * sizeof(*d->msgs));
-    d->msgs[at] = (sf_diag_msg){ .line = line, .col = col, .warning = warning, .text = text };
+    d->msgs[at] = (sf_diag_msg){ .source = source, .line = line, .col = col,
+                                 .warning = warning, .text = text };
     d->n++;
     return;
 
@@ -127,7 +155,8 @@ void sf_diag_error(sf_diag *d, const sf_node *at, const char *path, const char *
     va_list ap;
 
     va_start(ap, fmt);
-    record(d, at ? at->line : 0, at ? at->col : 0, false, path, fmt, ap);
+    record(d, at ? at->file : NULL, at ? at->source : 0, at ? at->line : 0, at ? at->col : 0,
+           false, path, fmt, ap);
     va_end(ap);
 }
 
@@ -136,7 +165,8 @@ void sf_diag_warn(sf_diag *d, const sf_node *at, const char *path, const char *f
     va_list ap;
 
     va_start(ap, fmt);
-    record(d, at ? at->line : 0, at ? at->col : 0, true, path, fmt, ap);
+    record(d, at ? at->file : NULL, at ? at->source : 0, at ? at->line : 0, at ? at->col : 0,
+           true, path, fmt, ap);
     va_end(ap);
 }
 
@@ -145,7 +175,7 @@ void sf_diag_error_at(sf_diag *d, int line, int col, const char *path, const cha
     va_list ap;
 
     va_start(ap, fmt);
-    record(d, line, col, false, path, fmt, ap);
+    record(d, NULL, 0, line, col, false, path, fmt, ap);
     va_end(ap);
 }
 

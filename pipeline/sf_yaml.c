@@ -32,6 +32,8 @@ typedef struct yconv {
     size_t n_nodes;
     unsigned char *state;       /* per libyaml node: CONVERT_* */
     sf_node **memo;
+    const char *file;           /* stamped on every node: the source it came from */
+    int source;
     bool oom;
 } yconv;
 
@@ -201,6 +203,8 @@ static sf_node *new_node(yconv *y, sf_node_kind kind, const yaml_node_t *yn)
     }
     memset(n, 0, sizeof(*n));
     n->kind = kind;
+    n->file = y->file;
+    n->source = y->source;
     n->line = (int)yn->start_mark.line + 1;
     n->col = (int)yn->start_mark.column + 1;
     return n;
@@ -505,6 +509,12 @@ sf_status sf_yaml_load(const char *text, size_t len, sf_arena *arena, sf_diag *d
                          NULL, "only one yaml document is allowed in a config file");
     yaml_document_delete(&extra);
 
+    y.source = sf_diag_source(diag);
+    y.file = sf_arena_strndup(arena, sf_diag_file(diag), strlen(sf_diag_file(diag)));
+    if (y.file == NULL) {
+        st = SF_ENOMEM;
+        goto out_delete_doc;
+    }
     y.n_nodes = (size_t)(doc.nodes.top - doc.nodes.start);
     y.state = sf_calloc(y.n_nodes, 1);
     y.memo = sf_calloc(y.n_nodes, sizeof(*y.memo));

@@ -26,14 +26,30 @@
 #ifndef SF_VERSION
 #define SF_VERSION "0.0.0"
 #endif
+#ifndef SF_DEFAULT_CONFIG
+#define SF_DEFAULT_CONFIG "/etc/spanfence/config.yaml"
+#endif
+#ifndef SF_BUILD_TYPE
+#define SF_BUILD_TYPE "unknown"
+#endif
+#if __has_include("sf_build_info.h")
+#include "sf_build_info.h"          /* SF_COMMIT, written at each build */
+#endif
+#ifndef SF_COMMIT
+#define SF_COMMIT "unknown"
+#endif
+
+#define SF_MAX_SOURCES 64
 
 enum { EXIT_OK = 0, EXIT_INVALID = 1, EXIT_USAGE = 2 };
 
 static void usage(FILE *f)
 {
-    fputs("usage: spanfence [--config FILE] [--policy FILE]          run the collector\n"
-          "       spanfence validate --config FILE [--policy FILE]   check a config and exit\n"
-          "       spanfence --help-config                            list every component's keys\n",
+    fputs("usage: spanfence [--config URI]... [--set K=V]... [--policy FILE]   run the collector\n"
+          "       spanfence validate --config URI... [--set K=V]... [--policy FILE]\n"
+          "                                                 check a config and exit\n"
+          "       spanfence components                      list the component types (YAML)\n"
+          "       spanfence --help-config                   list every component's keys\n",
           f);
     /* the subcommands component types bring (sf_component_type.verbs) */
     for (const sf_component_type *const *t = sf_registry; *t != NULL; t++)
@@ -45,39 +61,147 @@ static void usage(FILE *f)
     fputs("       spanfence --help | --version\n"
           "\n"
           "options:\n"
-          "  -c, --config FILE   collector config (OpenTelemetry Collector layout)\n"
-          "                      default: configs/default.yaml\n"
+          "  -c, --config URI    collector config (OpenTelemetry Collector layout): a file\n"
+          "                      path, file:PATH, env:VAR or yaml:TEXT; repeatable, merged\n"
+          "                      in order as upstream (mappings key by key, later wins,\n"
+          "                      lists replaced); default: " SF_DEFAULT_CONFIG "\n"
+          "      --set K=V       one setting over the configs, as upstream: dots in K\n"
+          "                      separate keys (--set processors.batch.timeout=2s)\n"
+          "      --feature-gates G  accepted for upstream's command lines; no effect\n"
           "  -p, --policy FILE   policy the config must hold (configs/POLICY.md);\n"
           "                      the collector refuses to start when it does not\n"
           "  -h, --help          this help\n"
-          "  -V, --version       print the version\n"
+          "  -V, --version       print the version, commit and build type\n"
           "\n"
-          "validate exits 0 when the config is valid (and holds the policy), 1 when\n"
-          "it is not (every problem on stderr as FILE:LINE:COL: key: message, every\n"
-          "policy violation as FILE:LINE:COL: policy: subject: message), 2 on usage\n"
-          "errors.\n",
+          "exit status: 0 ok (validate: valid, and holds the policy); 1 the config is\n"
+          "not valid (every problem on stderr as FILE:LINE:COL: key: message, every\n"
+          "policy violation as FILE:LINE:COL: policy: subject: message), could not\n"
+          "start, or work was lost at shutdown; 2 usage errors.\n",
           f);
 }
 
 typedef struct cli {
-    const char *config;
+    const char *sources[SF_MAX_SOURCES];    /* --config values, then --set as yaml: */
+    size_t n_sources, n_sets;
+    char *sets[SF_MAX_SOURCES];             /* the yaml: texts --set made (freed at exit) */
+    char name[1024];                        /* the sources, for messages */
     const char *policy;
     bool validate;
 } cli;
+
+static void cli_release(cli *c)
+{
+    for (size_t i = 0; i < c->n_sets; i++)
+        sf_free(c->sets[i]);
+}
+
+/* --set K=V as upstream: "yaml:" + K with '.' as "::" + ": " + V. */
+static int add_set(cli *c, const char *kv)
+{
+    const char *eq = strchr(kv, '=');
+    size_t kl;
+    char *y, *w;
+
+    if (eq == NULL || eq == kv) {
+        fprintf(stderr, "spanfence: --set '%s': expected KEY=VALUE "
+                "(--set processors.batch.timeout=2s)\n", kv);
+        return EXIT_USAGE;
+    }
+    if (c->n_sets == SF_MAX_SOURCES) {
+        fprintf(stderr, "spanfence: more than %d --set options\n", SF_MAX_SOURCES);
+        return EXIT_USAGE;
+    }
+    kl = (size_t)(eq - kv);
+    y = sf_malloc(5 + 2 * kl + 2 + strlen(eq + 1) + 1);
+    if (y == NULL) {
+        fputs("spanfence: out of memory\n", stderr);
+        return EXIT_USAGE;
+    }
+    w = y + sprintf(y, "yaml:");
+    for (size_t i = 0; i < kl; i++) {
+        if (kv[i] == '.') {
+            *w++ = ':';
+            *w++ = ':';
+        } else {
+            *w++ = kv[i];
+        }
+    }
+    sprintf(w, ": %s", eq + 1);
+    c->sets[c->n_sets++] = y;
+    return -1;
+}
+
+static int add_config(cli *c, const char *uri)
+{
+    char scheme[32];
+
+    if (sf_config_uri_unsupported(uri, scheme, sizeof(scheme)) != NULL) {
+        fprintf(stderr, "spanfence: --config '%s': scheme '%s' is not supported by spanfence "
+                "(a file path, file:PATH, env:VAR or yaml:TEXT)\n", uri, scheme);
+        return EXIT_USAGE;
+    }
+    if (c->n_sources == SF_MAX_SOURCES) {
+        fprintf(stderr, "spanfence: more than %d --config options\n", SF_MAX_SOURCES);
+        return EXIT_USAGE;
+    }
+    c->sources[c->n_sources++] = uri;
+    return -1;
+}
+
+/* `spanfence components`: the types of this build, in the layout of
+ * upstream's `otelcol components` (YAML; stability per signal). */
+static int print_components(void)
+{
+    static const struct { sf_kind kind; const char *key; } kinds[] = {
+        { SF_KIND_RECEIVER, "receivers" }, { SF_KIND_PROCESSOR, "processors" },
+        { SF_KIND_EXPORTER, "exporters" }, { SF_KIND_EXTENSION, "extensions" },
+    };
+
+    printf("buildinfo:\n"
+           "    command: spanfence\n"
+           "    description: OpenTelemetry trace collector for confidential VMs (traces only)\n"
+           "    version: %s\n", SF_VERSION);
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        printf("%s:\n", kinds[k].key);
+        for (const sf_component_type *const *t = sf_registry; *t != NULL; t++) {
+            if ((*t)->kind != kinds[k].kind)
+                continue;
+            printf("    - name: %s\n", (*t)->name);
+            if ((*t)->alias != NULL)
+                printf("      alias: %s\n", (*t)->alias);
+            printf("      description: \"%s\"\n", (*t)->description ? (*t)->description : "");
+            if (kinds[k].kind == SF_KIND_EXTENSION)
+                printf("      stability:\n        extension: Beta\n");
+            else
+                printf("      stability:\n        logs: Undefined\n        metrics: Undefined\n"
+                       "        traces: Beta\n");
+        }
+    }
+    printf("connectors: []\n"
+           "providers:\n"
+           "    - scheme: env\n"
+           "    - scheme: file\n"
+           "    - scheme: yaml\n");
+    return EXIT_OK;
+}
 
 /* Parse argv; returns -1 to continue, else an exit code. */
 static int parse_args(int argc, char **argv, cli *c)
 {
     static const struct option opts[] = {
         { "config", required_argument, NULL, 'c' },
+        { "set", required_argument, NULL, 's' },
+        { "feature-gates", required_argument, NULL, 'F' },
         { "policy", required_argument, NULL, 'p' },
         { "help", no_argument, NULL, 'h' },
         { "help-config", no_argument, NULL, 'H' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
     };
-    int opt;
+    int opt, rc;
 
+    if (argc == 2 && strcmp(argv[1], "components") == 0)
+        return print_components();
     if (argc > 1 && strcmp(argv[1], "validate") == 0) {
         c->validate = true;
         argc--;
@@ -87,7 +211,16 @@ static int parse_args(int argc, char **argv, cli *c)
     while ((opt = getopt_long(argc, argv, ":c:p:hV", opts, NULL)) != -1) {
         switch (opt) {
         case 'c':
-            c->config = optarg;
+            if ((rc = add_config(c, optarg)) >= 0)
+                return rc;
+            break;
+        case 's':
+            if ((rc = add_set(c, optarg)) >= 0)
+                return rc;
+            break;
+        case 'F':
+            fprintf(stderr, "spanfence: warning: --feature-gates '%s' has no effect: spanfence "
+                    "has no feature gates\n", optarg);
             break;
         case 'p':
             c->policy = optarg;
@@ -99,7 +232,15 @@ static int parse_args(int argc, char **argv, cli *c)
             sf_config_print_help();
             return EXIT_OK;
         case 'V':
-            printf("spanfence %s\n", SF_VERSION);
+            printf("spanfence version %s\n"
+                   "commit: %s\n"
+                   "build: %s, %s\n", SF_VERSION, SF_COMMIT, SF_BUILD_TYPE,
+#ifdef __VERSION__
+                   "cc " __VERSION__
+#else
+                   "cc unknown"
+#endif
+                   );
             return EXIT_OK;
         case ':':
             fprintf(stderr, "spanfence: option '%s' needs a value\n", argv[optind - 1]);
@@ -116,12 +257,30 @@ static int parse_args(int argc, char **argv, cli *c)
         usage(stderr);
         return EXIT_USAGE;
     }
-    if (c->config == NULL) {
+    if (c->n_sources == 0) {
         if (c->validate) {
-            fputs("spanfence: validate needs --config FILE\n", stderr);
+            fputs("spanfence: validate needs --config URI\n", stderr);
             return EXIT_USAGE;
         }
-        c->config = "configs/default.yaml";
+        c->sources[c->n_sources++] = SF_DEFAULT_CONFIG;
+    }
+    /* the --set values come after every --config, as upstream */
+    for (size_t i = 0; i < c->n_sets; i++) {
+        if (c->n_sources == SF_MAX_SOURCES) {
+            fprintf(stderr, "spanfence: more than %d --config and --set options\n",
+                    SF_MAX_SOURCES);
+            return EXIT_USAGE;
+        }
+        c->sources[c->n_sources++] = c->sets[i];
+    }
+    c->name[0] = '\0';
+    for (size_t i = 0; i < c->n_sources; i++) {
+        size_t used = strlen(c->name);
+        const char *u = c->sources[i];
+
+        if (strncmp(u, "file:", 5) == 0)
+            u += 5;
+        snprintf(c->name + used, sizeof(c->name) - used, "%s%s", i ? ", " : "", u);
     }
     return -1;
 }
@@ -148,8 +307,9 @@ static sf_policy *load_policy(const char *path)
 
 /* Load, validate, check the policy (when given) and build: the path the
  * daemon and `validate` share. */
-static int load(const char *path, const char *policy_path, sf_config **cfg, sf_service **svc)
+static int load(const cli *c, sf_config **cfg, sf_service **svc)
 {
+    const char *path = c->name, *policy_path = c->policy;
     sf_diag *diag;
     sf_policy *policy = NULL;
     bool violated = false;
@@ -165,7 +325,7 @@ static int load(const char *path, const char *policy_path, sf_config **cfg, sf_s
         sf_policy_destroy(policy);
         return EXIT_INVALID;
     }
-    if (sf_config_load(path, diag, cfg) == SF_OK) {
+    if (sf_config_load_uris(c->sources, c->n_sources, diag, cfg) == SF_OK) {
         violated = policy != NULL && sf_policy_check(policy, *cfg, diag) != SF_OK;
         if (!violated && sf_service_create(*cfg, diag, svc) == SF_OK)
             rc = EXIT_OK;
@@ -227,10 +387,10 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
     sf_diag *diag;
     bool ok = false;
 
-    sf_info("received SIGHUP: reloading %s", c->config);
-    if (load(c->config, c->policy, &ncfg, &nsvc) != EXIT_OK) {
+    sf_info("received SIGHUP: reloading %s", c->name);
+    if (load(c, &ncfg, &nsvc) != EXIT_OK) {
         sf_error("reload: %s is not valid (see above); still running the previous "
-                 "configuration", c->config);
+                 "configuration", c->name);
         return true;
     }
     if (sf_service_stop_for_reload(*svc, nsvc, &h) != SF_OK) {
@@ -246,12 +406,12 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
         sf_config_destroy(*cfg);
         *svc = nsvc;
         *cfg = ncfg;
-        sf_info("reloaded: running with %s", c->config);
+        sf_info("reloaded: running with %s", c->name);
         return true;
     }
     sf_error("reload: the new configuration could not start; starting the previous one again");
     sf_log_set_level((sf_log_level)(*cfg)->log_level);
-    diag = sf_diag_create(c->config);
+    diag = sf_diag_create(c->name);
     if (diag != NULL && sf_service_create(*cfg, diag, &again) == SF_OK &&
         sf_service_start_from(again, h) == SF_OK)
         ok = true;
@@ -269,13 +429,13 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
     }
     sf_service_destroy(*svc);
     *svc = again;
-    sf_info("running with the previous configuration of %s", c->config);
+    sf_info("running with the previous configuration of %s", c->name);
     return true;
 }
 
-int main(int argc, char **argv)
+static int run(cli *cp, int argc, char **argv)
 {
-    cli c = { 0 };
+    cli c;
     sigset_t sigs;
     sf_config *cfg;
     sf_service *svc;
@@ -286,9 +446,10 @@ int main(int argc, char **argv)
 
     if (argc > 1 && (verb = sf_registry_find_verb(argv[1])) != NULL)
         return verb->run(argc - 1, argv + 1);
-    rc = parse_args(argc, argv, &c);
+    rc = parse_args(argc, argv, cp);
     if (rc >= 0)
         return rc;
+    c = *cp;
 
     /* Keep glibc from hoarding what a flood freed (RSS is what the VM
      * pays for; the memory limiter trims too, see memory_limiter.c):
@@ -315,12 +476,12 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN);
 
-    rc = load(c.config, c.policy, &cfg, &svc);
+    rc = load(&c, &cfg, &svc);
     if (rc != EXIT_OK || c.validate) {
         if (rc == EXIT_OK && c.policy != NULL)
-            printf("%s: configuration is valid and holds policy %s\n", c.config, c.policy);
+            printf("%s: configuration is valid and holds policy %s\n", c.name, c.policy);
         else if (rc == EXIT_OK)
-            printf("%s: configuration is valid\n", c.config);
+            printf("%s: configuration is valid\n", c.name);
         sf_service_destroy(svc);
         sf_config_destroy(cfg);
         return rc;
@@ -333,7 +494,7 @@ int main(int argc, char **argv)
         sf_config_destroy(cfg);
         return EXIT_INVALID;
     }
-    sf_info("spanfence %s running with %s", SF_VERSION, c.config);
+    sf_info("spanfence %s running with %s", SF_VERSION, c.name);
 
     for (;;) {
         if (sigwait(&sigs, &sig) != 0)
@@ -363,4 +524,13 @@ int main(int argc, char **argv)
     }
     sf_info("stopped");
     return EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    static cli c;           /* static: the --set texts it owns, freed below */
+    int rc = run(&c, argc, argv);
+
+    cli_release(&c);
+    return rc;
 }

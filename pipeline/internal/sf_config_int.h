@@ -59,6 +59,12 @@ sf_status sf_env_expand(const char *in, size_t len, sf_arena *arena, char **out,
 
 /* Messages recorded from now on name `file`. */
 sf_status sf_diag_set_file(sf_diag *d, const char *file);
+/* Messages from now on name `file`, source `source` of a merged config
+ * (they sort by source, then position); nodes read from now on belong to
+ * it (sf_yaml_load stamps them). */
+sf_status sf_diag_set_source(sf_diag *d, const char *file, int source);
+const char *sf_diag_file(const sf_diag *d);
+int sf_diag_source(const sf_diag *d);
 /* Report at a position without a node (YAML syntax errors). */
 void sf_diag_error_at(sf_diag *d, int line, int col, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));

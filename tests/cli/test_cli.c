@@ -15,6 +15,8 @@
 
 #define TMP_CONFIG SF_BINARY_DIR "/test_cli_mutated.yaml"
 #define TMP_POLICY SF_BINARY_DIR "/test_cli_policy.yaml"
+#define TMP_BASE SF_BINARY_DIR "/test_cli_base.yaml"
+#define TMP_OVER SF_BINARY_DIR "/test_cli_over.yaml"
 
 typedef struct run {
     int code;
@@ -106,7 +108,152 @@ static int teardown(void **state)
     (void)state;
     remove(TMP_CONFIG);
     remove(TMP_POLICY);
+    remove(TMP_BASE);
+    remove(TMP_OVER);
     return 0;
+}
+
+
+/* A base config whose receiver endpoint is out of range, and an override
+ * that fixes it: --config twice merges in order, as upstream. */
+static const char base_yaml[] =
+    "receivers:\n"
+    "  otlp:\n"
+    "    protocols:\n"
+    "      grpc:\n"
+    "        endpoint: 127.0.0.1:99999\n"
+    "processors:\n"
+    "  batch:\n"
+    "    timeout: 1s\n"
+    "exporters:\n"
+    "  debug:\n"
+    "  otlphttp:\n"
+    "    endpoint: http://127.0.0.1:4319\n"
+    "service:\n"
+    "  pipelines:\n"
+    "    traces:\n"
+    "      receivers: [otlp]\n"
+    "      processors: [batch]\n"
+    "      exporters: [debug, otlphttp]\n";
+
+static const char over_yaml[] =
+    "receivers:\n"
+    "  otlp:\n"
+    "    protocols:\n"
+    "      grpc:\n"
+    "        endpoint: 127.0.0.1:4317\n"
+    "service:\n"
+    "  pipelines:\n"
+    "    traces:\n"
+    "      exporters: [debug]\n";
+
+static void test_config_merge(void **state)
+{
+    run r;
+
+    (void)state;
+    write_file(TMP_BASE, base_yaml);
+    write_file(TMP_OVER, over_yaml);
+    /* the base alone: its error, at its line */
+    spanfence(&r, "validate --config " TMP_BASE);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, TMP_BASE ":5:19: receivers.otlp.protocols.grpc.endpoint: "
+                                  "invalid endpoint '127.0.0.1:99999': port '99999' is out of "
+                                  "range 0-65535\n"));
+    /* the override fixes the endpoint; its exporters list replaces the
+     * base's whole (otlphttp is then unused: warned) */
+    spanfence(&r, "validate --config " TMP_BASE " --config file:" TMP_OVER);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, TMP_BASE ":11:3: exporters.otlphttp: warning: exporter "
+                                  "'otlphttp' is defined but not used in any pipeline\n"));
+    assert_non_null(strstr(r.out, TMP_BASE ", " TMP_OVER ": configuration is valid\n"));
+    /* --set comes last and names itself in its messages */
+    spanfence(&r, "validate --config " TMP_BASE " --config " TMP_OVER
+                  " --set processors.batch.timeout=5");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "yaml:processors::batch::timeout: 5:1:29: "
+                                  "processors.batch.timeout: duration needs a unit, e.g. '5s'\n"));
+    spanfence(&r, "validate --config " TMP_BASE " --config " TMP_OVER
+                  " --set processors.batch.timeout=5s");
+    assert_int_equal(r.code, 0);
+    spanfence(&r, "validate --config " TMP_BASE " --set receivers.otlp.protocols.grpc.endpoint="
+                  "127.0.0.1:4317 --set exporters.otlphttp.compression=snappy");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "yaml:exporters::otlphttp::compression: snappy:1:35: "
+                                  "exporters.otlphttp.compression: 'snappy' is not supported by "
+                                  "spanfence (use one of 'gzip', 'none', 'zstd')\n"));
+    spanfence(&r, "validate --config " TMP_BASE " --set novalue");
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.out, "spanfence: --set 'novalue': expected KEY=VALUE"));
+}
+
+static void test_config_providers(void **state)
+{
+    run r;
+
+    (void)state;
+    write_file(TMP_BASE, base_yaml);
+    /* env: and yaml: sources, merged like files */
+    spanfence(&r, "validate --config " TMP_BASE " --config env:SF_TEST_OVER "
+                  "--config 'yaml:receivers::otlp::protocols::grpc::endpoint: 127.0.0.1:4317'");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "env:SF_TEST_OVER: environment variable 'SF_TEST_OVER' is "
+                                  "not set\n"));
+    setenv("SF_TEST_OVER", over_yaml, 1);
+    spanfence(&r, "validate --config " TMP_BASE " --config env:SF_TEST_OVER");
+    assert_int_equal(r.code, 0);
+    unsetenv("SF_TEST_OVER");
+    spanfence(&r, "validate --config " TMP_BASE
+                  " --config 'yaml:receivers::otlp::protocols::grpc::endpoint: 127.0.0.1:4317'");
+    assert_int_equal(r.code, 0);
+    spanfence(&r, "validate --config https://example.com/c.yaml");
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.out, "spanfence: --config 'https://example.com/c.yaml': scheme 'https' "
+                               "is not supported by spanfence (a file path, file:PATH, env:VAR "
+                               "or yaml:TEXT)\n");
+    /* --feature-gates: accepted, has no effect, says so */
+    spanfence(&r, "validate --config configs/cvm.yaml --feature-gates=-component.UseLocalHostAsDefaultHost");
+    assert_non_null(strstr(r.out, "spanfence: warning: --feature-gates "
+                                  "'-component.UseLocalHostAsDefaultHost' has no effect"));
+}
+
+static void test_components_and_version(void **state)
+{
+    run r;
+
+    (void)state;
+    spanfence(&r, "components");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "buildinfo:\n    command: spanfence\n"));
+    assert_non_null(strstr(r.out, "receivers:\n    - name: otlp\n"));
+    assert_non_null(strstr(r.out, "    - name: health_check\n"));
+    assert_non_null(strstr(r.out, "    - name: otlphttp\n      alias: otlp_http\n"));
+    assert_non_null(strstr(r.out, "providers:\n    - scheme: env\n    - scheme: file\n"
+                                  "    - scheme: yaml\n"));
+    spanfence(&r, "--version");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "spanfence version "));
+    assert_non_null(strstr(r.out, "\ncommit: "));
+    assert_null(strstr(r.out, "commit: unknown"));      /* built from a git tree */
+    assert_non_null(strstr(r.out, "\nbuild: "));
+}
+
+/* Without --config the collector reads one absolute path, wherever it is
+ * started from (here: the source tree, which has configs/default.yaml). */
+static void test_default_config(void **state)
+{
+    FILE *f = fopen("/etc/spanfence/config.yaml", "r");
+    run r;
+
+    (void)state;
+    if (f != NULL) {            /* installed here: nothing to tell apart */
+        fclose(f);
+        skip();
+    }
+    spanfence(&r, "");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "/etc/spanfence/config.yaml: cannot read the file: no such "
+                                  "file or directory\n"));
 }
 
 static void test_usage(void **state)
@@ -116,7 +263,7 @@ static void test_usage(void **state)
     (void)state;
     spanfence(&r, "validate");
     assert_int_equal(r.code, 2);
-    assert_string_equal(r.out, "spanfence: validate needs --config FILE\n");
+    assert_string_equal(r.out, "spanfence: validate needs --config URI\n");
     spanfence(&r, "validate --config configs/cvm.yaml --policy");
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.out, "spanfence: option '--policy' needs a value\n"));
@@ -217,6 +364,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_usage),
+        cmocka_unit_test(test_config_merge),
+        cmocka_unit_test(test_config_providers),
+        cmocka_unit_test(test_components_and_version),
+        cmocka_unit_test(test_default_config),
         cmocka_unit_test(test_validate_without_policy),
         cmocka_unit_test(test_validate_with_policy),
         cmocka_unit_test(test_validate_violation),
