@@ -31,22 +31,116 @@ typedef struct sf_config_owned {
 
 enum { METRICS_LEVEL_NONE = 0 };
 
+/* CUSTOM parse that keeps the node for the loader's own checks. */
+static sf_status keep_node(sf_cfg_ctx *ctx, const sf_node *node, void *field)
+{
+    (void)ctx;
+    *(const sf_node **)field = node;
+    return SF_OK;
+}
+
+
 typedef struct telemetry_metrics {
     bool present;
     int level;
     char *address;
+    const sf_node *readers;
 } telemetry_metrics;
 
 typedef struct telemetry_logs {
     bool present;
     int level;
+    int encoding;               /* 0 console, 1 json */
+    sf_strlist output_paths;
 } telemetry_logs;
 
 typedef struct telemetry_conf {
     bool present;
     telemetry_metrics metrics;
     telemetry_logs logs;
+    sf_strmap resource;
 } telemetry_conf;
+
+/* service.telemetry.metrics.readers[i].pull.exporter.prometheus, upstream's
+ * (OpenTelemetry configuration schema) keys and defaults */
+typedef struct prom_labels {
+    bool present;
+    sf_strlist included, excluded;
+} prom_labels;
+
+typedef struct prom_conf {
+    bool present;
+    char *host;
+    int64_t port;
+    bool without_type_suffix, without_units, without_scope_info;
+    prom_labels resource_labels;
+} prom_conf;
+
+typedef struct pull_exporter {
+    bool present;
+    prom_conf prometheus;
+} pull_exporter;
+
+typedef struct pull_conf {
+    bool present;
+    pull_exporter exporter;
+} pull_conf;
+
+typedef struct reader_conf {
+    pull_conf pull;
+    const sf_node *periodic;
+} reader_conf;
+
+static const sf_config_row prom_labels_rows[] = {
+    { .key = "included", .type = SF_CFG_STRLIST, .offset = offsetof(prom_labels, included),
+      .help = "resource attributes put on every series (service.name, service.version, "
+              "service.instance.id)" },
+    { .key = "excluded", .type = SF_CFG_STRLIST, .offset = offsetof(prom_labels, excluded),
+      .help = "resource attributes left out" },
+    { 0 }
+};
+
+static const sf_config_row prom_rows[] = {
+    { .key = "host", .type = SF_CFG_STR, .def = "localhost", .offset = offsetof(prom_conf, host),
+      .help = "address the Prometheus endpoint listens on" },
+    { .key = "port", .type = SF_CFG_INT, .def = "9464", .offset = offsetof(prom_conf, port),
+      .min = 0, .max = 65535, .help = "its port" },
+    { .key = "without_type_suffix", .type = SF_CFG_BOOL, .def = "false",
+      .offset = offsetof(prom_conf, without_type_suffix),
+      .help = "no _total on counters (upstream's default reader: true)" },
+    { .key = "without_units", .type = SF_CFG_BOOL, .def = "false",
+      .offset = offsetof(prom_conf, without_units),
+      .help = "no unit suffix (_seconds, _bytes) (upstream's default reader: true)" },
+    { .key = "without_scope_info", .type = SF_CFG_BOOL, .def = "false",
+      .offset = offsetof(prom_conf, without_scope_info),
+      .help = "spanfence never adds scope labels or otel_scope_info, as if true" },
+    { .key = "with_resource_constant_labels", .type = SF_CFG_SECTION,
+      .offset = offsetof(prom_conf, resource_labels), .sub = prom_labels_rows,
+      .help = "resource attributes as labels on every series" },
+    { .key = "without_target_info", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { 0 }
+};
+
+static const sf_config_row pull_exporter_rows[] = {
+    { .key = "prometheus", .type = SF_CFG_SECTION, .offset = offsetof(pull_exporter, prometheus),
+      .sub = prom_rows, .help = "a Prometheus endpoint to scrape" },
+    { 0 }
+};
+
+static const sf_config_row pull_rows[] = {
+    { .key = "exporter", .type = SF_CFG_SECTION, .offset = offsetof(pull_conf, exporter),
+      .sub = pull_exporter_rows, .help = "the pull exporter" },
+    { .key = "producers", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { 0 }
+};
+
+static const sf_config_row reader_rows[] = {
+    { .key = "pull", .type = SF_CFG_SECTION, .offset = offsetof(reader_conf, pull),
+      .sub = pull_rows, .help = "a pull reader (Prometheus)" },
+    { .key = "periodic", .type = SF_CFG_CUSTOM, .offset = offsetof(reader_conf, periodic),
+      .parse = keep_node, .help = "refused: spanfence serves its metrics, it does not push them" },
+    { 0 }
+};
 
 typedef struct service_conf {
     const sf_node *pipelines;
@@ -62,14 +156,6 @@ typedef struct pipeline_conf {
     const sf_node *lists[3];    /* receivers, processors, exporters */
 } pipeline_conf;
 
-/* CUSTOM parse that keeps the node for the loader's own checks. */
-static sf_status keep_node(sf_cfg_ctx *ctx, const sf_node *node, void *field)
-{
-    (void)ctx;
-    *(const sf_node **)field = node;
-    return SF_OK;
-}
-
 #define KEEP(k, conf, member, h) \
     { .key = k, .type = SF_CFG_CUSTOM, .offset = offsetof(conf, member), .parse = keep_node, .help = h }
 
@@ -80,16 +166,20 @@ static const sf_config_row metrics_rows[] = {
     { .key = "address", .type = SF_CFG_STR, .def = "127.0.0.1:8888",
       .offset = offsetof(telemetry_metrics, address),
       .help = "host:port of the Prometheus metrics endpoint" },
-    { .key = "readers", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "readers", .type = SF_CFG_CUSTOM, .offset = offsetof(telemetry_metrics, readers),
+      .parse = keep_node, .help = "pull: {exporter: {prometheus: {host, port}}} (upstream's form)" },
     { 0 }
 };
 
 static const sf_config_row logs_rows[] = {
     { .key = "level", .type = SF_CFG_ENUM, .def = "info", .offset = offsetof(telemetry_logs, level),
       .choices = "debug|info|warn|error", .help = "lowest level logged" },
-    { .key = "encoding", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "encoding", .type = SF_CFG_ENUM, .def = "console",
+      .offset = offsetof(telemetry_logs, encoding), .choices = "console|json",
+      .help = "console: one text line per record; json: one JSON object per line" },
     { .key = "development", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
-    { .key = "output_paths", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "output_paths", .type = SF_CFG_STRLIST, .offset = offsetof(telemetry_logs, output_paths),
+      .help = "where records go: stderr (default), stdout, or file paths (appended)" },
     { .key = "error_output_paths", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
     { .key = "initial_fields", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
     { .key = "sampling", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
@@ -103,7 +193,8 @@ static const sf_config_row telemetry_rows[] = {
       .sub = metrics_rows, .help = "the collector's own metrics" },
     { .key = "logs", .type = SF_CFG_SECTION, .offset = offsetof(telemetry_conf, logs),
       .sub = logs_rows, .help = "the collector's own log" },
-    { .key = "resource", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "resource", .type = SF_CFG_STRMAP, .offset = offsetof(telemetry_conf, resource),
+      .help = "resource attributes of the collector's telemetry (service.name, ...)" },
     { .key = "traces", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
     { 0 }
 };
@@ -656,6 +747,98 @@ static sf_status load_extensions(loader *l, const sf_node *defs, const sf_node *
     return l->ctx.oom ? SF_ENOMEM : SF_OK;
 }
 
+/* service.telemetry.metrics.readers, upstream's current form: one pull
+ * reader with a Prometheus exporter sets the metrics endpoint (replacing
+ * `address`) and its naming. Push readers are refused: spanfence serves
+ * its metrics, it sends nothing but spans. */
+static sf_status load_readers(loader *l, const sf_node *readers, const sf_node *service)
+{
+    sf_config *cfg = l->cfg;
+    bool found = false;
+
+    if (is_empty(readers))
+        return SF_OK;
+    l->ctx.path = "service.telemetry.metrics.readers";
+    if (readers->kind != SF_NODE_SEQ) {
+        sf_cfg_error(&l->ctx, readers, NULL, "expected a list of readers, got %s",
+                     readers->kind == SF_NODE_MAP ? "a mapping" : "a single value");
+        return SF_OK;
+    }
+    for (size_t i = 0; i < readers->n; i++) {
+        const sf_node *it = readers->items[i];
+        reader_conf rc;
+        char sub[64], endpoint[300];
+        const prom_conf *pc = &rc.pull.exporter.prometheus;
+
+        memset(&rc, 0, sizeof(rc));
+        snprintf(sub, sizeof(sub), "service.telemetry.metrics.readers[%zu]", i);
+        l->ctx.path = sf_cfg_strdup(&l->ctx, sub, strlen(sub));
+        if (l->ctx.path == NULL)
+            return SF_ENOMEM;
+        if (sf_cfg_decode(&l->ctx, reader_rows, it, &rc) == SF_ENOMEM)
+            return SF_ENOMEM;
+        if (rc.periodic != NULL) {
+            sf_cfg_error(&l->ctx, rc.periodic, "periodic", "periodic (push) readers are not "
+                         "supported by spanfence: use a pull reader with a prometheus exporter "
+                         "and scrape it");
+            continue;
+        }
+        if (!rc.pull.present || !rc.pull.exporter.prometheus.present) {
+            sf_cfg_error(&l->ctx, it, NULL, "expected a pull reader with a prometheus exporter "
+                         "(pull: {exporter: {prometheus: {host, port}}})");
+            continue;
+        }
+        if (found) {
+            sf_cfg_error(&l->ctx, it, NULL, "spanfence serves one metrics endpoint: only one "
+                         "pull reader is supported");
+            continue;
+        }
+        found = true;
+        snprintf(endpoint, sizeof(endpoint), strchr(pc->host, ':') ? "[%s]:%lld" : "%s:%lld",
+                 pc->host, (long long)pc->port);
+        cfg->metrics_address = sf_cfg_strdup(&l->ctx, endpoint, strlen(endpoint));
+        if (cfg->metrics_address == NULL)
+            return SF_ENOMEM;
+        cfg->metrics_type_suffix = !pc->without_type_suffix;
+        cfg->metrics_units = !pc->without_units;
+        for (size_t k = 0; k < pc->resource_labels.included.n; k++) {
+            const char *a = pc->resource_labels.included.v[k];
+
+            if (strcmp(a, "service.name") == 0)
+                cfg->metrics_labels |= SF_RESOURCE_SERVICE_NAME;
+            else if (strcmp(a, "service.version") == 0)
+                cfg->metrics_labels |= SF_RESOURCE_SERVICE_VERSION;
+            else if (strcmp(a, "service.instance.id") == 0)
+                cfg->metrics_labels |= SF_RESOURCE_SERVICE_INSTANCE_ID;
+        }
+        if (pc->resource_labels.present && pc->resource_labels.included.n == 0 &&
+            pc->resource_labels.excluded.n > 0)
+            cfg->metrics_labels = SF_RESOURCE_SERVICE_NAME | SF_RESOURCE_SERVICE_VERSION |
+                                  SF_RESOURCE_SERVICE_INSTANCE_ID;
+        for (size_t k = 0; k < pc->resource_labels.excluded.n; k++) {
+            const char *a = pc->resource_labels.excluded.v[k];
+
+            if (strcmp(a, "service.name") == 0)
+                cfg->metrics_labels &= ~(unsigned)SF_RESOURCE_SERVICE_NAME;
+            else if (strcmp(a, "service.version") == 0)
+                cfg->metrics_labels &= ~(unsigned)SF_RESOURCE_SERVICE_VERSION;
+            else if (strcmp(a, "service.instance.id") == 0)
+                cfg->metrics_labels &= ~(unsigned)SF_RESOURCE_SERVICE_INSTANCE_ID;
+        }
+    }
+    if (found) {
+        const sf_node *an = sf_node_get(sf_node_get(sf_node_get(service, "telemetry"), "metrics"),
+                                        "address");
+
+        if (an != NULL) {
+            l->ctx.path = "service.telemetry.metrics.address";
+            sf_cfg_warn(&l->ctx, an, NULL, "'address' has no effect when 'readers' sets the "
+                        "metrics endpoint");
+        }
+    }
+    return l->ctx.oom ? SF_ENOMEM : SF_OK;
+}
+
 static sf_status load_service(loader *l, const sf_node *service)
 {
     const sf_node *skey = key_node(l->root, "service");
@@ -694,6 +877,19 @@ static sf_status load_service(loader *l, const sf_node *service)
         }
         cfg->metrics_address = sc.telemetry.metrics.address;
     }
+    cfg->log_json = sc.telemetry.logs.encoding == 1;
+    cfg->log_outputs = sc.telemetry.logs.output_paths;
+    for (size_t i = 0; i < sc.telemetry.resource.n; i++) {
+        if (strcmp(sc.telemetry.resource.keys[i], "service.name") == 0)
+            cfg->service_name = sc.telemetry.resource.values[i];
+        else if (strcmp(sc.telemetry.resource.keys[i], "service.version") == 0)
+            cfg->service_version = sc.telemetry.resource.values[i];
+        else if (strcmp(sc.telemetry.resource.keys[i], "service.instance.id") == 0)
+            cfg->service_instance_id = sc.telemetry.resource.values[i];
+    }
+    if (sc.telemetry.metrics.level != METRICS_LEVEL_NONE &&
+        load_readers(l, sc.telemetry.metrics.readers, service) == SF_ENOMEM)
+        return SF_ENOMEM;
     if (load_extensions(l, sf_node_get(l->root, "extensions"), sc.extensions) == SF_ENOMEM)
         return SF_ENOMEM;
     return load_pipelines(l, skey, sc.pipelines);

@@ -198,9 +198,28 @@ typedef struct sf_config {
     sf_config_pipeline *pipelines;
     size_t n_extensions;                       /* service.extensions of registered types, */
     sf_config_component **extensions;          /* in the listed order (also in components) */
-    char *metrics_address;                     /* service.telemetry.metrics.address, or NULL */
+    char *metrics_address;                     /* service.telemetry.metrics.address, or the
+                                                  pull reader's host:port; NULL: none */
+    /* The endpoint's naming. `address` (and no readers) names series as
+     * upstream's default reader does: no _total, no units, no resource
+     * labels. A pull reader's prometheus exporter adds them unless its
+     * without_type_suffix / without_units say not. */
+    bool metrics_type_suffix;                  /* counters end in _total */
+    bool metrics_units;                        /* _seconds, _bytes */
+    unsigned metrics_labels;                   /* SF_RESOURCE_* on every series */
+    const char *service_name;                  /* service.telemetry.resource, or NULL */
+    const char *service_version;
+    const char *service_instance_id;
     int log_level;                             /* service.telemetry.logs.level (sf_log_level) */
+    bool log_json;                             /* service.telemetry.logs.encoding: json */
+    sf_strlist log_outputs;                    /* output_paths; n == 0: stderr */
 } sf_config;
+
+enum {
+    SF_RESOURCE_SERVICE_NAME = 1,
+    SF_RESOURCE_SERVICE_VERSION = 2,
+    SF_RESOURCE_SERVICE_INSTANCE_ID = 4
+};
 
 /* Load and validate `path`. On SF_OK *out is a valid config (diag may hold
  * warnings); on SF_CONFIG diag holds every error found and *out is NULL;

@@ -1,8 +1,17 @@
-/* sf_log.c: timestamped, level-filtered lines on stderr; one write() per line
- * so lines from different threads never interleave. */
+/* sf_log.c: timestamped, level-filtered lines, as text or JSON, on stderr,
+ * stdout or files; one write() per line and sink, so lines from different
+ * threads never interleave.
+ *
+ * DESIGN: the sinks in use are one `sinks` value swapped atomically by
+ * sf_log_configure (main thread); files opened are never closed (at most
+ * SF_LOG_MAX_SINKS), so a thread writing with the previous set never
+ * writes to a descriptor reused for something else. */
 #include "sf_log.h"
 #include "sf_time.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -10,6 +19,84 @@
 #include <unistd.h>
 
 static _Atomic int cur_level = SF_LOG_INFO;
+
+typedef struct sinks {
+    bool json;
+    size_t n;
+    int fds[SF_LOG_MAX_SINKS + 2];
+} sinks;
+
+/* Two slots, written by sf_log_configure only (the main thread), read by
+ * any thread through `current`. */
+static sinks slots[2] = { { .json = false, .n = 1, .fds = { STDERR_FILENO } } };
+static _Atomic(sinks *) current = &slots[0];
+static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct { char path[256]; int fd; } files[SF_LOG_MAX_SINKS];
+static size_t n_files;
+
+static int file_fd(const char *path)
+{
+    int fd;
+
+    for (size_t i = 0; i < n_files; i++)
+        if (strcmp(files[i].path, path) == 0)
+            return files[i].fd;
+    if (n_files == SF_LOG_MAX_SINKS || strlen(path) >= sizeof(files[0].path)) {
+        errno = n_files == SF_LOG_MAX_SINKS ? EMFILE : ENAMETOOLONG;
+        return -1;
+    }
+    fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    snprintf(files[n_files].path, sizeof(files[n_files].path), "%s", path);
+    files[n_files++].fd = fd;
+    return fd;
+}
+
+int sf_log_configure(bool json, const char *const *paths, size_t n)
+{
+    sinks *next;
+    int rc = 0;
+
+    pthread_mutex_lock(&files_lock);
+    next = atomic_load(&current) == &slots[0] ? &slots[1] : &slots[0];
+    next->json = json;
+    next->n = 0;
+    if (n == 0)
+        next->fds[next->n++] = STDERR_FILENO;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        int fd = strcmp(paths[i], "stderr") == 0 ? STDERR_FILENO
+               : strcmp(paths[i], "stdout") == 0 ? STDOUT_FILENO : file_fd(paths[i]);
+
+        if (fd < 0)
+            rc = -1;
+        else if (next->n < sizeof(next->fds) / sizeof(next->fds[0]))
+            next->fds[next->n++] = fd;
+    }
+    if (rc == 0)
+        atomic_store(&current, next);
+    pthread_mutex_unlock(&files_lock);
+    return rc;
+}
+
+/* `msg` as a JSON string body into out (bounded); returns the length. */
+static size_t json_escape(const char *msg, char *out, size_t size)
+{
+    size_t n = 0;
+
+    for (const unsigned char *p = (const unsigned char *)msg; *p && n + 7 < size; p++) {
+        if (*p == '"' || *p == '\\') {
+            out[n++] = '\\';
+            out[n++] = (char)*p;
+        } else if (*p < 0x20) {
+            n += (size_t)snprintf(out + n, size - n, "\\u%04x", *p);
+        } else {
+            out[n++] = (char)*p;
+        }
+    }
+    out[n] = '\0';
+    return n;
+}
 
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
 
@@ -25,22 +112,31 @@ sf_log_level sf_log_get_level(void)
 
 void sf_log(sf_log_level level, const char *fmt, ...)
 {
-    char line[2048];
+    char line[2048], msg[2048], ts_text[40];
+    const sinks *out;
     size_t n;
     int w;
     va_list ap;
 
     if ((int)level < atomic_load(&cur_level) || level >= SF_LOG_OFF)
         return;
-    n = sf_time_format_utc(sf_wall_ms(), line, sizeof(line));
-    w = snprintf(line + n, sizeof(line) - n, " %-5s ", level_names[level]);
-    if (w > 0)
-        n += (size_t)w;
+    out = atomic_load(&current);
+    sf_time_format_utc(sf_wall_ms(), ts_text, sizeof(ts_text));
     va_start(ap, fmt);
-    w = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    if (w > 0)
-        n += (size_t)w < sizeof(line) - n - 1 ? (size_t)w : sizeof(line) - n - 2;
+    if (out->json) {
+        /* room for the keys around it, so the line always closes */
+        char esc[sizeof(line) - 64];
+
+        json_escape(msg, esc, sizeof(esc));
+        w = snprintf(line, sizeof(line) - 1, "{\"level\":\"%s\",\"ts\":\"%s\",\"msg\":\"%s\"}",
+                     level_names[level], ts_text, esc);
+    } else {
+        w = snprintf(line, sizeof(line) - 1, "%s %-5s %s", ts_text, level_names[level], msg);
+    }
+    n = w < 0 ? 0 : (size_t)w < sizeof(line) - 1 ? (size_t)w : sizeof(line) - 2;
     line[n++] = '\n';
-    (void)!write(STDERR_FILENO, line, n);
+    for (size_t i = 0; i < out->n; i++)
+        (void)!write(out->fds[i], line, n);
 }

@@ -11,9 +11,16 @@
 #include "internal/sf_metrics_server.h"
 
 #include <microhttpd.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#ifndef SF_VERSION
+#define SF_VERSION "0.0.0"
+#endif
 
 const char *sf_reason_label(sf_reason r)
 {
@@ -87,74 +94,225 @@ typedef struct metric_def {
     int by;                     /* BY_* */
     counter_get get;
     const char *help;
+    /* a label upstream's series carry (v0.120: processorhelper's
+     * otel.signal, the exporter queue's data_type), or NULL */
+    const char *extra;
 } metric_def;
 
 static const metric_def metric_defs[] = {
     { SF_KIND_RECEIVER, "otelcol_receiver_accepted_spans", "counter", false, get_accepted,
-      "Spans accepted into the pipeline (filtered and queued for export)." },
+      "Spans accepted into the pipeline (filtered and queued for export).", NULL },
     { SF_KIND_RECEIVER, "otelcol_receiver_refused_spans", "counter", true, get_refused,
-      "Spans refused, by reason; the client was told so." },
+      "Spans refused, by reason; the client was told so.", NULL },
     { SF_KIND_RECEIVER, "spanfence_receiver_requests", "counter", false, get_requests,
-      "Export requests received." },
+      "Export requests received.", NULL },
     { SF_KIND_RECEIVER, "spanfence_receiver_refused_requests", "counter", true, get_refused_requests,
-      "Export requests refused, by reason (also those whose spans could not be counted)." },
+      "Export requests refused, by reason (also those whose spans could not be counted).", NULL },
     { SF_KIND_RECEIVER, "spanfence_receiver_dropped_fields", "counter", BY_MESSAGE, get_dropped_fields,
-      "Fields the OTLP trace schema does not define (unknown, reserved, obsolete, profiles-only), dropped, by message type." },
+      "Fields the OTLP trace schema does not define (unknown, reserved, obsolete, profiles-only), dropped, by message type.", NULL },
     { SF_KIND_PROCESSOR, "otelcol_processor_incoming_items", "counter", false, get_incoming,
-      "Spans that entered the processor." },
+      "Spans that entered the processor.", "otel_signal=\"traces\"" },
     { SF_KIND_PROCESSOR, "otelcol_processor_outgoing_items", "counter", false, get_outgoing,
-      "Spans that left the processor." },
+      "Spans that left the processor.", "otel_signal=\"traces\"" },
     { SF_KIND_PROCESSOR, "otelcol_processor_dropped_spans", "counter", true, get_dropped,
-      "Spans dropped by the processor, by reason (filter_failed: failed closed)." },
+      "Spans dropped by the processor, by reason (filter_failed: failed closed).", NULL },
     { SF_KIND_PROCESSOR, "spanfence_processor_removed_attributes", "counter", false, get_removed,
-      "Attributes removed because their key is not allowlisted." },
+      "Attributes removed because their key is not allowlisted.", NULL },
     { SF_KIND_EXPORTER, "otelcol_exporter_sent_spans", "counter", false, get_sent,
-      "Spans delivered to the destination." },
+      "Spans delivered to the destination.", NULL },
     { SF_KIND_EXPORTER, "otelcol_exporter_send_failed_spans", "counter", true, get_failed,
-      "Spans accepted but given up on, by reason." },
+      "Spans accepted but given up on, by reason.", NULL },
     { SF_KIND_EXPORTER, "otelcol_exporter_enqueue_failed_spans", "counter", false, get_enqfail,
-      "Spans refused because the sending queue was full." },
+      "Spans refused because the sending queue was full.", NULL },
     { SF_KIND_EXPORTER, "spanfence_exporter_retries", "counter", false, get_retries,
-      "Send attempts retried." },
+      "Send attempts retried.", NULL },
     { SF_KIND_EXPORTER, "otelcol_exporter_queue_size", "gauge", false, get_qsize,
-      "Batches waiting in the sending queue." },
+      "Batches waiting in the sending queue.", "data_type=\"traces\"" },
     { SF_KIND_EXPORTER, "otelcol_exporter_queue_capacity", "gauge", false, get_qcap,
-      "Capacity of the sending queue, in batches." },
+      "Capacity of the sending queue, in batches.", "data_type=\"traces\"" },
     { SF_KIND_EXPORTER, "spanfence_exporter_queued_spans", "gauge", false, get_queued,
-      "Spans accepted and not yet sent or failed (waiting, in flight or in backoff)." },
+      "Spans accepted and not yet sent or failed (waiting, in flight or in backoff).", NULL },
     { SF_KIND_EXTENSION, "spanfence_extension_injected_spans", "counter", false, get_accepted,
-      "Spans an extension made (trace_control's window markers), taken by the exporters." },
+      "Spans an extension made (trace_control's window markers), taken by the exporters.", NULL },
     { SF_KIND_EXTENSION, "spanfence_extension_refused_spans", "counter", true, get_refused,
-      "Spans an extension made that the exporters refused, by reason." },
+      "Spans an extension made that the exporters refused, by reason.", NULL },
 };
 
-static void render_series(sf_text *t, const metric_def *m, const char *labels,
-                          sf_counters *c)
+/* The series name as the style has it: `base`, its unit's suffix
+ * ("seconds", "bytes", or NULL) unless already there, "_total" for a
+ * counter. */
+static const char *series_name(const sf_metrics_style *st, const char *base, const char *unit,
+                               bool counter, char *buf, size_t size)
 {
+    size_t bl = strlen(base), ul = unit ? strlen(unit) : 0;
+    bool has_unit = unit != NULL && bl > ul && strcmp(base + bl - ul, unit) == 0 &&
+                    base[bl - ul - 1] == '_';
+
+    snprintf(buf, size, "%s%s%s%s", base, st->units && unit && !has_unit ? "_" : "",
+             st->units && unit && !has_unit ? unit : "", counter && st->type_suffix ? "_total" : "");
+    return buf;
+}
+
+typedef struct render_ctx {
+    sf_text t;
+    const sf_metrics_style *style;
+    char konst[512];            /* the resource labels every series carries, "" or "a=\"b\"," */
+    char alone[520];            /* the same for a series with no other label: "" or "{a=\"b\"}" */
+} render_ctx;
+
+static void render_series(render_ctx *rc, const metric_def *m, const char *name,
+                          const char *labels, sf_counters *c)
+{
+    sf_text *t = &rc->t;
+    char all[1024];
+
+    snprintf(all, sizeof(all), "%s%s%s%s", rc->konst, labels, m->extra ? "," : "",
+             m->extra ? m->extra : "");
     if (m->by == BY_NONE) {
-        text_add(t, "%s{%s} %llu\n", m->name, labels, (unsigned long long)m->get(c, 0));
+        text_add(t, "%s{%s} %llu\n", name, all, (unsigned long long)m->get(c, 0));
         return;
     }
     if (m->by == BY_MESSAGE) {
         for (int i = 0; i < SF_OTLP_MSG_COUNT; i++)
-            text_add(t, "%s{%s,message=\"%s\"} %llu\n", m->name, labels,
+            text_add(t, "%s{%s,message=\"%s\"} %llu\n", name, all,
                      sf_otlp_msg_label((sf_otlp_msg)i), (unsigned long long)m->get(c, i));
         return;
     }
     for (int r = 0; r < SF_REASON_COUNT; r++)
-        text_add(t, "%s{%s,reason=\"%s\"} %llu\n", m->name, labels, sf_reason_label(r),
+        text_add(t, "%s{%s,reason=\"%s\"} %llu\n", name, all, sf_reason_label(r),
                  (unsigned long long)m->get(c, r));
+}
+
+/* service.instance.id when the config sets none: a UUID (v4) made once per
+ * process, so it stays the same across reloads, as upstream's. */
+static pthread_once_t instance_once = PTHREAD_ONCE_INIT;
+static char instance_id[40];
+
+static void make_instance_id(void)
+{
+    unsigned char b[16] = { 0 };
+    FILE *f = fopen("/dev/urandom", "rb");
+
+    if (f != NULL) {
+        if (fread(b, 1, sizeof(b), f) != sizeof(b))
+            memset(b, 0, sizeof(b));
+        fclose(f);
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(instance_id, sizeof(instance_id),
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+             b[13], b[14], b[15]);
+}
+
+/* The process, read now: uptime and CPU seconds, RSS in bytes. */
+static void process_figures(double *uptime, double *cpu, uint64_t *rss)
+{
+    struct rusage ru;
+    unsigned long long start_ticks = 0, resident = 0;
+    double boot_up = 0;
+    char buf[1024];
+    FILE *f;
+
+    *uptime = *cpu = 0;
+    *rss = 0;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        *cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+               (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+    if ((f = fopen("/proc/self/statm", "r")) != NULL) {
+        if (fscanf(f, "%*u %llu", &resident) == 1)
+            *rss = (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+        fclose(f);
+    }
+    /* field 22 of /proc/self/stat: start time in clock ticks after boot
+     * (after the command's ")", which may itself hold spaces) */
+    if ((f = fopen("/proc/self/stat", "r")) != NULL) {
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        char *p;
+
+        buf[n] = '\0';
+        fclose(f);
+        p = strrchr(buf, ')');
+        if (p != NULL && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
+                                "%*d %*d %*d %*d %*d %*d %llu", &start_ticks) != 1)
+            start_ticks = 0;
+    }
+    if ((f = fopen("/proc/uptime", "r")) != NULL) {
+        if (fscanf(f, "%lf", &boot_up) != 1)
+            boot_up = 0;
+        fclose(f);
+    }
+    if (boot_up > 0 && start_ticks > 0) {
+        *uptime = boot_up - (double)start_ticks / (double)sysconf(_SC_CLK_TCK);
+        if (*uptime < 0)
+            *uptime = 0;
+    }
+}
+
+static void render_process(render_ctx *rc)
+{
+    const sf_metrics_style *st = rc->style;
+    char name[128];
+    double uptime, cpu;
+    uint64_t rss;
+
+    process_figures(&uptime, &cpu, &rss);
+    series_name(st, "otelcol_process_uptime", "seconds", true, name, sizeof(name));
+    help(&rc->t, name, "counter", "Uptime of the process");
+    text_add(&rc->t, "%s%s %.3f\n", name, rc->alone, uptime);
+    series_name(st, "otelcol_process_cpu_seconds", "seconds", true, name, sizeof(name));
+    help(&rc->t, name, "counter", "Total CPU user and system time in seconds");
+    text_add(&rc->t, "%s%s %.3f\n", name, rc->alone, cpu);
+    series_name(st, "otelcol_process_memory_rss", "bytes", false, name, sizeof(name));
+    help(&rc->t, name, "gauge", "Total physical memory (resident set size)");
+    text_add(&rc->t, "%s%s %llu\n", name, rc->alone, (unsigned long long)rss);
+    series_name(st, "otelcol_process_runtime_heap_alloc_bytes", "bytes", false, name, sizeof(name));
+    help(&rc->t, name, "gauge", "Bytes allocated through spanfence's counted allocator "
+         "(upstream: Go's heap)");
+    text_add(&rc->t, "%s%s %zu\n", name, rc->alone, sf_alloc_in_use());
 }
 
 sf_status sf_metrics_render(sf_component *components, size_t n, char **out, size_t *out_len)
 {
-    sf_text t = { .failed = false };
-    char labels[256];
+    return sf_metrics_render_style(components, n, NULL, out, out_len);
+}
 
-    sf_dynbuf_init(&t.buf, METRICS_TEXT_MAX);
+sf_status sf_metrics_render_style(sf_component *components, size_t n,
+                                  const sf_metrics_style *style, char **out, size_t *out_len)
+{
+    static const sf_metrics_style plain = { .type_suffix = false };
+    render_ctx rc = { .t = { .failed = false }, .style = style ? style : &plain };
+    sf_text *t = &rc.t;
+    const sf_metrics_style *st = rc.style;
+    const char *svc_name = st->service_name ? st->service_name : "spanfence";
+    const char *svc_version = st->service_version ? st->service_version : SF_VERSION;
+    const char *svc_id;
+    char labels[256], name[160], target[512];
+    size_t kl = 0;
+
+    pthread_once(&instance_once, make_instance_id);
+    svc_id = st->service_instance_id ? st->service_instance_id : instance_id;
+    /* in the order upstream's exporter sorts them */
+    rc.konst[0] = '\0';
+    if (st->labels & SF_RESOURCE_SERVICE_INSTANCE_ID)
+        kl += (size_t)snprintf(rc.konst + kl, sizeof(rc.konst) - kl, "service_instance_id=\"%s\",",
+                               svc_id);
+    if ((st->labels & SF_RESOURCE_SERVICE_NAME) && kl < sizeof(rc.konst))
+        kl += (size_t)snprintf(rc.konst + kl, sizeof(rc.konst) - kl, "service_name=\"%s\",",
+                               svc_name);
+    if ((st->labels & SF_RESOURCE_SERVICE_VERSION) && kl < sizeof(rc.konst))
+        kl += (size_t)snprintf(rc.konst + kl, sizeof(rc.konst) - kl, "service_version=\"%s\",",
+                               svc_version);
+    snprintf(target, sizeof(target), "service_instance_id=\"%s\",service_name=\"%s\","
+             "service_version=\"%s\"", svc_id, svc_name, svc_version);
+
+    sf_dynbuf_init(&t->buf, METRICS_TEXT_MAX);
     for (size_t d = 0; d < sizeof(metric_defs) / sizeof(metric_defs[0]); d++) {
         const metric_def *m = &metric_defs[d];
-        help(&t, m->name, m->type, m->help);
+
+        series_name(st, m->name, NULL, strcmp(m->type, "counter") == 0, name, sizeof(name));
+        help(t, name, m->type, m->help);
         for (size_t i = 0; i < n; i++) {
             sf_component *c = &components[i];
             if (c->type->kind != m->kind)
@@ -165,11 +323,11 @@ sf_status sf_metrics_render(sf_component *components, size_t n, char **out, size
                         continue;
                     snprintf(labels, sizeof(labels), "receiver=\"%s\",transport=\"%s\"", c->id,
                              transport_names[tr]);
-                    render_series(&t, m, labels, &c->transport[tr]);
+                    render_series(&rc, m, name, labels, &c->transport[tr]);
                 }
             } else {
                 snprintf(labels, sizeof(labels), "%s=\"%s\"", sf_kind_name(m->kind), c->id);
-                render_series(&t, m, labels, &c->counters);
+                render_series(&rc, m, name, labels, &c->counters);
             }
         }
     }
@@ -183,42 +341,49 @@ sf_status sf_metrics_render(sf_component *components, size_t n, char **out, size
         for (size_t r = 0; !seen && type->metric_rows != NULL && type->metric_rows[r].name != NULL; r++) {
             const sf_metric_row *m = &type->metric_rows[r];
 
-            help(&t, m->name, m->gauge ? "gauge" : "counter", m->help);
+            series_name(st, m->name, NULL, !m->gauge, name, sizeof(name));
+            help(t, name, m->gauge ? "gauge" : "counter", m->help);
             for (size_t j = i; j < n; j++)
                 if (components[j].type == type)
-                    text_add(&t, "%s{%s=\"%s\"} %lld\n", m->name, sf_kind_name(type->kind),
+                    text_add(t, "%s{%s%s=\"%s\"} %lld\n", name, rc.konst, sf_kind_name(type->kind),
                              components[j].id,
                              (long long)(int64_t)atomic_load(&components[j].counters.values[r]));
         }
     }
     /* series whose labels the type chooses (its metrics callback) */
-    for (size_t i = 0; i < n && !t.failed; i++) {
+    for (size_t i = 0; i < n && !t->failed; i++) {
         sf_component *c = &components[i];
         void *tail;
         size_t room, need;
 
         if (c->type->metrics == NULL)
             continue;
-        if (sf_dynbuf_room(&t.buf, 1024, &tail, &room) != SF_OK) {
-            t.failed = true;
+        if (sf_dynbuf_room(&t->buf, 1024, &tail, &room) != SF_OK) {
+            t->failed = true;
             break;
         }
         need = c->type->metrics(c, tail, room);
-        if (need >= room && (sf_dynbuf_room(&t.buf, need + 1, &tail, &room) != SF_OK ||
+        if (need >= room && (sf_dynbuf_room(&t->buf, need + 1, &tail, &room) != SF_OK ||
                              (need = c->type->metrics(c, tail, room)) >= room)) {
-            t.failed = true;
+            t->failed = true;
             break;
         }
-        sf_dynbuf_commit(&t.buf, need);
+        sf_dynbuf_commit(&t->buf, need);
     }
-    help(&t, "spanfence_memory_allocated_bytes", "gauge",
+    kl = strlen(rc.konst);
+    if (kl > 0)
+        snprintf(rc.alone, sizeof(rc.alone), "{%.*s}", (int)kl - 1, rc.konst);
+    help(t, "spanfence_memory_allocated_bytes", "gauge",
          "Bytes allocated through spanfence's counted allocator.");
-    text_add(&t, "spanfence_memory_allocated_bytes %zu\n", sf_alloc_in_use());
-    if (t.failed) {
-        sf_dynbuf_release(&t.buf);
+    text_add(t, "spanfence_memory_allocated_bytes%s %zu\n", rc.alone, sf_alloc_in_use());
+    render_process(&rc);
+    help(t, "target_info", "gauge", "Target metadata");
+    text_add(t, "target_info{%s} 1\n", target);
+    if (t->failed) {
+        sf_dynbuf_release(&t->buf);
         return SF_ENOMEM;
     }
-    *out = sf_dynbuf_take(&t.buf, out_len);
+    *out = sf_dynbuf_take(&t->buf, out_len);
     return *out != NULL ? SF_OK : SF_ENOMEM;
 }
 

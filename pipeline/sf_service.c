@@ -958,5 +958,15 @@ void sf_component_totals(sf_component *self, sf_totals *out)
 
 sf_status sf_service_render_metrics(sf_service *svc, char **out, size_t *out_len)
 {
-    return sf_metrics_render(svc->components, svc->n_components, out, out_len);
+    const sf_config *cfg = svc->cfg;
+    sf_metrics_style style = {
+        .type_suffix = cfg->metrics_type_suffix,
+        .units = cfg->metrics_units,
+        .labels = cfg->metrics_labels,
+        .service_name = cfg->service_name,
+        .service_version = cfg->service_version,
+        .service_instance_id = cfg->service_instance_id,
+    };
+
+    return sf_metrics_render_style(svc->components, svc->n_components, &style, out, out_len);
 }

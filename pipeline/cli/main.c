@@ -10,6 +10,7 @@
  * the write fails and is counted, the process does not die). No signal
  * whose default action ends the process is left to it except SIGQUIT
  * (core dump on request) and the ones that cannot be caught. */
+#include <errno.h>
 #include <getopt.h>
 #include <malloc.h>
 #include <signal.h>
@@ -86,6 +87,7 @@ typedef struct cli {
     char *sets[SF_MAX_SOURCES];             /* the yaml: texts --set made (freed at exit) */
     char name[1024];                        /* the sources, for messages */
     const char *policy;
+    const char *feature_gates;              /* --feature-gates, warned about once loaded */
     bool validate;
 } cli;
 
@@ -219,8 +221,7 @@ static int parse_args(int argc, char **argv, cli *c)
                 return rc;
             break;
         case 'F':
-            fprintf(stderr, "spanfence: warning: --feature-gates '%s' has no effect: spanfence "
-                    "has no feature gates\n", optarg);
+            c->feature_gates = optarg;
             break;
         case 'p':
             c->policy = optarg;
@@ -285,6 +286,17 @@ static int parse_args(int argc, char **argv, cli *c)
     return -1;
 }
 
+/* service.telemetry.logs: encoding and output_paths. False (logged) when
+ * an output cannot be opened: the log stays where it was. */
+static bool configure_log(const sf_config *cfg)
+{
+    if (sf_log_configure(cfg->log_json, (const char *const *)cfg->log_outputs.v,
+                         cfg->log_outputs.n) == 0)
+        return true;
+    sf_error("service.telemetry.logs.output_paths: cannot open: %s", strerror(errno));
+    return false;
+}
+
 /* Read the policy file; NULL (its problems printed) when it is not valid. */
 static sf_policy *load_policy(const char *path)
 {
@@ -330,7 +342,15 @@ static int load(const cli *c, sf_config **cfg, sf_service **svc)
         if (!violated && sf_service_create(*cfg, diag, svc) == SF_OK)
             rc = EXIT_OK;
     }
-    sf_diag_print(diag);
+    /* The collector's own warnings about a config that loads are log
+     * records: in its encoding and outputs (validate prints them as they
+     * are, for CI). */
+    if (rc == EXIT_OK && !c->validate && configure_log(*cfg) && (*cfg)->log_json) {
+        for (size_t i = 0; i < sf_diag_count(diag); i++)
+            sf_warn("%s", sf_diag_message(diag, i));
+    } else {
+        sf_diag_print(diag);
+    }
     if (violated)
         fprintf(stderr, "spanfence: %s: %zu policy violation%s, configuration does not hold "
                 "policy %s\n", path, sf_diag_errors(diag),
@@ -400,6 +420,7 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
         return true;
     }
     sf_log_set_level((sf_log_level)ncfg->log_level);
+    (void)configure_log(ncfg);
     if (sf_service_start_from(nsvc, h) == SF_OK) {
         sf_handover_release(h);
         sf_service_destroy(*svc);
@@ -411,6 +432,7 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
     }
     sf_error("reload: the new configuration could not start; starting the previous one again");
     sf_log_set_level((sf_log_level)(*cfg)->log_level);
+    (void)configure_log(*cfg);
     diag = sf_diag_create(c->name);
     if (diag != NULL && sf_service_create(*cfg, diag, &again) == SF_OK &&
         sf_service_start_from(again, h) == SF_OK)
@@ -477,6 +499,12 @@ static int run(cli *cp, int argc, char **argv)
     signal(SIGXFSZ, SIG_IGN);
 
     rc = load(&c, &cfg, &svc);
+    if (c.feature_gates != NULL && (rc != EXIT_OK || c.validate))
+        fprintf(stderr, "spanfence: warning: --feature-gates '%s' has no effect: spanfence "
+                "has no feature gates\n", c.feature_gates);
+    else if (c.feature_gates != NULL)
+        sf_warn("--feature-gates '%s' has no effect: spanfence has no feature gates",
+                c.feature_gates);
     if (rc != EXIT_OK || c.validate) {
         if (rc == EXIT_OK && c.policy != NULL)
             printf("%s: configuration is valid and holds policy %s\n", c.name, c.policy);
@@ -488,6 +516,11 @@ static int run(cli *cp, int argc, char **argv)
     }
 
     sf_log_set_level((sf_log_level)cfg->log_level);
+    if (!configure_log(cfg)) {
+        sf_service_destroy(svc);
+        sf_config_destroy(cfg);
+        return EXIT_INVALID;
+    }
     if (sf_service_start(svc) != SF_OK) {
         sf_error("spanfence: could not start; exiting");
         sf_service_destroy(svc);

@@ -756,8 +756,8 @@ static void test_check_config(void **state)
                         "x.yaml:7:11: exporters.file/cap.path: '/tmp' is a directory\n");
     assert_string_equal(load_exporter("    path: /tmp/x.json\n"
                                       "    compression: zstd\n"),
-                        "x.yaml:8:18: exporters.file/cap.compression: unknown value 'zstd' "
-                        "(expected one of 'none', 'gzip')\n");
+                        "x.yaml:8:18: exporters.file/cap.compression: 'zstd' is not supported "
+                        "by spanfence (use one of 'none', 'gzip')\n");
     assert_string_equal(load_exporter("    path: /tmp/x.json\n"
                                       "    rotation:\n"
                                       "      max_days: 3\n"

@@ -2,7 +2,9 @@
  * read back from stderr redirected into a file: the line format (UTC
  * timestamp to the millisecond, the level padded, the message, one newline),
  * the level filter and OFF, a line longer than the buffer cut but still
- * ended, and threads logging at once never interleaving a line. */
+ * ended, and threads logging at once never interleaving a line; JSON lines
+ * (logs.encoding: json) escaped and closed even when cut, to stderr and a
+ * file at once (output_paths). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -109,6 +111,65 @@ static void test_long_line_cut(void **state)
     free(text);
 }
 
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *buf = calloc(1, 65536);
+    size_t n;
+
+    assert_non_null(f);
+    assert_non_null(buf);
+    n = fread(buf, 1, 65535, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void test_json_outputs(void **state)
+{
+    char path[] = "/tmp/sf_test_log_XXXXXX";
+    const char *paths[2] = { "stderr", path };
+    char big[5000];
+    size_t len;
+    char *text, *file;
+    regex_t re;
+    int fd = mkstemp(path);
+
+    (void)state;
+    assert_true(fd >= 0);
+    close(fd);
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    sf_log_set_level(SF_LOG_INFO);
+    assert_int_equal(sf_log_configure(true, paths, 2), 0);
+    sf_test_stderr_begin();
+    sf_warn("say \"%s\"\tnow\n", "hi\\");
+    sf_info("%s", big);
+    text = sf_test_stderr_end(&len);
+    assert_int_equal(sf_log_configure(false, NULL, 0), 0);
+    assert_int_equal(regcomp(&re, "^\\{\"level\":\"warn\",\"ts\":\"[0-9]{4}-[0-9]{2}-[0-9]{2}T"
+                                  "[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z\",\"msg\":\"say "
+                                  "\\\\\"hi\\\\\\\\\\\\\"\\\\u0009now\\\\u000a\"\\}\n",
+                             REG_EXTENDED), 0);
+    assert_int_equal(regexec(&re, text, 0, NULL, 0), 0);
+    regfree(&re);
+    assert_int_equal(count_lines(text), 2);
+    assert_non_null(strstr(text, "xxx\"}\n"));          /* cut, and still closed */
+    file = read_all(path);
+    assert_string_equal(file, text);                    /* the same lines in the file */
+    /* a file that cannot be opened changes nothing */
+    paths[1] = "/nonexistent/dir/log";
+    assert_int_equal(sf_log_configure(true, paths, 2), -1);
+    sf_test_stderr_begin();
+    sf_info("plain");
+    free(text);
+    text = sf_test_stderr_end(&len);
+    assert_non_null(strstr(text, " info  plain\n"));
+    free(text);
+    free(file);
+    unlink(path);
+}
+
 #define THREADS 4
 #define LINES 200
 
@@ -161,6 +222,7 @@ int main(void)
         cmocka_unit_test(test_level_filter),
         cmocka_unit_test(test_long_line_cut),
         cmocka_unit_test(test_threads_never_interleave),
+        cmocka_unit_test(test_json_outputs),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

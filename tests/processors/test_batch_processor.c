@@ -273,8 +273,8 @@ static void test_pipeline_merges_in_exporter_queue(void **state)
     assert_int_equal(s->spans[1], 30);
     for (int id = 0; id < 60; id++)
         assert_int_equal(s->seen[id], 1);
-    assert_non_null(strstr(metrics, "otelcol_processor_incoming_items{processor=\"batch\"} 60\n"));
-    assert_non_null(strstr(metrics, "otelcol_processor_outgoing_items{processor=\"batch\"} 60\n"));
+    assert_non_null(strstr(metrics, "otelcol_processor_incoming_items{processor=\"batch\",otel_signal=\"traces\"} 60\n"));
+    assert_non_null(strstr(metrics, "otelcol_processor_outgoing_items{processor=\"batch\",otel_signal=\"traces\"} 60\n"));
     assert_non_null(strstr(metrics, "otelcol_exporter_sent_spans{exporter=\"otlphttp\"} 60\n"));
     free(metrics);
     free(s);

@@ -94,8 +94,11 @@ class Spanfence {
   // `wrap`: a command line the binary runs under (its last word execs
   // "$@"), e.g. unshare for a test-local /etc/resolv.conf; the pid is then
   // still spanfence's.
-  constructor({ dir, name = 'spanfence', config, env = {}, grpcPort, metricsPort, wrap = null }) {
+  // `args`: more arguments after `--config <config>` (a second --config,
+  // --set ...).
+  constructor({ dir, name = 'spanfence', config, env = {}, grpcPort, metricsPort, wrap = null, args = [] }) {
     this.wrap = wrap;
+    this.args = args;
     this.dir = dir;
     this.name = name;
     this.config = config;
@@ -115,7 +118,7 @@ class Spanfence {
   async start(timeoutMs = 20000) {
     fs.writeFileSync(this.configPath, this.config);
     const errFd = fs.openSync(this.stderrPath, 'w');
-    const argv = [deps.spanfenceBin(), '--config', this.configPath];
+    const argv = [deps.spanfenceBin(), '--config', this.configPath, ...this.args];
     const [cmd, ...args] = this.wrap ? [...this.wrap, ...argv] : argv;
     this.proc = spawn(cmd, args, {
       env: { ...process.env, ...this.env },
