@@ -191,6 +191,16 @@ bool sf_component_has_traces_pipeline(const sf_component *c, const char *id);
  * *out untouched) when not, or outside a service. */
 bool sf_component_batching(const sf_component *exporter, struct sf_batching *out);
 
+/* Receivers: whether a metrics (SF_SIGNAL_METRICS) or logs pipeline of the
+ * config lists this receiver. spanfence runs traces only: such requests
+ * are answered as accepted, not exported, and counted with
+ * sf_component_unexported, so an upstream config that sends all signals
+ * to one receiver does not see its clients fail. */
+bool sf_component_receives(const sf_component *receiver, sf_signal signal);
+/* Receivers: one request of `signal` (metrics or logs) accepted and not
+ * exported (spanfence_receiver_unexported_requests{signal}). */
+void sf_component_unexported(sf_component *receiver, sf_transport transport, sf_signal signal);
+
 /* Receivers: false while the memory limiter asks to refuse new data. */
 bool sf_component_may_accept(const sf_component *receiver);
 

@@ -72,6 +72,7 @@ static uint64_t get_refused(sf_counters *c, int r) { return sf_counter_get(&c->r
 static uint64_t get_requests(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->requests); }
 static uint64_t get_refused_requests(sf_counters *c, int r) { return sf_counter_get(&c->refused_requests[r]); }
 static uint64_t get_dropped_fields(sf_counters *c, int m) { return sf_counter_get(&c->dropped_fields[m]); }
+static uint64_t get_unexported(sf_counters *c, int i) { return sf_counter_get(&c->unexported[i]); }
 static uint64_t get_incoming(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->incoming_items); }
 static uint64_t get_outgoing(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->outgoing_items); }
 static uint64_t get_dropped(sf_counters *c, int r) { return sf_counter_get(&c->dropped_spans[r]); }
@@ -85,7 +86,7 @@ static uint64_t get_qcap(sf_counters *c, int r) { (void)r; return (uint64_t)atom
 static uint64_t get_queued(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queued_spans); }
 
 /* Which label a metric has beyond the component's: none, reason, message. */
-enum { BY_NONE = 0, BY_REASON = 1, BY_MESSAGE = 2 };
+enum { BY_NONE = 0, BY_REASON = 1, BY_MESSAGE = 2, BY_SIGNAL = 3 };
 
 typedef struct metric_def {
     sf_kind kind;
@@ -110,6 +111,8 @@ static const metric_def metric_defs[] = {
       "Export requests refused, by reason (also those whose spans could not be counted).", NULL },
     { SF_KIND_RECEIVER, "spanfence_receiver_dropped_fields", "counter", BY_MESSAGE, get_dropped_fields,
       "Fields the OTLP trace schema does not define (unknown, reserved, obsolete, profiles-only), dropped, by message type.", NULL },
+    { SF_KIND_RECEIVER, "spanfence_receiver_unexported_requests", "counter", BY_SIGNAL, get_unexported,
+      "OTLP metrics and logs requests accepted because a metrics or logs pipeline lists the receiver, and dropped: spanfence exports traces only.", NULL },
     { SF_KIND_PROCESSOR, "otelcol_processor_incoming_items", "counter", false, get_incoming,
       "Spans that entered the processor.", "otel_signal=\"traces\"" },
     { SF_KIND_PROCESSOR, "otelcol_processor_outgoing_items", "counter", false, get_outgoing,
@@ -170,6 +173,14 @@ static void render_series(render_ctx *rc, const metric_def *m, const char *name,
              m->extra ? m->extra : "");
     if (m->by == BY_NONE) {
         text_add(t, "%s{%s} %llu\n", name, all, (unsigned long long)m->get(c, 0));
+        return;
+    }
+    if (m->by == BY_SIGNAL) {
+        static const char *const signals[2] = { "metrics", "logs" };
+
+        for (int i = 0; i < 2; i++)
+            text_add(t, "%s{%s,signal=\"%s\"} %llu\n", name, all, signals[i],
+                     (unsigned long long)m->get(c, i));
         return;
     }
     if (m->by == BY_MESSAGE) {

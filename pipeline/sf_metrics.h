@@ -44,6 +44,8 @@ typedef struct sf_counters {
     _Atomic uint64_t requests;                    /* spanfence_receiver_requests */
     _Atomic uint64_t refused_requests[SF_REASON_COUNT]; /* spanfence_receiver_refused_requests{reason} */
     _Atomic uint64_t dropped_fields[SF_OTLP_MSG_COUNT]; /* spanfence_receiver_dropped_fields{message} */
+    _Atomic uint64_t unexported[2];               /* spanfence_receiver_unexported_requests{signal}:
+                                                     [0] metrics, [1] logs */
     /* processors */
     _Atomic uint64_t incoming_items;              /* otelcol_processor_incoming_items */
     _Atomic uint64_t outgoing_items;              /* otelcol_processor_outgoing_items */

@@ -393,6 +393,8 @@ static void add_counters(const sf_component_type *type, sf_counters *dst, sf_cou
     }
     for (int m = 0; m < SF_OTLP_MSG_COUNT; m++)
         ADD(dropped_fields[m]);
+    ADD(unexported[0]);
+    ADD(unexported[1]);
 #undef ADD
     for (size_t i = 0; type != NULL && type->metric_rows != NULL && type->metric_rows[i].name; i++)
         if (!type->metric_rows[i].gauge)
@@ -773,6 +775,35 @@ void sf_component_refuse(sf_component *receiver, sf_transport transport, size_t 
     sf_count(&receiver->transport[transport].requests, 1);
     sf_count(&receiver->transport[transport].refused_requests[reason], 1);
     sf_count(&receiver->transport[transport].refused_spans[reason], spans);
+}
+
+bool sf_component_receives(const sf_component *receiver, sf_signal signal)
+{
+    const sf_config *cfg;
+
+    if (receiver == NULL || receiver->service == NULL)
+        return false;
+    cfg = receiver->service->cfg;
+    for (size_t p = 0; p < cfg->n_pipelines; p++) {
+        const sf_config_pipeline *pl = &cfg->pipelines[p];
+
+        if (pl->signal != signal)
+            continue;
+        for (size_t i = 0; i < pl->n_receivers; i++)
+            if (pl->receivers[i]->config == receiver->config)
+                return true;
+    }
+    return false;
+}
+
+void sf_component_unexported(sf_component *receiver, sf_transport transport, sf_signal signal)
+{
+    int i = signal == SF_SIGNAL_LOGS ? 1 : 0;
+
+    if (signal == SF_SIGNAL_TRACES || transport >= SF_TRANSPORT_COUNT)
+        return;
+    atomic_fetch_add_explicit(&receiver->transport[transport].unexported[i], 1,
+                              memory_order_relaxed);
 }
 
 bool sf_component_may_accept(const sf_component *receiver)

@@ -40,6 +40,8 @@ typedef struct sf_receiver_http_config {
     bool present;
     char *endpoint;
     char *traces_url_path;
+    char *metrics_url_path;     /* answered only when a metrics pipeline lists the receiver */
+    char *logs_url_path;        /* the same for logs */
     int64_t max_request_body_size;  /* bytes, after decompression */
     int64_t read_header_timeout;    /* ms: a connection's request headers must be in by then */
     int64_t read_timeout;           /* ms: a whole request, headers and body */

@@ -58,6 +58,8 @@
 #include <grpc/support/time.h>
 
 #define EXPORT_METHOD "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+#define METRICS_METHOD "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
+#define LOGS_METHOD "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
 #define SLOTS 2
 /* Window of a stream whose message is not being read yet. */
 #define STREAM_LOOKAHEAD (16 * 1024)
@@ -397,8 +399,27 @@ static void handle_event(call_slot *s, int success)
         return;
     }
     if (s->catch_all) {
-        slot_reply(s, GRPC_STATUS_UNIMPLEMENTED, "unknown method: spanfence serves "
-                   EXPORT_METHOD " only");
+        sf_signal other = grpc_slice_str_cmp(s->details.method, METRICS_METHOD) == 0
+                        ? SF_SIGNAL_METRICS
+                        : grpc_slice_str_cmp(s->details.method, LOGS_METHOD) == 0
+                        ? SF_SIGNAL_LOGS : SF_SIGNAL_TRACES;
+
+        /* metrics or logs on a receiver a metrics or logs pipeline lists:
+         * accepted unread (an empty Export*ServiceResponse), counted, not
+         * exported; anything else is not served */
+        if (other != SF_SIGNAL_TRACES && sf_component_receives(s->w->srv->self, other)) {
+            sf_component_unexported(s->w->srv->self, SF_TRANSPORT_GRPC, other);
+            slot_reply(s, GRPC_STATUS_OK, "");
+        } else if (other != SF_SIGNAL_TRACES) {
+            slot_reply(s, GRPC_STATUS_UNIMPLEMENTED, other == SF_SIGNAL_METRICS
+                       ? "spanfence exports traces only, and no metrics pipeline lists this "
+                         "receiver: send metrics elsewhere"
+                       : "spanfence exports traces only, and no logs pipeline lists this "
+                         "receiver: send logs elsewhere");
+        } else {
+            slot_reply(s, GRPC_STATUS_UNIMPLEMENTED, "unknown method: spanfence serves "
+                       EXPORT_METHOD " only");
+        }
     } else if (!s->reading) {
         start_read(s);
     } else {

@@ -393,6 +393,32 @@ static enum MHD_Result refuse_later(sf_receiver_http *srv, http_req *rq, sf_stat
     return MHD_YES;
 }
 
+/* OTLP metrics or logs: when a metrics (logs) pipeline lists this receiver,
+ * answered as accepted (an empty Export*ServiceResponse, before the body is
+ * read: nothing of it is kept), counted as not exported; else 404 saying
+ * why. */
+static enum MHD_Result other_signal(sf_receiver_http *srv, struct MHD_Connection *conn,
+                                    const char *url, const char *method)
+{
+    sf_signal sig = strcmp(url, srv->cfg->metrics_url_path) == 0 ? SF_SIGNAL_METRICS
+                                                                 : SF_SIGNAL_LOGS;
+    const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_TYPE);
+    bool json = ct != NULL && media_type_is(ct, "application/json");
+
+    if (strcmp(method, "POST") != 0)
+        return send_rpc_status(conn, NULL, 405, SF_RPC_INVALID_ARGUMENT, "method not allowed: use POST");
+    if (!sf_component_receives(srv->self, sig))
+        return send_rpc_status(conn, NULL, 404, SF_RPC_NOT_FOUND, sig == SF_SIGNAL_METRICS
+                               ? "not found: spanfence exports traces only, and no metrics "
+                                 "pipeline lists this receiver"
+                               : "not found: spanfence exports traces only, and no logs "
+                                 "pipeline lists this receiver");
+    sf_component_unexported(srv->self, SF_TRANSPORT_HTTP, sig);
+    return json ? send_bytes(conn, 200, "application/json", "{}", 2, false)
+                : send_bytes(conn, 200, "application/x-protobuf", "", 0, false);
+}
+
 /* Headers are in: decide whether to take the body at all. */
 static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
                              const char *url, const char *method, void **req_cls)
@@ -401,6 +427,8 @@ static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
     http_req *rq;
     int ctype, cenc = CE_IDENTITY;
 
+    if (strcmp(url, srv->cfg->metrics_url_path) == 0 || strcmp(url, srv->cfg->logs_url_path) == 0)
+        return other_signal(srv, conn, url, method);
     if (strcmp(url, srv->cfg->traces_url_path) != 0)
         return send_rpc_status(conn, NULL, 404, SF_RPC_NOT_FOUND, "not found: spanfence accepts traces only");
     if (strcmp(method, "POST") != 0)

@@ -1,0 +1,118 @@
+// tests/e2e/other_signals.test.js: OTLP metrics and logs sent to the shared
+// otlp receiver. spanfence exports traces only; when the config has a
+// metrics (logs) pipeline on that receiver, as an upstream config sending
+// every signal to one receiver does, such exports are answered as accepted
+// (an empty Export*ServiceResponse) and counted in
+// spanfence_receiver_unexported_requests{signal}; without such a pipeline,
+// gRPC UNIMPLEMENTED and HTTP 404, each saying why. Traces still flow.
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+
+const deps = require('./lib/deps');
+const { Gateway } = require('./lib/gateway');
+const { Spanfence, harness, freePort } = require('./lib/spanfence');
+const peers = require('./lib/peers');
+
+const grpc = deps.grpc();
+
+function config() {
+  return `receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
+      http:
+        endpoint: 127.0.0.1:\${env:SF_HTTP_PORT}
+exporters:
+  otlphttp:
+    endpoint: http://127.0.0.1:\${env:SF_GATEWAY_PORT}
+  debug:
+service:
+  telemetry:
+    metrics:
+      address: 127.0.0.1:\${env:SF_METRICS_PORT}
+  pipelines:
+    traces:
+      receivers: [otlp]
+      exporters: [otlphttp]
+    metrics:
+      receivers: [otlp]
+      exporters: [debug]
+`;
+}
+
+// A unary call with raw bytes both ways (no schema needed: the request is
+// an empty Export*ServiceRequest, the response is read as bytes).
+function rawCall(port, method, body) {
+  const client = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  return new Promise((resolve) => {
+    client.makeUnaryRequest(method, (b) => b, (b) => b, body, (err, res) => {
+      client.close();
+      resolve({ err, res });
+    });
+  });
+}
+
+test('metrics and logs on the shared receiver: accepted and counted when a pipeline lists it, else refused with why', async () => {
+  await harness('other_signals', async (h) => {
+    const gw = new Gateway();
+    await gw.start();
+    h.onCleanup(() => gw.stop());
+    const ports = {
+      SF_GRPC_PORT: await freePort(), SF_HTTP_PORT: await freePort(),
+      SF_METRICS_PORT: await freePort(), SF_GATEWAY_PORT: gw.port,
+    };
+    const env = Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)]));
+    const sf = h.track(new Spanfence({
+      dir: h.dir, config: config(), env, grpcPort: ports.SF_GRPC_PORT, metricsPort: ports.SF_METRICS_PORT,
+    }));
+    await sf.start();
+
+    // gRPC metrics: accepted (an empty response)
+    const m1 = await rawCall(ports.SF_GRPC_PORT,
+      '/opentelemetry.proto.collector.metrics.v1.MetricsService/Export', Buffer.from([0x0a, 0x00]));
+    assert.equal(m1.err, null, `metrics over gRPC: ${m1.err && m1.err.message}`);
+    assert.equal(m1.res.length, 0);
+    // gRPC logs: no logs pipeline
+    const l1 = await rawCall(ports.SF_GRPC_PORT,
+      '/opentelemetry.proto.collector.logs.v1.LogsService/Export', Buffer.alloc(0));
+    assert.equal(l1.err && l1.err.code, grpc.status.UNIMPLEMENTED);
+    assert.match(l1.err.details, /no logs pipeline lists this receiver/);
+    // an unknown method is still not served
+    const u = await rawCall(ports.SF_GRPC_PORT, '/x.Y/Z', Buffer.alloc(0));
+    assert.equal(u.err && u.err.code, grpc.status.UNIMPLEMENTED);
+
+    // HTTP metrics, protobuf and JSON: 200 with an empty response
+    const base = `http://127.0.0.1:${ports.SF_HTTP_PORT}`;
+    let r = await fetch(`${base}/v1/metrics`, {
+      method: 'POST', headers: { 'Content-Type': 'application/x-protobuf' }, body: Buffer.from([0x0a, 0x00]),
+    });
+    assert.equal(r.status, 200);
+    assert.equal((await r.arrayBuffer()).byteLength, 0);
+    r = await fetch(`${base}/v1/metrics`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{"resourceMetrics":[]}',
+    });
+    assert.equal(r.status, 200);
+    assert.equal(await r.text(), '{}');
+    r = await fetch(`${base}/v1/logs`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{"resourceLogs":[]}',
+    });
+    assert.equal(r.status, 404);
+    assert.match(await r.text(), /no logs pipeline lists this receiver/);
+
+    // traces still flow
+    const { results } = await peers.sendSdkSpans({ port: ports.SF_GRPC_PORT, n: 10, batchSize: 10 });
+    assert.ok(results.every((x) => x.code === 0));
+
+    const m = await sf.waitMetrics((x) => x.get('otelcol_exporter_sent_spans', { exporter: 'otlphttp' }) === 10,
+      'traces exported');
+    const un = (transport, signal) => m.must('spanfence_receiver_unexported_requests', { receiver: 'otlp', transport, signal });
+    assert.equal(un('grpc', 'metrics'), 1);
+    assert.equal(un('http', 'metrics'), 2);
+    assert.equal(un('grpc', 'logs'), 0);
+    assert.equal(un('http', 'logs'), 0);
+    await sf.stop();
+  });
+});
