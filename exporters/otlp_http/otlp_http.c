@@ -65,6 +65,7 @@ typedef struct otlphttp_worker {
 struct otlphttp {
     const char *id;
     sf_counters *counters;
+    const sf_otlphttp_tls *tls;     /* the config's: lives as long as it */
     char *url;
     struct curl_slist *headers; /* holds secrets: wiped before freeing */
     sf_compression compression;
@@ -260,7 +261,15 @@ static void otlphttp_send(void *exporter, unsigned worker, const sf_buf *buf,
     rc = perform(w);
     if (rc != CURLE_OK) {
         res->status = curl_retryable(rc) ? SF_RETRY : SF_PERMANENT;
-        snprintf(res->detail, sizeof(res->detail), "%s", curl_easy_strerror(rc));
+        if (rc == CURLE_PEER_FAILED_VERIFICATION)
+            snprintf(res->detail, sizeof(res->detail), "TLS: the gateway's certificate is not "
+                     "trusted (not signed by tls.ca_file or the system CAs, or not for the "
+                     "endpoint's host): %s", curl_easy_strerror(rc));
+        else if (rc == CURLE_SSL_CERTPROBLEM || rc == CURLE_SSL_CACERT_BADFILE)
+            snprintf(res->detail, sizeof(res->detail), "TLS: tls.cert_file, key_file or "
+                     "ca_file could not be used: %s", curl_easy_strerror(rc));
+        else
+            snprintf(res->detail, sizeof(res->detail), "%s", curl_easy_strerror(rc));
         return;
     }
     curl_easy_getinfo(w->curl, CURLINFO_RESPONSE_CODE, &code);
@@ -352,6 +361,31 @@ out_free_headers:
     return SF_ENOMEM;
 }
 
+/* tls: the CAs, the client certificate and key, the versions. libcurl
+ * verifies the peer and its name (SNI is the endpoint's host) by default. */
+static CURLcode set_tls(CURL *c, const sf_otlphttp_tls *t)
+{
+    /* by choice index: 1.2|1.3|1.0|1.1 */
+    static const long min_v[] = { CURL_SSLVERSION_TLSv1_2, CURL_SSLVERSION_TLSv1_3,
+                                  CURL_SSLVERSION_TLSv1_0, CURL_SSLVERSION_TLSv1_1 };
+    static const long max_v[] = { CURL_SSLVERSION_MAX_DEFAULT, CURL_SSLVERSION_MAX_TLSv1_2,
+                                  CURL_SSLVERSION_MAX_TLSv1_3, CURL_SSLVERSION_MAX_TLSv1_0,
+                                  CURL_SSLVERSION_MAX_TLSv1_1 };
+    CURLcode rc = CURLE_OK;
+
+    if (t == NULL || !t->present)
+        return curl_easy_setopt(c, CURLOPT_SSLVERSION, CURL_SSLVERSION_TLSv1_2);
+    if (t->ca_file != NULL)
+        rc = curl_easy_setopt(c, CURLOPT_CAINFO, t->ca_file);
+    if (rc == CURLE_OK && t->cert_file != NULL)
+        rc = curl_easy_setopt(c, CURLOPT_SSLCERT, t->cert_file);
+    if (rc == CURLE_OK && t->key_file != NULL)
+        rc = curl_easy_setopt(c, CURLOPT_SSLKEY, t->key_file);
+    if (rc == CURLE_OK)
+        rc = curl_easy_setopt(c, CURLOPT_SSLVERSION, min_v[t->min_version] | max_v[t->max_version]);
+    return rc;
+}
+
 static sf_status worker_init(otlphttp *x, otlphttp_worker *w)
 {
     CURL *c;
@@ -381,7 +415,8 @@ static sf_status worker_init(otlphttp *x, otlphttp_worker *w)
         curl_easy_setopt(c, CURLOPT_WRITEDATA, w) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_XFERINFODATA, w) != CURLE_OK)
+        curl_easy_setopt(c, CURLOPT_XFERINFODATA, w) != CURLE_OK ||
+        set_tls(c, x->tls) != CURLE_OK)
         goto out_cleanup_curl;
     w->multi = curl_multi_init();
     if (w->multi == NULL)
@@ -425,6 +460,7 @@ static sf_status otlphttp_create(sf_component *self, const void *config)
     x->level = sf_compression_level(x->compression, &c->compression_params);
     x->timeout_ms = c->timeout > 0 ? c->timeout : 30000;
     x->drain_ms = x->timeout_ms < OTLPHTTP_DRAIN_MAX_MS ? x->timeout_ms : OTLPHTTP_DRAIN_MAX_MS;
+    x->tls = &c->tls;
     x->url = build_url(c);
     if (x->url == NULL)
         goto out_free_ctx;

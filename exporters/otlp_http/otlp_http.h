@@ -8,7 +8,20 @@
 
 enum { SF_ENCODING_PROTO = 0 };
 
+/* tls: upstream's configtls client keys that libcurl can honour. */
+typedef struct sf_otlphttp_tls {
+    bool present;
+    char *ca_file;                  /* PEM CAs of the gateway (default: system roots) */
+    char *cert_file;                /* PEM client certificate (mutual TLS), with key_file */
+    char *key_file;
+    int min_version;                /* SF_TLS_* index: "1.2" (default), "1.3", "1.0", "1.1" */
+    int max_version;                /* 0: none */
+} sf_otlphttp_tls;
+
+enum { SF_TLS_V1_2 = 0, SF_TLS_V1_3, SF_TLS_V1_0, SF_TLS_V1_1 };
+
 typedef struct sf_otlphttp_config {
+    sf_otlphttp_tls tls;
     char *endpoint;                 /* base URL; /v1/traces is appended */
     char *traces_endpoint;          /* full URL, overrides endpoint */
     sf_strmap headers;              /* values may hold secrets: never logged */

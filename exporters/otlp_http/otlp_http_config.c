@@ -6,7 +6,41 @@
 
 #include <stddef.h>
 #include <string.h>
+#include <errno.h>
+#include <unistd.h>
 #include <strings.h>
+
+static const sf_config_row tls_rows[] = {
+    { .key = "ca_file", .type = SF_CFG_STR, .offset = offsetof(sf_otlphttp_tls, ca_file),
+      .help = "PEM file of the CAs that sign the gateway's certificate (default: system roots)" },
+    { .key = "cert_file", .type = SF_CFG_STR, .offset = offsetof(sf_otlphttp_tls, cert_file),
+      .help = "PEM client certificate for mutual TLS (with key_file)" },
+    { .key = "key_file", .type = SF_CFG_STR, .offset = offsetof(sf_otlphttp_tls, key_file),
+      .help = "PEM private key of cert_file" },
+    { .key = "min_version", .type = SF_CFG_ENUM, .def = "1.2",
+      .offset = offsetof(sf_otlphttp_tls, min_version), .choices = "1.2|1.3|1.0|1.1",
+      .help = "lowest TLS version accepted (upstream's default 1.2)" },
+    { .key = "max_version", .type = SF_CFG_ENUM, .def = "",
+      .offset = offsetof(sf_otlphttp_tls, max_version), .choices = "|1.2|1.3|1.0|1.1",
+      .help = "highest TLS version offered (default: the library's)" },
+    { .key = "insecure", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "insecure_skip_verify", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
+      .help = "skipping certificate verification is not supported: give the gateway's CA "
+              "in 'ca_file'" },
+    { .key = "server_name_override", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
+      .help = "server_name_override is not supported by spanfence: put the name the "
+              "certificate has in 'endpoint' (SNI and verification use it)" },
+    { .key = "ca_pem", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
+      .help = "ca_pem is not supported by spanfence: use 'ca_file'" },
+    { .key = "cert_pem", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
+      .help = "cert_pem is not supported by spanfence: use 'cert_file'" },
+    { .key = "key_pem", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
+      .help = "key_pem is not supported by spanfence: use 'key_file'" },
+    { .key = "include_system_ca_certs_pool", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "reload_interval", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "cipher_suites", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { 0 }
+};
 
 const sf_config_row sf_otlphttp_config_map[] = {
     { .key = "endpoint", .type = SF_CFG_STR, .offset = offsetof(sf_otlphttp_config, endpoint),
@@ -35,7 +69,8 @@ const sf_config_row sf_otlphttp_config_map[] = {
     { .key = "retry_on_failure", .type = SF_CFG_SECTION,
       .offset = offsetof(sf_otlphttp_config, retry_on_failure), .sub = sf_retry_rows,
       .help = "capped retries with exponential backoff" },
-    { .key = "tls", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "tls", .type = SF_CFG_SECTION, .offset = offsetof(sf_otlphttp_config, tls),
+      .sub = tls_rows, .help = "TLS to an https:// endpoint (upstream's configtls keys)" },
     { 0 }
 };
 
@@ -76,6 +111,43 @@ static sf_status check_url(sf_cfg_ctx *ctx, const char *key, const char *url)
     return SF_CONFIG;
 }
 
+/* The tls section: files readable now (a typo fails validate, not the
+ * first send), a certificate with its key, versions in order. */
+static sf_status check_tls(sf_cfg_ctx *ctx, const sf_otlphttp_config *c)
+{
+    const sf_node *tls = sf_node_get(sf_cfg_value(ctx), "tls");
+    const char *const keys[] = { "ca_file", "cert_file", "key_file" };
+    const char *const files[] = { c->tls.ca_file, c->tls.cert_file, c->tls.key_file };
+    /* TLS versions in order, by choice index (1.2|1.3|1.0|1.1) */
+    static const int order[] = { 2, 3, 0, 1 };
+    sf_status st = SF_OK;
+
+    if (!c->tls.present)
+        return SF_OK;
+    for (int i = 0; i < 3; i++) {
+        const sf_node *at = sf_node_get(tls, keys[i]);
+
+        if (files[i] != NULL && access(files[i], R_OK) != 0) {
+            sf_cfg_error(ctx, at ? at : tls, "tls", "cannot read %s '%s': %s", keys[i], files[i],
+                         strerror(errno));
+            st = SF_CONFIG;
+        }
+    }
+    if ((c->tls.cert_file == NULL) != (c->tls.key_file == NULL)) {
+        sf_cfg_error(ctx, tls, "tls", "'cert_file' and 'key_file' go together (mutual TLS)");
+        st = SF_CONFIG;
+    }
+    if (c->tls.max_version > 0 && order[c->tls.max_version - 1] < order[c->tls.min_version]) {
+        sf_cfg_error(ctx, sf_node_get(tls, "max_version"), "tls",
+                     "'max_version' is lower than 'min_version'");
+        st = SF_CONFIG;
+    }
+    if (c->endpoint != NULL && c->traces_endpoint == NULL && strncasecmp(c->endpoint, "http://", 7) == 0 &&
+        (c->tls.ca_file != NULL || c->tls.cert_file != NULL))
+        sf_cfg_warn(ctx, tls, "tls", "'tls' has no effect on an http:// endpoint: use https://");
+    return st;
+}
+
 sf_status sf_otlphttp_check(sf_cfg_ctx *ctx, void *config)
 {
     sf_otlphttp_config *c = config;
@@ -92,6 +164,8 @@ sf_status sf_otlphttp_check(sf_cfg_ctx *ctx, void *config)
     if (check_url(ctx, "endpoint", c->endpoint) != SF_OK)
         st = SF_CONFIG;
     if (check_url(ctx, "traces_endpoint", c->traces_endpoint) != SF_OK)
+        st = SF_CONFIG;
+    if (check_tls(ctx, c) != SF_OK)
         st = SF_CONFIG;
     for (size_t i = 0; i < c->headers.n; i++) {
         const char *name = c->headers.keys[i];

@@ -1,0 +1,134 @@
+// tests/e2e/otlphttp_tls.test.js: the otlphttp exporter's `tls` keys
+// (upstream's configtls) through libcurl, against HTTPS gateways served by
+// node with certificates made here by openssl (a private CA, a second CA):
+//  - private CA: tls.ca_file trusts the gateway's certificate, so spans
+//    arrive (the system roots would refuse it);
+//  - mutual TLS: a gateway that requires a client certificate gets one
+//    (cert_file, key_file) and sees it signed by the CA;
+//  - wrong CA: the exporter trusts another CA; nothing is sent, and the
+//    spans are counted as send_failed{reason="permanent_error"} with a log
+//    line saying the certificate is not trusted (no retry storm);
+//  - min_version 1.3 against a gateway that offers only TLS 1.2 fails.
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const https = require('node:https');
+const path = require('node:path');
+const { execFileSync } = require('node:child_process');
+
+const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
+const peers = require('./lib/peers');
+
+function openssl(dir, args) {
+  execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
+}
+
+// ca.pem (+ ca.key), server.pem/key for localhost and 127.0.0.1,
+// client.pem/key (clientAuth), and other-ca.pem, an unrelated CA.
+function makePki(dir) {
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  openssl(dir, ['req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=spanfence test CA']);
+  openssl(dir, ['req', '-x509', ...ec, '-keyout', 'other-ca.key', '-out', 'other-ca.pem', '-days', '2', '-subj', '/CN=another CA']);
+  fs.writeFileSync(path.join(dir, 'server.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
+  fs.writeFileSync(path.join(dir, 'client.ext'), 'extendedKeyUsage=clientAuth\n');
+  for (const [name, cn] of [['server', 'localhost'], ['client', 'spanfence-exporter']]) {
+    openssl(dir, ['req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${cn}`]);
+    openssl(dir, ['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial',
+      '-out', `${name}.pem`, '-days', '2', '-extfile', `${name}.ext`]);
+  }
+  const f = (n) => path.join(dir, n);
+  return { ca: f('ca.pem'), otherCa: f('other-ca.pem'), cert: f('server.pem'), key: f('server.key'),
+    clientCert: f('client.pem'), clientKey: f('client.key') };
+}
+
+// An HTTPS OTLP gateway: counts /v1/traces requests and the client
+// certificates it saw; answers an empty ExportTraceServiceResponse.
+async function tlsGateway(pki, { mtls = false, maxVersion } = {}) {
+  const g = { requests: 0, peers: [], server: null, port: 0 };
+  g.server = https.createServer({
+    key: fs.readFileSync(pki.key), cert: fs.readFileSync(pki.cert), ca: fs.readFileSync(pki.ca),
+    requestCert: mtls, rejectUnauthorized: mtls, ...(maxVersion ? { maxVersion } : {}),
+  }, (req, res) => {
+    req.on('data', () => {});
+    req.on('end', () => {
+      if (req.url === '/v1/traces') g.requests++;
+      const pc = req.socket.getPeerCertificate();
+      if (pc && pc.subject) g.peers.push({ cn: pc.subject.CN, issuer: pc.issuer.CN, authorized: req.socket.authorized });
+      res.writeHead(200, { 'Content-Type': 'application/x-protobuf' });
+      res.end();
+    });
+  });
+  await new Promise((r) => g.server.listen(0, '127.0.0.1', r));
+  g.port = g.server.address().port;
+  return g;
+}
+
+test('otlphttp tls: private CA, mutual TLS, wrong CA refused as permanent, min_version', async () => {
+  await harness('otlphttp_tls', async (h) => {
+    const pki = makePki(h.dir);
+    const plain = await tlsGateway(pki);
+    const mutual = await tlsGateway(pki, { mtls: true });
+    const old = await tlsGateway(pki, { maxVersion: 'TLSv1.2' });
+    h.onCleanup(() => [plain, mutual, old].forEach((g) => g.server.close()));
+    const grpcPort = await freePort();
+    const metricsPort = await freePort();
+    const retry = 'retry_on_failure: {initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 60s}';
+    const config = `receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:${grpcPort}
+exporters:
+  otlphttp/private_ca:
+    endpoint: https://localhost:${plain.port}
+    tls: {ca_file: ${pki.ca}}
+    ${retry}
+  otlphttp/mtls:
+    endpoint: https://127.0.0.1:${mutual.port}
+    tls: {ca_file: ${pki.ca}, cert_file: ${pki.clientCert}, key_file: ${pki.clientKey}, min_version: "1.2"}
+    ${retry}
+  otlphttp/wrong_ca:
+    endpoint: https://localhost:${plain.port}
+    tls: {ca_file: ${pki.otherCa}}
+    ${retry}
+  otlphttp/tls13:
+    endpoint: https://localhost:${old.port}
+    tls: {ca_file: ${pki.ca}, min_version: "1.3"}
+    ${retry}
+service:
+  telemetry:
+    metrics:
+      address: 127.0.0.1:${metricsPort}
+  pipelines:
+    traces:
+      receivers: [otlp]
+      exporters: [otlphttp/private_ca, otlphttp/mtls, otlphttp/wrong_ca, otlphttp/tls13]
+`;
+    const sf = h.track(new Spanfence({ dir: h.dir, config, grpcPort, metricsPort }));
+    await sf.start();
+    const { results } = await peers.sendSdkSpans({ port: grpcPort, n: 20, batchSize: 10 });
+    assert.ok(results.every((r) => r.code === 0), 'the client is answered OK');
+
+    const m = await sf.waitMetrics((x) =>
+      x.get('otelcol_exporter_sent_spans', { exporter: 'otlphttp/private_ca' }) === 20 &&
+      x.get('otelcol_exporter_sent_spans', { exporter: 'otlphttp/mtls' }) === 20 &&
+      x.get('otelcol_exporter_send_failed_spans', { exporter: 'otlphttp/wrong_ca', reason: 'permanent_error' }) === 20 &&
+      (x.get('otelcol_exporter_send_failed_spans', { exporter: 'otlphttp/tls13' }) ?? 0) === 20,
+    'every span sent or failed');
+    assert.equal(m.must('otelcol_exporter_sent_spans', { exporter: 'otlphttp/wrong_ca' }), 0);
+    assert.equal(m.must('spanfence_exporter_retries', { exporter: 'otlphttp/wrong_ca' }), 0,
+      'an untrusted certificate is not retried');
+    assert.equal(m.must('otelcol_exporter_sent_spans', { exporter: 'otlphttp/tls13' }), 0);
+    assert.equal(plain.requests, 2, 'only the exporter that trusts the CA reached the gateway');
+    assert.equal(old.requests, 0, 'min_version 1.3 refused a TLS 1.2 gateway');
+    assert.equal(mutual.requests, 2);
+    assert.ok(mutual.peers.length > 0 && mutual.peers.every((p) =>
+      p.cn === 'spanfence-exporter' && p.issuer === 'spanfence test CA' && p.authorized),
+    `the mTLS gateway saw the client certificate: ${JSON.stringify(mutual.peers)}`);
+    assert.match(sf.stderr(), /otlphttp\/wrong_ca.*TLS: the gateway's certificate is not trusted/);
+    await sf.stop();
+    await sleep(0);
+  });
+});
