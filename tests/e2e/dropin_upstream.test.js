@@ -155,6 +155,8 @@ test('drop-in: upstream layout, two --config files, --set, health_check, readers
       { processor: 'batch', otel_signal: 'traces', ...svc }), 30);
     assert.equal(m.must('otelcol_exporter_queue_capacity',
       { exporter: 'otlphttp', data_type: 'traces', ...svc }) > 0, true);
+    assert.equal(m.must('otelcol_processor_accepted_spans_total', { processor: 'memory_limiter', ...svc }), 30);
+    assert.equal(m.must('otelcol_processor_refused_spans_total', { processor: 'memory_limiter', ...svc }), 0);
     assert.ok(m.must('otelcol_process_uptime_seconds_total', svc) > 0);
     assert.ok(m.must('otelcol_process_cpu_seconds_total', svc) > 0);
     assert.ok(m.must('otelcol_process_memory_rss_bytes', svc) > 1024 * 1024);
