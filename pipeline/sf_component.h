@@ -192,13 +192,12 @@ bool sf_component_has_traces_pipeline(const sf_component *c, const char *id);
 bool sf_component_batching(const sf_component *exporter, struct sf_batching *out);
 
 /* Receivers: whether a metrics (SF_SIGNAL_METRICS) or logs pipeline of the
- * config lists this receiver. spanfence runs traces only: such requests
- * are answered as accepted, not exported, and counted with
- * sf_component_unexported, so an upstream config that sends all signals
- * to one receiver does not see its clients fail. */
+ * config lists this receiver (it changes only the refusal's message).
+ * spanfence runs traces only: such requests are refused and counted with
+ * sf_component_unexported. */
 bool sf_component_receives(const sf_component *receiver, sf_signal signal);
-/* Receivers: one request of `signal` (metrics or logs) accepted and not
- * exported (spanfence_receiver_unexported_requests{signal}). */
+/* Receivers: one request of `signal` (metrics or logs) refused: not a
+ * signal spanfence exports (spanfence_receiver_unexported_requests{signal}). */
 void sf_component_unexported(sf_component *receiver, sf_transport transport, sf_signal signal);
 
 /* Receivers: false while the memory limiter asks to refuse new data. */

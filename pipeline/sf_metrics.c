@@ -112,7 +112,7 @@ static const metric_def metric_defs[] = {
     { SF_KIND_RECEIVER, "spanfence_receiver_dropped_fields", "counter", BY_MESSAGE, get_dropped_fields,
       "Fields the OTLP trace schema does not define (unknown, reserved, obsolete, profiles-only), dropped, by message type.", NULL },
     { SF_KIND_RECEIVER, "spanfence_receiver_unexported_requests", "counter", BY_SIGNAL, get_unexported,
-      "OTLP metrics and logs requests accepted because a metrics or logs pipeline lists the receiver, and dropped: spanfence exports traces only.", NULL },
+      "OTLP metrics and logs requests refused (gRPC UNIMPLEMENTED, HTTP 404): spanfence exports traces only.", NULL },
     { SF_KIND_PROCESSOR, "otelcol_processor_incoming_items", "counter", false, get_incoming,
       "Spans that entered the processor.", "otel_signal=\"traces\"" },
     { SF_KIND_PROCESSOR, "otelcol_processor_outgoing_items", "counter", false, get_outgoing,

@@ -404,13 +404,20 @@ static void handle_event(call_slot *s, int success)
                         : grpc_slice_str_cmp(s->details.method, LOGS_METHOD) == 0
                         ? SF_SIGNAL_LOGS : SF_SIGNAL_TRACES;
 
-        /* metrics or logs on a receiver a metrics or logs pipeline lists:
-         * accepted unread (an empty Export*ServiceResponse), counted, not
-         * exported; anything else is not served */
+        /* metrics or logs: spanfence exports traces only, so they are
+         * refused with UNIMPLEMENTED (the SDK does not retry it) saying why,
+         * and counted, never answered as accepted and dropped unseen; a
+         * metrics or logs pipeline listing this receiver changes only the
+         * message. Anything else is not served. */
         if (other != SF_SIGNAL_TRACES && sf_component_receives(s->w->srv->self, other)) {
             sf_component_unexported(s->w->srv->self, SF_TRANSPORT_GRPC, other);
-            slot_reply(s, GRPC_STATUS_OK, "");
+            slot_reply(s, GRPC_STATUS_UNIMPLEMENTED, other == SF_SIGNAL_METRICS
+                       ? "spanfence exports traces only; the metrics pipeline that lists this "
+                         "receiver is not run, so metrics are refused"
+                       : "spanfence exports traces only; the logs pipeline that lists this "
+                         "receiver is not run, so logs are refused");
         } else if (other != SF_SIGNAL_TRACES) {
+            sf_component_unexported(s->w->srv->self, SF_TRANSPORT_GRPC, other);
             slot_reply(s, GRPC_STATUS_UNIMPLEMENTED, other == SF_SIGNAL_METRICS
                        ? "spanfence exports traces only, and no metrics pipeline lists this "
                          "receiver: send metrics elsewhere"

@@ -393,30 +393,31 @@ static enum MHD_Result refuse_later(sf_receiver_http *srv, http_req *rq, sf_stat
     return MHD_YES;
 }
 
-/* OTLP metrics or logs: when a metrics (logs) pipeline lists this receiver,
- * answered as accepted (an empty Export*ServiceResponse, before the body is
- * read: nothing of it is kept), counted as not exported; else 404 saying
- * why. */
+/* OTLP metrics or logs: spanfence exports traces only, so they are refused
+ * with 404 (the client's SDK does not retry it) and a body saying why, and
+ * counted; never answered as accepted and dropped unseen. A metrics (logs)
+ * pipeline listing this receiver changes only the message. */
 static enum MHD_Result other_signal(sf_receiver_http *srv, struct MHD_Connection *conn,
                                     const char *url, const char *method)
 {
     sf_signal sig = strcmp(url, srv->cfg->metrics_url_path) == 0 ? SF_SIGNAL_METRICS
                                                                  : SF_SIGNAL_LOGS;
-    const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                 MHD_HTTP_HEADER_CONTENT_TYPE);
-    bool json = ct != NULL && media_type_is(ct, "application/json");
+    const bool metrics = sig == SF_SIGNAL_METRICS;
 
     if (strcmp(method, "POST") != 0)
         return send_rpc_status(conn, NULL, 405, SF_RPC_INVALID_ARGUMENT, "method not allowed: use POST");
+    sf_component_unexported(srv->self, SF_TRANSPORT_HTTP, sig);
     if (!sf_component_receives(srv->self, sig))
-        return send_rpc_status(conn, NULL, 404, SF_RPC_NOT_FOUND, sig == SF_SIGNAL_METRICS
+        return send_rpc_status(conn, NULL, 404, SF_RPC_NOT_FOUND, metrics
                                ? "not found: spanfence exports traces only, and no metrics "
                                  "pipeline lists this receiver"
                                : "not found: spanfence exports traces only, and no logs "
                                  "pipeline lists this receiver");
-    sf_component_unexported(srv->self, SF_TRANSPORT_HTTP, sig);
-    return json ? send_bytes(conn, 200, "application/json", "{}", 2, false)
-                : send_bytes(conn, 200, "application/x-protobuf", "", 0, false);
+    return send_rpc_status(conn, NULL, 404, SF_RPC_NOT_FOUND, metrics
+                           ? "not found: spanfence exports traces only; the metrics pipeline "
+                             "that lists this receiver is not run, so metrics are refused"
+                           : "not found: spanfence exports traces only; the logs pipeline "
+                             "that lists this receiver is not run, so logs are refused");
 }
 
 /* Headers are in: decide whether to take the body at all. */

@@ -1,10 +1,10 @@
 // tests/e2e/other_signals.test.js: OTLP metrics and logs sent to the shared
-// otlp receiver. spanfence exports traces only; when the config has a
-// metrics (logs) pipeline on that receiver, as an upstream config sending
-// every signal to one receiver does, such exports are answered as accepted
-// (an empty Export*ServiceResponse) and counted in
-// spanfence_receiver_unexported_requests{signal}; without such a pipeline,
-// gRPC UNIMPLEMENTED and HTTP 404, each saying why. Traces still flow.
+// otlp receiver. spanfence exports traces only, so such exports are refused
+// with gRPC UNIMPLEMENTED and HTTP 404 (codes OTLP clients do not retry),
+// each saying why (whether or not a metrics or logs pipeline lists the
+// receiver, as an upstream config sending every signal to one receiver
+// does), and counted in spanfence_receiver_unexported_requests{signal};
+// never answered as accepted. Traces still flow.
 'use strict';
 
 const test = require('node:test');
@@ -55,7 +55,7 @@ function rawCall(port, method, body) {
   });
 }
 
-test('metrics and logs on the shared receiver: accepted and counted when a pipeline lists it, else refused with why', async () => {
+test('metrics and logs on the shared receiver: refused with why and counted, never accepted', async () => {
   await harness('other_signals', async (h) => {
     const gw = new Gateway();
     await gw.start();
@@ -70,11 +70,11 @@ test('metrics and logs on the shared receiver: accepted and counted when a pipel
     }));
     await sf.start();
 
-    // gRPC metrics: accepted (an empty response)
+    // gRPC metrics: a metrics pipeline lists the receiver, but it is not run
     const m1 = await rawCall(ports.SF_GRPC_PORT,
       '/opentelemetry.proto.collector.metrics.v1.MetricsService/Export', Buffer.from([0x0a, 0x00]));
-    assert.equal(m1.err, null, `metrics over gRPC: ${m1.err && m1.err.message}`);
-    assert.equal(m1.res.length, 0);
+    assert.equal(m1.err && m1.err.code, grpc.status.UNIMPLEMENTED);
+    assert.match(m1.err.details, /exports traces only; the metrics pipeline .* so metrics are refused/);
     // gRPC logs: no logs pipeline
     const l1 = await rawCall(ports.SF_GRPC_PORT,
       '/opentelemetry.proto.collector.logs.v1.LogsService/Export', Buffer.alloc(0));
@@ -84,18 +84,17 @@ test('metrics and logs on the shared receiver: accepted and counted when a pipel
     const u = await rawCall(ports.SF_GRPC_PORT, '/x.Y/Z', Buffer.alloc(0));
     assert.equal(u.err && u.err.code, grpc.status.UNIMPLEMENTED);
 
-    // HTTP metrics, protobuf and JSON: 200 with an empty response
+    // HTTP metrics, protobuf and JSON: 404 saying why
     const base = `http://127.0.0.1:${ports.SF_HTTP_PORT}`;
     let r = await fetch(`${base}/v1/metrics`, {
       method: 'POST', headers: { 'Content-Type': 'application/x-protobuf' }, body: Buffer.from([0x0a, 0x00]),
     });
-    assert.equal(r.status, 200);
-    assert.equal((await r.arrayBuffer()).byteLength, 0);
+    assert.equal(r.status, 404);
     r = await fetch(`${base}/v1/metrics`, {
       method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{"resourceMetrics":[]}',
     });
-    assert.equal(r.status, 200);
-    assert.equal(await r.text(), '{}');
+    assert.equal(r.status, 404);
+    assert.match(await r.text(), /exports traces only; the metrics pipeline .* so metrics are refused/);
     r = await fetch(`${base}/v1/logs`, {
       method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{"resourceLogs":[]}',
     });
@@ -111,8 +110,8 @@ test('metrics and logs on the shared receiver: accepted and counted when a pipel
     const un = (transport, signal) => m.must('spanfence_receiver_unexported_requests', { receiver: 'otlp', transport, signal });
     assert.equal(un('grpc', 'metrics'), 1);
     assert.equal(un('http', 'metrics'), 2);
-    assert.equal(un('grpc', 'logs'), 0);
-    assert.equal(un('http', 'logs'), 0);
+    assert.equal(un('grpc', 'logs'), 1);
+    assert.equal(un('http', 'logs'), 1);
     await sf.stop();
   });
 });
