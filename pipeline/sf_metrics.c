@@ -452,31 +452,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 sf_status sf_metrics_server_start(const char *address, sf_service *svc, sf_metrics_server **out)
 {
-    struct sockaddr_storage addr;
-    socklen_t alen;
     sf_metrics_server *m;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_INTERNAL_THREAD;
+    sf_status st;
 
     *out = NULL;
-    if (sf_net_resolve(address, &addr, &alen) != SF_OK) {
-        sf_error("metrics: cannot resolve address '%s'", address);
-        return SF_INVALID;
-    }
-    if (addr.ss_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
     m = sf_calloc(1, sizeof(*m));
     if (m == NULL)
         return SF_ENOMEM;
     m->svc = svc;
-    m->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, m,
-                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)16,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
-                                 MHD_OPTION_END);
-    if (m->daemon == NULL) {
-        sf_error("metrics: cannot listen on '%s'", address);
+    st = sf_net_http_listen("metrics", address, on_request, m, &m->daemon);
+    if (st != SF_OK) {
         sf_free(m);
-        return SF_IO;
+        return st;
     }
     sf_info("metrics: serving /metrics on %s", address);
     *out = m;

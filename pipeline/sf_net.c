@@ -1,5 +1,6 @@
 /* sf_net.c: endpoint parsing and resolution. */
 #include "sf_net.h"
+#include "sf_log.h"
 
 #include <netdb.h>
 #include <stdio.h>
@@ -90,5 +91,31 @@ sf_status sf_net_resolve(const char *endpoint, struct sockaddr_storage *addr, so
     memcpy(addr, res->ai_addr, res->ai_addrlen);
     *len = res->ai_addrlen;
     freeaddrinfo(res);
+    return SF_OK;
+}
+
+sf_status sf_net_http_listen(const char *what, const char *endpoint,
+                             MHD_AccessHandlerCallback handler, void *cls,
+                             struct MHD_Daemon **out)
+{
+    struct sockaddr_storage addr;
+    socklen_t alen;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_INTERNAL_THREAD;
+
+    *out = NULL;
+    if (sf_net_resolve(endpoint, &addr, &alen) != SF_OK) {
+        sf_error("%s: cannot resolve '%s'", what, endpoint);
+        return SF_INVALID;
+    }
+    if (addr.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    *out = MHD_start_daemon(flags, 0, NULL, NULL, handler, cls,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)16,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+    if (*out == NULL) {
+        sf_error("%s: cannot listen on '%s'", what, endpoint);
+        return SF_IO;
+    }
     return SF_OK;
 }

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include <microhttpd.h>
+
 #include "sf_status.h"
 
 /* Split "host:port" (IPv6 in brackets). SF_INVALID when malformed. */
@@ -18,5 +20,14 @@ const char *sf_net_endpoint_problem(const char *endpoint, char *buf, size_t size
 /* Resolve to a numeric socket address (getaddrinfo, AI_NUMERICSERV).
  * SF_INVALID when malformed or unresolvable. */
 sf_status sf_net_resolve(const char *endpoint, struct sockaddr_storage *addr, socklen_t *len);
+
+/* A small HTTP endpoint of the collector's own (/metrics, health_check):
+ * libmicrohttpd on its own polling thread, at most 16 connections idle at
+ * most 10 s, answering with `handler` and `cls`. `what` names it in the
+ * log. SF_INVALID when `endpoint` does not resolve, SF_IO when it cannot
+ * listen. */
+sf_status sf_net_http_listen(const char *what, const char *endpoint,
+                             MHD_AccessHandlerCallback handler, void *cls,
+                             struct MHD_Daemon **out);
 
 #endif

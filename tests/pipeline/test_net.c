@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "sf_net.h"
@@ -107,6 +108,43 @@ static void test_resolve(void **state)
     assert_int_equal(sf_net_resolve("no-port", &ss, &len), SF_INVALID);
 }
 
+static enum MHD_Result answer_ok(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version, const char *data,
+                                 size_t *size, void **req_cls)
+{
+    struct MHD_Response *r;
+    enum MHD_Result ret;
+
+    (void)cls; (void)url; (void)method; (void)version; (void)data; (void)size; (void)req_cls;
+    r = MHD_create_response_from_buffer(2, (void *)"ok", MHD_RESPMEM_PERSISTENT);
+    ret = MHD_queue_response(conn, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* The collector's own small HTTP endpoints: listens where asked, answers
+ * with the handler; an unresolvable endpoint (here a malformed one) or a taken port is an error. */
+static void test_http_listen(void **state)
+{
+    struct MHD_Daemon *d = NULL, *d2 = NULL;
+    const union MHD_DaemonInfo *info;
+    char endpoint[64];
+
+    (void)state;
+    assert_int_equal(sf_net_http_listen("test", "127.0.0.1:0", answer_ok, NULL, &d), SF_OK);
+    assert_non_null(d);
+    info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    assert_non_null(info);
+    assert_true(info->port > 0);
+    snprintf(endpoint, sizeof(endpoint), "127.0.0.1:%u", (unsigned)info->port);
+    assert_int_equal(sf_net_http_listen("test", endpoint, answer_ok, NULL, &d2), SF_IO);
+    assert_null(d2);
+    MHD_stop_daemon(d);
+    assert_int_equal(sf_net_http_listen("test", "no port here", answer_ok, NULL, &d2),
+                     SF_INVALID);
+    assert_null(d2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -114,6 +152,7 @@ int main(void)
         cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_endpoint_problem),
         cmocka_unit_test(test_split_strict_port),
+        cmocka_unit_test(test_http_listen),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

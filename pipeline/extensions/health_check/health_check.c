@@ -174,18 +174,10 @@ static void server_stop(hc_server *s)
 
 static sf_status server_start(const char *endpoint, hc_server **out)
 {
-    struct sockaddr_storage addr;
-    socklen_t alen;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_INTERNAL_THREAD;
     hc_server *s;
+    sf_status st;
 
     *out = NULL;
-    if (sf_net_resolve(endpoint, &addr, &alen) != SF_OK) {
-        sf_error("health_check: cannot resolve endpoint '%s'", endpoint);
-        return SF_INVALID;
-    }
-    if (addr.ss_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
     s = sf_calloc(1, sizeof(*s));
     if (s == NULL)
         return SF_ENOMEM;
@@ -195,15 +187,10 @@ static sf_status server_start(const char *endpoint, hc_server **out)
         server_stop(s);
         return SF_ENOMEM;
     }
-    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
-                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)16,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
-                                 MHD_OPTION_END);
-    if (s->daemon == NULL) {
-        sf_error("health_check: cannot listen on '%s'", endpoint);
+    st = sf_net_http_listen("health_check", endpoint, on_request, s, &s->daemon);
+    if (st != SF_OK) {
         server_stop(s);
-        return SF_IO;
+        return st;
     }
     sf_info("health_check: answering on http://%s", endpoint);
     *out = s;
