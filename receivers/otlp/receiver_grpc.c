@@ -409,15 +409,15 @@ static void handle_event(call_slot *s, int success)
          * and counted, never answered as accepted and dropped unseen; a
          * metrics or logs pipeline listing this receiver changes only the
          * message. Anything else is not served. */
-        if (other != SF_SIGNAL_TRACES && sf_component_receives(s->w->srv->self, other)) {
+        if (other != SF_SIGNAL_TRACES)
             sf_component_unexported(s->w->srv->self, SF_TRANSPORT_GRPC, other);
+        if (other != SF_SIGNAL_TRACES && sf_component_receives(s->w->srv->self, other)) {
             slot_reply(s, GRPC_STATUS_UNIMPLEMENTED, other == SF_SIGNAL_METRICS
                        ? "spanfence exports traces only; the metrics pipeline that lists this "
                          "receiver is not run, so metrics are refused"
                        : "spanfence exports traces only; the logs pipeline that lists this "
                          "receiver is not run, so logs are refused");
         } else if (other != SF_SIGNAL_TRACES) {
-            sf_component_unexported(s->w->srv->self, SF_TRANSPORT_GRPC, other);
             slot_reply(s, GRPC_STATUS_UNIMPLEMENTED, other == SF_SIGNAL_METRICS
                        ? "spanfence exports traces only, and no metrics pipeline lists this "
                          "receiver: send metrics elsewhere"

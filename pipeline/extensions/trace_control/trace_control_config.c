@@ -562,10 +562,6 @@ sf_status sf_tc_check(sf_cfg_ctx *ctx, void *config)
             st = SF_CONFIG;
         }
     }
-    if (c->retry.initial_interval == 0) {   /* section absent: defaults */
-        c->retry.initial_interval = 1000;
-        c->retry.max_interval = 30000;
-    }
     if (c->retry.initial_interval > c->retry.max_interval) {
         sf_cfg_error(ctx, sf_node_get(v, "retry_on_failure"), "retry_on_failure",
                      "'initial_interval' is longer than 'max_interval'");
