@@ -10,6 +10,11 @@
 #   SF_BENCH_EXPORTER=otlphttp|otlp     which exporter (default otlphttp). otlp
 #       sends OTLP/gRPC to a second spanfence as the sink
 #       (bench/configs/relay.yaml, not measured), which counts what arrives.
+#   SF_BENCH_FLOORS=1|0                 also measure, on the same load and
+#       pinning, what the libraries cost alone (bench_floor: a bare gRPC core
+#       server, the same with the codec pass, a bare libcurl POST loop of
+#       the allowlisted batch) and print spanfence next to their sum
+#       (default 1; only with the otlphttp exporter, uncompressed or not)
 #   SF_BENCH_PIN=1|0                    pin spanfence to CPU 0 and the load
 #       and the sink to CPU 1 (default 1 when there are 2 CPUs or more)
 #   SF_BENCH_COLLECTOR="cmd args..."    measure another collector instead, on
@@ -33,6 +38,7 @@ export SF_BENCH_SINK_PORT=${SF_BENCH_SINK_PORT:-14319}
 export SF_BENCH_RELAY_PORT=${SF_BENCH_RELAY_PORT:-14320}
 export SF_BENCH_METRICS_PORT=${SF_BENCH_METRICS_PORT:-18888}
 export SF_BENCH_RELAY_METRICS_PORT=${SF_BENCH_RELAY_METRICS_PORT:-18889}
+export SF_BENCH_FLOOR_PORT=${SF_BENCH_FLOOR_PORT:-14321}
 peer=${SF_BENCH_COLLECTOR:-}
 [ -z "$peer" ] || exporter=otlphttp
 case "$exporter" in
@@ -143,6 +149,36 @@ else
     sunk=$(awk '{print $4}' "$tmp/sink.out")
 fi
 
+# The floors: the same load, pinning and request count, with what the
+# libraries do alone (bench/bench_floor.c), `rounds` times each, alternating,
+# with twice the requests of a round (CPU time is read in clock ticks).
+floors=${SF_BENCH_FLOORS:-1}
+[ -z "$peer" ] && [ "$exporter" = otlphttp ] || floors=0
+if [ "$floors" = 1 ]; then
+    "${pin_peer[@]}" "$build/sf_sink" -p "$SF_BENCH_SINK_PORT" >/dev/null 2>"$tmp/sink.err" &
+    sink_pid=$!
+    : >"$tmp/floor_grpc" ; : >"$tmp/floor_codec"; : >"$tmp/floor_post"
+    for r in $(seq "$rounds"); do
+        for mode in grpc codec; do
+            set -- ; [ $mode = codec ] && set -- codec
+            "${pin_sf[@]}" "$build/bench_floor" grpc "$SF_BENCH_FLOOR_PORT" "$@" &
+            sf_pid=$!
+            wait_port "$SF_BENCH_FLOOR_PORT"
+            c0=$(cpu_of $sf_pid)
+            "${pin_peer[@]}" "$build/sf_send" --endpoint "127.0.0.1:$SF_BENCH_FLOOR_PORT" \
+                --spans $spans --requests $((requests * 2)) --threads "$threads" >"$tmp/send.out"
+            c1=$(cpu_of $sf_pid)
+            sent=$(awk '/spans accepted/{gsub(",","",$8); print $8}' "$tmp/send.out")
+            kill -TERM $sf_pid; wait $sf_pid || true
+            awk -v s="$sent" -v c0="$c0" -v c1="$c1" 'BEGIN { printf "%.0f\n", (c1 - c0) * 1e9 / s }' \
+                >>"$tmp/floor_$mode"
+        done
+        "${pin_sf[@]}" "$build/bench_floor" post "http://127.0.0.1:$SF_BENCH_SINK_PORT/v1/traces" \
+            $((requests * threads * 2)) 2 $spans | awk '{print $(NF - 3)}' >>"$tmp/floor_post"
+    done
+    kill -TERM $sink_pid; wait $sink_pid || true
+fi
+
 per_cpu=$(awk '{print $1}' "$tmp/rates" | median)
 per_wall=$(awk '{print $2}' "$tmp/rates" | median)
 cpu_per_m=$(awk '{print $3}' "$tmp/rates" | median)
@@ -201,6 +237,21 @@ awk -v e2e="$cpu_per_m" -v codec="$codec_rate" -v copy="$copy_rate" -v comp="$co
     } else {
         printf "  (the stage rows are spanfence'"'"'s one-core costs, for scale: %s does its own work)\n", name;
     } }'
+if [ "$floors" = 1 ]; then
+    echo
+    echo "== the floor: what the libraries cost alone on this load ($rounds rounds each, median and range)"
+    fg=$(median <"$tmp/floor_grpc") fc=$(median <"$tmp/floor_codec") fp=$(median <"$tmp/floor_post")
+    printf "  %-58s %8s\n" "" "ns/span"
+    printf "  %-58s %8.0f  (%s)\n" "bare gRPC core server: receive + reply" "$fg" "$(range <"$tmp/floor_grpc")"
+    printf "  %-58s %8.0f  (%s)\n" "the same + copy + codec pass (validate + allowlist)" "$fc" "$(range <"$tmp/floor_codec")"
+    printf "  %-58s %8.0f  (%s)\n" "bare libcurl POST of the allowlisted batch, 2 threads" "$fp" "$(range <"$tmp/floor_post")"
+    awk -v fc="$fc" -v fp="$fp" -v e2e="$cpu_per_m" -v c="$comp_ns" -v name="$collector" 'BEGIN {
+        floor = fc + fp + c; total = e2e * 1000;
+        printf "  %-58s %8.0f  = %.0f spans/CPU-s at most with these libraries\n", \
+            "floor: receive + codec + POST" (c > 0 ? " + compression" : ""), floor, 1e9 / floor;
+        printf "  %-58s %8.0f  (%.0f%% of it above the floor)\n", name " end to end (median)", total,
+            100 * (total - floor) / total }'
+fi
 echo
 echo "== one-core stage costs (bench_codec $spans 5, same batch)"
 cat "$tmp/codec.out"
