@@ -210,6 +210,7 @@ typedef struct sf_config {
      * without_type_suffix / without_units say not. */
     bool metrics_type_suffix;                  /* counters end in _total */
     bool metrics_units;                        /* _seconds, _bytes */
+    bool metrics_detailed;                     /* metrics.level: detailed */
     unsigned metrics_labels;                   /* SF_RESOURCE_* on every series */
     const char *service_name;                  /* service.telemetry.resource, or NULL */
     const char *service_version;

@@ -74,6 +74,38 @@ typedef struct sf_totals {
     uint64_t enqueue_failed;                      /* exporters: refused by a full queue */
 } sf_totals;
 
+/* The `batch` processor's series, as upstream v0.120's batchprocessor has
+ * them (otelcol_processor_batch_*), labelled by the processor. Merging
+ * happens in the sending queues of the exporters the processor's pipeline
+ * feeds (sf_sender.c), so they count here, once per request they form:
+ * the core owns this (one per batching processor, sf_component_batching
+ * hands it to the exporters) and renders it. Buckets are not cumulative;
+ * the last is +Inf. All relaxed atomics. */
+#define SF_BATCH_SIZE_BOUNDS 22             /* 10 ... 100000 items */
+#define SF_BATCH_BYTES_BOUNDS 39            /* 10 ... 9e6 bytes */
+
+typedef enum sf_batch_trigger {
+    SF_BATCH_TRIGGER_SIZE,          /* send_batch_size reached, or the request is full */
+    SF_BATCH_TRIGGER_TIMEOUT,       /* the timeout ran out first (or shutdown ended the wait) */
+    SF_BATCH_TRIGGER_NONE           /* sent alone, as handed over by a reload: no trigger */
+} sf_batch_trigger;
+
+typedef struct sf_batch_stats {
+    _Atomic uint64_t size_trigger;  /* otelcol_processor_batch_batch_size_trigger_send */
+    _Atomic uint64_t timeout_trigger;   /* otelcol_processor_batch_timeout_trigger_send */
+    _Atomic uint64_t items[SF_BATCH_SIZE_BOUNDS + 1];   /* ..._batch_send_size, by bucket */
+    _Atomic uint64_t items_sum;
+    _Atomic uint64_t bytes[SF_BATCH_BYTES_BOUNDS + 1];  /* ..._batch_send_size_bytes */
+    _Atomic uint64_t bytes_sum;
+} sf_batch_stats;
+
+/* One request formed: `items` spans, `bytes` encoded (uncompressed) bytes.
+ * Five relaxed atomic adds. NULL `s` is fine (no batch processor). */
+void sf_batch_stats_record(sf_batch_stats *s, sf_batch_trigger trigger, uint64_t items,
+                           uint64_t bytes);
+/* `src`'s counts added to `dst` (a reload's successor carries them on). */
+void sf_batch_stats_add(sf_batch_stats *dst, sf_batch_stats *src);
+
 static inline void sf_count(_Atomic uint64_t *c, uint64_t n)
 {
     atomic_fetch_add_explicit(c, n, memory_order_relaxed);

@@ -362,6 +362,7 @@ typedef struct sf_handover_item {
     char *id;
     sf_counters counters;
     sf_counters transport[SF_TRANSPORT_COUNT];
+    sf_batch_stats batch;
     void *parcel;
 } sf_handover_item;
 
@@ -518,6 +519,7 @@ sf_status sf_service_stop_for_reload(sf_service *svc, sf_service *next, sf_hando
         add_counters(c->type, &it->counters, &c->counters);
         for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
             add_counters(NULL, &it->transport[t], &c->transport[t]);
+        sf_batch_stats_add(&it->batch, &c->batch);
     }
     *out = h;
     return SF_OK;
@@ -541,6 +543,7 @@ sf_status sf_service_start_from(sf_service *svc, sf_handover *h)
         add_counters(c->type, &c->counters, &it->counters);
         for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
             add_counters(NULL, &c->transport[t], &it->transport[t]);
+        sf_batch_stats_add(&c->batch, &it->batch);
         if (it->parcel != NULL && c->type->resume != NULL) {
             c->type->resume(c, it->parcel);
             it->parcel = NULL;
@@ -559,9 +562,11 @@ sf_status sf_service_start_from(sf_service *svc, sf_handover *h)
             continue;
         memset(&it->counters, 0, sizeof(it->counters));
         memset(it->transport, 0, sizeof(it->transport));
+        memset(&it->batch, 0, sizeof(it->batch));
         add_counters(c->type, &it->counters, &c->counters);
         for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
             add_counters(NULL, &it->transport[t], &c->transport[t]);
+        sf_batch_stats_add(&it->batch, &c->batch);
     }
     return st;
 }
@@ -884,10 +889,14 @@ bool sf_component_batching(const sf_component *exporter, sf_batching *out)
         if (!feeds)
             continue;
         for (size_t i = 0; i < rt->n_processors; i++) {
-            const sf_component *p = rt->processors[i];
+            sf_component *p = rt->processors[i];
 
-            if (p->type->describe_batching != NULL && p->type->describe_batching(p->config, out))
+            if (p->type->describe_batching != NULL && p->type->describe_batching(p->config, out)) {
+                /* the processor's counts, kept by the core: the
+                 * component array outlives every exporter's consumers */
+                out->stats = &p->batch;
                 return true;
+            }
         }
     }
     return false;
@@ -993,6 +1002,7 @@ sf_status sf_service_render_metrics(sf_service *svc, char **out, size_t *out_len
     sf_metrics_style style = {
         .type_suffix = cfg->metrics_type_suffix,
         .units = cfg->metrics_units,
+        .detailed = cfg->metrics_detailed,
         .labels = cfg->metrics_labels,
         .service_name = cfg->service_name,
         .service_version = cfg->service_version,
