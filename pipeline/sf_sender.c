@@ -26,7 +26,9 @@
  *   Closing the queue ends a gather at once: shutdown drains, merged or not.
  *   The parts stay counted in queued_spans until the merged request is sent
  *   or failed; if the merged buffer cannot be allocated the parts are sent
- *   one by one instead: nothing is lost for want of memory.
+ *   one by one instead: nothing is lost for want of memory. Each request
+ *   formed is counted once for the batch processor (sf_batching.stats:
+ *   what ended the gathering, its spans and bytes), never per span.
  * Counting order: queued_spans goes up before a batch becomes visible to a
  *   consumer and down only after sent/send_failed went up, so at any
  *   quiescent point  submitted OK = sent + send_failed + queued_spans.
