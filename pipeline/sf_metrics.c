@@ -7,11 +7,13 @@
 #include "sf_dynbuf.h"
 #include "sf_log.h"
 #include "sf_net.h"
+#include "sf_time.h"
 #include "internal/sf_core.h"
 #include "internal/sf_metrics_server.h"
 
 #include <microhttpd.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -88,6 +90,44 @@ void sf_batch_stats_add(sf_batch_stats *dst, sf_batch_stats *src)
     for (size_t i = 0; i <= SF_BATCH_BYTES_BOUNDS; i++)
         sf_count(&dst->bytes[i], sf_counter_get(&src->bytes[i]));
     sf_count(&dst->bytes_sum, sf_counter_get(&src->bytes_sum));
+}
+
+/* ---- an exporter's latest failed sends ------------------------------------ */
+
+static void failure_lock(sf_failure_log *log)
+{
+    while (atomic_exchange_explicit(&log->busy, true, memory_order_acquire))
+        sched_yield();
+}
+
+static void failure_unlock(sf_failure_log *log)
+{
+    atomic_store_explicit(&log->busy, false, memory_order_release);
+}
+
+void sf_failure_note(sf_failure_log *log, const char *detail)
+{
+    int64_t now = sf_now_ms();
+
+    failure_lock(log);
+    log->at_ms[log->next] = now > 0 ? now : 1;
+    log->next = (log->next + 1) % SF_FAILURE_LOG;
+    snprintf(log->detail, sizeof(log->detail), "%s", detail != NULL ? detail : "");
+    failure_unlock(log);
+}
+
+unsigned sf_failure_count(sf_failure_log *log, int64_t since_ms, char *detail, size_t size)
+{
+    unsigned n = 0;
+
+    failure_lock(log);
+    for (unsigned i = 0; i < SF_FAILURE_LOG; i++)
+        if (log->at_ms[i] != 0 && log->at_ms[i] >= since_ms)
+            n++;
+    if (size > 0)
+        snprintf(detail, size, "%s", log->detail);
+    failure_unlock(log);
+    return n;
 }
 
 /* ---- the Prometheus text of every component's counters ---------------------- */

@@ -9,6 +9,8 @@
 #define SF_METRICS_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sf_otlp_wire.h"
@@ -33,6 +35,25 @@ typedef enum sf_reason {
 } sf_reason;
 
 const char *sf_reason_label(sf_reason r);
+
+/* An exporter's latest failed sends (sf_sender.c notes every failed
+ * attempt, retried or not), for health_check's check_collector_pipeline:
+ * their times and the latest one's detail. Written on failures only, under
+ * a spin lock held for a few stores; nothing on the success path. */
+#define SF_FAILURE_LOG 64
+
+typedef struct sf_failure_log {
+    _Atomic bool busy;
+    unsigned next;                  /* ring position of the next note */
+    int64_t at_ms[SF_FAILURE_LOG];  /* sf_now_ms() of the latest failures; 0: unused */
+    char detail[128];               /* the latest one's ("http 503"): never a secret */
+} sf_failure_log;
+
+/* Note one failed send now, with the exporter's detail. */
+void sf_failure_note(sf_failure_log *log, const char *detail);
+/* Failed sends noted at or after `since_ms` (monotonic; at most
+ * SF_FAILURE_LOG), and the latest one's detail into `detail`. */
+unsigned sf_failure_count(sf_failure_log *log, int64_t since_ms, char *detail, size_t size);
 
 /* Rows of a component type's own metrics (sf_metric_row, sf_describe.h). */
 #define SF_TYPE_METRICS_MAX 4
@@ -59,6 +80,7 @@ typedef struct sf_counters {
     _Atomic int64_t queue_size;                   /* otelcol_exporter_queue_size (batches) */
     _Atomic int64_t queue_capacity;               /* otelcol_exporter_queue_capacity */
     _Atomic int64_t queued_spans;                 /* spanfence_exporter_queued_spans (incl. in flight) */
+    sf_failure_log failures;                      /* the latest failed sends (health_check) */
     /* the type's own series (type->metrics, sf_describe.h), by row */
     _Atomic uint64_t values[SF_TYPE_METRICS_MAX];  /* gauges: int64_t, two's complement */
 } sf_counters;

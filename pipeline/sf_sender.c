@@ -221,6 +221,8 @@ static void deliver(sf_sender *s, unsigned worker, uint64_t *rng, sf_buf *buf)
             finish_sent(s, buf, res.rejected_spans);
             return;
         }
+        sf_failure_note(&s->counters->failures,
+                        res.detail[0] ? res.detail : sf_status_str(res.status));
         if (!sf_status_retryable(res.status)) {
             sf_error("exporter %s: dropping %zu spans: %s (permanent error)", s->id, buf->spans,
                      res.detail[0] ? res.detail : sf_status_str(res.status));
@@ -593,6 +595,7 @@ sf_status sf_sender_submit(sf_sender *s, sf_buf *buf)
             finish_sent(s, buf, res.rejected_spans);
             return SF_OK;
         }
+        sf_failure_note(&k->failures, res.detail[0] ? res.detail : sf_status_str(res.status));
         if (sf_status_retryable(res.status)) {
             sf_warn("exporter %s: send of %zu spans failed: %s (queue disabled, not retried)",
                     s->id, buf->spans, res.detail[0] ? res.detail : sf_status_str(res.status));

@@ -28,9 +28,11 @@
  *   batches). The data path above is not involved. */
 #include "sf_service.h"
 #include "internal/sf_core.h"
+#include "internal/sf_config_int.h"
 #include "internal/sf_metrics_server.h"
 #include "sf_sender.h"
 #include "sf_process.h"
+#include "sf_time.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -982,6 +984,30 @@ size_t sf_service_lost(const sf_service *svc, char *msg, size_t size)
         }
     }
     return total;
+}
+
+bool sf_component_failing_exporter(const sf_component *self, unsigned threshold,
+                                   int64_t interval_ms, char *why, size_t size)
+{
+    const sf_service *svc = self != NULL ? self->service : NULL;
+    int64_t since = sf_now_ms() - interval_ms;
+
+    for (size_t i = 0; svc != NULL && i < svc->n_components; i++) {
+        sf_component *c = &svc->components[i];
+        char detail[128], window[32];
+        unsigned n;
+
+        if (c->type->kind != SF_KIND_EXPORTER)
+            continue;
+        n = sf_failure_count(&c->counters.failures, since, detail, sizeof(detail));
+        if (n >= threshold) {
+            sf_format_duration(interval_ms, window, sizeof(window));
+            snprintf(why, size, "exporter '%s': %u failed send%s in the last %s; the last: %s",
+                     c->id, n, n == 1 ? "" : "s", window, detail);
+            return true;
+        }
+    }
+    return false;
 }
 
 sf_service_state sf_component_service_state(const sf_component *self)
