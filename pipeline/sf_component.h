@@ -152,6 +152,14 @@ typedef enum sf_service_state {
 /* The state of the service `self` is part of (STOPPING when none). */
 sf_service_state sf_component_service_state(const sf_component *self);
 
+/* Extensions (health_check's check_collector_pipeline): the first
+ * exporter of `self`'s service, in config order, with at least `threshold`
+ * failed sends (every failed attempt, retried or not) in the last
+ * `interval_ms`. True with "exporter 'ID': N failed sends in the last
+ * ...; the last: DETAIL" in `why`. Thread-safe. */
+bool sf_component_failing_exporter(const sf_component *self, unsigned threshold,
+                                   int64_t interval_ms, char *why, size_t size);
+
 /* Extensions: the collector-wide totals of every receiver, processor and
  * exporter right now (all zero when `self` is not part of a service). */
 void sf_component_totals(sf_component *self, sf_totals *out);

@@ -29,7 +29,7 @@ typedef struct sf_config_owned {
 
 /* ---- service section rows ------------------------------------------------ */
 
-enum { METRICS_LEVEL_NONE = 0 };
+enum { METRICS_LEVEL_NONE = 0, METRICS_LEVEL_DETAILED = 3 };
 
 /* CUSTOM parse that keeps the node for the loader's own checks. */
 static sf_status keep_node(sf_cfg_ctx *ctx, const sf_node *node, void *field)
@@ -863,6 +863,7 @@ static sf_status load_service(loader *l, const sf_node *service)
     if (st == SF_ENOMEM)
         return st;
     cfg->log_level = sc.telemetry.logs.level;
+    cfg->metrics_detailed = sc.telemetry.metrics.level == METRICS_LEVEL_DETAILED;
     if (sc.telemetry.metrics.level != METRICS_LEVEL_NONE) {
         const sf_node *an = sf_node_get(sf_node_get(sf_node_get(service, "telemetry"), "metrics"),
                                         "address");

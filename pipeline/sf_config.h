@@ -159,6 +159,10 @@ const sf_node *sf_cfg_value(const sf_cfg_ctx *ctx);
 sf_status sf_parse_duration(const char *s, int64_t *ms);
 /* Parse "512MiB", "64KiB", "1GiB", "10MB", "4096" into bytes. */
 sf_status sf_parse_size(const char *s, int64_t *bytes);
+/* A DNS host name or dotted IPv4 address, as a TLS server name: labels of
+ * 1-63 letters, digits and '-' (not first or last), dot-separated, 253
+ * characters at most; no port, scheme, brackets or spaces. */
+bool sf_is_host_name(const char *s);
 
 /* ---- the loaded config ------------------------------------------------- */
 
@@ -206,6 +210,7 @@ typedef struct sf_config {
      * without_type_suffix / without_units say not. */
     bool metrics_type_suffix;                  /* counters end in _total */
     bool metrics_units;                        /* _seconds, _bytes */
+    bool metrics_detailed;                     /* metrics.level: detailed */
     unsigned metrics_labels;                   /* SF_RESOURCE_* on every series */
     const char *service_name;                  /* service.telemetry.resource, or NULL */
     const char *service_version;

@@ -7,11 +7,13 @@
 #include "sf_dynbuf.h"
 #include "sf_log.h"
 #include "sf_net.h"
+#include "sf_time.h"
 #include "internal/sf_core.h"
 #include "internal/sf_metrics_server.h"
 
 #include <microhttpd.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,6 +34,100 @@ const char *sf_reason_label(sf_reason r)
         break;
     }
     return "unknown";
+}
+
+/* ---- the batch processor's series ---------------------------------------- */
+
+/* upstream v0.120 processor/batchprocessor/metadata.yaml's boundaries */
+static const uint64_t batch_size_bounds[SF_BATCH_SIZE_BOUNDS] = {
+    10, 25, 50, 75, 100, 250, 500, 750, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000,
+    10000, 20000, 30000, 50000, 100000
+};
+static const uint64_t batch_bytes_bounds[SF_BATCH_BYTES_BOUNDS] = {
+    10, 25, 50, 75, 100, 250, 500, 750, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000,
+    10000, 20000, 30000, 50000, 100000, 200000, 300000, 400000, 500000, 600000, 700000, 800000,
+    900000, 1000000, 2000000, 3000000, 4000000, 5000000, 6000000, 7000000, 8000000, 9000000
+};
+
+/* The bucket of `v`: the first bound >= v (Prometheus' `le`), else +Inf. */
+static size_t bucket_of(const uint64_t *bounds, size_t n, uint64_t v)
+{
+    size_t lo = 0, hi = n;
+
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+
+        if (bounds[mid] < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+void sf_batch_stats_record(sf_batch_stats *s, sf_batch_trigger trigger, uint64_t items,
+                           uint64_t bytes)
+{
+    if (s == NULL)
+        return;
+    if (trigger == SF_BATCH_TRIGGER_SIZE)
+        sf_count(&s->size_trigger, 1);
+    else if (trigger == SF_BATCH_TRIGGER_TIMEOUT)
+        sf_count(&s->timeout_trigger, 1);
+    sf_count(&s->items[bucket_of(batch_size_bounds, SF_BATCH_SIZE_BOUNDS, items)], 1);
+    sf_count(&s->items_sum, items);
+    sf_count(&s->bytes[bucket_of(batch_bytes_bounds, SF_BATCH_BYTES_BOUNDS, bytes)], 1);
+    sf_count(&s->bytes_sum, bytes);
+}
+
+void sf_batch_stats_add(sf_batch_stats *dst, sf_batch_stats *src)
+{
+    sf_count(&dst->size_trigger, sf_counter_get(&src->size_trigger));
+    sf_count(&dst->timeout_trigger, sf_counter_get(&src->timeout_trigger));
+    for (size_t i = 0; i <= SF_BATCH_SIZE_BOUNDS; i++)
+        sf_count(&dst->items[i], sf_counter_get(&src->items[i]));
+    sf_count(&dst->items_sum, sf_counter_get(&src->items_sum));
+    for (size_t i = 0; i <= SF_BATCH_BYTES_BOUNDS; i++)
+        sf_count(&dst->bytes[i], sf_counter_get(&src->bytes[i]));
+    sf_count(&dst->bytes_sum, sf_counter_get(&src->bytes_sum));
+}
+
+/* ---- an exporter's latest failed sends ------------------------------------ */
+
+static void failure_lock(sf_failure_log *log)
+{
+    while (atomic_exchange_explicit(&log->busy, true, memory_order_acquire))
+        sched_yield();
+}
+
+static void failure_unlock(sf_failure_log *log)
+{
+    atomic_store_explicit(&log->busy, false, memory_order_release);
+}
+
+void sf_failure_note(sf_failure_log *log, const char *detail)
+{
+    int64_t now = sf_now_ms();
+
+    failure_lock(log);
+    log->at_ms[log->next] = now > 0 ? now : 1;
+    log->next = (log->next + 1) % SF_FAILURE_LOG;
+    snprintf(log->detail, sizeof(log->detail), "%s", detail != NULL ? detail : "");
+    failure_unlock(log);
+}
+
+unsigned sf_failure_count(sf_failure_log *log, int64_t since_ms, char *detail, size_t size)
+{
+    unsigned n = 0;
+
+    failure_lock(log);
+    for (unsigned i = 0; i < SF_FAILURE_LOG; i++)
+        if (log->at_ms[i] != 0 && log->at_ms[i] >= since_ms)
+            n++;
+    if (size > 0)
+        snprintf(detail, size, "%s", log->detail);
+    failure_unlock(log);
+    return n;
 }
 
 /* ---- the Prometheus text of every component's counters ---------------------- */
@@ -194,6 +290,96 @@ static void render_series(render_ctx *rc, const metric_def *m, const char *name,
                  (unsigned long long)m->get(c, r));
 }
 
+/* A histogram's series, cumulative as Prometheus has them, `le` printed
+ * as Go's 'g' format (100000, 1e+06), as upstream's exporter does. */
+static void render_histogram(render_ctx *rc, const char *name, const char *labels,
+                             const uint64_t *bounds, size_t n, _Atomic uint64_t *buckets,
+                             _Atomic uint64_t *sum)
+{
+    uint64_t cum = 0;
+
+    for (size_t i = 0; i <= n; i++) {
+        char le[32];
+
+        cum += sf_counter_get(&buckets[i]);
+        if (i < n)
+            snprintf(le, sizeof(le), "%g", (double)bounds[i]);
+        else
+            snprintf(le, sizeof(le), "+Inf");
+        text_add(&rc->t, "%s_bucket{%s%s,le=\"%s\"} %llu\n", name, rc->konst, labels, le,
+                 (unsigned long long)cum);
+    }
+    text_add(&rc->t, "%s_sum{%s%s} %llu\n", name, rc->konst, labels,
+             (unsigned long long)sf_counter_get(sum));
+    text_add(&rc->t, "%s_count{%s%s} %llu\n", name, rc->konst, labels, (unsigned long long)cum);
+}
+
+/* Upstream's batchprocessor series, for every processor whose type asks
+ * the sending queues to merge (describe_batching): the core keeps their
+ * counts (sf_component.batch), whichever exporters formed the requests. */
+static void render_batch(render_ctx *rc, sf_component *components, size_t n)
+{
+    static const struct {
+        const char *base, *type, *unit, *help;
+        bool detailed;          /* upstream serves it at level detailed only */
+    } defs[] = {
+        { "otelcol_processor_batch_batch_send_size", "histogram", NULL,
+          "Number of units in the batch", false },
+        { "otelcol_processor_batch_batch_send_size_bytes", "histogram", "bytes",
+          "Number of bytes in batch that was sent. Only available on detailed level.", true },
+        { "otelcol_processor_batch_batch_size_trigger_send", "counter", NULL,
+          "Number of times the batch was sent due to a size trigger", false },
+        { "otelcol_processor_batch_metadata_cardinality", "gauge", NULL,
+          "Number of distinct metadata value combinations being processed", false },
+        { "otelcol_processor_batch_timeout_trigger_send", "counter", NULL,
+          "Number of times the batch was sent due to a timeout trigger", false },
+    };
+    bool any = false;
+    char name[160], labels[256];
+
+    for (size_t i = 0; i < n && !any; i++)
+        any = components[i].type->kind == SF_KIND_PROCESSOR &&
+              components[i].type->describe_batching != NULL;
+    if (!any)
+        return;
+    for (size_t d = 0; d < sizeof(defs) / sizeof(defs[0]); d++) {
+        if (defs[d].detailed && !rc->style->detailed)
+            continue;
+        series_name(rc->style, defs[d].base, defs[d].unit, strcmp(defs[d].type, "counter") == 0,
+                    name, sizeof(name));
+        help(&rc->t, name, defs[d].type, defs[d].help);
+        for (size_t i = 0; i < n; i++) {
+            sf_component *c = &components[i];
+            sf_batch_stats *b = &c->batch;
+
+            if (c->type->kind != SF_KIND_PROCESSOR || c->type->describe_batching == NULL)
+                continue;
+            snprintf(labels, sizeof(labels), "processor=\"%s\"", c->id);
+            switch (d) {
+            case 0:
+                render_histogram(rc, name, labels, batch_size_bounds, SF_BATCH_SIZE_BOUNDS,
+                                 b->items, &b->items_sum);
+                break;
+            case 1:
+                render_histogram(rc, name, labels, batch_bytes_bounds, SF_BATCH_BYTES_BOUNDS,
+                                 b->bytes, &b->bytes_sum);
+                break;
+            case 2:
+                text_add(&rc->t, "%s{%s%s} %llu\n", name, rc->konst, labels,
+                         (unsigned long long)sf_counter_get(&b->size_trigger));
+                break;
+            case 3:             /* no metadata_keys: one batcher, as upstream's single shard */
+                text_add(&rc->t, "%s{%s%s} 1\n", name, rc->konst, labels);
+                break;
+            default:
+                text_add(&rc->t, "%s{%s%s} %llu\n", name, rc->konst, labels,
+                         (unsigned long long)sf_counter_get(&b->timeout_trigger));
+                break;
+            }
+        }
+    }
+}
+
 /* service.instance.id when the config sets none: a UUID (v4) made once per
  * process, so it stays the same across reloads, as upstream's. */
 static pthread_once_t instance_once = PTHREAD_ONCE_INIT;
@@ -342,6 +528,7 @@ sf_status sf_metrics_render_style(sf_component *components, size_t n,
             }
         }
     }
+    render_batch(&rc, components, n);
     /* each type's own rows, once per type, in the order the types first appear */
     for (size_t i = 0; i < n; i++) {
         const sf_component_type *type = components[i].type;

@@ -9,6 +9,8 @@
 #define SF_METRICS_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sf_otlp_wire.h"
@@ -33,6 +35,25 @@ typedef enum sf_reason {
 } sf_reason;
 
 const char *sf_reason_label(sf_reason r);
+
+/* An exporter's latest failed sends (sf_sender.c notes every failed
+ * attempt, retried or not), for health_check's check_collector_pipeline:
+ * their times and the latest one's detail. Written on failures only, under
+ * a spin lock held for a few stores; nothing on the success path. */
+#define SF_FAILURE_LOG 64
+
+typedef struct sf_failure_log {
+    _Atomic bool busy;
+    unsigned next;                  /* ring position of the next note */
+    int64_t at_ms[SF_FAILURE_LOG];  /* sf_now_ms() of the latest failures; 0: unused */
+    char detail[128];               /* the latest one's ("http 503"): never a secret */
+} sf_failure_log;
+
+/* Note one failed send now, with the exporter's detail. */
+void sf_failure_note(sf_failure_log *log, const char *detail);
+/* Failed sends noted at or after `since_ms` (monotonic; at most
+ * SF_FAILURE_LOG), and the latest one's detail into `detail`. */
+unsigned sf_failure_count(sf_failure_log *log, int64_t since_ms, char *detail, size_t size);
 
 /* Rows of a component type's own metrics (sf_metric_row, sf_describe.h). */
 #define SF_TYPE_METRICS_MAX 4
@@ -59,6 +80,7 @@ typedef struct sf_counters {
     _Atomic int64_t queue_size;                   /* otelcol_exporter_queue_size (batches) */
     _Atomic int64_t queue_capacity;               /* otelcol_exporter_queue_capacity */
     _Atomic int64_t queued_spans;                 /* spanfence_exporter_queued_spans (incl. in flight) */
+    sf_failure_log failures;                      /* the latest failed sends (health_check) */
     /* the type's own series (type->metrics, sf_describe.h), by row */
     _Atomic uint64_t values[SF_TYPE_METRICS_MAX];  /* gauges: int64_t, two's complement */
 } sf_counters;
@@ -73,6 +95,38 @@ typedef struct sf_totals {
     uint64_t send_failed[SF_REASON_COUNT];        /* exporters: given up on, by reason */
     uint64_t enqueue_failed;                      /* exporters: refused by a full queue */
 } sf_totals;
+
+/* The `batch` processor's series, as upstream v0.120's batchprocessor has
+ * them (otelcol_processor_batch_*), labelled by the processor. Merging
+ * happens in the sending queues of the exporters the processor's pipeline
+ * feeds (sf_sender.c), so they count here, once per request they form:
+ * the core owns this (one per batching processor, sf_component_batching
+ * hands it to the exporters) and renders it. Buckets are not cumulative;
+ * the last is +Inf. All relaxed atomics. */
+#define SF_BATCH_SIZE_BOUNDS 22             /* 10 ... 100000 items */
+#define SF_BATCH_BYTES_BOUNDS 39            /* 10 ... 9e6 bytes */
+
+typedef enum sf_batch_trigger {
+    SF_BATCH_TRIGGER_SIZE,          /* send_batch_size reached, or the request is full */
+    SF_BATCH_TRIGGER_TIMEOUT,       /* the timeout ran out first (or shutdown ended the wait) */
+    SF_BATCH_TRIGGER_NONE           /* sent alone, as handed over by a reload: no trigger */
+} sf_batch_trigger;
+
+typedef struct sf_batch_stats {
+    _Atomic uint64_t size_trigger;  /* otelcol_processor_batch_batch_size_trigger_send */
+    _Atomic uint64_t timeout_trigger;   /* otelcol_processor_batch_timeout_trigger_send */
+    _Atomic uint64_t items[SF_BATCH_SIZE_BOUNDS + 1];   /* ..._batch_send_size, by bucket */
+    _Atomic uint64_t items_sum;
+    _Atomic uint64_t bytes[SF_BATCH_BYTES_BOUNDS + 1];  /* ..._batch_send_size_bytes */
+    _Atomic uint64_t bytes_sum;
+} sf_batch_stats;
+
+/* One request formed: `items` spans, `bytes` encoded (uncompressed) bytes.
+ * Five relaxed atomic adds. NULL `s` is fine (no batch processor). */
+void sf_batch_stats_record(sf_batch_stats *s, sf_batch_trigger trigger, uint64_t items,
+                           uint64_t bytes);
+/* `src`'s counts added to `dst` (a reload's successor carries them on). */
+void sf_batch_stats_add(sf_batch_stats *dst, sf_batch_stats *src);
 
 static inline void sf_count(_Atomic uint64_t *c, uint64_t n)
 {

@@ -26,7 +26,9 @@
  *   Closing the queue ends a gather at once: shutdown drains, merged or not.
  *   The parts stay counted in queued_spans until the merged request is sent
  *   or failed; if the merged buffer cannot be allocated the parts are sent
- *   one by one instead: nothing is lost for want of memory.
+ *   one by one instead: nothing is lost for want of memory. Each request
+ *   formed is counted once for the batch processor (sf_batching.stats:
+ *   what ended the gathering, its spans and bytes), never per span.
  * Counting order: queued_spans goes up before a batch becomes visible to a
  *   consumer and down only after sent/send_failed went up, so at any
  *   quiescent point  submitted OK = sent + send_failed + queued_spans.
@@ -219,6 +221,8 @@ static void deliver(sf_sender *s, unsigned worker, uint64_t *rng, sf_buf *buf)
             finish_sent(s, buf, res.rejected_spans);
             return;
         }
+        sf_failure_note(&s->counters->failures,
+                        res.detail[0] ? res.detail : sf_status_str(res.status));
         if (!sf_status_retryable(res.status)) {
             sf_error("exporter %s: dropping %zu spans: %s (permanent error)", s->id, buf->spans,
                      res.detail[0] ? res.detail : sf_status_str(res.status));
@@ -288,9 +292,14 @@ static bool fits(void *item, void *arg)
 }
 
 /* Take the next request's batches into c->parts: one, or with batching
- * as many as the settings allow. SF_OK with *n >= 1; SF_STOPPED once the
- * queue is closed and empty. */
-static sf_status take_parts(sf_sender *s, sf_consumer *c, size_t *n)
+ * as many as the settings allow, and say what ended the gathering, as
+ * upstream's batch processor counts it (*why): the size (send_batch_size
+ * reached, the next batch would pass send_batch_max_size, the request is
+ * full, or no wait is configured: upstream has no timer then), the timeout
+ * (also when shutdown closed the queue: upstream flushes then as on a
+ * timeout), or none (a batch handed over by a reload, sent alone). SF_OK
+ * with *n >= 1; SF_STOPPED once the queue is closed and empty. */
+static sf_status take_parts(sf_sender *s, sf_consumer *c, size_t *n, sf_batch_trigger *why)
 {
     const sf_batching *b = &s->batch;
     gather_state g = { .max = b->send_batch_max_size > 0 ? (uint64_t)b->send_batch_max_size : 0 };
@@ -298,9 +307,10 @@ static sf_status take_parts(sf_sender *s, sf_consumer *c, size_t *n)
     bool wait = trigger > 0 && b->timeout_ms > 0;
     int64_t deadline;
     void *item;
-    sf_status st;
+    sf_status st, ended = SF_OK;
 
     *n = 0;
+    *why = SF_BATCH_TRIGGER_NONE;
     if (atomic_load(&s->parking))
         return SF_STOPPED;      /* what is queued is kept for the next instance */
     if ((item = take_adopted(s)) != NULL) {
@@ -320,12 +330,15 @@ static sf_status take_parts(sf_sender *s, sf_consumer *c, size_t *n)
         int64_t left = wait ? deadline - sf_now_ms() : 0;
 
         /* Past the deadline still take what is already queued: no wait. */
-        if (sf_queue_pop_if(s->queue, left > 0 ? left : 0, fits, &g, &item) != SF_OK)
+        ended = sf_queue_pop_if(s->queue, left > 0 ? left : 0, fits, &g, &item);
+        if (ended != SF_OK)
             break;      /* timed out, closed and empty, or the next does not fit */
         atomic_fetch_sub_explicit(&s->counters->queue_size, 1, memory_order_relaxed);
         c->parts[(*n)++] = item;
         g.spans += ((sf_buf *)item)->spans;
     }
+    *why = !wait || g.spans >= trigger || *n == c->max_parts || ended == SF_FULL ?
+           SF_BATCH_TRIGGER_SIZE : SF_BATCH_TRIGGER_TIMEOUT;
     st = SF_OK;
 
 out_unlock:
@@ -361,13 +374,19 @@ static void *consumer_main(void *arg)
     sf_consumer *c = arg;
     sf_sender *s = c->sender;
     uint64_t rng = ((uint64_t)(uintptr_t)s ^ (uint64_t)sf_now_ms()) + 0x9E3779B97F4A7C15ULL * (c->index + 1);
+    sf_batch_stats *stats = s->batching ? s->batch.stats : NULL;
+    sf_batch_trigger why;
     size_t n;
 
     if (rng == 0)
         rng = 1;
-    while (take_parts(s, c, &n) == SF_OK) {
+    while (take_parts(s, c, &n, &why) == SF_OK) {
         sf_buf *merged = n > 1 ? merge_parts(c->parts, n) : NULL;
 
+        /* one request formed: counted once, never per span */
+        if (n == 1 || merged != NULL)
+            sf_batch_stats_record(stats, why, merged ? merged->spans : c->parts[0]->spans,
+                                  merged ? merged->len : c->parts[0]->len);
         if (merged != NULL) {
             /* The parts' spans move to `merged`: queued_spans is unchanged
              * until deliver() counts the merged request's outcome. */
@@ -381,6 +400,9 @@ static void *consumer_main(void *arg)
             sf_warn("exporter %s: no memory to merge %zu batches: sending them one by one",
                     s->id, n);
         for (size_t i = 0; i < n; i++) {
+            if (n > 1)
+                sf_batch_stats_record(stats, i == 0 ? why : SF_BATCH_TRIGGER_NONE,
+                                      c->parts[i]->spans, c->parts[i]->len);
             deliver(s, c->index, &rng, c->parts[i]);
             sf_buf_unref(c->parts[i]);
         }
@@ -475,6 +497,7 @@ void sf_sender_set_batching(sf_sender *s, const sf_batching *b)
     s->batch.send_batch_size = b->send_batch_size > 0 ? b->send_batch_size : 0;
     s->batch.send_batch_max_size = b->send_batch_max_size > 0 ? b->send_batch_max_size : 0;
     s->batch.timeout_ms = b->timeout_ms > 0 ? b->timeout_ms : 0;
+    s->batch.stats = b->stats;
 }
 
 /* Each consumer's room for the batches of one request. */
@@ -572,6 +595,7 @@ sf_status sf_sender_submit(sf_sender *s, sf_buf *buf)
             finish_sent(s, buf, res.rejected_spans);
             return SF_OK;
         }
+        sf_failure_note(&k->failures, res.detail[0] ? res.detail : sf_status_str(res.status));
         if (sf_status_retryable(res.status)) {
             sf_warn("exporter %s: send of %zu spans failed: %s (queue disabled, not retried)",
                     s->id, buf->spans, res.detail[0] ? res.detail : sf_status_str(res.status));

@@ -70,6 +70,9 @@ typedef struct sf_batching {
     int64_t send_batch_size;        /* spans that end the wait; 0: take what is queued, no wait */
     int64_t send_batch_max_size;    /* most spans in a merged request; 0: no limit */
     int64_t timeout_ms;             /* longest wait after the first batch; 0: no wait */
+    /* where the requests formed are counted (the batch processor's
+     * series, sf_metrics.h), or NULL; outlives the sender */
+    sf_batch_stats *stats;
 } sf_batching;
 
 #define SF_SENDER_MAX_PARTS 1024

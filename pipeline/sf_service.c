@@ -28,9 +28,11 @@
  *   batches). The data path above is not involved. */
 #include "sf_service.h"
 #include "internal/sf_core.h"
+#include "internal/sf_config_int.h"
 #include "internal/sf_metrics_server.h"
 #include "sf_sender.h"
 #include "sf_process.h"
+#include "sf_time.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -362,6 +364,7 @@ typedef struct sf_handover_item {
     char *id;
     sf_counters counters;
     sf_counters transport[SF_TRANSPORT_COUNT];
+    sf_batch_stats batch;
     void *parcel;
 } sf_handover_item;
 
@@ -518,6 +521,7 @@ sf_status sf_service_stop_for_reload(sf_service *svc, sf_service *next, sf_hando
         add_counters(c->type, &it->counters, &c->counters);
         for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
             add_counters(NULL, &it->transport[t], &c->transport[t]);
+        sf_batch_stats_add(&it->batch, &c->batch);
     }
     *out = h;
     return SF_OK;
@@ -541,6 +545,7 @@ sf_status sf_service_start_from(sf_service *svc, sf_handover *h)
         add_counters(c->type, &c->counters, &it->counters);
         for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
             add_counters(NULL, &c->transport[t], &it->transport[t]);
+        sf_batch_stats_add(&c->batch, &it->batch);
         if (it->parcel != NULL && c->type->resume != NULL) {
             c->type->resume(c, it->parcel);
             it->parcel = NULL;
@@ -559,9 +564,11 @@ sf_status sf_service_start_from(sf_service *svc, sf_handover *h)
             continue;
         memset(&it->counters, 0, sizeof(it->counters));
         memset(it->transport, 0, sizeof(it->transport));
+        memset(&it->batch, 0, sizeof(it->batch));
         add_counters(c->type, &it->counters, &c->counters);
         for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
             add_counters(NULL, &it->transport[t], &c->transport[t]);
+        sf_batch_stats_add(&it->batch, &c->batch);
     }
     return st;
 }
@@ -884,10 +891,14 @@ bool sf_component_batching(const sf_component *exporter, sf_batching *out)
         if (!feeds)
             continue;
         for (size_t i = 0; i < rt->n_processors; i++) {
-            const sf_component *p = rt->processors[i];
+            sf_component *p = rt->processors[i];
 
-            if (p->type->describe_batching != NULL && p->type->describe_batching(p->config, out))
+            if (p->type->describe_batching != NULL && p->type->describe_batching(p->config, out)) {
+                /* the processor's counts, kept by the core: the
+                 * component array outlives every exporter's consumers */
+                out->stats = &p->batch;
                 return true;
+            }
         }
     }
     return false;
@@ -975,6 +986,30 @@ size_t sf_service_lost(const sf_service *svc, char *msg, size_t size)
     return total;
 }
 
+bool sf_component_failing_exporter(const sf_component *self, unsigned threshold,
+                                   int64_t interval_ms, char *why, size_t size)
+{
+    const sf_service *svc = self != NULL ? self->service : NULL;
+    int64_t since = sf_now_ms() - interval_ms;
+
+    for (size_t i = 0; svc != NULL && i < svc->n_components; i++) {
+        sf_component *c = &svc->components[i];
+        char detail[128], window[32];
+        unsigned n;
+
+        if (c->type->kind != SF_KIND_EXPORTER)
+            continue;
+        n = sf_failure_count(&c->counters.failures, since, detail, sizeof(detail));
+        if (n >= threshold) {
+            sf_format_duration(interval_ms, window, sizeof(window));
+            snprintf(why, size, "exporter '%s': %u failed send%s in the last %s; the last: %s",
+                     c->id, n, n == 1 ? "" : "s", window, detail);
+            return true;
+        }
+    }
+    return false;
+}
+
 sf_service_state sf_component_service_state(const sf_component *self)
 {
     if (self == NULL || self->service == NULL)
@@ -993,6 +1028,7 @@ sf_status sf_service_render_metrics(sf_service *svc, char **out, size_t *out_len
     sf_metrics_style style = {
         .type_suffix = cfg->metrics_type_suffix,
         .units = cfg->metrics_units,
+        .detailed = cfg->metrics_detailed,
         .labels = cfg->metrics_labels,
         .service_name = cfg->service_name,
         .service_version = cfg->service_version,

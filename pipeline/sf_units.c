@@ -1,6 +1,6 @@
 /* sf_units.c: durations ("1m30s", "250ms") and sizes ("512MiB", "10MB")
  * in config values, parsed strictly (no spaces, no sign, known units only)
- * and formatted back for range messages. */
+ * and formatted back for range messages; host names for TLS server names. */
 #include "internal/sf_config_int.h"
 
 #include <ctype.h>
@@ -151,4 +151,29 @@ void sf_format_size(int64_t bytes, char *buf, size_t size)
         }
     }
     snprintf(buf, size, "%lld", (long long)bytes);
+}
+
+bool sf_is_host_name(const char *s)
+{
+    size_t len = strlen(s), label = 0;
+
+    if (len == 0 || len > 253)
+        return false;
+    for (size_t i = 0; i <= len; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (c == '.' || c == '\0') {
+            if (label == 0 || label > 63 || s[i - 1] == '-')
+                return false;
+            label = 0;
+            continue;
+        }
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-'))
+            return false;
+        if (c == '-' && label == 0)
+            return false;
+        label++;
+    }
+    return true;
 }

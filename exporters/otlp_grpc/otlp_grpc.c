@@ -476,7 +476,7 @@ static sf_status build_metadata(otlpgrpc *x)
 
 static sf_status open_channels(otlpgrpc *x)
 {
-    grpc_arg args[4];
+    grpc_arg args[5];
     grpc_channel_args cargs = { .num_args = 0, .args = args };
     grpc_channel_credentials *creds;
 
@@ -496,6 +496,15 @@ static sf_status open_channels(otlpgrpc *x)
         args[cargs.num_args].type = GRPC_ARG_INTEGER;
         args[cargs.num_args].key = (char *)GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM;
         args[cargs.num_args++].value.integer = GRPC_COMPRESS_GZIP;
+    }
+    /* upstream's server_name_override (grpc-go's TLS ServerName): SNI, the
+     * name verified in the certificate, and, as grpc-go's authority from
+     * the credentials, the calls' :authority (core sets its default
+     * authority from this arg). */
+    if (!x->cfg->tls.insecure && x->cfg->tls.server_name_override != NULL) {
+        args[cargs.num_args].type = GRPC_ARG_STRING;
+        args[cargs.num_args].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
+        args[cargs.num_args++].value.string = x->cfg->tls.server_name_override;
     }
     creds = make_credentials(x);
     if (creds == NULL)

@@ -13,6 +13,10 @@ typedef struct sf_otlp_tls_config {
     char *ca_file;                  /* PEM roots; NULL: gRPC's default roots */
     char *cert_file;                /* client certificate (mTLS), with key_file */
     char *key_file;
+    /* The name SNI sends and the certificate is checked against, and the
+     * calls' :authority, instead of the endpoint's host (the connection
+     * still goes to the endpoint). NULL: the endpoint's host. */
+    char *server_name_override;
 } sf_otlp_tls_config;
 
 typedef struct sf_otlpgrpc_config {

@@ -21,6 +21,10 @@ static const sf_config_row tls_rows[] = {
       .help = "PEM client certificate for mutual TLS (with key_file)" },
     { .key = "key_file", .type = SF_CFG_STR, .offset = offsetof(sf_otlp_tls_config, key_file),
       .help = "PEM private key of cert_file" },
+    { .key = "server_name_override", .type = SF_CFG_STR,
+      .offset = offsetof(sf_otlp_tls_config, server_name_override),
+      .help = "name sent as SNI, checked in the gateway's certificate and sent as :authority, "
+              "instead of the endpoint's host (the address stays the endpoint's)" },
     { .key = "insecure_skip_verify", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
       .help = "skipping certificate verification is not supported: give the gateway's CA "
               "in 'ca_file'" },
@@ -139,11 +143,24 @@ static sf_status check_tls(sf_cfg_ctx *ctx, const sf_otlp_tls_config *t)
     for (size_t k = 0; v != NULL && v->kind == SF_NODE_MAP && k < v->n; k++)
         if (strcmp(v->keys[k]->text, "tls") == 0)
             tls_at = v->keys[k];
+    if (t->server_name_override != NULL) {
+        const sf_node *at = sf_node_get(tls, "server_name_override");
+
+        if (!sf_is_host_name(t->server_name_override)) {
+            sf_cfg_error(ctx, at, "tls.server_name_override", "'%s' is not a host name (letters, "
+                         "digits, '-' and '.'; no port or spaces)", t->server_name_override);
+            st = SF_CONFIG;
+        } else if (t->insecure) {
+            sf_cfg_error(ctx, at, "tls.server_name_override",
+                         "needs TLS, but 'tls.insecure' is true");
+            st = SF_CONFIG;
+        }
+    }
     if (t->insecure) {
         if (t->ca_file != NULL || t->cert_file != NULL || t->key_file != NULL)
             sf_cfg_warn(ctx, sf_node_get(tls, "insecure"), "tls.insecure",
                         "'insecure' is true: 'ca_file', 'cert_file' and 'key_file' are not used");
-        return SF_OK;
+        return st;
     }
     if (check_file(ctx, tls, "ca_file", t->ca_file) != SF_OK)
         st = SF_CONFIG;

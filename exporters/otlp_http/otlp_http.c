@@ -66,8 +66,9 @@ struct otlphttp {
     const char *id;
     sf_counters *counters;
     const sf_otlphttp_tls *tls;     /* the config's: lives as long as it */
-    char *url;
+    char *url;                  /* with tls.server_name_override, its host is that name */
     struct curl_slist *headers; /* holds secrets: wiped before freeing */
+    struct curl_slist *connect_to;  /* server_name_override: "NAME:PORT:HOST:PORT"; or NULL */
     sf_compression compression;
     int level;
     int64_t timeout_ms;
@@ -311,6 +312,74 @@ static char *build_url(const sf_otlphttp_config *c)
     return url;
 }
 
+/* tls.server_name_override, as upstream's (Go's tls.Config.ServerName):
+ * the name is the one SNI sends and the certificate is checked against;
+ * the connection still goes to the endpoint's host and port, and the Host
+ * header is still the endpoint's. libcurl takes both names from the URL,
+ * so the URL gets the override as its host, CURLOPT_CONNECT_TO sends the
+ * connection to the endpoint's real host:port, and an explicit Host header
+ * keeps the endpoint's host[:port]. On SF_OK `x->url` is the rewritten
+ * URL, `x->connect_to` is set and `*host` (sf_free) is the Host value. */
+static sf_status apply_server_name(otlphttp *x, const char *name, char **host)
+{
+    CURLU *u = curl_url();
+    char *h = NULL, *port = NULL, *explicit_port = NULL, *url = NULL, *line = NULL;
+    struct curl_slist *ct;
+    sf_status st = SF_ENOMEM;
+    size_t len;
+
+    if (u == NULL)
+        return SF_ENOMEM;
+    if (curl_url_set(u, CURLUPART_URL, x->url, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_HOST, &h, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
+        st = SF_INVALID;
+        goto out_cleanup;
+    }
+    if (curl_url_get(u, CURLUPART_PORT, &explicit_port, 0) != CURLUE_OK)
+        explicit_port = NULL;           /* CURLUE_NO_PORT: the scheme's */
+    if (curl_url_set(u, CURLUPART_HOST, name, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_URL, &url, 0) != CURLUE_OK) {
+        st = SF_INVALID;
+        goto out_cleanup;
+    }
+    len = strlen(name) + strlen(h) + 2 * strlen(port) + 4;
+    line = sf_malloc(len);
+    if (line == NULL)
+        goto out_cleanup;
+    snprintf(line, len, "%s:%s:%s:%s", name, port, h, port);
+    ct = curl_slist_append(NULL, line);
+    sf_free(line);
+    if (ct == NULL)
+        goto out_cleanup;
+    len = strlen(h) + (explicit_port ? strlen(explicit_port) + 1 : 0) + 1;
+    *host = sf_malloc(len);
+    if (*host == NULL) {
+        curl_slist_free_all(ct);
+        goto out_cleanup;
+    }
+    snprintf(*host, len, "%s%s%s", h, explicit_port ? ":" : "", explicit_port ? explicit_port : "");
+    line = sf_strdup(url);
+    if (line == NULL) {
+        sf_free(*host);
+        *host = NULL;
+        curl_slist_free_all(ct);
+        goto out_cleanup;
+    }
+    sf_free(x->url);
+    x->url = line;
+    x->connect_to = ct;
+    st = SF_OK;
+
+out_cleanup:
+    curl_free(url);
+    curl_free(explicit_port);
+    curl_free(port);
+    curl_free(h);
+    curl_url_cleanup(u);
+    return st;
+}
+
 static void free_headers(struct curl_slist *h)
 {
     for (struct curl_slist *p = h; p != NULL; p = p->next)
@@ -336,7 +405,17 @@ static sf_status append_header(struct curl_slist **list, const char *name, const
     return SF_OK;
 }
 
-static sf_status build_headers(otlphttp *x, const sf_otlphttp_config *c)
+static bool has_header(const sf_strmap *headers, const char *name)
+{
+    for (size_t i = 0; i < headers->n; i++)
+        if (strcasecmp(headers->keys[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* `host`: the Host header to send (server_name_override), or NULL for
+ * libcurl's own, from the URL. A configured Host header wins. */
+static sf_status build_headers(otlphttp *x, const sf_otlphttp_config *c, const char *host)
 {
     struct curl_slist *h = NULL;
 
@@ -347,6 +426,9 @@ static sf_status build_headers(otlphttp *x, const sf_otlphttp_config *c)
         goto out_free_headers;
     /* no "Expect: 100-continue" round trip before each body */
     if (append_header(&h, "Expect", "") != SF_OK)
+        goto out_free_headers;
+    if (host != NULL && !has_header(&c->headers, "Host") &&
+        append_header(&h, "Host", host) != SF_OK)
         goto out_free_headers;
     for (size_t i = 0; i < c->headers.n; i++) {
         if (append_header(&h, c->headers.keys[i],
@@ -362,7 +444,8 @@ out_free_headers:
 }
 
 /* tls: the CAs, the client certificate and key, the versions. libcurl
- * verifies the peer and its name (SNI is the endpoint's host) by default. */
+ * verifies the peer and its name (SNI is the URL's host: the endpoint's,
+ * or server_name_override, see apply_server_name) by default. */
 static CURLcode set_tls(CURL *c, const sf_otlphttp_tls *t)
 {
     /* by choice index: 1.2|1.3|1.0|1.1 */
@@ -416,6 +499,8 @@ static sf_status worker_init(otlphttp *x, otlphttp_worker *w)
         curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_XFERINFODATA, w) != CURLE_OK ||
+        (x->connect_to != NULL &&
+         curl_easy_setopt(c, CURLOPT_CONNECT_TO, x->connect_to) != CURLE_OK) ||
         set_tls(c, x->tls) != CURLE_OK)
         goto out_cleanup_curl;
     w->multi = curl_multi_init();
@@ -449,7 +534,9 @@ static sf_status otlphttp_create(sf_component *self, const void *config)
 {
     const sf_otlphttp_config *c = config;
     otlphttp *x;
+    char *host = NULL;
     unsigned i = 0;
+    sf_status st = SF_ENOMEM;
 
     x = sf_calloc(1, sizeof(*x));
     if (x == NULL)
@@ -464,8 +551,18 @@ static sf_status otlphttp_create(sf_component *self, const void *config)
     x->url = build_url(c);
     if (x->url == NULL)
         goto out_free_ctx;
-    if (build_headers(x, c) != SF_OK)
+    if (c->tls.server_name_override != NULL &&
+        (st = apply_server_name(x, c->tls.server_name_override, &host)) != SF_OK) {
+        if (st == SF_INVALID)
+            sf_error("exporter %s: tls.server_name_override cannot be applied to the endpoint's "
+                     "URL", x->id);
         goto out_free_url;
+    }
+    st = build_headers(x, c, host);
+    sf_free(host);
+    if (st != SF_OK)
+        goto out_free_url;
+    st = SF_ENOMEM;
     x->sender = sf_sender_create(x->id, &c->sending_queue, &c->retry_on_failure, otlphttp_send,
                                  x, x->counters);
     if (x->sender == NULL)
@@ -490,10 +587,11 @@ out_destroy_sender:
 out_free_headers:
     free_headers(x->headers);
 out_free_url:
+    curl_slist_free_all(x->connect_to);
     sf_free(x->url);
 out_free_ctx:
     sf_free(x);
-    return SF_ENOMEM;
+    return st;
 }
 
 static sf_status otlphttp_start(sf_component *self)
@@ -534,6 +632,7 @@ static void otlphttp_destroy(sf_component *self)
         worker_release(&x->workers[i]);
     sf_free(x->workers);
     free_headers(x->headers);
+    curl_slist_free_all(x->connect_to);
     sf_free(x->url);
     sf_free(x);
     sf_component_set_ctx(self, NULL);

@@ -16,6 +16,11 @@ typedef struct sf_otlphttp_tls {
     char *key_file;
     int min_version;                /* SF_TLS_* index: "1.2" (default), "1.3", "1.0", "1.1" */
     int max_version;                /* 0: none */
+    /* The name SNI sends and the certificate is checked against, instead
+     * of the endpoint's host (which still goes in the Host header and is
+     * still the address connected to). NULL: the endpoint's host. */
+    char *server_name_override;
+    bool insecure;                  /* upstream's; only checked against server_name_override */
 } sf_otlphttp_tls;
 
 enum { SF_TLS_V1_2 = 0, SF_TLS_V1_3, SF_TLS_V1_0, SF_TLS_V1_1 };

@@ -23,13 +23,16 @@ static const sf_config_row tls_rows[] = {
     { .key = "max_version", .type = SF_CFG_ENUM, .def = "",
       .offset = offsetof(sf_otlphttp_tls, max_version), .choices = "|1.2|1.3|1.0|1.1",
       .help = "highest TLS version offered (default: the library's)" },
-    { .key = "insecure", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "insecure", .type = SF_CFG_BOOL, .def = "false",
+      .offset = offsetof(sf_otlphttp_tls, insecure),
+      .help = "upstream's; the URL's scheme decides TLS here (https://)" },
     { .key = "insecure_skip_verify", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
       .help = "skipping certificate verification is not supported: give the gateway's CA "
               "in 'ca_file'" },
-    { .key = "server_name_override", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
-      .help = "server_name_override is not supported by spanfence: put the name the "
-              "certificate has in 'endpoint' (SNI and verification use it)" },
+    { .key = "server_name_override", .type = SF_CFG_STR,
+      .offset = offsetof(sf_otlphttp_tls, server_name_override),
+      .help = "name sent as SNI and checked in the gateway's certificate, instead of the "
+              "endpoint's host (the Host header and the address stay the endpoint's)" },
     { .key = "ca_pem", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
       .help = "ca_pem is not supported by spanfence: use 'ca_file'" },
     { .key = "cert_pem", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
@@ -142,6 +145,31 @@ static sf_status check_tls(sf_cfg_ctx *ctx, const sf_otlphttp_config *c)
                      "'max_version' is lower than 'min_version'");
         st = SF_CONFIG;
     }
+    if (c->tls.server_name_override != NULL) {
+        const sf_node *at = sf_node_get(tls, "server_name_override");
+        const char *url = c->traces_endpoint != NULL ? c->traces_endpoint : c->endpoint;
+
+        if (!sf_is_host_name(c->tls.server_name_override)) {
+            sf_cfg_error(ctx, at, "tls.server_name_override", "'%s' is not a host name (letters, "
+                         "digits, '-' and '.'; no port or spaces)", c->tls.server_name_override);
+            st = SF_CONFIG;
+        } else if (c->tls.insecure) {
+            sf_cfg_error(ctx, at, "tls.server_name_override",
+                         "needs TLS, but 'tls.insecure' is true");
+            st = SF_CONFIG;
+        } else if (url != NULL && strncasecmp(url, "http://", 7) == 0) {
+            sf_cfg_error(ctx, at, "tls.server_name_override", "needs TLS, but '%s' is http:// "
+                         "(use https://)", c->traces_endpoint != NULL ? "traces_endpoint" :
+                         "endpoint");
+            st = SF_CONFIG;
+        }
+    }
+    /* Upstream's insecure has no use here (the scheme decides), except to
+     * refuse a server name without TLS above: warned as an ignored key. */
+    for (size_t k = 0; tls != NULL && tls->kind == SF_NODE_MAP && k < tls->n; k++)
+        if (strcmp(tls->keys[k]->text, "insecure") == 0 &&
+            !(c->tls.insecure && c->tls.server_name_override != NULL))
+            sf_cfg_warn(ctx, tls->keys[k], "tls.insecure", "'insecure' has no effect in spanfence");
     if (c->endpoint != NULL && c->traces_endpoint == NULL && strncasecmp(c->endpoint, "http://", 7) == 0 &&
         (c->tls.ca_file != NULL || c->tls.cert_file != NULL))
         sf_cfg_warn(ctx, tls, "tls", "'tls' has no effect on an http:// endpoint: use https://");

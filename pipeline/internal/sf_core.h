@@ -28,6 +28,10 @@ struct sf_component {
      * limiters; sf_component_set_memory_limits), under the budget lock */
     size_t mem_soft, mem_hard;
     bool mem_pressure;
+    /* processors whose type has describe_batching: the counts of the
+     * requests the exporters' sending queues form for them
+     * (sf_component_batching hands it out; sf_metrics.c renders it) */
+    sf_batch_stats batch;
 };
 
 /* NULL-terminated table of every component type spanfence has. Defined

@@ -14,6 +14,7 @@ struct sf_component;
 typedef struct sf_metrics_style {
     bool type_suffix;               /* counters end in _total */
     bool units;                     /* _seconds, _bytes where upstream has a unit */
+    bool detailed;                  /* metrics.level: detailed (series upstream serves only then) */
     unsigned labels;                /* SF_RESOURCE_* (sf_config.h) on every series */
     const char *service_name;       /* NULL: "spanfence" */
     const char *service_version;    /* NULL: the build's version */

@@ -13,57 +13,9 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const fs = require('node:fs');
-const https = require('node:https');
-const path = require('node:path');
-const { execFileSync } = require('node:child_process');
-
 const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
 const peers = require('./lib/peers');
-
-function openssl(dir, args) {
-  execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-}
-
-// ca.pem (+ ca.key), server.pem/key for localhost and 127.0.0.1,
-// client.pem/key (clientAuth), and other-ca.pem, an unrelated CA.
-function makePki(dir) {
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  openssl(dir, ['req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=spanfence test CA']);
-  openssl(dir, ['req', '-x509', ...ec, '-keyout', 'other-ca.key', '-out', 'other-ca.pem', '-days', '2', '-subj', '/CN=another CA']);
-  fs.writeFileSync(path.join(dir, 'server.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
-  fs.writeFileSync(path.join(dir, 'client.ext'), 'extendedKeyUsage=clientAuth\n');
-  for (const [name, cn] of [['server', 'localhost'], ['client', 'spanfence-exporter']]) {
-    openssl(dir, ['req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${cn}`]);
-    openssl(dir, ['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial',
-      '-out', `${name}.pem`, '-days', '2', '-extfile', `${name}.ext`]);
-  }
-  const f = (n) => path.join(dir, n);
-  return { ca: f('ca.pem'), otherCa: f('other-ca.pem'), cert: f('server.pem'), key: f('server.key'),
-    clientCert: f('client.pem'), clientKey: f('client.key') };
-}
-
-// An HTTPS OTLP gateway: counts /v1/traces requests and the client
-// certificates it saw; answers an empty ExportTraceServiceResponse.
-async function tlsGateway(pki, { mtls = false, maxVersion } = {}) {
-  const g = { requests: 0, peers: [], server: null, port: 0 };
-  g.server = https.createServer({
-    key: fs.readFileSync(pki.key), cert: fs.readFileSync(pki.cert), ca: fs.readFileSync(pki.ca),
-    requestCert: mtls, rejectUnauthorized: mtls, ...(maxVersion ? { maxVersion } : {}),
-  }, (req, res) => {
-    req.on('data', () => {});
-    req.on('end', () => {
-      if (req.url === '/v1/traces') g.requests++;
-      const pc = req.socket.getPeerCertificate();
-      if (pc && pc.subject) g.peers.push({ cn: pc.subject.CN, issuer: pc.issuer.CN, authorized: req.socket.authorized });
-      res.writeHead(200, { 'Content-Type': 'application/x-protobuf' });
-      res.end();
-    });
-  });
-  await new Promise((r) => g.server.listen(0, '127.0.0.1', r));
-  g.port = g.server.address().port;
-  return g;
-}
+const { makePki, tlsGateway } = require('./lib/tls');
 
 test('otlphttp tls: private CA, mutual TLS, wrong CA refused as permanent, min_version', async () => {
   await harness('otlphttp_tls', async (h) => {

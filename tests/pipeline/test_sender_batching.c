@@ -52,6 +52,7 @@ typedef struct fixture {
     sf_queue_config q;
     sf_retry_config r;
     sf_batching b;
+    sf_batch_stats stats;       /* the batch processor's counts (b.stats) */
     sf_sender *s;
     uint32_t next_id;           /* span ids handed out so far */
     uint64_t submitted_ok;
@@ -102,7 +103,7 @@ static int setup(void **state)
                               .multiplier = 1.5, .randomization_factor = 0.5,
                               .max_interval = 20, .max_elapsed_time = 10000 };
     x->b = (sf_batching){ .send_batch_size = 500, .send_batch_max_size = 0,
-                          .timeout_ms = 60000 };
+                          .timeout_ms = 60000, .stats = &x->stats };
     x->mem_before = sf_alloc_in_use();
     *state = x;
     return 0;
@@ -120,6 +121,29 @@ static int teardown(void **state)
     pthread_mutex_destroy(&x->f.mu);
     free(x);
     return 0;
+}
+
+/* The requests the batch processor's series counted: by trigger, in all
+ * (the histogram's count) and their spans and bytes (its sums), checked
+ * against what the fake was sent. */
+static void assert_batch_stats(fixture *x, uint64_t size, uint64_t timeout)
+{
+    uint64_t count = 0, bytes_count = 0, spans = 0, bytes = 0;
+
+    for (int i = 0; i <= SF_BATCH_SIZE_BOUNDS; i++)
+        count += sf_counter_get(&x->stats.items[i]);
+    for (int i = 0; i <= SF_BATCH_BYTES_BOUNDS; i++)
+        bytes_count += sf_counter_get(&x->stats.bytes[i]);
+    for (int i = 0; i < x->f.n_calls && i < MAX_CALLS; i++) {
+        spans += x->f.calls[i].spans;
+        bytes += x->f.calls[i].len;
+    }
+    assert_int_equal(sf_counter_get(&x->stats.size_trigger), size);
+    assert_int_equal(sf_counter_get(&x->stats.timeout_trigger), timeout);
+    assert_int_equal(count, (uint64_t)x->f.n_calls);
+    assert_int_equal(bytes_count, count);
+    assert_int_equal(sf_counter_get(&x->stats.items_sum), spans);
+    assert_int_equal(sf_counter_get(&x->stats.bytes_sum), bytes);
 }
 
 static void make_sender(fixture *x, bool batching)
@@ -235,6 +259,9 @@ static void test_merges_to_send_batch_size(void **state)
     assert_int_equal(atomic_load(&x->k.queued_spans), 0);
     assert_int_equal(atomic_load(&x->k.queue_size), 0);
     assert_invariant(x);
+    /* both reached send_batch_size; 500 is in the bucket le="500" (the 7th) */
+    assert_batch_stats(x, 2, 0);
+    assert_int_equal(sf_counter_get(&x->stats.items[6]), 2);
 }
 
 /* send_batch_max_size 300: no request over 300 spans; the last 100 go
@@ -268,6 +295,9 @@ static void test_max_size_caps_requests(void **state)
     assert_int_equal(total, 1500);
     assert_each_span_once(x);
     assert_invariant(x);
+    /* the next batch would pass the maximum: the size triggers; the last
+     * 100 waited out the timeout */
+    assert_batch_stats(x, 5, 1);
 }
 
 /* Fewer spans than send_batch_size: the timeout sends what was gathered,
@@ -287,6 +317,7 @@ static void test_timeout_flushes_partial_batch(void **state)
     assert_each_span_once(x);
     assert_int_equal(atomic_load(&x->k.queued_spans), 0);
     assert_invariant(x);
+    assert_batch_stats(x, 0, 1);
 }
 
 /* send_batch_size 0: merge what is queued, never wait (the 60 s timeout
@@ -310,6 +341,7 @@ static void test_size_zero_takes_what_is_queued(void **state)
     assert_int_equal(n_calls(&x->f), 2);
     assert_each_span_once(x);
     assert_invariant(x);
+    assert_batch_stats(x, 2, 0);    /* no wait: upstream has no timer, a size trigger */
 }
 
 /* A merged request that fails retryably is sent again whole: the same 500
@@ -419,6 +451,7 @@ static void test_shutdown_drains_without_waiting(void **state)
     assert_int_equal(submit(x, 5), SF_STOPPED);
     assert_each_span_once(x);
     assert_invariant(x);
+    assert_batch_stats(x, 0, 1);    /* upstream flushes at shutdown as on a timeout */
 }
 
 /* No memory for the merged buffer: the parts are sent one by one, none
@@ -442,6 +475,8 @@ static void test_merge_without_memory_sends_parts(void **state)
         assert_int_equal(decode_call(x, i, NULL), 100);
     assert_each_span_once(x);
     assert_invariant(x);
+    /* three requests went out; the gathering ended once (size: no wait) */
+    assert_batch_stats(x, 1, 0);
 }
 
 /* The consumers' batching buffers: a failed allocation in start leaves

@@ -1,9 +1,11 @@
 /* tests/pipeline/test_units.c: durations and sizes in config values
- * (sf_parse_duration, sf_parse_size) and their formatting for messages. */
+ * (sf_parse_duration, sf_parse_size), their formatting for messages, and
+ * host names (sf_is_host_name, for TLS server names). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "internal/sf_config_int.h"
@@ -108,6 +110,34 @@ static void test_format(void **state)
     assert_string_equal(buf, "1000");
 }
 
+static void test_host_name(void **state)
+{
+    static const char *const good[] = { "gateway.internal", "a", "x-1.example.com", "127.0.0.1",
+                                        "GATEWAY.Internal" };
+    static const char *const bad[] = { "", "gateway.internal:443", "gate way", "-a.b", "a-.b",
+                                       "a..b", ".a", "a.", "[::1]", "::1", "a_b", "https://a",
+                                       "a/b", "caf\xc3\xa9" };
+    char label64[80], long254[260];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        assert_true(sf_is_host_name(good[i]));
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_false(sf_is_host_name(bad[i]));
+    memset(label64, 'a', 64);
+    label64[64] = '\0';
+    assert_false(sf_is_host_name(label64));
+    label64[63] = '\0';
+    assert_true(sf_is_host_name(label64));
+    for (size_t i = 0; i < 254; i++)
+        long254[i] = i % 2 ? '.' : 'a';
+    long254[253] = '\0';            /* 253 characters, "a.a. ... a" */
+    assert_true(sf_is_host_name(long254));
+    long254[253] = 'a';
+    long254[254] = '\0';
+    assert_false(sf_is_host_name(long254));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -116,6 +146,7 @@ int main(void)
         cmocka_unit_test(test_size_valid),
         cmocka_unit_test(test_size_invalid),
         cmocka_unit_test(test_format),
+        cmocka_unit_test(test_host_name),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -276,6 +276,19 @@ static void test_pipeline_merges_in_exporter_queue(void **state)
     assert_non_null(strstr(metrics, "otelcol_processor_incoming_items{processor=\"batch\",otel_signal=\"traces\"} 60\n"));
     assert_non_null(strstr(metrics, "otelcol_processor_outgoing_items{processor=\"batch\",otel_signal=\"traces\"} 60\n"));
     assert_non_null(strstr(metrics, "otelcol_exporter_sent_spans{exporter=\"otlphttp\"} 60\n"));
+    /* upstream's batchprocessor series, the default reader's names (no
+     * _total): two requests of 30, both sent on the size trigger */
+    assert_non_null(strstr(metrics, "# TYPE otelcol_processor_batch_batch_send_size histogram\n"));
+    assert_non_null(strstr(metrics, "otelcol_processor_batch_batch_send_size_bucket{processor=\"batch\",le=\"25\"} 0\n"));
+    assert_non_null(strstr(metrics, "otelcol_processor_batch_batch_send_size_bucket{processor=\"batch\",le=\"50\"} 2\n"));
+    assert_non_null(strstr(metrics, "otelcol_processor_batch_batch_send_size_bucket{processor=\"batch\",le=\"+Inf\"} 2\n"));
+    assert_non_null(strstr(metrics, "otelcol_processor_batch_batch_send_size_sum{processor=\"batch\"} 60\n"));
+    assert_non_null(strstr(metrics, "otelcol_processor_batch_batch_send_size_count{processor=\"batch\"} 2\n"));
+    assert_non_null(strstr(metrics, "otelcol_processor_batch_batch_size_trigger_send{processor=\"batch\"} 2\n"));
+    assert_non_null(strstr(metrics, "otelcol_processor_batch_timeout_trigger_send{processor=\"batch\"} 0\n"));
+    assert_non_null(strstr(metrics, "otelcol_processor_batch_metadata_cardinality{processor=\"batch\"} 1\n"));
+    /* the bytes histogram is upstream's at level detailed only */
+    assert_null(strstr(metrics, "otelcol_processor_batch_batch_send_size_bytes"));
     free(metrics);
     free(s);
 }
@@ -295,6 +308,7 @@ static void test_pipeline_without_batch_sends_each(void **state)
         assert_int_equal(s->spans[i], 10);
     for (int id = 0; id < 60; id++)
         assert_int_equal(s->seen[id], 1);
+    assert_null(strstr(metrics, "otelcol_processor_batch_"));     /* no batch processor */
     free(metrics);
     free(s);
 }

@@ -5,6 +5,9 @@
  * down, with the upstream collector's JSON body
  *   {"status":"Server available","upSince":"...","uptime":"1m2.5s"}
  * so a docker HEALTHCHECK or a probe written for otelcol works unchanged.
+ * With check_collector_pipeline enabled it also answers 503 while an
+ * exporter has failed exporter_failure_threshold sends within `interval`
+ * (sf_component_failing_exporter), naming it in an "error" key.
  *
  * DESIGN: the listening socket and its thread (libmicrohttpd, one internal
  * polling thread) live in an hc_server that outlives a reload: suspend
@@ -31,6 +34,8 @@ typedef struct hc_server {
     /* under lock */
     sf_component *owner;        /* NULL while a reload hands the server over */
     char *path, *healthy, *unhealthy;   /* the owner's config, copied */
+    sf_hc_pipeline_check pipeline;      /* the owner's check_collector_pipeline */
+    bool failing;               /* the last answer said an exporter is failing */
     int64_t up_since_wall_ms;   /* when it was first seen ready; 0: not ready */
     int64_t up_since_ms;        /* the same, monotonic, for uptime */
     struct hc_server *next;     /* in `stopped` */
@@ -103,14 +108,34 @@ static void format_rfc3339(int64_t wall_ms, char *out, size_t size)
     snprintf(out, size, "%s.%03lldZ", base, (long long)(wall_ms % 1000));
 }
 
+/* `s` as a JSON string's contents into out (bounded, always ended). */
+static void json_escape(const char *s, char *out, size_t size)
+{
+    size_t n = 0;
+
+    for (; *s && n + 7 < size; s++) {
+        unsigned char c = (unsigned char)*s;
+
+        if (c == '"' || c == '\\') {
+            out[n++] = '\\';
+            out[n++] = (char)c;
+        } else if (c < 0x20) {
+            n += (size_t)snprintf(out + n, size - n, "\\u%04x", c);
+        } else {
+            out[n++] = (char)c;
+        }
+    }
+    out[n] = '\0';
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **req_cls)
 {
     hc_server *s = cls;
-    char body[512], since[48], uptime[48];
+    char body[1024], since[48], uptime[48], why[384] = "", why_json[512] = "";
     const char *fixed;
-    bool ready, known;
+    bool ready, known, failing = false;
     unsigned code;
     enum MHD_Result ret;
 
@@ -130,6 +155,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     pthread_mutex_lock(&s->lock);
     known = s->path != NULL && strcmp(url, s->path) == 0;
     ready = s->owner != NULL && sf_component_service_state(s->owner) == SF_SERVICE_RUNNING;
+    if (ready && s->pipeline.enabled)
+        failing = sf_component_failing_exporter(s->owner,
+                                                (unsigned)s->pipeline.exporter_failure_threshold,
+                                                s->pipeline.interval, why, sizeof(why));
+    if (failing != s->failing) {
+        if (failing)
+            sf_warn("health_check: unhealthy: %s", why);
+        else if (ready)
+            sf_info("health_check: healthy again: no exporter has failed %lld sends recently",
+                    (long long)s->pipeline.exporter_failure_threshold);
+        s->failing = failing;
+    }
+    ready = ready && !failing;
     if (ready && s->up_since_wall_ms == 0) {
         s->up_since_wall_ms = sf_wall_ms();
         s->up_since_ms = sf_now_ms();
@@ -150,8 +188,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             snprintf(since, sizeof(since), "0001-01-01T00:00:00Z");
             uptime[0] = '\0';
         }
-        snprintf(body, sizeof(body), "{\"status\":\"%s\",\"upSince\":\"%s\",\"uptime\":\"%s\"}",
-                 ready ? "Server available" : "Server not available", since, uptime);
+        if (failing)
+            json_escape(why, why_json, sizeof(why_json));
+        snprintf(body, sizeof(body), "{\"status\":\"%s\",\"upSince\":\"%s\",\"uptime\":\"%s\"%s%s%s}",
+                 ready ? "Server available" : "Server not available", since, uptime,
+                 failing ? ",\"error\":\"" : "", why_json, failing ? "\"" : "");
         ret = respond(conn, code, "application/json", body, strlen(body));
     }
     pthread_mutex_unlock(&s->lock);
@@ -220,6 +261,8 @@ static sf_status server_attach(hc_server *s, sf_component *self, const sf_hc_con
     s->healthy = healthy;
     s->unhealthy = unhealthy;
     s->owner = self;
+    s->pipeline = cfg->check_collector_pipeline;
+    s->failing = false;
     s->up_since_wall_ms = 0;            /* ready again is a new upSince */
     pthread_mutex_unlock(&s->lock);
     return SF_OK;
@@ -353,7 +396,8 @@ static void hc_resume(sf_component *self, void *parcel)
 const sf_component_type sf_health_check_extension_type = {
     .name = "health_check",
     .kind = SF_KIND_EXTENSION,
-    .description = "HTTP health endpoint: 200 while every pipeline component runs, else 503",
+    .description = "HTTP health endpoint: 200 while every pipeline component runs (and, with "
+                   "check_collector_pipeline, no exporter keeps failing), else 503",
     .config_size = sizeof(sf_hc_config),
     .config_map = sf_hc_config_map,
     .check = sf_hc_check,

@@ -12,10 +12,21 @@ typedef struct sf_hc_bodies {
     char *unhealthy;            /* answer body on 503, or NULL: upstream's JSON */
 } sf_hc_bodies;
 
+/* check_collector_pipeline (upstream's legacy keys and defaults): 503
+ * while an exporter has failed at least `exporter_failure_threshold`
+ * sends within the last `interval`. */
+typedef struct sf_hc_pipeline_check {
+    bool present;
+    bool enabled;
+    int64_t interval;               /* ms, upstream's default 5m */
+    int64_t exporter_failure_threshold;     /* upstream's default 5; 1..SF_FAILURE_LOG */
+} sf_hc_pipeline_check;
+
 typedef struct sf_hc_config {
     char *endpoint;             /* host:port, upstream's default localhost:13133 */
     char *path;                 /* "/" */
     sf_hc_bodies response_body;
+    sf_hc_pipeline_check check_collector_pipeline;
 } sf_hc_config;
 
 extern const sf_config_row sf_hc_config_map[];

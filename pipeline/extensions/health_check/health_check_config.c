@@ -1,7 +1,8 @@
 /* pipeline/extensions/health_check/health_check_config.c: the
  * `health_check` extension's config map, upstream's keys: endpoint, path,
- * response_body; the deprecated check_collector_pipeline and the HTTP
- * server keys spanfence does not use are accepted with a warning. */
+ * response_body, check_collector_pipeline (enabled, interval,
+ * exporter_failure_threshold); the HTTP server keys spanfence does not use
+ * are accepted with a warning. */
 #include "health_check.h"
 #include "sf_net.h"
 
@@ -16,6 +17,20 @@ static const sf_config_row body_rows[] = {
     { 0 }
 };
 
+static const sf_config_row pipeline_rows[] = {
+    { .key = "enabled", .type = SF_CFG_BOOL, .def = "false",
+      .offset = offsetof(sf_hc_pipeline_check, enabled),
+      .help = "answer 503 while an exporter keeps failing" },
+    { .key = "interval", .type = SF_CFG_DURATION, .def = "5m",
+      .offset = offsetof(sf_hc_pipeline_check, interval),
+      .help = "the window failed sends are counted in", .min = 1, .max = 86400000 },
+    { .key = "exporter_failure_threshold", .type = SF_CFG_INT, .def = "5",
+      .offset = offsetof(sf_hc_pipeline_check, exporter_failure_threshold),
+      .help = "failed sends of one exporter within 'interval' that make the collector "
+              "unhealthy", .min = 1, .max = SF_FAILURE_LOG },
+    { 0 }
+};
+
 const sf_config_row sf_hc_config_map[] = {
     { .key = "endpoint", .type = SF_CFG_STR, .def = "localhost:13133",
       .offset = offsetof(sf_hc_config, endpoint),
@@ -25,7 +40,9 @@ const sf_config_row sf_hc_config_map[] = {
     { .key = "response_body", .type = SF_CFG_SECTION,
       .offset = offsetof(sf_hc_config, response_body), .sub = body_rows,
       .help = "fixed answer bodies instead of the JSON status" },
-    { .key = "check_collector_pipeline", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "check_collector_pipeline", .type = SF_CFG_SECTION,
+      .offset = offsetof(sf_hc_config, check_collector_pipeline), .sub = pipeline_rows,
+      .help = "unhealthy while an exporter keeps failing (upstream's legacy keys)" },
     { .key = "tls", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
       .help = "tls on the health endpoint is not supported by spanfence; "
               "serve it on loopback or a private network" },
