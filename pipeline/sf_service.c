@@ -575,9 +575,16 @@ sf_status sf_service_start_from(sf_service *svc, sf_handover *h)
 
 /* ---- the data path --------------------------------------------------------- */
 
+/* Why a receiver's request was refused, from the worst status of the
+ * pipeline. SF_RETRY and SF_PERMANENT come only from an exporter without a
+ * sending queue whose send failed: the receiver's refusal then carries the
+ * reason the exporter counted the same spans under (send_failed), not
+ * "internal". */
 static sf_reason reason_of(sf_status st)
 {
     switch (st) {
+    case SF_RETRY:     return SF_REASON_RETRIES_EXHAUSTED;
+    case SF_PERMANENT: return SF_REASON_PERMANENT_ERROR;
     case SF_FULL:     return SF_REASON_QUEUE_FULL;
     case SF_FILTER:   return SF_REASON_FILTER_FAILED;
     case SF_MEMLIMIT:

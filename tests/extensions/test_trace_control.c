@@ -778,8 +778,9 @@ static void test_auto_revert_on_target_loss(void **state)
     assert_field(r.line[1], "revert_reason", "3 of the target's 5 spans refused (more than "
                                              "max_loss_ratio 50.00%)");
     assert_int_equal(int_field(r.line[1], "accepted"), 22);
-    /* (lost counts these 3 twice: refused by the receiver and send_failed by
-     * the queue-less exporter; see the collector-wide counts) */
+    /* the 3 are refused by the receiver and send_failed by the queue-less
+     * exporter, with the same reason: lost once, not twice */
+    assert_int_equal(int_field(r.line[1], "lost"), 3);
     assert_int_equal(int_field(r.line[1], "accepted_from_target"), 2);
     assert_int_equal(int_field(r.line[1], "refused_from_target"), 3);
     assert_non_null(strstr(r.line[1], ",\"complete\":false,\"marker\":\"not sent\"}"));
@@ -788,6 +789,11 @@ static void test_auto_revert_on_target_loss(void **state)
     assert_int_equal(f->eng.levels[1], 0);
     assert_int_equal(sf_service_render_metrics(f->svc, &text, &len), SF_OK);
     assert_non_null(strstr(text, "spanfence_extension_injected_spans{extension=\"trace_control\"} 0\n"));
+    /* the receiver says why it refused them: the exporter's reason */
+    assert_non_null(strstr(text, "otelcol_receiver_refused_spans{receiver=\"otlp\","
+                                 "transport=\"http\",reason=\"retries_exhausted\"} 3\n"));
+    assert_non_null(strstr(text, "otelcol_receiver_refused_spans{receiver=\"otlp\","
+                                 "transport=\"http\",reason=\"internal\"} 0\n"));
     assert_non_null(strstr(text, "spanfence_extension_refused_spans{extension=\"trace_control\","
                                  "reason=\"memory_limit\"} 0\n"));
     assert_non_null(strstr(text, "spanfence_trace_control_target_level{extension=\"trace_control\","

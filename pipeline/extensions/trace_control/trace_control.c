@@ -248,8 +248,15 @@ static void window_counts(tc_ctx *x, const tc_window *w, tc_counts *c)
     c->exported = c->now.exported - w->at_start.exported;
     c->enqueue_failed = c->now.enqueue_failed - w->at_start.enqueue_failed;
     /* A full queue refuses synchronously: its spans are in the receivers'
-     * refused (queue_full) already, so enqueue_failed is not added again. */
-    c->lost = c->refused + c->dropped + c->send_failed;
+     * refused (queue_full) already, so enqueue_failed is not added again.
+     * An exporter without a sending queue whose send failed counts the
+     * spans as send_failed and the receiver refuses them with the same
+     * reason (retries_exhausted, permanent_error): counted once. */
+    c->lost = c->refused + c->dropped + c->send_failed -
+              (c->now.refused[SF_REASON_RETRIES_EXHAUSTED] -
+               w->at_start.refused[SF_REASON_RETRIES_EXHAUSTED]) -
+              (c->now.refused[SF_REASON_PERMANENT_ERROR] -
+               w->at_start.refused[SF_REASON_PERMANENT_ERROR]);
     for (int k = 0; k < 2; k++)
         c->from_target[k] = atomic_load(&w->from_target[k]) - w->from_target_at_start[k];
 }
