@@ -79,23 +79,37 @@ int sf_log_configure(bool json, const char *const *paths, size_t n)
     return rc;
 }
 
-/* `msg` as a JSON string body into out (bounded); returns the length. */
-static size_t json_escape(const char *msg, char *out, size_t size)
+bool sf_json_escape(const char *in, char *out, size_t out_size)
 {
     size_t n = 0;
 
-    for (const unsigned char *p = (const unsigned char *)msg; *p && n + 7 < size; p++) {
-        if (*p == '"' || *p == '\\') {
-            out[n++] = '\\';
-            out[n++] = (char)*p;
-        } else if (*p < 0x20) {
-            n += (size_t)snprintf(out + n, size - n, "\\u%04x", *p);
+    if (out_size == 0)
+        return false;
+    for (; *in; in++) {
+        unsigned char ch = (unsigned char)*in;
+        char esc[8];
+        size_t el;
+
+        if (ch == '"' || ch == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)ch;
+            el = 2;
+        } else if (ch < 0x20 || ch == 0x7f) {
+            snprintf(esc, sizeof(esc), "\\u%04x", ch);
+            el = 6;
         } else {
-            out[n++] = (char)*p;
+            esc[0] = (char)ch;
+            el = 1;
         }
+        if (n + el >= out_size) {       /* an escape is never cut in two */
+            out[n] = '\0';
+            return false;
+        }
+        memcpy(out + n, esc, el);
+        n += el;
     }
     out[n] = '\0';
-    return n;
+    return true;
 }
 
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
@@ -129,7 +143,7 @@ void sf_log(sf_log_level level, const char *fmt, ...)
         /* room for the keys around it, so the line always closes */
         char esc[sizeof(line) - 64];
 
-        json_escape(msg, esc, sizeof(esc));
+        sf_json_escape(msg, esc, sizeof(esc));
         w = snprintf(line, sizeof(line) - 1, "{\"level\":\"%s\",\"ts\":\"%s\",\"msg\":\"%s\"}",
                      level_names[level], ts_text, esc);
     } else {

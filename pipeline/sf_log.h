@@ -30,6 +30,11 @@ int sf_log_configure(bool json, const char *const *paths, size_t n);
 sf_log_level sf_log_get_level(void);
 void sf_log(sf_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Escape `in` as the inside of a JSON string into out: quote, backslash
+ * and control characters (and DEL) escaped, an escape never cut in two.
+ * Always terminated; false when it did not all fit. */
+bool sf_json_escape(const char *in, char *out, size_t out_size);
+
 #define sf_debug(...) sf_log(SF_LOG_DEBUG, __VA_ARGS__)
 #define sf_info(...)  sf_log(SF_LOG_INFO, __VA_ARGS__)
 #define sf_warn(...)  sf_log(SF_LOG_WARN, __VA_ARGS__)

@@ -984,9 +984,6 @@ static void test_json_reader(void **state)
     assert_false(sf_tc_json_valid("{\"a\":1} x", 9));
     assert_false(sf_tc_json_valid("{\"a\":\"\\u0000\"}", 14));
     assert_false(sf_tc_json_valid("[1]", 3));
-    assert_true(sf_tc_json_escape("a\"b\\c\x01", s, sizeof(s)));
-    assert_string_equal(s, "a\\\"b\\\\c\\u0001");
-    assert_false(sf_tc_json_escape("0123456789abcdef", s, sizeof(s)));
 }
 
 int main(void)

@@ -185,6 +185,18 @@ static void *logger(void *arg)
     return NULL;
 }
 
+/* The one JSON string escaper (log lines, health_check, trace_control):
+ * quote, backslash and control characters escaped; false when cut. */
+static void test_json_escape(void **state)
+{
+    char s[16];
+
+    (void)state;
+    assert_true(sf_json_escape("a\"b\\c\x01", s, sizeof(s)));
+    assert_string_equal(s, "a\\\"b\\\\c\\u0001");
+    assert_false(sf_json_escape("0123456789abcdef", s, sizeof(s)));
+}
+
 static void test_threads_never_interleave(void **state)
 {
     pthread_t th[THREADS];
@@ -223,6 +235,7 @@ int main(void)
         cmocka_unit_test(test_long_line_cut),
         cmocka_unit_test(test_threads_never_interleave),
         cmocka_unit_test(test_json_outputs),
+        cmocka_unit_test(test_json_escape),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

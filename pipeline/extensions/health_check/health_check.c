@@ -108,26 +108,6 @@ static void format_rfc3339(int64_t wall_ms, char *out, size_t size)
     snprintf(out, size, "%s.%03lldZ", base, (long long)(wall_ms % 1000));
 }
 
-/* `s` as a JSON string's contents into out (bounded, always ended). */
-static void json_escape(const char *s, char *out, size_t size)
-{
-    size_t n = 0;
-
-    for (; *s && n + 7 < size; s++) {
-        unsigned char c = (unsigned char)*s;
-
-        if (c == '"' || c == '\\') {
-            out[n++] = '\\';
-            out[n++] = (char)c;
-        } else if (c < 0x20) {
-            n += (size_t)snprintf(out + n, size - n, "\\u%04x", c);
-        } else {
-            out[n++] = (char)c;
-        }
-    }
-    out[n] = '\0';
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **req_cls)
@@ -189,7 +169,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             uptime[0] = '\0';
         }
         if (failing)
-            json_escape(why, why_json, sizeof(why_json));
+            sf_json_escape(why, why_json, sizeof(why_json));
         snprintf(body, sizeof(body), "{\"status\":\"%s\",\"upSince\":\"%s\",\"uptime\":\"%s\"%s%s%s}",
                  ready ? "Server available" : "Server not available", since, uptime,
                  failing ? ",\"error\":\"" : "", why_json, failing ? "\"" : "");

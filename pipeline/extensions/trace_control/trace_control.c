@@ -303,7 +303,7 @@ static void add_answer(char *buf, size_t size, size_t *len, long status, const c
 {
     char esc[sizeof(((sf_tc_answer *)0)->detail) * 6 + 1];
 
-    sf_tc_json_escape(detail, esc, sizeof(esc));
+    sf_json_escape(detail, esc, sizeof(esc));
     if (status != 0)
         add(buf, size, len, ",\"status\":%ld", status);
     add(buf, size, len, ",\"error\":\"%s\"", esc);
@@ -402,8 +402,8 @@ static void add_target_counts(char *buf, size_t size, size_t *len, const tc_wind
 
     add(buf, size, len, ",\"target_scope\":\"match\",\"match\":{");
     for (size_t i = 0; i < m->n; i++) {
-        sf_tc_json_escape(m->keys[i], k, sizeof(k));
-        sf_tc_json_escape(m->values[i], v, sizeof(v));
+        sf_json_escape(m->keys[i], k, sizeof(k));
+        sf_json_escape(m->values[i], v, sizeof(v));
         add(buf, size, len, "%s\"%s\":\"%s\"", i ? "," : "", k, v);
     }
     add(buf, size, len, "},\"accepted_from_target\":%" PRIu64 ",\"refused_from_target\":%"
@@ -455,7 +455,7 @@ static void attr_bool(marker_attrs *a, const char *key, bool v)
     av->bool_value = v;
 }
 
-/* Undo sf_tc_json_escape for the reason (the marker carries it as text). */
+/* Undo sf_json_escape for the reason (the marker carries it as text). */
 static void unescape(const char *in, char *out, size_t size)
 {
     size_t n = strlen(in);
@@ -612,7 +612,7 @@ static sf_status close_window(tc_ctx *x, tc_window *w, long status)
         ",\"grace_ms\":%" PRId64, w->id, w->target->id, w->level, w->cause, t0, t1, t2,
         w->grace_ms);
     if (w->note[0] != '\0') {
-        sf_tc_json_escape(w->note, esc, sizeof(esc));
+        sf_json_escape(w->note, esc, sizeof(esc));
         if (status != 0)
             add(rec, sizeof(rec), &len, ",\"status\":%ld", status);
         add(rec, sizeof(rec), &len, ",\"%s\":\"%s\"",
@@ -840,7 +840,7 @@ static void answer(reply *r, bool ok, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    sf_tc_json_escape(msg, esc, sizeof(esc));
+    sf_json_escape(msg, esc, sizeof(esc));
     r->len = 0;
     add(r->buf, sizeof(r->buf), &r->len, "{\"ok\":%s,\"message\":\"%s\"}",
         ok ? "true" : "false", esc);
@@ -901,7 +901,7 @@ static void op_set(tc_ctx *x, const char *req, size_t len, unsigned uid, reply *
     prev = w->state;
     w->level = level;
     w->uid = uid;
-    sf_tc_json_escape(reason, w->reason, sizeof(w->reason));
+    sf_json_escape(reason, w->reason, sizeof(w->reason));
     w->start_wall = sf_wall_ms();
     w->end_wall = w->start_wall + for_ms;
     w->end_mono = sf_now_ms() + for_ms;
@@ -1081,7 +1081,7 @@ static void op_status(tc_ctx *x, reply *r)
         }
         add(text, sizeof(text), &tl, "\n");
     }
-    sf_tc_json_escape(text, esc, sizeof(esc));
+    sf_json_escape(text, esc, sizeof(esc));
     add(r->buf, sizeof(r->buf), &r->len, "],\"message\":\"%s\"}", esc);
 }
 
@@ -1329,7 +1329,7 @@ static sf_status recover(tc_ctx *x)
             w->level = sf_tc_json_int(line, len, "level", &v) == SF_OK ? v : 0;
             w->uid = sf_tc_json_int(line, len, "uid", &v) == SF_OK ? (unsigned)v : 0;
             if (sf_tc_json_str(line, len, "reason", reason, sizeof(reason)) == SF_OK)
-                sf_tc_json_escape(reason, w->reason, sizeof(w->reason));
+                sf_json_escape(reason, w->reason, sizeof(w->reason));
             w->start_wall = dash ? strtoll(dash + 1, NULL, 10) : 0;
             w->end_wall = w->start_wall;
             snprintf(w->id, sizeof(w->id), "%s", id);

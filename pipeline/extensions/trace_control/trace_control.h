@@ -144,9 +144,6 @@ sf_status sf_tc_json_str(const char *json, size_t len, const char *key, char *ou
 sf_status sf_tc_json_int(const char *json, size_t len, const char *key, int64_t *out);
 /* A top-level true/false member. SF_OK; SF_INVALID when absent or not a boolean. */
 sf_status sf_tc_json_bool(const char *json, size_t len, const char *key, bool *out);
-/* Escape `in` as the inside of a JSON string into out (always terminated;
- * false when it did not fit). */
-bool sf_tc_json_escape(const char *in, char *out, size_t out_size);
 
 
 #endif

@@ -194,7 +194,7 @@ static int direct(const tl_args *a, const sf_tc_config *tc)
     sf_time_format_utc(end, t1, sizeof(t1));
     snprintf(id, sizeof(id), "%s-%" PRId64, t->id, start);
     if (a->reason)
-        sf_tc_json_escape(a->reason, reason, sizeof(reason));
+        sf_json_escape(a->reason, reason, sizeof(reason));
     snprintf(rec, sizeof(rec),
              "{\"event\":\"%s\",\"window\":\"%s\",\"target\":\"%s\",\"level\":%" PRId64
              ",\"uid\":%u,\"reason\":\"%s\",\"start\":\"%s\",\"planned_end\":\"%s\","
@@ -208,7 +208,7 @@ static int direct(const tl_args *a, const sf_tc_config *tc)
     }
     st = sf_tc_engine_set(t, level, tc->request_timeout, &ans);
     outcome = st == SF_OK ? "applied" : ans.status != 0 ? "refused" : "failed";
-    sf_tc_json_escape(ans.detail, detail, sizeof(detail));
+    sf_json_escape(ans.detail, detail, sizeof(detail));
     sf_time_format_utc(sf_wall_ms(), t0, sizeof(t0));
     if (ans.status != 0)
         snprintf(err, sizeof(err), ",\"status\":%ld", ans.status);
@@ -244,9 +244,9 @@ static int ask(const tl_args *a, const char *socket_path)
     int rc;
 
     if (a->target)
-        sf_tc_json_escape(a->target, target, sizeof(target));
+        sf_json_escape(a->target, target, sizeof(target));
     if (strcmp(a->cmd, "set") == 0) {
-        sf_tc_json_escape(a->reason, reason, sizeof(reason));
+        sf_json_escape(a->reason, reason, sizeof(reason));
         snprintf(req, sizeof(req),
                  "{\"op\":\"set\",\"target\":\"%s\",\"level\":%" PRId64 ",\"for_ms\":%" PRId64
                  ",\"reason\":\"%s\"}", target, a->level, a->for_ms, reason);

@@ -139,39 +139,6 @@ sf_status sf_tc_json_bool(const char *json, size_t len, const char *key, bool *o
     return v != NULL ? SF_OK : SF_INVALID;
 }
 
-bool sf_tc_json_escape(const char *in, char *out, size_t out_size)
-{
-    size_t n = 0;
-
-    if (out_size == 0)
-        return false;
-    for (; *in; in++) {
-        unsigned char ch = (unsigned char)*in;
-        char esc[8];
-        size_t el;
-
-        if (ch == '"' || ch == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)ch;
-            el = 2;
-        } else if (ch < 0x20 || ch == 0x7f) {
-            snprintf(esc, sizeof(esc), "\\u%04x", ch);
-            el = 6;
-        } else {
-            esc[0] = (char)ch;
-            el = 1;
-        }
-        if (n + el >= out_size) {
-            out[n] = '\0';
-            return false;
-        }
-        memcpy(out + n, esc, el);
-        n += el;
-    }
-    out[n] = '\0';
-    return true;
-}
-
 /* ---- the audit log ----------------------------------------------------------- */
 
 sf_status sf_tc_audit_append(const char *path, const char *record)
