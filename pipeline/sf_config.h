@@ -145,6 +145,11 @@ void sf_cfg_error(sf_cfg_ctx *ctx, const sf_node *at, const char *subpath, const
     __attribute__((format(printf, 4, 5)));
 void sf_cfg_warn(sf_cfg_ctx *ctx, const sf_node *at, const char *subpath, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* An exporter's tls.server_name_override (`tls`: its tls mapping node, for
+ * the position): a host name (sf_is_host_name), and only with TLS. SF_OK
+ * when absent (NULL); SF_CONFIG, reported, otherwise. */
+sf_status sf_cfg_check_server_name(sf_cfg_ctx *ctx, const sf_node *tls, const char *name,
+                                    bool insecure);
 /* Memory that lives as long as the loaded config (freed with it). */
 void *sf_cfg_alloc(sf_cfg_ctx *ctx, size_t size);
 char *sf_cfg_strdup(sf_cfg_ctx *ctx, const char *s, size_t len);

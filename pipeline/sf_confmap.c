@@ -90,6 +90,25 @@ void sf_cfg_warn(sf_cfg_ctx *ctx, const sf_node *at, const char *subpath, const 
     va_end(ap);
 }
 
+sf_status sf_cfg_check_server_name(sf_cfg_ctx *ctx, const sf_node *tls, const char *name,
+                                    bool insecure)
+{
+    const sf_node *at = sf_node_get(tls, "server_name_override");
+
+    if (name == NULL)
+        return SF_OK;
+    if (!sf_is_host_name(name)) {
+        sf_cfg_error(ctx, at, "tls.server_name_override", "'%s' is not a host name (letters, "
+                     "digits, '-' and '.'; no port or spaces)", name);
+        return SF_CONFIG;
+    }
+    if (insecure) {
+        sf_cfg_error(ctx, at, "tls.server_name_override", "needs TLS, but 'tls.insecure' is true");
+        return SF_CONFIG;
+    }
+    return SF_OK;
+}
+
 const sf_node *sf_cfg_value(const sf_cfg_ctx *ctx)
 {
     return ctx->value;

@@ -143,19 +143,8 @@ static sf_status check_tls(sf_cfg_ctx *ctx, const sf_otlp_tls_config *t)
     for (size_t k = 0; v != NULL && v->kind == SF_NODE_MAP && k < v->n; k++)
         if (strcmp(v->keys[k]->text, "tls") == 0)
             tls_at = v->keys[k];
-    if (t->server_name_override != NULL) {
-        const sf_node *at = sf_node_get(tls, "server_name_override");
-
-        if (!sf_is_host_name(t->server_name_override)) {
-            sf_cfg_error(ctx, at, "tls.server_name_override", "'%s' is not a host name (letters, "
-                         "digits, '-' and '.'; no port or spaces)", t->server_name_override);
-            st = SF_CONFIG;
-        } else if (t->insecure) {
-            sf_cfg_error(ctx, at, "tls.server_name_override",
-                         "needs TLS, but 'tls.insecure' is true");
-            st = SF_CONFIG;
-        }
-    }
+    if (sf_cfg_check_server_name(ctx, tls, t->server_name_override, t->insecure) != SF_OK)
+        st = SF_CONFIG;
     if (t->insecure) {
         if (t->ca_file != NULL || t->cert_file != NULL || t->key_file != NULL)
             sf_cfg_warn(ctx, sf_node_get(tls, "insecure"), "tls.insecure",

@@ -145,22 +145,16 @@ static sf_status check_tls(sf_cfg_ctx *ctx, const sf_otlphttp_config *c)
                      "'max_version' is lower than 'min_version'");
         st = SF_CONFIG;
     }
-    if (c->tls.server_name_override != NULL) {
-        const sf_node *at = sf_node_get(tls, "server_name_override");
+    if (sf_cfg_check_server_name(ctx, tls, c->tls.server_name_override, c->tls.insecure) !=
+        SF_OK) {
+        st = SF_CONFIG;
+    } else if (c->tls.server_name_override != NULL) {
         const char *url = c->traces_endpoint != NULL ? c->traces_endpoint : c->endpoint;
 
-        if (!sf_is_host_name(c->tls.server_name_override)) {
-            sf_cfg_error(ctx, at, "tls.server_name_override", "'%s' is not a host name (letters, "
-                         "digits, '-' and '.'; no port or spaces)", c->tls.server_name_override);
-            st = SF_CONFIG;
-        } else if (c->tls.insecure) {
-            sf_cfg_error(ctx, at, "tls.server_name_override",
-                         "needs TLS, but 'tls.insecure' is true");
-            st = SF_CONFIG;
-        } else if (url != NULL && strncasecmp(url, "http://", 7) == 0) {
-            sf_cfg_error(ctx, at, "tls.server_name_override", "needs TLS, but '%s' is http:// "
-                         "(use https://)", c->traces_endpoint != NULL ? "traces_endpoint" :
-                         "endpoint");
+        if (url != NULL && strncasecmp(url, "http://", 7) == 0) {
+            sf_cfg_error(ctx, sf_node_get(tls, "server_name_override"), "tls.server_name_override",
+                         "needs TLS, but '%s' is http:// (use https://)",
+                         c->traces_endpoint != NULL ? "traces_endpoint" : "endpoint");
             st = SF_CONFIG;
         }
     }
