@@ -323,52 +323,45 @@ static char *build_url(const sf_otlphttp_config *c)
 static sf_status apply_server_name(otlphttp *x, const char *name, char **host)
 {
     CURLU *u = curl_url();
-    char *h = NULL, *port = NULL, *explicit_port = NULL, *url = NULL, *line = NULL;
-    struct curl_slist *ct;
-    sf_status st = SF_ENOMEM;
+    char *h = NULL, *port = NULL, *explicit_port = NULL, *url = NULL;
+    char *line, *host_value = NULL, *new_url = NULL;
+    struct curl_slist *ct = NULL;
+    sf_status st = SF_INVALID;
     size_t len;
 
     if (u == NULL)
         return SF_ENOMEM;
     if (curl_url_set(u, CURLUPART_URL, x->url, 0) != CURLUE_OK ||
         curl_url_get(u, CURLUPART_HOST, &h, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
-        st = SF_INVALID;
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)
         goto out_cleanup;
-    }
     if (curl_url_get(u, CURLUPART_PORT, &explicit_port, 0) != CURLUE_OK)
         explicit_port = NULL;           /* CURLUE_NO_PORT: the scheme's */
     if (curl_url_set(u, CURLUPART_HOST, name, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_URL, &url, 0) != CURLUE_OK) {
-        st = SF_INVALID;
+        curl_url_get(u, CURLUPART_URL, &url, 0) != CURLUE_OK)
         goto out_cleanup;
-    }
+    st = SF_ENOMEM;
     len = strlen(name) + strlen(h) + 2 * strlen(port) + 4;
-    line = sf_malloc(len);
-    if (line == NULL)
-        goto out_cleanup;
-    snprintf(line, len, "%s:%s:%s:%s", name, port, h, port);
-    ct = curl_slist_append(NULL, line);
-    sf_free(line);
-    if (ct == NULL)
-        goto out_cleanup;
-    len = strlen(h) + (explicit_port ? strlen(explicit_port) + 1 : 0) + 1;
-    *host = sf_malloc(len);
-    if (*host == NULL) {
-        curl_slist_free_all(ct);
-        goto out_cleanup;
+    if ((line = sf_malloc(len)) != NULL) {
+        snprintf(line, len, "%s:%s:%s:%s", name, port, h, port);
+        ct = curl_slist_append(NULL, line);     /* copies */
+        sf_free(line);
     }
-    snprintf(*host, len, "%s%s%s", h, explicit_port ? ":" : "", explicit_port ? explicit_port : "");
-    line = sf_strdup(url);
-    if (line == NULL) {
-        sf_free(*host);
-        *host = NULL;
+    len = strlen(h) + (explicit_port ? strlen(explicit_port) + 1 : 0) + 1;
+    if ((host_value = sf_malloc(len)) != NULL)
+        snprintf(host_value, len, "%s%s%s", h, explicit_port ? ":" : "",
+                 explicit_port ? explicit_port : "");
+    new_url = sf_strdup(url);
+    if (ct == NULL || host_value == NULL || new_url == NULL) {
         curl_slist_free_all(ct);
+        sf_free(host_value);
+        sf_free(new_url);
         goto out_cleanup;
     }
     sf_free(x->url);
-    x->url = line;
+    x->url = new_url;
     x->connect_to = ct;
+    *host = host_value;
     st = SF_OK;
 
 out_cleanup:
