@@ -12,6 +12,8 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 
+#include "tools/grpc_unary.h"
+
 typedef struct sf_test_grpc_client {
     grpc_channel *ch;
     grpc_completion_queue *cq;      /* pluck */
@@ -45,43 +47,13 @@ static inline grpc_status_code sf_test_grpc_call(grpc_channel *ch, grpc_completi
                                                  const char *method, const void *data,
                                                  size_t len)
 {
-    grpc_slice m = grpc_slice_from_static_string(method);
-    grpc_slice body = grpc_slice_from_copied_buffer(data, len), details;
-    grpc_byte_buffer *req = grpc_raw_byte_buffer_create(&body, 1), *resp = NULL;
-    grpc_metadata_array init_md, trail_md;
-    grpc_status_code status = GRPC_STATUS_UNKNOWN;
-    grpc_op ops[6];
-    grpc_call *c;
+    grpc_slice body = grpc_slice_from_copied_buffer(data, len);
+    grpc_byte_buffer *req = grpc_raw_byte_buffer_create(&body, 1);
+    grpc_status_code status;
 
-    c = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, m, NULL,
-                                 gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                              gpr_time_from_seconds(20, GPR_TIMESPAN)),
-                                 NULL);
-    grpc_metadata_array_init(&init_md);
-    grpc_metadata_array_init(&trail_md);
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = req;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &init_md;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &resp;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &trail_md;
-    ops[5].data.recv_status_on_client.status = &status;
-    ops[5].data.recv_status_on_client.status_details = &details;
-    assert_int_equal(grpc_call_start_batch(c, ops, 6, c, NULL), GRPC_CALL_OK);
-    grpc_completion_queue_pluck(cq, c, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-    grpc_slice_unref(details);
+    assert_int_equal(sf_grpc_unary(ch, cq, method, req, 20, &status), GRPC_CALL_OK);
     grpc_slice_unref(body);
-    if (resp != NULL)
-        grpc_byte_buffer_destroy(resp);
     grpc_byte_buffer_destroy(req);
-    grpc_metadata_array_destroy(&init_md);
-    grpc_metadata_array_destroy(&trail_md);
-    grpc_call_unref(c);
     return status;
 }
 

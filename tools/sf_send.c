@@ -25,6 +25,7 @@
 #include <grpc/support/time.h>
 
 #include "../bench/sample_batch.h"
+#include "grpc_unary.h"
 #include "sf_grpc.h"
 #include "sf_otlp_json.h"
 
@@ -49,50 +50,6 @@ typedef struct thread_ctx {
     long ok_spans;
     long sent_requests;
 } thread_ctx;
-
-static grpc_status_code export_once(grpc_channel *ch, grpc_completion_queue *cq,
-                                    grpc_byte_buffer *req)
-{
-    grpc_slice method = grpc_slice_from_static_string(EXPORT_METHOD);
-    grpc_call *call;
-    grpc_op ops[6];
-    grpc_metadata_array init_md, trail_md;
-    grpc_byte_buffer *resp = NULL;
-    grpc_status_code status = GRPC_STATUS_UNKNOWN;
-    grpc_slice details;
-    grpc_event ev;
-
-    call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method, NULL,
-                                    gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
-                                                 gpr_time_from_seconds(30, GPR_TIMESPAN)),
-                                    NULL);
-    grpc_metadata_array_init(&init_md);
-    grpc_metadata_array_init(&trail_md);
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = req;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &init_md;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &resp;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &trail_md;
-    ops[5].data.recv_status_on_client.status = &status;
-    ops[5].data.recv_status_on_client.status_details = &details;
-    if (grpc_call_start_batch(call, ops, 6, call, NULL) == GRPC_CALL_OK) {
-        ev = grpc_completion_queue_pluck(cq, call, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-        (void)ev;
-        grpc_slice_unref(details);
-    }
-    if (resp != NULL)
-        grpc_byte_buffer_destroy(resp);
-    grpc_metadata_array_destroy(&init_md);
-    grpc_metadata_array_destroy(&trail_md);
-    grpc_call_unref(call);
-    return status;
-}
 
 static void *sender(void *arg)
 {
@@ -145,7 +102,9 @@ static void *sender(void *arg)
         /* A byte buffer's slices are moved out when it is sent: send a copy
          * (a ref-counted slice copy, not the bytes). */
         grpc_byte_buffer *copy = grpc_byte_buffer_copy(bufs[r % o->distinct]);
-        grpc_status_code st = export_once(ch, cq, copy);
+        grpc_status_code st;
+
+        sf_grpc_unary(ch, cq, EXPORT_METHOD, copy, 30, &st);
         grpc_byte_buffer_destroy(copy);
         if ((unsigned)st < 17)
             t->status_counts[st]++;
