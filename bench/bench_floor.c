@@ -82,8 +82,14 @@ static void codec(grpc_byte_buffer *bb)
         size_t n = GRPC_SLICE_LENGTH(s);
 
         if (len + n > rx_cap) {
+            uint8_t *bigger = realloc(rx, (len + n) * 2);
+
+            if (bigger == NULL) {
+                fprintf(stderr, "bench_floor: no memory for a %zu-byte request\n", len + n);
+                exit(1);
+            }
+            rx = bigger;
             rx_cap = (len + n) * 2;
-            rx = realloc(rx, rx_cap);
         }
         memcpy(rx + len, GRPC_SLICE_START_PTR(s), n);
         len += n;
