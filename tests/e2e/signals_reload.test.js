@@ -1,5 +1,9 @@
 // tests/e2e/signals_reload.test.js: SIGHUP reloads the config under load,
-// with the batch processor holding spans for merging (5 s timeout):
+// with the batch processor holding spans for merging:
+//  - spans held for merging when the reload comes are delivered by its
+//    drain (held for sure: fewer calls than the queue gathers into one
+//    request, read from its capacity gauge, and a 1 h timeout, so neither
+//    trigger can fire whatever the machine's speed);
 //  - a valid new config is swapped in (it adds a file exporter, which then
 //    gets spans) and nothing acknowledged to a client is lost or doubled;
 //  - an invalid new config is refused with an error and the running one
@@ -19,9 +23,18 @@ const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
 const peers = require('./lib/peers');
 
 const EXP = { exporter: 'otlphttp/gateway' };
+
+// Resolves once pred() holds; polls, so it asserts no rate (30 s for a stuck run).
+async function waitUntil(pred, what, timeoutMs = 30000) {
+  const end = Date.now() + timeoutMs;
+  while (!pred()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
 const RCV = { receiver: 'otlp', transport: 'grpc' };
 
-function config({ filePath = null, invalid = false } = {}) {
+function config({ filePath = null, invalid = false, timeout = '1h' } = {}) {
   return `receivers:
   otlp:
     protocols:
@@ -31,7 +44,7 @@ function config({ filePath = null, invalid = false } = {}) {
         endpoint: 127.0.0.1:\${env:SF_HTTP_PORT}
 processors:
   batch:
-    timeout: 5s
+    timeout: ${timeout}
     send_batch_size: 1000000
   transform/allowlist:
     error_mode: propagate
@@ -85,22 +98,42 @@ test('SIGHUP under load: valid config swapped in, invalid refused, nothing ackno
     }));
     await sf.start();
 
-    // Load: two gRPC clients and one OTLP/HTTP client sending 20-span calls back to back until told to stop.
+    // Load: two gRPC clients and one OTLP/HTTP client sending 20-span calls
+    // back to back until told to stop. Until `held` is released they start
+    // no more than heldCalls calls in all, then wait.
+    const m0 = await sf.metrics();
+    const capacity = m0.must('otelcol_exporter_queue_capacity', EXP);
+    const heldCalls = Math.floor(capacity / 4);
+    assert.ok(heldCalls >= 10, `queue capacity ${capacity} leaves room for a load`);
     const acked = [];
     const notAcked = {};
     let stop = false;
     let n = 0;
+    let started = 0;
+    let inFlight = 0;
+    let release;
+    const held = new Promise((resolve) => { release = resolve; });
+    let holding = true;
     const client = new peers.RawClient(grpcPort);
-    h.onCleanup(() => { stop = true; client.close(); });
+    h.onCleanup(() => { stop = true; release(); client.close(); });
+    // One call of a loop: waits at the gate while holding, then sends.
+    const next = async () => {
+      if (holding && started >= heldCalls) await held;
+      started++;
+      inFlight++;
+      return peers.serializedSpans(20, `r${n++}`);
+    };
     const loop = async () => {
       while (!stop) {
-        const { bytes, spanIds } = peers.serializedSpans(20, `r${n++}`);
+        const { bytes, spanIds } = await next();
         let r;
         try {
           r = await client.call(bytes, { timeoutMs: 10000 });
         } catch (e) {
           if (stop) return;
           throw e;
+        } finally {
+          inFlight--;
         }
         if (r.code === peers.status.OK) acked.push(...spanIds);
         else {
@@ -111,7 +144,7 @@ test('SIGHUP under load: valid config swapped in, invalid refused, nothing ackno
     };
     const httpLoop = async () => {
       while (!stop) {
-        const { bytes, spanIds } = peers.serializedSpans(20, `r${n++}`);
+        const { bytes, spanIds } = await next();
         let status;
         try {
           const r = await fetch(`http://127.0.0.1:${httpPort}/v1/traces`, {
@@ -122,6 +155,8 @@ test('SIGHUP under load: valid config swapped in, invalid refused, nothing ackno
           status = r.status;
         } catch (e) {
           status = `http ${e.cause ? e.cause.code || e.cause.message : e.name}`;
+        } finally {
+          inFlight--;
         }
         if (status === 200) acked.push(...spanIds);
         else {
@@ -131,21 +166,26 @@ test('SIGHUP under load: valid config swapped in, invalid refused, nothing ackno
       }
     };
     const loops = [loop(), loop(), httpLoop()];
-    h.onCleanup(() => { stop = true; return Promise.allSettled(loops); });
+    h.onCleanup(() => { stop = true; release(); return Promise.allSettled(loops); });
 
-    await sleep(1500);
+    // Every held call answered: what was acknowledged is queued, unsent.
+    const quiet = await sf.waitMetrics((x) => started >= heldCalls && inFlight === 0
+      && x.get('otelcol_receiver_accepted_spans', { receiver: 'otlp' }) === acked.length,
+      `the first ${heldCalls} calls answered`);
     const beforeReload = acked.length;
-    assert.ok(beforeReload > 0, 'load is flowing before the reload');
-    // Held for merging (5 s batch timeout): nothing sent yet.
+    assert.ok(beforeReload > 0, `load is flowing before the reload (${JSON.stringify(notAcked)})`);
+    assert.equal(quiet.must('spanfence_exporter_queued_spans', EXP), beforeReload,
+      'spans are held for merging before the reload');
     assert.equal(gw.spans.length, 0, 'spans are held for merging before the reload');
 
-    // A valid new config: adds a file exporter.
+    // A valid new config, sent while the load flows again: adds a file exporter.
+    holding = false;
+    release();
     fs.writeFileSync(sf.configPath, config({ filePath }));
     sf.proc.kill('SIGHUP');
     await sf.waitLog(/reloaded: running with/, 'the reload');
     // What was acknowledged before the reload was delivered by the drain.
     await gw.waitForSpans(beforeReload, 20000);
-    await sleep(1000);
 
     // Other signals are not fatal.
     for (const sig of ['SIGUSR1', 'SIGUSR2', 'SIGPIPE']) sf.proc.kill(sig);
@@ -157,20 +197,21 @@ test('SIGHUP under load: valid config swapped in, invalid refused, nothing ackno
     sf.proc.kill('SIGHUP');
     await sf.waitLog(/reload: .* is not valid \(see above\); still running the previous configuration/, 'the refused reload');
     const atRefusal = acked.length;
-    await sleep(1000);
-    assert.ok(acked.length > atRefusal, 'still accepting after the invalid config was refused');
+    await waitUntil(() => acked.length > atRefusal, 'a call acknowledged after the invalid config was refused');
 
-    // And a valid reload once more, back to the first config.
-    fs.writeFileSync(sf.configPath, config());
+    // And a valid reload once more, back to the first config's exporters,
+    // whose short batch timeout lets what comes after it leave on its own.
+    fs.writeFileSync(sf.configPath, config({ timeout: '200ms' }));
     sf.proc.kill('SIGHUP');
     await sf.waitLog(/reloaded: running with/, 'the second reload', { count: 2 });
-    await sleep(500);
+    const atLastReload = acked.length;
+    await waitUntil(() => acked.length > atLastReload, 'a call acknowledged after the last reload');
 
     stop = true;
     await Promise.all(loops);
     assert.equal(sf.exit, null, `spanfence exited: ${JSON.stringify(sf.exit)}`);
 
-    // Everything acknowledged arrives: merged batches wait out the 5 s timeout.
+    // Everything acknowledged arrives: merged batches wait out the 200 ms timeout.
     await gw.waitForSpans(acked.length, 30000);
     const m = await sf.waitMetrics((x) => x.get('spanfence_exporter_queued_spans', EXP) === 0,
       'queued spans back to 0', 30000);
@@ -214,7 +255,7 @@ test('SIGHUP with the gateway down: batches not sent yet go to the new config\'s
     const metricsPort = await freePort();
     const sf = h.track(new Spanfence({
       dir: h.dir,
-      config: config(),
+      config: config({ timeout: '5s' }),
       env: { SF_GRPC_PORT: String(grpcPort), SF_HTTP_PORT: String(httpPort), SF_METRICS_PORT: String(metricsPort), SF_GATEWAY_PORT: String(gw.port) },
       grpcPort,
       metricsPort,
@@ -230,7 +271,7 @@ test('SIGHUP with the gateway down: batches not sent yet go to the new config\'s
       acked.push(...spanIds);
     }
     // Some are in a retry (merged after the 5 s timeout or not), some queued.
-    fs.writeFileSync(sf.configPath, config());
+    fs.writeFileSync(sf.configPath, config({ timeout: '5s' }));
     sf.proc.kill('SIGHUP');
     await sf.waitLog(/reloaded: running with/, 'the reload');
     let m = await sf.metrics();
