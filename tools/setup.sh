@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything spanfence needs to build and test, from Debian's packages
 # and (for the end-to-end tests' independent OTLP peers) the npm registry.
-# SF_FUZZ=1 adds clang and libFuzzer (tools/fuzz.sh sets it).
+# SF_FUZZ=1 adds clang and libFuzzer (tools/fuzz.sh sets it); SF_STRESS=1 adds
+# stress-ng, the competing load of tools/repeat.sh.
 # Idempotent: safe to run again.
 set -euo pipefail
 
@@ -21,6 +22,9 @@ pkgs=(build-essential cmake pkg-config
 # 40 MB to download, 230 MB installed, so ordinary set-up skips them).
 if [ "${SF_FUZZ:-0}" = 1 ]; then
     pkgs+=(clang libclang-rt-14-dev)
+fi
+if [ "${SF_STRESS:-0}" = 1 ]; then
+    pkgs+=(stress-ng)
 fi
 # Node.js for the e2e peers: the machine's own if it has one, else Debian's.
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
