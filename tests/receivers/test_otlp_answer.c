@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -200,13 +201,19 @@ static void test_same_request_same_answer(void **state)
 }
 
 /* The exporter's queue holds one batch and its gateway is down: once gRPC
- * is refused as retryable, HTTP is too, with Retry-After. */
+ * is refused as retryable, HTTP is too, with Retry-After. Refused only
+ * counts once the consumer holds a batch (waiting 10 s to retry it) and the
+ * queue holds the other: before the consumer has taken the first, a refusal
+ * can be followed by room. Waited on the accepted count, not on a clock. */
 static void test_queue_full_both_ways(void **state)
 {
+    const struct timespec pause = { .tv_nsec = 10 * 1000 * 1000 };
     fixture f = { 0 };
     size_t len = 0;
     uint8_t *sample = sf_sample_request(4, 2, &len);
     grpc_status_code g = GRPC_STATUS_OK;
+    uint64_t per_call = 0;
+    sf_totals t = { 0 };
     bool retry_after;
     int rpc;
 
@@ -214,8 +221,17 @@ static void test_queue_full_both_ways(void **state)
     start(&f, "otlphttp:\n    endpoint: http://127.0.0.1:1\n"
               "    sending_queue: {queue_size: 1, num_consumers: 1}\n"
               "    retry_on_failure: {initial_interval: 10s, max_elapsed_time: 60s}");
-    for (int i = 0; i < 6 && g == GRPC_STATUS_OK; i++)
+    assert_int_equal(grpc_export(&f, sample, len), GRPC_STATUS_OK);
+    sf_service_totals(f.svc, &t);
+    per_call = t.accepted;
+    assert_true(per_call > 0);
+    for (int i = 0; i < 1000 && !(g != GRPC_STATUS_OK && t.accepted == 2 * per_call); i++) {
         g = grpc_export(&f, sample, len);
+        if (g != GRPC_STATUS_OK)
+            nanosleep(&pause, NULL);    /* the consumer has yet to take the first */
+        sf_service_totals(f.svc, &t);
+    }
+    assert_int_equal(t.accepted, 2 * per_call);     /* one held by the consumer, one queued */
     assert_int_equal(g, GRPC_STATUS_UNAVAILABLE);
     assert_int_equal(http_export(&f, sample, len, &rpc, &retry_after), 503);
     assert_int_equal(rpc, GRPC_STATUS_UNAVAILABLE);
