@@ -19,19 +19,10 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 const { Gateway } = require('./lib/gateway');
-const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
+const { Spanfence, harness, freePort, sleep, waitUntil } = require('./lib/spanfence');
 const peers = require('./lib/peers');
 
 const EXP = { exporter: 'otlphttp/gateway' };
-
-// Resolves once pred() holds; polls, so it asserts no rate (30 s for a stuck run).
-async function waitUntil(pred, what, timeoutMs = 30000) {
-  const end = Date.now() + timeoutMs;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
 const RCV = { receiver: 'otlp', transport: 'grpc' };
 
 function config({ filePath = null, invalid = false, timeout = '1h' } = {}) {

@@ -15,6 +15,16 @@ const deps = require('./deps');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// Resolves once pred() holds, polling: a test waits on a condition, never
+// on a clock. timeoutMs only ends a run that is stuck.
+async function waitUntil(pred, what, timeoutMs = 30000) {
+  const end = Date.now() + timeoutMs;
+  while (!pred()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
 // A port nothing listens on right now (bind port 0, read it, close).
 function freePort() {
   return new Promise((resolve, reject) => {
@@ -325,4 +335,4 @@ async function harness(name, body) {
   }
 }
 
-module.exports = { Spanfence, Metrics, parseMetrics, freePort, canConnect, pipelineConfig, startPipeline, harness, sleep };
+module.exports = { Spanfence, Metrics, parseMetrics, freePort, canConnect, pipelineConfig, startPipeline, harness, sleep, waitUntil };
