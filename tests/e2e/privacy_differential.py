@@ -576,12 +576,18 @@ def check_dropped_fields(ph, rep, tally, text, schema):
 
 def check_metrics(ph, rep, tally, schema):
     text = ""
-    # Exporters count after sending: give them a moment to settle.
-    deadline = time.time() + 3
+    # Exporters count after sending: wait until each has settled (nothing
+    # queued, every accepted span sent or failed), however long the machine
+    # takes; 60 s only ends a stuck run.
+    deadline = time.time() + 60
     while time.time() < deadline:
         text = ph.collector.metrics()
-        if all(P.metric_sum(text, "otelcol_exporter_sent_spans", exporter=e) == tally["spans"]
-               for e in EXPORTERS):
+        accepted = P.metric_sum(text, "otelcol_receiver_accepted_spans", receiver="otlp")
+        if accepted is not None and all(
+                (P.metric_sum(text, "spanfence_exporter_queued_spans", exporter=e) or 0) == 0 and
+                (P.metric_sum(text, "otelcol_exporter_sent_spans", exporter=e) or 0) +
+                (P.metric_sum(text, "otelcol_exporter_send_failed_spans", exporter=e) or 0) == accepted
+                for e in EXPORTERS):
             break
         time.sleep(0.1)
     got = {
