@@ -5,7 +5,9 @@
 //     the otlp (gRPC) exporter with gzip (level 9, compressed by spanfence
 //     itself, not gRPC core). Real sinks decode them (the mock gateway with
 //     the zstd CLI and zlib, a @grpc/grpc-js server) and hold exactly the
-//     allowlisted spans; the wire shows each leg's encoding.
+//     allowlisted spans; the wire shows each leg's encoding. Every send
+//     works first time (no retry): the exporters' timeouts are 60 s, so a
+//     slow machine cannot turn a send into a deadline and a retry.
 // (2) Hostile zstd: a bomb stops at max_request_body_size (413), a body
 //     refused for its size still has its spans counted, corrupt, truncated
 //     and oversized-window frames get 400 with what was wrong, and zstd over
@@ -177,17 +179,20 @@ test('zstd in over OTLP/HTTP; otlphttp zstd, otlphttp gzip level 6 and otlp gzip
     endpoint: http://127.0.0.1:${gwZ.port}
     compression: zstd
     compression_params: {level: 3}
+    timeout: 60s
     retry_on_failure: {initial_interval: 100ms, max_interval: 500ms, max_elapsed_time: 60s}
   otlphttp/gzip6:
     endpoint: http://127.0.0.1:${gwG.port}
     compression: gzip
     compression_params: {level: 6}
+    timeout: 60s
     retry_on_failure: {initial_interval: 100ms, max_interval: 500ms, max_elapsed_time: 60s}
   otlp/gzip9:
     endpoint: 127.0.0.1:${upTap.port}
     tls: {insecure: true}
     compression: gzip
     compression_params: {level: 9}
+    timeout: 60s
     retry_on_failure: {initial_interval: 100ms, max_interval: 500ms, max_elapsed_time: 60s}
 service:
 ${telemetry}  pipelines:
@@ -272,6 +277,7 @@ test('hostile zstd: bomb, refused body counted, corrupt, truncated, window, zstd
   otlphttp/gateway:
     endpoint: http://127.0.0.1:${gw.port}
     compression: none
+    timeout: 60s
     retry_on_failure: {initial_interval: 100ms, max_interval: 500ms, max_elapsed_time: 60s}
 service:
 ${telemetry}  pipelines:

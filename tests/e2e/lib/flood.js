@@ -200,7 +200,10 @@ const rawhttp = require('./rawhttp');
 
 const LIMIT_MIB = 64;
 const RSS_SLACK_MIB = 32;
-const RECOVERY_MS = 10000;
+// How long recovery may take before the run counts as stuck: a wait's
+// bound, not a speed requirement (bench/flood.sh measures recovery times;
+// the diagnostics below print them).
+const RECOVERY_MS = 60000;
 const EXP = { exporter: 'otlphttp/sink' };
 
 // Starts spanfence with floodConfig(opts) on free ports, sink not running.
@@ -240,7 +243,7 @@ async function exportOnce(transport, port, body, client, timeoutMs = 10000, gzip
     `Content-Length: ${sent.length}`, sent, { timeoutMs });
   const st = r.response ? r.response.status : 0;
   return { ok: st === 200, retryable: st === 503 && r.response.headers['retry-after'] !== undefined,
-    what: `HTTP ${st || r.error}` };
+    what: `HTTP ${st || r.error || (r.closed ? 'connection closed without an answer' : 'no answer')}` };
 }
 
 function exporterCounts(m) {
@@ -286,8 +289,10 @@ async function floodThenRecover(t, transport, { requests = 1000 } = {}) {
     const prober = (async () => {
       while (flooding || !eachRefused()) {
         const kind = transport === 'http' ? ['proto', 'gzip', 'json'][probes.length % 3] : 'proto';
-        const x = kind === 'json' ? await exportOnce(transport, port, jsonBody, client, 10000, null, true)
-          : await exportOnce(transport, port, body, client, 10000, kind === 'gzip' ? gz : null);
+        // 60 s: an answer may be slow while both cores are busy; only a
+        // missing answer (or a non-retryable one) fails.
+        const x = kind === 'json' ? await exportOnce(transport, port, jsonBody, client, 60000, null, true)
+          : await exportOnce(transport, port, body, client, 60000, kind === 'gzip' ? gz : null);
         probes.push({ kind, ...x });
         sentSpans += SPANS_PER_REQUEST;
         if (!flooding && probes.length > 200) break;
@@ -342,13 +347,13 @@ async function floodThenRecover(t, transport, { requests = 1000 } = {}) {
         `peak RSS ${peaks.peakRssKiB} KiB over ${LIMIT_MIB} + ${RSS_SLACK_MIB} MiB`);
     }
 
-    // The downstream is back: within 10 s new data is accepted and the
-    // backlog delivered (timeouts, not speed assertions).
+    // The downstream is back: new data is accepted and the backlog
+    // delivered (RECOVERY_MS only ends a stuck run).
     await sink.start();
     const t0 = Date.now();
     let accepted = null;
     while (Date.now() - t0 < RECOVERY_MS) {
-      const x = await exportOnce(transport, port, body, client);
+      const x = await exportOnce(transport, port, body, client, 60000);
       sentSpans += SPANS_PER_REQUEST;
       if (x.ok) {
         accepted = Date.now() - t0;

@@ -80,7 +80,7 @@ function send(port, head, body = Buffer.alloc(0), { end = false, waitCloseMs = 0
       if (process.env.RAWHTTP_DEBUG) process.stderr.write(`rawhttp: ... ${response && response.status} closed=${closed} ${error} ${Date.now() - t0} ms\n`);
       resolve({ response, closed, error });
     };
-    const overall = setTimeout(() => finish(false), timeoutMs);
+    const overall = setTimeout(() => { error = error || `no answer in ${timeoutMs} ms`; finish(false); }, timeoutMs);
     sock.on('data', (c) => {
       buf = Buffer.concat([buf, c]);
       if (!response) {
