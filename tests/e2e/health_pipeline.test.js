@@ -1,9 +1,11 @@
 // tests/e2e/health_pipeline.test.js: health_check's check_collector_pipeline
 // (upstream's legacy keys), against a gateway that starts failing and then
 // recovers. Two health_check extensions: health_check/pipeline with the
-// check enabled (interval 1s, exporter_failure_threshold 3) and
+// check enabled (interval 5s, exporter_failure_threshold 3) and
 // health_check/plain without it, as a control:
 //  - healthy while the gateway takes the spans: both answer 200;
+//    (the retries come every 50-100 ms: 3 of them fit in the 5 s interval
+//    fifteen times over; at 1 s a starved machine could space them past it)
 //  - the gateway answers 503: the exporter's retries fail, and after 3
 //    failed sends health_check/pipeline answers 503 with upstream's JSON
 //    and an "error" naming the exporter and its last failure (http 503),
@@ -64,7 +66,7 @@ extensions:
     endpoint: 127.0.0.1:${pipePort}
     check_collector_pipeline:
       enabled: true
-      interval: 1s
+      interval: 5s
       exporter_failure_threshold: 3
   health_check/plain:
     endpoint: 127.0.0.1:${plainPort}
@@ -97,7 +99,7 @@ service:
     a = await waitHealth(pipePort, (x) => x.status === 503, 'unhealthy while the gateway fails');
     const body = JSON.parse(a.body);
     assert.equal(body.status, 'Server not available');
-    assert.match(body.error, /^exporter 'otlphttp\/gw': \d+ failed sends in the last 1s; the last: http 503$/);
+    assert.match(body.error, /^exporter 'otlphttp\/gw': \d+ failed sends in the last 5s; the last: http 503$/);
     assert.ok(Number(/: (\d+) failed/.exec(body.error)[1]) >= 3, body.error);
     const plain = await health(plainPort);
     assert.equal(plain.status, 200, 'without check_collector_pipeline the collector stays healthy');
