@@ -489,8 +489,13 @@ static sf_status dec_msg(dec *d, json_object *obj, const msg_kind *k, void *slot
     return st;
 }
 
-/* A repeated message field: count into *n, array stored through `slot`. */
-static sf_status dec_list(dec *d, json_object *arr, const msg_kind *k, size_t *n, void *slot)
+/* Decodes one element of a repeated field into *out (a T *), as `how` says. */
+typedef sf_status (*elem_fn)(dec *d, json_object *v, const void *how, void *out);
+
+/* A repeated field of pointers (messages, strings): count into *n, array
+ * stored through `slot` (a T ** field). */
+static sf_status dec_array(dec *d, json_object *arr, elem_fn elem, const void *how, size_t *n,
+                           void *slot)
 {
     size_t len;
     void **elems;
@@ -506,7 +511,7 @@ static sf_status dec_list(dec *d, json_object *arr, const msg_kind *k, size_t *n
         return oom(d);
     for (size_t i = 0; i < len; i++) {
         size_t mark = path_push(d, "[%zu]", i);
-        sf_status st = dec_msg(d, json_object_array_get_idx(arr, i), k, &elems[i]);
+        sf_status st = elem(d, json_object_array_get_idx(arr, i), how, &elems[i]);
         path_pop(d, mark);
         if (st != SF_OK)
             return st;
@@ -516,30 +521,32 @@ static sf_status dec_list(dec *d, json_object *arr, const msg_kind *k, size_t *n
     return SF_OK;
 }
 
-/* A repeated string field (null elements refused, as json_format does). */
+static sf_status elem_msg(dec *d, json_object *v, const void *how, void *out)
+{
+    return dec_msg(d, v, how, out);
+}
+
+/* null elements refused, as json_format does */
+static sf_status elem_string(dec *d, json_object *v, const void *how, void *out)
+{
+    char *s = NULL;
+    sf_status st = get_string(d, v, &s);
+
+    (void)how;
+    memcpy(out, &s, sizeof(s));
+    return st;
+}
+
+/* A repeated message field. */
+static sf_status dec_list(dec *d, json_object *arr, const msg_kind *k, size_t *n, void *slot)
+{
+    return dec_array(d, arr, elem_msg, k, n, slot);
+}
+
+/* A repeated string field. */
 static sf_status get_strings(dec *d, json_object *arr, size_t *n, char ***out)
 {
-    size_t len;
-    char **elems;
-
-    if (!json_object_is_type(arr, json_type_array))
-        return fail(d, "expected an array");
-    len = json_object_array_length(arr);
-    if (len == 0)
-        return SF_OK;
-    elems = sf_arena_alloc(d->arena, len * sizeof(*elems));
-    if (elems == NULL)
-        return oom(d);
-    for (size_t i = 0; i < len; i++) {
-        size_t mark = path_push(d, "[%zu]", i);
-        sf_status st = get_string(d, json_object_array_get_idx(arr, i), &elems[i]);
-        path_pop(d, mark);
-        if (st != SF_OK)
-            return st;
-    }
-    *n = len;
-    *out = elems;
-    return SF_OK;
+    return dec_array(d, arr, elem_string, NULL, n, out);
 }
 
 static const msg_kind K_REQUEST, K_RESOURCE_SPANS, K_RESOURCE, K_ENTITY_REF, K_SCOPE_SPANS,

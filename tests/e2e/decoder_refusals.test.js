@@ -128,9 +128,7 @@ function reference(cases) {
   return JSON.parse(out);
 }
 
-const post = (ct, len, extra = []) => [
-  'POST /v1/traces HTTP/1.1', 'Host: 127.0.0.1', `Content-Type: ${ct}`, `Content-Length: ${len}`, ...extra,
-].join('\r\n');
+const post = raw.postHead;
 
 function answerMessage(res) {
   const type = res.response.headers['content-type'];
