@@ -567,6 +567,17 @@ static enum MHD_Result other_signal(sf_receiver_http *srv, struct MHD_Connection
                              "that lists this receiver is not run, so logs are refused");
 }
 
+/* Refuse a request from its headers alone (its body is not read, so no
+ * spans are counted), answering in encoding `ctype`. */
+static enum MHD_Result refuse_headers(sf_receiver_http *srv, struct MHD_Connection *conn,
+                                      int ctype, unsigned http, const char *msg, unsigned flags)
+{
+    http_req tmp = { .ct = ctype };
+
+    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MALFORMED);
+    return send_rpc_status_ex(conn, &tmp, http, SF_RPC_INVALID_ARGUMENT, msg, flags);
+}
+
 /* Headers are in: decide whether to take the body at all. */
 static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
                              const char *url, const char *method, void **req_cls)
@@ -588,61 +599,48 @@ static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
         /* RFC 9112 §6.3: a server may refuse it, and must close the
          * connection after answering: a proxy in front that framed the body
          * by Content-Length would see another request here. */
-        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MALFORMED);
-        return send_rpc_status_ex(conn, NULL, 400, SF_RPC_INVALID_ARGUMENT,
-                                  "both Content-Length and Transfer-Encoding given: send one",
-                                  SEND_CLOSE);
+        return refuse_headers(srv, conn, CT_PROTO, 400,
+                              "both Content-Length and Transfer-Encoding given: send one",
+                              SEND_CLOSE);
     }
-    if (fr.lengths_differ) {
-        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MALFORMED);
-        return send_rpc_status_ex(conn, NULL, 400, SF_RPC_INVALID_ARGUMENT,
-                                  "Content-Length given twice with different values",
-                                  SEND_CLOSE);
-    }
+    if (fr.lengths_differ)
+        return refuse_headers(srv, conn, CT_PROTO, 400,
+                              "Content-Length given twice with different values", SEND_CLOSE);
     ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     /* Two Content-Type lines are one value "a, b" (RFC 9110 §5.3), which
      * is no media type. */
-    if (ct == NULL || fr.content_type > 1 || !media_type_parse(ct, &type, &type_len)) {
-        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MALFORMED);
-        return send_rpc_status(conn, NULL, 415, SF_RPC_INVALID_ARGUMENT, ct == NULL
-                               ? "unsupported content type: use application/x-protobuf or "
-                                 "application/json"
-                               : fr.content_type > 1
-                               ? "unsupported content type: Content-Type given twice"
-                               : "unsupported content type: not one media type (type/subtype, "
-                                 "then ;name=value parameters)");
-    }
+    if (ct == NULL || fr.content_type > 1 || !media_type_parse(ct, &type, &type_len))
+        return refuse_headers(srv, conn, CT_PROTO, 415, ct == NULL
+                              ? "unsupported content type: use application/x-protobuf or "
+                                "application/json"
+                              : fr.content_type > 1
+                              ? "unsupported content type: Content-Type given twice"
+                              : "unsupported content type: not one media type (type/subtype, "
+                                "then ;name=value parameters)", 0);
     if (media_type_is(type, type_len, "application/x-protobuf"))
         ctype = CT_PROTO;
     else if (media_type_is(type, type_len, "application/json"))
         ctype = CT_JSON;
-    else {
-        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MALFORMED);
-        return send_rpc_status(conn, NULL, 415, SF_RPC_INVALID_ARGUMENT,
-                           "unsupported content type: use application/x-protobuf or application/json");
-    }
+    else
+        return refuse_headers(srv, conn, CT_PROTO, 415, "unsupported content type: use "
+                              "application/x-protobuf or application/json", 0);
     if (fr.content_encoding > 1) {
         /* Two lines are the list "a, b" (RFC 9110 §5.3): stacked codings,
          * refused as in one line; reading only the first (as libmicrohttpd's
          * lookup and Go's Header.Get do) would decode what a proxy in front
          * read as another coding. */
-        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MALFORMED);
-        http_req tmp = { .ct = ctype };
-        return send_rpc_status(conn, &tmp, 415, SF_RPC_INVALID_ARGUMENT,
-                               "unsupported content encoding: Content-Encoding given twice "
-                               "(stacked codings are not supported)");
+        return refuse_headers(srv, conn, ctype, 415, "unsupported content encoding: "
+                              "Content-Encoding given twice (stacked codings are not supported)",
+                              0);
     }
     ce = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
     if (ce != NULL && (strcasecmp(ce, "gzip") == 0 || strcasecmp(ce, "deflate") == 0))
         cenc = CE_ZLIB;
     else if (ce != NULL && strcasecmp(ce, "zstd") == 0)
         cenc = CE_ZSTD;
-    else if (ce != NULL && strcasecmp(ce, "identity") != 0 && ce[0] != '\0') {
-        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MALFORMED);
-        http_req tmp = { .ct = ctype };
-        return send_rpc_status(conn, &tmp, 415, SF_RPC_INVALID_ARGUMENT,
-                               "unsupported content encoding: use gzip, deflate, zstd or none");
-    }
+    else if (ce != NULL && strcasecmp(ce, "identity") != 0 && ce[0] != '\0')
+        return refuse_headers(srv, conn, ctype, 415,
+                              "unsupported content encoding: use gzip, deflate, zstd or none", 0);
     cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl != NULL && strtoull(cl, NULL, 10) > DISCARD_FACTOR * srv->max_body) {
         /* Far too large to read just to say so: answer now and close. */
