@@ -1,7 +1,9 @@
 /* sf_otlp_json.c: OTLP/JSON <-> protobuf-c structs for the trace export
  * request (and the response's JSON form), on json-c.
  *
- * DESIGN: decoding parses with a depth-limited json-c tokener, then walks
+ * DESIGN: decoding parses with a depth-limited json-c tokener, reads the
+ * accepted text once more for what the tree hides (members named twice,
+ * lone surrogates: check_text), then walks
  * json-c's tree and builds the request in the caller's arena; one table of
  * field names per message drives the walk (unknown keys skipped, a field
  * given under both its camelCase and snake_case name refused). Encoding
@@ -487,8 +489,13 @@ static sf_status dec_msg(dec *d, json_object *obj, const msg_kind *k, void *slot
     return st;
 }
 
-/* A repeated message field: count into *n, array stored through `slot`. */
-static sf_status dec_list(dec *d, json_object *arr, const msg_kind *k, size_t *n, void *slot)
+/* Decodes one element of a repeated field into *out (a T *), as `how` says. */
+typedef sf_status (*elem_fn)(dec *d, json_object *v, const void *how, void *out);
+
+/* A repeated field of pointers (messages, strings): count into *n, array
+ * stored through `slot` (a T ** field). */
+static sf_status dec_array(dec *d, json_object *arr, elem_fn elem, const void *how, size_t *n,
+                           void *slot)
 {
     size_t len;
     void **elems;
@@ -504,7 +511,7 @@ static sf_status dec_list(dec *d, json_object *arr, const msg_kind *k, size_t *n
         return oom(d);
     for (size_t i = 0; i < len; i++) {
         size_t mark = path_push(d, "[%zu]", i);
-        sf_status st = dec_msg(d, json_object_array_get_idx(arr, i), k, &elems[i]);
+        sf_status st = elem(d, json_object_array_get_idx(arr, i), how, &elems[i]);
         path_pop(d, mark);
         if (st != SF_OK)
             return st;
@@ -514,8 +521,36 @@ static sf_status dec_list(dec *d, json_object *arr, const msg_kind *k, size_t *n
     return SF_OK;
 }
 
-static const msg_kind K_REQUEST, K_RESOURCE_SPANS, K_RESOURCE, K_SCOPE_SPANS, K_SCOPE,
-    K_SPAN, K_EVENT, K_LINK, K_STATUS, K_KV, K_ANY, K_ARRAY, K_KVLIST;
+static sf_status elem_msg(dec *d, json_object *v, const void *how, void *out)
+{
+    return dec_msg(d, v, how, out);
+}
+
+/* null elements refused, as json_format does */
+static sf_status elem_string(dec *d, json_object *v, const void *how, void *out)
+{
+    char *s = NULL;
+    sf_status st = get_string(d, v, &s);
+
+    (void)how;
+    memcpy(out, &s, sizeof(s));
+    return st;
+}
+
+/* A repeated message field. */
+static sf_status dec_list(dec *d, json_object *arr, const msg_kind *k, size_t *n, void *slot)
+{
+    return dec_array(d, arr, elem_msg, k, n, slot);
+}
+
+/* A repeated string field. */
+static sf_status get_strings(dec *d, json_object *arr, size_t *n, char ***out)
+{
+    return dec_array(d, arr, elem_string, NULL, n, out);
+}
+
+static const msg_kind K_REQUEST, K_RESOURCE_SPANS, K_RESOURCE, K_ENTITY_REF, K_SCOPE_SPANS,
+    K_SCOPE, K_SPAN, K_EVENT, K_LINK, K_STATUS, K_KV, K_ANY, K_ARRAY, K_KVLIST;
 
 /* ExportTraceServiceRequest */
 enum { REQ_RESOURCE_SPANS };
@@ -550,18 +585,43 @@ static sf_status resource_spans_set(dec *d, void *msg, int f, json_object *v)
 }
 
 /* Resource */
-enum { RES_ATTRIBUTES, RES_DROPPED };
+enum { RES_ATTRIBUTES, RES_DROPPED, RES_ENTITY_REFS };
 static const field resource_fields[] = {
     [RES_ATTRIBUTES] = { "attributes", NULL },
     [RES_DROPPED] = { "droppedAttributesCount", "dropped_attributes_count" },
+    [RES_ENTITY_REFS] = { "entityRefs", "entity_refs" },
 };
 static sf_status resource_set(dec *d, void *msg, int f, json_object *v)
 {
     sf_otlp_resource *r = msg;
 
-    if (f == RES_ATTRIBUTES)
-        return dec_list(d, v, &K_KV, &r->n_attributes, &r->attributes);
-    return get_uint32(d, v, &r->dropped_attributes_count);
+    switch (f) {
+    case RES_ATTRIBUTES:    return dec_list(d, v, &K_KV, &r->n_attributes, &r->attributes);
+    case RES_DROPPED:       return get_uint32(d, v, &r->dropped_attributes_count);
+    default:                return dec_list(d, v, &K_ENTITY_REF, &r->n_entity_refs,
+                                            &r->entity_refs);
+    }
+}
+
+/* EntityRef (Resource.entity_refs): decoded, not skipped as unknown, so an
+ * OTLP/JSON request means what the same request in protobuf means. */
+enum { ER_SCHEMA_URL, ER_TYPE, ER_ID_KEYS, ER_DESCRIPTION_KEYS };
+static const field entity_ref_fields[] = {
+    [ER_SCHEMA_URL] = { "schemaUrl", "schema_url" },
+    [ER_TYPE] = { "type", NULL },
+    [ER_ID_KEYS] = { "idKeys", "id_keys" },
+    [ER_DESCRIPTION_KEYS] = { "descriptionKeys", "description_keys" },
+};
+static sf_status entity_ref_set(dec *d, void *msg, int f, json_object *v)
+{
+    Opentelemetry__Proto__Common__V1__EntityRef *r = msg;
+
+    switch (f) {
+    case ER_SCHEMA_URL: return get_string(d, v, &r->schema_url);
+    case ER_TYPE:       return get_string(d, v, &r->type);
+    case ER_ID_KEYS:    return get_strings(d, v, &r->n_id_keys, &r->id_keys);
+    default:            return get_strings(d, v, &r->n_description_keys, &r->description_keys);
+    }
 }
 
 /* ScopeSpans */
@@ -808,6 +868,8 @@ static const msg_kind K_RESOURCE_SPANS = KIND(opentelemetry__proto__trace__v1__r
                                               resource_spans_fields, resource_spans_set);
 static const msg_kind K_RESOURCE = KIND(opentelemetry__proto__resource__v1__resource__descriptor,
                                         resource_fields, resource_set);
+static const msg_kind K_ENTITY_REF = KIND(opentelemetry__proto__common__v1__entity_ref__descriptor,
+                                          entity_ref_fields, entity_ref_set);
 static const msg_kind K_SCOPE_SPANS = KIND(opentelemetry__proto__trace__v1__scope_spans__descriptor,
                                            scope_spans_fields, scope_spans_set);
 static const msg_kind K_SCOPE = KIND(opentelemetry__proto__common__v1__instrumentation_scope__descriptor,
@@ -835,6 +897,174 @@ static bool is_blank(char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
+/* ---- what json-c's tree hides ----
+ *
+ * json-c 0.16 (Debian 12) keeps the last of two members with one name and
+ * turns a lone UTF-16 surrogate escape into U+FFFD, a \u0000 in a member
+ * name ends the name there, and a member name may be single-quoted even in
+ * strict mode: none of it shows in the tree. Go's protojson and Python's
+ * json_format refuse these (json_format: "duplicate key", "Unpaired
+ * surrogate"), and reading them differently from the backend's decoder is
+ * how a request means one thing here and another there. So the text json-c
+ * accepted is read once more. That is sound only after json-c accepted it:
+ * then a quote outside a string opens one, a backslash is inside a string
+ * and starts a well-formed escape, and a colon outside a string ends a
+ * member name, once per member. */
+
+static unsigned hex4(const char *s)
+{
+    unsigned v = 0;
+
+    for (int i = 0; i < 4; i++)
+        v = v << 4 | (unsigned)hex_val(s[i]);
+    return v;
+}
+
+static bool is_high_surrogate(unsigned u)
+{
+    return u >= 0xd800 && u <= 0xdbff;
+}
+
+static bool is_low_surrogate(unsigned u)
+{
+    return u >= 0xdc00 && u <= 0xdfff;
+}
+
+/* Refuses lone surrogates, \u0000 in a member name and single-quoted names
+ * in s[0..n) (json-c-accepted text); counts the members of all objects. */
+static sf_status check_text(dec *d, const char *s, size_t n, size_t *members)
+{
+    bool in_string = false, nul = false;
+    size_t count = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        unsigned u;
+
+        if (!in_string) {
+            if (s[i] == '"') {
+                in_string = true;
+                nul = false;
+            } else if (s[i] == '\'') {
+                return fail(d, "member name not in double quotes at offset %zu", i);
+            } else if (s[i] == ':') {
+                if (nul)
+                    return fail(d, "member name with a \\u0000 escape before offset %zu", i);
+                count++;
+            }
+            continue;
+        }
+        if (s[i] == '"') {
+            in_string = false;
+            continue;
+        }
+        if (s[i] != '\\')
+            continue;
+        if (s[i + 1] != 'u') {
+            i++;
+            continue;
+        }
+        u = hex4(s + i + 2);
+        if (u == 0)
+            nul = true;
+        if (is_high_surrogate(u) && i + 11 < n && s[i + 6] == '\\' && s[i + 7] == 'u'
+            && is_low_surrogate(hex4(s + i + 8))) {
+            i += 11;
+            continue;
+        }
+        if (is_high_surrogate(u) || is_low_surrogate(u))
+            return fail(d, "lone utf-16 surrogate \\u%04x at offset %zu", u, i);
+        i += 5;
+    }
+    *members = count;
+    return SF_OK;
+}
+
+/* Members in json-c's tree, all levels (bounded by the tokener's depth). */
+static size_t tree_members(json_object *o)
+{
+    size_t n = 0;
+
+    if (json_object_is_type(o, json_type_object)) {
+        json_object_object_foreach(o, key, val) {
+            (void)key;
+            n += 1 + tree_members(val);
+        }
+    } else if (json_object_is_type(o, json_type_array)) {
+        for (size_t i = 0; i < json_object_array_length(o); i++)
+            n += tree_members(json_object_array_get_idx(o, i));
+    }
+    return n;
+}
+
+/* A name worth repeating to the client: short and plain. */
+static bool name_is_plain(const char *name)
+{
+    size_t n = strlen(name);
+
+    return n > 0 && n <= 64 && strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                            "0123456789_.-") == n;
+}
+
+/* The tree has fewer members than the text: some object names a member
+ * twice. Finds the first such name, in document order, for the message:
+ * each open object keeps its names (decoded by json-c, so "a" and "\u0061"
+ * are one name) in a json-c object used as a set. Runs only on refusal. */
+static sf_status find_duplicate(dec *d, const char *s, size_t n, int max_nesting)
+{
+    json_object **open = sf_calloc((size_t)max_nesting + 1, sizeof(*open));
+    struct json_tokener *tok = json_tokener_new();
+    int depth = 0;
+    size_t key_start = 0, key_end = 0;
+    bool in_string = false;
+    sf_status st = SF_OK;
+
+    if (open == NULL || tok == NULL) {
+        st = fail(d, "an object names a member twice");
+        goto out_free_sets;
+    }
+    for (size_t i = 0; i < n && st == SF_OK; i++) {
+        if (in_string) {
+            if (s[i] == '\\') {
+                i++;
+            } else if (s[i] == '"') {
+                in_string = false;
+                key_end = i + 1;
+            }
+        } else if (s[i] == '"') {
+            in_string = true;
+            key_start = i;
+        } else if (s[i] == '{' && depth <= max_nesting) {
+            open[depth++] = json_object_new_object();
+        } else if (s[i] == '}' && depth > 0) {
+            json_object_put(open[--depth]);
+        } else if (s[i] == ':' && depth > 0 && open[depth - 1] != NULL) {
+            json_object *name;
+
+            json_tokener_reset(tok);
+            name = json_tokener_parse_ex(tok, s + key_start, (int)(key_end - key_start));
+            if (name != NULL && json_object_is_type(name, json_type_string)) {
+                const char *k = json_object_get_string(name);
+
+                if (json_object_object_get_ex(open[depth - 1], k, NULL))
+                    st = name_is_plain(k)
+                             ? fail(d, "member '%s' given twice (offset %zu)", k, key_start)
+                             : fail(d, "a member name given twice (offset %zu)", key_start);
+                else
+                    json_object_object_add(open[depth - 1], k, NULL);
+            }
+            json_object_put(name);
+        }
+    }
+    if (st == SF_OK)        /* not seen again: still refused */
+        st = fail(d, "an object names a member twice");
+    while (depth > 0)
+        json_object_put(open[--depth]);
+out_free_sets:
+    json_tokener_free(tok);
+    sf_free(open);
+    return st;
+}
+
 sf_status sf_otlp_json_decode(sf_arena *arena, const char *json, size_t len, unsigned max_depth,
                               sf_otlp_request **out, char *err, size_t err_size)
 {
@@ -845,7 +1075,8 @@ sf_status sf_otlp_json_decode(sf_arena *arena, const char *json, size_t len, uns
     enum json_tokener_error jerr;
     sf_otlp_request *req = NULL;
     sf_status st;
-    size_t end;
+    size_t end, members = 0;
+    int max_nesting = (int)(SF_JSON_BASE_DEPTH + SF_JSON_LEVELS_PER_ANY * any_depth);
 
     *out = NULL;
     if (err != NULL && err_size > 0)
@@ -856,7 +1087,7 @@ sf_status sf_otlp_json_decode(sf_arena *arena, const char *json, size_t len, uns
     }
     if (len == 0)
         return fail(&d, "empty json");
-    tok = json_tokener_new_ex((int)(SF_JSON_BASE_DEPTH + SF_JSON_LEVELS_PER_ANY * any_depth));
+    tok = json_tokener_new_ex(max_nesting);
     if (tok == NULL)
         return oom(&d);
     /* Trailing characters are checked below, to allow trailing blanks. */
@@ -885,6 +1116,13 @@ sf_status sf_otlp_json_decode(sf_arena *arena, const char *json, size_t len, uns
     }
     if (!json_object_is_type(root, json_type_object)) {
         st = fail(&d, "not a json object");
+        goto out_free_tree;
+    }
+    st = check_text(&d, json, end, &members);
+    if (st != SF_OK)
+        goto out_free_tree;
+    if (members != tree_members(root)) {
+        st = find_duplicate(&d, json, end, max_nesting);
         goto out_free_tree;
     }
     st = dec_msg(&d, root, &K_REQUEST, &req);

@@ -8,10 +8,13 @@
  * integers as decimal strings (numbers accepted on input), unknown fields
  * ignored, default-valued fields omitted on output.
  *
- * Known leniency inherited from json-c (0.16, even in strict mode): a JSON
- * *number* outside the 64-bit range saturates (strings are range-checked
- * exactly), of two identical keys in one object the last wins, and
- * single-quoted strings are taken.
+ * Refused where Go's protojson or Python's json_format refuse, though
+ * json-c (0.16) would take them: a member named twice in one object (at any
+ * level, known field or not), a lone UTF-16 surrogate escape in any string,
+ * a single-quoted member name, a \u0000 in a member name. Resource's
+ * entityRefs is decoded as the schema has it. Known leniency left from
+ * json-c: a JSON *number* outside the 64-bit range saturates (strings are
+ * range-checked exactly).
  *
  * Ownership: a decoded tree lives in the caller's arena (on error *out is
  * NULL and the arena may hold a partial tree until its next reset); encoded

@@ -31,6 +31,12 @@
  *   the decoder reserve more.
  * - Decoding uses an arena from a small pool (one per thread in steady
  *   state), reset after every request.
+ * - Header lines two readers could read two ways are refused before the
+ *   body, counted as malformed: Content-Length with Transfer-Encoding, or
+ *   two different Content-Lengths (400, connection closed: RFC 9112 §6.3);
+ *   two Content-Encoding lines (stacked codings: 415); a Content-Type that
+ *   is not exactly one media type, as Go's mime.ParseMediaType (the
+ *   upstream receiver's parser) has it, or given twice (415).
  * - Status codes follow the OTLP/HTTP specification: 200 with an
  *   ExportTraceServiceResponse in the request's encoding; 400 with a
  *   google.rpc.Status for malformed input; 413 too large; 415 unknown
@@ -60,6 +66,7 @@
 #include "sf_net.h"
 #include "sf_otlp_count.h"
 #include "sf_dynbuf.h"
+#include "sf_log.h"
 #include "sf_otlp_json.h"
 #include "sf_time.h"
 #include "sf_zlib.h"
@@ -179,8 +186,12 @@ static void arena_give(sf_receiver_http *srv, sf_arena *a)
 
 /* ---- responses ------------------------------------------------------------- */
 
+/* send_bytes() flags */
+#define SEND_RETRY_AFTER 1u
+#define SEND_CLOSE 2u           /* Connection: close: the request's framing is in doubt */
+
 static enum MHD_Result send_bytes(struct MHD_Connection *conn, unsigned code, const char *type,
-                                  const void *body, size_t len, bool retry_after)
+                                  const void *body, size_t len, unsigned flags)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body,
                                                              MHD_RESPMEM_MUST_COPY);
@@ -190,26 +201,34 @@ static enum MHD_Result send_bytes(struct MHD_Connection *conn, unsigned code, co
         return MHD_NO;
     if (type != NULL)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    if (retry_after)
+    if (flags & SEND_RETRY_AFTER)
         MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, RETRY_AFTER);
+    if (flags & SEND_CLOSE)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     ret = MHD_queue_response(conn, code, r);
     MHD_destroy_response(r);
     return ret;
 }
 
 /* An error as google.rpc.Status, in the request's encoding. */
-static enum MHD_Result send_rpc_status(struct MHD_Connection *conn, http_req *rq, unsigned http,
-                                       int rpc_code, const char *msg)
+static enum MHD_Result send_rpc_status_ex(struct MHD_Connection *conn, http_req *rq,
+                                          unsigned http, int rpc_code, const char *msg,
+                                          unsigned flags)
 {
-    bool retry = http == 429 || http == 503;
-
+    if (http == 429 || http == 503)
+        flags |= SEND_RETRY_AFTER;
     if (rq != NULL)
         rq->responded = true;
     if (rq != NULL && rq->ct == CT_JSON) {
-        char buf[512];
-        int n = snprintf(buf, sizeof(buf), "{\"code\":%d,\"message\":\"%s\"}", rpc_code, msg);
+        /* Messages may quote the request ("\\ud800", a member name): escaped,
+         * so the answer is JSON whatever they hold. */
+        char buf[512], text[384];
+        int n;
+
+        sf_json_escape(msg, text, sizeof(text));
+        n = snprintf(buf, sizeof(buf), "{\"code\":%d,\"message\":\"%s\"}", rpc_code, text);
         return send_bytes(conn, http, "application/json", buf,
-                          (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1, retry);
+                          (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1, flags);
     } else {
         Google__Rpc__Status st = GOOGLE__RPC__STATUS__INIT;
         uint8_t buf[512];
@@ -220,8 +239,14 @@ static enum MHD_Result send_rpc_status(struct MHD_Connection *conn, http_req *rq
         if (google__rpc__status__get_packed_size(&st) > sizeof(buf))
             st.message = (char *)"error";
         n = google__rpc__status__pack(&st, buf);
-        return send_bytes(conn, http, "application/x-protobuf", buf, n, retry);
+        return send_bytes(conn, http, "application/x-protobuf", buf, n, flags);
     }
+}
+
+static enum MHD_Result send_rpc_status(struct MHD_Connection *conn, http_req *rq, unsigned http,
+                                       int rpc_code, const char *msg)
+{
+    return send_rpc_status_ex(conn, rq, http, rpc_code, msg, 0);
 }
 
 /* The table's answer for `st` (otlp_answer.h), with its message unless
@@ -236,11 +261,133 @@ static enum MHD_Result send_answer(struct MHD_Connection *conn, http_req *rq, sf
 
 /* ---- request handling ------------------------------------------------------ */
 
-static bool media_type_is(const char *value, const char *type)
+/* ---- request headers ---- */
+
+/* A token character as Go's mime package has it (RFC 2045: printable
+ * US-ASCII but tspecials), which is what the upstream collector's OTLP
+ * receiver parses Content-Type with. */
+static bool is_token_char(char c)
 {
-    size_t n = strlen(type);
-    return strncasecmp(value, type, n) == 0 && (value[n] == '\0' || value[n] == ';' ||
-                                                value[n] == ' ');
+    return c > 0x20 && c < 0x7f && strchr("()<>@,;:\\\"/[]?=", c) == NULL;
+}
+
+static size_t skip_blanks(const char *s, size_t i)
+{
+    while (s[i] == ' ' || s[i] == '\t')
+        i++;
+    return i;
+}
+
+static size_t skip_token(const char *s, size_t i)
+{
+    while (is_token_char(s[i]))
+        i++;
+    return i;
+}
+
+#define MEDIA_PARAMS_MAX 16
+
+/* Whether a Content-Type value parses as one media type (RFC 9110 §8.3.1:
+ * type "/" subtype, then ";" name "=" token-or-quoted-string parameters),
+ * accepting what Go's mime.ParseMediaType accepts: blanks around ";" and
+ * "=", one trailing ";", a parameter twice only with the same value. On
+ * true, *type and *type_len are the "type/subtype" part. The upstream
+ * receiver answers 415 to a value that does not parse, whatever it starts
+ * with; so does this one. More than MEDIA_PARAMS_MAX parameters are
+ * refused (Go has no such bound; no OTLP client sends more than one). */
+static bool media_type_parse(const char *v, const char **type, size_t *type_len)
+{
+    struct { size_t name, name_len, value, value_len; } p[MEDIA_PARAMS_MAX];
+    size_t n = 0, i = skip_blanks(v, 0), start = i;
+
+    i = skip_token(v, i);
+    if (i == start || v[i] != '/')
+        return false;
+    if (skip_token(v, i + 1) == i + 1)
+        return false;
+    i = skip_token(v, i + 1);
+    *type = v + start;
+    *type_len = i - start;
+    for (;;) {
+        size_t name, value;
+
+        i = skip_blanks(v, i);
+        if (v[i] == '\0')
+            return true;
+        if (v[i] != ';')
+            return false;
+        i = skip_blanks(v, i + 1);
+        if (v[i] == '\0')
+            return true;            /* a trailing ";" */
+        name = i;
+        i = skip_token(v, i);
+        if (i == name || n == MEDIA_PARAMS_MAX)
+            return false;
+        p[n].name = name;
+        p[n].name_len = i - name;
+        i = skip_blanks(v, i);
+        if (v[i] != '=')
+            return false;
+        i = skip_blanks(v, i + 1);
+        if (v[i] == '"') {
+            value = ++i;
+            while (v[i] != '\0' && v[i] != '"')
+                i += v[i] == '\\' && v[i + 1] != '\0' ? 2 : 1;
+            if (v[i] != '"')
+                return false;
+            p[n].value = value;
+            p[n].value_len = i++ - value;
+        } else {
+            value = i;
+            i = skip_token(v, i);
+            if (i == value)
+                return false;
+            p[n].value = value;
+            p[n].value_len = i - value;
+        }
+        for (size_t k = 0; k < n; k++)
+            if (p[k].name_len == p[n].name_len
+                && strncasecmp(v + p[k].name, v + name, p[n].name_len) == 0
+                && (p[k].value_len != p[n].value_len
+                    || memcmp(v + p[k].value, v + p[n].value, p[n].value_len) != 0))
+                return false;
+        n++;
+    }
+}
+
+static bool media_type_is(const char *type, size_t len, const char *want)
+{
+    return strlen(want) == len && strncasecmp(type, want, len) == 0;
+}
+
+/* The header lines that frame the body and say what it is: how many of each
+ * (libmicrohttpd keeps every line; MHD_lookup_connection_value sees only
+ * the first), for refusing what two readers could read two ways. */
+typedef struct framing {
+    unsigned content_type, content_encoding, content_length, transfer_encoding;
+    const char *first_length;
+    bool lengths_differ;
+} framing;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    framing *fr = cls;
+
+    (void)kind;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_TYPE) == 0) {
+        fr->content_type++;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) == 0) {
+        fr->content_encoding++;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        fr->transfer_encoding++;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        if (fr->content_length++ == 0)
+            fr->first_length = value;
+        else if (value == NULL || fr->first_length == NULL || strcmp(value, fr->first_length) != 0)
+            fr->lengths_differ = true;
+    }
+    return MHD_YES;
 }
 
 /* The counting inflater's state (about 45 KB) is counted but not refused
@@ -420,11 +567,24 @@ static enum MHD_Result other_signal(sf_receiver_http *srv, struct MHD_Connection
                              "that lists this receiver is not run, so logs are refused");
 }
 
+/* Refuse a request from its headers alone (its body is not read, so no
+ * spans are counted), answering in encoding `ctype`. */
+static enum MHD_Result refuse_headers(sf_receiver_http *srv, struct MHD_Connection *conn,
+                                      int ctype, unsigned http, const char *msg, unsigned flags)
+{
+    http_req tmp = { .ct = ctype };
+
+    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MALFORMED);
+    return send_rpc_status_ex(conn, &tmp, http, SF_RPC_INVALID_ARGUMENT, msg, flags);
+}
+
 /* Headers are in: decide whether to take the body at all. */
 static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
                              const char *url, const char *method, void **req_cls)
 {
-    const char *ct, *ce, *cl;
+    const char *ct, *ce, *cl, *type;
+    size_t type_len;
+    framing fr = { 0 };
     http_req *rq;
     int ctype, cenc = CE_IDENTITY;
 
@@ -434,27 +594,53 @@ static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
         return send_rpc_status(conn, NULL, 404, SF_RPC_NOT_FOUND, "not found: spanfence accepts traces only");
     if (strcmp(method, "POST") != 0)
         return send_rpc_status(conn, NULL, 405, SF_RPC_INVALID_ARGUMENT, "method not allowed: use POST");
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_framing, &fr);
+    if (fr.transfer_encoding > 0 && fr.content_length > 0) {
+        /* RFC 9112 §6.3: a server may refuse it, and must close the
+         * connection after answering: a proxy in front that framed the body
+         * by Content-Length would see another request here. */
+        return refuse_headers(srv, conn, CT_PROTO, 400,
+                              "both Content-Length and Transfer-Encoding given: send one",
+                              SEND_CLOSE);
+    }
+    if (fr.lengths_differ)
+        return refuse_headers(srv, conn, CT_PROTO, 400,
+                              "Content-Length given twice with different values", SEND_CLOSE);
     ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-    if (ct != NULL && media_type_is(ct, "application/x-protobuf"))
+    /* Two Content-Type lines are one value "a, b" (RFC 9110 §5.3), which
+     * is no media type. */
+    if (ct == NULL || fr.content_type > 1 || !media_type_parse(ct, &type, &type_len))
+        return refuse_headers(srv, conn, CT_PROTO, 415, ct == NULL
+                              ? "unsupported content type: use application/x-protobuf or "
+                                "application/json"
+                              : fr.content_type > 1
+                              ? "unsupported content type: Content-Type given twice"
+                              : "unsupported content type: not one media type (type/subtype, "
+                                "then ;name=value parameters)", 0);
+    if (media_type_is(type, type_len, "application/x-protobuf"))
         ctype = CT_PROTO;
-    else if (ct != NULL && media_type_is(ct, "application/json"))
+    else if (media_type_is(type, type_len, "application/json"))
         ctype = CT_JSON;
-    else {
-        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MALFORMED);
-        return send_rpc_status(conn, NULL, 415, SF_RPC_INVALID_ARGUMENT,
-                           "unsupported content type: use application/x-protobuf or application/json");
+    else
+        return refuse_headers(srv, conn, CT_PROTO, 415, "unsupported content type: use "
+                              "application/x-protobuf or application/json", 0);
+    if (fr.content_encoding > 1) {
+        /* Two lines are the list "a, b" (RFC 9110 §5.3): stacked codings,
+         * refused as in one line; reading only the first (as libmicrohttpd's
+         * lookup and Go's Header.Get do) would decode what a proxy in front
+         * read as another coding. */
+        return refuse_headers(srv, conn, ctype, 415, "unsupported content encoding: "
+                              "Content-Encoding given twice (stacked codings are not supported)",
+                              0);
     }
     ce = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
     if (ce != NULL && (strcasecmp(ce, "gzip") == 0 || strcasecmp(ce, "deflate") == 0))
         cenc = CE_ZLIB;
     else if (ce != NULL && strcasecmp(ce, "zstd") == 0)
         cenc = CE_ZSTD;
-    else if (ce != NULL && strcasecmp(ce, "identity") != 0 && ce[0] != '\0') {
-        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MALFORMED);
-        http_req tmp = { .ct = ctype };
-        return send_rpc_status(conn, &tmp, 415, SF_RPC_INVALID_ARGUMENT,
-                               "unsupported content encoding: use gzip, deflate, zstd or none");
-    }
+    else if (ce != NULL && strcasecmp(ce, "identity") != 0 && ce[0] != '\0')
+        return refuse_headers(srv, conn, ctype, 415,
+                              "unsupported content encoding: use gzip, deflate, zstd or none", 0);
     cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl != NULL && strtoull(cl, NULL, 10) > DISCARD_FACTOR * srv->max_body) {
         /* Far too large to read just to say so: answer now and close. */
@@ -548,12 +734,13 @@ static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *d
 }
 
 /* The spans of a body refused after decoding began: what the decoder saw,
- * or, when it ran out of memory before seeing any (OTLP/JSON is decoded
- * whole first), a streaming count of the body. */
+ * or, when it saw none (OTLP/JSON is decoded whole first, and refused whole
+ * for a member named twice or a lone surrogate), a streaming count of the
+ * body. */
 static size_t refused_spans(sf_receiver_http *srv, http_req *rq, const sf_request *batch,
                             sf_status st)
 {
-    if (batch->spans > 0 || st == SF_INVALID)
+    if (batch->spans > 0 || (st == SF_INVALID && rq->ct != CT_JSON))
         return batch->spans;
     count_start(rq);
     count_feed(srv, rq, BODY(rq), sf_dynbuf_len(&rq->body));
@@ -663,8 +850,8 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
                      batch.stats.error != NULL ? batch.stats.error : "malformed");
         sf_request_release(&batch);
         if (st == SF_OK)
-            ret = rq->ct == CT_JSON ? send_bytes(conn, 200, "application/json", "{}", 2, false)
-                                    : send_bytes(conn, 200, "application/x-protobuf", "", 0, false);
+            ret = rq->ct == CT_JSON ? send_bytes(conn, 200, "application/json", "{}", 2, 0)
+                                    : send_bytes(conn, 200, "application/x-protobuf", "", 0, 0);
         else
             ret = send_answer(conn, rq, st, st == SF_INVALID ? err : NULL);
     } else {

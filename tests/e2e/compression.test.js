@@ -144,9 +144,7 @@ function grpcCall(port, { encoding, flag, message }) {
   });
 }
 
-const post = (ct, len, extra = []) => [
-  'POST /v1/traces HTTP/1.1', 'Host: 127.0.0.1', `Content-Type: ${ct}`, `Content-Length: ${len}`, ...extra,
-].join('\r\n');
+const post = raw.postHead;
 
 function assertStatus(res, what, http, code, messagePart) {
   assert.ok(res.response, `${what}: no response (closed=${res.closed}, error=${res.error})`);

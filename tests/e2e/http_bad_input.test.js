@@ -56,10 +56,7 @@ service:
 `;
 }
 
-const post = (ct, len, extra = []) => [
-  'POST /v1/traces HTTP/1.1', 'Host: 127.0.0.1', ...(ct ? [`Content-Type: ${ct}`] : []),
-  `Content-Length: ${len}`, ...extra,
-].join('\r\n');
+const post = raw.postHead;
 
 function assertProtoStatus(res, what, http, code) {
   assert.ok(res.response, `${what}: no response (closed=${res.closed}, error=${res.error})`);

@@ -1,12 +1,14 @@
 /* tests/fuzz/fuzz_otlp_json.c: libFuzzer target for the OTLP/JSON decoder an
  * HTTP receiver runs on application/json bodies: decode into an arena, pack
  * to protobuf (as the receiver does on entry), and require that what it
- * accepted passes the wire check the protobuf path applies. */
+ * accepted passes the wire check the protobuf path applies, and that its
+ * JSON encoding (the file exporter's) decodes again under the same rules. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "sf_alloc.h"
 #include "sf_log.h"
 #include "sf_otlp_json.h"
 #include "sf_otlp_count.h"
@@ -48,6 +50,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         }
         free(buf);
+        /* What the decoder took, the encoder writes as text the decoder
+         * takes again, with the same spans: no member twice, no lone
+         * surrogate, nothing its own rules refuse. */
+        {
+            char *text = NULL;
+            size_t text_len = 0;
+            sf_otlp_request *again = NULL;
+
+            if (sf_otlp_json_encode(req, &text, &text_len) == SF_OK) {
+                st = sf_otlp_json_decode(arena, text, text_len, SF_OTLP_DEFAULT_MAX_DEPTH, &again,
+                                         err, sizeof(err));
+                if (st != SF_OK && st != SF_ENOMEM) {
+                    fprintf(stderr, "json: its own encoding refused: %s\n", err);
+                    abort();
+                }
+                if (st == SF_OK && sf_otlp_count_spans(again) != spans) {
+                    fprintf(stderr, "json: re-decoded %zu spans, first time %zu\n",
+                            sf_otlp_count_spans(again), spans);
+                    abort();
+                }
+                sf_free(text);
+            }
+        }
     } else if (st == SF_INVALID) {
         if (memchr(err, '\0', sizeof(err)) == NULL)
             abort();

@@ -710,6 +710,150 @@ static void test_refuses_wrong_types(void **state)
     refused(f, span_json("'traceId':'','trace_id':''"), SPAN_PATH ".traceId: field given twice");
 }
 
+/* Python's json_format.Parse refuses a member given twice at any level,
+ * known field or not ("Failed to load JSON: duplicate key name"); json-c
+ * keeps the last one silently. */
+static void test_refuses_duplicate_members(void **state)
+{
+    fixture *f = *state;
+    sf_otlp_request *req = NULL;
+    char err[256];
+    const char *ok;
+
+    refused(f, q("{'resourceSpans':[],'resourceSpans':[]}"),
+            "member 'resourceSpans' given twice (offset 20)");
+    refused(f, span_json("'name':'a','name':'b'"), "member 'name' given twice (offset 55)");
+    /* the same name spelled with an escape is the same name */
+    refused(f, span_json("'name':'a','n\\u0061me':'b'"), "member 'name' given twice (offset 55)");
+    /* unknown members too, at any depth */
+    refused(f, q("{'x':1,'x':2}"), "member 'x' given twice (offset 7)");
+    refused(f, span_json("'unknown':{'deep':[{'a':1,'a':1}]}"),
+            "member 'a' given twice (offset 70)");
+    refused(f, span_json("'attributes':[{'key':'k','value':{'stringValue':'v','stringValue':'w'}}]"),
+            "member 'stringValue' given twice (offset 96)");
+    /* a name not worth repeating is not repeated */
+    refused(f, q("{'a b':1,'a b':2}"), "a member name given twice (offset 9)");
+    /* camelCase and snake_case of one field are one field (as before) */
+    refused(f, span_json("'traceId':'','trace_id':''"), SPAN_PATH ".traceId: field given twice");
+    /* one name in sibling objects, or in an object and the one inside it, is fine */
+    ok = span_json("'attributes':[{'key':'a','value':{'kvlistValue':{'values':["
+                   "{'key':'a','value':{'stringValue':'a'}}]}}},{'key':'a'}],'x':{'x':{'x':1}}");
+    assert_int_equal(sf_otlp_json_decode(f->arena, ok, strlen(ok), 32, &req, err, sizeof(err)),
+                     SF_OK);
+    assert_int_equal(req->resource_spans[0]->scope_spans[0]->spans[0]->n_attributes, 2);
+}
+
+/* A \uXXXX escape of half a UTF-16 surrogate pair names no character:
+ * json-c writes U+FFFD for it, Go's protojson refuses it anywhere in the
+ * text ("invalid escape code"), Python's json_format in every string it
+ * reads ("Unpaired surrogate"). Refused anywhere, as protojson does. */
+static void test_refuses_lone_surrogates(void **state)
+{
+    fixture *f = *state;
+    sf_otlp_request *req = NULL;
+    char err[256];
+    const char *pair;
+
+    refused(f, span_json("'name':'\\ud800'"), "lone utf-16 surrogate \\ud800 at offset 52");
+    refused(f, span_json("'name':'\\ud800x'"), "lone utf-16 surrogate \\ud800 at offset 52");
+    refused(f, span_json("'name':'\\uDBFF\\u0041'"), "lone utf-16 surrogate \\udbff at offset 52");
+    refused(f, span_json("'name':'\\udc00'"), "lone utf-16 surrogate \\udc00 at offset 52");
+    refused(f, span_json("'name':'x\\ud800\\ud800'"), "lone utf-16 surrogate \\ud800 at offset 53");
+    refused(f, span_json("'name':'\\ude00\\ud83d'"), "lone utf-16 surrogate \\ude00 at offset 52");
+    refused(f, span_json("'name':'\\\\ud800\\udfff'"), "lone utf-16 surrogate \\udfff at offset 59");
+    refused(f, q("{'unknown':'\\ud800'}"), "lone utf-16 surrogate \\ud800 at offset 12");
+    refused(f, q("{'\\ud800':1}"), "lone utf-16 surrogate \\ud800 at offset 2");
+    refused(f, q("{'x':'\\ud800'}"), "lone utf-16 surrogate \\ud800 at offset 6");
+    /* a pair is one character; "\\ud800" is a backslash and text */
+    pair = span_json("'name':'\\ud83d\\ude00 \\uD83D\\uDE00'");
+    assert_int_equal(sf_otlp_json_decode(f->arena, pair, strlen(pair), 32, &req, err,
+                                         sizeof(err)), SF_OK);
+    assert_string_equal(req->resource_spans[0]->scope_spans[0]->spans[0]->name,
+                        "\xf0\x9f\x98\x80 \xf0\x9f\x98\x80");
+    pair = span_json("'name':'\\\\ud800'");
+    assert_int_equal(sf_otlp_json_decode(f->arena, pair, strlen(pair), 32, &req, err,
+                                         sizeof(err)), SF_OK);
+    assert_string_equal(req->resource_spans[0]->scope_spans[0]->spans[0]->name, "\\ud800");
+}
+
+/* Member names json-c reads otherwise than JSON does: single-quoted (json-c
+ * takes them even in strict mode), and cut at a \u0000 (so
+ * "resourceSpans\u0000x" would be read as resourceSpans). */
+static void test_refuses_names_json_c_misreads(void **state)
+{
+    fixture *f = *state;
+
+    refused(f, "{'resourceSpans':[]}", "member name not in double quotes at offset 1");
+    refused(f, "{\"resourceSpans\":[{'scopeSpans':[]}]}",
+            "member name not in double quotes at offset 19");
+    refused(f, q("{'resourceSpans\\u0000x':[{'x':1}]}"),
+            "member name with a \\u0000 escape before offset 23");
+    /* a quote inside a string is text */
+    refused(f, span_json("'name':'it\\'s','name':''"), "member 'name' given twice (offset 59)");
+}
+
+/* Resource.entity_refs (opentelemetry.proto.common.v1.EntityRef) is decoded
+ * as the schema has it, not skipped as unknown: the same request in JSON and
+ * protobuf means the same. */
+static void test_decodes_entity_refs(void **state)
+{
+    fixture *f = *state;
+    const char *in = q("{'resourceSpans':[{'resource':{'attributes':[],'entityRefs':["
+                       "{'schemaUrl':'https://s/1','type':'service','idKeys':['service.name',"
+                       "'service.namespace'],'descriptionKeys':['service.version']},"
+                       "{'schema_url':'','id_keys':[],'description_keys':['']},{}]}}]}");
+    const char *canonical = q("{'resourceSpans':[{'resource':{'entityRefs':["
+                              "{'schemaUrl':'https://s/1','type':'service','idKeys':["
+                              "'service.name','service.namespace'],'descriptionKeys':["
+                              "'service.version']},{'descriptionKeys':['']},{}]}}]}");
+    sf_otlp_request *req = NULL, *u;
+    const sf_otlp_resource *r;
+    char err[256];
+    uint8_t *wire;
+    size_t wire_len;
+
+    assert_int_equal(sf_otlp_json_decode(f->arena, in, strlen(in), 32, &req, err, sizeof(err)),
+                     SF_OK);
+    wire_len = protobuf_c_message_get_packed_size(&req->base);
+    wire = malloc(wire_len);
+    assert_non_null(wire);
+    assert_int_equal(protobuf_c_message_pack(&req->base, wire), wire_len);
+    u = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
+        NULL, wire_len, wire);
+    assert_non_null(u);
+    r = u->resource_spans[0]->resource;
+    assert_int_equal(r->n_entity_refs, 3);
+    assert_string_equal(r->entity_refs[0]->schema_url, "https://s/1");
+    assert_string_equal(r->entity_refs[0]->type, "service");
+    assert_int_equal(r->entity_refs[0]->n_id_keys, 2);
+    assert_string_equal(r->entity_refs[0]->id_keys[0], "service.name");
+    assert_string_equal(r->entity_refs[0]->id_keys[1], "service.namespace");
+    assert_int_equal(r->entity_refs[0]->n_description_keys, 1);
+    assert_string_equal(r->entity_refs[0]->description_keys[0], "service.version");
+    assert_int_equal(r->entity_refs[1]->n_id_keys, 0);
+    assert_int_equal(r->entity_refs[1]->n_description_keys, 1);
+    assert_string_equal(r->entity_refs[1]->description_keys[0], "");
+    assert_int_equal(r->entity_refs[2]->n_description_keys, 0);
+    opentelemetry__proto__collector__trace__v1__export_trace_service_request__free_unpacked(
+        u, NULL);
+    free(wire);
+    /* and back out as the encoder writes them */
+    assert_roundtrip(f, in, canonical);
+
+    refused(f, q("{'resourceSpans':[{'resource':{'entityRefs':{}}}]}"),
+            "resourceSpans[0].resource.entityRefs: expected an array");
+    refused(f, q("{'resourceSpans':[{'resource':{'entityRefs':[{'idKeys':'a'}]}}]}"),
+            "resourceSpans[0].resource.entityRefs[0].idKeys: expected an array");
+    refused(f, q("{'resourceSpans':[{'resource':{'entityRefs':[{'descriptionKeys':['a',null]}]}}]}"),
+            "resourceSpans[0].resource.entityRefs[0].descriptionKeys[1]: expected a string");
+    refused(f, q("{'resourceSpans':[{'resource':{'entityRefs':[{'type':7}]}}]}"),
+            "resourceSpans[0].resource.entityRefs[0].type: expected a string");
+    refused(f, q("{'resourceSpans':[{'resource':{'entityRefs':[{'idKeys':['a\\u0000']}]}}]}"),
+            "resourceSpans[0].resource.entityRefs[0].idKeys[0]: string contains a nul character");
+    refused(f, q("{'resourceSpans':[{'resource':{'entityRefs':[],'entity_refs':[]}}]}"),
+            "resourceSpans[0].resource.entityRefs: field given twice");
+}
+
 static const char *nested_arrays(unsigned levels)
 {
     static char inner[4096];
@@ -900,6 +1044,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refuses_bad_json, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refuses_bad_ids_and_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refuses_wrong_types, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refuses_duplicate_members, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refuses_lone_surrogates, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refuses_names_json_c_misreads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_decodes_entity_refs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_depth_limit_matches_wire_check, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refuses_too_deep, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tokener_depth_limit, setup, teardown),

@@ -15,6 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <zlib.h>
 
 #include "bench/sample_batch.h"
@@ -186,6 +191,163 @@ static void test_too_large_is_413_and_counted(void **state)
     sf_free(req);
 }
 
+/* A valid one-span OTLP/JSON request. */
+static const char ONE_SPAN_JSON[] =
+    "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{"
+    "\"traceId\":\"0102030405060708090a0b0c0d0e0f10\",\"spanId\":\"0102030405060708\","
+    "\"name\":\"s\",\"startTimeUnixNano\":\"1\",\"endTimeUnixNano\":\"2\"}]}]}]}";
+
+/* The upstream receiver parses Content-Type with Go's mime.ParseMediaType
+ * and answers 415 when it does not parse: so does this one. */
+static void test_content_type_must_parse_as_a_media_type(void **state)
+{
+    fixture *f = *state;
+    static const struct { const char *type; long want; } cases[] = {
+        { JSON, 200 }, { "Application/JSON", 200 }, { JSON ";charset=utf-8", 200 },
+        { JSON "; charset=\"utf-8\"", 200 }, { JSON " ; charset = utf-8", 200 },
+        { JSON ";", 200 }, { JSON "; charset=utf-8;", 200 },
+        { JSON "; charset=utf-8; CHARSET=utf-8", 200 }, { JSON "; x=\"a;b\\\"c\"", 200 },
+        { "  " JSON "  ", 200 },
+        { JSON " garbage", 415 }, { JSON ",text/plain", 415 }, { JSON "; charset", 415 },
+        { JSON "; =utf-8", 415 }, { JSON ";;", 415 },
+        { JSON "; charset=utf-8; charset=latin1", 415 }, { JSON "; a=\"unterminated", 415 },
+        { JSON "/x", 415 }, { "application /json", 415 }, { "application/", 415 },
+        { "/json", 415 }, { "application", 415 }, { JSON "; a=b c", 415 }, { JSON "; a=b;;", 415 },
+        { JSON "; a=\xc3\xa9", 415 }, { JSON "x", 415 }, { "", 415 },
+    };
+    sf_test_http_answer a;
+    sf_totals t;
+    uint64_t taken = 0;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        a = sf_test_http_request(NULL, f->url, cases[i].type, NULL, ONE_SPAN_JSON,
+                                 strlen(ONE_SPAN_JSON));
+        if (a.code != cases[i].want)
+            fail_msg("Content-Type '%s': %ld, want %ld", cases[i].type, a.code, cases[i].want);
+        taken += a.code == 200;
+        free(a.body);
+    }
+    sf_service_totals(f->svc, &t);
+    assert_int_equal(t.accepted, taken);
+    assert_int_equal(taken, 10);
+}
+
+/* JSON refused for what json-c's tree hides answers 400 in JSON (the
+ * message escaped: it quotes "\ud800"), and its spans are counted. */
+static void test_json_refusals_are_400_and_counted(void **state)
+{
+    fixture *f = *state;
+    static const char dup[] =
+        "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{\"name\":\"a\"},{\"name\":\"b\","
+        "\"name\":\"c\"}]}]}]}";
+    static const char lone[] =
+        "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{\"name\":\"\\ud800\"}]}]}]}";
+    sf_test_http_answer a;
+    sf_totals t;
+
+    a = sf_test_http_request(NULL, f->url, JSON, NULL, dup, strlen(dup));
+    assert_int_equal(a.code, 400);
+    assert_string_equal(a.body, "{\"code\":3,\"message\":\"member 'name' given twice (offset 68)\"}");
+    free(a.body);
+    a = sf_test_http_request(NULL, f->url, JSON, NULL, lone, strlen(lone));
+    assert_int_equal(a.code, 400);
+    assert_string_equal(a.body, "{\"code\":3,\"message\":\"lone utf-16 surrogate \\\\ud800 at "
+                                "offset 52\"}");
+    free(a.body);
+    sf_service_totals(f->svc, &t);
+    assert_int_equal(t.accepted, 0);
+    assert_int_equal(t.refused[SF_REASON_MALFORMED], 2 + 1);
+}
+
+/* One HTTP/1.1 exchange on a raw socket: `head` (without the blank line)
+ * and `body`; returns the status code and whether the answer said
+ * Connection: close (e2e/decoder_refusals sees the close itself). */
+static long raw_exchange(const char *base, const char *head, const char *body, bool *close_hdr)
+{
+    int port = atoi(strrchr(base, ':') + 1);
+    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    char req[2048], resp[4096];
+    size_t got = 0;
+    long code = -1;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int n;
+
+    assert_true(fd >= 0);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    n = snprintf(req, sizeof(req), "%s\r\n\r\n%s", head, body);
+    assert_true(n > 0 && (size_t)n < sizeof(req));
+    assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    shutdown(fd, SHUT_WR);
+    /* until the whole answer is in (the server may keep the connection) */
+    while (got < sizeof(resp) - 1) {
+        ssize_t r = recv(fd, resp + got, sizeof(resp) - 1 - got, 0);
+        const char *end, *cl;
+
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+        resp[got] = '\0';
+        end = strstr(resp, "\r\n\r\n");
+        cl = strstr(resp, "\r\nContent-Length: ");
+        if (end != NULL && cl != NULL && cl < end
+            && got >= (size_t)(end + 4 - resp) + strtoul(cl + 18, NULL, 10))
+            break;
+    }
+    resp[got] = '\0';
+    close(fd);
+    sscanf(resp, "HTTP/1.1 %ld", &code);
+    *close_hdr = strstr(resp, "\r\nConnection: close\r\n") != NULL;
+    return code;
+}
+
+/* Header lines two readers could read two ways: refused, never read as
+ * libmicrohttpd's first-line lookup would have it. */
+static void test_ambiguous_framing_is_refused(void **state)
+{
+    fixture *f = *state;
+    char head[512];
+    bool closed;
+    sf_totals t;
+    size_t n = strlen(ONE_SPAN_JSON);
+    char chunked[1024];
+
+    snprintf(chunked, sizeof(chunked), "%zx\r\n%s\r\n0\r\n\r\n", n, ONE_SPAN_JSON);
+    /* control: the same body, chunked alone, and with a Content-Length alone */
+    snprintf(head, sizeof(head), "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: "
+             JSON "\r\nTransfer-Encoding: chunked");
+    assert_int_equal(raw_exchange(f->base, head, chunked, &closed), 200);
+    snprintf(head, sizeof(head), "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: "
+             JSON "\r\nContent-Length: %zu\r\nContent-Encoding: identity", n);
+    assert_int_equal(raw_exchange(f->base, head, ONE_SPAN_JSON, &closed), 200);
+
+    /* RFC 9112 §6.3: both framings; answered, and the connection closed */
+    snprintf(head, sizeof(head), "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: "
+             JSON "\r\nContent-Length: 5\r\nTransfer-Encoding: chunked");
+    assert_int_equal(raw_exchange(f->base, head, chunked, &closed), 400);
+    assert_true(closed);
+    snprintf(head, sizeof(head), "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: "
+             JSON "\r\nTransfer-Encoding: chunked\r\nContent-Length: %zu", n);
+    assert_int_equal(raw_exchange(f->base, head, chunked, &closed), 400);
+    assert_true(closed);
+    /* two lengths that differ */
+    snprintf(head, sizeof(head), "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: "
+             JSON "\r\nContent-Length: %zu\r\nContent-Length: 5", n);
+    assert_int_equal(raw_exchange(f->base, head, ONE_SPAN_JSON, &closed), 400);
+    /* two Content-Encoding lines are stacked codings: 415, even when both say identity */
+    snprintf(head, sizeof(head), "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: "
+             JSON "\r\nContent-Length: %zu\r\nContent-Encoding: identity\r\n"
+             "Content-Encoding: identity", n);
+    assert_int_equal(raw_exchange(f->base, head, ONE_SPAN_JSON, &closed), 415);
+    /* two Content-Type lines are no media type: 415 */
+    snprintf(head, sizeof(head), "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: "
+             JSON "\r\nContent-Length: %zu\r\nContent-Type: " JSON, n);
+    assert_int_equal(raw_exchange(f->base, head, ONE_SPAN_JSON, &closed), 415);
+
+    sf_service_totals(f->svc, &t);
+    assert_int_equal(t.accepted, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -194,6 +356,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_wrong_path_method_type_encoding, setup, teardown),
         cmocka_unit_test_setup_teardown(test_too_large_is_413_and_counted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_content_type_must_parse_as_a_media_type, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_json_refusals_are_400_and_counted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ambiguous_framing_is_refused, setup, teardown),
     };
     int rc;
 

@@ -27,6 +27,7 @@ class Gateway {
     this.failStatus = 503;
     this.status = 200;    // answer to everything else
     this.replyDelayMs = 0; // hold every answer this long after the whole body arrived
+    this.keepBodies = false; // keep each accepted request's (decompressed) body as rec.body
     this.waiters = [];
   }
 
@@ -100,8 +101,8 @@ class Gateway {
       }
       if (this.status < 200 || this.status > 299) return reply(this.status, Buffer.from('scripted status'), 'text/plain');
       let records;
+      let body = Buffer.concat(chunks);
       try {
-        let body = Buffer.concat(chunks);
         if (req.headers['content-encoding'] === 'gzip') body = zlib.gunzipSync(body);
         else if (req.headers['content-encoding'] === 'zstd') body = unzstd(body);
         else if (req.headers['content-encoding']) throw new Error(`unexpected content-encoding ${req.headers['content-encoding']}`);
@@ -111,6 +112,7 @@ class Gateway {
         return reply(400, Buffer.from(e.message), 'text/plain');
       }
       rec.spans = records.length;
+      if (this.keepBodies) rec.body = body;
       this.spans.push(...records);
       this._wake();
       return reply(200, proto.encodeResponse());

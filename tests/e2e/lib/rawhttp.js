@@ -126,4 +126,13 @@ function send(port, head, body = Buffer.alloc(0), { end = false, waitCloseMs = 0
   });
 }
 
-module.exports = { send, parseResponse, decodeRpcStatus, RpcStatus };
+// The head of a POST /v1/traces with Content-Type `ct` (left out when null),
+// Content-Length `len` and the `extra` header lines, for send().
+function postHead(ct, len, extra = []) {
+  return [
+    'POST /v1/traces HTTP/1.1', 'Host: 127.0.0.1', ...(ct ? [`Content-Type: ${ct}`] : []),
+    `Content-Length: ${len}`, ...extra,
+  ].join('\r\n');
+}
+
+module.exports = { send, postHead, parseResponse, decodeRpcStatus, RpcStatus };
