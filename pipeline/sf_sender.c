@@ -812,3 +812,51 @@ void sf_sender_parcel_drop(sf_sender_parcel *p, sf_counters *counters)
     sf_free(p->bufs);
     sf_free(p);
 }
+
+/* ---- the component side of every network exporter ------------------------- */
+
+/* The exporter's context begins with its sf_sender_export (sf_sender.h). */
+static sf_sender_export *export_of(const sf_component *self)
+{
+    return sf_component_ctx(self);
+}
+
+sf_status sf_sender_export_start(sf_component *self)
+{
+    sf_sender_export *e = export_of(self);
+    sf_batching b;
+
+    if (sf_component_batching(self, &b))
+        sf_sender_set_batching(e->sender, &b);
+    return sf_sender_start(e->sender);
+}
+
+sf_status sf_sender_export_consume(sf_component *self, sf_request *batch)
+{
+    return sf_sender_submit_request(export_of(self)->sender, batch);
+}
+
+void sf_sender_export_shutdown(sf_component *self)
+{
+    sf_sender_export *e = export_of(self);
+
+    if (e != NULL)
+        sf_sender_shutdown(e->sender, e->drain_ms);
+}
+
+void *sf_sender_export_suspend(sf_component *self)
+{
+    sf_sender_export *e = export_of(self);
+
+    return e != NULL ? sf_sender_suspend(e->sender, e->drain_ms) : NULL;
+}
+
+void sf_sender_export_resume(sf_component *self, void *parcel)
+{
+    sf_sender_export *e = self != NULL ? export_of(self) : NULL;
+
+    if (e == NULL)
+        sf_sender_parcel_drop(parcel, NULL);
+    else
+        sf_sender_adopt(e->sender, parcel);
+}

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sf_component.h"
 #include "sf_request.h"
 #include "sf_config.h"
 #include "sf_metrics.h"
@@ -133,5 +134,30 @@ unsigned sf_sender_workers(const sf_sender *s);
  * a long request may poll it and give up early (the batch is then counted
  * as dropped at shutdown whatever the send returns). */
 bool sf_sender_aborting(const sf_sender *s);
+
+/* The component side of a network exporter, the same for every one: an
+ * exporter whose context (sf_component_ctx) begins with this struct, as its
+ * first member, filled at create, uses the functions below as its type's
+ * start (or calls sf_sender_export_start at the end of its own), consume,
+ * shutdown, suspend and resume. */
+typedef struct sf_sender_export {
+    sf_sender *sender;
+    int64_t drain_ms;               /* shutdown and reload: time the queue may drain */
+} sf_sender_export;
+
+/* The batching a pipeline's processor asks for (sf_component_batching),
+ * then the consumers. */
+sf_status sf_sender_export_start(sf_component *self);
+/* Receiver threads: queue the batch's encoded bytes (sf_sender_submit_request);
+ * SF_FULL passes through, and the receiver tells its client to retry. */
+sf_status sf_sender_export_consume(sf_component *self, sf_request *batch);
+/* Drain for drain_ms, then count what is left as dropped. */
+void sf_sender_export_shutdown(sf_component *self);
+/* Reload: the batches not sent yet go to the instance of the same id in
+ * the new config (sf_sender_suspend / sf_sender_adopt) instead of being
+ * dropped when the drain time is over; with no such instance (self NULL)
+ * they are freed uncounted, as the old instance still counts them. */
+void *sf_sender_export_suspend(sf_component *self);
+void sf_sender_export_resume(sf_component *self, void *parcel);
 
 #endif
