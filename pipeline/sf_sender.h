@@ -21,11 +21,32 @@
 #include "sf_metrics.h"
 #include "sf_status.h"
 
+/* What sending_queue.queue_size (and sending_queue.batch's sizes) count:
+ * upstream's `sizer` choices, in its order. */
+typedef enum sf_sizer {
+    SF_SIZER_REQUESTS,              /* incoming batches */
+    SF_SIZER_ITEMS,                 /* spans */
+    SF_SIZER_BYTES                  /* encoded bytes */
+} sf_sizer;
+
+/* sending_queue.batch: merging queued batches into fewer requests while
+ * exports are in flight (on by default in spanfence; see sf_batching). */
+typedef struct sf_queue_batch_config {
+    bool present;
+    bool enabled;
+    int64_t flush_timeout;          /* ms */
+    int64_t min_size;               /* in `sizer` units */
+    int64_t max_size;               /* in `sizer` units; 0: only SF_SENDER_MERGE_MAX_BYTES */
+    int sizer;                      /* sf_sizer */
+} sf_queue_batch_config;
+
 typedef struct sf_queue_config {
     bool present;
     bool enabled;
-    int64_t queue_size;             /* batches */
+    int sizer;                      /* sf_sizer */
+    int64_t queue_size;             /* in `sizer` units */
     int64_t num_consumers;
+    sf_queue_batch_config batch;
 } sf_queue_config;
 
 typedef struct sf_retry_config {
@@ -38,7 +59,7 @@ typedef struct sf_retry_config {
     int64_t max_elapsed_time;       /* ms; 0 = retry forever */
 } sf_retry_config;
 
-/* Config rows for `sending_queue` and `retry_on_failure`, relative to the
+/* Config rows for `sending_queue` (with its `batch`) and `retry_on_failure`, relative to the
  * structs above: use them as the `sub` of SF_CFG_SECTION rows. */
 extern const sf_config_row sf_sending_queue_rows[];
 extern const sf_config_row sf_retry_rows[];
@@ -65,8 +86,16 @@ typedef struct sf_send_result {
  * then sends them concatenated as ONE request (two encoded
  * ExportTraceServiceRequests back to back are one request holding both).
  * Unlike upstream, a batch is never split: a single queued batch larger than
- * send_batch_max_size is sent as it is, and one request merges at most
- * min(queue_size, SF_SENDER_MAX_PARTS) batches. */
+ * send_batch_max_size is sent as it is. No merged request passes
+ * SF_SENDER_MERGE_MAX_BYTES.
+ * Without a batch processor, sending_queue.batch merges (on by default): a
+ * consumer takes the oldest batch and every batch already queued behind it
+ * (up to max_size and the byte cap); when that is under min_size and
+ * another export is in flight, it waits for more, up to flush_timeout after
+ * the first. So a lone batch on an idle exporter goes at once, and what
+ * arrives while exports are in flight shares the next request. The
+ * receiver's answer never waits for any of it: it is given once the batch
+ * is queued. */
 typedef struct sf_batching {
     int64_t send_batch_size;        /* spans that end the wait; 0: take what is queued, no wait */
     int64_t send_batch_max_size;    /* most spans in a merged request; 0: no limit */
@@ -76,7 +105,10 @@ typedef struct sf_batching {
     sf_batch_stats *stats;
 } sf_batching;
 
-#define SF_SENDER_MAX_PARTS 1024
+/* The most bytes one merged request carries (before compression): under
+ * gRPC's default 4 MiB message limit, which a gateway's OTLP/gRPC receiver
+ * keeps unless told otherwise, and under upstream's 20 MiB HTTP body. */
+#define SF_SENDER_MERGE_MAX_BYTES (4000000)
 
 /* Called on a consumer thread; `worker` is the consumer's index (0..n-1),
  * so the exporter can keep one connection handle per consumer. */
