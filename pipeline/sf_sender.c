@@ -21,10 +21,12 @@
  *   encoded bytes: sf_queue_push_sized), and so is the queue_size gauge.
  * Merging without a batch processor (sending_queue.batch, on by default):
  *   the gatherer takes every batch already queued that fits, and waits for
- *   more (to min_size, flush_timeout at most) only while another consumer
- *   is delivering (`in_flight`): an idle exporter sends a lone batch at
- *   once, a busy one, or one behind a slow gateway, merges what arrives
- *   meanwhile. The receiver was answered when the batch was queued.
+ *   more (to min_size, flush_timeout at most) only while the exporter is
+ *   busy: another consumer delivering (`in_flight`), or the last request
+ *   formed less than flush_timeout ago (`last_sent_ms`). An idle exporter
+ *   sends a lone batch at once; a busy one, or one behind a slow gateway,
+ *   merges what arrives meanwhile. The receiver was answered when the
+ *   batch was queued.
  * Batching (sf_sender_set_batching): a consumer gathers several queued
  *   batches into one request before delivering it. Gathering is serialised
  *   by `gather_mu`, so there is one gatherer at a time, as upstream has one
@@ -90,6 +92,7 @@ struct sf_sender {
     int merge_sizer;            /* sf_sizer of batch's sizes */
     bool merge_in_flight;       /* sending_queue.batch: wait only while exports are in flight */
     _Atomic unsigned in_flight; /* consumers delivering (sending or in a backoff) */
+    _Atomic int64_t last_sent_ms;   /* when the last request left the gatherer (sf_now_ms) */
     pthread_mutex_t gather_mu;  /* one consumer gathers at a time */
     /* reload (sf_sender_suspend / sf_sender_adopt), under `mu` */
     _Atomic bool parking;       /* suspending: batches are kept, not sent or failed */
@@ -389,11 +392,15 @@ static sf_status take_parts(sf_sender *s, sf_consumer *c, size_t *n, sf_batch_tr
     deadline = sf_now_ms() + b->timeout_ms;
     if (s->batching && s->merge_in_flight) {
         /* Everything already queued that fits, then, under min_size and
-         * while another export is in flight, what comes until the
-         * deadline. */
+         * while the exporter is busy (another export in flight, or one
+         * left less than flush_timeout ago: batches keep coming), what
+         * comes until the deadline. An idle exporter sends at once. */
+        bool busy = atomic_load_explicit(&s->in_flight, memory_order_relaxed) > 0 ||
+                    sf_now_ms() - atomic_load_explicit(&s->last_sent_ms, memory_order_relaxed) <
+                    b->timeout_ms;
+
         for (;;) {
-            bool more = wait && gathered(&g) < trigger &&
-                        atomic_load_explicit(&s->in_flight, memory_order_relaxed) > 0;
+            bool more = wait && busy && gathered(&g) < trigger;
             int64_t left = more ? deadline - sf_now_ms() : 0;
 
             if (!parts_room(c, *n))
@@ -405,6 +412,7 @@ static sf_status take_parts(sf_sender *s, sf_consumer *c, size_t *n, sf_batch_tr
             c->parts[(*n)++] = item;
             gather_add(&g, item);
         }
+        atomic_store_explicit(&s->last_sent_ms, sf_now_ms(), memory_order_relaxed);
         st = SF_OK;
         goto out_unlock;
     }

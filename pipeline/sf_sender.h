@@ -90,10 +90,12 @@ typedef struct sf_send_result {
  * SF_SENDER_MERGE_MAX_BYTES.
  * Without a batch processor, sending_queue.batch merges (on by default): a
  * consumer takes the oldest batch and every batch already queued behind it
- * (up to max_size and the byte cap); when that is under min_size and
- * another export is in flight, it waits for more, up to flush_timeout after
- * the first. So a lone batch on an idle exporter goes at once, and what
- * arrives while exports are in flight shares the next request. The
+ * (up to max_size and the byte cap); when that is under min_size and the
+ * exporter is busy (another export in flight, or the last one formed less
+ * than flush_timeout ago), it waits for more, up to flush_timeout after the
+ * first. So a lone batch on an idle exporter goes at once, and what
+ * arrives while exports are in flight, or in a steady stream, shares the
+ * next request. The
  * receiver's answer never waits for any of it: it is given once the batch
  * is queued. */
 typedef struct sf_batching {

@@ -583,6 +583,34 @@ static void test_merges_while_in_flight(void **state)
     assert_int_equal(sf_counter_get(&x->stats.size_trigger), 0);
 }
 
+/* A steady stream merges with nothing in flight: once a request has left,
+ * batches coming within flush_timeout of it wait for min_size. A lone
+ * batch goes at once (idle), then 5 x 10 spans submitted one by one, each
+ * after the previous request's send is over, share one request. Shown to
+ * fail with the last_sent_ms check removed (five requests). */
+static void test_merges_a_steady_stream(void **state)
+{
+    fixture *x = *state;
+
+    x->q.queue_size = 100;
+    merge_in_flight_config(x, 50);
+    make_sender(x, false);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_int_equal(submit(x, 10), SF_OK);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 10);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(submit(x, 10), SF_OK);
+        SF_TEST_WAIT_FOR(atomic_load(&x->k.queue_size) == 0);   /* taken, gathering */
+        assert_int_equal(atomic_load(&x->f.at_gate), 0);        /* nothing in flight */
+    }
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 60);
+    assert_int_equal(n_calls(&x->f), 2);
+    assert_int_equal(decode_call(x, 0, NULL), 10);
+    assert_int_equal(decode_call(x, 1, NULL), 50);
+    assert_each_span_once(x);
+    assert_invariant(x);
+}
+
 /* Merging is not capped by how small the batches were: 2000 one-span
  * batches queued before start leave in ONE request (before, at most
  * min(queue_size, 1024) batches could share one). Shown to fail with the
@@ -667,6 +695,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_start_survives_allocation_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_disabled_ignores_batching, setup, teardown),
         cmocka_unit_test_setup_teardown(test_merges_while_in_flight, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_merges_a_steady_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_merge_not_capped_by_batch_count, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sizer_bounds_what_is_held, setup, teardown),
     };
