@@ -25,12 +25,18 @@
 #
 # Environment:
 #   BUILDS="build /tmp/base/build"   build dirs to compare (default: build)
+#   SF_ENGINE_TOOLS=build   where sf_send, sf_sink and bench_floor come from
+#       (default: the first build; they must be this tree's)
 #   SIZES="8 100 512" RATES="20000 100000" DELAYS="0 100 200"
 #   CONNECTIONS=8
 #   SF_ENGINE_QUEUE   the exporter's sending_queue as a YAML flow mapping
 #       (default: the one of configs/cvm.yaml); a build that refuses it
 #       (an older one without `sizer`) gets SF_ENGINE_QUEUE_OLD
 #       (default {queue_size: 32, num_consumers: 10}, main's cvm.yaml).
+#   SF_ENGINE_CONFIG=configs/cvm.yaml  run the collectors with that config
+#       instead (its receiver, metrics and gateway ports moved to the
+#       bench's: 127.0.0.1:4317, :8888 and SPANFENCE_GATEWAY_ENDPOINT), as
+#       the production config is measured; the floor is unchanged.
 #   SF_BENCH_PIN=1|0  collector on CPU 0, load and sink on CPU 1 (default 1)
 #   Ports: SF_BENCH_GRPC_PORT (14317), SF_BENCH_SINK_PORT (14319),
 #   SF_BENCH_METRICS_PORT (18888), SF_BENCH_FLOOR_PORT (14321).
@@ -43,6 +49,7 @@ read -r -a sizes <<<"${SIZES:-8 100 512}"
 read -r -a rates <<<"${RATES:-20000 100000}"
 read -r -a delays <<<"${DELAYS:-0 100 200}"
 conns=${CONNECTIONS:-8}
+tools=${SF_ENGINE_TOOLS:-${builds[0]}}     # sf_send, sf_sink, bench_floor: this tree's
 queue_new=${SF_ENGINE_QUEUE:-"{sizer: bytes, queue_size: 134217728, num_consumers: 16}"}
 queue_old=${SF_ENGINE_QUEUE_OLD:-"{queue_size: 32, num_consumers: 10}"}
 gport=${SF_BENCH_GRPC_PORT:-14317}
@@ -105,7 +112,7 @@ EOF
 }
 
 start_sink() {     # $1: delay ms
-    "${pin_peer[@]}" "${builds[0]}/sf_sink" -p "$sport" -d "$1" >/dev/null 2>&1 &
+    "${pin_peer[@]}" "$tools/sf_sink" -p "$sport" -d "$1" >/dev/null 2>&1 &
     sink_pid=$!
     wait_port "$sport"
 }
@@ -114,16 +121,22 @@ stop_sink() { kill -TERM "$sink_pid"; wait "$sink_pid" 2>/dev/null || true; sink
 # One run: prints "calls_ok refused cpu_us_per_call ns_per_span p50 p99 max exports_per_call rss_mib"
 run_collector() {  # $1 build, $2 spans per call, $3 spans/s, $4 delay
     local b=$1 spans=$2 rate=$3 delay=$4 cfg="$tmp/engine.yaml" per_thread c0 c1 r0 r1 ok refused lat
-    config "$queue_new" >"$cfg"
-    if ! "$b/spanfence" validate --config "$cfg" >/dev/null 2>&1; then config "$queue_old" >"$cfg"; fi
+    if [ -n "${SF_ENGINE_CONFIG:-}" ]; then
+        sed -e "s/127.0.0.1:4317/127.0.0.1:$gport/" -e "s/127.0.0.1:8888/127.0.0.1:$mport/" \
+            -e "/127.0.0.1:4318/d" -e "/^      http:\$/d" "$SF_ENGINE_CONFIG" >"$cfg"
+    else
+        config "$queue_new" >"$cfg"
+        if ! "$b/spanfence" validate --config "$cfg" >/dev/null 2>&1; then config "$queue_old" >"$cfg"; fi
+    fi
     start_sink "$delay"
-    "${pin_sf[@]}" "$b/spanfence" --config "$cfg" 2>"$tmp/sf.err" &
+    SPANFENCE_GATEWAY_ENDPOINT="http://127.0.0.1:$sport" SPANFENCE_GATEWAY_TOKEN=bench \
+        "${pin_sf[@]}" "$b/spanfence" --config "$cfg" 2>"$tmp/sf.err" &
     sf_pid=$!
     wait_port "$gport"; wait_port "$mport"
     per_thread=$(awk -v r="$rate" -v s="$spans" -v c="$conns" 'BEGIN{printf "%.3f", r / s / c}')
     r0=$(sink_requests)
     c0=$(cpu_of "$sf_pid")
-    "${pin_peer[@]}" "${builds[0]}/sf_send" --endpoint "127.0.0.1:$gport" --spans "$spans" \
+    "${pin_peer[@]}" "$tools/sf_send" --endpoint "127.0.0.1:$gport" --spans "$spans" \
         --threads "$conns" --rate "$per_thread" --duration "$secs" >"$tmp/send.out" 2>&1 || true
     for _ in $(seq 600); do [ "$(queued)" = 0 ] && break; sleep 0.05; done
     c1=$(cpu_of "$sf_pid")
@@ -145,11 +158,11 @@ run_collector() {  # $1 build, $2 spans per call, $3 spans/s, $4 delay
 run_floor() {      # $1 spans per call, $2 spans/s
     local spans=$1 rate=$2 per_thread calls c0 c1 ok grpc_us post_us
     per_thread=$(awk -v r="$rate" -v s="$spans" -v c="$conns" 'BEGIN{printf "%.3f", r / s / c}')
-    "${pin_sf[@]}" "${builds[0]}/bench_floor" grpc "$fport" >/dev/null 2>&1 &
+    "${pin_sf[@]}" "$tools/bench_floor" grpc "$fport" >/dev/null 2>&1 &
     floor_pid=$!
     wait_port "$fport"
     c0=$(cpu_of "$floor_pid")
-    "${pin_peer[@]}" "${builds[0]}/sf_send" --endpoint "127.0.0.1:$fport" --spans "$spans" \
+    "${pin_peer[@]}" "$tools/sf_send" --endpoint "127.0.0.1:$fport" --spans "$spans" \
         --threads "$conns" --rate "$per_thread" --duration "$secs" >"$tmp/floor.out" 2>&1 || true
     c1=$(cpu_of "$floor_pid")
     kill -TERM "$floor_pid"; wait "$floor_pid" 2>/dev/null || true; floor_pid=""
@@ -158,7 +171,7 @@ run_floor() {      # $1 spans per call, $2 spans/s
     calls=$(awk -v r="$rate" -v s="$spans" -v t="$secs" 'BEGIN{printf "%d", r / s * t}')
     [ "$calls" -ge 16 ] || calls=16
     start_sink 0
-    post_us=$("${pin_sf[@]}" "${builds[0]}/bench_floor" post "http://127.0.0.1:$sport/v1/traces" \
+    post_us=$("${pin_sf[@]}" "$tools/bench_floor" post "http://127.0.0.1:$sport/v1/traces" \
         "$calls" 16 "$spans" "$(awk -v r="$rate" -v s="$spans" 'BEGIN{print r / s}')" gzip |
         awk '{print $(NF-1)}')
     stop_sink
