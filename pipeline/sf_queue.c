@@ -160,24 +160,25 @@ void sf_queue_close(sf_queue *q)
     pthread_mutex_unlock(&q->mu);
 }
 
-size_t sf_queue_len(sf_queue *q)
+/* One of the queue's counts, read under its lock. */
+static size_t read_locked(sf_queue *q, const size_t *count)
 {
     size_t n;
 
     pthread_mutex_lock(&q->mu);
-    n = q->len;
+    n = *count;
     pthread_mutex_unlock(&q->mu);
     return n;
 }
 
+size_t sf_queue_len(sf_queue *q)
+{
+    return read_locked(q, &q->len);
+}
+
 size_t sf_queue_used(sf_queue *q)
 {
-    size_t n;
-
-    pthread_mutex_lock(&q->mu);
-    n = q->used;
-    pthread_mutex_unlock(&q->mu);
-    return n;
+    return read_locked(q, &q->used);
 }
 
 size_t sf_queue_capacity(const sf_queue *q)
