@@ -11,14 +11,20 @@
  *       into one buffer and put through the codec with the sample
  *       allowlist (what spanfence does to it), and the result freed. The
  *       driver measures its CPU from /proc; it runs until SIGTERM.
- *   bench_floor post URL REQUESTS [THREADS=2] [SPANS=512]
+ *   bench_floor post URL REQUESTS [THREADS=2] [SPANS=512] [RATE=0] [gzip]
  *       libcurl, one easy handle per thread, keep-alive: THREADS threads
  *       (as spanfence's sending queue has consumers) POST the sample batch
  *       after the allowlist (the bytes spanfence's otlphttp exporter
- *       sends), REQUESTS in all, and prints the process's CPU per span. */
+ *       sends), REQUESTS in all, and prints the process's CPU per span
+ *       and per request. With RATE (requests per second in all), each
+ *       thread POSTs on a fixed schedule instead of back to back: the
+ *       floor of one POST per incoming call at the engine's call rate;
+ *       with "gzip" each body is compressed first (level 1, libdeflate, as
+ *       the exporter does), each time. */
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +37,7 @@
 #include <grpc/support/time.h>
 
 #include "sample_allowlist.h"
+#include "sf_compress.h"
 #include "sf_grpc.h"
 
 #define EXPORT_METHOD "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -208,6 +215,8 @@ typedef struct poster {
     const char *url;
     const sf_buf *body;
     long requests;
+    double rate;                /* this thread's requests per second; 0: back to back */
+    bool gzip;
     int failed;
 } poster;
 
@@ -216,10 +225,15 @@ static void *post_main(void *arg)
     poster *p = arg;
     struct curl_slist *h = NULL;
     CURL *c = curl_easy_init();
+    sf_compressor *zc = p->gzip ? sf_compressor_create(SF_COMPRESSION_GZIP, 1) : NULL;
+    struct timespec start;
     long code = 0;
 
+    clock_gettime(CLOCK_MONOTONIC, &start);
     h = curl_slist_append(h, "Content-Type: application/x-protobuf");
     h = curl_slist_append(h, "Expect:");
+    if (p->gzip)
+        h = curl_slist_append(h, "Content-Encoding: gzip");
     curl_easy_setopt(c, CURLOPT_URL, p->url);
     curl_easy_setopt(c, CURLOPT_POST, 1L);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
@@ -228,7 +242,33 @@ static void *post_main(void *arg)
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)p->body->len);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, (const char *)p->body->data);
     for (long i = 0; i < p->requests; i++) {
-        CURLcode rc = curl_easy_perform(c);
+        CURLcode rc;
+
+        if (p->rate > 0) {
+            struct timespec now;
+            double due = (double)i / p->rate, elapsed;
+
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            elapsed = (double)(now.tv_sec - start.tv_sec) + (double)(now.tv_nsec - start.tv_nsec) / 1e9;
+            if (due > elapsed) {
+                double w = due - elapsed;
+                struct timespec ts = { (time_t)w, (long)((w - (double)(time_t)w) * 1e9) };
+
+                nanosleep(&ts, NULL);
+            }
+        }
+        if (zc != NULL) {
+            const uint8_t *out;
+            size_t out_len;
+
+            if (sf_compressor_run(zc, p->body->data, p->body->len, &out, &out_len) != SF_OK) {
+                p->failed = 1;
+                break;
+            }
+            curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)out_len);
+            curl_easy_setopt(c, CURLOPT_POSTFIELDS, (const char *)out);
+        }
+        rc = curl_easy_perform(c);
 
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
         if (rc != CURLE_OK || code < 200 || code >= 300) {
@@ -240,6 +280,7 @@ static void *post_main(void *arg)
     }
     curl_easy_cleanup(c);
     curl_slist_free_all(h);
+    sf_compressor_destroy(zc);
     return NULL;
 }
 
@@ -250,7 +291,8 @@ static double process_cpu(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int post_loop(const char *url, long requests, int threads, size_t spans)
+static int post_loop(const char *url, long requests, int threads, size_t spans, double rate,
+                     bool gzip)
 {
     size_t len = 0;
     uint8_t *data = sf_sample_request(spans, 1, &len);
@@ -269,7 +311,8 @@ static int post_loop(const char *url, long requests, int threads, size_t spans)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     t0 = process_cpu();
     for (int i = 0; i < threads; i++) {
-        p[i] = (poster){ .url = url, .body = body, .requests = requests / threads };
+        p[i] = (poster){ .url = url, .body = body, .requests = requests / threads,
+                         .rate = rate / threads, .gzip = gzip };
         pthread_create(&p[i].thread, NULL, post_main, &p[i]);
     }
     for (int i = 0; i < threads; i++) {
@@ -279,10 +322,10 @@ static int post_loop(const char *url, long requests, int threads, size_t spans)
     cpu = process_cpu() - t0;
     requests = requests / threads * threads;
     if (!failed)
-        printf("post: %ld requests x %zu spans (%zu B/span), %d threads: %.0f ns/span, "
-               "%.0f spans/CPU-s\n", requests, spans, body->len / spans, threads,
-               cpu * 1e9 / (double)(requests * (long)spans),
-               (double)(requests * (long)spans) / cpu);
+        printf("post: %ld requests x %zu spans (%zu B/span), %d threads%s: %.0f ns/span, "
+               "%.0f spans/CPU-s, %.1f us/request\n", requests, spans, body->len / spans, threads,
+               gzip ? ", gzip" : "", cpu * 1e9 / (double)(requests * (long)spans),
+               (double)(requests * (long)spans) / cpu, cpu * 1e6 / (double)requests);
     curl_global_cleanup();
     sf_buf_unref(body);
     allowlist_destroy();
@@ -297,7 +340,9 @@ int main(int argc, char **argv)
         return serve(argv[2], argc > 3 && strcmp(argv[3], "codec") == 0);
     if (argc >= 4 && strcmp(argv[1], "post") == 0)
         return post_loop(argv[2], atol(argv[3]), argc > 4 ? atoi(argv[4]) : 2,
-                         argc > 5 ? (size_t)atol(argv[5]) : 512);
-    fprintf(stderr, "usage: bench_floor grpc PORT [codec] | bench_floor post URL REQUESTS [THREADS] [SPANS]\n");
+                         argc > 5 ? (size_t)atol(argv[5]) : 512, argc > 6 ? atof(argv[6]) : 0,
+                         argc > 7 && strcmp(argv[7], "gzip") == 0);
+    fprintf(stderr, "usage: bench_floor grpc PORT [codec] | bench_floor post URL REQUESTS "
+            "[THREADS] [SPANS] [RATE] [gzip]\n");
     return 2;
 }

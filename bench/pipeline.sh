@@ -174,7 +174,7 @@ if [ "$floors" = 1 ]; then
                 >>"$tmp/floor_$mode"
         done
         "${pin_sf[@]}" "$build/bench_floor" post "http://127.0.0.1:$SF_BENCH_SINK_PORT/v1/traces" \
-            $((requests * threads * 2)) 2 $spans | awk '{print $(NF - 3)}' >>"$tmp/floor_post"
+            $((requests * threads * 2)) 2 $spans | awk '{print $(NF - 5)}' >>"$tmp/floor_post"
     done
     kill -TERM $sink_pid; wait $sink_pid || true
 fi

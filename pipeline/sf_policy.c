@@ -73,6 +73,7 @@ typedef struct policy_exporter {
     char *id;
     char *endpoint;
     char *endpoint_env;
+    int queue_sizer;                            /* sf_sizer max_queue_size counts in */
     int64_t max_queue_size;
     int64_t max_elapsed_time;                   /* ms */
 } policy_exporter;
@@ -215,8 +216,12 @@ static const sf_config_row exporter_rows[] = {
       .help = "the exact value of its endpoint" },
     { .key = "endpoint_env", .type = SF_CFG_STR, .offset = offsetof(policy_exporter, endpoint_env),
       .help = "its endpoint must be written as ${env:NAME}" },
+    { .key = "queue_sizer", .type = SF_CFG_ENUM, .def = "requests",
+      .offset = offsetof(policy_exporter, queue_sizer), .choices = "requests|items|bytes",
+      .help = "the sending_queue.sizer the config must use: what max_queue_size counts" },
     { .key = "max_queue_size", .type = SF_CFG_INT, .offset = offsetof(policy_exporter, max_queue_size),
-      .help = "largest sending_queue.queue_size (required)", .min = 1, .max = 1000000 },
+      .help = "largest sending_queue.queue_size, in queue_sizer units (required)", .min = 1,
+      .max = INT64_C(1) << 40 },
     { .key = "max_elapsed_time", .type = SF_CFG_DURATION,
       .offset = offsetof(policy_exporter, max_elapsed_time),
       .help = "largest retry_on_failure.max_elapsed_time; 0 (forever) is refused (required)",
@@ -785,6 +790,14 @@ static void check_exporter(checker *k)
         violate(k, at ? at : c->node, path, "is false: sends would run on the receiver's "
                 "thread and a slow gateway would block the engine; the policy requires the "
                 "bounded queue");
+    } else if (q->sizer != pe->queue_sizer) {
+        static const char *const sizers[] = { "requests", "items", "bytes" };
+
+        at = sf_node_get(queue, "sizer");
+        snprintf(path, sizeof(path), "%s.sending_queue.sizer", subj);
+        violate(k, at ? at : c->node, path, "is %s%s, the policy bounds the queue in %s",
+                sizers[q->sizer >= 0 && q->sizer <= 2 ? q->sizer : 0], at ? "" : " (the default)",
+                sizers[pe->queue_sizer >= 0 && pe->queue_sizer <= 2 ? pe->queue_sizer : 0]);
     } else if (q->queue_size > pe->max_queue_size) {
         at = sf_node_get(queue, "queue_size");
         snprintf(path, sizeof(path), "%s.sending_queue.queue_size", subj);

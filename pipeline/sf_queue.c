@@ -1,6 +1,8 @@
-/* sf_queue.c: the bounded MPMC queue: a ring of pointers under one mutex,
- * one condvar for "not empty or closed". Producers never wait (a full queue
- * is refused), so no "not full" condvar is needed.
+/* sf_queue.c: the bounded MPMC queue: a ring of pointers and their sizes
+ * under one mutex, one condvar for "not empty or closed". Producers never
+ * wait (a full queue is refused), so no "not full" condvar is needed. The
+ * bound is on the sizes; the ring doubles when it is full of entries, so a
+ * queue sized in bytes does not hold a pointer per byte up front.
  * The condvar is on CLOCK_MONOTONIC (sf_time.h) so a wall-clock jump cannot
  * stretch or cut a pop timeout. */
 #include "sf_queue.h"
@@ -10,32 +12,48 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+/* The ring's first size: grown by doubling, up to the capacity. */
+#define SF_QUEUE_RING_MIN 64
+
+typedef struct slot {
+    void *item;
+    size_t size;
+} slot;
+
 struct sf_queue {
     pthread_mutex_t mu;
     pthread_cond_t nonempty;
-    size_t cap, head, len;
+    size_t cap;                 /* bound on the sizes held */
+    size_t used;                /* sizes held */
+    size_t ring, head, len;     /* entries: allocated, first, held */
     bool closed;
-    void *items[];
+    slot *slots;
 };
 
 sf_queue *sf_queue_create(size_t capacity)
 {
     sf_queue *q;
 
-    if (capacity == 0 || capacity > (SIZE_MAX - sizeof(*q)) / sizeof(void *))
+    if (capacity == 0)
         return NULL;
-    q = sf_calloc(1, sizeof(*q) + capacity * sizeof(void *));
+    q = sf_calloc(1, sizeof(*q));
     if (q == NULL)
         return NULL;
     q->cap = capacity;
-    if (pthread_mutex_init(&q->mu, NULL) != 0)
+    q->ring = capacity < SF_QUEUE_RING_MIN ? capacity : SF_QUEUE_RING_MIN;
+    q->slots = sf_calloc(q->ring, sizeof(*q->slots));
+    if (q->slots == NULL)
         goto out_free_queue;
+    if (pthread_mutex_init(&q->mu, NULL) != 0)
+        goto out_free_slots;
     if (sf_cond_init(&q->nonempty) != 0)
         goto out_destroy_mutex;
     return q;
 
 out_destroy_mutex:
     pthread_mutex_destroy(&q->mu);
+out_free_slots:
+    sf_free(q->slots);
 out_free_queue:
     sf_free(q);
     return NULL;
@@ -47,25 +65,55 @@ void sf_queue_destroy(sf_queue *q)
         return;
     pthread_cond_destroy(&q->nonempty);
     pthread_mutex_destroy(&q->mu);
+    sf_free(q->slots);
     sf_free(q);
 }
 
-sf_status sf_queue_push(sf_queue *q, void *item)
+/* Under the lock: double the ring (entries unwrapped to the start); false
+ * on no memory. */
+static bool grow(sf_queue *q)
+{
+    size_t ring = q->ring > q->cap / 2 ? q->cap : q->ring * 2;
+    slot *s;
+
+    if (ring <= q->ring)
+        return false;
+    s = sf_calloc(ring, sizeof(*s));
+    if (s == NULL)
+        return false;
+    for (size_t i = 0; i < q->len; i++)
+        s[i] = q->slots[(q->head + i) % q->ring];
+    sf_free(q->slots);
+    q->slots = s;
+    q->ring = ring;
+    q->head = 0;
+    return true;
+}
+
+sf_status sf_queue_push_sized(sf_queue *q, void *item, size_t size)
 {
     sf_status st = SF_OK;
 
+    if (size == 0)
+        size = 1;
     pthread_mutex_lock(&q->mu);
     if (q->closed) {
         st = SF_STOPPED;
-    } else if (q->len == q->cap) {
+    } else if (size > q->cap - q->used || (q->len == q->ring && !grow(q))) {
         st = SF_FULL;
     } else {
-        q->items[(q->head + q->len) % q->cap] = item;
+        q->slots[(q->head + q->len) % q->ring] = (slot){ .item = item, .size = size };
         q->len++;
+        q->used += size;
         pthread_cond_signal(&q->nonempty);
     }
     pthread_mutex_unlock(&q->mu);
     return st;
+}
+
+sf_status sf_queue_push(sf_queue *q, void *item)
+{
+    return sf_queue_push_sized(q, item, 1);
 }
 
 sf_status sf_queue_pop(sf_queue *q, int64_t timeout_ms, void **out)
@@ -89,12 +137,13 @@ sf_status sf_queue_pop_if(sf_queue *q, int64_t timeout_ms, bool (*take)(void *it
             break;
         }
     }
-    if (q->len > 0 && take != NULL && !take(q->items[q->head], arg)) {
+    if (q->len > 0 && take != NULL && !take(q->slots[q->head].item, arg)) {
         st = SF_FULL;
     } else if (q->len > 0) {
-        *out = q->items[q->head];
-        q->items[q->head] = NULL;
-        q->head = (q->head + 1) % q->cap;
+        *out = q->slots[q->head].item;
+        q->used -= q->slots[q->head].size;
+        q->slots[q->head] = (slot){ 0 };
+        q->head = (q->head + 1) % q->ring;
         q->len--;
     } else {
         st = q->closed ? SF_STOPPED : SF_RETRY;
@@ -111,14 +160,25 @@ void sf_queue_close(sf_queue *q)
     pthread_mutex_unlock(&q->mu);
 }
 
-size_t sf_queue_len(sf_queue *q)
+/* One of the queue's counts, read under its lock. */
+static size_t read_locked(sf_queue *q, const size_t *count)
 {
     size_t n;
 
     pthread_mutex_lock(&q->mu);
-    n = q->len;
+    n = *count;
     pthread_mutex_unlock(&q->mu);
     return n;
+}
+
+size_t sf_queue_len(sf_queue *q)
+{
+    return read_locked(q, &q->len);
+}
+
+size_t sf_queue_used(sf_queue *q)
+{
+    return read_locked(q, &q->used);
 }
 
 size_t sf_queue_capacity(const sf_queue *q)

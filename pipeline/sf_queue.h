@@ -1,7 +1,9 @@
 /* sf_queue.h: a bounded multi-producer, multi-consumer FIFO of pointers.
- * Bounded at creation: push never blocks and says SF_FULL; pop waits with a
- * timeout; close wakes every waiter. The queue never owns what the items
- * point at: whoever pops an item owns it. */
+ * Bounded at creation, in units the caller chooses (items, spans, bytes):
+ * each item is pushed with its size in those units, and the sizes held
+ * never pass the capacity. Push never blocks and says SF_FULL; pop waits
+ * with a timeout; close wakes every waiter. The queue never owns what the
+ * items point at: whoever pops an item owns it. */
 #ifndef SF_QUEUE_H
 #define SF_QUEUE_H
 
@@ -13,8 +15,9 @@
 
 typedef struct sf_queue sf_queue;
 
-/* A queue holding at most `capacity` (>= 1) items; NULL on no memory or a
- * zero capacity. */
+/* A queue whose items' sizes add up to at most `capacity` (>= 1); NULL on
+ * no memory or a zero capacity. Its ring of pointers grows as items come
+ * (never past `capacity` entries: every size is >= 1). */
 sf_queue *sf_queue_create(size_t capacity);
 /* Free the queue. Items still in it are not touched: pop them first. No
  * thread may be waiting in sf_queue_pop. NULL ok. */
@@ -24,6 +27,10 @@ void sf_queue_destroy(sf_queue *q);
  * SF_FULL when at capacity, SF_STOPPED after sf_queue_close (the caller
  * keeps `item` on error). */
 sf_status sf_queue_push(sf_queue *q, void *item);
+/* The same for an item of `size` units (>= 1): SF_FULL also when the ring
+ * cannot grow for want of memory, and for an item larger than the whole
+ * capacity. */
+sf_status sf_queue_push_sized(sf_queue *q, void *item, size_t size);
 /* Take the oldest item into *out, waiting up to `timeout_ms` (0: do not
  * wait, < 0: wait until an item arrives or the queue is closed). SF_OK with
  * *out set; SF_RETRY when the time ran out; SF_STOPPED when the queue is
@@ -38,8 +45,9 @@ sf_status sf_queue_pop_if(sf_queue *q, int64_t timeout_ms, bool (*take)(void *it
 /* Refuse further pushes and wake every waiting pop. Idempotent. */
 void sf_queue_close(sf_queue *q);
 
-/* Items in the queue now. */
+/* Items in the queue now, and their sizes added up. */
 size_t sf_queue_len(sf_queue *q);
+size_t sf_queue_used(sf_queue *q);
 size_t sf_queue_capacity(const sf_queue *q);
 
 #endif

@@ -15,16 +15,38 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sf_component.h"
 #include "sf_request.h"
 #include "sf_config.h"
 #include "sf_metrics.h"
 #include "sf_status.h"
 
+/* What sending_queue.queue_size (and sending_queue.batch's sizes) count:
+ * upstream's `sizer` choices, in its order. */
+typedef enum sf_sizer {
+    SF_SIZER_REQUESTS,              /* incoming batches */
+    SF_SIZER_ITEMS,                 /* spans */
+    SF_SIZER_BYTES                  /* encoded bytes */
+} sf_sizer;
+
+/* sending_queue.batch: merging queued batches into fewer requests while
+ * exports are in flight (on by default in spanfence; see sf_batching). */
+typedef struct sf_queue_batch_config {
+    bool present;
+    bool enabled;
+    int64_t flush_timeout;          /* ms */
+    int64_t min_size;               /* in `sizer` units */
+    int64_t max_size;               /* in `sizer` units; 0: only SF_SENDER_MERGE_MAX_BYTES */
+    int sizer;                      /* sf_sizer */
+} sf_queue_batch_config;
+
 typedef struct sf_queue_config {
     bool present;
     bool enabled;
-    int64_t queue_size;             /* batches */
+    int sizer;                      /* sf_sizer */
+    int64_t queue_size;             /* in `sizer` units */
     int64_t num_consumers;
+    sf_queue_batch_config batch;
 } sf_queue_config;
 
 typedef struct sf_retry_config {
@@ -37,7 +59,7 @@ typedef struct sf_retry_config {
     int64_t max_elapsed_time;       /* ms; 0 = retry forever */
 } sf_retry_config;
 
-/* Config rows for `sending_queue` and `retry_on_failure`, relative to the
+/* Config rows for `sending_queue` (with its `batch`) and `retry_on_failure`, relative to the
  * structs above: use them as the `sub` of SF_CFG_SECTION rows. */
 extern const sf_config_row sf_sending_queue_rows[];
 extern const sf_config_row sf_retry_rows[];
@@ -64,8 +86,18 @@ typedef struct sf_send_result {
  * then sends them concatenated as ONE request (two encoded
  * ExportTraceServiceRequests back to back are one request holding both).
  * Unlike upstream, a batch is never split: a single queued batch larger than
- * send_batch_max_size is sent as it is, and one request merges at most
- * min(queue_size, SF_SENDER_MAX_PARTS) batches. */
+ * send_batch_max_size is sent as it is. No merged request passes
+ * SF_SENDER_MERGE_MAX_BYTES.
+ * Without a batch processor, sending_queue.batch merges (on by default): a
+ * consumer takes the oldest batch and every batch already queued behind it
+ * (up to max_size and the byte cap); when that is under min_size and the
+ * exporter is busy (another export in flight, or the last one formed less
+ * than flush_timeout ago), it waits for more, up to flush_timeout after the
+ * first. So a lone batch on an idle exporter goes at once, and what
+ * arrives while exports are in flight, or in a steady stream, shares the
+ * next request. The
+ * receiver's answer never waits for any of it: it is given once the batch
+ * is queued. */
 typedef struct sf_batching {
     int64_t send_batch_size;        /* spans that end the wait; 0: take what is queued, no wait */
     int64_t send_batch_max_size;    /* most spans in a merged request; 0: no limit */
@@ -75,7 +107,10 @@ typedef struct sf_batching {
     sf_batch_stats *stats;
 } sf_batching;
 
-#define SF_SENDER_MAX_PARTS 1024
+/* The most bytes one merged request carries (before compression): under
+ * gRPC's default 4 MiB message limit, which a gateway's OTLP/gRPC receiver
+ * keeps unless told otherwise, and under upstream's 20 MiB HTTP body. */
+#define SF_SENDER_MERGE_MAX_BYTES (4000000)
 
 /* Called on a consumer thread; `worker` is the consumer's index (0..n-1),
  * so the exporter can keep one connection handle per consumer. */
@@ -133,5 +168,30 @@ unsigned sf_sender_workers(const sf_sender *s);
  * a long request may poll it and give up early (the batch is then counted
  * as dropped at shutdown whatever the send returns). */
 bool sf_sender_aborting(const sf_sender *s);
+
+/* The component side of a network exporter, the same for every one: an
+ * exporter whose context (sf_component_ctx) begins with this struct, as its
+ * first member, filled at create, uses the functions below as its type's
+ * start (or calls sf_sender_export_start at the end of its own), consume,
+ * shutdown, suspend and resume. */
+typedef struct sf_sender_export {
+    sf_sender *sender;
+    int64_t drain_ms;               /* shutdown and reload: time the queue may drain */
+} sf_sender_export;
+
+/* The batching a pipeline's processor asks for (sf_component_batching),
+ * then the consumers. */
+sf_status sf_sender_export_start(sf_component *self);
+/* Receiver threads: queue the batch's encoded bytes (sf_sender_submit_request);
+ * SF_FULL passes through, and the receiver tells its client to retry. */
+sf_status sf_sender_export_consume(sf_component *self, sf_request *batch);
+/* Drain for drain_ms, then count what is left as dropped. */
+void sf_sender_export_shutdown(sf_component *self);
+/* Reload: the batches not sent yet go to the instance of the same id in
+ * the new config (sf_sender_suspend / sf_sender_adopt) instead of being
+ * dropped when the drain time is over; with no such instance (self NULL)
+ * they are freed uncounted, as the old instance still counts them. */
+void *sf_sender_export_suspend(sf_component *self);
+void sf_sender_export_resume(sf_component *self, void *parcel);
 
 #endif

@@ -1,21 +1,57 @@
 /* sf_sender_config.c: config rows of `sending_queue` and `retry_on_failure`,
- * shared by every network exporter (defaults as upstream's exporterhelper;
- * `storage` is refused: spanfence never writes spans to disk). */
+ * shared by every network exporter: the keys and defaults of upstream's
+ * exporterhelper as documented from the releases that have
+ * `sending_queue.sizer` and `sending_queue.batch`, except that the batch
+ * merges by default (upstream: no batching unless `batch` is given) and
+ * counts in items unless told bytes. `storage` is refused: spanfence never
+ * writes spans to disk. */
 #include "sf_sender.h"
 
 #include <stddef.h>
+#include <stdint.h>
+
+static const sf_config_row queue_batch_rows[] = {
+    { .key = "enabled", .type = SF_CFG_BOOL, .def = "true",
+      .offset = offsetof(sf_queue_batch_config, enabled),
+      .help = "merge queued batches into fewer requests while exports are in flight "
+              "(spanfence's key; a batch processor's settings replace these)" },
+    { .key = "flush_timeout", .type = SF_CFG_DURATION, .def = "200ms",
+      .offset = offsetof(sf_queue_batch_config, flush_timeout),
+      .help = "longest a request waits for more batches while another export is in flight",
+      .min = 0, .max = 3600000 },
+    { .key = "min_size", .type = SF_CFG_INT, .def = "8192",
+      .offset = offsetof(sf_queue_batch_config, min_size),
+      .help = "size (in batch.sizer units) that ends the wait for more batches",
+      .min = 0, .max = INT32_MAX },
+    { .key = "max_size", .type = SF_CFG_INT, .def = "0",
+      .offset = offsetof(sf_queue_batch_config, max_size),
+      .help = "most merged into one request, in batch.sizer units; 0: no limit but 4 MB "
+              "(a larger batch is sent whole, never split)",
+      .min = 0, .max = INT32_MAX },
+    { .key = "sizer", .type = SF_CFG_ENUM, .def = "items",
+      .offset = offsetof(sf_queue_batch_config, sizer), .choices = "requests|items|bytes",
+      .help = "what min_size and max_size count: incoming batches, spans or encoded bytes" },
+    { .key = "partition", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD,
+      .help = "batching per client metadata value" },
+    { 0 }
+};
 
 const sf_config_row sf_sending_queue_rows[] = {
     { .key = "enabled", .type = SF_CFG_BOOL, .def = "true",
       .offset = offsetof(sf_queue_config, enabled),
       .help = "queue batches in memory and send them from consumer threads" },
+    { .key = "sizer", .type = SF_CFG_ENUM, .def = "requests",
+      .offset = offsetof(sf_queue_config, sizer), .choices = "requests|items|bytes",
+      .help = "what queue_size counts: incoming batches, spans or encoded bytes" },
     { .key = "queue_size", .type = SF_CFG_INT, .def = "1000",
       .offset = offsetof(sf_queue_config, queue_size),
-      .help = "most batches held; a full queue refuses new batches (counted)",
-      .min = 1, .max = 1000000 },
+      .help = "most held, in sizer units; a full queue refuses new batches (counted)",
+      .min = 1, .max = INT64_C(1) << 40 },
     { .key = "num_consumers", .type = SF_CFG_INT, .def = "10",
       .offset = offsetof(sf_queue_config, num_consumers),
       .help = "consumer threads sending from the queue", .min = 1, .max = 256 },
+    { .key = "batch", .type = SF_CFG_SECTION, .offset = offsetof(sf_queue_config, batch),
+      .sub = queue_batch_rows, .help = "merging of queued batches into fewer requests" },
     { .key = "storage", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
       .help = "persistent queue storage is not supported: spanfence never writes spans to disk" },
     { 0 }
@@ -46,7 +82,9 @@ const sf_config_row sf_retry_rows[] = {
 /* The defaults above, as the sender takes them when a section was not
  * decoded (tests/pipeline/test_sender_config holds the two equal). */
 const sf_queue_config sf_sending_queue_defaults = {
-    .enabled = true, .queue_size = 1000, .num_consumers = 10,
+    .enabled = true, .sizer = SF_SIZER_REQUESTS, .queue_size = 1000, .num_consumers = 10,
+    .batch = { .enabled = true, .flush_timeout = 200, .min_size = 8192, .max_size = 0,
+               .sizer = SF_SIZER_ITEMS },
 };
 
 const sf_retry_config sf_retry_defaults = {

@@ -8,6 +8,11 @@
  *           [--threads 1] [--gzip] [--distinct 16] [--rate R] [--duration S]
  * With --duration, each thread sends for S seconds (at --rate requests per
  * second when given) instead of a fixed number of requests.
+ * It prints the answers' latency (p50, p99, max): with --rate from each
+ * call's due time on the thread's fixed schedule (call r is due r / rate
+ * seconds after the start), so a call held up by a slow answer before it
+ * is counted from when it should have gone (no coordinated omission);
+ * without --rate from when it was sent.
  *
  *   sf_send --write FILE [--grpc-frame | --json] [--spans 512]
  * writes one such request to FILE instead (with the 5-byte gRPC message
@@ -49,7 +54,21 @@ typedef struct thread_ctx {
     long status_counts[17];
     long ok_spans;
     long sent_requests;
+    double *lat_ms;             /* one per call sent, up to lat_cap */
+    size_t n_lat, lat_cap;
 } thread_ctx;
+
+static double secs_since(const struct timespec *a, const struct timespec *b)
+{
+    return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return x < y ? -1 : x > y;
+}
 
 static void *sender(void *arg)
 {
@@ -87,16 +106,20 @@ static void *sender(void *arg)
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
     for (long r = 0; o->duration > 0 || r < o->requests; r++) {
-        double elapsed;
+        double elapsed, due;
 
         clock_gettime(CLOCK_MONOTONIC, &now);
-        elapsed = (double)(now.tv_sec - start.tv_sec) + (double)(now.tv_nsec - start.tv_nsec) / 1e9;
+        elapsed = secs_since(&start, &now);
         if (o->duration > 0 && elapsed >= o->duration)
             break;
-        if (o->rate > 0 && (double)r / o->rate > elapsed) {
-            double wait = (double)r / o->rate - elapsed;
-            struct timespec ts = { (time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9) };
-            nanosleep(&ts, NULL);
+        due = elapsed;
+        if (o->rate > 0) {
+            due = (double)r / o->rate;
+            if (due > elapsed) {
+                double wait = due - elapsed;
+                struct timespec ts = { (time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9) };
+                nanosleep(&ts, NULL);
+            }
         }
         t->sent_requests++;
         /* A byte buffer's slices are moved out when it is sent: send a copy
@@ -106,6 +129,18 @@ static void *sender(void *arg)
 
         sf_grpc_unary(ch, cq, EXPORT_METHOD, copy, 30, &st);
         grpc_byte_buffer_destroy(copy);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (t->n_lat == t->lat_cap) {
+            size_t cap = t->lat_cap ? t->lat_cap * 2 : 4096;
+            double *l = realloc(t->lat_ms, cap * sizeof(*l));
+
+            if (l != NULL) {
+                t->lat_ms = l;
+                t->lat_cap = cap;
+            }
+        }
+        if (t->n_lat < t->lat_cap)
+            t->lat_ms[t->n_lat++] = (secs_since(&start, &now) - due) * 1e3;
         if ((unsigned)st < 17)
             t->status_counts[st]++;
         if (st == GRPC_STATUS_OK)
@@ -180,6 +215,8 @@ int main(int argc, char **argv)
                .distinct = 16 };
     thread_ctx *ts;
     long counts[17] = { 0 }, ok_spans = 0, total = 0, sent = 0;
+    double *lat = NULL;
+    size_t n_lat = 0;
     struct timespec t0, t1;
     double secs;
     int opt;
@@ -229,11 +266,27 @@ int main(int argc, char **argv)
             counts[c] += ts[i].status_counts[c];
         ok_spans += ts[i].ok_spans;
         sent += ts[i].sent_requests;
+        n_lat += ts[i].n_lat;
     }
+    lat = malloc((n_lat ? n_lat : 1) * sizeof(*lat));
+    n_lat = 0;
+    for (long i = 0; i < o.threads && lat != NULL; i++) {
+        memcpy(lat + n_lat, ts[i].lat_ms, ts[i].n_lat * sizeof(*lat));
+        n_lat += ts[i].n_lat;
+    }
+    for (long i = 0; i < o.threads; i++)
+        free(ts[i].lat_ms);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     printf("requests: %ld, spans sent: %ld, spans accepted: %ld, seconds: %.3f, spans/s: %.0f\n",
            sent, sent * o.spans, ok_spans, secs, secs > 0 ? (double)ok_spans / secs : 0.0);
+    if (lat != NULL && n_lat > 0) {
+        qsort(lat, n_lat, sizeof(*lat), cmp_double);
+        printf("answer latency ms (from each call's %s): p50 %.3f p99 %.3f max %.3f\n",
+               o.rate > 0 ? "due time" : "send", lat[(n_lat - 1) / 2],
+               lat[(size_t)((double)(n_lat - 1) * 0.99)], lat[n_lat - 1]);
+    }
+    free(lat);
     for (int c = 0; c < 17; c++) {
         if (counts[c]) {
             printf("  %s: %ld\n", sf_grpc_status_name(c), counts[c]);

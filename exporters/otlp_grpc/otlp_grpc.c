@@ -65,6 +65,7 @@ typedef struct otlpgrpc_worker {
 } otlpgrpc_worker;
 
 struct otlpgrpc {
+    sf_sender_export out;       /* first: the sender's component side (sf_sender.h) */
     const char *id;
     const sf_otlpgrpc_config *cfg;
     sf_counters *counters;
@@ -72,7 +73,6 @@ struct otlpgrpc {
     sf_compression compression;
     int level;
     int64_t timeout_ms;
-    int64_t drain_ms;           /* shutdown: time the queue may drain */
     sf_sender *sender;
     bool grpc_inited;
     grpc_slice method;
@@ -320,7 +320,7 @@ static void otlpgrpc_send(void *exporter, unsigned worker, const sf_buf *buf,
 
         if (ev.type == GRPC_OP_COMPLETE)
             break;
-        if (!cancelled && sf_sender_aborting(x->sender)) {
+        if (!cancelled && sf_sender_aborting(x->out.sender)) {
             grpc_call_cancel(call, NULL);
             cancelled = true;
         }
@@ -331,7 +331,7 @@ static void otlpgrpc_send(void *exporter, unsigned worker, const sf_buf *buf,
 
         if (ev.type == GRPC_OP_COMPLETE)
             break;
-        if (!cancelled && sf_sender_aborting(x->sender)) {
+        if (!cancelled && sf_sender_aborting(x->out.sender)) {
             int64_t now = sf_now_ms();
 
             if (give_up == 0) {
@@ -560,15 +560,15 @@ static sf_status otlpgrpc_create(sf_component *self, const void *config)
     x->compression = (sf_compression)c->compression;
     x->level = sf_compression_level(x->compression, &c->compression_params);
     x->timeout_ms = c->timeout > 0 ? c->timeout : 5000;
-    x->drain_ms = x->timeout_ms < OTLPGRPC_DRAIN_MAX_MS ? x->timeout_ms : OTLPGRPC_DRAIN_MAX_MS;
+    x->out.drain_ms = x->timeout_ms < OTLPGRPC_DRAIN_MAX_MS ? x->timeout_ms : OTLPGRPC_DRAIN_MAX_MS;
     x->target = build_target(c->endpoint);
     if (x->target == NULL)
         goto out_free_ctx;
-    x->sender = sf_sender_create(x->id, &c->sending_queue, &c->retry_on_failure, otlpgrpc_send,
+    x->out.sender = sf_sender_create(x->id, &c->sending_queue, &c->retry_on_failure, otlpgrpc_send,
                                  x, x->counters);
-    if (x->sender == NULL)
+    if (x->out.sender == NULL)
         goto out_free_target;
-    x->n_workers = sf_sender_workers(x->sender);
+    x->n_workers = sf_sender_workers(x->out.sender);
     x->workers = sf_calloc(x->n_workers, sizeof(*x->workers));
     if (x->workers == NULL)
         goto out_destroy_sender;
@@ -576,7 +576,7 @@ static sf_status otlpgrpc_create(sf_component *self, const void *config)
     return SF_OK;
 
 out_destroy_sender:
-    sf_sender_destroy(x->sender);
+    sf_sender_destroy(x->out.sender);
 out_free_target:
     sf_free(x->target);
 out_free_ctx:
@@ -588,7 +588,6 @@ out_free_ctx:
 static sf_status otlpgrpc_start(sf_component *self)
 {
     otlpgrpc *x = sf_component_ctx(self);
-    sf_batching b;
     sf_status st;
 
     sf_grpc_init();
@@ -600,26 +599,7 @@ static sf_status otlpgrpc_start(sf_component *self)
     st = open_channels(x);
     if (st != SF_OK)
         return st;
-    if (sf_component_batching(self, &b))
-        sf_sender_set_batching(x->sender, &b);
-    return sf_sender_start(x->sender);
-}
-
-/* Receiver threads: queue the batch's encoded bytes. SF_FULL passes
- * through (the receiver tells its client to retry); the sender counts. */
-static sf_status otlpgrpc_consume(sf_component *self, sf_request *batch)
-{
-    otlpgrpc *x = sf_component_ctx(self);
-
-    return sf_sender_submit_request(x->sender, batch);
-}
-
-static void otlpgrpc_shutdown(sf_component *self)
-{
-    otlpgrpc *x = sf_component_ctx(self);
-
-    if (x != NULL)
-        sf_sender_shutdown(x->sender, x->drain_ms);
+    return sf_sender_export_start(self);
 }
 
 static void otlpgrpc_destroy(sf_component *self)
@@ -628,7 +608,7 @@ static void otlpgrpc_destroy(sf_component *self)
 
     if (x == NULL)
         return;
-    sf_sender_destroy(x->sender);   /* joins the consumers: no call in flight after */
+    sf_sender_destroy(x->out.sender);   /* joins the consumers: no call in flight after */
     close_channels(x);
     release_metadata(x);
     if (x->grpc_inited)
@@ -637,26 +617,6 @@ static void otlpgrpc_destroy(sf_component *self)
     sf_free(x->target);
     sf_free(x);
     sf_component_set_ctx(self, NULL);
-}
-
-/* Reload: the batches not sent yet go to the instance of the same id in
- * the new config (sf_sender_suspend), instead of being dropped when the
- * drain time is over. */
-static void *otlpgrpc_suspend(sf_component *self)
-{
-    otlpgrpc *x = sf_component_ctx(self);
-
-    return x != NULL ? sf_sender_suspend(x->sender, x->drain_ms) : NULL;
-}
-
-static void otlpgrpc_resume(sf_component *self, void *parcel)
-{
-    otlpgrpc *x = self != NULL ? sf_component_ctx(self) : NULL;
-
-    if (x == NULL)
-        sf_sender_parcel_drop(parcel, NULL);
-    else
-        sf_sender_adopt(x->sender, parcel);
 }
 
 const sf_component_type sf_otlpgrpc_exporter_type = {
@@ -669,10 +629,10 @@ const sf_component_type sf_otlpgrpc_exporter_type = {
     .check = sf_otlpgrpc_check,
     .create = otlpgrpc_create,
     .start = otlpgrpc_start,
-    .consume = otlpgrpc_consume,
-    .shutdown = otlpgrpc_shutdown,
+    .consume = sf_sender_export_consume,
+    .shutdown = sf_sender_export_shutdown,
     .destroy = otlpgrpc_destroy,
-    .suspend = otlpgrpc_suspend,
-    .resume = otlpgrpc_resume,
+    .suspend = sf_sender_export_suspend,
+    .resume = sf_sender_export_resume,
     .describe_export = sf_otlpgrpc_describe,
 };

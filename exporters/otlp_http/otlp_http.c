@@ -63,6 +63,7 @@ typedef struct otlphttp_worker {
 } otlphttp_worker;
 
 struct otlphttp {
+    sf_sender_export out;       /* first: the sender's component side (sf_sender.h) */
     const char *id;
     sf_counters *counters;
     const sf_otlphttp_tls *tls;     /* the config's: lives as long as it */
@@ -72,8 +73,6 @@ struct otlphttp {
     sf_compression compression;
     int level;
     int64_t timeout_ms;
-    int64_t drain_ms;           /* shutdown: time the queue may drain */
-    sf_sender *sender;
     unsigned n_workers;
     otlphttp_worker *workers;
 };
@@ -155,7 +154,7 @@ static CURLcode perform(otlphttp_worker *w)
             rc = CURLE_GOT_NOTHING;
             break;
         }
-        if (sf_sender_aborting(w->x->sender)) {
+        if (sf_sender_aborting(w->x->out.sender)) {
             int64_t now = sf_now_ms();
 
             if (!w->body_sent) {
@@ -539,7 +538,7 @@ static sf_status otlphttp_create(sf_component *self, const void *config)
     x->compression = (sf_compression)c->compression;
     x->level = sf_compression_level(x->compression, &c->compression_params);
     x->timeout_ms = c->timeout > 0 ? c->timeout : 30000;
-    x->drain_ms = x->timeout_ms < OTLPHTTP_DRAIN_MAX_MS ? x->timeout_ms : OTLPHTTP_DRAIN_MAX_MS;
+    x->out.drain_ms = x->timeout_ms < OTLPHTTP_DRAIN_MAX_MS ? x->timeout_ms : OTLPHTTP_DRAIN_MAX_MS;
     x->tls = &c->tls;
     x->url = build_url(c);
     if (x->url == NULL)
@@ -556,11 +555,11 @@ static sf_status otlphttp_create(sf_component *self, const void *config)
     if (st != SF_OK)
         goto out_free_url;
     st = SF_ENOMEM;
-    x->sender = sf_sender_create(x->id, &c->sending_queue, &c->retry_on_failure, otlphttp_send,
+    x->out.sender = sf_sender_create(x->id, &c->sending_queue, &c->retry_on_failure, otlphttp_send,
                                  x, x->counters);
-    if (x->sender == NULL)
+    if (x->out.sender == NULL)
         goto out_free_headers;
-    x->n_workers = sf_sender_workers(x->sender);
+    x->n_workers = sf_sender_workers(x->out.sender);
     x->workers = sf_calloc(x->n_workers, sizeof(*x->workers));
     if (x->workers == NULL)
         goto out_destroy_sender;
@@ -576,7 +575,7 @@ out_release_workers:
         worker_release(&x->workers[i]);
     sf_free(x->workers);
 out_destroy_sender:
-    sf_sender_destroy(x->sender);
+    sf_sender_destroy(x->out.sender);
 out_free_headers:
     free_headers(x->headers);
 out_free_url:
@@ -587,40 +586,13 @@ out_free_ctx:
     return st;
 }
 
-static sf_status otlphttp_start(sf_component *self)
-{
-    otlphttp *x = sf_component_ctx(self);
-    sf_batching b;
-
-    if (sf_component_batching(self, &b))
-        sf_sender_set_batching(x->sender, &b);
-    return sf_sender_start(x->sender);
-}
-
-/* Receiver threads: queue the batch's encoded bytes. SF_FULL passes
- * through (the receiver tells its client to retry); the sender counts. */
-static sf_status otlphttp_consume(sf_component *self, sf_request *batch)
-{
-    otlphttp *x = sf_component_ctx(self);
-
-    return sf_sender_submit_request(x->sender, batch);
-}
-
-static void otlphttp_shutdown(sf_component *self)
-{
-    otlphttp *x = sf_component_ctx(self);
-
-    if (x != NULL)
-        sf_sender_shutdown(x->sender, x->drain_ms);
-}
-
 static void otlphttp_destroy(sf_component *self)
 {
     otlphttp *x = sf_component_ctx(self);
 
     if (x == NULL)
         return;
-    sf_sender_destroy(x->sender);   /* joins the consumers first */
+    sf_sender_destroy(x->out.sender);   /* joins the consumers first */
     for (unsigned i = 0; i < x->n_workers; i++)
         worker_release(&x->workers[i]);
     sf_free(x->workers);
@@ -629,26 +601,6 @@ static void otlphttp_destroy(sf_component *self)
     sf_free(x->url);
     sf_free(x);
     sf_component_set_ctx(self, NULL);
-}
-
-/* Reload: the batches not sent yet go to the instance of the same id in
- * the new config (sf_sender_suspend), instead of being dropped when the
- * drain time is over. */
-static void *otlphttp_suspend(sf_component *self)
-{
-    otlphttp *x = sf_component_ctx(self);
-
-    return x != NULL ? sf_sender_suspend(x->sender, x->drain_ms) : NULL;
-}
-
-static void otlphttp_resume(sf_component *self, void *parcel)
-{
-    otlphttp *x = self != NULL ? sf_component_ctx(self) : NULL;
-
-    if (x == NULL)
-        sf_sender_parcel_drop(parcel, NULL);
-    else
-        sf_sender_adopt(x->sender, parcel);
 }
 
 const sf_component_type sf_otlphttp_exporter_type = {
@@ -660,11 +612,11 @@ const sf_component_type sf_otlphttp_exporter_type = {
     .config_map = sf_otlphttp_config_map,
     .check = sf_otlphttp_check,
     .create = otlphttp_create,
-    .start = otlphttp_start,
-    .consume = otlphttp_consume,
-    .shutdown = otlphttp_shutdown,
+    .start = sf_sender_export_start,
+    .consume = sf_sender_export_consume,
+    .shutdown = sf_sender_export_shutdown,
     .destroy = otlphttp_destroy,
-    .suspend = otlphttp_suspend,
-    .resume = otlphttp_resume,
+    .suspend = sf_sender_export_suspend,
+    .resume = sf_sender_export_resume,
     .describe_export = sf_otlphttp_describe,
 };

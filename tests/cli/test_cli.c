@@ -296,18 +296,18 @@ static void test_validate_violation(void **state)
     run r;
 
     (void)state;
-    write_mutated("queue_size: 32", "queue_size: 100000");
+    write_mutated("queue_size: 134217728", "queue_size: 200000000");
     /* without the policy the mutated config is valid */
     spanfence(&r, "validate --config " TMP_CONFIG);
     assert_int_equal(r.code, 0);
     spanfence(&r, "validate --config " TMP_CONFIG " --policy configs/cvm-policy.yaml");
     assert_int_equal(r.code, 1);
     snprintf(want, sizeof(want),
-             "%s:%d:19: policy: exporters.otlphttp/gateway.sending_queue.queue_size: is 100000, "
-             "the policy allows at most 32\n"
+             "%s:%d:19: policy: exporters.otlphttp/gateway.sending_queue.queue_size: is 200000000, "
+             "the policy allows at most 134217728\n"
              "spanfence: %s: 1 policy violation, configuration does not hold policy "
              "configs/cvm-policy.yaml\n",
-             TMP_CONFIG, line_in(TMP_CONFIG, "queue_size: 100000"), TMP_CONFIG);
+             TMP_CONFIG, line_in(TMP_CONFIG, "queue_size: 200000000"), TMP_CONFIG);
     assert_string_equal(r.out, want);
 }
 
@@ -335,7 +335,7 @@ static void test_invalid_config_with_policy(void **state)
     run r;
 
     (void)state;
-    write_mutated("      queue_size: 32\n", "      queue_size: 32\n      storage: file_storage/q\n");
+    write_mutated("      queue_size: 134217728\n", "      queue_size: 134217728\n      storage: file_storage/q\n");
     spanfence(&r, "validate --config " TMP_CONFIG " --policy configs/cvm-policy.yaml");
     assert_int_equal(r.code, 1);
     assert_non_null(strstr(r.out, ": exporters.otlphttp/gateway.sending_queue.storage: "
@@ -355,7 +355,7 @@ static void test_invalid_policy(void **state)
     assert_int_equal(r.code, 1);
     assert_string_equal(r.out,
                         TMP_POLICY ":4:50: exporter.max_queue_size: value '0' is out of range "
-                        "(expected 1 to 1000000)\n"
+                        "(expected 1 to 1099511627776)\n"
                         TMP_POLICY ":5:1: unknown key 'extra'\n"
                         "spanfence: " TMP_POLICY ": 2 errors, policy not valid\n");
 }

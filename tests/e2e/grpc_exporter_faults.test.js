@@ -38,7 +38,8 @@ exporters:
     tls: {insecure: true}
     compression: gzip
     timeout: 2s
-    sending_queue: {queue_size: 100, num_consumers: 2}
+    # one call per batch, as the counts below expect: no merging
+    sending_queue: {queue_size: 100, num_consumers: 2, batch: {enabled: false}}
     retry_on_failure: {initial_interval: 100ms, max_interval: 300ms, randomization_factor: 0, max_elapsed_time: 120s}
 service:
   telemetry:

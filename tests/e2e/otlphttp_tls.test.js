@@ -26,7 +26,9 @@ test('otlphttp tls: private CA, mutual TLS, wrong CA refused as permanent, min_v
     h.onCleanup(() => [plain, mutual, old].forEach((g) => g.server.close()));
     const grpcPort = await freePort();
     const metricsPort = await freePort();
-    const retry = 'retry_on_failure: {initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 60s}';
+    const retry = 'retry_on_failure: {initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 60s}' +
+      // one request per batch, as the counts below expect: no merging
+      '\n    sending_queue: {batch: {enabled: false}}';
     const config = `receivers:
   otlp:
     protocols:

@@ -95,6 +95,9 @@ def config(ports, file_path, compression, legacy, transform=True):
   otlphttp/sink:
     endpoint: http://127.0.0.1:{hsink}
     compression: {comp}
+    # one request out per request in, compared one by one: no merging
+    sending_queue:
+      batch: {{enabled: false}}
     retry_on_failure:
       max_elapsed_time: 10s
   otlp/sink:
@@ -102,6 +105,8 @@ def config(ports, file_path, compression, legacy, transform=True):
     compression: {comp}
     tls:
       insecure: true
+    sending_queue:
+      batch: {{enabled: false}}
     retry_on_failure:
       max_elapsed_time: 10s
   file/sink:

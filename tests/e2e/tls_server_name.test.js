@@ -29,7 +29,9 @@ test('tls.server_name_override: SNI and verification use the name, the address s
     h.onCleanup(() => { httpGw.server.close(); grpcGw.server.close(); });
     const grpcPort = await freePort();
     const metricsPort = await freePort();
-    const retry = 'retry_on_failure: {initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 2s}';
+    const retry = 'retry_on_failure: {initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 2s}' +
+      // one request per batch, as the counts below expect: no merging
+      '\n    sending_queue: {batch: {enabled: false}}';
     const config = `receivers:
   otlp:
     protocols:

@@ -722,31 +722,31 @@ static void test_status_statement_removed(void **state)
 
 static void test_queue_size(void **state)
 {
-    char *y = replace(cvm_text, "queue_size: 32", "queue_size: 100000");
+    char *y = replace(cvm_text, "queue_size: 134217728", "queue_size: 200000000");
     want w = { 0 };
 
     (void)state;
-    expect(&w, P "exporters.otlphttp/gateway.sending_queue.queue_size: is 100000, the policy "
-           "allows at most 32", line_of(y, "queue_size: 100000"), 19);
+    expect(&w, P "exporters.otlphttp/gateway.sending_queue.queue_size: is 200000000, the policy "
+           "allows at most 134217728", line_of(y, "queue_size: 200000000"), 19);
     assert_check(y, SF_CONFIG, &w);
     free(y);
 }
 
 static void test_queue_size_default(void **state)
 {
-    char *y = replace(cvm_text, "    sending_queue:\n      queue_size: 32\n", "");
+    char *y = replace(cvm_text, "    sending_queue:\n      sizer: bytes\n      queue_size: 134217728\n      num_consumers: 16\n", "");
     want w = { 0 };
 
     (void)state;
-    expect(&w, P "exporters.otlphttp/gateway.sending_queue.queue_size: is 1000 (the default), "
-           "the policy allows at most 32", line_of(y, "otlphttp/gateway:"), 3);
+    expect(&w, P "exporters.otlphttp/gateway.sending_queue.sizer: is requests (the default), "
+           "the policy bounds the queue in bytes", line_of(y, "otlphttp/gateway:"), 3);
     assert_check(y, SF_CONFIG, &w);
     free(y);
 }
 
 static void test_queue_disabled(void **state)
 {
-    char *y = replace(cvm_text, "      queue_size: 32\n", "      queue_size: 32\n      enabled: false\n");
+    char *y = replace(cvm_text, "      queue_size: 134217728\n", "      queue_size: 134217728\n      enabled: false\n");
     want w = { 0 };
 
     (void)state;
@@ -761,8 +761,8 @@ static void test_queue_disabled(void **state)
  * to disk), so the policy check never sees such a config. */
 static void test_storage(void **state)
 {
-    char *y = replace(cvm_text, "      queue_size: 32\n",
-                      "      queue_size: 32\n      storage: file_storage/queue\n");
+    char *y = replace(cvm_text, "      queue_size: 134217728\n",
+                      "      queue_size: 134217728\n      storage: file_storage/queue\n");
     want w = { 0 };
 
     (void)state;
@@ -992,32 +992,32 @@ static void test_otlp_exporter_holds(void **state)
 
 static void test_otlp_queue_size(void **state)
 {
-    char *y = replace(grpc_cvm, "queue_size: 32", "queue_size: 100000");
+    char *y = replace(grpc_cvm, "queue_size: 134217728", "queue_size: 200000000");
     want w = { 0 };
 
     (void)state;
-    expect(&w, P "exporters.otlp/gateway.sending_queue.queue_size: is 100000, the policy "
-           "allows at most 32", line_of(y, "queue_size: 100000"), 19);
+    expect(&w, P "exporters.otlp/gateway.sending_queue.queue_size: is 200000000, the policy "
+           "allows at most 134217728", line_of(y, "queue_size: 200000000"), 19);
     assert_check_with(grpc_policy, y, SF_CONFIG, &w);
     free(y);
 }
 
 static void test_otlp_queue_size_default(void **state)
 {
-    char *y = replace(grpc_cvm, "    sending_queue:\n      queue_size: 32\n", "");
+    char *y = replace(grpc_cvm, "    sending_queue:\n      sizer: bytes\n      queue_size: 134217728\n      num_consumers: 16\n", "");
     want w = { 0 };
 
     (void)state;
-    expect(&w, P "exporters.otlp/gateway.sending_queue.queue_size: is 1000 (the default), "
-           "the policy allows at most 32", line_of(y, "otlp/gateway:"), 3);
+    expect(&w, P "exporters.otlp/gateway.sending_queue.sizer: is requests (the default), "
+           "the policy bounds the queue in bytes", line_of(y, "otlp/gateway:"), 3);
     assert_check_with(grpc_policy, y, SF_CONFIG, &w);
     free(y);
 }
 
 static void test_otlp_queue_disabled(void **state)
 {
-    char *y = replace(grpc_cvm, "      queue_size: 32\n",
-                      "      queue_size: 32\n      enabled: false\n");
+    char *y = replace(grpc_cvm, "      queue_size: 134217728\n",
+                      "      queue_size: 134217728\n      enabled: false\n");
     want w = { 0 };
 
     (void)state;

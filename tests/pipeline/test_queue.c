@@ -44,6 +44,39 @@ static void test_capacity_and_full(void **state)
     sf_queue_destroy(q);
 }
 
+/* Sized items: the bound is on their sizes, not their number; the ring
+ * grows past its first 64 entries in order; a popped item frees its size;
+ * an item larger than the whole capacity is refused. */
+static void test_sized_items(void **state)
+{
+    sf_queue *q = sf_queue_create(1000);
+    int v[300];
+    void *out = NULL;
+
+    (void)state;
+    assert_non_null(q);
+    assert_int_equal(sf_queue_push_sized(q, &v[0], 1001), SF_FULL);
+    assert_int_equal(sf_queue_push_sized(q, &v[0], 600), SF_OK);
+    assert_int_equal(sf_queue_push_sized(q, &v[1], 401), SF_FULL);
+    assert_int_equal(sf_queue_push_sized(q, &v[1], 400), SF_OK);
+    assert_int_equal(sf_queue_used(q), 1000);
+    assert_int_equal(sf_queue_push_sized(q, &v[2], 1), SF_FULL);
+    assert_int_equal(sf_queue_pop(q, 0, &out), SF_OK);
+    assert_ptr_equal(out, &v[0]);
+    assert_int_equal(sf_queue_used(q), 400);
+    /* 300 items of 2 with one already in: the ring doubles, order holds */
+    for (int i = 2; i < 300; i++)
+        assert_int_equal(sf_queue_push_sized(q, &v[i], 2), SF_OK);
+    assert_int_equal(sf_queue_len(q), 299);
+    assert_int_equal(sf_queue_used(q), 400 + 2 * 298);
+    for (int i = 1; i < 300; i++) {
+        assert_int_equal(sf_queue_pop(q, 0, &out), SF_OK);
+        assert_ptr_equal(out, &v[i]);
+    }
+    assert_int_equal(sf_queue_used(q), 0);
+    sf_queue_destroy(q);
+}
+
 static void test_fifo_and_empty(void **state)
 {
     sf_queue *q = sf_queue_create(4);
@@ -262,6 +295,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_create_refuses_zero_capacity),
         cmocka_unit_test(test_capacity_and_full),
+        cmocka_unit_test(test_sized_items),
         cmocka_unit_test(test_fifo_and_empty),
         cmocka_unit_test(test_close_keeps_items_then_stops),
         cmocka_unit_test(test_close_wakes_blocked_pops),

@@ -28,7 +28,7 @@
 #include "sf_time.h"
 
 #define MAX_CALLS 64
-#define MAX_IDS 4096
+#define MAX_IDS 8192
 
 typedef struct call {
     uint8_t *bytes;             /* malloc'd copy of the request */
@@ -44,6 +44,7 @@ typedef struct fake {
     sf_status script[8];        /* outcome of call i; SF_OK after the script */
     int n_script;
     _Atomic int gate_closed;    /* sends wait while set */
+    _Atomic int at_gate;        /* sends waiting at the gate now */
 } fake;
 
 typedef struct fixture {
@@ -65,8 +66,10 @@ static void fake_send(void *exporter, unsigned worker, const sf_buf *buf, sf_sen
     int i;
 
     (void)worker;
+    atomic_fetch_add(&f->at_gate, 1);
     while (atomic_load(&f->gate_closed))
         usleep(1000);
+    atomic_fetch_sub(&f->at_gate, 1);
     pthread_mutex_lock(&f->mu);
     i = f->n_calls++;
     res->status = i < f->n_script ? f->script[i] : SF_OK;
@@ -537,6 +540,146 @@ static void test_queue_disabled_ignores_batching(void **state)
     assert_invariant(x);
 }
 
+/* ---- sending_queue.batch and the sizer (no batch processor) ------------- */
+
+static void merge_in_flight_config(fixture *x, int64_t min_size)
+{
+    x->q.batch = (sf_queue_batch_config){ .present = true, .enabled = true,
+                                          .flush_timeout = 60000, .min_size = min_size,
+                                          .sizer = SF_SIZER_ITEMS };
+}
+
+/* A lone batch on an idle exporter goes at once (no flush_timeout wait);
+ * what arrives while that export is in flight is merged into the next
+ * request, up to min_size: 1 + 50 batches make two requests, 10 and 500
+ * spans, each span once. Shown to fail with the in-flight check removed
+ * (the first batch then waits the 60 s flush_timeout). */
+static void test_merges_while_in_flight(void **state)
+{
+    fixture *x = *state;
+    size_t a, b;
+
+    x->q.queue_size = 100;
+    merge_in_flight_config(x, 500);
+    make_sender(x, false);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    atomic_store(&x->f.gate_closed, 1);
+    assert_int_equal(submit(x, 10), SF_OK);
+    SF_TEST_WAIT_FOR(atomic_load(&x->f.at_gate) == 1);     /* in flight, alone */
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(submit(x, 10), SF_OK);
+    SF_TEST_WAIT_FOR(atomic_load(&x->f.at_gate) == 2);     /* the merged one */
+    assert_int_equal(atomic_load(&x->k.queue_size), 0);
+    assert_int_equal(atomic_load(&x->k.queued_spans), 510);
+    atomic_store(&x->f.gate_closed, 0);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 510);
+    assert_int_equal(n_calls(&x->f), 2);
+    a = decode_call(x, 0, NULL);
+    b = decode_call(x, 1, NULL);
+    assert_true((a == 10 && b == 500) || (a == 500 && b == 10));
+    assert_each_span_once(x);
+    assert_invariant(x);
+    /* no batch processor: its series stay untouched */
+    assert_int_equal(sf_counter_get(&x->stats.size_trigger), 0);
+}
+
+/* A steady stream merges with nothing in flight: once a request has left,
+ * batches coming within flush_timeout of it wait for min_size. A lone
+ * batch goes at once (idle), then 5 x 10 spans submitted one by one, each
+ * after the previous request's send is over, share one request. Shown to
+ * fail with the last_sent_ms check removed (five requests). */
+static void test_merges_a_steady_stream(void **state)
+{
+    fixture *x = *state;
+
+    x->q.queue_size = 100;
+    merge_in_flight_config(x, 50);
+    make_sender(x, false);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_int_equal(submit(x, 10), SF_OK);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 10);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(submit(x, 10), SF_OK);
+        SF_TEST_WAIT_FOR(atomic_load(&x->k.queue_size) == 0);   /* taken, gathering */
+        assert_int_equal(atomic_load(&x->f.at_gate), 0);        /* nothing in flight */
+    }
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 60);
+    assert_int_equal(n_calls(&x->f), 2);
+    assert_int_equal(decode_call(x, 0, NULL), 10);
+    assert_int_equal(decode_call(x, 1, NULL), 50);
+    assert_each_span_once(x);
+    assert_invariant(x);
+}
+
+/* Merging is not capped by how small the batches were: 2000 one-span
+ * batches queued before start leave in ONE request (before, at most
+ * min(queue_size, 1024) batches could share one). Shown to fail with the
+ * parts array not grown (64 per request). */
+static void test_merge_not_capped_by_batch_count(void **state)
+{
+    fixture *x = *state;
+
+    x->q.sizer = SF_SIZER_ITEMS;
+    x->q.queue_size = 2000;
+    merge_in_flight_config(x, 0);
+    make_sender(x, false);
+    for (int i = 0; i < 2000; i++)
+        assert_int_equal(submit(x, 1), SF_OK);
+    assert_int_equal(submit(x, 1), SF_FULL);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 2000);
+    assert_int_equal(n_calls(&x->f), 1);
+    assert_int_equal(decode_call(x, 0, NULL), 2000);
+    assert_each_span_once(x);
+    assert_invariant(x);
+}
+
+/* sizer items: queue_size counts spans, the gauges say spans, and a batch
+ * that would pass the bound is refused (counted) while a smaller one still
+ * fits. sizer bytes: the same in encoded bytes. */
+static void test_sizer_bounds_what_is_held(void **state)
+{
+    fixture *x = *state;
+    int64_t held;
+
+    x->q.sizer = SF_SIZER_ITEMS;
+    x->q.queue_size = 250;
+    make_sender(x, false);
+    assert_int_equal(atomic_load(&x->k.queue_capacity), 250);
+    assert_int_equal(submit(x, 100), SF_OK);
+    assert_int_equal(submit(x, 100), SF_OK);
+    assert_int_equal(submit(x, 100), SF_FULL);
+    assert_int_equal(sf_counter_get(&x->k.enqueue_failed_spans), 100);
+    assert_int_equal(submit(x, 50), SF_OK);
+    assert_int_equal(submit(x, 1), SF_FULL);
+    assert_int_equal(atomic_load(&x->k.queue_size), 250);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 250);
+    assert_int_equal(atomic_load(&x->k.queue_size), 0);
+    assert_each_span_once(x);
+    sf_sender_destroy(x->s);
+
+    /* bytes: room for two 100-span batches' bytes, not three */
+    memset(&x->k, 0, sizeof(x->k));
+    x->submitted_ok = 0;
+    {
+        size_t len;
+        uint8_t *one = sf_test_pack_spans(100, 0, "op", 1, &len);
+
+        free(one);
+        x->q.sizer = SF_SIZER_BYTES;
+        x->q.queue_size = (int64_t)(2 * len + len / 2);
+        x->s = sf_sender_create("otlphttp/bytes", &x->q, &x->r, fake_send, &x->f, &x->k);
+        assert_non_null(x->s);
+        assert_int_equal(submit(x, 100), SF_OK);
+        assert_int_equal(submit(x, 100), SF_OK);
+        assert_int_equal(submit(x, 100), SF_FULL);
+        held = atomic_load(&x->k.queue_size);
+        assert_true(held > 0 && held <= x->q.queue_size);
+        assert_true(held >= (int64_t)(2 * len) - 64);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -551,6 +694,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_merge_without_memory_sends_parts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_start_survives_allocation_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_disabled_ignores_batching, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_merges_while_in_flight, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_merges_a_steady_stream, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_merge_not_capped_by_batch_count, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sizer_bounds_what_is_held, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -63,6 +63,40 @@ static void test_queue_defaults(void **state)
     assert_int_equal(sf_sending_queue_defaults.enabled, q.enabled);
     assert_int_equal(sf_sending_queue_defaults.queue_size, q.queue_size);
     assert_int_equal(sf_sending_queue_defaults.num_consumers, q.num_consumers);
+    /* upstream's sizer default; the batch merges by default (spanfence) */
+    assert_int_equal(q.sizer, SF_SIZER_REQUESTS);
+    assert_true(q.batch.enabled);
+    assert_int_equal(q.batch.flush_timeout, 200);
+    assert_int_equal(q.batch.min_size, 8192);
+    assert_int_equal(q.batch.max_size, 0);
+    assert_int_equal(q.batch.sizer, SF_SIZER_ITEMS);
+    assert_int_equal(sf_sending_queue_defaults.sizer, q.sizer);
+    assert_int_equal(sf_sending_queue_defaults.batch.enabled, q.batch.enabled);
+    assert_int_equal(sf_sending_queue_defaults.batch.flush_timeout, q.batch.flush_timeout);
+    assert_int_equal(sf_sending_queue_defaults.batch.min_size, q.batch.min_size);
+    assert_int_equal(sf_sending_queue_defaults.batch.max_size, q.batch.max_size);
+    assert_int_equal(sf_sending_queue_defaults.batch.sizer, q.batch.sizer);
+}
+
+/* The sizer and the batch's keys are read: a queue of 64 MiB counted in
+ * bytes, merging up to 1 MB. */
+static void test_sizer_values(void **state)
+{
+    fx *f = *state;
+    sf_queue_config q;
+
+    assert_int_equal(decode(f, sf_sending_queue_rows, "x:\n  sizer: bytes\n  queue_size: 67108864\n"
+                            "  batch:\n    sizer: bytes\n    min_size: 262144\n"
+                            "    max_size: 1000000\n    flush_timeout: 50ms\n", &q, sizeof(q)),
+                     SF_OK);
+    assert_int_equal(q.sizer, SF_SIZER_BYTES);
+    assert_int_equal(q.queue_size, 67108864);
+    assert_true(q.batch.present && q.batch.enabled);
+    assert_int_equal(q.batch.sizer, SF_SIZER_BYTES);
+    assert_int_equal(q.batch.min_size, 262144);
+    assert_int_equal(q.batch.max_size, 1000000);
+    assert_int_equal(q.batch.flush_timeout, 50);
+    assert_int_equal(sf_diag_count(f->diag), 0);
 }
 
 static void test_retry_defaults(void **state)
@@ -121,7 +155,11 @@ static void test_bounds(void **state)
 {
     static const bound past[] = {
         { sf_sending_queue_rows, "x:\n  queue_size: 0\n", "queue_size" },
-        { sf_sending_queue_rows, "x:\n  queue_size: 1000001\n", "queue_size" },
+        { sf_sending_queue_rows, "x:\n  queue_size: 1099511627777\n", "queue_size" },
+        { sf_sending_queue_rows, "x:\n  sizer: spans\n", "sizer" },
+        { sf_sending_queue_rows, "x:\n  batch:\n    sizer: lines\n", "batch.sizer" },
+        { sf_sending_queue_rows, "x:\n  batch:\n    min_size: -1\n", "batch.min_size" },
+        { sf_sending_queue_rows, "x:\n  batch:\n    flush_timeout: 2h\n", "batch.flush_timeout" },
         { sf_sending_queue_rows, "x:\n  num_consumers: 0\n", "num_consumers" },
         { sf_sending_queue_rows, "x:\n  num_consumers: 257\n", "num_consumers" },
         { sf_sending_queue_rows, "x:\n  enabled: maybe\n", "enabled" },
@@ -173,7 +211,8 @@ static void test_rows_documented(void **state)
         for (const sf_config_row *row = maps[m]; row->key != NULL; row++) {
             assert_non_null(row->help);
             assert_true(strlen(row->help) > 10);
-            assert_true(row->type == SF_CFG_REJECT || row->def != NULL);
+            assert_true(row->type == SF_CFG_REJECT || row->type == SF_CFG_SECTION ||
+                        row->def != NULL);
         }
 }
 
@@ -182,6 +221,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_queue_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retry_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sizer_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bounds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_storage_and_unknown_refused, setup, teardown),

@@ -229,7 +229,8 @@ static void run_pipeline(sink *s, const char *processors, char *metrics, size_t 
              "receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:%u\n"
              "processors:\n  batch:\n    send_batch_size: 30\n    timeout: 10s\n"
              "exporters:\n  otlphttp:\n    endpoint: http://127.0.0.1:%u\n"
-             "    compression: none\n    sending_queue: {num_consumers: 2}\n"
+             "    compression: none\n"
+             "    sending_queue: {num_consumers: 2, batch: {enabled: false}}\n"
              "service:\n  telemetry: {metrics: {level: none}, logs: {level: error}}\n"
              "  pipelines:\n    traces: {receivers: [otlp], processors: %s, "
              "exporters: [otlphttp]}\n",
@@ -293,7 +294,9 @@ static void test_pipeline_merges_in_exporter_queue(void **state)
     free(s);
 }
 
-/* The same exporter without `batch` in its pipeline: one request per batch. */
+/* The same exporter without `batch` in its pipeline, and its queue's own
+ * merging off (sending_queue.batch.enabled: false; the processor's
+ * settings replace the queue's when it is there): one request per batch. */
 static void test_pipeline_without_batch_sends_each(void **state)
 {
     sink *s = calloc(1, sizeof(*s));
