@@ -115,21 +115,25 @@ static bool hmac(const transform_ctx *t, uint8_t tag, const uint8_t *in, size_t 
 }
 
 /* A string id's pseudonym, in its shape: lowercase hex of length 1..64
- * stays lowercase hex of the same length; any other string becomes 32
- * lowercase hex digits. */
+ * stays lowercase hex of the same length, "0x" and lowercase hex keeps both;
+ * any other string becomes 32 lowercase hex digits. */
 static bool pseudonym_str(const void *ctx, const uint8_t *in, size_t len, uint8_t *out,
                           size_t *out_len)
 {
     static const char digits[] = "0123456789abcdef";
     const transform_ctx *t = ctx;
-    size_t n = len >= 1 && len <= 64 && lower_hex(in, len) ? len : 32;
+    /* "0x" and hex (str(hex(n)), SGLang's bootstrap_room) keeps its prefix */
+    const size_t prefix = len >= 3 && len <= 64 && in[0] == '0' && in[1] == 'x' &&
+                          lower_hex(in + 2, len - 2) ? 2 : 0;
+    size_t n = prefix ? len - 2 : len >= 1 && len <= 64 && lower_hex(in, len) ? len : 32;
     uint8_t mac[32];
 
     if (!hmac(t, 's', in, len, mac))
         return false;
+    memcpy(out, "0x", prefix);
     for (size_t i = 0; i < n; i++)
-        out[i] = (uint8_t)digits[(mac[i / 2] >> (i % 2 ? 0 : 4)) & 0xf];
-    *out_len = n;
+        out[prefix + i] = (uint8_t)digits[(mac[i / 2] >> (i % 2 ? 0 : 4)) & 0xf];
+    *out_len = prefix + n;
     return true;
 }
 

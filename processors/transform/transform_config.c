@@ -1487,6 +1487,18 @@ static bool desc_get(const void *rules, sf_otlp_ctx c, size_t i, sf_rule *out)
     case SF_TRANSFORM_CLEAR_STATUS_MESSAGE: out->kind = SF_RULE_CLEAR_STATUS_MESSAGE; break;
     case SF_TRANSFORM_CLEAR_TRACE_STATE:    out->kind = SF_RULE_CLEAR_TRACE_STATE; break;
     case SF_TRANSFORM_REPLACE_PATTERN:      out->kind = SF_RULE_REPLACE_PATTERN; break;
+    case SF_TRANSFORM_PSEUDONYMIZE:         out->kind = SF_RULE_PSEUDONYMIZE; break;
+    case SF_TRANSFORM_SET_FIELD:
+        out->kind = SF_RULE_SET_FIELD;
+        out->field = op->field;
+        break;
+    case SF_TRANSFORM_VALUE_RULE: {
+        const char *w = strstr(op->statement, " where ");
+
+        out->kind = SF_RULE_VALUE;
+        out->pattern = w != NULL ? w + 7 : op->statement;
+        break;
+    }
     default:                                out->kind = SF_RULE_OTHER; break;
     }
     return true;
@@ -1514,6 +1526,8 @@ bool sf_transform_describe(const void *config, sf_allowlist_desc *out)
     *out = (sf_allowlist_desc){
         .error_mode = cfg->error_mode,
         .scalar_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SCALAR,
+        .declared_fields = cfg->declared_fields,
+        .max_string_length = sf_transform_max_string(cfg),
         .rules = cfg->program,
         .count = desc_count,
         .get = desc_get,
