@@ -1063,7 +1063,7 @@ static __attribute__((noinline)) void drift_note(cx *c, int ctx, const uint8_t *
         sf_otlp_drift *d = &st->drift[i];
 
         if (d->ctx == ctx && d->failed_rule == failed && d->len == len &&
-            memcmp(d->key, k, len) == 0) {
+            (len == 0 || memcmp(d->key, k, len) == 0)) {
             d->count++;
             return;
         }
@@ -1074,7 +1074,8 @@ static __attribute__((noinline)) void drift_note(cx *c, int ctx, const uint8_t *
         d->ctx = (uint8_t)ctx;
         d->failed_rule = failed;
         d->len = (uint8_t)len;
-        memcpy(d->key, k, len);
+        if (len > 0)            /* k may be NULL: a KeyValue without a key */
+            memcpy(d->key, k, len);
         d->count = 1;
     }
 }
