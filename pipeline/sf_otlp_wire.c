@@ -910,7 +910,13 @@ static bool str_fits(cx *c, const sf_otlp_value_alt *a, const uint8_t *s, size_t
         return true;
     case SF_OTLP_STR_SET:
         for (size_t i = 0; i < a->n_set; i++) {
-            if (strlen(a->set[i]) == n && memcmp(a->set[i], s, n) == 0)
+            const char *e = a->set[i];
+
+            /* the first byte rejects most before strlen */
+            if (n > 0 && e[0] == (char)s[0] && strncmp(e, (const char *)s, n) == 0 &&
+                e[n] == '\0')
+                return true;
+            if (n == 0 && e[0] == '\0')
                 return true;
         }
         return false;
@@ -1003,7 +1009,7 @@ static bool pseudonym_value(cx *c, const uint8_t *p, const uint8_t *end, uint8_t
     if (p[0] == (1 << 3 | WT_LEN) && e->pseudonym_fn != NULL) {
         size_t len = 0;
 
-        if (!e->pseudonym_fn(e->ctx, q, (size_t)v, out + 2, &len) || len > 64)
+        if (!e->pseudonym_fn(e->ctx, &c->state, q, (size_t)v, out + 2, &len) || len > 64)
             return false;
         out[0] = 1 << 3 | WT_LEN;
         out[1] = (uint8_t)len;
@@ -1013,7 +1019,7 @@ static bool pseudonym_value(cx *c, const uint8_t *p, const uint8_t *end, uint8_t
     if (p[0] == (3 << 3 | WT_VARINT) && e->pseudonym_int_fn != NULL) {
         int64_t iv;
 
-        if (!e->pseudonym_int_fn(e->ctx, (int64_t)v, &iv))
+        if (!e->pseudonym_int_fn(e->ctx, &c->state, (int64_t)v, &iv))
             return false;
         out[0] = 3 << 3 | WT_VARINT;
         *n = 1 + varint_put(out + 1, (uint64_t)iv);

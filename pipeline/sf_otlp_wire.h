@@ -189,9 +189,9 @@ typedef struct sf_otlp_edit {
                      size_t n);
     /* Pseudonyms (rules with `pseudonym`): a string into out[0, *out_len)
      * (at most 64 bytes), an int into *out_int. false: the value is removed. */
-    bool (*pseudonym_fn)(const void *ctx, const uint8_t *in, size_t len, uint8_t *out,
-                         size_t *out_len);
-    bool (*pseudonym_int_fn)(const void *ctx, int64_t in, int64_t *out_int);
+    bool (*pseudonym_fn)(const void *ctx, void **state, const uint8_t *in, size_t len,
+                         uint8_t *out, size_t *out_len);
+    bool (*pseudonym_int_fn)(const void *ctx, void **state, int64_t in, int64_t *out_int);
 } sf_otlp_edit;
 
 /* Attributes an edit removed, by context and key, for drift reports: keys

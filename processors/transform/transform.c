@@ -19,7 +19,8 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/core_names.h>
+#include <openssl/params.h>
 #include <pcre2.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -75,6 +76,8 @@ typedef struct transform_ctx {
     size_t max_string;          /* the bound on every string field after its rules */
     uint8_t *key;               /* the pseudonym key, or NULL; cleansed at destroy */
     size_t key_len;
+    EVP_MAC *mac;               /* HMAC, and a context keyed with `key` */
+    EVP_MAC_CTX *keyed;
     sf_otlp_edit edit;
     _Atomic uint64_t rules_skipped;     /* failed rules (limits), any error mode */
     _Atomic uint64_t rules_reported;    /* ... of which counted and logged */
@@ -86,6 +89,23 @@ typedef struct transform_ctx {
 
 /* ---- pseudonyms ------------------------------------------------------------ */
 
+/* One codec call's scratch for the rules (its `state`): PCRE2's match data,
+ * the second of the two buffers the field rules alternate between, and the
+ * HMAC context. */
+typedef struct rule_state rule_state;
+struct rule_state {
+    pcre2_match_data *md;
+    sf_otlp_text tmp;
+    EVP_MAC_CTX *mac;           /* a copy of the keyed context, or NULL */
+    /* the last string pseudonymized and its pseudonym: SGLang's root span
+     * carries the same id twice (rid, gen_ai.request.id) */
+    uint8_t last_in[64], last_out[64];
+    size_t last_in_len, last_out_len;
+};
+
+static rule_state *state_get(const transform_ctx *t, void **state);
+static EVP_MAC_CTX *state_mac(const transform_ctx *t, void **state);
+
 static bool lower_hex(const uint8_t *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -95,30 +115,25 @@ static bool lower_hex(const uint8_t *s, size_t n)
     return true;
 }
 
-/* HMAC-SHA256(key, tag || in) (OpenSSL), into mac[32]. */
-static bool hmac(const transform_ctx *t, uint8_t tag, const uint8_t *in, size_t len,
-                 uint8_t mac[32])
+/* HMAC-SHA256(key, tag || in) (OpenSSL's EVP_MAC), into mac[32]. The
+ * keyed context is made once at create; each codec call copies it once
+ * (state_mac) and re-initialises the copy per value without a key, which
+ * reuses the key's precomputed pads. */
+static bool hmac(const transform_ctx *t, void **state, uint8_t tag, const uint8_t *in,
+                 size_t len, uint8_t mac[32])
 {
-    uint8_t stack[128];
-    uint8_t *msg = len + 1 <= sizeof(stack) ? stack : sf_malloc(len + 1);
-    unsigned int n = 0;
-    bool ok;
+    EVP_MAC_CTX *m = state_mac(t, state);
+    size_t n = 0;
 
-    if (msg == NULL)
-        return false;
-    msg[0] = tag;
-    memcpy(msg + 1, in, len);
-    ok = HMAC(EVP_sha256(), t->key, (int)t->key_len, msg, len + 1, mac, &n) != NULL && n == 32;
-    if (msg != stack)
-        sf_free(msg);
-    return ok;
+    return m != NULL && EVP_MAC_init(m, NULL, 0, NULL) == 1 && EVP_MAC_update(m, &tag, 1) == 1 &&
+           EVP_MAC_update(m, in, len) == 1 && EVP_MAC_final(m, mac, &n, 32) == 1 && n == 32;
 }
 
 /* A string id's pseudonym, in its shape: lowercase hex of length 1..64
  * stays lowercase hex of the same length, "0x" and lowercase hex keeps both;
  * any other string becomes 32 lowercase hex digits. */
-static bool pseudonym_str(const void *ctx, const uint8_t *in, size_t len, uint8_t *out,
-                          size_t *out_len)
+static bool pseudonym_str(const void *ctx, void **state, const uint8_t *in, size_t len,
+                          uint8_t *out, size_t *out_len)
 {
     static const char digits[] = "0123456789abcdef";
     const transform_ctx *t = ctx;
@@ -126,19 +141,32 @@ static bool pseudonym_str(const void *ctx, const uint8_t *in, size_t len, uint8_
     const size_t prefix = len >= 3 && len <= 64 && in[0] == '0' && in[1] == 'x' &&
                           lower_hex(in + 2, len - 2) ? 2 : 0;
     size_t n = prefix ? len - 2 : len >= 1 && len <= 64 && lower_hex(in, len) ? len : 32;
+    rule_state *rs = state_get(t, state);
     uint8_t mac[32];
 
-    if (!hmac(t, 's', in, len, mac))
+    if (rs != NULL && rs->last_in_len == len && len > 0 && len <= sizeof(rs->last_in) &&
+        memcmp(rs->last_in, in, len) == 0) {
+        memcpy(out, rs->last_out, rs->last_out_len);
+        *out_len = rs->last_out_len;
+        return true;
+    }
+    if (!hmac(t, state, 's', in, len, mac))
         return false;
     memcpy(out, "0x", prefix);
     for (size_t i = 0; i < n; i++)
         out[prefix + i] = (uint8_t)digits[(mac[i / 2] >> (i % 2 ? 0 : 4)) & 0xf];
     *out_len = prefix + n;
+    if (rs != NULL && len <= sizeof(rs->last_in)) {
+        memcpy(rs->last_in, in, len);
+        rs->last_in_len = len;
+        memcpy(rs->last_out, out, *out_len);
+        rs->last_out_len = *out_len;
+    }
     return true;
 }
 
 /* An int id's pseudonym: a non-negative int63 (bootstrap_room's shape). */
-static bool pseudonym_int(const void *ctx, int64_t in, int64_t *out)
+static bool pseudonym_int(const void *ctx, void **state, int64_t in, int64_t *out)
 {
     const transform_ctx *t = ctx;
     uint8_t be[8], mac[32];
@@ -146,7 +174,7 @@ static bool pseudonym_int(const void *ctx, int64_t in, int64_t *out)
 
     for (int i = 0; i < 8; i++)
         be[i] = (uint8_t)((uint64_t)in >> (56 - 8 * i));
-    if (!hmac(t, 'i', be, sizeof(be), mac))
+    if (!hmac(t, state, 'i', be, sizeof(be), mac))
         return false;
     for (int i = 0; i < 8; i++)
         v = v << 8 | mac[i];
@@ -199,12 +227,6 @@ static sf_status key_load(const sf_transform_config *cfg, uint8_t **key, size_t 
 
 /* ---- value rules ------------------------------------------------------------ */
 
-/* One codec call's scratch for the rules (its `state`): PCRE2's match data
- * and the second of the two buffers the field rules alternate between. */
-typedef struct rule_state {
-    pcre2_match_data *md;
-    sf_otlp_text tmp;
-} rule_state;
 
 static rule_state *state_get(const transform_ctx *t, void **state)
 {
@@ -224,11 +246,23 @@ static rule_state *state_get(const transform_ctx *t, void **state)
     return rs;
 }
 
+static EVP_MAC_CTX *state_mac(const transform_ctx *t, void **state)
+{
+    rule_state *rs = state_get(t, state);
+
+    if (rs == NULL || t->keyed == NULL)
+        return NULL;
+    if (rs->mac == NULL)
+        rs->mac = EVP_MAC_CTX_dup(t->keyed);
+    return rs->mac;
+}
+
 static void release(const void *ctx, void *state)
 {
     rule_state *rs = state;
 
     (void)ctx;
+    EVP_MAC_CTX_free(rs->mac);
     pcre2_match_data_free(rs->md);
     sf_free(rs->tmp.data);
     sf_free(rs);
@@ -555,6 +589,18 @@ static sf_status transform_create(sf_component *self, const void *config)
         sf_error("processor %s: the pseudonym key cannot be read", sf_component_id(self));
         goto out_destroy;
     }
+    if (t->key != NULL) {
+        OSSL_PARAM params[] = {
+            OSSL_PARAM_construct_utf8_string("digest", (char *)"SHA256", 0), OSSL_PARAM_END
+        };
+
+        t->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+        t->keyed = t->mac != NULL ? EVP_MAC_CTX_new(t->mac) : NULL;
+        if (t->keyed == NULL || EVP_MAC_init(t->keyed, t->key, t->key_len, params) != 1) {
+            st = SF_ENOMEM;
+            goto out_destroy;
+        }
+    }
     for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
         st = keyset_build(t, (sf_transform_ctx)c, &t->keys[c]);
         if (st == SF_OK)
@@ -623,6 +669,8 @@ static void transform_destroy(sf_component *self)
             pcre2_code_free(t->frules[f][i].code);
         sf_free(t->frules[f]);
     }
+    EVP_MAC_CTX_free(t->keyed);
+    EVP_MAC_free(t->mac);
     if (t->key != NULL) {
         OPENSSL_cleanse(t->key, t->key_len);
         sf_free(t->key);
