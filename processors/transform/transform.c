@@ -182,49 +182,6 @@ static bool pseudonym_int(const void *ctx, void **state, int64_t in, int64_t *ou
     return true;
 }
 
-/* The key from pseudonym_key or pseudonym_key_file (trailing newlines
- * dropped). Messages never quote it. */
-static sf_status key_load(const sf_transform_config *cfg, uint8_t **key, size_t *len)
-{
-    uint8_t buf[4097];
-    size_t n = 0;
-
-    *key = NULL;
-    *len = 0;
-    if (cfg->pseudonym_key != NULL) {
-        n = strlen(cfg->pseudonym_key);
-        if (n >= sizeof(buf))
-            return SF_CONFIG;
-        memcpy(buf, cfg->pseudonym_key, n);
-    } else if (cfg->pseudonym_key_file != NULL) {
-        FILE *f = fopen(cfg->pseudonym_key_file, "rb");
-
-        if (f == NULL)
-            return SF_CONFIG;
-        n = fread(buf, 1, sizeof(buf), f);
-        fclose(f);
-        if (n == sizeof(buf))
-            return SF_CONFIG;
-    } else {
-        return SF_OK;
-    }
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-        n--;
-    if (n < 16) {
-        OPENSSL_cleanse(buf, sizeof(buf));
-        return SF_CONFIG;
-    }
-    *key = sf_malloc(n);
-    if (*key == NULL) {
-        OPENSSL_cleanse(buf, sizeof(buf));
-        return SF_ENOMEM;
-    }
-    memcpy(*key, buf, n);
-    *len = n;
-    OPENSSL_cleanse(buf, sizeof(buf));
-    return SF_OK;
-}
-
 /* ---- value rules ------------------------------------------------------------ */
 
 
@@ -566,6 +523,7 @@ static sf_status transform_create(sf_component *self, const void *config)
     const sf_transform_config *cfg = config;
     const sf_transform_program *p = cfg->program;
     transform_ctx *t = sf_calloc(1, sizeof(*t));
+    const char *why = NULL;
     sf_status st = SF_OK;
 
     if (t == NULL)
@@ -583,10 +541,11 @@ static sf_status transform_create(sf_component *self, const void *config)
     }
     pcre2_set_match_limit(t->mctx, SF_TRANSFORM_MATCH_LIMIT);
     pcre2_set_depth_limit(t->mctx, SF_TRANSFORM_DEPTH_LIMIT);
-    st = key_load(cfg, &t->key, &t->key_len);
+    st = sf_transform_key_load(cfg, &t->key, &t->key_len, &why);
     if (st != SF_OK) {
         /* the check at load said what is wrong; never the key itself */
-        sf_error("processor %s: the pseudonym key cannot be read", sf_component_id(self));
+        sf_error("processor %s: the pseudonym key %s", sf_component_id(self),
+                 why != NULL ? why : "cannot be held");
         goto out_destroy;
     }
     if (t->key != NULL) {
@@ -671,10 +630,7 @@ static void transform_destroy(sf_component *self)
     }
     EVP_MAC_CTX_free(t->keyed);
     EVP_MAC_free(t->mac);
-    if (t->key != NULL) {
-        OPENSSL_cleanse(t->key, t->key_len);
-        sf_free(t->key);
-    }
+    sf_transform_key_free(t->key, t->key_len);
     pcre2_match_context_free(t->mctx);
     pthread_mutex_destroy(&t->drift_lock);
     sf_free(t);

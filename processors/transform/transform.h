@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sf_component.h"
 
@@ -136,6 +137,13 @@ bool sf_transform_clears_trace_state(const sf_transform_program *p, sf_transform
 /* The error mode `op` runs with under `cfg` (its group's, else the processor's). */
 int sf_transform_op_error_mode(const sf_transform_config *cfg, const sf_transform_op *op);
 
+/* The pseudonym key of cfg (pseudonym_key, or pseudonym_key_file less its
+ * trailing newlines) into *key (sf_malloc'd; sf_transform_key_free wipes
+ * and frees it), or NULL when cfg has none. SF_CONFIG with *why ("is
+ * shorter than 16 bytes", "cannot be read"): never the key itself. */
+sf_status sf_transform_key_load(const sf_transform_config *cfg, uint8_t **key, size_t *len,
+                                const char **why);
+void sf_transform_key_free(uint8_t *key, size_t len);
 /* The max_string_length that applies under cfg (declared mode's default). */
 size_t sf_transform_max_string(const sf_transform_config *cfg);
 /* The type's check: declared mode's rules, the pseudonym key. */

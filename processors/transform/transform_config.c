@@ -25,6 +25,7 @@
 #include "transform.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <openssl/crypto.h>
 #include <pcre2.h>
 
 #include <stdarg.h>
@@ -423,6 +424,19 @@ static int parse_tail(parser *p)
                 p->lx.src + p->lx.start, where(p, buf, sizeof(buf)));
 }
 
+/* The current token as a quoted regular expression into *re (sink memory),
+ * *tok where it starts (for columns in messages); past it. */
+static int take_regex(parser *p, char **re, size_t *tok)
+{
+    if (p->lx.kind != T_STRING)
+        return expected(p, "a quoted regular expression");
+    *tok = p->lx.start;
+    if ((*re = take_string(p)) == NULL)
+        return -1;
+    next(p);
+    return 0;
+}
+
 /* ---- replace_pattern: checking the regex and the replacement --------------- */
 
 /* PCRE2's scratch memory is counted like every other allocation. */
@@ -772,20 +786,15 @@ static int parse_atom(parser *p, const char *key, sf_otlp_value_alt *a, bool *sh
         }
     }
     if (p->lx.kind == T_IDENT && tok_is(p, "IsMatch")) {
-        size_t tok;
-        char *re;
+        size_t tok = 0;
+        char *re = NULL;
 
         if (next(p) != T_LPAREN)
             return expected(p, "'('");
         next(p);
-        if (parse_attr_ref(p, key) != 0 || expect(p, T_COMMA, "','") != 0)
+        if (parse_attr_ref(p, key) != 0 || expect(p, T_COMMA, "','") != 0 ||
+            take_regex(p, &re, &tok) != 0)
             return -1;
-        if (p->lx.kind != T_STRING)
-            return expected(p, "a quoted regular expression");
-        tok = p->lx.start;
-        if ((re = take_string(p)) == NULL)
-            return -1;
-        next(p);
         if (expect(p, T_RPAREN, "')'") != 0 || check_match_pattern(p, re, tok) != 0)
             return -1;
         if (*shaped)
@@ -926,8 +935,8 @@ static int parse_set_field(parser *p, sf_transform_op *op, const path *pa)
         return w;
     {
         path cond = { 0 };
-        size_t tok;
-        char *re;
+        size_t tok = 0;
+        char *re = NULL;
 
         if (!tok_is(p, "not") || p->lx.kind != T_IDENT)
             return expected(p, "'not IsMatch(...)'");
@@ -940,15 +949,8 @@ static int parse_set_field(parser *p, sf_transform_op *op, const path *pa)
             return -1;
         if (cond.kind != pa->kind || cond.ctx != pa->ctx)
             return fail(p, "the condition must test the field the statement sets");
-        if (expect(p, T_COMMA, "','") != 0)
-            return -1;
-        if (p->lx.kind != T_STRING)
-            return expected(p, "a quoted regular expression");
-        tok = p->lx.start;
-        if ((re = take_string(p)) == NULL)
-            return -1;
-        next(p);
-        if (expect(p, T_RPAREN, "')'") != 0)
+        if (expect(p, T_COMMA, "','") != 0 || take_regex(p, &re, &tok) != 0 ||
+            expect(p, T_RPAREN, "')'") != 0)
             return -1;
         if (p->lx.kind != T_EOF)
             return expected(p, "the end of the statement");
@@ -995,8 +997,8 @@ static int parse_set(parser *p, sf_transform_op *op, const path *pa)
 /* replace_pattern(name, "regex", "replacement"), the path parsed. */
 static int parse_replace_pattern(parser *p, sf_transform_op *op, const path *pa)
 {
-    size_t re_tok, repl_tok;
-    char *re, *repl;
+    size_t re_tok = 0, repl_tok;
+    char *re = NULL, *repl;
 
     op->kind = SF_TRANSFORM_REPLACE_PATTERN;
     if (pa->kind != P_NAME)
@@ -1005,15 +1007,8 @@ static int parse_replace_pattern(parser *p, sf_transform_op *op, const path *pa)
     if (pa->ctx != SF_TRANSFORM_SPAN && pa->ctx != SF_TRANSFORM_SPANEVENT)
         return fail(p, "replace_pattern rewrites span and span event names only, not '%s' "
                     "names", ctx_names[pa->ctx]);
-    if (expect(p, T_COMMA, "','") != 0)
-        return -1;
-    if (p->lx.kind != T_STRING)
-        return expected(p, "a quoted regular expression");
-    re_tok = p->lx.start;
-    if ((re = take_string(p)) == NULL)
-        return -1;
-    next(p);
-    if (expect(p, T_COMMA, "','") != 0)
+    if (expect(p, T_COMMA, "','") != 0 || take_regex(p, &re, &re_tok) != 0 ||
+        expect(p, T_COMMA, "','") != 0)
         return -1;
     if (p->lx.kind != T_STRING)
         return expected(p, "a quoted replacement");
@@ -1560,6 +1555,61 @@ static sf_status parse_statements(sf_cfg_ctx *ctx, const sf_node *node, void *fi
     return st;
 }
 
+sf_status sf_transform_key_load(const sf_transform_config *cfg, uint8_t **key, size_t *len,
+                                const char **why)
+{
+    uint8_t buf[4097];
+    size_t n = 0;
+    sf_status st = SF_OK;
+
+    *key = NULL;
+    *len = 0;
+    *why = NULL;
+    if (cfg->pseudonym_key != NULL) {
+        n = strlen(cfg->pseudonym_key);
+        if (n >= sizeof(buf))
+            n = sizeof(buf);
+        else
+            memcpy(buf, cfg->pseudonym_key, n);
+    } else if (cfg->pseudonym_key_file != NULL) {
+        FILE *f = fopen(cfg->pseudonym_key_file, "rb");
+
+        if (f == NULL) {
+            *why = "cannot be read";
+            return SF_CONFIG;
+        }
+        n = fread(buf, 1, sizeof(buf), f);
+        fclose(f);
+    } else {
+        return SF_OK;
+    }
+    while (n > 0 && n < sizeof(buf) && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        n--;
+    if (n < 16) {
+        *why = "is shorter than 16 bytes";
+        st = SF_CONFIG;
+    } else if (n >= sizeof(buf)) {
+        *why = "is longer than 4096 bytes";
+        st = SF_CONFIG;
+    } else if ((*key = sf_malloc(n)) == NULL) {
+        *why = "cannot be held: no memory";
+        st = SF_ENOMEM;
+    } else {
+        memcpy(*key, buf, n);
+        *len = n;
+    }
+    OPENSSL_cleanse(buf, sizeof(buf));
+    return st;
+}
+
+void sf_transform_key_free(uint8_t *key, size_t len)
+{
+    if (key != NULL) {
+        OPENSSL_cleanse(key, len);
+        sf_free(key);
+    }
+}
+
 size_t sf_transform_max_string(const sf_transform_config *cfg)
 {
     if (cfg->max_string_length > 0)
@@ -1648,29 +1698,22 @@ sf_status sf_transform_check(sf_cfg_ctx *ctx, void *config)
         sf_cfg_error(ctx, at, "trace_statements", "pseudonymize needs a key: pseudonym_key "
                      "(e.g. ${env:NAME}) or pseudonym_key_file");
         errors++;
-    } else if (cfg->pseudonym_key != NULL && strlen(cfg->pseudonym_key) < 16) {
-        /* never quoted: it is a secret */
-        sf_cfg_error(ctx, sf_node_get(at, "pseudonym_key"), NULL,
-                     "pseudonym_key is shorter than 16 bytes");
-        errors++;
-    } else if (cfg->pseudonym_key_file != NULL) {
-        FILE *f = fopen(cfg->pseudonym_key_file, "rb");
-        char buf[4097];
+    } else if (cfg->pseudonym_key != NULL || cfg->pseudonym_key_file != NULL) {
+        uint8_t *key = NULL;
         size_t n = 0;
+        const char *why = NULL;
 
-        if (f != NULL) {
-            n = fread(buf, 1, sizeof(buf), f);
-            fclose(f);
-            while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-                n--;
-            memset(buf, 0, sizeof(buf));
-        }
-        if (f == NULL || n < 16 || n >= sizeof(buf) - 1) {
-            sf_cfg_error(ctx, sf_node_get(at, "pseudonym_key_file"), NULL,
-                         "pseudonym_key_file '%s' %s", cfg->pseudonym_key_file,
-                         f == NULL ? "cannot be read" : "must hold 16 to 4095 bytes");
+        if (sf_transform_key_load(cfg, &key, &n, &why) != SF_OK) {
+            /* never quoted: it is a secret */
+            if (cfg->pseudonym_key != NULL)
+                sf_cfg_error(ctx, sf_node_get(at, "pseudonym_key"), NULL, "pseudonym_key %s",
+                             why);
+            else
+                sf_cfg_error(ctx, sf_node_get(at, "pseudonym_key_file"), NULL,
+                             "pseudonym_key_file '%s' %s", cfg->pseudonym_key_file, why);
             errors++;
         }
+        sf_transform_key_free(key, n);
     }
     if (!cfg->declared_fields)
         return errors ? SF_CONFIG : SF_OK;
