@@ -6,7 +6,13 @@
  * the allowlisted batch, for the sample batch and for the same spans with
  * high-entropy ids: bytes per span and CPU per span, median [min-max].
  *   bench_codec [spans=512] [rounds=5] [only stages whose name has this]
- * ("compress" selects the compression table alone). */
+ * ("compress" selects the compression table alone). The "sglang:" stages
+ * run configs/cvm.yaml's transform (read from the current directory) on an
+ * SGLang-shaped batch (sglang_batch: root, thread and two slice spans per
+ * request), with its rules and with its allowlist alone. */
+#ifndef SF_BENCH_CVM
+#define SF_BENCH_CVM "configs/cvm.yaml"
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +20,7 @@
 
 #include "sample_allowlist.h"
 #include "sf_compress.h"
+#include "sf_otlp_json.h"
 #include "internal/sf_core.h"
 
 typedef double (*stage_fn)(const uint8_t *data, size_t len, sf_arena *arena, long iters);
@@ -121,6 +128,152 @@ static double st_codec_allowlist(const uint8_t *data, size_t len, sf_arena *aren
     return st_codec(data, len, allow_edit, iters);
 }
 
+/* ---- configs/cvm.yaml's transform on an SGLang-shaped batch ------------------ */
+
+/* One request of SGLang's tracing path (as tests/e2e/privacy_markers.py's
+ * control): a root span with the request's keys, a thread span, two slices
+ * (one with a schedule event and a link). */
+static const char sglang_request[] =
+    "{\"traceId\":\"%032x\",\"spanId\":\"%016x\",\"name\":\" Req 5f2b8e0c\",\"attributes\":["
+    "{\"key\":\"rid\",\"value\":{\"stringValue\":\"5f2b8e0c9a7d4e1f8b3c6a2d0e9f%04x\"}},"
+    "{\"key\":\"module\",\"value\":{\"stringValue\":\"sglang::request\"}},"
+    "{\"key\":\"gen_ai.request.id\",\"value\":{\"stringValue\":\"5f2b8e0c9a7d4e1f8b3c6a2d0e9f%04x\"}},"
+    "{\"key\":\"gen_ai.usage.prompt_tokens\",\"value\":{\"intValue\":\"512\"}},"
+    "{\"key\":\"gen_ai.usage.cached_tokens\",\"value\":{\"intValue\":\"128\"}},"
+    "{\"key\":\"gen_ai.usage.completion_tokens\",\"value\":{\"intValue\":\"64\"}},"
+    "{\"key\":\"gen_ai.request.max_tokens\",\"value\":{\"intValue\":\"256\"}},"
+    "{\"key\":\"gen_ai.request.temperature\",\"value\":{\"doubleValue\":0.7}},"
+    "{\"key\":\"gen_ai.request.top_p\",\"value\":{\"doubleValue\":0.9}},"
+    "{\"key\":\"gen_ai.request.top_k\",\"value\":{\"intValue\":\"40\"}},"
+    "{\"key\":\"gen_ai.request.n\",\"value\":{\"intValue\":\"1\"}},"
+    "{\"key\":\"gen_ai.response.model\",\"value\":{\"stringValue\":\"meta-llama/Llama-3.1-8B\"}},"
+    "{\"key\":\"gen_ai.response.finish_reasons\",\"value\":{\"stringValue\":\"[\\\"stop\\\"]\"}},"
+    "{\"key\":\"gen_ai.latency.time_to_first_token\",\"value\":{\"doubleValue\":0.031}},"
+    "{\"key\":\"gen_ai.latency.time_in_model_prefill\",\"value\":{\"doubleValue\":0.012}},"
+    "{\"key\":\"gen_ai.latency.time_in_model_decode\",\"value\":{\"doubleValue\":0.41}},"
+    "{\"key\":\"gen_ai.latency.time_in_model_inference\",\"value\":{\"doubleValue\":0.43}},"
+    "{\"key\":\"gen_ai.latency.e2e\",\"value\":{\"doubleValue\":0.45}}]},"
+    "{\"traceId\":\"%032x\",\"spanId\":\"%016x\",\"name\":\"Scheduler [TP 0] (host:3f2a9c1d | pid:12345)\","
+    "\"attributes\":[{\"key\":\"tp_rank\",\"value\":{\"intValue\":\"0\"}},"
+    "{\"key\":\"host_id\",\"value\":{\"stringValue\":\"3f2a9c1d5e6f7a8b9c0d1e2f3a4b5c6d\"}},"
+    "{\"key\":\"pid\",\"value\":{\"intValue\":\"12345\"}},"
+    "{\"key\":\"thread_label\",\"value\":{\"stringValue\":\"Scheduler\"}}]},"
+    "{\"traceId\":\"%032x\",\"spanId\":\"%016x\",\"name\":\"tokenize\"},"
+    "{\"traceId\":\"%032x\",\"spanId\":\"%016x\",\"name\":\"decode_loop\",\"attributes\":["
+    "{\"key\":\"decode_ct\",\"value\":{\"intValue\":\"63\"}}],"
+    "\"events\":[{\"timeUnixNano\":\"1700000000100000000\",\"name\":\"schedule\",\"attributes\":["
+    "{\"key\":\"bid\",\"value\":{\"stringValue\":\"3f2a9c1d\"}},"
+    "{\"key\":\"batch_size\",\"value\":{\"intValue\":\"8\"}},"
+    "{\"key\":\"forward_mode\",\"value\":{\"stringValue\":\"decode\"}}]}],"
+    "\"links\":[{\"traceId\":\"%032x\",\"spanId\":\"%016x\"}]}";
+
+/* `spans` spans (a multiple of 4) of SGLang requests, encoded. */
+static uint8_t *sglang_batch(long spans, size_t *len)
+{
+    size_t cap = (size_t)spans * 1200 + 1024, at = 0;
+    char *json = malloc(cap);
+    sf_arena *a = sf_arena_create(1 << 20, 0);
+    sf_otlp_request *req = NULL;
+    uint8_t *out;
+    char err[200];
+
+    at += (size_t)snprintf(json + at, cap - at, "{\"resourceSpans\":[{\"resource\":{\"attributes\":["
+        "{\"key\":\"service.name\",\"value\":{\"stringValue\":\"sglang\"}},"
+        "{\"key\":\"telemetry.sdk.language\",\"value\":{\"stringValue\":\"python\"}}]},"
+        "\"scopeSpans\":[{\"scope\":{\"name\":\"sglang server\"},\"spans\":[");
+    for (long r = 0; r < spans / 4; r++) {
+        unsigned t = (unsigned)r + 1;
+
+        at += (size_t)snprintf(json + at, cap - at, "%s", r ? "," : "");
+        at += (size_t)snprintf(json + at, cap - at, sglang_request, t, 4 * t, t & 0xffff,
+                               t & 0xffff, t, 4 * t + 1, t, 4 * t + 2, t, 4 * t + 3, t, 4 * t + 2);
+    }
+    snprintf(json + at, cap - at, "]}]}]}");
+    if (sf_otlp_json_decode(a, json, strlen(json), 32, &req, err, sizeof(err)) != SF_OK) {
+        fprintf(stderr, "sglang batch: %s\n", err);
+        exit(1);
+    }
+    *len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(req);
+    out = malloc(*len);
+    opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(req, out);
+    sf_arena_destroy(a);
+    free(json);
+    return out;
+}
+
+/* configs/cvm.yaml's transform as shipped (rules), or with the allowlist
+ * alone: its keep_keys, cleared fields and the three replace_patterns (the
+ * statements of configs/cvm.yaml before declared mode). */
+static sf_config *cvm_loaded[2];
+static struct sf_component cvm_comp[2];
+
+static const sf_otlp_edit *cvm_edit(bool rules)
+{
+    FILE *f;
+    char *text, *kept;
+    size_t n, k = 0;
+    sf_diag *d;
+    sf_config_component *c;
+
+    if (cvm_loaded[rules] != NULL)
+        return cvm_comp[rules].type->edit(&cvm_comp[rules]);
+    f = fopen(SF_BENCH_CVM, "rb");
+    if (f == NULL) {
+        fprintf(stderr, "bench_codec: %s: run from the source directory\n", SF_BENCH_CVM);
+        exit(1);
+    }
+    text = malloc(1 << 16);
+    n = fread(text, 1, (1 << 16) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    kept = malloc(n + 1);
+    for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        if (!rules && (strstr(line, " where not ") || strstr(line, "pseudonym") ||
+                       strstr(line, "- set(name") || strstr(line, "- set(version") ||
+                       strstr(line, "- set(schema_url") || strstr(line, "- set(entity_refs") ||
+                       strstr(line, "declared_fields")))
+            continue;
+        k += (size_t)sprintf(kept + k, "%s\n", line);
+    }
+    setenv("SPANFENCE_GATEWAY_ENDPOINT", "https://gateway.example:4318", 0);
+    setenv("SPANFENCE_GATEWAY_TOKEN", "bench", 0);
+    setenv("SPANFENCE_PSEUDONYM_KEY", "bench-pseudonym-key-0123456789", 0);
+    d = sf_diag_create(NULL);
+    if (sf_config_load_string("cvm.yaml", kept, k, d, &cvm_loaded[rules]) != SF_OK) {
+        sf_diag_print(d);
+        exit(1);
+    }
+    sf_diag_destroy(d);
+    c = sf_config_find(cvm_loaded[rules], "transform/allowlist");
+    cvm_comp[rules].type = c->type;
+    cvm_comp[rules].id = c->id;
+    cvm_comp[rules].config = c->config;
+    if (c->type->create(&cvm_comp[rules], c->config) != SF_OK)
+        exit(1);
+    free(text);
+    free(kept);
+    return c->type->edit(&cvm_comp[rules]);
+}
+
+static const uint8_t *sglang_data;
+static size_t sglang_len;
+
+static double st_cvm_allowlist(const uint8_t *data, size_t len, sf_arena *arena, long iters)
+{
+    (void)data;
+    (void)len;
+    (void)arena;
+    return st_codec(sglang_data, sglang_len, cvm_edit(false), iters);
+}
+
+static double st_cvm_rules(const uint8_t *data, size_t len, sf_arena *arena, long iters)
+{
+    (void)data;
+    (void)len;
+    (void)arena;
+    return st_codec(sglang_data, sglang_len, cvm_edit(true), iters);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -182,6 +335,8 @@ int main(int argc, char **argv)
         { "protobuf-c unpack + pack, arena", st_unpack_pack, 1 },
         { "codec: validate + canonical copy", st_codec_canonical, 10 },
         { "codec: validate + allowlist, one pass", st_codec_allowlist, 10 },
+        { "sglang: cvm.yaml allowlist alone", st_cvm_allowlist, 10 },
+        { "sglang: cvm.yaml rules (declared)", st_cvm_rules, 10 },
     };
     long spans = argc > 1 ? atol(argv[1]) : 512;
     int rounds = argc > 2 ? atoi(argv[2]) : 5;
@@ -195,6 +350,7 @@ int main(int argc, char **argv)
 
     if (data == NULL || arena == NULL || mem == NULL || allowlist_create(mem) != 0)
         return 1;
+    sglang_data = sglang_batch(spans - spans % 4, &sglang_len);
     if (rounds > 32)
         rounds = 32;
     printf("batch: %ld spans, %zu bytes (%.0f B/span)\n", spans, len, (double)len / (double)spans);

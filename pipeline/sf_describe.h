@@ -98,6 +98,11 @@ typedef enum sf_rule_kind {
     SF_RULE_CLEAR_STATUS_MESSAGE,   /* span status messages become "" */
     SF_RULE_CLEAR_TRACE_STATE,      /* trace_state becomes "" (span, link) */
     SF_RULE_REPLACE_PATTERN,        /* names: every match of pattern -> replacement */
+    SF_RULE_VALUE,                  /* keys[0]'s value must fit `pattern`: the condition's
+                                     * text as written after 'where ' */
+    SF_RULE_PSEUDONYMIZE,           /* keys[0]'s value leaves as its keyed pseudonym */
+    SF_RULE_SET_FIELD,              /* `field` becomes `replacement` unless `pattern`
+                                     * (NULL: always) matches it */
     SF_RULE_OTHER                   /* anything else the processor does */
 } sf_rule_kind;
 
@@ -108,6 +113,7 @@ typedef struct sf_rule {
     const char *const *keys;        /* sorted by strcmp, unique */
     const char *pattern;            /* REPLACE_PATTERN, as written unescaped */
     const char *replacement;
+    sf_otlp_field field;            /* SET_FIELD */
     const sf_node *node;            /* where it was written, or NULL */
 } sf_rule;
 
@@ -116,6 +122,8 @@ typedef struct sf_rule {
 typedef struct sf_allowlist_desc {
     int error_mode;                 /* the processor's SF_ERROR_MODE_* */
     bool scalar_values_only;        /* a kept key holding a kvlist, bytes or nested array goes */
+    bool declared_fields;           /* every kept key and string field has a rule */
+    size_t max_string_length;       /* the bound on exported strings, 0: none */
     const void *rules;              /* handed back to the functions below */
     size_t (*count)(const void *rules, sf_otlp_ctx c);
     /* The i-th rule of context c into *out; false past the end. */

@@ -54,14 +54,14 @@ enum { F_NONE = 0, F_UINT32, F_INT32, F_INT64, F_BOOL, F_FIXED32, F_FIXED64, F_S
        F_MSG };
 
 /* What the codec does with it beyond its type. */
-enum { R_PLAIN = 0, R_ATTRS, R_DROPPED, R_NAME, R_TRACE_STATE, R_STATUS_MSG, R_ID16, R_ID8,
-       R_SPANS };
+enum { R_PLAIN = 0, R_ATTRS, R_DROPPED, R_ID16, R_ID8, R_SPANS };
 
 typedef struct fdesc {
     uint8_t type;
     uint8_t repeated;
     uint8_t role;
     uint8_t child;              /* F_MSG: its sf_otlp_msg */
+    uint8_t field;              /* sf_otlp_field an edit may govern, or 0 (field_verdict) */
 } fdesc;
 
 typedef struct mdesc {
@@ -72,42 +72,46 @@ typedef struct mdesc {
     uint32_t name;              /* field number of the name an edit renames, or 0 */
 } mdesc;
 
-#define MSG1(c) { F_MSG, 0, R_PLAIN, SF_OTLP_MSG_##c }
-#define MSGN(r, c) { F_MSG, 1, r, SF_OTLP_MSG_##c }
-#define ATTRS { F_MSG, 1, R_ATTRS, SF_OTLP_MSG_KEY_VALUE }
-#define SCALAR(t, r) { t, 0, r, 0 }
+#define MSG1(c) { F_MSG, 0, R_PLAIN, SF_OTLP_MSG_##c, 0 }
+#define MSGN(r, c) { F_MSG, 1, r, SF_OTLP_MSG_##c, 0 }
+#define ATTRS { F_MSG, 1, R_ATTRS, SF_OTLP_MSG_KEY_VALUE, 0 }
+#define SCALAR(t, r) { t, 0, r, 0, 0 }
+/* a string an edit may govern */
+#define GOV(f) { F_STRING, 0, R_PLAIN, 0, SF_OTLP_FIELD_##f }
 
 static const fdesc f_request[] = { [1] = MSGN(R_PLAIN, RESOURCE_SPANS) };
 /* 1000: OTLP 0.15-0.18 instrumentation_library_spans, reserved today: unknown */
 static const fdesc f_resource_spans[] = { [1] = MSG1(RESOURCE), [2] = MSGN(R_PLAIN, SCOPE_SPANS),
-                                          [3] = SCALAR(F_STRING, R_PLAIN) };
+                                          [3] = GOV(RESOURCE_SCHEMA_URL) };
 static const fdesc f_resource[] = { [1] = ATTRS, [2] = SCALAR(F_UINT32, R_DROPPED),
-                                    [3] = MSGN(R_PLAIN, ENTITY_REF) };
+                                    [3] = { F_MSG, 1, R_PLAIN, SF_OTLP_MSG_ENTITY_REF,
+                                            SF_OTLP_FIELD_ENTITY_REFS } };
+/* its strings leave or go with the whole entity_refs field */
 static const fdesc f_entity_ref[] = { [1] = SCALAR(F_STRING, R_PLAIN),
                                       [2] = SCALAR(F_STRING, R_PLAIN),
-                                      [3] = { F_STRING, 1, R_PLAIN, 0 },
-                                      [4] = { F_STRING, 1, R_PLAIN, 0 } };
+                                      [3] = { F_STRING, 1, R_PLAIN, 0, 0 },
+                                      [4] = { F_STRING, 1, R_PLAIN, 0, 0 } };
 static const fdesc f_scope_spans[] = { [1] = MSG1(SCOPE), [2] = MSGN(R_SPANS, SPAN),
-                                       [3] = SCALAR(F_STRING, R_PLAIN) };
-static const fdesc f_scope[] = { [1] = SCALAR(F_STRING, R_PLAIN), [2] = SCALAR(F_STRING, R_PLAIN),
+                                       [3] = GOV(SCOPE_SCHEMA_URL) };
+static const fdesc f_scope[] = { [1] = GOV(SCOPE_NAME), [2] = GOV(SCOPE_VERSION),
                                  [3] = ATTRS, [4] = SCALAR(F_UINT32, R_DROPPED) };
 static const fdesc f_span[] = {
     [1] = SCALAR(F_BYTES, R_ID16), [2] = SCALAR(F_BYTES, R_ID8),
-    [3] = SCALAR(F_STRING, R_TRACE_STATE), [4] = SCALAR(F_BYTES, R_ID8),
-    [5] = SCALAR(F_STRING, R_NAME), [6] = SCALAR(F_INT32, R_PLAIN),
+    [3] = GOV(SPAN_TRACE_STATE), [4] = SCALAR(F_BYTES, R_ID8),
+    [5] = GOV(SPAN_NAME), [6] = SCALAR(F_INT32, R_PLAIN),
     [7] = SCALAR(F_FIXED64, R_PLAIN), [8] = SCALAR(F_FIXED64, R_PLAIN), [9] = ATTRS,
     [10] = SCALAR(F_UINT32, R_DROPPED), [11] = MSGN(R_PLAIN, EVENT),
     [12] = SCALAR(F_UINT32, R_PLAIN), [13] = MSGN(R_PLAIN, LINK),
     [14] = SCALAR(F_UINT32, R_PLAIN), [15] = MSG1(STATUS), [16] = SCALAR(F_FIXED32, R_PLAIN),
 };
-static const fdesc f_event[] = { [1] = SCALAR(F_FIXED64, R_PLAIN), [2] = SCALAR(F_STRING, R_NAME),
+static const fdesc f_event[] = { [1] = SCALAR(F_FIXED64, R_PLAIN), [2] = GOV(EVENT_NAME),
                                  [3] = ATTRS, [4] = SCALAR(F_UINT32, R_DROPPED) };
 static const fdesc f_link[] = { [1] = SCALAR(F_BYTES, R_ID16), [2] = SCALAR(F_BYTES, R_ID8),
-                                [3] = SCALAR(F_STRING, R_TRACE_STATE), [4] = ATTRS,
+                                [3] = GOV(LINK_TRACE_STATE), [4] = ATTRS,
                                 [5] = SCALAR(F_UINT32, R_DROPPED),
                                 [6] = SCALAR(F_FIXED32, R_PLAIN) };
 /* 1: reserved (the deprecated code of OTLP < 0.9): unknown */
-static const fdesc f_status[] = { [2] = SCALAR(F_STRING, R_STATUS_MSG),
+static const fdesc f_status[] = { [2] = GOV(STATUS_MESSAGE),
                                   [3] = SCALAR(F_INT32, R_PLAIN) };
 static const fdesc f_array[] = { [1] = MSGN(R_PLAIN, ANY_VALUE) };
 static const fdesc f_kvlist[] = { [1] = MSGN(R_PLAIN, KEY_VALUE) };
@@ -143,6 +147,18 @@ const char *sf_otlp_msg_label(sf_otlp_msg m)
     return (unsigned)m < SF_OTLP_MSG_COUNT ? msg_labels[m] : "unknown";
 }
 
+static const char *const field_names[SF_OTLP_FIELD_COUNT] = {
+    [SF_OTLP_FIELD_NONE] = "none",
+#define SF_OTLP_FIELD_NAME(e, name) [SF_OTLP_FIELD_##e] = name,
+    SF_OTLP_FIELD_MAP(SF_OTLP_FIELD_NAME)
+#undef SF_OTLP_FIELD_NAME
+};
+
+const char *sf_otlp_field_name(sf_otlp_field f)
+{
+    return (unsigned)f < SF_OTLP_FIELD_COUNT ? field_names[f] : "none";
+}
+
 /* ---- keysets ---------------------------------------------------------------- */
 
 typedef struct ks_slot {
@@ -150,6 +166,7 @@ typedef struct ks_slot {
     const char *key;            /* NULL: empty */
     size_t len;
     bool keep;
+    const sf_otlp_value_rule *rule;     /* kept: what its value must be, or NULL */
 } ks_slot;
 
 struct sf_otlp_keyset {
@@ -189,6 +206,13 @@ static inline uint64_t len_bit(size_t len)
 sf_status sf_otlp_keyset_create(size_t n, const char *const *keys, const bool *keep,
                                 bool keep_other, sf_otlp_keyset **out)
 {
+    return sf_otlp_keyset_create_with(n, keys, keep, NULL, keep_other, out);
+}
+
+sf_status sf_otlp_keyset_create_with(size_t n, const char *const *keys, const bool *keep,
+                                     const sf_otlp_value_rule *const *rules, bool keep_other,
+                                     sf_otlp_keyset **out)
+{
     size_t slots = 4;
     sf_otlp_keyset *ks;
 
@@ -215,7 +239,8 @@ sf_status sf_otlp_keyset_create(size_t n, const char *const *keys, const bool *k
         if (ks->slots[at].key != NULL)
             continue;
         ks->slots[at] = (ks_slot){ .head = head, .tail = tail, .key = keys[i], .len = len,
-                                   .keep = keep[i] };
+                                   .keep = keep[i],
+                                   .rule = rules != NULL && keep[i] ? rules[i] : NULL };
         ks->len_mask |= len_bit(len);
     }
     *out = ks;
@@ -242,26 +267,36 @@ static inline __attribute__((always_inline)) bool key_middle_eq(const char *a, c
     return true;
 }
 
-/* A keyset's verdict on a key: KS_KEEP or not, and KS_LISTED when the key is
- * one of the set's own (then it is valid UTF-8: the set's keys were checked). */
-enum { KS_KEEP = 1, KS_LISTED = 2 };
-
-static inline __attribute__((always_inline)) int keyset_judge(const sf_otlp_keyset *ks,
-                                                              const uint8_t *k, size_t len)
+/* The slot of a key the set lists (then the key is valid UTF-8: the set's
+ * keys were checked), or NULL. */
+static inline __attribute__((always_inline)) const ks_slot *
+keyset_find(const sf_otlp_keyset *ks, const uint8_t *k, size_t len)
 {
     uint64_t head, tail;
 
     if (!(ks->len_mask & len_bit(len)))
-        return ks->keep_other;
+        return NULL;
     key_words(k, len, &head, &tail);
     for (size_t i = key_hash(head, tail, len) & ks->mask;; i = (i + 1) & ks->mask) {
         const ks_slot *e = &ks->slots[i];
 
         if (e->key == NULL)
-            return ks->keep_other;
+            return NULL;
         if (e->head == head && e->tail == tail && e->len == len && key_middle_eq(e->key, k, len))
-            return KS_LISTED | e->keep;
+            return e;
     }
+}
+
+/* A keyset's verdict on a key: KS_KEEP or not, and KS_LISTED when the key is
+ * one of the set's own. */
+enum { KS_KEEP = 1, KS_LISTED = 2 };
+
+static inline __attribute__((always_inline)) int keyset_judge(const sf_otlp_keyset *ks,
+                                                              const uint8_t *k, size_t len)
+{
+    const ks_slot *e = keyset_find(ks, k, len);
+
+    return e != NULL ? KS_LISTED | e->keep : ks->keep_other;
 }
 
 static inline __attribute__((always_inline)) bool keyset_keeps(const sf_otlp_keyset *ks,
@@ -289,7 +324,15 @@ typedef struct cx {
     size_t budget;              /* bytes merge copies may still take */
     bool general;               /* every message through generic(): see run() */
     uint32_t held[SF_OTLP_MSG_COUNT];  /* per message, fields the edit changes */
+    uint8_t verdict[SF_OTLP_FIELD_COUNT]; /* per governed field: FV_* (field_verdict) */
     sf_otlp_text name;          /* rename output */
+    /* one_value_per_key: the keys of the current attribute list so far, by
+     * keyset slot (slots below SEEN_SLOTS) or, past that and for keys the
+     * set does not list, by their bytes */
+    uint64_t seen[8];
+    const uint8_t **seen_key;
+    size_t *seen_len;
+    size_t n_seen, cap_seen;
     /* sf_otlp_count_matching_spans */
     size_t n_match;
     const char *const *keys;
@@ -297,6 +340,39 @@ typedef struct cx {
     uint64_t match_bits;        /* of the current ResourceSpans' resource */
     size_t matching;
 } cx;
+
+#define SEEN_SLOTS 512
+
+/* What the edit does to a governed field (sf_otlp_field). */
+enum { FV_AS_IS = 0, FV_CLEAR, FV_REWRITE };
+
+/* The one place that decides whether an edit touches a field: run() asks
+ * it once per call into c->verdict, which held, as_is, put_scalar and
+ * put_repeated all read. */
+static int field_verdict(const sf_otlp_edit *e, unsigned f)
+{
+    if (e == NULL)
+        return FV_AS_IS;
+    switch (f) {
+    case SF_OTLP_FIELD_NONE:
+        return FV_AS_IS;
+    case SF_OTLP_FIELD_SPAN_NAME:
+        return e->rename & SF_OTLP_CTX_BIT(SF_OTLP_SPAN) ? FV_REWRITE : FV_AS_IS;
+    case SF_OTLP_FIELD_EVENT_NAME:
+        return e->rename & SF_OTLP_CTX_BIT(SF_OTLP_SPANEVENT) ? FV_REWRITE : FV_AS_IS;
+    case SF_OTLP_FIELD_SPAN_TRACE_STATE:
+        return e->clear_trace_state & SF_OTLP_CTX_BIT(SF_OTLP_SPAN) ? FV_CLEAR : FV_AS_IS;
+    case SF_OTLP_FIELD_LINK_TRACE_STATE:
+        return e->clear_trace_state & SF_OTLP_CTX_BIT(SF_OTLP_LINK) ? FV_CLEAR : FV_AS_IS;
+    case SF_OTLP_FIELD_STATUS_MESSAGE:
+        return e->clear_status_message ? FV_CLEAR : FV_AS_IS;
+    case SF_OTLP_FIELD_ENTITY_REFS:
+        return e->fields & SF_OTLP_FIELD_BIT(f) ? FV_CLEAR : FV_AS_IS;
+    default:
+        return e->fields & SF_OTLP_FIELD_BIT(f) && e->field_fn != NULL ? FV_REWRITE
+               : e->fields & SF_OTLP_FIELD_BIT(f) ? FV_CLEAR : FV_AS_IS;
+    }
+}
 
 static sf_status bad(cx *c, const char *why)
 {
@@ -802,6 +878,8 @@ typedef struct kvjudge {
     const sf_otlp_keyset *keys; /* NULL: every key stays */
     bool scalar_only;           /* kept_value_types: scalar */
     bool match;                 /* resource matches to check */
+    bool dedupe;                /* one_value_per_key */
+    size_t max_str;             /* max_string_length, 0: none */
 } kvjudge;
 
 static inline kvjudge kv_judge(const cx *c, int ctx)
@@ -810,7 +888,248 @@ static inline kvjudge kv_judge(const cx *c, int ctx)
 
     return (kvjudge){ .keys = e != NULL ? e->keys[ctx] : NULL,
                       .scalar_only = e != NULL && e->scalar_values_only,
-                      .match = ctx == SF_OTLP_RESOURCE && c->n_match > 0 };
+                      .match = ctx == SF_OTLP_RESOURCE && c->n_match > 0,
+                      .dedupe = e != NULL && e->one_value_per_key,
+                      .max_str = e != NULL ? e->max_string_length : 0 };
+}
+
+/* ---- value rules, one value per key, drift ---------------------------------- */
+
+static bool str_fits(cx *c, const sf_otlp_value_alt *a, const uint8_t *s, size_t n)
+{
+    switch (a->shape) {
+    case SF_OTLP_STR_ANY:
+        return true;
+    case SF_OTLP_STR_HEX:
+        if (n < a->min_len || n > a->max_len)
+            return false;
+        for (size_t i = 0; i < n; i++) {
+            if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+                return false;
+        }
+        return true;
+    case SF_OTLP_STR_SET:
+        for (size_t i = 0; i < a->n_set; i++) {
+            const char *e = a->set[i];
+
+            /* the first byte rejects most before strlen */
+            if (n > 0 && e[0] == (char)s[0] && strncmp(e, (const char *)s, n) == 0 &&
+                e[n] == '\0')
+                return true;
+            if (n == 0 && e[0] == '\0')
+                return true;
+        }
+        return false;
+    case SF_OTLP_STR_REGEX:
+        return c->edit->match_fn != NULL &&
+               c->edit->match_fn(c->edit->ctx, &c->state, a->regex, s, n);
+    }
+    return false;
+}
+
+/* One scalar AnyValue member (its tag, and for a string its bytes) against
+ * rule r (NULL: only the length bound). */
+static bool scalar_fits(cx *c, const sf_otlp_value_rule *r, uint8_t tag, const uint8_t *s,
+                        size_t n)
+{
+    const unsigned type = tag == (1 << 3 | WT_LEN) ? SF_OTLP_VAL_STRING
+                          : tag == (3 << 3 | WT_VARINT) ? SF_OTLP_VAL_INT
+                          : tag == (4 << 3 | WT_I64) ? SF_OTLP_VAL_DOUBLE
+                          : tag == (2 << 3 | WT_VARINT) ? SF_OTLP_VAL_BOOL : 0;
+
+    if (type == SF_OTLP_VAL_STRING && c->edit->max_string_length != 0 &&
+        n > c->edit->max_string_length)
+        return false;
+    if (r == NULL)
+        return true;
+    if (r->n_alts == 0)
+        return r->pseudonym && (type == SF_OTLP_VAL_STRING || type == SF_OTLP_VAL_INT);
+    for (size_t i = 0; i < r->n_alts; i++) {
+        const sf_otlp_value_alt *a = &r->alts[i];
+
+        if ((a->types & type) && (type != SF_OTLP_VAL_STRING || str_fits(c, a, s, n)))
+            return true;
+    }
+    return false;
+}
+
+/* A canonical AnyValue [p, end) against rule r: every element of an array
+ * (a nested array fails a rule); no value fails a rule. */
+static bool value_fits(cx *c, const sf_otlp_value_rule *r, const uint8_t *p, const uint8_t *end)
+{
+    const uint8_t *q = p + 1;
+    uint64_t n;
+
+    if (p >= end)
+        return r == NULL;
+    if (p[0] == (5 << 3 | WT_LEN)) {
+        const uint8_t *ae;
+
+        if ((r != NULL && r->pseudonym) || rd_varint(&q, end, 5, &n) != 0)
+            return false;
+        for (ae = q + n; q < ae;) {
+            const uint8_t *e = q + 1, *v;
+            uint64_t m, sl = 0;
+
+            if (rd_varint(&e, ae, 5, &m) != 0)
+                return false;
+            v = e + 1;
+            if (m > 0 && v[-1] == (1 << 3 | WT_LEN) && rd_varint(&v, e + m, 5, &sl) != 0)
+                return false;
+            if (m == 0 ? r != NULL
+                : e[0] == (5 << 3 | WT_LEN) ? r != NULL
+                : !scalar_fits(c, r, e[0], v, (size_t)sl))
+                return false;
+            q = e + m;
+        }
+        return true;
+    }
+    if (p[0] == (1 << 3 | WT_LEN)) {
+        if (rd_varint(&q, end, 5, &n) != 0)
+            return false;
+        return scalar_fits(c, r, p[0], q, (size_t)n);
+    }
+    if (p[0] == (7 << 3 | WT_LEN) || p[0] == (6 << 3 | WT_LEN))
+        return r == NULL;
+    return scalar_fits(c, r, p[0], NULL, 0);
+}
+
+/* The pseudonym of the canonical string or int AnyValue [p, end), as
+ * canonical AnyValue bytes into out[0, *n). false: not a string or int, or
+ * the edit refused it. */
+static bool pseudonym_value(cx *c, const uint8_t *p, const uint8_t *end, uint8_t out[80],
+                            size_t *n)
+{
+    const sf_otlp_edit *e = c->edit;
+    const uint8_t *q = p + 1;
+    uint64_t v;
+
+    if (p >= end || rd_varint(&q, end, 10, &v) != 0)
+        return false;
+    if (p[0] == (1 << 3 | WT_LEN) && e->pseudonym_fn != NULL) {
+        size_t len = 0;
+
+        if (!e->pseudonym_fn(e->ctx, &c->state, q, (size_t)v, out + 2, &len) || len > 64)
+            return false;
+        out[0] = 1 << 3 | WT_LEN;
+        out[1] = (uint8_t)len;
+        *n = 2 + len;
+        return true;
+    }
+    if (p[0] == (3 << 3 | WT_VARINT) && e->pseudonym_int_fn != NULL) {
+        int64_t iv;
+
+        if (!e->pseudonym_int_fn(e->ctx, &c->state, (int64_t)v, &iv))
+            return false;
+        out[0] = 3 << 3 | WT_VARINT;
+        *n = 1 + varint_put(out + 1, (uint64_t)iv);
+        return true;
+    }
+    return false;
+}
+
+/* KeyValue field `num`: key[0, klen) and the AnyValue bytes val[0, vlen). */
+static sf_status put_kv_bytes(cx *c, uint32_t num, const uint8_t *key, size_t klen,
+                              const uint8_t *val, size_t vlen)
+{
+    size_t inner = (klen > 0 ? 1 + varint_size(klen) + klen : 0) + 1 + varint_size(vlen) + vlen;
+    sf_status st = put_tag_varint(c, num, WT_LEN, true, inner);
+
+    if (st == SF_OK && klen > 0)
+        st = put_len_field(c, 1, key, klen);
+    if (st == SF_OK)
+        st = put_len_field(c, 2, val, vlen);
+    return st;
+}
+
+/* Whether k[0, n) can name a metric series: [a-z0-9_.]{1,64}. */
+static bool drift_key_safe(const uint8_t *k, size_t n)
+{
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= '0' && k[i] <= '9') || k[i] == '_' ||
+              k[i] == '.'))
+            return false;
+    }
+    return true;
+}
+
+/* An attribute the edit removed: counted by context and key (the first
+ * SF_OTLP_DRIFT_MAX pairs of the call). */
+static __attribute__((noinline)) void drift_note(cx *c, int ctx, const uint8_t *k, size_t n,
+                                                 bool failed)
+{
+    const size_t len = drift_key_safe(k, n) ? n : 0;
+    sf_otlp_stats *st = c->st;
+
+    if (ctx < 0 || c->discard)
+        return;
+    for (size_t i = 0; i < st->n_drift; i++) {
+        sf_otlp_drift *d = &st->drift[i];
+
+        if (d->ctx == ctx && d->failed_rule == failed && d->len == len &&
+            (len == 0 || memcmp(d->key, k, len) == 0)) {
+            d->count++;
+            return;
+        }
+    }
+    if (st->n_drift < SF_OTLP_DRIFT_MAX) {
+        sf_otlp_drift *d = &st->drift[st->n_drift++];
+
+        d->ctx = (uint8_t)ctx;
+        d->failed_rule = failed;
+        d->len = (uint8_t)len;
+        if (len > 0)            /* k may be NULL: a KeyValue without a key */
+            memcpy(d->key, k, len);
+        d->count = 1;
+    }
+}
+
+/* one_value_per_key: forget the keys of the previous attribute list. */
+static inline void seen_reset(cx *c, const mdesc *m)
+{
+    if (m->ctx >= 0 && c->edit != NULL && c->edit->one_value_per_key) {
+        memset(c->seen, 0, sizeof(c->seen));
+        c->n_seen = 0;
+    }
+}
+
+/* Whether this is the first entry of key k[0, n) (its slot e in ks, or
+ * NULL) in the current list; it is remembered. -1: no memory. */
+static __attribute__((noinline)) int seen_first(cx *c, const sf_otlp_keyset *ks,
+                                                const ks_slot *e, const uint8_t *k, size_t n)
+{
+    if (e != NULL && (size_t)(e - ks->slots) < SEEN_SLOTS) {
+        const size_t i = (size_t)(e - ks->slots);
+        const uint64_t bit = 1ull << (i % 64);
+
+        if (c->seen[i / 64] & bit)
+            return 0;
+        c->seen[i / 64] |= bit;
+        return 1;
+    }
+    for (size_t i = 0; i < c->n_seen; i++) {
+        if (c->seen_len[i] == n && memcmp(c->seen_key[i], k, n) == 0)
+            return 0;
+    }
+    if (c->n_seen == c->cap_seen) {
+        size_t cap = c->cap_seen ? c->cap_seen * 2 : 16;
+        const uint8_t **nk = sf_realloc(c->seen_key, cap * sizeof(*nk));
+        size_t *nl;
+
+        if (nk == NULL)
+            return -1;
+        c->seen_key = nk;
+        nl = sf_realloc(c->seen_len, cap * sizeof(*nl));
+        if (nl == NULL)
+            return -1;
+        c->seen_len = nl;
+        c->cap_seen = cap;
+    }
+    c->seen_key[c->n_seen] = k;
+    c->seen_len[c->n_seen++] = n;
+    return 1;
 }
 
 static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, kvjudge j, uint32_t num,
@@ -882,21 +1201,27 @@ typedef struct slot {
 /* Whether names of context ctx go through the edit's rename. A name the
  * input leaves out is then renamed from "", the name a decoder sees, so an
  * edit's result does not depend on how the input spelled a default. */
-static bool renames(const cx *c, int ctx)
+static bool renames(const cx *c, const mdesc *m)
 {
-    return c->edit != NULL && !c->discard && ctx >= 0 && (c->edit->rename & SF_OTLP_CTX_BIT(ctx));
+    return m->name != 0 && !c->discard && c->verdict[m->f[m->name].field] == FV_REWRITE;
 }
 
-/* The new name of a span or span event. */
-static sf_status renamed(cx *c, int ctx, const uint8_t **p, size_t *n)
+/* The new value of governed string field f (a span or event name through
+ * rename_fn, the others through field_fn). */
+static sf_status renamed(cx *c, unsigned f, const uint8_t **p, size_t *n)
 {
     const sf_otlp_edit *e = c->edit;
     sf_status st;
 
-    if (!renames(c, ctx))
+    if (c->discard)
         return SF_OK;
     c->name.len = 0;
-    st = e->rename_fn(e->ctx, &c->state, (sf_otlp_ctx)ctx, *p, *n, &c->name);
+    if (f == SF_OTLP_FIELD_SPAN_NAME || f == SF_OTLP_FIELD_EVENT_NAME)
+        st = e->rename_fn(e->ctx, &c->state,
+                          f == SF_OTLP_FIELD_SPAN_NAME ? SF_OTLP_SPAN : SF_OTLP_SPANEVENT, *p, *n,
+                          &c->name);
+    else
+        st = e->field_fn(e->ctx, &c->state, (sf_otlp_field)f, *p, *n, &c->name);
     if (st != SF_OK)
         return st == SF_ENOMEM ? SF_ENOMEM : SF_FILTER;
     if (!utf8_valid(c->name.data, c->name.len))
@@ -906,19 +1231,6 @@ static sf_status renamed(cx *c, int ctx, const uint8_t **p, size_t *n)
     *p = c->name.data;
     *n = c->name.len;
     return SF_OK;
-}
-
-static bool cleared(const cx *c, const fdesc *d, int ctx)
-{
-    const sf_otlp_edit *e = c->edit;
-
-    if (e == NULL)
-        return false;
-    if (d->role == R_STATUS_MSG)
-        return e->clear_status_message;
-    if (d->role == R_TRACE_STATE)
-        return ctx >= 0 && (e->clear_trace_state & SF_OTLP_CTX_BIT(ctx));
-    return false;
 }
 
 /* A scalar field of message m: its canonical bytes (nothing for a default). */
@@ -932,10 +1244,10 @@ static sf_status put_scalar(cx *c, const mdesc *m, uint32_t num, const uint8_t *
     if (d->type == F_STRING || d->type == F_BYTES) {
         size_t n = (size_t)u;
 
-        if (d->role != R_PLAIN && d->role != R_ID16 && d->role != R_ID8) {
-            if (cleared(c, d, m->ctx))
+        if (d->field != SF_OTLP_FIELD_NONE && c->verdict[d->field] != FV_AS_IS) {
+            if (c->verdict[d->field] == FV_CLEAR)
                 return SF_OK;
-            if (d->role == R_NAME && (st = renamed(c, m->ctx, &val, &n)) != SF_OK)
+            if ((st = renamed(c, d->field, &val, &n)) != SF_OK)
                 return st;
         }
         if (n == 0 || c->discard)
@@ -1005,10 +1317,14 @@ put_repeated(cx *c, const mdesc *m, const fdesc *d, const fld *f, unsigned depth
     }
     {
         result r = { 0 };
+        /* a cleared field (entity_refs) is still read and checked */
+        const bool gone = d->field != SF_OTLP_FIELD_NONE && c->verdict[d->field] == FV_CLEAR;
 
         if (d->role == R_SPANS)
             c->st->spans++;
+        c->discard += gone;
         st = child(c, f->num, d->child, f->val, f->val + f->u, depth, &r);
+        c->discard -= gone;
         if (r.cls > *cls)
             *cls = r.cls;
         return st;
@@ -1089,6 +1405,7 @@ static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *
     sf_status st;
 
     memset(s, 0, sizeof(s));
+    seen_reset(c, m);
     /* first step: read and check every field */
     while (p < end) {
         const fdesc *d;
@@ -1119,7 +1436,7 @@ static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *
             continue;
         if (d->role == R_DROPPED) {
             st = put_dropped(c, num, sl->count ? sl->u : 0, removed);
-        } else if (sl->count == 0 && !(num == m->name && renames(c, m->ctx))) {
+        } else if (sl->count == 0 && !(num == m->name && renames(c, m))) {
             continue;
         } else if (d->repeated) {
             st = repeated(c, m, num, sl, depth, &removed, &cls);
@@ -1205,9 +1522,8 @@ static inline bool as_is(const cx *c, const mdesc *m, const fdesc *d, const fld 
     if (f->num >= 16 || d->role == R_DROPPED || f->u == 0 ||
         (size_t)(f->val - f->start) != 1 + (f->wt == WT_LEN ? varint_size(f->u) : 0))
         return false;
-    if (d->role == R_NAME && renames(c, m->ctx))
-        return false;
-    if ((d->role == R_TRACE_STATE || d->role == R_STATUS_MSG) && cleared(c, d, m->ctx))
+    (void)m;
+    if (d->field != SF_OTLP_FIELD_NONE && c->verdict[d->field] != FV_AS_IS)
         return false;
     return f->wt != WT_VARINT || (size_t)(f->end - f->val) == varint_size(f->u);
 }
@@ -1231,7 +1547,6 @@ enum { Q_NONE = 0, Q_FIXED64, Q_FIXED32, Q_UINT32, Q_INT32, Q_INT64, Q_BOOL, Q_I
        Q_BYTES, Q_STRING, Q_MSG };
 
 static uint8_t quick[SF_OTLP_MSG_COUNT][128];
-static uint32_t role_bits[SF_OTLP_MSG_COUNT][R_SPANS + 1];    /* fields with that role */
 static pthread_once_t quick_once = PTHREAD_ONCE_INIT;
 
 /* A message kind with singular scalars only (Status): Q_MSG copies it whole.
@@ -1251,8 +1566,6 @@ static void quick_init(void)
     for (unsigned k = 0; k < SF_OTLP_MSG_COUNT; k++) {
         const mdesc *m = &schema[k];
 
-        for (uint32_t num = 1; num < m->n && num < 32; num++)
-            role_bits[k][m->f[num].role] |= 1u << num;
         for (uint32_t num = 1; num < m->n && num < 16; num++) {
             const fdesc *d = &m->f[num];
             int q = Q_NONE;
@@ -1372,8 +1685,9 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
 
     if (kind == SF_OTLP_MSG_RESOURCE_SPANS)
         c->match_bits = 0;
+    seen_reset(c, m);
     /* held has the name's bit exactly when the edit renames this context */
-    if (m->name != 0 && (held >> m->name & 1) && !c->discard) {
+    if (m->name != 0 && (held >> m->name & 1) && renames(c, m)) {
         s[m->name].val = (const uint8_t *)"";   /* absent: "" (see renames) */
         s[m->name].u = 0;
         pending |= 1u << m->name;
@@ -1662,13 +1976,14 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
                                                       const uint8_t *p, const uint8_t *end,
                                                       unsigned depth, bool *removed)
 {
-    const sf_otlp_edit *e = c->edit;
-    const sf_otlp_keyset *judge = ctx >= 0 && e != NULL ? e->keys[ctx] : NULL;
-    const bool scalar_only = ctx >= 0 && e != NULL && e->scalar_values_only;
+    const kvjudge j = kv_judge(c, ctx);
+    const sf_otlp_keyset *judge = j.keys;
+    const bool scalar_only = j.scalar_only;
     const uint8_t *key = NULL, *val = NULL, *vend = NULL, *vfirst = NULL, *vlast_end = NULL;
-    size_t klen = 0, vtotal = 0, mark = c->len;
+    const ks_slot *slot = NULL;
+    size_t klen = 0, vtotal = 0, mark = c->len, vmark = c->len;
     uint32_t vcount = 0;
-    bool keep = true;
+    bool keep = true, dup = false;
     result r = { 0 };
     fld f;
     sf_status st;
@@ -1711,8 +2026,19 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
             }
         }
     }
-    if (judge != NULL)
-        keep = keyset_keeps(judge, key != NULL ? key : (const uint8_t *)"", klen);
+    if (judge != NULL) {
+        slot = keyset_find(judge, key != NULL ? key : (const uint8_t *)"", klen);
+        keep = slot != NULL ? slot->keep : judge->keep_other;
+    }
+    if (keep && j.dedupe && !c->discard) {
+        const int first = seen_first(c, judge, slot, key != NULL ? key : (const uint8_t *)"",
+                                     klen);
+
+        if (first < 0)
+            return SF_ENOMEM;
+        dup = first == 0;
+        keep = !dup;
+    }
     if (!keep)
         c->discard++;
     {
@@ -1721,6 +2047,7 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
         st = open_len(c, num, (size_t)(end - p), &hpos, &hlen);
         if (st == SF_OK && klen > 0)
             st = put_len_field(c, 1, key, klen);
+        vmark = c->len;
         if (st == SF_OK && vcount == 1) {
             st = child(c, 2, SF_OTLP_MSG_ANY_VALUE, val, vend, depth, &r);
         } else if (st == SF_OK && vcount > 1) {
@@ -1747,9 +2074,40 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
         match_kv(c, key, klen, &r);
     if (keep && scalar_only && r.cls == CLS_OTHER) {
         keep = false;
-        if (!c->discard)
+        if (!c->discard) {
             c->len = mark;      /* written, then taken back */
+            drift_note(c, ctx, key, klen, true);
+        }
+    } else if (keep && !c->discard && ((slot != NULL && slot->rule != NULL) || j.max_str != 0)) {
+        /* the value as written (canonical): tag, length, AnyValue */
+        const sf_otlp_value_rule *rule = slot != NULL ? slot->rule : NULL;
+        const uint8_t *a = c->buf->data + vmark + 1, *aend = c->buf->data + c->len;
+        uint8_t pv[80];
+        size_t pn = 0;
+        uint64_t an = 0;
+
+        if (vmark == c->len)
+            a = aend;               /* no value at all */
+        else if (rd_varint(&a, aend, 5, &an) != 0)
+            return bad(c, "internal: unreadable value");
+        if (!value_fits(c, rule, a, aend) ||
+            (rule != NULL && rule->pseudonym && !pseudonym_value(c, a, aend, pv, &pn))) {
+            keep = false;
+            c->len = mark;
+            c->st->failed_values++;
+            drift_note(c, ctx, key, klen, true);
+        } else if (rule != NULL && rule->pseudonym) {
+            c->len = mark;
+            c->st->pseudonyms++;
+            st = put_kv_bytes(c, num, key, klen, pv, pn);
+            if (st != SF_OK)
+                return st;
+        }
+    } else if (!keep && !dup && judge != NULL) {
+        drift_note(c, ctx, key != NULL ? key : (const uint8_t *)"", klen, false);
     }
+    if (dup)
+        c->st->duplicate_keys++;
     *removed = !keep;
     return SF_OK;
 }
@@ -1781,15 +2139,45 @@ static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, kvjudg
         return kv_general(c, ctx, num, p, end, depth, removed);
     *removed = false;
     {
-        const int v = j.keys != NULL ? keyset_judge(j.keys, key, klen) : KS_KEEP;
+        const ks_slot *e = j.keys != NULL ? keyset_find(j.keys, key, klen) : NULL;
+        const bool keep = j.keys == NULL || (e != NULL ? e->keep : j.keys->keep_other);
 
-        if (!(v & KS_LISTED) && __builtin_expect(!utf8_valid(key, klen), 0))
+        if (e == NULL && __builtin_expect(!utf8_valid(key, klen), 0))
             return bad(c, "string field is not UTF-8");
         if (j.match)
             match_kv(c, key, klen, &r);
-        if (!(v & KS_KEEP) || (j.scalar_only && r.cls == CLS_OTHER)) {
+        if (!keep || (j.scalar_only && r.cls == CLS_OTHER)) {
             *removed = true;
+            drift_note(c, ctx, key, klen, keep);
             return SF_OK;
+        }
+        if (j.dedupe) {
+            const int first = seen_first(c, j.keys, e, key, klen);
+
+            if (first <= 0) {
+                if (first < 0)
+                    return SF_ENOMEM;
+                *removed = true;
+                c->st->duplicate_keys++;
+                return SF_OK;
+            }
+        }
+        if ((e != NULL && e->rule != NULL) || (j.max_str != 0 && r.str != NULL)) {
+            const sf_otlp_value_rule *rule = e != NULL ? e->rule : NULL;
+            uint8_t pv[80];
+            size_t pn;
+
+            if (!value_fits(c, rule, q, end) ||
+                (rule != NULL && rule->pseudonym && !pseudonym_value(c, q, end, pv, &pn))) {
+                *removed = true;
+                c->st->failed_values++;
+                drift_note(c, ctx, key, klen, true);
+                return SF_OK;
+            }
+            if (rule != NULL && rule->pseudonym) {
+                c->st->pseudonyms++;
+                return put_kv_bytes(c, num, key, klen, pv, pn);
+            }
         }
     }
     if ((size_t)(p - field) == varint_size((uint64_t)num << 3 | WT_LEN) +
@@ -1838,19 +2226,21 @@ static sf_status run(cx *c, const uint8_t *in, size_t len)
     sf_status st;
 
     pthread_once(&quick_once, quick_init);
+    for (unsigned f = 0; f < SF_OTLP_FIELD_COUNT; f++)
+        c->verdict[f] = (uint8_t)field_verdict(c->edit, f);
     for (unsigned k = 0; k < SF_OTLP_MSG_COUNT; k++) {
         const sf_otlp_edit *e = c->edit;
         const int ctx = schema[k].ctx;
 
         c->held[k] = 0;
+        (void)ctx;
         if (e == NULL)
             continue;
-        if (ctx >= 0 && (e->rename & SF_OTLP_CTX_BIT(ctx)))
-            c->held[k] |= role_bits[k][R_NAME];
-        if (ctx >= 0 && (e->clear_trace_state & SF_OTLP_CTX_BIT(ctx)))
-            c->held[k] |= role_bits[k][R_TRACE_STATE];
-        if (e->clear_status_message)
-            c->held[k] |= role_bits[k][R_STATUS_MSG];
+        for (uint32_t num = 1; num < schema[k].n && num < 32; num++) {
+            if (schema[k].f[num].field != SF_OTLP_FIELD_NONE && !schema[k].f[num].repeated &&
+                field_verdict(e, schema[k].f[num].field) != FV_AS_IS)
+                c->held[k] |= 1u << num;
+        }
     }
     c->budget = 2 * len + 4096;
     c->general = false;
@@ -1891,6 +2281,8 @@ sf_status sf_otlp_rewrite(const uint8_t *in, size_t len, unsigned max_depth,
     if (edit != NULL && edit->release != NULL && c.state != NULL)
         edit->release(edit->ctx, c.state);
     sf_free(c.name.data);
+    sf_free(c.seen_key);
+    sf_free(c.seen_len);
     if (out == NULL)
         return st;
     if (st != SF_OK) {

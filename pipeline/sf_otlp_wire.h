@@ -63,6 +63,67 @@ typedef enum sf_otlp_ctx {
 
 #define SF_OTLP_CTX_BIT(c) (1u << (c))
 
+/* X(ENUM, name): the string-bearing fields outside attributes that an edit
+ * can govern, each decided in one place in the codec (field_verdict). */
+#define SF_OTLP_FIELD_MAP(X)                                \
+    X(SPAN_NAME,           "span.name")                     \
+    X(EVENT_NAME,          "spanevent.name")                \
+    X(SPAN_TRACE_STATE,    "span.trace_state")              \
+    X(LINK_TRACE_STATE,    "link.trace_state")              \
+    X(STATUS_MESSAGE,      "span.status.message")           \
+    X(SCOPE_NAME,          "scope.name")                    \
+    X(SCOPE_VERSION,       "scope.version")                 \
+    X(RESOURCE_SCHEMA_URL, "resource.schema_url")           \
+    X(SCOPE_SCHEMA_URL,    "scope.schema_url")              \
+    X(ENTITY_REFS,         "resource.entity_refs")
+
+typedef enum sf_otlp_field {
+    SF_OTLP_FIELD_NONE = 0,
+#define SF_OTLP_FIELD_ENUM(e, name) SF_OTLP_FIELD_##e,
+    SF_OTLP_FIELD_MAP(SF_OTLP_FIELD_ENUM)
+#undef SF_OTLP_FIELD_ENUM
+    SF_OTLP_FIELD_COUNT
+} sf_otlp_field;
+
+#define SF_OTLP_FIELD_BIT(f) (1u << (f))
+
+/* "span.name", ...; "none" for SF_OTLP_FIELD_NONE or out of range. */
+const char *sf_otlp_field_name(sf_otlp_field f);
+
+/* ---- value rules: what a kept attribute may hold -------------------------- */
+
+/* Value types an alternative accepts. */
+enum { SF_OTLP_VAL_STRING = 1, SF_OTLP_VAL_INT = 2, SF_OTLP_VAL_DOUBLE = 4, SF_OTLP_VAL_BOOL = 8 };
+
+/* What a string must look like, cheapest first. */
+typedef enum sf_otlp_str_shape {
+    SF_OTLP_STR_ANY = 0,        /* any string (within the edit's length bound) */
+    SF_OTLP_STR_HEX,            /* min_len..max_len lowercase hex digits */
+    SF_OTLP_STR_SET,            /* one of set[0, n_set), bytewise */
+    SF_OTLP_STR_REGEX           /* regex matches the whole string: edit->match_fn */
+} sf_otlp_str_shape;
+
+typedef struct sf_otlp_value_alt {
+    unsigned types;             /* SF_OTLP_VAL_* */
+    sf_otlp_str_shape shape;    /* for strings; other types pass on their type alone */
+    uint32_t min_len, max_len;  /* HEX */
+    size_t n_set;               /* SET */
+    const char *const *set;
+    const void *regex;          /* REGEX: handed back to edit->match_fn */
+} sf_otlp_value_alt;
+
+/* A kept attribute's rule: its value (each element of an array value) must
+ * be accepted by one of the alternatives (none: any string or int when
+ * `pseudonym`), and no string longer than the edit's max_string_length;
+ * else the attribute is removed like a key not kept and counted. With
+ * `pseudonym` a string or int that fits leaves as edit->pseudonym_fn
+ * makes it; any other type is removed. */
+typedef struct sf_otlp_value_rule {
+    size_t n_alts;
+    const sf_otlp_value_alt *alts;
+    bool pseudonym;
+} sf_otlp_value_rule;
+
 /* Scratch text an edit writes a new name into; the codec owns it. */
 typedef struct sf_otlp_text {
     uint8_t *data;              /* sf_malloc'd, grown with sf_otlp_text_reserve */
@@ -84,6 +145,11 @@ typedef struct sf_otlp_keyset sf_otlp_keyset;
  * is not UTF-8 (no attribute could have it). */
 sf_status sf_otlp_keyset_create(size_t n, const char *const *keys, const bool *keep,
                                 bool keep_other, sf_otlp_keyset **out);
+/* The same, with rules[i] (NULL: none) for the kept keys; the rules must
+ * outlive the set. rules NULL: no key has one. */
+sf_status sf_otlp_keyset_create_with(size_t n, const char *const *keys, const bool *keep,
+                                     const sf_otlp_value_rule *const *rules, bool keep_other,
+                                     sf_otlp_keyset **out);
 void sf_otlp_keyset_destroy(sf_otlp_keyset *ks);    /* NULL ok */
 /* Whether the attribute key[0, len) stays. */
 bool sf_otlp_keyset_keeps(const sf_otlp_keyset *ks, const uint8_t *key, size_t len);
@@ -105,13 +171,50 @@ typedef struct sf_otlp_edit {
     sf_status (*rename_fn)(const void *ctx, void **state, sf_otlp_ctx c, const uint8_t *in,
                            size_t len, sf_otlp_text *out);
     void (*release)(const void *ctx, void *state);
+    /* The fields past the names, trace_state and status message that the
+     * edit governs (SF_OTLP_FIELD_BITs): entity_refs is cleared, the
+     * strings (scope name and version, the schema_urls) go through
+     * field_fn, which writes what leaves into *out ("" clears). An absent
+     * field is not asked about. */
+    unsigned fields;
+    sf_status (*field_fn)(const void *ctx, void **state, sf_otlp_field f, const uint8_t *in,
+                          size_t len, sf_otlp_text *out);
+    /* Attribute lists keep the first entry of a key; later ones are removed. */
+    bool one_value_per_key;
+    /* An attribute string value (or array element) longer than this is
+     * removed like a value failing its rule; 0: no bound. */
+    size_t max_string_length;
+    /* SF_OTLP_STR_REGEX: whether `regex` matches all of s[0, n). */
+    bool (*match_fn)(const void *ctx, void **state, const void *regex, const uint8_t *s,
+                     size_t n);
+    /* Pseudonyms (rules with `pseudonym`): a string into out[0, *out_len)
+     * (at most 64 bytes), an int into *out_int. false: the value is removed. */
+    bool (*pseudonym_fn)(const void *ctx, void **state, const uint8_t *in, size_t len,
+                         uint8_t *out, size_t *out_len);
+    bool (*pseudonym_int_fn)(const void *ctx, void **state, int64_t in, int64_t *out_int);
 } sf_otlp_edit;
+
+/* Attributes an edit removed, by context and key, for drift reports: keys
+ * of the shape [a-z0-9_.]{1,64} by name, the others as "other" (len 0). */
+#define SF_OTLP_DRIFT_MAX 16
+typedef struct sf_otlp_drift {
+    uint8_t ctx;                /* sf_otlp_ctx */
+    bool failed_rule;           /* kept key, value failed its rule; else key not kept */
+    uint8_t len;                /* 0: other */
+    char key[64];
+    uint32_t count;
+} sf_otlp_drift;
 
 /* What one pass saw. */
 typedef struct sf_otlp_stats {
     size_t spans;               /* spans in the request (on error: seen before it) */
     uint64_t removed_attributes; /* attributes the edit removed */
     uint64_t renamed;           /* names the edit changed */
+    uint64_t failed_values;     /* of removed_attributes: a kept key's value failed its rule */
+    uint64_t duplicate_keys;    /* of removed_attributes: a key's second and later entries */
+    uint64_t pseudonyms;        /* values replaced by their pseudonym */
+    size_t n_drift;             /* removals by context and key, the first SF_OTLP_DRIFT_MAX */
+    sf_otlp_drift drift[SF_OTLP_DRIFT_MAX];
     uint64_t dropped_fields[SF_OTLP_MSG_COUNT]; /* unknown/obsolete fields, by message */
     const char *error;          /* on SF_INVALID: what was wrong (static text) */
 } sf_otlp_stats;

@@ -57,6 +57,11 @@ typedef struct policy_name_rules {
     policy_rules ctx[SF_OTLP_CTX_COUNT];   /* only span and spanevent have rows */
 } policy_name_rules;
 
+typedef struct policy_value_rules {
+    bool present;
+    sf_strmap ctx[SF_OTLP_CTX_COUNT];           /* key -> the condition after 'where' */
+} policy_value_rules;
+
 typedef struct policy_allowlist {
     bool present;
     char *processor;
@@ -66,6 +71,12 @@ typedef struct policy_allowlist {
     int kept_value_types;                       /* VALUES_* */
     policy_keys keys;
     policy_name_rules name_rules;
+    bool declared_fields;
+    int64_t max_string_length;                  /* 0: not pinned */
+    policy_keys pseudonymized;                  /* per context, the keys pseudonymized */
+    policy_value_rules value_rules;
+    sf_strmap field_values;                     /* "span.name" -> the value set */
+    sf_strmap field_patterns;                   /* "span.name" -> the IsMatch that keeps it */
 } policy_allowlist;
 
 typedef struct policy_exporter {
@@ -185,6 +196,20 @@ static const sf_config_row name_rules_rows[] = {
     { 0 }
 };
 
+#define VALUE_ROW(name, c) \
+    { .key = name, .type = SF_CFG_STRMAP, \
+      .offset = offsetof(policy_value_rules, ctx) + (c) * sizeof(sf_strmap), \
+      .help = "the " name " context's value rules: key -> the condition after 'where'" }
+
+static const sf_config_row value_rules_rows[] = {
+    VALUE_ROW("resource", SF_OTLP_RESOURCE),
+    VALUE_ROW("scope", SF_OTLP_SCOPE),
+    VALUE_ROW("span", SF_OTLP_SPAN),
+    VALUE_ROW("spanevent", SF_OTLP_SPANEVENT),
+    VALUE_ROW("link", SF_OTLP_LINK),
+    { 0 }
+};
+
 static const sf_config_row allowlist_rows[] = {
     { .key = "processor", .type = SF_CFG_STR, .offset = offsetof(policy_allowlist, processor),
       .help = "id of the transform processor holding the allowlist (required)" },
@@ -206,6 +231,27 @@ static const sf_config_row allowlist_rows[] = {
     { .key = "name_rules", .type = SF_CFG_SECTION, .offset = offsetof(policy_allowlist, name_rules),
       .sub = name_rules_rows, .help = "per context, the exact ordered span-name rules; a context "
       "not listed must have none (absent: names are not pinned)" },
+    { .key = "declared_fields", .type = SF_CFG_BOOL, .def = "false",
+      .offset = offsetof(policy_allowlist, declared_fields),
+      .help = "the processor must run in declared mode (declared_fields: true)" },
+    { .key = "max_string_length", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 20,
+      .offset = offsetof(policy_allowlist, max_string_length),
+      .help = "exported strings must be bounded by at most this many bytes (0: not pinned)" },
+    { .key = "pseudonymized", .type = SF_CFG_SECTION,
+      .offset = offsetof(policy_allowlist, pseudonymized), .sub = keys_rows,
+      .help = "per context, the exact keys pseudonymize(attributes, \"k\") applies to" },
+    { .key = "value_rules", .type = SF_CFG_SECTION,
+      .offset = offsetof(policy_allowlist, value_rules), .sub = value_rules_rows,
+      .help = "per context, every value rule exactly: key -> its condition as written after "
+      "'where' (a context listed must have no other)" },
+    { .key = "field_values", .type = SF_CFG_STRMAP,
+      .offset = offsetof(policy_allowlist, field_values),
+      .help = "string fields (span.name, scope.version, resource.entity_refs, ...) -> the value "
+      "their set(...) statement writes; every field listed needs exactly that statement" },
+    { .key = "field_patterns", .type = SF_CFG_STRMAP,
+      .offset = offsetof(policy_allowlist, field_patterns),
+      .help = "string fields -> the IsMatch pattern of their set(...) where not IsMatch(...); a "
+      "field in field_values and not here must be set unconditionally" },
     { 0 }
 };
 
@@ -610,6 +656,123 @@ static void check_name_rules(checker *k, const char *subj, const sf_allowlist_de
                 ottl_quote(want->v[i].replacement, y, sizeof(y)));
 }
 
+/* The SET_FIELD rule of field f in the edit, or false. */
+static bool find_set_field(const sf_allowlist_desc *al, sf_otlp_field f, sf_rule *out)
+{
+    for (int c = 0; c < SF_OTLP_CTX_COUNT; c++) {
+        for (size_t i = 0; al->get(al->rules, (sf_otlp_ctx)c, i, out); i++) {
+            if (out->kind == SF_RULE_SET_FIELD && out->field == f)
+                return true;
+        }
+    }
+    return false;
+}
+
+static const char *strmap_get(const sf_strmap *m, const char *key)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        if (strcmp(m->keys[i], key) == 0)
+            return m->values[i];
+    }
+    return NULL;
+}
+
+/* declared_fields, max_string_length, pseudonymized, value_rules and the
+ * field rules: each compared with the rules the processor compiles. */
+static void check_rules(checker *k, const char *subj, const sf_allowlist_desc *al,
+                        const sf_node *value, const sf_node *statements)
+{
+    const policy_allowlist *pa = &k->pol->allowlist;
+    sf_rule op;
+
+    if (pa->declared_fields && !al->declared_fields) {
+        const sf_node *at = sf_node_get(value, "declared_fields");
+
+        violate(k, at ? at : statements, subj, "declared_fields is not true: the policy requires "
+                "a rule for every kept key and string field");
+    }
+    if (pa->max_string_length > 0 &&
+        (al->max_string_length == 0 || al->max_string_length > (size_t)pa->max_string_length)) {
+        const sf_node *at = sf_node_get(value, "max_string_length");
+
+        violate(k, at ? at : statements, subj, "exported strings are bounded by %zu bytes%s, the "
+                "policy requires at most %lld", al->max_string_length,
+                al->max_string_length == 0 ? " (none)" : "",
+                (long long)pa->max_string_length);
+    }
+    for (int c = 0; c < SF_OTLP_CTX_COUNT; c++) {
+        const sf_strlist *want = &pa->pseudonymized.ctx[c];
+        const sf_strmap *vr = &pa->value_rules.ctx[c];
+        const char *cn = sf_otlp_ctx_name((sf_otlp_ctx)c);
+
+        for (size_t i = 0; al->get(al->rules, (sf_otlp_ctx)c, i, &op); i++) {
+            if (op.kind == SF_RULE_PSEUDONYMIZE && want->v != NULL) {
+                bool listed = false;
+
+                for (size_t j = 0; j < want->n; j++)
+                    listed = listed || strcmp(want->v[j], op.keys[0]) == 0;
+                if (!listed)
+                    violate(k, op.node, subj, "%s key '%s' is pseudonymized, the policy does "
+                            "not list it", cn, op.keys[0]);
+            }
+            if (op.kind == SF_RULE_VALUE && pa->value_rules.present) {
+                const char *w = strmap_get(vr, op.keys[0]);
+
+                if (w == NULL)
+                    violate(k, op.node, subj, "%s key '%s' has a value rule the policy does not "
+                            "list: '%s'", cn, op.keys[0], op.pattern);
+                else if (strcmp(w, op.pattern) != 0)
+                    violate(k, op.node, subj, "%s key '%s' has the value rule '%s', the policy "
+                            "requires '%s'", cn, op.keys[0], op.pattern, w);
+            }
+        }
+        for (size_t j = 0; want->v != NULL && j < want->n; j++) {
+            bool found = false;
+
+            for (size_t i = 0; !found && al->get(al->rules, (sf_otlp_ctx)c, i, &op); i++)
+                found = op.kind == SF_RULE_PSEUDONYMIZE && strcmp(op.keys[0], want->v[j]) == 0;
+            if (!found)
+                violate(k, statements, subj, "%s key '%s' is not pseudonymized: the policy "
+                        "requires pseudonymize(attributes, \"%s\")", cn, want->v[j],
+                        want->v[j]);
+        }
+        for (size_t j = 0; pa->value_rules.present && j < vr->n; j++) {
+            bool found = false;
+
+            for (size_t i = 0; !found && al->get(al->rules, (sf_otlp_ctx)c, i, &op); i++)
+                found = op.kind == SF_RULE_VALUE && strcmp(op.keys[0], vr->keys[j]) == 0;
+            if (!found)
+                violate(k, statements, subj, "%s key '%s' has no value rule: the policy "
+                        "requires delete_key(attributes, \"%s\") where %s", cn, vr->keys[j],
+                        vr->keys[j], vr->values[j]);
+        }
+    }
+    for (size_t j = 0; j < pa->field_values.n; j++) {
+        const char *field = pa->field_values.keys[j], *pattern;
+        sf_otlp_field f = SF_OTLP_FIELD_NONE;
+
+        for (int i = 1; i < SF_OTLP_FIELD_COUNT; i++)
+            if (strcmp(sf_otlp_field_name((sf_otlp_field)i), field) == 0)
+                f = (sf_otlp_field)i;
+        pattern = strmap_get(&pa->field_patterns, field);
+        if (f == SF_OTLP_FIELD_NONE) {
+            violate(k, statements, subj, "the policy names the unknown field '%s'", field);
+        } else if (!find_set_field(al, f, &op)) {
+            violate(k, statements, subj, "%s has no set(...) rule: the policy requires one "
+                    "setting '%s'%s%s", field, pa->field_values.values[j],
+                    pattern ? " where not IsMatch(...) " : "", pattern ? pattern : "");
+        } else if (strcmp(op.replacement, pa->field_values.values[j]) != 0) {
+            violate(k, op.node, subj, "%s is set to '%s', the policy requires '%s'", field,
+                    op.replacement, pa->field_values.values[j]);
+        } else if ((pattern == NULL) != (op.pattern == NULL) ||
+                   (pattern != NULL && strcmp(pattern, op.pattern) != 0)) {
+            violate(k, op.node, subj, "%s is kept when it matches '%s', the policy requires "
+                    "'%s'", field, op.pattern ? op.pattern : "(never: always set)",
+                    pattern ? pattern : "(never: always set)");
+        }
+    }
+}
+
 static void check_allowlist(checker *k)
 {
     const policy_allowlist *pa = &k->pol->allowlist;
@@ -675,6 +838,7 @@ static void check_allowlist(checker *k)
         check_name_rules(k, subj, &al, SF_OTLP_SPAN, statements);
         check_name_rules(k, subj, &al, SF_OTLP_SPANEVENT, statements);
     }
+    check_rules(k, subj, &al, value, statements);
 }
 
 static void check_pipelines(checker *k)

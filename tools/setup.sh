@@ -13,6 +13,8 @@ pkgs=(build-essential cmake pkg-config
       libgrpc-dev
       libyaml-dev zlib1g-dev libdeflate-dev libzstd-dev libcmocka-dev libjson-c-dev
       libcurl4-openssl-dev libmicrohttpd-dev libpcre2-dev
+      # the transform processor's pseudonyms (HMAC-SHA256)
+      libssl-dev
       valgrind curl zstd
       # the TLS test's certificates, the install check (man page lint, unit verify)
       openssl groff-base systemd

@@ -17,8 +17,14 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "transform.h"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/core_names.h>
+#include <openssl/params.h>
 #include <pcre2.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 /* ---- keys ------------------------------------------------------------------ */
@@ -32,157 +38,407 @@ _Static_assert((int)SF_TRANSFORM_RESOURCE == (int)SF_OTLP_RESOURCE &&
                (int)SF_TRANSFORM_CTX_COUNT == (int)SF_OTLP_CTX_COUNT,
                "transform contexts and codec contexts differ");
 
-/* The verdict of context c's statements on `key`. */
-static bool verdict(const sf_transform_program *p, sf_transform_ctx c, const char *key)
-{
-    bool keep = true;
+/* Bounds on one match, so a pattern cannot take unbounded time on a name. */
+#define SF_TRANSFORM_MATCH_LIMIT 100000
+#define SF_TRANSFORM_DEPTH_LIMIT 1000
 
+/* The type's own series (sf_counters.values). */
+enum { TM_FAILED_VALUES, TM_DUPLICATE_KEYS, TM_RULES_SKIPPED, TM_PSEUDONYMS };
+
+/* Drift: the (context, key) pairs already logged, a bounded number. */
+#define SF_TRANSFORM_DRIFT_KEYS 256
+
+typedef enum frule_kind { FR_SUBSTITUTE, FR_ALLOW, FR_SET } frule_kind;
+
+/* One rule on a string field, in statement order: replace_pattern
+ * (FR_SUBSTITUTE), set(...) where not IsMatch(...) (FR_ALLOW: a value the
+ * pattern does not match becomes `text`), set(...) (FR_SET). */
+typedef struct field_rule {
+    frule_kind kind;
+    pcre2_code *code;           /* SUBSTITUTE, ALLOW */
+    PCRE2_SPTR text;            /* the replacement, or the value set */
+    size_t text_len;
+    int error_mode;             /* the statement's */
+} field_rule;
+
+typedef struct transform_ctx {
+    const sf_transform_config *cfg;
+    sf_otlp_keyset *keys[SF_TRANSFORM_CTX_COUNT];
+    /* per context, the compiled rules of the keys that have one */
+    sf_otlp_value_rule *vrules[SF_TRANSFORM_CTX_COUNT];
+    size_t n_vrules[SF_TRANSFORM_CTX_COUNT];
+    pcre2_code **codes;         /* every value-rule regex, to free */
+    size_t n_codes;
+    size_t n_frules[SF_OTLP_FIELD_COUNT];
+    field_rule *frules[SF_OTLP_FIELD_COUNT];
+    pcre2_match_context *mctx;
+    uint32_t max_groups;        /* largest capture count + 1, for match data */
+    size_t max_string;          /* the bound on every string field after its rules */
+    uint8_t *key;               /* the pseudonym key, or NULL; cleansed at destroy */
+    size_t key_len;
+    EVP_MAC *mac;               /* HMAC, and a context keyed with `key` */
+    EVP_MAC_CTX *keyed;
+    sf_otlp_edit edit;
+    _Atomic uint64_t rules_skipped;     /* failed rules (limits), any error mode */
+    _Atomic uint64_t rules_reported;    /* ... of which counted and logged */
+    sf_counters *counters;
+    pthread_mutex_t drift_lock;
+    size_t n_drift;
+    struct { uint8_t ctx; bool failed; char key[65]; } drift[SF_TRANSFORM_DRIFT_KEYS];
+} transform_ctx;
+
+/* ---- pseudonyms ------------------------------------------------------------ */
+
+/* One codec call's scratch for the rules (its `state`): PCRE2's match data,
+ * the second of the two buffers the field rules alternate between, and the
+ * HMAC context. */
+typedef struct rule_state rule_state;
+struct rule_state {
+    pcre2_match_data *md;
+    sf_otlp_text tmp;
+    EVP_MAC_CTX *mac;           /* a copy of the keyed context, or NULL */
+    /* the last string pseudonymized and its pseudonym: SGLang's root span
+     * carries the same id twice (rid, gen_ai.request.id) */
+    uint8_t last_in[64], last_out[64];
+    size_t last_in_len, last_out_len;
+};
+
+static rule_state *state_get(const transform_ctx *t, void **state);
+static EVP_MAC_CTX *state_mac(const transform_ctx *t, void **state);
+
+static bool lower_hex(const uint8_t *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    }
+    return true;
+}
+
+/* HMAC-SHA256(key, tag || in) (OpenSSL's EVP_MAC), into mac[32]. The
+ * keyed context is made once at create; each codec call copies it once
+ * (state_mac) and re-initialises the copy per value without a key, which
+ * reuses the key's precomputed pads. */
+static bool hmac(const transform_ctx *t, void **state, uint8_t tag, const uint8_t *in,
+                 size_t len, uint8_t mac[32])
+{
+    EVP_MAC_CTX *m = state_mac(t, state);
+    size_t n = 0;
+
+    return m != NULL && EVP_MAC_init(m, NULL, 0, NULL) == 1 && EVP_MAC_update(m, &tag, 1) == 1 &&
+           EVP_MAC_update(m, in, len) == 1 && EVP_MAC_final(m, mac, &n, 32) == 1 && n == 32;
+}
+
+/* A string id's pseudonym, in its shape: lowercase hex of length 1..64
+ * stays lowercase hex of the same length, "0x" and lowercase hex keeps both;
+ * any other string becomes 32 lowercase hex digits. */
+static bool pseudonym_str(const void *ctx, void **state, const uint8_t *in, size_t len,
+                          uint8_t *out, size_t *out_len)
+{
+    static const char digits[] = "0123456789abcdef";
+    const transform_ctx *t = ctx;
+    /* "0x" and hex (str(hex(n)), SGLang's bootstrap_room) keeps its prefix */
+    const size_t prefix = len >= 3 && len <= 64 && in[0] == '0' && in[1] == 'x' &&
+                          lower_hex(in + 2, len - 2) ? 2 : 0;
+    size_t n = prefix ? len - 2 : len >= 1 && len <= 64 && lower_hex(in, len) ? len : 32;
+    rule_state *rs = state_get(t, state);
+    uint8_t mac[32];
+
+    if (rs != NULL && rs->last_in_len == len && len > 0 && len <= sizeof(rs->last_in) &&
+        memcmp(rs->last_in, in, len) == 0) {
+        memcpy(out, rs->last_out, rs->last_out_len);
+        *out_len = rs->last_out_len;
+        return true;
+    }
+    if (!hmac(t, state, 's', in, len, mac))
+        return false;
+    memcpy(out, "0x", prefix);
+    for (size_t i = 0; i < n; i++)
+        out[prefix + i] = (uint8_t)digits[(mac[i / 2] >> (i % 2 ? 0 : 4)) & 0xf];
+    *out_len = prefix + n;
+    if (rs != NULL && len <= sizeof(rs->last_in)) {
+        memcpy(rs->last_in, in, len);
+        rs->last_in_len = len;
+        memcpy(rs->last_out, out, *out_len);
+        rs->last_out_len = *out_len;
+    }
+    return true;
+}
+
+/* An int id's pseudonym: a non-negative int63 (bootstrap_room's shape). */
+static bool pseudonym_int(const void *ctx, void **state, int64_t in, int64_t *out)
+{
+    const transform_ctx *t = ctx;
+    uint8_t be[8], mac[32];
+    uint64_t v = 0;
+
+    for (int i = 0; i < 8; i++)
+        be[i] = (uint8_t)((uint64_t)in >> (56 - 8 * i));
+    if (!hmac(t, state, 'i', be, sizeof(be), mac))
+        return false;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | mac[i];
+    *out = (int64_t)(v >> 1);
+    return true;
+}
+
+/* ---- value rules ------------------------------------------------------------ */
+
+
+static rule_state *state_get(const transform_ctx *t, void **state)
+{
+    rule_state *rs = *state;
+
+    if (rs != NULL)
+        return rs;
+    rs = sf_calloc(1, sizeof(*rs));
+    if (rs == NULL)
+        return NULL;
+    rs->md = pcre2_match_data_create(t->max_groups, NULL);
+    if (rs->md == NULL) {
+        sf_free(rs);
+        return NULL;
+    }
+    *state = rs;
+    return rs;
+}
+
+static EVP_MAC_CTX *state_mac(const transform_ctx *t, void **state)
+{
+    rule_state *rs = state_get(t, state);
+
+    if (rs == NULL || t->keyed == NULL)
+        return NULL;
+    if (rs->mac == NULL)
+        rs->mac = EVP_MAC_CTX_dup(t->keyed);
+    return rs->mac;
+}
+
+static void release(const void *ctx, void *state)
+{
+    rule_state *rs = state;
+
+    (void)ctx;
+    EVP_MAC_CTX_free(rs->mac);
+    pcre2_match_data_free(rs->md);
+    sf_free(rs->tmp.data);
+    sf_free(rs);
+}
+
+/* A value rule's regex on a string: a failed match (limits, memory) counts
+ * as not matching (the value is removed) and is counted. */
+static bool match_fn(const void *ctx, void **state, const void *regex, const uint8_t *s, size_t n)
+{
+    transform_ctx *t = (transform_ctx *)ctx;   /* only the atomic counter is written */
+    rule_state *rs = state_get(t, state);
+    int rc;
+
+    if (rs == NULL)
+        return false;
+    rc = pcre2_match(regex, s, n, 0, PCRE2_NO_UTF_CHECK, rs->md, t->mctx);
+    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH)
+        atomic_fetch_add_explicit(&t->rules_skipped, 1, memory_order_relaxed);
+    return rc >= 0;
+}
+
+/* The rule of `key` in context c: its value rule's alternatives (regexes
+ * compiled) and whether it is pseudonymized; *out NULL when it has none. */
+static sf_status vrule_build(transform_ctx *t, sf_transform_ctx c, const char *key,
+                             sf_otlp_value_rule *slot, const sf_otlp_value_rule **out)
+{
+    const sf_transform_program *p = t->cfg->program;
+    bool any = false;
+
+    *out = NULL;
+    memset(slot, 0, sizeof(*slot));
     for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
         const sf_transform_op *op = sf_transform_op_get(p, c, i);
 
-        if (op->kind == SF_TRANSFORM_KEEP_KEYS)
-            keep = keep && sf_transform_keyset_has(&op->keys, key);
-        else if (op->kind == SF_TRANSFORM_DELETE_KEY)
-            keep = keep && !sf_transform_keyset_has(&op->keys, key);
+        if (op->keys.n != 1 || strcmp(op->keys.keys[0], key) != 0)
+            continue;
+        if (op->kind == SF_TRANSFORM_PSEUDONYMIZE) {
+            slot->pseudonym = true;
+            any = true;
+        } else if (op->kind == SF_TRANSFORM_VALUE_RULE && slot->alts == NULL) {
+            sf_otlp_value_alt *alts = sf_calloc(op->rule->n_alts, sizeof(*alts));
+
+            if (alts == NULL)
+                return SF_ENOMEM;
+            memcpy(alts, op->rule->alts, op->rule->n_alts * sizeof(*alts));
+            slot->alts = alts;
+            slot->n_alts = op->rule->n_alts;
+            any = true;
+            for (size_t a = 0; a < slot->n_alts; a++) {
+                int err;
+                PCRE2_SIZE at;
+                pcre2_code *code, **codes;
+
+                if (alts[a].shape != SF_OTLP_STR_REGEX)
+                    continue;
+                code = pcre2_compile((PCRE2_SPTR)alts[a].regex, PCRE2_ZERO_TERMINATED,
+                                     PCRE2_UTF | PCRE2_DOLLAR_ENDONLY, &err, &at, NULL);
+                if (code == NULL)
+                    return SF_ENOMEM;   /* checked at load */
+                (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
+                codes = sf_realloc(t->codes, (t->n_codes + 1) * sizeof(*codes));
+                if (codes == NULL) {
+                    pcre2_code_free(code);
+                    return SF_ENOMEM;
+                }
+                t->codes = codes;
+                t->codes[t->n_codes++] = code;
+                alts[a].regex = code;
+            }
+        }
     }
-    return keep;
+    if (any)
+        *out = slot;
+    return SF_OK;
 }
 
-/* Context c's keep_keys and delete_key as one keyset: every key a statement
- * names, with its verdict, and the verdict for the others (*out stays NULL
- * when c has neither). */
-static sf_status keyset_build(const sf_transform_program *p, sf_transform_ctx c,
-                              sf_otlp_keyset **out)
+/* A context with nothing kept, or every key kept: is any key named? */
+static bool names_keys(sf_transform_op_kind k)
 {
+    return k == SF_TRANSFORM_KEEP_KEYS || k == SF_TRANSFORM_DELETE_KEY ||
+           k == SF_TRANSFORM_VALUE_RULE || k == SF_TRANSFORM_PSEUDONYMIZE;
+}
+
+/* Context c's statements as one keyset: every key a statement names, with
+ * its verdict (sf_transform_keeps_key) and rule, and the verdict for the
+ * others (*out stays NULL when c names none and no bound applies). */
+static sf_status keyset_build(transform_ctx *t, sf_transform_ctx c, sf_otlp_keyset **out)
+{
+    const sf_transform_program *p = t->cfg->program;
     size_t named = 0, n = 0;
-    bool active = false, keep_other = true;
+    bool active = t->cfg->declared_fields;
     const char **keys;
+    const sf_otlp_value_rule **rules;
     bool *keep;
-    sf_status st;
+    sf_status st = SF_OK;
 
     *out = NULL;
     for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
         const sf_transform_op *op = sf_transform_op_get(p, c, i);
 
-        if (op->kind != SF_TRANSFORM_KEEP_KEYS && op->kind != SF_TRANSFORM_DELETE_KEY)
+        if (!names_keys(op->kind))
             continue;
         active = true;
-        if (op->kind == SF_TRANSFORM_KEEP_KEYS)
-            keep_other = false;
         named += op->keys.n;
     }
     if (!active)
         return SF_OK;
     keys = sf_calloc(named ? named : 1, sizeof(*keys));
     keep = sf_calloc(named ? named : 1, sizeof(*keep));
-    if (keys == NULL || keep == NULL) {
+    rules = sf_calloc(named ? named : 1, sizeof(*rules));
+    t->vrules[c] = sf_calloc(named ? named : 1, sizeof(sf_otlp_value_rule));
+    t->n_vrules[c] = t->vrules[c] != NULL ? named : 0;
+    if (keys == NULL || keep == NULL || rules == NULL || t->vrules[c] == NULL) {
         st = SF_ENOMEM;
         goto out_free;
     }
-    for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
+    for (size_t i = 0; i < sf_transform_op_count(p, c) && st == SF_OK; i++) {
         const sf_transform_op *op = sf_transform_op_get(p, c, i);
 
-        if (op->kind != SF_TRANSFORM_KEEP_KEYS && op->kind != SF_TRANSFORM_DELETE_KEY)
+        if (!names_keys(op->kind))
             continue;
-        for (size_t j = 0; j < op->keys.n; j++) {
+        for (size_t j = 0; j < op->keys.n && st == SF_OK; j++) {
             keys[n] = op->keys.keys[j];
-            keep[n++] = verdict(p, c, op->keys.keys[j]);
+            keep[n] = sf_transform_keeps_key(p, c, keys[n]);
+            st = vrule_build(t, c, keys[n], &t->vrules[c][n], &rules[n]);
+            n++;
         }
     }
-    st = sf_otlp_keyset_create(n, keys, keep, keep_other, out);
+    if (st == SF_OK)
+        st = sf_otlp_keyset_create_with(n, keys, keep, rules,
+                                        sf_transform_has_allowlist(p, c) || t->cfg->declared_fields
+                                            ? false : true, out);
 
 out_free:
     sf_free(keys);
     sf_free(keep);
+    sf_free(rules);
     return st;
 }
 
-/* ---- name rules --------------------------------------------------------------- */
+/* ---- string field rules ---------------------------------------------------------- */
 
-/* Bounds on one match, so a pattern cannot take unbounded time on a name. */
-#define SF_TRANSFORM_MATCH_LIMIT 100000
-#define SF_TRANSFORM_DEPTH_LIMIT 1000
-
-typedef struct name_rule {
-    pcre2_code *code;
-    PCRE2_SPTR replacement;
-    size_t replacement_len;
-    int error_mode;             /* the statement's */
-} name_rule;
-
-typedef struct transform_ctx {
-    const sf_transform_config *cfg;
-    sf_otlp_keyset *keys[SF_TRANSFORM_CTX_COUNT];
-    size_t n_rules[SF_TRANSFORM_CTX_COUNT];
-    name_rule *rules[SF_TRANSFORM_CTX_COUNT];
-    pcre2_match_context *mctx;
-    uint32_t max_groups;        /* largest capture count + 1, for match data */
-    sf_otlp_edit edit;
-    _Atomic uint64_t rules_skipped;     /* failed rules skipped under ignore/silent */
-} transform_ctx;
-
-/* Every rule of context c in order on the name; the result in *out. */
-/* One codec call's scratch for the name rules (its `state`): PCRE2's match
- * data and the second of the two buffers the rules alternate between, kept
- * for every name of the request. */
-typedef struct rename_state {
-    pcre2_match_data *md;
-    sf_otlp_text tmp;
-} rename_state;
-
-static sf_status rename_fn(const void *ctx, void **state, sf_otlp_ctx c, const uint8_t *in,
-                           size_t len, sf_otlp_text *out)
+/* The field a rename of context c rewrites. */
+static sf_otlp_field name_field(sf_otlp_ctx c)
 {
-    transform_ctx *t = (transform_ctx *)ctx;   /* only the atomic counter is written */
-    rename_state *rs = *state;
+    return c == SF_OTLP_SPAN ? SF_OTLP_FIELD_SPAN_NAME : SF_OTLP_FIELD_EVENT_NAME;
+}
+
+/* Every rule of field f in order on in[0, len); the result in *out. */
+static sf_status apply_rules(transform_ctx *t, void **state, sf_otlp_field f, const uint8_t *in,
+                             size_t len, sf_otlp_text *out)
+{
+    rule_state *rs = state_get(t, state);
     const uint8_t *subject = in;
     size_t subject_len = len;
 
-    if (rs == NULL) {
-        rs = sf_calloc(1, sizeof(*rs));
-        if (rs == NULL)
-            return SF_ENOMEM;
-        rs->md = pcre2_match_data_create(t->max_groups, NULL);
-        if (rs->md == NULL) {
-            sf_free(rs);
-            return SF_ENOMEM;
-        }
-        *state = rs;
-    }
-    for (size_t i = 0; i < t->n_rules[c]; i++) {
-        const name_rule *r = &t->rules[c][i];
+    if (rs == NULL)
+        return SF_ENOMEM;
+    for (size_t i = 0; i < t->n_frules[f]; i++) {
+        const field_rule *r = &t->frules[f][i];
         sf_otlp_text *dst = (i % 2 == 0) ? out : &rs->tmp;  /* the subject is the other */
-        PCRE2_SIZE n;
-        int rc;
+        PCRE2_SIZE n = 0;
+        int rc = 0;
 
-        if (sf_otlp_text_reserve(dst, subject_len + 64) != SF_OK)
-            return SF_ENOMEM;
-        for (;;) {
-            n = dst->cap;
-            rc = pcre2_substitute(r->code, subject, subject_len, 0,
-                                  PCRE2_SUBSTITUTE_GLOBAL | PCRE2_SUBSTITUTE_OVERFLOW_LENGTH |
-                                  PCRE2_SUBSTITUTE_UNSET_EMPTY |
-                                  PCRE2_NO_UTF_CHECK, rs->md, t->mctx, r->replacement,
-                                  r->replacement_len, dst->data, &n);
-            if (rc != PCRE2_ERROR_NOMEMORY)
-                break;
-            if (sf_otlp_text_reserve(dst, n + 1) != SF_OK)
+        if (r->kind == FR_ALLOW) {
+            rc = pcre2_match(r->code, subject, subject_len, 0, PCRE2_NO_UTF_CHECK, rs->md,
+                             t->mctx);
+            if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+                atomic_fetch_add_explicit(&t->rules_skipped, 1, memory_order_relaxed);
+                if (r->error_mode == SF_ERROR_MODE_PROPAGATE)
+                    return SF_FILTER;
+            }
+            /* kept when it matches; otherwise (a failed match too) the fixed value */
+            if (sf_otlp_text_reserve(dst, (rc >= 0 ? subject_len : r->text_len) + 1) != SF_OK)
                 return SF_ENOMEM;
-        }
-        if (rc < 0) {
-            if (r->error_mode == SF_ERROR_MODE_PROPAGATE)
-                return SF_FILTER;
-            atomic_fetch_add_explicit(&t->rules_skipped, 1, memory_order_relaxed);
-            /* leave the name as it was before this rule */
-            if (sf_otlp_text_reserve(dst, subject_len + 1) != SF_OK)
+            if (rc >= 0) {
+                memmove(dst->data, subject, subject_len);
+                n = subject_len;
+            } else {
+                memcpy(dst->data, r->text, r->text_len);
+                n = r->text_len;
+            }
+        } else if (r->kind == FR_SET) {
+            if (sf_otlp_text_reserve(dst, r->text_len + 1) != SF_OK)
                 return SF_ENOMEM;
-            memmove(dst->data, subject, subject_len);
-            n = subject_len;
+            memcpy(dst->data, r->text, r->text_len);
+            n = r->text_len;
+        } else {
+            if (sf_otlp_text_reserve(dst, subject_len + 64) != SF_OK)
+                return SF_ENOMEM;
+            for (;;) {
+                n = dst->cap;
+                rc = pcre2_substitute(r->code, subject, subject_len, 0,
+                                      PCRE2_SUBSTITUTE_GLOBAL | PCRE2_SUBSTITUTE_OVERFLOW_LENGTH |
+                                      PCRE2_SUBSTITUTE_UNSET_EMPTY |
+                                      PCRE2_NO_UTF_CHECK, rs->md, t->mctx, r->text,
+                                      r->text_len, dst->data, &n);
+                if (rc != PCRE2_ERROR_NOMEMORY)
+                    break;
+                if (sf_otlp_text_reserve(dst, n + 1) != SF_OK)
+                    return SF_ENOMEM;
+            }
+            if (rc < 0) {
+                atomic_fetch_add_explicit(&t->rules_skipped, 1, memory_order_relaxed);
+                if (r->error_mode == SF_ERROR_MODE_PROPAGATE)
+                    return SF_FILTER;
+                /* leave the value as it was before this rule */
+                if (sf_otlp_text_reserve(dst, subject_len + 1) != SF_OK)
+                    return SF_ENOMEM;
+                memmove(dst->data, subject, subject_len);
+                n = subject_len;
+            }
         }
         dst->len = n;
         subject = dst->data;
         subject_len = n;
     }
+    if (t->max_string != 0 && subject_len > t->max_string)
+        subject_len = 0;                /* past the bound: the field leaves empty */
     if (subject != out->data) {         /* the last result is in tmp, or no rule ran */
         if (sf_otlp_text_reserve(out, subject_len + 1) != SF_OK)
             return SF_ENOMEM;
@@ -192,40 +448,59 @@ static sf_status rename_fn(const void *ctx, void **state, sf_otlp_ctx c, const u
     return SF_OK;
 }
 
-static void release(const void *ctx, void *state)
+static sf_status rename_fn(const void *ctx, void **state, sf_otlp_ctx c, const uint8_t *in,
+                           size_t len, sf_otlp_text *out)
 {
-    rename_state *rs = state;
-
-    (void)ctx;
-    pcre2_match_data_free(rs->md);
-    sf_free(rs->tmp.data);
-    sf_free(rs);
+    return apply_rules((transform_ctx *)ctx, state, name_field(c), in, len, out);
 }
 
-static sf_status rules_build(transform_ctx *t, sf_transform_ctx c)
+static sf_status field_fn(const void *ctx, void **state, sf_otlp_field f, const uint8_t *in,
+                          size_t len, sf_otlp_text *out)
+{
+    return apply_rules((transform_ctx *)ctx, state, f, in, len, out);
+}
+
+/* The field a statement governs: replace_pattern and set on a name, set on
+ * the other fields; SF_OTLP_FIELD_NONE for the rest. */
+static sf_otlp_field op_field(const sf_transform_op *op)
+{
+    if (op->kind == SF_TRANSFORM_REPLACE_PATTERN)
+        return op->ctx == SF_TRANSFORM_SPAN ? SF_OTLP_FIELD_SPAN_NAME : SF_OTLP_FIELD_EVENT_NAME;
+    if (op->kind == SF_TRANSFORM_SET_FIELD && op->field != SF_OTLP_FIELD_ENTITY_REFS)
+        return op->field;
+    return SF_OTLP_FIELD_NONE;
+}
+
+static sf_status frules_build(transform_ctx *t, sf_transform_ctx c)
 {
     const sf_transform_program *p = t->cfg->program;
-    size_t n = 0;
 
-    for (size_t i = 0; i < sf_transform_op_count(p, c); i++)
-        n += sf_transform_op_get(p, c, i)->kind == SF_TRANSFORM_REPLACE_PATTERN;
-    if (n == 0)
-        return SF_OK;
-    t->rules[c] = sf_calloc(n, sizeof(name_rule));
-    if (t->rules[c] == NULL)
-        return SF_ENOMEM;
     for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
         const sf_transform_op *op = sf_transform_op_get(p, c, i);
-        name_rule *r;
+        const sf_otlp_field f = op_field(op);
+        field_rule *r, *grown;
+        uint32_t groups = 0;
         int err;
         PCRE2_SIZE at;
-        uint32_t groups = 0;
 
-        if (op->kind != SF_TRANSFORM_REPLACE_PATTERN)
+        if (f == SF_OTLP_FIELD_NONE)
             continue;
-        r = &t->rules[c][t->n_rules[c]++];
-        r->code = pcre2_compile((PCRE2_SPTR)op->pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &err,
-                                &at, NULL);
+        grown = sf_realloc(t->frules[f], (t->n_frules[f] + 1) * sizeof(field_rule));
+        if (grown == NULL)
+            return SF_ENOMEM;
+        t->frules[f] = grown;
+        r = &t->frules[f][t->n_frules[f]++];
+        memset(r, 0, sizeof(*r));
+        r->kind = op->kind == SF_TRANSFORM_REPLACE_PATTERN ? FR_SUBSTITUTE
+                  : op->pattern != NULL ? FR_ALLOW : FR_SET;
+        r->text = (PCRE2_SPTR)op->replacement;
+        r->text_len = strlen(op->replacement);
+        r->error_mode = sf_transform_op_error_mode(t->cfg, op);
+        if (r->kind == FR_SET)
+            continue;
+        r->code = pcre2_compile((PCRE2_SPTR)op->pattern, PCRE2_ZERO_TERMINATED,
+                                r->kind == FR_ALLOW ? PCRE2_UTF | PCRE2_DOLLAR_ENDONLY
+                                                    : PCRE2_UTF, &err, &at, NULL);
         if (r->code == NULL) {
             /* checked at load: only memory can make it fail here */
             sf_error("processor transform: pattern '%s' does not compile", op->pattern);
@@ -235,9 +510,6 @@ static sf_status rules_build(transform_ctx *t, sf_transform_ctx c)
         pcre2_pattern_info(r->code, PCRE2_INFO_CAPTURECOUNT, &groups);
         if (groups + 1 > t->max_groups)
             t->max_groups = groups + 1;
-        r->replacement = (PCRE2_SPTR)op->replacement;
-        r->replacement_len = strlen(op->replacement);
-        r->error_mode = sf_transform_op_error_mode(t->cfg, op);
     }
     return SF_OK;
 }
@@ -251,12 +523,16 @@ static sf_status transform_create(sf_component *self, const void *config)
     const sf_transform_config *cfg = config;
     const sf_transform_program *p = cfg->program;
     transform_ctx *t = sf_calloc(1, sizeof(*t));
+    const char *why = NULL;
     sf_status st = SF_OK;
 
     if (t == NULL)
         return SF_ENOMEM;
     t->cfg = cfg;
     t->max_groups = 1;
+    t->max_string = sf_transform_max_string(cfg);
+    t->counters = sf_component_counters(self);
+    pthread_mutex_init(&t->drift_lock, NULL);
     sf_component_set_ctx(self, t);
     t->mctx = pcre2_match_context_create(NULL);
     if (t->mctx == NULL) {
@@ -265,22 +541,64 @@ static sf_status transform_create(sf_component *self, const void *config)
     }
     pcre2_set_match_limit(t->mctx, SF_TRANSFORM_MATCH_LIMIT);
     pcre2_set_depth_limit(t->mctx, SF_TRANSFORM_DEPTH_LIMIT);
+    st = sf_transform_key_load(cfg, &t->key, &t->key_len, &why);
+    if (st != SF_OK) {
+        /* the check at load said what is wrong; never the key itself */
+        sf_error("processor %s: the pseudonym key %s", sf_component_id(self),
+                 why != NULL ? why : "cannot be held");
+        goto out_destroy;
+    }
+    if (t->key != NULL) {
+        OSSL_PARAM params[] = {
+            OSSL_PARAM_construct_utf8_string("digest", (char *)"SHA256", 0), OSSL_PARAM_END
+        };
+
+        t->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+        t->keyed = t->mac != NULL ? EVP_MAC_CTX_new(t->mac) : NULL;
+        if (t->keyed == NULL || EVP_MAC_init(t->keyed, t->key, t->key_len, params) != 1) {
+            st = SF_ENOMEM;
+            goto out_destroy;
+        }
+    }
     for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
-        st = keyset_build(p, (sf_transform_ctx)c, &t->keys[c]);
+        st = keyset_build(t, (sf_transform_ctx)c, &t->keys[c]);
         if (st == SF_OK)
-            st = rules_build(t, (sf_transform_ctx)c);
+            st = frules_build(t, (sf_transform_ctx)c);
         if (st != SF_OK)
             goto out_destroy;
         t->edit.keys[c] = t->keys[c];
-        if (t->n_rules[c] > 0)
-            t->edit.rename |= SF_OTLP_CTX_BIT(c);
         if (sf_transform_clears_trace_state(p, (sf_transform_ctx)c))
             t->edit.clear_trace_state |= SF_OTLP_CTX_BIT(c);
+        for (size_t i = 0; i < sf_transform_op_count(p, (sf_transform_ctx)c); i++) {
+            const sf_transform_op *op = sf_transform_op_get(p, (sf_transform_ctx)c, i);
+
+            if (op->kind == SF_TRANSFORM_SET_FIELD && op->field == SF_OTLP_FIELD_ENTITY_REFS)
+                t->edit.fields |= SF_OTLP_FIELD_BIT(SF_OTLP_FIELD_ENTITY_REFS);
+        }
+    }
+    if (t->n_frules[SF_OTLP_FIELD_SPAN_NAME] > 0)
+        t->edit.rename |= SF_OTLP_CTX_BIT(SF_OTLP_SPAN);
+    if (t->n_frules[SF_OTLP_FIELD_EVENT_NAME] > 0)
+        t->edit.rename |= SF_OTLP_CTX_BIT(SF_OTLP_SPANEVENT);
+    for (int f = SF_OTLP_FIELD_SCOPE_NAME; f < SF_OTLP_FIELD_COUNT; f++) {
+        if (t->n_frules[f] > 0)
+            t->edit.fields |= SF_OTLP_FIELD_BIT(f);
+    }
+    if (cfg->declared_fields) {
+        /* a string field no rule keeps leaves empty */
+        for (int f = SF_OTLP_FIELD_SCOPE_NAME; f < SF_OTLP_FIELD_COUNT; f++)
+            t->edit.fields |= SF_OTLP_FIELD_BIT(f);
+        t->edit.one_value_per_key = true;
     }
     t->edit.ctx = t;
     t->edit.clear_status_message = sf_transform_clears_status_message(p);
     t->edit.scalar_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SCALAR;
+    t->edit.max_string_length = t->max_string;
     t->edit.rename_fn = rename_fn;
+    t->edit.field_fn = field_fn;
+    t->edit.match_fn = match_fn;
+    t->edit.pseudonym_fn = t->key != NULL ? pseudonym_str : NULL;
+    t->edit.pseudonym_int_fn = t->key != NULL ? pseudonym_int : NULL;
     t->edit.release = release;
     return SF_OK;
 
@@ -297,11 +615,24 @@ static void transform_destroy(sf_component *self)
         return;
     for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
         sf_otlp_keyset_destroy(t->keys[c]);
-        for (size_t i = 0; i < t->n_rules[c]; i++)
-            pcre2_code_free(t->rules[c][i].code);
-        sf_free(t->rules[c]);
+        /* the alternatives each rule copied (vrule_build) */
+        for (size_t i = 0; i < t->n_vrules[c]; i++)
+            sf_free((void *)t->vrules[c][i].alts);
+        sf_free(t->vrules[c]);
     }
+    for (size_t i = 0; i < t->n_codes; i++)
+        pcre2_code_free(t->codes[i]);
+    sf_free(t->codes);
+    for (int f = 0; f < SF_OTLP_FIELD_COUNT; f++) {
+        for (size_t i = 0; i < t->n_frules[f]; i++)
+            pcre2_code_free(t->frules[f][i].code);
+        sf_free(t->frules[f]);
+    }
+    EVP_MAC_CTX_free(t->keyed);
+    EVP_MAC_free(t->mac);
+    sf_transform_key_free(t->key, t->key_len);
     pcre2_match_context_free(t->mctx);
+    pthread_mutex_destroy(&t->drift_lock);
     sf_free(t);
     sf_component_set_ctx(self, NULL);
 }
@@ -313,11 +644,44 @@ static const sf_otlp_edit *transform_edit(const sf_component *self)
     return &t->edit;
 }
 
+/* Drift: the first time a (context, key) pair is removed (key not kept, or
+ * its value failed its rule), one log line; only keys of a safe shape are
+ * named, the rest are 'other'. At most SF_TRANSFORM_DRIFT_KEYS pairs are
+ * remembered; past that nothing more is logged (the counts go on). */
+static void drift_report(sf_component *self, transform_ctx *t, const sf_otlp_stats *st)
+{
+    for (size_t i = 0; i < st->n_drift; i++) {
+        const sf_otlp_drift *d = &st->drift[i];
+        char key[65];
+        bool known = false;
+
+        snprintf(key, sizeof(key), "%.*s", d->len, d->len ? d->key : "");
+        if (d->len == 0)
+            snprintf(key, sizeof(key), "other");
+        pthread_mutex_lock(&t->drift_lock);
+        for (size_t j = 0; j < t->n_drift && !known; j++)
+            known = t->drift[j].ctx == d->ctx && t->drift[j].failed == d->failed_rule &&
+                    strcmp(t->drift[j].key, key) == 0;
+        if (!known && t->n_drift < SF_TRANSFORM_DRIFT_KEYS) {
+            t->drift[t->n_drift].ctx = d->ctx;
+            t->drift[t->n_drift].failed = d->failed_rule;
+            memcpy(t->drift[t->n_drift].key, key, sizeof(key));
+            t->n_drift++;
+        } else {
+            known = true;
+        }
+        pthread_mutex_unlock(&t->drift_lock);
+        if (!known)
+            sf_warn("processor %s: removing %s attribute '%s': %s (logged once)",
+                    sf_component_id(self), sf_transform_ctx_name((sf_transform_ctx)d->ctx), key,
+                    d->failed_rule ? "its value does not fit its rule" : "the key is not kept");
+    }
+}
+
 static sf_status transform_consume(sf_component *self, sf_request *batch)
 {
     sf_counters *counters = sf_component_counters(self);
     transform_ctx *t = sf_component_ctx(self);
-    uint64_t skipped = atomic_load_explicit(&t->rules_skipped, memory_order_relaxed);
     sf_status st;
 
     sf_count(&counters->incoming_items, batch->spans);
@@ -334,25 +698,61 @@ static sf_status transform_consume(sf_component *self, sf_request *batch)
                 sf_component_id(self), batch->spans, sf_status_str(st));
         return memory ? SF_ENOMEM : SF_FILTER;
     }
-    if (t->cfg->error_mode == SF_ERROR_MODE_IGNORE &&
-        atomic_load_explicit(&t->rules_skipped, memory_order_relaxed) != skipped)
-        sf_warn("processor %s: a replace_pattern statement could not be applied and was "
-                "skipped (error_mode ignore)", sf_component_id(self));
+    {
+        /* the core's pass ran before this call: count and log what the
+         * counter gained since the last report, once */
+        uint64_t now = atomic_load_explicit(&t->rules_skipped, memory_order_relaxed);
+        uint64_t reported = atomic_load_explicit(&t->rules_reported, memory_order_relaxed);
+
+        while (now > reported &&
+               !atomic_compare_exchange_weak_explicit(&t->rules_reported, &reported, now,
+                                                      memory_order_relaxed,
+                                                      memory_order_relaxed))
+            ;
+        if (now > reported) {
+            sf_count(&counters->values[TM_RULES_SKIPPED], now - reported);
+            if (t->cfg->error_mode != SF_ERROR_MODE_SILENT)
+                sf_warn("processor %s: %llu rule application(s) hit PCRE2's match or depth "
+                        "limit; replace_pattern left the value as it was (error_mode %s), a "
+                        "value rule removed the value, an IsMatch allowlist set the fixed value",
+                        sf_component_id(self), (unsigned long long)(now - reported),
+                        sf_error_mode_name(t->cfg->error_mode));
+        }
+    }
+    sf_count(&counters->values[TM_FAILED_VALUES], batch->stats.failed_values);
+    sf_count(&counters->values[TM_DUPLICATE_KEYS], batch->stats.duplicate_keys);
+    sf_count(&counters->values[TM_PSEUDONYMS], batch->stats.pseudonyms);
+    if (batch->stats.n_drift > 0)
+        drift_report(self, t, &batch->stats);
     sf_count(&counters->removed_attributes, batch->stats.removed_attributes);
     sf_count(&counters->outgoing_items, batch->spans);
     return SF_OK;
 }
 
+static const sf_metric_row transform_metric_rows[] = {
+    [TM_FAILED_VALUES] = { .name = "spanfence_processor_transform_failed_values",
+      .help = "Kept attributes removed because their value did not fit the key's rule." },
+    [TM_DUPLICATE_KEYS] = { .name = "spanfence_processor_transform_duplicate_keys",
+      .help = "Attributes removed as a second or later entry of a key in one list." },
+    [TM_RULES_SKIPPED] = { .name = "spanfence_processor_transform_rules_skipped",
+      .help = "Rule applications that hit PCRE2's match or depth limit." },
+    [TM_PSEUDONYMS] = { .name = "spanfence_processor_transform_pseudonyms",
+      .help = "Attribute values replaced by their keyed pseudonym." },
+    { 0 }
+};
+
 const sf_component_type sf_transform_processor_type = {
     .name = "transform",
     .kind = SF_KIND_PROCESSOR,
-    .description = "keeps only allowlisted attributes, redacts names, clears status messages "
-                   "and trace state",
+    .description = "keeps only allowlisted attributes whose values fit their rules, "
+                   "pseudonymizes ids, governs names and every string field",
     .config_size = sizeof(sf_transform_config),
     .config_map = sf_transform_config_map,
+    .check = sf_transform_check,
     .create = transform_create,
     .consume = transform_consume,
     .edit = transform_edit,
     .destroy = transform_destroy,
     .describe_allowlist = sf_transform_describe,
+    .metric_rows = transform_metric_rows,
 };

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sf_component.h"
 
@@ -26,7 +27,12 @@ typedef enum sf_transform_op_kind {
     SF_TRANSFORM_DELETE_KEY,        /* delete_key(<ctx>.attributes, "k") */
     SF_TRANSFORM_CLEAR_STATUS_MESSAGE, /* set(span.status.message, "") */
     SF_TRANSFORM_CLEAR_TRACE_STATE, /* set(<span|link>.trace_state, "") */
-    SF_TRANSFORM_REPLACE_PATTERN    /* replace_pattern(<span|spanevent>.name, "re", "repl") */
+    SF_TRANSFORM_REPLACE_PATTERN,   /* replace_pattern(<span|spanevent>.name, "re", "repl") */
+    SF_TRANSFORM_VALUE_RULE,        /* delete_key(attributes, "k") where not <condition>:
+                                     * a kept key's value must fit `rule` */
+    SF_TRANSFORM_PSEUDONYMIZE,      /* pseudonymize(attributes, "k") (spanfence): HMAC */
+    SF_TRANSFORM_SET_FIELD          /* set(<name|version|schema_url>, "v")
+                                     * [where not IsMatch(<same>, "re")], set(entity_refs, []) */
 } sf_transform_op_kind;
 
 /* What a kept attribute may hold (the `kept_value_types` option). */
@@ -54,15 +60,29 @@ typedef struct sf_transform_op {
      * applied to every match (global). NULL for other kinds. */
     const char *pattern;
     const char *replacement;
+    /* VALUE_RULE: the condition compiled (SF_OTLP_STR_REGEX alternatives
+     * hold the pattern text in `regex`; the processor compiles its own). */
+    const sf_otlp_value_rule *rule;
+    sf_otlp_field field;            /* SET_FIELD: which; `replacement` the value,
+                                     * `pattern` the IsMatch that keeps the field as
+                                     * it is, or NULL (always set) */
     const char *statement;          /* source text, for messages */
     const sf_node *node;            /* where it was written, or NULL */
 } sf_transform_op;
 
 typedef struct sf_transform_program sf_transform_program;   /* transform_config.c */
 
+/* The length bound every exported string has in declared mode unless
+ * max_string_length says otherwise. */
+#define SF_TRANSFORM_DECLARED_MAX_STRING 256
+
 typedef struct sf_transform_config {
     int error_mode;                 /* SF_ERROR_MODE_* */
     int kept_value_types;           /* sf_transform_value_types */
+    bool declared_fields;           /* every kept key and string field has a rule */
+    int64_t max_string_length;      /* 0: none (declared: SF_TRANSFORM_DECLARED_MAX_STRING) */
+    char *pseudonym_key;            /* the HMAC key, or NULL (never logged) */
+    char *pseudonym_key_file;       /* or a file holding it */
     sf_transform_program *program;  /* from trace_statements; memory from sf_cfg_alloc */
 } sf_transform_config;
 
@@ -116,6 +136,18 @@ bool sf_transform_clears_status_message(const sf_transform_program *p);
 bool sf_transform_clears_trace_state(const sf_transform_program *p, sf_transform_ctx c);
 /* The error mode `op` runs with under `cfg` (its group's, else the processor's). */
 int sf_transform_op_error_mode(const sf_transform_config *cfg, const sf_transform_op *op);
+
+/* The pseudonym key of cfg (pseudonym_key, or pseudonym_key_file less its
+ * trailing newlines) into *key (sf_malloc'd; sf_transform_key_free wipes
+ * and frees it), or NULL when cfg has none. SF_CONFIG with *why ("is
+ * shorter than 16 bytes", "cannot be read"): never the key itself. */
+sf_status sf_transform_key_load(const sf_transform_config *cfg, uint8_t **key, size_t *len,
+                                const char **why);
+void sf_transform_key_free(uint8_t *key, size_t len);
+/* The max_string_length that applies under cfg (declared mode's default). */
+size_t sf_transform_max_string(const sf_transform_config *cfg);
+/* The type's check: declared mode's rules, the pseudonym key. */
+sf_status sf_transform_check(sf_cfg_ctx *ctx, void *config);
 
 /* The type's describe_allowlist: the program's rules and the answers above,
  * in the core's words (sf_describe.h), for the policy. */

@@ -25,6 +25,7 @@
 #include "transform.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <openssl/crypto.h>
 #include <pcre2.h>
 
 #include <stdarg.h>
@@ -64,7 +65,7 @@ static sf_transform_ctx ctx_lookup(const char *s, size_t len)
 /* ---- lexer --------------------------------------------------------------- */
 
 typedef enum tok_kind {
-    T_EOF, T_IDENT, T_STRING, T_LPAREN, T_RPAREN, T_LBRACK, T_RBRACK, T_COMMA, T_DOT, T_BAD
+    T_EOF, T_IDENT, T_STRING, T_LPAREN, T_RPAREN, T_LBRACK, T_RBRACK, T_COMMA, T_DOT, T_EQ, T_BAD
 } tok_kind;
 
 typedef struct lexer {
@@ -170,6 +171,11 @@ static tok_kind next(parser *p)
         lx->end = lx->pos;
         return lx->kind = T_STRING;
     }
+    if (c == '=' && lx->pos + 1 < lx->len && lx->src[lx->pos + 1] == '=') {
+        lx->pos += 2;
+        lx->end = lx->pos;
+        return lx->kind = T_EQ;
+    }
     lx->pos++;
     lx->end = lx->pos;
     switch (c) {
@@ -230,7 +236,9 @@ static char *take_string(parser *p)
 
 /* ---- parser --------------------------------------------------------------- */
 
-typedef enum path_kind { P_ATTRIBUTES, P_STATUS_MESSAGE, P_TRACE_STATE, P_NAME } path_kind;
+typedef enum path_kind {
+    P_ATTRIBUTES, P_STATUS_MESSAGE, P_TRACE_STATE, P_NAME, P_VERSION, P_SCHEMA_URL, P_ENTITY_REFS
+} path_kind;
 
 typedef struct path {
     path_kind kind;
@@ -293,6 +301,12 @@ static int parse_path(parser *p, path *out)
         out->kind = P_TRACE_STATE;
     else if (n == first + 1 && SEG_IS(first, "name"))
         out->kind = P_NAME;
+    else if (n == first + 1 && SEG_IS(first, "version"))
+        out->kind = P_VERSION;
+    else if (n == first + 1 && SEG_IS(first, "schema_url"))
+        out->kind = P_SCHEMA_URL;
+    else if (n == first + 1 && SEG_IS(first, "entity_refs"))
+        out->kind = P_ENTITY_REFS;
     else
         return fail(p, "unsupported path '%.*s'", len, src + out->start);
 #undef SEG_IS
@@ -363,6 +377,35 @@ static int parse_key_list(parser *p, sf_transform_op *op)
     return 0;
 }
 
+static bool tok_is(const parser *p, const char *word)
+{
+    size_t n = strlen(word);
+
+    return (p->lx.kind == T_IDENT || p->lx.kind == T_STRING) &&
+           p->lx.end - p->lx.start == n && memcmp(p->lx.src + p->lx.start, word, n) == 0;
+}
+
+/* After the closing ')': 1 when 'where' follows (consumed), 0 at the end,
+ * -1 on anything else. */
+static int parse_where(parser *p)
+{
+    char buf[32];
+
+    if (expect(p, T_RPAREN, "')'") != 0)
+        return -1;
+    if (p->lx.kind == T_EOF)
+        return 0;
+    if (tok_is(p, "where")) {
+        next(p);
+        return 1;
+    }
+    if (p->lx.kind == T_BAD)
+        return -1;
+    return fail(p, "unexpected '%.*s' after the closing ')' %s",
+                (int)(p->lx.end - p->lx.start > 40 ? 40 : p->lx.end - p->lx.start),
+                p->lx.src + p->lx.start, where(p, buf, sizeof(buf)));
+}
+
 static int parse_tail(parser *p)
 {
     char buf[32];
@@ -371,14 +414,27 @@ static int parse_tail(parser *p)
         return -1;
     if (p->lx.kind == T_EOF)
         return 0;
-    if (p->lx.kind == T_IDENT && p->lx.end - p->lx.start == 5 &&
-        memcmp(p->lx.src + p->lx.start, "where", 5) == 0)
-        return fail(p, "where clauses are not supported");
+    if (tok_is(p, "where"))
+        return fail(p, "where clauses are not supported on this statement (only on "
+                    "delete_key and on set of a name, version or schema_url)");
     if (p->lx.kind == T_BAD)
         return -1;
     return fail(p, "unexpected '%.*s' after the closing ')' %s",
                 (int)(p->lx.end - p->lx.start > 40 ? 40 : p->lx.end - p->lx.start),
                 p->lx.src + p->lx.start, where(p, buf, sizeof(buf)));
+}
+
+/* The current token as a quoted regular expression into *re (sink memory),
+ * *tok where it starts (for columns in messages); past it. */
+static int take_regex(parser *p, char **re, size_t *tok)
+{
+    if (p->lx.kind != T_STRING)
+        return expected(p, "a quoted regular expression");
+    *tok = p->lx.start;
+    if ((*re = take_string(p)) == NULL)
+        return -1;
+    next(p);
+    return 0;
 }
 
 /* ---- replace_pattern: checking the regex and the replacement --------------- */
@@ -567,13 +623,351 @@ out:
 
 /* ---- statements ----------------------------------------------------------------- */
 
-typedef enum func_kind { F_KEEP_KEYS, F_DELETE_KEY, F_SET, F_REPLACE_PATTERN } func_kind;
+typedef enum func_kind { F_KEEP_KEYS, F_DELETE_KEY, F_SET, F_REPLACE_PATTERN, F_PSEUDONYMIZE }
+    func_kind;
+
+/* IsMatch's pattern, compiled once to check it: PCRE2 with Go's reading of
+ * '$' (the end of the string only, PCRE2_DOLLAR_ENDONLY), as upstream. */
+#define SF_TRANSFORM_MATCH_OPTIONS (PCRE2_UTF | PCRE2_DOLLAR_ENDONLY)
+
+static int check_match_pattern(parser *p, const char *re, size_t tok)
+{
+    pcre2_general_context *gc = pcre2_general_context_create(pcre_alloc, pcre_release, NULL);
+    pcre2_compile_context *cc = NULL;
+    pcre2_code *code = NULL;
+    PCRE2_SIZE erroff = 0;
+    char msg[160];
+    int err = 0, rc = 0;
+
+    if (gc == NULL || (cc = pcre2_compile_context_create(gc)) == NULL) {
+        p->nomem = 1;
+        rc = -1;
+        goto out;
+    }
+    code = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED, SF_TRANSFORM_MATCH_OPTIONS, &err,
+                         &erroff, cc);
+    if (code == NULL) {
+        pcre_message(err, msg, sizeof(msg));
+        rc = fail(p, "invalid regular expression at column %zu (offset %zu of the pattern): %s",
+                  string_column(p, tok, erroff), (size_t)erroff, msg);
+    }
+out:
+    pcre2_code_free(code);
+    pcre2_compile_context_free(cc);
+    pcre2_general_context_free(gc);
+    return rc;
+}
+
+/* The cheap shapes of an IsMatch pattern: ^[0-9a-f]{N}$, ^[0-9a-f]{N,M}$,
+ * ^[0-9a-f]+$ (lowercase hex of a length), and ^(a|b|...)$ or ^a$ with
+ * plain literals (a set of strings). Anything else stays a regex. */
+static int classify_pattern(parser *p, const char *re, sf_otlp_value_alt *a)
+{
+    unsigned lo = 0, hi = 0;
+    int end = 0;
+    size_t n = strlen(re);
+
+    if (sscanf(re, "^[0-9a-f]{%u}$%n", &lo, &end) == 1 && (size_t)end == n && lo > 0) {
+        a->shape = SF_OTLP_STR_HEX;
+        a->min_len = a->max_len = lo;
+        return 0;
+    }
+    end = 0;
+    if (sscanf(re, "^[0-9a-f]{%u,%u}$%n", &lo, &hi, &end) == 2 && (size_t)end == n && lo <= hi) {
+        a->shape = SF_OTLP_STR_HEX;
+        a->min_len = lo;
+        a->max_len = hi;
+        return 0;
+    }
+    if (strcmp(re, "^[0-9a-f]+$") == 0) {
+        a->shape = SF_OTLP_STR_HEX;
+        a->min_len = 1;
+        a->max_len = UINT32_MAX;
+        return 0;
+    }
+    if (n >= 3 && re[0] == '^' && re[n - 1] == '$') {
+        size_t b = 1, e = n - 1, count = 1;
+        char **set;
+        bool plain = true;
+
+        if (re[1] == '(' && re[n - 2] == ')') {
+            b = 2;
+            e = n - 2;
+        }
+        for (size_t i = b; i < e && plain; i++) {
+            char ch = re[i];
+
+            if (ch == '|' && b == 2)
+                count++;
+            else if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                       (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == ' ' ||
+                       ch == ':' || ch == '/' || ch == ',' || ch == '=' || ch == '@'))
+                plain = false;
+        }
+        if (plain && e > b) {
+            size_t k = 0, start = b;
+
+            set = p->sink->alloc(p->sink->ctx, count * sizeof(*set));
+            if (set == NULL) {
+                p->nomem = 1;
+                return -1;
+            }
+            for (size_t i = b; i <= e; i++) {
+                if (i == e || re[i] == '|') {
+                    set[k] = p->sink->alloc(p->sink->ctx, i - start + 1);
+                    if (set[k] == NULL) {
+                        p->nomem = 1;
+                        return -1;
+                    }
+                    memcpy(set[k], re + start, i - start);
+                    set[k++][i - start] = '\0';
+                    start = i + 1;
+                }
+            }
+            a->shape = SF_OTLP_STR_SET;
+            a->n_set = count;
+            a->set = (const char *const *)set;
+            return 0;
+        }
+    }
+    a->shape = SF_OTLP_STR_REGEX;
+    a->regex = re;
+    return 0;
+}
+
+/* [ctx '.'] 'attributes' '[' "key" ']', the key being the statement's. */
+static int parse_attr_ref(parser *p, const char *key)
+{
+    char buf[32];
+    char *k;
+
+    if (p->lx.kind == T_IDENT && !tok_is(p, "attributes")) {
+        sf_transform_ctx c = ctx_lookup(p->lx.src + p->lx.start, p->lx.end - p->lx.start);
+
+        if (c == SF_TRANSFORM_CTX_NONE || next(p) != T_DOT)
+            return expected(p, "attributes[\"key\"]");
+        next(p);
+    }
+    if (!tok_is(p, "attributes") || p->lx.kind != T_IDENT)
+        return expected(p, "attributes[\"key\"]");
+    if (next(p) != T_LBRACK || next(p) != T_STRING)
+        return expected(p, "attributes[\"key\"]");
+    k = take_string(p);
+    if (k == NULL)
+        return -1;
+    if (strcmp(k, key) != 0)
+        return fail(p, "the condition tests attributes[\"%s\"] %s, but the statement is about "
+                    "\"%s\"", k, where(p, buf, sizeof(buf)), key);
+    if (next(p) != T_RBRACK)
+        return expected(p, "']'");
+    next(p);
+    return 0;
+}
+
+/* One test of a value: IsInt/IsDouble/IsBool/IsString(attributes["k"]),
+ * IsMatch(attributes["k"], "re"), attributes["k"] == "text"; narrows *a. */
+static int parse_atom(parser *p, const char *key, sf_otlp_value_alt *a, bool *shaped)
+{
+    static const struct { const char *name; unsigned type; } preds[] = {
+        { "IsInt", SF_OTLP_VAL_INT }, { "IsDouble", SF_OTLP_VAL_DOUBLE },
+        { "IsBool", SF_OTLP_VAL_BOOL }, { "IsString", SF_OTLP_VAL_STRING },
+    };
+    char buf[32];
+
+    for (size_t i = 0; i < sizeof(preds) / sizeof(preds[0]); i++) {
+        if (p->lx.kind == T_IDENT && tok_is(p, preds[i].name)) {
+            if (next(p) != T_LPAREN)
+                return expected(p, "'('");
+            next(p);
+            if (parse_attr_ref(p, key) != 0 || expect(p, T_RPAREN, "')'") != 0)
+                return -1;
+            a->types &= preds[i].type;
+            return 0;
+        }
+    }
+    if (p->lx.kind == T_IDENT && tok_is(p, "IsMatch")) {
+        size_t tok = 0;
+        char *re = NULL;
+
+        if (next(p) != T_LPAREN)
+            return expected(p, "'('");
+        next(p);
+        if (parse_attr_ref(p, key) != 0 || expect(p, T_COMMA, "','") != 0 ||
+            take_regex(p, &re, &tok) != 0)
+            return -1;
+        if (expect(p, T_RPAREN, "')'") != 0 || check_match_pattern(p, re, tok) != 0)
+            return -1;
+        if (*shaped)
+            return fail(p, "at most one IsMatch or == in an 'and' group");
+        *shaped = true;
+        a->types &= SF_OTLP_VAL_STRING;
+        return classify_pattern(p, re, a);
+    }
+    if (p->lx.kind == T_IDENT) {
+        char **set;
+
+        if (parse_attr_ref(p, key) != 0)
+            return -1;
+        if (p->lx.kind != T_EQ)
+            return expected(p, "'=='");
+        if (next(p) != T_STRING)
+            return expected(p, "a quoted string");
+        if (*shaped)
+            return fail(p, "at most one IsMatch or == in an 'and' group");
+        *shaped = true;
+        set = p->sink->alloc(p->sink->ctx, sizeof(*set));
+        if (set == NULL || (set[0] = take_string(p)) == NULL) {
+            p->nomem = 1;
+            return -1;
+        }
+        next(p);
+        a->types &= SF_OTLP_VAL_STRING;
+        a->shape = SF_OTLP_STR_SET;
+        a->n_set = 1;
+        a->set = (const char *const *)set;
+        return 0;
+    }
+    return expected(p, "IsInt, IsDouble, IsBool, IsString, IsMatch or attributes[\"key\"] ==");
+    (void)buf;
+}
+
+/* The condition after 'where not': one 'and' group, or '(' groups joined
+ * by 'or' ')'. Each group becomes one alternative of the rule. */
+static int parse_value_condition(parser *p, const char *key, sf_otlp_value_rule *rule)
+{
+    sf_otlp_value_alt alts[16];
+    size_t n = 0;
+    bool paren = p->lx.kind == T_LPAREN;
+    sf_otlp_value_alt *copy;
+
+    if (paren)
+        next(p);
+    for (;;) {
+        sf_otlp_value_alt *a = &alts[n];
+        bool shaped = false;
+
+        if (n == sizeof(alts) / sizeof(alts[0]))
+            return fail(p, "more than %zu alternatives joined by 'or'", n);
+        memset(a, 0, sizeof(*a));
+        a->types = SF_OTLP_VAL_STRING | SF_OTLP_VAL_INT | SF_OTLP_VAL_DOUBLE | SF_OTLP_VAL_BOOL;
+        for (;;) {
+            if (parse_atom(p, key, a, &shaped) != 0)
+                return -1;
+            if (!tok_is(p, "and") || p->lx.kind != T_IDENT)
+                break;
+            next(p);
+        }
+        if (a->types == 0)
+            return fail(p, "an 'and' group of the condition can never hold (two different "
+                        "types)");
+        n++;
+        if (!tok_is(p, "or") || p->lx.kind != T_IDENT)
+            break;
+        if (!paren)
+            return fail(p, "write the condition after 'where not' in parentheses when it "
+                        "joins tests with 'or'");
+        next(p);
+    }
+    if (paren && expect(p, T_RPAREN, "')'") != 0)
+        return -1;
+    if (p->lx.kind != T_EOF)
+        return expected(p, "the end of the statement");
+    copy = p->sink->alloc(p->sink->ctx, n * sizeof(*copy));
+    if (copy == NULL) {
+        p->nomem = 1;
+        return -1;
+    }
+    memcpy(copy, alts, n * sizeof(*copy));
+    rule->n_alts = n;
+    rule->alts = copy;
+    return 0;
+}
+
+/* The string field `pa` names, or SF_OTLP_FIELD_NONE. */
+static sf_otlp_field field_of(const path *pa)
+{
+    switch (pa->kind) {
+    case P_NAME:
+        return pa->ctx == SF_TRANSFORM_SPAN ? SF_OTLP_FIELD_SPAN_NAME
+               : pa->ctx == SF_TRANSFORM_SPANEVENT ? SF_OTLP_FIELD_EVENT_NAME
+               : pa->ctx == SF_TRANSFORM_SCOPE ? SF_OTLP_FIELD_SCOPE_NAME : SF_OTLP_FIELD_NONE;
+    case P_VERSION:
+        return pa->ctx == SF_TRANSFORM_SCOPE ? SF_OTLP_FIELD_SCOPE_VERSION : SF_OTLP_FIELD_NONE;
+    case P_SCHEMA_URL:
+        return pa->ctx == SF_TRANSFORM_RESOURCE ? SF_OTLP_FIELD_RESOURCE_SCHEMA_URL
+               : pa->ctx == SF_TRANSFORM_SCOPE ? SF_OTLP_FIELD_SCOPE_SCHEMA_URL
+               : SF_OTLP_FIELD_NONE;
+    case P_ENTITY_REFS:
+        return pa->ctx == SF_TRANSFORM_RESOURCE ? SF_OTLP_FIELD_ENTITY_REFS : SF_OTLP_FIELD_NONE;
+    default:
+        return SF_OTLP_FIELD_NONE;
+    }
+}
+
+/* set(<field>, "v") [where not IsMatch(<field>, "re")], set(entity_refs, []). */
+static int parse_set_field(parser *p, sf_transform_op *op, const path *pa)
+{
+    int w;
+
+    op->kind = SF_TRANSFORM_SET_FIELD;
+    op->field = field_of(pa);
+    if (op->field == SF_OTLP_FIELD_NONE)
+        return fail(p, "'%.*s' is not a field of the %s context that set can change (span and "
+                    "spanevent name; scope name, version, schema_url; resource schema_url, "
+                    "entity_refs)", (int)(pa->end - pa->start), p->lx.src + pa->start,
+                    ctx_names[pa->ctx]);
+    if (expect(p, T_COMMA, "','") != 0)
+        return -1;
+    if (op->field == SF_OTLP_FIELD_ENTITY_REFS) {
+        if (p->lx.kind != T_LBRACK || next(p) != T_RBRACK)
+            return fail(p, "entity_refs can only be cleared: set(entity_refs, [])");
+        next(p);
+        op->replacement = "";
+        return parse_tail(p);
+    }
+    if (p->lx.kind != T_STRING)
+        return expected(p, "a quoted string");
+    if ((op->replacement = take_string(p)) == NULL)
+        return -1;
+    next(p);
+    w = parse_where(p);
+    if (w <= 0)
+        return w;
+    {
+        path cond = { 0 };
+        size_t tok = 0;
+        char *re = NULL;
+
+        if (!tok_is(p, "not") || p->lx.kind != T_IDENT)
+            return expected(p, "'not IsMatch(...)'");
+        if (next(p) != T_IDENT || !tok_is(p, "IsMatch"))
+            return expected(p, "'IsMatch'");
+        if (next(p) != T_LPAREN)
+            return expected(p, "'('");
+        next(p);
+        if (parse_path(p, &cond) != 0)
+            return -1;
+        if (cond.kind != pa->kind || cond.ctx != pa->ctx)
+            return fail(p, "the condition must test the field the statement sets");
+        if (expect(p, T_COMMA, "','") != 0 || take_regex(p, &re, &tok) != 0 ||
+            expect(p, T_RPAREN, "')'") != 0)
+            return -1;
+        if (p->lx.kind != T_EOF)
+            return expected(p, "the end of the statement");
+        if (check_match_pattern(p, re, tok) != 0)
+            return -1;
+        op->pattern = re;
+    }
+    return 0;
+}
 
 /* set(status.message, "") and set(trace_state, ""), the path parsed. */
 static int parse_set(parser *p, sf_transform_op *op, const path *pa)
 {
     const char *what;
 
+    if (pa->kind != P_STATUS_MESSAGE && pa->kind != P_TRACE_STATE && pa->kind != P_ATTRIBUTES)
+        return parse_set_field(p, op, pa);
     if (pa->kind == P_STATUS_MESSAGE) {
         op->kind = SF_TRANSFORM_CLEAR_STATUS_MESSAGE;
         what = "status.message";
@@ -603,8 +997,8 @@ static int parse_set(parser *p, sf_transform_op *op, const path *pa)
 /* replace_pattern(name, "regex", "replacement"), the path parsed. */
 static int parse_replace_pattern(parser *p, sf_transform_op *op, const path *pa)
 {
-    size_t re_tok, repl_tok;
-    char *re, *repl;
+    size_t re_tok = 0, repl_tok;
+    char *re = NULL, *repl;
 
     op->kind = SF_TRANSFORM_REPLACE_PATTERN;
     if (pa->kind != P_NAME)
@@ -613,15 +1007,8 @@ static int parse_replace_pattern(parser *p, sf_transform_op *op, const path *pa)
     if (pa->ctx != SF_TRANSFORM_SPAN && pa->ctx != SF_TRANSFORM_SPANEVENT)
         return fail(p, "replace_pattern rewrites span and span event names only, not '%s' "
                     "names", ctx_names[pa->ctx]);
-    if (expect(p, T_COMMA, "','") != 0)
-        return -1;
-    if (p->lx.kind != T_STRING)
-        return expected(p, "a quoted regular expression");
-    re_tok = p->lx.start;
-    if ((re = take_string(p)) == NULL)
-        return -1;
-    next(p);
-    if (expect(p, T_COMMA, "','") != 0)
+    if (expect(p, T_COMMA, "','") != 0 || take_regex(p, &re, &re_tok) != 0 ||
+        expect(p, T_COMMA, "','") != 0)
         return -1;
     if (p->lx.kind != T_STRING)
         return expected(p, "a quoted replacement");
@@ -664,6 +1051,8 @@ static int parse(parser *p, sf_transform_op *op)
         fn = F_SET;
     else if (NAME_IS("replace_pattern"))
         fn = F_REPLACE_PATTERN;
+    else if (NAME_IS("pseudonymize"))
+        fn = F_PSEUDONYMIZE;
     else
         return fail(p, "unsupported function '%.*s'", (int)name_len, name);
 #undef NAME_IS
@@ -677,11 +1066,13 @@ static int parse(parser *p, sf_transform_op *op)
     if (fn == F_REPLACE_PATTERN)
         return parse_replace_pattern(p, op, &pa);
 
-    op->kind = fn == F_KEEP_KEYS ? SF_TRANSFORM_KEEP_KEYS : SF_TRANSFORM_DELETE_KEY;
+    op->kind = fn == F_KEEP_KEYS ? SF_TRANSFORM_KEEP_KEYS
+               : fn == F_PSEUDONYMIZE ? SF_TRANSFORM_PSEUDONYMIZE : SF_TRANSFORM_DELETE_KEY;
     if (pa.kind != P_ATTRIBUTES)
         return fail(p, "unsupported path '%.*s' for %s: only attributes",
                     (int)(pa.end - pa.start), p->lx.src + pa.start,
-                    op->kind == SF_TRANSFORM_KEEP_KEYS ? "keep_keys" : "delete_key");
+                    fn == F_KEEP_KEYS ? "keep_keys" : fn == F_PSEUDONYMIZE ? "pseudonymize"
+                                                                           : "delete_key");
     if (expect(p, T_COMMA, "','") != 0)
         return -1;
     if (op->kind == SF_TRANSFORM_KEEP_KEYS) {
@@ -700,15 +1091,39 @@ static int parse(parser *p, sf_transform_op *op)
         op->keys.n = 1;
         op->keys.keys = (const char *const *)key;
         next(p);
+        if (op->kind == SF_TRANSFORM_DELETE_KEY) {
+            int w = parse_where(p);
+            sf_otlp_value_rule *rule;
+
+            if (w <= 0)
+                return w;
+            if (!tok_is(p, "not") || p->lx.kind != T_IDENT)
+                return fail(p, "a delete_key condition must read 'where not <what the value "
+                            "must be>'");
+            next(p);
+            rule = p->sink->alloc(p->sink->ctx, sizeof(*rule));
+            if (rule == NULL) {
+                p->nomem = 1;
+                return -1;
+            }
+            memset(rule, 0, sizeof(*rule));
+            if (parse_value_condition(p, *key, rule) != 0)
+                return -1;
+            op->kind = SF_TRANSFORM_VALUE_RULE;
+            op->rule = rule;
+            return 0;
+        }
     }
     return parse_tail(p);
 }
 
 /* Appended to every refusal, so the fix is in the message. */
 static const char supported_statements[] =
-    "supported: keep_keys(attributes, [...]), delete_key(attributes, \"key\"), "
+    "supported: keep_keys(attributes, [...]), delete_key(attributes, \"key\") "
+    "[where not <condition on attributes[\"key\"]>], pseudonymize(attributes, \"key\"), "
     "set(status.message, \"\"), set(trace_state, \"\"), "
-    "replace_pattern(name, \"regex\", \"replacement\")";
+    "set(<name|version|schema_url>, \"value\") [where not IsMatch(<same>, \"regex\")], "
+    "set(entity_refs, []), replace_pattern(name, \"regex\", \"replacement\")";
 
 sf_status sf_transform_parse_statement(const char *text, size_t len, sf_transform_ctx group,
                                        const sf_transform_sink *sink, sf_transform_op *op,
@@ -1067,6 +1482,18 @@ static bool desc_get(const void *rules, sf_otlp_ctx c, size_t i, sf_rule *out)
     case SF_TRANSFORM_CLEAR_STATUS_MESSAGE: out->kind = SF_RULE_CLEAR_STATUS_MESSAGE; break;
     case SF_TRANSFORM_CLEAR_TRACE_STATE:    out->kind = SF_RULE_CLEAR_TRACE_STATE; break;
     case SF_TRANSFORM_REPLACE_PATTERN:      out->kind = SF_RULE_REPLACE_PATTERN; break;
+    case SF_TRANSFORM_PSEUDONYMIZE:         out->kind = SF_RULE_PSEUDONYMIZE; break;
+    case SF_TRANSFORM_SET_FIELD:
+        out->kind = SF_RULE_SET_FIELD;
+        out->field = op->field;
+        break;
+    case SF_TRANSFORM_VALUE_RULE: {
+        const char *w = strstr(op->statement, " where ");
+
+        out->kind = SF_RULE_VALUE;
+        out->pattern = w != NULL ? w + 7 : op->statement;
+        break;
+    }
     default:                                out->kind = SF_RULE_OTHER; break;
     }
     return true;
@@ -1094,6 +1521,8 @@ bool sf_transform_describe(const void *config, sf_allowlist_desc *out)
     *out = (sf_allowlist_desc){
         .error_mode = cfg->error_mode,
         .scalar_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SCALAR,
+        .declared_fields = cfg->declared_fields,
+        .max_string_length = sf_transform_max_string(cfg),
         .rules = cfg->program,
         .count = desc_count,
         .get = desc_get,
@@ -1126,6 +1555,235 @@ static sf_status parse_statements(sf_cfg_ctx *ctx, const sf_node *node, void *fi
     return st;
 }
 
+sf_status sf_transform_key_load(const sf_transform_config *cfg, uint8_t **key, size_t *len,
+                                const char **why)
+{
+    uint8_t buf[4097];
+    size_t n = 0;
+    sf_status st = SF_OK;
+
+    *key = NULL;
+    *len = 0;
+    *why = NULL;
+    if (cfg->pseudonym_key != NULL) {
+        n = strlen(cfg->pseudonym_key);
+        if (n >= sizeof(buf))
+            n = sizeof(buf);
+        else
+            memcpy(buf, cfg->pseudonym_key, n);
+    } else if (cfg->pseudonym_key_file != NULL) {
+        FILE *f = fopen(cfg->pseudonym_key_file, "rb");
+
+        if (f == NULL) {
+            *why = "cannot be read";
+            return SF_CONFIG;
+        }
+        n = fread(buf, 1, sizeof(buf), f);
+        fclose(f);
+    } else {
+        return SF_OK;
+    }
+    while (n > 0 && n < sizeof(buf) && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        n--;
+    if (n < 16) {
+        *why = "is shorter than 16 bytes";
+        st = SF_CONFIG;
+    } else if (n >= sizeof(buf)) {
+        *why = "is longer than 4096 bytes";
+        st = SF_CONFIG;
+    } else if ((*key = sf_malloc(n)) == NULL) {
+        *why = "cannot be held: no memory";
+        st = SF_ENOMEM;
+    } else {
+        memcpy(*key, buf, n);
+        *len = n;
+    }
+    OPENSSL_cleanse(buf, sizeof(buf));
+    return st;
+}
+
+void sf_transform_key_free(uint8_t *key, size_t len)
+{
+    if (key != NULL) {
+        OPENSSL_cleanse(key, len);
+        sf_free(key);
+    }
+}
+
+size_t sf_transform_max_string(const sf_transform_config *cfg)
+{
+    if (cfg->max_string_length > 0)
+        return (size_t)cfg->max_string_length;
+    return cfg->declared_fields ? SF_TRANSFORM_DECLARED_MAX_STRING : 0;
+}
+
+/* The string fields declared mode wants a rule for, and how it is said. */
+static const struct {
+    sf_otlp_field field;
+    sf_transform_ctx ctx;
+    const char *statement;
+} declared_fields[] = {
+    { SF_OTLP_FIELD_SPAN_NAME, SF_TRANSFORM_SPAN,
+      "set(name, \"...\") where not IsMatch(name, \"^(...)$\")" },
+    { SF_OTLP_FIELD_EVENT_NAME, SF_TRANSFORM_SPANEVENT,
+      "set(name, \"...\") where not IsMatch(name, \"^(...)$\")" },
+    { SF_OTLP_FIELD_SCOPE_NAME, SF_TRANSFORM_SCOPE, "set(name, \"\") [where not IsMatch(...)]" },
+    { SF_OTLP_FIELD_SCOPE_VERSION, SF_TRANSFORM_SCOPE,
+      "set(version, \"\") [where not IsMatch(...)]" },
+    { SF_OTLP_FIELD_RESOURCE_SCHEMA_URL, SF_TRANSFORM_RESOURCE,
+      "set(schema_url, \"\") [where not IsMatch(...)]" },
+    { SF_OTLP_FIELD_SCOPE_SCHEMA_URL, SF_TRANSFORM_SCOPE,
+      "set(schema_url, \"\") [where not IsMatch(...)]" },
+    { SF_OTLP_FIELD_ENTITY_REFS, SF_TRANSFORM_RESOURCE, "set(entity_refs, [])" },
+};
+
+/* Whether a statement of context c governs string field f. */
+static bool governs(const sf_transform_program *p, sf_transform_ctx c, sf_otlp_field f)
+{
+    for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
+        const sf_transform_op *op = sf_transform_op_get(p, c, i);
+
+        if (op->kind == SF_TRANSFORM_SET_FIELD && op->field == f)
+            return true;
+    }
+    return false;
+}
+
+/* The node of a kept key's keep_keys statement, for positions. */
+static const sf_transform_op *keep_op(const sf_transform_program *p, sf_transform_ctx c)
+{
+    for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
+        if (sf_transform_op_get(p, c, i)->kind == SF_TRANSFORM_KEEP_KEYS)
+            return sf_transform_op_get(p, c, i);
+    }
+    return NULL;
+}
+
+sf_status sf_transform_check(sf_cfg_ctx *ctx, void *config)
+{
+    sf_transform_config *cfg = config;
+    const sf_transform_program *p = cfg->program;
+    const sf_node *at = sf_cfg_value(ctx) != NULL ? sf_cfg_value(ctx) : sf_cfg_node(ctx);
+    bool pseudonyms = false;
+    int errors = 0;
+
+    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
+        for (size_t i = 0; i < sf_transform_op_count(p, (sf_transform_ctx)c); i++) {
+            const sf_transform_op *op = sf_transform_op_get(p, (sf_transform_ctx)c, i);
+
+            if (op->kind == SF_TRANSFORM_PSEUDONYMIZE)
+                pseudonyms = true;
+            /* one value rule per key and context: two would be read as one
+             * by upstream (both delete) but are easy to misread */
+            if (op->kind != SF_TRANSFORM_VALUE_RULE)
+                continue;
+            for (size_t j = 0; j < i; j++) {
+                const sf_transform_op *o = sf_transform_op_get(p, (sf_transform_ctx)c, j);
+
+                if (o->kind == SF_TRANSFORM_VALUE_RULE &&
+                    strcmp(o->keys.keys[0], op->keys.keys[0]) == 0) {
+                    sf_cfg_error(ctx, op->node, "trace_statements", "key '%s' has a second "
+                                 "value rule in the %s context: join them into one condition",
+                                 op->keys.keys[0], sf_transform_ctx_name((sf_transform_ctx)c));
+                    errors++;
+                }
+            }
+        }
+    }
+    if (cfg->pseudonym_key != NULL && cfg->pseudonym_key_file != NULL) {
+        sf_cfg_error(ctx, sf_node_get(at, "pseudonym_key"), NULL,
+                     "pseudonym_key and pseudonym_key_file are exclusive");
+        errors++;
+    } else if (pseudonyms && cfg->pseudonym_key == NULL && cfg->pseudonym_key_file == NULL) {
+        sf_cfg_error(ctx, at, "trace_statements", "pseudonymize needs a key: pseudonym_key "
+                     "(e.g. ${env:NAME}) or pseudonym_key_file");
+        errors++;
+    } else if (cfg->pseudonym_key != NULL || cfg->pseudonym_key_file != NULL) {
+        uint8_t *key = NULL;
+        size_t n = 0;
+        const char *why = NULL;
+
+        if (sf_transform_key_load(cfg, &key, &n, &why) != SF_OK) {
+            /* never quoted: it is a secret */
+            if (cfg->pseudonym_key != NULL)
+                sf_cfg_error(ctx, sf_node_get(at, "pseudonym_key"), NULL, "pseudonym_key %s",
+                             why);
+            else
+                sf_cfg_error(ctx, sf_node_get(at, "pseudonym_key_file"), NULL,
+                             "pseudonym_key_file '%s' %s", cfg->pseudonym_key_file, why);
+            errors++;
+        }
+        sf_transform_key_free(key, n);
+    }
+    if (!cfg->declared_fields)
+        return errors ? SF_CONFIG : SF_OK;
+
+    /* declared mode: every context bounded, every kept key with a value
+     * rule, every string field with a rule */
+    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
+        const sf_transform_op *keep = keep_op(p, (sf_transform_ctx)c);
+
+        if (keep == NULL) {
+            sf_cfg_error(ctx, at, "trace_statements", "declared_fields: the %s context has no "
+                         "keep_keys (write keep_keys(attributes, []) to keep none)",
+                         sf_transform_ctx_name((sf_transform_ctx)c));
+            errors++;
+            continue;
+        }
+        for (size_t i = 0; i < sf_transform_op_count(p, (sf_transform_ctx)c); i++) {
+            const sf_transform_op *op = sf_transform_op_get(p, (sf_transform_ctx)c, i);
+
+            if (op->kind != SF_TRANSFORM_KEEP_KEYS)
+                continue;
+            for (size_t k = 0; k < op->keys.n; k++) {
+                const char *key = op->keys.keys[k];
+                bool ruled = false;
+
+                if (!sf_transform_keeps_key(p, (sf_transform_ctx)c, key))
+                    continue;
+                for (size_t j = 0; j < sf_transform_op_count(p, (sf_transform_ctx)c); j++) {
+                    const sf_transform_op *o = sf_transform_op_get(p, (sf_transform_ctx)c, j);
+
+                    ruled = ruled || ((o->kind == SF_TRANSFORM_VALUE_RULE ||
+                                       o->kind == SF_TRANSFORM_PSEUDONYMIZE) &&
+                                      strcmp(o->keys.keys[0], key) == 0);
+                }
+                if (!ruled) {
+                    sf_cfg_error(ctx, op->node, "trace_statements", "declared_fields: %s key "
+                                 "'%s' is kept without a value rule (delete_key(attributes, "
+                                 "\"%s\") where not ...)",
+                                 sf_transform_ctx_name((sf_transform_ctx)c), key, key);
+                    errors++;
+                }
+            }
+        }
+    }
+    for (size_t i = 0; i < sizeof(declared_fields) / sizeof(declared_fields[0]); i++) {
+        if (!governs(p, declared_fields[i].ctx, declared_fields[i].field)) {
+            sf_cfg_error(ctx, at, "trace_statements", "declared_fields: %s has no rule (%s in "
+                         "the %s context)", sf_otlp_field_name(declared_fields[i].field),
+                         declared_fields[i].statement,
+                         sf_transform_ctx_name(declared_fields[i].ctx));
+            errors++;
+        }
+    }
+    if (!sf_transform_clears_status_message(p)) {
+        sf_cfg_error(ctx, at, "trace_statements", "declared_fields: span.status.message has no "
+                     "rule (set(status.message, \"\") in the span context)");
+        errors++;
+    }
+    for (int c = SF_TRANSFORM_SPAN; c <= SF_TRANSFORM_LINK; c += SF_TRANSFORM_LINK - SF_TRANSFORM_SPAN) {
+        if (!sf_transform_clears_trace_state(p, (sf_transform_ctx)c)) {
+            sf_cfg_error(ctx, at, "trace_statements", "declared_fields: %s.trace_state has no "
+                         "rule (set(trace_state, \"\") in the %s context)",
+                         sf_transform_ctx_name((sf_transform_ctx)c),
+                         sf_transform_ctx_name((sf_transform_ctx)c));
+            errors++;
+        }
+    }
+    return errors ? SF_CONFIG : SF_OK;
+}
+
 const sf_config_row sf_transform_config_map[] = {
     { .key = "error_mode", .type = SF_CFG_ENUM, .def = SF_ERROR_MODE_DEFAULT,
       .offset = offsetof(sf_transform_config, error_mode), .choices = SF_ERROR_MODE_CHOICES,
@@ -1134,6 +1792,21 @@ const sf_config_row sf_transform_config_map[] = {
       .offset = offsetof(sf_transform_config, kept_value_types), .choices = "any|scalar",
       .help = "scalar: a kept attribute must hold a string, bool, int, double or an array of "
               "those; kvlist and bytes values are removed with their key" },
+    { .key = "declared_fields", .type = SF_CFG_BOOL, .def = "false",
+      .offset = offsetof(sf_transform_config, declared_fields),
+      .help = "every kept key needs a value rule and every string field a rule, or the config "
+              "is invalid; one value per key; strings bounded by max_string_length (256)" },
+    { .key = "max_string_length", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 20,
+      .offset = offsetof(sf_transform_config, max_string_length),
+      .help = "longest attribute string value (longer: removed) and string field (longer: "
+              "cleared) that leaves, in bytes; 0: none, or 256 with declared_fields" },
+    { .key = "pseudonym_key", .type = SF_CFG_STR,
+      .offset = offsetof(sf_transform_config, pseudonym_key),
+      .help = "the HMAC-SHA256 key of pseudonymize(attributes, \"k\"), at least 16 bytes; "
+              "write it as ${env:NAME}; never logged" },
+    { .key = "pseudonym_key_file", .type = SF_CFG_STR,
+      .offset = offsetof(sf_transform_config, pseudonym_key_file),
+      .help = "or a file holding that key (trailing newlines dropped)" },
     { .key = "trace_statements", .type = SF_CFG_CUSTOM,
       .offset = offsetof(sf_transform_config, program), .parse = parse_statements,
       .help = "OTTL statements: keep_keys(attributes, [...]), delete_key(attributes, \"k\"), "

@@ -100,6 +100,7 @@ static int setup(void **state)
     (void)state;
     setenv("SPANFENCE_GATEWAY_ENDPOINT", "https://gateway.example:4318", 1);
     setenv("SPANFENCE_GATEWAY_TOKEN", "t0ken", 1);
+    setenv("SPANFENCE_PSEUDONYM_KEY", "pseudonym-key-of-the-cli-test", 1);
     return 0;
 }
 

@@ -11,7 +11,9 @@
  * of the codec's (keep_attribute, scalar_values_only, renames, cleared
  * fields) must give the same result on the input as on its canonical form:
  * an edit sees what a decoder sees, not how the bytes spelled it. And where
- * protobuf-c reads the input faithfully, its repack is the codec's output. */
+ * protobuf-c reads the input faithfully, its repack is the codec's output.
+ * Last, configs/cvm.yaml's declared-mode transform: every string it exports
+ * satisfies its field's rule (fuzz_cvm_rules.h). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@
 #include "internal/sf_core.h"
 #include "processors/transform/transform.h"
 #include "fuzz_otlp_check.h"
+#include "fuzz_cvm_rules.h"
 #include "sf_otlp_count.h"
 
 /* The policy under test, loaded through the real config loader. The
@@ -402,6 +405,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_streaming_count(data, size, spans);
         check_edit_sees_meaning(data, size);
         check_against_protobuf_c(data, size);
+        check_cvm_rules(data, size);
     } else if (st == SF_FILTER) {
         if (valid == SF_OK)
             fuzz_fail("the transform refused a request the codec accepts");

@@ -21,8 +21,14 @@
 #define CVM "configs/cvm.yaml"
 #define MAX_WANT 16
 
+/* The shipped files with declared mode turned off in both: the checks that
+ * predate it (key sets, cleared fields, name rules, exporter, ...) are
+ * shown without declared mode's own config errors answering first. The
+ * declared-mode pins are tested on the files as shipped (cvm_shipped). */
 static char *cvm_text;
 static char *policy_text;
+static char *cvm_shipped;
+static char *policy_shipped;
 
 static char *slurp(const char *path)
 {
@@ -42,13 +48,24 @@ static char *slurp(const char *path)
     return buf;
 }
 
+static char *replace(const char *text, const char *from, const char *to);
+
 static int setup(void **state)
 {
     (void)state;
     setenv("SPANFENCE_GATEWAY_ENDPOINT", "https://gateway.example:4318", 1);
     setenv("SPANFENCE_GATEWAY_TOKEN", "t0ken", 1);
-    cvm_text = slurp(SF_SOURCE_DIR "/configs/cvm.yaml");
-    policy_text = slurp(SF_SOURCE_DIR "/configs/cvm-policy.yaml");
+    setenv("SPANFENCE_PSEUDONYM_KEY", "pseudonym-key-for-the-tests", 1);
+    cvm_shipped = slurp(SF_SOURCE_DIR "/configs/cvm.yaml");
+    policy_shipped = slurp(SF_SOURCE_DIR "/configs/cvm-policy.yaml");
+    cvm_text = replace(cvm_shipped, "    declared_fields: true\n", "    declared_fields: false\n");
+    {
+        char *p = replace(policy_shipped, "\n  declared_fields: true\n",
+                          "\n  declared_fields: false\n");
+
+        policy_text = replace(p, "\n  max_string_length: 256\n", "\n  max_string_length: 0\n");
+        free(p);
+    }
     return 0;
 }
 
@@ -56,6 +73,8 @@ static int teardown(void **state)
 {
     (void)state;
     free(cvm_text);
+    free(cvm_shipped);
+    free(policy_shipped);
     free(policy_text);
     return 0;
 }
@@ -174,7 +193,7 @@ static void assert_check(const char *yaml, sf_status want_status, want *w)
 #define ALLOWLIST "processors.transform/allowlist: "
 #define KEEP_SPAN "keep_keys(attributes, [\"gen_ai.request.id\""
 #define KEEP_EVENT "keep_keys(attributes, [\"bid\""
-#define LAST_SPAN_KEY "\"accepted_tokens\"]"
+#define LAST_SPAN_KEY "\"num_correct_drafts\", \"accepted_tokens\"]"
 #define RULE_HOST "replace_pattern(name, \"host:[^ |)]*\", \"host:redacted\")"
 #define RULE_PID "replace_pattern(name, \"pid:[0-9]+\", \"pid:redacted\")"
 #define RULE_REQ "replace_pattern(name, \"(?s)(?<![^ ])Req .*\", \"Req redacted\")"
@@ -231,7 +250,7 @@ static void test_memory_limiter_not_pinned(void **state)
 
 static void test_add_key(void **state)
 {
-    char *y = replace(cvm_text, LAST_SPAN_KEY, "\"accepted_tokens\", \"user.email\"]");
+    char *y = replace(cvm_text, LAST_SPAN_KEY, "\"num_correct_drafts\", \"accepted_tokens\", \"user.email\"]");
     want w = { 0 };
 
     (void)state;
@@ -262,7 +281,7 @@ static void test_remove_key_with_delete_key(void **state)
 
     (void)state;
     expect(&w, P ALLOWLIST "span allowlist is missing key 'tp_rank' required by the policy",
-           line_of(y, "delete_key"), 13);
+           line_of(y, "delete_key(attributes, \"tp_rank\")\n"), 13);
     assert_check(y, SF_CONFIG, &w);
     free(y);
 }
@@ -270,14 +289,14 @@ static void test_remove_key_with_delete_key(void **state)
 static void test_move_key_between_contexts(void **state)
 {
     char *a = replace(cvm_text, "[\"bid\", ", "[");
-    char *y = replace(a, LAST_SPAN_KEY, "\"accepted_tokens\", \"bid\"]");
+    char *y = replace(a, LAST_SPAN_KEY, "\"num_correct_drafts\", \"accepted_tokens\", \"bid\"]");
     want w = { 0 };
 
     (void)state;
     expect(&w, P ALLOWLIST "span allowlist has key 'bid' not in the policy",
            line_of(y, KEEP_SPAN), 13);
     expect(&w, P ALLOWLIST "spanevent allowlist is missing key 'bid' required by the policy",
-           line_of(y, "[\"batch_size\""), 13);
+           line_of(y, "keep_keys(attributes, [\"batch_size\""), 13);
     assert_check(y, SF_CONFIG, &w);
     free(a);
     free(y);
@@ -286,7 +305,8 @@ static void test_move_key_between_contexts(void **state)
 /* A context the policy does not list must have no keep_keys. */
 static void test_allowlist_in_unpinned_context(void **state)
 {
-    char *pt = replace(policy_text, "    link: []\n", "");
+    char *pt = replace(policy_text, "    spanevent: [bid, batch_size, forward_mode]\n    link: []\n",
+                       "    spanevent: [bid, batch_size, forward_mode]\n");
     want w = { 0 };
 
     (void)state;
@@ -313,7 +333,7 @@ static void test_remove_allowlist(void **state)
 
 static void test_resource_key_added(void **state)
 {
-    char *y = replace(cvm_text, "[\"service.name\"]", "[\"service.name\", \"host.name\"]");
+    char *y = replace(cvm_text, "keep_keys(attributes, [\"service.name\"]", "keep_keys(attributes, [\"service.name\", \"host.name\"]");
     want w = { 0 };
 
     (void)state;
@@ -325,8 +345,7 @@ static void test_resource_key_added(void **state)
 
 static void test_resource_allowlist_removed(void **state)
 {
-    char *y = replace(cvm_text, "      - context: resource\n        statements:\n"
-                      "          - keep_keys(attributes, [\"service.name\"])\n", "");
+    char *y = replace(cvm_text, "          - keep_keys(attributes, [\"service.name\"])\n", "");
     want w = { 0 };
 
     (void)state;
@@ -529,7 +548,7 @@ static void test_spanevent_name_rule(void **state)
 /* With name_rules, a context it does not list must have no rules. */
 static void test_name_rules_unpinned_context(void **state)
 {
-    char *pt = replace(policy_text, "    spanevent: []\n\n", "\n");
+    char *pt = replace(policy_text, "    spanevent: []\n  # Declared mode", "  # Declared mode");
     char *y = replace(cvm_text, "          - " KEEP_EVENT ", \"batch_size\", \"forward_mode\"])\n",
                       "          - " KEEP_EVENT ", \"batch_size\", \"forward_mode\"])\n"
                       "          - replace_pattern(spanevent.name, \"x\", \"y\")\n");
@@ -702,8 +721,17 @@ static void test_group_error_mode_silent(void **state)
     want w = { 0 };
 
     (void)state;
+    /* every statement of the group: the keep_keys, three value rules, the name rule */
     expect(&w, P ALLOWLIST "spanevent statement runs with error_mode 'silent', the policy "
            "requires 'propagate'", line_of(y, KEEP_EVENT), 13);
+    expect(&w, P ALLOWLIST "spanevent statement runs with error_mode 'silent', the policy "
+           "requires 'propagate'", line_of(y, "delete_key(attributes, \"bid\")"), 13);
+    expect(&w, P ALLOWLIST "spanevent statement runs with error_mode 'silent', the policy "
+           "requires 'propagate'", line_of(y, "delete_key(attributes, \"batch_size\")"), 13);
+    expect(&w, P ALLOWLIST "spanevent statement runs with error_mode 'silent', the policy "
+           "requires 'propagate'", line_of(y, "delete_key(attributes, \"forward_mode\")"), 13);
+    expect(&w, P ALLOWLIST "spanevent statement runs with error_mode 'silent', the policy "
+           "requires 'propagate'", line_of(y, "(schedule|retract)"), 13);
     assert_check(y, SF_CONFIG, &w);
     free(y);
 }
@@ -1313,10 +1341,97 @@ static void test_trace_control(void **state)
     free(off);
 }
 
+/* ---- declared mode's pins (the files as shipped) ------------------------------ */
+
+/* Loading `yaml` and checking it against `policy` fails, and one message
+ * has `needle`. */
+static void assert_caught(const char *policy, const char *yaml, const char *needle)
+{
+    sf_policy *p = load_policy(policy);
+    sf_diag *d = sf_diag_create(NULL);
+    sf_config *cfg = NULL;
+    sf_status st = sf_config_load_string(CVM, yaml, strlen(yaml), d, &cfg);
+    bool found = false;
+
+    if (st == SF_OK)
+        st = sf_policy_check(p, cfg, d);
+    for (size_t i = 0; i < sf_diag_count(d); i++)
+        found = found || strstr(sf_diag_message(d, i), needle) != NULL;
+    if (!found || st == SF_OK) {
+        for (size_t i = 0; i < sf_diag_count(d); i++)
+            fprintf(stderr, "got: %s\n", sf_diag_message(d, i));
+        fail_msg("not caught: '%s'", needle);
+    }
+    sf_config_destroy(cfg);
+    sf_diag_destroy(d);
+    sf_policy_destroy(p);
+}
+
+static void test_declared_shipped_holds(void **state)
+{
+    want w = { 0 };
+
+    (void)state;
+    assert_check_with(policy_shipped, cvm_shipped, SF_OK, &w);
+}
+
+static void test_declared_mutations_caught(void **state)
+{
+    static const struct { const char *from, *to, *needle; } m[] = {
+        { "    declared_fields: true\n", "    declared_fields: false\n",
+          "declared_fields is not true" },
+        { "    declared_fields: true\n", "    declared_fields: true\n    max_string_length: 4096\n",
+          "exported strings are bounded by 4096 bytes, the policy requires at most 256" },
+        { "          - pseudonymize(attributes, \"rid\")\n", "",
+          "span key 'rid' is not pseudonymized" },
+        { "          - pseudonymize(attributes, \"bootstrap_room\")\n", "",
+          "span key 'bootstrap_room' is not pseudonymized" },
+        { "          - delete_key(attributes, \"module\") where",
+          "          - pseudonymize(attributes, \"module\")\n          - delete_key(attributes, \"module\") where",
+          "span key 'module' is pseudonymized, the policy does not list it" },
+        { "where not IsInt(attributes[\"decode_ct\"])",
+          "where not IsString(attributes[\"decode_ct\"])",
+          "span key 'decode_ct' has the value rule 'not IsString(attributes[\"decode_ct\"])'" },
+        { "\"^[0-9a-f]{8}$\"", "\"^[0-9a-f]{8,64}$\"", "spanevent key 'bid' has the value rule" },
+        { " or attributes[\"gen_ai.response.finish_reasons\"] == \"[\\\"abort\\\"]\")",
+          " or attributes[\"gen_ai.response.finish_reasons\"] == \"[\\\"abort\\\"]\" or "
+          "IsString(attributes[\"gen_ai.response.finish_reasons\"]))",
+          "span key 'gen_ai.response.finish_reasons' has the value rule" },
+        { "          - delete_key(attributes, \"tp_rank\") where not IsInt(attributes[\"tp_rank\"])\n",
+          "", "declared_fields: span key 'tp_rank' is kept without a value rule" },
+        { "set(name, \"other\") where not IsMatch(name, \"^(schedule|retract)$\")",
+          "set(name, \"other\") where not IsMatch(name, \"^(schedule|retract|.*)$\")",
+          "spanevent.name is kept when it matches '^(schedule|retract|.*)$'" },
+        { "set(name, \"other\") where not IsMatch(name, \"^(schedule|retract)$\")",
+          "set(name, \"x\") where not IsMatch(name, \"^(schedule|retract)$\")",
+          "spanevent.name is set to 'x', the policy requires 'other'" },
+        { "|run_batch_cpu)$\")", "|run_batch_cpu|.*)$\")", "span.name is kept when it matches" },
+        { "          - set(name, \"\") where not IsMatch(name, \"^sglang server$\")\n",
+          "          - set(name, \"\")\n", "scope.name is kept when it matches '(never: always set)'" },
+        { "          - set(version, \"\")\n", "", "declared_fields: scope.version has no rule" },
+        { "          - set(version, \"\")\n", "          - set(version, \"\") where not IsMatch(version, \"^1$\")\n",
+          "scope.version is kept when it matches '^1$'" },
+        { "          - set(entity_refs, [])\n", "", "declared_fields: resource.entity_refs has no rule" },
+        { "          - set(schema_url, \"\")\n          - set(entity_refs, [])\n",
+          "          - set(entity_refs, [])\n",
+          "declared_fields: resource.schema_url has no rule" },
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
+        char *y = replace(cvm_shipped, m[i].from, m[i].to);
+
+        assert_caught(policy_shipped, y, m[i].needle);
+        free(y);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shipped_config_holds),
+        cmocka_unit_test(test_declared_shipped_holds),
+        cmocka_unit_test(test_declared_mutations_caught),
         cmocka_unit_test(test_order_does_not_matter),
         cmocka_unit_test(test_memory_limiter_not_pinned),
         cmocka_unit_test(test_add_key),

@@ -45,9 +45,11 @@ static sf_status parse_in(pfx *f, sf_transform_ctx group, const char *text)
 }
 
 /* What every refusal ends with. */
-#define SUPPORTED "; supported: keep_keys(attributes, [...]), delete_key(attributes, \"key\"), " \
+#define SUPPORTED "; supported: keep_keys(attributes, [...]), delete_key(attributes, \"key\") " \
+    "[where not <condition on attributes[\"key\"]>], pseudonymize(attributes, \"key\"), " \
     "set(status.message, \"\"), set(trace_state, \"\"), " \
-    "replace_pattern(name, \"regex\", \"replacement\")"
+    "set(<name|version|schema_url>, \"value\") [where not IsMatch(<same>, \"regex\")], " \
+    "set(entity_refs, []), replace_pattern(name, \"regex\", \"replacement\")"
 
 /* Parse must fail with exactly `msg`, then the list of supported statements. */
 static void assert_parse_error(pfx *f, sf_transform_ctx group, const char *text, const char *msg)
@@ -201,10 +203,12 @@ static void test_error_where_clause(void **state)
     pfx *f = *state;
 
     assert_parse_error(f, SF_TRANSFORM_SPAN, "keep_keys(attributes, [\"a\"]) where name == \"x\"",
-                       "where clauses are not supported in statement "
+                       "where clauses are not supported on this statement (only on "
+                       "delete_key and on set of a name, version or schema_url) in statement "
                        "'keep_keys(attributes, [\"a\"]) where name == \"x\"'");
     assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "set(span.status.message, \"\") where true",
-                       "where clauses are not supported in statement "
+                       "where clauses are not supported on this statement (only on "
+                       "delete_key and on set of a name, version or schema_url) in statement "
                        "'set(span.status.message, \"\") where true'");
 }
 
@@ -234,9 +238,10 @@ static void test_error_paths(void **state)
     assert_parse_error(f, SF_TRANSFORM_SPAN, "set(attributes, \"\")",
                        "unsupported path 'attributes' for set: only status.message and trace_state "
                        "can be set in statement 'set(attributes, \"\")'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "set(name, \"\")",
-                       "unsupported path 'name' for set: only status.message and trace_state "
-                       "can be set in statement 'set(name, \"\")'");
+    assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "set(link.name, \"\")",
+                       "'link.name' is not a field of the link context that set can change "
+                       "(span and spanevent name; scope name, version, schema_url; resource "
+                       "schema_url, entity_refs) in statement 'set(link.name, \"\")'");
     assert_parse_error(f, SF_TRANSFORM_SPAN, "keep_keys(span., [])",
                        "expected a name after '.' at column 16 in statement 'keep_keys(span., [])'");
 }
@@ -557,7 +562,8 @@ static void test_error_replace_pattern_form(void **state)
                        "expected a quoted replacement at column 28 in statement "
                        "'replace_pattern(name, \"a\", [\"b\"])'");
     assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"a\", \"b\") where true",
-                       "where clauses are not supported in statement "
+                       "where clauses are not supported on this statement (only on "
+                       "delete_key and on set of a name, version or schema_url) in statement "
                        "'replace_pattern(name, \"a\", \"b\") where true'");
     /* syntax before the regex: a broken statement never reaches PCRE2 */
     assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"(\", \"b\"",
@@ -832,7 +838,8 @@ static void test_build_reports_every_bad_statement(void **state)
                         "does not match context 'span' in statement "
                         "'keep_keys(spanevent.attributes, [\"b\"])'" SUPPORTED);
     assert_ptr_equal(s->at[1], node->items[0]->items[1]->items[2]);
-    assert_string_equal(s->msg[2], "[1]: where clauses are not supported in "
+    assert_string_equal(s->msg[2], "[1]: where clauses are not supported on this statement (only on "
+                        "delete_key and on set of a name, version or schema_url) in "
                         "statement 'keep_keys(span.attributes, [\"a\"]) where name == \"x\"'"
                         SUPPORTED);
     assert_ptr_equal(s->at[2], node->items[1]);
@@ -888,7 +895,7 @@ static void test_build_not_a_list(void **state)
 static void test_build_long_statement_quoted_whole(void **state)
 {
     pfx *f = *state;
-    char stmt[3000], expect[3400];
+    char stmt[3000], expect[3800];
     size_t n = 0;
     sf_transform_program *prog = NULL;
 

@@ -1,0 +1,454 @@
+/* tests/processors/test_transform_rules.c: the transform's rules on what a
+ * kept attribute may hold and on every other string field: value rules in
+ * upstream OTTL's spelling (IsInt, IsDouble, IsBool, IsString, IsMatch, ==,
+ * not/and/or), one value per key, the length bound, name allowlists, scope
+ * and schema_url rules, entity_refs, keyed pseudonyms, and declared mode's
+ * config checks. Configs go through the real loader (sf_config_load_string),
+ * requests are OTLP/JSON decoded and packed with protobuf-c, run through the
+ * processor's compiled edit with the codec, and read back as JSON. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal/sf_core.h"
+#include "processors/transform/transform.h"
+#include "sf_otlp_json.h"
+
+static const char base[] =
+    "receivers:\n  otlp:\n    protocols:\n      grpc:\n        endpoint: 127.0.0.1:4317\n"
+    "exporters:\n  otlphttp:\n    endpoint: http://127.0.0.1:4319\n"
+    "processors:\n  transform:\n%s"
+    "service:\n  pipelines:\n    traces:\n      receivers: [otlp]\n"
+    "      processors: [transform]\n      exporters: [otlphttp]\n";
+
+typedef struct run {
+    sf_config *cfg;
+    sf_component comp;
+    sf_otlp_stats stats;
+    char errors[4096];          /* the loader's messages, when it refused */
+} run;
+
+/* Load `body` (the transform's settings, indented four spaces) and create
+ * the processor. SF_CONFIG leaves the messages in r->errors. */
+static sf_status load(run *r, const char *body)
+{
+    size_t n = strlen(base) + strlen(body) + 1;
+    char *yaml = malloc(n);
+    sf_diag *d = sf_diag_create(NULL);
+    sf_config_component *c;
+    sf_status st;
+    size_t at = 0;
+
+    memset(r, 0, sizeof(*r));
+    snprintf(yaml, n, base, body);
+    st = sf_config_load_string("rules.yaml", yaml, strlen(yaml), d, &r->cfg);
+    free(yaml);
+    for (size_t i = 0; i < sf_diag_count(d) && at < sizeof(r->errors); i++)
+        at += (size_t)snprintf(r->errors + at, sizeof(r->errors) - at, "%s\n",
+                               sf_diag_message(d, i));
+    sf_diag_destroy(d);
+    if (st != SF_OK) {
+        if (getenv("SF_TEST_VERBOSE") != NULL)
+            fprintf(stderr, "%s", r->errors);
+        return st;
+    }
+    c = sf_config_find(r->cfg, "transform");
+    assert_non_null(c);
+    r->comp.type = c->type;
+    r->comp.id = "transform";
+    r->comp.config = c->config;
+    assert_int_equal(c->type->create(&r->comp, c->config), SF_OK);
+    return SF_OK;
+}
+
+static void unload(run *r)
+{
+    r->comp.type->destroy(&r->comp);
+    sf_config_destroy(r->cfg);
+}
+
+/* The request `json` through the processor's edit, back as JSON (sf_free). */
+static char *apply(run *r, const char *json)
+{
+    sf_arena *a = sf_arena_create(1 << 16, 0);
+    sf_otlp_request *req = NULL, *back;
+    char err[256];
+    uint8_t *wire;
+    size_t len;
+    sf_buf *out = NULL;
+    char *text = NULL;
+    size_t text_len;
+
+    assert_int_equal(sf_otlp_json_decode(a, json, strlen(json), 32, &req, err, sizeof(err)),
+                     SF_OK);
+    len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(req);
+    wire = malloc(len + 1);
+    opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(req, wire);
+    assert_int_equal(sf_otlp_rewrite(wire, len, 32, r->comp.type->edit(&r->comp), &out,
+                                     &r->stats), SF_OK);
+    back = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
+        NULL, out->len, out->data);
+    assert_non_null(back);
+    assert_int_equal(sf_otlp_json_encode(back, &text, &text_len), SF_OK);
+    opentelemetry__proto__collector__trace__v1__export_trace_service_request__free_unpacked(back,
+                                                                                          NULL);
+    sf_buf_unref(out);
+    free(wire);
+    sf_arena_destroy(a);
+    return text;
+}
+
+/* One span with `attrs` (a JSON array of attributes) and `name`. */
+static char *span_json(const char *name, const char *attrs)
+{
+    static const char fmt[] =
+        "{\"resourceSpans\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
+        "\"value\":{\"stringValue\":\"sglang\"}}]},\"scopeSpans\":[{\"scope\":{\"name\":"
+        "\"sglang server\"},\"spans\":[{\"traceId\":\"0102030405060708090a0b0c0d0e0f10\","
+        "\"spanId\":\"0102030405060708\",\"name\":\"%s\",\"attributes\":%s}]}]}]}";
+    size_t n = sizeof(fmt) + strlen(name) + strlen(attrs);
+    char *s = malloc(n);
+
+    snprintf(s, n, fmt, name, attrs);
+    return s;
+}
+
+static char *apply_span(run *r, const char *name, const char *attrs)
+{
+    char *in = span_json(name, attrs), *out = apply(r, in);
+
+    free(in);
+    return out;
+}
+
+#define HAS(s, sub) assert_non_null(strstr((s), (sub)))
+#define LACKS(s, sub) assert_null(strstr((s), (sub)))
+
+static const char typed[] =
+    "    trace_statements:\n"
+    "      - context: span\n"
+    "        statements:\n"
+    "          - keep_keys(attributes, [\"n\", \"lat\", \"rid\", \"fr\", \"mode\", \"tag\", \"ok\", \"any\"])\n"
+    "          - delete_key(attributes, \"n\") where not IsInt(attributes[\"n\"])\n"
+    "          - delete_key(attributes, \"lat\") where not (IsDouble(attributes[\"lat\"]) or IsInt(attributes[\"lat\"]))\n"
+    "          - delete_key(attributes, \"rid\") where not IsMatch(attributes[\"rid\"], \"^[0-9a-f]{32}$\")\n"
+    "          - delete_key(attributes, \"fr\") where not (attributes[\"fr\"] == \"[\\\"stop\\\"]\" or attributes[\"fr\"] == \"[\\\"length\\\"]\")\n"
+    "          - delete_key(attributes, \"mode\") where not IsMatch(attributes[\"mode\"], \"^(decode|prefill)$\")\n"
+    "          - delete_key(attributes, \"tag\") where not IsMatch(attributes[\"tag\"], \"^v[0-9]+\\\\.[0-9]+$\")\n"
+    "          - delete_key(attributes, \"ok\") where not IsBool(attributes[\"ok\"])\n"
+    "          - delete_key(attributes, \"any\") where not IsString(attributes[\"any\"])\n";
+
+#define RID "0123456789abcdef0123456789abcdef"
+
+static void test_value_rules_keep_what_fits(void **state)
+{
+    run r;
+    char *out;
+
+    (void)state;
+    assert_int_equal(load(&r, typed), SF_OK);
+    out = apply_span(&r, "s",
+        "[{\"key\":\"n\",\"value\":{\"intValue\":\"12\"}},"
+        "{\"key\":\"lat\",\"value\":{\"doubleValue\":0.25}},"
+        "{\"key\":\"rid\",\"value\":{\"stringValue\":\"" RID "\"}},"
+        "{\"key\":\"fr\",\"value\":{\"stringValue\":\"[\\\"stop\\\"]\"}},"
+        "{\"key\":\"mode\",\"value\":{\"stringValue\":\"decode\"}},"
+        "{\"key\":\"tag\",\"value\":{\"stringValue\":\"v1.22\"}},"
+        "{\"key\":\"ok\",\"value\":{\"boolValue\":true}},"
+        "{\"key\":\"any\",\"value\":{\"stringValue\":\"free\"}}]");
+    HAS(out, "\"intValue\":\"12\"");
+    HAS(out, "0.25");
+    HAS(out, RID);
+    HAS(out, "[\\\"stop\\\"]");
+    HAS(out, "\"decode\"");
+    HAS(out, "v1.22");
+    HAS(out, "\"boolValue\":true");
+    HAS(out, "\"free\"");
+    LACKS(out, "droppedAttributesCount");
+    assert_int_equal(r.stats.removed_attributes, 0);
+    sf_free(out);
+    unload(&r);
+}
+
+static void test_value_rules_remove_what_does_not(void **state)
+{
+    run r;
+    char *out;
+
+    (void)state;
+    assert_int_equal(load(&r, typed), SF_OK);
+    out = apply_span(&r, "s",
+        "[{\"key\":\"n\",\"value\":{\"stringValue\":\"MARK1\"}},"
+        "{\"key\":\"lat\",\"value\":{\"stringValue\":\"MARK2\"}},"
+        "{\"key\":\"rid\",\"value\":{\"stringValue\":\"" RID "\\nMARK3\"}},"
+        "{\"key\":\"fr\",\"value\":{\"stringValue\":\"[\\\"MARK4\\\"]\"}},"
+        "{\"key\":\"mode\",\"value\":{\"stringValue\":\"decodeMARK5\"}},"
+        "{\"key\":\"tag\",\"value\":{\"stringValue\":\"v1.2MARK6\"}},"
+        "{\"key\":\"ok\",\"value\":{\"arrayValue\":{\"values\":[{\"stringValue\":\"MARK7\"}]}}},"
+        "{\"key\":\"any\",\"value\":{\"arrayValue\":{\"values\":[{\"stringValue\":\"x\"},"
+        "{\"intValue\":\"3\"}]}}},"
+        "{\"key\":\"rid\",\"value\":{\"intValue\":\"5\"}}]");
+    if (getenv("SF_TEST_VERBOSE") != NULL)
+        fprintf(stderr, "%s\n", out);
+    LACKS(out, "MARK");
+    LACKS(strstr(out, "\"spans\""), "\"attributes\"");
+    HAS(out, "\"droppedAttributesCount\":9");
+    assert_int_equal(r.stats.removed_attributes, 9);
+    assert_int_equal(r.stats.failed_values, 9);
+    /* arrays: every element must fit */
+    sf_free(out);
+    out = apply_span(&r, "s", "[{\"key\":\"any\",\"value\":{\"arrayValue\":{\"values\":["
+                              "{\"stringValue\":\"x\"},{\"stringValue\":\"y\"}]}}}]");
+    HAS(out, "\"y\"");
+    sf_free(out);
+    unload(&r);
+}
+
+static const char declared[] =
+    "    declared_fields: true\n"
+    "    pseudonym_key: 0123456789abcdefSECRETKEY\n"
+    "    trace_statements:\n"
+    "      - context: resource\n"
+    "        statements:\n"
+    "          - keep_keys(attributes, [\"service.name\"])\n"
+    "          - delete_key(attributes, \"service.name\") where not IsMatch(attributes[\"service.name\"], \"^sglang$\")\n"
+    "          - set(schema_url, \"\")\n"
+    "          - set(entity_refs, [])\n"
+    "      - context: scope\n"
+    "        statements:\n"
+    "          - keep_keys(attributes, [])\n"
+    "          - set(name, \"\") where not IsMatch(name, \"^sglang server$\")\n"
+    "          - set(version, \"\")\n"
+    "          - set(schema_url, \"\")\n"
+    "      - context: span\n"
+    "        statements:\n"
+    "          - keep_keys(attributes, [\"rid\", \"room\", \"n\", \"s\"])\n"
+    "          - delete_key(attributes, \"rid\") where not IsMatch(attributes[\"rid\"], \"^[0-9a-f]{32}$\")\n"
+    "          - pseudonymize(attributes, \"rid\")\n"
+    "          - delete_key(attributes, \"room\") where not IsInt(attributes[\"room\"])\n"
+    "          - pseudonymize(attributes, \"room\")\n"
+    "          - delete_key(attributes, \"n\") where not IsInt(attributes[\"n\"])\n"
+    "          - delete_key(attributes, \"s\") where not IsString(attributes[\"s\"])\n"
+    "          - set(status.message, \"\")\n"
+    "          - set(trace_state, \"\")\n"
+    "          - replace_pattern(name, \"(?s)(?<![^ ])Req .*\", \"Req redacted\")\n"
+    "          - set(name, \"other\") where not IsMatch(name, \"^((prefill|decode)? ?Req redacted|tokenize|decode_loop)$\")\n"
+    "      - context: spanevent\n"
+    "        statements:\n"
+    "          - keep_keys(attributes, [])\n"
+    "          - set(name, \"other\") where not IsMatch(name, \"^(schedule|retract)$\")\n"
+    "      - context: link\n"
+    "        statements:\n"
+    "          - keep_keys(attributes, [])\n"
+    "          - set(trace_state, \"\")\n";
+
+static void test_declared_names_and_fields(void **state)
+{
+    static const char in[] =
+        "{\"resourceSpans\":[{\"schemaUrl\":\"MARK1\",\"resource\":{\"attributes\":["
+        "{\"key\":\"service.name\",\"value\":{\"stringValue\":\"sglang\"}}]},"
+        "\"scopeSpans\":[{\"schemaUrl\":\"MARK2\",\"scope\":{\"name\":\"sglang server\","
+        "\"version\":\"MARK3\"},\"spans\":["
+        "{\"traceId\":\"0102030405060708090a0b0c0d0e0f10\",\"spanId\":\"0102030405060708\","
+        "\"name\":\" Req 1234abcd\",\"events\":[{\"name\":\"schedule\"},{\"name\":\"MARK4\"}]},"
+        "{\"traceId\":\"0102030405060708090a0b0c0d0e0f10\",\"spanId\":\"0102030405060709\","
+        "\"name\":\"decode_loop MARK5\"},"
+        "{\"traceId\":\"0102030405060708090a0b0c0d0e0f10\",\"spanId\":\"010203040506070a\","
+        "\"name\":\"tokenize\"}]},"
+        "{\"scope\":{\"name\":\"MARK6\"},\"spans\":[]}]}]}";
+    run r;
+    char *out;
+
+    (void)state;
+    assert_int_equal(load(&r, declared), SF_OK);
+    out = apply(&r, in);
+    LACKS(out, "MARK");
+    HAS(out, "\" Req redacted\"");
+    HAS(out, "\"tokenize\"");
+    HAS(out, "\"schedule\"");
+    HAS(out, "\"sglang server\"");
+    HAS(out, "\"name\":\"other\"");
+    sf_free(out);
+    unload(&r);
+}
+
+static void test_declared_one_value_per_key_and_bound(void **state)
+{
+    char big[400];
+    char attrs[1200];
+    run r;
+    char *out;
+
+    (void)state;
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    assert_int_equal(load(&r, declared), SF_OK);
+    out = apply_span(&r, "tokenize",
+                     "[{\"key\":\"n\",\"value\":{\"intValue\":\"1\"}},"
+                     "{\"key\":\"n\",\"value\":{\"intValue\":\"99\"}},"
+                     "{\"key\":\"s\",\"value\":{\"stringValue\":\"first\"}},"
+                     "{\"key\":\"s\",\"value\":{\"stringValue\":\"MARK\"}}]");
+    LACKS(out, "MARK");
+    LACKS(out, "99");
+    HAS(out, "\"first\"");
+    assert_int_equal(r.stats.duplicate_keys, 2);
+    sf_free(out);
+    /* 256 bytes is declared mode's bound */
+    snprintf(attrs, sizeof(attrs), "[{\"key\":\"s\",\"value\":{\"stringValue\":\"%.256s\"}}]",
+             big);
+    out = apply_span(&r, "tokenize", attrs);
+    HAS(out, "\"key\":\"s\"");
+    sf_free(out);
+    snprintf(attrs, sizeof(attrs), "[{\"key\":\"s\",\"value\":{\"stringValue\":\"%.257s\"}}]",
+             big);
+    out = apply_span(&r, "tokenize", attrs);
+    LACKS(out, "\"key\":\"s\"");
+    sf_free(out);
+    unload(&r);
+}
+
+/* The pseudonym of rid and room in one request, as JSON (sf_free). */
+static char *pseudonyms_of(run *r, const char *rid, const char *room)
+{
+    char attrs[512];
+
+    snprintf(attrs, sizeof(attrs), "[{\"key\":\"rid\",\"value\":{\"stringValue\":\"%s\"}},"
+             "{\"key\":\"room\",\"value\":{\"intValue\":\"%s\"}}]", rid, room);
+    return apply_span(r, "tokenize", attrs);
+}
+
+static void test_pseudonyms(void **state)
+{
+    run r, again, other;
+    char *a, *b, *c, *d;
+    char rid_out[40];
+    const char *at;
+
+    (void)state;
+    assert_int_equal(load(&r, declared), SF_OK);
+    a = pseudonyms_of(&r, RID, "1234567");
+    b = pseudonyms_of(&r, RID, "1234567");
+    /* the id itself never leaves; the pseudonym has its shape */
+    LACKS(a, RID);
+    LACKS(a, "1234567\"");
+    at = strstr(a, "\"key\":\"rid\",\"value\":{\"stringValue\":\"");
+    assert_non_null(at);
+    at += strlen("\"key\":\"rid\",\"value\":{\"stringValue\":\"");
+    memcpy(rid_out, at, 32);
+    rid_out[32] = '\0';
+    for (int i = 0; i < 32; i++)
+        assert_true((rid_out[i] >= '0' && rid_out[i] <= '9') ||
+                    (rid_out[i] >= 'a' && rid_out[i] <= 'f'));
+    assert_int_equal(at[32], '"');
+    HAS(a, "\"key\":\"room\",\"value\":{\"intValue\":\"");
+    assert_int_equal(r.stats.pseudonyms, 2);
+    /* same id, same key: same pseudonym across requests and a restart */
+    assert_string_equal(a, b);
+    assert_int_equal(load(&again, declared), SF_OK);
+    c = pseudonyms_of(&again, RID, "1234567");
+    assert_string_equal(a, c);
+    /* another key: another pseudonym */
+    {
+        const char *k = strstr(declared, "SECRETKEY");
+        size_t n = strlen(declared);
+        char *body = malloc(n + 1);
+
+        memcpy(body, declared, n + 1);
+        body[k - declared] = 'Z';
+        assert_int_equal(load(&other, body), SF_OK);
+        free(body);
+    }
+    d = pseudonyms_of(&other, RID, "1234567");
+    assert_null(strstr(d, rid_out));
+    assert_string_not_equal(a, d);
+    sf_free(a);
+    sf_free(b);
+    sf_free(c);
+    sf_free(d);
+    unload(&r);
+    unload(&again);
+    unload(&other);
+}
+
+static void test_declared_mode_refuses_gaps(void **state)
+{
+    static const char missing[] =
+        "    declared_fields: true\n"
+        "    trace_statements:\n"
+        "      - context: span\n"
+        "        statements:\n"
+        "          - keep_keys(attributes, [\"rid\"])\n";
+    static const char nokey[] =
+        "    trace_statements:\n"
+        "      - keep_keys(span.attributes, [\"rid\"])\n"
+        "      - pseudonymize(span.attributes, \"rid\")\n";
+    static const char shortkey[] =
+        "    pseudonym_key: tooSHORTsecret\n"
+        "    trace_statements:\n"
+        "      - pseudonymize(span.attributes, \"rid\")\n";
+    run r;
+
+    (void)state;
+    assert_int_equal(load(&r, missing), SF_CONFIG);
+    HAS(r.errors, "rules.yaml:15:13: processors.transform.trace_statements: declared_fields: "
+                  "span key 'rid' is kept without a value rule");
+    HAS(r.errors, "declared_fields: the resource context has no keep_keys");
+    HAS(r.errors, "declared_fields: span.name has no rule");
+    HAS(r.errors, "declared_fields: resource.entity_refs has no rule");
+    HAS(r.errors, "declared_fields: link.trace_state has no rule");
+    assert_int_equal(load(&r, nokey), SF_CONFIG);
+    HAS(r.errors, "pseudonymize needs a key");
+    assert_int_equal(load(&r, shortkey), SF_CONFIG);
+    HAS(r.errors, "pseudonym_key is shorter than 16 bytes");
+    LACKS(r.errors, "tooSHORTsecret");
+}
+
+static void test_condition_errors(void **state)
+{
+    static const struct { const char *stmt; const char *msg; } cases[] = {
+        { "delete_key(span.attributes, \"a\") where not IsInt(attributes[\"b\"])",
+          "the condition tests attributes[\"b\"]" },
+        { "delete_key(span.attributes, \"a\") where IsInt(attributes[\"a\"])",
+          "a delete_key condition must read 'where not" },
+        { "delete_key(span.attributes, \"a\") where not IsInt(attributes[\"a\"]) or "
+          "IsDouble(attributes[\"a\"])", "in parentheses" },
+        { "delete_key(span.attributes, \"a\") where not (IsInt(attributes[\"a\"]) and "
+          "IsString(attributes[\"a\"]))", "can never hold" },
+        { "delete_key(span.attributes, \"a\") where not IsMatch(attributes[\"a\"], \"(\")",
+          "invalid regular expression" },
+        { "set(span.name, \"x\") where not IsMatch(spanevent.name, \"a\")",
+          "the condition must test the field the statement sets" },
+        { "set(resource.entity_refs, \"x\")", "entity_refs can only be cleared" },
+    };
+    char body[512];
+    run r;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(body, sizeof(body), "    trace_statements:\n      - '%s'\n", cases[i].stmt);
+        assert_int_equal(load(&r, body), SF_CONFIG);
+        if (strstr(r.errors, cases[i].msg) == NULL)
+            fail_msg("case %zu: '%s' not in: %s", i, cases[i].msg, r.errors);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_value_rules_keep_what_fits),
+        cmocka_unit_test(test_value_rules_remove_what_does_not),
+        cmocka_unit_test(test_declared_names_and_fields),
+        cmocka_unit_test(test_declared_one_value_per_key_and_bound),
+        cmocka_unit_test(test_pseudonyms),
+        cmocka_unit_test(test_declared_mode_refuses_gaps),
+        cmocka_unit_test(test_condition_errors),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
