@@ -1,0 +1,165 @@
+/* pipeline/extensions/trace_control/trace_control_int.h: what the files of
+ * the trace_control extension share and nothing else sees: a target's
+ * window state, the extension's context, and the functions one part
+ * (windows, audit, engines, requests, recovery) offers the others. All of
+ * them run on the control thread unless their comment says otherwise. */
+#ifndef SF_TRACE_CONTROL_INT_H
+#define SF_TRACE_CONTROL_INT_H
+
+#include "trace_control.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define TC_RECORD_MAX 32768       /* a closing record with the largest match fits */
+#define TC_LINE_MAX 16384
+#define TC_MARKER_TRIES 600       /* a marker waits for the exporters at most 600 x 100 ms */
+#define TC_MARKER_WAIT 100
+
+/* Rows of tc_metric_rows: this extension's values in sf_counters. */
+enum { TC_ENGINE_FAILURES, TC_OPEN_WINDOWS, TC_AUDIT_PENDING };
+
+typedef enum tc_state { TC_IDLE, TC_OPEN, TC_RESETTING, TC_FAILED } tc_state;
+
+/* recorded: what the audit log last said of a target's level in this run */
+enum { TC_REC_NONE = -2, TC_REC_UNKNOWN = -1 };
+
+typedef struct tc_window {
+    const sf_tc_target *target;
+    tc_state state;
+    char id[128];                   /* "<target>-<start epoch ms>" (ids are at most 64) */
+    int64_t level;
+    unsigned uid;
+    char reason[SF_TC_MAX_REASON * 6 + 1];  /* JSON-escaped */
+    int64_t start_wall, end_wall;   /* epoch ms; end_wall: planned */
+    int64_t end_mono;               /* CLOCK_MONOTONIC ms */
+    sf_totals at_start;
+    /* targets with a match: spans from this engine, since start (written by
+     * the tap on receiver threads), and their values when the window opened */
+    _Atomic bool counting;
+    _Atomic uint64_t from_target[2];    /* [0] accepted, [1] refused */
+    uint64_t from_target_at_start[2];
+    /* RESETTING */
+    int64_t next_try_mono, delay, reset_since_mono;
+    unsigned attempts;
+    char last_error[sizeof(((sf_tc_answer *)0)->detail)];   /* the engine's last refusal */
+    long last_status;
+    /* ended, closing record not written yet (grace period) */
+    bool closing;
+    int64_t close_due_mono, ended_wall, grace_ms;
+    char cause[16];
+    char note[512];                 /* why it ended early, or why the set failed */
+    /* a marker span waiting for the exporters to run */
+    uint8_t *marker;
+    size_t marker_len;
+    int marker_tries;
+    int64_t marker_next_mono;
+    /* the level the engine last took (metrics thread reads these) */
+    _Atomic int64_t level_now;      /* -1: not known */
+    _Atomic int64_t level_set_wall; /* epoch ms, 0: never */
+    int64_t recorded;               /* TC_REC_* or the level last recorded */
+    bool enforce_due;
+    /* taken over from the instance that ran before a reload: start() does
+     * not recover this target from the audit log */
+    bool carried;
+} tc_window;
+
+typedef struct tc_ctx {
+    sf_component *self;
+    const sf_tc_config *cfg;
+    tc_window *w;                   /* one per target, same order */
+    int listen_fd;
+    int wake[2];
+    pthread_t thread;
+    bool thread_started;
+    bool socket_bound;
+    _Atomic bool stop;
+    _Atomic unsigned counting;      /* windows whose spans the tap counts */
+    bool suspending;                /* reload: stop without closing windows */
+    bool resumed;                   /* took over a suspended instance */
+    bool stopping;                  /* close_all: no grace */
+    int64_t next_enforce_mono, next_loss_mono;
+    /* Audit records not written yet, oldest first: retried with backoff
+     * (and at shutdown until shutdown_timeout) and kept in order; while any
+     * is pending no window opens. */
+    char **pending;
+    size_t n_pending;
+    int64_t audit_retry_mono, audit_delay;
+} tc_ctx;
+
+/* What the collector (and the target, with a match) did since w opened. */
+typedef struct tc_counts {
+    uint64_t accepted, exported, refused, dropped, send_failed, enqueue_failed, lost;
+    uint64_t from_target[2];
+    sf_totals now;
+} tc_counts;
+
+/* ---- windows (trace_control_windows.c) ---- */
+
+/* "1h02m03s", "4m05s", "6s": time left, rounded up. */
+void sf_tc_format_left(int64_t ms, char *buf, size_t size);
+/* Change w's state, keeping the open-windows gauge. */
+void sf_tc_window_set_state(tc_ctx *x, tc_window *w, tc_state st);
+/* The engine took `level` now (read by the metrics thread). */
+void sf_tc_window_took_level(tc_window *w, int64_t level);
+/* Receiver threads, after every emitted batch (sf_span_tap_fn). */
+void sf_tc_window_tap(void *ctx, const uint8_t *raw, size_t len, size_t spans, bool accepted);
+/* Start / stop counting the spans of w's target (when it has a match). */
+void sf_tc_window_count_start(tc_ctx *x, tc_window *w);
+void sf_tc_window_count_stop(tc_ctx *x, tc_window *w);
+/* What the collector (and the target) did since w opened. */
+void sf_tc_window_counts(tc_ctx *x, const tc_window *w, tc_counts *c);
+/* Hand w's built marker to the pipeline; what the record says of it. */
+const char *sf_tc_marker_send(tc_ctx *x, tc_window *w);
+/* Write w's closing record and send its marker; the audit status. */
+sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status);
+
+/* ---- audit records (trace_control_audit.c) ---- */
+
+/* snprintf at buf + *len, advancing *len; nothing once buf is full. */
+void sf_tc_add(char *buf, size_t size, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* ,"name":{reason:now-then,...} */
+void sf_tc_add_reasons(char *buf, size_t size, size_t *len, const char *name,
+                       const uint64_t *now, const uint64_t *then);
+/* ,"status":N,"error":"..." of an engine's answer (no header is in it). */
+void sf_tc_add_answer(char *buf, size_t size, size_t *len, long status, const char *detail);
+/* ,"target_scope":"match",... : the spans of w's own engine. */
+void sf_tc_add_target_counts(char *buf, size_t size, size_t *len, const tc_window *w,
+                             const tc_counts *c);
+void sf_tc_audit_set_gauge(tc_ctx *x);
+/* Write the pending records in order; SF_OK when none is left. */
+sf_status sf_tc_audit_flush(tc_ctx *x);
+/* Append `record` after the pending ones and write them all; SF_IO when it
+ * stays pending (logged whole). */
+sf_status sf_tc_audit(tc_ctx *x, const char *record);
+void sf_tc_audit_free_pending(tc_ctx *x);
+/* The "open" record, written at once or not at all (SF_IO). */
+sf_status sf_tc_audit_open(tc_ctx *x, const tc_window *w);
+
+/* ---- engines (trace_control_engines.c) ---- */
+
+/* One attempt at the resting level (IDLE, RESETTING again, or FAILED). */
+sf_status sf_tc_engine_try_reset(tc_ctx *x, tc_window *w);
+/* w goes RESETTING, first attempt due now. */
+void sf_tc_engine_begin_reset(tc_ctx *x, tc_window *w);
+/* End an OPEN window: reset now, closing record after the grace period. */
+sf_status sf_tc_window_end(tc_ctx *x, tc_window *w, const char *cause, const char *note);
+/* Set an IDLE or FAILED target to the resting level. */
+sf_status sf_tc_engine_enforce(tc_ctx *x, tc_window *w);
+/* auto_revert: whether an open window must end now (the reason in why). */
+bool sf_tc_window_losing(tc_ctx *x, const tc_window *w, char *why, size_t size);
+
+/* ---- requests (trace_control_requests.c) ---- */
+
+/* The window of target `target`, or NULL. */
+tc_window *sf_tc_window_of(tc_ctx *x, const char *target);
+/* Read one request from the accepted connection fd, act, answer. */
+void sf_tc_serve_client(tc_ctx *x, int fd);
+
+/* ---- crash recovery (trace_control_recovery.c) ---- */
+
+/* Schedule the reset of every window the audit log says a crash left open. */
+sf_status sf_tc_recover(tc_ctx *x);
+
+#endif
