@@ -13,12 +13,15 @@
  *
  * DESIGN
  * - One thread owns everything here: the listening socket, every target's
- *   state and the audit log writes. It polls the socket and a wake-up pipe
- *   with a timeout equal to the next deadline (a window's end, a loss
- *   check, a grace period's end, a retry, an enforcement round). A client
- *   is served to completion (read one line, at most one engine request,
- *   answer) before the next, so requests need no locks. An engine request
- *   blocks the loop for at most request_timeout.
+ *   state and the audit log writes. It polls the socket, its clients and a
+ *   wake-up pipe with a timeout equal to the next deadline (a window's end,
+ *   a loss check, a grace period's end, a retry, an enforcement round, a
+ *   client's deadline). Client I/O never blocks it: up to TC_MAX_CLIENTS
+ *   connections are read and answered non-blocking as they become ready,
+ *   each cut off 2 s after accept (and 2 s after its answer is ready), so
+ *   no client, slow or silent, holds a window past its end. A request is
+ *   served on this thread once its line is in, so requests need no locks.
+ *   An engine request blocks the loop for at most request_timeout.
  * - A target is IDLE, OPEN (level raised until `end`), RESETTING (window
  *   ended, resting level not confirmed yet: retried with doubling backoff
  *   for at most reset_timeout) or FAILED (the engine refused the reset, or
@@ -213,10 +216,17 @@ static void *run(void *arg)
 
     due(x);     /* windows recovered from a crash; enforcement at start */
     while (!atomic_load(&x->stop)) {
-        struct pollfd p[2] = { { .fd = x->listen_fd, .events = POLLIN },
-                               { .fd = x->wake[0], .events = POLLIN } };
-        int64_t next = next_deadline(x), timeout = -1;
+        /* [0] wake-up, [1] the listening socket (while a slot is free), then clients */
+        struct pollfd p[2 + TC_MAX_CLIENTS] = { { .fd = x->wake[0], .events = POLLIN },
+                                                { .fd = x->listen_fd, .events = POLLIN } };
+        int64_t next = next_deadline(x), timeout = -1, cl = sf_tc_clients_deadline(x);
+        size_t n;
 
+        if (cl < next)
+            next = cl;
+        if (!sf_tc_clients_room(x))
+            p[1].fd = -1;   /* the backlog holds them until a slot frees */
+        n = sf_tc_clients_pollfds(x, p + 2);
         if (next != INT64_MAX) {
             timeout = next - sf_now_ms();
             if (timeout < 0)
@@ -224,19 +234,18 @@ static void *run(void *arg)
             if (timeout > 60000)
                 timeout = 60000;
         }
-        if (poll(p, 2, (int)timeout) < 0 && errno != EINTR)
+        if (poll(p, 2 + n, (int)timeout) < 0 && errno != EINTR)
             break;
-        if (p[1].revents)
+        if (p[0].revents)
             break;
-        if (p[0].revents & POLLIN) {
-            int fd = accept4(x->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-            if (fd >= 0) {
-                sf_tc_serve_client(x, fd);
-                close(fd);
-            }
-        }
+        /* Deadlines first: no client may hold a window past its end. */
+        due(x);
+        sf_tc_clients_io(x, p + 2, n);
+        if (p[1].revents & POLLIN)
+            sf_tc_clients_accept(x);
         due(x);
     }
+    sf_tc_clients_close(x);
     if (!x->suspending)
         close_all(x, "shutdown");
     return NULL;
@@ -317,6 +326,7 @@ static sf_status tc_create(sf_component *self, const void *config)
     x->cfg = cfg;
     x->listen_fd = -1;
     x->wake[0] = x->wake[1] = -1;
+    sf_tc_clients_init(x);
     x->next_enforce_mono = 0;       /* the first round runs at start */
     for (size_t i = 0; i < cfg->targets.n; i++) {
         x->w[i].target = &cfg->targets.v[i];

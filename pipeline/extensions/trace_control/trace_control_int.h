@@ -8,6 +8,7 @@
 
 #include "trace_control.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -64,6 +65,22 @@ typedef struct tc_window {
     bool carried;
 } tc_window;
 
+/* One control-socket connection, served by the poll loop without ever
+ * blocking it: its request is read as it arrives, its answer written as the
+ * socket takes it, and it is cut off at its deadline whatever it does. */
+#define TC_MAX_CLIENTS 16
+#define TC_CLIENT_DEADLINE 2000     /* ms from accept to the whole request */
+
+typedef struct tc_client {
+    int fd;                         /* -1: a free slot */
+    unsigned uid;                   /* the peer's (SO_PEERCRED) */
+    int64_t deadline_mono;
+    size_t in_len;
+    char in[SF_TC_MAX_REQUEST + 1];
+    char *out;                      /* the answer, while it is being sent */
+    size_t out_len, out_off;
+} tc_client;
+
 typedef struct tc_ctx {
     sf_component *self;
     const sf_tc_config *cfg;
@@ -85,6 +102,7 @@ typedef struct tc_ctx {
     char **pending;
     size_t n_pending;
     int64_t audit_retry_mono, audit_delay;
+    tc_client clients[TC_MAX_CLIENTS];
 } tc_ctx;
 
 /* What the collector (and the target, with a match) did since w opened. */
@@ -154,8 +172,21 @@ bool sf_tc_window_losing(tc_ctx *x, const tc_window *w, char *why, size_t size);
 
 /* The window of target `target`, or NULL. */
 tc_window *sf_tc_window_of(tc_ctx *x, const char *target);
-/* Read one request from the accepted connection fd, act, answer. */
-void sf_tc_serve_client(tc_ctx *x, int fd);
+/* Mark every client slot free (at create). */
+void sf_tc_clients_init(tc_ctx *x);
+/* Whether a slot is free for another connection. */
+bool sf_tc_clients_room(const tc_ctx *x);
+/* Accept the connections waiting on the listening socket (non-blocking). */
+void sf_tc_clients_accept(tc_ctx *x);
+/* Fill p with the clients' fds (at most TC_MAX_CLIENTS); their count. */
+size_t sf_tc_clients_pollfds(const tc_ctx *x, struct pollfd *p);
+/* Read, serve and answer what p (from sf_tc_clients_pollfds) says is
+ * ready; cut off clients past their deadline. Never blocks. */
+void sf_tc_clients_io(tc_ctx *x, const struct pollfd *p, size_t n);
+/* The earliest client deadline (CLOCK_MONOTONIC ms), INT64_MAX: none. */
+int64_t sf_tc_clients_deadline(const tc_ctx *x);
+/* Close every connection (the thread is stopping). */
+void sf_tc_clients_close(tc_ctx *x);
 
 /* ---- crash recovery (trace_control_recovery.c) ---- */
 

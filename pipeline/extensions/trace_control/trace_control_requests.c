@@ -1,5 +1,7 @@
 /* pipeline/extensions/trace_control/trace_control_requests.c: the control
- * socket's requests (set, reset, status): one line in, one JSON answer out. */
+ * socket's connections and requests (set, reset, status): one line in, one
+ * JSON answer out, read and written by the control thread's poll loop
+ * without blocking it, each connection cut off at its deadline. */
 #define _GNU_SOURCE
 #include "trace_control_int.h"
 #include "sf_time.h"
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 /* ---- requests ----------------------------------------------------------------------- */
 
@@ -274,45 +277,211 @@ static void op_status(tc_ctx *x, reply *r)
     sf_tc_add(r->buf, sizeof(r->buf), &r->len, "],\"message\":\"%s\"}", esc);
 }
 
-void sf_tc_serve_client(tc_ctx *x, int fd)
+/* Act on one request line; the answer (with its newline) in r. */
+static void serve(tc_ctx *x, char *req, size_t len, unsigned uid, reply *r)
 {
-    char req[SF_TC_MAX_REQUEST + 1], op[16];
-    struct ucred cred;
-    socklen_t cl = sizeof(cred);
-    struct timeval tv = { .tv_sec = 2 };
-    size_t len = 0;
-    reply *r = sf_malloc(sizeof(*r));
+    char op[16];
 
-    if (r == NULL)
-        return;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0) {
-        sf_free(r);
-        return;
-    }
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    while (len < SF_TC_MAX_REQUEST && memchr(req, '\n', len) == NULL) {
-        ssize_t n = recv(fd, req + len, SF_TC_MAX_REQUEST - len, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
     while (len > 0 && (req[len - 1] == '\n' || req[len - 1] == '\r'))
         len--;
     req[len] = '\0';
     if (!sf_tc_json_valid(req, len) || sf_tc_json_str(req, len, "op", op, sizeof(op)) != SF_OK)
         answer(r, false, "expected one JSON object with an 'op'");
     else if (strcmp(op, "set") == 0)
-        op_set(x, req, len, cred.uid, r);
+        op_set(x, req, len, uid, r);
     else if (strcmp(op, "reset") == 0)
-        op_reset(x, req, len, cred.uid, r);
+        op_reset(x, req, len, uid, r);
     else if (strcmp(op, "status") == 0)
         op_status(x, r);
     else
         answer(r, false, "unknown op '%s' (expected set, reset, status)", op);
     sf_tc_add(r->buf, sizeof(r->buf), &r->len, "\n");
-    if (send(fd, r->buf, r->len, MSG_NOSIGNAL) < 0)
-        sf_debug("trace_control: client went away before the answer");
+}
+
+/* ---- connections ----------------------------------------------------------------------- */
+
+static void client_close(tc_client *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    sf_free(c->out);
+    memset(c, 0, sizeof(*c));
+    c->fd = -1;
+}
+
+void sf_tc_clients_init(tc_ctx *x)
+{
+    for (size_t i = 0; i < TC_MAX_CLIENTS; i++)
+        x->clients[i].fd = -1;
+}
+
+bool sf_tc_clients_room(const tc_ctx *x)
+{
+    for (size_t i = 0; i < TC_MAX_CLIENTS; i++)
+        if (x->clients[i].fd < 0)
+            return true;
+    return false;
+}
+
+void sf_tc_clients_accept(tc_ctx *x)
+{
+    for (size_t i = 0; i < TC_MAX_CLIENTS; i++) {
+        tc_client *c = &x->clients[i];
+        struct ucred cred;
+        socklen_t cl = sizeof(cred);
+        int fd;
+
+        if (c->fd >= 0)
+            continue;
+        fd = accept4(x->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return;         /* EAGAIN: no one else is waiting */
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0) {
+            close(fd);
+            continue;
+        }
+        c->fd = fd;
+        c->uid = cred.uid;
+        c->deadline_mono = sf_now_ms() + TC_CLIENT_DEADLINE;
+    }
+}
+
+size_t sf_tc_clients_pollfds(const tc_ctx *x, struct pollfd *p)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < TC_MAX_CLIENTS; i++) {
+        const tc_client *c = &x->clients[i];
+
+        if (c->fd >= 0)
+            p[n++] = (struct pollfd){ .fd = c->fd, .events = c->out ? POLLOUT : POLLIN };
+    }
+    return n;
+}
+
+/* Send what the socket takes now; true when the answer is all out (or the
+ * client is gone). */
+static bool client_write(tc_client *c)
+{
+    while (c->out_off < c->out_len) {
+        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return false;
+        if (n <= 0) {
+            sf_debug("trace_control: client went away before the answer");
+            return true;
+        }
+        c->out_off += (size_t)n;
+    }
+    return true;
+}
+
+/* Hand the finished answer to c and send what fits now. */
+static void client_answer(tc_client *c, reply *r)
+{
+    c->out = sf_malloc(r->len);
+    if (c->out == NULL) {
+        client_close(c);
+        return;
+    }
+    memcpy(c->out, r->buf, r->len);
+    c->out_len = r->len;
+    c->out_off = 0;
+    /* the answer gets its own deadline: the request may have waited on an engine */
+    c->deadline_mono = sf_now_ms() + TC_CLIENT_DEADLINE;
+    if (client_write(c))
+        client_close(c);
+}
+
+/* Read what has arrived; serve the request once its line (or EOF, or a
+ * full buffer) is in. */
+static void client_read(tc_ctx *x, tc_client *c, reply *r)
+{
+    bool whole = false;
+
+    for (;;) {
+        ssize_t n = recv(c->fd, c->in + c->in_len, SF_TC_MAX_REQUEST - c->in_len, MSG_DONTWAIT);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n <= 0) {
+            whole = true;   /* EOF (or an error): serve what came */
+            break;
+        }
+        c->in_len += (size_t)n;
+        if (memchr(c->in, '\n', c->in_len) != NULL || c->in_len == SF_TC_MAX_REQUEST) {
+            whole = true;
+            break;
+        }
+    }
+    if (!whole)
+        return;
+    if (c->in_len == 0) {       /* connected and left without a word */
+        client_close(c);
+        return;
+    }
+    serve(x, c->in, c->in_len, c->uid, r);
+    client_answer(c, r);
+}
+
+void sf_tc_clients_io(tc_ctx *x, const struct pollfd *p, size_t n)
+{
+    reply *r = NULL;
+    size_t k = 0;
+
+    for (size_t i = 0; i < TC_MAX_CLIENTS; i++) {
+        tc_client *c = &x->clients[i];
+        short ev = 0;
+
+        if (c->fd < 0)
+            continue;
+        if (k < n && p[k].fd == c->fd)
+            ev = p[k++].revents;
+        if (ev != 0 && c->out != NULL) {
+            if (client_write(c))
+                client_close(c);
+        } else if (ev != 0) {
+            if (r == NULL && (r = sf_malloc(sizeof(*r))) == NULL) {
+                client_close(c);
+                continue;
+            }
+            client_read(x, c, r);
+        }
+        if (c->fd >= 0 && sf_now_ms() >= c->deadline_mono) {
+            if (c->out == NULL) {
+                sf_warn("trace_control: a client (uid %u) sent no complete request within %d "
+                        "ms; disconnected", c->uid, TC_CLIENT_DEADLINE);
+                if (r != NULL || (r = sf_malloc(sizeof(*r))) != NULL) {
+                    answer(r, false, "no complete request within %d ms", TC_CLIENT_DEADLINE);
+                    sf_tc_add(r->buf, sizeof(r->buf), &r->len, "\n");
+                    send(c->fd, r->buf, r->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+                }
+            }
+            client_close(c);
+        }
+    }
     sf_free(r);
+}
+
+int64_t sf_tc_clients_deadline(const tc_ctx *x)
+{
+    int64_t next = INT64_MAX;
+
+    for (size_t i = 0; i < TC_MAX_CLIENTS; i++)
+        if (x->clients[i].fd >= 0 && x->clients[i].deadline_mono < next)
+            next = x->clients[i].deadline_mono;
+    return next;
+}
+
+void sf_tc_clients_close(tc_ctx *x)
+{
+    for (size_t i = 0; i < TC_MAX_CLIENTS; i++)
+        if (x->clients[i].fd >= 0)
+            client_close(&x->clients[i]);
 }

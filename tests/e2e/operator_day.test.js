@@ -1,0 +1,158 @@
+// tests/e2e/operator_day.test.js: the trip-wires of an operator's day with
+// trace_control (issue 24), one test each, against the real binary:
+//  - 11: a window keeps its time box whatever control-socket clients do: a
+//    client trickling a byte every 1.5 s and 10 silent ones neither delay
+//    `status` nor the window's end; the engine is reset and the window
+//    closed within a second of its planned end (read from the audit
+//    records' own times, not from a sleep).
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const net = require('node:net');
+const path = require('node:path');
+
+const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
+const { Engine, control } = require('./lib/engine');
+
+function config({ dir, engine, grace = '0s', extra = '', exporters = null, pipelineExtra = '' }) {
+  return `receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
+exporters:
+${exporters || `  file:
+    path: ${path.join(dir, 'out.jsonl')}`}
+extensions:
+  trace_control:
+    socket: ${path.join(dir, 'tc.sock')}
+    audit_log: ${path.join(dir, 'audit', 'trace-audit.jsonl')}
+    levels: [0, 3]
+    resting_level: 0
+    max_window: 10m
+    shutdown_timeout: 1s
+    retry_on_failure: {initial_interval: 100ms, max_interval: 300ms}
+    enforce_interval: 0s
+    grace_period: ${grace}
+${extra}    targets:
+      r1:
+        endpoint: ${engine.url}
+service:
+  extensions: [trace_control]
+  telemetry:
+    metrics:
+      address: 127.0.0.1:\${env:SF_METRICS_PORT}
+  pipelines:
+    traces:
+      receivers: [otlp]
+${pipelineExtra}      exporters: [${exporters ? exporters.match(/^  ([a-z_/]+):/m)[1] : 'file'}]
+`;
+}
+
+async function setup(h, name, opts = {}) {
+  const engine = new Engine();
+  await engine.start();
+  h.onCleanup(() => engine.stop());
+  const dir = path.join(h.dir, name);
+  fs.mkdirSync(path.join(dir, 'audit'), { recursive: true });
+  const grpcPort = await freePort();
+  const metricsPort = await freePort();
+  const sf = h.track(new Spanfence({
+    dir: h.dir,
+    name,
+    config: config({ dir, engine, ...opts }),
+    env: { SF_GRPC_PORT: String(grpcPort), SF_METRICS_PORT: String(metricsPort), ...(opts.env || {}) },
+    grpcPort,
+    metricsPort,
+  }));
+  await sf.start();
+  await engine.waitFor(() => engine.levels.length === 1, 'the resting level set at start');
+  engine.levels.length = 0;
+  const sock = path.join(dir, 'tc.sock');
+  const audit = path.join(dir, 'audit', 'trace-audit.jsonl');
+  const lines = () => (fs.existsSync(audit) ? fs.readFileSync(audit, 'utf8').split('\n').filter(Boolean) : []);
+  const records = () => lines().map((l) => JSON.parse(l)).filter((r) => r.event !== 'enforce');
+  // Resolves the records once pred(records) holds (a bounded wait).
+  const waitRecords = async (pred, what, timeoutMs = 60000) => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const r = records();
+      if (pred(r)) return r;
+      if (Date.now() > deadline) throw new Error(`timed out waiting for audit records: ${what}\n${lines().join('\n')}`);
+      await sleep(100);
+    }
+  };
+  return { engine, dir, sf, sock, audit, lines, records, waitRecords };
+}
+
+const set = (sock, forMs = 600000, timeoutMs = 20000) =>
+  control(sock, { op: 'set', target: 'r1', level: 3, for_ms: forMs, reason: 'INC-24 e2e' }, timeoutMs);
+
+// Clients that misbehave on the control socket until stop(): `silent` ones
+// connect and say nothing, a trickling one sends a byte every 1.5 s; each
+// connects again when the collector hangs up. `closedByPeer` counts the
+// hang-ups.
+function abusers(sock, { silent = 10, trickle = 1 } = {}) {
+  const st = { stopped: false, closedByPeer: 0, socks: new Set() };
+  const one = (trickling) => {
+    if (st.stopped) return;
+    const s = net.connect({ path: sock });
+    st.socks.add(s);
+    let timer = null;
+    s.on('connect', () => {
+      if (!trickling) return;
+      const text = '{"op":"status"'.split('');
+      timer = setInterval(() => { if (text.length) s.write(text.shift()); }, 1500);
+    });
+    s.on('data', () => {});
+    s.on('error', () => {});
+    s.on('close', () => {
+      clearInterval(timer);
+      st.socks.delete(s);
+      if (st.stopped) return;
+      st.closedByPeer++;
+      setTimeout(() => one(trickling), 10);
+    });
+  };
+  for (let i = 0; i < silent; i++) one(false);
+  for (let i = 0; i < trickle; i++) one(true);
+  st.stop = () => {
+    st.stopped = true;
+    for (const s of st.socks) s.destroy();
+  };
+  return st;
+}
+
+test('11: a trickling client and 10 silent ones hold neither status nor a window past its end', async () => {
+  await harness('operator_day', async (h) => {
+    const { engine, sock, waitRecords } = await setup(h, 'timebox');
+    const bad = abusers(sock);
+    h.onCleanup(() => bad.stop());
+    await sleep(200);   // let them connect first: they are ahead of us
+    const st = await control(sock, { op: 'status' }, 60000);
+    assert.equal(st.ok, true);
+    // Served while every misbehaving client was still connected: the
+    // collector had not yet hung up on any of them to get to us.
+    assert.equal(bad.closedByPeer, 0, 'status waited for the misbehaving clients to be cut off');
+
+    const forMs = 3000;
+    const r = await set(sock, forMs, 60000);
+    assert.equal(r.ok, true, r.message);
+    const recs = await waitRecords((rs) => rs.some((x) => x.event === 'close'), 'the window closed');
+    const open = recs.find((x) => x.event === 'open');
+    const reset = recs.find((x) => x.event === 'reset');
+    const close = recs.find((x) => x.event === 'close');
+    const planned = Date.parse(open.planned_end);
+    assert.equal(close.cause, 'expired');
+    assert.ok(reset, 'the engine was reset');
+    const resetLate = Date.parse(reset.time) - planned;
+    const endLate = Date.parse(close.end) - planned;
+    assert.ok(endLate >= 0 && endLate < 1000, `the window ended ${endLate} ms after its planned end`);
+    assert.ok(resetLate >= 0 && resetLate < 1000, `the engine was reset ${resetLate} ms after the planned end`);
+    assert.deepEqual(engine.levels, [3, 0]);
+    assert.ok(bad.closedByPeer > 0, 'the collector cut the misbehaving clients off at their deadline');
+    bad.stop();
+  });
+});
