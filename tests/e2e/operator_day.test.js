@@ -5,6 +5,11 @@
 //    `status` nor the window's end; the engine is reset and the window
 //    closed within a second of its planned end (read from the audit
 //    records' own times, not from a sleep).
+//  - 12: the audit log's file system fills in the middle of a record: no
+//    part of it stays in the file, the record is written whole once there is
+//    room, and every line of the log is one JSON object. The file system is
+//    a 64 KiB tmpfs mounted in the collector's own mount namespace (unshare
+//    -m), reached from the test through /proc/<pid>/root.
 'use strict';
 
 const test = require('node:test');
@@ -62,6 +67,7 @@ async function setup(h, name, opts = {}) {
   const sf = h.track(new Spanfence({
     dir: h.dir,
     name,
+    wrap: opts.wrap ? opts.wrap(dir) : null,
     config: config({ dir, engine, ...opts }),
     env: { SF_GRPC_PORT: String(grpcPort), SF_METRICS_PORT: String(metricsPort), ...(opts.env || {}) },
     grpcPort,
@@ -71,7 +77,8 @@ async function setup(h, name, opts = {}) {
   await engine.waitFor(() => engine.levels.length === 1, 'the resting level set at start');
   engine.levels.length = 0;
   const sock = path.join(dir, 'tc.sock');
-  const audit = path.join(dir, 'audit', 'trace-audit.jsonl');
+  // in the collector's mount namespace (a wrap may mount over audit/)
+  const audit = path.join(`/proc/${sf.pid}/root`, dir, 'audit', 'trace-audit.jsonl');
   const lines = () => (fs.existsSync(audit) ? fs.readFileSync(audit, 'utf8').split('\n').filter(Boolean) : []);
   const records = () => lines().map((l) => JSON.parse(l)).filter((r) => r.event !== 'enforce');
   // Resolves the records once pred(records) holds (a bounded wait).
@@ -140,7 +147,7 @@ test('11: a trickling client and 10 silent ones hold neither status nor a window
     const forMs = 3000;
     const r = await set(sock, forMs, 60000);
     assert.equal(r.ok, true, r.message);
-    const recs = await waitRecords((rs) => rs.some((x) => x.event === 'close'), 'the window closed');
+    const recs = await waitRecords((rs) => rs.some((x) => x.event === 'close') && rs.some((x) => x.event === 'reset'), 'the window closed and its engine reset');
     const open = recs.find((x) => x.event === 'open');
     const reset = recs.find((x) => x.event === 'reset');
     const close = recs.find((x) => x.event === 'close');
@@ -154,5 +161,44 @@ test('11: a trickling client and 10 silent ones hold neither status nor a window
     assert.deepEqual(engine.levels, [3, 0]);
     assert.ok(bad.closedByPeer > 0, 'the collector cut the misbehaving clients off at their deadline');
     bad.stop();
+  });
+});
+
+test('12: a record cut short by a full file system leaves no torn line; it is written whole later', async () => {
+  await harness('operator_day', async (h) => {
+    const { sock, audit, lines, waitRecords } = await setup(h, 'torn', {
+      wrap: (dir) => ['unshare', '-m', 'sh', '-c',
+        'mount -t tmpfs -o size=64k tmpfs "$0" && exec "$@"', path.join(dir, 'audit')],
+    });
+    assert.equal((await set(sock)).ok, true);
+    await waitRecords((rs) => rs.some((x) => x.event === 'open'), 'the open record');
+    // Pad the log with one whole line so its last page has 60 bytes free,
+    // then fill every other page: the next record (the reset, ~120 bytes)
+    // gets a short write.
+    const page = 4096;
+    let need = page - 60 - (fs.statSync(audit).size % page);
+    if (need < 32) need += page;
+    fs.appendFileSync(audit, `{"event":"pad","x":"${'x'.repeat(need - 23)}"}\n`);
+    assert.equal(fs.statSync(audit).size % page, page - 60);
+    const filler = path.join(path.dirname(audit), 'filler');
+    const fd = fs.openSync(filler, 'w');
+    try {
+      for (;;) fs.writeSync(fd, Buffer.alloc(page));
+    } catch (e) {
+      assert.equal(e.code, 'ENOSPC');
+    }
+    fs.closeSync(fd);
+    const before = lines().length;
+    const r = await control(sock, { op: 'reset', target: 'r1' });
+    assert.equal(r.ok, false, 'reset reported success with its record unwritten');
+    assert.match(r.message, /cannot be written/);
+    for (const l of lines()) JSON.parse(l);   // no torn line meanwhile
+    assert.equal(lines().length, before);
+    fs.unlinkSync(filler);
+    const recs = await waitRecords((rs) => rs.some((x) => x.event === 'close') && rs.some((x) => x.event === 'reset'), 'the records written once there is room');
+    const all = lines();
+    for (const l of all) assert.doesNotThrow(() => JSON.parse(l), `a torn line in the audit log: ${l}`);
+    assert.equal(recs.filter((x) => x.event === 'reset').length, 1);
+    assert.equal(recs.filter((x) => x.event === 'close').length, 1);
   });
 });

@@ -986,10 +986,42 @@ static void test_json_reader(void **state)
     assert_false(sf_tc_json_valid("[1]", 3));
 }
 
+/* The audit log is never written through a symbolic link (O_NOFOLLOW),
+ * and a line a crash left cut short gets a newline before the next record,
+ * so that record is a line of its own. */
+static void test_audit_append_nofollow_fresh_line(void **state)
+{
+    char dir[] = "/tmp/sf_tc_audit_XXXXXX", real[128], link[128], buf[256];
+    FILE *f;
+    size_t n;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(real, sizeof(real), "%s/real.jsonl", dir);
+    snprintf(link, sizeof(link), "%s/audit.jsonl", dir);
+    f = fopen(real, "w");
+    assert_non_null(f);
+    fputs("{\"event\":\"cut", f);          /* a record a crash cut short */
+    fclose(f);
+    assert_int_equal(symlink(real, link), 0);
+    assert_int_equal(sf_tc_audit_append(link, "{\"event\":\"x\"}"), SF_IO);
+    assert_int_equal(sf_tc_audit_append(real, "{\"event\":\"y\"}"), SF_OK);
+    f = fopen(real, "r");
+    assert_non_null(f);
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    assert_string_equal(buf, "{\"event\":\"cut\n{\"event\":\"y\"}\n");
+    unlink(link);
+    unlink(real);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_reader),
+        cmocka_unit_test(test_audit_append_nofollow_fresh_line),
         cmocka_unit_test_setup_teardown(test_window_opens_and_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset_and_status, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused, setup, teardown),

@@ -1,5 +1,6 @@
 /* pipeline/extensions/trace_control/trace_control_audit.c: the audit
- * records the collector writes (built here, appended by sf_tc_audit_append),
+ * records the collector writes (built with json-c, appended by
+ * sf_tc_audit_append),
  * and the pending ones kept in order while the log cannot be written. */
 #define _GNU_SOURCE
 #include "trace_control_int.h"
@@ -11,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <json-c/json.h>
 
 /* ---- audit records ------------------------------------------------------------ */
 
@@ -26,27 +29,6 @@ void sf_tc_add(char *buf, size_t size, size_t *len, const char *fmt, ...)
     va_end(ap);
     if (n > 0)
         *len += (size_t)n;
-}
-
-void sf_tc_add_reasons(char *buf, size_t size, size_t *len, const char *name,
-                        const uint64_t *now, const uint64_t *then)
-{
-    sf_tc_add(buf, size, len, ",\"%s\":{", name);
-    for (int r = 0; r < SF_REASON_COUNT; r++)
-        sf_tc_add(buf, size, len, "%s\"%s\":%" PRIu64, r ? "," : "", sf_reason_label((sf_reason)r),
-            now[r] - then[r]);
-    sf_tc_add(buf, size, len, "}");
-}
-
-/* ,"status":N,"error":"..." of an engine's answer (no header is in it). */
-void sf_tc_add_answer(char *buf, size_t size, size_t *len, long status, const char *detail)
-{
-    char esc[sizeof(((sf_tc_answer *)0)->detail) * 6 + 1];
-
-    sf_json_escape(detail, esc, sizeof(esc));
-    if (status != 0)
-        sf_tc_add(buf, size, len, ",\"status\":%ld", status);
-    sf_tc_add(buf, size, len, ",\"error\":\"%s\"", esc);
 }
 
 void sf_tc_audit_set_gauge(tc_ctx *x)
@@ -119,33 +101,35 @@ void sf_tc_audit_free_pending(tc_ctx *x)
  * older pending record) cannot be written, nothing is changed. */
 sf_status sf_tc_audit_open(tc_ctx *x, const tc_window *w)
 {
-    char rec[TC_RECORD_MAX], t0[32], t1[32];
+    json_object *o = sf_tc_record_new("open", w->id, w->target->id);
+    char *rec;
+    sf_status st;
 
-    sf_time_format_utc(w->start_wall, t0, sizeof(t0));
-    sf_time_format_utc(w->end_wall, t1, sizeof(t1));
-    snprintf(rec, sizeof(rec),
-             "{\"event\":\"open\",\"window\":\"%s\",\"target\":\"%s\",\"level\":%" PRId64
-             ",\"uid\":%u,\"reason\":\"%s\",\"start\":\"%s\",\"planned_end\":\"%s\"}",
-             w->id, w->target->id, w->level, w->uid, w->reason, t0, t1);
-    if (sf_tc_audit_flush(x) != SF_OK)
-        return SF_IO;
-    return sf_tc_audit_append(x->cfg->audit_log, rec);
+    if (o != NULL) {
+        json_object_object_add(o, "level", json_object_new_int64(w->level));
+        json_object_object_add(o, "uid", json_object_new_int64(w->uid));
+        json_object_object_add(o, "reason", json_object_new_string(w->reason));
+        sf_tc_record_time(o, "start", w->start_wall);
+        sf_tc_record_time(o, "planned_end", w->end_wall);
+    }
+    rec = sf_tc_record_text(o);
+    if (rec == NULL)
+        return SF_ENOMEM;
+    st = sf_tc_audit_flush(x) != SF_OK ? SF_IO : sf_tc_audit_append(x->cfg->audit_log, rec);
+    sf_free(rec);
+    return st;
 }
 
-/* ,"target_scope":"match","match":{...},"accepted_from_target":N,
- * "refused_from_target":M: the spans of the window's own engine. */
-void sf_tc_add_target_counts(char *buf, size_t size, size_t *len, const tc_window *w,
-                              const tc_counts *c)
+sf_status sf_tc_audit_record(tc_ctx *x, json_object *rec)
 {
-    const sf_strmap *m = &w->target->match;
-    char k[SF_TC_MAX_MATCH_LEN * 6 + 1], v[SF_TC_MAX_MATCH_LEN * 6 + 1];
+    char *text = sf_tc_record_text(rec);
+    sf_status st;
 
-    sf_tc_add(buf, size, len, ",\"target_scope\":\"match\",\"match\":{");
-    for (size_t i = 0; i < m->n; i++) {
-        sf_json_escape(m->keys[i], k, sizeof(k));
-        sf_json_escape(m->values[i], v, sizeof(v));
-        sf_tc_add(buf, size, len, "%s\"%s\":\"%s\"", i ? "," : "", k, v);
+    if (text == NULL) {
+        sf_error("trace_control: audit record NOT written (out of memory)");
+        return SF_ENOMEM;
     }
-    sf_tc_add(buf, size, len, "},\"accepted_from_target\":%" PRIu64 ",\"refused_from_target\":%"
-        PRIu64, c->from_target[0], c->from_target[1]);
+    st = sf_tc_audit(x, text);
+    sf_free(text);
+    return st;
 }

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "trace_control.h"
 #include "sf_config.h"
 #include "sf_log.h"
@@ -168,15 +170,25 @@ static int load_tc(const char *path, sf_config **cfg, const sf_tc_config **tc)
  * before the engine is asked: fail closed), then the engine, then the
  * outcome as its own record: applied, refused (the engine answered, with
  * its status) or failed (no answer: the level is not known). */
+/* Write one record built with json-c; false when it is not in the log. */
+static bool direct_record(const sf_tc_config *tc, json_object *o)
+{
+    char *rec = sf_tc_record_text(o);
+    bool ok = rec != NULL && sf_tc_audit_append(tc->audit_log, rec) == SF_OK;
+
+    sf_free(rec);
+    return ok;
+}
+
 static int direct(const tl_args *a, const sf_tc_config *tc)
 {
     const sf_tc_target *t = sf_tc_find_target(tc, a->target);
     bool set = strcmp(a->cmd, "set") == 0;
     int64_t level = set ? a->level : tc->resting_level;
     int64_t start = 0, end;
-    char err[512], rec[8192], reason[SF_TC_MAX_REASON * 6 + 1] = "", t0[32], t1[32], id[128];
-    char detail[sizeof(((sf_tc_answer *)0)->detail) * 6 + 1];
+    char err[512], id[128];
     sf_tc_answer ans;
+    json_object *o;
     sf_status st;
     const char *outcome;
 
@@ -190,47 +202,48 @@ static int direct(const tl_args *a, const sf_tc_config *tc)
     }
     start = sf_wall_ms();
     end = start + (set ? a->for_ms : 0);
-    sf_time_format_utc(start, t0, sizeof(t0));
-    sf_time_format_utc(end, t1, sizeof(t1));
     snprintf(id, sizeof(id), "%s-%" PRId64, t->id, start);
-    if (a->reason)
-        sf_json_escape(a->reason, reason, sizeof(reason));
-    snprintf(rec, sizeof(rec),
-             "{\"event\":\"%s\",\"window\":\"%s\",\"target\":\"%s\",\"level\":%" PRId64
-             ",\"uid\":%u,\"reason\":\"%s\",\"start\":\"%s\",\"planned_end\":\"%s\","
-             "\"note\":\"sent directly; nothing resets this level\"}",
-             set ? "direct_set" : "direct_reset", id, t->id, level, (unsigned)getuid(), reason,
-             t0, t1);
-    if (sf_tc_audit_append(tc->audit_log, rec) != SF_OK) {
+    o = sf_tc_record_new(set ? "direct_set" : "direct_reset", id, t->id);
+    if (o != NULL) {
+        json_object_object_add(o, "level", json_object_new_int64(level));
+        json_object_object_add(o, "uid", json_object_new_int64(getuid()));
+        json_object_object_add(o, "reason", json_object_new_string(a->reason ? a->reason : ""));
+        sf_tc_record_time(o, "start", start);
+        sf_tc_record_time(o, "planned_end", end);
+        json_object_object_add(o, "note",
+                               json_object_new_string("sent directly; nothing resets this level"));
+    }
+    if (!direct_record(tc, o)) {
         fprintf(stderr, "spanfence: the audit log '%s' cannot be written; nothing was changed\n",
                 tc->audit_log);
         return TL_FAILED;
     }
     st = sf_tc_engine_set(t, level, tc->request_timeout, &ans);
     outcome = st == SF_OK ? "applied" : ans.status != 0 ? "refused" : "failed";
-    sf_json_escape(ans.detail, detail, sizeof(detail));
-    sf_time_format_utc(sf_wall_ms(), t0, sizeof(t0));
-    if (ans.status != 0)
-        snprintf(err, sizeof(err), ",\"status\":%ld", ans.status);
-    else
-        err[0] = '\0';
-    snprintf(rec, sizeof(rec),
-             "{\"event\":\"direct_outcome\",\"window\":\"%s\",\"target\":\"%s\",\"level\":%"
-             PRId64 ",\"uid\":%u,\"outcome\":\"%s\"%s%s%s%s,\"time\":\"%s\"}", id, t->id, level,
-             (unsigned)getuid(), outcome, err, st != SF_OK ? ",\"error\":\"" : "",
-             st != SF_OK ? detail : "", st != SF_OK ? "\"" : "", t0);
-    if (sf_tc_audit_append(tc->audit_log, rec) != SF_OK)
-        fprintf(stderr, "spanfence: warning: the outcome record could not be written to '%s': "
-                "%s\n", tc->audit_log, rec);
+    o = sf_tc_record_new("direct_outcome", id, t->id);
+    if (o != NULL) {
+        json_object_object_add(o, "level", json_object_new_int64(level));
+        json_object_object_add(o, "uid", json_object_new_int64(getuid()));
+        json_object_object_add(o, "outcome", json_object_new_string(outcome));
+        if (st != SF_OK)
+            sf_tc_record_answer(o, ans.status, ans.detail);
+        else if (ans.status != 0)
+            json_object_object_add(o, "status", json_object_new_int64(ans.status));
+        sf_tc_record_time(o, "time", sf_wall_ms());
+    }
+    if (!direct_record(tc, o))
+        fprintf(stderr, "spanfence: warning: the outcome record (%s) could not be written to "
+                "'%s'\n", outcome, tc->audit_log);
     if (st != SF_OK) {
         fprintf(stderr, "spanfence: engine '%s' %s level %" PRId64 ": %s\n", t->id,
                 ans.status != 0 ? "refused" : "did not take", level, ans.detail);
         return TL_FAILED;
     }
+    sf_time_format_utc(end, err, sizeof(err));
     if (set)
         fprintf(stderr, "spanfence: warning: target '%s' is at level %" PRId64 " and NOTHING will "
                 "set it back: run 'spanfence trace-level reset --direct --target %s --config %s' "
-                "before %s\n", t->id, level, t->id, a->config, t1);
+                "before %s\n", t->id, level, t->id, a->config, err);
     printf("target '%s' is at level %" PRId64 "\n", t->id, level);
     return TL_OK;
 }

@@ -19,8 +19,7 @@
  * recorded "reset_failed". Else the next attempt is scheduled. */
 sf_status sf_tc_engine_try_reset(tc_ctx *x, tc_window *w)
 {
-    char rec[TC_RECORD_MAX], t0[32];
-    size_t len = 0;
+    json_object *rec;
     sf_tc_answer ans;
     sf_status st;
     int64_t now;
@@ -28,18 +27,19 @@ sf_status sf_tc_engine_try_reset(tc_ctx *x, tc_window *w)
     w->attempts++;
     st = sf_tc_engine_set(w->target, x->cfg->resting_level, x->cfg->request_timeout, &ans);
     now = sf_now_ms();
-    sf_time_format_utc(sf_wall_ms(), t0, sizeof(t0));
     if (st == SF_OK) {
         sf_tc_window_set_state(x, w, TC_IDLE);
         sf_tc_window_took_level(w, x->cfg->resting_level);
         w->recorded = x->cfg->resting_level;
         w->last_error[0] = '\0';
         w->last_status = 0;
-        snprintf(rec, sizeof(rec),
-                 "{\"event\":\"reset\",\"window\":\"%s\",\"target\":\"%s\",\"level\":%" PRId64
-                 ",\"attempts\":%u,\"time\":\"%s\"}", w->id, w->target->id,
-                 x->cfg->resting_level, w->attempts, t0);
-        sf_tc_audit(x, rec);      /* if not written, pending: op_reset and shutdown say so */
+        rec = sf_tc_record_new("reset", w->id, w->target->id);
+        if (rec != NULL) {
+            json_object_object_add(rec, "level", json_object_new_int64(x->cfg->resting_level));
+            json_object_object_add(rec, "attempts", json_object_new_int64(w->attempts));
+            sf_tc_record_time(rec, "time", sf_wall_ms());
+        }
+        sf_tc_audit_record(x, rec); /* if not written, pending: op_reset and shutdown say so */
         sf_info("trace_control: target '%s' is back at level %" PRId64, w->target->id,
                 x->cfg->resting_level);
         return SF_OK;
@@ -51,14 +51,16 @@ sf_status sf_tc_engine_try_reset(tc_ctx *x, tc_window *w)
     if (st == SF_PERMANENT || now - w->reset_since_mono >= x->cfg->reset_timeout) {
         sf_tc_window_set_state(x, w, TC_FAILED);
         w->recorded = TC_REC_UNKNOWN;
-        sf_tc_add(rec, sizeof(rec), &len,
-            "{\"event\":\"reset_failed\",\"window\":\"%s\",\"target\":\"%s\",\"level\":%" PRId64
-            ",\"attempts\":%u,\"time\":\"%s\",\"why\":\"%s\"", w->id, w->target->id,
-            x->cfg->resting_level, w->attempts, t0,
-            st == SF_PERMANENT ? "refused" : "reset_timeout");
-        sf_tc_add_answer(rec, sizeof(rec), &len, ans.status, ans.detail);
-        sf_tc_add(rec, sizeof(rec), &len, "}");
-        sf_tc_audit(x, rec);
+        rec = sf_tc_record_new("reset_failed", w->id, w->target->id);
+        if (rec != NULL) {
+            json_object_object_add(rec, "level", json_object_new_int64(x->cfg->resting_level));
+            json_object_object_add(rec, "attempts", json_object_new_int64(w->attempts));
+            sf_tc_record_time(rec, "time", sf_wall_ms());
+            json_object_object_add(rec, "why", json_object_new_string(
+                                                   st == SF_PERMANENT ? "refused" : "reset_timeout"));
+            sf_tc_record_answer(rec, ans.status, ans.detail);
+        }
+        sf_tc_audit_record(x, rec);
         sf_error("trace_control: target '%s' was NOT reset to level %" PRId64 " (%s after %u "
                  "attempt%s): %s; its level is not known: fix the engine or the target, then "
                  "run 'spanfence trace-level reset --target %s'", w->target->id,
@@ -109,14 +111,12 @@ sf_status sf_tc_window_end(tc_ctx *x, tc_window *w, const char *cause, const cha
  * only what changes what is known. */
 sf_status sf_tc_engine_enforce(tc_ctx *x, tc_window *w)
 {
-    char rec[TC_RECORD_MAX], t0[32], prev[32];
-    size_t len = 0;
+    json_object *rec;
     sf_tc_answer ans;
     int64_t before = atomic_load(&w->level_now);
     sf_status st = sf_tc_engine_set(w->target, x->cfg->resting_level, x->cfg->request_timeout,
                                     &ans);
 
-    sf_time_format_utc(sf_wall_ms(), t0, sizeof(t0));
     if (st == SF_OK) {
         sf_tc_window_took_level(w, x->cfg->resting_level);
         if (w->state == TC_FAILED) {
@@ -127,17 +127,17 @@ sf_status sf_tc_engine_enforce(tc_ctx *x, tc_window *w)
         w->last_error[0] = '\0';
         w->last_status = 0;
         if (w->recorded != x->cfg->resting_level) {
-            if (before >= 0)
-                snprintf(prev, sizeof(prev), "%" PRId64, before);
-            else
-                snprintf(prev, sizeof(prev), "null");
-            snprintf(rec, sizeof(rec),
-                     "{\"event\":\"enforce\",\"target\":\"%s\",\"level\":%" PRId64
-                     ",\"previous\":%s,\"time\":\"%s\",\"note\":\"%s\"}", w->target->id,
-                     x->cfg->resting_level, prev, t0,
-                     w->recorded == TC_REC_NONE ? "at start" : "the engine takes the resting "
-                     "level again (it may have restarted at its own default)");
-            sf_tc_audit(x, rec);
+            rec = sf_tc_record_new("enforce", NULL, w->target->id);
+            if (rec != NULL) {
+                json_object_object_add(rec, "level", json_object_new_int64(x->cfg->resting_level));
+                json_object_object_add(rec, "previous",
+                                       before >= 0 ? json_object_new_int64(before) : NULL);
+                sf_tc_record_time(rec, "time", sf_wall_ms());
+                json_object_object_add(rec, "note", json_object_new_string(
+                    w->recorded == TC_REC_NONE ? "at start" : "the engine takes the resting "
+                    "level again (it may have restarted at its own default)"));
+            }
+            sf_tc_audit_record(x, rec);
             sf_info("trace_control: target '%s' set to its resting level %" PRId64,
                     w->target->id, x->cfg->resting_level);
             w->recorded = x->cfg->resting_level;
@@ -149,12 +149,13 @@ sf_status sf_tc_engine_enforce(tc_ctx *x, tc_window *w)
     snprintf(w->last_error, sizeof(w->last_error), "%s", ans.detail);
     w->last_status = ans.status;
     if (w->recorded != TC_REC_UNKNOWN) {
-        sf_tc_add(rec, sizeof(rec), &len,
-            "{\"event\":\"enforce_failed\",\"target\":\"%s\",\"level\":%" PRId64 ",\"time\":\"%s\"",
-            w->target->id, x->cfg->resting_level, t0);
-        sf_tc_add_answer(rec, sizeof(rec), &len, ans.status, ans.detail);
-        sf_tc_add(rec, sizeof(rec), &len, "}");
-        sf_tc_audit(x, rec);
+        rec = sf_tc_record_new("enforce_failed", NULL, w->target->id);
+        if (rec != NULL) {
+            json_object_object_add(rec, "level", json_object_new_int64(x->cfg->resting_level));
+            sf_tc_record_time(rec, "time", sf_wall_ms());
+            sf_tc_record_answer(rec, ans.status, ans.detail);
+        }
+        sf_tc_audit_record(x, rec);
         w->recorded = TC_REC_UNKNOWN;
         sf_warn("trace_control: target '%s' did not take its resting level %" PRId64 ": %s "
                 "(tried again every enforce_interval)", w->target->id, x->cfg->resting_level,

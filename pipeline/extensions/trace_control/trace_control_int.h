@@ -12,6 +12,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include <json-c/json.h>
+
 #define TC_RECORD_MAX 32768       /* a closing record with the largest match fits */
 #define TC_LINE_MAX 16384
 #define TC_MARKER_TRIES 600       /* a marker waits for the exporters at most 600 x 100 ms */
@@ -31,7 +33,7 @@ typedef struct tc_window {
     char id[128];                   /* "<target>-<start epoch ms>" (ids are at most 64) */
     int64_t level;
     unsigned uid;
-    char reason[SF_TC_MAX_REASON * 6 + 1];  /* JSON-escaped */
+    char reason[SF_TC_MAX_REASON + 1];
     int64_t start_wall, end_wall;   /* epoch ms; end_wall: planned */
     int64_t end_mono;               /* CLOCK_MONOTONIC ms */
     sf_totals at_start;
@@ -137,14 +139,6 @@ sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status);
 /* snprintf at buf + *len, advancing *len; nothing once buf is full. */
 void sf_tc_add(char *buf, size_t size, size_t *len, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* ,"name":{reason:now-then,...} */
-void sf_tc_add_reasons(char *buf, size_t size, size_t *len, const char *name,
-                       const uint64_t *now, const uint64_t *then);
-/* ,"status":N,"error":"..." of an engine's answer (no header is in it). */
-void sf_tc_add_answer(char *buf, size_t size, size_t *len, long status, const char *detail);
-/* ,"target_scope":"match",... : the spans of w's own engine. */
-void sf_tc_add_target_counts(char *buf, size_t size, size_t *len, const tc_window *w,
-                             const tc_counts *c);
 void sf_tc_audit_set_gauge(tc_ctx *x);
 /* Write the pending records in order; SF_OK when none is left. */
 sf_status sf_tc_audit_flush(tc_ctx *x);
@@ -152,6 +146,8 @@ sf_status sf_tc_audit_flush(tc_ctx *x);
  * stays pending (logged whole). */
 sf_status sf_tc_audit(tc_ctx *x, const char *record);
 void sf_tc_audit_free_pending(tc_ctx *x);
+/* sf_tc_audit for a record built with sf_tc_record_new (puts rec). */
+sf_status sf_tc_audit_record(tc_ctx *x, struct json_object *rec);
 /* The "open" record, written at once or not at all (SF_IO). */
 sf_status sf_tc_audit_open(tc_ctx *x, const tc_window *w);
 

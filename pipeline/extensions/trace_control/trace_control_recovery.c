@@ -51,7 +51,7 @@ sf_status sf_tc_recover(tc_ctx *x)
             w->level = sf_tc_json_int(line, len, "level", &v) == SF_OK ? v : 0;
             w->uid = sf_tc_json_int(line, len, "uid", &v) == SF_OK ? (unsigned)v : 0;
             if (sf_tc_json_str(line, len, "reason", reason, sizeof(reason)) == SF_OK)
-                sf_json_escape(reason, w->reason, sizeof(w->reason));
+                snprintf(w->reason, sizeof(w->reason), "%s", reason);
             w->start_wall = dash ? strtoll(dash + 1, NULL, 10) : 0;
             w->end_wall = w->start_wall;
             snprintf(w->id, sizeof(w->id), "%s", id);

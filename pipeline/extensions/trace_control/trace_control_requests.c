@@ -93,7 +93,7 @@ static void op_set(tc_ctx *x, const char *req, size_t len, unsigned uid, reply *
     prev = w->state;
     w->level = level;
     w->uid = uid;
-    sf_json_escape(reason, w->reason, sizeof(w->reason));
+    snprintf(w->reason, sizeof(w->reason), "%s", reason);
     w->start_wall = sf_wall_ms();
     w->end_wall = w->start_wall + for_ms;
     w->end_mono = sf_now_ms() + for_ms;
@@ -220,12 +220,13 @@ static void op_status(tc_ctx *x, reply *r)
 
         if (w->state == TC_IDLE)
             continue;
+        sf_json_escape(w->reason, esc, sizeof(esc));
         sf_time_format_utc(w->end_wall, until, sizeof(until));
         sf_tc_add(r->buf, sizeof(r->buf), &r->len,
             "%s{\"target\":\"%s\",\"state\":\"%s\",\"level\":%" PRId64 ",\"uid\":%u,"
             "\"window\":\"%s\",\"planned_end\":\"%s\",\"left_ms\":%" PRId64 ",\"reason\":\"%s\"}",
             n ? "," : "", w->target->id, state, w->level, w->uid, w->id, until,
-            w->state == TC_OPEN ? w->end_mono - now : 0, w->reason);
+            w->state == TC_OPEN ? w->end_mono - now : 0, esc);
         n++;
     }
     sf_tc_add(r->buf, sizeof(r->buf), &r->len, "],\"targets\":[");

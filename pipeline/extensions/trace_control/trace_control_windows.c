@@ -169,21 +169,6 @@ static void attr_bool(marker_attrs *a, const char *key, bool v)
     av->bool_value = v;
 }
 
-/* Undo sf_json_escape for the reason (the marker carries it as text). */
-static void unescape(const char *in, char *out, size_t size)
-{
-    size_t n = strlen(in);
-    char *json = sf_malloc(n + 16);
-
-    out[0] = '\0';
-    if (json == NULL)
-        return;
-    snprintf(json, n + 16, "{\"s\":\"%s\"}", in);
-    if (sf_tc_json_str(json, strlen(json), "s", out, size) != SF_OK)
-        snprintf(out, size, "%s", in);
-    sf_free(json);
-}
-
 /* One ExportTraceServiceRequest with the window's marker span, sf_malloc'd. */
 static sf_status marker_build(const tc_window *w, const tc_counts *c, uint8_t **out,
                               size_t *out_len)
@@ -197,7 +182,7 @@ static sf_status marker_build(const tc_window *w, const tc_counts *c, uint8_t **
     sf_otlp_status status = OPENTELEMETRY__PROTO__TRACE__V1__STATUS__INIT;
     marker_attrs ra = { .n = 0 }, sa = { .n = 0 };
     uint8_t ids[24];
-    char name[128], reason[SF_TC_MAX_REASON + 1];
+    char name[128];
     bool done = c != NULL && complete(w, c);
     int64_t start = w->start_wall, end = w->ended_wall > start ? w->ended_wall : start;
 
@@ -212,11 +197,10 @@ static sf_status marker_build(const tc_window *w, const tc_counts *c, uint8_t **
     res.attributes = ra.p;
     scope.name = "spanfence.trace_control";
     snprintf(name, sizeof(name), "trace_control window %s", w->target->id);
-    unescape(w->reason, reason, sizeof(reason));
     attr_str(&sa, "spanfence.window.id", w->id);
     attr_str(&sa, "spanfence.window.target", w->target->id);
     attr_int(&sa, "spanfence.window.level", w->level);
-    attr_str(&sa, "spanfence.window.reason", reason);
+    attr_str(&sa, "spanfence.window.reason", w->reason);
     attr_int(&sa, "spanfence.window.uid", (int64_t)w->uid);
     attr_str(&sa, "spanfence.window.cause", w->cause);
     if (w->note[0] != '\0')
@@ -299,6 +283,33 @@ static const char *marker_emit(tc_ctx *x, tc_window *w, const tc_counts *c)
 
 /* ---- closing ------------------------------------------------------------------ */
 
+/* "name":{reason:now-then,...} */
+static void put_reasons(json_object *rec, const char *name, const uint64_t *now,
+                        const uint64_t *then)
+{
+    json_object *o = json_object_new_object();
+
+    for (int r = 0; r < SF_REASON_COUNT && o != NULL; r++)
+        json_object_object_add(o, sf_reason_label((sf_reason)r),
+                               json_object_new_uint64(now[r] - then[r]));
+    json_object_object_add(rec, name, o);
+}
+
+/* "target_scope":"match","match":{...},"accepted_from_target":N,
+ * "refused_from_target":M: the spans of the window's own engine. */
+static void put_target_counts(json_object *rec, const tc_window *w, const tc_counts *c)
+{
+    const sf_strmap *m = &w->target->match;
+    json_object *o = json_object_new_object();
+
+    for (size_t i = 0; i < m->n && o != NULL; i++)
+        json_object_object_add(o, m->keys[i], json_object_new_string(m->values[i]));
+    json_object_object_add(rec, "target_scope", json_object_new_string("match"));
+    json_object_object_add(rec, "match", o);
+    json_object_object_add(rec, "accepted_from_target", json_object_new_uint64(c->from_target[0]));
+    json_object_object_add(rec, "refused_from_target", json_object_new_uint64(c->from_target[1]));
+}
+
 /* The closing record, after the grace period: cause, and what the
  * collector as a whole accepted, exported and lost while the window was
  * open and in its grace period ("scope":"collector": every engine's spans);
@@ -307,9 +318,8 @@ static const char *marker_emit(tc_ctx *x, tc_window *w, const tc_counts *c)
  * complete; and the marker span sent with the same figures. */
 sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status)
 {
-    char rec[TC_RECORD_MAX], t0[32], t1[32], t2[32], esc[sizeof(w->note) * 6 + 1];
-    size_t len = 0;
     bool recovered = strcmp(w->cause, "recovered") == 0;
+    json_object *rec;
     tc_counts c;
     const char *marker;
 
@@ -317,39 +327,40 @@ sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status)
     w->closing = false;
     sf_tc_window_counts(x, w, &c);
     marker = marker_emit(x, w, recovered ? NULL : &c);
-    sf_time_format_utc(w->ended_wall, t0, sizeof(t0));
-    sf_time_format_utc(w->end_wall, t1, sizeof(t1));
-    sf_time_format_utc(sf_wall_ms(), t2, sizeof(t2));
-    sf_tc_add(rec, sizeof(rec),
-        &len, "{\"event\":\"close\",\"window\":\"%s\",\"target\":\"%s\",\"level\":%" PRId64
-        ",\"cause\":\"%s\",\"end\":\"%s\",\"planned_end\":\"%s\",\"closed\":\"%s\""
-        ",\"grace_ms\":%" PRId64, w->id, w->target->id, w->level, w->cause, t0, t1, t2,
-        w->grace_ms);
-    if (w->note[0] != '\0') {
-        sf_json_escape(w->note, esc, sizeof(esc));
-        if (status != 0)
-            sf_tc_add(rec, sizeof(rec), &len, ",\"status\":%ld", status);
-        sf_tc_add(rec, sizeof(rec), &len, ",\"%s\":\"%s\"",
-            strcmp(w->cause, "loss") == 0 ? "revert_reason" : "error", esc);
+    rec = sf_tc_record_new("close", w->id, w->target->id);
+    if (rec != NULL) {
+        json_object_object_add(rec, "level", json_object_new_int64(w->level));
+        json_object_object_add(rec, "cause", json_object_new_string(w->cause));
+        sf_tc_record_time(rec, "end", w->ended_wall);
+        sf_tc_record_time(rec, "planned_end", w->end_wall);
+        sf_tc_record_time(rec, "closed", sf_wall_ms());
+        json_object_object_add(rec, "grace_ms", json_object_new_int64(w->grace_ms));
+        if (w->note[0] != '\0') {
+            if (status != 0)
+                json_object_object_add(rec, "status", json_object_new_int64(status));
+            json_object_object_add(rec, strcmp(w->cause, "loss") == 0 ? "revert_reason" : "error",
+                                   json_object_new_string(w->note));
+        }
+        if (recovered) {
+            /* the counters died with the crashed process */
+            json_object_object_add(rec, "scope", json_object_new_string("none"));
+            json_object_object_add(rec, "complete", json_object_new_boolean(false));
+        } else {
+            json_object_object_add(rec, "scope", json_object_new_string("collector"));
+            json_object_object_add(rec, "accepted", json_object_new_uint64(c.accepted));
+            json_object_object_add(rec, "exported", json_object_new_uint64(c.exported));
+            json_object_object_add(rec, "enqueue_failed", json_object_new_uint64(c.enqueue_failed));
+            json_object_object_add(rec, "lost", json_object_new_uint64(c.lost));
+            put_reasons(rec, "refused", c.now.refused, w->at_start.refused);
+            put_reasons(rec, "dropped", c.now.dropped, w->at_start.dropped);
+            put_reasons(rec, "send_failed", c.now.send_failed, w->at_start.send_failed);
+            if (w->target->match.n > 0)
+                put_target_counts(rec, w, &c);
+            json_object_object_add(rec, "complete", json_object_new_boolean(complete(w, &c)));
+        }
+        json_object_object_add(rec, "marker", json_object_new_string(marker));
     }
-    if (recovered) {
-        /* the counters died with the crashed process */
-        sf_tc_add(rec, sizeof(rec), &len, ",\"scope\":\"none\",\"complete\":false");
-    } else {
-        sf_tc_add(rec, sizeof(rec), &len,
-            ",\"scope\":\"collector\",\"accepted\":%" PRIu64 ",\"exported\":%" PRIu64
-            ",\"enqueue_failed\":%" PRIu64 ",\"lost\":%" PRIu64, c.accepted, c.exported,
-            c.enqueue_failed, c.lost);
-        sf_tc_add_reasons(rec, sizeof(rec), &len, "refused", c.now.refused, w->at_start.refused);
-        sf_tc_add_reasons(rec, sizeof(rec), &len, "dropped", c.now.dropped, w->at_start.dropped);
-        sf_tc_add_reasons(rec, sizeof(rec), &len, "send_failed", c.now.send_failed,
-                    w->at_start.send_failed);
-        if (w->target->match.n > 0)
-            sf_tc_add_target_counts(rec, sizeof(rec), &len, w, &c);
-        sf_tc_add(rec, sizeof(rec), &len, ",\"complete\":%s", complete(w, &c) ? "true" : "false");
-    }
-    sf_tc_add(rec, sizeof(rec), &len, ",\"marker\":\"%s\"}", marker);
     sf_info("trace_control: window '%s' on target '%s' closed (%s; capture %s)", w->id,
             w->target->id, w->cause, !recovered && complete(w, &c) ? "complete" : "NOT complete");
-    return sf_tc_audit(x, rec);
+    return sf_tc_audit_record(x, rec);
 }
