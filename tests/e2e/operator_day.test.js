@@ -10,6 +10,10 @@
 //    room, and every line of the log is one JSON object. The file system is
 //    a 64 KiB tmpfs mounted in the collector's own mount namespace (unshare
 //    -m), reached from the test through /proc/<pid>/root.
+//  - 7: a clean window whose spans are still in the batch processor when
+//    its grace period (1 s) ends (batch timeout 3 s) is recorded complete:
+//    its close waits for them, and the record carries `queued` (0); the
+//    config's grace_period is warned about at start.
 'use strict';
 
 const test = require('node:test');
@@ -20,6 +24,10 @@ const path = require('node:path');
 
 const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
 const { Engine, control } = require('./lib/engine');
+const peers = require('./lib/peers');
+const { Gateway } = require('./lib/gateway');
+
+const opts_processors = (o) => (o.processors ? 'processors:\n  batch:\n    timeout: 3s\n' : '');
 
 function config({ dir, engine, grace = '0s', extra = '', exporters = null, pipelineExtra = '' }) {
   return `receivers:
@@ -27,7 +35,7 @@ function config({ dir, engine, grace = '0s', extra = '', exporters = null, pipel
     protocols:
       grpc:
         endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-exporters:
+${opts_processors(arguments[0])}exporters:
 ${exporters || `  file:
     path: ${path.join(dir, 'out.jsonl')}`}
 extensions:
@@ -200,5 +208,32 @@ test('12: a record cut short by a full file system leaves no torn line; it is wr
     for (const l of all) assert.doesNotThrow(() => JSON.parse(l), `a torn line in the audit log: ${l}`);
     assert.equal(recs.filter((x) => x.event === 'reset').length, 1);
     assert.equal(recs.filter((x) => x.event === 'close').length, 1);
+  });
+});
+
+test('7: a window closed while its spans are still batched waits for them: complete, queued 0', async () => {
+  await harness('operator_day', async (h) => {
+    // the batch processor merges in the exporter's sending queue
+    const gw = new Gateway();
+    await gw.start();
+    h.onCleanup(() => gw.stop());
+    const { sf, sock, waitRecords } = await setup(h, 'complete', {
+      grace: '1s',
+      pipelineExtra: '      processors: [batch]\n',
+      processors: true,
+      exporters: `  otlphttp:\n    endpoint: ${gw.url}\n    sending_queue: {queue_size: 64}`,
+    });
+    await sf.waitLog(/grace_period: warning: 1000ms is shorter than the timeout \(3000ms\) of processor 'batch'/,
+      'the grace_period warning');
+    assert.equal((await set(sock, 1000)).ok, true);
+    await peers.sendSdkSpans({ port: sf.grpcPort, n: 20 });
+    const recs = await waitRecords((rs) => rs.some((x) => x.event === 'close'), 'the close record');
+    const close = recs.find((x) => x.event === 'close');
+    assert.equal(close.accepted, 20);
+    assert.equal(close.exported, 20);
+    assert.equal(close.lost, 0);
+    assert.equal(close.queued, 0);
+    assert.equal(close.complete, true, JSON.stringify(close));
+    assert.equal(gw.spans.length, 20);
   });
 });

@@ -590,6 +590,10 @@ static void tc_resume(sf_component *self, void *parcel)
         w->close_due_mono = o->close_due_mono;
         w->ended_wall = o->ended_wall;
         w->grace_ms = o->grace_ms;
+        w->draining = o->draining;
+        w->at_end = o->at_end;
+        w->drain_since_mono = o->drain_since_mono;
+        w->drain_until_mono = o->drain_until_mono;
         memcpy(w->cause, o->cause, sizeof(w->cause));
         memcpy(w->note, o->note, sizeof(w->note));
         w->marker = o->marker;
@@ -653,7 +657,8 @@ static bool tc_describe_windows(const void *config, sf_windows_desc *out)
                               .ends_on_loss = c->auto_revert.enabled,
                               .ends_on_loss_key = "auto_revert.enabled",
                               .rest_interval = c->enforce_interval,
-                              .rest_interval_key = "enforce_interval" };
+                              .rest_interval_key = "enforce_interval",
+                              .grace = c->grace_period, .grace_key = "grace_period" };
     return true;
 }
 

@@ -18,6 +18,8 @@
 #define TC_LINE_MAX 16384
 #define TC_MARKER_TRIES 600       /* a marker waits for the exporters at most 600 x 100 ms */
 #define TC_MARKER_WAIT 100
+#define TC_DRAIN_MAX 30000        /* a closing record waits at most 30 s for queued spans */
+#define TC_DRAIN_STEP 100
 
 /* Rows of tc_metric_rows: this extension's values in sf_counters. */
 enum { TC_ENGINE_FAILURES, TC_OPEN_WINDOWS, TC_AUDIT_PENDING };
@@ -26,6 +28,13 @@ typedef enum tc_state { TC_IDLE, TC_OPEN, TC_RESETTING, TC_FAILED } tc_state;
 
 /* recorded: what the audit log last said of a target's level in this run */
 enum { TC_REC_NONE = -2, TC_REC_UNKNOWN = -1 };
+
+/* What the collector (and the target, with a match) did since w opened. */
+typedef struct tc_counts {
+    uint64_t accepted, exported, refused, dropped, send_failed, enqueue_failed, lost;
+    uint64_t from_target[2];
+    sf_totals now;
+} tc_counts;
 
 typedef struct tc_window {
     const sf_tc_target *target;
@@ -52,6 +61,11 @@ typedef struct tc_window {
     int64_t close_due_mono, ended_wall, grace_ms;
     char cause[16];
     char note[512];                 /* why it ended early, or why the set failed */
+    /* grace period over, spans accepted by then still leaving: the counts
+     * taken then, and how long the closing record waits for them */
+    bool draining;
+    tc_counts at_end;
+    int64_t drain_since_mono, drain_until_mono;
     /* a marker span waiting for the exporters to run */
     uint8_t *marker;
     size_t marker_len;
@@ -106,13 +120,6 @@ typedef struct tc_ctx {
     int64_t audit_retry_mono, audit_delay;
     tc_client clients[TC_MAX_CLIENTS];
 } tc_ctx;
-
-/* What the collector (and the target, with a match) did since w opened. */
-typedef struct tc_counts {
-    uint64_t accepted, exported, refused, dropped, send_failed, enqueue_failed, lost;
-    uint64_t from_target[2];
-    sf_totals now;
-} tc_counts;
 
 /* ---- windows (trace_control_windows.c) ---- */
 

@@ -319,13 +319,36 @@ static void put_target_counts(json_object *rec, const tc_window *w, const tc_cou
 sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status)
 {
     bool recovered = strcmp(w->cause, "recovered") == 0;
+    /* only a window that raised the level waits for its spans; shutdown does not */
+    bool may_wait = !recovered && !x->stopping && strncmp(w->cause, "set_", 4) != 0;
     json_object *rec;
-    tc_counts c;
+    tc_counts c, now;
+    uint64_t queued;
+    int64_t t = sf_now_ms();
     const char *marker;
 
-    sf_tc_window_count_stop(x, w);
+    if (!w->draining) {
+        sf_tc_window_count_stop(x, w);
+        sf_tc_window_counts(x, w, &w->at_end);
+        w->draining = true;
+        w->drain_since_mono = t;
+        w->drain_until_mono = t + TC_DRAIN_MAX;
+    }
+    /* What was accepted by the end of the grace period leaves before what
+     * came after (the batch processor and the sending queue keep order):
+     * once as many spans have been exported (or lost) since the window
+     * opened, all of its own are out. */
+    c = w->at_end;
+    sf_tc_window_counts(x, w, &now);
+    c.exported = now.exported < c.accepted ? now.exported : c.accepted;
+    queued = c.accepted > c.exported + c.lost ? c.accepted - c.exported - c.lost : 0;
+    if (queued > 0 && may_wait && t < w->drain_until_mono) {
+        w->closing = true;
+        w->close_due_mono = t + TC_DRAIN_STEP;
+        return SF_OK;
+    }
+    w->draining = false;
     w->closing = false;
-    sf_tc_window_counts(x, w, &c);
     marker = marker_emit(x, w, recovered ? NULL : &c);
     rec = sf_tc_record_new("close", w->id, w->target->id);
     if (rec != NULL) {
@@ -351,6 +374,16 @@ sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status)
             json_object_object_add(rec, "exported", json_object_new_uint64(c.exported));
             json_object_object_add(rec, "enqueue_failed", json_object_new_uint64(c.enqueue_failed));
             json_object_object_add(rec, "lost", json_object_new_uint64(c.lost));
+            /* accepted by the end of the grace period, neither exported nor
+             * lost when the record was written */
+            json_object_object_add(rec, "queued", json_object_new_uint64(queued));
+            if (queued > 0)
+                json_object_object_add(rec, "queued_note", json_object_new_string(
+                    may_wait ? "still batched or queued 30 s after the grace period (is the "
+                               "destination down?)"
+                             : "still batched or queued when the collector stopped"));
+            json_object_object_add(rec, "waited_ms",
+                                   json_object_new_int64(t - w->drain_since_mono));
             put_reasons(rec, "refused", c.now.refused, w->at_start.refused);
             put_reasons(rec, "dropped", c.now.dropped, w->at_start.dropped);
             put_reasons(rec, "send_failed", c.now.send_failed, w->at_start.send_failed);
