@@ -14,6 +14,9 @@
 //    its grace period (1 s) ends (batch timeout 3 s) is recorded complete:
 //    its close waits for them, and the record carries `queued` (0); the
 //    config's grace_period is warned about at start.
+//  - 8: someone raises a resting engine's level directly (SGLang's route is
+//    unauthenticated) and its spans arrive: an out_of_band audit record, a
+//    warning, a metric, and the resting level set again at once.
 'use strict';
 
 const test = require('node:test');
@@ -26,10 +29,11 @@ const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
 const { Engine, control } = require('./lib/engine');
 const peers = require('./lib/peers');
 const { Gateway } = require('./lib/gateway');
+const { makeExporter } = require('./lib/senders');
 
 const opts_processors = (o) => (o.processors ? 'processors:\n  batch:\n    timeout: 3s\n' : '');
 
-function config({ dir, engine, grace = '0s', extra = '', exporters = null, pipelineExtra = '' }) {
+function config({ dir, engine, match = false, grace = '0s', extra = '', exporters = null, pipelineExtra = '' }) {
   return `receivers:
   otlp:
     protocols:
@@ -52,7 +56,7 @@ extensions:
 ${extra}    targets:
       r1:
         endpoint: ${engine.url}
-service:
+${match ? '        match: {service.instance.id: r1}\n' : ''}service:
   extensions: [trace_control]
   telemetry:
     metrics:
@@ -235,5 +239,25 @@ test('7: a window closed while its spans are still batched waits for them: compl
     assert.equal(close.queued, 0);
     assert.equal(close.complete, true, JSON.stringify(close));
     assert.equal(gw.spans.length, 20);
+  });
+});
+
+test('8: spans from a resting engine raised out of band: recorded, warned, counted, set back at once', async () => {
+  await harness('operator_day', async (h) => {
+    const { engine, sf, waitRecords } = await setup(h, 'oob', { match: true });
+    const r = await fetch(`${engine.url}?level=3`);   // not through spanfence
+    assert.equal(r.status, 200);
+    assert.deepEqual(engine.levels, [3]);
+    await peers.sendSpansThrough(makeExporter('grpc', { grpcPort: sf.grpcPort, compression: 'none' }),
+      { n: 5, resource: { 'service.instance.id': 'r1' } });
+    const recs = await waitRecords((rs) => rs.some((x) => x.event === 'out_of_band'), 'the out_of_band record');
+    const oob = recs.find((x) => x.event === 'out_of_band');
+    assert.equal(oob.target, 'r1');
+    assert.ok(oob.spans >= 1 && oob.spans <= 5, JSON.stringify(oob));
+    await engine.waitFor(() => engine.levels.length === 2, 'the resting level set again');
+    assert.deepEqual(engine.levels, [3, 0]);
+    await sf.waitLog(/warn +trace_control: \d+ spans from target 'r1' while no window is open/, 'the warning');
+    const m = await sf.metrics();
+    assert.ok(m.must('spanfence_trace_control_out_of_band_spans') >= 1);
   });
 });

@@ -77,6 +77,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -121,6 +122,7 @@ static void due(tc_ctx *x)
             sf_tc_window_close(x, w, 0);
         if (w->marker != NULL && sf_now_ms() >= w->marker_next_mono)
             sf_tc_marker_send(x, w);
+        sf_tc_window_watch(x, w);
     }
     if (x->n_pending > 0 && now >= x->audit_retry_mono)
         sf_tc_audit_flush(x);
@@ -216,8 +218,10 @@ static void *run(void *arg)
 
     due(x);     /* windows recovered from a crash; enforcement at start */
     while (!atomic_load(&x->stop)) {
-        /* [0] wake-up, [1] the listening socket (while a slot is free), then clients */
-        struct pollfd p[2 + TC_MAX_CLIENTS] = { { .fd = x->wake[0], .events = POLLIN },
+        /* [0] wake-up, [1] spans out of band, [2] the listening socket (while
+         * a slot is free), then clients */
+        struct pollfd p[3 + TC_MAX_CLIENTS] = { { .fd = x->wake[0], .events = POLLIN },
+                                                { .fd = x->oob_fd, .events = POLLIN },
                                                 { .fd = x->listen_fd, .events = POLLIN } };
         int64_t next = next_deadline(x), timeout = -1, cl = sf_tc_clients_deadline(x);
         size_t n;
@@ -225,8 +229,8 @@ static void *run(void *arg)
         if (cl < next)
             next = cl;
         if (!sf_tc_clients_room(x))
-            p[1].fd = -1;   /* the backlog holds them until a slot frees */
-        n = sf_tc_clients_pollfds(x, p + 2);
+            p[2].fd = -1;   /* the backlog holds them until a slot frees */
+        n = sf_tc_clients_pollfds(x, p + 3);
         if (next != INT64_MAX) {
             timeout = next - sf_now_ms();
             if (timeout < 0)
@@ -234,14 +238,16 @@ static void *run(void *arg)
             if (timeout > 60000)
                 timeout = 60000;
         }
-        if (poll(p, 2 + n, (int)timeout) < 0 && errno != EINTR)
+        if (poll(p, 3 + n, (int)timeout) < 0 && errno != EINTR)
             break;
         if (p[0].revents)
             break;
         /* Deadlines first: no client may hold a window past its end. */
         due(x);
-        sf_tc_clients_io(x, p + 2, n);
         if (p[1].revents & POLLIN)
+            sf_tc_window_out_of_band(x);
+        sf_tc_clients_io(x, p + 3, n);
+        if (p[2].revents & POLLIN)
             sf_tc_clients_accept(x);
         due(x);
     }
@@ -327,6 +333,13 @@ static sf_status tc_create(sf_component *self, const void *config)
     x->listen_fd = -1;
     x->wake[0] = x->wake[1] = -1;
     sf_tc_clients_init(x);
+    /* the tap writes it from receiver threads: it lives as long as x */
+    x->oob_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (x->oob_fd < 0) {
+        sf_free(x->w);
+        sf_free(x);
+        return SF_IO;
+    }
     x->next_enforce_mono = 0;       /* the first round runs at start */
     for (size_t i = 0; i < cfg->targets.n; i++) {
         x->w[i].target = &cfg->targets.v[i];
@@ -492,6 +505,7 @@ static void tc_destroy(sf_component *self)
     tc_shutdown(self);
     sf_tc_audit_free_pending(x);
     free_markers(x);
+    close(x->oob_fd);
     sf_free(x->w);
     sf_free(x);
     sf_component_set_ctx(self, NULL);
@@ -534,6 +548,7 @@ static void parcel_free(tc_ctx *p)
         unlink(p->cfg->socket);
     sf_tc_audit_free_pending(p);
     free_markers(p);
+    close(p->oob_fd);
     sf_free(p->w);
     sf_free(p);
 }
@@ -671,6 +686,9 @@ static const sf_metric_row tc_metric_rows[] = {
     [TC_AUDIT_PENDING] = { .name = "spanfence_trace_control_audit_pending", .gauge = true,
       .help = "Audit records that could not be written yet (retried; no window opens meanwhile).",
       .lost = "audit record", .lost_how = "could not be written (each is logged above)" },
+    [TC_OUT_OF_BAND] = { .name = "spanfence_trace_control_out_of_band_spans",
+      .help = "Spans from a resting target (by its match): its level was raised out of band; "
+              "each time the resting level is set again and an out_of_band record written." },
     { 0 }
 };
 

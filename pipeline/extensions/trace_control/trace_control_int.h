@@ -22,7 +22,7 @@
 #define TC_DRAIN_STEP 100
 
 /* Rows of tc_metric_rows: this extension's values in sf_counters. */
-enum { TC_ENGINE_FAILURES, TC_OPEN_WINDOWS, TC_AUDIT_PENDING };
+enum { TC_ENGINE_FAILURES, TC_OPEN_WINDOWS, TC_AUDIT_PENDING, TC_OUT_OF_BAND };
 
 typedef enum tc_state { TC_IDLE, TC_OPEN, TC_RESETTING, TC_FAILED } tc_state;
 
@@ -76,6 +76,13 @@ typedef struct tc_window {
     _Atomic int64_t level_set_wall; /* epoch ms, 0: never */
     int64_t recorded;               /* TC_REC_* or the level last recorded */
     bool enforce_due;
+    /* out of band: spans from this target (by its match) while it rests,
+     * counted by the tap; the control thread restores the resting level
+     * and records them (oob_seen: how many it has recorded) */
+    _Atomic bool resting;           /* idle, no window closing, resting level taken */
+    _Atomic uint64_t oob_spans;
+    _Atomic uint64_t oob_seen;
+    int64_t oob_next_mono;          /* at most one record a second per target */
     /* taken over from the instance that ran before a reload: start() does
      * not recover this target from the audit log */
     bool carried;
@@ -103,6 +110,7 @@ typedef struct tc_ctx {
     tc_window *w;                   /* one per target, same order */
     int listen_fd;
     int wake[2];
+    int oob_fd;                     /* eventfd: the tap saw spans out of band */
     pthread_t thread;
     bool thread_started;
     bool socket_bound;
@@ -140,6 +148,12 @@ void sf_tc_window_counts(tc_ctx *x, const tc_window *w, tc_counts *c);
 const char *sf_tc_marker_send(tc_ctx *x, tc_window *w);
 /* Write w's closing record and send its marker; the audit status. */
 sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status);
+
+/* Control thread: spans came out of band: record, warn, count, and set
+ * the resting level again now. */
+void sf_tc_window_out_of_band(tc_ctx *x);
+/* Control thread: keep w->resting in step with its state. */
+void sf_tc_window_watch(tc_ctx *x, tc_window *w);
 
 /* ---- audit records (trace_control_audit.c) ---- */
 

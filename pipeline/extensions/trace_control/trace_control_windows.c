@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 void sf_tc_format_left(int64_t ms, char *buf, size_t size)
 {
@@ -48,25 +49,79 @@ void sf_tc_window_took_level(tc_window *w, int64_t level)
 
 /* ---- spans from a target ------------------------------------------------------ */
 
-/* Receiver threads, after every emitted batch (sf_span_tap_fn). */
+/* Receiver threads, after every emitted batch (sf_span_tap_fn). Counts a
+ * target's spans for its window, and spans from a resting target: its
+ * level was raised by someone else (SGLang's route is unauthenticated). */
 void sf_tc_window_tap(void *ctx, const uint8_t *raw, size_t len, size_t spans, bool accepted)
 {
     tc_ctx *x = ctx;
 
-    if (spans == 0 || atomic_load_explicit(&x->counting, memory_order_acquire) == 0)
+    if (spans == 0)
         return;
     for (size_t i = 0; i < x->cfg->targets.n; i++) {
         tc_window *w = &x->w[i];
         const sf_strmap *m = &w->target->match;
+        bool counting, resting;
         size_t n;
 
-        if (m->n == 0 || !atomic_load_explicit(&w->counting, memory_order_acquire))
+        if (m->n == 0)
+            continue;
+        counting = atomic_load_explicit(&w->counting, memory_order_acquire);
+        resting = atomic_load_explicit(&w->resting, memory_order_acquire);
+        if (!counting && !resting)
             continue;
         n = sf_otlp_count_matching_spans(raw, len, m->n, (const char *const *)m->keys,
                                          (const char *const *)m->values);
-        if (n > 0)
-            atomic_fetch_add_explicit(&w->from_target[accepted ? 0 : 1], n,
-                                      memory_order_relaxed);
+        if (n == 0)
+            continue;
+        if (counting) {
+            atomic_fetch_add_explicit(&w->from_target[accepted ? 0 : 1], n, memory_order_relaxed);
+        } else if (atomic_fetch_add(&w->oob_spans, n) == atomic_load(&w->oob_seen)) {
+            uint64_t one = 1;
+
+            if (write(x->oob_fd, &one, sizeof(one)) < 0)
+                continue;   /* the counter is full: the thread is being woken anyway */
+        }
+    }
+}
+
+void sf_tc_window_watch(tc_ctx *x, tc_window *w)
+{
+    atomic_store_explicit(&w->resting, w->state == TC_IDLE && !w->closing &&
+                          w->recorded == x->cfg->resting_level, memory_order_release);
+}
+
+void sf_tc_window_out_of_band(tc_ctx *x)
+{
+    uint64_t v;
+    int64_t now = sf_now_ms();
+
+    if (read(x->oob_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+        sf_debug("trace_control: out-of-band wake-up read failed");
+    for (size_t i = 0; i < x->cfg->targets.n; i++) {
+        tc_window *w = &x->w[i];
+        uint64_t seen = atomic_load(&w->oob_spans), n = seen - atomic_load(&w->oob_seen);
+        json_object *rec;
+
+        if (n == 0 || now < w->oob_next_mono)
+            continue;
+        atomic_store(&w->oob_seen, seen);
+        w->oob_next_mono = now + 1000;
+        sf_count(&sf_component_counters(x->self)->values[TC_OUT_OF_BAND], (int64_t)n);
+        sf_warn("trace_control: %" PRIu64 " spans from target '%s' while no window is open: its "
+                "trace level was changed out of band; setting it back to %" PRId64, n,
+                w->target->id, x->cfg->resting_level);
+        rec = sf_tc_record_new("out_of_band", NULL, w->target->id);
+        if (rec != NULL) {
+            json_object_object_add(rec, "spans", json_object_new_uint64(n));
+            json_object_object_add(rec, "level", json_object_new_int64(x->cfg->resting_level));
+            sf_tc_record_time(rec, "time", sf_wall_ms());
+            json_object_object_add(rec, "note", json_object_new_string(
+                "spans from the target while it rests: its level was raised by someone else; "
+                "the resting level is set again"));
+        }
+        sf_tc_audit_record(x, rec);
+        sf_tc_engine_enforce(x, w);
     }
 }
 
