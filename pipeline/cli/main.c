@@ -12,6 +12,7 @@
  * (core dump on request) and the ones that cannot be caught. */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
@@ -77,7 +78,8 @@ static void usage(FILE *f)
           "exit status: 0 ok (validate: valid, and holds the policy); 1 the config is\n"
           "not valid (every problem on stderr as FILE:LINE:COL: key: message, every\n"
           "policy violation as FILE:LINE:COL: policy: subject: message), could not\n"
-          "start, or work was lost at shutdown; 2 usage errors.\n",
+          "start, or work was lost at shutdown (accepted spans dropped when the drain\n"
+          "time ran out, audit records not written); 2 usage errors.\n",
           f);
 }
 
@@ -464,6 +466,8 @@ static int run(cli *cp, int argc, char **argv)
     const sf_cli_verb *verb;
     char what[512];
     size_t lost;
+    sf_totals before, after;
+    uint64_t shut;
     int rc, sig;
 
     if (argc > 1 && (verb = sf_registry_find_verb(argv[1])) != NULL)
@@ -547,12 +551,23 @@ static int run(cli *cp, int argc, char **argv)
 
     sf_info("received %s: stopping receivers, draining exporters",
             sig == SIGINT ? "SIGINT" : "SIGTERM");
+    sf_service_totals(svc, &before);
     sf_service_shutdown(svc);
+    sf_service_totals(svc, &after);
     lost = sf_service_lost(svc, what, sizeof(what));
     sf_service_destroy(svc);
     sf_config_destroy(cfg);
+    /* Spans the receivers acknowledged but the exporters could not send
+     * before their drain time ran out are lost work too. */
+    shut = after.send_failed[SF_REASON_SHUTDOWN] - before.send_failed[SF_REASON_SHUTDOWN];
+    if (shut > 0) {
+        sf_error("stopped, but %" PRIu64 " accepted span%s could not be exported before the "
+                 "drain time ran out (dropped at shutdown)", shut, shut == 1 ? "" : "s");
+        lost += (size_t)shut;
+    }
     if (lost > 0) {
-        sf_error("stopped, but %s", what);
+        if (what[0] != '\0')
+            sf_error("stopped, but %s", what);
         return EXIT_INVALID;
     }
     sf_info("stopped");

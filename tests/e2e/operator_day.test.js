@@ -17,6 +17,10 @@
 //  - 8: someone raises a resting engine's level directly (SGLang's route is
 //    unauthenticated) and its spans arrive: an out_of_band audit record, a
 //    warning, a metric, and the resting level set again at once.
+//  - 9: SIGTERM with accepted spans still queued (the gateway refuses):
+//    they are dropped at shutdown and the exit status is 1, as --help and
+//    the man page say for lost work.
+//  - 10: a port in use is said in one line, without gRPC core's status blob.
 'use strict';
 
 const test = require('node:test');
@@ -26,6 +30,8 @@ const net = require('node:net');
 const path = require('node:path');
 
 const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
+const { spawnSync } = require('node:child_process');
+const deps = require('./lib/deps');
 const { Engine, control } = require('./lib/engine');
 const peers = require('./lib/peers');
 const { Gateway } = require('./lib/gateway');
@@ -259,5 +265,46 @@ test('8: spans from a resting engine raised out of band: recorded, warned, count
     await sf.waitLog(/warn +trace_control: \d+ spans from target 'r1' while no window is open/, 'the warning');
     const m = await sf.metrics();
     assert.ok(m.must('spanfence_trace_control_out_of_band_spans') >= 1);
+  });
+});
+
+test('9: SIGTERM with accepted spans still queued exits 1 (work lost), as --help says', async () => {
+  await harness('operator_day', async (h) => {
+    const gw = new Gateway();
+    await gw.start();
+    h.onCleanup(() => gw.stop());
+    gw.setStatus(503);
+    const { sf } = await setup(h, 'lost', {
+      exporters: `  otlphttp:\n    endpoint: ${gw.url}\n    timeout: 1s\n    sending_queue: {queue_size: 64}\n` +
+        '    retry_on_failure: {initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 10m}',
+    });
+    await peers.sendSdkSpans({ port: sf.grpcPort, n: 20 });
+    await sf.waitMetrics((m) => m.get('otelcol_receiver_accepted_spans') === 20, '20 spans accepted');
+    const res = await sf.signalAndWait('SIGTERM', 30000);
+    assert.ok(res, 'exited');
+    assert.match(sf.stderr(), /dropped 20 spans at shutdown/);
+    assert.match(sf.stderr(), /stopped, but 20 accepted spans could not be exported/);
+    assert.deepEqual(res, { code: 1, signal: null });
+  });
+});
+
+test('10: a port in use is reported in one line', async () => {
+  await harness('operator_day', async (h) => {
+    const busy = net.createServer();
+    await new Promise((r) => busy.listen(0, '127.0.0.1', r));
+    h.onCleanup(() => new Promise((r) => busy.close(r)));
+    const port = busy.address().port;
+    const cfgPath = path.join(h.dir, 'busy.yaml');
+    fs.writeFileSync(cfgPath, `receivers:\n  otlp:\n    protocols:\n      grpc:\n        endpoint: 127.0.0.1:${port}\n` +
+      `exporters:\n  debug: {}\nservice:\n  pipelines:\n    traces:\n      receivers: [otlp]\n      exporters: [debug]\n`);
+    const r = spawnSync(deps.spanfenceBin(), ['--config', cfgPath], { encoding: 'utf8', timeout: 30000 });
+    assert.equal(r.status, 1, r.stderr);
+    const errors = r.stderr.split('\n').filter((l) => / error /.test(l));
+    assert.equal(errors[0].replace(/^\S+ error +/, ''),
+      `receiver 'otlp': cannot listen for OTLP/gRPC on '127.0.0.1:${port}': address already in use`);
+    for (const l of r.stderr.split('\n')) {
+      assert.doesNotMatch(l, /UNKNOWN:|created_time|chttp2/, 'gRPC core\'s status blob');
+      assert.ok(l.length < 200, `a ${l.length}-character line: ${l}`);
+    }
   });
 });

@@ -95,8 +95,14 @@ sf_status sf_tc_window_end(tc_ctx *x, tc_window *w, const char *cause, const cha
     snprintf(w->cause, sizeof(w->cause), "%s", cause);
     snprintf(w->note, sizeof(w->note), "%s", note ? note : "");
     w->grace_ms = x->stopping ? 0 : x->cfg->grace_period;
-    sf_info("trace_control: window '%s' on target '%s' ended (%s)%s%s", w->id, w->target->id,
-            cause, note ? ": " : "", note ? note : "");
+    /* an auto-revert cuts the operator's capture short: they must notice */
+    if (strcmp(cause, "loss") == 0)
+        sf_warn("trace_control: window '%s' on target '%s' reverted early (auto_revert): %s; the "
+                "target goes back to level %" PRId64, w->id, w->target->id, note ? note : "",
+                x->cfg->resting_level);
+    else
+        sf_info("trace_control: window '%s' on target '%s' ended (%s)%s%s", w->id,
+                w->target->id, cause, note ? ": " : "", note ? note : "");
     if (w->grace_ms == 0) {
         sf_tc_window_close(x, w, 0);
     } else {
