@@ -21,6 +21,9 @@
 //    they are dropped at shutdown and the exit status is 1, as --help and
 //    the man page say for lost work.
 //  - 10: a port in use is said in one line, without gRPC core's status blob.
+//  - 4: the runbook's SGLang launch and configs/compose.yaml as current
+//    SGLang takes them (SGLANG_TRACE_LEVEL, --otlp-traces-endpoint,
+//    OTEL_RESOURCE_ATTRIBUTES with the service.instance.id a match names).
 'use strict';
 
 const test = require('node:test');
@@ -307,4 +310,16 @@ test('10: a port in use is reported in one line', async () => {
       assert.ok(l.length < 200, `a ${l.length}-character line: ${l}`);
     }
   });
+});
+
+test('4: README and compose launch SGLang as it takes its options today', () => {
+  const src = process.env.SF_SOURCE_DIR || path.join(__dirname, '..', '..');
+  const readme = fs.readFileSync(path.join(src, 'README.md'), 'utf8');
+  const compose = fs.readFileSync(path.join(src, 'configs', 'compose.yaml'), 'utf8');
+  assert.doesNotMatch(readme, /--oltp-traces-endpoint|--trace-level \d/, 'a flag SGLang does not have');
+  assert.match(readme, /SGLANG_TRACE_LEVEL=0 OTEL_RESOURCE_ATTRIBUTES=service\.instance\.id=r1 \\\n +python3 -m sglang\.launch_server .*\\\n +--enable-trace --otlp-traces-endpoint 127\.0\.0\.1:4317/);
+  const engine = compose.slice(compose.indexOf('\n  engine:'));
+  assert.match(engine, /\n      SGLANG_TRACE_LEVEL: "0"\n/);
+  assert.match(engine, /\n      OTEL_RESOURCE_ATTRIBUTES: service\.instance\.id=/);
+  assert.match(engine, /"--enable-trace",\s+"--otlp-traces-endpoint", "127\.0\.0\.1:4317"/);
 });
