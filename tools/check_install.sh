@@ -23,10 +23,13 @@ done
 "$dest/usr/bin/spanfence" --version | grep -q '^commit: ' || fail "--version names no commit"
 (cd / && SPANFENCE_OUTPUT=/dev/null "$dest/usr/bin/spanfence" validate \
     --config "$dest/etc/spanfence/config.yaml") >/dev/null || fail "the installed config does not validate"
-grep -q "^ExecStart=/usr/bin/spanfence --config /etc/spanfence/config.yaml$" \
+grep -q "^ExecStart=/usr/bin/spanfence --config /etc/spanfence/config.yaml \$SPANFENCE_OPTS$" \
     "$dest/usr/lib/systemd/system/spanfence.service" || fail "ExecStart does not name the installed paths"
 grep -q '^ExecReload=/bin/kill -HUP \$MAINPID$' "$dest/usr/lib/systemd/system/spanfence.service" ||
     fail "ExecReload does not send SIGHUP"
+grep -q '^ExecReload=/usr/bin/spanfence validate ' "$dest/usr/lib/systemd/system/spanfence.service" ||
+    fail "ExecReload does not validate first"
+grep -q '^Type=notify$' "$dest/usr/lib/systemd/system/spanfence.service" || fail "the unit is not Type=notify"
 warn=$(groff -man -ww -z "$dest/usr/share/man/man1/spanfence.1" 2>&1) || true
 [ -z "$warn" ] || fail "man page: $warn"
 if command -v systemd-analyze >/dev/null 2>&1; then
@@ -47,7 +50,7 @@ cmake --install "$build" --prefix "$pre" >/dev/null
 outside=$(grep -v "^$pre/" "$build/install_manifest.txt" || true)
 [ -z "$outside" ] || fail "an install to --prefix $pre wrote outside it: $outside"
 [ -f "$pre/etc/spanfence/config.yaml" ] || fail "no $pre/etc/spanfence/config.yaml"
-grep -q "^ExecStart=$pre/bin/spanfence --config $pre/etc/spanfence/config.yaml$" \
+grep -q "^ExecStart=$pre/bin/spanfence --config $pre/etc/spanfence/config.yaml \$SPANFENCE_OPTS$" \
     "$pre/lib/systemd/system/spanfence.service" || fail "the unit does not name the prefix's paths"
 
 # 2: the installed default config, run from an empty directory: health_check

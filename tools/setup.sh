@@ -11,7 +11,7 @@ pkgs=(build-essential cmake pkg-config
       libprotobuf-c-dev protobuf-c-compiler
       libgrpc-dev
       libyaml-dev zlib1g-dev libdeflate-dev libzstd-dev libcmocka-dev libjson-c-dev
-      libcurl4-openssl-dev libmicrohttpd-dev libpcre2-dev
+      libcurl4-openssl-dev libmicrohttpd-dev libpcre2-dev libsystemd-dev
       valgrind curl zstd
       # the TLS test's certificates, the install check (man page lint, unit verify),
       # tools/build_deb.sh (cpack -G DEB needs dpkg-shlibdeps)

@@ -21,6 +21,11 @@
 //    they are dropped at shutdown and the exit status is 1, as --help and
 //    the man page say for lost work.
 //  - 10: a port in use is said in one line, without gRPC core's status blob.
+//  - 3 (sd_notify): under a stand-in NOTIFY_SOCKET (a python3 unix
+//    datagram socket): READY=1 only once the gRPC port accepts,
+//    RELOADING=1 (with MONOTONIC_USEC) then READY=1 around a SIGHUP, a
+//    refused reload reported in STATUS, STATUS lines with the last minute's
+//    counts, WATCHDOG=1 pings, STOPPING=1 at SIGTERM.
 //  - 4: the runbook's SGLang launch and configs/compose.yaml as current
 //    SGLang takes them (SGLANG_TRACE_LEVEL, --otlp-traces-endpoint,
 //    OTEL_RESOURCE_ATTRIBUTES with the service.instance.id a match names).
@@ -83,7 +88,7 @@ async function setup(h, name, opts = {}) {
   h.onCleanup(() => engine.stop());
   const dir = path.join(h.dir, name);
   fs.mkdirSync(path.join(dir, 'audit'), { recursive: true });
-  const grpcPort = await freePort();
+  const grpcPort = opts.grpcPort || await freePort();
   const metricsPort = await freePort();
   const sf = h.track(new Spanfence({
     dir: h.dir,
@@ -322,4 +327,110 @@ test('4: README and compose launch SGLang as it takes its options today', () => 
   assert.match(engine, /\n      SGLANG_TRACE_LEVEL: "0"\n/);
   assert.match(engine, /\n      OTEL_RESOURCE_ATTRIBUTES: service\.instance\.id=/);
   assert.match(engine, /"--enable-trace",\s+"--otlp-traces-endpoint", "127\.0\.0\.1:4317"/);
+});
+
+// A stand-in for systemd's notify socket: every datagram as one JSON line.
+function notifySocket(h, sockPath) {
+  const { spawn } = require('node:child_process');
+  const py = spawn('python3', ['-u', '-c', `
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+print(json.dumps({"bound": True}), flush=True)
+while True:
+    print(json.dumps({"msg": s.recv(65536).decode()}), flush=True)
+`, sockPath], { stdio: ['ignore', 'pipe', 'inherit'] });
+  h.onCleanup(() => py.kill());
+  const st = { msgs: [], listeners: [], bound: null };
+  st.bound = new Promise((resolve) => {
+    let buf = '';
+    py.stdout.on('data', (d) => {
+      buf += d;
+      let nl;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const o = JSON.parse(buf.slice(0, nl));
+        buf = buf.slice(nl + 1);
+        if (o.bound) { resolve(); continue; }
+        st.msgs.push(o.msg);
+        for (const f of st.listeners.slice()) f(o.msg);
+      }
+    });
+  });
+  st.waitFor = (pred, what, timeoutMs = 30000) => new Promise((resolve, reject) => {
+    const found = st.msgs.find(pred);
+    if (found) return resolve(found);
+    const timer = setTimeout(() => reject(new Error(`no notify message: ${what}; got ${JSON.stringify(st.msgs)}`)), timeoutMs);
+    const f = (m) => {
+      if (!pred(m)) return;
+      clearTimeout(timer);
+      st.listeners = st.listeners.filter((x) => x !== f);
+      resolve(m);
+    };
+    st.listeners.push(f);
+  });
+  return st;
+}
+
+test('3: sd_notify: READY after the ports accept, RELOADING/READY around SIGHUP, a refused reload, STATUS, WATCHDOG, STOPPING', async () => {
+  await harness('operator_day', async (h) => {
+    const { canConnect } = require('./lib/spanfence');
+    const sockPath = path.join(h.dir, 'notify.sock');
+    try { fs.unlinkSync(sockPath); } catch (_) { /* none */ }
+    const n = notifySocket(h, sockPath);
+    await n.bound;
+    let readyProbe = null;
+    const grpcPort = await freePort();
+    const ready = n.waitFor((m) => m.split('\n').includes('READY=1'), 'READY=1').then(async (m) => {
+      readyProbe = await canConnect(grpcPort);
+      return m;
+    });
+    const { sf } = await setup(h, 'notify', { grpcPort, env: { NOTIFY_SOCKET: sockPath, WATCHDOG_USEC: '2000000' } });
+    await ready;
+    assert.equal(readyProbe, true, 'READY=1 sent before the gRPC port accepted');
+    assert.ok(n.msgs.findIndex((m) => m.includes('READY=1')) === n.msgs.findIndex((m) => m.includes('=')),
+      'READY=1 is the first message');
+    await n.waitFor((m) => m.includes('WATCHDOG=1'), 'a watchdog ping');
+    await n.waitFor((m) => /^STATUS=last minute: \d+ spans accepted, \d+ exported, \d+ lost/.test(m), 'a STATUS line');
+
+    let before = n.msgs.length;
+    sf.proc.kill('SIGHUP');
+    const rel = await n.waitFor((m) => m.startsWith('RELOADING=1'), 'RELOADING=1');
+    assert.match(rel, /\nMONOTONIC_USEC=\d+/);
+    await n.waitFor((m) => m.startsWith('READY=1\nSTATUS=reloaded'), 'READY=1 after the reload');
+    const order = n.msgs.slice(before).filter((m) => !m.startsWith('WATCHDOG') && !m.startsWith('STATUS=last'));
+    assert.ok(order[0].startsWith('RELOADING=1') && order[1].startsWith('READY=1'), JSON.stringify(order));
+
+    fs.writeFileSync(sf.configPath, 'receivers: [not valid\n');
+    before = n.msgs.length;
+    sf.proc.kill('SIGHUP');
+    await n.waitFor((m) => m.startsWith('READY=1\nSTATUS=reload refused'), 'the refused reload reported');
+
+    const res = await sf.signalAndWait('SIGTERM', 30000);
+    assert.deepEqual(res, { code: 0, signal: null });
+    assert.ok(n.msgs.some((m) => m.startsWith('STOPPING=1')), 'STOPPING=1');
+  });
+});
+
+test('3: a socket_group the collector\'s user is not in is refused at validate, naming it; the audit record names the peer', async () => {
+  await harness('operator_day', async (h) => {
+    const { records, sock } = await setup(h, 'peer');
+    assert.equal((await set(sock, 1000)).ok, true);
+    const open = records().find((x) => x.event === 'open');
+    assert.equal(open.uid, process.getuid());
+    assert.equal(open.user, require('node:os').userInfo().username);
+
+    // validate as nobody (the tests run as root, who may give a socket to any group)
+    const dir = fs.mkdtempSync('/tmp/sf-sg-');
+    h.onCleanup(() => fs.rmSync(dir, { recursive: true, force: true }));
+    fs.chmodSync(dir, 0o755);
+    const cfg = path.join(dir, 'sg.yaml');
+    fs.writeFileSync(cfg, `receivers:\n  otlp:\n    protocols:\n      grpc:\n        endpoint: 127.0.0.1:4317\n` +
+      `exporters:\n  debug: {}\nextensions:\n  trace_control:\n    socket: ${dir}/tc.sock\n    socket_group: root\n` +
+      `    audit_log: ${dir}/a.jsonl\n    levels: [0, 3]\n    targets:\n      r1:\n        endpoint: http://127.0.0.1:1/set_trace_level\n` +
+      `service:\n  extensions: [trace_control]\n  pipelines:\n    traces:\n      receivers: [otlp]\n      exporters: [debug]\n`, { mode: 0o644 });
+    const r = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', deps.spanfenceBin(), 'validate', '--config', cfg],
+      { encoding: 'utf8', timeout: 30000 });
+    assert.equal(r.status, 1, r.stderr + r.stdout);
+    assert.match(r.stderr, /sg\.yaml:11:19: extensions\.trace_control\.socket_group: the collector's user 'nobody' \(uid 65534\) is not in group 'root'/);
+  });
 });

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pwd.h>
 #include <string.h>
 
 #include <json-c/json.h>
@@ -102,12 +103,17 @@ void sf_tc_audit_free_pending(tc_ctx *x)
 sf_status sf_tc_audit_open(tc_ctx *x, const tc_window *w)
 {
     json_object *o = sf_tc_record_new("open", w->id, w->target->id);
+    struct passwd pw, *found = NULL;
+    char pwbuf[1024];
     char *rec;
     sf_status st;
 
     if (o != NULL) {
         json_object_object_add(o, "level", json_object_new_int64(w->level));
         json_object_object_add(o, "uid", json_object_new_int64(w->uid));
+        /* the peer's uid (SO_PEERCRED) and its name now, for the reader */
+        if (getpwuid_r(w->uid, &pw, pwbuf, sizeof(pwbuf), &found) == 0 && found != NULL)
+            json_object_object_add(o, "user", json_object_new_string(found->pw_name));
         json_object_object_add(o, "reason", json_object_new_string(w->reason));
         sf_tc_record_time(o, "start", w->start_wall);
         sf_tc_record_time(o, "planned_end", w->end_wall);
