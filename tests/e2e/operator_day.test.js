@@ -21,6 +21,8 @@
 //    they are dropped at shutdown and the exit status is 1, as --help and
 //    the man page say for lost work.
 //  - 10: a port in use is said in one line, without gRPC core's status blob.
+//  - 5: `trace-level status --config FILE` needs only the socket: it works
+//    in a shell without the gateway's token the config names.
 //  - 3 (sd_notify): under a stand-in NOTIFY_SOCKET (a python3 unix
 //    datagram socket): READY=1 only once the gRPC port accepts,
 //    RELOADING=1 (with MONOTONIC_USEC) then READY=1 around a SIGHUP, a
@@ -37,88 +39,16 @@ const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
 
-const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
+const { harness, freePort, sleep } = require('./lib/spanfence');
 const { spawnSync } = require('node:child_process');
 const deps = require('./lib/deps');
-const { Engine, control } = require('./lib/engine');
+const { control } = require('./lib/engine');
+const { tcSetup } = require('./lib/tc_fixture');
 const peers = require('./lib/peers');
 const { Gateway } = require('./lib/gateway');
 const { makeExporter } = require('./lib/senders');
 
-const opts_processors = (o) => (o.processors ? 'processors:\n  batch:\n    timeout: 3s\n' : '');
-
-function config({ dir, engine, match = false, grace = '0s', extra = '', exporters = null, pipelineExtra = '' }) {
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-${opts_processors(arguments[0])}exporters:
-${exporters || `  file:
-    path: ${path.join(dir, 'out.jsonl')}`}
-extensions:
-  trace_control:
-    socket: ${path.join(dir, 'tc.sock')}
-    audit_log: ${path.join(dir, 'audit', 'trace-audit.jsonl')}
-    levels: [0, 3]
-    resting_level: 0
-    max_window: 10m
-    shutdown_timeout: 1s
-    retry_on_failure: {initial_interval: 100ms, max_interval: 300ms}
-    enforce_interval: 0s
-    grace_period: ${grace}
-${extra}    targets:
-      r1:
-        endpoint: ${engine.url}
-${match ? '        match: {service.instance.id: r1}\n' : ''}service:
-  extensions: [trace_control]
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-${pipelineExtra}      exporters: [${exporters ? exporters.match(/^  ([a-z_/]+):/m)[1] : 'file'}]
-`;
-}
-
-async function setup(h, name, opts = {}) {
-  const engine = new Engine();
-  await engine.start();
-  h.onCleanup(() => engine.stop());
-  const dir = path.join(h.dir, name);
-  fs.mkdirSync(path.join(dir, 'audit'), { recursive: true });
-  const grpcPort = opts.grpcPort || await freePort();
-  const metricsPort = await freePort();
-  const sf = h.track(new Spanfence({
-    dir: h.dir,
-    name,
-    wrap: opts.wrap ? opts.wrap(dir) : null,
-    config: config({ dir, engine, ...opts }),
-    env: { SF_GRPC_PORT: String(grpcPort), SF_METRICS_PORT: String(metricsPort), ...(opts.env || {}) },
-    grpcPort,
-    metricsPort,
-  }));
-  await sf.start();
-  await engine.waitFor(() => engine.levels.length === 1, 'the resting level set at start');
-  engine.levels.length = 0;
-  const sock = path.join(dir, 'tc.sock');
-  // in the collector's mount namespace (a wrap may mount over audit/)
-  const audit = path.join(`/proc/${sf.pid}/root`, dir, 'audit', 'trace-audit.jsonl');
-  const lines = () => (fs.existsSync(audit) ? fs.readFileSync(audit, 'utf8').split('\n').filter(Boolean) : []);
-  const records = () => lines().map((l) => JSON.parse(l)).filter((r) => r.event !== 'enforce');
-  // Resolves the records once pred(records) holds (a bounded wait).
-  const waitRecords = async (pred, what, timeoutMs = 60000) => {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const r = records();
-      if (pred(r)) return r;
-      if (Date.now() > deadline) throw new Error(`timed out waiting for audit records: ${what}\n${lines().join('\n')}`);
-      await sleep(100);
-    }
-  };
-  return { engine, dir, sf, sock, audit, lines, records, waitRecords };
-}
+const setup = tcSetup;
 
 const set = (sock, forMs = 600000, timeoutMs = 20000) =>
   control(sock, { op: 'set', target: 'r1', level: 3, for_ms: forMs, reason: 'INC-24 e2e' }, timeoutMs);
@@ -237,8 +167,7 @@ test('7: a window closed while its spans are still batched waits for them: compl
     h.onCleanup(() => gw.stop());
     const { sf, sock, waitRecords } = await setup(h, 'complete', {
       grace: '1s',
-      pipelineExtra: '      processors: [batch]\n',
-      processors: true,
+      processors: '  batch:\n    timeout: 3s',
       exporters: `  otlphttp:\n    endpoint: ${gw.url}\n    sending_queue: {queue_size: 64}`,
     });
     await sf.waitLog(/grace_period: warning: 1000ms is shorter than the timeout \(3000ms\) of processor 'batch'/,
@@ -432,5 +361,24 @@ test('3: a socket_group the collector\'s user is not in is refused at validate, 
       { encoding: 'utf8', timeout: 30000 });
     assert.equal(r.status, 1, r.stderr + r.stdout);
     assert.match(r.stderr, /sg\.yaml:11:19: extensions\.trace_control\.socket_group: the collector's user 'nobody' \(uid 65534\) is not in group 'root'/);
+  });
+});
+
+test('5: trace-level status --config needs only the socket, not the gateway\'s env vars', async () => {
+  await harness('operator_day', async (h) => {
+    const { sf, sock } = await setup(h, 'noenv', {
+      env: { GATEWAY_TOKEN: 's3cret' },
+      exporters: '  otlphttp:\n    endpoint: http://127.0.0.1:9\n    headers: {Authorization: "Bearer ${env:GATEWAY_TOKEN}"}',
+    });
+    assert.equal((await set(sock)).ok, true);
+    const env = { ...process.env };
+    delete env.GATEWAY_TOKEN;
+    delete env.SF_GRPC_PORT;
+    delete env.SF_METRICS_PORT;
+    const r = spawnSync(deps.spanfenceBin(), ['trace-level', 'status', '--config', sf.configPath],
+      { encoding: 'utf8', env, timeout: 30000 });
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /r1: level 3 .*window at level 3/);
+    assert.equal(r.stderr, '');
   });
 });

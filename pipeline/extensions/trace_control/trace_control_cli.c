@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <json-c/json.h>
+#include <yaml.h>
 
 #include "trace_control.h"
 #include "sf_config.h"
@@ -294,6 +295,63 @@ static int ask(const tl_args *a, const char *socket_path)
     return rc;
 }
 
+/* A mapping's value for `key` (exact, or `key/...` when prefix), or NULL. */
+static yaml_node_t *yaml_get(yaml_document_t *doc, yaml_node_t *map, const char *key, bool prefix)
+{
+    size_t kl = strlen(key);
+
+    if (map == NULL || map->type != YAML_MAPPING_NODE)
+        return NULL;
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = yaml_document_get_node(doc, p->key);
+        const char *t;
+
+        if (k == NULL || k->type != YAML_SCALAR_NODE)
+            continue;
+        t = (const char *)k->data.scalar.value;
+        if (strcmp(t, key) == 0 || (prefix && strncmp(t, key, kl) == 0 && t[kl] == '/'))
+            return yaml_document_get_node(doc, p->value);
+    }
+    return NULL;
+}
+
+/* extensions.trace_control[/name].socket of the config file, read with
+ * libyaml alone: the control verbs need only the socket, not the rest of
+ * the config (whose ${env:...} values, such as the gateway's token, the
+ * operator's shell does not have). NULL when it is not there as a plain
+ * path; the caller then loads the whole config. */
+static char *socket_of_file(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    yaml_node_t *sock;
+    char *out = NULL;
+
+    if (f == NULL)
+        return NULL;
+    if (!yaml_parser_initialize(&parser)) {
+        fclose(f);
+        return NULL;
+    }
+    yaml_parser_set_input_file(&parser, f);
+    if (yaml_parser_load(&parser, &doc)) {
+        sock = yaml_get(&doc, yaml_get(&doc, yaml_get(&doc, yaml_document_get_root_node(&doc),
+                                                      "extensions", false),
+                                       "trace_control", true),
+                        "socket", false);
+        if (sock != NULL && sock->type == YAML_SCALAR_NODE &&
+            ((const char *)sock->data.scalar.value)[0] == '/' &&
+            strstr((const char *)sock->data.scalar.value, "${") == NULL)
+            out = sf_strdup((const char *)sock->data.scalar.value);
+        yaml_document_delete(&doc);
+    }
+    yaml_parser_delete(&parser);
+    fclose(f);
+    return out;
+}
+
 int sf_cli_trace_level(int argc, char **argv)
 {
     tl_args a = { 0 };
@@ -303,6 +361,15 @@ int sf_cli_trace_level(int argc, char **argv)
 
     if (rc >= 0)
         return rc;
+    if (a.config != NULL && !a.direct) {
+        char *sock = socket_of_file(a.config);
+
+        if (sock != NULL) {
+            rc = ask(&a, sock);
+            sf_free(sock);
+            return rc;
+        }
+    }
     if (a.config != NULL) {
         rc = load_tc(a.config, &cfg, &tc);
         if (rc != TL_OK)
