@@ -23,6 +23,9 @@
 //  - 10: a port in use is said in one line, without gRPC core's status blob.
 //  - 5: `trace-level status --config FILE` needs only the socket: it works
 //    in a shell without the gateway's token the config names.
+//  - 6: `trace-level status` gives an open window's own live counts (and
+//    its engine's, by match), which move while spans arrive, and after the
+//    window what its close said.
 //  - 3 (sd_notify): under a stand-in NOTIFY_SOCKET (a python3 unix
 //    datagram socket): READY=1 only once the gRPC port accepts,
 //    RELOADING=1 (with MONOTONIC_USEC) then READY=1 around a SIGHUP, a
@@ -380,5 +383,34 @@ test('5: trace-level status --config needs only the socket, not the gateway\'s e
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /r1: level 3 .*window at level 3/);
     assert.equal(r.stderr, '');
+  });
+});
+
+test('6: status shows an open window\'s own counts moving while spans arrive, then how it closed', async () => {
+  await harness('operator_day', async (h) => {
+    const { sf, sock } = await setup(h, 'counts', { match: true });
+    assert.equal((await set(sock)).ok, true);
+    const exporter = () => makeExporter('grpc', { grpcPort: sf.grpcPort, compression: 'none' });
+    const win = async (pred, what) => {
+      const deadline = Date.now() + 30000;
+      for (;;) {
+        const st = await control(sock, { op: 'status' });
+        const w = st.windows.find((x) => x.target === 'r1');
+        if (w && pred(w)) return { st, w };
+        if (Date.now() > deadline) throw new Error(`status never showed ${what}: ${JSON.stringify(st)}`);
+        await sleep(100);
+      }
+    };
+    await peers.sendSpansThrough(exporter(), { n: 5, resource: { 'service.instance.id': 'r1' } });
+    let { st, w } = await win((x) => x.accepted_from_target === 5, '5 spans from r1');
+    assert.equal(w.accepted, 5);
+    assert.match(st.message, /since it opened: 5 spans accepted, \d+ exported, 0 lost, 5 from the target \(0 refused\)/);
+    await peers.sendSpansThrough(exporter(), { n: 7, resource: { 'service.instance.id': 'r1' } });
+    await peers.sendSpansThrough(exporter(), { n: 3, resource: { 'service.instance.id': 'r9' } });
+    ({ w } = await win((x) => x.accepted === 15, '15 spans accepted'));
+    assert.equal(w.accepted_from_target, 12);
+    assert.equal((await control(sock, { op: 'reset', target: 'r1' })).ok, true);
+    const after = await control(sock, { op: 'status' });
+    assert.match(after.message, /r1: level 0 .*last window 'r1-\d+' closed \(reset\): 15 spans accepted/);
   });
 });

@@ -586,6 +586,7 @@ static void tc_resume(sf_component *self, void *parcel)
         atomic_store(&w->level_set_wall, atomic_load(&o->level_set_wall));
         w->recorded = o->recorded;
         memcpy(w->last_error, o->last_error, sizeof(w->last_error));
+        memcpy(w->last_close, o->last_close, sizeof(w->last_close));
         w->last_status = o->last_status;
         if (o->state == TC_IDLE && !o->closing && o->marker == NULL)
             continue;

@@ -61,6 +61,7 @@ typedef struct tc_window {
     int64_t close_due_mono, ended_wall, grace_ms;
     char cause[16];
     char note[512];                 /* why it ended early, or why the set failed */
+    char last_close[768];           /* the last closed window, for status */
     /* grace period over, spans accepted by then still leaving: the counts
      * taken then, and how long the closing record waits for them */
     bool draining;

@@ -218,15 +218,23 @@ static void op_status(tc_ctx *x, reply *r)
         const char *state = w->state == TC_OPEN ? "open" : w->state == TC_RESETTING
                             ? "resetting" : "failed";
 
+        tc_counts c;
+
         if (w->state == TC_IDLE)
             continue;
+        sf_tc_window_counts(x, w, &c);
         sf_json_escape(w->reason, esc, sizeof(esc));
         sf_time_format_utc(w->end_wall, until, sizeof(until));
         sf_tc_add(r->buf, sizeof(r->buf), &r->len,
             "%s{\"target\":\"%s\",\"state\":\"%s\",\"level\":%" PRId64 ",\"uid\":%u,"
-            "\"window\":\"%s\",\"planned_end\":\"%s\",\"left_ms\":%" PRId64 ",\"reason\":\"%s\"}",
+            "\"window\":\"%s\",\"planned_end\":\"%s\",\"left_ms\":%" PRId64 ",\"reason\":\"%s\","
+            "\"accepted\":%" PRIu64 ",\"exported\":%" PRIu64 ",\"lost\":%" PRIu64,
             n ? "," : "", w->target->id, state, w->level, w->uid, w->id, until,
-            w->state == TC_OPEN ? w->end_mono - now : 0, esc);
+            w->state == TC_OPEN ? w->end_mono - now : 0, esc, c.accepted, c.exported, c.lost);
+        if (w->target->match.n > 0)
+            sf_tc_add(r->buf, sizeof(r->buf), &r->len, ",\"accepted_from_target\":%" PRIu64
+                      ",\"refused_from_target\":%" PRIu64, c.from_target[0], c.from_target[1]);
+        sf_tc_add(r->buf, sizeof(r->buf), &r->len, "}");
         n++;
     }
     sf_tc_add(r->buf, sizeof(r->buf), &r->len, "],\"targets\":[");
@@ -253,10 +261,17 @@ static void op_status(tc_ctx *x, reply *r)
         else
             sf_tc_add(text, sizeof(text), &tl, "%s: level not known", w->target->id);
         if (w->state == TC_OPEN) {
+            tc_counts c;
+
+            sf_tc_window_counts(x, w, &c);
             sf_tc_format_left(w->end_mono - now, left, sizeof(left));
             sf_time_format_utc(w->end_wall, until, sizeof(until));
             sf_tc_add(text, sizeof(text), &tl, "; window at level %" PRId64 ", %s left (until %s), "
-                "uid %u", w->level, left, until, w->uid);
+                "uid %u; since it opened: %" PRIu64 " spans accepted, %" PRIu64 " exported, %"
+                PRIu64 " lost", w->level, left, until, w->uid, c.accepted, c.exported, c.lost);
+            if (w->target->match.n > 0)
+                sf_tc_add(text, sizeof(text), &tl, ", %" PRIu64 " from the target (%" PRIu64
+                          " refused)", c.from_target[0], c.from_target[1]);
         } else if (w->state == TC_RESETTING) {
             sf_tc_add(text, sizeof(text), &tl, "; window closed, reset to level %" PRId64 " pending "
                 "(%u attempts%s%s)", x->cfg->resting_level, w->attempts,
@@ -267,6 +282,8 @@ static void op_status(tc_ctx *x, reply *r)
                 x->cfg->resting_level, w->last_error, w->target->id);
         } else if (w->last_error[0]) {
             sf_tc_add(text, sizeof(text), &tl, "; resting level not taken: %s", w->last_error);
+        } else if (w->last_close[0]) {
+            sf_tc_add(text, sizeof(text), &tl, "; %s", w->last_close);
         }
         if (w->closing) {
             sf_tc_format_left(w->close_due_mono - now, left, sizeof(left));

@@ -450,5 +450,10 @@ sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status)
     }
     sf_info("trace_control: window '%s' on target '%s' closed (%s; capture %s)", w->id,
             w->target->id, w->cause, !recovered && complete(w, &c) ? "complete" : "NOT complete");
+    snprintf(w->last_close, sizeof(w->last_close), "last window '%s' closed (%s%s%s): %" PRIu64
+             " spans accepted, %" PRIu64 " exported, %" PRIu64 " lost, %" PRIu64 " queued; "
+             "capture %s", w->id, w->cause, w->note[0] ? ": " : "", w->note, c.accepted,
+             c.exported, c.lost, queued,
+             !recovered && complete(w, &c) ? "complete" : "NOT complete");
     return sf_tc_audit_record(x, rec);
 }
