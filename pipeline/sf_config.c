@@ -12,9 +12,11 @@
 #include "internal/sf_core.h"
 #include "sf_dynbuf.h"
 #include "sf_net.h"
+#include "sf_sender.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -949,6 +951,49 @@ static void check_foreign(loader *l)
     }
 }
 
+/* A window's closing record counts what was exported by the end of its
+ * grace period: a batch processor that holds spans longer makes every
+ * window with spans in its last moments wait for them (trace_control waits,
+ * bounded) or close incomplete. Said at validate, once per pair. */
+static void check_window_grace(loader *l)
+{
+    for (size_t e = 0; e < l->cfg->n_extensions; e++) {
+        const sf_config_component *x = l->cfg->extensions[e];
+        sf_windows_desc wd = { 0 };
+
+        if (x->type == NULL || x->type->describe_windows == NULL || x->config == NULL ||
+            !x->type->describe_windows(x->config, &wd) || wd.grace_key == NULL)
+            continue;
+        for (size_t p = 0; p < l->cfg->n_pipelines; p++) {
+            const sf_config_pipeline *pl = &l->cfg->pipelines[p];
+
+            if (pl->signal != SF_SIGNAL_TRACES)
+                continue;
+            for (size_t i = 0; i < pl->n_processors; i++) {
+                const sf_config_component *pr = pl->processors[i];
+                const sf_node *at;
+                sf_batching b = { 0 };
+
+                if (pr->type == NULL || pr->type->describe_batching == NULL ||
+                    pr->config == NULL || !pr->type->describe_batching(pr->config, &b) ||
+                    b.timeout_ms <= wd.grace)
+                    continue;
+                l->ctx.path = sf_cfg_path_join(&l->ctx, "extensions", x->id);
+                if (l->ctx.path == NULL)
+                    return;
+                at = sf_node_get(sf_node_get(sf_node_get(l->root, "extensions"), x->id),
+                                 wd.grace_key);
+                sf_cfg_warn(&l->ctx, at ? at : x->node, wd.grace_key,
+                            "%" PRId64 "ms is shorter than the timeout (%" PRId64 "ms) of "
+                            "processor '%s' in pipeline '%s': a window's last spans may still be "
+                            "batched when its grace period ends (its close then waits for them, "
+                            "or reports them as 'queued')", wd.grace, b.timeout_ms, pr->id,
+                            pl->id);
+            }
+        }
+    }
+}
+
 static size_t map_size(const sf_node *n)
 {
     return n && n->kind == SF_NODE_MAP ? n->n : 0;
@@ -987,6 +1032,7 @@ static sf_status load_tree(loader *l)
     if (load_service(l, top.service) == SF_ENOMEM)
         return SF_ENOMEM;
     check_foreign(l);
+    check_window_grace(l);
     /* without pipelines every component is unused: that says nothing new */
     if (map_size(sf_node_get(top.service, "pipelines")) > 0)
         warn_unused(l);

@@ -146,6 +146,8 @@ typedef struct sf_windows_desc {
     const char *ends_on_loss_key;   /* "auto_revert.enabled" */
     int64_t rest_interval;          /* ms between rounds setting idle engines to rest; 0: none */
     const char *rest_interval_key;  /* "enforce_interval" */
+    int64_t grace;                  /* ms a window's spans are still counted after its end */
+    const char *grace_key;          /* "grace_period" */
 } sf_windows_desc;
 
 /* ---- metrics of a type --------------------------------------------------- */

@@ -2,10 +2,14 @@
 #include "sf_net.h"
 #include "sf_log.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 sf_status sf_net_split(const char *endpoint, char *host, size_t host_size, uint16_t *port)
 {
@@ -94,12 +98,39 @@ sf_status sf_net_resolve(const char *endpoint, struct sockaddr_storage *addr, so
     return SF_OK;
 }
 
+const char *sf_net_bind_problem(const char *endpoint, char *buf, size_t size)
+{
+    struct sockaddr_storage addr;
+    socklen_t alen;
+    int fd, one = 1, err = 0;
+
+    if (sf_net_resolve(endpoint, &addr, &alen) != SF_OK) {
+        snprintf(buf, size, "does not resolve");
+        return buf;
+    }
+    fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return NULL;            /* let the server say */
+    /* as the servers do: a port in TIME_WAIT is free */
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr *)&addr, alen) != 0)
+        err = errno;
+    close(fd);
+    if (err == 0)
+        return NULL;
+    snprintf(buf, size, "%s", err == EADDRINUSE ? "address already in use" : strerror(err));
+    for (char *p = buf; *p; p++)    /* lowercase, as config errors are */
+        *p = (char)tolower((unsigned char)*p);
+    return buf;
+}
+
 sf_status sf_net_http_listen(const char *what, const char *endpoint,
                              MHD_AccessHandlerCallback handler, void *cls,
                              struct MHD_Daemon **out)
 {
     struct sockaddr_storage addr;
     socklen_t alen;
+    char why[128];
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_INTERNAL_THREAD;
 
     *out = NULL;
@@ -109,6 +140,10 @@ sf_status sf_net_http_listen(const char *what, const char *endpoint,
     }
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    if (sf_net_bind_problem(endpoint, why, sizeof(why)) != NULL) {
+        sf_error("%s: cannot listen on '%s': %s", what, endpoint, why);
+        return SF_IO;
+    }
     *out = MHD_start_daemon(flags, 0, NULL, NULL, handler, cls,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)16,

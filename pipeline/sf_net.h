@@ -21,6 +21,12 @@ const char *sf_net_endpoint_problem(const char *endpoint, char *buf, size_t size
  * SF_INVALID when malformed or unresolvable. */
 sf_status sf_net_resolve(const char *endpoint, struct sockaddr_storage *addr, socklen_t *len);
 
+/* Why a TCP listener cannot bind `endpoint` now ("address already in use",
+ * "cannot assign requested address", "does not resolve"), in buf, or NULL
+ * when a bind works: asked before a server library that reports the
+ * failure at length (gRPC core's status blob) or not at all. */
+const char *sf_net_bind_problem(const char *endpoint, char *buf, size_t size);
+
 /* A small HTTP endpoint of the collector's own (/metrics, health_check):
  * libmicrohttpd on its own polling thread, at most 16 connections idle at
  * most 10 s, answering with `handler` and `cls`. `what` names it in the

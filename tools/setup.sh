@@ -12,12 +12,13 @@ pkgs=(build-essential cmake pkg-config
       libprotobuf-c-dev protobuf-c-compiler
       libgrpc-dev
       libyaml-dev zlib1g-dev libdeflate-dev libzstd-dev libcmocka-dev libjson-c-dev
-      libcurl4-openssl-dev libmicrohttpd-dev libpcre2-dev
+      libcurl4-openssl-dev libmicrohttpd-dev libpcre2-dev libsystemd-dev
       # the transform processor's pseudonyms (HMAC-SHA256)
       libssl-dev
       valgrind curl zstd
-      # the TLS test's certificates, the install check (man page lint, unit verify)
-      openssl groff-base systemd
+      # the TLS test's certificates, the install check (man page lint, unit verify),
+      # tools/build_deb.sh (cpack -G DEB needs dpkg-shlibdeps)
+      openssl groff-base systemd dpkg-dev
       # the independent decoder of the privacy differential test, and load tools
       python3 python3-protobuf python3-grpcio protobuf-compiler nghttp2-client)
 # clang and its libFuzzer/sanitizer runtimes, only for tools/fuzz.sh (about

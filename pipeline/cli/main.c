@@ -12,11 +12,16 @@
  * (core dump on request) and the ones that cannot be caught. */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <systemd/sd-daemon.h>
 
 #include "internal/sf_core.h"
 #include "sf_config.h"
@@ -77,7 +82,8 @@ static void usage(FILE *f)
           "exit status: 0 ok (validate: valid, and holds the policy); 1 the config is\n"
           "not valid (every problem on stderr as FILE:LINE:COL: key: message, every\n"
           "policy violation as FILE:LINE:COL: policy: subject: message), could not\n"
-          "start, or work was lost at shutdown; 2 usage errors.\n",
+          "start, or work was lost at shutdown (accepted spans dropped when the drain\n"
+          "time ran out, audit records not written); 2 usage errors.\n",
           f);
 }
 
@@ -399,6 +405,61 @@ static void log_totals(const sf_service *svc)
  * start (a port taken), the previous config is built and started again
  * with the same handover. False only when neither runs: the collector
  * must exit. */
+/* ---- systemd (sd_notify; nothing happens without NOTIFY_SOCKET) --------------
+ * READY=1 once sf_service_start returned (every receiver listens), RELOADING=1
+ * with MONOTONIC_USEC (systemd 253's Type=notify-reload wants it; 252 reads
+ * RELOADING=1 alone) then READY=1 around a reload, STOPPING=1 at shutdown,
+ * STATUS= every STATUS_EVERY_S with the last minute's span counts, and
+ * WATCHDOG=1 from the loop that also serves reloads and signals: a loop
+ * stuck in a reload or a shutdown stops pinging. */
+#define STATUS_EVERY_S 10
+#define STATUS_SAMPLES 7            /* a minute of STATUS_EVERY_S samples, and now */
+
+typedef struct minute {
+    sf_totals s[STATUS_SAMPLES];
+    size_t n, next;
+} minute;
+
+static uint64_t sum_reasons(const uint64_t *v)
+{
+    uint64_t n = 0;
+
+    for (int r = 0; r < SF_REASON_COUNT; r++)
+        n += v[r];
+    return n;
+}
+
+static uint64_t lost_of(const sf_totals *t)
+{
+    return sum_reasons(t->refused) + sum_reasons(t->dropped) + sum_reasons(t->send_failed);
+}
+
+/* STATUS=: spans accepted, exported and lost in the last minute. */
+static void notify_status(const sf_service *svc, minute *m, const char *note)
+{
+    sf_totals now, *old;
+
+    sf_service_totals(svc, &now);
+    m->s[m->next] = now;
+    m->next = (m->next + 1) % STATUS_SAMPLES;
+    if (m->n < STATUS_SAMPLES)
+        m->n++;
+    old = &m->s[m->n < STATUS_SAMPLES ? 0 : m->next];
+    sd_notifyf(0, "STATUS=%s%slast minute: %" PRIu64 " spans accepted, %" PRIu64 " exported, %"
+               PRIu64 " lost; since start: %" PRIu64 " accepted, %" PRIu64 " lost",
+               note ? note : "", note ? "; " : "", now.accepted - old->accepted,
+               now.exported - old->exported, lost_of(&now) - lost_of(old), now.accepted,
+               lost_of(&now));
+}
+
+static uint64_t monotonic_usec(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
 {
     sf_config *ncfg;
@@ -408,9 +469,13 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
     bool ok = false;
 
     sf_info("received SIGHUP: reloading %s", c->name);
+    sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64 "\nSTATUS=reloading %s",
+               monotonic_usec(), c->name);
     if (load(c, &ncfg, &nsvc) != EXIT_OK) {
         sf_error("reload: %s is not valid (see above); still running the previous "
                  "configuration", c->name);
+        sd_notifyf(0, "READY=1\nSTATUS=reload refused: %s is not valid; running the previous "
+                   "configuration", c->name);
         return true;
     }
     if (sf_service_stop_for_reload(*svc, nsvc, &h) != SF_OK) {
@@ -428,6 +493,7 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
         *svc = nsvc;
         *cfg = ncfg;
         sf_info("reloaded: running with %s", c->name);
+        sd_notifyf(0, "READY=1\nSTATUS=reloaded: running with %s", c->name);
         return true;
     }
     sf_error("reload: the new configuration could not start; starting the previous one again");
@@ -451,6 +517,8 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
     }
     sf_service_destroy(*svc);
     *svc = again;
+    sd_notifyf(0, "READY=1\nSTATUS=reload refused: the new configuration could not start; "
+               "running the previous one");
     sf_info("running with the previous configuration of %s", c->name);
     return true;
 }
@@ -464,6 +532,10 @@ static int run(cli *cp, int argc, char **argv)
     const sf_cli_verb *verb;
     char what[512];
     size_t lost;
+    sf_totals before, after;
+    uint64_t shut, watchdog_usec = 0;
+    static minute status;
+    long every_s = STATUS_EVERY_S;
     int rc, sig;
 
     if (argc > 1 && (verb = sf_registry_find_verb(argv[1])) != NULL)
@@ -528,9 +600,23 @@ static int run(cli *cp, int argc, char **argv)
         return EXIT_INVALID;
     }
     sf_info("spanfence %s running with %s", SF_VERSION, c.name);
+    sd_notifyf(0, "READY=1\nMAINPID=%ld\nSTATUS=running with %s", (long)getpid(), c.name);
+    /* ping at half the watchdog's interval (whole seconds, at least 1) */
+    if (sd_watchdog_enabled(0, &watchdog_usec) > 0 &&
+        (long)(watchdog_usec / 2000000u) < every_s)
+        every_s = watchdog_usec / 2000000u > 0 ? (long)(watchdog_usec / 2000000u) : 1;
 
     for (;;) {
-        if (sigwait(&sigs, &sig) != 0)
+        struct timespec wait = { .tv_sec = every_s };
+
+        sig = sigtimedwait(&sigs, NULL, &wait);
+        if (sig < 0 && (errno == EAGAIN || errno == EINTR)) {
+            if (watchdog_usec > 0)
+                sd_notify(0, "WATCHDOG=1");
+            notify_status(svc, &status, NULL);
+            continue;
+        }
+        if (sig < 0)
             sig = SIGTERM;
         if (sig == SIGINT || sig == SIGTERM)
             break;
@@ -547,12 +633,24 @@ static int run(cli *cp, int argc, char **argv)
 
     sf_info("received %s: stopping receivers, draining exporters",
             sig == SIGINT ? "SIGINT" : "SIGTERM");
+    sd_notify(0, "STOPPING=1\nSTATUS=stopping: draining the exporters");
+    sf_service_totals(svc, &before);
     sf_service_shutdown(svc);
+    sf_service_totals(svc, &after);
     lost = sf_service_lost(svc, what, sizeof(what));
     sf_service_destroy(svc);
     sf_config_destroy(cfg);
+    /* Spans the receivers acknowledged but the exporters could not send
+     * before their drain time ran out are lost work too. */
+    shut = after.send_failed[SF_REASON_SHUTDOWN] - before.send_failed[SF_REASON_SHUTDOWN];
+    if (shut > 0) {
+        sf_error("stopped, but %" PRIu64 " accepted span%s could not be exported before the "
+                 "drain time ran out (dropped at shutdown)", shut, shut == 1 ? "" : "s");
+        lost += (size_t)shut;
+    }
     if (lost > 0) {
-        sf_error("stopped, but %s", what);
+        if (what[0] != '\0')
+            sf_error("stopped, but %s", what);
         return EXIT_INVALID;
     }
     sf_info("stopped");

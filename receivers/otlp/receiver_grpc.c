@@ -44,6 +44,7 @@
 #include "otlp_answer.h"
 #include "sf_dynbuf.h"
 #include "sf_grpc.h"
+#include "sf_net.h"
 #include "sf_otlp_count.h"
 #include "sf_time.h"
 
@@ -510,6 +511,7 @@ sf_status sf_receiver_grpc_start(sf_receiver_grpc *srv)
     grpc_arg args[16];
     grpc_channel_args cargs = { .num_args = 0, .args = args };
     grpc_server_credentials *creds;
+    char why[128];
     size_t soft, hard, quota;
     int port;
 
@@ -568,6 +570,13 @@ sf_status sf_receiver_grpc_start(sf_receiver_grpc *srv)
         w->arena = sf_arena_create(ARENA_CHUNK, srv->max_msg * 16 + ARENA_CHUNK);
         if (w->arena == NULL)
             return SF_ENOMEM;       /* shutdown() cleans up what exists */
+    }
+    /* gRPC core reports a port in use with a long status blob: say it in
+     * one line first */
+    if (sf_net_bind_problem(srv->cfg->endpoint, why, sizeof(why)) != NULL) {
+        sf_error("receiver '%s': cannot listen for OTLP/gRPC on '%s': %s",
+                 sf_component_id(srv->self), srv->cfg->endpoint, why);
+        return SF_IO;
     }
     creds = grpc_insecure_server_credentials_create();
     port = grpc_server_add_http2_port(srv->server, srv->cfg->endpoint, creds);

@@ -1123,8 +1123,12 @@ sf_status sf_receiver_http_start(sf_receiver_http *srv)
                                    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
                                    MHD_OPTION_END);
     if (srv->daemon == NULL) {
-        sf_error("receiver '%s': cannot listen for OTLP/HTTP on '%s' (address in use or invalid)",
-                 sf_component_id(srv->self), srv->cfg->endpoint);
+        char why[128];
+
+        sf_error("receiver '%s': cannot listen for OTLP/HTTP on '%s': %s",
+                 sf_component_id(srv->self), srv->cfg->endpoint,
+                 sf_net_bind_problem(srv->cfg->endpoint, why, sizeof(why)) ? why
+                 : "address in use or invalid");
         return SF_IO;
     }
     if (pthread_create(&srv->reaper, NULL, reaper_main, srv) != 0) {

@@ -243,7 +243,7 @@ static void test_components_and_version(void **state)
  * started from (here: the source tree, which has configs/default.yaml). */
 static void test_default_config(void **state)
 {
-    FILE *f = fopen("/etc/spanfence/config.yaml", "r");
+    FILE *f = fopen(SF_DEFAULT_CONFIG, "r");
     run r;
 
     (void)state;
@@ -253,7 +253,7 @@ static void test_default_config(void **state)
     }
     spanfence(&r, "");
     assert_int_equal(r.code, 1);
-    assert_non_null(strstr(r.out, "/etc/spanfence/config.yaml: cannot read the file: no such "
+    assert_non_null(strstr(r.out, SF_DEFAULT_CONFIG ": cannot read the file: no such "
                                   "file or directory\n"));
 }
 

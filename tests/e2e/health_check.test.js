@@ -151,7 +151,9 @@ test('health_check: 503 while starting, reloading and shutting down, 200 while r
     const down = await waitHealth(ports.SF_HEALTH_PORT, 503, 'while shutting down');
     assert.equal(JSON.parse(down.body).status, 'Server not available');
     const res = await sf.exited;
-    assert.deepEqual(res, { code: 0, signal: null });
+    // the span accepted and never sent is lost work: exit 1, said (issue 24, 9)
+    assert.deepEqual(res, { code: 1, signal: null });
+    assert.match(sf.stderr(), /stopped, but 1 accepted span could not be exported/);
     assert.equal(await health(ports.SF_HEALTH_PORT), null, 'the endpoint is closed after exit');
   });
 });

@@ -22,69 +22,10 @@ const path = require('node:path');
 
 const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
 const { Engine, control } = require('./lib/engine');
+const { tcConfig, tcSetup } = require('./lib/tc_fixture');
 
-function config({ dir, engine, extraTarget = null, grace = '0s' }) {
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-exporters:
-  file:
-    path: ${path.join(dir, 'out.jsonl')}
-extensions:
-  trace_control:
-    socket: ${path.join(dir, 'tc.sock')}
-    audit_log: ${path.join(dir, 'audit', 'trace-audit.jsonl')}
-    levels: [0, 3]
-    resting_level: 0
-    max_window: 10m
-    shutdown_timeout: 1s
-    retry_on_failure: {initial_interval: 100ms, max_interval: 300ms}
-    enforce_interval: 0s
-    grace_period: ${grace}
-    targets:
-      r1:
-        endpoint: ${engine.url}
-${extraTarget ? `      r2:
-        endpoint: ${extraTarget.url}
-` : ''}service:
-  extensions: [trace_control]
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [file]
-`;
-}
-
-async function setup(h, name, opts = {}) {
-  const engine = new Engine();
-  await engine.start();
-  h.onCleanup(() => engine.stop());
-  const dir = path.join(h.dir, name);
-  fs.mkdirSync(path.join(dir, 'audit'), { recursive: true });
-  const grpcPort = await freePort();
-  const metricsPort = await freePort();
-  const sf = h.track(new Spanfence({
-    dir: h.dir,
-    name,
-    config: config({ dir, engine, ...opts }),
-    env: { SF_GRPC_PORT: String(grpcPort), SF_METRICS_PORT: String(metricsPort) },
-    grpcPort,
-    metricsPort,
-  }));
-  await sf.start();
-  await atRest(engine);
-  const sock = path.join(dir, 'tc.sock');
-  const audit = path.join(dir, 'audit', 'trace-audit.jsonl');
-  // the window records; the resting level set at start ("enforce") apart
-  const records = () => fs.readFileSync(audit, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
-    .filter((r) => r.event !== 'enforce');
-  return { engine, dir, sf, sock, audit, records };
-}
+const config = tcConfig;
+const setup = tcSetup;
 
 // At start the collector sets the engine (at SGLang's default 3) to the
 // resting level: wait for it, then forget it.

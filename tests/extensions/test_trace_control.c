@@ -283,6 +283,11 @@ static void read_audit(fx *f, records *r)
             r->enforce++;
             continue;
         }
+        /* spans from a resting target (posted between windows): how soon
+         * the control thread sees it rest is not the point here (e2e
+         * operator_day '8' is) */
+        if (strstr(r->line[r->n], "{\"event\":\"out_of_band\",") == r->line[r->n])
+            continue;
         r->n++;
     }
     fclose(in);
@@ -397,7 +402,11 @@ static void test_reset_and_status(void **state)
     assert_field(r.line[1], "cause", "reset");
     assert_true(ask(f, "{\"op\":\"status\"}", msg, sizeof(msg)));
     assert_non_null(strstr(msg, "r1: level 0 (set "));
-    assert_null(strstr(msg, "window"));
+    /* no open window; what the last one's close said (issue 24, 6) */
+    assert_null(strstr(msg, "window at level"));
+    assert_null(strstr(msg, "left (until"));
+    assert_non_null(strstr(msg, "; last window 'r1-"));
+    assert_non_null(strstr(msg, "' closed (reset): "));
 }
 
 static void test_refused(void **state)
@@ -986,10 +995,42 @@ static void test_json_reader(void **state)
     assert_false(sf_tc_json_valid("[1]", 3));
 }
 
+/* The audit log is never written through a symbolic link (O_NOFOLLOW),
+ * and a line a crash left cut short gets a newline before the next record,
+ * so that record is a line of its own. */
+static void test_audit_append_nofollow_fresh_line(void **state)
+{
+    char dir[] = "/tmp/sf_tc_audit_XXXXXX", real[128], link[128], buf[256];
+    FILE *f;
+    size_t n;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(real, sizeof(real), "%s/real.jsonl", dir);
+    snprintf(link, sizeof(link), "%s/audit.jsonl", dir);
+    f = fopen(real, "w");
+    assert_non_null(f);
+    fputs("{\"event\":\"cut", f);          /* a record a crash cut short */
+    fclose(f);
+    assert_int_equal(symlink(real, link), 0);
+    assert_int_equal(sf_tc_audit_append(link, "{\"event\":\"x\"}"), SF_IO);
+    assert_int_equal(sf_tc_audit_append(real, "{\"event\":\"y\"}"), SF_OK);
+    f = fopen(real, "r");
+    assert_non_null(f);
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    assert_string_equal(buf, "{\"event\":\"cut\n{\"event\":\"y\"}\n");
+    unlink(link);
+    unlink(real);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_reader),
+        cmocka_unit_test(test_audit_append_nofollow_fresh_line),
         cmocka_unit_test_setup_teardown(test_window_opens_and_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset_and_status, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused, setup, teardown),

@@ -187,7 +187,7 @@ static void test_shipped_configs(void **state)
     setenv("SPANFENCE_GATEWAY_ENDPOINT", "https://gateway.example", 1);
     setenv("SPANFENCE_GATEWAY_TOKEN", "t0ken", 1);
     setenv("SPANFENCE_PSEUDONYM_KEY", "pseudonym-key-for-the-tests", 1);
-    check_shipped(SF_SOURCE_DIR "/configs/default.yaml", "file/local");
+    check_shipped(SF_SOURCE_DIR "/configs/default.yaml", "debug");
     check_shipped(SF_SOURCE_DIR "/configs/cvm.yaml", "otlphttp/gateway");
     unsetenv("SPANFENCE_GATEWAY_TOKEN");
     {

@@ -109,8 +109,22 @@ sf_status sf_tc_check_set(const sf_tc_config *c, const char *target, int64_t lev
                           int64_t for_ms, char *err, size_t err_size);
 
 /* Append one record (a JSON object, no newline) to the audit log `path`
- * (created 0600), then fsync. SF_IO on failure. */
+ * (created 0600, never through a symbolic link), then fsync. SF_IO on
+ * failure, with nothing of the record left in the file (a short write is
+ * cut off again): every line of the log is one whole record. */
 sf_status sf_tc_audit_append(const char *path, const char *record);
+
+/* Audit records are built with json-c (which escapes every string):
+ * {"event":E,"window":W,"target":T} (no "window" when W is NULL), or NULL
+ * when out of memory; members are added with json_object_object_add. */
+struct json_object;
+struct json_object *sf_tc_record_new(const char *event, const char *window, const char *target);
+/* "key":"2026-01-02T03:04:05.678Z" */
+void sf_tc_record_time(struct json_object *rec, const char *key, int64_t epoch_ms);
+/* ,"status":N (when N != 0),"error":"..." of an engine's answer */
+void sf_tc_record_answer(struct json_object *rec, long status, const char *detail);
+/* The record as one line of text (sf_malloc'd), or NULL; puts rec either way. */
+char *sf_tc_record_text(struct json_object *rec);
 
 /* What an engine said to one request. */
 typedef struct sf_tc_answer {

@@ -10,6 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+#include <yaml.h>
+
 #include "trace_control.h"
 #include "sf_config.h"
 #include "sf_log.h"
@@ -168,15 +171,25 @@ static int load_tc(const char *path, sf_config **cfg, const sf_tc_config **tc)
  * before the engine is asked: fail closed), then the engine, then the
  * outcome as its own record: applied, refused (the engine answered, with
  * its status) or failed (no answer: the level is not known). */
+/* Write one record built with json-c; false when it is not in the log. */
+static bool direct_record(const sf_tc_config *tc, json_object *o)
+{
+    char *rec = sf_tc_record_text(o);
+    bool ok = rec != NULL && sf_tc_audit_append(tc->audit_log, rec) == SF_OK;
+
+    sf_free(rec);
+    return ok;
+}
+
 static int direct(const tl_args *a, const sf_tc_config *tc)
 {
     const sf_tc_target *t = sf_tc_find_target(tc, a->target);
     bool set = strcmp(a->cmd, "set") == 0;
     int64_t level = set ? a->level : tc->resting_level;
     int64_t start = 0, end;
-    char err[512], rec[8192], reason[SF_TC_MAX_REASON * 6 + 1] = "", t0[32], t1[32], id[128];
-    char detail[sizeof(((sf_tc_answer *)0)->detail) * 6 + 1];
+    char err[512], id[128];
     sf_tc_answer ans;
+    json_object *o;
     sf_status st;
     const char *outcome;
 
@@ -190,47 +203,48 @@ static int direct(const tl_args *a, const sf_tc_config *tc)
     }
     start = sf_wall_ms();
     end = start + (set ? a->for_ms : 0);
-    sf_time_format_utc(start, t0, sizeof(t0));
-    sf_time_format_utc(end, t1, sizeof(t1));
     snprintf(id, sizeof(id), "%s-%" PRId64, t->id, start);
-    if (a->reason)
-        sf_json_escape(a->reason, reason, sizeof(reason));
-    snprintf(rec, sizeof(rec),
-             "{\"event\":\"%s\",\"window\":\"%s\",\"target\":\"%s\",\"level\":%" PRId64
-             ",\"uid\":%u,\"reason\":\"%s\",\"start\":\"%s\",\"planned_end\":\"%s\","
-             "\"note\":\"sent directly; nothing resets this level\"}",
-             set ? "direct_set" : "direct_reset", id, t->id, level, (unsigned)getuid(), reason,
-             t0, t1);
-    if (sf_tc_audit_append(tc->audit_log, rec) != SF_OK) {
+    o = sf_tc_record_new(set ? "direct_set" : "direct_reset", id, t->id);
+    if (o != NULL) {
+        json_object_object_add(o, "level", json_object_new_int64(level));
+        json_object_object_add(o, "uid", json_object_new_int64(getuid()));
+        json_object_object_add(o, "reason", json_object_new_string(a->reason ? a->reason : ""));
+        sf_tc_record_time(o, "start", start);
+        sf_tc_record_time(o, "planned_end", end);
+        json_object_object_add(o, "note",
+                               json_object_new_string("sent directly; nothing resets this level"));
+    }
+    if (!direct_record(tc, o)) {
         fprintf(stderr, "spanfence: the audit log '%s' cannot be written; nothing was changed\n",
                 tc->audit_log);
         return TL_FAILED;
     }
     st = sf_tc_engine_set(t, level, tc->request_timeout, &ans);
     outcome = st == SF_OK ? "applied" : ans.status != 0 ? "refused" : "failed";
-    sf_json_escape(ans.detail, detail, sizeof(detail));
-    sf_time_format_utc(sf_wall_ms(), t0, sizeof(t0));
-    if (ans.status != 0)
-        snprintf(err, sizeof(err), ",\"status\":%ld", ans.status);
-    else
-        err[0] = '\0';
-    snprintf(rec, sizeof(rec),
-             "{\"event\":\"direct_outcome\",\"window\":\"%s\",\"target\":\"%s\",\"level\":%"
-             PRId64 ",\"uid\":%u,\"outcome\":\"%s\"%s%s%s%s,\"time\":\"%s\"}", id, t->id, level,
-             (unsigned)getuid(), outcome, err, st != SF_OK ? ",\"error\":\"" : "",
-             st != SF_OK ? detail : "", st != SF_OK ? "\"" : "", t0);
-    if (sf_tc_audit_append(tc->audit_log, rec) != SF_OK)
-        fprintf(stderr, "spanfence: warning: the outcome record could not be written to '%s': "
-                "%s\n", tc->audit_log, rec);
+    o = sf_tc_record_new("direct_outcome", id, t->id);
+    if (o != NULL) {
+        json_object_object_add(o, "level", json_object_new_int64(level));
+        json_object_object_add(o, "uid", json_object_new_int64(getuid()));
+        json_object_object_add(o, "outcome", json_object_new_string(outcome));
+        if (st != SF_OK)
+            sf_tc_record_answer(o, ans.status, ans.detail);
+        else if (ans.status != 0)
+            json_object_object_add(o, "status", json_object_new_int64(ans.status));
+        sf_tc_record_time(o, "time", sf_wall_ms());
+    }
+    if (!direct_record(tc, o))
+        fprintf(stderr, "spanfence: warning: the outcome record (%s) could not be written to "
+                "'%s'\n", outcome, tc->audit_log);
     if (st != SF_OK) {
         fprintf(stderr, "spanfence: engine '%s' %s level %" PRId64 ": %s\n", t->id,
                 ans.status != 0 ? "refused" : "did not take", level, ans.detail);
         return TL_FAILED;
     }
+    sf_time_format_utc(end, err, sizeof(err));
     if (set)
         fprintf(stderr, "spanfence: warning: target '%s' is at level %" PRId64 " and NOTHING will "
                 "set it back: run 'spanfence trace-level reset --direct --target %s --config %s' "
-                "before %s\n", t->id, level, t->id, a->config, t1);
+                "before %s\n", t->id, level, t->id, a->config, err);
     printf("target '%s' is at level %" PRId64 "\n", t->id, level);
     return TL_OK;
 }
@@ -281,6 +295,63 @@ static int ask(const tl_args *a, const char *socket_path)
     return rc;
 }
 
+/* A mapping's value for `key` (exact, or `key/...` when prefix), or NULL. */
+static yaml_node_t *yaml_get(yaml_document_t *doc, yaml_node_t *map, const char *key, bool prefix)
+{
+    size_t kl = strlen(key);
+
+    if (map == NULL || map->type != YAML_MAPPING_NODE)
+        return NULL;
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = yaml_document_get_node(doc, p->key);
+        const char *t;
+
+        if (k == NULL || k->type != YAML_SCALAR_NODE)
+            continue;
+        t = (const char *)k->data.scalar.value;
+        if (strcmp(t, key) == 0 || (prefix && strncmp(t, key, kl) == 0 && t[kl] == '/'))
+            return yaml_document_get_node(doc, p->value);
+    }
+    return NULL;
+}
+
+/* extensions.trace_control[/name].socket of the config file, read with
+ * libyaml alone: the control verbs need only the socket, not the rest of
+ * the config (whose ${env:...} values, such as the gateway's token, the
+ * operator's shell does not have). NULL when it is not there as a plain
+ * path; the caller then loads the whole config. */
+static char *socket_of_file(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    yaml_node_t *sock;
+    char *out = NULL;
+
+    if (f == NULL)
+        return NULL;
+    if (!yaml_parser_initialize(&parser)) {
+        fclose(f);
+        return NULL;
+    }
+    yaml_parser_set_input_file(&parser, f);
+    if (yaml_parser_load(&parser, &doc)) {
+        sock = yaml_get(&doc, yaml_get(&doc, yaml_get(&doc, yaml_document_get_root_node(&doc),
+                                                      "extensions", false),
+                                       "trace_control", true),
+                        "socket", false);
+        if (sock != NULL && sock->type == YAML_SCALAR_NODE &&
+            ((const char *)sock->data.scalar.value)[0] == '/' &&
+            strstr((const char *)sock->data.scalar.value, "${") == NULL)
+            out = sf_strdup((const char *)sock->data.scalar.value);
+        yaml_document_delete(&doc);
+    }
+    yaml_parser_delete(&parser);
+    fclose(f);
+    return out;
+}
+
 int sf_cli_trace_level(int argc, char **argv)
 {
     tl_args a = { 0 };
@@ -290,6 +361,15 @@ int sf_cli_trace_level(int argc, char **argv)
 
     if (rc >= 0)
         return rc;
+    if (a.config != NULL && !a.direct) {
+        char *sock = socket_of_file(a.config);
+
+        if (sock != NULL) {
+            rc = ask(&a, sock);
+            sf_free(sock);
+            return rc;
+        }
+    }
     if (a.config != NULL) {
         rc = load_tc(a.config, &cfg, &tc);
         if (rc != TL_OK)

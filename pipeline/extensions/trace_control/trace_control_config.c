@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <pwd.h>
+#include <unistd.h>
 #include <strings.h>
 #include <ctype.h>
 
@@ -487,6 +490,35 @@ static const sf_node *target_key(sf_cfg_ctx *ctx, const char *id, const char *ke
     return key ? sf_node_get(t, key) : tn;
 }
 
+/* The collector gives its socket to socket_group (chown): that works for
+ * root, or for a user in the group. Said at validate (ExecStartPre runs as
+ * the service user), naming the group, rather than 'Operation not
+ * permitted' at start. */
+static bool socket_group_ok(sf_cfg_ctx *ctx, const sf_node *at, const char *name)
+{
+    struct group *g = getgrnam(name);
+    struct passwd *pw;
+    gid_t groups[256];
+    int n;
+
+    if (g == NULL) {
+        sf_cfg_error(ctx, at, "socket_group", "group '%s' does not exist", name);
+        return false;
+    }
+    if (geteuid() == 0 || getegid() == g->gr_gid)
+        return true;
+    n = getgroups((int)(sizeof(groups) / sizeof(groups[0])), groups);
+    for (int i = 0; i < n; i++)
+        if (groups[i] == g->gr_gid)
+            return true;
+    pw = getpwuid(geteuid());
+    sf_cfg_error(ctx, at, "socket_group", "the collector's user '%s' (uid %u) is not in group "
+                 "'%s', so it cannot give the control socket to it: add the user to the group "
+                 "(the unit: SupplementaryGroups=%s)", pw ? pw->pw_name : "?",
+                 (unsigned)geteuid(), name, name);
+    return false;
+}
+
 sf_status sf_tc_check(sf_cfg_ctx *ctx, void *config)
 {
     sf_tc_config *c = config;
@@ -511,6 +543,9 @@ sf_status sf_tc_check(sf_cfg_ctx *ctx, void *config)
                      c->audit_log ? c->audit_log : "");
         st = SF_CONFIG;
     }
+    if (c->socket_group != NULL && !socket_group_ok(ctx, sf_node_get(v, "socket_group"),
+                                                     c->socket_group))
+        st = SF_CONFIG;
     if (c->levels.n == 0) {
         sf_cfg_error(ctx, sf_node_get(v, "levels") ? sf_node_get(v, "levels") : sf_cfg_node(ctx),
                      sf_node_get(v, "levels") ? "levels" : NULL,

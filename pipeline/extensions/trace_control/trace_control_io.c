@@ -1,6 +1,6 @@
 /* pipeline/extensions/trace_control/trace_control_io.c: what the collector
  * and `spanfence trace-level` both do to the outside world: append audit
- * records (fsync'd), ask an engine for a trace level (libcurl), talk to the
+ * records (built with json-c, fsync'd, never left half-written), ask an engine for a trace level (libcurl), talk to the
  * control socket, and read/write the few flat JSON objects they exchange
  * (read with json-c, strictly: one object, members of the expected type). */
 #include "trace_control.h"
@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -141,29 +142,112 @@ sf_status sf_tc_json_bool(const char *json, size_t len, const char *key, bool *o
 
 /* ---- the audit log ----------------------------------------------------------- */
 
+json_object *sf_tc_record_new(const char *event, const char *window, const char *target)
+{
+    json_object *o = json_object_new_object();
+
+    if (o == NULL)
+        return NULL;
+    json_object_object_add(o, "event", json_object_new_string(event));
+    if (window != NULL)
+        json_object_object_add(o, "window", json_object_new_string(window));
+    json_object_object_add(o, "target", json_object_new_string(target));
+    return o;
+}
+
+void sf_tc_record_time(json_object *rec, const char *key, int64_t epoch_ms)
+{
+    char t[32];
+
+    sf_time_format_utc(epoch_ms, t, sizeof(t));
+    json_object_object_add(rec, key, json_object_new_string(t));
+}
+
+void sf_tc_record_answer(json_object *rec, long status, const char *detail)
+{
+    if (status != 0)
+        json_object_object_add(rec, "status", json_object_new_int64(status));
+    json_object_object_add(rec, "error", json_object_new_string(detail));
+}
+
+char *sf_tc_record_text(json_object *rec)
+{
+    const char *s;
+    char *copy = NULL;
+
+    if (rec == NULL)
+        return NULL;
+    /* one line: json-c escapes control characters, so no newline is in it */
+    s = json_object_to_json_string_ext(rec, JSON_C_TO_STRING_PLAIN |
+                                                JSON_C_TO_STRING_NOSLASHESCAPE);
+    if (s != NULL)
+        copy = sf_strdup(s);
+    json_object_put(rec);
+    return copy;
+}
+
+/* Whether the file ends in a newline (or is empty): a line left cut short
+ * by a crash mid-write gets one before the next record, so that record is
+ * a line of its own. */
+static bool at_line_start(int fd, off_t size)
+{
+    char last;
+
+    return size == 0 || pread(fd, &last, 1, size - 1) != 1 || last == '\n';
+}
+
 sf_status sf_tc_audit_append(const char *path, const char *record)
 {
     size_t len = strlen(record);
-    char *line = sf_malloc(len + 2);
+    char *line = sf_malloc(len + 3);
     sf_status st = SF_IO;
+    struct stat before;
+    size_t off = 0, n;
+    ssize_t w;
     int fd;
 
     if (line == NULL)
         return SF_ENOMEM;
-    memcpy(line, record, len);
-    line[len] = '\n';
-    line[len + 1] = '\0';
-    fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    /* O_NOFOLLOW: a symlink planted at the path does not redirect the log;
+     * O_RDWR: at_line_start reads the last byte */
+    fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
-        sf_error("trace_control: cannot open audit log '%s': %s", path, strerror(errno));
+        sf_error("trace_control: cannot open audit log '%s': %s", path,
+                 errno == ELOOP ? "it is a symbolic link" : strerror(errno));
         goto out_free_line;
     }
+    if (fstat(fd, &before) != 0 || !S_ISREG(before.st_mode)) {
+        sf_error("trace_control: cannot write audit log '%s': not a regular file", path);
+        goto out_close;
+    }
+    if (!at_line_start(fd, before.st_size))
+        line[off++] = '\n';
+    memcpy(line + off, record, len);
+    off += len;
+    line[off++] = '\n';
+    n = off;
     /* One write() of the whole line: with O_APPEND, records of the collector
      * and of a --direct CLI never interleave. */
-    if (write(fd, line, len + 1) != (ssize_t)(len + 1) || fsync(fd) != 0)
-        sf_error("trace_control: cannot write audit log '%s': %s", path, strerror(errno));
-    else
+    w = write(fd, line, n);
+    if (w == (ssize_t)n && fsync(fd) == 0) {
         st = SF_OK;
+        goto out_close;
+    }
+    sf_error("trace_control: cannot write audit log '%s': %s", path,
+             w >= 0 && w < (ssize_t)n ? "short write (file system full?)" : strerror(errno));
+    /* A part of the line may be in the file: cut it off again (the record
+     * stays pending and is written whole later), so every line is one
+     * record. If someone appended behind it meanwhile, the next record
+     * starts on a fresh line instead. */
+    if (w > 0) {
+        struct stat now;
+
+        if (fstat(fd, &now) == 0 && now.st_size == before.st_size + w &&
+            ftruncate(fd, before.st_size) != 0)
+            sf_error("trace_control: cannot cut the partial record off '%s': %s", path,
+                     strerror(errno));
+    }
+out_close:
     close(fd);
 out_free_line:
     sf_free(line);

@@ -1,0 +1,459 @@
+/* pipeline/extensions/trace_control/trace_control_windows.c: a window's
+ * life apart from its engine: its state and counts (and the span tap that
+ * counts a target's own spans on receiver threads), its marker span, and
+ * its closing record. */
+#define _GNU_SOURCE
+#include "trace_control_int.h"
+#include "sf_time.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+void sf_tc_format_left(int64_t ms, char *buf, size_t size)
+{
+    int64_t s = (ms + 999) / 1000;
+
+    if (s < 0)
+        s = 0;
+    if (s >= 3600)
+        snprintf(buf, size, "%" PRId64 "h%02" PRId64 "m%02" PRId64 "s", s / 3600, s / 60 % 60,
+                 s % 60);
+    else if (s >= 60)
+        snprintf(buf, size, "%" PRId64 "m%02" PRId64 "s", s / 60, s % 60);
+    else
+        snprintf(buf, size, "%" PRId64 "s", s);
+}
+
+/* open_windows counts windows that are open or waiting for their reset. */
+void sf_tc_window_set_state(tc_ctx *x, tc_window *w, tc_state st)
+{
+    bool was = w->state == TC_OPEN || w->state == TC_RESETTING;
+    bool is = st == TC_OPEN || st == TC_RESETTING;
+
+    w->state = st;
+    if (was != is)
+        atomic_fetch_add(&sf_component_counters(x->self)->values[TC_OPEN_WINDOWS], is ? 1 : -1);
+}
+
+void sf_tc_window_took_level(tc_window *w, int64_t level)
+{
+    atomic_store(&w->level_now, level);
+    atomic_store(&w->level_set_wall, sf_wall_ms());
+}
+
+/* ---- spans from a target ------------------------------------------------------ */
+
+/* Receiver threads, after every emitted batch (sf_span_tap_fn). Counts a
+ * target's spans for its window, and spans from a resting target: its
+ * level was raised by someone else (SGLang's route is unauthenticated). */
+void sf_tc_window_tap(void *ctx, const uint8_t *raw, size_t len, size_t spans, bool accepted)
+{
+    tc_ctx *x = ctx;
+
+    if (spans == 0)
+        return;
+    for (size_t i = 0; i < x->cfg->targets.n; i++) {
+        tc_window *w = &x->w[i];
+        const sf_strmap *m = &w->target->match;
+        bool counting, resting;
+        size_t n;
+
+        if (m->n == 0)
+            continue;
+        counting = atomic_load_explicit(&w->counting, memory_order_acquire);
+        resting = atomic_load_explicit(&w->resting, memory_order_acquire);
+        if (!counting && !resting)
+            continue;
+        n = sf_otlp_count_matching_spans(raw, len, m->n, (const char *const *)m->keys,
+                                         (const char *const *)m->values);
+        if (n == 0)
+            continue;
+        if (counting) {
+            atomic_fetch_add_explicit(&w->from_target[accepted ? 0 : 1], n, memory_order_relaxed);
+        } else if (atomic_fetch_add(&w->oob_spans, n) == atomic_load(&w->oob_seen)) {
+            uint64_t one = 1;
+
+            if (write(x->oob_fd, &one, sizeof(one)) < 0)
+                continue;   /* the counter is full: the thread is being woken anyway */
+        }
+    }
+}
+
+void sf_tc_window_watch(tc_ctx *x, tc_window *w)
+{
+    atomic_store_explicit(&w->resting, w->state == TC_IDLE && !w->closing &&
+                          w->recorded == x->cfg->resting_level, memory_order_release);
+}
+
+void sf_tc_window_out_of_band(tc_ctx *x)
+{
+    uint64_t v;
+    int64_t now = sf_now_ms();
+
+    if (read(x->oob_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+        sf_debug("trace_control: out-of-band wake-up read failed");
+    for (size_t i = 0; i < x->cfg->targets.n; i++) {
+        tc_window *w = &x->w[i];
+        uint64_t seen = atomic_load(&w->oob_spans), n = seen - atomic_load(&w->oob_seen);
+        json_object *rec;
+
+        if (n == 0 || now < w->oob_next_mono)
+            continue;
+        atomic_store(&w->oob_seen, seen);
+        w->oob_next_mono = now + 1000;
+        sf_count(&sf_component_counters(x->self)->values[TC_OUT_OF_BAND], (int64_t)n);
+        sf_warn("trace_control: %" PRIu64 " spans from target '%s' while no window is open: its "
+                "trace level was changed out of band; setting it back to %" PRId64, n,
+                w->target->id, x->cfg->resting_level);
+        rec = sf_tc_record_new("out_of_band", NULL, w->target->id);
+        if (rec != NULL) {
+            json_object_object_add(rec, "spans", json_object_new_uint64(n));
+            json_object_object_add(rec, "level", json_object_new_int64(x->cfg->resting_level));
+            sf_tc_record_time(rec, "time", sf_wall_ms());
+            json_object_object_add(rec, "note", json_object_new_string(
+                "spans from the target while it rests: its level was raised by someone else; "
+                "the resting level is set again"));
+        }
+        sf_tc_audit_record(x, rec);
+        sf_tc_engine_enforce(x, w);
+    }
+}
+
+/* Control thread: start counting the spans of w's target (when it has a
+ * match) from now. */
+void sf_tc_window_count_start(tc_ctx *x, tc_window *w)
+{
+    if (w->target->match.n == 0 || atomic_load(&w->counting))
+        return;
+    for (int k = 0; k < 2; k++)
+        w->from_target_at_start[k] = atomic_load(&w->from_target[k]);
+    atomic_store(&w->counting, true);
+    atomic_fetch_add(&x->counting, 1);
+}
+
+void sf_tc_window_count_stop(tc_ctx *x, tc_window *w)
+{
+    if (!atomic_load(&w->counting))
+        return;
+    atomic_store(&w->counting, false);
+    atomic_fetch_sub(&x->counting, 1);
+}
+
+void sf_tc_window_counts(tc_ctx *x, const tc_window *w, tc_counts *c)
+{
+    memset(c, 0, sizeof(*c));
+    sf_component_totals(x->self, &c->now);
+    for (int r = 0; r < SF_REASON_COUNT; r++) {
+        c->refused += c->now.refused[r] - w->at_start.refused[r];
+        c->dropped += c->now.dropped[r] - w->at_start.dropped[r];
+        c->send_failed += c->now.send_failed[r] - w->at_start.send_failed[r];
+    }
+    c->accepted = c->now.accepted - w->at_start.accepted;
+    c->exported = c->now.exported - w->at_start.exported;
+    c->enqueue_failed = c->now.enqueue_failed - w->at_start.enqueue_failed;
+    /* A full queue refuses synchronously: its spans are in the receivers'
+     * refused (queue_full) already, so enqueue_failed is not added again.
+     * An exporter without a sending queue whose send failed counts the
+     * spans as send_failed and the receiver refuses them with the same
+     * reason (retries_exhausted, permanent_error): counted once. */
+    c->lost = c->refused + c->dropped + c->send_failed -
+              (c->now.refused[SF_REASON_RETRIES_EXHAUSTED] -
+               w->at_start.refused[SF_REASON_RETRIES_EXHAUSTED]) -
+              (c->now.refused[SF_REASON_PERMANENT_ERROR] -
+               w->at_start.refused[SF_REASON_PERMANENT_ERROR]);
+    for (int k = 0; k < 2; k++)
+        c->from_target[k] = atomic_load(&w->from_target[k]) - w->from_target_at_start[k];
+}
+
+/* A capture is complete when the engine took the level, nothing was lost
+ * and everything accepted has been exported (nothing is still queued). */
+static bool complete(const tc_window *w, const tc_counts *c)
+{
+    return strncmp(w->cause, "set_", 4) != 0 && c->lost == 0 && c->exported == c->accepted &&
+           (w->target->match.n == 0 || c->from_target[1] == 0);
+}
+
+/* ---- marker spans ------------------------------------------------------------- */
+
+typedef struct marker_attrs {
+    size_t n;
+    sf_otlp_kv kv[24];
+    sf_otlp_any av[24];
+    sf_otlp_kv *p[24];
+} marker_attrs;
+
+static sf_otlp_any *attr(marker_attrs *a, const char *key)
+{
+    size_t i = a->n++;
+
+    opentelemetry__proto__common__v1__key_value__init(&a->kv[i]);
+    opentelemetry__proto__common__v1__any_value__init(&a->av[i]);
+    a->kv[i].key = (char *)key;
+    a->kv[i].value = &a->av[i];
+    a->p[i] = &a->kv[i];
+    return &a->av[i];
+}
+
+static void attr_str(marker_attrs *a, const char *key, const char *v)
+{
+    sf_otlp_any *av = attr(a, key);
+
+    av->value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE;
+    av->string_value = (char *)v;
+}
+
+static void attr_int(marker_attrs *a, const char *key, int64_t v)
+{
+    sf_otlp_any *av = attr(a, key);
+
+    av->value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE;
+    av->int_value = v;
+}
+
+static void attr_bool(marker_attrs *a, const char *key, bool v)
+{
+    sf_otlp_any *av = attr(a, key);
+
+    av->value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_BOOL_VALUE;
+    av->bool_value = v;
+}
+
+/* One ExportTraceServiceRequest with the window's marker span, sf_malloc'd. */
+static sf_status marker_build(const tc_window *w, const tc_counts *c, uint8_t **out,
+                              size_t *out_len)
+{
+    sf_otlp_request req = OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_REQUEST__INIT;
+    sf_otlp_resource_spans rs = OPENTELEMETRY__PROTO__TRACE__V1__RESOURCE_SPANS__INIT, *rsp = &rs;
+    sf_otlp_resource res = OPENTELEMETRY__PROTO__RESOURCE__V1__RESOURCE__INIT;
+    sf_otlp_scope_spans ss = OPENTELEMETRY__PROTO__TRACE__V1__SCOPE_SPANS__INIT, *ssp = &ss;
+    sf_otlp_scope scope = OPENTELEMETRY__PROTO__COMMON__V1__INSTRUMENTATION_SCOPE__INIT;
+    sf_otlp_span span = OPENTELEMETRY__PROTO__TRACE__V1__SPAN__INIT, *spp = &span;
+    sf_otlp_status status = OPENTELEMETRY__PROTO__TRACE__V1__STATUS__INIT;
+    marker_attrs ra = { .n = 0 }, sa = { .n = 0 };
+    uint8_t ids[24];
+    char name[128];
+    bool done = c != NULL && complete(w, c);
+    int64_t start = w->start_wall, end = w->ended_wall > start ? w->ended_wall : start;
+
+    if (getrandom(ids, sizeof(ids), 0) != (ssize_t)sizeof(ids)) {
+        for (size_t i = 0; i < sizeof(ids); i++)     /* never fails on Linux >= 3.17 */
+            ids[i] = (uint8_t)(sf_now_ms() >> (i % 8));
+    }
+    ids[0] |= 1;                                      /* an all-zero id is invalid */
+    ids[16] |= 1;
+    attr_str(&ra, "service.name", "spanfence");
+    res.n_attributes = ra.n;
+    res.attributes = ra.p;
+    scope.name = "spanfence.trace_control";
+    snprintf(name, sizeof(name), "trace_control window %s", w->target->id);
+    attr_str(&sa, "spanfence.window.id", w->id);
+    attr_str(&sa, "spanfence.window.target", w->target->id);
+    attr_int(&sa, "spanfence.window.level", w->level);
+    attr_str(&sa, "spanfence.window.reason", w->reason);
+    attr_int(&sa, "spanfence.window.uid", (int64_t)w->uid);
+    attr_str(&sa, "spanfence.window.cause", w->cause);
+    if (w->note[0] != '\0')
+        attr_str(&sa, "spanfence.window.note", w->note);
+    if (c != NULL) {
+        attr_int(&sa, "spanfence.window.accepted", (int64_t)c->accepted);
+        attr_int(&sa, "spanfence.window.exported", (int64_t)c->exported);
+        attr_int(&sa, "spanfence.window.refused", (int64_t)c->refused);
+        attr_int(&sa, "spanfence.window.failed",
+                 (int64_t)(c->dropped + c->send_failed + c->enqueue_failed));
+        attr_int(&sa, "spanfence.window.lost", (int64_t)c->lost);
+        if (w->target->match.n > 0) {
+            attr_int(&sa, "spanfence.window.accepted_from_target", (int64_t)c->from_target[0]);
+            attr_int(&sa, "spanfence.window.refused_from_target", (int64_t)c->from_target[1]);
+        }
+    }
+    attr_bool(&sa, "spanfence.window.complete", done);
+    attr_int(&sa, "spanfence.window.grace_ms", w->grace_ms);
+    span.trace_id = (ProtobufCBinaryData){ 16, ids };
+    span.span_id = (ProtobufCBinaryData){ 8, ids + 16 };
+    span.name = name;
+    span.kind = OPENTELEMETRY__PROTO__TRACE__V1__SPAN__SPAN_KIND__SPAN_KIND_INTERNAL;
+    span.start_time_unix_nano = (uint64_t)start * 1000000u;
+    span.end_time_unix_nano = (uint64_t)end * 1000000u;
+    span.n_attributes = sa.n;
+    span.attributes = sa.p;
+    status.code = done ? OPENTELEMETRY__PROTO__TRACE__V1__STATUS__STATUS_CODE__STATUS_CODE_OK
+                       : OPENTELEMETRY__PROTO__TRACE__V1__STATUS__STATUS_CODE__STATUS_CODE_ERROR;
+    span.status = &status;
+    ss.scope = &scope;
+    ss.n_spans = 1;
+    ss.spans = &spp;
+    rs.resource = &res;
+    rs.n_scope_spans = 1;
+    rs.scope_spans = &ssp;
+    req.n_resource_spans = 1;
+    req.resource_spans = &rsp;
+    *out_len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(&req);
+    *out = sf_malloc(*out_len ? *out_len : 1);
+    if (*out == NULL)
+        return SF_ENOMEM;
+    opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(&req, *out);
+    return SF_OK;
+}
+
+/* Hand a built marker to the pipeline; keep it for later while the
+ * exporters do not run. Returns what the record says of it. */
+const char *sf_tc_marker_send(tc_ctx *x, tc_window *w)
+{
+    sf_status st = sf_component_inject(x->self, x->cfg->markers.pipeline, w->marker,
+                                       w->marker_len);
+
+    if (st == SF_STOPPED && ++w->marker_tries < TC_MARKER_TRIES && !x->stopping) {
+        w->marker_next_mono = sf_now_ms() + TC_MARKER_WAIT;
+        return "pending";
+    }
+    sf_free(w->marker);
+    w->marker = NULL;
+    if (st == SF_OK && w->marker_tries > 0)     /* its record said "pending" */
+        sf_info("trace_control: the marker span of window '%s' was sent", w->id);
+    if (st == SF_OK)
+        return "sent";
+    sf_warn("trace_control: the marker span of window '%s' was not exported: %s", w->id,
+            sf_status_str(st));
+    return "not sent";
+}
+
+/* Build and send w's marker (when markers are on); the record's value. */
+static const char *marker_emit(tc_ctx *x, tc_window *w, const tc_counts *c)
+{
+    if (!x->cfg->markers.enabled)
+        return "off";
+    sf_free(w->marker);
+    w->marker = NULL;
+    w->marker_tries = 0;
+    if (marker_build(w, c, &w->marker, &w->marker_len) != SF_OK)
+        return "not sent";
+    return sf_tc_marker_send(x, w);
+}
+
+/* ---- closing ------------------------------------------------------------------ */
+
+/* "name":{reason:now-then,...} */
+static void put_reasons(json_object *rec, const char *name, const uint64_t *now,
+                        const uint64_t *then)
+{
+    json_object *o = json_object_new_object();
+
+    for (int r = 0; r < SF_REASON_COUNT && o != NULL; r++)
+        json_object_object_add(o, sf_reason_label((sf_reason)r),
+                               json_object_new_uint64(now[r] - then[r]));
+    json_object_object_add(rec, name, o);
+}
+
+/* "target_scope":"match","match":{...},"accepted_from_target":N,
+ * "refused_from_target":M: the spans of the window's own engine. */
+static void put_target_counts(json_object *rec, const tc_window *w, const tc_counts *c)
+{
+    const sf_strmap *m = &w->target->match;
+    json_object *o = json_object_new_object();
+
+    for (size_t i = 0; i < m->n && o != NULL; i++)
+        json_object_object_add(o, m->keys[i], json_object_new_string(m->values[i]));
+    json_object_object_add(rec, "target_scope", json_object_new_string("match"));
+    json_object_object_add(rec, "match", o);
+    json_object_object_add(rec, "accepted_from_target", json_object_new_uint64(c->from_target[0]));
+    json_object_object_add(rec, "refused_from_target", json_object_new_uint64(c->from_target[1]));
+}
+
+/* The closing record, after the grace period: cause, and what the
+ * collector as a whole accepted, exported and lost while the window was
+ * open and in its grace period ("scope":"collector": every engine's spans);
+ * for a target with a `match`, also the spans accepted and refused from
+ * that engine alone ("target_scope":"match"); whether the capture is
+ * complete; and the marker span sent with the same figures. */
+sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status)
+{
+    bool recovered = strcmp(w->cause, "recovered") == 0;
+    /* only a window that raised the level waits for its spans; shutdown does not */
+    bool may_wait = !recovered && !x->stopping && strncmp(w->cause, "set_", 4) != 0;
+    json_object *rec;
+    tc_counts c, now;
+    uint64_t queued;
+    int64_t t = sf_now_ms();
+    const char *marker;
+
+    if (!w->draining) {
+        sf_tc_window_count_stop(x, w);
+        sf_tc_window_counts(x, w, &w->at_end);
+        w->draining = true;
+        w->drain_since_mono = t;
+        w->drain_until_mono = t + TC_DRAIN_MAX;
+    }
+    /* What was accepted by the end of the grace period leaves before what
+     * came after (the batch processor and the sending queue keep order):
+     * once as many spans have been exported (or lost) since the window
+     * opened, all of its own are out. */
+    c = w->at_end;
+    sf_tc_window_counts(x, w, &now);
+    c.exported = now.exported < c.accepted ? now.exported : c.accepted;
+    queued = c.accepted > c.exported + c.lost ? c.accepted - c.exported - c.lost : 0;
+    if (queued > 0 && may_wait && t < w->drain_until_mono) {
+        w->closing = true;
+        w->close_due_mono = t + TC_DRAIN_STEP;
+        return SF_OK;
+    }
+    w->draining = false;
+    w->closing = false;
+    marker = marker_emit(x, w, recovered ? NULL : &c);
+    rec = sf_tc_record_new("close", w->id, w->target->id);
+    if (rec != NULL) {
+        json_object_object_add(rec, "level", json_object_new_int64(w->level));
+        json_object_object_add(rec, "cause", json_object_new_string(w->cause));
+        sf_tc_record_time(rec, "end", w->ended_wall);
+        sf_tc_record_time(rec, "planned_end", w->end_wall);
+        sf_tc_record_time(rec, "closed", sf_wall_ms());
+        json_object_object_add(rec, "grace_ms", json_object_new_int64(w->grace_ms));
+        if (w->note[0] != '\0') {
+            if (status != 0)
+                json_object_object_add(rec, "status", json_object_new_int64(status));
+            json_object_object_add(rec, strcmp(w->cause, "loss") == 0 ? "revert_reason" : "error",
+                                   json_object_new_string(w->note));
+        }
+        if (recovered) {
+            /* the counters died with the crashed process */
+            json_object_object_add(rec, "scope", json_object_new_string("none"));
+            json_object_object_add(rec, "complete", json_object_new_boolean(false));
+        } else {
+            json_object_object_add(rec, "scope", json_object_new_string("collector"));
+            json_object_object_add(rec, "accepted", json_object_new_uint64(c.accepted));
+            json_object_object_add(rec, "exported", json_object_new_uint64(c.exported));
+            json_object_object_add(rec, "enqueue_failed", json_object_new_uint64(c.enqueue_failed));
+            json_object_object_add(rec, "lost", json_object_new_uint64(c.lost));
+            /* accepted by the end of the grace period, neither exported nor
+             * lost when the record was written */
+            json_object_object_add(rec, "queued", json_object_new_uint64(queued));
+            if (queued > 0)
+                json_object_object_add(rec, "queued_note", json_object_new_string(
+                    may_wait ? "still batched or queued 30 s after the grace period (is the "
+                               "destination down?)"
+                             : "still batched or queued when the collector stopped"));
+            json_object_object_add(rec, "waited_ms",
+                                   json_object_new_int64(t - w->drain_since_mono));
+            put_reasons(rec, "refused", c.now.refused, w->at_start.refused);
+            put_reasons(rec, "dropped", c.now.dropped, w->at_start.dropped);
+            put_reasons(rec, "send_failed", c.now.send_failed, w->at_start.send_failed);
+            if (w->target->match.n > 0)
+                put_target_counts(rec, w, &c);
+            json_object_object_add(rec, "complete", json_object_new_boolean(complete(w, &c)));
+        }
+        json_object_object_add(rec, "marker", json_object_new_string(marker));
+    }
+    sf_info("trace_control: window '%s' on target '%s' closed (%s; capture %s)", w->id,
+            w->target->id, w->cause, !recovered && complete(w, &c) ? "complete" : "NOT complete");
+    snprintf(w->last_close, sizeof(w->last_close), "last window '%s' closed (%s%s%s): %" PRIu64
+             " spans accepted, %" PRIu64 " exported, %" PRIu64 " lost, %" PRIu64 " queued; "
+             "capture %s", w->id, w->cause, w->note[0] ? ": " : "", w->note, c.accepted,
+             c.exported, c.lost, queued,
+             !recovered && complete(w, &c) ? "complete" : "NOT complete");
+    return sf_tc_audit_record(x, rec);
+}
