@@ -67,6 +67,7 @@ test('cvm.yaml carries a burst behind a 100 ms gateway: every call accepted, eve
       env: {
         SPANFENCE_GATEWAY_ENDPOINT: `http://127.0.0.1:${gw.port}`,
         SPANFENCE_GATEWAY_TOKEN: 'burst-token',
+        SPANFENCE_PSEUDONYM_KEY: 'burst-pseudonym-key-0123456789',   // cvm.yaml's declared mode needs one
       },
     }));
     await sf.start();
