@@ -113,6 +113,28 @@ void *sf_realloc(void *ptr, size_t size)
     return np + SF_ALLOC_HDR;
 }
 
+void *sf_realloc_unlimited(void *ptr, size_t size)
+{
+    unsigned char *base, *np;
+    size_t old;
+
+    if (ptr == NULL)
+        return sf_calloc_unlimited(1, size);
+    if (size > SIZE_MAX - SF_ALLOC_HDR || should_fail())
+        return NULL;
+    base = (unsigned char *)ptr - SF_ALLOC_HDR;
+    memcpy(&old, base, sizeof(old));
+    np = realloc(base, size + SF_ALLOC_HDR);
+    if (np == NULL)
+        return NULL;
+    memcpy(np, &size, sizeof(size));
+    if (size > old)
+        account(size - old, 0);
+    else
+        account(0, old - size);
+    return np + SF_ALLOC_HDR;
+}
+
 void sf_free(void *ptr)
 {
     unsigned char *base;

@@ -1017,6 +1017,24 @@ bool sf_component_failing_exporter(const sf_component *self, unsigned threshold,
     return false;
 }
 
+bool sf_component_unhealthy_receiver(const sf_component *self, char *why, size_t size)
+{
+    const sf_service *svc = self != NULL ? self->service : NULL;
+
+    for (size_t i = 0; svc != NULL && i < svc->n_components; i++) {
+        sf_component *c = &svc->components[i];
+        char detail[256];
+
+        if (c->type->kind != SF_KIND_RECEIVER || c->type->unhealthy == NULL)
+            continue;
+        if (c->type->unhealthy(c, detail, sizeof(detail))) {
+            snprintf(why, size, "receiver '%s': %s", c->id, detail);
+            return true;
+        }
+    }
+    return false;
+}
+
 sf_service_state sf_component_service_state(const sf_component *self)
 {
     if (self == NULL || self->service == NULL)

@@ -12,11 +12,15 @@ pkgs=(build-essential cmake pkg-config
       libgrpc-dev
       libyaml-dev zlib1g-dev libdeflate-dev libzstd-dev libcmocka-dev libjson-c-dev
       libcurl4-openssl-dev libmicrohttpd-dev libpcre2-dev
+      # the OTLP/gRPC receiver's HTTP/2
+      libnghttp2-dev
       valgrind curl zstd
       # the TLS test's certificates, the install check (man page lint, unit verify)
       openssl groff-base systemd
       # the independent decoder of the privacy differential test, and load tools
-      python3 python3-protobuf python3-grpcio protobuf-compiler nghttp2-client)
+      python3 python3-protobuf python3-grpcio protobuf-compiler nghttp2-client
+      # the HTTP/2 attackers of the receiver's abuse tests
+      python3-h2 python3-hpack)
 # clang and its libFuzzer/sanitizer runtimes, only for tools/fuzz.sh (about
 # 40 MB to download, 230 MB installed, so ordinary set-up skips them).
 if [ "${SF_FUZZ:-0}" = 1 ]; then
