@@ -70,7 +70,8 @@ static const sf_config_row grpc_rows[] = {
               "process may run on (its affinity mask), at most 8", .min = 0, .max = 64 },
     { .key = "max_connections", .type = SF_CFG_INT, .def = "1024",
       .offset = offsetof(sf_receiver_grpc_config, max_connections),
-      .help = "client connections served at once; past it a new connection replaces the "
+      .help = "client connections served at once (with a memory_limiter, at most a quarter "
+              "of its limit at 32 KiB each); past it a new connection replaces the "
               "longest-idle one (no call open), or is closed", .min = 1, .max = 65535 },
     { .key = "max_connections_per_peer", .type = SF_CFG_INT, .def = "1024",
       .offset = offsetof(sf_receiver_grpc_config, max_connections_per_peer),

@@ -43,8 +43,11 @@
  * - When memory is short the call is refused (UNAVAILABLE) and its spans
  *   are counted over its bytes (inflated first when gzip), so received =
  *   accepted + refused holds.
- * - Connections are capped in all (max_connections) and per peer address
- *   (max_connections_per_peer): a connection past a cap takes the place of
+ * - Connections are capped in all (max_connections, and at most what a
+ *   quarter of the hard limit holds at CONN_COST each: an nghttp2 session
+ *   is about 27 KiB, so 1,024 idle connections would take 40% of a 64 MiB
+ *   limit and push the memory limiter into refusing real calls) and per
+ *   peer address (max_connections_per_peer): a connection past a cap takes the place of
  *   the worker's longest-idle connection (no call open), or is closed.
  *   One that has not sent its preface within HANDSHAKE_TIMEOUT_MS is
  *   closed; keepalive server_parameters and enforcement_policy keep their
@@ -125,6 +128,9 @@
 /* Buffered message bytes per worker when no memory_limiter runs. */
 #define DEFAULT_BUDGET ((size_t)64 << 20)
 #define PEER_BUCKETS 4096
+/* What a connection is taken to cost (its nghttp2 session, measured about
+ * 27 KiB counted), for the cap the memory limit puts on connections. */
+#define CONN_COST ((size_t)32 * 1024)
 /* Pings a client may send too often before GOAWAY too_many_pings (gRPC's). */
 #define MAX_PING_STRIKES 2
 /* grpc/status.h's, which otlp_answer.h has no use for. */
@@ -225,6 +231,7 @@ struct sf_receiver_grpc {
     unsigned max_depth;
     size_t max_msg;
     size_t budget;              /* per worker */
+    unsigned max_conns;         /* max_connections, within the memory limit */
     int lfd;
     unsigned n_workers;
     worker *workers;
@@ -281,7 +288,7 @@ static bool caps_take(sf_receiver_grpc *srv, uint32_t bucket, bool *peer_full)
 
     pthread_mutex_lock(&srv->peer_lock);
     *peer_full = srv->peers[bucket] >= srv->cfg->max_connections_per_peer;
-    ok = !*peer_full && atomic_load(&srv->n_conns) < (unsigned)srv->cfg->max_connections;
+    ok = !*peer_full && atomic_load(&srv->n_conns) < srv->max_conns;
     if (ok) {
         srv->peers[bucket]++;
         atomic_fetch_add(&srv->n_conns, 1);
@@ -1511,6 +1518,9 @@ sf_status sf_receiver_grpc_start(sf_receiver_grpc *srv)
     srv->budget = (hard > 0 ? hard / 4 : DEFAULT_BUDGET) / srv->n_workers;
     if (srv->budget < srv->max_msg)
         srv->budget = srv->max_msg;
+    srv->max_conns = (unsigned)srv->cfg->max_connections;
+    if (hard > 0 && hard / 4 / CONN_COST < srv->max_conns)
+        srv->max_conns = hard / 4 / CONN_COST > 16 ? (unsigned)(hard / 4 / CONN_COST) : 16;
     for (unsigned i = 0; i < srv->n_workers; i++) {
         worker *w = &srv->workers[i];
         struct epoll_event ev = { .events = EPOLLIN, .data.ptr = (void *)&tag_wake };
@@ -1532,7 +1542,7 @@ sf_status sf_receiver_grpc_start(sf_receiver_grpc *srv)
     sf_info("receiver '%s': OTLP/gRPC listening on %s (nghttp2 %s; %u workers, %lld streams per "
             "connection, %lld connections, %lld per peer)", sf_component_id(srv->self),
             srv->cfg->endpoint, nghttp2_version(0)->version_str, srv->n_workers,
-            (long long)srv->cfg->max_concurrent_streams, (long long)srv->cfg->max_connections,
+            (long long)srv->cfg->max_concurrent_streams, (long long)srv->max_conns,
             (long long)srv->cfg->max_connections_per_peer);
     return SF_OK;
 }
