@@ -125,6 +125,7 @@
 #define SHUTDOWN_GRACE_MS 5000
 #define ACCEPT_BACKOFF_MIN_MS 50
 #define ACCEPT_BACKOFF_MAX_MS 1000
+#define ACCEPT_LOG_MS 10000
 /* Buffered message bytes per worker when no memory_limiter runs. */
 #define DEFAULT_BUDGET ((size_t)64 << 20)
 #define PEER_BUCKETS 4096
@@ -188,6 +189,7 @@ struct h2_conn {
     bool dirty;                 /* on the worker's dirty list */
     h2_conn *dirty_next;
     unsigned streams;           /* open streams */
+    unsigned calls;             /* streams it has opened */
     h2_stream *stream_list;
     bool dead;                  /* closed; freed at the end of the worker's turn */
     int64_t opened_ms, idle_since_ms, last_read_ms, goaway_ms;
@@ -240,6 +242,8 @@ struct sf_receiver_grpc {
     nghttp2_mem mem;
     _Atomic unsigned n_conns;
     _Atomic bool accept_failing;
+    _Atomic bool accept_warned;     /* a warning is out, not yet followed by "again" */
+    _Atomic int64_t accept_warned_ms;
     pthread_mutex_t peer_lock;
     uint16_t *peers;            /* connections per peer-address bucket, under peer_lock */
 };
@@ -767,6 +771,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
         c->stream_list->cprev = s;
     c->stream_list = s;
     c->streams++;
+    c->calls++;
     return 0;
 }
 
@@ -1130,14 +1135,24 @@ static bool conn_read(h2_conn *c)
     return true;
 }
 
-/* The worker's connection with no call open that has been idle longest. */
+/* How much a connection with no call open is worth keeping: one that
+ * never sent its preface least, then one that never made a call, then one
+ * that has (a client between calls). */
+static unsigned conn_worth(const h2_conn *c)
+{
+    return (c->preface ? 1u : 0u) + (c->calls > 0 ? 2u : 0u);
+}
+
+/* The worker's connection with no call open to give up first: the least
+ * worth keeping, idle longest among those. */
 static h2_conn *conn_idlest(worker *w, h2_conn *except)
 {
     h2_conn *best = NULL;
 
     for (h2_conn *c = w->conns; c != NULL; c = c->next)
         if (c != except && c->streams == 0 &&
-            (best == NULL || c->idle_since_ms < best->idle_since_ms))
+            (best == NULL || conn_worth(c) < conn_worth(best) ||
+             (conn_worth(c) == conn_worth(best) && c->idle_since_ms < best->idle_since_ms)))
             best = c;
     return best;
 }
@@ -1200,10 +1215,16 @@ static void accept_pause(worker *w, int err)
     sf_receiver_grpc *srv = w->srv;
     h2_conn *idle = conn_idlest(w, NULL);
 
-    if (!atomic_exchange(&srv->accept_failing, true))
+    /* Logged once per episode, and episodes at most every ACCEPT_LOG_MS:
+     * under a sustained attack accept() fails and succeeds by turns. */
+    if (!atomic_exchange(&srv->accept_failing, true) && !atomic_load(&srv->accept_warned) &&
+        sf_now_ms() - atomic_load(&srv->accept_warned_ms) >= ACCEPT_LOG_MS) {
+        atomic_store(&srv->accept_warned_ms, sf_now_ms());
+        atomic_store(&srv->accept_warned, true);
         sf_warn("receiver '%s': OTLP/gRPC cannot accept connections (%s): closing idle "
                 "connections and retrying with backoff", sf_component_id(srv->self),
                 strerror(err));
+    }
     if (idle != NULL)
         conn_close(idle);           /* frees an fd for the next try */
     w->accept_backoff_ms = w->accept_backoff_ms == 0 ? ACCEPT_BACKOFF_MIN_MS
@@ -1248,7 +1269,7 @@ static void do_accept(worker *w)
             return;                 /* EAGAIN, or a connection that went away */
         }
         w->accept_backoff_ms = 0;
-        if (atomic_exchange(&srv->accept_failing, false))
+        if (atomic_exchange(&srv->accept_failing, false) && atomic_exchange(&srv->accept_warned, false))
             sf_info("receiver '%s': OTLP/gRPC accepting connections again",
                     sf_component_id(srv->self));
         bucket = peer_bucket_of(&ss);
@@ -1291,7 +1312,8 @@ static void worker_tick(worker *w, int64_t now)
 
             if (fd >= 0) {
                 close(fd);
-                if (atomic_exchange(&w->srv->accept_failing, false))
+                if (atomic_exchange(&w->srv->accept_failing, false) &&
+                    atomic_exchange(&w->srv->accept_warned, false))
                     sf_info("receiver '%s': OTLP/gRPC accepting connections again",
                             sf_component_id(w->srv->self));
             }
