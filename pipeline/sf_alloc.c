@@ -89,18 +89,20 @@ void *sf_calloc_unlimited(size_t n, size_t size)
     return p + SF_ALLOC_HDR;
 }
 
-void *sf_realloc(void *ptr, size_t size)
+/* sf_realloc and sf_realloc_unlimited: `limited` refuses growth past the
+ * hard limit. */
+static void *realloc_counted(void *ptr, size_t size, int limited)
 {
     unsigned char *base, *np;
     size_t old;
 
     if (ptr == NULL)
-        return sf_malloc(size);
+        return limited ? sf_malloc(size) : sf_calloc_unlimited(1, size);
     if (size > SIZE_MAX - SF_ALLOC_HDR || should_fail())
         return NULL;
     base = (unsigned char *)ptr - SF_ALLOC_HDR;
     memcpy(&old, base, sizeof(old));
-    if (size > old && over_hard(size - old))
+    if (limited && size > old && over_hard(size - old))
         return NULL;
     np = realloc(base, size + SF_ALLOC_HDR);
     if (np == NULL)
@@ -111,6 +113,16 @@ void *sf_realloc(void *ptr, size_t size)
     else
         account(0, old - size);
     return np + SF_ALLOC_HDR;
+}
+
+void *sf_realloc(void *ptr, size_t size)
+{
+    return realloc_counted(ptr, size, 1);
+}
+
+void *sf_realloc_unlimited(void *ptr, size_t size)
+{
+    return realloc_counted(ptr, size, 0);
 }
 
 void sf_free(void *ptr)

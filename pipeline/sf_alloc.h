@@ -18,6 +18,11 @@ void *sf_calloc(size_t n, size_t size);       /* zeroed; NULL on failure or over
  * because memory is short. Use sparingly; sf_free() it as usual. */
 void *sf_calloc_unlimited(size_t n, size_t size);
 void *sf_realloc(void *p, size_t size);       /* like realloc(); p stays valid on failure */
+/* sf_realloc for the same kind of memory as sf_calloc_unlimited: a
+ * library's own state whose size its protocol limits already cap (an
+ * HTTP/2 session's buffers), which failing would only turn into a lost
+ * connection. */
+void *sf_realloc_unlimited(void *p, size_t size);
 void  sf_free(void *p);                       /* NULL is fine */
 char *sf_strdup(const char *s);               /* NULL on failure */
 char *sf_strndup(const char *s, size_t n);    /* copies at most n bytes, NUL-terminates */

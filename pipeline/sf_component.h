@@ -100,6 +100,10 @@ typedef struct sf_component_type {
      * calls again with a larger buffer when it did not fit). Called on the
      * metrics thread. */
     size_t (*metrics)(sf_component *self, char *buf, size_t size);
+    /* Optional, receivers: true while the component cannot serve (a
+     * listener that cannot accept), saying why in `why`; health_check then
+     * answers 503. Called on the health_check thread. */
+    bool (*unhealthy)(sf_component *self, char *why, size_t size);
     /* Subcommands of `spanfence`, ended by a verb with name NULL. */
     const sf_cli_verb *verbs;
 } sf_component_type;
@@ -159,6 +163,11 @@ sf_service_state sf_component_service_state(const sf_component *self);
  * ...; the last: DETAIL" in `why`. Thread-safe. */
 bool sf_component_failing_exporter(const sf_component *self, unsigned threshold,
                                    int64_t interval_ms, char *why, size_t size);
+
+/* Extensions (health_check): the first receiver of `self`'s service whose
+ * type's `unhealthy` says it cannot serve; true with "receiver 'ID': WHY"
+ * in `why`. Thread-safe. */
+bool sf_component_unhealthy_receiver(const sf_component *self, char *why, size_t size);
 
 /* Extensions: the collector-wide totals of every receiver, processor and
  * exporter right now (all zero when `self` is not part of a service). */

@@ -510,20 +510,23 @@ sf_status sf_metrics_render_style(sf_component *components, size_t n,
 
         series_name(st, m->name, NULL, strcmp(m->type, "counter") == 0, name, sizeof(name));
         help(t, name, m->type, m->help);
-        for (size_t i = 0; i < n; i++) {
-            sf_component *c = &components[i];
+        for (size_t i = 0; i < n + st->n_retired; i++) {
+            sf_component *c = i < n ? &components[i] : &st->retired[i - n];
+            const char *mark = c->retired ? ",retired=\"true\"" : "";
+
             if (c->type->kind != m->kind)
                 continue;
             if (m->kind == SF_KIND_RECEIVER) {
                 for (int tr = 0; tr < SF_TRANSPORT_COUNT; tr++) {
                     if (!(c->transports & (1u << tr)))
                         continue;
-                    snprintf(labels, sizeof(labels), "receiver=\"%s\",transport=\"%s\"", c->id,
-                             transport_names[tr]);
+                    snprintf(labels, sizeof(labels), "receiver=\"%s\",transport=\"%s\"%s", c->id,
+                             transport_names[tr], mark);
                     render_series(&rc, m, name, labels, &c->transport[tr]);
                 }
             } else {
-                snprintf(labels, sizeof(labels), "%s=\"%s\"", sf_kind_name(m->kind), c->id);
+                snprintf(labels, sizeof(labels), "%s=\"%s\"%s", sf_kind_name(m->kind), c->id,
+                         mark);
                 render_series(&rc, m, name, labels, &c->counters);
             }
         }

@@ -118,7 +118,12 @@ const char *sf_net_bind_problem(const char *endpoint, char *buf, size_t size)
     close(fd);
     if (err == 0)
         return NULL;
-    snprintf(buf, size, "%s", err == EADDRINUSE ? "address already in use" : strerror(err));
+    return sf_net_errno_text(err, buf, size);
+}
+
+const char *sf_net_errno_text(int err, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s", strerror(err));
     for (char *p = buf; *p; p++)    /* lowercase, as config errors are */
         *p = (char)tolower((unsigned char)*p);
     return buf;

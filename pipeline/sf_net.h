@@ -27,6 +27,10 @@ sf_status sf_net_resolve(const char *endpoint, struct sockaddr_storage *addr, so
  * failure at length (gRPC core's status blob) or not at all. */
 const char *sf_net_bind_problem(const char *endpoint, char *buf, size_t size);
 
+/* strerror(err) in lowercase, as the collector's error lines are
+ * ("address already in use"), into buf; returns buf. */
+const char *sf_net_errno_text(int err, char *buf, size_t size);
+
 /* A small HTTP endpoint of the collector's own (/metrics, health_check):
  * libmicrohttpd on its own polling thread, at most 16 connections idle at
  * most 10 s, answering with `handler` and `cls`. `what` names it in the

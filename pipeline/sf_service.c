@@ -58,9 +58,12 @@ struct sf_service {
     sf_metrics_server *metrics;
     bool started;
     _Atomic int state;               /* sf_service_state, read by extensions' threads */
-    /* counts of components an earlier config had and this one has not
-     * (reload), so collector-wide totals never go back */
-    sf_totals retired;
+    /* components an earlier config had and this one has not (reload),
+     * with their final counts: collector-wide totals never go back, their
+     * series stay on /metrics (marked retired), and a later config that
+     * brings the id back carries on from them */
+    sf_component *retired;
+    size_t n_retired;
     /* set before start, read-only after (see sf_component_set_span_tap) */
     sf_span_tap_fn tap;
     void *tap_ctx;
@@ -351,6 +354,9 @@ void sf_service_destroy(sf_service *svc)
     }
     sf_free(svc->routes);
     sf_free(svc->components);
+    for (size_t i = 0; i < svc->n_retired; i++)
+        sf_free((char *)svc->retired[i].id);
+    sf_free(svc->retired);
     sf_free(svc);
 }
 
@@ -364,14 +370,14 @@ typedef struct sf_handover_item {
     char *id;
     sf_counters counters;
     sf_counters transport[SF_TRANSPORT_COUNT];
+    unsigned transports;
     sf_batch_stats batch;
     void *parcel;
 } sf_handover_item;
 
 struct sf_handover {
     size_t n;
-    sf_handover_item *items;
-    sf_totals retired;
+    sf_handover_item *items;    /* the live components' and the retired ones' */
 };
 
 /* The monotonic counters of `src` added to `dst` (with the counters among
@@ -491,8 +497,11 @@ sf_status sf_service_stop_for_reload(sf_service *svc, sf_service *next, sf_hando
     if (h == NULL)
         return SF_ENOMEM;
     /* Every item before anything stops: no allocation can fail later. */
-    for (size_t i = 0; i < svc->n_components; i++) {
-        if (handover_item(h, &svc->components[i]) == NULL) {
+    for (size_t i = 0; i < svc->n_components + svc->n_retired; i++) {
+        sf_component *c = i < svc->n_components ? &svc->components[i]
+                                                 : &svc->retired[i - svc->n_components];
+
+        if (handover_item(h, c) == NULL) {
             sf_handover_release(h);
             return SF_ENOMEM;
         }
@@ -513,11 +522,12 @@ sf_status sf_service_stop_for_reload(sf_service *svc, sf_service *next, sf_hando
         sf_metrics_server_stop(svc->metrics);
         svc->metrics = NULL;
     }
-    h->retired = svc->retired;
-    for (size_t i = 0; i < svc->n_components; i++) {
-        sf_component *c = &svc->components[i];
+    for (size_t i = 0; i < svc->n_components + svc->n_retired; i++) {
+        sf_component *c = i < svc->n_components ? &svc->components[i]
+                                                : &svc->retired[i - svc->n_components];
         sf_handover_item *it = handover_find(h, c->type, c->id);
 
+        it->transports |= c->transports;
         add_counters(c->type, &it->counters, &c->counters);
         for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
             add_counters(NULL, &it->transport[t], &c->transport[t]);
@@ -527,17 +537,43 @@ sf_status sf_service_stop_for_reload(sf_service *svc, sf_service *next, sf_hando
     return SF_OK;
 }
 
+/* `it`, which this service has no component for, kept as retired. */
+static void retire(sf_service *svc, const sf_handover_item *it)
+{
+    sf_component *more = sf_realloc(svc->retired, (svc->n_retired + 1) * sizeof(*more));
+    sf_component *g;
+
+    if (more == NULL) {
+        sf_warn("reload: out of memory keeping the counts of retired %s '%s'",
+                sf_kind_name(it->type->kind), it->id);
+        return;
+    }
+    svc->retired = more;
+    g = &svc->retired[svc->n_retired];
+    memset(g, 0, sizeof(*g));
+    g->id = sf_strdup(it->id);
+    if (g->id == NULL)
+        return;
+    g->type = it->type;
+    g->retired = true;
+    g->transports = it->transports;
+    add_counters(it->type, &g->counters, (sf_counters *)&it->counters);
+    for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
+        add_counters(NULL, &g->transport[t], (sf_counters *)&it->transport[t]);
+    sf_batch_stats_add(&g->batch, (sf_batch_stats *)&it->batch);
+    svc->n_retired++;
+}
+
 sf_status sf_service_start_from(sf_service *svc, sf_handover *h)
 {
     sf_status st;
 
-    svc->retired = h->retired;
     for (size_t i = 0; i < h->n; i++) {
         sf_handover_item *it = &h->items[i];
         sf_component *c = component_like(svc, it);
 
         if (c == NULL) {
-            add_totals(&svc->retired, it->type->kind, &it->counters, it->transport);
+            retire(svc, it);
             continue;
         }
         /* Counted from zero in a fresh instance: adding is carrying. */
@@ -942,18 +978,6 @@ static void add_totals(sf_totals *out, sf_kind kind, sf_counters *counters,
     }
 }
 
-static void add_retired(sf_totals *out, const sf_totals *in)
-{
-    out->accepted += in->accepted;
-    out->exported += in->exported;
-    out->enqueue_failed += in->enqueue_failed;
-    for (int r = 0; r < SF_REASON_COUNT; r++) {
-        out->refused[r] += in->refused[r];
-        out->dropped[r] += in->dropped[r];
-        out->send_failed[r] += in->send_failed[r];
-    }
-}
-
 void sf_service_totals(const sf_service *svc, sf_totals *out)
 {
     memset(out, 0, sizeof(*out));
@@ -964,7 +988,11 @@ void sf_service_totals(const sf_service *svc, sf_totals *out)
 
         add_totals(out, c->type->kind, &c->counters, c->transport);
     }
-    add_retired(out, &svc->retired);
+    for (size_t i = 0; i < svc->n_retired; i++) {
+        sf_component *c = &svc->retired[i];
+
+        add_totals(out, c->type->kind, &c->counters, c->transport);
+    }
 }
 
 size_t sf_service_lost(const sf_service *svc, char *msg, size_t size)
@@ -1017,6 +1045,24 @@ bool sf_component_failing_exporter(const sf_component *self, unsigned threshold,
     return false;
 }
 
+bool sf_component_unhealthy_receiver(const sf_component *self, char *why, size_t size)
+{
+    const sf_service *svc = self != NULL ? self->service : NULL;
+
+    for (size_t i = 0; svc != NULL && i < svc->n_components; i++) {
+        sf_component *c = &svc->components[i];
+        char detail[256];
+
+        if (c->type->kind != SF_KIND_RECEIVER || c->type->unhealthy == NULL)
+            continue;
+        if (c->type->unhealthy(c, detail, sizeof(detail))) {
+            snprintf(why, size, "receiver '%s': %s", c->id, detail);
+            return true;
+        }
+    }
+    return false;
+}
+
 sf_service_state sf_component_service_state(const sf_component *self)
 {
     if (self == NULL || self->service == NULL)
@@ -1040,6 +1086,8 @@ sf_status sf_service_render_metrics(sf_service *svc, char **out, size_t *out_len
         .service_name = cfg->service_name,
         .service_version = cfg->service_version,
         .service_instance_id = cfg->service_instance_id,
+        .retired = svc->retired,
+        .n_retired = svc->n_retired,
     };
 
     return sf_metrics_render_style(svc->components, svc->n_components, &style, out, out_len);

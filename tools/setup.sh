@@ -15,12 +15,16 @@ pkgs=(build-essential cmake pkg-config
       libcurl4-openssl-dev libmicrohttpd-dev libpcre2-dev libsystemd-dev
       # the transform processor's pseudonyms (HMAC-SHA256)
       libssl-dev
+      # the OTLP/gRPC receiver's HTTP/2
+      libnghttp2-dev
       valgrind curl zstd
       # the TLS test's certificates, the install check (man page lint, unit verify),
       # tools/build_deb.sh (cpack -G DEB needs dpkg-shlibdeps)
       openssl groff-base systemd dpkg-dev
       # the independent decoder of the privacy differential test, and load tools
-      python3 python3-protobuf python3-grpcio protobuf-compiler nghttp2-client)
+      python3 python3-protobuf python3-grpcio protobuf-compiler nghttp2-client
+      # the HTTP/2 attackers of the receiver's abuse tests
+      python3-h2 python3-hpack)
 # clang and its libFuzzer/sanitizer runtimes, only for tools/fuzz.sh (about
 # 40 MB to download, 230 MB installed, so ordinary set-up skips them).
 if [ "${SF_FUZZ:-0}" = 1 ]; then

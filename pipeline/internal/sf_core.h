@@ -32,6 +32,10 @@ struct sf_component {
      * requests the exporters' sending queues form for them
      * (sf_component_batching hands it out; sf_metrics.c renders it) */
     sf_batch_stats batch;
+    /* a component an earlier config had and the running one has not: its
+     * final counts only (sf_service.c keeps them, sf_metrics.c renders
+     * them marked retired="true"); never started, no ctx */
+    bool retired;
 };
 
 /* NULL-terminated table of every component type spanfence has. Defined

@@ -19,6 +19,10 @@ typedef struct sf_metrics_style {
     const char *service_name;       /* NULL: "spanfence" */
     const char *service_version;    /* NULL: the build's version */
     const char *service_instance_id;    /* NULL: a UUID made once per process */
+    /* components earlier configs had (reload): their upstream series are
+     * rendered after the live ones', with retired="true" */
+    struct sf_component *retired;
+    size_t n_retired;
 } sf_metrics_style;
 
 /* Prometheus text exposition of the counters of components[0, n) (each

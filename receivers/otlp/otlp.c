@@ -5,6 +5,8 @@
 #include "receiver_grpc.h"
 #include "receiver_http.h"
 
+#include <stdio.h>
+
 typedef struct otlp_receiver {
     const sf_otlp_receiver_config *cfg;
     sf_receiver_grpc *grpc;
@@ -80,6 +82,18 @@ static void otlp_destroy(sf_component *self)
     sf_free(r);
 }
 
+/* health_check: the gRPC listener failing to accept (fds, memory). */
+static bool otlp_unhealthy(sf_component *self, char *why, size_t size)
+{
+    otlp_receiver *r = sf_component_ctx(self);
+
+    if (r == NULL || r->grpc == NULL || sf_receiver_grpc_accepting(r->grpc))
+        return false;
+    snprintf(why, size, "OTLP/gRPC cannot accept connections (out of file descriptors or "
+             "memory); retrying");
+    return true;
+}
+
 const sf_component_type sf_otlp_receiver_type = {
     .name = "otlp",
     .kind = SF_KIND_RECEIVER,
@@ -92,4 +106,5 @@ const sf_component_type sf_otlp_receiver_type = {
     .shutdown = otlp_shutdown,
     .destroy = otlp_destroy,
     .describe_listen = sf_otlp_receiver_describe_listen,
+    .unhealthy = otlp_unhealthy,
 };

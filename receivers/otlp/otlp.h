@@ -32,7 +32,9 @@ typedef struct sf_receiver_grpc_config {
     char *endpoint;                 /* host:port */
     int64_t max_recv_msg_size_mib;
     int64_t max_concurrent_streams; /* per client connection */
-    int64_t workers;                /* threads, each with its own completion queue */
+    int64_t workers;                /* threads, each with its own epoll loop */
+    int64_t max_connections;        /* client connections in all */
+    int64_t max_connections_per_peer;   /* ... from one peer address */
     sf_otlp_keepalive_config keepalive;
 } sf_receiver_grpc_config;
 

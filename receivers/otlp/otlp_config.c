@@ -66,8 +66,17 @@ static const sf_config_row grpc_rows[] = {
       .min = 1, .max = 1000000 },
     { .key = "workers", .type = SF_CFG_INT, .def = "0",
       .offset = offsetof(sf_receiver_grpc_config, workers),
-      .help = "receiver threads, each with its own completion queue; 0: one per CPU the "
+      .help = "receiver threads, each with its own event loop; 0: one per CPU the "
               "process may run on (its affinity mask), at most 8", .min = 0, .max = 64 },
+    { .key = "max_connections", .type = SF_CFG_INT, .def = "1024",
+      .offset = offsetof(sf_receiver_grpc_config, max_connections),
+      .help = "client connections served at once (with a memory_limiter, at most a quarter "
+              "of its limit at 32 KiB each); past it a new connection replaces the "
+              "longest-idle one (no call open), or is closed", .min = 1, .max = 65535 },
+    { .key = "max_connections_per_peer", .type = SF_CFG_INT, .def = "1024",
+      .offset = offsetof(sf_receiver_grpc_config, max_connections_per_peer),
+      .help = "client connections from one peer address, with the same replacement",
+      .min = 1, .max = 65535 },
     { .key = "read_buffer_size", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
     { .key = "write_buffer_size", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
     { .key = "include_metadata", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },

@@ -9,11 +9,14 @@ typedef struct sf_receiver_grpc sf_receiver_grpc;
 /* Allocate (no threads, no socket). */
 sf_status sf_receiver_grpc_create(sf_component *self, const sf_receiver_grpc_config *cfg,
                               unsigned max_depth, sf_receiver_grpc **out);
-/* Bind and start the worker threads. SF_IO when the port cannot be bound. */
+/* Bind and start the worker threads (nghttp2, one epoll loop each). SF_IO when the port cannot be bound. */
 sf_status sf_receiver_grpc_start(sf_receiver_grpc *srv);
 /* Stop accepting, let calls in flight finish (a grace period, then cancel),
  * join the threads. Safe if never started. */
 void sf_receiver_grpc_shutdown(sf_receiver_grpc *srv);
 void sf_receiver_grpc_destroy(sf_receiver_grpc *srv);
+/* False while accept() fails for want of fds or memory (retried with
+ * backoff), for health reporting. */
+bool sf_receiver_grpc_accepting(const sf_receiver_grpc *srv);
 
 #endif

@@ -135,7 +135,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     pthread_mutex_lock(&s->lock);
     known = s->path != NULL && strcmp(url, s->path) == 0;
     ready = s->owner != NULL && sf_component_service_state(s->owner) == SF_SERVICE_RUNNING;
-    if (ready && s->pipeline.enabled)
+    /* A receiver that cannot accept (fds or memory exhausted) always
+     * counts; failing exporters only with check_collector_pipeline. */
+    if (ready)
+        failing = sf_component_unhealthy_receiver(s->owner, why, sizeof(why));
+    if (ready && !failing && s->pipeline.enabled)
         failing = sf_component_failing_exporter(s->owner,
                                                 (unsigned)s->pipeline.exporter_failure_threshold,
                                                 s->pipeline.interval, why, sizeof(why));
@@ -143,8 +147,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (failing)
             sf_warn("health_check: unhealthy: %s", why);
         else if (ready)
-            sf_info("health_check: healthy again: no exporter has failed %lld sends recently",
-                    (long long)s->pipeline.exporter_failure_threshold);
+            sf_info("health_check: healthy again");
         s->failing = failing;
     }
     ready = ready && !failing;

@@ -207,6 +207,7 @@ const RECOVERY_MS = 60000;
 const EXP = { exporter: 'otlphttp/sink' };
 
 // Starts spanfence with floodConfig(opts) on free ports, sink not running.
+// opts.wrap: a command the binary runs under (prlimit for a low fd limit).
 async function startFlood(h, opts = {}) {
   const grpcPort = await freePort();
   const httpPort = await freePort();
@@ -221,6 +222,7 @@ async function startFlood(h, opts = {}) {
       SF_METRICS_PORT: String(metricsPort), SF_SINK_PORT: String(sinkPort) },
     grpcPort,
     metricsPort,
+    wrap: opts.wrap || null,
   });
   h.track(sf);
   await sf.start();

