@@ -877,8 +877,10 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
                 (void)sf_dynbuf_reserve(&s->msg, s->msg_len);   /* small: exact at once */
             if (s->refusing)
                 stream_count(s, data, k);
-            else if (sf_dynbuf_add(&s->msg, data, k) != SF_OK)
+            else if (sf_dynbuf_add(&s->msg, data, k) != SF_OK) {
                 stream_start_refusing(s);   /* past the hard limit: counted, not kept */
+                stream_count(s, data, k);   /* the piece that did not fit, too */
+            }
             s->msg_got += k;
             data += k;
             len -= k;
