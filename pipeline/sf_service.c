@@ -652,11 +652,14 @@ static sf_status run_route(const sf_route *r, sf_request *batch)
     if (st == SF_INVALID)
         return st;              /* nothing of a malformed request goes anywhere */
     if (st != SF_OK) {
+        /* The pass stopped early (no memory for its output, or the edit
+         * failed): count the spans again without output, so what is
+         * refused is counted whole. */
+        sf_otlp_scan(batch->raw, batch->raw_len, batch->max_depth, &batch->spans);
         if (ed == NULL)
             return st;
         /* The edit failed: the editor reports it in its consume, after the
          * processors before it counted the whole batch. */
-        sf_otlp_scan(batch->raw, batch->raw_len, batch->max_depth, &batch->spans);
         batch->edited_by = ed;
         batch->edit_status = st;
     }

@@ -17,6 +17,7 @@
 #include "sf_alloc.h"
 #include "sf_log.h"
 #include "sf_service.h"
+#include "tests/sf_test.h"
 #include "tests/sf_test_http.h"
 #include "tests/sf_torture.h"
 
@@ -142,12 +143,108 @@ static void test_create_survives_allocation_failure(void **state)
     sf_config_destroy(cfg);
 }
 
+/* POST body to url; the HTTP status, or 0 when no answer came (the
+ * connection closed first). */
+static long post(const char *url, const void *body, size_t len)
+{
+    struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/x-protobuf");
+    CURL *c = curl_easy_init();
+    long code = 0;
+
+    assert_non_null(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sf_test_http_body_);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &(sf_test_http_answer){ 0 });
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(c);
+    return code;
+}
+
+static uint64_t received(const sf_service *svc)
+{
+    sf_totals t;
+    uint64_t n;
+
+    sf_service_totals(svc, &t);
+    n = t.accepted;
+    for (int r = 0; r < SF_REASON_COUNT; r++)
+        n += t.refused[r];
+    return n;
+}
+
+/* Whichever of spanfence's allocations fails while a request is received,
+ * decoded and queued, a request that is answered has its spans counted,
+ * accepted or refused: received = accepted + refused. (One whose
+ * connection is dropped unanswered, when even its context cannot be made,
+ * was never read: the client sees no answer and sends it again.) With no processor in the pipeline, a request whose
+ * codec pass found no memory for its output was refused with 0 spans, and
+ * e2e/flood_http, at the hard limit, found one request missing. */
+static void test_every_span_counted_when_allocation_fails(void **state)
+{
+    int port = sf_test_free_port();
+    char text[1024], url[64];
+    sf_config *cfg;
+    sf_diag *d = sf_diag_create("s.yaml");
+    sf_service *svc = NULL;
+    size_t len = 0;
+    uint8_t *body = sf_test_pack_spans(7, 1, "s", 1, &len);
+    uint64_t before, allocs = 0, refused_ones = 0;
+
+    (void)state;
+    snprintf(text, sizeof(text),
+             "receivers: {otlp: {protocols: {http: {endpoint: '127.0.0.1:%d'}}}}\n"
+             "exporters: {debug: {verbosity: basic}}\n"
+             "service:\n  telemetry: {metrics: {level: none}}\n"
+             "  pipelines: {traces: {receivers: [otlp], exporters: [debug]}}\n", port);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/traces", port);
+    cfg = load(text);
+    assert_int_equal(sf_service_create(cfg, d, &svc), SF_OK);
+    assert_int_equal(sf_service_start(svc), SF_OK);
+    /* How many allocations one request makes, none failing. */
+    before = received(svc);
+    sf_alloc_fail_at(0, 0);
+    assert_int_equal(post(url, body, len), 200);
+    allocs = sf_alloc_count();
+    assert_int_equal(received(svc) - before, 7);
+    assert_true(allocs > 0);
+    for (uint64_t k = 1; k <= allocs; k++) {
+        long code;
+
+        before = received(svc);
+        sf_alloc_fail_at(k, 0);
+        code = post(url, body, len);
+        sf_alloc_fail_at(0, 0);
+        if (code == 0)
+            continue;       /* dropped unanswered */
+        if (code != 200)
+            refused_ones++;
+        if (received(svc) - before != 7)
+            fail_msg("allocation %llu of %llu failed: answered %ld, %llu spans counted, not 7",
+                     (unsigned long long)k, (unsigned long long)allocs, code,
+                     (unsigned long long)(received(svc) - before));
+    }
+    assert_true(refused_ones > 0);      /* some failures did reach the request's path */
+    sf_service_shutdown(svc);
+    sf_service_destroy(svc);
+    sf_diag_destroy(d);
+    sf_config_destroy(cfg);
+    free(body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lifecycle_and_metrics),
         cmocka_unit_test(test_memory_budget_is_the_tightest),
         cmocka_unit_test(test_create_survives_allocation_failure),
+        cmocka_unit_test(test_every_span_counted_when_allocation_fails),
     };
 
     sf_log_set_level(getenv("SF_TEST_LOG") ? SF_LOG_DEBUG : SF_LOG_OFF);
