@@ -149,6 +149,7 @@ static long post(const char *url, const void *body, size_t len)
 {
     struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/x-protobuf");
     CURL *c = curl_easy_init();
+    sf_test_http_answer a = { 0 };
     long code = 0;
 
     assert_non_null(c);
@@ -157,13 +158,14 @@ static long post(const char *url, const void *body, size_t len)
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sf_test_http_body_);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &(sf_test_http_answer){ 0 });
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     if (curl_easy_perform(c) == CURLE_OK)
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(c);
+    free(a.body);
     return code;
 }
 
