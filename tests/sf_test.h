@@ -3,17 +3,45 @@
 #ifndef SF_TEST_H
 #define SF_TEST_H
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "sf_arena.h"
 #include "sf_request.h"
 #include "sf_config.h"
 #include "sf_metrics.h"
 #include "sf_service.h"
+
+/* An hour in ms: a backoff or timeout a test sets so long that only the
+ * behaviour under test (a cut, a drain) can end it before the test ends; the
+ * test then asserts that it ended in less than half of it, a bound that is
+ * the setting itself, not a guess at the machine's speed. */
+#define SF_TEST_HOUR_MS ((int64_t)3600 * 1000)
+
+/* A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0 and
+ * closed), for a server whose config names its port. A port computed from
+ * the pid instead can fall in the kernel's ephemeral range (32768-60999)
+ * and be held by some other test's client connection when the server binds
+ * it: sf_service_start then fails with SF_IO. */
+static inline int sf_test_free_port(void)
+{
+    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = 0 };
+    socklen_t alen = sizeof(addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    assert_true(fd >= 0);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&addr, &alen), 0);
+    close(fd);
+    return ntohs(addr.sin_port);
+}
 
 /* Load `yaml` as the file `name` and return every diagnostic, one per line
  * ("" when the config is clean), in a static buffer. */
@@ -56,11 +84,15 @@ static inline sf_service *sf_test_service_start(const char *name, const char *ya
 {
     sf_diag *d = sf_diag_create(name);
     sf_service *svc = NULL;
+    sf_status st;
 
     assert_int_equal(sf_config_load_string(name, yaml, strlen(yaml), d, cfg), SF_OK);
     assert_int_equal(sf_service_create(*cfg, d, &svc), SF_OK);
     sf_diag_destroy(d);
-    assert_int_equal(sf_service_start(svc), SF_OK);
+    st = sf_service_start(svc);
+    if (st != SF_OK)
+        fail_msg("sf_service_start: %s (the log says why unless the config turns it off)",
+                 sf_status_name(st));
     return svc;
 }
 

@@ -86,22 +86,6 @@ static inline void sf_test_http_upload_done(void *cls, struct MHD_Connection *co
     }
 }
 
-/* A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0 and
- * closed), for a server whose config names its port. */
-static inline int sf_test_free_port(void)
-{
-    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = 0 };
-    socklen_t alen = sizeof(addr);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-    assert_true(fd >= 0);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&addr, &alen), 0);
-    close(fd);
-    return ntohs(addr.sin_port);
-}
-
 /* An HTTP answer: status code and body (malloc'd, NUL-terminated). */
 typedef struct sf_test_http_answer {
     long code;

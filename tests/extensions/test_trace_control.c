@@ -29,6 +29,7 @@
 #include "extensions/trace_control/trace_control.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "sf_service.h"
+#include "tests/sf_test.h"
 
 /* ---- the stand-in engine --------------------------------------------------- */
 
@@ -195,7 +196,7 @@ static int setup(void **state)
     snprintf(f->conf, sizeof(f->conf), "%s/spanfence.yaml", f->dir);
     pthread_mutex_init(&f->eng.mu, NULL);
     engine_up(&f->eng);
-    f->otlp_port = (uint16_t)(20000 + getpid() % 20000);
+    f->otlp_port = (uint16_t)sf_test_free_port();
     write_config(f, "");
     *state = f;
     return 0;

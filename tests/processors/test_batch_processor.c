@@ -215,7 +215,7 @@ static int sink_requests(sink *s)
 static void run_pipeline(sink *s, const char *processors, char *metrics, size_t metrics_size)
 {
     char yaml[2048];
-    uint16_t port = (uint16_t)(22000 + getpid() % 20000);
+    uint16_t port = (uint16_t)sf_test_free_port();
     size_t mem = sf_alloc_in_use();
     sf_diag *d = sf_diag_create("p.yaml");
     sf_config *cfg = NULL;

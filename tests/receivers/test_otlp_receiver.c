@@ -42,7 +42,7 @@ static void start(fixture *f, const char *id, const char *settings)
 {
     char yaml[2048];
 
-    f->port = 30000 + (int)(getpid() % 20000);
+    f->port = sf_test_free_port();
     snprintf(yaml, sizeof(yaml),
              "receivers: {otlp: {protocols: {grpc: {endpoint: '127.0.0.1:%d', "
              "max_recv_msg_size_mib: 1}}, max_value_depth: 8}}\n"
@@ -183,7 +183,7 @@ static void test_exported_bytes_small_and_large(void **state)
     snprintf(f.dir, sizeof(f.dir), "/tmp/sf_rx_XXXXXX");
     assert_non_null(mkdtemp(f.dir));
     snprintf(path, sizeof(path), "%s/out.pb", f.dir);
-    f.port = 30000 + (int)(getpid() % 20000);
+    f.port = sf_test_free_port();
     snprintf(yaml, sizeof(yaml),
              "receivers: {otlp: {protocols: {grpc: {endpoint: '127.0.0.1:%d', "
              "max_recv_msg_size_mib: 2}}, max_value_depth: 8}}\n"
