@@ -3,6 +3,7 @@
  * the three framing levels that lead to spans; field values off that path
  * (and every span's own bytes) are skipped in bulk. */
 #include "sf_otlp_count.h"
+#include "sf_otlp_schema.h"
 
 #include <string.h>
 
@@ -33,13 +34,14 @@ static bool on_len(sf_span_counter *c, uint64_t len)
 
     if (len > limit - c->pos)
         return false;
-    if (c->groups == 0 && ((c->level == 0 && field == 1) || (c->level == 1 && field == 2))) {
+    if (c->groups == 0 && ((c->level == 0 && field == SF_OTLP_NUM_REQUEST_RESOURCE_SPANS) ||
+                           (c->level == 1 && field == SF_OTLP_NUM_RESOURCE_SPANS_SCOPE_SPANS))) {
         c->level++;                                 /* into ResourceSpans / ScopeSpans */
         c->end[c->level] = c->pos + len;
         c->state = ST_TAG;
         return pop_levels(c);                       /* an empty one ends at once */
     }
-    if (c->groups == 0 && c->level == 2 && field == 2)
+    if (c->groups == 0 && c->level == 2 && field == SF_OTLP_NUM_SCOPE_SPANS_SPANS)
         c->spans++;
     c->skip = len;
     c->state = ST_SKIP;
@@ -162,15 +164,17 @@ static void json_open(sf_json_span_counter *c, bool array)
 
     if (c->depth == 0 && !array)
         role = R_TOP;
-    else if (parent == R_TOP && array && key_is(c, "resourceSpans", "resource_spans"))
+    else if (parent == R_TOP && array && key_is(c, SF_OTLP_JSON_REQUEST_RESOURCE_SPANS,
+                                                   SF_OTLP_NAME_REQUEST_RESOURCE_SPANS))
         role = R_RS_ARRAY;
     else if (parent == R_RS_ARRAY && !array)
         role = R_RS;
-    else if (parent == R_RS && array && key_is(c, "scopeSpans", "scope_spans"))
+    else if (parent == R_RS && array && key_is(c, SF_OTLP_JSON_RESOURCE_SPANS_SCOPE_SPANS,
+                                                SF_OTLP_NAME_RESOURCE_SPANS_SCOPE_SPANS))
         role = R_SS_ARRAY;
     else if (parent == R_SS_ARRAY && !array)
         role = R_SS;
-    else if (parent == R_SS && array && key_is(c, "spans", NULL))
+    else if (parent == R_SS && array && key_is(c, SF_OTLP_JSON_SCOPE_SPANS_SPANS, NULL))
         role = R_SPAN_ARRAY;
     else if (parent == R_SPAN_ARRAY && !array) {
         role = R_SPAN;

@@ -24,6 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The field names and one enum per message: generated from the .proto files
+ * and pipeline/proto/trace_fields.txt (tools/gen_otlp_schema.py). */
+#define SF_OTLP_SCHEMA_JSON
+#include "sf_otlp_schema.h"
+
 typedef Opentelemetry__Proto__Common__V1__ArrayValue sf_otlp_array;
 typedef Opentelemetry__Proto__Common__V1__KeyValueList sf_otlp_kvlist;
 typedef Opentelemetry__Proto__Collector__Trace__V1__ExportTracePartialSuccess sf_otlp_partial;
@@ -420,16 +425,11 @@ static sf_status get_double(dec *d, json_object *v, double *out)
 
 /* ---- messages ---- */
 
-typedef struct field {
-    const char *camel;          /* the name we write and report */
-    const char *snake;          /* also accepted on input; NULL if the same */
-} field;
-
 typedef sf_status (*field_fn)(dec *d, void *msg, int field, json_object *v);
 
 typedef struct msg_kind {
     const ProtobufCMessageDescriptor *desc;
-    const field *fields;
+    const sf_otlp_json_name *fields;
     size_t n_fields;
     field_fn set;
 } msg_kind;
@@ -552,114 +552,105 @@ static sf_status get_strings(dec *d, json_object *arr, size_t *n, char ***out)
 static const msg_kind K_REQUEST, K_RESOURCE_SPANS, K_RESOURCE, K_ENTITY_REF, K_SCOPE_SPANS,
     K_SCOPE, K_SPAN, K_EVENT, K_LINK, K_STATUS, K_KV, K_ANY, K_ARRAY, K_KVLIST;
 
+/* One setter per message, a case for every field of its generated enum
+ * (sf_otlp_schema.h, in field-number order) and no default: a field added
+ * to the schema breaks the build here (-Wswitch) until it is decided. */
+
 /* ExportTraceServiceRequest */
-enum { REQ_RESOURCE_SPANS };
-static const field request_fields[] = {
-    [REQ_RESOURCE_SPANS] = { "resourceSpans", "resource_spans" },
-};
 static sf_status request_set(dec *d, void *msg, int f, json_object *v)
 {
     sf_otlp_request *r = msg;
 
-    (void)f;
-    return dec_list(d, v, &K_RESOURCE_SPANS, &r->n_resource_spans, &r->resource_spans);
+    switch ((sf_jf_request)f) {
+    case SF_JF_REQUEST_RESOURCE_SPANS:
+        return dec_list(d, v, &K_RESOURCE_SPANS, &r->n_resource_spans, &r->resource_spans);
+    }
+    return fail(d, "internal: no such field");
 }
 
 /* ResourceSpans */
-enum { RS_RESOURCE, RS_SCOPE_SPANS, RS_SCHEMA_URL };
-static const field resource_spans_fields[] = {
-    [RS_RESOURCE] = { "resource", NULL },
-    [RS_SCOPE_SPANS] = { "scopeSpans", "scope_spans" },
-    [RS_SCHEMA_URL] = { "schemaUrl", "schema_url" },
-};
 static sf_status resource_spans_set(dec *d, void *msg, int f, json_object *v)
 {
     sf_otlp_resource_spans *rs = msg;
 
-    switch (f) {
-    case RS_RESOURCE:       return dec_msg(d, v, &K_RESOURCE, &rs->resource);
-    case RS_SCOPE_SPANS:    return dec_list(d, v, &K_SCOPE_SPANS, &rs->n_scope_spans,
-                                            &rs->scope_spans);
-    default:                return get_string(d, v, &rs->schema_url);
+    switch ((sf_jf_resource_spans)f) {
+    case SF_JF_RESOURCE_SPANS_RESOURCE:
+        return dec_msg(d, v, &K_RESOURCE, &rs->resource);
+    case SF_JF_RESOURCE_SPANS_SCOPE_SPANS:
+        return dec_list(d, v, &K_SCOPE_SPANS, &rs->n_scope_spans, &rs->scope_spans);
+    case SF_JF_RESOURCE_SPANS_SCHEMA_URL:
+        return get_string(d, v, &rs->schema_url);
     }
+    return fail(d, "internal: no such field");
 }
 
 /* Resource */
-enum { RES_ATTRIBUTES, RES_DROPPED, RES_ENTITY_REFS };
-static const field resource_fields[] = {
-    [RES_ATTRIBUTES] = { "attributes", NULL },
-    [RES_DROPPED] = { "droppedAttributesCount", "dropped_attributes_count" },
-    [RES_ENTITY_REFS] = { "entityRefs", "entity_refs" },
-};
 static sf_status resource_set(dec *d, void *msg, int f, json_object *v)
 {
     sf_otlp_resource *r = msg;
 
-    switch (f) {
-    case RES_ATTRIBUTES:    return dec_list(d, v, &K_KV, &r->n_attributes, &r->attributes);
-    case RES_DROPPED:       return get_uint32(d, v, &r->dropped_attributes_count);
-    default:                return dec_list(d, v, &K_ENTITY_REF, &r->n_entity_refs,
-                                            &r->entity_refs);
+    switch ((sf_jf_resource)f) {
+    case SF_JF_RESOURCE_ATTRIBUTES:
+        return dec_list(d, v, &K_KV, &r->n_attributes, &r->attributes);
+    case SF_JF_RESOURCE_DROPPED_ATTRIBUTES_COUNT:
+        return get_uint32(d, v, &r->dropped_attributes_count);
+    case SF_JF_RESOURCE_ENTITY_REFS:
+        return dec_list(d, v, &K_ENTITY_REF, &r->n_entity_refs, &r->entity_refs);
     }
+    return fail(d, "internal: no such field");
 }
 
 /* EntityRef (Resource.entity_refs): decoded, not skipped as unknown, so an
  * OTLP/JSON request means what the same request in protobuf means. */
-enum { ER_SCHEMA_URL, ER_TYPE, ER_ID_KEYS, ER_DESCRIPTION_KEYS };
-static const field entity_ref_fields[] = {
-    [ER_SCHEMA_URL] = { "schemaUrl", "schema_url" },
-    [ER_TYPE] = { "type", NULL },
-    [ER_ID_KEYS] = { "idKeys", "id_keys" },
-    [ER_DESCRIPTION_KEYS] = { "descriptionKeys", "description_keys" },
-};
 static sf_status entity_ref_set(dec *d, void *msg, int f, json_object *v)
 {
     Opentelemetry__Proto__Common__V1__EntityRef *r = msg;
 
-    switch (f) {
-    case ER_SCHEMA_URL: return get_string(d, v, &r->schema_url);
-    case ER_TYPE:       return get_string(d, v, &r->type);
-    case ER_ID_KEYS:    return get_strings(d, v, &r->n_id_keys, &r->id_keys);
-    default:            return get_strings(d, v, &r->n_description_keys, &r->description_keys);
+    switch ((sf_jf_entity_ref)f) {
+    case SF_JF_ENTITY_REF_SCHEMA_URL:
+        return get_string(d, v, &r->schema_url);
+    case SF_JF_ENTITY_REF_TYPE:
+        return get_string(d, v, &r->type);
+    case SF_JF_ENTITY_REF_ID_KEYS:
+        return get_strings(d, v, &r->n_id_keys, &r->id_keys);
+    case SF_JF_ENTITY_REF_DESCRIPTION_KEYS:
+        return get_strings(d, v, &r->n_description_keys, &r->description_keys);
     }
+    return fail(d, "internal: no such field");
 }
 
 /* ScopeSpans */
-enum { SS_SCOPE, SS_SPANS, SS_SCHEMA_URL };
-static const field scope_spans_fields[] = {
-    [SS_SCOPE] = { "scope", NULL },
-    [SS_SPANS] = { "spans", NULL },
-    [SS_SCHEMA_URL] = { "schemaUrl", "schema_url" },
-};
 static sf_status scope_spans_set(dec *d, void *msg, int f, json_object *v)
 {
     sf_otlp_scope_spans *ss = msg;
 
-    switch (f) {
-    case SS_SCOPE:  return dec_msg(d, v, &K_SCOPE, &ss->scope);
-    case SS_SPANS:  return dec_list(d, v, &K_SPAN, &ss->n_spans, &ss->spans);
-    default:        return get_string(d, v, &ss->schema_url);
+    switch ((sf_jf_scope_spans)f) {
+    case SF_JF_SCOPE_SPANS_SCOPE:
+        return dec_msg(d, v, &K_SCOPE, &ss->scope);
+    case SF_JF_SCOPE_SPANS_SPANS:
+        return dec_list(d, v, &K_SPAN, &ss->n_spans, &ss->spans);
+    case SF_JF_SCOPE_SPANS_SCHEMA_URL:
+        return get_string(d, v, &ss->schema_url);
     }
+    return fail(d, "internal: no such field");
 }
 
 /* InstrumentationScope */
-enum { SC_NAME, SC_VERSION, SC_ATTRIBUTES, SC_DROPPED };
-static const field scope_fields[] = {
-    [SC_NAME] = { "name", NULL },
-    [SC_VERSION] = { "version", NULL },
-    [SC_ATTRIBUTES] = { "attributes", NULL },
-    [SC_DROPPED] = { "droppedAttributesCount", "dropped_attributes_count" },
-};
 static sf_status scope_set(dec *d, void *msg, int f, json_object *v)
 {
     sf_otlp_scope *s = msg;
 
-    switch (f) {
-    case SC_NAME:       return get_string(d, v, &s->name);
-    case SC_VERSION:    return get_string(d, v, &s->version);
-    case SC_ATTRIBUTES: return dec_list(d, v, &K_KV, &s->n_attributes, &s->attributes);
-    default:            return get_uint32(d, v, &s->dropped_attributes_count);
+    switch ((sf_jf_scope)f) {
+    case SF_JF_SCOPE_NAME:
+        return get_string(d, v, &s->name);
+    case SF_JF_SCOPE_VERSION:
+        return get_string(d, v, &s->version);
+    case SF_JF_SCOPE_ATTRIBUTES:
+        return dec_list(d, v, &K_KV, &s->n_attributes, &s->attributes);
+    case SF_JF_SCOPE_DROPPED_ATTRIBUTES_COUNT:
+        return get_uint32(d, v, &s->dropped_attributes_count);
     }
+    return fail(d, "internal: no such field");
 }
 
 /* Span */
@@ -667,111 +658,72 @@ static const char *const span_kind_names[] = {
     "SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL", "SPAN_KIND_SERVER",
     "SPAN_KIND_CLIENT", "SPAN_KIND_PRODUCER", "SPAN_KIND_CONSUMER",
 };
-enum {
-    SP_TRACE_ID, SP_SPAN_ID, SP_TRACE_STATE, SP_PARENT_SPAN_ID, SP_FLAGS, SP_NAME, SP_KIND,
-    SP_START, SP_END, SP_ATTRIBUTES, SP_DROPPED_ATTRIBUTES, SP_EVENTS, SP_DROPPED_EVENTS,
-    SP_LINKS, SP_DROPPED_LINKS, SP_STATUS
-};
-static const field span_fields[] = {
-    [SP_TRACE_ID] = { "traceId", "trace_id" },
-    [SP_SPAN_ID] = { "spanId", "span_id" },
-    [SP_TRACE_STATE] = { "traceState", "trace_state" },
-    [SP_PARENT_SPAN_ID] = { "parentSpanId", "parent_span_id" },
-    [SP_FLAGS] = { "flags", NULL },
-    [SP_NAME] = { "name", NULL },
-    [SP_KIND] = { "kind", NULL },
-    [SP_START] = { "startTimeUnixNano", "start_time_unix_nano" },
-    [SP_END] = { "endTimeUnixNano", "end_time_unix_nano" },
-    [SP_ATTRIBUTES] = { "attributes", NULL },
-    [SP_DROPPED_ATTRIBUTES] = { "droppedAttributesCount", "dropped_attributes_count" },
-    [SP_EVENTS] = { "events", NULL },
-    [SP_DROPPED_EVENTS] = { "droppedEventsCount", "dropped_events_count" },
-    [SP_LINKS] = { "links", NULL },
-    [SP_DROPPED_LINKS] = { "droppedLinksCount", "dropped_links_count" },
-    [SP_STATUS] = { "status", NULL },
-};
 static sf_status span_set(dec *d, void *msg, int f, json_object *v)
 {
     sf_otlp_span *s = msg;
     sf_status st;
     int kind;
 
-    switch (f) {
-    case SP_TRACE_ID:       return get_hex_id(d, v, 16, &s->trace_id);
-    case SP_SPAN_ID:        return get_hex_id(d, v, 8, &s->span_id);
-    case SP_TRACE_STATE:    return get_string(d, v, &s->trace_state);
-    case SP_PARENT_SPAN_ID: return get_hex_id(d, v, 8, &s->parent_span_id);
-    case SP_FLAGS:          return get_uint32(d, v, &s->flags);
-    case SP_NAME:           return get_string(d, v, &s->name);
-    case SP_KIND:
+    switch ((sf_jf_span)f) {
+    case SF_JF_SPAN_TRACE_ID:       return get_hex_id(d, v, 16, &s->trace_id);
+    case SF_JF_SPAN_SPAN_ID:        return get_hex_id(d, v, 8, &s->span_id);
+    case SF_JF_SPAN_TRACE_STATE:    return get_string(d, v, &s->trace_state);
+    case SF_JF_SPAN_PARENT_SPAN_ID: return get_hex_id(d, v, 8, &s->parent_span_id);
+    case SF_JF_SPAN_FLAGS:          return get_uint32(d, v, &s->flags);
+    case SF_JF_SPAN_NAME:           return get_string(d, v, &s->name);
+    case SF_JF_SPAN_KIND:
         st = get_enum(d, v, span_kind_names,
                       sizeof(span_kind_names) / sizeof(span_kind_names[0]), &kind);
         s->kind = (Opentelemetry__Proto__Trace__V1__Span__SpanKind)kind;
         return st;
-    case SP_START:          return get_uint64(d, v, &s->start_time_unix_nano);
-    case SP_END:            return get_uint64(d, v, &s->end_time_unix_nano);
-    case SP_ATTRIBUTES:     return dec_list(d, v, &K_KV, &s->n_attributes, &s->attributes);
-    case SP_DROPPED_ATTRIBUTES: return get_uint32(d, v, &s->dropped_attributes_count);
-    case SP_EVENTS:         return dec_list(d, v, &K_EVENT, &s->n_events, &s->events);
-    case SP_DROPPED_EVENTS: return get_uint32(d, v, &s->dropped_events_count);
-    case SP_LINKS:          return dec_list(d, v, &K_LINK, &s->n_links, &s->links);
-    case SP_DROPPED_LINKS:  return get_uint32(d, v, &s->dropped_links_count);
-    default:                return dec_msg(d, v, &K_STATUS, &s->status);
+    case SF_JF_SPAN_START_TIME_UNIX_NANO: return get_uint64(d, v, &s->start_time_unix_nano);
+    case SF_JF_SPAN_END_TIME_UNIX_NANO:   return get_uint64(d, v, &s->end_time_unix_nano);
+    case SF_JF_SPAN_ATTRIBUTES:     return dec_list(d, v, &K_KV, &s->n_attributes, &s->attributes);
+    case SF_JF_SPAN_DROPPED_ATTRIBUTES_COUNT: return get_uint32(d, v, &s->dropped_attributes_count);
+    case SF_JF_SPAN_EVENTS:         return dec_list(d, v, &K_EVENT, &s->n_events, &s->events);
+    case SF_JF_SPAN_DROPPED_EVENTS_COUNT: return get_uint32(d, v, &s->dropped_events_count);
+    case SF_JF_SPAN_LINKS:          return dec_list(d, v, &K_LINK, &s->n_links, &s->links);
+    case SF_JF_SPAN_DROPPED_LINKS_COUNT: return get_uint32(d, v, &s->dropped_links_count);
+    case SF_JF_SPAN_STATUS:         return dec_msg(d, v, &K_STATUS, &s->status);
     }
+    return fail(d, "internal: no such field");
 }
 
 /* Span.Event */
-enum { EV_TIME, EV_NAME, EV_ATTRIBUTES, EV_DROPPED };
-static const field event_fields[] = {
-    [EV_TIME] = { "timeUnixNano", "time_unix_nano" },
-    [EV_NAME] = { "name", NULL },
-    [EV_ATTRIBUTES] = { "attributes", NULL },
-    [EV_DROPPED] = { "droppedAttributesCount", "dropped_attributes_count" },
-};
 static sf_status event_set(dec *d, void *msg, int f, json_object *v)
 {
     sf_otlp_event *e = msg;
 
-    switch (f) {
-    case EV_TIME:       return get_uint64(d, v, &e->time_unix_nano);
-    case EV_NAME:       return get_string(d, v, &e->name);
-    case EV_ATTRIBUTES: return dec_list(d, v, &K_KV, &e->n_attributes, &e->attributes);
-    default:            return get_uint32(d, v, &e->dropped_attributes_count);
+    switch ((sf_jf_event)f) {
+    case SF_JF_EVENT_TIME_UNIX_NANO: return get_uint64(d, v, &e->time_unix_nano);
+    case SF_JF_EVENT_NAME:           return get_string(d, v, &e->name);
+    case SF_JF_EVENT_ATTRIBUTES:     return dec_list(d, v, &K_KV, &e->n_attributes, &e->attributes);
+    case SF_JF_EVENT_DROPPED_ATTRIBUTES_COUNT:
+        return get_uint32(d, v, &e->dropped_attributes_count);
     }
+    return fail(d, "internal: no such field");
 }
 
 /* Span.Link */
-enum { LK_TRACE_ID, LK_SPAN_ID, LK_TRACE_STATE, LK_ATTRIBUTES, LK_DROPPED, LK_FLAGS };
-static const field link_fields[] = {
-    [LK_TRACE_ID] = { "traceId", "trace_id" },
-    [LK_SPAN_ID] = { "spanId", "span_id" },
-    [LK_TRACE_STATE] = { "traceState", "trace_state" },
-    [LK_ATTRIBUTES] = { "attributes", NULL },
-    [LK_DROPPED] = { "droppedAttributesCount", "dropped_attributes_count" },
-    [LK_FLAGS] = { "flags", NULL },
-};
 static sf_status link_set(dec *d, void *msg, int f, json_object *v)
 {
     sf_otlp_link *l = msg;
 
-    switch (f) {
-    case LK_TRACE_ID:       return get_hex_id(d, v, 16, &l->trace_id);
-    case LK_SPAN_ID:        return get_hex_id(d, v, 8, &l->span_id);
-    case LK_TRACE_STATE:    return get_string(d, v, &l->trace_state);
-    case LK_ATTRIBUTES:     return dec_list(d, v, &K_KV, &l->n_attributes, &l->attributes);
-    case LK_DROPPED:        return get_uint32(d, v, &l->dropped_attributes_count);
-    default:                return get_uint32(d, v, &l->flags);
+    switch ((sf_jf_link)f) {
+    case SF_JF_LINK_TRACE_ID:       return get_hex_id(d, v, 16, &l->trace_id);
+    case SF_JF_LINK_SPAN_ID:        return get_hex_id(d, v, 8, &l->span_id);
+    case SF_JF_LINK_TRACE_STATE:    return get_string(d, v, &l->trace_state);
+    case SF_JF_LINK_ATTRIBUTES:     return dec_list(d, v, &K_KV, &l->n_attributes, &l->attributes);
+    case SF_JF_LINK_DROPPED_ATTRIBUTES_COUNT:
+        return get_uint32(d, v, &l->dropped_attributes_count);
+    case SF_JF_LINK_FLAGS:          return get_uint32(d, v, &l->flags);
     }
+    return fail(d, "internal: no such field");
 }
 
 /* Status */
 static const char *const status_code_names[] = {
     "STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR",
-};
-enum { ST_MESSAGE, ST_CODE };
-static const field status_fields[] = {
-    [ST_MESSAGE] = { "message", NULL },
-    [ST_CODE] = { "code", NULL },
 };
 static sf_status status_set(dec *d, void *msg, int f, json_object *v)
 {
@@ -779,64 +731,61 @@ static sf_status status_set(dec *d, void *msg, int f, json_object *v)
     sf_status st;
     int code;
 
-    if (f == ST_MESSAGE)
+    switch ((sf_jf_status)f) {
+    case SF_JF_STATUS_MESSAGE:
         return get_string(d, v, &s->message);
-    st = get_enum(d, v, status_code_names,
-                  sizeof(status_code_names) / sizeof(status_code_names[0]), &code);
-    s->code = (Opentelemetry__Proto__Trace__V1__Status__StatusCode)code;
-    return st;
+    case SF_JF_STATUS_CODE:
+        st = get_enum(d, v, status_code_names,
+                      sizeof(status_code_names) / sizeof(status_code_names[0]), &code);
+        s->code = (Opentelemetry__Proto__Trace__V1__Status__StatusCode)code;
+        return st;
+    }
+    return fail(d, "internal: no such field");
 }
 
 /* KeyValue */
-enum { KV_KEY, KV_VALUE };
-static const field kv_fields[] = {
-    [KV_KEY] = { "key", NULL },
-    [KV_VALUE] = { "value", NULL },
-};
 static sf_status kv_set(dec *d, void *msg, int f, json_object *v)
 {
     sf_otlp_kv *kv = msg;
 
-    if (f == KV_KEY)
-        return get_string(d, v, &kv->key);
-    return dec_msg(d, v, &K_ANY, &kv->value);
+    switch ((sf_jf_key_value)f) {
+    case SF_JF_KEY_VALUE_KEY:   return get_string(d, v, &kv->key);
+    case SF_JF_KEY_VALUE_VALUE: return dec_msg(d, v, &K_ANY, &kv->value);
+    }
+    return fail(d, "internal: no such field");
 }
 
-/* AnyValue: one of seven members; field index + 1 is the value case. */
-enum { AV_STRING, AV_BOOL, AV_INT, AV_DOUBLE, AV_ARRAY, AV_KVLIST, AV_BYTES };
-static const field any_fields[] = {
-    [AV_STRING] = { "stringValue", "string_value" },
-    [AV_BOOL] = { "boolValue", "bool_value" },
-    [AV_INT] = { "intValue", "int_value" },
-    [AV_DOUBLE] = { "doubleValue", "double_value" },
-    [AV_ARRAY] = { "arrayValue", "array_value" },
-    [AV_KVLIST] = { "kvlistValue", "kvlist_value" },
-    [AV_BYTES] = { "bytesValue", "bytes_value" },
-};
+/* AnyValue: one of seven members; the field's index + 1 is its number and
+ * protobuf-c's value case. */
+_Static_assert(SF_JF_ANY_VALUE_STRING_VALUE + 1 == SF_OTLP_NUM_ANY_VALUE_STRING_VALUE &&
+               SF_JF_ANY_VALUE_BYTES_VALUE + 1 == SF_OTLP_NUM_ANY_VALUE_BYTES_VALUE &&
+               ANY_CASE(BYTES_VALUE) == SF_OTLP_NUM_ANY_VALUE_BYTES_VALUE,
+               "AnyValue's members are not numbered 1-7 in order");
 static sf_status any_set(dec *d, void *msg, int f, json_object *v)
 {
     sf_otlp_any *a = msg;
-    sf_status st;
+    sf_status st = SF_OK;
+    const msg_kind *nested = NULL;
+    void *slot = NULL;
 
     if (a->value_case != ANY_CASE(_NOT_SET))
         return fail(d, "more than one value set");
-    switch (f) {
-    case AV_STRING: st = get_string_ex(d, v, true, &a->string_value); break;
-    case AV_BOOL:   st = get_bool(d, v, &a->bool_value); break;
-    case AV_INT:    st = get_int64(d, v, &a->int_value); break;
-    case AV_DOUBLE: st = get_double(d, v, &a->double_value); break;
-    case AV_BYTES:  st = get_base64(d, v, &a->bytes_value); break;
-    default:
+    switch ((sf_jf_any_value)f) {
+    case SF_JF_ANY_VALUE_STRING_VALUE: st = get_string_ex(d, v, true, &a->string_value); break;
+    case SF_JF_ANY_VALUE_BOOL_VALUE:   st = get_bool(d, v, &a->bool_value); break;
+    case SF_JF_ANY_VALUE_INT_VALUE:    st = get_int64(d, v, &a->int_value); break;
+    case SF_JF_ANY_VALUE_DOUBLE_VALUE: st = get_double(d, v, &a->double_value); break;
+    case SF_JF_ANY_VALUE_BYTES_VALUE:  st = get_base64(d, v, &a->bytes_value); break;
+    case SF_JF_ANY_VALUE_ARRAY_VALUE:  nested = &K_ARRAY; slot = &a->array_value; break;
+    case SF_JF_ANY_VALUE_KVLIST_VALUE: nested = &K_KVLIST; slot = &a->kvlist_value; break;
+    }
+    if (nested != NULL) {
         /* Same rule as sf_otlp_scan: each array / kvlist is a level. */
         if (d->depth >= d->max_depth)
             return fail(d, "nesting deeper than %u", d->max_depth);
         d->depth++;
-        if (f == AV_ARRAY)
-            st = dec_msg(d, v, &K_ARRAY, &a->array_value);
-        else
-            st = dec_msg(d, v, &K_KVLIST, &a->kvlist_value);
+        st = dec_msg(d, v, nested, slot);
         d->depth--;
-        break;
     }
     if (st == SF_OK)
         a->value_case = (Opentelemetry__Proto__Common__V1__AnyValue__ValueCase)(f + 1);
@@ -844,52 +793,55 @@ static sf_status any_set(dec *d, void *msg, int f, json_object *v)
 }
 
 /* ArrayValue and KeyValueList */
-static const field values_fields[] = { { "values", NULL } };
 static sf_status array_set(dec *d, void *msg, int f, json_object *v)
 {
     sf_otlp_array *a = msg;
 
-    (void)f;
-    return dec_list(d, v, &K_ANY, &a->n_values, &a->values);
+    switch ((sf_jf_array_value)f) {
+    case SF_JF_ARRAY_VALUE_VALUES: return dec_list(d, v, &K_ANY, &a->n_values, &a->values);
+    }
+    return fail(d, "internal: no such field");
 }
 static sf_status kvlist_set(dec *d, void *msg, int f, json_object *v)
 {
     sf_otlp_kvlist *l = msg;
 
-    (void)f;
-    return dec_list(d, v, &K_KV, &l->n_values, &l->values);
+    switch ((sf_jf_key_value_list)f) {
+    case SF_JF_KEY_VALUE_LIST_VALUES: return dec_list(d, v, &K_KV, &l->n_values, &l->values);
+    }
+    return fail(d, "internal: no such field");
 }
 
 #define KIND(desc, fields, set) { &(desc), (fields), sizeof(fields) / sizeof((fields)[0]), (set) }
 static const msg_kind K_REQUEST = KIND(
     opentelemetry__proto__collector__trace__v1__export_trace_service_request__descriptor,
-    request_fields, request_set);
+    sf_jn_request, request_set);
 static const msg_kind K_RESOURCE_SPANS = KIND(opentelemetry__proto__trace__v1__resource_spans__descriptor,
-                                              resource_spans_fields, resource_spans_set);
+                                              sf_jn_resource_spans, resource_spans_set);
 static const msg_kind K_RESOURCE = KIND(opentelemetry__proto__resource__v1__resource__descriptor,
-                                        resource_fields, resource_set);
+                                        sf_jn_resource, resource_set);
 static const msg_kind K_ENTITY_REF = KIND(opentelemetry__proto__common__v1__entity_ref__descriptor,
-                                          entity_ref_fields, entity_ref_set);
+                                          sf_jn_entity_ref, entity_ref_set);
 static const msg_kind K_SCOPE_SPANS = KIND(opentelemetry__proto__trace__v1__scope_spans__descriptor,
-                                           scope_spans_fields, scope_spans_set);
+                                           sf_jn_scope_spans, scope_spans_set);
 static const msg_kind K_SCOPE = KIND(opentelemetry__proto__common__v1__instrumentation_scope__descriptor,
-                                     scope_fields, scope_set);
+                                     sf_jn_scope, scope_set);
 static const msg_kind K_SPAN = KIND(opentelemetry__proto__trace__v1__span__descriptor,
-                                    span_fields, span_set);
+                                    sf_jn_span, span_set);
 static const msg_kind K_EVENT = KIND(opentelemetry__proto__trace__v1__span__event__descriptor,
-                                     event_fields, event_set);
+                                     sf_jn_event, event_set);
 static const msg_kind K_LINK = KIND(opentelemetry__proto__trace__v1__span__link__descriptor,
-                                    link_fields, link_set);
+                                    sf_jn_link, link_set);
 static const msg_kind K_STATUS = KIND(opentelemetry__proto__trace__v1__status__descriptor,
-                                      status_fields, status_set);
+                                      sf_jn_status, status_set);
 static const msg_kind K_KV = KIND(opentelemetry__proto__common__v1__key_value__descriptor,
-                                  kv_fields, kv_set);
+                                  sf_jn_key_value, kv_set);
 static const msg_kind K_ANY = KIND(opentelemetry__proto__common__v1__any_value__descriptor,
-                                   any_fields, any_set);
+                                   sf_jn_any_value, any_set);
 static const msg_kind K_ARRAY = KIND(opentelemetry__proto__common__v1__array_value__descriptor,
-                                     values_fields, array_set);
+                                     sf_jn_array_value, array_set);
 static const msg_kind K_KVLIST = KIND(opentelemetry__proto__common__v1__key_value_list__descriptor,
-                                      values_fields, kvlist_set);
+                                      sf_jn_key_value_list, kvlist_set);
 #undef KIND
 
 static bool is_blank(char c)
@@ -1342,9 +1294,9 @@ static json_object *enc_kv(enc *e, const sf_otlp_kv *kv)
 {
     json_object *o = new_obj(e);
 
-    add_str(e, o, "key", kv->key);
+    add_str(e, o, SF_OTLP_JSON_KEY_VALUE_KEY, kv->key);
     if (kv->value != NULL)
-        add(e, o, "value", enc_any(e, kv->value));
+        add(e, o, SF_OTLP_JSON_KEY_VALUE_VALUE, enc_any(e, kv->value));
     return o;
 }
 
@@ -1367,22 +1319,23 @@ static json_object *enc_any(enc *e, const sf_otlp_any *a)
     /* A oneof member is written even when it holds its default. */
     switch (a->value_case) {
     case ANY_CASE(STRING_VALUE):
-        add(e, o, "stringValue", jstr(a->string_value != NULL ? a->string_value : ""));
+        add(e, o, SF_OTLP_JSON_ANY_VALUE_STRING_VALUE,
+            jstr(a->string_value != NULL ? a->string_value : ""));
         break;
     case ANY_CASE(BOOL_VALUE):
-        add(e, o, "boolValue", json_object_new_boolean(a->bool_value));
+        add(e, o, SF_OTLP_JSON_ANY_VALUE_BOOL_VALUE, json_object_new_boolean(a->bool_value));
         break;
     case ANY_CASE(INT_VALUE): {
         char buf[24];
         snprintf(buf, sizeof(buf), "%" PRId64, a->int_value);
-        add(e, o, "intValue", json_object_new_string(buf));
+        add(e, o, SF_OTLP_JSON_ANY_VALUE_INT_VALUE, json_object_new_string(buf));
         break;
     }
     case ANY_CASE(DOUBLE_VALUE):
-        add(e, o, "doubleValue", jdouble(a->double_value));
+        add(e, o, SF_OTLP_JSON_ANY_VALUE_DOUBLE_VALUE, jdouble(a->double_value));
         break;
     case ANY_CASE(BYTES_VALUE):
-        add(e, o, "bytesValue", b64_encode(&a->bytes_value));
+        add(e, o, SF_OTLP_JSON_ANY_VALUE_BYTES_VALUE, b64_encode(&a->bytes_value));
         break;
     case ANY_CASE(ARRAY_VALUE):
         inner = new_obj(e);
@@ -1390,15 +1343,16 @@ static json_object *enc_any(enc *e, const sf_otlp_any *a)
             arr = json_object_new_array_ext((int)a->array_value->n_values);
             for (size_t i = 0; i < a->array_value->n_values && arr != NULL; i++)
                 push(e, arr, enc_any(e, a->array_value->values[i]));
-            add(e, inner, "values", arr);
+            add(e, inner, SF_OTLP_JSON_ARRAY_VALUE_VALUES, arr);
         }
-        add(e, o, "arrayValue", inner);
+        add(e, o, SF_OTLP_JSON_ANY_VALUE_ARRAY_VALUE, inner);
         break;
     case ANY_CASE(KVLIST_VALUE):
         inner = new_obj(e);
         if (a->kvlist_value != NULL)
-            add_kvs(e, inner, "values", a->kvlist_value->values, a->kvlist_value->n_values);
-        add(e, o, "kvlistValue", inner);
+            add_kvs(e, inner, SF_OTLP_JSON_KEY_VALUE_LIST_VALUES, a->kvlist_value->values,
+                    a->kvlist_value->n_values);
+        add(e, o, SF_OTLP_JSON_ANY_VALUE_KVLIST_VALUE, inner);
         break;
     default:
         break;
@@ -1410,54 +1364,55 @@ static json_object *enc_span(enc *e, const sf_otlp_span *s)
 {
     json_object *o = new_obj(e), *arr;
 
-    add_hex(e, o, "traceId", &s->trace_id);
-    add_hex(e, o, "spanId", &s->span_id);
-    add_str(e, o, "traceState", s->trace_state);
-    add_hex(e, o, "parentSpanId", &s->parent_span_id);
-    add_u32(e, o, "flags", s->flags);
-    add_str(e, o, "name", s->name);
+    add_hex(e, o, SF_OTLP_JSON_SPAN_TRACE_ID, &s->trace_id);
+    add_hex(e, o, SF_OTLP_JSON_SPAN_SPAN_ID, &s->span_id);
+    add_str(e, o, SF_OTLP_JSON_SPAN_TRACE_STATE, s->trace_state);
+    add_hex(e, o, SF_OTLP_JSON_SPAN_PARENT_SPAN_ID, &s->parent_span_id);
+    add_u32(e, o, SF_OTLP_JSON_SPAN_FLAGS, s->flags);
+    add_str(e, o, SF_OTLP_JSON_SPAN_NAME, s->name);
     if (s->kind != 0)
-        add(e, o, "kind", json_object_new_int(s->kind));
-    add_u64(e, o, "startTimeUnixNano", s->start_time_unix_nano);
-    add_u64(e, o, "endTimeUnixNano", s->end_time_unix_nano);
-    add_kvs(e, o, "attributes", s->attributes, s->n_attributes);
-    add_u32(e, o, "droppedAttributesCount", s->dropped_attributes_count);
+        add(e, o, SF_OTLP_JSON_SPAN_KIND, json_object_new_int(s->kind));
+    add_u64(e, o, SF_OTLP_JSON_SPAN_START_TIME_UNIX_NANO, s->start_time_unix_nano);
+    add_u64(e, o, SF_OTLP_JSON_SPAN_END_TIME_UNIX_NANO, s->end_time_unix_nano);
+    add_kvs(e, o, SF_OTLP_JSON_SPAN_ATTRIBUTES, s->attributes, s->n_attributes);
+    add_u32(e, o, SF_OTLP_JSON_SPAN_DROPPED_ATTRIBUTES_COUNT, s->dropped_attributes_count);
     if (s->n_events > 0) {
         arr = json_object_new_array_ext((int)s->n_events);
         for (size_t i = 0; i < s->n_events && arr != NULL; i++) {
             const sf_otlp_event *ev = s->events[i];
             json_object *eo = new_obj(e);
-            add_u64(e, eo, "timeUnixNano", ev->time_unix_nano);
-            add_str(e, eo, "name", ev->name);
-            add_kvs(e, eo, "attributes", ev->attributes, ev->n_attributes);
-            add_u32(e, eo, "droppedAttributesCount", ev->dropped_attributes_count);
+            add_u64(e, eo, SF_OTLP_JSON_EVENT_TIME_UNIX_NANO, ev->time_unix_nano);
+            add_str(e, eo, SF_OTLP_JSON_EVENT_NAME, ev->name);
+            add_kvs(e, eo, SF_OTLP_JSON_EVENT_ATTRIBUTES, ev->attributes, ev->n_attributes);
+            add_u32(e, eo, SF_OTLP_JSON_EVENT_DROPPED_ATTRIBUTES_COUNT,
+                    ev->dropped_attributes_count);
             push(e, arr, eo);
         }
-        add(e, o, "events", arr);
+        add(e, o, SF_OTLP_JSON_SPAN_EVENTS, arr);
     }
-    add_u32(e, o, "droppedEventsCount", s->dropped_events_count);
+    add_u32(e, o, SF_OTLP_JSON_SPAN_DROPPED_EVENTS_COUNT, s->dropped_events_count);
     if (s->n_links > 0) {
         arr = json_object_new_array_ext((int)s->n_links);
         for (size_t i = 0; i < s->n_links && arr != NULL; i++) {
             const sf_otlp_link *l = s->links[i];
             json_object *lo = new_obj(e);
-            add_hex(e, lo, "traceId", &l->trace_id);
-            add_hex(e, lo, "spanId", &l->span_id);
-            add_str(e, lo, "traceState", l->trace_state);
-            add_kvs(e, lo, "attributes", l->attributes, l->n_attributes);
-            add_u32(e, lo, "droppedAttributesCount", l->dropped_attributes_count);
-            add_u32(e, lo, "flags", l->flags);
+            add_hex(e, lo, SF_OTLP_JSON_LINK_TRACE_ID, &l->trace_id);
+            add_hex(e, lo, SF_OTLP_JSON_LINK_SPAN_ID, &l->span_id);
+            add_str(e, lo, SF_OTLP_JSON_LINK_TRACE_STATE, l->trace_state);
+            add_kvs(e, lo, SF_OTLP_JSON_LINK_ATTRIBUTES, l->attributes, l->n_attributes);
+            add_u32(e, lo, SF_OTLP_JSON_LINK_DROPPED_ATTRIBUTES_COUNT, l->dropped_attributes_count);
+            add_u32(e, lo, SF_OTLP_JSON_LINK_FLAGS, l->flags);
             push(e, arr, lo);
         }
-        add(e, o, "links", arr);
+        add(e, o, SF_OTLP_JSON_SPAN_LINKS, arr);
     }
-    add_u32(e, o, "droppedLinksCount", s->dropped_links_count);
+    add_u32(e, o, SF_OTLP_JSON_SPAN_DROPPED_LINKS_COUNT, s->dropped_links_count);
     if (s->status != NULL) {
         json_object *so = new_obj(e);
-        add_str(e, so, "message", s->status->message);
+        add_str(e, so, SF_OTLP_JSON_STATUS_MESSAGE, s->status->message);
         if (s->status->code != 0)
-            add(e, so, "code", json_object_new_int(s->status->code));
-        add(e, o, "status", so);
+            add(e, so, SF_OTLP_JSON_STATUS_CODE, json_object_new_int(s->status->code));
+        add(e, o, SF_OTLP_JSON_SPAN_STATUS, so);
     }
     return o;
 }
@@ -1468,19 +1423,21 @@ static json_object *enc_scope_spans(enc *e, const sf_otlp_scope_spans *ss)
 
     if (ss->scope != NULL) {
         json_object *so = new_obj(e);
-        add_str(e, so, "name", ss->scope->name);
-        add_str(e, so, "version", ss->scope->version);
-        add_kvs(e, so, "attributes", ss->scope->attributes, ss->scope->n_attributes);
-        add_u32(e, so, "droppedAttributesCount", ss->scope->dropped_attributes_count);
-        add(e, o, "scope", so);
+        add_str(e, so, SF_OTLP_JSON_SCOPE_NAME, ss->scope->name);
+        add_str(e, so, SF_OTLP_JSON_SCOPE_VERSION, ss->scope->version);
+        add_kvs(e, so, SF_OTLP_JSON_SCOPE_ATTRIBUTES,
+                ss->scope->attributes, ss->scope->n_attributes);
+        add_u32(e, so, SF_OTLP_JSON_SCOPE_DROPPED_ATTRIBUTES_COUNT,
+                ss->scope->dropped_attributes_count);
+        add(e, o, SF_OTLP_JSON_SCOPE_SPANS_SCOPE, so);
     }
     if (ss->n_spans > 0) {
         arr = json_object_new_array_ext((int)ss->n_spans);
         for (size_t i = 0; i < ss->n_spans && arr != NULL; i++)
             push(e, arr, enc_span(e, ss->spans[i]));
-        add(e, o, "spans", arr);
+        add(e, o, SF_OTLP_JSON_SCOPE_SPANS_SPANS, arr);
     }
-    add_str(e, o, "schemaUrl", ss->schema_url);
+    add_str(e, o, SF_OTLP_JSON_SCOPE_SPANS_SCHEMA_URL, ss->schema_url);
     return o;
 }
 
@@ -1501,10 +1458,11 @@ static json_object *enc_entity_ref(enc *e, const Opentelemetry__Proto__Common__V
 {
     json_object *o = new_obj(e);
 
-    add_str(e, o, "schemaUrl", r->schema_url);
-    add_str(e, o, "type", r->type);
-    add_strs(e, o, "idKeys", r->id_keys, r->n_id_keys);
-    add_strs(e, o, "descriptionKeys", r->description_keys, r->n_description_keys);
+    add_str(e, o, SF_OTLP_JSON_ENTITY_REF_SCHEMA_URL, r->schema_url);
+    add_str(e, o, SF_OTLP_JSON_ENTITY_REF_TYPE, r->type);
+    add_strs(e, o, SF_OTLP_JSON_ENTITY_REF_ID_KEYS, r->id_keys, r->n_id_keys);
+    add_strs(e, o, SF_OTLP_JSON_ENTITY_REF_DESCRIPTION_KEYS,
+             r->description_keys, r->n_description_keys);
     return o;
 }
 
@@ -1514,23 +1472,25 @@ static json_object *enc_resource_spans(enc *e, const sf_otlp_resource_spans *rs)
 
     if (rs->resource != NULL) {
         json_object *ro = new_obj(e);
-        add_kvs(e, ro, "attributes", rs->resource->attributes, rs->resource->n_attributes);
-        add_u32(e, ro, "droppedAttributesCount", rs->resource->dropped_attributes_count);
+        add_kvs(e, ro, SF_OTLP_JSON_RESOURCE_ATTRIBUTES,
+                rs->resource->attributes, rs->resource->n_attributes);
+        add_u32(e, ro, SF_OTLP_JSON_RESOURCE_DROPPED_ATTRIBUTES_COUNT,
+                rs->resource->dropped_attributes_count);
         if (rs->resource->n_entity_refs > 0) {
             arr = json_object_new_array_ext((int)rs->resource->n_entity_refs);
             for (size_t i = 0; i < rs->resource->n_entity_refs && arr != NULL; i++)
                 push(e, arr, enc_entity_ref(e, rs->resource->entity_refs[i]));
-            add(e, ro, "entityRefs", arr);
+            add(e, ro, SF_OTLP_JSON_RESOURCE_ENTITY_REFS, arr);
         }
-        add(e, o, "resource", ro);
+        add(e, o, SF_OTLP_JSON_RESOURCE_SPANS_RESOURCE, ro);
     }
     if (rs->n_scope_spans > 0) {
         arr = json_object_new_array_ext((int)rs->n_scope_spans);
         for (size_t i = 0; i < rs->n_scope_spans && arr != NULL; i++)
             push(e, arr, enc_scope_spans(e, rs->scope_spans[i]));
-        add(e, o, "scopeSpans", arr);
+        add(e, o, SF_OTLP_JSON_RESOURCE_SPANS_SCOPE_SPANS, arr);
     }
-    add_str(e, o, "schemaUrl", rs->schema_url);
+    add_str(e, o, SF_OTLP_JSON_RESOURCE_SPANS_SCHEMA_URL, rs->schema_url);
     return o;
 }
 
@@ -1568,7 +1528,7 @@ sf_status sf_otlp_json_encode(const sf_otlp_request *req, char **out, size_t *ou
         arr = json_object_new_array_ext((int)req->n_resource_spans);
         for (size_t i = 0; i < req->n_resource_spans && arr != NULL; i++)
             push(&e, arr, enc_resource_spans(&e, req->resource_spans[i]));
-        add(&e, root, "resourceSpans", arr);
+        add(&e, root, SF_OTLP_JSON_REQUEST_RESOURCE_SPANS, arr);
     }
     return finish(&e, root, out, out_len);
 }

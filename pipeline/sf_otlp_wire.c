@@ -72,68 +72,26 @@ typedef struct mdesc {
     uint32_t name;              /* field number of the name an edit renames, or 0 */
 } mdesc;
 
-#define MSG1(c) { F_MSG, 0, R_PLAIN, SF_OTLP_MSG_##c, 0 }
-#define MSGN(r, c) { F_MSG, 1, r, SF_OTLP_MSG_##c, 0 }
-#define ATTRS { F_MSG, 1, R_ATTRS, SF_OTLP_MSG_KEY_VALUE, 0 }
-#define SCALAR(t, r) { t, 0, r, 0, 0 }
-/* a string an edit may govern */
-#define GOV(f) { F_STRING, 0, R_PLAIN, 0, SF_OTLP_FIELD_##f }
+/* The tables, one per message type (sf_otlp_f_<type>) and schema[] by
+ * sf_otlp_msg: generated from the .proto files and
+ * pipeline/proto/trace_fields.txt, the decision for every field, by
+ * tools/gen_otlp_schema.py. KeyValue and AnyValue have their tables too but
+ * no schema[] entry: their own functions (kv, any) read them. */
+#define SF_OTLP_SCHEMA_WIRE
+#include "sf_otlp_schema.h"
 
-static const fdesc f_request[] = { [1] = MSGN(R_PLAIN, RESOURCE_SPANS) };
-/* 1000: OTLP 0.15-0.18 instrumentation_library_spans, reserved today: unknown */
-static const fdesc f_resource_spans[] = { [1] = MSG1(RESOURCE), [2] = MSGN(R_PLAIN, SCOPE_SPANS),
-                                          [3] = GOV(RESOURCE_SCHEMA_URL) };
-static const fdesc f_resource[] = { [1] = ATTRS, [2] = SCALAR(F_UINT32, R_DROPPED),
-                                    [3] = { F_MSG, 1, R_PLAIN, SF_OTLP_MSG_ENTITY_REF,
-                                            SF_OTLP_FIELD_ENTITY_REFS } };
-/* its strings leave or go with the whole entity_refs field */
-static const fdesc f_entity_ref[] = { [1] = SCALAR(F_STRING, R_PLAIN),
-                                      [2] = SCALAR(F_STRING, R_PLAIN),
-                                      [3] = { F_STRING, 1, R_PLAIN, 0, 0 },
-                                      [4] = { F_STRING, 1, R_PLAIN, 0, 0 } };
-static const fdesc f_scope_spans[] = { [1] = MSG1(SCOPE), [2] = MSGN(R_SPANS, SPAN),
-                                       [3] = GOV(SCOPE_SCHEMA_URL) };
-static const fdesc f_scope[] = { [1] = GOV(SCOPE_NAME), [2] = GOV(SCOPE_VERSION),
-                                 [3] = ATTRS, [4] = SCALAR(F_UINT32, R_DROPPED) };
-static const fdesc f_span[] = {
-    [1] = SCALAR(F_BYTES, R_ID16), [2] = SCALAR(F_BYTES, R_ID8),
-    [3] = GOV(SPAN_TRACE_STATE), [4] = SCALAR(F_BYTES, R_ID8),
-    [5] = GOV(SPAN_NAME), [6] = SCALAR(F_INT32, R_PLAIN),
-    [7] = SCALAR(F_FIXED64, R_PLAIN), [8] = SCALAR(F_FIXED64, R_PLAIN), [9] = ATTRS,
-    [10] = SCALAR(F_UINT32, R_DROPPED), [11] = MSGN(R_PLAIN, EVENT),
-    [12] = SCALAR(F_UINT32, R_PLAIN), [13] = MSGN(R_PLAIN, LINK),
-    [14] = SCALAR(F_UINT32, R_PLAIN), [15] = MSG1(STATUS), [16] = SCALAR(F_FIXED32, R_PLAIN),
-};
-static const fdesc f_event[] = { [1] = SCALAR(F_FIXED64, R_PLAIN), [2] = GOV(EVENT_NAME),
-                                 [3] = ATTRS, [4] = SCALAR(F_UINT32, R_DROPPED) };
-static const fdesc f_link[] = { [1] = SCALAR(F_BYTES, R_ID16), [2] = SCALAR(F_BYTES, R_ID8),
-                                [3] = GOV(LINK_TRACE_STATE), [4] = ATTRS,
-                                [5] = SCALAR(F_UINT32, R_DROPPED),
-                                [6] = SCALAR(F_FIXED32, R_PLAIN) };
-/* 1: reserved (the deprecated code of OTLP < 0.9): unknown */
-static const fdesc f_status[] = { [2] = GOV(STATUS_MESSAGE),
-                                  [3] = SCALAR(F_INT32, R_PLAIN) };
-static const fdesc f_array[] = { [1] = MSGN(R_PLAIN, ANY_VALUE) };
-static const fdesc f_kvlist[] = { [1] = MSGN(R_PLAIN, KEY_VALUE) };
+#define N_FIELDS(t) (sizeof(t) / sizeof((t)[0]))
 
-#define MD(t, c) { sizeof(t) / sizeof(t[0]), t, c, 0, 0 }
-#define MDD(t, c, d) { sizeof(t) / sizeof(t[0]), t, c, d, 0 }
-#define MDDN(t, c, d, nm) { sizeof(t) / sizeof(t[0]), t, c, d, nm }
-
-/* KeyValue and AnyValue have their own functions (kv, any). */
-static const mdesc schema[SF_OTLP_MSG_COUNT] = {
-    [SF_OTLP_MSG_REQUEST] = MD(f_request, -1),
-    [SF_OTLP_MSG_RESOURCE_SPANS] = MD(f_resource_spans, -1),
-    [SF_OTLP_MSG_RESOURCE] = MDD(f_resource, SF_OTLP_RESOURCE, 2),
-    [SF_OTLP_MSG_ENTITY_REF] = MD(f_entity_ref, -1),
-    [SF_OTLP_MSG_SCOPE_SPANS] = MD(f_scope_spans, -1),
-    [SF_OTLP_MSG_SCOPE] = MDD(f_scope, SF_OTLP_SCOPE, 4),
-    [SF_OTLP_MSG_SPAN] = MDDN(f_span, SF_OTLP_SPAN, 10, 5),
-    [SF_OTLP_MSG_EVENT] = MDDN(f_event, SF_OTLP_SPANEVENT, 4, 2),
-    [SF_OTLP_MSG_LINK] = MDD(f_link, SF_OTLP_LINK, 5),
-    [SF_OTLP_MSG_STATUS] = MD(f_status, -1),
-    [SF_OTLP_MSG_ARRAY_VALUE] = MD(f_array, -1),
-    [SF_OTLP_MSG_KEY_VALUE_LIST] = MD(f_kvlist, -1),
+/* AnyValue's members and KeyValue's fields, which any() and kv() read by
+ * hand (with the profiles-only string-table indexes of a later schema) */
+enum {
+    AV_STRING = SF_OTLP_NUM_ANY_VALUE_STRING_VALUE, AV_BOOL = SF_OTLP_NUM_ANY_VALUE_BOOL_VALUE,
+    AV_INT = SF_OTLP_NUM_ANY_VALUE_INT_VALUE, AV_DOUBLE = SF_OTLP_NUM_ANY_VALUE_DOUBLE_VALUE,
+    AV_ARRAY = SF_OTLP_NUM_ANY_VALUE_ARRAY_VALUE, AV_KVLIST = SF_OTLP_NUM_ANY_VALUE_KVLIST_VALUE,
+    AV_BYTES = SF_OTLP_NUM_ANY_VALUE_BYTES_VALUE,
+    AV_STRINDEX = SF_OTLP_NUM_ANY_VALUE_STRING_VALUE_STRINDEX,
+    KV_KEY = SF_OTLP_NUM_KEY_VALUE_KEY, KV_VALUE = SF_OTLP_NUM_KEY_VALUE_VALUE,
+    KV_STRINDEX = SF_OTLP_NUM_KEY_VALUE_KEY_STRINDEX
 };
 
 static const char *const msg_labels[SF_OTLP_MSG_COUNT] = {
@@ -932,10 +890,10 @@ static bool str_fits(cx *c, const sf_otlp_value_alt *a, const uint8_t *s, size_t
 static bool scalar_fits(cx *c, const sf_otlp_value_rule *r, uint8_t tag, const uint8_t *s,
                         size_t n)
 {
-    const unsigned type = tag == (1 << 3 | WT_LEN) ? SF_OTLP_VAL_STRING
-                          : tag == (3 << 3 | WT_VARINT) ? SF_OTLP_VAL_INT
-                          : tag == (4 << 3 | WT_I64) ? SF_OTLP_VAL_DOUBLE
-                          : tag == (2 << 3 | WT_VARINT) ? SF_OTLP_VAL_BOOL : 0;
+    const unsigned type = tag == (AV_STRING << 3 | WT_LEN) ? SF_OTLP_VAL_STRING
+                          : tag == (AV_INT << 3 | WT_VARINT) ? SF_OTLP_VAL_INT
+                          : tag == (AV_DOUBLE << 3 | WT_I64) ? SF_OTLP_VAL_DOUBLE
+                          : tag == (AV_BOOL << 3 | WT_VARINT) ? SF_OTLP_VAL_BOOL : 0;
 
     if (type == SF_OTLP_VAL_STRING && c->edit->max_string_length != 0 &&
         n > c->edit->max_string_length)
@@ -962,7 +920,7 @@ static bool value_fits(cx *c, const sf_otlp_value_rule *r, const uint8_t *p, con
 
     if (p >= end)
         return r == NULL;
-    if (p[0] == (5 << 3 | WT_LEN)) {
+    if (p[0] == (AV_ARRAY << 3 | WT_LEN)) {
         const uint8_t *ae;
 
         if ((r != NULL && r->pseudonym) || rd_varint(&q, end, 5, &n) != 0)
@@ -974,22 +932,22 @@ static bool value_fits(cx *c, const sf_otlp_value_rule *r, const uint8_t *p, con
             if (rd_varint(&e, ae, 5, &m) != 0)
                 return false;
             v = e + 1;
-            if (m > 0 && v[-1] == (1 << 3 | WT_LEN) && rd_varint(&v, e + m, 5, &sl) != 0)
+            if (m > 0 && v[-1] == (AV_STRING << 3 | WT_LEN) && rd_varint(&v, e + m, 5, &sl) != 0)
                 return false;
             if (m == 0 ? r != NULL
-                : e[0] == (5 << 3 | WT_LEN) ? r != NULL
+                : e[0] == (AV_ARRAY << 3 | WT_LEN) ? r != NULL
                 : !scalar_fits(c, r, e[0], v, (size_t)sl))
                 return false;
             q = e + m;
         }
         return true;
     }
-    if (p[0] == (1 << 3 | WT_LEN)) {
+    if (p[0] == (AV_STRING << 3 | WT_LEN)) {
         if (rd_varint(&q, end, 5, &n) != 0)
             return false;
         return scalar_fits(c, r, p[0], q, (size_t)n);
     }
-    if (p[0] == (7 << 3 | WT_LEN) || p[0] == (6 << 3 | WT_LEN))
+    if (p[0] == (AV_BYTES << 3 | WT_LEN) || p[0] == (AV_KVLIST << 3 | WT_LEN))
         return r == NULL;
     return scalar_fits(c, r, p[0], NULL, 0);
 }
@@ -1006,22 +964,22 @@ static bool pseudonym_value(cx *c, const uint8_t *p, const uint8_t *end, uint8_t
 
     if (p >= end || rd_varint(&q, end, 10, &v) != 0)
         return false;
-    if (p[0] == (1 << 3 | WT_LEN) && e->pseudonym_fn != NULL) {
+    if (p[0] == (AV_STRING << 3 | WT_LEN) && e->pseudonym_fn != NULL) {
         size_t len = 0;
 
         if (!e->pseudonym_fn(e->ctx, &c->state, q, (size_t)v, out + 2, &len) || len > 64)
             return false;
-        out[0] = 1 << 3 | WT_LEN;
+        out[0] = AV_STRING << 3 | WT_LEN;
         out[1] = (uint8_t)len;
         *n = 2 + len;
         return true;
     }
-    if (p[0] == (3 << 3 | WT_VARINT) && e->pseudonym_int_fn != NULL) {
+    if (p[0] == (AV_INT << 3 | WT_VARINT) && e->pseudonym_int_fn != NULL) {
         int64_t iv;
 
         if (!e->pseudonym_int_fn(e->ctx, &c->state, (int64_t)v, &iv))
             return false;
-        out[0] = 3 << 3 | WT_VARINT;
+        out[0] = AV_INT << 3 | WT_VARINT;
         *n = 1 + varint_put(out + 1, (uint64_t)iv);
         return true;
     }
@@ -1036,9 +994,9 @@ static sf_status put_kv_bytes(cx *c, uint32_t num, const uint8_t *key, size_t kl
     sf_status st = put_tag_varint(c, num, WT_LEN, true, inner);
 
     if (st == SF_OK && klen > 0)
-        st = put_len_field(c, 1, key, klen);
+        st = put_len_field(c, KV_KEY, key, klen);
     if (st == SF_OK)
-        st = put_len_field(c, 2, val, vlen);
+        st = put_len_field(c, KV_VALUE, val, vlen);
     return st;
 }
 
@@ -1174,19 +1132,7 @@ static sf_status child_merged(cx *c, uint32_t num, unsigned kind, const uint8_t 
 
 /* The most field numbers (plus one) of a message: Span's 16. */
 #define SLOTS_MAX 17
-_Static_assert(sizeof(f_span) / sizeof(f_span[0]) == SLOTS_MAX &&
-               sizeof(f_request) / sizeof(f_request[0]) <= SLOTS_MAX &&
-               sizeof(f_resource_spans) / sizeof(f_resource_spans[0]) <= SLOTS_MAX &&
-               sizeof(f_resource) / sizeof(f_resource[0]) <= SLOTS_MAX &&
-               sizeof(f_entity_ref) / sizeof(f_entity_ref[0]) <= SLOTS_MAX &&
-               sizeof(f_scope_spans) / sizeof(f_scope_spans[0]) <= SLOTS_MAX &&
-               sizeof(f_scope) / sizeof(f_scope[0]) <= SLOTS_MAX &&
-               sizeof(f_event) / sizeof(f_event[0]) <= SLOTS_MAX &&
-               sizeof(f_link) / sizeof(f_link[0]) <= SLOTS_MAX &&
-               sizeof(f_status) / sizeof(f_status[0]) <= SLOTS_MAX &&
-               sizeof(f_array) / sizeof(f_array[0]) <= SLOTS_MAX &&
-               sizeof(f_kvlist) / sizeof(f_kvlist[0]) <= SLOTS_MAX,
-               "a message table longer than SLOTS_MAX");
+_Static_assert(SF_OTLP_TABLE_MAX <= SLOTS_MAX, "a message table longer than SLOTS_MAX");
 
 /* Per field number, what the first step saw. */
 typedef struct slot {
@@ -1832,11 +1778,11 @@ static inline __attribute__((always_inline)) bool any_canonical(const uint8_t *p
     res->str = NULL;
     if (end - p < 2)
         return false;
-    if (p[0] == (1 << 3 | WT_LEN) || p[0] == (7 << 3 | WT_LEN)) {     /* string, bytes */
+    if (p[0] == (AV_STRING << 3 | WT_LEN) || p[0] == (AV_BYTES << 3 | WT_LEN)) {
         if (rd_varint(&q, end, 5, &v) != 0 || v != (uint64_t)(end - q) ||
             (q - p > 2 && q[-1] == 0))
             return false;
-        if (p[0] == (1 << 3 | WT_LEN)) {
+        if (p[0] == (AV_STRING << 3 | WT_LEN)) {
             if (!utf8_valid(q, (size_t)v))
                 return false;
             res->cls = CLS_SCALAR;
@@ -1847,17 +1793,17 @@ static inline __attribute__((always_inline)) bool any_canonical(const uint8_t *p
         }
         return true;
     }
-    if (p[0] == (3 << 3 | WT_VARINT)) {                                /* int_value */
+    if (p[0] == (AV_INT << 3 | WT_VARINT)) {                                /* int_value */
         if (rd_varint(&q, end, 10, &v) != 0 || q != end || (q - p > 2 && q[-1] == 0))
             return false;
         res->cls = CLS_SCALAR;
         return true;
     }
-    if (p[0] == (4 << 3 | WT_I64)) {                                   /* double_value */
+    if (p[0] == (AV_DOUBLE << 3 | WT_I64)) {                                   /* double_value */
         res->cls = CLS_SCALAR;
         return end - p == 9;
     }
-    if (p[0] == (2 << 3 | WT_VARINT)) {                                /* bool_value */
+    if (p[0] == (AV_BOOL << 3 | WT_VARINT)) {                                /* bool_value */
         res->cls = CLS_SCALAR;
         return end - p == 2 && p[1] <= 1;
     }
@@ -1868,8 +1814,6 @@ static inline __attribute__((always_inline)) bool any_canonical(const uint8_t *p
  * occurrences since the member last changed; every occurrence is checked. */
 static sf_status any(cx *c, const uint8_t *p, const uint8_t *end, unsigned depth, result *res)
 {
-    static const uint8_t member_type[9] = { F_NONE, F_STRING, F_BOOL, F_INT64, F_FIXED64, F_MSG,
-                                            F_MSG, F_BYTES, F_INT32 };
     const uint8_t *start = p, *run = NULL, *last_val = NULL;
     uint32_t which = 0, run_count = 0;
     uint64_t last_u = 0;
@@ -1892,11 +1836,11 @@ static sf_status any(cx *c, const uint8_t *p, const uint8_t *end, unsigned depth
         if (f.wt == WT_EGROUP)
             return bad(c, "end of group outside a group");
         p = f.end;
-        if (f.num > 8) {
+        if (f.num >= N_FIELDS(sf_otlp_f_any_value)) {
             c->st->dropped_fields[SF_OTLP_MSG_ANY_VALUE]++;
             continue;
         }
-        d.type = member_type[f.num];
+        d.type = sf_otlp_f_any_value[f.num].type;   /* all oneof members: numbers 1-8 */
         st = check_value(c, &d, &f);
         if (st != SF_OK)
             return st;
@@ -1918,11 +1862,11 @@ static sf_status any(cx *c, const uint8_t *p, const uint8_t *end, unsigned depth
         if (st != SF_OK)
             return st;
         p = f.end;
-        if ((f.num == 5 || f.num == 6) && f.wt == WT_LEN) {
+        if ((f.num == AV_ARRAY || f.num == AV_KVLIST) && f.wt == WT_LEN) {
             result r;
 
             c->discard++;
-            st = msg(c, f.num == 5 ? SF_OTLP_MSG_ARRAY_VALUE : SF_OTLP_MSG_KEY_VALUE_LIST,
+            st = msg(c, sf_otlp_f_any_value[f.num].child,
                      f.val, f.val + f.u, depth, &r);
             c->discard--;
             if (st != SF_OK)
@@ -1932,28 +1876,27 @@ static sf_status any(cx *c, const uint8_t *p, const uint8_t *end, unsigned depth
     switch (which) {
     case 0:                     /* no value */
         return SF_OK;
-    case 8:                     /* string_value_strindex: needs a profiles dictionary */
+    case AV_STRINDEX:           /* needs a profiles dictionary */
         c->st->dropped_fields[SF_OTLP_MSG_ANY_VALUE]++;
         return SF_OK;
-    case 1:
-    case 7:
-        res->cls = which == 1 ? CLS_SCALAR : CLS_OTHER;
-        res->str = which == 1 ? last_val : NULL;
+    case AV_STRING:
+    case AV_BYTES:
+        res->cls = which == AV_STRING ? CLS_SCALAR : CLS_OTHER;
+        res->str = which == AV_STRING ? last_val : NULL;
         res->str_len = (size_t)last_u;
         return put_len_field(c, which, last_val, (size_t)last_u);
-    case 4:
+    case AV_DOUBLE:
         st = put_tag_varint(c, which, WT_I64, false, 0);
         return st == SF_OK ? put(c, &last_u, 8) : st;
-    case 2:
-    case 3:
+    case AV_BOOL:
+    case AV_INT:
         return put_tag_varint(c, which, WT_VARINT, true, last_u);
-    default: {                  /* 5 array_value, 6 kvlist_value */
+    default: {                  /* AV_ARRAY, AV_KVLIST */
         result r = { 0 };
 
-        st = child_merged(c, which,
-                          which == 5 ? SF_OTLP_MSG_ARRAY_VALUE : SF_OTLP_MSG_KEY_VALUE_LIST, run,
+        st = child_merged(c, which, sf_otlp_f_any_value[which].child, run,
                           end, run_count, run_total, last_val, last_val + last_u, depth, &r);
-        res->cls = which == 5 ? (r.cls == CLS_SCALAR ? CLS_ARRAY : CLS_OTHER) : CLS_OTHER;
+        res->cls = which == AV_ARRAY ? (r.cls == CLS_SCALAR ? CLS_ARRAY : CLS_OTHER) : CLS_OTHER;
         return st;
     }
     }
@@ -1990,8 +1933,6 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
 
     *removed = false;
     {
-        static const fdesc d_key = SCALAR(F_STRING, R_PLAIN), d_val = MSG1(ANY_VALUE),
-                           d_strindex = SCALAR(F_INT32, R_PLAIN);
         const uint8_t *q = p;
 
         while (q < end) {
@@ -2003,8 +1944,8 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
             if (f.wt == WT_EGROUP)
                 return bad(c, "end of group outside a group");
             q = f.end;
-            d = f.num == 1 ? &d_key : f.num == 2 ? &d_val : f.num == 3 ? &d_strindex : NULL;
-            if (d == NULL || f.num == 3) {
+            d = f.num < N_FIELDS(sf_otlp_f_key_value) ? &sf_otlp_f_key_value[f.num] : NULL;
+            if (d == NULL || f.num == KV_STRINDEX) {
                 if (d != NULL && (st = check_value(c, d, &f)) != SF_OK)
                     return st;
                 c->st->dropped_fields[SF_OTLP_MSG_KEY_VALUE]++;
@@ -2013,7 +1954,7 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
             st = check_value(c, d, &f);
             if (st != SF_OK)
                 return st;
-            if (f.num == 1) {
+            if (f.num == KV_KEY) {
                 key = f.val;
                 klen = (size_t)f.u;
             } else {
@@ -2046,16 +1987,16 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
 
         st = open_len(c, num, (size_t)(end - p), &hpos, &hlen);
         if (st == SF_OK && klen > 0)
-            st = put_len_field(c, 1, key, klen);
+            st = put_len_field(c, KV_KEY, key, klen);
         vmark = c->len;
         if (st == SF_OK && vcount == 1) {
-            st = child(c, 2, SF_OTLP_MSG_ANY_VALUE, val, vend, depth, &r);
+            st = child(c, KV_VALUE, SF_OTLP_MSG_ANY_VALUE, val, vend, depth, &r);
         } else if (st == SF_OK && vcount > 1) {
             uint8_t *merged;
 
-            st = gather(c, vfirst, vlast_end, 2, vtotal, &merged);
+            st = gather(c, vfirst, vlast_end, KV_VALUE, vtotal, &merged);
             if (st == SF_OK) {
-                st = child(c, 2, SF_OTLP_MSG_ANY_VALUE, merged, merged + vtotal, depth, &r);
+                st = child(c, KV_VALUE, SF_OTLP_MSG_ANY_VALUE, merged, merged + vtotal, depth, &r);
                 /* matched while the merged string still exists */
                 if (st == SF_OK && c->n_match > 0 && ctx == SF_OTLP_RESOURCE)
                     match_kv(c, key, klen, &r);
@@ -2127,8 +2068,9 @@ static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, kvjudg
     size_t klen;
     result r;
 
-    if (__builtin_expect(end - p < 4 || p[0] != (1 << 3 | WT_LEN) || p[1] == 0 || p[1] >= 0x80 ||
-                         p[1] + 2 >= end - p || p[2 + p[1]] != (2 << 3 | WT_LEN), 0))
+    if (__builtin_expect(end - p < 4 || p[0] != (KV_KEY << 3 | WT_LEN) || p[1] == 0 ||
+                         p[1] >= 0x80 || p[1] + 2 >= end - p ||
+                         p[2 + p[1]] != (KV_VALUE << 3 | WT_LEN), 0))
         return kv_general(c, ctx, num, p, end, depth, removed);
     key = p + 2;
     klen = p[1];

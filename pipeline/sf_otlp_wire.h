@@ -25,22 +25,12 @@
 
 struct sf_buf;
 
-/* X(ENUM, label): the message types of the schema, for counters. */
-#define SF_OTLP_MSG_MAP(X)                              \
-    X(REQUEST,        "ExportTraceServiceRequest")      \
-    X(RESOURCE_SPANS, "ResourceSpans")                  \
-    X(RESOURCE,       "Resource")                       \
-    X(ENTITY_REF,     "EntityRef")                      \
-    X(SCOPE_SPANS,    "ScopeSpans")                     \
-    X(SCOPE,          "InstrumentationScope")           \
-    X(SPAN,           "Span")                           \
-    X(EVENT,          "Span.Event")                     \
-    X(LINK,           "Span.Link")                      \
-    X(STATUS,         "Status")                         \
-    X(KEY_VALUE,      "KeyValue")                       \
-    X(ANY_VALUE,      "AnyValue")                       \
-    X(ARRAY_VALUE,    "ArrayValue")                     \
-    X(KEY_VALUE_LIST, "KeyValueList")
+/* SF_OTLP_MSG_MAP(X), X(ENUM, label): the message types of the schema;
+ * SF_OTLP_FIELD_MAP(X), X(ENUM, name): the string-bearing fields outside
+ * attributes that an edit can govern; SF_OTLP_NUM_<MSG>_<FIELD>: field
+ * numbers. Generated at build time from the .proto files and
+ * pipeline/proto/trace_fields.txt (tools/gen_otlp_schema.py). */
+#include "sf_otlp_schema.h"
 
 typedef enum sf_otlp_msg {
 #define SF_OTLP_MSG_ENUM(e, label) SF_OTLP_MSG_##e,
@@ -63,20 +53,7 @@ typedef enum sf_otlp_ctx {
 
 #define SF_OTLP_CTX_BIT(c) (1u << (c))
 
-/* X(ENUM, name): the string-bearing fields outside attributes that an edit
- * can govern, each decided in one place in the codec (field_verdict). */
-#define SF_OTLP_FIELD_MAP(X)                                \
-    X(SPAN_NAME,           "span.name")                     \
-    X(EVENT_NAME,          "spanevent.name")                \
-    X(SPAN_TRACE_STATE,    "span.trace_state")              \
-    X(LINK_TRACE_STATE,    "link.trace_state")              \
-    X(STATUS_MESSAGE,      "span.status.message")           \
-    X(SCOPE_NAME,          "scope.name")                    \
-    X(SCOPE_VERSION,       "scope.version")                 \
-    X(RESOURCE_SCHEMA_URL, "resource.schema_url")           \
-    X(SCOPE_SCHEMA_URL,    "scope.schema_url")              \
-    X(ENTITY_REFS,         "resource.entity_refs")
-
+/* Each governed field is decided in one place in the codec (field_verdict). */
 typedef enum sf_otlp_field {
     SF_OTLP_FIELD_NONE = 0,
 #define SF_OTLP_FIELD_ENUM(e, name) SF_OTLP_FIELD_##e,

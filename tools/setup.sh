@@ -10,6 +10,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 
 pkgs=(build-essential cmake pkg-config
       libprotobuf-c-dev protobuf-c-compiler
+      # the codec's tables are generated from the .proto files at build time
+      protobuf-compiler python3 python3-protobuf
       libgrpc-dev
       libyaml-dev zlib1g-dev libdeflate-dev libzstd-dev libcmocka-dev libjson-c-dev
       libcurl4-openssl-dev libmicrohttpd-dev libpcre2-dev libsystemd-dev

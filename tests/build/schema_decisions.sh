@@ -1,0 +1,74 @@
+#!/bin/sh
+# tests/build/schema_decisions.sh SOURCE_DIR PROTOC PYTHON3: the codec's
+# tables are generated only when every field of the OTLP trace schema has a
+# decision in pipeline/proto/trace_fields.txt. Runs tools/gen_otlp_schema.py
+# on the real schema (it must succeed: the control), then on copies broken
+# one way each, and checks that each is refused with its own message.
+set -u
+src=$1 protoc=$2 py=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+gen() {     # gen PROTO_DIR FIELDS_TXT: the generator's exit status; stderr in $tmp/err
+    "$protoc" --include_imports --descriptor_set_out="$tmp/d.desc" -I"$1" \
+        "$1/opentelemetry/proto/collector/trace/v1/trace_service.proto" 2>"$tmp/err" || return 99
+    "$py" "$src/tools/gen_otlp_schema.py" "$tmp/d.desc" "$2" "$tmp/out.h" 2>"$tmp/err"
+}
+
+expect_refused() {  # expect_refused WHAT PATTERN PROTO_DIR FIELDS_TXT
+    if gen "$3" "$4"; then
+        echo "FAIL: $1: the generator accepted it"; fails=$((fails + 1))
+    elif ! grep -q "$2" "$tmp/err"; then
+        echo "FAIL: $1: refused, but not with '$2':"; cat "$tmp/err"; fails=$((fails + 1))
+    else
+        echo "ok: $1: $(head -n 1 "$tmp/err")"
+    fi
+}
+
+fresh() {   # fresh: a copy of the schema source in $tmp/p
+    rm -rf "$tmp/p"; cp -r "$src/pipeline/proto" "$tmp/p"
+}
+
+fresh
+if gen "$tmp/p" "$tmp/p/trace_fields.txt"; then
+    echo "ok: the schema as it is generates"
+else
+    echo "FAIL: the schema as it is does not generate:"; cat "$tmp/err"; fails=$((fails + 1))
+fi
+
+# A new string field in Span, as a future OTLP version might add.
+fresh
+sed -i 's|^\(  Status status = 15;\)|\1\n  string note = 17;|' "$tmp/p/opentelemetry/proto/trace/v1/trace.proto"
+grep -q 'string note = 17;' "$tmp/p/opentelemetry/proto/trace/v1/trace.proto" || { echo "FAIL: sed"; exit 1; }
+expect_refused "a string field added to Span" \
+    "string/bytes field 'Span.note' (number 17) has no decision" "$tmp/p" "$tmp/p/trace_fields.txt"
+
+# A new bytes field in an event: bytes carry text as well as strings do.
+fresh
+sed -i 's|^\(    uint32 dropped_attributes_count = 4;\)|\1\n    bytes payload = 5;|' "$tmp/p/opentelemetry/proto/trace/v1/trace.proto"
+expect_refused "a bytes field added to Span.Event" \
+    "string/bytes field 'Event.payload' (number 5) has no decision" "$tmp/p" "$tmp/p/trace_fields.txt"
+
+# A string field decided without a rule.
+fresh
+sed -i 's|^field Span.name .*|field Span.name plain -|' "$tmp/p/trace_fields.txt"
+expect_refused "Span.name with no rule" "needs a rule" "$tmp/p" "$tmp/p/trace_fields.txt"
+
+# A decision removed.
+fresh
+sed -i '/^field InstrumentationScope.version /d' "$tmp/p/trace_fields.txt"
+expect_refused "InstrumentationScope.version's row removed" \
+    "'InstrumentationScope.version' (number 2) has no decision" "$tmp/p" "$tmp/p/trace_fields.txt"
+
+# A rule naming a governed field nobody declared.
+fresh
+sed -i 's|^field Span.name .*|field Span.name plain field:SPAN_TITLE|' "$tmp/p/trace_fields.txt"
+expect_refused "an unknown governed field" "unknown rule 'field:SPAN_TITLE'" "$tmp/p" "$tmp/p/trace_fields.txt"
+
+# A row for a field the schema lacks.
+fresh
+echo "field Span.prompt plain field:SPAN_NAME" >>"$tmp/p/trace_fields.txt"
+expect_refused "a row for a field the schema lacks" "no field 'prompt'" "$tmp/p" "$tmp/p/trace_fields.txt"
+
+[ "$fails" -eq 0 ] || { echo "$fails case(s) failed"; exit 1; }

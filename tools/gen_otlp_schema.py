@@ -1,0 +1,275 @@
+#!/usr/bin/python3
+"""tools/gen_otlp_schema.py: writes sf_otlp_schema.h, the OTLP trace codec's
+tables, from the one schema source: the official .proto files (as protoc's
+descriptor set) joined with pipeline/proto/trace_fields.txt, which decides
+for every field what the codec does with it and, for every string- or
+bytes-bearing field, which rule governs what of it may leave.
+
+    gen_otlp_schema.py DESCRIPTOR_SET FIELDS_TXT OUT_H
+
+Fails (exit 1, one line per fault, file:line first) when a field of a
+message reachable from ExportTraceServiceRequest has no row, when a string or
+bytes field has no rule (or a scalar one has one), when a row names a field
+or message the schema lacks, or when a rule names an unknown governed field.
+Needs Debian's python3-protobuf (tools/setup.sh installs it)."""
+
+import re
+import sys
+
+from google.protobuf import descriptor_pb2
+
+FD = descriptor_pb2.FieldDescriptorProto
+ROOT = "opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest"
+ROLES = {"plain": "R_PLAIN", "attrs": "R_ATTRS", "dropped": "R_DROPPED", "id16": "R_ID16",
+         "id8": "R_ID8", "spans": "R_SPANS"}
+CONTEXTS = ("RESOURCE", "SCOPE", "SPAN", "SPANEVENT", "LINK")
+# wire types of the codec (sf_otlp_wire.c F_*), by descriptor type
+CTYPES = {FD.TYPE_UINT32: "F_UINT32", FD.TYPE_INT32: "F_INT32", FD.TYPE_ENUM: "F_INT32",
+          FD.TYPE_INT64: "F_INT64", FD.TYPE_BOOL: "F_BOOL", FD.TYPE_FIXED32: "F_FIXED32",
+          FD.TYPE_FIXED64: "F_FIXED64", FD.TYPE_DOUBLE: "F_FIXED64", FD.TYPE_STRING: "F_STRING",
+          FD.TYPE_BYTES: "F_BYTES", FD.TYPE_MESSAGE: "F_MSG"}
+LATER_TYPES = {"int32": FD.TYPE_INT32, "uint32": FD.TYPE_UINT32, "string": FD.TYPE_STRING}
+TEXT = (FD.TYPE_STRING, FD.TYPE_BYTES)
+
+faults = []
+
+
+def fault(where, text):
+    faults.append("%s: %s" % (where, text))
+
+
+def json_name(snake):
+    """protobuf's lowerCamelCase JSON name of a field."""
+    return re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), snake)
+
+
+class Field:
+    def __init__(self, name, number, ftype, repeated, type_name, oneof, later=False):
+        self.name, self.number, self.type = name, number, ftype
+        self.repeated, self.type_name, self.oneof, self.later = repeated, type_name, oneof, later
+        self.role = self.rule = None
+        self.where = None
+
+
+def load_schema(path):
+    fds = descriptor_pb2.FileDescriptorSet()
+    with open(path, "rb") as f:
+        fds.ParseFromString(f.read())
+    msgs = {}
+
+    def walk(prefix, mt):
+        full = prefix + "." + mt.name
+        fields = {}
+        for fd in mt.field:
+            oneof = mt.oneof_decl[fd.oneof_index].name if fd.HasField("oneof_index") else None
+            fields[fd.name] = Field(fd.name, fd.number, fd.type, fd.label == FD.LABEL_REPEATED,
+                                    fd.type_name.lstrip("."), oneof)
+        msgs[full] = fields
+        for nested in mt.nested_type:
+            walk(full, nested)
+
+    for fp in fds.file:
+        for mt in fp.message_type:
+            walk(fp.package, mt)
+    return msgs
+
+
+def reachable(msgs):
+    seen, todo = [], [ROOT]
+    while todo:
+        m = todo.pop(0)
+        if m in seen or m not in msgs:
+            continue
+        seen.append(m)
+        todo.extend(f.type_name for f in msgs[m].values() if f.type == FD.TYPE_MESSAGE)
+    return seen
+
+
+def main():
+    desc, rules_path, out_path = sys.argv[1:4]
+    msgs = load_schema(desc)
+    governs, order, enum_of, ctx_of, own = [], [], {}, {}, set()
+    short = {}
+    rows = []
+    for lineno, line in enumerate(open(rules_path), 1):
+        where = "%s:%d" % (rules_path, lineno)
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        kind, args = words[0], words[1:]
+        if kind == "governs" and len(args) == 2:
+            governs.append(tuple(args))
+        elif kind == "message" and len(args) in (3, 4):
+            full, enum, ctx = args[:3]
+            if full not in msgs:
+                fault(where, "no message '%s' in the schema" % full)
+                continue
+            if ctx != "-" and ctx not in CONTEXTS:
+                fault(where, "unknown context '%s'" % ctx)
+            order.append(full)
+            enum_of[full], ctx_of[full] = enum, ctx
+            short[full.split(".")[-1]] = full
+            if len(args) == 4:
+                if args[3] != "own":
+                    fault(where, "unknown flag '%s'" % args[3])
+                own.add(full)
+        elif kind in ("field", "later"):
+            rows.append((where, kind, args))
+        else:
+            fault(where, "cannot read this line")
+    gov_names = {g for g, _ in governs}
+    for where, kind, args in rows:
+        want = 3 if kind == "field" else 6
+        if len(args) != want:
+            fault(where, "a %s row has %d columns after '%s', not %d" % (kind, want, kind, len(args)))
+            continue
+        msg, _, fname = args[0].partition(".")
+        full = short.get(msg)
+        if full is None:
+            fault(where, "no message row for '%s'" % msg)
+            continue
+        if kind == "later":
+            number, tname, oneof, role, rule = args[1:]
+            if tname not in LATER_TYPES:
+                fault(where, "unknown type '%s'" % tname)
+                continue
+            if fname in msgs[full]:
+                fault(where, "'%s' is in the schema now: make it a field row" % args[0])
+                continue
+            msgs[full][fname] = Field(fname, int(number), LATER_TYPES[tname], False, "",
+                                      None if oneof == "-" else oneof, later=True)
+        else:
+            role, rule = args[1:]
+        f = msgs[full].get(fname)
+        if f is None:
+            fault(where, "no field '%s' in %s" % (fname, full))
+            continue
+        if f.role is not None:
+            fault(where, "'%s' decided twice (first at %s)" % (args[0], f.where))
+            continue
+        if role not in ROLES:
+            fault(where, "unknown role '%s'" % role)
+        f.role, f.rule, f.where = role, rule, where
+        if f.type in TEXT:
+            if rule == "-":
+                fault(where, "string/bytes field '%s' needs a rule" % args[0])
+            elif rule in ("key", "value", "id"):
+                pass
+            elif rule.split(":", 1)[0] in ("field", "within") and rule.split(":", 1)[-1] in gov_names:
+                pass
+            else:
+                fault(where, "unknown rule '%s' for '%s'" % (rule, args[0]))
+        elif f.type == FD.TYPE_MESSAGE and rule.startswith("field:") and rule[6:] in gov_names:
+            pass                # a message of strings the edit governs whole (entity_refs)
+        elif rule != "-":
+            fault(where, "'%s' carries no text: its rule is '-', not '%s'" % (args[0], rule))
+    for full in reachable(msgs):
+        if full not in enum_of:
+            fault(rules_path, "message '%s' has no row" % full)
+            continue
+        for f in msgs[full].values():
+            if f.role is None:
+                what = "string/bytes field" if f.type in TEXT else "field"
+                fault(rules_path, "%s '%s.%s' (number %d) has no decision: add a row saying which "
+                      "rule governs it" % (what, full.split(".")[-1], f.name, f.number))
+    if faults:
+        for line in faults:
+            print(line, file=sys.stderr)
+        sys.exit(1)
+    write(out_path, msgs, order, enum_of, ctx_of, own, governs, rules_path)
+
+
+def write(out_path, msgs, order, enum_of, ctx_of, own, governs, rules_path):
+    o = []
+    o.append("/* sf_otlp_schema.h: GENERATED by tools/gen_otlp_schema.py from the OTLP .proto")
+    o.append(" * files and %s; do not edit. */" % rules_path.split("/")[-1])
+    o.append("#ifndef SF_OTLP_SCHEMA_H")
+    o.append("#define SF_OTLP_SCHEMA_H")
+    o.append("")
+    o.append("/* X(ENUM, label): the message types of the schema */")
+    o.append("#define SF_OTLP_MSG_MAP(X) \\")
+    for i, full in enumerate(order):
+        label = full.split(".v1.", 1)[-1]
+        o.append("    X(%s, \"%s\")%s" % (enum_of[full], label, " \\" if i + 1 < len(order) else ""))
+    o.append("")
+    o.append("/* X(ENUM, name): the fields an edit can govern */")
+    o.append("#define SF_OTLP_FIELD_MAP(X) \\")
+    for i, (g, name) in enumerate(governs):
+        o.append("    X(%s, \"%s\")%s" % (g, name, " \\" if i + 1 < len(governs) else ""))
+    o.append("")
+    o.append("/* field numbers and names, and the JSON names of the fields the .proto files have */")
+    for full in order:
+        e = enum_of[full]
+        for f in sorted(msgs[full].values(), key=lambda f: f.number):
+            up = f.name.upper()
+            o.append("#define SF_OTLP_NUM_%s_%s %d" % (e, up, f.number))
+            o.append("#define SF_OTLP_NAME_%s_%s \"%s\"" % (e, up, f.name))
+            if not f.later:
+                o.append("#define SF_OTLP_JSON_%s_%s \"%s\"" % (e, up, json_name(f.name)))
+    o.append("")
+    o.append("#endif")
+    o.append("")
+    # the wire codec's tables: fdesc/mdesc, F_*, R_* are sf_otlp_wire.c's
+    o.append("#if defined(SF_OTLP_SCHEMA_WIRE) && !defined(SF_OTLP_SCHEMA_WIRE_DONE)")
+    o.append("#define SF_OTLP_SCHEMA_WIRE_DONE")
+    for full in order:
+        e = enum_of[full]
+        o.append("static const fdesc sf_otlp_f_%s[] = {" % e.lower())
+        for f in sorted(msgs[full].values(), key=lambda f: f.number):
+            child = "SF_OTLP_MSG_" + enum_of[f.type_name] if f.type == FD.TYPE_MESSAGE else "0"
+            gov = "0"
+            if f.rule and f.rule.startswith("field:"):
+                gov = "SF_OTLP_FIELD_" + f.rule.split(":", 1)[1]
+            o.append("    [%d] = { %s, %d, %s, %s, %s },   /* %s%s: %s */" % (
+                f.number, CTYPES[f.type], 1 if f.repeated else 0, ROLES[f.role], child, gov,
+                f.name, " (later schema)" if f.later else "", f.rule))
+        o.append("};")
+    o.append("")
+    o.append("/* the longest table schema[] has (the largest field number + 1) */")
+    o.append("#define SF_OTLP_TABLE_MAX %d" % max(max(f.number for f in msgs[m].values()) + 1
+                                                  for m in order if m not in own))
+    o.append("static const mdesc schema[SF_OTLP_MSG_COUNT] = {")
+    for full in order:
+        e = enum_of[full]
+        if full in own:
+            o.append("    /* %s: read by its own function */" % e)
+            continue
+        fields = msgs[full].values()
+        dropped = [f.number for f in fields if f.role == "dropped"]
+        names = [f.number for f in fields if f.rule in ("field:SPAN_NAME", "field:EVENT_NAME")]
+        ctx = "SF_OTLP_" + ctx_of[full] if ctx_of[full] != "-" else "-1"
+        o.append("    [SF_OTLP_MSG_%s] = { sizeof(sf_otlp_f_%s) / sizeof(fdesc), sf_otlp_f_%s, %s, %d, %d },"
+                 % (e, e.lower(), e.lower(), ctx, dropped[0] if dropped else 0,
+                    names[0] if names else 0))
+    o.append("};")
+    o.append("#endif")
+    o.append("")
+    # the JSON codec's field names, one enum per message in field-number order
+    o.append("#if defined(SF_OTLP_SCHEMA_JSON) && !defined(SF_OTLP_SCHEMA_JSON_DONE)")
+    o.append("#define SF_OTLP_SCHEMA_JSON_DONE")
+    o.append("typedef struct sf_otlp_json_name {")
+    o.append("    const char *camel;          /* the name written and reported */")
+    o.append("    const char *snake;          /* also read; NULL if the same */")
+    o.append("} sf_otlp_json_name;")
+    for full in order:
+        e = enum_of[full]
+        fields = sorted((f for f in msgs[full].values() if not f.later), key=lambda f: f.number)
+        o.append("typedef enum sf_jf_%s {" % e.lower())
+        for f in fields:
+            o.append("    SF_JF_%s_%s," % (e, f.name.upper()))
+        o.append("} sf_jf_%s;" % e.lower())
+        o.append("static const sf_otlp_json_name sf_jn_%s[] = {" % e.lower())
+        for f in fields:
+            camel = json_name(f.name)
+            snake = "NULL" if camel == f.name else "\"%s\"" % f.name
+            o.append("    [SF_JF_%s_%s] = { \"%s\", %s }," % (e, f.name.upper(), camel, snake))
+        o.append("};")
+    o.append("#endif")
+    with open(out_path + ".tmp", "w") as f:
+        f.write("\n".join(o) + "\n")
+    import os
+    os.replace(out_path + ".tmp", out_path)
+
+
+if __name__ == "__main__":
+    main()
