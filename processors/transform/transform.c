@@ -58,6 +58,8 @@ typedef struct field_rule {
     pcre2_code *code;           /* SUBSTITUTE, ALLOW */
     PCRE2_SPTR text;            /* the replacement, or the value set */
     size_t text_len;
+    bool literal;               /* SUBSTITUTE: a replacement with no `$` and a pattern
+                                 * that cannot match empty: spliced in by hand */
     int error_mode;             /* the statement's */
 } field_rule;
 
@@ -225,6 +227,26 @@ static void release(const void *ctx, void *state)
     sf_free(rs);
 }
 
+/* pcre2_match by the JIT's direct entry, which skips pcre2_match's checks
+ * of options already known good (the same JIT code runs either way, with
+ * the same match limit); a pattern the JIT could not compile goes through
+ * pcre2_match, interpreted. */
+static int rx_match_at(const transform_ctx *t, const pcre2_code *code, const uint8_t *s,
+                       size_t n, size_t from, pcre2_match_data *md)
+{
+    int rc = pcre2_jit_match(code, s, n, from, 0, md, t->mctx);
+
+    if (rc == PCRE2_ERROR_JIT_BADOPTION)
+        rc = pcre2_match(code, s, n, from, PCRE2_NO_UTF_CHECK, md, t->mctx);
+    return rc;
+}
+
+static int rx_match(const transform_ctx *t, const pcre2_code *code, const uint8_t *s, size_t n,
+                    pcre2_match_data *md)
+{
+    return rx_match_at(t, code, s, n, 0, md);
+}
+
 /* A value rule's regex on a string: a failed match (limits, memory) counts
  * as not matching (the value is removed) and is counted. */
 static bool match_fn(const void *ctx, void **state, const void *regex, const uint8_t *s, size_t n)
@@ -235,7 +257,7 @@ static bool match_fn(const void *ctx, void **state, const void *regex, const uin
 
     if (rs == NULL)
         return false;
-    rc = pcre2_match(regex, s, n, 0, PCRE2_NO_UTF_CHECK, rs->md, t->mctx);
+    rc = rx_match(t, regex, s, n, rs->md);
     if (rc < 0 && rc != PCRE2_ERROR_NOMATCH)
         atomic_fetch_add_explicit(&t->rules_skipped, 1, memory_order_relaxed);
     return rc >= 0;
@@ -368,7 +390,89 @@ static sf_otlp_field name_field(sf_otlp_ctx c)
     return c == SF_OTLP_SPAN ? SF_OTLP_FIELD_SPAN_NAME : SF_OTLP_FIELD_EVENT_NAME;
 }
 
-/* Every rule of field f in order on in[0, len); the result in *out. */
+/* A rule that could not run (PCRE2's match limit, memory): counted; under
+ * error_mode propagate the request fails (SF_FILTER), else the value stays
+ * as it was before the rule. */
+static bool rule_failed(transform_ctx *t, const field_rule *r)
+{
+    atomic_fetch_add_explicit(&t->rules_skipped, 1, memory_order_relaxed);
+    return r->error_mode == SF_ERROR_MODE_PROPAGATE;
+}
+
+/* Append p[0, n) to t at *at. */
+static sf_status text_put(sf_otlp_text *t, size_t *at, const void *p, size_t n)
+{
+    if (*at + n + 1 > t->cap && sf_otlp_text_reserve(t, 2 * (*at + n) + 1) != SF_OK)
+        return SF_ENOMEM;
+    memcpy(t->data + *at, p, n);
+    *at += n;
+    return SF_OK;
+}
+
+/* A literal replace_pattern (field_rule.literal) on subject[0, len), whose
+ * first match is in md, into dst: every match, left to right, replaced by
+ * the text, as pcre2_substitute with PCRE2_SUBSTITUTE_GLOBAL does when no
+ * match can be empty. SF_FILTER when a later match fails (limits): the
+ * caller treats the rule as failed; SF_INVALID when a match ends before it
+ * starts (\K): the caller hands the rule to pcre2_substitute. */
+static sf_status splice_literal(transform_ctx *t, const field_rule *r, const uint8_t *subject,
+                                size_t len, pcre2_match_data *md, sf_otlp_text *dst, size_t *n)
+{
+    const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+    size_t from = 0;
+    int rc;
+
+    *n = 0;
+    do {
+        size_t s0 = ov[0], s1 = ov[1];
+
+        if (s0 < from || s1 <= s0 || s1 > len)
+            return SF_INVALID;
+        if (text_put(dst, n, subject + from, s0 - from) != SF_OK ||
+            text_put(dst, n, r->text, r->text_len) != SF_OK)
+            return SF_ENOMEM;
+        from = s1;
+        rc = rx_match_at(t, r->code, subject, len, from, md);
+    } while (rc >= 0);
+    if (rc != PCRE2_ERROR_NOMATCH)
+        return SF_FILTER;
+    return text_put(dst, n, subject + from, len - from);
+}
+
+/* pcre2_substitute of rule r on subject[0, len) into dst, from the first
+ * match in md (matched again first when `rematch`). SF_FILTER when the rule
+ * failed (limits); SF_ENOMEM. */
+static sf_status substitute(transform_ctx *t, const field_rule *r, const uint8_t *subject,
+                            size_t len, bool rematch, pcre2_match_data *md, sf_otlp_text *dst,
+                            size_t *n)
+{
+    int rc;
+
+    if (sf_otlp_text_reserve(dst, len + 64) != SF_OK)
+        return SF_ENOMEM;
+    for (;;) {
+        if (rematch && rx_match(t, r->code, subject, len, md) < 0)
+            return SF_FILTER;
+        *n = dst->cap;
+        rc = pcre2_substitute(r->code, subject, len, 0,
+                              PCRE2_SUBSTITUTE_MATCHED | PCRE2_SUBSTITUTE_GLOBAL |
+                              PCRE2_SUBSTITUTE_OVERFLOW_LENGTH | PCRE2_SUBSTITUTE_UNSET_EMPTY |
+                              PCRE2_NO_UTF_CHECK, md, t->mctx, r->text, r->text_len, dst->data,
+                              n);
+        if (rc != PCRE2_ERROR_NOMEMORY)
+            return rc >= 0 ? SF_OK : SF_FILTER;
+        if (sf_otlp_text_reserve(dst, *n + 1) != SF_OK)
+            return SF_ENOMEM;
+        /* measuring the whole result matched on past the first match:
+         * match again for PCRE2_SUBSTITUTE_MATCHED */
+        rematch = true;
+    }
+}
+
+/* Every rule of field f in order on in[0, len); the result in *out. The
+ * value moves between out and the state's scratch buffer only when a rule
+ * changes it: a pattern is matched first (JIT), and pcre2_substitute runs,
+ * from that match, only on a value it matches. */
 static sf_status apply_rules(transform_ctx *t, void **state, sf_otlp_field f, const uint8_t *in,
                              size_t len, sf_otlp_text *out)
 {
@@ -380,57 +484,38 @@ static sf_status apply_rules(transform_ctx *t, void **state, sf_otlp_field f, co
         return SF_ENOMEM;
     for (size_t i = 0; i < t->n_frules[f]; i++) {
         const field_rule *r = &t->frules[f][i];
-        sf_otlp_text *dst = (i % 2 == 0) ? out : &rs->tmp;  /* the subject is the other */
+        sf_otlp_text *dst = subject == out->data ? &rs->tmp : out;  /* not the subject's */
         PCRE2_SIZE n = 0;
         int rc = 0;
 
-        if (r->kind == FR_ALLOW) {
-            rc = pcre2_match(r->code, subject, subject_len, 0, PCRE2_NO_UTF_CHECK, rs->md,
-                             t->mctx);
-            if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
-                atomic_fetch_add_explicit(&t->rules_skipped, 1, memory_order_relaxed);
-                if (r->error_mode == SF_ERROR_MODE_PROPAGATE)
-                    return SF_FILTER;
-            }
-            /* kept when it matches; otherwise (a failed match too) the fixed value */
-            if (sf_otlp_text_reserve(dst, (rc >= 0 ? subject_len : r->text_len) + 1) != SF_OK)
-                return SF_ENOMEM;
-            if (rc >= 0) {
-                memmove(dst->data, subject, subject_len);
-                n = subject_len;
-            } else {
-                memcpy(dst->data, r->text, r->text_len);
-                n = r->text_len;
-            }
-        } else if (r->kind == FR_SET) {
+        if (r->kind != FR_SET) {
+            rc = rx_match(t, r->code, subject, subject_len, rs->md);
+            if (rc < 0 && rc != PCRE2_ERROR_NOMATCH && rule_failed(t, r))
+                return SF_FILTER;
+            if (r->kind == FR_SUBSTITUTE && rc < 0)
+                continue;       /* nothing to replace, or a failed rule: as it was */
+            if (r->kind == FR_ALLOW && rc >= 0)
+                continue;       /* allowed: kept as it is (a failed match is not) */
+        }
+        if (r->kind != FR_SUBSTITUTE) {
+            /* set, or a value the pattern does not allow: the fixed value */
             if (sf_otlp_text_reserve(dst, r->text_len + 1) != SF_OK)
                 return SF_ENOMEM;
             memcpy(dst->data, r->text, r->text_len);
             n = r->text_len;
         } else {
-            if (sf_otlp_text_reserve(dst, subject_len + 64) != SF_OK)
+            sf_status sst = r->literal ? splice_literal(t, r, subject, subject_len, rs->md, dst,
+                                                        &n)
+                                       : SF_INVALID;
+
+            if (sst == SF_INVALID)      /* not literal, or \K: PCRE2's own substitution */
+                sst = substitute(t, r, subject, subject_len, r->literal, rs->md, dst, &n);
+            if (sst == SF_ENOMEM)
                 return SF_ENOMEM;
-            for (;;) {
-                n = dst->cap;
-                rc = pcre2_substitute(r->code, subject, subject_len, 0,
-                                      PCRE2_SUBSTITUTE_GLOBAL | PCRE2_SUBSTITUTE_OVERFLOW_LENGTH |
-                                      PCRE2_SUBSTITUTE_UNSET_EMPTY |
-                                      PCRE2_NO_UTF_CHECK, rs->md, t->mctx, r->text,
-                                      r->text_len, dst->data, &n);
-                if (rc != PCRE2_ERROR_NOMEMORY)
-                    break;
-                if (sf_otlp_text_reserve(dst, n + 1) != SF_OK)
-                    return SF_ENOMEM;
-            }
-            if (rc < 0) {
-                atomic_fetch_add_explicit(&t->rules_skipped, 1, memory_order_relaxed);
-                if (r->error_mode == SF_ERROR_MODE_PROPAGATE)
+            if (sst != SF_OK) {
+                if (rule_failed(t, r))
                     return SF_FILTER;
-                /* leave the value as it was before this rule */
-                if (sf_otlp_text_reserve(dst, subject_len + 1) != SF_OK)
-                    return SF_ENOMEM;
-                memmove(dst->data, subject, subject_len);
-                n = subject_len;
+                continue;       /* the value as it was before this rule */
             }
         }
         dst->len = n;
@@ -439,7 +524,7 @@ static sf_status apply_rules(transform_ctx *t, void **state, sf_otlp_field f, co
     }
     if (t->max_string != 0 && subject_len > t->max_string)
         subject_len = 0;                /* past the bound: the field leaves empty */
-    if (subject != out->data) {         /* the last result is in tmp, or no rule ran */
+    if (subject != out->data) {         /* the last result is in tmp, or no rule changed it */
         if (sf_otlp_text_reserve(out, subject_len + 1) != SF_OK)
             return SF_ENOMEM;
         memmove(out->data, subject, subject_len);
@@ -508,6 +593,12 @@ static sf_status frules_build(transform_ctx *t, sf_transform_ctx c)
         }
         (void)pcre2_jit_compile(r->code, PCRE2_JIT_COMPLETE);  /* interpreted without JIT */
         pcre2_pattern_info(r->code, PCRE2_INFO_CAPTURECOUNT, &groups);
+        if (r->kind == FR_SUBSTITUTE) {
+            uint32_t minlength = 0;
+
+            pcre2_pattern_info(r->code, PCRE2_INFO_MINLENGTH, &minlength);
+            r->literal = minlength > 0 && memchr(r->text, '$', r->text_len) == NULL;
+        }
         if (groups + 1 > t->max_groups)
             t->max_groups = groups + 1;
     }

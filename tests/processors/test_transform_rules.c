@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 #include "internal/sf_core.h"
 #include "processors/transform/transform.h"
 #include "sf_otlp_json.h"
@@ -438,6 +441,55 @@ static void test_condition_errors(void **state)
     }
 }
 
+/* replace_pattern gives what pcre2_substitute (global, UTF) gives, the
+ * reference: on the spliced path the transform takes for a literal
+ * replacement of a pattern that cannot match empty, and on PCRE2's own for
+ * `$` references and patterns that can (and for a result past the first
+ * buffer's size). */
+static void test_replace_pattern_as_pcre2_substitutes(void **state)
+{
+    static const struct { const char *pattern, *repl, *subject; } cases[] = {
+        { "host:[^ |)]*", "host:redacted", "Scheduler (host:3f2a | pid:1) host:x host:" },
+        { "host:[^ |)]*", "host:redacted", "tokenize" },
+        { "pid:[0-9]+", "pid:redacted", "pid:1 pid:22 pid: pid:333" },
+        { "(?s)(?<![^ ])Req .*", "Req redacted", " Req 1234abcd" },
+        { "(?s)(?<![^ ])Req .*", "Req redacted", "xReq 1234abcd" },
+        { "a", "a-much-longer-replacement-than-the-subject-itself-to-grow-the-buffer-", "aaaa" },
+        { "(b+)", "<$1>", "abbcbd" },
+        { "x*", "-", "abc" },
+        { "(b)", "$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1$1", "bbbb" },
+        { "é+", "e", "caféé thé" },
+    };
+    char body[1024], want[1024], find[1100];
+    run r;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int err;
+        PCRE2_SIZE at, n = sizeof(want);
+        pcre2_code *code = pcre2_compile((PCRE2_SPTR)cases[i].pattern, PCRE2_ZERO_TERMINATED,
+                                         PCRE2_UTF, &err, &at, NULL);
+        char *out;
+
+        assert_non_null(code);
+        assert_true(pcre2_substitute(code, (PCRE2_SPTR)cases[i].subject, PCRE2_ZERO_TERMINATED,
+                                     0, PCRE2_SUBSTITUTE_GLOBAL | PCRE2_SUBSTITUTE_UNSET_EMPTY,
+                                     NULL, NULL, (PCRE2_SPTR)cases[i].repl,
+                                     PCRE2_ZERO_TERMINATED, (PCRE2_UCHAR *)want, &n) >= 0);
+        pcre2_code_free(code);
+        snprintf(body, sizeof(body), "    trace_statements:\n"
+                 "      - 'replace_pattern(span.name, \"%s\", \"%s\")'\n",
+                 cases[i].pattern, cases[i].repl);
+        assert_int_equal(load(&r, body), SF_OK);
+        out = apply_span(&r, cases[i].subject, "[]");
+        snprintf(find, sizeof(find), "\"name\":\"%s\"", want);
+        if (strstr(out, find) == NULL)
+            fail_msg("case %zu: %s not in %s", i, find, out);
+        sf_free(out);
+        unload(&r);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -448,6 +500,7 @@ int main(void)
         cmocka_unit_test(test_pseudonyms),
         cmocka_unit_test(test_declared_mode_refuses_gaps),
         cmocka_unit_test(test_condition_errors),
+        cmocka_unit_test(test_replace_pattern_as_pcre2_substitutes),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
