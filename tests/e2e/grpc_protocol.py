@@ -11,6 +11,7 @@ import gzip
 import json
 import socket
 import struct
+import threading
 import time
 
 import grpc
@@ -96,20 +97,33 @@ def main():
     # A client pinging every second with no call open, against the default
     # enforcement_policy (min_time 5m, no pings without calls): GOAWAY
     # too_many_pings after three, as gRPC servers do; the client backs off
-    # its pings and its next call succeeds.
+    # its pings and its next call succeeds. The GOAWAY is waited for (the
+    # channel leaves READY: the server ended the connection), not assumed
+    # to have come within some seconds, and the next call may wait for the
+    # reconnect (wait_for_ready) instead of failing fast if it starts while
+    # the old connection is closing.
     ch = grpc.insecure_channel(f'127.0.0.1:{a.port}', options=[
         ('grpc.keepalive_time_ms', 1000), ('grpc.keepalive_permit_without_calls', 1),
         ('grpc.http2.max_pings_without_data', 0)])
+    seen, left_ready = [], threading.Event()
+
+    def watch(state):
+        seen.append(state)
+        if state != grpc.ChannelConnectivity.READY and grpc.ChannelConnectivity.READY in seen:
+            left_ready.set()
+
+    ch.subscribe(watch, try_to_connect=False)
     f = ch.unary_unary(EXPORT, request_serializer=lambda x: x, response_deserializer=lambda x: x)
     r = []
     for i in range(2):
         try:
-            f(body, timeout=10)
+            f(body, timeout=30, wait_for_ready=i > 0)
             r.append(0)
         except grpc.RpcError as e:
             r.append(e.code().value[0])
         if i == 0:
-            time.sleep(5)
+            out['grpcio_keepalive_goaway'] = left_ready.wait(60)
+    ch.unsubscribe(watch)
     ch.close()
     out['grpcio_keepalive'] = r
     out['grpcio_oversize'] = grpcio_call(a.port, b'\x0a' + b'\xff' * (a.max_bytes + 10))

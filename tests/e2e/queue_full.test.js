@@ -41,16 +41,26 @@ test('full queue refuses with UNAVAILABLE, memory stays bounded, queued spans ar
     // Fill the queue: separate export calls of 10 spans until one is refused.
     const acceptedIds = [];
     let refusedSpans = 0;
-    let firstRefusal = null;
-    for (let i = 0; i < 200 && !firstRefusal; i++) {
-      const { bytes, spanIds } = peers.serializedSpans(10, `q${i}`);
-      const r = await client.call(bytes);
-      if (r.code === peers.status.OK) acceptedIds.push(...spanIds);
-      else if (r.code === peers.status.UNAVAILABLE) { refusedSpans += spanIds.length; firstRefusal = r; }
-      else assert.fail(`export ${i}: unexpected gRPC status ${r.code} '${r.details}'`);
+    let calls = 0;
+    async function fill() {
+      for (let tries = 0; tries < 200; tries++) {
+        const { bytes, spanIds } = peers.serializedSpans(10, `q${calls++}`);
+        const r = await client.call(bytes);
+        if (r.code === peers.status.OK) acceptedIds.push(...spanIds);
+        else if (r.code === peers.status.UNAVAILABLE) { refusedSpans += spanIds.length; return r; }
+        else assert.fail(`export ${calls}: unexpected gRPC status ${r.code} '${r.details}'`);
+      }
+      return null;
     }
-    assert.ok(firstRefusal, 'no export was refused in 200 calls: the queue is not bounded');
+    assert.ok(await fill(), 'no export was refused in 200 calls: the queue is not bounded');
     assert.ok(acceptedIds.length > 0, 'the first exports are accepted while the queue has room');
+    // The one consumer may take its batch from the queue after that first
+    // refusal (however fast the calls came): wait until it holds one, in
+    // retries against the dead gateway (it keeps it for max_elapsed_time),
+    // and fill the room it left. From then on the queue cannot shrink.
+    await sf.waitMetrics((x) => x.get('spanfence_exporter_retries', EXP) >= 1,
+      'the consumer retrying its batch', 60000);
+    assert.ok(await fill(), 'the queue took more than 200 calls after its consumer took a batch');
 
     // While the gateway stays down, every further export is refused; the
     // collector does not buffer them anywhere.
