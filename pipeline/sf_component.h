@@ -100,6 +100,12 @@ typedef struct sf_component_type {
      * calls again with a larger buffer when it did not fit). Called on the
      * metrics thread. */
     size_t (*metrics)(sf_component *self, char *buf, size_t size);
+    /* Optional, with `metrics`: the # HELP / # TYPE lines of the series
+     * it writes, which the core writes once before the series of every
+     * component of the type (written one type at a time), so that two
+     * components of a type do not repeat them. NULL: `metrics` writes its
+     * own. */
+    const char *metrics_help;
     /* Optional, receivers: true while the component cannot serve (a
      * listener that cannot accept), saying why in `why`; health_check then
      * answers 503. Called on the health_check thread. */

@@ -551,14 +551,24 @@ sf_status sf_metrics_render_style(sf_component *components, size_t n,
                              (long long)(int64_t)atomic_load(&components[j].counters.values[r]));
         }
     }
-    /* series whose labels the type chooses (its metrics callback) */
-    for (size_t i = 0; i < n && !t->failed; i++) {
-        sf_component *c = &components[i];
+    /* series whose labels the type chooses (its metrics callback), one
+     * type at a time in the order the types first appear, so a metric's
+     * series stay together under one # HELP (metrics_help) */
+    for (size_t k = 0; k < n * n && !t->failed; k++) {
+        sf_component *c = &components[k % n];
+        const sf_component_type *type = components[k / n].type;
+        bool seen = false;
         void *tail;
         size_t room, need;
 
-        if (c->type->metrics == NULL)
+        if (c->type != type || type->metrics == NULL)
             continue;
+        for (size_t j = 0; j < k / n && !seen; j++)
+            seen = components[j].type == type;
+        if (seen)
+            continue;           /* this type's turn came at its first component */
+        if (k % n == k / n && type->metrics_help != NULL)
+            text_add(t, "%s", type->metrics_help);
         if (sf_dynbuf_room(&t->buf, 1024, &tail, &room) != SF_OK) {
             t->failed = true;
             break;

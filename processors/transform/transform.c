@@ -86,7 +86,12 @@ typedef struct transform_ctx {
     sf_counters *counters;
     pthread_mutex_t drift_lock;
     size_t n_drift;
-    struct { uint8_t ctx; bool failed; char key[65]; } drift[SF_TRANSFORM_DRIFT_KEYS];
+    struct {
+        uint8_t ctx;
+        bool failed;
+        char key[65];
+        _Atomic uint64_t count;         /* removals (spanfence_processor_transform_removed_keys) */
+    } drift[SF_TRANSFORM_DRIFT_KEYS];
 } transform_ctx;
 
 /* ---- pseudonyms ------------------------------------------------------------ */
@@ -735,38 +740,87 @@ static const sf_otlp_edit *transform_edit(const sf_component *self)
     return &t->edit;
 }
 
-/* Drift: the first time a (context, key) pair is removed (key not kept, or
- * its value failed its rule), one log line; only keys of a safe shape are
- * named, the rest are 'other'. At most SF_TRANSFORM_DRIFT_KEYS pairs are
- * remembered; past that nothing more is logged (the counts go on). */
+/* Drift: each (context, key, cause) pair removed (key not kept, or its
+ * value failed its rule) is counted by key, and logged the first time;
+ * only keys of a safe shape are named (the codec's), the rest are 'other'.
+ * At most SF_TRANSFORM_DRIFT_KEYS pairs are named; past that, removals
+ * count under 'other' and nothing more is logged. The codec reports the
+ * first SF_OTLP_DRIFT_MAX distinct pairs of each request. */
+#define DRIFT_NAMED (SF_TRANSFORM_DRIFT_KEYS - 2 * SF_TRANSFORM_CTX_COUNT)
+
+static size_t drift_slot(transform_ctx *t, uint8_t ctx, bool failed, const char *key, bool *fresh)
+{
+    for (size_t j = 0; j < t->n_drift; j++)
+        if (t->drift[j].ctx == ctx && t->drift[j].failed == failed &&
+            strcmp(t->drift[j].key, key) == 0)
+            return j;
+    if (t->n_drift >= DRIFT_NAMED && strcmp(key, "other") != 0)
+        return drift_slot(t, ctx, failed, "other", fresh);
+    if (t->n_drift >= SF_TRANSFORM_DRIFT_KEYS)
+        return SIZE_MAX;                /* cannot be: 'other' has room kept */
+    t->drift[t->n_drift].ctx = ctx;
+    t->drift[t->n_drift].failed = failed;
+    snprintf(t->drift[t->n_drift].key, sizeof(t->drift[0].key), "%s", key);
+    atomic_store(&t->drift[t->n_drift].count, 0);
+    *fresh = true;
+    return t->n_drift++;
+}
+
 static void drift_report(sf_component *self, transform_ctx *t, const sf_otlp_stats *st)
 {
     for (size_t i = 0; i < st->n_drift; i++) {
         const sf_otlp_drift *d = &st->drift[i];
         char key[65];
-        bool known = false;
+        bool fresh = false;
+        size_t at;
 
         snprintf(key, sizeof(key), "%.*s", d->len, d->len ? d->key : "");
         if (d->len == 0)
             snprintf(key, sizeof(key), "other");
         pthread_mutex_lock(&t->drift_lock);
-        for (size_t j = 0; j < t->n_drift && !known; j++)
-            known = t->drift[j].ctx == d->ctx && t->drift[j].failed == d->failed_rule &&
-                    strcmp(t->drift[j].key, key) == 0;
-        if (!known && t->n_drift < SF_TRANSFORM_DRIFT_KEYS) {
-            t->drift[t->n_drift].ctx = d->ctx;
-            t->drift[t->n_drift].failed = d->failed_rule;
-            memcpy(t->drift[t->n_drift].key, key, sizeof(key));
-            t->n_drift++;
-        } else {
-            known = true;
-        }
+        at = drift_slot(t, d->ctx, d->failed_rule, key, &fresh);
+        if (at != SIZE_MAX)
+            atomic_fetch_add_explicit(&t->drift[at].count, d->count, memory_order_relaxed);
         pthread_mutex_unlock(&t->drift_lock);
-        if (!known)
+        if (fresh)
             sf_warn("processor %s: removing %s attribute '%s': %s (logged once)",
-                    sf_component_id(self), sf_transform_ctx_name((sf_transform_ctx)d->ctx), key,
+                    sf_component_id(self), sf_transform_ctx_name((sf_transform_ctx)d->ctx),
+                    at != SIZE_MAX ? t->drift[at].key : key,
                     d->failed_rule ? "its value does not fit its rule" : "the key is not kept");
     }
+}
+
+static const char drift_help[] =
+    "# HELP spanfence_processor_transform_removed_keys Attributes the transform removed, by "
+    "context and key (keys of the shape [a-z0-9_.]{1,64}, others and those past the first "
+    "246 as 'other') and cause (not_kept, failed_rule).\n"
+    "# TYPE spanfence_processor_transform_removed_keys counter\n";
+
+static size_t transform_metrics(sf_component *self, char *buf, size_t size)
+{
+    transform_ctx *t = sf_component_ctx(self);
+    size_t len = 0, n;
+
+    if (size > 0)
+        buf[0] = '\0';
+    if (t == NULL)
+        return 0;
+    pthread_mutex_lock(&t->drift_lock);
+    n = t->n_drift;
+    pthread_mutex_unlock(&t->drift_lock);
+    for (size_t i = 0; i < n; i++) {    /* entries below n_drift never change but their count */
+        int w = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
+                         "spanfence_processor_transform_removed_keys{processor=\"%s\","
+                         "context=\"%s\",key=\"%s\",cause=\"%s\"} %llu\n",
+                         sf_component_id(self),
+                         sf_transform_ctx_name((sf_transform_ctx)t->drift[i].ctx),
+                         t->drift[i].key, t->drift[i].failed ? "failed_rule" : "not_kept",
+                         (unsigned long long)atomic_load(&t->drift[i].count));
+
+        if (w > 0)
+            len += (size_t)w;
+    }
+    return len;
 }
 
 static sf_status transform_consume(sf_component *self, sf_request *batch)
@@ -845,5 +899,7 @@ const sf_component_type sf_transform_processor_type = {
     .edit = transform_edit,
     .destroy = transform_destroy,
     .describe_allowlist = sf_transform_describe,
+    .metrics = transform_metrics,
+    .metrics_help = drift_help,
     .metric_rows = transform_metric_rows,
 };

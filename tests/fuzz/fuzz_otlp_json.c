@@ -1,17 +1,23 @@
 /* tests/fuzz/fuzz_otlp_json.c: libFuzzer target for the OTLP/JSON decoder an
  * HTTP receiver runs on application/json bodies: decode into an arena, pack
  * to protobuf (as the receiver does on entry), and require that what it
- * accepted passes the wire check the protobuf path applies, and that its
- * JSON encoding (the file exporter's) decodes again under the same rules. */
+ * accepted passes the wire check the protobuf path applies, that its JSON
+ * encoding (the file exporter's) decodes again under the same rules, and
+ * that every string configs/cvm.yaml's transform exports from it satisfies
+ * its field's rule (fuzz_cvm_rules.h, as the protobuf target checks). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "internal/sf_core.h"
+#include "processors/transform/transform.h"
 #include "sf_alloc.h"
 #include "sf_log.h"
 #include "sf_otlp_json.h"
 #include "sf_otlp_count.h"
+#include "fuzz_otlp_check.h"
+#include "fuzz_cvm_rules.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -49,6 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     spans);
             abort();
         }
+        check_cvm_rules(buf, len);
         free(buf);
         /* What the decoder took, the encoder writes as text the decoder
          * takes again, with the same spans: no member twice, no lone

@@ -10,6 +10,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "tests/sf_torture.h"
@@ -411,6 +413,42 @@ static size_t pack_kv(const sf_otlp_kv *kv, uint8_t *out, size_t cap)
 
     assert_true(n <= cap);
     return opentelemetry__proto__common__v1__key_value__pack(kv, out);
+}
+
+/* The transform's own series (its metrics callback): removals by context,
+ * key and cause; keys not of the safe shape as 'other'. */
+static char *transform_series(tfx *f)
+{
+    size_t need = sf_transform_processor_type.metrics(&f->comp, NULL, 0);
+    char *buf = malloc(need + 1);
+
+    assert_non_null(buf);
+    assert_int_equal(sf_transform_processor_type.metrics(&f->comp, buf, need + 1), need);
+    return buf;
+}
+
+static void test_removals_counted_by_key(void **state)
+{
+    tfx *f = *state;
+    char *text;
+
+    assert_int_equal(consume(f), SF_OK);
+    text = transform_series(f);
+    /* user.email: span A and span D */
+    assert_non_null(strstr(text, "context=\"span\",key=\"user.email\",cause=\"not_kept\"} 2\n"));
+    assert_non_null(strstr(text, "context=\"resource\",key=\"secret.token\",cause=\"not_kept\"} 1\n"));
+    /* Gen_AI.Request.Model: not of the safe shape (größe.名前 is kept) */
+    assert_non_null(strstr(text, "context=\"span\",key=\"other\",cause=\"not_kept\"} 1\n"));
+    assert_non_null(strstr(text, "context=\"spanevent\",key=\"prompt\",cause=\"not_kept\"} 2\n"));
+    assert_null(strstr(text, "Gen_AI"));
+    assert_null(strstr(text, "gen_ai.request.model"));     /* kept: never counted */
+    assert_non_null(sf_transform_processor_type.metrics_help);
+    assert_null(strstr(text, "# HELP"));                    /* the core writes it once */
+    free(text);
+    assert_int_equal(consume_prefix(f, f->wire_len), SF_OK);    /* the same request again */
+    text = transform_series(f);
+    assert_non_null(strstr(text, "context=\"span\",key=\"user.email\",cause=\"not_kept\"} 4\n"));
+    free(text);
 }
 
 /* ---- filter --------------------------------------------------------------- */
@@ -832,6 +870,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_keep_keys_everywhere, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_removals_counted_by_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filtered_batch_packs_and_decodes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_empty_allowlist_drops_all_and_delete_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keep_keys_twice_intersects, setup, teardown),
