@@ -485,6 +485,7 @@ typedef struct checker {
     const sf_config *cfg;
     sf_diag *diag;
     const sf_config_pipeline *main;     /* the one traces pipeline the policy allows */
+    bool oom;                           /* a check ran out of memory */
 } checker;
 
 static void violate(checker *k, const sf_node *at, const char *subject, const char *fmt, ...)
@@ -773,6 +774,90 @@ static void check_rules(checker *k, const char *subj, const sf_allowlist_desc *a
     }
 }
 
+/* A key no config names: the compiled keyset's verdict on keys it does not
+ * list. */
+#define UNLISTED_KEY "spanfence.policy.probe: a key no statement names"
+
+/* The edit the codec will run, compiled as the processor compiles it when
+ * it is created (create, edit, destroy: the same code as at start), held
+ * against what the checks above read from the config's description: a
+ * processor whose description promises what its compiled edit does not do
+ * cannot pass, and neither can one whose edit cannot be built at all (a
+ * pseudonym key file that cannot be read, say). Only disagreements are
+ * reported here; where the description already falls short, the checks
+ * above have said so. */
+static void check_compiled(checker *k, const char *subj, const sf_config_component *c,
+                           const sf_allowlist_desc *al, const sf_node *where)
+{
+    const policy_allowlist *pa = &k->pol->allowlist;
+    struct sf_component comp = { .type = c->type, .id = c->id, .config = c->config };
+    const sf_otlp_edit *e;
+    sf_status st;
+
+    if (c->type->create == NULL || c->type->edit == NULL)
+        return;
+    st = c->type->create(&comp, c->config);
+    if (st == SF_ENOMEM) {
+        k->oom = true;
+        return;
+    }
+    if (st != SF_OK) {
+        violate(k, c->node, subj, "its edit cannot be built (the log above says why): it would "
+                "not start");
+        return;
+    }
+    e = c->type->edit(&comp);
+    for (int ctx = 0; e != NULL && ctx < SF_OTLP_CTX_COUNT; ctx++) {
+        const sf_strlist *want = &pa->keys.ctx[ctx];
+        const sf_otlp_keyset *ks = e->keys[ctx];
+        const char *name = sf_otlp_ctx_name((sf_otlp_ctx)ctx);
+        sf_rule op;
+
+        if (want->v == NULL || !find_rule(al, (sf_otlp_ctx)ctx, SF_RULE_KEEP_KEYS, NULL, &op))
+            continue;           /* unbounded by the config: check_keys said so */
+        if (ks == NULL) {
+            violate(k, where, subj, "the compiled edit does not filter %s attributes, though "
+                    "the config bounds them", name);
+            continue;
+        }
+        for (size_t i = 0; i < want->n; i++)
+            if (al->keeps_key(al->rules, (sf_otlp_ctx)ctx, want->v[i]) &&
+                !sf_otlp_keyset_keeps(ks, (const uint8_t *)want->v[i], strlen(want->v[i])))
+                violate(k, where, subj, "the compiled edit removes %s key '%s', which the config "
+                        "keeps", name, want->v[i]);
+        for (size_t i = 0; al->get(al->rules, (sf_otlp_ctx)ctx, i, &op); i++)
+            for (size_t j = 0; j < op.n_keys; j++)
+                if (!al->keeps_key(al->rules, (sf_otlp_ctx)ctx, op.keys[j]) &&
+                    sf_otlp_keyset_keeps(ks, (const uint8_t *)op.keys[j], strlen(op.keys[j])))
+                    violate(k, op.node, subj, "the compiled edit keeps %s key '%s', which the "
+                            "config removes", name, op.keys[j]);
+        if (sf_otlp_keyset_keeps(ks, (const uint8_t *)UNLISTED_KEY, strlen(UNLISTED_KEY)))
+            violate(k, where, subj, "the compiled edit keeps %s keys no statement names", name);
+    }
+    if (e == NULL) {
+        violate(k, c->node, subj, "has no compiled edit");
+    } else {
+        if (pa->clear_status_message && al->clears_status_message(al->rules) &&
+            !e->clear_status_message)
+            violate(k, where, subj, "the compiled edit keeps span status messages, which the "
+                    "config clears");
+        if (pa->clear_trace_state && al->clears_trace_state(al->rules, SF_OTLP_SPAN) &&
+            !(e->clear_trace_state & SF_OTLP_CTX_BIT(SF_OTLP_SPAN)))
+            violate(k, where, subj, "the compiled edit keeps span trace_state, which the config "
+                    "clears");
+        if (pa->clear_trace_state && al->clears_trace_state(al->rules, SF_OTLP_LINK) &&
+            !(e->clear_trace_state & SF_OTLP_CTX_BIT(SF_OTLP_LINK)))
+            violate(k, where, subj, "the compiled edit keeps link trace_state, which the config "
+                    "clears");
+        if (pa->kept_value_types == VALUES_SCALAR && al->scalar_values_only &&
+            !e->scalar_values_only)
+            violate(k, where, subj, "the compiled edit keeps kvlist and bytes values, which the "
+                    "config removes");
+    }
+    if (c->type->destroy != NULL)
+        c->type->destroy(&comp);
+}
+
 static void check_allowlist(checker *k)
 {
     const policy_allowlist *pa = &k->pol->allowlist;
@@ -839,6 +924,7 @@ static void check_allowlist(checker *k)
         check_name_rules(k, subj, &al, SF_OTLP_SPANEVENT, statements);
     }
     check_rules(k, subj, &al, value, statements);
+    check_compiled(k, subj, c, &al, statements);
 }
 
 static void check_pipelines(checker *k)
@@ -1156,7 +1242,7 @@ sf_status sf_policy_check(const sf_policy *policy, const sf_config *cfg, sf_diag
     check_exporter(&k);
     check_receivers(&k);
     check_trace_control(&k);
-    if (sf_diag_oom(diag))
+    if (k.oom || sf_diag_oom(diag))
         return SF_ENOMEM;
     return sf_diag_errors(diag) > errors ? SF_CONFIG : SF_OK;
 }

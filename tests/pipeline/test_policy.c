@@ -5,11 +5,13 @@
  * validated strictly; allocation failures leak nothing. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "tests/sf_torture.h"
@@ -206,6 +208,41 @@ static void test_shipped_config_holds(void **state)
 
     (void)state;
     assert_check(cvm_text, SF_OK, &w);
+}
+
+/* The policy holds the compiled edit too (the processor is created as at
+ * start, then destroyed): a config that loads but whose edit cannot be
+ * built, here a pseudonym key file gone between the load and the check,
+ * does not pass. */
+static void test_compiled_edit_must_build(void **state)
+{
+    char path[] = "/tmp/sf_policy_key_XXXXXX";
+    int fd = mkstemp(path);
+    char line[300], *yaml;
+    sf_policy *p = load_policy(policy_text);
+    sf_diag *d = sf_diag_create(NULL);
+    sf_config *cfg = NULL;
+    int at = line_of(cvm_text, "  transform/allowlist:\n");
+    bool found = false;
+
+    (void)state;
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "a key of at least sixteen bytes\n", 32), 32);
+    close(fd);
+    snprintf(line, sizeof(line), "    pseudonym_key_file: %s\n", path);
+    yaml = replace(cvm_text, "    pseudonym_key: ${env:SPANFENCE_PSEUDONYM_KEY}\n", line);
+    assert_int_equal(sf_config_load_string(CVM, yaml, strlen(yaml), d, &cfg), SF_OK);
+    assert_int_equal(sf_policy_check(p, cfg, d), SF_OK);        /* the control */
+    unlink(path);
+    assert_int_equal(sf_policy_check(p, cfg, d), SF_CONFIG);
+    for (size_t i = 0; i < sf_diag_count(d); i++)
+        found = found || strstr(sf_diag_message(d, i), "its edit cannot be built") != NULL;
+    if (!found)
+        fail_msg("no message says the edit cannot be built (transform/allowlist at line %d)", at);
+    sf_config_destroy(cfg);
+    sf_diag_destroy(d);
+    sf_policy_destroy(p);
+    free(yaml);
 }
 
 /* The sets are compared, not the statements: reordering keys and
@@ -1429,6 +1466,7 @@ static void test_declared_mutations_caught(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_compiled_edit_must_build),
         cmocka_unit_test(test_shipped_config_holds),
         cmocka_unit_test(test_declared_shipped_holds),
         cmocka_unit_test(test_declared_mutations_caught),
