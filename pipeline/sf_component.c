@@ -35,3 +35,21 @@ void sf_component_set_transports(sf_component *receiver, unsigned mask)
 {
     receiver->transports = mask;
 }
+
+sf_status sf_component_process(sf_component *p, sf_request *batch)
+{
+    if (p->type->edit != NULL && batch->edited_by != p) {
+        size_t spans = batch->spans;
+        sf_status st = sf_request_rewrite(batch, p->type->edit(p), p);
+
+        if (st != SF_OK) {
+            /* the batch is refused whole: its count stays what the
+             * pipeline counted, not the spans the pass saw before it
+             * stopped */
+            batch->spans = spans;
+            batch->edited_by = p;
+            batch->edit_status = st;
+        }
+    }
+    return p->type->consume(p, batch);
+}

@@ -56,12 +56,13 @@ typedef struct sf_component_type {
      * the queue is full. NULL for receivers. */
     sf_status (*consume)(sf_component *self, sf_request *batch);
     /* Processors, optional: the rewrite this processor makes, as a codec
-     * edit (sf_otlp_wire.h), read-only after create. The core applies the
-     * first edit of a pipeline in the one pass that validates and
-     * canonicalises the request, before the pipeline's processors run, and
-     * records it in the batch (edited_by, edit_status); consume then
-     * accounts for it, or runs sf_request_rewrite itself when the batch was
-     * edited by another processor. */
+     * edit (sf_otlp_wire.h), read-only after create. The core runs every
+     * edit: the first of a pipeline in the one pass that validates and
+     * canonicalises the request, before the pipeline's processors run, each
+     * later one in a pass of its own just before its processor's consume;
+     * it records the outcome in the batch (edited_by = the processor,
+     * edit_status), which consume then accounts for. A processor never runs
+     * its edit itself. */
     const sf_otlp_edit *(*edit)(const sf_component *self);
     void (*shutdown)(sf_component *self);
     void (*destroy)(sf_component *self);

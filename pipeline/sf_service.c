@@ -666,7 +666,7 @@ static sf_status run_route(const sf_route *r, sf_request *batch)
     for (size_t i = 0; i < r->n_processors; i++) {
         sf_component *p = r->processors[i];
 
-        st = p->type->consume(p, batch);
+        st = sf_component_process(p, batch);
         if (st != SF_OK) {
             /* Fail closed: a batch a processor could not handle goes no
              * further. A retry would fail the same way unless it was a

@@ -38,6 +38,12 @@ struct sf_component {
     bool retired;
 };
 
+/* Hand `batch` to processor p as a pipeline does: its edit first, run by
+ * the core (unless the batch's pass already ran it: edited_by == p) with
+ * the outcome recorded in the batch (edited_by, edit_status), then its
+ * consume, which accounts for it. Returns what consume returns. */
+sf_status sf_component_process(sf_component *p, sf_request *batch);
+
 /* NULL-terminated table of every component type spanfence has. Defined
  * outside the core, by the build's list of components
  * (pipeline/cli/components.c), which every program links. */

@@ -830,10 +830,9 @@ static sf_status transform_consume(sf_component *self, sf_request *batch)
     sf_status st;
 
     sf_count(&counters->incoming_items, batch->spans);
-    if (batch->edited_by == self)
-        st = batch->edit_status;        /* the core ran the edit in its pass */
-    else
-        st = sf_request_rewrite(batch, &t->edit, self);
+    /* The core ran this processor's edit just before (sf_component.h); a
+     * batch that reaches here without it goes no further (fail closed). */
+    st = batch->edited_by == self ? batch->edit_status : SF_FILTER;
     if (st != SF_OK) {
         bool memory = st == SF_ENOMEM;
 

@@ -393,7 +393,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* As a pipeline hands it on: the codec's pass has counted the spans. */
     sf_request_init(&b, NULL, data, size, SF_OTLP_DEFAULT_MAX_DEPTH);
     b.spans = spans;
-    st = sf_transform_processor_type.consume(&comp, &b);
+    st = sf_component_process(&comp, &b);
     if (st == SF_OK) {
         if (valid != SF_OK)
             fuzz_fail("the transform passed a request the codec refuses");

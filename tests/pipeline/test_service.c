@@ -240,6 +240,51 @@ static void test_every_span_counted_when_allocation_fails(void **state)
     free(body);
 }
 
+/* Two editing processors in one pipeline: the core runs both edits, the
+ * first in its pass, the second just before its processor's consume, and
+ * each processor only accounts for its own (sf_component_process): the
+ * request leaves, counted by both. */
+static void test_core_runs_every_edit(void **state)
+{
+    int port = sf_test_free_port();
+    char text[1024], url[64];
+    sf_config *cfg;
+    sf_diag *d = sf_diag_create("s.yaml");
+    sf_service *svc = NULL;
+    size_t len = 0, plen = 0;
+    uint8_t *body = sf_test_pack_spans(7, 1, "s", 1, &len);
+    char *page = NULL;
+    sf_totals t;
+
+    (void)state;
+    snprintf(text, sizeof(text),
+             "receivers: {otlp: {protocols: {http: {endpoint: '127.0.0.1:%d'}}}}\n"
+             "processors:\n"
+             "  transform/first: {trace_statements: ['set(span.status.message, \"\")']}\n"
+             "  transform/second: {trace_statements: ['set(span.trace_state, \"\")']}\n"
+             "exporters: {debug: {verbosity: basic}}\n"
+             "service:\n  telemetry: {metrics: {level: none}}\n"
+             "  pipelines: {traces: {receivers: [otlp], processors: [transform/first, "
+             "transform/second], exporters: [debug]}}\n", port);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/traces", port);
+    cfg = load(text);
+    assert_int_equal(sf_service_create(cfg, d, &svc), SF_OK);
+    assert_int_equal(sf_service_start(svc), SF_OK);
+    assert_int_equal(post(url, body, len), 200);
+    SF_TEST_WAIT_FOR((sf_service_totals(svc, &t), t.exported == 7));
+    assert_int_equal(sf_service_render_metrics(svc, &page, &plen), SF_OK);
+    assert_non_null(strstr(page, "otelcol_processor_incoming_items{processor=\"transform/second\","
+                                 "otel_signal=\"traces\"} 7\n"));
+    assert_non_null(strstr(page, "otelcol_processor_outgoing_items{processor=\"transform/second\","
+                                 "otel_signal=\"traces\"} 7\n"));
+    sf_free(page);
+    sf_service_shutdown(svc);
+    sf_service_destroy(svc);
+    sf_diag_destroy(d);
+    sf_config_destroy(cfg);
+    free(body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -247,6 +292,7 @@ int main(void)
         cmocka_unit_test(test_memory_budget_is_the_tightest),
         cmocka_unit_test(test_create_survives_allocation_failure),
         cmocka_unit_test(test_every_span_counted_when_allocation_fails),
+        cmocka_unit_test(test_core_runs_every_edit),
     };
 
     sf_log_set_level(getenv("SF_TEST_LOG") ? SF_LOG_DEBUG : SF_LOG_OFF);

@@ -302,7 +302,7 @@ static sf_status consume_bytes(tfx *f, uint8_t *data, size_t len, size_t spans)
     f->packed = data;
     sf_request_init(&f->batch, f->arena, data, len, SF_OTLP_DEFAULT_MAX_DEPTH);
     f->batch.spans = spans;
-    st = sf_transform_processor_type.consume(&f->comp, &f->batch);
+    st = sf_component_process(&f->comp, &f->batch);
     if (st != SF_OK) {
         f->batch.req = before;
         return st;
@@ -615,7 +615,7 @@ static void test_consume_frees_what_it_allocates(void **state)
 
     sf_request_init(&b, f->arena, f->wire, f->wire_len, SF_OTLP_DEFAULT_MAX_DEPTH);
     sf_alloc_fail_at(0, 0);
-    assert_int_equal(sf_transform_processor_type.consume(&f->comp, &b), SF_OK);
+    assert_int_equal(sf_component_process(&f->comp, &b), SF_OK);
     /* one allocation: the output, sized from the input, which the filtered
      * request does not outgrow */
     assert_int_equal(sf_alloc_count(), 1);
@@ -628,7 +628,7 @@ static void test_consume_frees_what_it_allocates(void **state)
 
     /* refused (cut short): nothing kept, nothing left over */
     sf_request_init(&b, f->arena, f->wire, f->wire_len - 1, SF_OTLP_DEFAULT_MAX_DEPTH);
-    assert_int_equal(sf_transform_processor_type.consume(&f->comp, &b), SF_FILTER);
+    assert_int_equal(sf_component_process(&f->comp, &b), SF_FILTER);
     assert_null(b.wire);
     sf_request_release(&b);
     assert_int_equal(sf_alloc_in_use(), before);
@@ -658,7 +658,7 @@ static sf_status filter_scenario(void *arg)
         return SF_ENOMEM;
     }
     sf_request_init(&b, a, o->f->wire, o->f->wire_len, SF_OTLP_DEFAULT_MAX_DEPTH);
-    st = sf_transform_processor_type.consume(&o->f->comp, &b);
+    st = sf_component_process(&o->f->comp, &b);
     if (st != SF_OK) {
         if (st != SF_FILTER)
             assert_int_equal(st, SF_ENOMEM);
@@ -704,7 +704,7 @@ static void test_exhausted_arena(void **state)
         assert_true(++n < 8192);
     assert_null(sf_arena_alloc(a, 1));
     assert_true(sf_arena_failed(a));
-    assert_int_equal(sf_transform_processor_type.consume(&f->comp, &b), SF_OK);
+    assert_int_equal(sf_component_process(&f->comp, &b), SF_OK);
     assert_int_equal(sf_request_tree(&b), SF_ENOMEM);      /* no room for a tree */
     b.arena = reader;
     assert_int_equal(sf_request_tree(&b), SF_OK);
@@ -715,11 +715,10 @@ static void test_exhausted_arena(void **state)
     sf_arena_destroy(a);
 }
 
-/* consume refused the batch: nothing passed on or counted as filtered, its
- * spans counted as dropped. A refused batch's spans are those the codec saw
- * before it stopped (sf_request_rewrite), so they are the dropped count, which
- * this returns; in a pipeline the core refuses such bytes itself before any
- * processor runs (run_route), so no other count exists. */
+/* The processor refused the batch: nothing passed on or counted as
+ * filtered, its spans (all of them: the batch is refused whole) counted as
+ * dropped, which this returns. In a pipeline the core refuses such bytes
+ * itself before any processor runs (run_route). */
 static uint64_t assert_filter_failed(tfx *f)
 {
     uint64_t dropped;
