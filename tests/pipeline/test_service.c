@@ -181,6 +181,33 @@ static uint64_t received(const sf_service *svc)
     return n;
 }
 
+/* A service with an HTTP OTLP receiver on a free port, the processors
+ * `processors` (YAML under processors:, NULL: none) run in the order
+ * `list`, and a debug exporter, started; its traces URL in url. */
+static sf_service *start_http(const char *processors, const char *list, sf_config **cfg,
+                              char *url, size_t url_size)
+{
+    int port = sf_test_free_port();
+    char text[1024];
+    sf_diag *d = sf_diag_create("s.yaml");
+    sf_service *svc = NULL;
+
+    snprintf(text, sizeof(text),
+             "receivers: {otlp: {protocols: {http: {endpoint: '127.0.0.1:%d'}}}}\n"
+             "%s%s"
+             "exporters: {debug: {verbosity: basic}}\n"
+             "service:\n  telemetry: {metrics: {level: none}}\n"
+             "  pipelines: {traces: {receivers: [otlp], processors: [%s], exporters: [debug]}}\n",
+             port, processors ? "processors:\n" : "", processors ? processors : "",
+             list ? list : "");
+    snprintf(url, url_size, "http://127.0.0.1:%d/v1/traces", port);
+    *cfg = load(text);
+    assert_int_equal(sf_service_create(*cfg, d, &svc), SF_OK);
+    assert_int_equal(sf_service_start(svc), SF_OK);
+    sf_diag_destroy(d);
+    return svc;
+}
+
 /* Whichever of spanfence's allocations fails while a request is received,
  * decoded and queued, a request that is answered has its spans counted,
  * accepted or refused: received = accepted + refused. (One whose
@@ -190,25 +217,14 @@ static uint64_t received(const sf_service *svc)
  * e2e/flood_http, at the hard limit, found one request missing. */
 static void test_every_span_counted_when_allocation_fails(void **state)
 {
-    int port = sf_test_free_port();
-    char text[1024], url[64];
+    char url[64];
     sf_config *cfg;
-    sf_diag *d = sf_diag_create("s.yaml");
-    sf_service *svc = NULL;
+    sf_service *svc = start_http(NULL, NULL, &cfg, url, sizeof(url));
     size_t len = 0;
     uint8_t *body = sf_test_pack_spans(7, 1, "s", 1, &len);
     uint64_t before, allocs = 0, refused_ones = 0;
 
     (void)state;
-    snprintf(text, sizeof(text),
-             "receivers: {otlp: {protocols: {http: {endpoint: '127.0.0.1:%d'}}}}\n"
-             "exporters: {debug: {verbosity: basic}}\n"
-             "service:\n  telemetry: {metrics: {level: none}}\n"
-             "  pipelines: {traces: {receivers: [otlp], exporters: [debug]}}\n", port);
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/traces", port);
-    cfg = load(text);
-    assert_int_equal(sf_service_create(cfg, d, &svc), SF_OK);
-    assert_int_equal(sf_service_start(svc), SF_OK);
     /* How many allocations one request makes, none failing. */
     before = received(svc);
     sf_alloc_fail_at(0, 0);
@@ -235,7 +251,6 @@ static void test_every_span_counted_when_allocation_fails(void **state)
     assert_true(refused_ones > 0);      /* some failures did reach the request's path */
     sf_service_shutdown(svc);
     sf_service_destroy(svc);
-    sf_diag_destroy(d);
     sf_config_destroy(cfg);
     free(body);
 }
@@ -246,30 +261,18 @@ static void test_every_span_counted_when_allocation_fails(void **state)
  * request leaves, counted by both. */
 static void test_core_runs_every_edit(void **state)
 {
-    int port = sf_test_free_port();
-    char text[1024], url[64];
+    char url[64];
     sf_config *cfg;
-    sf_diag *d = sf_diag_create("s.yaml");
-    sf_service *svc = NULL;
+    sf_service *svc = start_http(
+        "  transform/first: {trace_statements: ['set(span.status.message, \"\")']}\n"
+        "  transform/second: {trace_statements: ['set(span.trace_state, \"\")']}\n",
+        "transform/first, transform/second", &cfg, url, sizeof(url));
     size_t len = 0, plen = 0;
     uint8_t *body = sf_test_pack_spans(7, 1, "s", 1, &len);
     char *page = NULL;
     sf_totals t;
 
     (void)state;
-    snprintf(text, sizeof(text),
-             "receivers: {otlp: {protocols: {http: {endpoint: '127.0.0.1:%d'}}}}\n"
-             "processors:\n"
-             "  transform/first: {trace_statements: ['set(span.status.message, \"\")']}\n"
-             "  transform/second: {trace_statements: ['set(span.trace_state, \"\")']}\n"
-             "exporters: {debug: {verbosity: basic}}\n"
-             "service:\n  telemetry: {metrics: {level: none}}\n"
-             "  pipelines: {traces: {receivers: [otlp], processors: [transform/first, "
-             "transform/second], exporters: [debug]}}\n", port);
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/traces", port);
-    cfg = load(text);
-    assert_int_equal(sf_service_create(cfg, d, &svc), SF_OK);
-    assert_int_equal(sf_service_start(svc), SF_OK);
     assert_int_equal(post(url, body, len), 200);
     SF_TEST_WAIT_FOR((sf_service_totals(svc, &t), t.exported == 7));
     assert_int_equal(sf_service_render_metrics(svc, &page, &plen), SF_OK);
@@ -280,7 +283,6 @@ static void test_core_runs_every_edit(void **state)
     sf_free(page);
     sf_service_shutdown(svc);
     sf_service_destroy(svc);
-    sf_diag_destroy(d);
     sf_config_destroy(cfg);
     free(body);
 }
