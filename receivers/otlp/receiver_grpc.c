@@ -31,7 +31,13 @@
  *   not one per 32 KiB). The connection window is returned at once (one
  *   waiting stream cannot block another). Each worker keeps SPARES message
  *   buffers of up to 1 MiB between calls (a fresh one is an mmap: a page
- *   fault per 4 KiB and a munmap per call).
+ *   fault per 4 KiB and a munmap per call), and take the codec's output
+ *   buffers from the pool of warm ones (sf_buf_pool_use, sf_request.h): a
+ *   buffer goes back to it once its exporters have sent it and is written
+ *   again with its pages in place (page faults in the codec's writes were
+ *   most of what this receiver cost above gRPC core's). The pool's idle
+ *   buffers are counted, bounded, and freed at the next tick while memory
+ *   is short.
  * - Per-call cost: a connection's frames are gathered into one send() per
  *   turn (an answer is HEADERS, DATA and trailers).
  * - Everything is counted: message buffers through sf_dynbuf (refused at
@@ -1305,6 +1311,9 @@ static void worker_tick(worker *w, int64_t now)
     const sf_otlp_keepalive_server *ka = &w->srv->cfg->keepalive.server_parameters;
     h2_conn *next;
 
+    /* Idle output buffers are the first memory to give back. */
+    if (sf_alloc_under_pressure())
+        sf_buf_pool_trim();
     if (!w->listening && !w->stopping && now >= w->accept_resume_ms) {
         worker_listen(w, true);
         /* With no client waiting, no accept() would say the trouble is
@@ -1373,6 +1382,7 @@ static void *worker_main(void *arg)
     worker *w = arg;
     int64_t next_tick = sf_now_ms() + TICK_MS;
 
+    sf_buf_pool_use(true);
     for (;;) {
         struct epoll_event evs[64];
         int64_t now = sf_now_ms();
@@ -1428,6 +1438,7 @@ static void *worker_main(void *arg)
         if (w->stopping && w->conns == NULL)
             break;
     }
+    sf_buf_pool_use(false);
     return NULL;
 }
 
