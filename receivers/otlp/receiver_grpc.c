@@ -1640,6 +1640,9 @@ void sf_receiver_grpc_destroy(sf_receiver_grpc *srv)
         while (srv->workers[i].n_spare > 0)
             sf_dynbuf_release(&srv->workers[i].spare[--srv->workers[i].n_spare]);
     }
+    /* What its workers gave back to the pool of output buffers goes too
+     * (the receiver of a reload fills it again). */
+    sf_buf_pool_trim();
     pthread_mutex_destroy(&srv->peer_lock);
     sf_free(srv->peers);
     sf_free(srv->workers);
