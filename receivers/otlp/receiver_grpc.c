@@ -878,6 +878,12 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
         {
             size_t k = s->msg_len - s->msg_got < len ? s->msg_len - s->msg_got : len;
 
+            /* Memory short: the message would be refused when complete, so
+             * it is counted from now on instead of buffered (thousands of
+             * streams' windows would otherwise fill memory to the hard
+             * limit, where RSS passes it by the process's own size). */
+            if (!s->refusing && k > 0 && !sf_component_may_accept(c->w->srv->self))
+                stream_start_refusing(s);
             if (!s->refusing && k > 0 && sf_dynbuf_len(&s->msg) == 0 && !s->reserved &&
                 s->msg_len <= STREAM_WINDOW)
                 (void)sf_dynbuf_reserve(&s->msg, s->msg_len);   /* small: exact at once */
