@@ -96,7 +96,9 @@ def main():
     # A client pinging every second with no call open, against the default
     # enforcement_policy (min_time 5m, no pings without calls): GOAWAY
     # too_many_pings after three, as gRPC servers do; the client backs off
-    # its pings and its next call succeeds.
+    # its pings and its next call succeeds. A failed call is recorded as
+    # [status, message, seconds since the channel was made], for the log.
+    t0 = time.monotonic()
     ch = grpc.insecure_channel(f'127.0.0.1:{a.port}', options=[
         ('grpc.keepalive_time_ms', 1000), ('grpc.keepalive_permit_without_calls', 1),
         ('grpc.http2.max_pings_without_data', 0)])
@@ -107,7 +109,7 @@ def main():
             f(body, timeout=10)
             r.append(0)
         except grpc.RpcError as e:
-            r.append(e.code().value[0])
+            r.append([e.code().value[0], e.details(), round(time.monotonic() - t0, 3)])
         if i == 0:
             time.sleep(5)
     ch.close()
