@@ -15,6 +15,9 @@
 # Then the throughput with a healthy downstream, before and after.
 #
 #   bench/flood.sh [REQUESTS=2000] [LIMIT_MIB=64]
+#   SF_FLOOD_GRPC_CONNS=4 SF_FLOOD_GRPC_STREAMS=16   the gRPC flood's shape
+#       (h2load -c, -m); e.g. 1000 and 1 for many connections of one call
+#   SF_FLOOD_TRANSPORTS="grpc http"                  which floods to run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 requests=${1:-2000}
@@ -25,6 +28,9 @@ export SF_FLOOD_HTTP_PORT=${SF_FLOOD_HTTP_PORT:-16318}
 export SF_FLOOD_SINK_PORT=${SF_FLOOD_SINK_PORT:-16319}
 export SF_FLOOD_METRICS_PORT=${SF_FLOOD_METRICS_PORT:-18890}
 spans=570
+grpc_conns=${SF_FLOOD_GRPC_CONNS:-4}
+grpc_streams=${SF_FLOOD_GRPC_STREAMS:-16}
+transports=${SF_FLOOD_TRANSPORTS:-grpc http}
 bound_kib=$(( (SF_FLOOD_LIMIT_MIB + 32) * 1024 ))
 command -v h2load >/dev/null || { echo "flood.sh: h2load not found (apt-get install nghttp2-client)" >&2; exit 2; }
 tmp=$(mktemp -d)
@@ -43,7 +49,7 @@ sink_up() {
 sink_down() { kill -9 $sink_pid 2>/dev/null || true; wait $sink_pid 2>/dev/null || true; sink_pid=""; }
 flood_args() {  # transport n -> h2load arguments
     if [ "$1" = grpc ]; then
-        echo "-n $2 -c 4 -m 16 -d $tmp/request.grpc -H content-type:application/grpc -H te:trailers" \
+        echo "-n $2 -c $grpc_conns -m $grpc_streams -d $tmp/request.grpc -H content-type:application/grpc -H te:trailers" \
              "http://127.0.0.1:$SF_FLOOD_GRPC_PORT/opentelemetry.proto.collector.trace.v1.TraceService/Export"
     else
         echo "--h1 -n $2 -c 64 -m 1 -d $tmp/request.pb -H content-type:application/x-protobuf" \
@@ -59,7 +65,8 @@ one_ok() {  # transport -> exit 0 when one request is accepted
     fi
 }
 rate() {  # transport seconds -> accepted spans/s with a healthy downstream
-    local a0 a1 t0 t1 n=$(( 200 ))
+    local a0 a1 t0 t1 n=200
+    [ "$1" = http ] || [ "$grpc_conns" -le $n ] || n=$grpc_conns     # h2load: -n >= -c
     a0=$(metric otelcol_receiver_accepted_spans "transport=\"$1\""); t0=$(now_ms)
     # shellcheck disable=SC2046
     h2load $(flood_args "$1" $n) >/dev/null 2>&1 || true
@@ -77,12 +84,12 @@ sleep 0.5
 idle_kib=$(awk '/^VmRSS/{print $2}' /proc/$sf_pid/status)
 echo "spanfence: memory_limiter limit_mib $SF_FLOOD_LIMIT_MIB, idle RSS $((idle_kib / 1024)) MiB; $requests requests of $(stat -c %s "$tmp/request.pb") bytes ($spans spans) per transport"
 declare -A healthy
-for tr in grpc http; do healthy[$tr]=$(rate $tr); done
-echo "healthy downstream: gRPC ${healthy[grpc]} spans/s, HTTP ${healthy[http]} spans/s accepted"
+for tr in $transports; do healthy[$tr]=$(rate $tr); done
+echo "healthy downstream (spans/s accepted):$(for tr in $transports; do printf ' %s %s' $tr "${healthy[$tr]}"; done)"
 sink_down
 
 status=0
-for tr in grpc http; do
+for tr in $transports; do
     acc0=$(metric otelcol_receiver_accepted_spans "transport=\"$tr\"")
     ref0=$(metric otelcol_receiver_refused_spans "transport=\"$tr\"")
     # shellcheck disable=SC2046
@@ -122,11 +129,12 @@ for tr in grpc http; do
          "RSS now $(( $(awk '/^VmRSS/{print $2}' /proc/$sf_pid/status) / 1024 )) MiB, counted $(( $(metric spanfence_memory_allocated_bytes) / 1048576 )) MiB"
     echo "  accepted $accepted = sent $sent + failed $failed + queued $queued: $([ "$accepted" = $((sent + failed + queued)) ] && echo held || echo BROKEN)"
     [ -n "$t_new" ] && [ "$accepted" = $((sent + failed + queued)) ] || status=1
-    [ $tr = grpc ] && sink_down
+    sink_down
 done
 
 echo
-for tr in grpc http; do
+sink_up
+for tr in $transports; do
     r=$(rate $tr)
     echo "after recovery: $tr $r spans/s accepted ($(( healthy[$tr] > 0 ? 100 * r / healthy[$tr] : 0 ))% of healthy)"
 done

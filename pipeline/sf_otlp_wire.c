@@ -640,7 +640,7 @@ static __attribute__((noinline)) sf_status grow(cx *c, size_t n)
         return SF_ENOMEM;
     while (cap < c->len + n)
         cap = cap * 2 + 64;
-    b = sf_realloc(c->buf, sizeof(sf_buf) + cap);
+    b = sf_buf_resize(c->buf, c->len, cap);
     if (b == NULL)
         return SF_ENOMEM;
     c->buf = b;
@@ -2213,7 +2213,7 @@ sf_status sf_otlp_rewrite(const uint8_t *in, size_t len, unsigned max_depth,
         if (len > SIZE_MAX / 4)
             return SF_ENOMEM;
         c.cap = len + 64;
-        c.buf = sf_buf_create(c.cap);
+        c.buf = sf_buf_take(c.cap);     /* warm, when this thread uses the pool */
         if (c.buf == NULL)
             return SF_ENOMEM;
     } else {
@@ -2232,9 +2232,10 @@ sf_status sf_otlp_rewrite(const uint8_t *in, size_t len, unsigned max_depth,
         return st;
     }
     /* The buffer was sized for the input: give back what filtering freed,
-     * so queued batches are counted (and held) at their real size. */
+     * so queued batches are counted (and held) at their real size (a
+     * pooled one is copied into a fitting one: sf_buf_resize). */
     if (c.cap - c.len > 4096 && c.len < c.cap / 4 * 3) {
-        sf_buf *small = sf_realloc(c.buf, sizeof(sf_buf) + c.len);
+        sf_buf *small = sf_buf_resize(c.buf, c.len, c.len);
 
         if (small != NULL)
             c.buf = small;

@@ -31,7 +31,13 @@
  *   not one per 32 KiB). The connection window is returned at once (one
  *   waiting stream cannot block another). Each worker keeps SPARES message
  *   buffers of up to 1 MiB between calls (a fresh one is an mmap: a page
- *   fault per 4 KiB and a munmap per call).
+ *   fault per 4 KiB and a munmap per call), and take the codec's output
+ *   buffers from the pool of warm ones (sf_buf_pool_use, sf_request.h): a
+ *   buffer goes back to it once its exporters have sent it and is written
+ *   again with its pages in place (page faults in the codec's writes were
+ *   most of what this receiver cost above gRPC core's). The pool's idle
+ *   buffers are counted, bounded, and freed at the next tick while memory
+ *   is short.
  * - Per-call cost: a connection's frames are gathered into one send() per
  *   turn (an answer is HEADERS, DATA and trailers).
  * - Everything is counted: message buffers through sf_dynbuf (refused at
@@ -872,6 +878,12 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
         {
             size_t k = s->msg_len - s->msg_got < len ? s->msg_len - s->msg_got : len;
 
+            /* Memory short: the message would be refused when complete, so
+             * it is counted from now on instead of buffered (thousands of
+             * streams' windows would otherwise fill memory to the hard
+             * limit, where RSS passes it by the process's own size). */
+            if (!s->refusing && k > 0 && !sf_component_may_accept(c->w->srv->self))
+                stream_start_refusing(s);
             if (!s->refusing && k > 0 && sf_dynbuf_len(&s->msg) == 0 && !s->reserved &&
                 s->msg_len <= STREAM_WINDOW)
                 (void)sf_dynbuf_reserve(&s->msg, s->msg_len);   /* small: exact at once */
@@ -1305,6 +1317,9 @@ static void worker_tick(worker *w, int64_t now)
     const sf_otlp_keepalive_server *ka = &w->srv->cfg->keepalive.server_parameters;
     h2_conn *next;
 
+    /* Idle output buffers are the first memory to give back. */
+    if (sf_alloc_under_pressure())
+        sf_buf_pool_trim();
     if (!w->listening && !w->stopping && now >= w->accept_resume_ms) {
         worker_listen(w, true);
         /* With no client waiting, no accept() would say the trouble is
@@ -1373,6 +1388,7 @@ static void *worker_main(void *arg)
     worker *w = arg;
     int64_t next_tick = sf_now_ms() + TICK_MS;
 
+    sf_buf_pool_use(true);
     for (;;) {
         struct epoll_event evs[64];
         int64_t now = sf_now_ms();
@@ -1428,6 +1444,7 @@ static void *worker_main(void *arg)
         if (w->stopping && w->conns == NULL)
             break;
     }
+    sf_buf_pool_use(false);
     return NULL;
 }
 
@@ -1629,6 +1646,9 @@ void sf_receiver_grpc_destroy(sf_receiver_grpc *srv)
         while (srv->workers[i].n_spare > 0)
             sf_dynbuf_release(&srv->workers[i].spare[--srv->workers[i].n_spare]);
     }
+    /* What its workers gave back to the pool of output buffers goes too
+     * (the receiver of a reload fills it again). */
+    sf_buf_pool_trim();
     pthread_mutex_destroy(&srv->peer_lock);
     sf_free(srv->peers);
     sf_free(srv->workers);

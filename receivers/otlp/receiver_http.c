@@ -693,6 +693,15 @@ static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *d
         rq->discarded += n;
         return rq->discarded > DISCARD_FACTOR * srv->max_body ? MHD_NO : MHD_YES;
     }
+    /* Memory became short: the body would be refused when complete, so it
+     * is counted from now on and its buffer given back, instead of bodies
+     * admitted before filling memory on to the hard limit. */
+    if (!sf_component_may_accept(srv->self)) {
+        refuse_later(srv, rq, SF_MEMLIMIT, NULL, SF_REASON_MEMORY_LIMIT);
+        count_feed(srv, rq, (const uint8_t *)data, n);
+        rq->discarded += n;
+        return MHD_YES;
+    }
     if (sf_dynbuf_len(&rq->body) + n > srv->max_body) {
         refuse_later(srv, rq, SF_TOOBIG, "request body too large", SF_REASON_TOO_LARGE);
         count_feed(srv, rq, (const uint8_t *)data, n);

@@ -80,7 +80,7 @@ test('gRPC peers get gRPC\'s answers, each refusal counted', async (t) => {
     for (const [k, code] of Object.entries(want)) assert.equal(out[k][0], code, `${k}: ${JSON.stringify(out[k])}`);
     assert.match(out.h2_compressed_identity[1], /compressed flag set with identity or empty encoding/);
     assert.match(out.grpcio_oversize[1], /larger than max/);
-    assert.equal(out.grpcio_keepalive_goaway, true, 'a client that pings too often is told (GOAWAY): its connection ends');
+    assert.equal(out.grpcio_keepalive_ended, true, 'a client that pings too often is told (GOAWAY): its connection ends');
     assert.deepEqual(out.grpcio_keepalive, [0, 0], 'a client that pings too often is told (GOAWAY) and its next call works');
 
     const rcv = { receiver: 'otlp', transport: 'grpc' };

@@ -2,14 +2,17 @@
  * (pipeline/sf_request.c): the reference-counted sf_buf, a batch's states
  * (raw, canonical bytes, decoded tree), the codec pass recorded in it (and
  * a failed pass leaving it as it was), decode without an arena, encode's
- * reference, release, the span count of a tree; and all of it under the
- * torture helper. */
+ * reference, release, the span count of a tree; the pool of warm output
+ * buffers (taken again warm, counted while idle, bounded, let go under
+ * pressure, resized); and all of it under the torture helper. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sf_alloc.h"
@@ -19,9 +22,9 @@
 #include "tests/sf_test.h"
 #include "tests/sf_torture.h"
 
-/* A request of `n_rs` resource spans, resource i holding i + 1 spans in
- * one scope, packed into `buf`; its length. */
-static size_t pack_request(uint8_t *buf, size_t size, size_t n_rs)
+/* A request of `n_rs` resource spans, resource i holding i + 1 spans named
+ * `name` in one scope, packed into `buf`; its length. */
+static size_t pack_request_named(uint8_t *buf, size_t size, size_t n_rs, const char *name)
 {
     sf_otlp_request req = OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_REQUEST__INIT;
     sf_otlp_resource_spans rs[4], *rsp[4];
@@ -45,7 +48,7 @@ static size_t pack_request(uint8_t *buf, size_t size, size_t n_rs)
             spans[k] = init;
             spans[k].trace_id = (ProtobufCBinaryData){ 16, trace_id };
             spans[k].span_id = (ProtobufCBinaryData){ 8, span_id };
-            spans[k].name = "op";
+            spans[k].name = (char *)name;
             spans[k].start_time_unix_nano = 10;
             spans[k].end_time_unix_nano = 20;
             sp[k] = &spans[k];
@@ -62,6 +65,11 @@ static size_t pack_request(uint8_t *buf, size_t size, size_t n_rs)
     assert_true(len <= size);
     opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(&req, buf);
     return len;
+}
+
+static size_t pack_request(uint8_t *buf, size_t size, size_t n_rs)
+{
+    return pack_request_named(buf, size, n_rs, "op");
 }
 
 static void test_buf_refs(void **state)
@@ -325,6 +333,201 @@ static void test_torture(void **state)
     assert_true(sf_torture_run(&t) >= 3);   /* the arena, the codec's bytes, the tree */
 }
 
+
+/* ---- the pool of warm buffers ---------------------------------------------- */
+
+#define BIG ((size_t)300 * 1024)
+
+static void *unref_elsewhere(void *b)
+{
+    sf_buf_unref(b);
+    return NULL;
+}
+
+static void test_pool_takes_back_warm(void **state)
+{
+    size_t before = sf_alloc_in_use();
+    sf_buf *a, *b, *c;
+    pthread_t t;
+
+    (void)state;
+    /* A thread that does not use the pool gets plain buffers. */
+    a = sf_buf_take(BIG);
+    assert_non_null(a);
+    assert_false(a->pooled);
+    assert_int_equal(a->len, BIG);
+    sf_buf_unref(a);
+    assert_int_equal(sf_alloc_in_use(), before);
+    assert_int_equal(sf_buf_pool_idle_bytes(), 0);
+
+    sf_buf_pool_use(true);
+    a = sf_buf_take(1000);                          /* small: malloc's heap serves it */
+    assert_false(a->pooled);
+    sf_buf_unref(a);
+    a = sf_buf_take(BIG);
+    assert_true(a->pooled);
+    assert_true(a->cap >= BIG);
+    assert_int_equal(a->len, BIG);
+    memset(a->data, 0x5a, BIG);
+    a->spans = 7;
+    /* Given back by its last owner, on another thread (an exporter's). */
+    sf_buf_ref(a);
+    sf_buf_unref(a);
+    assert_int_equal(sf_buf_pool_idle_bytes(), 0);   /* still held */
+    assert_int_equal(pthread_create(&t, NULL, unref_elsewhere, a), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(sf_buf_pool_idle_bytes(), a->cap);
+    assert_true(sf_alloc_in_use() >= before + BIG); /* idle, still counted */
+    /* The next call of about that size gets it back, as new. */
+    b = sf_buf_take(BIG - 1000);
+    assert_ptr_equal(b, a);
+    assert_int_equal(b->len, BIG - 1000);
+    assert_int_equal(b->spans, 0);
+    assert_int_equal(sf_buf_pool_idle_bytes(), 0);
+    /* One much smaller does not hold it (it would be counted at 4x). */
+    sf_buf_unref(b);
+    c = sf_buf_take(BIG / 4);
+    assert_ptr_not_equal(c, a);
+    assert_true(c->cap < BIG / 2);
+    sf_buf_unref(c);
+    sf_buf_pool_trim();
+    assert_int_equal(sf_buf_pool_idle_bytes(), 0);
+    assert_int_equal(sf_alloc_in_use(), before);
+    sf_buf_pool_use(false);
+}
+
+static void test_pool_bounded(void **state)
+{
+    size_t before = sf_alloc_in_use();
+    sf_buf *b[20];
+
+    (void)state;
+    sf_buf_pool_use(true);
+    /* At most 16 idle buffers, the most recently given back. */
+    for (int i = 0; i < 20; i++)
+        b[i] = sf_buf_take(BIG);
+    for (int i = 0; i < 20; i++)
+        sf_buf_unref(b[i]);
+    assert_int_equal(sf_buf_pool_idle_bytes(), 16 * b[19]->cap);
+    assert_ptr_equal(sf_buf_take(BIG), b[19]);
+    sf_buf_unref(b[19]);
+    sf_buf_pool_trim();
+    assert_int_equal(sf_alloc_in_use(), before);
+
+    /* At most a sixteenth of the hard limit (64 MiB: 4 MiB, 13 of these). */
+    sf_alloc_set_limits(0, (size_t)64 << 20);
+    for (int i = 0; i < 20; i++)
+        b[i] = sf_buf_take(BIG);
+    for (int i = 0; i < 20; i++)
+        sf_buf_unref(b[i]);
+    assert_true(sf_buf_pool_idle_bytes() <= ((size_t)4 << 20));
+    assert_true(sf_buf_pool_idle_bytes() > ((size_t)3 << 20));
+    sf_buf_pool_trim();
+    assert_int_equal(sf_alloc_in_use(), before);
+
+    /* None is kept while memory is short. */
+    sf_alloc_set_limits(1, (size_t)64 << 20);
+    b[0] = sf_buf_take(BIG);
+    assert_non_null(b[0]);
+    sf_buf_unref(b[0]);
+    assert_int_equal(sf_buf_pool_idle_bytes(), 0);
+    assert_int_equal(sf_alloc_in_use(), before);
+    sf_alloc_set_limits(0, 0);
+
+    /* No memory: NULL, nothing held. */
+    sf_alloc_fail_at(1, false);
+    assert_null(sf_buf_take(BIG));
+    sf_alloc_fail_at(0, 0);
+    assert_int_equal(sf_alloc_in_use(), before);
+    sf_buf_pool_use(false);
+}
+
+static void test_pool_resize(void **state)
+{
+    size_t before = sf_alloc_in_use();
+    sf_buf *a, *b, *c;
+
+    (void)state;
+    sf_buf_pool_use(true);
+    a = sf_buf_take(BIG);
+    for (size_t i = 0; i < BIG; i++)
+        a->data[i] = (uint8_t)(i * 7);
+    a->spans = 3;
+    /* Within a quarter: kept as it is. */
+    assert_ptr_equal(sf_buf_resize(a, BIG, BIG - BIG / 8), a);
+    /* Smaller by more: copied into a fitting buffer; the large one goes
+     * back to the pool for the next call. */
+    b = sf_buf_resize(a, BIG / 3, BIG / 3);
+    assert_non_null(b);
+    assert_ptr_not_equal(b, a);
+    assert_true(b->cap >= BIG / 3 && b->cap < BIG / 2);
+    assert_int_equal(b->spans, 3);
+    for (size_t i = 0; i < BIG / 3; i++)
+        if (b->data[i] != (uint8_t)(i * 7))
+            fail_msg("byte %zu not kept", i);
+    assert_int_equal(sf_buf_pool_idle_bytes(), a->cap);
+    /* Growing: copied into a larger one. */
+    c = sf_buf_resize(b, BIG / 3, 2 * BIG);
+    assert_non_null(c);
+    assert_true(c->cap >= 2 * BIG);
+    for (size_t i = 0; i < BIG / 3; i++)
+        if (c->data[i] != (uint8_t)(i * 7))
+            fail_msg("byte %zu not kept", i);
+    /* No memory for the copy (and none idle): the buffer stays as it was. */
+    sf_buf_pool_trim();
+    sf_alloc_fail_at(1, false);
+    assert_null(sf_buf_resize(c, BIG / 3, BIG / 3));
+    sf_alloc_fail_at(0, 0);
+    assert_int_equal(c->data[BIG / 3 - 1], (uint8_t)((BIG / 3 - 1) * 7));
+    sf_buf_unref(c);
+    sf_buf_pool_trim();
+    assert_int_equal(sf_alloc_in_use(), before);
+
+    /* A plain buffer is reallocated as before. */
+    sf_buf_pool_use(false);
+    a = sf_buf_create(BIG);
+    a->data[0] = 42;
+    a = sf_buf_resize(a, 1, 10);
+    assert_non_null(a);
+    assert_int_equal(a->cap, 10);
+    assert_int_equal(a->data[0], 42);
+    sf_buf_unref(a);
+    assert_int_equal(sf_alloc_in_use(), before);
+}
+
+/* The codec's output from the pool is the same bytes, and its buffer comes
+ * back for the next pass. */
+static void test_codec_output_pooled(void **state)
+{
+    static char name[BIG];
+    size_t before = sf_alloc_in_use(), len;
+    uint8_t *in = malloc(BIG + 1024);
+    sf_buf *plain, *pooled, *again;
+
+    (void)state;
+    assert_non_null(in);
+    memset(name, 'n', sizeof(name) - 1);
+    len = pack_request_named(in, BIG + 1024, 1, name);
+    assert_int_equal(sf_otlp_rewrite(in, len, 32, NULL, &plain, NULL), SF_OK);
+    assert_false(plain->pooled);
+    sf_buf_pool_use(true);
+    assert_int_equal(sf_otlp_rewrite(in, len, 32, NULL, &pooled, NULL), SF_OK);
+    assert_true(pooled->pooled);
+    assert_int_equal(pooled->len, plain->len);
+    assert_int_equal(pooled->spans, 1);
+    assert_memory_equal(pooled->data, plain->data, plain->len);
+    sf_buf_unref(pooled);
+    assert_int_equal(sf_otlp_rewrite(in, len, 32, NULL, &again, NULL), SF_OK);
+    assert_ptr_equal(again, pooled);                /* warm */
+    assert_memory_equal(again->data, plain->data, plain->len);
+    sf_buf_unref(again);
+    sf_buf_unref(plain);
+    sf_buf_pool_trim();
+    sf_buf_pool_use(false);
+    free(in);
+    assert_int_equal(sf_alloc_in_use(), before);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -336,6 +539,10 @@ int main(void)
         cmocka_unit_test(test_request_needs_arena),
         cmocka_unit_test(test_encode_gives_a_reference),
         cmocka_unit_test(test_torture),
+        cmocka_unit_test(test_pool_takes_back_warm),
+        cmocka_unit_test(test_pool_bounded),
+        cmocka_unit_test(test_pool_resize),
+        cmocka_unit_test(test_codec_output_pooled),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
