@@ -21,11 +21,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
 #include <systemd/sd-daemon.h>
 
 #include "internal/sf_core.h"
+#include "sf_cli.h"
 #include "sf_config.h"
 #include "sf_log.h"
+#include "sf_overview.h"
 #include "sf_policy.h"
 #include "sf_service.h"
 
@@ -54,6 +57,13 @@ static void usage(FILE *f)
     fputs("usage: spanfence [--config URI]... [--set K=V]... [--policy FILE]   run the collector\n"
           "       spanfence validate --config URI... [--set K=V]... [--policy FILE]\n"
           "                                                 check a config and exit\n"
+          "       spanfence print-config --config URI... [--set K=V]...\n"
+          "                                                 the effective config (defaults\n"
+          "                                                 filled in, secrets redacted)\n"
+          "       spanfence status [--config FILE | --metrics HOST:PORT] [--json] [--all]\n"
+          "                                                 the running collector at a glance\n"
+          "       spanfence reload --pid PID [--config FILE | --metrics HOST:PORT]\n"
+          "                                                 SIGHUP and wait for the outcome\n"
           "       spanfence components                      list the component types (YAML)\n"
           "       spanfence --help-config                   list every component's keys\n",
           f);
@@ -95,6 +105,7 @@ typedef struct cli {
     const char *policy;
     const char *feature_gates;              /* --feature-gates, warned about once loaded */
     bool validate;
+    bool print_config;                      /* validate, then print the effective config */
 } cli;
 
 static void cli_release(cli *c)
@@ -210,8 +221,9 @@ static int parse_args(int argc, char **argv, cli *c)
 
     if (argc == 2 && strcmp(argv[1], "components") == 0)
         return print_components();
-    if (argc > 1 && strcmp(argv[1], "validate") == 0) {
+    if (argc > 1 && (strcmp(argv[1], "validate") == 0 || strcmp(argv[1], "print-config") == 0)) {
         c->validate = true;
+        c->print_config = strcmp(argv[1], "print-config") == 0;
         argc--;
         argv++;
     }
@@ -266,7 +278,8 @@ static int parse_args(int argc, char **argv, cli *c)
     }
     if (c->n_sources == 0) {
         if (c->validate) {
-            fputs("spanfence: validate needs --config URI\n", stderr);
+            fprintf(stderr, "spanfence: %s needs --config URI\n",
+                    c->print_config ? "print-config" : "validate");
             return EXIT_USAGE;
         }
         c->sources[c->n_sources++] = SF_DEFAULT_CONFIG;
@@ -434,10 +447,55 @@ static uint64_t lost_of(const sf_totals *t)
     return sum_reasons(t->refused) + sum_reasons(t->dropped) + sum_reasons(t->send_failed);
 }
 
-/* STATUS=: spans accepted, exported and lost in the last minute. */
-static void notify_status(const sf_service *svc, minute *m, const char *note)
+/* "; windows: r1 level 3 4m05s left (120 accepted, 0 lost)": every open
+ * trace-level window, from the status document's extensions; "" when none. */
+static void windows_note(sf_service *svc, char *buf, size_t size)
+{
+    json_object *doc = sf_service_overview(svc), *exts, *v = NULL;
+    size_t len = 0, n = 0;
+
+    buf[0] = '\0';
+    if (doc == NULL || !json_object_object_get_ex(doc, "extensions", &exts)) {
+        json_object_put(doc);
+        return;
+    }
+    for (size_t e = 0; e < json_object_array_length(exts); e++) {
+        json_object *st, *targets;
+
+        if (!json_object_object_get_ex(json_object_array_get_idx(exts, e), "status", &st) ||
+            !json_object_object_get_ex(st, "targets", &targets) ||
+            !json_object_is_type(targets, json_type_array))
+            continue;
+        for (size_t i = 0; i < json_object_array_length(targets) && len < size; i++) {
+            json_object *t = json_object_array_get_idx(targets, i), *w;
+            int64_t left;
+
+            if (!json_object_object_get_ex(t, "window", &w) || w == NULL)
+                continue;
+            json_object_object_get_ex(w, "left_ms", &v);
+            left = (json_object_get_int64(v) + 999) / 1000;
+            len += (size_t)snprintf(buf + len, size - len, "%s%s level %" PRId64 " %" PRId64
+                                    "m%02" PRId64 "s left (",
+                                    n++ ? ", " : "; windows: ",
+                                    json_object_get_string(json_object_object_get(t, "target")),
+                                    json_object_get_int64(json_object_object_get(w, "level")),
+                                    left / 60, left % 60);
+            if (len < size)
+                len += (size_t)snprintf(buf + len, size - len, "%" PRId64 " accepted, %" PRId64
+                                        " lost)",
+                                        json_object_get_int64(json_object_object_get(w, "accepted")),
+                                        json_object_get_int64(json_object_object_get(w, "lost")));
+        }
+    }
+    json_object_put(doc);
+}
+
+/* STATUS=: spans accepted, exported and lost in the last minute, and the
+ * open trace-level windows. */
+static void notify_status(sf_service *svc, minute *m, const char *note)
 {
     sf_totals now, *old;
+    char windows[512];
 
     sf_service_totals(svc, &now);
     m->s[m->next] = now;
@@ -445,11 +503,12 @@ static void notify_status(const sf_service *svc, minute *m, const char *note)
     if (m->n < STATUS_SAMPLES)
         m->n++;
     old = &m->s[m->n < STATUS_SAMPLES ? 0 : m->next];
+    windows_note(svc, windows, sizeof(windows));
     sd_notifyf(0, "STATUS=%s%slast minute: %" PRIu64 " spans accepted, %" PRIu64 " exported, %"
-               PRIu64 " lost; since start: %" PRIu64 " accepted, %" PRIu64 " lost",
+               PRIu64 " lost; since start: %" PRIu64 " accepted, %" PRIu64 " lost%s",
                note ? note : "", note ? "; " : "", now.accepted - old->accepted,
                now.exported - old->exported, lost_of(&now) - lost_of(old), now.accepted,
-               lost_of(&now));
+               lost_of(&now), windows);
 }
 
 static uint64_t monotonic_usec(void)
@@ -476,12 +535,17 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
                  "configuration", c->name);
         sd_notifyf(0, "READY=1\nSTATUS=reload refused: %s is not valid; running the previous "
                    "configuration", c->name);
+        sf_overview_note_reload(false, "the new configuration is not valid (see the log); "
+                                "running the previous one");
         return true;
     }
     if (sf_service_stop_for_reload(*svc, nsvc, &h) != SF_OK) {
         sf_error("reload: out of memory; still running the previous configuration");
         sf_service_destroy(nsvc);
         sf_config_destroy(ncfg);
+        sd_notify(0, "READY=1\nSTATUS=reload failed: out of memory; running the previous "
+                  "configuration");
+        sf_overview_note_reload(false, "out of memory; running the previous configuration");
         return true;
     }
     sf_log_set_level((sf_log_level)ncfg->log_level);
@@ -494,6 +558,7 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
         *cfg = ncfg;
         sf_info("reloaded: running with %s", c->name);
         sd_notifyf(0, "READY=1\nSTATUS=reloaded: running with %s", c->name);
+        sf_overview_note_reload(true, "running the new configuration");
         return true;
     }
     sf_error("reload: the new configuration could not start; starting the previous one again");
@@ -519,6 +584,8 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
     *svc = again;
     sd_notifyf(0, "READY=1\nSTATUS=reload refused: the new configuration could not start; "
                "running the previous one");
+    sf_overview_note_reload(false, "the new configuration could not start (see the log); "
+                            "running the previous one");
     sf_info("running with the previous configuration of %s", c->name);
     return true;
 }
@@ -540,6 +607,10 @@ static int run(cli *cp, int argc, char **argv)
 
     if (argc > 1 && (verb = sf_registry_find_verb(argv[1])) != NULL)
         return verb->run(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "status") == 0)
+        return sf_cli_status(argc - 1, argv + 1, SF_DEFAULT_CONFIG);
+    if (argc > 1 && strcmp(argv[1], "reload") == 0)
+        return sf_cli_reload(argc - 1, argv + 1, SF_DEFAULT_CONFIG);
     rc = parse_args(argc, argv, cp);
     if (rc >= 0)
         return rc;
@@ -577,6 +648,12 @@ static int run(cli *cp, int argc, char **argv)
     else if (c.feature_gates != NULL)
         sf_warn("--feature-gates '%s' has no effect: spanfence has no feature gates",
                 c.feature_gates);
+    if (rc == EXIT_OK && c.print_config) {
+        rc = sf_print_config(cfg, stdout) == 0 ? EXIT_OK : EXIT_INVALID;
+        sf_service_destroy(svc);
+        sf_config_destroy(cfg);
+        return rc;
+    }
     if (rc != EXIT_OK || c.validate) {
         if (rc == EXIT_OK && c.policy != NULL)
             printf("%s: configuration is valid and holds policy %s\n", c.name, c.policy);

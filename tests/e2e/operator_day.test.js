@@ -50,6 +50,7 @@ const { tcSetup } = require('./lib/tc_fixture');
 const peers = require('./lib/peers');
 const { Gateway } = require('./lib/gateway');
 const { makeExporter } = require('./lib/senders');
+const { notifySocket } = require('./lib/notify');
 
 const setup = tcSetup;
 
@@ -260,48 +261,6 @@ test('4: README and compose launch SGLang as it takes its options today', () => 
   assert.match(engine, /\n      OTEL_RESOURCE_ATTRIBUTES: service\.instance\.id=/);
   assert.match(engine, /"--enable-trace",\s+"--otlp-traces-endpoint", "127\.0\.0\.1:4317"/);
 });
-
-// A stand-in for systemd's notify socket: every datagram as one JSON line.
-function notifySocket(h, sockPath) {
-  const { spawn } = require('node:child_process');
-  const py = spawn('python3', ['-u', '-c', `
-import json, socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.bind(sys.argv[1])
-print(json.dumps({"bound": True}), flush=True)
-while True:
-    print(json.dumps({"msg": s.recv(65536).decode()}), flush=True)
-`, sockPath], { stdio: ['ignore', 'pipe', 'inherit'] });
-  h.onCleanup(() => py.kill());
-  const st = { msgs: [], listeners: [], bound: null };
-  st.bound = new Promise((resolve) => {
-    let buf = '';
-    py.stdout.on('data', (d) => {
-      buf += d;
-      let nl;
-      while ((nl = buf.indexOf('\n')) >= 0) {
-        const o = JSON.parse(buf.slice(0, nl));
-        buf = buf.slice(nl + 1);
-        if (o.bound) { resolve(); continue; }
-        st.msgs.push(o.msg);
-        for (const f of st.listeners.slice()) f(o.msg);
-      }
-    });
-  });
-  st.waitFor = (pred, what, timeoutMs = 30000) => new Promise((resolve, reject) => {
-    const found = st.msgs.find(pred);
-    if (found) return resolve(found);
-    const timer = setTimeout(() => reject(new Error(`no notify message: ${what}; got ${JSON.stringify(st.msgs)}`)), timeoutMs);
-    const f = (m) => {
-      if (!pred(m)) return;
-      clearTimeout(timer);
-      st.listeners = st.listeners.filter((x) => x !== f);
-      resolve(m);
-    };
-    st.listeners.push(f);
-  });
-  return st;
-}
 
 test('3: sd_notify: READY after the ports accept, RELOADING/READY around SIGHUP, a refused reload, STATUS, WATCHDOG, STOPPING', async () => {
   await harness('operator_day', async (h) => {
