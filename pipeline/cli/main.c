@@ -14,6 +14,8 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +32,9 @@
 #include "sf_log.h"
 #include "sf_overview.h"
 #include "sf_policy.h"
+#include "sf_sender.h"
 #include "sf_service.h"
+#include "sf_time.h"
 
 #ifndef SF_VERSION
 #define SF_VERSION "0.0.0"
@@ -422,9 +426,9 @@ static void log_totals(const sf_service *svc)
  * READY=1 once sf_service_start returned (every receiver listens), RELOADING=1
  * with MONOTONIC_USEC (systemd 253's Type=notify-reload wants it; 252 reads
  * RELOADING=1 alone) then READY=1 around a reload, STOPPING=1 at shutdown,
- * STATUS= every STATUS_EVERY_S with the last minute's span counts, and
- * WATCHDOG=1 from the loop that also serves reloads and signals: a loop
- * stuck in a reload or a shutdown stops pinging. */
+ * STATUS= every STATUS_EVERY_S with the last minute's span counts and the
+ * open trace-level windows, and WATCHDOG=1 from a thread of its own that
+ * pings only while the collector makes progress (watchdog_main below). */
 #define STATUS_EVERY_S 10
 #define STATUS_SAMPLES 7            /* a minute of STATUS_EVERY_S samples, and now */
 
@@ -509,6 +513,101 @@ static void notify_status(sf_service *svc, minute *m, const char *note)
                note ? note : "", note ? "; " : "", now.accepted - old->accepted,
                now.exported - old->exported, lost_of(&now) - lost_of(old), now.accepted,
                lost_of(&now), windows);
+}
+
+/* The watchdog's thread: WATCHDOG=1 at half WatchdogSec=, but only while
+ * the collector makes progress: the main loop (signals, reloads) turned
+ * within WatchdogSec or is in a reload (whose every step is bounded: the
+ * exporters' drain, trace_control's shutdown_timeout), and no exporter's
+ * consumer is stuck in one send or
+ * one backoff for WatchdogSec past its bound (sf_sender_stalled: the
+ * exporter's timeout, the backoff's wait). Otherwise it says why, in the
+ * log and STATUS= (once per episode), and stops pinging: systemd restarts
+ * a collector whose pipeline is stuck, not only one whose process is. */
+typedef struct watchdog {
+    pthread_t thread;
+    bool running;
+    _Atomic bool stop;
+    _Atomic int64_t beat;           /* sf_now_ms() of the main loop's last turn */
+    _Atomic bool reloading;         /* the main loop is in a reload (bounded: its drains) */
+    int64_t every_ms, slack_ms;
+    pthread_mutex_t mu;             /* guards why */
+    char why[300];                  /* "stuck: ..." while not pinging, else "" */
+} watchdog;
+
+/* The note STATUS= lines carry while the watchdog is not fed, or NULL. */
+static const char *watchdog_note(watchdog *wd, char *buf, size_t size)
+{
+    if (!wd->running)
+        return NULL;
+    pthread_mutex_lock(&wd->mu);
+    snprintf(buf, size, "%s", wd->why);
+    pthread_mutex_unlock(&wd->mu);
+    return buf[0] != '\0' ? buf : NULL;
+}
+
+static void *watchdog_main(void *arg)
+{
+    watchdog *wd = arg;
+    bool stuck = false;
+    char why[256];
+
+    while (!atomic_load(&wd->stop)) {
+        int64_t next = sf_now_ms() + wd->every_ms, idle;
+
+        while (!atomic_load(&wd->stop) && sf_now_ms() < next) {
+            struct timespec step = { .tv_sec = 0, .tv_nsec = 50 * 1000 * 1000 };
+
+            nanosleep(&step, NULL);
+        }
+        if (atomic_load(&wd->stop))
+            break;
+        idle = atomic_load(&wd->reloading) ? 0 : sf_now_ms() - atomic_load(&wd->beat);
+        if (idle > wd->slack_ms)
+            snprintf(why, sizeof(why), "the main loop has not turned for %" PRId64 " ms", idle);
+        else if (!sf_sender_stalled(wd->slack_ms, why, sizeof(why))) {
+            if (stuck) {
+                sf_info("watchdog: the pipeline makes progress again; pinging systemd again");
+                pthread_mutex_lock(&wd->mu);
+                wd->why[0] = '\0';
+                pthread_mutex_unlock(&wd->mu);
+            }
+            stuck = false;
+            sd_notify(0, "WATCHDOG=1");
+            continue;
+        }
+        if (!stuck) {
+            sf_error("watchdog: %s: not pinging systemd's watchdog (it restarts the collector "
+                     "after WatchdogSec)", why);
+            sd_notifyf(0, "STATUS=stuck: %s", why);
+            pthread_mutex_lock(&wd->mu);
+            snprintf(wd->why, sizeof(wd->why), "stuck: %s", why);
+            pthread_mutex_unlock(&wd->mu);
+        }
+        stuck = true;
+    }
+    return NULL;
+}
+
+static void watchdog_start(watchdog *wd, uint64_t usec)
+{
+    atomic_store(&wd->beat, sf_now_ms());
+    pthread_mutex_init(&wd->mu, NULL);
+    wd->every_ms = (int64_t)(usec / 2000u) > 0 ? (int64_t)(usec / 2000u) : 1;
+    wd->slack_ms = (int64_t)(usec / 1000u);
+    wd->running = pthread_create(&wd->thread, NULL, watchdog_main, wd) == 0;
+    if (!wd->running)
+        sf_error("watchdog: cannot start its thread: systemd's watchdog will restart the "
+                 "collector");
+}
+
+static void watchdog_stop(watchdog *wd)
+{
+    if (!wd->running)
+        return;
+    atomic_store(&wd->stop, true);
+    pthread_join(wd->thread, NULL);
+    wd->running = false;
 }
 
 static uint64_t monotonic_usec(void)
@@ -602,6 +701,8 @@ static int run(cli *cp, int argc, char **argv)
     sf_totals before, after;
     uint64_t shut, watchdog_usec = 0;
     static minute status;
+    static watchdog wd;
+    bool ok;
     long every_s = STATUS_EVERY_S;
     int rc, sig;
 
@@ -678,26 +779,36 @@ static int run(cli *cp, int argc, char **argv)
     }
     sf_info("spanfence %s running with %s", SF_VERSION, c.name);
     sd_notifyf(0, "READY=1\nMAINPID=%ld\nSTATUS=running with %s", (long)getpid(), c.name);
-    /* ping at half the watchdog's interval (whole seconds, at least 1) */
-    if (sd_watchdog_enabled(0, &watchdog_usec) > 0 &&
-        (long)(watchdog_usec / 2000000u) < every_s)
-        every_s = watchdog_usec / 2000000u > 0 ? (long)(watchdog_usec / 2000000u) : 1;
+    /* the main loop turns at least every half watchdog interval (whole
+     * seconds, at least 1), so the watchdog's thread sees it alive */
+    if (sd_watchdog_enabled(0, &watchdog_usec) > 0) {
+        if ((long)(watchdog_usec / 2000000u) < every_s)
+            every_s = watchdog_usec / 2000000u > 0 ? (long)(watchdog_usec / 2000000u) : 1;
+        watchdog_start(&wd, watchdog_usec);
+    }
 
     for (;;) {
         struct timespec wait = { .tv_sec = every_s };
 
+        atomic_store(&wd.beat, sf_now_ms());
         sig = sigtimedwait(&sigs, NULL, &wait);
+        atomic_store(&wd.beat, sf_now_ms());
         if (sig < 0 && (errno == EAGAIN || errno == EINTR)) {
-            if (watchdog_usec > 0)
-                sd_notify(0, "WATCHDOG=1");
-            notify_status(svc, &status, NULL);
+            char note[320];
+
+            notify_status(svc, &status, watchdog_note(&wd, note, sizeof(note)));
             continue;
         }
         if (sig < 0)
             sig = SIGTERM;
         if (sig == SIGINT || sig == SIGTERM)
             break;
-        if (sig == SIGHUP && !reload(&c, &cfg, &svc)) {
+        atomic_store(&wd.reloading, sig == SIGHUP);
+        ok = sig != SIGHUP || reload(&c, &cfg, &svc);
+        atomic_store(&wd.beat, sf_now_ms());
+        atomic_store(&wd.reloading, false);
+        if (!ok) {
+            watchdog_stop(&wd);
             sf_service_destroy(svc);
             sf_config_destroy(cfg);
             return EXIT_INVALID;
@@ -710,6 +821,7 @@ static int run(cli *cp, int argc, char **argv)
 
     sf_info("received %s: stopping receivers, draining exporters",
             sig == SIGINT ? "SIGINT" : "SIGTERM");
+    watchdog_stop(&wd);     /* systemd does not watch a stopping service */
     sd_notify(0, "STOPPING=1\nSTATUS=stopping: draining the exporters");
     sf_service_totals(svc, &before);
     sf_service_shutdown(svc);

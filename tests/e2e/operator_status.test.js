@@ -7,6 +7,8 @@
 //    window, its close; the per-window series on /metrics, bounded to the
 //    open window and the last closed one per target.
 //  - the STATUS= line for systemctl status lists the open window.
+//  - the watchdog's pings go on while the gateway is down and the exporter
+//    retries (a stuck send is the unit test's: test_sender).
 //  - `spanfence reload --pid`: 0 when the new config runs, 1 when it is
 //    refused or validates but cannot start (a port in use), the outcome
 //    also in `status`.
@@ -160,6 +162,32 @@ test('STATUS= lists the open window for systemctl status', async () => {
     assert.equal((await control(sock, { op: 'set', target: 'r1', level: 3, for_ms: 600000, reason: 'INC-24' })).ok, true);
     await n.waitFor((m) => /^STATUS=last minute: .*; windows: r1 level 3 (9|10)m\d\ds left \(0 accepted, 0 lost\)$/.test(m),
       'a STATUS line with the window');
+  });
+});
+
+test('the watchdog is fed while the pipeline makes progress: a gateway down (retries, backoff) is not a stuck pipeline', async () => {
+  await harness('operator_status', async (h) => {
+    const sockPath = path.join(h.dir, 'notify-wd.sock');
+    try { fs.unlinkSync(sockPath); } catch (_) { /* none */ }
+    const n = notifySocket(h, sockPath);
+    await n.bound;
+    const gw = new Gateway();
+    await gw.start();
+    h.onCleanup(() => gw.stop());
+    gw.setStatus(503);
+    const { sf } = await tcSetup(h, 'watchdog', {
+      env: { NOTIFY_SOCKET: sockPath, WATCHDOG_USEC: '2000000' },
+      exporters: `  otlphttp:\n    endpoint: ${gw.url}\n    timeout: 1s\n    sending_queue: {queue_size: 64}\n` +
+        '    retry_on_failure: {initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 10m}',
+    });
+    await peers.sendSdkSpans({ port: sf.grpcPort, n: 4 });
+    await sf.waitMetrics((m) => m.get('spanfence_exporter_retries') >= 3, 'retries against the down gateway');
+    // pings go on (half of WatchdogSec=2s: one a second), through the retries
+    const seen = n.msgs.length;
+    await n.waitFor(() => n.msgs.slice(seen).filter((x) => x === 'WATCHDOG=1').length >= 3,
+      'three pings while retrying', 60000);
+    assert.ok(!n.msgs.some((m) => m.startsWith('STATUS=stuck')), JSON.stringify(n.msgs));
+    assert.ok((await sf.metrics()).must('spanfence_exporter_queued_spans') > 0, 'the spans are still queued');
   });
 });
 
