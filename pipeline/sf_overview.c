@@ -3,6 +3,7 @@
  * result, which outlives the services a reload replaces. Every key is
  * always there (stable for scripts); by-reason maps hold every reason. */
 #include "sf_overview.h"
+#include "sf_dynbuf.h"
 #include "sf_time.h"
 #include "internal/sf_core.h"
 
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include <json-c/json.h>
+#include <openssl/evp.h>
 
 #ifndef SF_VERSION
 #define SF_VERSION "0.0.0"
@@ -22,7 +24,17 @@ static struct {
     bool ok;
     int64_t wall_ms;
     char message[512];
+    char sources[1024];             /* the --config/--set sources running, "" unknown */
+    char policy[1024];              /* the --policy the running config holds, "" none */
 } last_reload;
+
+void sf_overview_note_config(const char *sources, const char *policy)
+{
+    pthread_mutex_lock(&reload_mu);
+    snprintf(last_reload.sources, sizeof(last_reload.sources), "%s", sources ? sources : "");
+    snprintf(last_reload.policy, sizeof(last_reload.policy), "%s", policy ? policy : "");
+    pthread_mutex_unlock(&reload_mu);
+}
 
 void sf_overview_note_reload(bool ok, const char *message)
 {
@@ -95,6 +107,72 @@ static json_object *ids(sf_config_component **list, size_t n)
     return a;
 }
 
+/* A URL with its user:password@ (or user@) replaced by "[REDACTED]@":
+ * the status document is on the metrics endpoint. */
+static json_object *url_object(const char *url)
+{
+    const char *sep, *at, *slash;
+    char buf[2048];
+
+    if (url == NULL)
+        return NULL;
+    sep = strstr(url, "://");
+    if (sep != NULL && (at = strchr(sep + 3, '@')) != NULL &&
+        ((slash = strchr(sep + 3, '/')) == NULL || at < slash)) {
+        snprintf(buf, sizeof(buf), "%.*s[REDACTED]%s", (int)(sep + 3 - url), url, at);
+        return json_object_new_string(buf);
+    }
+    return json_object_new_string(url);
+}
+
+/* What a processor lets leave (describe_allowlist), as the SHA-256 of its
+ * rules in one canonical text: per context in order, one line per rule
+ * (kind, error mode, keys, pattern, replacement, field), then the
+ * processor's own answers. Two collectors showing the same digest let the
+ * same keys and fields leave; NULL when the type has no rules to say. */
+static json_object *allowlist_object(const sf_component *c)
+{
+    sf_allowlist_desc d;
+    sf_dynbuf text;
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned md_len = 0;
+    char hex[2 * EVP_MAX_MD_SIZE + 1];
+    size_t rules = 0;
+    json_object *o;
+
+    if (c->type->describe_allowlist == NULL || !c->type->describe_allowlist(c->config, &d))
+        return NULL;
+    sf_dynbuf_init(&text, 16 * 1024 * 1024);
+    for (int ctx = 0; ctx < SF_OTLP_CTX_COUNT; ctx++) {
+        sf_rule r;
+
+        for (size_t i = 0; d.get(d.rules, (sf_otlp_ctx)ctx, i, &r); i++, rules++) {
+            (void)sf_dynbuf_printf(&text, "%s\t%d\t%d\t", sf_otlp_ctx_name((sf_otlp_ctx)ctx),
+                                   (int)r.kind, r.error_mode);
+            for (size_t k = 0; k < r.n_keys; k++)
+                (void)sf_dynbuf_printf(&text, "%s%s", k ? "," : "", r.keys[k]);
+            (void)sf_dynbuf_printf(&text, "\t%s\t%s\t%d\n", r.pattern ? r.pattern : "",
+                                   r.replacement ? r.replacement : "", (int)r.field);
+        }
+    }
+    (void)sf_dynbuf_printf(&text, "error_mode=%d scalar_values_only=%d declared_fields=%d "
+                           "max_string_length=%zu\n", d.error_mode, d.scalar_values_only,
+                           d.declared_fields, d.max_string_length);
+    if (EVP_Digest(sf_dynbuf_ptr(&text), sf_dynbuf_len(&text), md, &md_len, EVP_sha256(),
+                   NULL) != 1)
+        md_len = 0;
+    sf_dynbuf_release(&text);
+    for (unsigned i = 0; i < md_len; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    hex[2 * md_len] = '\0';
+    if ((o = json_object_new_object()) == NULL)
+        return NULL;
+    json_object_object_add(o, "sha256", md_len ? json_object_new_string(hex) : NULL);
+    json_object_object_add(o, "rules", json_object_new_uint64(rules));
+    json_object_object_add(o, "declared_fields", json_object_new_boolean(d.declared_fields));
+    return o;
+}
+
 static void add_u64(json_object *o, const char *key, uint64_t v)
 {
     json_object_object_add(o, key, json_object_new_uint64(v));
@@ -144,6 +222,7 @@ static void component_entry(sf_component *c, json_object *list, sums *s)
             return;
         }
         json_object_object_add(e, "id", json_object_new_string(c->id));
+        json_object_object_add(e, "allowlist", allowlist_object(c));
         add_u64(e, "incoming", sf_counter_get(&k->incoming_items));
         add_u64(e, "outgoing", sf_counter_get(&k->outgoing_items));
         json_object_object_add(e, "dropped", reasons(k->dropped_spans, s->dropped));
@@ -163,6 +242,14 @@ static void component_entry(sf_component *c, json_object *list, sums *s)
             return;
         }
         json_object_object_add(e, "id", json_object_new_string(c->id));
+        json_object_object_add(e, "type", json_object_new_string(c->type->name));
+        {
+            sf_export_desc d;
+            bool has = c->type->describe_export != NULL &&
+                       c->type->describe_export(c->config, &d);
+
+            json_object_object_add(e, "endpoint", has ? url_object(d.endpoint) : NULL);
+        }
         add_u64(e, "sent", sent);
         json_object_object_add(e, "send_failed", reasons(k->send_failed_spans, s->send_failed));
         add_u64(e, "enqueue_failed", enq);
@@ -206,7 +293,13 @@ json_object *sf_overview_build(sf_component *components, size_t n, sf_component 
     memset(&s, 0, sizeof(s));
     json_object_object_add(doc, "version", json_object_new_string(SF_VERSION));
     json_object_object_add(doc, "time", time_or_null(sf_wall_ms()));
-    json_object_object_add(doc, "config", cfg->file ? json_object_new_string(cfg->file) : NULL);
+    pthread_mutex_lock(&reload_mu);
+    json_object_object_add(doc, "config", last_reload.sources[0]
+                           ? json_object_new_string(last_reload.sources)
+                           : cfg->file ? json_object_new_string(cfg->file) : NULL);
+    json_object_object_add(doc, "policy", last_reload.policy[0]
+                           ? json_object_new_string(last_reload.policy) : NULL);
+    pthread_mutex_unlock(&reload_mu);
     json_object_object_add(doc, "reload", reload_object());
     pipes = json_object_new_array();
     for (size_t p = 0; p < cfg->n_pipelines && pipes != NULL; p++) {

@@ -2,7 +2,8 @@
  * what leaves (pipelines, exporters), spans accepted / refused / dropped /
  * exported / queued by component and reason, each extension's own part
  * (trace_control: every target's level and window with live counts and
- * time left), and the last reload's result. Served as GET /status on the
+ * time left), the digest of each processor's allowlist, the policy the
+ * config holds, and the last reload's result. Served as GET /status on the
  * metrics endpoint; read by `spanfence status` and the STATUS= line. */
 #ifndef SF_OVERVIEW_H
 #define SF_OVERVIEW_H
@@ -19,6 +20,11 @@ struct sf_component;
 /* A reload ended: taken (ok) or not, with the reason. Process-wide (it
  * outlives the services a reload replaces); any thread. */
 void sf_overview_note_reload(bool ok, const char *message);
+
+/* The config sources running (--config and --set, as the log names them)
+ * and the --policy they hold (NULL: none); at start and after a reload
+ * that took. Process-wide; any thread. */
+void sf_overview_note_config(const char *sources, const char *policy);
 
 /* The document for these components (the retired ones' counts are in the
  * totals), or NULL for want of memory; the caller puts it. */

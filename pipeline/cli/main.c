@@ -777,6 +777,7 @@ static int run(cli *cp, int argc, char **argv)
         sf_config_destroy(cfg);
         return EXIT_INVALID;
     }
+    sf_overview_note_config(c.name, c.policy);
     sf_info("spanfence %s running with %s", SF_VERSION, c.name);
     sd_notifyf(0, "READY=1\nMAINPID=%ld\nSTATUS=running with %s", (long)getpid(), c.name);
     /* the main loop turns at least every half watchdog interval (whole

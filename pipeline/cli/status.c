@@ -269,6 +269,8 @@ static void print_screen(json_object *doc, const char *endpoint, bool all)
 
     printf("spanfence %s at %s, config %s (%s)\n", str(doc, "version"), endpoint,
            str(doc, "config"), str(doc, "time"));
+    if (str(doc, "policy")[0] != '\0')
+        printf("policy: %s (the running config holds it)\n", str(doc, "policy"));
     if (u64(reload, "count") == 0)
         printf("reload: none since start\n");
     else
@@ -318,10 +320,15 @@ static void print_screen(json_object *doc, const char *endpoint, bool all)
             (void)k;
             any |= json_object_get_int64(v) != 0;
         }
-        if (!any && !all)
+        if (!any && !all && get(p, "allowlist") == NULL)
             continue;
         printf("  processor %s:", str(p, "id"));
-        print_reasons(" dropped: ", d, all);
+        if (get(p, "allowlist") != NULL)
+            printf(" allowlist sha256 %.16s... (%" PRIu64 " rules%s)",
+                   str(get(p, "allowlist"), "sha256"), u64(get(p, "allowlist"), "rules"),
+                   json_object_get_boolean(get(get(p, "allowlist"), "declared_fields"))
+                   ? ", declared fields" : "");
+        print_reasons(any || all ? ", dropped: " : "", d, all);
         printf("\n");
     }
     a = get(doc, "exporters");
@@ -329,8 +336,10 @@ static void print_screen(json_object *doc, const char *endpoint, bool all)
     for (size_t i = 0; i < n; i++) {
         json_object *e = json_object_array_get_idx(a, i);
 
-        printf("  exporter %s: %" PRIu64 " sent, %" PRIu64 " queued", str(e, "id"),
-               u64(e, "sent"), u64(e, "queued_spans"));
+        printf("  exporter %s", str(e, "id"));
+        if (str(e, "endpoint")[0] != '\0')
+            printf(" -> %s", str(e, "endpoint"));
+        printf(": %" PRIu64 " sent, %" PRIu64 " queued", u64(e, "sent"), u64(e, "queued_spans"));
         if (u64(e, "queue_capacity") > 0)
             printf(" (queue %" PRIu64 "/%" PRIu64 ")", u64(e, "queue_size"),
                    u64(e, "queue_capacity"));

@@ -9,7 +9,8 @@
 //  - the STATUS= line for systemctl status lists the open window.
 //  - the watchdog's pings go on while the gateway is down and the exporter
 //    retries (a stuck send is the unit test's: test_sender).
-//  - `spanfence reload --pid`: 0 when the new config runs, 1 when it is
+//  - `spanfence reload --pid`: 0 when the new config runs (and the
+//    allowlist's digest in `status` follows the new rules), 1 when it is
 //    refused or validates but cannot start (a port in use), the outcome
 //    also in `status`.
 //  - `spanfence print-config`: defaults filled in, ${env:...} expanded,
@@ -100,6 +101,7 @@ test('status and --json: an open window\'s own counts move while spans arrive; t
     assert.equal(t.window.lost, 0);
     assert.ok(t.window.left_ms > 0 && t.window.left_ms <= 600000, JSON.stringify(t.window));
     assert.equal(doc.pipelines[0].exporters[0], 'otlphttp');
+    assert.equal(doc.exporters[0].endpoint, gw.url);
     assert.equal(doc.reload.count, 0);
 
     // the screen, from the config file alone
@@ -193,11 +195,23 @@ test('the watchdog is fed while the pipeline makes progress: a gateway down (ret
 
 test('reload --pid: 0 when the new config runs, 1 when it is refused or cannot start (port in use)', async () => {
   await harness('operator_status', async (h) => {
-    const { sf } = await tcSetup(h, 'reload');
-    const text = fs.readFileSync(sf.configPath, 'utf8');
+    const { sf } = await tcSetup(h, 'reload', {
+      processors: '  transform/allow:\n    trace_statements:\n      - context: span\n        statements:\n' +
+        '          - keep_keys(attributes, ["model"])',
+    });
+    const before = statusJson(sf).processors[0].allowlist;
+    assert.match(before.sha256, /^[0-9a-f]{64}$/);
+    const text = fs.readFileSync(sf.configPath, 'utf8').replace('["model"]', '["model", "route"]');
+    fs.writeFileSync(sf.configPath, text);
     let r = cli(sf, ['reload', '--pid', String(sf.pid), '--config', sf.configPath]);
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /running the new configuration/);
+    // what leaves changed: so did the allowlist's digest
+    const after = statusJson(sf).processors[0].allowlist;
+    assert.match(after.sha256, /^[0-9a-f]{64}$/);
+    assert.notEqual(after.sha256, before.sha256);
+    assert.match(cli(sf, ['status', '--config', sf.configPath]).stdout,
+      new RegExp(`^ {2}processor transform/allow: allowlist sha256 ${after.sha256.slice(0, 16)}\\.\\.\\. \\(1 rules\\)$`, 'm'));
 
     // valid, but its gRPC port is taken: validate passes, start fails
     const busy = net.createServer();
