@@ -24,9 +24,21 @@ static struct {
     bool ok;
     int64_t wall_ms;
     char message[512];
+    int64_t recent_ms;              /* what the recent counts cover (0: none yet) */
+    uint64_t recent[3];             /* accepted, exported, lost in recent_ms */
     char sources[1024];             /* the --config/--set sources running, "" unknown */
     char policy[1024];              /* the --policy the running config holds, "" none */
 } last_reload;
+
+void sf_overview_note_recent(int64_t ms, uint64_t accepted, uint64_t exported, uint64_t lost)
+{
+    pthread_mutex_lock(&reload_mu);
+    last_reload.recent_ms = ms;
+    last_reload.recent[0] = accepted;
+    last_reload.recent[1] = exported;
+    last_reload.recent[2] = lost;
+    pthread_mutex_unlock(&reload_mu);
+}
 
 void sf_overview_note_config(const char *sources, const char *policy)
 {
@@ -299,6 +311,18 @@ json_object *sf_overview_build(sf_component *components, size_t n, sf_component 
                            : cfg->file ? json_object_new_string(cfg->file) : NULL);
     json_object_object_add(doc, "policy", last_reload.policy[0]
                            ? json_object_new_string(last_reload.policy) : NULL);
+    {
+        json_object *r = last_reload.recent_ms > 0 ? json_object_new_object() : NULL;
+
+        if (r != NULL) {
+            json_object_object_add(r, "seconds",
+                                   json_object_new_int64((last_reload.recent_ms + 500) / 1000));
+            add_u64(r, "accepted", last_reload.recent[0]);
+            add_u64(r, "exported", last_reload.recent[1]);
+            add_u64(r, "lost", last_reload.recent[2]);
+        }
+        json_object_object_add(doc, "recent", r);
+    }
     pthread_mutex_unlock(&reload_mu);
     json_object_object_add(doc, "reload", reload_object());
     pipes = json_object_new_array();

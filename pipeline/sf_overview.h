@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sf_config.h"
 #include "sf_status.h"
@@ -25,6 +26,10 @@ void sf_overview_note_reload(bool ok, const char *message);
  * and the --policy they hold (NULL: none); at start and after a reload
  * that took. Process-wide; any thread. */
 void sf_overview_note_config(const char *sources, const char *policy);
+
+/* Spans accepted, exported and lost in the last `ms` (about a minute:
+ * the main loop's STATUS= samples); any thread. */
+void sf_overview_note_recent(int64_t ms, uint64_t accepted, uint64_t exported, uint64_t lost);
 
 /* The document for these components (the retired ones' counts are in the
  * totals), or NULL for want of memory; the caller puts it. */

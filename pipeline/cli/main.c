@@ -434,6 +434,7 @@ static void log_totals(const sf_service *svc)
 
 typedef struct minute {
     sf_totals s[STATUS_SAMPLES];
+    int64_t at[STATUS_SAMPLES];     /* sf_now_ms() of each sample */
     size_t n, next;
 } minute;
 
@@ -449,6 +450,22 @@ static uint64_t sum_reasons(const uint64_t *v)
 static uint64_t lost_of(const sf_totals *t)
 {
     return sum_reasons(t->refused) + sum_reasons(t->dropped) + sum_reasons(t->send_failed);
+}
+
+/* Keep `now` as a sample when the last one is STATUS_EVERY_S old (or there
+ * is none), however often the loop turns (every second under a short
+ * WatchdogSec): the samples span a minute. */
+static void minute_sample(minute *m, const sf_totals *now, int64_t t)
+{
+    size_t last = (m->next + STATUS_SAMPLES - 1) % STATUS_SAMPLES;
+
+    if (m->n > 0 && t - m->at[last] < STATUS_EVERY_S * 1000 - 500)
+        return;
+    m->s[m->next] = *now;
+    m->at[m->next] = t;
+    m->next = (m->next + 1) % STATUS_SAMPLES;
+    if (m->n < STATUS_SAMPLES)
+        m->n++;
 }
 
 /* "; windows: r1 level 3 4m05s left (120 accepted, 0 lost)": every open
@@ -501,12 +518,17 @@ static void notify_status(sf_service *svc, minute *m, const char *note)
     sf_totals now, *old;
     char windows[512];
 
+    int64_t t = sf_now_ms(), since;
+    size_t oldest;
+
     sf_service_totals(svc, &now);
-    m->s[m->next] = now;
-    m->next = (m->next + 1) % STATUS_SAMPLES;
-    if (m->n < STATUS_SAMPLES)
-        m->n++;
-    old = &m->s[m->n < STATUS_SAMPLES ? 0 : m->next];
+    minute_sample(m, &now, t);
+    oldest = m->n < STATUS_SAMPLES ? 0 : m->next;
+    old = &m->s[oldest];
+    since = m->at[oldest];
+    /* the same figures for `spanfence status` */
+    sf_overview_note_recent(t - since, now.accepted - old->accepted,
+                            now.exported - old->exported, lost_of(&now) - lost_of(old));
     windows_note(svc, windows, sizeof(windows));
     sd_notifyf(0, "STATUS=%s%slast minute: %" PRIu64 " spans accepted, %" PRIu64 " exported, %"
                PRIu64 " lost; since start: %" PRIu64 " accepted, %" PRIu64 " lost%s",
@@ -778,6 +800,12 @@ static int run(cli *cp, int argc, char **argv)
         return EXIT_INVALID;
     }
     sf_overview_note_config(c.name, c.policy);
+    {
+        sf_totals zero;     /* the last minute starts at start */
+
+        sf_service_totals(svc, &zero);
+        minute_sample(&status, &zero, sf_now_ms());
+    }
     sf_info("spanfence %s running with %s", SF_VERSION, c.name);
     sd_notifyf(0, "READY=1\nMAINPID=%ld\nSTATUS=running with %s", (long)getpid(), c.name);
     /* the main loop turns at least every half watchdog interval (whole

@@ -284,6 +284,11 @@ static void print_screen(json_object *doc, const char *endpoint, bool all)
     print_reasons("; dropped: ", get(spans, "dropped"), all);
     print_reasons("; send failed: ", get(spans, "send_failed"), all);
     printf("\n");
+    if (get(doc, "recent") != NULL)
+        printf("spans in the last %" PRIu64 " s: %" PRIu64 " accepted, %" PRIu64 " exported, %"
+               PRIu64 " lost\n", u64(get(doc, "recent"), "seconds"),
+               u64(get(doc, "recent"), "accepted"), u64(get(doc, "recent"), "exported"),
+               u64(get(doc, "recent"), "lost"));
     if (all || u64(un, "metrics") + u64(un, "logs") > 0)
         printf("refused (spanfence exports traces only): %" PRIu64 " metrics requests, %" PRIu64
                " logs requests\n", u64(un, "metrics"), u64(un, "logs"));

@@ -191,18 +191,28 @@ test('7: a window closed while its spans are still batched waits for them: compl
 
 test('8: spans from a resting engine raised out of band: recorded, warned, counted, set back at once', async () => {
   await harness('operator_day', async (h) => {
-    const { engine, sf, waitRecords } = await setup(h, 'oob', { match: true });
+    const { engine, sf, waitRecords, lines } = await setup(h, 'oob', { match: true });
+    // the collector has recorded the resting level (the fixture waited for
+    // the engine's request only; spans before that are the engine's default)
+    await sf.waitLog(/target 'r1' set to its resting level 0/, 'the resting level recorded');
     const r = await fetch(`${engine.url}?level=3`);   // not through spanfence
     assert.equal(r.status, 200);
     assert.deepEqual(engine.levels, [3]);
-    await peers.sendSpansThrough(makeExporter('grpc', { grpcPort: sf.grpcPort, compression: 'none' }),
-      { n: 5, resource: { 'service.instance.id': 'r1' } });
+    // the engine at 3 keeps emitting: 5 spans a turn until the record is there
+    let sent = 0;
+    const oobSeen = () => lines().some((l) => JSON.parse(l).event === 'out_of_band');
+    for (let i = 0; i < 100 && !oobSeen(); i++) {
+      await peers.sendSpansThrough(makeExporter('grpc', { grpcPort: sf.grpcPort, compression: 'none' }),
+        { n: 5, resource: { 'service.instance.id': 'r1' } });
+      sent += 5;
+      await sleep(200);
+    }
     const recs = await waitRecords((rs) => rs.some((x) => x.event === 'out_of_band'), 'the out_of_band record');
     const oob = recs.find((x) => x.event === 'out_of_band');
     assert.equal(oob.target, 'r1');
-    assert.ok(oob.spans >= 1 && oob.spans <= 5, JSON.stringify(oob));
-    await engine.waitFor(() => engine.levels.length === 2, 'the resting level set again');
-    assert.deepEqual(engine.levels, [3, 0]);
+    assert.ok(oob.spans >= 1 && oob.spans <= sent, JSON.stringify(oob));
+    await engine.waitFor(() => engine.levels.length >= 2, 'the resting level set again');
+    assert.deepEqual(engine.levels.slice(0, 2), [3, 0]);
     await sf.waitLog(/warn +trace_control: \d+ spans from target 'r1' while no window is open/, 'the warning');
     const m = await sf.metrics();
     assert.ok(m.must('spanfence_trace_control_out_of_band_spans') >= 1);

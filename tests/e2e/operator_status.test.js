@@ -190,6 +190,12 @@ test('the watchdog is fed while the pipeline makes progress: a gateway down (ret
       'three pings while retrying', 60000);
     assert.ok(!n.msgs.some((m) => m.startsWith('STATUS=stuck')), JSON.stringify(n.msgs));
     assert.ok((await sf.metrics()).must('spanfence_exporter_queued_spans') > 0, 'the spans are still queued');
+    // the last minute's figures (the STATUS= samples) in status too
+    const doc = await waitStatus(sf, (d) => d.recent && d.recent.accepted === 4, 'the 4 spans in the last minute');
+    assert.equal(doc.recent.exported, 0);
+    assert.ok(doc.recent.seconds <= 70, JSON.stringify(doc.recent));
+    assert.match(cli(sf, ['status', '--config', sf.configPath]).stdout,
+      /^spans in the last \d+ s: 4 accepted, 0 exported, 0 lost$/m);
   });
 });
 
