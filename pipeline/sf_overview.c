@@ -4,6 +4,7 @@
  * always there (stable for scripts); by-reason maps hold every reason. */
 #include "sf_overview.h"
 #include "sf_dynbuf.h"
+#include "sf_net.h"
 #include "sf_time.h"
 #include "internal/sf_core.h"
 
@@ -119,22 +120,13 @@ static json_object *ids(sf_config_component **list, size_t n)
     return a;
 }
 
-/* A URL with its user:password@ (or user@) replaced by "[REDACTED]@":
- * the status document is on the metrics endpoint. */
+/* A URL without its credentials: the document is on the metrics endpoint. */
 static json_object *url_object(const char *url)
 {
-    const char *sep, *at, *slash;
     char buf[2048];
 
-    if (url == NULL)
-        return NULL;
-    sep = strstr(url, "://");
-    if (sep != NULL && (at = strchr(sep + 3, '@')) != NULL &&
-        ((slash = strchr(sep + 3, '/')) == NULL || at < slash)) {
-        snprintf(buf, sizeof(buf), "%.*s[REDACTED]%s", (int)(sep + 3 - url), url, at);
-        return json_object_new_string(buf);
-    }
-    return json_object_new_string(url);
+    return url != NULL ? json_object_new_string(sf_net_url_redacted(url, buf, sizeof(buf)))
+                       : NULL;
 }
 
 /* What a processor lets leave (describe_allowlist), as the SHA-256 of its

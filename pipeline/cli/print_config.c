@@ -17,6 +17,7 @@
 #include "internal/sf_core.h"
 #include "sf_cli.h"
 #include "sf_config.h"
+#include "sf_net.h"
 
 #define REDACTED "[REDACTED]"
 
@@ -76,19 +77,13 @@ static bool secret_key(const char *key)
     return false;
 }
 
-/* A URL's "user:password@" (or "user@") replaced: "https://[REDACTED]@host". */
+/* A scalar as written, a URL without its user:password@ (sf_net.h). */
 static void emit_text(out *o, const sf_node *n)
 {
-    const char *t = n->text, *sep = strstr(t, "://"), *at, *slash;
     char buf[2048];
+    const char *t = sf_net_url_redacted(n->text, buf, sizeof(buf));
 
-    if (sep != NULL && (at = strchr(sep + 3, '@')) != NULL &&
-        ((slash = strchr(sep + 3, '/')) == NULL || at < slash)) {
-        snprintf(buf, sizeof(buf), "%.*s" REDACTED "%s", (int)(sep + 3 - t), t, at);
-        scalar(o, buf, false);
-        return;
-    }
-    scalar(o, t, n->plain);
+    scalar(o, t, t == n->text && n->plain);
 }
 
 /* A node as written (after ${env} expansion); every scalar under it

@@ -432,29 +432,52 @@ static bool endpoint_of(const st_args *a, const char *default_config, char *buf,
     return endpoint_of_file(a->config ? a->config : default_config, buf, size);
 }
 
+static void usage(bool reload, const char *default_config)
+{
+    if (reload)
+        printf("usage: spanfence reload --pid PID [--config FILE | --metrics HOST:PORT]\n"
+               "  send the collector SIGHUP and wait for the reload's outcome (GET /status on\n"
+               "  its metrics endpoint, default config %s); for systemd's ExecReload\n"
+               "exit status: 0 the new config runs, 1 it was refused or could not start (the\n"
+               "previous one runs), or the outcome could not be read; 2 usage error\n",
+               default_config);
+    else
+        printf("usage: spanfence status [--config FILE | --metrics HOST:PORT] [--json] [--all]\n"
+               "  what the running collector exports and lost (by reason), queue fill, every\n"
+               "  trace-level window with its own counts and time left, the last reload's\n"
+               "  result; only non-zero counts unless --all. Read from GET /status on its\n"
+               "  metrics endpoint (service.telemetry.metrics of FILE, default %s):\n"
+               "  no secret of the config is needed\n"
+               "  --json   the status document as the collector serves it (stable keys)\n"
+               "exit status: 0 shown, 1 the collector could not be asked, 2 usage error\n",
+               default_config);
+}
+
+/* The verb's arguments and the endpoint it asks; -1 to go on, else the
+ * exit status (--help, a usage error, no endpoint). */
+static int begin(int argc, char **argv, bool reload, const char *default_config, st_args *a,
+                 char *endpoint, size_t size)
+{
+    int rc = parse(argc, argv, a, reload);
+
+    if (rc == -2) {
+        usage(reload, default_config);
+        return ST_OK;
+    }
+    if (rc >= 0)
+        return rc;
+    return endpoint_of(a, default_config, endpoint, size) ? -1 : ST_FAILED;
+}
+
 int sf_cli_status(int argc, char **argv, const char *default_config)
 {
     st_args a = { 0 };
     char endpoint[512];
     json_object *doc;
-    int rc = parse(argc, argv, &a, false);
+    int rc = begin(argc, argv, false, default_config, &a, endpoint, sizeof(endpoint));
 
-    if (rc == -2) {
-        fputs("usage: spanfence status [--config FILE | --metrics HOST:PORT] [--json] [--all]\n"
-              "  what the running collector exports and lost (by reason), queue fill, every\n"
-              "  trace-level window with its own counts and time left, the last reload's\n"
-              "  result; only non-zero counts unless --all. Read from GET /status on its\n"
-              "  metrics endpoint (service.telemetry.metrics of FILE, default " , stdout);
-        printf("%s):\n  no secret of the config is needed\n"
-               "  --json   the status document as the collector serves it (stable keys)\n"
-               "exit status: 0 shown, 1 the collector could not be asked, 2 usage error\n",
-               default_config);
-        return ST_OK;
-    }
     if (rc >= 0)
         return rc;
-    if (!endpoint_of(&a, default_config, endpoint, sizeof(endpoint)))
-        return ST_FAILED;
     doc = fetch_status(endpoint, false);
     if (doc == NULL)
         return ST_FAILED;
@@ -480,22 +503,11 @@ int sf_cli_reload(int argc, char **argv, const char *default_config)
     char endpoint[512];
     json_object *doc = NULL, *r;
     int64_t before, now;
-    int rc = parse(argc, argv, &a, true);
+    int rc = begin(argc, argv, true, default_config, &a, endpoint, sizeof(endpoint));
     struct timespec pause = { .tv_sec = 0, .tv_nsec = 100 * 1000 * 1000 };
 
-    if (rc == -2) {
-        printf("usage: spanfence reload --pid PID [--config FILE | --metrics HOST:PORT]\n"
-               "  send the collector SIGHUP and wait for the reload's outcome (GET /status on\n"
-               "  its metrics endpoint, default config %s); for systemd's ExecReload\n"
-               "exit status: 0 the new config runs, 1 it was refused or could not start (the\n"
-               "previous one runs), or the outcome could not be read; 2 usage error\n",
-               default_config);
-        return ST_OK;
-    }
     if (rc >= 0)
         return rc;
-    if (!endpoint_of(&a, default_config, endpoint, sizeof(endpoint)))
-        return ST_FAILED;
     before = reload_count(endpoint, false, &doc);
     json_object_put(doc);
     if (before < 0)

@@ -50,7 +50,7 @@ const { tcSetup } = require('./lib/tc_fixture');
 const peers = require('./lib/peers');
 const { Gateway } = require('./lib/gateway');
 const { makeExporter } = require('./lib/senders');
-const { notifySocket } = require('./lib/notify');
+const { notifyOn } = require('./lib/notify');
 
 const setup = tcSetup;
 
@@ -275,17 +275,14 @@ test('4: README and compose launch SGLang as it takes its options today', () => 
 test('3: sd_notify: READY after the ports accept, RELOADING/READY around SIGHUP, a refused reload, STATUS, WATCHDOG, STOPPING', async () => {
   await harness('operator_day', async (h) => {
     const { canConnect } = require('./lib/spanfence');
-    const sockPath = path.join(h.dir, 'notify.sock');
-    try { fs.unlinkSync(sockPath); } catch (_) { /* none */ }
-    const n = notifySocket(h, sockPath);
-    await n.bound;
+    const n = await notifyOn(h, 'notify.sock');
     let readyProbe = null;
     const grpcPort = await freePort();
     const ready = n.waitFor((m) => m.split('\n').includes('READY=1'), 'READY=1').then(async (m) => {
       readyProbe = await canConnect(grpcPort);
       return m;
     });
-    const { sf } = await setup(h, 'notify', { grpcPort, env: { NOTIFY_SOCKET: sockPath, WATCHDOG_USEC: '2000000' } });
+    const { sf } = await setup(h, 'notify', { grpcPort, env: { NOTIFY_SOCKET: n.path, WATCHDOG_USEC: '2000000' } });
     await ready;
     assert.equal(readyProbe, true, 'READY=1 sent before the gRPC port accepted');
     assert.ok(n.msgs.findIndex((m) => m.includes('READY=1')) === n.msgs.findIndex((m) => m.includes('=')),

@@ -32,7 +32,7 @@ const { tcSetup } = require('./lib/tc_fixture');
 const peers = require('./lib/peers');
 const { Gateway } = require('./lib/gateway');
 const { makeExporter } = require('./lib/senders');
-const { notifySocket } = require('./lib/notify');
+const { notifyOn } = require('./lib/notify');
 
 const TOKEN = 's3cret-gateway-token';
 
@@ -156,11 +156,8 @@ test('status and --json: an open window\'s own counts move while spans arrive; t
 
 test('STATUS= lists the open window for systemctl status', async () => {
   await harness('operator_status', async (h) => {
-    const sockPath = path.join(h.dir, 'notify.sock');
-    try { fs.unlinkSync(sockPath); } catch (_) { /* none */ }
-    const n = notifySocket(h, sockPath);
-    await n.bound;
-    const { sock } = await tcSetup(h, 'notify', { env: { NOTIFY_SOCKET: sockPath, WATCHDOG_USEC: '2000000' } });
+    const n = await notifyOn(h, 'notify.sock');
+    const { sock } = await tcSetup(h, 'notify', { env: { NOTIFY_SOCKET: n.path, WATCHDOG_USEC: '2000000' } });
     assert.equal((await control(sock, { op: 'set', target: 'r1', level: 3, for_ms: 600000, reason: 'INC-24' })).ok, true);
     await n.waitFor((m) => /^STATUS=last minute: .*; windows: r1 level 3 (9|10)m\d\ds left \(0 accepted, 0 lost\)$/.test(m),
       'a STATUS line with the window');
@@ -169,16 +166,13 @@ test('STATUS= lists the open window for systemctl status', async () => {
 
 test('the watchdog is fed while the pipeline makes progress: a gateway down (retries, backoff) is not a stuck pipeline', async () => {
   await harness('operator_status', async (h) => {
-    const sockPath = path.join(h.dir, 'notify-wd.sock');
-    try { fs.unlinkSync(sockPath); } catch (_) { /* none */ }
-    const n = notifySocket(h, sockPath);
-    await n.bound;
+    const n = await notifyOn(h, 'notify-wd.sock');
     const gw = new Gateway();
     await gw.start();
     h.onCleanup(() => gw.stop());
     gw.setStatus(503);
     const { sf } = await tcSetup(h, 'watchdog', {
-      env: { NOTIFY_SOCKET: sockPath, WATCHDOG_USEC: '2000000' },
+      env: { NOTIFY_SOCKET: n.path, WATCHDOG_USEC: '2000000' },
       exporters: `  otlphttp:\n    endpoint: ${gw.url}\n    timeout: 1s\n    sending_queue: {queue_size: 64}\n` +
         '    retry_on_failure: {initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 10m}',
     });

@@ -3,6 +3,9 @@
 // the collector sends, in order, and a bounded wait for one.
 'use strict';
 
+const fs = require('node:fs');
+const path = require('node:path');
+
 // A stand-in for systemd's notify socket: every datagram as one JSON line.
 function notifySocket(h, sockPath) {
   const { spawn } = require('node:child_process');
@@ -45,4 +48,14 @@ while True:
   return st;
 }
 
-module.exports = { notifySocket };
+// A fresh stand-in at h.dir/<name>, bound: the socket's path is n.path.
+async function notifyOn(h, name) {
+  const sockPath = path.join(h.dir, name);
+  try { fs.unlinkSync(sockPath); } catch (_) { /* none */ }
+  const n = notifySocket(h, sockPath);
+  await n.bound;
+  n.path = sockPath;
+  return n;
+}
+
+module.exports = { notifySocket, notifyOn };
