@@ -329,8 +329,9 @@ static void print_screen(json_object *doc, const char *endpoint, bool all)
             continue;
         printf("  processor %s:", str(p, "id"));
         if (get(p, "allowlist") != NULL)
-            printf(" allowlist sha256 %.16s... (%" PRIu64 " rules%s)",
+            printf(" allowlist sha256 %.16s... (%" PRIu64 " rule%s%s)",
                    str(get(p, "allowlist"), "sha256"), u64(get(p, "allowlist"), "rules"),
+                   u64(get(p, "allowlist"), "rules") == 1 ? "" : "s",
                    json_object_get_boolean(get(get(p, "allowlist"), "declared_fields"))
                    ? ", declared fields" : "");
         print_reasons(any || all ? ", dropped: " : "", d, all);

@@ -211,7 +211,7 @@ test('reload --pid: 0 when the new config runs, 1 when it is refused or cannot s
     assert.match(after.sha256, /^[0-9a-f]{64}$/);
     assert.notEqual(after.sha256, before.sha256);
     assert.match(cli(sf, ['status', '--config', sf.configPath]).stdout,
-      new RegExp(`^ {2}processor transform/allow: allowlist sha256 ${after.sha256.slice(0, 16)}\\.\\.\\. \\(1 rules\\)$`, 'm'));
+      new RegExp(`^ {2}processor transform/allow: allowlist sha256 ${after.sha256.slice(0, 16)}\\.\\.\\. \\(1 rule\\)$`, 'm'));
 
     // valid, but its gRPC port is taken: validate passes, start fails
     const busy = net.createServer();
