@@ -190,6 +190,15 @@ test('the watchdog is fed while the pipeline makes progress: a gateway down (ret
     assert.ok(doc.recent.seconds <= 70, JSON.stringify(doc.recent));
     assert.match(cli(sf, ['status', '--config', sf.configPath]).stdout,
       /^spans in the last \d+ s: 4 accepted, 0 exported, 0 lost$/m);
+
+    // the gateway now refuses for good: the loss shows with its one reason
+    gw.setStatus(400);
+    await waitStatus(sf, (d) => d.spans.send_failed.permanent_error === 4, 'the 4 spans failed for good');
+    const screen = cli(sf, ['status', '--config', sf.configPath]).stdout;
+    assert.match(screen, /^spans since start: 4 accepted, 0 exported, 0 queued, 4 lost; send failed: permanent_error 4$/m);
+    assert.match(screen, /^ {2}exporter otlphttp -> http:\/\/127\.0\.0\.1:\d+: 0 sent, 0 queued \(queue 0\/64\), \d+ retries, send failed: permanent_error 4$/m);
+    const all = cli(sf, ['status', '--all', '--config', sf.configPath]).stdout;
+    assert.match(all, /; refused: malformed 0, too_large 0, .*; send failed: malformed 0, .*permanent_error 4/);
   });
 });
 
