@@ -101,7 +101,7 @@ typedef struct sf_component_type {
      * metrics thread. */
     size_t (*metrics)(sf_component *self, char *buf, size_t size);
     /* Optional: the type's part of `spanfence status` (GET /status on the
-     * metrics endpoint, sf_status_doc.c): a json-c object the core puts
+     * metrics endpoint, sf_overview.c): a json-c object the core puts
      * under the component, or NULL. Called on the metrics thread. Never a
      * secret (the endpoint is the metrics'). */
     struct json_object *(*status)(sf_component *self);
