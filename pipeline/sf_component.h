@@ -107,6 +107,11 @@ typedef struct sf_component_type {
      * components of a type do not repeat them. NULL: `metrics` writes its
      * own. */
     const char *metrics_help;
+    /* Optional: the type's part of `spanfence status` (GET /status on the
+     * metrics endpoint, sf_overview.c): a json-c object the core puts
+     * under the component, or NULL. Called on the metrics thread. Never a
+     * secret (the endpoint is the metrics'). */
+    struct json_object *(*status)(sf_component *self);
     /* Optional, receivers: true while the component cannot serve (a
      * listener that cannot accept), saying why in `why`; health_check then
      * answers 503. Called on the health_check thread. */

@@ -1,7 +1,8 @@
 /* sf_metrics.c: reason labels, the Prometheus text of every component's
  * counters (upstream's metric names, then each type's own rows), and the
  * /metrics endpoint (libmicrohttpd with its own polling thread; each scrape
- * renders the counters afresh). */
+ * renders the counters afresh), with /status: the same counters as one
+ * JSON document (sf_overview.c) for `spanfence status`. */
 #include "sf_metrics.h"
 #include "sf_alloc.h"
 #include "sf_dynbuf.h"
@@ -11,6 +12,7 @@
 #include "internal/sf_core.h"
 #include "internal/sf_metrics_server.h"
 
+#include <json-c/json.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <sched.h>
@@ -641,6 +643,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                        MHD_RESPMEM_PERSISTENT);
     if (strcmp(url, "/healthz") == 0)
         return respond(conn, 200, "text/plain", "ok\n", 3, MHD_RESPMEM_PERSISTENT);
+    if (strcmp(url, "/status") == 0) {
+        /* `spanfence status`: the same counters as one JSON document */
+        json_object *doc = sf_service_overview(m->svc);
+        const char *text = doc != NULL ? json_object_to_json_string_ext(
+                               doc, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+                                       : NULL;
+
+        ret = text != NULL ? respond(conn, 200, "application/json", (char *)text, strlen(text),
+                                     MHD_RESPMEM_MUST_COPY)
+                           : respond(conn, 500, "text/plain", "out of memory\n", 14,
+                                     MHD_RESPMEM_PERSISTENT);
+        json_object_put(doc);
+        return ret;
+    }
     if (strcmp(url, "/metrics") != 0)
         return respond(conn, 404, "text/plain", "not found\n", 10, MHD_RESPMEM_PERSISTENT);
     if (sf_service_render_metrics(m->svc, &body, &len) != SF_OK)

@@ -159,3 +159,14 @@ sf_status sf_net_http_listen(const char *what, const char *endpoint,
     }
     return SF_OK;
 }
+
+const char *sf_net_url_redacted(const char *url, char *buf, size_t size)
+{
+    const char *sep = strstr(url, "://"), *at, *slash;
+
+    if (sep == NULL || (at = strchr(sep + 3, '@')) == NULL ||
+        ((slash = strchr(sep + 3, '/')) != NULL && slash < at))
+        return url;
+    snprintf(buf, size, "%.*s[REDACTED]%s", (int)(sep + 3 - url), url, at);
+    return buf;
+}

@@ -30,6 +30,10 @@ const char *sf_net_bind_problem(const char *endpoint, char *buf, size_t size);
 /* strerror(err) in lowercase, as the collector's error lines are
  * ("address already in use"), into buf; returns buf. */
 const char *sf_net_errno_text(int err, char *buf, size_t size);
+/* `url` with its user:password@ (or user@) replaced by "[REDACTED]@", in
+ * buf (cut to size), for output that must not carry a credential; `url`
+ * itself when it has none. */
+const char *sf_net_url_redacted(const char *url, char *buf, size_t size);
 
 /* A small HTTP endpoint of the collector's own (/metrics, health_check):
  * libmicrohttpd on its own polling thread, at most 16 connections idle at

@@ -57,6 +57,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -64,6 +65,9 @@ typedef struct sf_consumer {
     struct sf_sender *sender;
     unsigned index;
     pthread_t thread;
+    /* sf_now_ms() by which the send or backoff this consumer is in will
+     * be over (0: waiting for work): sf_sender_stalled reads it */
+    _Atomic int64_t due_ms;
     sf_buf **parts;             /* batches gathered for one request; `single` */
     size_t max_parts;           /*   when not batching, else sf_calloc'd and grown */
     sf_buf *single;
@@ -102,7 +106,51 @@ struct sf_sender {
     size_t n_parked, cap_parked;
     sf_sender_parcel *adopted;  /* from the previous instance: sent before the queue */
     size_t next_adopted;
+    int64_t send_timeout_ms;    /* the longest one send may take (0: not known) */
+    /* the running senders (watch_mu): from start until shutdown or suspend */
+    struct sf_sender *watch_prev, *watch_next;
+    bool watched;
 };
+
+/* ---- the watchdog's view ---------------------------------------------------
+ * Every running sender is on one list, so that the thread that feeds
+ * systemd's watchdog can ask whether a consumer is stuck: in one send past
+ * the exporter's timeout, or in one backoff past its wait, by more than a
+ * slack. A consumer waiting for work is never stuck. Intrusive: no
+ * allocation, so start cannot fail for it. */
+#define SEND_BOUND_UNKNOWN_MS (5 * 60 * 1000)   /* a send whose exporter gave no timeout */
+
+static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct sf_sender *watch_head;
+
+static void watch_add(struct sf_sender *s)
+{
+    pthread_mutex_lock(&watch_mu);
+    if (!s->watched) {
+        s->watch_prev = NULL;
+        s->watch_next = watch_head;
+        if (watch_head != NULL)
+            watch_head->watch_prev = s;
+        watch_head = s;
+        s->watched = true;
+    }
+    pthread_mutex_unlock(&watch_mu);
+}
+
+static void watch_remove(struct sf_sender *s)
+{
+    pthread_mutex_lock(&watch_mu);
+    if (s->watched) {
+        if (s->watch_prev != NULL)
+            s->watch_prev->watch_next = s->watch_next;
+        else
+            watch_head = s->watch_next;
+        if (s->watch_next != NULL)
+            s->watch_next->watch_prev = s->watch_prev;
+        s->watched = false;
+    }
+    pthread_mutex_unlock(&watch_mu);
+}
 
 struct sf_sender_parcel {
     size_t n;
@@ -225,6 +273,42 @@ static bool backoff_wait(sf_sender *s, int64_t ms)
     return !aborted;
 }
 
+/* The consumer `worker` starts a send or a backoff that will be over in
+ * `ms` (its due time for the watchdog), or is done with it (ms < 0). */
+static void phase(sf_sender *s, unsigned worker, int64_t ms)
+{
+    if (s->queue == NULL || worker >= s->n_workers)
+        return;     /* synchronous sends: the caller's thread, not watched */
+    atomic_store_explicit(&s->consumers[worker].due_ms, ms < 0 ? 0 : sf_now_ms() + ms,
+                          memory_order_relaxed);
+}
+
+bool sf_sender_stalled(int64_t slack_ms, char *why, size_t size)
+{
+    int64_t now = sf_now_ms();
+    bool stalled = false;
+
+    pthread_mutex_lock(&watch_mu);
+    for (sf_sender *s = watch_head; s != NULL && !stalled; s = s->watch_next) {
+        for (unsigned i = 0; i < s->n_started && !stalled; i++) {
+            int64_t due = atomic_load_explicit(&s->consumers[i].due_ms, memory_order_relaxed);
+
+            if (due != 0 && now > due + slack_ms) {
+                snprintf(why, size, "exporter %s: consumer %u is %" PRId64 " ms past the end "
+                         "of its send or backoff", s->id, i, now - due);
+                stalled = true;
+            }
+        }
+    }
+    pthread_mutex_unlock(&watch_mu);
+    return stalled;
+}
+
+void sf_sender_set_send_timeout(sf_sender *s, int64_t ms)
+{
+    s->send_timeout_ms = ms;
+}
+
 /* Send `buf` until it is sent, refused for good, out of retries or
  * aborted by shutdown; counts the outcome. Suspending (a reload), a batch
  * not sent is kept for the next instance instead (still counted queued). */
@@ -238,6 +322,7 @@ static void deliver(sf_sender *s, unsigned worker, uint64_t *rng, sf_buf *buf)
 
     for (;;) {
         int64_t wait, elapsed;
+        bool ok;
 
         if (atomic_load(&s->parking) && park(s, buf))
             return;
@@ -246,7 +331,9 @@ static void deliver(sf_sender *s, unsigned worker, uint64_t *rng, sf_buf *buf)
             return;
         }
         memset(&res, 0, sizeof(res));
+        phase(s, worker, s->send_timeout_ms > 0 ? s->send_timeout_ms : SEND_BOUND_UNKNOWN_MS);
         s->send(s->exporter, worker, buf, &res);
+        phase(s, worker, -1);
         attempts++;
         res.detail[sizeof(res.detail) - 1] = '\0';
         if (res.status == SF_OK) {
@@ -298,7 +385,10 @@ static void deliver(sf_sender *s, unsigned worker, uint64_t *rng, sf_buf *buf)
         sf_count(&s->counters->retries, 1);
         sf_debug("exporter %s: send failed (%s), retry %u in %" PRId64 " ms", s->id,
                  res.detail[0] ? res.detail : sf_status_str(res.status), attempts, wait);
-        if (!backoff_wait(s, wait)) {
+        phase(s, worker, wait);
+        ok = backoff_wait(s, wait);
+        phase(s, worker, -1);
+        if (!ok) {
             if (atomic_load(&s->parking) && park(s, buf))
                 return;
             finish_failed(s, buf, SF_REASON_SHUTDOWN);
@@ -707,6 +797,7 @@ sf_status sf_sender_start(sf_sender *s)
         }
         s->n_started++;
     }
+    watch_add(s);
     return SF_OK;
 }
 
@@ -788,6 +879,7 @@ void sf_sender_shutdown(sf_sender *s, int64_t drain_ms)
     uint64_t before;
     void *item;
 
+    watch_remove(s);        /* its consumers stop now: no longer watched */
     if (atomic_exchange(&s->stopping, true))
         return;
     if (s->queue == NULL)
@@ -864,6 +956,7 @@ sf_sender_parcel *sf_sender_suspend(sf_sender *s, int64_t wait_ms)
     sf_sender_parcel *p;
     void *item;
 
+    watch_remove(s);
     if (s->queue == NULL || atomic_load(&s->stopping)) {
         sf_sender_shutdown(s, wait_ms);     /* nothing queued to keep */
         return NULL;
@@ -967,6 +1060,7 @@ sf_status sf_sender_export_start(sf_component *self)
 
     if (sf_component_batching(self, &b))
         sf_sender_set_batching(e->sender, &b);
+    sf_sender_set_send_timeout(e->sender, e->send_timeout_ms);
     return sf_sender_start(e->sender);
 }
 

@@ -164,6 +164,14 @@ void sf_sender_parcel_drop(sf_sender_parcel *p, sf_counters *counters);
 /* How many distinct `worker` values the send function will see:
  * num_consumers, or 1 with the queue disabled. Valid after create. */
 unsigned sf_sender_workers(const sf_sender *s);
+/* The longest one send may take (the exporter's timeout), the bound the
+ * watchdog holds a send to; 0: not known (5 min). Before start. */
+void sf_sender_set_send_timeout(sf_sender *s, int64_t ms);
+/* Whether a consumer of some running sender (process-wide) has been in one
+ * send or one backoff for `slack_ms` longer than it may be (the send
+ * timeout; the backoff's wait): a stuck pipeline. Says which in `why`. Any
+ * thread; what systemd's watchdog is fed on (pipeline/cli/main.c). */
+bool sf_sender_stalled(int64_t slack_ms, char *why, size_t size);
 /* True once the shutdown drain deadline has passed: a send function doing
  * a long request may poll it and give up early (the batch is then counted
  * as dropped at shutdown whatever the send returns). */
@@ -177,6 +185,7 @@ bool sf_sender_aborting(const sf_sender *s);
 typedef struct sf_sender_export {
     sf_sender *sender;
     int64_t drain_ms;               /* shutdown and reload: time the queue may drain */
+    int64_t send_timeout_ms;        /* the exporter's timeout (sf_sender_set_send_timeout) */
 } sf_sender_export;
 
 /* The batching a pipeline's processor asks for (sf_component_batching),

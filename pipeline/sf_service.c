@@ -30,6 +30,7 @@
 #include "internal/sf_core.h"
 #include "internal/sf_config_int.h"
 #include "internal/sf_metrics_server.h"
+#include "sf_overview.h"
 #include "sf_sender.h"
 #include "sf_process.h"
 #include "sf_time.h"
@@ -1094,4 +1095,10 @@ sf_status sf_service_render_metrics(sf_service *svc, char **out, size_t *out_len
     };
 
     return sf_metrics_render_style(svc->components, svc->n_components, &style, out, out_len);
+}
+
+struct json_object *sf_service_overview(sf_service *svc)
+{
+    return sf_overview_build(svc->components, svc->n_components, svc->retired, svc->n_retired,
+                             svc->cfg);
 }

@@ -68,5 +68,8 @@ size_t sf_service_lost(const sf_service *svc, char *msg, size_t size);
 /* Prometheus text exposition of every component's counters into buf
  * (sf_malloc'd, NUL-terminated); SF_ENOMEM on failure. */
 sf_status sf_service_render_metrics(sf_service *svc, char **buf, size_t *len);
+/* The collector at a glance (sf_overview.h), or NULL for want of memory;
+ * the caller puts it. Any thread. */
+struct json_object *sf_service_overview(sf_service *svc);
 
 #endif

@@ -25,8 +25,9 @@ done
     --config "$dest/etc/spanfence/config.yaml") >/dev/null || fail "the installed config does not validate"
 grep -q "^ExecStart=/usr/bin/spanfence --config /etc/spanfence/config.yaml \$SPANFENCE_OPTS$" \
     "$dest/usr/lib/systemd/system/spanfence.service" || fail "ExecStart does not name the installed paths"
-grep -q '^ExecReload=/bin/kill -HUP \$MAINPID$' "$dest/usr/lib/systemd/system/spanfence.service" ||
-    fail "ExecReload does not send SIGHUP"
+grep -q '^ExecReload=/usr/bin/spanfence reload --pid \$MAINPID --config /etc/spanfence/config.yaml$' \
+    "$dest/usr/lib/systemd/system/spanfence.service" ||
+    fail "ExecReload does not send SIGHUP and wait for the outcome (spanfence reload)"
 grep -q '^ExecReload=/usr/bin/spanfence validate ' "$dest/usr/lib/systemd/system/spanfence.service" ||
     fail "ExecReload does not validate first"
 grep -q '^Type=notify$' "$dest/usr/lib/systemd/system/spanfence.service" || fail "the unit is not Type=notify"

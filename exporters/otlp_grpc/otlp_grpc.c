@@ -561,6 +561,7 @@ static sf_status otlpgrpc_create(sf_component *self, const void *config)
     x->level = sf_compression_level(x->compression, &c->compression_params);
     x->timeout_ms = c->timeout > 0 ? c->timeout : 5000;
     x->out.drain_ms = x->timeout_ms < OTLPGRPC_DRAIN_MAX_MS ? x->timeout_ms : OTLPGRPC_DRAIN_MAX_MS;
+    x->out.send_timeout_ms = x->timeout_ms;
     x->target = build_target(c->endpoint);
     if (x->target == NULL)
         goto out_free_ctx;

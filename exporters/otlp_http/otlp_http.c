@@ -539,6 +539,7 @@ static sf_status otlphttp_create(sf_component *self, const void *config)
     x->level = sf_compression_level(x->compression, &c->compression_params);
     x->timeout_ms = c->timeout > 0 ? c->timeout : 30000;
     x->out.drain_ms = x->timeout_ms < OTLPHTTP_DRAIN_MAX_MS ? x->timeout_ms : OTLPHTTP_DRAIN_MAX_MS;
+    x->out.send_timeout_ms = x->timeout_ms;
     x->tls = &c->tls;
     x->url = build_url(c);
     if (x->url == NULL)

@@ -14,6 +14,8 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,13 +23,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
 #include <systemd/sd-daemon.h>
 
 #include "internal/sf_core.h"
+#include "sf_cli.h"
 #include "sf_config.h"
 #include "sf_log.h"
+#include "sf_overview.h"
 #include "sf_policy.h"
+#include "sf_sender.h"
 #include "sf_service.h"
+#include "sf_time.h"
 
 #ifndef SF_VERSION
 #define SF_VERSION "0.0.0"
@@ -54,6 +61,13 @@ static void usage(FILE *f)
     fputs("usage: spanfence [--config URI]... [--set K=V]... [--policy FILE]   run the collector\n"
           "       spanfence validate --config URI... [--set K=V]... [--policy FILE]\n"
           "                                                 check a config and exit\n"
+          "       spanfence print-config --config URI... [--set K=V]...\n"
+          "                                                 the effective config (defaults\n"
+          "                                                 filled in, secrets redacted)\n"
+          "       spanfence status [--config FILE | --metrics HOST:PORT] [--json] [--all]\n"
+          "                                                 the running collector at a glance\n"
+          "       spanfence reload --pid PID [--config FILE | --metrics HOST:PORT]\n"
+          "                                                 SIGHUP and wait for the outcome\n"
           "       spanfence components                      list the component types (YAML)\n"
           "       spanfence --help-config                   list every component's keys\n",
           f);
@@ -95,6 +109,7 @@ typedef struct cli {
     const char *policy;
     const char *feature_gates;              /* --feature-gates, warned about once loaded */
     bool validate;
+    bool print_config;                      /* validate, then print the effective config */
 } cli;
 
 static void cli_release(cli *c)
@@ -210,8 +225,9 @@ static int parse_args(int argc, char **argv, cli *c)
 
     if (argc == 2 && strcmp(argv[1], "components") == 0)
         return print_components();
-    if (argc > 1 && strcmp(argv[1], "validate") == 0) {
+    if (argc > 1 && (strcmp(argv[1], "validate") == 0 || strcmp(argv[1], "print-config") == 0)) {
         c->validate = true;
+        c->print_config = strcmp(argv[1], "print-config") == 0;
         argc--;
         argv++;
     }
@@ -266,7 +282,8 @@ static int parse_args(int argc, char **argv, cli *c)
     }
     if (c->n_sources == 0) {
         if (c->validate) {
-            fputs("spanfence: validate needs --config URI\n", stderr);
+            fprintf(stderr, "spanfence: %s needs --config URI\n",
+                    c->print_config ? "print-config" : "validate");
             return EXIT_USAGE;
         }
         c->sources[c->n_sources++] = SF_DEFAULT_CONFIG;
@@ -409,14 +426,15 @@ static void log_totals(const sf_service *svc)
  * READY=1 once sf_service_start returned (every receiver listens), RELOADING=1
  * with MONOTONIC_USEC (systemd 253's Type=notify-reload wants it; 252 reads
  * RELOADING=1 alone) then READY=1 around a reload, STOPPING=1 at shutdown,
- * STATUS= every STATUS_EVERY_S with the last minute's span counts, and
- * WATCHDOG=1 from the loop that also serves reloads and signals: a loop
- * stuck in a reload or a shutdown stops pinging. */
+ * STATUS= every STATUS_EVERY_S with the last minute's span counts and the
+ * open trace-level windows, and WATCHDOG=1 from a thread of its own that
+ * pings only while the collector makes progress (watchdog_main below). */
 #define STATUS_EVERY_S 10
 #define STATUS_SAMPLES 7            /* a minute of STATUS_EVERY_S samples, and now */
 
 typedef struct minute {
     sf_totals s[STATUS_SAMPLES];
+    int64_t at[STATUS_SAMPLES];     /* sf_now_ms() of each sample */
     size_t n, next;
 } minute;
 
@@ -434,22 +452,184 @@ static uint64_t lost_of(const sf_totals *t)
     return sum_reasons(t->refused) + sum_reasons(t->dropped) + sum_reasons(t->send_failed);
 }
 
-/* STATUS=: spans accepted, exported and lost in the last minute. */
-static void notify_status(const sf_service *svc, minute *m, const char *note)
+/* Keep `now` as a sample when the last one is STATUS_EVERY_S old (or there
+ * is none), however often the loop turns (every second under a short
+ * WatchdogSec): the samples span a minute. */
+static void minute_sample(minute *m, const sf_totals *now, int64_t t)
 {
-    sf_totals now, *old;
+    size_t last = (m->next + STATUS_SAMPLES - 1) % STATUS_SAMPLES;
 
-    sf_service_totals(svc, &now);
-    m->s[m->next] = now;
+    if (m->n > 0 && t - m->at[last] < STATUS_EVERY_S * 1000 - 500)
+        return;
+    m->s[m->next] = *now;
+    m->at[m->next] = t;
     m->next = (m->next + 1) % STATUS_SAMPLES;
     if (m->n < STATUS_SAMPLES)
         m->n++;
-    old = &m->s[m->n < STATUS_SAMPLES ? 0 : m->next];
+}
+
+/* "; windows: r1 level 3 4m05s left (120 accepted, 0 lost)": every open
+ * trace-level window, from the status document's extensions; "" when none. */
+static void windows_note(sf_service *svc, char *buf, size_t size)
+{
+    json_object *doc = sf_service_overview(svc), *exts, *v = NULL;
+    size_t len = 0, n = 0;
+
+    buf[0] = '\0';
+    if (doc == NULL || !json_object_object_get_ex(doc, "extensions", &exts)) {
+        json_object_put(doc);
+        return;
+    }
+    for (size_t e = 0; e < json_object_array_length(exts); e++) {
+        json_object *st, *targets;
+
+        if (!json_object_object_get_ex(json_object_array_get_idx(exts, e), "status", &st) ||
+            !json_object_object_get_ex(st, "targets", &targets) ||
+            !json_object_is_type(targets, json_type_array))
+            continue;
+        for (size_t i = 0; i < json_object_array_length(targets) && len < size; i++) {
+            json_object *t = json_object_array_get_idx(targets, i), *w;
+            int64_t left;
+
+            if (!json_object_object_get_ex(t, "window", &w) || w == NULL)
+                continue;
+            json_object_object_get_ex(w, "left_ms", &v);
+            left = (json_object_get_int64(v) + 999) / 1000;
+            len += (size_t)snprintf(buf + len, size - len, "%s%s level %" PRId64 " %" PRId64
+                                    "m%02" PRId64 "s left (",
+                                    n++ ? ", " : "; windows: ",
+                                    json_object_get_string(json_object_object_get(t, "target")),
+                                    json_object_get_int64(json_object_object_get(w, "level")),
+                                    left / 60, left % 60);
+            if (len < size)
+                len += (size_t)snprintf(buf + len, size - len, "%" PRId64 " accepted, %" PRId64
+                                        " lost)",
+                                        json_object_get_int64(json_object_object_get(w, "accepted")),
+                                        json_object_get_int64(json_object_object_get(w, "lost")));
+        }
+    }
+    json_object_put(doc);
+}
+
+/* STATUS=: spans accepted, exported and lost in the last minute, and the
+ * open trace-level windows. */
+static void notify_status(sf_service *svc, minute *m, const char *note)
+{
+    sf_totals now, *old;
+    char windows[512];
+
+    int64_t t = sf_now_ms(), since;
+    size_t oldest;
+
+    sf_service_totals(svc, &now);
+    minute_sample(m, &now, t);
+    oldest = m->n < STATUS_SAMPLES ? 0 : m->next;
+    old = &m->s[oldest];
+    since = m->at[oldest];
+    /* the same figures for `spanfence status` */
+    sf_overview_note_recent(t - since, now.accepted - old->accepted,
+                            now.exported - old->exported, lost_of(&now) - lost_of(old));
+    windows_note(svc, windows, sizeof(windows));
     sd_notifyf(0, "STATUS=%s%slast minute: %" PRIu64 " spans accepted, %" PRIu64 " exported, %"
-               PRIu64 " lost; since start: %" PRIu64 " accepted, %" PRIu64 " lost",
+               PRIu64 " lost; since start: %" PRIu64 " accepted, %" PRIu64 " lost%s",
                note ? note : "", note ? "; " : "", now.accepted - old->accepted,
                now.exported - old->exported, lost_of(&now) - lost_of(old), now.accepted,
-               lost_of(&now));
+               lost_of(&now), windows);
+}
+
+/* The watchdog's thread: WATCHDOG=1 at half WatchdogSec=, but only while
+ * the collector makes progress: the main loop (signals, reloads) turned
+ * within WatchdogSec or is in a reload (whose every step is bounded: the
+ * exporters' drain, trace_control's shutdown_timeout), and no exporter's
+ * consumer is stuck in one send or
+ * one backoff for WatchdogSec past its bound (sf_sender_stalled: the
+ * exporter's timeout, the backoff's wait). Otherwise it says why, in the
+ * log and STATUS= (once per episode), and stops pinging: systemd restarts
+ * a collector whose pipeline is stuck, not only one whose process is. */
+typedef struct watchdog {
+    pthread_t thread;
+    bool running;
+    _Atomic bool stop;
+    _Atomic int64_t beat;           /* sf_now_ms() of the main loop's last turn */
+    _Atomic bool reloading;         /* the main loop is in a reload (bounded: its drains) */
+    int64_t every_ms, slack_ms;
+    pthread_mutex_t mu;             /* guards why */
+    char why[300];                  /* "stuck: ..." while not pinging, else "" */
+} watchdog;
+
+/* The note STATUS= lines carry while the watchdog is not fed, or NULL. */
+static const char *watchdog_note(watchdog *wd, char *buf, size_t size)
+{
+    if (!wd->running)
+        return NULL;
+    pthread_mutex_lock(&wd->mu);
+    snprintf(buf, size, "%s", wd->why);
+    pthread_mutex_unlock(&wd->mu);
+    return buf[0] != '\0' ? buf : NULL;
+}
+
+static void *watchdog_main(void *arg)
+{
+    watchdog *wd = arg;
+    bool stuck = false;
+    char why[256];
+
+    while (!atomic_load(&wd->stop)) {
+        int64_t next = sf_now_ms() + wd->every_ms, idle;
+
+        while (!atomic_load(&wd->stop) && sf_now_ms() < next) {
+            struct timespec step = { .tv_sec = 0, .tv_nsec = 50 * 1000 * 1000 };
+
+            nanosleep(&step, NULL);
+        }
+        if (atomic_load(&wd->stop))
+            break;
+        idle = atomic_load(&wd->reloading) ? 0 : sf_now_ms() - atomic_load(&wd->beat);
+        if (idle > wd->slack_ms)
+            snprintf(why, sizeof(why), "the main loop has not turned for %" PRId64 " ms", idle);
+        else if (!sf_sender_stalled(wd->slack_ms, why, sizeof(why))) {
+            if (stuck) {
+                sf_info("watchdog: the pipeline makes progress again; pinging systemd again");
+                pthread_mutex_lock(&wd->mu);
+                wd->why[0] = '\0';
+                pthread_mutex_unlock(&wd->mu);
+            }
+            stuck = false;
+            sd_notify(0, "WATCHDOG=1");
+            continue;
+        }
+        if (!stuck) {
+            sf_error("watchdog: %s: not pinging systemd's watchdog (it restarts the collector "
+                     "after WatchdogSec)", why);
+            sd_notifyf(0, "STATUS=stuck: %s", why);
+            pthread_mutex_lock(&wd->mu);
+            snprintf(wd->why, sizeof(wd->why), "stuck: %s", why);
+            pthread_mutex_unlock(&wd->mu);
+        }
+        stuck = true;
+    }
+    return NULL;
+}
+
+static void watchdog_start(watchdog *wd, uint64_t usec)
+{
+    atomic_store(&wd->beat, sf_now_ms());
+    pthread_mutex_init(&wd->mu, NULL);
+    wd->every_ms = (int64_t)(usec / 2000u) > 0 ? (int64_t)(usec / 2000u) : 1;
+    wd->slack_ms = (int64_t)(usec / 1000u);
+    wd->running = pthread_create(&wd->thread, NULL, watchdog_main, wd) == 0;
+    if (!wd->running)
+        sf_error("watchdog: cannot start its thread: systemd's watchdog will restart the "
+                 "collector");
+}
+
+static void watchdog_stop(watchdog *wd)
+{
+    if (!wd->running)
+        return;
+    atomic_store(&wd->stop, true);
+    pthread_join(wd->thread, NULL);
+    wd->running = false;
 }
 
 static uint64_t monotonic_usec(void)
@@ -476,12 +656,17 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
                  "configuration", c->name);
         sd_notifyf(0, "READY=1\nSTATUS=reload refused: %s is not valid; running the previous "
                    "configuration", c->name);
+        sf_overview_note_reload(false, "the new configuration is not valid (see the log); "
+                                "running the previous one");
         return true;
     }
     if (sf_service_stop_for_reload(*svc, nsvc, &h) != SF_OK) {
         sf_error("reload: out of memory; still running the previous configuration");
         sf_service_destroy(nsvc);
         sf_config_destroy(ncfg);
+        sd_notify(0, "READY=1\nSTATUS=reload failed: out of memory; running the previous "
+                  "configuration");
+        sf_overview_note_reload(false, "out of memory; running the previous configuration");
         return true;
     }
     sf_log_set_level((sf_log_level)ncfg->log_level);
@@ -494,6 +679,7 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
         *cfg = ncfg;
         sf_info("reloaded: running with %s", c->name);
         sd_notifyf(0, "READY=1\nSTATUS=reloaded: running with %s", c->name);
+        sf_overview_note_reload(true, "running the new configuration");
         return true;
     }
     sf_error("reload: the new configuration could not start; starting the previous one again");
@@ -519,6 +705,8 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
     *svc = again;
     sd_notifyf(0, "READY=1\nSTATUS=reload refused: the new configuration could not start; "
                "running the previous one");
+    sf_overview_note_reload(false, "the new configuration could not start (see the log); "
+                            "running the previous one");
     sf_info("running with the previous configuration of %s", c->name);
     return true;
 }
@@ -535,11 +723,17 @@ static int run(cli *cp, int argc, char **argv)
     sf_totals before, after;
     uint64_t shut, watchdog_usec = 0;
     static minute status;
+    static watchdog wd;
+    bool ok;
     long every_s = STATUS_EVERY_S;
     int rc, sig;
 
     if (argc > 1 && (verb = sf_registry_find_verb(argv[1])) != NULL)
         return verb->run(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "status") == 0)
+        return sf_cli_status(argc - 1, argv + 1, SF_DEFAULT_CONFIG);
+    if (argc > 1 && strcmp(argv[1], "reload") == 0)
+        return sf_cli_reload(argc - 1, argv + 1, SF_DEFAULT_CONFIG);
     rc = parse_args(argc, argv, cp);
     if (rc >= 0)
         return rc;
@@ -577,6 +771,12 @@ static int run(cli *cp, int argc, char **argv)
     else if (c.feature_gates != NULL)
         sf_warn("--feature-gates '%s' has no effect: spanfence has no feature gates",
                 c.feature_gates);
+    if (rc == EXIT_OK && c.print_config) {
+        rc = sf_print_config(cfg, stdout) == 0 ? EXIT_OK : EXIT_INVALID;
+        sf_service_destroy(svc);
+        sf_config_destroy(cfg);
+        return rc;
+    }
     if (rc != EXIT_OK || c.validate) {
         if (rc == EXIT_OK && c.policy != NULL)
             printf("%s: configuration is valid and holds policy %s\n", c.name, c.policy);
@@ -599,28 +799,45 @@ static int run(cli *cp, int argc, char **argv)
         sf_config_destroy(cfg);
         return EXIT_INVALID;
     }
+    sf_overview_note_config(c.name, c.policy);
+    {
+        sf_totals zero;     /* the last minute starts at start */
+
+        sf_service_totals(svc, &zero);
+        minute_sample(&status, &zero, sf_now_ms());
+    }
     sf_info("spanfence %s running with %s", SF_VERSION, c.name);
     sd_notifyf(0, "READY=1\nMAINPID=%ld\nSTATUS=running with %s", (long)getpid(), c.name);
-    /* ping at half the watchdog's interval (whole seconds, at least 1) */
-    if (sd_watchdog_enabled(0, &watchdog_usec) > 0 &&
-        (long)(watchdog_usec / 2000000u) < every_s)
-        every_s = watchdog_usec / 2000000u > 0 ? (long)(watchdog_usec / 2000000u) : 1;
+    /* the main loop turns at least every half watchdog interval (whole
+     * seconds, at least 1), so the watchdog's thread sees it alive */
+    if (sd_watchdog_enabled(0, &watchdog_usec) > 0) {
+        if ((long)(watchdog_usec / 2000000u) < every_s)
+            every_s = watchdog_usec / 2000000u > 0 ? (long)(watchdog_usec / 2000000u) : 1;
+        watchdog_start(&wd, watchdog_usec);
+    }
 
     for (;;) {
         struct timespec wait = { .tv_sec = every_s };
 
+        atomic_store(&wd.beat, sf_now_ms());
         sig = sigtimedwait(&sigs, NULL, &wait);
+        atomic_store(&wd.beat, sf_now_ms());
         if (sig < 0 && (errno == EAGAIN || errno == EINTR)) {
-            if (watchdog_usec > 0)
-                sd_notify(0, "WATCHDOG=1");
-            notify_status(svc, &status, NULL);
+            char note[320];
+
+            notify_status(svc, &status, watchdog_note(&wd, note, sizeof(note)));
             continue;
         }
         if (sig < 0)
             sig = SIGTERM;
         if (sig == SIGINT || sig == SIGTERM)
             break;
-        if (sig == SIGHUP && !reload(&c, &cfg, &svc)) {
+        atomic_store(&wd.reloading, sig == SIGHUP);
+        ok = sig != SIGHUP || reload(&c, &cfg, &svc);
+        atomic_store(&wd.beat, sf_now_ms());
+        atomic_store(&wd.reloading, false);
+        if (!ok) {
+            watchdog_stop(&wd);
             sf_service_destroy(svc);
             sf_config_destroy(cfg);
             return EXIT_INVALID;
@@ -633,6 +850,7 @@ static int run(cli *cp, int argc, char **argv)
 
     sf_info("received %s: stopping receivers, draining exporters",
             sig == SIGINT ? "SIGINT" : "SIGTERM");
+    watchdog_stop(&wd);     /* systemd does not watch a stopping service */
     sd_notify(0, "STOPPING=1\nSTATUS=stopping: draining the exporters");
     sf_service_totals(svc, &before);
     sf_service_shutdown(svc);

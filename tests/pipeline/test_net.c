@@ -145,12 +145,29 @@ static void test_http_listen(void **state)
     assert_null(d2);
 }
 
+/* A credential in a URL never reaches print-config or the status document. */
+static void test_url_redacted(void **state)
+{
+    char buf[128];
+
+    (void)state;
+    assert_string_equal(sf_net_url_redacted("https://u:p4ss@gw:4318/v1", buf, sizeof(buf)),
+                        "https://[REDACTED]@gw:4318/v1");
+    assert_string_equal(sf_net_url_redacted("http://user@gw", buf, sizeof(buf)),
+                        "http://[REDACTED]@gw");
+    /* an @ in the path is not a user */
+    assert_string_equal(sf_net_url_redacted("http://gw/a@b", buf, sizeof(buf)), "http://gw/a@b");
+    assert_string_equal(sf_net_url_redacted("gw.example:4317", buf, sizeof(buf)),
+                        "gw.example:4317");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_endpoint_problem),
+        cmocka_unit_test(test_url_redacted),
         cmocka_unit_test(test_split_strict_port),
         cmocka_unit_test(test_http_listen),
     };

@@ -430,6 +430,59 @@ static void test_shutdown_with_stuck_send(void **state)
     assert_invariant(x);
 }
 
+/* The watchdog's question: a consumer in one send past the exporter's
+ * timeout (by more than the slack) is stuck; one waiting for work, or a
+ * sender no longer running, is not. */
+static void test_stalled_send_is_seen(void **state)
+{
+    fixture *x = *state;
+    char why[256] = "";
+
+    x->q.num_consumers = 1;
+    x->f.stuck = 1;
+    make_sender(x);
+    sf_sender_set_send_timeout(x->s, 20);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_false(sf_sender_stalled(0, why, sizeof(why)));      /* waiting for work */
+    assert_int_equal(submit(x, 3), SF_OK);
+    SF_TEST_WAIT_FOR(fake_calls(&x->f) == 1);
+    /* a slack far above any run's length: not stuck yet, whatever the machine */
+    assert_false(sf_sender_stalled(3600 * 1000, why, sizeof(why)));
+    SF_TEST_WAIT_FOR(sf_sender_stalled(20, why, sizeof(why)));
+    assert_non_null(strstr(why, "exporter otlphttp/test: consumer 0 is "));
+    sf_sender_shutdown(x->s, 50);
+    assert_false(sf_sender_stalled(0, why, sizeof(why)));      /* not running any more */
+    assert_invariant(x);
+}
+
+/* A backoff is held to its own wait, not to the send's timeout: a consumer
+ * in a 1 h backoff after a 10 ms send is not stuck. (The pause gives a
+ * consumer wrongly held to its send's bound time to show as stuck; a
+ * correct one is not stuck at any moment of the backoff, however slow the
+ * machine.) */
+static void test_backoff_is_not_stalled(void **state)
+{
+    fixture *x = *state;
+    char why[256] = "";
+
+    x->q.num_consumers = 1;
+    x->f.dflt = SF_RETRY;
+    x->r.initial_interval = 3600 * 1000;
+    x->r.max_interval = 3600 * 1000;
+    x->r.randomization_factor = 0;
+    x->r.max_elapsed_time = 0;
+    make_sender(x);
+    sf_sender_set_send_timeout(x->s, 10);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_int_equal(submit(x, 2), SF_OK);
+    SF_TEST_WAIT_FOR(fake_calls(&x->f) == 1);
+    usleep(300 * 1000);
+    assert_false(sf_sender_stalled(100, why, sizeof(why)));
+    sf_sender_shutdown(x->s, 0);        /* cuts the backoff short */
+    assert_int_equal(failed(&x->k, SF_REASON_SHUTDOWN), 2);
+    assert_invariant(x);
+}
+
 static void test_queue_disabled_sends_on_caller(void **state)
 {
     fixture *x = *state;
@@ -676,6 +729,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_shutdown_drains_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_interrupts_backoff, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_with_stuck_send, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stalled_send_is_seen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_backoff_is_not_stalled, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_disabled_sends_on_caller, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_mixed_outcomes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_survives_allocation_failure, setup, teardown),

@@ -217,6 +217,7 @@ static void *run(void *arg)
     tc_ctx *x = arg;
 
     due(x);     /* windows recovered from a crash; enforcement at start */
+    sf_tc_publish(x);
     while (!atomic_load(&x->stop)) {
         /* [0] wake-up, [1] spans out of band, [2] the listening socket (while
          * a slot is free), then clients */
@@ -250,10 +251,12 @@ static void *run(void *arg)
         if (p[2].revents & POLLIN)
             sf_tc_clients_accept(x);
         due(x);
+        sf_tc_publish(x);
     }
     sf_tc_clients_close(x);
     if (!x->suspending)
         close_all(x, "shutdown");
+    sf_tc_publish(x);
     return NULL;
 }
 
@@ -276,7 +279,175 @@ static void put(char *buf, size_t size, size_t *len, const char *fmt, ...)
         *len += (size_t)n;
 }
 
-/* Each target's last known level and when it took it (sf_component_type.metrics). */
+void sf_tc_publish(tc_ctx *x)
+{
+    pthread_mutex_lock(&x->pub_mu);
+    for (size_t i = 0; i < x->cfg->targets.n; i++) {
+        const tc_window *w = &x->w[i];
+        tc_pub *p = &x->pub[i];
+
+        p->state = w->state == TC_OPEN ? "open" : w->state == TC_RESETTING ? "resetting"
+                   : w->state == TC_FAILED ? "reset_failed" : w->closing ? "closing" : "idle";
+        p->window = w->state == TC_OPEN || w->closing;
+        memcpy(p->id, w->id, sizeof(p->id));
+        p->level = w->level;
+        p->end_wall = w->end_wall;
+        p->end_mono = w->end_mono;
+        p->at_start = w->at_start;
+        memcpy(p->from_target_at_start, w->from_target_at_start,
+               sizeof(p->from_target_at_start));
+        p->last = w->closed;
+    }
+    pthread_mutex_unlock(&x->pub_mu);
+}
+
+/* Per-window series, bounded by the config: for each target, its window
+ * open or in its grace period (live counts since it opened, seconds left)
+ * and its last closed one (the closing record's counts, complete or not):
+ * at most two windows per target, whatever the operators do. */
+static size_t window_metrics(tc_ctx *x, const char *ext, char *buf, size_t size, size_t len)
+{
+    static const char *const kinds[] = { "accepted", "exported", "lost", "queued",
+                                         "accepted_from_target", "refused_from_target" };
+
+    put(buf, size, &len, "# HELP spanfence_trace_control_window_spans Spans of each target's "
+        "open (or closing) window since it opened, and of its last closed window as its "
+        "closing record says; accepted_from_target and refused_from_target for targets with a "
+        "match.\n# TYPE spanfence_trace_control_window_spans gauge\n");
+    pthread_mutex_lock(&x->pub_mu);
+    for (size_t i = 0; i < x->cfg->targets.n; i++) {
+        const tc_pub *p = &x->pub[i];
+        const tc_window *w = &x->w[i];
+        bool match = w->target->match.n > 0;
+
+        if (p->window) {
+            tc_counts c;
+            uint64_t v[6];
+
+            sf_tc_counts_since(x, w, &p->at_start, p->from_target_at_start, &c);
+            v[0] = c.accepted;
+            v[1] = c.exported;
+            v[2] = c.lost;
+            v[3] = c.accepted > c.exported + c.lost ? c.accepted - c.exported - c.lost : 0;
+            v[4] = c.from_target[0];
+            v[5] = c.from_target[1];
+            for (size_t k = 0; k < (match ? 6u : 4u); k++)
+                put(buf, size, &len, "spanfence_trace_control_window_spans{extension=\"%s\","
+                    "target=\"%s\",window=\"%s\",state=\"%s\",count=\"%s\"} %" PRIu64 "\n",
+                    ext, w->target->id, p->id, p->state, kinds[k], v[k]);
+        }
+        if (p->last.valid) {
+            const uint64_t v[4] = { p->last.accepted, p->last.exported, p->last.lost,
+                                    p->last.queued };
+
+            for (size_t k = 0; k < 4; k++)
+                put(buf, size, &len, "spanfence_trace_control_window_spans{extension=\"%s\","
+                    "target=\"%s\",window=\"%s\",state=\"closed\",count=\"%s\"} %" PRIu64
+                    "\n", ext, w->target->id, p->last.id, kinds[k], v[k]);
+        }
+    }
+    put(buf, size, &len, "# HELP spanfence_trace_control_window_seconds_left Seconds until "
+        "each open window's planned end (0 once it ended, during its grace period).\n"
+        "# TYPE spanfence_trace_control_window_seconds_left gauge\n");
+    for (size_t i = 0; i < x->cfg->targets.n; i++) {
+        const tc_pub *p = &x->pub[i];
+        int64_t left = p->end_mono - sf_now_ms();
+
+        if (!p->window)
+            continue;
+        if (strcmp(p->state, "open") != 0 || left < 0)
+            left = 0;
+        put(buf, size, &len, "spanfence_trace_control_window_seconds_left{extension=\"%s\","
+            "target=\"%s\",window=\"%s\",level=\"%" PRId64 "\"} %" PRId64 ".%03" PRId64 "\n",
+            ext, x->w[i].target->id, p->id, p->level, left / 1000, left % 1000);
+    }
+    put(buf, size, &len, "# HELP spanfence_trace_control_window_complete Whether each target's "
+        "last closed window was complete (1) or not (0).\n"
+        "# TYPE spanfence_trace_control_window_complete gauge\n");
+    for (size_t i = 0; i < x->cfg->targets.n; i++) {
+        const tc_pub *p = &x->pub[i];
+
+        if (p->last.valid)
+            put(buf, size, &len, "spanfence_trace_control_window_complete{extension=\"%s\","
+                "target=\"%s\",window=\"%s\"} %d\n", ext, x->w[i].target->id, p->last.id,
+                p->last.complete ? 1 : 0);
+    }
+    pthread_mutex_unlock(&x->pub_mu);
+    return len;
+}
+
+/* `spanfence status`'s part (sf_component_type.status): every target's
+ * level and state, its window with live counts and time left, and its last
+ * closed window. No reason and no uid: those are for the control socket's
+ * users (the metrics endpoint has no access control). */
+static json_object *tc_status(sf_component *self)
+{
+    tc_ctx *x = sf_component_ctx(self);
+    json_object *o, *targets;
+    char when[32];
+
+    if (x == NULL || (o = json_object_new_object()) == NULL)
+        return NULL;
+    targets = json_object_new_array();
+    json_object_object_add(o, "targets", targets);
+    pthread_mutex_lock(&x->pub_mu);
+    for (size_t i = 0; i < x->cfg->targets.n && targets != NULL; i++) {
+        const tc_pub *p = &x->pub[i];
+        const tc_window *w = &x->w[i];
+        int64_t lv = atomic_load(&w->level_now), at = atomic_load(&w->level_set_wall);
+        json_object *t = json_object_new_object(), *win = NULL, *last = NULL;
+
+        if (t == NULL)
+            break;
+        json_object_array_add(targets, t);
+        json_object_object_add(t, "target", json_object_new_string(w->target->id));
+        json_object_object_add(t, "state", json_object_new_string(p->state ? p->state : "idle"));
+        json_object_object_add(t, "level", lv >= 0 ? json_object_new_int64(lv) : NULL);
+        sf_time_format_utc(at, when, sizeof(when));
+        json_object_object_add(t, "level_set", at ? json_object_new_string(when) : NULL);
+        if (p->window && (win = json_object_new_object()) != NULL) {
+            tc_counts c;
+            int64_t left = p->end_mono - sf_now_ms();
+
+            sf_tc_counts_since(x, w, &p->at_start, p->from_target_at_start, &c);
+            json_object_object_add(win, "id", json_object_new_string(p->id));
+            json_object_object_add(win, "level", json_object_new_int64(p->level));
+            sf_time_format_utc(p->end_wall, when, sizeof(when));
+            json_object_object_add(win, "planned_end", json_object_new_string(when));
+            json_object_object_add(win, "left_ms", json_object_new_int64(
+                strcmp(p->state, "open") == 0 && left > 0 ? left : 0));
+            json_object_object_add(win, "accepted", json_object_new_uint64(c.accepted));
+            json_object_object_add(win, "exported", json_object_new_uint64(c.exported));
+            json_object_object_add(win, "lost", json_object_new_uint64(c.lost));
+            json_object_object_add(win, "queued", json_object_new_uint64(
+                c.accepted > c.exported + c.lost ? c.accepted - c.exported - c.lost : 0));
+            if (w->target->match.n > 0) {
+                json_object_object_add(win, "accepted_from_target",
+                                       json_object_new_uint64(c.from_target[0]));
+                json_object_object_add(win, "refused_from_target",
+                                       json_object_new_uint64(c.from_target[1]));
+            }
+        }
+        json_object_object_add(t, "window", win);
+        if (p->last.valid && (last = json_object_new_object()) != NULL) {
+            json_object_object_add(last, "id", json_object_new_string(p->last.id));
+            json_object_object_add(last, "cause", json_object_new_string(p->last.cause));
+            sf_time_format_utc(p->last.closed_wall, when, sizeof(when));
+            json_object_object_add(last, "closed", json_object_new_string(when));
+            json_object_object_add(last, "accepted", json_object_new_uint64(p->last.accepted));
+            json_object_object_add(last, "exported", json_object_new_uint64(p->last.exported));
+            json_object_object_add(last, "lost", json_object_new_uint64(p->last.lost));
+            json_object_object_add(last, "queued", json_object_new_uint64(p->last.queued));
+            json_object_object_add(last, "complete", json_object_new_boolean(p->last.complete));
+        }
+        json_object_object_add(t, "last_window", last);
+    }
+    pthread_mutex_unlock(&x->pub_mu);
+    return o;
+}
+
+/* Each target's last known level and when it took it, and the windows'
+ * series (sf_component_type.metrics). */
 static size_t tc_metrics(sf_component *self, char *buf, size_t size)
 {
     tc_ctx *x = sf_component_ctx(self);
@@ -303,7 +474,7 @@ static size_t tc_metrics(sf_component *self, char *buf, size_t size)
             "target=\"%s\"} %" PRId64 ".%03" PRId64 "\n", sf_component_id(self),
             x->w[i].target->id, at / 1000, at % 1000);
     }
-    return len;
+    return window_metrics(x, sf_component_id(self), buf, size, len);
 }
 
 /* ---- lifecycle --------------------------------------------------------------------------- */
@@ -328,6 +499,13 @@ static sf_status tc_create(sf_component *self, const void *config)
         sf_free(x);
         return SF_ENOMEM;
     }
+    x->pub = sf_calloc(cfg->targets.n ? cfg->targets.n : 1, sizeof(*x->pub));
+    if (x->pub == NULL) {
+        sf_free(x->w);
+        sf_free(x);
+        return SF_ENOMEM;
+    }
+    pthread_mutex_init(&x->pub_mu, NULL);
     x->self = self;
     x->cfg = cfg;
     x->listen_fd = -1;
@@ -336,6 +514,8 @@ static sf_status tc_create(sf_component *self, const void *config)
     /* the tap writes it from receiver threads: it lives as long as x */
     x->oob_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (x->oob_fd < 0) {
+        pthread_mutex_destroy(&x->pub_mu);
+        sf_free(x->pub);
         sf_free(x->w);
         sf_free(x);
         return SF_IO;
@@ -506,6 +686,8 @@ static void tc_destroy(sf_component *self)
     sf_tc_audit_free_pending(x);
     free_markers(x);
     close(x->oob_fd);
+    pthread_mutex_destroy(&x->pub_mu);
+    sf_free(x->pub);
     sf_free(x->w);
     sf_free(x);
     sf_component_set_ctx(self, NULL);
@@ -549,6 +731,8 @@ static void parcel_free(tc_ctx *p)
     sf_tc_audit_free_pending(p);
     free_markers(p);
     close(p->oob_fd);
+    pthread_mutex_destroy(&p->pub_mu);
+    sf_free(p->pub);
     sf_free(p->w);
     sf_free(p);
 }
@@ -587,6 +771,7 @@ static void tc_resume(sf_component *self, void *parcel)
         w->recorded = o->recorded;
         memcpy(w->last_error, o->last_error, sizeof(w->last_error));
         memcpy(w->last_close, o->last_close, sizeof(w->last_close));
+        w->closed = o->closed;
         w->last_status = o->last_status;
         if (o->state == TC_IDLE && !o->closing && o->marker == NULL)
             continue;
@@ -717,5 +902,6 @@ const sf_component_type sf_trace_control_extension_type = {
     .describe_windows = tc_describe_windows,
     .metric_rows = tc_metric_rows,
     .metrics = tc_metrics,
+    .status = tc_status,
     .verbs = tc_verbs,
 };

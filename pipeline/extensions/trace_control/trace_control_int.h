@@ -36,6 +36,16 @@ typedef struct tc_counts {
     sf_totals now;
 } tc_counts;
 
+/* What the last closed window of a target said (status, metrics). */
+typedef struct tc_closed {
+    bool valid;
+    char id[128];
+    char cause[16];
+    uint64_t accepted, exported, lost, queued;
+    bool complete;
+    int64_t closed_wall;            /* epoch ms */
+} tc_closed;
+
 typedef struct tc_window {
     const sf_tc_target *target;
     tc_state state;
@@ -62,6 +72,7 @@ typedef struct tc_window {
     char cause[16];
     char note[512];                 /* why it ended early, or why the set failed */
     char last_close[768];           /* the last closed window, for status */
+    tc_closed closed;               /* the same, as figures */
     /* grace period over, spans accepted by then still leaving: the counts
      * taken then, and how long the closing record waits for them */
     bool draining;
@@ -105,6 +116,20 @@ typedef struct tc_client {
     size_t out_len, out_off;
 } tc_client;
 
+/* A target's window as the metrics thread sees it: copied from its
+ * tc_window by the control thread after every turn of its loop
+ * (sf_tc_publish), under tc_ctx.pub_mu; the live counts are taken from the
+ * collector's totals (atomics) against at_start. */
+typedef struct tc_pub {
+    const char *state;              /* idle, open, closing, resetting, reset_failed */
+    bool window;                    /* a window open or in its grace period */
+    char id[128];
+    int64_t level, end_wall, end_mono;
+    sf_totals at_start;
+    uint64_t from_target_at_start[2];
+    tc_closed last;
+} tc_pub;
+
 typedef struct tc_ctx {
     sf_component *self;
     const sf_tc_config *cfg;
@@ -128,6 +153,8 @@ typedef struct tc_ctx {
     size_t n_pending;
     int64_t audit_retry_mono, audit_delay;
     tc_client clients[TC_MAX_CLIENTS];
+    pthread_mutex_t pub_mu;         /* guards pub */
+    tc_pub *pub;                    /* one per target, same order */
 } tc_ctx;
 
 /* ---- windows (trace_control_windows.c) ---- */
@@ -145,6 +172,12 @@ void sf_tc_window_count_start(tc_ctx *x, tc_window *w);
 void sf_tc_window_count_stop(tc_ctx *x, tc_window *w);
 /* What the collector (and the target) did since w opened. */
 void sf_tc_window_counts(tc_ctx *x, const tc_window *w, tc_counts *c);
+/* The same from the figures taken at a window's start (any thread). */
+void sf_tc_counts_since(tc_ctx *x, const tc_window *w, const sf_totals *at_start,
+                        const uint64_t *from_target_at_start, tc_counts *c);
+/* Control thread: copy every target's window into x->pub for the metrics
+ * thread (status, per-window series; trace_control.c). */
+void sf_tc_publish(tc_ctx *x);
 /* Hand w's built marker to the pipeline; what the record says of it. */
 const char *sf_tc_marker_send(tc_ctx *x, tc_window *w);
 /* Write w's closing record and send its marker; the audit status. */

@@ -147,16 +147,22 @@ void sf_tc_window_count_stop(tc_ctx *x, tc_window *w)
 
 void sf_tc_window_counts(tc_ctx *x, const tc_window *w, tc_counts *c)
 {
+    sf_tc_counts_since(x, w, &w->at_start, w->from_target_at_start, c);
+}
+
+void sf_tc_counts_since(tc_ctx *x, const tc_window *w, const sf_totals *at_start,
+                        const uint64_t *from_target_at_start, tc_counts *c)
+{
     memset(c, 0, sizeof(*c));
     sf_component_totals(x->self, &c->now);
     for (int r = 0; r < SF_REASON_COUNT; r++) {
-        c->refused += c->now.refused[r] - w->at_start.refused[r];
-        c->dropped += c->now.dropped[r] - w->at_start.dropped[r];
-        c->send_failed += c->now.send_failed[r] - w->at_start.send_failed[r];
+        c->refused += c->now.refused[r] - at_start->refused[r];
+        c->dropped += c->now.dropped[r] - at_start->dropped[r];
+        c->send_failed += c->now.send_failed[r] - at_start->send_failed[r];
     }
-    c->accepted = c->now.accepted - w->at_start.accepted;
-    c->exported = c->now.exported - w->at_start.exported;
-    c->enqueue_failed = c->now.enqueue_failed - w->at_start.enqueue_failed;
+    c->accepted = c->now.accepted - at_start->accepted;
+    c->exported = c->now.exported - at_start->exported;
+    c->enqueue_failed = c->now.enqueue_failed - at_start->enqueue_failed;
     /* A full queue refuses synchronously: its spans are in the receivers'
      * refused (queue_full) already, so enqueue_failed is not added again.
      * An exporter without a sending queue whose send failed counts the
@@ -164,11 +170,11 @@ void sf_tc_window_counts(tc_ctx *x, const tc_window *w, tc_counts *c)
      * reason (retries_exhausted, permanent_error): counted once. */
     c->lost = c->refused + c->dropped + c->send_failed -
               (c->now.refused[SF_REASON_RETRIES_EXHAUSTED] -
-               w->at_start.refused[SF_REASON_RETRIES_EXHAUSTED]) -
+               at_start->refused[SF_REASON_RETRIES_EXHAUSTED]) -
               (c->now.refused[SF_REASON_PERMANENT_ERROR] -
-               w->at_start.refused[SF_REASON_PERMANENT_ERROR]);
+               at_start->refused[SF_REASON_PERMANENT_ERROR]);
     for (int k = 0; k < 2; k++)
-        c->from_target[k] = atomic_load(&w->from_target[k]) - w->from_target_at_start[k];
+        c->from_target[k] = atomic_load(&w->from_target[k]) - from_target_at_start[k];
 }
 
 /* A capture is complete when the engine took the level, nothing was lost
@@ -450,6 +456,12 @@ sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status)
     }
     sf_info("trace_control: window '%s' on target '%s' closed (%s; capture %s)", w->id,
             w->target->id, w->cause, !recovered && complete(w, &c) ? "complete" : "NOT complete");
+    w->closed = (tc_closed){ .valid = true, .accepted = c.accepted, .exported = c.exported,
+                             .lost = c.lost, .queued = queued,
+                             .complete = !recovered && complete(w, &c),
+                             .closed_wall = sf_wall_ms() };
+    memcpy(w->closed.id, w->id, sizeof(w->closed.id));
+    memcpy(w->closed.cause, w->cause, sizeof(w->closed.cause));
     snprintf(w->last_close, sizeof(w->last_close), "last window '%s' closed (%s%s%s): %" PRIu64
              " spans accepted, %" PRIu64 " exported, %" PRIu64 " lost, %" PRIu64 " queued; "
              "capture %s", w->id, w->cause, w->note[0] ? ": " : "", w->note, c.accepted,
