@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """tools/gen_otlp_schema.py: writes sf_otlp_schema.h, the OTLP trace codec's
-tables, from the one schema source: the OTLP .proto files of pipeline/proto (as protoc's
-descriptor set) joined with pipeline/proto/trace_fields.txt, which decides
+tables, from the one schema source: the OTLP .proto files of
+pipeline/proto (as protoc's descriptor set) joined with pipeline/proto/trace_fields.txt, which decides
 for every field what the codec does with it and, for every string- or
 bytes-bearing field, which rule governs what of it may leave.
 
