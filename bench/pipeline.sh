@@ -7,6 +7,9 @@
 #
 #   bench/pipeline.sh [ROUNDS=5] [REQUESTS_PER_THREAD=200] [THREADS=2]
 #   SF_BENCH_COMPRESSION=none|gzip      exporter compression (default gzip)
+#   SF_BENCH_CONFIG=FILE                the collector's config with the otlphttp
+#       exporter (default bench/configs/pipeline.yaml; pipeline_cvm.yaml runs
+#       configs/cvm.yaml's transform instead of the sample allowlist)
 #   SF_BENCH_EXPORTER=otlphttp|otlp     which exporter (default otlphttp). otlp
 #       sends OTLP/gRPC to a second spanfence as the sink
 #       (bench/configs/relay.yaml, not measured), which counts what arrives.
@@ -42,7 +45,7 @@ export SF_BENCH_FLOOR_PORT=${SF_BENCH_FLOOR_PORT:-14321}
 peer=${SF_BENCH_COLLECTOR:-}
 [ -z "$peer" ] || exporter=otlphttp
 case "$exporter" in
-    otlphttp) config=bench/configs/pipeline.yaml ;;
+    otlphttp) config=${SF_BENCH_CONFIG:-bench/configs/pipeline.yaml} ;;
     otlp)     config=bench/configs/pipeline_grpc.yaml ;;
     *) echo "pipeline.sh: SF_BENCH_EXPORTER must be otlphttp or otlp" >&2; exit 2 ;;
 esac
