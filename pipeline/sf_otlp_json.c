@@ -662,7 +662,7 @@ static sf_status span_set(dec *d, void *msg, int f, json_object *v)
 {
     sf_otlp_span *s = msg;
     sf_status st;
-    int kind;
+    int kind = 0;
 
     switch ((sf_jf_span)f) {
     case SF_JF_SPAN_TRACE_ID:       return get_hex_id(d, v, 16, &s->trace_id);
@@ -729,7 +729,7 @@ static sf_status status_set(dec *d, void *msg, int f, json_object *v)
 {
     sf_otlp_status *s = msg;
     sf_status st;
-    int code;
+    int code = 0;
 
     switch ((sf_jf_status)f) {
     case SF_JF_STATUS_MESSAGE:

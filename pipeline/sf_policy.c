@@ -1106,7 +1106,8 @@ static void walk_endpoints(checker *k, const sf_node *n, const char *path, int d
     if (n == NULL || n->kind != SF_NODE_MAP || depth > 16)
         return;
     for (size_t i = 0; i < n->n; i++) {
-        snprintf(sub, sizeof(sub), "%s.%s", path, n->keys[i]->text);
+        if (snprintf(sub, sizeof(sub), "%s.%s", path, n->keys[i]->text) >= (int)sizeof(sub))
+            memcpy(sub + sizeof(sub) - 4, "...", 4);    /* only named shorter in messages */
         if (strcmp(n->keys[i]->text, "endpoint") == 0 && n->items[i]->kind == SF_NODE_SCALAR)
             check_endpoint(k, n->items[i], sub, n->items[i]->text);
         else
