@@ -472,6 +472,34 @@ static void render_process(render_ctx *rc)
     text_add(&rc->t, "%s%s %zu\n", name, rc->alone, sf_alloc_in_use());
 }
 
+/* Whether components[i] is the first of its type in the list. */
+static bool first_of_its_type(const sf_component *components, size_t i)
+{
+    for (size_t j = 0; j < i; j++)
+        if (components[j].type == components[i].type)
+            return false;
+    return true;
+}
+
+/* Component c's own series (its type's metrics callback), appended. */
+static void render_type_series(sf_text *t, sf_component *c)
+{
+    void *tail;
+    size_t room, need;
+
+    if (sf_dynbuf_room(&t->buf, 1024, &tail, &room) != SF_OK) {
+        t->failed = true;
+        return;
+    }
+    need = c->type->metrics(c, tail, room);
+    if (need >= room && (sf_dynbuf_room(&t->buf, need + 1, &tail, &room) != SF_OK ||
+                         (need = c->type->metrics(c, tail, room)) >= room)) {
+        t->failed = true;
+        return;
+    }
+    sf_dynbuf_commit(&t->buf, need);
+}
+
 sf_status sf_metrics_render(sf_component *components, size_t n, char **out, size_t *out_len)
 {
     return sf_metrics_render_style(components, n, NULL, out, out_len);
@@ -537,10 +565,8 @@ sf_status sf_metrics_render_style(sf_component *components, size_t n,
     /* each type's own rows, once per type, in the order the types first appear */
     for (size_t i = 0; i < n; i++) {
         const sf_component_type *type = components[i].type;
-        bool seen = false;
+        bool seen = !first_of_its_type(components, i);
 
-        for (size_t j = 0; j < i && !seen; j++)
-            seen = components[j].type == type;
         for (size_t r = 0; !seen && type->metric_rows != NULL && type->metric_rows[r].name != NULL; r++) {
             const sf_metric_row *m = &type->metric_rows[r];
 
@@ -556,32 +582,16 @@ sf_status sf_metrics_render_style(sf_component *components, size_t n,
     /* series whose labels the type chooses (its metrics callback), one
      * type at a time in the order the types first appear, so a metric's
      * series stay together under one # HELP (metrics_help) */
-    for (size_t k = 0; k < n * n && !t->failed; k++) {
-        sf_component *c = &components[k % n];
-        const sf_component_type *type = components[k / n].type;
-        bool seen = false;
-        void *tail;
-        size_t room, need;
+    for (size_t i = 0; i < n && !t->failed; i++) {
+        const sf_component_type *type = components[i].type;
 
-        if (c->type != type || type->metrics == NULL)
+        if (type->metrics == NULL || !first_of_its_type(components, i))
             continue;
-        for (size_t j = 0; j < k / n && !seen; j++)
-            seen = components[j].type == type;
-        if (seen)
-            continue;           /* this type's turn came at its first component */
-        if (k % n == k / n && type->metrics_help != NULL)
+        if (type->metrics_help != NULL)
             text_add(t, "%s", type->metrics_help);
-        if (sf_dynbuf_room(&t->buf, 1024, &tail, &room) != SF_OK) {
-            t->failed = true;
-            break;
-        }
-        need = c->type->metrics(c, tail, room);
-        if (need >= room && (sf_dynbuf_room(&t->buf, need + 1, &tail, &room) != SF_OK ||
-                             (need = c->type->metrics(c, tail, room)) >= room)) {
-            t->failed = true;
-            break;
-        }
-        sf_dynbuf_commit(&t->buf, need);
+        for (size_t j = i; j < n && !t->failed; j++)
+            if (components[j].type == type)
+                render_type_series(t, &components[j]);
     }
     kl = strlen(rc.konst);
     if (kl > 0)
