@@ -37,6 +37,8 @@
 #       instead (its receiver, metrics and gateway ports moved to the
 #       bench's: 127.0.0.1:4317, :8888 and SPANFENCE_GATEWAY_ENDPOINT), as
 #       the production config is measured; the floor is unchanged.
+#       Its ${env:} values are the bench's: the sink, a bench token, and
+#       SPANFENCE_PSEUDONYM_KEY (a fixed bench key unless set).
 #   SF_BENCH_PIN=1|0  collector on CPU 0, load and sink on CPU 1 (default 1)
 #   Ports: SF_BENCH_GRPC_PORT (14317), SF_BENCH_SINK_PORT (14319),
 #   SF_BENCH_METRICS_PORT (18888), SF_BENCH_FLOOR_PORT (14321).
@@ -130,9 +132,14 @@ run_collector() {  # $1 build, $2 spans per call, $3 spans/s, $4 delay
     fi
     start_sink "$delay"
     SPANFENCE_GATEWAY_ENDPOINT="http://127.0.0.1:$sport" SPANFENCE_GATEWAY_TOKEN=bench \
+        SPANFENCE_PSEUDONYM_KEY=${SPANFENCE_PSEUDONYM_KEY:-bench-pseudonym-key-0123456789} \
         "${pin_sf[@]}" "$b/spanfence" --config "$cfg" 2>"$tmp/sf.err" &
     sf_pid=$!
-    wait_port "$gport"; wait_port "$mport"
+    if ! wait_port "$gport" || ! wait_port "$mport" || ! kill -0 "$sf_pid" 2>/dev/null; then
+        echo "engine.sh: $b/spanfence did not start:" >&2
+        cat "$tmp/sf.err" >&2
+        exit 1
+    fi
     per_thread=$(awk -v r="$rate" -v s="$spans" -v c="$conns" 'BEGIN{printf "%.3f", r / s / c}')
     r0=$(sink_requests)
     c0=$(cpu_of "$sf_pid")
