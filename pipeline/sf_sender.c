@@ -42,12 +42,21 @@
  * Counting order: queued_spans goes up before a batch becomes visible to a
  *   consumer and down only after sent/send_failed went up, so at any
  *   quiescent point  submitted OK = sent + send_failed + queued_spans.
+ * Priority: consumers run SF_SENDER_CONSUMER_NICE steps nicer than the
+ *   process (per-thread nice, Linux). A consumer's work comes in lumps (a
+ *   merged request of thousands of spans compressed in one go), the
+ *   receivers' in small pieces the engine waits on: on a collector short of
+ *   CPU the scheduler now runs the receiver that woke first, and the
+ *   lump finishes in the gaps, where the bounded queue absorbs the delay.
+ *   Nice 5 keeps a third of the weight of a nice-0 thread, so exports still
+ *   progress beside a busy engine.
  * Reload (sf_sender_suspend): `parking` makes consumers keep what they
  *   have instead of sending or failing it (a backoff is cut short, a send
  *   in flight finishes); the kept batches and the queue's go to the next
  *   instance (sf_sender_adopt), which counts them queued and sends them
  *   before its own queue. Here they stay counted queued: this sender's
  *   counts still add up until it is destroyed. */
+#define _GNU_SOURCE             /* gettid, pthread_setname_np */
 #include "sf_sender.h"
 #include "sf_alloc.h"
 #include "sf_log.h"
@@ -59,7 +68,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct sf_consumer {
     struct sf_sender *sender;
@@ -570,6 +581,21 @@ static sf_buf *merge_parts(sf_consumer *c, size_t n)
     return m;
 }
 
+#define SF_SENDER_CONSUMER_NICE 5
+
+/* Below the receivers (see Priority above); on failure the consumer runs
+ * at the process's priority, as before. */
+static void consumer_yield_to_receivers(void)
+{
+    int nice_now;
+
+    errno = 0;
+    nice_now = getpriority(PRIO_PROCESS, 0);
+    if (errno == 0)
+        (void)setpriority(PRIO_PROCESS, (id_t)gettid(), nice_now + SF_SENDER_CONSUMER_NICE);
+    pthread_setname_np(pthread_self(), "sf-export");
+}
+
 static void *consumer_main(void *arg)
 {
     sf_consumer *c = arg;
@@ -581,6 +607,7 @@ static void *consumer_main(void *arg)
 
     if (rng == 0)
         rng = 1;
+    consumer_yield_to_receivers();
     while (take_parts(s, c, &n, &why) == SF_OK) {
         sf_buf *merged = n > 1 ? merge_parts(c, n) : NULL;
 

@@ -6,6 +6,7 @@
  * No timing assertion is tight: waits poll generously; the only bounds are
  * lower bounds (a retry not before the server's hint) or far above the work
  * (shutdown well inside a 30 s backoff). */
+#define _GNU_SOURCE             /* gettid, pthread_getname_np */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,6 +45,8 @@ typedef struct fake {
     int tags[MAX_CALLS];             /* first data byte, read during the call */
     pthread_t threads[MAX_CALLS];
     unsigned workers[MAX_CALLS];
+    int nice[MAX_CALLS];        /* the calling thread's nice value */
+    char thread_name[16];       /* of the first call's thread */
     int sleep_ms;               /* each call takes this long */
     int odd_permanent;          /* buffers with an odd span count fail for good */
     int stuck;                  /* block until shutdown aborts */
@@ -61,6 +65,9 @@ static void fake_send(void *exporter, unsigned worker, const sf_buf *buf, sf_sen
         f->tags[i] = buf->data[0];
         f->threads[i] = pthread_self();
         f->workers[i] = worker;
+        f->nice[i] = getpriority(PRIO_PROCESS, (id_t)gettid());
+        if (i == 0)
+            pthread_getname_np(pthread_self(), f->thread_name, sizeof(f->thread_name));
     }
     res->status = i < f->n_script ? f->script[i] : f->dflt;
     res->retry_after_ms = i < f->n_script ? f->retry_after[i] : 0;
@@ -192,6 +199,25 @@ static void test_success_counts(void **state)
     assert_int_equal(sf_counter_get(&x->k.retries), 0);
     assert_int_equal(atomic_load(&x->k.queue_size), 0);
     assert_int_equal(submit(x, 1), SF_STOPPED);
+    assert_invariant(x);
+}
+
+/* Consumers send at a lower priority than the threads that submit (the
+ * receivers answering the engine), and say what they are in `top -H`. */
+static void test_consumers_yield_to_receivers(void **state)
+{
+    fixture *x = *state;
+    int nice_here = getpriority(PRIO_PROCESS, (id_t)gettid());
+
+    make_sender(x);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    for (size_t n = 1; n <= 4; n++)
+        assert_int_equal(submit(x, n), SF_OK);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 10);
+    sf_sender_shutdown(x->s, 1000);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(x->f.nice[i], nice_here + 5 > 19 ? 19 : nice_here + 5);
+    assert_string_equal(x->f.thread_name, "sf-export");
     assert_invariant(x);
 }
 
@@ -718,6 +744,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_success_counts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_consumers_yield_to_receivers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retry_then_success_no_duplicates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_permanent_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_partial_success_splits_counts, setup, teardown),
