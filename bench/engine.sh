@@ -13,7 +13,9 @@
 # Per run it prints: calls accepted/refused, the collector's CPU (utime +
 # stime from /proc, from the first call until its queue is empty) per call
 # and per span, answer latency p50/p99/max, exports per incoming call (the
-# sink's requests / calls accepted), and the collector's peak RSS.
+# sink's requests / calls accepted), the collector's peak RSS, and its page
+# faults per call (minor + major, /proc: on a VM each costs a trap, and
+# unlike CPU time the count does not depend on what else the machine runs).
 # The floor, per size x rate, on the same pinning and schedule:
 #   grpc: bench_floor grpc (a bare gRPC core server, receive + empty reply),
 #         its CPU per call from /proc;
@@ -68,6 +70,7 @@ sf_pid="" sink_pid="" floor_pid=""
 trap 'kill $sf_pid $sink_pid $floor_pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 ticks=$(getconf CLK_TCK)
 cpu_of() { awk -v t="$ticks" '{print ($14+$15)/t}' "/proc/$1/stat"; }
+faults_of() { awk '{print $10 + $12}' "/proc/$1/stat"; }     # minor + major page faults
 median() { sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print "-"}'; }
 wait_port() { for _ in $(seq 200); do (echo >/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; return 1; }
 queued() { curl -s "http://127.0.0.1:$mport/metrics" | awk '/^spanfence_exporter_queued_spans/{s+=$2} END{print s+0}'; }
@@ -142,11 +145,11 @@ run_collector() {  # $1 build, $2 spans per call, $3 spans/s, $4 delay
     fi
     per_thread=$(awk -v r="$rate" -v s="$spans" -v c="$conns" 'BEGIN{printf "%.3f", r / s / c}')
     r0=$(sink_requests)
-    c0=$(cpu_of "$sf_pid")
+    c0=$(cpu_of "$sf_pid"); f0=$(faults_of "$sf_pid")
     "${pin_peer[@]}" "$tools/sf_send" --endpoint "127.0.0.1:$gport" --spans "$spans" \
         --threads "$conns" --rate "$per_thread" --duration "$secs" >"$tmp/send.out" 2>&1 || true
     for _ in $(seq 600); do [ "$(queued)" = 0 ] && break; sleep 0.05; done
-    c1=$(cpu_of "$sf_pid")
+    c1=$(cpu_of "$sf_pid"); f1=$(faults_of "$sf_pid")
     r1=$(sink_requests)
     rss=$(awk '$1=="VmHWM:"{printf "%.0f", $2/1024}' "/proc/$sf_pid/status")
     kill -TERM "$sf_pid"; wait "$sf_pid" 2>/dev/null || true; sf_pid=""
@@ -155,10 +158,11 @@ run_collector() {  # $1 build, $2 spans per call, $3 spans/s, $4 delay
     refused=$(awk '/^  [A-Z_]+: /&&$1!="OK:"{s+=$2} END{print s+0}' "$tmp/send.out")
     lat=$(awk '/^answer latency/{print $(NF-4), $(NF-2), $NF}' "$tmp/send.out")
     awk -v ok="$ok" -v ref="$refused" -v c0="$c0" -v c1="$c1" -v s="$spans" -v lat="$lat" \
-        -v r0="$r0" -v r1="$r1" -v rss="$rss" 'BEGIN {
+        -v r0="$r0" -v r1="$r1" -v rss="$rss" -v f0="$f0" -v f1="$f1" 'BEGIN {
         split(lat, l, " ");
-        printf "%d %d %.1f %.0f %s %s %s %.3f %s\n", ok, ref, ok ? (c1 - c0) * 1e6 / ok : 0,
-               ok ? (c1 - c0) * 1e9 / (ok * s) : 0, l[1], l[2], l[3], ok ? (r1 - r0) / ok : 0, rss }'
+        printf "%d %d %.1f %.0f %s %s %s %.3f %s %.2f\n", ok, ref, ok ? (c1 - c0) * 1e6 / ok : 0,
+               ok ? (c1 - c0) * 1e9 / (ok * s) : 0, l[1], l[2], l[3], ok ? (r1 - r0) / ok : 0, rss,
+               ok ? (f1 - f0) / ok : 0 }'
 }
 
 # The floor of the same calls: "grpc_us_per_call post_us_per_call"
@@ -188,17 +192,17 @@ run_floor() {      # $1 spans per call, $2 spans/s
 echo "engine.sh: $conns connections, one call in flight each, fixed schedule; ${secs}s per run, $rounds rounds"
 echo "pinning: $pinning; builds: ${builds[*]}"
 echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) (shared with other work: figures are noisy)"
-printf '%-5s %-28s %5s %7s %5s | %7s %7s %8s %8s | %8s %8s %8s | %9s %6s\n' \
-    round build spans rate delay ok refused us/call ns/span p50ms p99ms maxms exp/call rssMiB
+printf '%-5s %-28s %5s %7s %5s | %7s %7s %8s %8s | %8s %8s %8s | %9s %6s %8s\n' \
+    round build spans rate delay ok refused us/call ns/span p50ms p99ms maxms exp/call rssMiB flt/call
 for ((r = 1; r <= rounds; r++)); do
     for spans in "${sizes[@]}"; do
         for rate in "${rates[@]}"; do
             for delay in "${delays[@]}"; do
                 for b in "${builds[@]}"; do
-                    read -r ok ref us ns p50 p99 mx epc rss <<<"$(run_collector "$b" "$spans" "$rate" "$delay")"
-                    printf '%-5s %-28s %5s %7s %5s | %7s %7s %8s %8s | %8s %8s %8s | %9s %6s\n' \
+                    read -r ok ref us ns p50 p99 mx epc rss flt <<<"$(run_collector "$b" "$spans" "$rate" "$delay")"
+                    printf '%-5s %-28s %5s %7s %5s | %7s %7s %8s %8s | %8s %8s %8s | %9s %6s %8s\n' \
                         "$r" "$b" "$spans" "$rate" "$delay" "$ok" "$ref" "$us" "$ns" "$p50" "$p99" \
-                        "$mx" "$epc" "$rss"
+                        "$mx" "$epc" "$rss" "$flt"
                     echo "$b $spans $rate $delay $us $p99 $ref $epc" >>"$tmp/runs"
                 done
             done

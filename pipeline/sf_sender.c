@@ -82,8 +82,6 @@ typedef struct sf_consumer {
     sf_buf **parts;             /* batches gathered for one request; `single` */
     size_t max_parts;           /*   when not batching, else sf_calloc'd and grown */
     sf_buf *single;
-    sf_buf *merged;             /* kept for the next merge while only we hold it */
-    size_t merged_cap;          /*   its room (its len is the last request's) */
 } sf_consumer;
 
 struct sf_sender {
@@ -111,6 +109,10 @@ struct sf_sender {
     _Atomic unsigned in_flight; /* consumers delivering (sending or in a backoff) */
     _Atomic int64_t last_sent_ms;   /* when the last request left the gatherer (sf_now_ms) */
     pthread_mutex_t gather_mu;  /* one consumer gathers at a time */
+    /* merged requests' buffers between requests, the last given back on
+     * top (under `mu`; at most one per consumer) */
+    sf_buf **merge_idle;
+    size_t n_merge_idle;
     /* reload (sf_sender_suspend / sf_sender_adopt), under `mu` */
     _Atomic bool parking;       /* suspending: batches are kept, not sent or failed */
     sf_buf **parked;            /* kept so far (one reference each) */
@@ -546,32 +548,58 @@ out_unlock:
  * 512-span calls: 70 faults per call against 6 without merging). */
 #define MERGE_ROOM_STEP ((size_t)1 << 20)
 
-/* One buffer holding c->parts[0..n) back to back, or NULL on no memory.
- * It is the consumer's kept buffer (c->merged, one reference: the caller
- * neither refs nor unrefs it), reused while nobody else holds it. */
-static sf_buf *merge_parts(sf_consumer *c, size_t n)
+/* Merged requests' buffers are the sender's, not each consumer's: the
+ * consumer forming a request takes the one given back last, whose pages
+ * are mapped and likely still in cache, so a burst with few exports in
+ * flight warms one or two buffers instead of faulting in one per
+ * consumer (16 in configs/cvm.yaml, megabytes each, page by page). */
+static sf_buf *merge_buf_take(sf_sender *s, size_t len)
+{
+    sf_buf *m = NULL;
+
+    pthread_mutex_lock(&s->mu);
+    if (s->n_merge_idle > 0)
+        m = s->merge_idle[--s->n_merge_idle];
+    pthread_mutex_unlock(&s->mu);
+    if (m != NULL && m->cap < len) {
+        sf_buf_unref(m);
+        m = NULL;
+    }
+    if (m == NULL)
+        m = sf_buf_create((len + MERGE_ROOM_STEP - 1) / MERGE_ROOM_STEP * MERGE_ROOM_STEP);
+    return m;
+}
+
+/* After its request: kept for the next one unless a reload's parcel holds
+ * it too (then the parcel's reference is the last). */
+static void merge_buf_give(sf_sender *s, sf_buf *m)
+{
+    if (atomic_load(&m->refs) == 1) {
+        pthread_mutex_lock(&s->mu);
+        if (s->n_merge_idle < s->n_workers) {
+            s->merge_idle[s->n_merge_idle++] = m;
+            m = NULL;
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    sf_buf_unref(m);
+}
+
+/* One buffer holding c->parts[0..n) back to back (merge_buf_take: give it
+ * back with merge_buf_give), or NULL on no memory. */
+static sf_buf *merge_parts(sf_sender *s, sf_consumer *c, size_t n)
 {
     sf_buf *const *parts = c->parts;
     size_t len = 0, spans = 0, at = 0;
-    sf_buf *m = c->merged;
+    sf_buf *m;
 
     for (size_t i = 0; i < n; i++) {
         len += parts[i]->len;
         spans += parts[i]->spans;
     }
-    if (m != NULL && (c->merged_cap < len || atomic_load(&m->refs) != 1)) {
-        sf_buf_unref(m);        /* too small, or kept by a reload's parcel */
-        m = c->merged = NULL;
-    }
-    if (m == NULL) {
-        size_t cap = (len + MERGE_ROOM_STEP - 1) / MERGE_ROOM_STEP * MERGE_ROOM_STEP;
-
-        m = sf_buf_create(cap);
-        if (m == NULL)
-            return NULL;
-        c->merged = m;
-        c->merged_cap = cap;
-    }
+    m = merge_buf_take(s, len);
+    if (m == NULL)
+        return NULL;
     m->len = len;
     for (size_t i = 0; i < n; i++) {
         memcpy(m->data + at, parts[i]->data, parts[i]->len);
@@ -609,7 +637,7 @@ static void *consumer_main(void *arg)
         rng = 1;
     consumer_yield_to_receivers();
     while (take_parts(s, c, &n, &why) == SF_OK) {
-        sf_buf *merged = n > 1 ? merge_parts(c, n) : NULL;
+        sf_buf *merged = n > 1 ? merge_parts(s, c, n) : NULL;
 
         /* one request formed: counted once, never per span */
         if (n == 1 || merged != NULL)
@@ -622,7 +650,8 @@ static void *consumer_main(void *arg)
                 sf_buf_unref(c->parts[i]);
             atomic_fetch_add(&s->in_flight, 1);
             deliver(s, c->index, &rng, merged);
-            atomic_fetch_sub(&s->in_flight, 1);     /* `merged` stays c->merged */
+            atomic_fetch_sub(&s->in_flight, 1);
+            merge_buf_give(s, merged);
             continue;
         }
         if (n > 1)
@@ -752,6 +781,12 @@ static sf_status alloc_parts(sf_sender *s)
 {
     size_t max = s->batching ? 64 : 1;
 
+    if (s->batching) {
+        s->merge_idle = sf_calloc(s->n_workers, sizeof(*s->merge_idle));
+        if (s->merge_idle == NULL)
+            return SF_ENOMEM;
+    }
+
     for (unsigned i = 0; i < s->n_workers; i++) {
         sf_consumer *c = &s->consumers[i];
 
@@ -776,9 +811,11 @@ static void free_parts(sf_sender *s)
         if (c->parts != &c->single)
             sf_free(c->parts);
         c->parts = &c->single;
-        sf_buf_unref(c->merged);
-        c->merged = NULL;
     }
+    while (s->n_merge_idle > 0)
+        sf_buf_unref(s->merge_idle[--s->n_merge_idle]);
+    sf_free(s->merge_idle);
+    s->merge_idle = NULL;
 }
 
 sf_status sf_sender_start(sf_sender *s)
@@ -954,6 +991,16 @@ void sf_sender_destroy(sf_sender *s)
 unsigned sf_sender_workers(const sf_sender *s)
 {
     return s->n_workers;
+}
+
+size_t sf_sender_idle_merge_buffers(sf_sender *s)
+{
+    size_t n;
+
+    pthread_mutex_lock(&s->mu);
+    n = s->n_merge_idle;
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }
 
 bool sf_sender_aborting(const sf_sender *s)

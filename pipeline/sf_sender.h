@@ -164,6 +164,9 @@ void sf_sender_parcel_drop(sf_sender_parcel *p, sf_counters *counters);
 /* How many distinct `worker` values the send function will see:
  * num_consumers, or 1 with the queue disabled. Valid after create. */
 unsigned sf_sender_workers(const sf_sender *s);
+/* Merged requests' buffers idle between requests (kept warm for the next
+ * one, whichever consumer forms it): at most sf_sender_workers(). */
+size_t sf_sender_idle_merge_buffers(sf_sender *s);
 /* The longest one send may take (the exporter's timeout), the bound the
  * watchdog holds a send to; 0: not known (5 min). Before start. */
 void sf_sender_set_send_timeout(sf_sender *s, int64_t ms);

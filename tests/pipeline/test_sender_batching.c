@@ -35,6 +35,7 @@ typedef struct call {
     size_t len;
     size_t spans;               /* what the sender said the request holds */
     sf_status status;           /* what the fake answered */
+    const sf_buf *buf;          /* the buffer sent: compared only, never read */
 } call;
 
 typedef struct fake {
@@ -78,6 +79,7 @@ static void fake_send(void *exporter, unsigned worker, const sf_buf *buf, sf_sen
         assert_non_null(f->calls[i].bytes);
         memcpy(f->calls[i].bytes, buf->data, buf->len);
         f->calls[i].len = buf->len;
+        f->calls[i].buf = buf;
         f->calls[i].spans = buf->spans;
         f->calls[i].status = res->status;
     }
@@ -458,8 +460,9 @@ static void test_shutdown_drains_without_waiting(void **state)
 }
 
 /* No memory for the merged buffer: the parts are sent one by one, none
- * lost. Once start has allocated the consumer's parts array (allocation 1)
- * the only counted allocation left is the merge (allocation 2). */
+ * lost. Once start has allocated the sender's stack of idle merge buffers
+ * (allocation 1) and the consumer's parts array (allocation 2) the only
+ * counted allocation left is the merge (allocation 3). */
 static void test_merge_without_memory_sends_parts(void **state)
 {
     fixture *x = *state;
@@ -469,7 +472,7 @@ static void test_merge_without_memory_sends_parts(void **state)
     make_sender(x, true);
     for (int i = 0; i < 3; i++)
         assert_int_equal(submit(x, 100), SF_OK);
-    sf_alloc_fail_at(2, 1);
+    sf_alloc_fail_at(3, 1);
     assert_int_equal(sf_sender_start(x->s), SF_OK);
     SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 300);
     sf_alloc_fail_at(0, 0);
@@ -583,6 +586,45 @@ static void test_merges_while_in_flight(void **state)
     assert_int_equal(sf_counter_get(&x->stats.size_trigger), 0);
 }
 
+/* Merged requests' buffers are the sender's, not each consumer's: six
+ * merged requests formed one after another by four consumers (whichever
+ * takes the gathering) all use one buffer, mapped and warm. Shown to fail
+ * with a fresh buffer per request (six distinct) and, before this, with a
+ * buffer kept per consumer (one per consumer that formed a request). */
+static void test_merged_requests_share_one_warm_buffer(void **state)
+{
+    fixture *x = *state;
+    const sf_buf *seen[8];
+    size_t n_seen = 0;
+
+    x->q.queue_size = 100;
+    x->q.num_consumers = 4;
+    merge_in_flight_config(x, 20);
+    make_sender(x, false);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_int_equal(submit(x, 10), SF_OK);     /* idle exporter: alone, at once */
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 10);
+    for (uint64_t r = 1; r <= 6; r++) {
+        assert_int_equal(submit(x, 10), SF_OK);
+        assert_int_equal(submit(x, 10), SF_OK);
+        SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 10 + 20 * r &&
+                         sf_sender_idle_merge_buffers(x->s) == 1);
+    }
+    assert_int_equal(n_calls(&x->f), 7);
+    for (int i = 1; i < 7; i++) {
+        bool known = false;
+
+        assert_int_equal(decode_call(x, i, NULL), 20);
+        for (size_t k = 0; k < n_seen; k++)
+            known |= seen[k] == x->f.calls[i].buf;
+        if (!known)
+            seen[n_seen++] = x->f.calls[i].buf;
+    }
+    assert_int_equal(n_seen, 1);
+    assert_each_span_once(x);
+    assert_invariant(x);
+}
+
 /* A steady stream merges with nothing in flight: once a request has left,
  * batches coming within flush_timeout of it wait for min_size. A lone
  * batch goes at once (idle), then 5 x 10 spans submitted one by one, each
@@ -688,6 +730,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_timeout_flushes_partial_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_size_zero_takes_what_is_queued, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retry_of_merged_request, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_merged_requests_share_one_warm_buffer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_permanent_failure_counts_every_part, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gauges_exact_while_in_flight, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_drains_without_waiting, setup, teardown),
