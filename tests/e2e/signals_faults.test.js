@@ -133,8 +133,16 @@ ${telemetry(exp)}`, {
     const res = await sf.signalAndWait('SIGTERM', 60000);
     const stopTook = Date.now() - s0;
     t.diagnostic(`SIGTERM with a lookup in flight: exit after ${stopTook} ms`);
-    assert.deepEqual(res, { code: 0, signal: null });
-    assert.match(sf.stderr(), /dropped 10 spans at shutdown|dropping 10 spans after/);
+    // The attempt's 2 s timeout and the 2 s drain time race: the batch ends
+    // as retries_exhausted (send_failed; exit 0) or, when the drain time
+    // runs out first, dropped at shutdown, which the exit status reports
+    // (1: accepted spans lost at shutdown). Either way it is counted and the
+    // exit says which.
+    const atShutdown = /dropped 10 spans at shutdown/.test(sf.stderr());
+    const givenUp = (sf.stderr().match(/dropping 10 spans after/g) || []).length;  // the first batch's, and maybe the second's
+    assert.equal(givenUp, atShutdown ? 1 : 2, 'the second batch is given up on once, and says so');
+    assert.deepEqual(res, { code: atShutdown ? 1 : 0, signal: null },
+      atShutdown ? 'spans dropped at shutdown: exit 1' : 'nothing dropped at shutdown: exit 0');
   });
 });
 

@@ -26,13 +26,26 @@ async function waitUntil(pred, what, timeoutMs = 30000) {
 }
 
 // A port nothing listens on right now (bind port 0, read it, close).
+// A port the kernel says is free, never one this process was given
+// before: the kernel may hand a port it just released straight back, so two
+// calls in a row (a receiver's port, then the metrics') could return the
+// same one and the collector would fail to start on its own second listener.
+const portsGiven = new Set();
+
 function freePort() {
   return new Promise((resolve, reject) => {
     const s = net.createServer();
     s.once('error', reject);
     s.listen(0, '127.0.0.1', () => {
       const { port } = s.address();
-      s.close(() => resolve(port));
+      s.close(() => {
+        if (portsGiven.has(port)) {
+          freePort().then(resolve, reject);
+          return;
+        }
+        portsGiven.add(port);
+        resolve(port);
+      });
     });
   });
 }

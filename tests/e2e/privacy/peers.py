@@ -23,10 +23,20 @@ EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 TRANSPORTS = ["grpc", "grpc+gzip", "http", "http+gzip", "http+deflate"]
 
 
+_ports_given = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port the kernel says is free, never one this process was given
+    before (the kernel may hand a just-released port straight back, so two
+    calls in a row could name the same port for two listeners)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _ports_given:
+            _ports_given.add(port)
+            return port
 
 
 class Collector:
