@@ -376,7 +376,14 @@ test('6: status shows an open window\'s own counts moving while spans arrive, th
     ({ w } = await win((x) => x.accepted === 15, '15 spans accepted'));
     assert.equal(w.accepted_from_target, 12);
     assert.equal((await control(sock, { op: 'reset', target: 'r1' })).ok, true);
-    const after = await control(sock, { op: 'status' });
+    // The reset sets level 0 at once; the window closes once its spans have
+    // left (its grace), which status shows until then as 'closes in ...'.
+    let after;
+    for (const deadline = Date.now() + 30000; ;) {
+      after = await control(sock, { op: 'status' });
+      if (!/closes in/.test(after.message) || Date.now() > deadline) break;
+      await sleep(100);
+    }
     assert.match(after.message, /r1: level 0 .*last window 'r1-\d+' closed \(reset\): 15 spans accepted/);
   });
 });
