@@ -597,6 +597,7 @@ typedef struct checker {
     sf_diag *diag;
     const sf_config_pipeline *main;     /* the one traces pipeline the policy allows */
     bool oom;                           /* a check ran out of memory */
+    sf_arena *scratch;                  /* configs decoded here (decoded_config), or NULL */
 } checker;
 
 static void violate(checker *k, const sf_node *at, const char *subject, const char *fmt, ...)
@@ -1136,9 +1137,54 @@ static bool is_env_ref(const char *raw, const char *var)
     return strncmp(raw, var, n) == 0 && strcmp(raw + n, "}") == 0;
 }
 
+/* The type of `c` (of kind `kind`), and its decoded settings: its config,
+ * or, when the loader left it undecoded (a component only logs or metrics
+ * pipelines use, while the loader runs traces only), its settings decoded
+ * here with its type's map, defaults included. NULL when they do not
+ * decode (or no memory). */
+static const void *decoded_config(checker *k, const sf_config_component *c, sf_kind kind,
+                                  const sf_node *value, const sf_component_type **type)
+{
+    sf_diag *scratch_diag;
+    sf_cfg_ctx ctx;
+    void *config;
+    sf_status st;
+    char tname[128];
+
+    *type = c->type;
+    if (*type == NULL) {
+        snprintf(tname, sizeof(tname), "%.*s", (int)strcspn(c->id, "/"), c->id);
+        *type = sf_registry_find(kind, tname);
+    }
+    if (c->config != NULL || *type == NULL || (*type)->config_map == NULL)
+        return c->config;
+    if (k->scratch == NULL && (k->scratch = sf_arena_create(SF_POLICY_ARENA_CHUNK, 0)) == NULL)
+        goto out_oom;
+    config = sf_arena_alloc(k->scratch, (*type)->config_size ? (*type)->config_size : 1);
+    scratch_diag = sf_diag_create(k->cfg->file);
+    if (config == NULL || scratch_diag == NULL) {
+        sf_diag_destroy(scratch_diag);
+        goto out_oom;
+    }
+    memset(config, 0, (*type)->config_size);
+    sf_cfg_ctx_init(&ctx, scratch_diag, k->scratch);
+    ctx.node = c->node;
+    st = sf_cfg_decode(&ctx, (*type)->config_map, value, config);
+    sf_diag_destroy(scratch_diag);
+    if (st == SF_ENOMEM)
+        goto out_oom;
+    return st == SF_OK ? config : NULL;
+
+out_oom:
+    k->oom = true;
+    return NULL;
+}
+
 static void check_exporter(checker *k, const policy_exporter *pe, sf_signal sig)
 {
     const sf_config_component *c = find_in(k->cfg, "exporters", pe->id);
+    const sf_component_type *type;
+    const void *config;
     const sf_queue_config *q;
     const sf_retry_config *r;
     sf_export_desc ed;
@@ -1151,8 +1197,10 @@ static void check_exporter(checker *k, const policy_exporter *pe, sf_signal sig)
                 sf_signal_name(sig));
         return;
     }
-    if (c->type == NULL || c->type->describe_export == NULL ||
-        !c->type->describe_export(c->config, &ed) || ed.sending_queue == NULL ||
+    value = sf_node_get(sf_node_get(k->cfg->root, "exporters"), c->id);
+    config = decoded_config(k, c, SF_KIND_EXPORTER, value, &type);
+    if (type == NULL || type->describe_export == NULL || config == NULL ||
+        !type->describe_export(config, &ed) || ed.sending_queue == NULL ||
         ed.retry_on_failure == NULL) {
         violate(k, c->node, subj, "is not a network exporter with a sending queue (such as "
                 "otlphttp or otlp)");
@@ -1160,7 +1208,6 @@ static void check_exporter(checker *k, const policy_exporter *pe, sf_signal sig)
     }
     q = ed.sending_queue;
     r = ed.retry_on_failure;
-    value = sf_node_get(sf_node_get(k->cfg->root, "exporters"), c->id);
     if (pe->endpoint || pe->endpoint_env) {
         at = sf_node_get(value, ed.endpoint_key);
         snprintf(path, sizeof(path), "%s.%s", subj, ed.endpoint_key);
@@ -1537,6 +1584,7 @@ sf_status sf_policy_check(const sf_policy *policy, const sf_config *cfg, sf_diag
     check_signal(&k, SF_SIGNAL_METRICS, &k.pol->metrics);
     check_receivers(&k);
     check_trace_control(&k);
+    sf_arena_destroy(k.scratch);
     if (k.oom || sf_diag_oom(diag))
         return SF_ENOMEM;
     return sf_diag_errors(diag) > errors ? SF_CONFIG : SF_OK;
