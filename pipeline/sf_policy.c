@@ -1223,6 +1223,21 @@ static void check_exporter(checker *k, const policy_exporter *pe, sf_signal sig)
             snprintf(path, sizeof(path), "%s.%s", subj, ed.override_key);
             violate(k, at, path, "overrides the endpoint the policy pins");
         }
+        /* a per-signal endpoint of another signal (upstream's logs_endpoint,
+         * metrics_endpoint): this exporter may carry that signal too, so
+         * any such key set is an endpoint the policy does not pin */
+        for (size_t i = 0; value != NULL && value->kind == SF_NODE_MAP && i < value->n; i++) {
+            const char *key = value->keys[i]->text;
+            size_t n = strlen(key);
+
+            if (n > 9 && strcmp(key + n - 9, "_endpoint") == 0 &&
+                (ed.override_key == NULL || strcmp(key, ed.override_key) != 0) &&
+                value->items[i]->kind == SF_NODE_SCALAR && !value->items[i]->is_null) {
+                snprintf(path, sizeof(path), "%s.%s", subj, key);
+                violate(k, value->items[i], path, "overrides the endpoint the policy pins for "
+                        "the signal it names");
+            }
+        }
     }
     queue = sf_node_get(value, "sending_queue");
     if (!q->enabled) {
