@@ -18,6 +18,7 @@
 
 #include "internal/sf_core.h"
 #include "processors/attributes/attributes.h"
+#include "tests/sf_torture.h"
 
 static const char base[] =
     "receivers:\n  otlp:\n    protocols:\n      grpc:\n        endpoint: 127.0.0.1:4317\n"
@@ -184,12 +185,31 @@ static void test_consume_accounts(void **state)
     unload(&r);
 }
 
+/* create fails cleanly at every allocation, for both types. */
+static void test_create_allocation_failures(void **state)
+{
+    run r;
+
+    (void)state;
+    setenv("SF_TEST_VM_ID", "vm-7f3a", 1);
+    load(&r, seed, "attributes/vm");
+    r.comp.type->destroy(&r.comp);
+    assert_true(sf_torture_create(&r.comp, r.comp.config, false) >= 3);
+    sf_config_destroy(r.cfg);
+    load(&r, "  resource:\n    attributes:\n      - {key: host.name, action: delete}\n",
+         "resource");
+    r.comp.type->destroy(&r.comp);
+    assert_true(sf_torture_create(&r.comp, r.comp.config, false) >= 3);
+    sf_config_destroy(r.cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attributes_edit),
         cmocka_unit_test(test_resource_edit),
         cmocka_unit_test(test_consume_accounts),
+        cmocka_unit_test(test_create_allocation_failures),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

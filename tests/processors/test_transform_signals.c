@@ -18,6 +18,7 @@
 
 #include "internal/sf_core.h"
 #include "processors/transform/transform.h"
+#include "tests/sf_torture.h"
 
 static const char base[] =
     "receivers:\n  otlp:\n    protocols:\n      grpc:\n        endpoint: 127.0.0.1:4317\n"
@@ -363,6 +364,21 @@ static void test_declared_closes_unwritten_signals(void **state)
     unload(&r);
 }
 
+/* Creating the processor with programs for every signal (a body rule with
+ * a regex, metric field rules) fails cleanly at every allocation. */
+static void test_create_allocation_failures(void **state)
+{
+    char body[4096];
+    run r;
+
+    (void)state;
+    snprintf(body, sizeof(body), "%s%s", logs_body, metrics_body);
+    assert_int_equal(load(&r, body), SF_OK);
+    r.comp.type->destroy(&r.comp);
+    assert_true(sf_torture_create(&r.comp, r.comp.config, false) > 10);
+    sf_config_destroy(r.cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -373,6 +389,7 @@ int main(void)
         cmocka_unit_test(test_contexts_per_list),
         cmocka_unit_test(test_declared_logs_gaps),
         cmocka_unit_test(test_declared_closes_unwritten_signals),
+        cmocka_unit_test(test_create_allocation_failures),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
