@@ -357,10 +357,49 @@ static void test_declared_closes_unwritten_signals(void **state)
     assert_true(governs(e, SF_OTLP_FIELD_METRIC_NAME));
     assert_true(governs(e, SF_OTLP_FIELD_EXEMPLARS));
     assert_false(e->keep_exemplars);
+    {
+        /* a governed string without a rule leaves empty */
+        static const char name[] = "prompt: my secret";
+        sf_otlp_text out = { 0 };
+        void *st = NULL;
+
+        for (int f = SF_OTLP_FIELD_SCOPE_NAME; f < SF_OTLP_FIELD_COUNT; f++) {
+            if (f == SF_OTLP_FIELD_ENTITY_REFS || f == SF_OTLP_FIELD_LOG_BODY ||
+                f == SF_OTLP_FIELD_EXEMPLARS)
+                continue;               /* not strings */
+            out.len = 99;
+            assert_int_equal(e->field_fn(e->ctx, &st, (sf_otlp_field)f, (const uint8_t *)name,
+                                         strlen(name), &out), SF_OK);
+            assert_int_equal(out.len, 0);
+        }
+        if (e->release != NULL && st != NULL)
+            e->release(e->ctx, st);
+        sf_free(out.data);
+    }
     e = edit_of(&r, SF_SIGNAL_LOGS);
     assert_true(governs(e, SF_OTLP_FIELD_LOG_BODY));
     assert_null(e->body_rule);
     assert_true(e->one_value_per_key);
+    /* traces without trace_statements: names emptied, status message and
+     * trace_state cleared */
+    e = edit_of(&r, SF_SIGNAL_TRACES);
+    assert_true(e->clear_status_message);
+    assert_true(e->rename & SF_OTLP_CTX_BIT(SF_OTLP_SPAN));
+    assert_true(e->rename & SF_OTLP_CTX_BIT(SF_OTLP_SPANEVENT));
+    assert_true(e->clear_trace_state & SF_OTLP_CTX_BIT(SF_OTLP_LINK));
+    assert_false(keeps(e, SF_OTLP_SPAN, "rid"));
+    {
+        sf_otlp_text out = { 0 };
+        void *st = NULL;
+
+        out.len = 99;
+        assert_int_equal(e->rename_fn(e->ctx, &st, SF_OTLP_SPAN, (const uint8_t *)"Req 1234", 8,
+                                      &out), SF_OK);
+        assert_int_equal(out.len, 0);
+        if (e->release != NULL && st != NULL)
+            e->release(e->ctx, st);
+        sf_free(out.data);
+    }
     unload(&r);
 }
 
