@@ -272,6 +272,38 @@ typedef struct render_ctx {
     char alone[520];            /* the same for a series with no other label: "" or "{a=\"b\"}" */
 } render_ctx;
 
+/* Whether message type `m` is part of `signal`'s schema (its request's
+ * messages and the common ones it uses), so the series of a signal's
+ * dropped fields name its own messages only. */
+static bool msg_of_signal(sf_otlp_msg m, sf_signal signal)
+{
+    switch (m) {
+    case SF_OTLP_MSG_RESOURCE:
+    case SF_OTLP_MSG_ENTITY_REF:
+    case SF_OTLP_MSG_SCOPE:
+    case SF_OTLP_MSG_KEY_VALUE:
+    case SF_OTLP_MSG_ANY_VALUE:
+    case SF_OTLP_MSG_ARRAY_VALUE:
+    case SF_OTLP_MSG_KEY_VALUE_LIST:
+        return true;
+    case SF_OTLP_MSG_REQUEST:
+    case SF_OTLP_MSG_RESOURCE_SPANS:
+    case SF_OTLP_MSG_SCOPE_SPANS:
+    case SF_OTLP_MSG_SPAN:
+    case SF_OTLP_MSG_EVENT:
+    case SF_OTLP_MSG_LINK:
+    case SF_OTLP_MSG_STATUS:
+        return signal == SF_SIGNAL_TRACES;
+    case SF_OTLP_MSG_LOGS_REQUEST:
+    case SF_OTLP_MSG_RESOURCE_LOGS:
+    case SF_OTLP_MSG_SCOPE_LOGS:
+    case SF_OTLP_MSG_LOG_RECORD:
+        return signal == SF_SIGNAL_LOGS;
+    default:                    /* the metrics request's own messages */
+        return signal == SF_SIGNAL_METRICS;
+    }
+}
+
 /* One component's series of `m` (its counters `c`, of `signal`). */
 static void render_series(render_ctx *rc, const metric_def *m, const char *name,
                           const char *labels, sf_counters *c, sf_signal signal)
@@ -301,8 +333,9 @@ static void render_series(render_ctx *rc, const metric_def *m, const char *name,
     }
     if (m->by == BY_MESSAGE) {
         for (int i = 0; i < SF_OTLP_MSG_COUNT; i++)
-            text_add(t, "%s{%s,message=\"%s\"} %llu\n", name, all,
-                     sf_otlp_msg_label((sf_otlp_msg)i), (unsigned long long)m->get(c, i));
+            if (msg_of_signal((sf_otlp_msg)i, signal))
+                text_add(t, "%s{%s,message=\"%s\"} %llu\n", name, all,
+                         sf_otlp_msg_label((sf_otlp_msg)i), (unsigned long long)m->get(c, i));
         return;
     }
     for (int r = 0; r < SF_REASON_COUNT; r++)

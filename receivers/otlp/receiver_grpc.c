@@ -655,7 +655,8 @@ static void stream_finish(h2_stream *s)
         char why[160];
         int code = sf_otlp_answer_of(st)->grpc;
 
-        snprintf(why, sizeof(why), "%s: %s", sf_otlp_answer_of(st)->message,
+        snprintf(why, sizeof(why), "request is not a valid %s: %s",
+                 sf_otlp_request_name(kind_signal(s->kind)),
                  batch.stats.error != NULL ? batch.stats.error : "malformed");
         if (looks_zstd(bytes, len)) {
             code = SF_RPC_UNIMPLEMENTED;
@@ -700,7 +701,8 @@ static void stream_headers_done(h2_stream *s)
     }
     if (s->kind == KIND_OTHER) {
         stream_answer(s, SF_RPC_UNIMPLEMENTED,
-                      "unknown method: spanfence serves " EXPORT_METHOD " only");
+                      "unknown method: spanfence serves the Export methods of "
+                      "TraceService, LogsService and MetricsService only");
         return;
     }
     if (s->enc == ENC_OTHER) {

@@ -862,9 +862,7 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
         st = sf_component_emit(srv->self, SF_TRANSPORT_HTTP, &batch);
         if (st == SF_INVALID)
             snprintf(err, sizeof(err), "request is not a valid %s: %s",
-                     rq->signal == SF_SIGNAL_LOGS ? "ExportLogsServiceRequest"
-                     : rq->signal == SF_SIGNAL_METRICS ? "ExportMetricsServiceRequest"
-                                                       : "ExportTraceServiceRequest",
+                     sf_otlp_request_name(rq->signal),
                      batch.stats.error != NULL ? batch.stats.error : "malformed");
         sf_request_release(&batch);
         if (st == SF_OK)
