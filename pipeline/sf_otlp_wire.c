@@ -297,6 +297,7 @@ typedef struct cx {
     bool general;               /* every message through generic(): see run() */
     uint32_t held[SF_OTLP_MSG_COUNT];  /* per message, fields the edit changes */
     uint64_t ins_kinds;         /* bit k: message kind k gets the edit's inserts */
+    uint64_t ins_parents;       /* bit k: kind k has a singular child of such a kind */
     uint8_t verdict[SF_OTLP_FIELD_COUNT]; /* per governed field: FV_* (field_verdict) */
     sf_otlp_text name;          /* rename output */
     /* one_value_per_key: the keys of the current attribute list so far, by
@@ -1702,6 +1703,12 @@ static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *
             st = put_dropped(c, num, sl->count ? sl->u : 0, removed);
         } else if (ins && d->role == R_ATTRS) {
             st = attrs_inserted(c, m, num, sl, depth, &removed);
+        } else if (sl->count == 0 && d->type == F_MSG && !d->repeated &&
+                   (c->ins_kinds >> d->child & 1)) {
+            result r = { 0 };
+
+            /* absent: an empty one, which the inserts then fill */
+            st = child(c, num, d->child, (const uint8_t *)"", (const uint8_t *)"", depth, &r);
         } else if (sl->count == 0 && !(num == m->name && renames(c, m))) {
             continue;
         } else if ((d->flags & FL_ONEOF) && num != o_num) {
@@ -2484,7 +2491,7 @@ static sf_status msg(cx *c, unsigned kind, const uint8_t *p, const uint8_t *end,
         if (++depth > c->max_depth)
             return bad(c, "values nested deeper than max_value_depth");
     }
-    if (c->general || (c->ins_kinds >> kind & 1))
+    if (c->general || ((c->ins_kinds | c->ins_parents) >> kind & 1))
         return generic(c, kind, p, end, depth, res);
     return stream(c, kind, p, end, depth, res);
 }
@@ -2531,8 +2538,19 @@ static sf_status inserts_check(cx *c)
                 return SF_FILTER;
         }
         for (unsigned k = 0; k < SF_OTLP_MSG_COUNT; k++) {
-            if (schema[k].ctx == (int)ctx && k != SF_OTLP_MSG_EXEMPLAR)
+            /* KeyValue and AnyValue have no table (n 0, ctx 0) */
+            if (schema[k].n > 0 && schema[k].ctx == (int)ctx && k != SF_OTLP_MSG_EXEMPLAR)
                 c->ins_kinds |= 1ull << k;
+        }
+    }
+    /* a resource or scope the input leaves out is written, to hold them */
+    c->ins_parents = 0;
+    for (unsigned k = 0; c->ins_kinds != 0 && k < SF_OTLP_MSG_COUNT; k++) {
+        for (uint32_t num = 1; num < schema[k].n; num++) {
+            const fdesc *d = &schema[k].f[num];
+
+            if (d->type == F_MSG && !d->repeated && (c->ins_kinds >> d->child & 1))
+                c->ins_parents |= 1ull << k;
         }
     }
     return SF_OK;

@@ -114,7 +114,8 @@ typedef struct sf_otlp_value_rule {
  * key leaves with this value (whatever the keyset says of it), or the
  * attribute is added. Added and upserted attributes are not judged by the
  * edit's keyset or value rules (they are the operator's own constants) and
- * are written after the list's other attributes. key and value must be
+ * are written after the list's other attributes; a resource or scope the
+ * input leaves out is written to hold them. key and value must be
  * UTF-8 (else the call fails with SF_FILTER), key not empty. */
 typedef struct sf_otlp_insert {
     const char *key;

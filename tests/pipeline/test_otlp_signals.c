@@ -788,7 +788,8 @@ static void test_inserts(void **state)
     expect_sig(SF_SIGNAL_LOGS, &in, &e, &want, &st);
     assert_int_equal(st.inserted, 3);
 
-    /* a record without attributes gets the inserts at their place */
+    /* a record without attributes gets the inserts at their place; an
+     * absent resource is written to hold its inserts */
     pb_init(&in);
     pb_open(&in, 1);
     pb_open(&in, 2);
@@ -798,6 +799,10 @@ static void test_inserts(void **state)
     pb_closen(&in, 3);
     pb_init(&want);
     pb_open(&want, 1);
+    pb_open(&want, 1);
+    kv_str(&want, 1, "service.name", "vm-7");
+    kv_str(&want, 1, "vm.id", "vm-7");
+    pb_close(&want);
     pb_open(&want, 2);
     pb_open(&want, 2);
     pb_str(&want, 3, "WARN");

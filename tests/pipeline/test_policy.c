@@ -1509,11 +1509,16 @@ static const char sig_statements[] =
     "      - context: log\n"
     "        statements:\n"
     "          - keep_keys(attributes, [\"code\", \"level\"])\n"
+    "          - delete_key(attributes, \"level\") where not IsMatch(attributes[\"level\"], "
+    "\"^(info|warn)$\")\n"
     "          - set(body, nil) where not IsMatch(body, \"^request [0-9a-f]{8} done$\")\n"
     "    metric_statements:\n"
     "      - context: resource\n"
     "        statements:\n"
     "          - keep_keys(attributes, [\"service.name\"])\n"
+    "      - context: metric\n"
+    "        statements:\n"
+    "          - set(name, \"other\") where not IsMatch(name, \"^sglang:[a-z_]{1,64}$\")\n"
     "      - context: datapoint\n"
     "        statements:\n"
     "          - keep_keys(attributes, [\"model_name\"])\n"
@@ -1546,6 +1551,8 @@ static const char sig_policy[] =
     "    resource: [service.name]\n"
     "    log: [code, level]\n"
     "  body: 'not IsMatch(body, \"^request [0-9a-f]{8} done$\")'\n"
+    "  value_rules:\n"
+    "    log: {level: 'not IsMatch(attributes[\"level\"], \"^(info|warn)$\")'}\n"
     "  exporter:\n"
     "    id: otlphttp/logs\n"
     "    endpoint_env: SPANFENCE_GATEWAY_ENDPOINT\n"
@@ -1559,6 +1566,8 @@ static const char sig_policy[] =
     "    resource: [service.name]\n"
     "    datapoint: [model_name]\n"
     "  exemplars: drop\n"
+    "  field_values: {metric.name: other}\n"
+    "  field_patterns: {metric.name: '^sglang:[a-z_]{1,64}$'}\n"
     "  exporter:\n"
     "    id: otlphttp/metrics\n"
     "    endpoint_env: SPANFENCE_GATEWAY_ENDPOINT\n"
@@ -1679,6 +1688,13 @@ static void test_logs_metrics_mutations(void **state)
           "          - keep_exemplars(exemplars)\n",
           "processors.transform/allowlist: exemplars leave (keep_exemplars), the policy requires "
           "them dropped", "    metric_statements:", 5, 1 },
+        { "\"^(info|warn)$\")\n", "\"^(info|warn|.*)$\")\n",
+          "processors.transform/allowlist: log key 'level' has the value rule 'not "
+          "IsMatch(attributes[\"level\"], \"^(info|warn|.*)$\")', the policy requires 'not "
+          "IsMatch(attributes[\"level\"], \"^(info|warn)$\")'", "^(info|warn|.*)$", 13, 1 },
+        { "IsMatch(name, \"^sglang:[a-z_]{1,64}$\")", "IsMatch(name, \"^sglang:.*$\")",
+          "processors.transform/allowlist: metric.name is kept when it matches '^sglang:.*$', "
+          "the policy requires '^sglang:[a-z_]{1,64}$'", "^sglang:.*$", 13, 1 },
         { "      exporters: [otlphttp/logs]\n", "      exporters: [otlphttp/gateway]\n",
           "service.pipelines.logs: uses exporter 'otlphttp/gateway', which the policy reserves "
           "for pipeline 'traces'", "exporters: [otlphttp/gateway]\n    metrics", 19, 3 },

@@ -19,49 +19,21 @@
 #include "internal/sf_core.h"
 #include "processors/attributes/attributes.h"
 #include "tests/sf_torture.h"
+#include "processor_fixture.h"
 
-static const char base[] =
-    "receivers:\n  otlp:\n    protocols:\n      grpc:\n        endpoint: 127.0.0.1:4317\n"
-    "exporters:\n  otlphttp:\n    endpoint: http://127.0.0.1:4319\n"
-    "processors:\n%s"
-    "service:\n  pipelines:\n    traces:\n      receivers: [otlp]\n"
-    "      processors: [%s]\n      exporters: [otlphttp]\n";
-
-typedef struct run {
-    sf_config *cfg;
-    sf_component comp;
-} run;
+typedef pfx_run run;
 
 /* Load the processors section `procs` and create the processor `id`. */
 static void load(run *r, const char *procs, const char *id)
 {
-    size_t n = strlen(base) + strlen(procs) + strlen(id) + 1;
-    char *yaml = malloc(n);
-    sf_diag *d = sf_diag_create(NULL);
-    sf_config_component *c;
-    sf_status st;
-
-    memset(r, 0, sizeof(*r));
-    snprintf(yaml, n, base, procs, id);
-    st = sf_config_load_string("attributes.yaml", yaml, strlen(yaml), d, &r->cfg);
-    free(yaml);
-    if (st != SF_OK)
-        sf_diag_print(d);
-    assert_int_equal(st, SF_OK);
-    assert_int_equal(sf_diag_count(d), 0);
-    sf_diag_destroy(d);
-    c = sf_config_find(r->cfg, id);
-    assert_non_null(c);
-    r->comp.type = c->type;
-    r->comp.id = id;
-    r->comp.config = c->config;
-    assert_int_equal(c->type->create(&r->comp, c->config), SF_OK);
+    if (pfx_load(r, "attributes.yaml", procs, id) != SF_OK)
+        fail_msg("%s", r->errors);
+    assert_string_equal(r->errors, "");
 }
 
 static void unload(run *r)
 {
-    r->comp.type->destroy(&r->comp);
-    sf_config_destroy(r->cfg);
+    pfx_unload(r);
 }
 
 static bool keeps(const sf_otlp_edit *e, sf_otlp_ctx c, const char *key)

@@ -19,6 +19,7 @@
 #include "internal/sf_core.h"
 #include "sf_otlp_wire.h"
 #include "tests/pipeline/sf_pb_build.h"
+#include "processor_fixture.h"
 #include "opentelemetry/proto/collector/logs/v1/logs_service.pb-c.h"
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb-c.h"
 
@@ -26,47 +27,17 @@ typedef Opentelemetry__Proto__Collector__Logs__V1__ExportLogsServiceRequest logs
 typedef Opentelemetry__Proto__Collector__Metrics__V1__ExportMetricsServiceRequest metrics_req;
 typedef Opentelemetry__Proto__Common__V1__KeyValue kv;
 
-static const char base[] =
-    "receivers:\n  otlp:\n    protocols:\n      grpc:\n        endpoint: 127.0.0.1:4317\n"
-    "exporters:\n  otlphttp:\n    endpoint: http://127.0.0.1:4319\n"
-    "processors:\n%s"
-    "service:\n  pipelines:\n    traces:\n      receivers: [otlp]\n"
-    "      processors: [%s]\n      exporters: [otlphttp]\n";
-
-typedef struct run {
-    sf_config *cfg;
-    sf_component comp;
-    sf_otlp_stats stats;
-} run;
+typedef pfx_run run;
 
 static void load(run *r, const char *procs, const char *id)
 {
-    size_t n = strlen(base) + strlen(procs) + strlen(id) + 1;
-    char *yaml = malloc(n);
-    sf_diag *d = sf_diag_create(NULL);
-    sf_config_component *c;
-    sf_status st;
-
-    memset(r, 0, sizeof(*r));
-    snprintf(yaml, n, base, procs, id);
-    st = sf_config_load_string("fence.yaml", yaml, strlen(yaml), d, &r->cfg);
-    free(yaml);
-    if (st != SF_OK)
-        sf_diag_print(d);
-    assert_int_equal(st, SF_OK);
-    sf_diag_destroy(d);
-    c = sf_config_find(r->cfg, id);
-    assert_non_null(c);
-    r->comp.type = c->type;
-    r->comp.id = id;
-    r->comp.config = c->config;
-    assert_int_equal(c->type->create(&r->comp, c->config), SF_OK);
+    if (pfx_load(r, "fence.yaml", procs, id) != SF_OK)
+        fail_msg("%s", r->errors);
 }
 
 static void unload(run *r)
 {
-    r->comp.type->destroy(&r->comp);
-    sf_config_destroy(r->cfg);
+    pfx_unload(r);
 }
 
 /* The request through the processor's edit for `s`: the output bytes. */
@@ -127,19 +98,7 @@ static void logs_request(pb *b, const char *const *bodies, const char *const *se
     pb_closen(b, 2);
 }
 
-static const char transform_logs[] =
-    "  transform:\n"
-    "    log_statements:\n"
-    "      - context: resource\n"
-    "        statements:\n"
-    "          - keep_keys(attributes, [\"service.name\"])\n"
-    "      - context: log\n"
-    "        statements:\n"
-    "          - keep_keys(attributes, [\"code\", \"level\"])\n"
-    "          - delete_key(attributes, \"level\") where not IsMatch(attributes[\"level\"], "
-    "\"^(info|warn|error)$\")\n"
-    "          - set(body, nil) where not IsMatch(body, \"^request [0-9a-f]{8} done$\")\n"
-    "          - set(severity_text, \"\") where not IsMatch(severity_text, \"^(INFO|WARN)$\")\n";
+static const char transform_logs[] = "  transform:\n" PFX_LOG_STATEMENTS;
 
 static void test_logs_through_transform(void **state)
 {
@@ -284,18 +243,7 @@ static void metrics_request(pb *b)
     pb_closen(b, 2);
 }
 
-static const char transform_metrics[] =
-    "  transform:\n"
-    "    metric_statements:\n"
-    "      - context: metric\n"
-    "        statements:\n"
-    "          - keep_keys(metadata, [])\n"
-    "          - set(name, \"other\") where not IsMatch(name, \"^sglang:[a-z_]{1,64}$\")\n"
-    "          - set(description, \"\")\n"
-    "          - set(unit, \"\") where not IsMatch(unit, \"^(s|1|By)$\")\n"
-    "      - context: datapoint\n"
-    "        statements:\n"
-    "          - keep_keys(attributes, [\"model_name\"])\n";
+static const char transform_metrics[] = "  transform:\n" PFX_METRIC_STATEMENTS;
 
 static void test_metrics_through_transform(void **state)
 {
