@@ -433,6 +433,14 @@ static sf_service *start_signals(const char *exporter, const char *procs, int *p
     return svc;
 }
 
+static uint64_t exported(const sf_service *svc, sf_signal s)
+{
+    sf_totals t;
+
+    sf_service_totals_signal(svc, s, &t);
+    return t.exported;
+}
+
 /* The signal's accounting adds up: accepted = exported + in queue + failed. */
 static void assert_balanced(const sf_service *svc, sf_signal s, uint64_t accepted)
 {
@@ -448,7 +456,16 @@ static void assert_balanced(const sf_service *svc, sf_signal s, uint64_t accepte
     assert_int_equal(t.exported + failed, accepted);
 }
 
-/* Log requests on /v1/logs and a metrics one on /v1/metrics go through their own pipelines (memory_limiter, batch) to
+/* Two log records and one data point as OTLP/JSON. */
+static const char LOGS_JSON[] =
+    "{\"resourceLogs\":[{\"scopeLogs\":[{\"logRecords\":"
+    "[{\"body\":{\"stringValue\":\"a\"}},{\"severityNumber\":9}]}]}]}";
+static const char METRICS_JSON[] =
+    "{\"resourceMetrics\":[{\"scopeMetrics\":[{\"metrics\":[{\"name\":\"m\","
+    "\"gauge\":{\"dataPoints\":[{\"asInt\":\"3\"}]}}]}]}]}";
+
+/* Log and metric requests on /v1/logs and /v1/metrics, protobuf and
+ * OTLP/JSON, go through their own pipelines (memory_limiter, batch) to
  * the gateway's /v1/logs and /v1/metrics; each signal is counted under its
  * own names, on the receiver, the processors and the exporter, and its
  * accounting adds up on its own. Traces beside them are unchanged. */
@@ -472,14 +489,18 @@ static void test_logs_and_metrics_pipelines_run(void **state)
     logs_body(&b, 3);
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/logs", port);
     assert_int_equal(post_to(url, "application/x-protobuf", b.d, b.n), 200);
-    logs_body(&b, 2);
-    assert_int_equal(post_to(url, "application/x-protobuf", b.d, b.n), 200);
-    metrics_body(&b, 5);
+    assert_int_equal(post_to(url, "application/json", LOGS_JSON, strlen(LOGS_JSON)), 200);
+    metrics_body(&b, 4);
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/metrics", port);
     assert_int_equal(post_to(url, "application/x-protobuf", b.d, b.n), 200);
+    assert_int_equal(post_to(url, "application/json", METRICS_JSON, strlen(METRICS_JSON)), 200);
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/traces", port);
     assert_int_equal(post_to(url, "application/x-protobuf", spans, len), 200);
 
+    /* the exporters count a request sent once its answer is in: wait on
+     * their counts, then on what the gateway got */
+    SF_TEST_WAIT_FOR(exported(svc, SF_SIGNAL_LOGS) == 5 && exported(svc, SF_SIGNAL_METRICS) == 5 &&
+                     exported(svc, SF_SIGNAL_TRACES) == 4);
     SF_TEST_WAIT_FOR(sink_items(&k, SF_SIGNAL_LOGS) == 5 && sink_items(&k, SF_SIGNAL_METRICS) == 5 &&
                      sink_items(&k, SF_SIGNAL_TRACES) == 4);
     assert_int_equal(k.other, 0);
