@@ -14,6 +14,7 @@ const deps = require('./lib/deps');
 const { Gateway } = require('./lib/gateway');
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
 const peers = require('./lib/peers');
+const { rawCall } = require('./lib/grpc_raw');
 
 const grpc = deps.grpc();
 
@@ -37,18 +38,6 @@ service:
       receivers: [otlp]
       exporters: [otlphttp]
 `;
-}
-
-// A unary call with raw bytes both ways (no schema needed: the request is
-// an empty Export*ServiceRequest, the response is read as bytes).
-function rawCall(port, method, body) {
-  const client = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
-  return new Promise((resolve) => {
-    client.makeUnaryRequest(method, (b) => b, (b) => b, body, (err, res) => {
-      client.close();
-      resolve({ err, res });
-    });
-  });
 }
 
 test('metrics and logs to a receiver no pipeline of theirs lists: refused with why and counted, never accepted', async () => {

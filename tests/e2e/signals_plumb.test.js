@@ -16,24 +16,15 @@ const http = require('node:http');
 
 const deps = require('./lib/deps');
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
+const proto = require('./lib/proto');
+const { rawCall } = require('./lib/grpc_raw');
 
 const grpc = deps.grpc();
 
 // ---- protobuf bytes, by hand ----------------------------------------------
 
-function varint(n) {
-  const out = [];
-  let v = BigInt(n);
-  do {
-    let b = Number(v & 0x7fn);
-    v >>= 7n;
-    if (v > 0n) b |= 0x80;
-    out.push(b);
-  } while (v > 0n);
-  return Buffer.from(out);
-}
+const { varint, lenField: len } = proto;
 const tag = (num, wt) => varint((num << 3) | wt);
-const len = (num, body) => Buffer.concat([tag(num, 2), varint(body.length), body]);
 const str = (num, s) => len(num, Buffer.from(s));
 function fixed64(num, n) {
   const b = Buffer.alloc(8);
@@ -97,16 +88,6 @@ function grpcSink() {
     grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve({
       got, port, close: () => Promise.resolve(server.forceShutdown()),
     }))));
-}
-
-function rawCall(port, method, body) {
-  const client = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
-  return new Promise((resolve) => {
-    client.makeUnaryRequest(method, (b) => b, (b) => b, body, (err, res) => {
-      client.close();
-      resolve({ err, res });
-    });
-  });
 }
 
 function config() {

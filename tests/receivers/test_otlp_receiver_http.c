@@ -41,7 +41,9 @@ typedef struct fixture {
     sf_service *svc;
 } fixture;
 
-static int setup(void **state)
+/* The receiver (HTTP, 64 KiB bodies) in the pipelines `pipelines` (YAML
+ * under service.pipelines), a debug exporter; the fixture's url is `path`. */
+static int setup_with(void **state, const char *pipelines, const char *path)
 {
     fixture *f = calloc(1, sizeof(*f));
     char yaml[1024];
@@ -52,12 +54,18 @@ static int setup(void **state)
              "max_request_body_size: 64KiB}}}}\n"
              "exporters: {debug: {verbosity: basic}}\n"
              "service:\n  telemetry: {metrics: {level: none}}\n"
-             "  pipelines: {traces: {receivers: [otlp], exporters: [debug]}}\n", port);
+             "  pipelines:\n%s", port, pipelines);
     f->svc = sf_test_service_start("h.yaml", yaml, &f->cfg);
     snprintf(f->base, sizeof(f->base), "http://127.0.0.1:%d", port);
-    snprintf(f->url, sizeof(f->url), "%s/v1/traces", f->base);
+    snprintf(f->url, sizeof(f->url), "%s%s", f->base, path);
     *state = f;
     return 0;
+}
+
+static int setup(void **state)
+{
+    return setup_with(state, "    traces: {receivers: [otlp], exporters: [debug]}\n",
+                      "/v1/traces");
 }
 
 static int teardown(void **state)
@@ -356,24 +364,10 @@ static void test_ambiguous_framing_is_refused(void **state)
 /* The receiver in traces, logs and metrics pipelines. */
 static int setup_signals(void **state)
 {
-    fixture *f = calloc(1, sizeof(*f));
-    char yaml[1024];
-    int port = sf_test_free_port();
-
-    snprintf(yaml, sizeof(yaml),
-             "receivers: {otlp: {protocols: {http: {endpoint: '127.0.0.1:%d', "
-             "max_request_body_size: 64KiB}}}}\n"
-             "exporters: {debug: {verbosity: basic}}\n"
-             "service:\n  telemetry: {metrics: {level: none}}\n"
-             "  pipelines:\n"
-             "    traces: {receivers: [otlp], exporters: [debug]}\n"
-             "    logs: {receivers: [otlp], exporters: [debug]}\n"
-             "    metrics: {receivers: [otlp], exporters: [debug]}\n", port);
-    f->svc = sf_test_service_start("h.yaml", yaml, &f->cfg);
-    snprintf(f->base, sizeof(f->base), "http://127.0.0.1:%d", port);
-    snprintf(f->url, sizeof(f->url), "%s/v1/logs", f->base);
-    *state = f;
-    return 0;
+    return setup_with(state, "    traces: {receivers: [otlp], exporters: [debug]}\n"
+                             "    logs: {receivers: [otlp], exporters: [debug]}\n"
+                             "    metrics: {receivers: [otlp], exporters: [debug]}\n",
+                      "/v1/logs");
 }
 
 /* An ExportLogsServiceRequest of `n` log records with `pad` bytes of body
