@@ -1,9 +1,9 @@
 /* sf_otlp_count.h: counts the items (spans, log records, metric data
  * points) of an OTLP export request (protobuf) as its bytes stream past,
- * in pieces of any size, without keeping them: for requests refused before (or while) they arrive, whose
- * spans must still be counted (received = accepted + refused) although the
- * body is never held whole (an HTTP upload being discarded, the slices of a
- * gRPC message). It counts the item fields on the path sf_otlp_scan_signal
+ * in pieces of any size, without keeping them: for requests refused
+ * before (or while) they arrive, whose items must still be counted
+ * (received = accepted + refused) although the body is never held whole
+ * (an HTTP upload being discarded, the slices of a gRPC message). It counts the item fields on the path sf_otlp_scan_signal
  * counts (below) and skips everything inside an item;
  * nothing is validated beyond the framing on that path. On malformed input
  * it stops and keeps the count so far. No allocation. Also the count of a

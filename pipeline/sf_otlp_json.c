@@ -1848,9 +1848,12 @@ static sf_status pd_msg(dec *d, const ProtobufCMessageDescriptor *md, json_objec
 }
 
 static const ProtobufCMessageDescriptor *const request_desc[SF_SIGNAL_COUNT] = {
-    [SF_SIGNAL_TRACES] = &opentelemetry__proto__collector__trace__v1__export_trace_service_request__descriptor,
-    [SF_SIGNAL_LOGS] = &opentelemetry__proto__collector__logs__v1__export_logs_service_request__descriptor,
-    [SF_SIGNAL_METRICS] = &opentelemetry__proto__collector__metrics__v1__export_metrics_service_request__descriptor,
+    [SF_SIGNAL_TRACES] =
+        &opentelemetry__proto__collector__trace__v1__export_trace_service_request__descriptor,
+    [SF_SIGNAL_LOGS] =
+        &opentelemetry__proto__collector__logs__v1__export_logs_service_request__descriptor,
+    [SF_SIGNAL_METRICS] =
+        &opentelemetry__proto__collector__metrics__v1__export_metrics_service_request__descriptor,
 };
 
 static sf_status pd_request(dec *d, sf_signal s, json_object *root, void **out)

@@ -1198,6 +1198,24 @@ typedef struct slot {
     size_t total;               /* LEN: payload bytes of every occurrence */
 } slot;
 
+/* A oneof: the member the input set last, and its occurrences since the
+ * member last changed (what protobuf merges when it is a message). */
+typedef struct oneof_run {
+    uint32_t num;               /* 0: none */
+    uint32_t count;
+    const uint8_t *first;       /* tag of the first occurrence of the run */
+    size_t total;               /* LEN: payload bytes of the run */
+} oneof_run;
+
+static inline void oneof_note(oneof_run *o, const fld *f)
+{
+    if (f->num != o->num)
+        *o = (oneof_run){ .num = f->num, .first = f->start };
+    o->count++;
+    if (f->wt == WT_LEN)
+        o->total += (size_t)f->u;
+}
+
 /* Whether names of context ctx go through the edit's rename. A name the
  * input leaves out is then renamed from "", the name a decoder sees, so an
  * edit's result does not depend on how the input spelled a default. */
@@ -1509,7 +1527,8 @@ static int insert_find(const sf_otlp_insert *ins, size_t n, const uint8_t *k, si
  * [sl->first, sl->last_end) (none when sl->count is 0), with the edit's
  * inserts: an upsert's key leaves with its constant at its first entry
  * (later ones of the key, under one_value_per_key, are duplicates), and
- * inserts no entry of which left and upserts no entry had come last. */
+ * inserts no entry of which left and upserts no entry had come last (an
+ * update only replaces). */
 static __attribute__((noinline)) sf_status
 attrs_inserted(cx *c, const mdesc *m, uint32_t num, const slot *sl, unsigned depth,
                uint64_t *removed)
@@ -1535,7 +1554,7 @@ attrs_inserted(cx *c, const mdesc *m, uint32_t num, const slot *sl, unsigned dep
             continue;
         kv_key(c, f.val, f.val + f.u, &key, &klen);
         i = insert_find(ins, n, key, klen);
-        if (i >= 0 && ins[i].upsert) {
+        if (i >= 0 && (ins[i].upsert || ins[i].update)) {
             const bool first = !(upserted >> i & 1);
 
             /* read and checked like any attribute, never written */
@@ -1569,7 +1588,7 @@ attrs_inserted(cx *c, const mdesc *m, uint32_t num, const slot *sl, unsigned dep
             present |= 1ull << i;
     }
     for (size_t i = 0; i < n; i++) {
-        if ((present | upserted) >> i & 1)
+        if (((present | upserted) >> i & 1) || ins[i].update)
             continue;
         c->st->inserted++;
         st = put_kv_str(c, num, (const uint8_t *)ins[i].key, strlen(ins[i].key),
@@ -1650,10 +1669,7 @@ static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *
     uint64_t removed = 0;
     size_t spans_before = c->st->spans;
     int cls = CLS_SCALAR;
-    /* the oneof: the member set last, and its occurrences since it last changed */
-    uint32_t o_num = 0, o_count = 0;
-    const uint8_t *o_first = NULL;
-    size_t o_total = 0;
+    oneof_run o = { 0 };        /* the message's oneof */
     const bool ins = m->ctx >= 0 && (c->ins_kinds >> kind & 1);
     fld f;
     sf_status st;
@@ -1669,17 +1685,8 @@ static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *
             return st;
         if (d == NULL)
             continue;
-        if (d->flags & FL_ONEOF) {
-            if (f.num != o_num) {
-                o_num = f.num;
-                o_first = f.start;
-                o_count = 0;
-                o_total = 0;
-            }
-            o_count++;
-            if (f.wt == WT_LEN)
-                o_total += (size_t)f.u;
-        }
+        if (d->flags & FL_ONEOF)
+            oneof_note(&o, &f);
         slot *sl = &s[f.num];
         if (sl->count++ == 0)
             sl->first = f.start;
@@ -1711,7 +1718,7 @@ static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *
             st = child(c, num, d->child, (const uint8_t *)"", (const uint8_t *)"", depth, &r);
         } else if (sl->count == 0 && !(num == m->name && renames(c, m))) {
             continue;
-        } else if ((d->flags & FL_ONEOF) && num != o_num) {
+        } else if ((d->flags & FL_ONEOF) && num != o.num) {
             st = oneof_losers(c, num, d, sl->first, sl->last_end, depth);
         } else if (d->flags & FL_PACKED) {
             st = packed(c, num, d, sl->first, sl->last_end);
@@ -1720,7 +1727,7 @@ static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *
         } else if (d->type == F_MSG && (d->flags & FL_ONEOF)) {
             result r = { 0 };
 
-            st = single(c, d, num, o_first, sl->last_end, o_count, o_total, sl->val,
+            st = single(c, d, num, o.first, sl->last_end, o.count, o.total, sl->val,
                         sl->val + sl->u, depth, &r);
         } else if (d->type == F_MSG) {
             result r = { 0 };
@@ -2167,10 +2174,9 @@ static inline __attribute__((always_inline)) bool any_canonical(const uint8_t *p
  * occurrences since the member last changed; every occurrence is checked. */
 static sf_status any(cx *c, const uint8_t *p, const uint8_t *end, unsigned depth, result *res)
 {
-    const uint8_t *start = p, *run = NULL, *last_val = NULL;
-    uint32_t which = 0, run_count = 0;
+    const uint8_t *start = p, *last_val = NULL;
+    oneof_run o = { 0 };
     uint64_t last_u = 0;
-    size_t run_total = 0;
     fld f;
     sf_status st;
 
@@ -2197,20 +2203,12 @@ static sf_status any(cx *c, const uint8_t *p, const uint8_t *end, unsigned depth
         st = check_value(c, &d, &f);
         if (st != SF_OK)
             return st;
-        if (f.num != which) {
-            which = f.num;
-            run = f.start;
-            run_count = 0;
-            run_total = 0;
-        }
-        run_count++;
-        if (f.wt == WT_LEN)
-            run_total += (size_t)f.u;
+        oneof_note(&o, &f);
         last_val = f.val;
         last_u = f.u;
     }
     /* the occurrences that lost: read for their checks, never written */
-    for (p = start; p < (run != NULL ? run : end);) {
+    for (p = start; p < (o.first != NULL ? o.first : end);) {
         st = next_field(c, p, end, &f, 0);
         if (st != SF_OK)
             return st;
@@ -2226,7 +2224,7 @@ static sf_status any(cx *c, const uint8_t *p, const uint8_t *end, unsigned depth
                 return st;
         }
     }
-    switch (which) {
+    switch (o.num) {
     case 0:                     /* no value */
         return SF_OK;
     case AV_STRINDEX:           /* needs a profiles dictionary */
@@ -2234,22 +2232,22 @@ static sf_status any(cx *c, const uint8_t *p, const uint8_t *end, unsigned depth
         return SF_OK;
     case AV_STRING:
     case AV_BYTES:
-        res->cls = which == AV_STRING ? CLS_SCALAR : CLS_OTHER;
-        res->str = which == AV_STRING ? last_val : NULL;
+        res->cls = o.num == AV_STRING ? CLS_SCALAR : CLS_OTHER;
+        res->str = o.num == AV_STRING ? last_val : NULL;
         res->str_len = (size_t)last_u;
-        return put_len_field(c, which, last_val, (size_t)last_u);
+        return put_len_field(c, o.num, last_val, (size_t)last_u);
     case AV_DOUBLE:
-        st = put_tag_varint(c, which, WT_I64, false, 0);
+        st = put_tag_varint(c, o.num, WT_I64, false, 0);
         return st == SF_OK ? put(c, &last_u, 8) : st;
     case AV_BOOL:
     case AV_INT:
-        return put_tag_varint(c, which, WT_VARINT, true, last_u);
+        return put_tag_varint(c, o.num, WT_VARINT, true, last_u);
     default: {                  /* AV_ARRAY, AV_KVLIST */
         result r = { 0 };
 
-        st = child_merged(c, which, sf_otlp_f_any_value[which].child, run,
-                          end, run_count, run_total, last_val, last_val + last_u, depth, &r);
-        res->cls = which == AV_ARRAY ? (r.cls == CLS_SCALAR ? CLS_ARRAY : CLS_OTHER) : CLS_OTHER;
+        st = child_merged(c, o.num, sf_otlp_f_any_value[o.num].child, o.first,
+                          end, o.count, o.total, last_val, last_val + last_u, depth, &r);
+        res->cls = o.num == AV_ARRAY ? (r.cls == CLS_SCALAR ? CLS_ARRAY : CLS_OTHER) : CLS_OTHER;
         return st;
     }
     }

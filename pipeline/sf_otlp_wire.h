@@ -112,7 +112,8 @@ typedef struct sf_otlp_value_rule {
  * insert and upsert of constants): a string value. Insert: added when no
  * entry of the key leaves the list; upsert: the list's first entry of the
  * key leaves with this value (whatever the keyset says of it), or the
- * attribute is added. Added and upserted attributes are not judged by the
+ * attribute is added; update: the same replacement, nothing added when the
+ * key is absent. Added and upserted attributes are not judged by the
  * edit's keyset or value rules (they are the operator's own constants) and
  * are written after the list's other attributes; a resource or scope the
  * input leaves out is written to hold them. key and value must be
@@ -121,6 +122,7 @@ typedef struct sf_otlp_insert {
     const char *key;
     const char *value;
     bool upsert;
+    bool update;                /* replace only: as upsert, but never added */
 } sf_otlp_insert;
 
 /* Scratch text an edit writes a new name into; the codec owns it. */

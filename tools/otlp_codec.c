@@ -689,7 +689,9 @@ static const sf_otlp_value_alt fence_body_alt = { .types = SF_OTLP_VAL_STRING,
                                                   .shape = SF_OTLP_STR_SET, .n_set = 1,
                                                   .set = fence_body_set };
 static const sf_otlp_value_rule fence_body = { .n_alts = 1, .alts = &fence_body_alt };
-static const sf_otlp_insert fence_upsert[] = { { "vm.id", "vm-1", true } };
+static const sf_otlp_insert fence_upsert[] = {
+    { .key = "vm.id", .value = "vm-1", .upsert = true },
+};
 
 static sf_status fence_edit(sf_otlp_edit *e, sf_otlp_keyset *ks[5])
 {

@@ -81,7 +81,7 @@ static const sf_otlp_value_alt body_alt = { .types = SF_OTLP_VAL_STRING,
                                             .shape = SF_OTLP_STR_SET, .n_set = 1,
                                             .set = ok_set };
 static const sf_otlp_value_rule body_rule = { .n_alts = 1, .alts = &body_alt };
-static const sf_otlp_insert res_ins[] = { { "vm.id", "vm-1", true } };
+static const sf_otlp_insert res_ins[] = { { .key = "vm.id", .value = "vm-1", .upsert = true } };
 static sf_otlp_edit edit;
 
 static void init_once(void)

@@ -740,10 +740,11 @@ static void test_metrics_edit(void **state)
 
 static void test_inserts(void **state)
 {
-    static const sf_otlp_insert res_ins[] = { { "service.name", "vm-7", true },
-                                              { "vm.id", "vm-7", true } };
-    static const sf_otlp_insert log_ins[] = { { "level", "debug", false },
-                                              { "env", "prod", false } };
+    static const sf_otlp_insert res_ins[] = { { "service.name", "vm-7", true, false },
+                                              { "vm.id", "vm-7", true, false } };
+    static const sf_otlp_insert log_ins[] = { { "level", "debug", false, false },
+                                              { "env", "prod", false, false },
+                                              { "logger", "x", false, true } };
     static const char *const keys[] = { "level" };
     static const bool keep[] = { true };
     sf_otlp_keyset *ks;
@@ -755,7 +756,7 @@ static void test_inserts(void **state)
     assert_int_equal(sf_otlp_keyset_create(1, keys, keep, false, &ks), SF_OK);
     e.n_inserts[SF_OTLP_RESOURCE] = 2;
     e.inserts[SF_OTLP_RESOURCE] = res_ins;
-    e.n_inserts[SF_OTLP_LOG] = 2;
+    e.n_inserts[SF_OTLP_LOG] = 3;     /* the update of an absent key adds nothing */
     e.inserts[SF_OTLP_LOG] = log_ins;
     e.keys[SF_OTLP_LOG] = ks;           /* inserted keys are not judged by it */
     logs_request(&in, 1);
@@ -795,6 +796,7 @@ static void test_inserts(void **state)
     pb_open(&in, 2);
     pb_open(&in, 2);
     pb_str(&in, 3, "WARN");
+    kv_str(&in, 6, "logger", "secret-name");
     pb_str(&in, 12, "ev");
     pb_closen(&in, 3);
     pb_init(&want);
@@ -806,6 +808,7 @@ static void test_inserts(void **state)
     pb_open(&want, 2);
     pb_open(&want, 2);
     pb_str(&want, 3, "WARN");
+    kv_str(&want, 6, "logger", "x");               /* updated in place */
     kv_str(&want, 6, "level", "debug");
     kv_str(&want, 6, "env", "prod");
     pb_str(&want, 12, "ev");
@@ -814,7 +817,7 @@ static void test_inserts(void **state)
 
     /* an insert that is not UTF-8 fails the call */
     {
-        static const sf_otlp_insert bad_ins[] = { { "k", "\xff", false } };
+        static const sf_otlp_insert bad_ins[] = { { "k", "\xff", false, false } };
         sf_buf *out = NULL;
 
         e.inserts[SF_OTLP_LOG] = bad_ins;
