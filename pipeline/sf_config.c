@@ -561,6 +561,7 @@ static sf_status load_pipeline_list(loader *l, sf_config_pipeline *p, sf_kind ki
 static sf_status load_pipelines(loader *l, const sf_node *service_key, const sf_node *pipelines)
 {
     static const char *const signals[] = { "traces", "metrics", "logs" };
+    static const sf_signal signal_of[] = { SF_SIGNAL_TRACES, SF_SIGNAL_METRICS, SF_SIGNAL_LOGS };
     const sf_node *pkey = key_node(sf_node_get(l->root, "service"), "pipelines");
     sf_config *cfg = l->cfg;
     bool traces = false;
@@ -614,7 +615,7 @@ static sf_status load_pipelines(loader *l, const sf_node *service_key, const sf_
             return SF_ENOMEM;
         l->ctx.node = key;
         p->id = key->text;
-        p->signal = (sf_signal)s;
+        p->signal = signal_of[s];
         p->node = key;
         cfg->n_pipelines++;
         if (sf_cfg_decode(&l->ctx, pipeline_rows, pipelines->items[i], &pc) == SF_ENOMEM)

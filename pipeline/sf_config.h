@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sf_signal.h"
 #include "sf_status.h"
 
 /* ---- YAML nodes ------------------------------------------------------- */
@@ -173,11 +174,7 @@ bool sf_is_host_name(const char *s);
 
 struct sf_component_type;
 
-typedef enum sf_signal {
-    SF_SIGNAL_TRACES,
-    SF_SIGNAL_METRICS,
-    SF_SIGNAL_LOGS
-} sf_signal;
+/* sf_signal: sf_signal.h */
 
 typedef struct sf_config_component {
     char *id;                                  /* "transform/allowlist" */

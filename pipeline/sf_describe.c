@@ -23,6 +23,9 @@ const char *sf_otlp_ctx_name(sf_otlp_ctx c)
         [SF_OTLP_SPAN] = "span",
         [SF_OTLP_SPANEVENT] = "spanevent",
         [SF_OTLP_LINK] = "link",
+        [SF_OTLP_LOG] = "log",
+        [SF_OTLP_METRIC] = "metric",
+        [SF_OTLP_DATAPOINT] = "datapoint",
     };
 
     return (int)c >= 0 && c < SF_OTLP_CTX_COUNT ? names[c] : "?";

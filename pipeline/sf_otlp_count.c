@@ -11,8 +11,15 @@ enum { ST_TAG, ST_LEN, ST_VARINT, ST_SKIP };
 
 void sf_span_counter_init(sf_span_counter *c)
 {
+    sf_span_counter_init_signal(c, SF_SIGNAL_TRACES);
+}
+
+void sf_span_counter_init_signal(sf_span_counter *c, sf_signal s)
+{
     memset(c, 0, sizeof(*c));
+    c->signal = s;
     c->state = ST_TAG;
+    c->bad = s != SF_SIGNAL_TRACES;     /* until logs and metrics land */
 }
 
 /* Leave every level that ends here; false when one was overrun. */
@@ -136,7 +143,14 @@ enum {
 
 void sf_json_span_counter_init(sf_json_span_counter *c)
 {
+    sf_json_span_counter_init_signal(c, SF_SIGNAL_TRACES);
+}
+
+void sf_json_span_counter_init_signal(sf_json_span_counter *c, sf_signal s)
+{
     memset(c, 0, sizeof(*c));
+    c->signal = s;
+    c->bad = s != SF_SIGNAL_TRACES;     /* until logs and metrics land */
 }
 
 static bool key_is(const sf_json_span_counter *c, const char *a, const char *b)

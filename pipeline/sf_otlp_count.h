@@ -15,12 +15,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sf_signal.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 
+/* The counters count the items of one signal (sf_signal.h): spans; log
+ * records at resource_logs.scope_logs.log_records; metric data points, the
+ * data_points of the gauge, sum, histogram, exponential_histogram and
+ * summary at resource_metrics.scope_metrics.metrics. `spans` keeps its name
+ * and means those items. */
 typedef struct sf_span_counter {
     size_t spans;
     bool bad;                   /* framing broken: counting stopped */
     /* private */
+    sf_signal signal;
     unsigned level;             /* 0 request, 1 ResourceSpans, 2 ScopeSpans */
     unsigned state;
     unsigned shift;
@@ -33,7 +40,8 @@ typedef struct sf_span_counter {
     unsigned groups;
 } sf_span_counter;
 
-void sf_span_counter_init(sf_span_counter *c);
+void sf_span_counter_init(sf_span_counter *c);                 /* traces */
+void sf_span_counter_init_signal(sf_span_counter *c, sf_signal s);
 /* Feed the next `n` bytes. */
 void sf_span_counter_feed(sf_span_counter *c, const uint8_t *p, size_t n);
 
@@ -47,6 +55,7 @@ typedef struct sf_json_span_counter {
     size_t spans;
     bool bad;                   /* unbalanced: counting stopped */
     /* private */
+    sf_signal signal;
     unsigned depth;             /* containers open */
     uint8_t role[SF_JSON_COUNT_DEPTH];  /* of the first levels */
     bool in_string, escape, string_is_key, expect_key;
@@ -54,7 +63,8 @@ typedef struct sf_json_span_counter {
     unsigned key_len;           /* > sizeof(key): too long to be one we look for */
 } sf_json_span_counter;
 
-void sf_json_span_counter_init(sf_json_span_counter *c);
+void sf_json_span_counter_init(sf_json_span_counter *c);       /* traces */
+void sf_json_span_counter_init_signal(sf_json_span_counter *c, sf_signal s);
 void sf_json_span_counter_feed(sf_json_span_counter *c, const uint8_t *p, size_t n);
 
 /* The spans of a decoded request (a tree, sf_request_tree): the sum over

@@ -1554,3 +1554,89 @@ sf_status sf_otlp_json_encode_response(const sf_otlp_response *resp, char **out,
     }
     return finish(&e, root, out, out_len);
 }
+
+/* ==== every signal, as protobuf bytes ===================================== */
+
+bool sf_otlp_json_maps(sf_signal s)
+{
+    return s == SF_SIGNAL_TRACES;
+}
+
+sf_status sf_otlp_json_to_wire(sf_signal s, sf_arena *arena, const char *json, size_t len,
+                               unsigned max_depth, const uint8_t **out, size_t *out_len,
+                               char *err, size_t err_size)
+{
+    sf_otlp_request *req = NULL;
+    uint8_t *packed;
+    size_t n;
+    sf_status st;
+
+    *out = NULL;
+    *out_len = 0;
+    if (!sf_otlp_json_maps(s)) {
+        if (err != NULL && err_size > 0)
+            snprintf(err, err_size, "otlp/json for %s is not supported", sf_signal_name(s));
+        return SF_UNSUPPORTED;
+    }
+    st = sf_otlp_json_decode(arena, json, len, max_depth, &req, err, err_size);
+    if (st != SF_OK)
+        return st;
+    n = opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(
+        req);
+    packed = sf_arena_alloc(arena, n ? n : 1);
+    if (packed == NULL)
+        return SF_ENOMEM;
+    *out_len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(
+        req, packed);
+    *out = packed;
+    return SF_OK;
+}
+
+sf_status sf_otlp_json_from_wire(sf_signal s, sf_arena *arena, const uint8_t *wire, size_t len,
+                                 char **out, size_t *out_len)
+{
+    sf_otlp_request *req;
+
+    *out = NULL;
+    *out_len = 0;
+    if (!sf_otlp_json_maps(s))
+        return SF_UNSUPPORTED;
+    req = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
+        sf_arena_pb_allocator(arena), len, wire);
+    if (req == NULL)
+        return sf_arena_failed(arena) ? SF_ENOMEM : SF_INVALID;
+    return sf_otlp_json_encode(req, out, out_len);
+}
+
+sf_status sf_otlp_json_encode_partial(sf_signal s, int64_t rejected, const char *message,
+                                      char **out, size_t *out_len)
+{
+    static const char *const rejected_key[SF_SIGNAL_COUNT] = {
+        [SF_SIGNAL_TRACES] = "rejectedSpans",
+        [SF_SIGNAL_LOGS] = "rejectedLogRecords",
+        [SF_SIGNAL_METRICS] = "rejectedDataPoints",
+    };
+    enc e = { .failed = false };
+    json_object *root = new_obj(&e);
+
+    *out = NULL;
+    *out_len = 0;
+    if ((unsigned)s >= SF_SIGNAL_COUNT) {
+        json_object_put(root);
+        return SF_INVALID;
+    }
+    if (rejected > 0 || (message != NULL && message[0] != '\0')) {
+        json_object *po = new_obj(&e);
+
+        if (rejected > 0) {
+            char buf[24];
+
+            snprintf(buf, sizeof(buf), "%" PRId64, rejected);
+            add(&e, po, rejected_key[s], json_object_new_string(buf));
+        }
+        if (message != NULL && message[0] != '\0')
+            add_str(&e, po, "errorMessage", message);
+        add(&e, root, "partialSuccess", po);
+    }
+    return finish(&e, root, out, out_len);
+}

@@ -1,6 +1,8 @@
-/* sf_otlp_json.h: the OTLP/JSON mapping of the trace export request and
- * response (OTLP/HTTP with Content-Type application/json, and the file
- * exporter's JSON lines), between JSON text and protobuf-c structs.
+/* sf_otlp_json.h: the OTLP/JSON mapping of the export requests and
+ * responses (OTLP/HTTP with Content-Type application/json, and the file
+ * exporter's JSON lines): for traces between JSON text and protobuf-c
+ * structs; for every signal (sf_signal.h) between JSON text and protobuf
+ * bytes (sf_otlp_json_to_wire, sf_otlp_json_from_wire).
  *
  * Mapping (OTLP specification, "JSON Protobuf Encoding"): lowerCamelCase
  * field names (snake_case accepted on input), trace/span ids as hex, other
@@ -22,10 +24,14 @@
 #ifndef SF_OTLP_JSON_H
 #define SF_OTLP_JSON_H
 
+#include <stdbool.h>
 #include <stddef.h>
+
+#include <stdint.h>
 
 #include "sf_arena.h"
 #include "sf_request.h"
+#include "sf_signal.h"
 #include "sf_status.h"
 
 /* Decode an OTLP/JSON ExportTraceServiceRequest into protobuf-c structs whose memory all comes
@@ -43,5 +49,30 @@ sf_status sf_otlp_json_encode(const sf_otlp_request *req, char **out, size_t *ou
  * with sf_free. SF_ENOMEM on no memory. */
 sf_status sf_otlp_json_encode_response(const sf_otlp_response *resp, char **out,
                                        size_t *out_len);
+
+/* An OTLP/JSON export request of signal `s` (the same mapping and
+ * refusals as sf_otlp_json_decode) as protobuf bytes in `arena` into
+ * *out[0, *out_len): the bytes the codec (sf_otlp_rewrite_signal) then
+ * validates and makes canonical. SF_INVALID with a reason in err,
+ * SF_TOOBIG, SF_ENOMEM; SF_UNSUPPORTED for a signal the JSON codec does not
+ * map yet (see sf_otlp_json_maps). */
+sf_status sf_otlp_json_to_wire(sf_signal s, sf_arena *arena, const char *json, size_t len,
+                               unsigned max_depth, const uint8_t **out, size_t *out_len,
+                               char *err, size_t err_size);
+/* The canonical protobuf bytes of a request of signal `s` (the codec's
+ * output) as one line of OTLP/JSON (no newline) in an sf_malloc'd,
+ * NUL-terminated buffer the caller frees with sf_free; `arena` holds the
+ * decode. SF_INVALID, SF_ENOMEM, SF_UNSUPPORTED as above. */
+sf_status sf_otlp_json_from_wire(sf_signal s, sf_arena *arena, const uint8_t *wire, size_t len,
+                                 char **out, size_t *out_len);
+/* Whether the JSON codec maps signal `s` yet. */
+bool sf_otlp_json_maps(sf_signal s);
+
+/* The OTLP/HTTP JSON reply body for a request of signal `s`: "{}", or
+ * {"partialSuccess":{...}} with rejectedSpans / rejectedLogRecords /
+ * rejectedDataPoints when `rejected` > 0 and errorMessage when `message` is
+ * not NULL or empty. sf_malloc'd, NUL-terminated; SF_ENOMEM. */
+sf_status sf_otlp_json_encode_partial(sf_signal s, int64_t rejected, const char *message,
+                                      char **out, size_t *out_len);
 
 #endif

@@ -2270,3 +2270,28 @@ size_t sf_otlp_count_matching_spans(const uint8_t *data, size_t len, size_t n,
         return 0;
     return n == 0 ? stats.spans : c.matching;
 }
+
+sf_status sf_otlp_rewrite_signal(sf_signal s, const uint8_t *in, size_t len, unsigned max_depth,
+                                 const sf_otlp_edit *edit, sf_buf **out, sf_otlp_stats *stats)
+{
+    if (s == SF_SIGNAL_TRACES)
+        return sf_otlp_rewrite(in, len, max_depth, edit, out, stats);
+    if (out != NULL)
+        *out = NULL;
+    if (stats != NULL) {
+        memset(stats, 0, sizeof(*stats));
+        stats->error = "signal not supported by the codec yet";
+    }
+    return SF_UNSUPPORTED;
+}
+
+sf_status sf_otlp_scan_signal(sf_signal s, const uint8_t *in, size_t len, unsigned max_depth,
+                              size_t *items)
+{
+    sf_otlp_stats stats;
+    sf_status st = sf_otlp_rewrite_signal(s, in, len, max_depth, NULL, NULL, &stats);
+
+    if (items != NULL)
+        *items = stats.spans;
+    return st;
+}

@@ -1,9 +1,10 @@
-/* sf_otlp_wire.h: the one reader and writer of OTLP trace bytes. Every part
- * of spanfence that looks at an encoded ExportTraceServiceRequest (the
- * receivers' validation, span counting, the transform, the exporters' bytes,
- * the trace_control tap) goes through it, so they cannot disagree.
+/* sf_otlp_wire.h: the one reader and writer of OTLP bytes, for the three
+ * signals (sf_signal.h). Every part of spanfence that looks at an encoded
+ * Export{Trace,Logs,Metrics}ServiceRequest (the receivers' validation, item
+ * counting, the transform, the exporters' bytes, the trace_control tap) goes
+ * through it, so they cannot disagree.
  *
- * One pass over a request validates it against the OTLP trace schema,
+ * One pass over a request validates it against the OTLP schema of its signal,
  * applies an edit (the transform's allowlist, name rules, cleared fields) and
  * writes the result in canonical form: only fields the schema defines, each
  * with its wire type, in field-number order, minimal varints, singular fields
@@ -21,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sf_signal.h"
 #include "sf_status.h"
 
 struct sf_buf;
@@ -41,13 +43,18 @@ typedef enum sf_otlp_msg {
 
 const char *sf_otlp_msg_label(sf_otlp_msg m);
 
-/* Where attributes and names live; the order is the tree's. */
+/* Where attributes and names live; the order is the tree's, traces' first.
+ * RESOURCE and SCOPE serve all three signals. */
 typedef enum sf_otlp_ctx {
     SF_OTLP_RESOURCE = 0,
     SF_OTLP_SCOPE,
     SF_OTLP_SPAN,
     SF_OTLP_SPANEVENT,
     SF_OTLP_LINK,
+    SF_OTLP_LOG,                /* LogRecord.attributes */
+    SF_OTLP_METRIC,             /* Metric.metadata */
+    SF_OTLP_DATAPOINT,          /* every data point's attributes, an exemplar's
+                                 * filtered_attributes */
     SF_OTLP_CTX_COUNT
 } sf_otlp_ctx;
 
@@ -100,6 +107,20 @@ typedef struct sf_otlp_value_rule {
     const sf_otlp_value_alt *alts;
     bool pseudonym;
 } sf_otlp_value_rule;
+
+/* An attribute an edit adds (the `attributes` and `resource` processors'
+ * insert and upsert of constants): a string value. Insert: added when no
+ * entry of the key leaves the list; upsert: the list's first entry of the
+ * key leaves with this value (whatever the keyset says of it), or the
+ * attribute is added. Added and upserted attributes are not judged by the
+ * edit's keyset or value rules (they are the operator's own constants) and
+ * are written after the list's other attributes. key and value must be
+ * UTF-8 (else the call fails with SF_FILTER), key not empty. */
+typedef struct sf_otlp_insert {
+    const char *key;
+    const char *value;
+    bool upsert;
+} sf_otlp_insert;
 
 /* Scratch text an edit writes a new name into; the codec owns it. */
 typedef struct sf_otlp_text {
@@ -169,6 +190,22 @@ typedef struct sf_otlp_edit {
     bool (*pseudonym_fn)(const void *ctx, void **state, const uint8_t *in, size_t len,
                          uint8_t *out, size_t *out_len);
     bool (*pseudonym_int_fn)(const void *ctx, void **state, int64_t in, int64_t *out_int);
+    /* Logs: when the edit governs SF_OTLP_FIELD_LOG_BODY (in `fields`), a
+     * log record's body leaves only when it passes this rule (the
+     * attributes' value-rule machinery, max_string_length included; a
+     * pseudonym rule replaces a string or int body); NULL: every body is
+     * dropped. Dropped bodies are counted (stats.dropped_bodies). */
+    const sf_otlp_value_rule *body_rule;
+    /* Metrics: when the edit governs SF_OTLP_FIELD_EXEMPLARS, exemplars are
+     * dropped (counted: stats.dropped_exemplars) unless this is set; kept
+     * ones keep their trace and span ids (checked as ids) and their
+     * filtered_attributes pass the DATAPOINT keyset. */
+    bool keep_exemplars;
+    /* Attributes added per context (n_inserts[c] of inserts[c]): see
+     * sf_otlp_insert. A message of a context with inserts is written by the
+     * codec's general walk (slower than its streaming one). */
+    size_t n_inserts[SF_OTLP_CTX_COUNT];
+    const sf_otlp_insert *inserts[SF_OTLP_CTX_COUNT];
 } sf_otlp_edit;
 
 /* Attributes an edit removed, by context and key, for drift reports: keys
@@ -184,7 +221,8 @@ typedef struct sf_otlp_drift {
 
 /* What one pass saw. */
 typedef struct sf_otlp_stats {
-    size_t spans;               /* spans in the request (on error: seen before it) */
+    size_t spans;               /* items of the request's signal: spans, log records or
+                                 * metric data points (on error: seen before it) */
     uint64_t removed_attributes; /* attributes the edit removed */
     uint64_t renamed;           /* names the edit changed */
     uint64_t failed_values;     /* of removed_attributes: a kept key's value failed its rule */
@@ -192,6 +230,9 @@ typedef struct sf_otlp_stats {
     uint64_t pseudonyms;        /* values replaced by their pseudonym */
     size_t n_drift;             /* removals by context and key, the first SF_OTLP_DRIFT_MAX */
     sf_otlp_drift drift[SF_OTLP_DRIFT_MAX];
+    uint64_t dropped_bodies;    /* log bodies the edit's body rule dropped */
+    uint64_t dropped_exemplars; /* exemplars the edit dropped */
+    uint64_t inserted;          /* attributes the edit's inserts added or upserted */
     uint64_t dropped_fields[SF_OTLP_MSG_COUNT]; /* unknown/obsolete fields, by message */
     const char *error;          /* on SF_INVALID: what was wrong (static text) */
 } sf_otlp_stats;
@@ -215,6 +256,20 @@ sf_status sf_otlp_rewrite(const uint8_t *in, size_t len, unsigned max_depth,
 /* sf_otlp_rewrite without output or edit: SF_OK when valid; *spans the spans
  * seen (all of them when valid). */
 sf_status sf_otlp_scan(const uint8_t *in, size_t len, unsigned max_depth, size_t *spans);
+
+/* The same for a request of signal `s`: an ExportTraceServiceRequest
+ * (exactly sf_otlp_rewrite / sf_otlp_scan), an ExportLogsServiceRequest or
+ * an ExportMetricsServiceRequest. stats->spans and *items count the
+ * signal's items: spans, log records, metric data points (the data_points
+ * of gauge, sum, histogram, exponential_histogram and summary). Besides the
+ * refusals above: a sint32 past 32 bits; a packed repeated field whose
+ * payload is not whole elements. SF_UNSUPPORTED for a signal out of range
+ * (and, until their walk lands, for logs and metrics). */
+sf_status sf_otlp_rewrite_signal(sf_signal s, const uint8_t *in, size_t len, unsigned max_depth,
+                                 const sf_otlp_edit *edit, struct sf_buf **out,
+                                 sf_otlp_stats *stats);
+sf_status sf_otlp_scan_signal(sf_signal s, const uint8_t *in, size_t len, unsigned max_depth,
+                              size_t *items);
 
 /* Whether p[0, n) is UTF-8 as proto3 requires of strings (no overlongs,
  * surrogates or code points past U+10FFFF): the codec's own check. */

@@ -198,7 +198,14 @@ sf_buf *sf_buf_resize(sf_buf *b, size_t used, size_t cap)
 sf_status sf_request_init(sf_request *b, sf_arena *arena, const uint8_t *data, size_t len,
                         unsigned max_depth)
 {
+    return sf_request_init_signal(b, arena, SF_SIGNAL_TRACES, data, len, max_depth);
+}
+
+sf_status sf_request_init_signal(sf_request *b, sf_arena *arena, sf_signal signal,
+                                 const uint8_t *data, size_t len, unsigned max_depth)
+{
     memset(b, 0, sizeof(*b));
+    b->signal = signal;
     b->arena = arena;
     b->raw = data;
     b->raw_len = len;
@@ -212,7 +219,7 @@ sf_status sf_request_rewrite(sf_request *b, const sf_otlp_edit *edit, const void
     size_t len = b->wire != NULL ? b->wire->len : b->raw_len;
     sf_otlp_stats stats;
     sf_buf *out;
-    sf_status st = sf_otlp_rewrite(in, len, b->max_depth, edit, &out, &stats);
+    sf_status st = sf_otlp_rewrite_signal(b->signal, in, len, b->max_depth, edit, &out, &stats);
 
     if (st != SF_OK) {
         if (b->wire == NULL)
@@ -236,6 +243,8 @@ sf_status sf_request_tree(sf_request *b)
 
     if (b->req != NULL)
         return SF_OK;
+    if (b->signal != SF_SIGNAL_TRACES)
+        return SF_UNSUPPORTED;
     if (b->wire == NULL && (st = sf_request_rewrite(b, NULL, NULL)) != SF_OK)
         return st;
     if (b->arena == NULL)

@@ -1,5 +1,5 @@
-/* sf_request.h: what flows through a pipeline: one ExportTraceServiceRequest
- * as bytes. Processors never edit a tree: the transform's edit is applied by
+/* sf_request.h: what flows through a pipeline: one OTLP export request
+ * (traces, logs or metrics: sf_signal.h) as bytes. Processors never edit a tree: the transform's edit is applied by
  * the codec (sf_otlp_wire.h) in the pass that validates the request;
  * exporters take the canonical bytes (an sf_buf, reference-counted for
  * fan-out) into their queues, never a decoded tree (~10x larger). */
@@ -13,6 +13,7 @@
 
 #include "sf_arena.h"
 #include "sf_otlp_wire.h"
+#include "sf_signal.h"
 #include "sf_status.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 
@@ -35,7 +36,8 @@ typedef struct sf_buf {
     bool pooled;                /* given back to the pool, not freed (sf_buf_take) */
     size_t len;
     size_t cap;                 /* bytes data can hold */
-    size_t spans;               /* spans encoded in data */
+    size_t spans;               /* items encoded in data: spans, log records or metric
+                                 * data points, by the request's signal */
     uint8_t data[];
 } sf_buf;
 
@@ -81,29 +83,35 @@ sf_buf *sf_buf_resize(sf_buf *b, size_t used, size_t cap);
  * pass is also the request's validation. Exporters take the canonical
  * bytes; readers that want a tree (debug, file JSON) decode those. */
 typedef struct sf_request {
+    sf_signal signal;           /* what the bytes are; zero: traces */
     sf_arena *arena;            /* for sf_request_tree's tree; the caller's */
     const uint8_t *raw;         /* the request as received */
     size_t raw_len;
     unsigned max_depth;
-    size_t spans;               /* known once the codec ran */
+    size_t spans;               /* items of the signal (spans, log records, metric data
+                                 * points: upstream counts metric points); known once
+                                 * the codec ran */
     sf_buf *wire;               /* canonical bytes, or NULL before the codec ran; owned */
     sf_otlp_stats stats;        /* of the pass that made `wire` */
     const void *edited_by;      /* the component whose edit made `wire` (NULL: none) */
     sf_status edit_status;      /* that pass's status, when the core ran it for edited_by */
-    sf_otlp_request *req;       /* `wire` decoded (sf_request_tree), read-only */
+    sf_otlp_request *req;       /* `wire` decoded (sf_request_tree, traces), read-only */
 } sf_request;
 
 /* Default cap on AnyValue nesting (arrays / key-value lists in values). */
 #define SF_OTLP_DEFAULT_MAX_DEPTH 32
 
 /* Initialise `b` over `data` (which must stay valid while the batch is in
- * use); nothing is read yet. `arena` is the caller's, for any later decode.
- * Always SF_OK. */
+ * use), a trace request; nothing is read yet. `arena` is the caller's, for
+ * any later decode. Always SF_OK. */
 sf_status sf_request_init(sf_request *b, sf_arena *arena, const uint8_t *data, size_t len,
                         unsigned max_depth);
+/* The same for a request of signal `signal`. Always SF_OK. */
+sf_status sf_request_init_signal(sf_request *b, sf_arena *arena, sf_signal signal,
+                                 const uint8_t *data, size_t len, unsigned max_depth);
 
-/* Run the codec on the batch's current bytes with `edit` (NULL: canonical
- * form only) on behalf of `by`: on SF_OK the result is the batch's bytes and
+/* Run the codec (for b->signal) on the batch's current bytes with `edit`
+ * (NULL: canonical form only) on behalf of `by`: on SF_OK the result is the batch's bytes and
  * b->spans, b->stats describe it. On error the batch is unchanged but
  * b->spans holds the spans seen (SF_INVALID: before the error). */
 sf_status sf_request_rewrite(sf_request *b, const sf_otlp_edit *edit, const void *by);
@@ -113,7 +121,9 @@ sf_status sf_request_decode(sf_request *b, sf_arena *arena, const uint8_t *data,
                           unsigned max_depth);
 
 /* Decode the batch's canonical bytes (running the codec first if nothing
- * has) into the arena as b->req, for reading. SF_INVALID, SF_ENOMEM. */
+ * has) into the arena as b->req, for reading. Traces only: SF_UNSUPPORTED
+ * for logs and metrics (their readers take the canonical bytes:
+ * sf_otlp_json.h). SF_INVALID, SF_ENOMEM. */
 sf_status sf_request_tree(sf_request *b);
 
 /* The canonical bytes of the batch (running the codec without an edit if

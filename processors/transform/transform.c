@@ -35,7 +35,7 @@ _Static_assert((int)SF_TRANSFORM_RESOURCE == (int)SF_OTLP_RESOURCE &&
                (int)SF_TRANSFORM_SPAN == (int)SF_OTLP_SPAN &&
                (int)SF_TRANSFORM_SPANEVENT == (int)SF_OTLP_SPANEVENT &&
                (int)SF_TRANSFORM_LINK == (int)SF_OTLP_LINK &&
-               (int)SF_TRANSFORM_CTX_COUNT == (int)SF_OTLP_CTX_COUNT,
+               (int)SF_TRANSFORM_CTX_COUNT <= (int)SF_OTLP_CTX_COUNT,
                "transform contexts and codec contexts differ");
 
 /* Bounds on one match, so a pattern cannot take unbounded time on a name. */
