@@ -38,6 +38,9 @@ const SPAN_KEEP = ['gen_ai.request.id', 'gen_ai.usage.prompt_tokens', 'gen_ai.us
 
 const pick = (o, keys) => Object.fromEntries(keys.filter((k) => k in o).map((k) => [k, o[k]]));
 const json = (v) => JSON.stringify(v, (k, x) => (typeof x === 'bigint' ? x.toString() : x));
+// a point's value as the gateway decoded it against the SDK's
+const sameValue = (got, sent) => (typeof sent === 'number' ? got === sent
+  : got !== null && typeof got === 'object' && got.count === sent.count && Math.abs(got.sum - sent.sum) < 1e-9);
 
 async function startSeed(h, name, { fence }) {
   const traces = new SignalGateway('traces gateway');
@@ -113,9 +116,9 @@ async function sendAll(ctx, check) {
     totals.points += points;
     totals.byTransport[transport].points += points;
     await telemetry.waitFor(() => telemetry.points.length >= p0 + points, `${where}: ${points} metric points`);
-    // the last collection's points are the last ones to arrive
-    const perRound = points / SCRAPES;
-    check.metrics(sm.sent, telemetry.points.slice(telemetry.points.length - perRound), where);
+    // every collection's points (in whatever order the exports arrived);
+    // sm.sent is the last collection: its values are the final ones
+    check.metrics(sm.sent, telemetry.points.slice(p0), where);
   }
   return totals;
 }
@@ -202,10 +205,11 @@ test('seed config unchanged: three signals x gRPC/HTTP protobuf/HTTP JSON, each 
       },
       metrics(sent, got, where) {
         const want = sent.reduce((a, m) => a + m.points.length, 0);
-        assert.equal(got.length, want, `${where}: points of the last collection`);
+        assert.equal(got.length, SCRAPES * want, `${where}: points of every collection`);
         for (const m of sent) {
           const g = got.filter((p) => p.name === m.name);
-          assert.equal(g.length, m.points.length, `${where}: '${m.name}' points`);
+          assert.equal(g.length, SCRAPES * m.points.length, `${where}: '${m.name}' points`);
+          assert.ok(g.some((p) => sameValue(p.value, m.points[0].value)), `${where}: '${m.name}' final value`);
           for (const p of g) {
             assert.equal(p.description, m.description);
             assert.equal(p.unit, m.unit);
@@ -250,20 +254,18 @@ test('seed config + fence overlay: only what the fence allows leaves, for every 
       },
       metrics(sent, got, where) {
         const want = sent.reduce((a, m) => a + m.points.length, 0);
-        assert.equal(got.length, want, `${where}: points of the last collection (a fenced point still arrives)`);
+        assert.equal(got.length, SCRAPES * want, `${where}: points of every collection (a fenced point still arrives)`);
         const UNITS = ['s', '1', '{token}', '{request}', '{token}/s'];
         const kept = (name) => /^sglang:[a-z_]{1,64}$/.test(name);
         for (const m of sent.filter((x) => kept(x.name))) {
           const g = got.filter((p) => p.name === m.name);
-          assert.equal(g.length, m.points.length, `${where}: '${m.name}' points`);
-          assert.equal(g[0].unit, UNITS.includes(m.unit) ? m.unit : '', `${where}: '${m.name}' unit under its rule`);
-          const v = m.points[0].value;
-          if (typeof v === 'number') assert.equal(g[0].value, v, `${where}: '${m.name}' value`);
-          else assert.deepEqual({ count: g[0].value.count, sum: g[0].value.sum }, v, `${where}: '${m.name}' histogram`);
+          assert.equal(g.length, SCRAPES * m.points.length, `${where}: '${m.name}' points`);
+          for (const p of g) assert.equal(p.unit, UNITS.includes(m.unit) ? m.unit : '', `${where}: '${m.name}' unit under its rule`);
+          assert.ok(g.some((p) => sameValue(p.value, m.points[0].value)), `${where}: '${m.name}' final value ${json(m.points[0].value)} in ${json(g.map((p) => p.value))}`);
         }
         const others = sent.filter((x) => !kept(x.name)).reduce((a, m) => a + m.points.length, 0);
         assert.ok(others > 0, 'test data: a metric name outside sglang:*');
-        assert.equal(got.filter((p) => p.name === 'other').length, others, `${where}: names outside sglang:* leave as 'other'`);
+        assert.equal(got.filter((p) => p.name === 'other').length, SCRAPES * others, `${where}: names outside sglang:* leave as 'other'`);
         for (const p of got) {
           assert.equal(p.description, '', `${where}: '${p.name}' description under its rule`);
           assert.ok(['', 's', '1', '{token}', '{request}', '{token}/s'].includes(p.unit), `${where}: unit '${p.unit}'`);
