@@ -37,17 +37,17 @@ import http.client
 import json
 import os
 import shutil
-import socket
-import subprocess
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "privacy"))
 
 import grpc                        # noqa: E402
 import otlp_schema                 # noqa: E402
 import peers as P                  # noqa: E402
 import wire as W                   # noqa: E402
+from privacy_markers import strings_of  # noqa: E402
 from google.protobuf import json_format  # noqa: E402
 from google.protobuf import unknown_fields  # noqa: E402
 
@@ -399,42 +399,19 @@ def reencode(data, desc, pad, first=None):
     first message of that type (consumed)."""
     first = {} if first is None else first
     out = first.pop(desc.full_name, b"")
-    i = 0
-    while i < len(data):
-        key, i = read_varint(data, i)
-        num, wt = key >> 3, key & 7
-        fd = desc.fields_by_number.get(num)
+    for num, wt, v, _, _ in W.fields_of(data):
+        key = num << 3 | wt
         t = W.varint(key, W.varint_len(key) + pad)
         if wt == W.VARINT:
-            v, i = read_varint(data, i)
             out += t + W.varint(v, W.varint_len(v) + pad)
-        elif wt == W.I64:
-            out += t + data[i:i + 8]
-            i += 8
-        elif wt == W.I32:
-            out += t + data[i:i + 4]
-            i += 4
         elif wt == W.LEN:
-            n, i = read_varint(data, i)
-            body = data[i:i + n]
-            i += n
+            fd = desc.fields_by_number.get(num)
             if fd is not None and fd.message_type is not None:
-                body = reencode(body, fd.message_type, pad, first)
-            out += t + W.varint(len(body), W.varint_len(len(body)) + pad) + body
+                v = reencode(v, fd.message_type, pad, first)
+            out += t + W.varint(len(v), W.varint_len(len(v)) + pad) + v
         else:
-            raise ValueError("wire type %d" % wt)
+            out += t + v
     return out
-
-
-def read_varint(b, i):
-    v = s = 0
-    while True:
-        x = b[i]
-        i += 1
-        v |= (x & 0x7F) << s
-        s += 7
-        if not x & 0x80:
-            return v, i
 
 
 def to_json(msg):
@@ -483,18 +460,6 @@ class Sender:
         self.channel.close()
 
 
-def strings_of(msg):
-    out = []
-    for fd, v in msg.ListFields():
-        vals = v if fd.label == fd.LABEL_REPEATED else [v]
-        for x in vals:
-            if fd.message_type is not None:
-                out += strings_of(x)
-            elif isinstance(x, (str, bytes)):
-                out.append(x if isinstance(x, str) else x.decode("latin-1"))
-    return out
-
-
 def unknown_anywhere(msg, path=""):
     """Paths of messages that decoded with unknown fields."""
     out = []
@@ -524,31 +489,6 @@ def items(signal, req):
                     for p in (getattr(m, which).data_points if which else []):
                         out.append((p.time_unix_nano, p, m, rm.resource, sm.scope))
     return out
-
-
-class Collector(P.Collector):
-    """P.Collector with more arguments after --config (the fence, --set)."""
-
-    def __init__(self, *a, args=(), **kw):
-        super().__init__(*a, **kw)
-        self.args = list(args)
-
-    def start(self, timeout=30):
-        err = open(self.stderr_path, "w")
-        self.proc = subprocess.Popen([self.binary, "--config", self.config_path] + self.args,
-                                     stdin=subprocess.DEVNULL, stdout=err, stderr=err)
-        err.close()
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("exited during start-up with %s:\n%s" % (self.proc.returncode, self.stderr_tail()))
-            try:
-                socket.create_connection(("127.0.0.1", self.grpc_port), 0.2).close()
-                self.metrics()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("did not start within %ds:\n%s" % (timeout, self.stderr_tail()))
 
 
 def check_control(signal, item, metric, resource, scope, failures, label):
@@ -604,7 +544,7 @@ def main():
             "--set", "receivers.otlp.protocols.http.endpoint=127.0.0.1:%d" % hport,
             "--set", "extensions.health_check.endpoint=127.0.0.1:%d" % health,
             "--set", "service.telemetry.metrics.address=127.0.0.1:%d" % mport]
-    col = Collector(a.binary, scratch, "seed", cfg, gport, mport, args=args)
+    col = P.Collector(a.binary, scratch, "seed", cfg, gport, mport, args=args)
     failures = []
     expect = {"logs": {}, "metrics": {}}     # time -> (case label, clean)
     absent = {"logs": set(), "metrics": set()}

@@ -11,7 +11,8 @@
 const http = require('node:http');
 const zlib = require('node:zlib');
 const deps = require('./deps');
-const { unzstd } = require('./gateway');
+const { Gateway, unzstd } = require('./gateway');
+const proto = require('./proto');
 
 const root = deps.load('otlp-transformer-0.214/build/src/generated/root');
 const P = root.opentelemetry.proto;
@@ -21,37 +22,9 @@ const TYPES = {
   '/v1/metrics': ['metrics', P.collector.metrics.v1.ExportMetricsServiceRequest, P.collector.metrics.v1.ExportMetricsServiceResponse],
 };
 
-const hex = (b) => (b == null ? '' : Buffer.from(b).toString('hex'));
+const { plainAny, plainKvs, hex, u64 } = proto;
 const str = (s) => (s == null ? '' : s);
-
-function long(v) {
-  if (v == null) return 0;
-  if (typeof v === 'number') return v;
-  return Number((BigInt(v.high >>> 0) << 32n) | BigInt(v.low >>> 0));
-}
-
-function plainAny(a) {
-  if (a == null) return undefined;
-  switch (a.value) {
-    case 'stringValue': return a.stringValue;
-    case 'boolValue': return a.boolValue;
-    case 'intValue': return long(a.intValue);
-    case 'doubleValue': return a.doubleValue;
-    case 'arrayValue': return (a.arrayValue.values || []).map(plainAny);
-    case 'kvlistValue': return plainKvs(a.kvlistValue.values);
-    case 'bytesValue': return Buffer.from(a.bytesValue).toString('hex');
-    default: return undefined;
-  }
-}
-
-function plainKvs(kvs) {
-  const o = {};
-  for (const kv of kvs || []) {
-    if (Object.prototype.hasOwnProperty.call(o, kv.key)) throw new Error(`duplicate attribute key '${kv.key}'`);
-    o[kv.key] = plainAny(kv.value);
-  }
-  return o;
-}
+const long = (v) => Number(u64(v, false));
 
 const scopeOf = (s) => (s ? { name: str(s.name), version: str(s.version), attributes: plainKvs(s.attributes) } : null);
 
@@ -139,59 +112,24 @@ function decode(signal, body) {
   return FLATTEN[signal](Req.decode(body));
 }
 
-class SignalGateway {
+// Gateway's life cycle (start, stop: down and back on its port) and waits,
+// with a handler for the three signals.
+class SignalGateway extends Gateway {
   constructor(name = 'gateway') {
+    super();
     this.name = name;
-    this.port = 0;
-    this.server = null;
-    this.sockets = new Set();
-    this.requests = [];   // {path, signal, headers, status, items, error}
-    this.items = { traces: [], logs: [], metrics: [] };
-    this.status = 200;
-    this.keepBodies = false;
-    this.waiters = [];
+    this.items = { traces: this.spans, logs: [], metrics: [] };
   }
 
-  get spans() { return this.items.traces; }
   get logs() { return this.items.logs; }
   get points() { return this.items.metrics; }
-  get url() { return `http://127.0.0.1:${this.port}`; }
-
-  start() {
-    return new Promise((resolve, reject) => {
-      const server = http.createServer((req, res) => this._handle(req, res));
-      server.on('connection', (s) => {
-        this.sockets.add(s);
-        s.on('close', () => this.sockets.delete(s));
-      });
-      server.once('error', reject);
-      server.listen(this.port, '127.0.0.1', () => {
-        server.removeListener('error', reject);
-        this.port = server.address().port;
-        this.server = server;
-        resolve(this.port);
-      });
-    });
-  }
-
-  // Down: connections refused until start() again (same port).
-  stop() {
-    const server = this.server;
-    this.server = null;
-    if (!server) return Promise.resolve();
-    return new Promise((resolve) => {
-      server.close(() => resolve());
-      for (const s of this.sockets) s.destroy();
-      this.sockets.clear();
-    });
-  }
 
   _handle(req, res) {
     const chunks = [];
     req.on('data', (c) => chunks.push(c));
     req.on('end', () => {
       const t = TYPES[req.url];
-      const rec = { path: req.url, signal: t ? t[0] : null, headers: req.headers, status: 0, items: 0, error: null };
+      const rec = { method: req.method, path: req.url, signal: t ? t[0] : null, headers: req.headers, status: 0, items: 0, error: null };
       this.requests.push(rec);
       const reply = (status, body, type) => {
         rec.status = status;
@@ -222,32 +160,10 @@ class SignalGateway {
     });
   }
 
-  _wake() {
-    for (const w of this.waiters.slice()) w();
-  }
-
-  waitFor(pred, what, timeoutMs = 60000) {
-    if (pred()) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const check = () => {
-        if (!pred()) return;
-        clearTimeout(timer);
-        this.waiters = this.waiters.filter((w) => w !== check);
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        this.waiters = this.waiters.filter((w) => w !== check);
-        reject(new Error(`${this.name}: timed out waiting for ${what} (spans=${this.spans.length}, ` +
-          `logs=${this.logs.length}, points=${this.points.length}, requests=${this.requests.length})`));
-      }, timeoutMs);
-      this.waiters.push(check);
-    });
-  }
-
   // Requests of one signal.
   of(signal) {
     return this.requests.filter((r) => r.signal === signal);
   }
 }
 
-module.exports = { SignalGateway, decode, logRecords, metricPoints, spanRecords, plainKvs, root };
+module.exports = { SignalGateway, decode, logRecords, metricPoints, spanRecords, root };
