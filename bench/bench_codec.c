@@ -216,7 +216,7 @@ static const sf_otlp_edit *cvm_edit(bool rules)
     sf_config_component *c;
 
     if (cvm_loaded[rules] != NULL)
-        return cvm_comp[rules].type->edit(&cvm_comp[rules]);
+        return cvm_comp[rules].type->edit(&cvm_comp[rules], SF_SIGNAL_TRACES);
     f = fopen(SF_BENCH_CVM, "rb");
     if (f == NULL) {
         fprintf(stderr, "bench_codec: %s: run from the source directory\n", SF_BENCH_CVM);
@@ -252,7 +252,7 @@ static const sf_otlp_edit *cvm_edit(bool rules)
         exit(1);
     free(text);
     free(kept);
-    return c->type->edit(&cvm_comp[rules]);
+    return c->type->edit(&cvm_comp[rules], SF_SIGNAL_TRACES);
 }
 
 static const uint8_t *sglang_data;

@@ -59,7 +59,7 @@ static int allowlist_create(sf_arena *mem)
     allow_comp.config = &allow_cfg;
     if (sf_transform_processor_type.create(&allow_comp, &allow_cfg) != SF_OK)
         return -1;
-    allow_edit = sf_transform_processor_type.edit(&allow_comp);
+    allow_edit = sf_transform_processor_type.edit(&allow_comp, SF_SIGNAL_TRACES);
     return 0;
 }
 

@@ -38,9 +38,11 @@ void sf_component_set_transports(sf_component *receiver, unsigned mask)
 
 sf_status sf_component_process(sf_component *p, sf_request *batch)
 {
-    if (p->type->edit != NULL && batch->edited_by != p) {
+    const sf_otlp_edit *e = p->type->edit != NULL ? p->type->edit(p, batch->signal) : NULL;
+
+    if (e != NULL && batch->edited_by != p) {
         size_t spans = batch->spans;
-        sf_status st = sf_request_rewrite(batch, p->type->edit(p), p);
+        sf_status st = sf_request_rewrite(batch, e, p);
 
         if (st != SF_OK) {
             /* the batch is refused whole: its count stays what the

@@ -62,8 +62,10 @@ typedef struct sf_component_type {
      * later one in a pass of its own just before its processor's consume;
      * it records the outcome in the batch (edited_by = the processor,
      * edit_status), which consume then accounts for. A processor never runs
-     * its edit itself. */
-    const sf_otlp_edit *(*edit)(const sf_component *self);
+     * its edit itself. The edit is the one for the batch's signal; NULL
+     * when the processor changes nothing of that signal (no pass is run
+     * for it, and consume lets the batch through). */
+    const sf_otlp_edit *(*edit)(const sf_component *self, sf_signal signal);
     void (*shutdown)(sf_component *self);
     void (*destroy)(sf_component *self);
     /* Optional, for state that must outlive a config reload (SIGHUP), such

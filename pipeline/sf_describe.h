@@ -102,7 +102,11 @@ typedef enum sf_rule_kind {
                                      * text as written after 'where ' */
     SF_RULE_PSEUDONYMIZE,           /* keys[0]'s value leaves as its keyed pseudonym */
     SF_RULE_SET_FIELD,              /* `field` becomes `replacement` unless `pattern`
-                                     * (NULL: always) matches it */
+                                     * (NULL: always) matches it; log.body: dropped unless
+                                     * `pattern` (NULL: always), the condition as written
+                                     * after 'where ', holds; datapoint.exemplars: dropped */
+    SF_RULE_KEEP_EXEMPLARS,         /* exemplars leave (ids checked, filtered attributes
+                                     * as the datapoint's) */
     SF_RULE_OTHER                   /* anything else the processor does */
 } sf_rule_kind;
 
@@ -124,7 +128,12 @@ typedef struct sf_allowlist_desc {
     bool scalar_values_only;        /* a kept key holding a kvlist, bytes or nested array goes */
     bool declared_fields;           /* every kept key and string field has a rule */
     size_t max_string_length;       /* the bound on exported strings, 0: none */
-    const void *rules;              /* handed back to the functions below */
+    const void *rules;              /* handed back to the functions below (traces') */
+    /* Each signal's rules, handed back like `rules` (which is
+     * signal_rules[SF_SIGNAL_TRACES] when the processor has traces rules):
+     * the transform's trace_statements, log_statements, metric_statements;
+     * NULL when none are written for that signal. */
+    const void *signal_rules[SF_SIGNAL_COUNT];
     size_t (*count)(const void *rules, sf_otlp_ctx c);
     /* The i-th rule of context c into *out; false past the end. */
     bool (*get)(const void *rules, sf_otlp_ctx c, size_t i, sf_rule *out);

@@ -102,11 +102,29 @@ typedef struct policy_trace_control {
     bool enforce;
 } policy_trace_control;
 
+/* The fence of the logs or the metrics pipelines: the processor whose
+ * statements for that signal bound every such pipeline, its key sets, the
+ * body rule (logs) or exemplars (metrics), and the one exporter. */
+typedef struct policy_signal {
+    bool present;
+    char *processor;
+    int error_mode;                             /* SF_ERROR_MODE_* */
+    bool declared_fields;
+    policy_keys keys;
+    char *body;                                 /* logs: "drop" or the condition after 'where' */
+    int exemplars;                              /* metrics: EXEMPLARS_* */
+    policy_exporter exporter;
+} policy_signal;
+
+enum { EXEMPLARS_DROP = 0, EXEMPLARS_KEEP = 1 };
+
 typedef struct policy_conf {
     policy_allowlist allowlist;
     policy_exporter exporter;
     policy_receivers receivers;
     policy_trace_control trace_control;
+    policy_signal logs;
+    policy_signal metrics;
 } policy_conf;
 
 struct sf_policy {
@@ -284,6 +302,55 @@ static const sf_config_row receivers_rows[] = {
     { 0 }
 };
 
+static const sf_config_row logs_keys_rows[] = {
+    KEYS_ROW("resource", SF_OTLP_RESOURCE),
+    KEYS_ROW("scope", SF_OTLP_SCOPE),
+    KEYS_ROW("log", SF_OTLP_LOG),
+    { 0 }
+};
+
+static const sf_config_row metrics_keys_rows[] = {
+    KEYS_ROW("resource", SF_OTLP_RESOURCE),
+    KEYS_ROW("scope", SF_OTLP_SCOPE),
+    KEYS_ROW("metric", SF_OTLP_METRIC),
+    KEYS_ROW("datapoint", SF_OTLP_DATAPOINT),
+    { 0 }
+};
+
+#define SIGNAL_ROWS(sig, keys_rows)                                                          \
+    { .key = "processor", .type = SF_CFG_STR, .offset = offsetof(policy_signal, processor),   \
+      .help = "id of the transform processor whose " sig " statements every " sig            \
+              " pipeline runs (required)" },                                                  \
+    { .key = "error_mode", .type = SF_CFG_ENUM, .def = SF_ERROR_MODE_DEFAULT,                 \
+      .offset = offsetof(policy_signal, error_mode), .choices = SF_ERROR_MODE_CHOICES,        \
+      .help = "the error_mode the processor and its " sig " statements must run with" },     \
+    { .key = "declared_fields", .type = SF_CFG_BOOL, .def = "true",                          \
+      .offset = offsetof(policy_signal, declared_fields),                                     \
+      .help = "the processor must run in declared mode" },                                    \
+    { .key = "keys", .type = SF_CFG_SECTION, .offset = offsetof(policy_signal, keys),          \
+      .sub = keys_rows, .help = "per context, the exact key set of the " sig " statements "   \
+      "(required: an absent context must have no keep_keys)" },                               \
+    { .key = "exporter", .type = SF_CFG_SECTION, .offset = offsetof(policy_signal, exporter),  \
+      .sub = exporter_rows, .help = "the one " sig " exporter, used by no pipeline of "        \
+      "another signal (required)" }
+
+static const sf_config_row logs_rows[] = {
+    SIGNAL_ROWS("log", logs_keys_rows),
+    { .key = "body", .type = SF_CFG_STR, .def = "drop", .offset = offsetof(policy_signal, body),
+      .help = "'drop': set(body, nil) with no condition; else the exact condition written after "
+              "'where' in set(body, nil) where not ... (the shape a body that leaves has)" },
+    { 0 }
+};
+
+static const sf_config_row metrics_rows[] = {
+    SIGNAL_ROWS("metric", metrics_keys_rows),
+    { .key = "exemplars", .type = SF_CFG_ENUM, .def = "drop",
+      .offset = offsetof(policy_signal, exemplars), .choices = "drop|keep",
+      .help = "drop: no keep_exemplars(exemplars); keep: exemplars leave with checked ids and "
+              "the datapoint's allowlist on their filtered attributes" },
+    { 0 }
+};
+
 static const sf_config_row trace_control_rows[] = {
     { .key = "markers", .type = SF_CFG_BOOL, .def = "false",
       .offset = offsetof(policy_trace_control, markers),
@@ -308,6 +375,12 @@ static const sf_config_row policy_rows[] = {
     { .key = "trace_control", .type = SF_CFG_SECTION,
       .offset = offsetof(policy_conf, trace_control), .sub = trace_control_rows,
       .help = "what a trace_control extension, when the config has one, must do" },
+    { .key = "logs", .type = SF_CFG_SECTION, .offset = offsetof(policy_conf, logs),
+      .sub = logs_rows, .help = "the fence of every logs pipeline (absent: a config with a logs "
+      "pipeline does not hold)" },
+    { .key = "metrics", .type = SF_CFG_SECTION, .offset = offsetof(policy_conf, metrics),
+      .sub = metrics_rows, .help = "the fence of every metrics pipeline (absent: a config with a "
+      "metrics pipeline does not hold)" },
     { 0 }
 };
 
@@ -356,6 +429,52 @@ static bool valid_env_name(const char *s)
     return true;
 }
 
+/* The exporter section `ex` (at key `at`) of `path`: what it requires. */
+static void check_exporter_policy(const policy_exporter *pe, const char *path, const sf_node *at,
+                                  const sf_node *ex, sf_diag *diag)
+{
+    char sub[64];
+
+    if (pe->id == NULL || pe->id[0] == '\0')
+        sf_diag_error(diag, at, path, "'id' is required");
+    if (sf_node_get(ex, "max_queue_size") == NULL)
+        sf_diag_error(diag, at, path, "'max_queue_size' is required");
+    if (sf_node_get(ex, "max_elapsed_time") == NULL)
+        sf_diag_error(diag, at, path, "'max_elapsed_time' is required");
+    snprintf(sub, sizeof(sub), "%s.endpoint_env", path);
+    if (pe->endpoint_env && !valid_env_name(pe->endpoint_env))
+        sf_diag_error(diag, sf_node_get(ex, "endpoint_env"), sub,
+                      "invalid environment variable name '%s'", pe->endpoint_env);
+}
+
+/* A logs or metrics section: processor, keys and exporter required. */
+static void check_signal_policy(policy_signal *ps, const char *name, const sf_node *root,
+                                sf_diag *diag)
+{
+    const sf_node *sec = sf_node_get(root, name), *at = key_node(root, name);
+    const sf_node *keys = sf_node_get(sec, "keys");
+    char path[64];
+
+    if (!ps->present)
+        return;
+    if (ps->processor == NULL || ps->processor[0] == '\0')
+        sf_diag_error(diag, at, name, "'processor' is required");
+    if (!ps->keys.present)
+        sf_diag_error(diag, at, name, "'keys' is required");
+    for (int i = 0; i < SF_OTLP_CTX_COUNT; i++) {
+        const char *cn = sf_otlp_ctx_name((sf_otlp_ctx)i);
+
+        snprintf(path, sizeof(path), "%s.keys.%s", name, cn);
+        check_list(diag, path, sf_node_get(keys, cn), &ps->keys.ctx[i]);
+    }
+    snprintf(path, sizeof(path), "%s.exporter", name);
+    if (!ps->exporter.present)
+        sf_diag_error(diag, at, name, "'exporter' is required");
+    else
+        check_exporter_policy(&ps->exporter, path, key_node(sec, "exporter"),
+                              sf_node_get(sec, "exporter"), diag);
+}
+
 /* What the row decoder cannot say: required keys, duplicates, names. */
 static void check_policy(sf_policy *p, const sf_node *root, sf_diag *diag)
 {
@@ -384,20 +503,12 @@ static void check_policy(sf_policy *p, const sf_node *root, sf_diag *diag)
     if (!c->exporter.present) {
         sf_diag_error(diag, root, NULL, "missing required section 'exporter'");
     } else {
-        const sf_node *at = key_node(root, "exporter");
-
-        if (c->exporter.id == NULL || c->exporter.id[0] == '\0')
-            sf_diag_error(diag, at, "exporter", "'id' is required");
-        if (sf_node_get(ex, "max_queue_size") == NULL)
-            sf_diag_error(diag, at, "exporter", "'max_queue_size' is required");
-        if (sf_node_get(ex, "max_elapsed_time") == NULL)
-            sf_diag_error(diag, at, "exporter", "'max_elapsed_time' is required");
-        if (c->exporter.endpoint_env && !valid_env_name(c->exporter.endpoint_env))
-            sf_diag_error(diag, sf_node_get(ex, "endpoint_env"), "exporter.endpoint_env",
-                          "invalid environment variable name '%s'", c->exporter.endpoint_env);
+        check_exporter_policy(&c->exporter, "exporter", key_node(root, "exporter"), ex, diag);
     }
     check_list(diag, "receivers.ids", sf_node_get(sf_node_get(root, "receivers"), "ids"),
                &c->receivers.ids);
+    check_signal_policy(&c->logs, "logs", root, diag);
+    check_signal_policy(&c->metrics, "metrics", root, diag);
 }
 
 sf_status sf_policy_load_string(const char *name, const char *yaml, size_t len, sf_diag *diag,
@@ -558,9 +669,9 @@ static bool find_rule(const sf_allowlist_desc *al, sf_otlp_ctx c, sf_rule_kind k
 }
 
 static void check_keys(checker *k, const char *subj, const sf_allowlist_desc *al,
-                       sf_otlp_ctx c, const sf_node *where)
+                       const policy_keys *pk, sf_otlp_ctx c, const sf_node *where)
 {
-    const sf_strlist *want = &k->pol->allowlist.keys.ctx[c];
+    const sf_strlist *want = &pk->ctx[c];
     sf_rule keep_rule, drop_rule;
     const sf_rule *keep = find_rule(al, c, SF_RULE_KEEP_KEYS, NULL, &keep_rule) ? &keep_rule : NULL;
     const char *name = sf_otlp_ctx_name(c);
@@ -774,6 +885,38 @@ static void check_rules(checker *k, const char *subj, const sf_allowlist_desc *a
     }
 }
 
+/* The compiled edit of a logs or metrics program against its description:
+ * the body governed and ruled as described, exemplars as described. */
+static void check_compiled_signal(checker *k, const char *subj, const sf_allowlist_desc *al,
+                                  sf_signal sig, const sf_otlp_edit *e, const sf_node *where)
+{
+    sf_rule op;
+    bool rule = false, keep = false;
+
+    for (int c = 0; c < SF_OTLP_CTX_COUNT; c++) {
+        for (size_t i = 0; al->get(al->rules, (sf_otlp_ctx)c, i, &op); i++) {
+            rule = rule || (op.kind == SF_RULE_SET_FIELD && op.field == SF_OTLP_FIELD_LOG_BODY &&
+                            op.pattern != NULL);
+            keep = keep || op.kind == SF_RULE_KEEP_EXEMPLARS;
+        }
+    }
+    if (sig == SF_SIGNAL_LOGS) {
+        if (!(e->fields & SF_OTLP_FIELD_BIT(SF_OTLP_FIELD_LOG_BODY)))
+            violate(k, where, subj, "the compiled edit does not govern the log body");
+        else if (!rule && e->body_rule != NULL)
+            violate(k, where, subj, "the compiled edit keeps log bodies the config drops");
+        else if (rule && e->body_rule == NULL)
+            violate(k, where, subj, "the compiled edit drops every log body, though the config "
+                    "keeps some");
+    } else if (sig == SF_SIGNAL_METRICS) {
+        if (!(e->fields & SF_OTLP_FIELD_BIT(SF_OTLP_FIELD_EXEMPLARS)))
+            violate(k, where, subj, "the compiled edit does not govern exemplars");
+        else if (e->keep_exemplars != keep)
+            violate(k, where, subj, "the compiled edit %s exemplars, the config %s them",
+                    e->keep_exemplars ? "keeps" : "drops", keep ? "keeps" : "drops");
+    }
+}
+
 /* A key no config names: the compiled keyset's verdict on keys it does not
  * list. */
 #define UNLISTED_KEY "spanfence.policy.probe: a key no statement names"
@@ -787,7 +930,8 @@ static void check_rules(checker *k, const char *subj, const sf_allowlist_desc *a
  * reported here; where the description already falls short, the checks
  * above have said so. */
 static void check_compiled(checker *k, const char *subj, const sf_config_component *c,
-                           const sf_allowlist_desc *al, const sf_node *where)
+                           const sf_allowlist_desc *al, sf_signal sig, const policy_keys *pk,
+                           const sf_node *where)
 {
     const policy_allowlist *pa = &k->pol->allowlist;
     struct sf_component comp = { .type = c->type, .id = c->id, .config = c->config };
@@ -806,9 +950,9 @@ static void check_compiled(checker *k, const char *subj, const sf_config_compone
                 "not start");
         return;
     }
-    e = c->type->edit(&comp);
+    e = c->type->edit(&comp, sig);
     for (int ctx = 0; e != NULL && ctx < SF_OTLP_CTX_COUNT; ctx++) {
-        const sf_strlist *want = &pa->keys.ctx[ctx];
+        const sf_strlist *want = &pk->ctx[ctx];
         const sf_otlp_keyset *ks = e->keys[ctx];
         const char *name = sf_otlp_ctx_name((sf_otlp_ctx)ctx);
         sf_rule op;
@@ -835,7 +979,9 @@ static void check_compiled(checker *k, const char *subj, const sf_config_compone
             violate(k, where, subj, "the compiled edit keeps %s keys no statement names", name);
     }
     if (e == NULL) {
-        violate(k, c->node, subj, "has no compiled edit");
+        violate(k, c->node, subj, "has no compiled edit for %s", sf_signal_name(sig));
+    } else if (sig != SF_SIGNAL_TRACES) {
+        check_compiled_signal(k, subj, al, sig, e, where);
     } else {
         if (pa->clear_status_message && al->clears_status_message(al->rules) &&
             !e->clear_status_message)
@@ -918,13 +1064,13 @@ static void check_allowlist(checker *k)
         }
     }
     for (int ctx = 0; ctx < SF_OTLP_CTX_COUNT; ctx++)
-        check_keys(k, subj, &al, (sf_otlp_ctx)ctx, statements);
+        check_keys(k, subj, &al, &pa->keys, (sf_otlp_ctx)ctx, statements);
     if (pa->name_rules.present) {
         check_name_rules(k, subj, &al, SF_OTLP_SPAN, statements);
         check_name_rules(k, subj, &al, SF_OTLP_SPANEVENT, statements);
     }
     check_rules(k, subj, &al, value, statements);
-    check_compiled(k, subj, c, &al, statements);
+    check_compiled(k, subj, c, &al, SF_SIGNAL_TRACES, &pa->keys, statements);
 }
 
 static void check_pipelines(checker *k)
@@ -990,9 +1136,8 @@ static bool is_env_ref(const char *raw, const char *var)
     return strncmp(raw, var, n) == 0 && strcmp(raw + n, "}") == 0;
 }
 
-static void check_exporter(checker *k)
+static void check_exporter(checker *k, const policy_exporter *pe, sf_signal sig)
 {
-    const policy_exporter *pe = &k->pol->exporter;
     const sf_config_component *c = find_in(k->cfg, "exporters", pe->id);
     const sf_queue_config *q;
     const sf_retry_config *r;
@@ -1002,7 +1147,8 @@ static void check_exporter(checker *k)
 
     snprintf(subj, sizeof(subj), "exporters.%s", pe->id);
     if (c == NULL) {
-        violate(k, key_node(k->cfg->root, "exporters"), subj, "the traces exporter is not defined");
+        violate(k, key_node(k->cfg->root, "exporters"), subj, "the %s exporter is not defined",
+                sf_signal_name(sig));
         return;
     }
     if (c->type == NULL || c->type->describe_export == NULL ||
@@ -1231,6 +1377,152 @@ static void check_trace_control(checker *k)
     }
 }
 
+/* The contexts of a signal's statements. */
+static bool signal_has_ctx(sf_signal sig, sf_otlp_ctx c)
+{
+    if (c == SF_OTLP_RESOURCE || c == SF_OTLP_SCOPE)
+        return true;
+    if (sig == SF_SIGNAL_LOGS)
+        return c == SF_OTLP_LOG;
+    if (sig == SF_SIGNAL_METRICS)
+        return c == SF_OTLP_METRIC || c == SF_OTLP_DATAPOINT;
+    return c == SF_OTLP_SPAN || c == SF_OTLP_SPANEVENT || c == SF_OTLP_LINK;
+}
+
+/* The fence processor of a logs or metrics section: its statements for
+ * the signal, in declared mode, with the pinned key sets, body rule or
+ * exemplars, compiled as described. */
+static void check_signal_processor(checker *k, sf_signal sig, const policy_signal *ps)
+{
+    const sf_config_component *c = find_in(k->cfg, "processors", ps->processor);
+    const char *list = sig == SF_SIGNAL_LOGS ? "log_statements" : "metric_statements";
+    const sf_node *value, *statements;
+    sf_allowlist_desc al;
+    char subj[300];
+    sf_rule op;
+
+    snprintf(subj, sizeof(subj), "processors.%s", ps->processor);
+    if (c == NULL) {
+        violate(k, key_node(k->cfg->root, "processors"), subj, "the %s fence processor is not "
+                "defined", sf_signal_name(sig));
+        return;
+    }
+    if (c->type == NULL || c->type->describe_allowlist == NULL ||
+        !c->type->describe_allowlist(c->config, &al)) {
+        violate(k, c->node, subj, "is not an allowlist processor (such as transform)");
+        return;
+    }
+    value = sf_node_get(sf_node_get(k->cfg->root, "processors"), c->id);
+    statements = key_node(value, list);
+    if (al.signal_rules[sig] == NULL) {
+        violate(k, c->node, subj, "has no %s: the policy fences %s with them", list,
+                sf_signal_name(sig));
+        return;
+    }
+    al.rules = al.signal_rules[sig];
+    if (al.error_mode != ps->error_mode) {
+        const sf_node *at = sf_node_get(value, "error_mode");
+
+        violate(k, at ? at : c->node, subj, "error_mode is '%s', the policy requires '%s'",
+                sf_error_mode_name(al.error_mode), sf_error_mode_name(ps->error_mode));
+    }
+    if (ps->declared_fields && !al.declared_fields) {
+        const sf_node *at = sf_node_get(value, "declared_fields");
+
+        violate(k, at ? at : statements, subj, "declared_fields is not true: the policy requires "
+                "a rule for every kept key and string field of %s", sf_signal_name(sig));
+    }
+    for (int ctx = 0; ctx < SF_OTLP_CTX_COUNT; ctx++) {
+        for (size_t i = 0; al.get(al.rules, (sf_otlp_ctx)ctx, i, &op); i++) {
+            if (op.error_mode >= 0 && op.error_mode != ps->error_mode)
+                violate(k, op.node, subj, "%s statement runs with error_mode '%s', the policy "
+                        "requires '%s'", sf_otlp_ctx_name((sf_otlp_ctx)ctx),
+                        sf_error_mode_name(op.error_mode), sf_error_mode_name(ps->error_mode));
+        }
+        if (signal_has_ctx(sig, (sf_otlp_ctx)ctx))
+            check_keys(k, subj, &al, &ps->keys, (sf_otlp_ctx)ctx, statements);
+    }
+    if (sig == SF_SIGNAL_LOGS) {
+        bool found = find_set_field(&al, SF_OTLP_FIELD_LOG_BODY, &op);
+        const char *got = found ? op.pattern : NULL;
+
+        if (strcmp(ps->body, "drop") == 0 && got != NULL)
+            violate(k, op.node, subj, "log bodies leave when '%s': the policy drops every body",
+                    got);
+        else if (strcmp(ps->body, "drop") != 0 && (got == NULL || strcmp(got, ps->body) != 0))
+            violate(k, found ? op.node : statements, subj, "the log body rule is %s%s%s, the "
+                    "policy requires set(body, nil) where %s", got ? "'" : "",
+                    got ? got : "to drop every body", got ? "'" : "", ps->body);
+    } else {
+        bool keep = false;
+
+        for (size_t i = 0; al.get(al.rules, SF_OTLP_DATAPOINT, i, &op); i++)
+            keep = keep || op.kind == SF_RULE_KEEP_EXEMPLARS;
+        if (keep != (ps->exemplars == EXEMPLARS_KEEP))
+            violate(k, statements, subj, "exemplars %s, the policy requires them %s",
+                    keep ? "leave (keep_exemplars)" : "are dropped",
+                    ps->exemplars == EXEMPLARS_KEEP ? "kept (keep_exemplars(exemplars))"
+                                                    : "dropped");
+    }
+    check_compiled(k, subj, c, &al, sig, &ps->keys, statements);
+}
+
+/* A logs or metrics section against the config: without one, a pipeline
+ * of that signal does not hold (it would leave unfenced); with one, every
+ * such pipeline runs the fence processor and exports to the one exporter,
+ * which no pipeline of another signal uses. */
+static void check_signal(checker *k, sf_signal sig, const policy_signal *ps)
+{
+    const sf_config *cfg = k->cfg;
+    const char *name = sf_signal_name(sig);
+    bool any = false;
+    char subj[300];
+
+    for (size_t i = 0; i < cfg->n_pipelines; i++) {
+        const sf_config_pipeline *p = &cfg->pipelines[i];
+        const sf_node *pv = pipeline_value(cfg, p), *list = sf_node_get(pv, "exporters");
+
+        snprintf(subj, sizeof(subj), "service.pipelines.%s", p->id);
+        if (ps->present && p->signal != sig) {
+            for (size_t j = 0; list && list->kind == SF_NODE_SEQ && j < list->n; j++)
+                if (list->items[j]->kind == SF_NODE_SCALAR &&
+                    strcmp(list->items[j]->text, ps->exporter.id) == 0)
+                    violate(k, list->items[j], subj, "uses exporter '%s', which the policy "
+                            "reserves for %s", ps->exporter.id, name);
+            continue;
+        }
+        if (p->signal != sig)
+            continue;
+        any = true;
+        if (!ps->present) {
+            violate(k, p->node, subj, "a %s pipeline, but the policy has no '%s' section: its "
+                    "%s would leave unfenced", name, name, sf_signal_items(sig));
+            continue;
+        }
+        if (!runs((const sf_config_component *const *)p->processors, p->n_processors,
+                  ps->processor)) {
+            const sf_node *at = key_node(pv, "processors");
+
+            violate(k, at ? at : p->node, subj, "does not run processor '%s'", ps->processor);
+        }
+        for (size_t j = 0; list && list->kind == SF_NODE_SEQ && j < list->n; j++)
+            if (list->items[j]->kind == SF_NODE_SCALAR &&
+                strcmp(list->items[j]->text, ps->exporter.id) != 0)
+                violate(k, list->items[j], subj, "exports to '%s': the policy allows only '%s'",
+                        list->items[j]->text, ps->exporter.id);
+        if (!runs((const sf_config_component *const *)p->exporters, p->n_exporters,
+                  ps->exporter.id)) {
+            const sf_node *at = key_node(pv, "exporters");
+
+            violate(k, at ? at : p->node, subj, "does not export to '%s'", ps->exporter.id);
+        }
+    }
+    if (!ps->present || !any)
+        return;
+    check_signal_processor(k, sig, ps);
+    check_exporter(k, &ps->exporter, sig);
+}
+
 sf_status sf_policy_check(const sf_policy *policy, const sf_config *cfg, sf_diag *diag)
 {
     checker k = { .pol = &policy->conf, .cfg = cfg, .diag = diag };
@@ -1240,7 +1532,9 @@ sf_status sf_policy_check(const sf_policy *policy, const sf_config *cfg, sf_diag
         return SF_ENOMEM;
     check_allowlist(&k);
     check_pipelines(&k);
-    check_exporter(&k);
+    check_exporter(&k, &k.pol->exporter, SF_SIGNAL_TRACES);
+    check_signal(&k, SF_SIGNAL_LOGS, &k.pol->logs);
+    check_signal(&k, SF_SIGNAL_METRICS, &k.pol->metrics);
     check_receivers(&k);
     check_trace_control(&k);
     if (k.oom || sf_diag_oom(diag))

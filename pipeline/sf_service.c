@@ -145,7 +145,8 @@ static sf_status build_routes(sf_service *svc)
         if (r->processors == NULL || r->exporters == NULL)
             return SF_ENOMEM;
         for (size_t i = 0; i < r->n_processors && r->editor == NULL; i++) {
-            if (r->processors[i]->type->edit != NULL)
+            if (r->processors[i]->type->edit != NULL &&
+                r->processors[i]->type->edit(r->processors[i], pl->signal) != NULL)
                 r->editor = r->processors[i];
         }
         for (size_t i = 0; i < pl->n_receivers; i++) {
@@ -648,7 +649,8 @@ static sf_status run_route(const sf_route *r, sf_request *batch)
 {
     sf_component *ed = r->editor;
     sf_status worst = SF_OK;
-    sf_status st = sf_request_rewrite(batch, ed != NULL ? ed->type->edit(ed) : NULL, ed);
+    sf_status st = sf_request_rewrite(batch, ed != NULL ? ed->type->edit(ed, batch->signal)
+                                                        : NULL, ed);
 
     if (st == SF_INVALID)
         return st;              /* nothing of a malformed request goes anywhere */

@@ -1,10 +1,12 @@
 /* processors/transform/transform.c: the `transform` processor on the data
- * path. Its program (transform_config.c) is compiled at create into a codec
- * edit (sf_otlp_wire.h): per context, one keyset holding every key its
- * statements name with that key's verdict and the verdict for every other
- * key; the name rules as PCRE2 code (JIT where available); the fields to
- * clear. The core applies the edit in the pass that validates and
- * canonicalises each request; consume accounts for it.
+ * path. Each of its programs (transform_config.c: trace_statements,
+ * log_statements, metric_statements) is compiled at create into a codec
+ * edit (sf_otlp_wire.h) for its signal: per context, one keyset holding
+ * every key its statements name with that key's verdict and the verdict
+ * for every other key; the name rules as PCRE2 code (JIT where available);
+ * the fields to clear; the log body's rule; whether exemplars stay. The
+ * core applies the edit of the batch's signal in the pass that validates
+ * and canonicalises each request; consume accounts for it.
  *
  * DESIGN: consume and the edit's functions run concurrently on receiver
  * threads. The compiled program is read-only after create; a call's only
@@ -35,15 +37,27 @@ _Static_assert((int)SF_TRANSFORM_RESOURCE == (int)SF_OTLP_RESOURCE &&
                (int)SF_TRANSFORM_SPAN == (int)SF_OTLP_SPAN &&
                (int)SF_TRANSFORM_SPANEVENT == (int)SF_OTLP_SPANEVENT &&
                (int)SF_TRANSFORM_LINK == (int)SF_OTLP_LINK &&
-               (int)SF_TRANSFORM_CTX_COUNT <= (int)SF_OTLP_CTX_COUNT,
+               (int)SF_TRANSFORM_LOG == (int)SF_OTLP_LOG &&
+               (int)SF_TRANSFORM_METRIC == (int)SF_OTLP_METRIC &&
+               (int)SF_TRANSFORM_DATAPOINT == (int)SF_OTLP_DATAPOINT &&
+               (int)SF_TRANSFORM_CTX_COUNT == (int)SF_OTLP_CTX_COUNT,
                "transform contexts and codec contexts differ");
+/* ... and its statement lists the signals, in their order. */
+_Static_assert((int)SF_TRANSFORM_TRACE_STATEMENTS == (int)SF_SIGNAL_TRACES &&
+               (int)SF_TRANSFORM_LOG_STATEMENTS == (int)SF_SIGNAL_LOGS &&
+               (int)SF_TRANSFORM_METRIC_STATEMENTS == (int)SF_SIGNAL_METRICS &&
+               (int)SF_TRANSFORM_LIST_COUNT == (int)SF_SIGNAL_COUNT,
+               "transform statement lists and signals differ");
 
 /* Bounds on one match, so a pattern cannot take unbounded time on a name. */
 #define SF_TRANSFORM_MATCH_LIMIT 100000
 #define SF_TRANSFORM_DEPTH_LIMIT 1000
 
 /* The type's own series (sf_counters.values). */
-enum { TM_FAILED_VALUES, TM_DUPLICATE_KEYS, TM_RULES_SKIPPED, TM_PSEUDONYMS };
+enum {
+    TM_FAILED_VALUES, TM_DUPLICATE_KEYS, TM_RULES_SKIPPED, TM_PSEUDONYMS, TM_DROPPED_BODIES,
+    TM_DROPPED_EXEMPLARS
+};
 
 /* Drift: the (context, key) pairs already logged, a bounded number. */
 #define SF_TRANSFORM_DRIFT_KEYS 256
@@ -63,16 +77,29 @@ typedef struct field_rule {
     int error_mode;             /* the statement's */
 } field_rule;
 
-typedef struct transform_ctx {
-    const sf_transform_config *cfg;
+typedef struct transform_ctx transform_ctx;
+
+/* One program compiled: the edit of one signal. Its edit's `ctx` is this
+ * part, which its functions read (and `t` for what the signals share). */
+typedef struct sig_part {
+    transform_ctx *t;
+    const sf_transform_program *prog;   /* NULL: the list was not written */
+    bool active;                        /* the edit runs (else the signal passes as it is) */
     sf_otlp_keyset *keys[SF_TRANSFORM_CTX_COUNT];
     /* per context, the compiled rules of the keys that have one */
     sf_otlp_value_rule *vrules[SF_TRANSFORM_CTX_COUNT];
     size_t n_vrules[SF_TRANSFORM_CTX_COUNT];
-    pcre2_code **codes;         /* every value-rule regex, to free */
-    size_t n_codes;
     size_t n_frules[SF_OTLP_FIELD_COUNT];
     field_rule *frules[SF_OTLP_FIELD_COUNT];
+    sf_otlp_value_rule body_rule;       /* the log body's condition, compiled */
+    sf_otlp_edit edit;
+} sig_part;
+
+struct transform_ctx {
+    const sf_transform_config *cfg;
+    sig_part parts[SF_TRANSFORM_LIST_COUNT];
+    pcre2_code **codes;         /* every value-rule regex, to free */
+    size_t n_codes;
     pcre2_match_context *mctx;
     uint32_t max_groups;        /* largest capture count + 1, for match data */
     size_t max_string;          /* the bound on every string field after its rules */
@@ -80,7 +107,6 @@ typedef struct transform_ctx {
     size_t key_len;
     EVP_MAC *mac;               /* HMAC, and a context keyed with `key` */
     EVP_MAC_CTX *keyed;
-    sf_otlp_edit edit;
     _Atomic uint64_t rules_skipped;     /* failed rules (limits), any error mode */
     _Atomic uint64_t rules_reported;    /* ... of which counted and logged */
     sf_counters *counters;
@@ -92,7 +118,7 @@ typedef struct transform_ctx {
         char key[65];
         _Atomic uint64_t count;         /* removals (spanfence_processor_transform_removed_keys) */
     } drift[SF_TRANSFORM_DRIFT_KEYS];
-} transform_ctx;
+};
 
 /* ---- pseudonyms ------------------------------------------------------------ */
 
@@ -143,7 +169,7 @@ static bool pseudonym_str(const void *ctx, void **state, const uint8_t *in, size
                           uint8_t *out, size_t *out_len)
 {
     static const char digits[] = "0123456789abcdef";
-    const transform_ctx *t = ctx;
+    const transform_ctx *t = ((const sig_part *)ctx)->t;
     /* "0x" and hex (str(hex(n)), SGLang's bootstrap_room) keeps its prefix */
     const size_t prefix = len >= 3 && len <= 64 && in[0] == '0' && in[1] == 'x' &&
                           lower_hex(in + 2, len - 2) ? 2 : 0;
@@ -175,7 +201,7 @@ static bool pseudonym_str(const void *ctx, void **state, const uint8_t *in, size
 /* An int id's pseudonym: a non-negative int63 (bootstrap_room's shape). */
 static bool pseudonym_int(const void *ctx, void **state, int64_t in, int64_t *out)
 {
-    const transform_ctx *t = ctx;
+    const transform_ctx *t = ((const sig_part *)ctx)->t;
     uint8_t be[8], mac[32];
     uint64_t v = 0;
 
@@ -256,7 +282,7 @@ static int rx_match(const transform_ctx *t, const pcre2_code *code, const uint8_
  * as not matching (the value is removed) and is counted. */
 static bool match_fn(const void *ctx, void **state, const void *regex, const uint8_t *s, size_t n)
 {
-    transform_ctx *t = (transform_ctx *)ctx;   /* only the atomic counter is written */
+    transform_ctx *t = ((const sig_part *)ctx)->t;  /* only the atomic counter is written */
     rule_state *rs = state_get(t, state);
     int rc;
 
@@ -268,12 +294,47 @@ static bool match_fn(const void *ctx, void **state, const void *regex, const uin
     return rc >= 0;
 }
 
+/* A copy of `rule`'s alternatives into slot, their regexes compiled. */
+static sf_status alts_build(transform_ctx *t, const sf_otlp_value_rule *rule,
+                            sf_otlp_value_rule *slot)
+{
+    sf_otlp_value_alt *alts = sf_calloc(rule->n_alts ? rule->n_alts : 1, sizeof(*alts));
+
+    if (alts == NULL)
+        return SF_ENOMEM;
+    memcpy(alts, rule->alts, rule->n_alts * sizeof(*alts));
+    slot->alts = alts;
+    slot->n_alts = rule->n_alts;
+    for (size_t a = 0; a < slot->n_alts; a++) {
+        int err;
+        PCRE2_SIZE at;
+        pcre2_code *code, **codes;
+
+        if (alts[a].shape != SF_OTLP_STR_REGEX)
+            continue;
+        code = pcre2_compile((PCRE2_SPTR)alts[a].regex, PCRE2_ZERO_TERMINATED,
+                             PCRE2_UTF | PCRE2_DOLLAR_ENDONLY, &err, &at, NULL);
+        if (code == NULL)
+            return SF_ENOMEM;   /* checked at load */
+        (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
+        codes = sf_realloc(t->codes, (t->n_codes + 1) * sizeof(*codes));
+        if (codes == NULL) {
+            pcre2_code_free(code);
+            return SF_ENOMEM;
+        }
+        t->codes = codes;
+        t->codes[t->n_codes++] = code;
+        alts[a].regex = code;
+    }
+    return SF_OK;
+}
+
 /* The rule of `key` in context c: its value rule's alternatives (regexes
  * compiled) and whether it is pseudonymized; *out NULL when it has none. */
-static sf_status vrule_build(transform_ctx *t, sf_transform_ctx c, const char *key,
+static sf_status vrule_build(sig_part *sp, sf_transform_ctx c, const char *key,
                              sf_otlp_value_rule *slot, const sf_otlp_value_rule **out)
 {
-    const sf_transform_program *p = t->cfg->program;
+    const sf_transform_program *p = sp->prog;
     bool any = false;
 
     *out = NULL;
@@ -287,35 +348,11 @@ static sf_status vrule_build(transform_ctx *t, sf_transform_ctx c, const char *k
             slot->pseudonym = true;
             any = true;
         } else if (op->kind == SF_TRANSFORM_VALUE_RULE && slot->alts == NULL) {
-            sf_otlp_value_alt *alts = sf_calloc(op->rule->n_alts, sizeof(*alts));
+            sf_status st = alts_build(sp->t, op->rule, slot);
 
-            if (alts == NULL)
-                return SF_ENOMEM;
-            memcpy(alts, op->rule->alts, op->rule->n_alts * sizeof(*alts));
-            slot->alts = alts;
-            slot->n_alts = op->rule->n_alts;
+            if (st != SF_OK)
+                return st;
             any = true;
-            for (size_t a = 0; a < slot->n_alts; a++) {
-                int err;
-                PCRE2_SIZE at;
-                pcre2_code *code, **codes;
-
-                if (alts[a].shape != SF_OTLP_STR_REGEX)
-                    continue;
-                code = pcre2_compile((PCRE2_SPTR)alts[a].regex, PCRE2_ZERO_TERMINATED,
-                                     PCRE2_UTF | PCRE2_DOLLAR_ENDONLY, &err, &at, NULL);
-                if (code == NULL)
-                    return SF_ENOMEM;   /* checked at load */
-                (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
-                codes = sf_realloc(t->codes, (t->n_codes + 1) * sizeof(*codes));
-                if (codes == NULL) {
-                    pcre2_code_free(code);
-                    return SF_ENOMEM;
-                }
-                t->codes = codes;
-                t->codes[t->n_codes++] = code;
-                alts[a].regex = code;
-            }
         }
     }
     if (any)
@@ -333,11 +370,11 @@ static bool names_keys(sf_transform_op_kind k)
 /* Context c's statements as one keyset: every key a statement names, with
  * its verdict (sf_transform_keeps_key) and rule, and the verdict for the
  * others (*out stays NULL when c names none and no bound applies). */
-static sf_status keyset_build(transform_ctx *t, sf_transform_ctx c, sf_otlp_keyset **out)
+static sf_status keyset_build(sig_part *sp, sf_transform_ctx c, sf_otlp_keyset **out)
 {
-    const sf_transform_program *p = t->cfg->program;
+    const sf_transform_program *p = sp->prog;
     size_t named = 0, n = 0;
-    bool active = t->cfg->declared_fields;
+    bool active = sp->t->cfg->declared_fields;
     const char **keys;
     const sf_otlp_value_rule **rules;
     bool *keep;
@@ -357,9 +394,9 @@ static sf_status keyset_build(transform_ctx *t, sf_transform_ctx c, sf_otlp_keys
     keys = sf_calloc(named ? named : 1, sizeof(*keys));
     keep = sf_calloc(named ? named : 1, sizeof(*keep));
     rules = sf_calloc(named ? named : 1, sizeof(*rules));
-    t->vrules[c] = sf_calloc(named ? named : 1, sizeof(sf_otlp_value_rule));
-    t->n_vrules[c] = t->vrules[c] != NULL ? named : 0;
-    if (keys == NULL || keep == NULL || rules == NULL || t->vrules[c] == NULL) {
+    sp->vrules[c] = sf_calloc(named ? named : 1, sizeof(sf_otlp_value_rule));
+    sp->n_vrules[c] = sp->vrules[c] != NULL ? named : 0;
+    if (keys == NULL || keep == NULL || rules == NULL || sp->vrules[c] == NULL) {
         st = SF_ENOMEM;
         goto out_free;
     }
@@ -371,13 +408,14 @@ static sf_status keyset_build(transform_ctx *t, sf_transform_ctx c, sf_otlp_keys
         for (size_t j = 0; j < op->keys.n && st == SF_OK; j++) {
             keys[n] = op->keys.keys[j];
             keep[n] = sf_transform_keeps_key(p, c, keys[n]);
-            st = vrule_build(t, c, keys[n], &t->vrules[c][n], &rules[n]);
+            st = vrule_build(sp, c, keys[n], &sp->vrules[c][n], &rules[n]);
             n++;
         }
     }
     if (st == SF_OK)
         st = sf_otlp_keyset_create_with(n, keys, keep, rules,
-                                        sf_transform_has_allowlist(p, c) || t->cfg->declared_fields
+                                        sf_transform_has_allowlist(p, c) ||
+                                        sp->t->cfg->declared_fields
                                             ? false : true, out);
 
 out_free:
@@ -478,17 +516,18 @@ static sf_status substitute(transform_ctx *t, const field_rule *r, const uint8_t
  * value moves between out and the state's scratch buffer only when a rule
  * changes it: a pattern is matched first (JIT), and pcre2_substitute runs,
  * from that match, only on a value it matches. */
-static sf_status apply_rules(transform_ctx *t, void **state, sf_otlp_field f, const uint8_t *in,
-                             size_t len, sf_otlp_text *out)
+static sf_status apply_rules(const sig_part *sp, void **state, sf_otlp_field f,
+                             const uint8_t *in, size_t len, sf_otlp_text *out)
 {
+    transform_ctx *t = sp->t;
     rule_state *rs = state_get(t, state);
     const uint8_t *subject = in;
     size_t subject_len = len;
 
     if (rs == NULL)
         return SF_ENOMEM;
-    for (size_t i = 0; i < t->n_frules[f]; i++) {
-        const field_rule *r = &t->frules[f][i];
+    for (size_t i = 0; i < sp->n_frules[f]; i++) {
+        const field_rule *r = &sp->frules[f][i];
         sf_otlp_text *dst = subject == out->data ? &rs->tmp : out;  /* not the subject's */
         PCRE2_SIZE n = 0;
         int rc = 0;
@@ -541,13 +580,13 @@ static sf_status apply_rules(transform_ctx *t, void **state, sf_otlp_field f, co
 static sf_status rename_fn(const void *ctx, void **state, sf_otlp_ctx c, const uint8_t *in,
                            size_t len, sf_otlp_text *out)
 {
-    return apply_rules((transform_ctx *)ctx, state, name_field(c), in, len, out);
+    return apply_rules(ctx, state, name_field(c), in, len, out);
 }
 
 static sf_status field_fn(const void *ctx, void **state, sf_otlp_field f, const uint8_t *in,
                           size_t len, sf_otlp_text *out)
 {
-    return apply_rules((transform_ctx *)ctx, state, f, in, len, out);
+    return apply_rules(ctx, state, f, in, len, out);
 }
 
 /* The field a statement governs: replace_pattern and set on a name, set on
@@ -556,14 +595,16 @@ static sf_otlp_field op_field(const sf_transform_op *op)
 {
     if (op->kind == SF_TRANSFORM_REPLACE_PATTERN)
         return op->ctx == SF_TRANSFORM_SPAN ? SF_OTLP_FIELD_SPAN_NAME : SF_OTLP_FIELD_EVENT_NAME;
-    if (op->kind == SF_TRANSFORM_SET_FIELD && op->field != SF_OTLP_FIELD_ENTITY_REFS)
-        return op->field;
+    if (op->kind == SF_TRANSFORM_SET_FIELD && op->field != SF_OTLP_FIELD_ENTITY_REFS &&
+        op->field != SF_OTLP_FIELD_LOG_BODY && op->field != SF_OTLP_FIELD_EXEMPLARS)
+        return op->field;       /* the body and exemplars are not strings */
     return SF_OTLP_FIELD_NONE;
 }
 
-static sf_status frules_build(transform_ctx *t, sf_transform_ctx c)
+static sf_status frules_build(sig_part *sp, sf_transform_ctx c)
 {
-    const sf_transform_program *p = t->cfg->program;
+    transform_ctx *t = sp->t;
+    const sf_transform_program *p = sp->prog;
 
     for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
         const sf_transform_op *op = sf_transform_op_get(p, c, i);
@@ -575,11 +616,11 @@ static sf_status frules_build(transform_ctx *t, sf_transform_ctx c)
 
         if (f == SF_OTLP_FIELD_NONE)
             continue;
-        grown = sf_realloc(t->frules[f], (t->n_frules[f] + 1) * sizeof(field_rule));
+        grown = sf_realloc(sp->frules[f], (sp->n_frules[f] + 1) * sizeof(field_rule));
         if (grown == NULL)
             return SF_ENOMEM;
-        t->frules[f] = grown;
-        r = &t->frules[f][t->n_frules[f]++];
+        sp->frules[f] = grown;
+        r = &sp->frules[f][sp->n_frules[f]++];
         memset(r, 0, sizeof(*r));
         r->kind = op->kind == SF_TRANSFORM_REPLACE_PATTERN ? FR_SUBSTITUTE
                   : op->pattern != NULL ? FR_ALLOW : FR_SET;
@@ -614,10 +655,85 @@ static sf_status frules_build(transform_ctx *t, sf_transform_ctx c)
 
 static void transform_destroy(sf_component *self);
 
+/* Compile the program of `list` into its part's edit. A part whose list
+ * was not written stays inactive (the signal passes untouched, as
+ * upstream), except traces (the edit always runs, as before there were
+ * other lists) and in declared mode (nothing without a rule leaves). */
+static sf_status part_build(transform_ctx *t, sf_transform_list list)
+{
+    const sf_transform_config *cfg = t->cfg;
+    sig_part *sp = &t->parts[list];
+    const sf_transform_program *p = sf_transform_program_of(cfg, list);
+    const sf_transform_op *body;
+    sf_status st;
+
+    sp->t = t;
+    sp->prog = p;
+    sp->active = p != NULL || cfg->declared_fields || list == SF_TRANSFORM_TRACE_STATEMENTS;
+    if (!sp->active)
+        return SF_OK;
+    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
+        if (!sf_transform_list_has(list, (sf_transform_ctx)c))
+            continue;   /* a context of another signal */
+        st = keyset_build(sp, (sf_transform_ctx)c, &sp->keys[c]);
+        if (st == SF_OK)
+            st = frules_build(sp, (sf_transform_ctx)c);
+        if (st != SF_OK)
+            return st;
+        sp->edit.keys[c] = sp->keys[c];
+        if (sf_transform_clears_trace_state(p, (sf_transform_ctx)c))
+            sp->edit.clear_trace_state |= SF_OTLP_CTX_BIT(c);
+    }
+    if (sp->n_frules[SF_OTLP_FIELD_SPAN_NAME] > 0)
+        sp->edit.rename |= SF_OTLP_CTX_BIT(SF_OTLP_SPAN);
+    if (sp->n_frules[SF_OTLP_FIELD_EVENT_NAME] > 0)
+        sp->edit.rename |= SF_OTLP_CTX_BIT(SF_OTLP_SPANEVENT);
+    for (int f = SF_OTLP_FIELD_SCOPE_NAME; f < SF_OTLP_FIELD_COUNT; f++) {
+        if (sp->n_frules[f] > 0)
+            sp->edit.fields |= SF_OTLP_FIELD_BIT(f);
+    }
+    if (sf_transform_field_op(p, SF_OTLP_FIELD_ENTITY_REFS) != NULL)
+        sp->edit.fields |= SF_OTLP_FIELD_BIT(SF_OTLP_FIELD_ENTITY_REFS);
+    /* the body of a log that log_statements judge leaves only when its rule
+     * keeps it (the fence's default, not upstream's: a body is where
+     * prompts end up) */
+    body = sf_transform_field_op(p, SF_OTLP_FIELD_LOG_BODY);
+    if (list == SF_TRANSFORM_LOG_STATEMENTS)
+        sp->edit.fields |= SF_OTLP_FIELD_BIT(SF_OTLP_FIELD_LOG_BODY);
+    if (body != NULL && body->rule != NULL) {
+        st = alts_build(t, body->rule, &sp->body_rule);
+        if (st != SF_OK)
+            return st;
+        sp->edit.body_rule = &sp->body_rule;
+    }
+    /* exemplars of metrics that metric_statements judge leave only with
+     * keep_exemplars(exemplars) (likewise the fence's default) */
+    if (list == SF_TRANSFORM_METRIC_STATEMENTS)
+        sp->edit.fields |= SF_OTLP_FIELD_BIT(SF_OTLP_FIELD_EXEMPLARS);
+    sp->edit.keep_exemplars = sf_transform_keeps_exemplars(p);
+    if (cfg->declared_fields) {
+        /* a string field no rule keeps leaves empty; the body and
+         * exemplars go */
+        for (int f = SF_OTLP_FIELD_SCOPE_NAME; f < SF_OTLP_FIELD_COUNT; f++)
+            sp->edit.fields |= SF_OTLP_FIELD_BIT(f);
+        sp->edit.one_value_per_key = true;
+    }
+    sp->edit.ctx = sp;
+    sp->edit.clear_status_message = sf_transform_clears_status_message(p);
+    sp->edit.scalar_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SCALAR;
+    sp->edit.max_string_length = t->max_string;
+    sp->edit.rename_fn = rename_fn;
+    sp->edit.field_fn = field_fn;
+    sp->edit.match_fn = match_fn;
+    sp->edit.pseudonym_fn = t->key != NULL ? pseudonym_str : NULL;
+    sp->edit.pseudonym_int_fn = t->key != NULL ? pseudonym_int : NULL;
+    sp->edit.release = release;
+    return SF_OK;
+}
+
 static sf_status transform_create(sf_component *self, const void *config)
 {
     const sf_transform_config *cfg = config;
-    const sf_transform_program *p = cfg->program;
     transform_ctx *t = sf_calloc(1, sizeof(*t));
     const char *why = NULL;
     sf_status st = SF_OK;
@@ -656,46 +772,11 @@ static sf_status transform_create(sf_component *self, const void *config)
             goto out_destroy;
         }
     }
-    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
-        st = keyset_build(t, (sf_transform_ctx)c, &t->keys[c]);
-        if (st == SF_OK)
-            st = frules_build(t, (sf_transform_ctx)c);
+    for (int l = 0; l < SF_TRANSFORM_LIST_COUNT; l++) {
+        st = part_build(t, (sf_transform_list)l);
         if (st != SF_OK)
             goto out_destroy;
-        t->edit.keys[c] = t->keys[c];
-        if (sf_transform_clears_trace_state(p, (sf_transform_ctx)c))
-            t->edit.clear_trace_state |= SF_OTLP_CTX_BIT(c);
-        for (size_t i = 0; i < sf_transform_op_count(p, (sf_transform_ctx)c); i++) {
-            const sf_transform_op *op = sf_transform_op_get(p, (sf_transform_ctx)c, i);
-
-            if (op->kind == SF_TRANSFORM_SET_FIELD && op->field == SF_OTLP_FIELD_ENTITY_REFS)
-                t->edit.fields |= SF_OTLP_FIELD_BIT(SF_OTLP_FIELD_ENTITY_REFS);
-        }
     }
-    if (t->n_frules[SF_OTLP_FIELD_SPAN_NAME] > 0)
-        t->edit.rename |= SF_OTLP_CTX_BIT(SF_OTLP_SPAN);
-    if (t->n_frules[SF_OTLP_FIELD_EVENT_NAME] > 0)
-        t->edit.rename |= SF_OTLP_CTX_BIT(SF_OTLP_SPANEVENT);
-    for (int f = SF_OTLP_FIELD_SCOPE_NAME; f < SF_OTLP_FIELD_COUNT; f++) {
-        if (t->n_frules[f] > 0)
-            t->edit.fields |= SF_OTLP_FIELD_BIT(f);
-    }
-    if (cfg->declared_fields) {
-        /* a string field no rule keeps leaves empty */
-        for (int f = SF_OTLP_FIELD_SCOPE_NAME; f < SF_OTLP_FIELD_COUNT; f++)
-            t->edit.fields |= SF_OTLP_FIELD_BIT(f);
-        t->edit.one_value_per_key = true;
-    }
-    t->edit.ctx = t;
-    t->edit.clear_status_message = sf_transform_clears_status_message(p);
-    t->edit.scalar_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SCALAR;
-    t->edit.max_string_length = t->max_string;
-    t->edit.rename_fn = rename_fn;
-    t->edit.field_fn = field_fn;
-    t->edit.match_fn = match_fn;
-    t->edit.pseudonym_fn = t->key != NULL ? pseudonym_str : NULL;
-    t->edit.pseudonym_int_fn = t->key != NULL ? pseudonym_int : NULL;
-    t->edit.release = release;
     return SF_OK;
 
 out_destroy:
@@ -709,21 +790,26 @@ static void transform_destroy(sf_component *self)
 
     if (t == NULL)
         return;
-    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
-        sf_otlp_keyset_destroy(t->keys[c]);
-        /* the alternatives each rule copied (vrule_build) */
-        for (size_t i = 0; i < t->n_vrules[c]; i++)
-            sf_free((void *)t->vrules[c][i].alts);
-        sf_free(t->vrules[c]);
+    for (int l = 0; l < SF_TRANSFORM_LIST_COUNT; l++) {
+        sig_part *sp = &t->parts[l];
+
+        for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
+            sf_otlp_keyset_destroy(sp->keys[c]);
+            /* the alternatives each rule copied (vrule_build) */
+            for (size_t i = 0; i < sp->n_vrules[c]; i++)
+                sf_free((void *)sp->vrules[c][i].alts);
+            sf_free(sp->vrules[c]);
+        }
+        for (int f = 0; f < SF_OTLP_FIELD_COUNT; f++) {
+            for (size_t i = 0; i < sp->n_frules[f]; i++)
+                pcre2_code_free(sp->frules[f][i].code);
+            sf_free(sp->frules[f]);
+        }
+        sf_free((void *)sp->body_rule.alts);
     }
     for (size_t i = 0; i < t->n_codes; i++)
         pcre2_code_free(t->codes[i]);
     sf_free(t->codes);
-    for (int f = 0; f < SF_OTLP_FIELD_COUNT; f++) {
-        for (size_t i = 0; i < t->n_frules[f]; i++)
-            pcre2_code_free(t->frules[f][i].code);
-        sf_free(t->frules[f]);
-    }
     EVP_MAC_CTX_free(t->keyed);
     EVP_MAC_free(t->mac);
     sf_transform_key_free(t->key, t->key_len);
@@ -733,11 +819,15 @@ static void transform_destroy(sf_component *self)
     sf_component_set_ctx(self, NULL);
 }
 
-static const sf_otlp_edit *transform_edit(const sf_component *self)
+/* The edit of the signal's program; NULL when it has none (the signal
+ * passes as it came). */
+static const sf_otlp_edit *transform_edit(const sf_component *self, sf_signal signal)
 {
     const transform_ctx *t = sf_component_ctx(self);
 
-    return &t->edit;
+    if ((int)signal < 0 || signal >= SF_SIGNAL_COUNT || !t->parts[signal].active)
+        return NULL;
+    return &t->parts[signal].edit;
 }
 
 /* Drift: each (context, key, cause) pair removed (key not kept, or its
@@ -830,6 +920,11 @@ static sf_status transform_consume(sf_component *self, sf_request *batch)
     sf_status st;
 
     sf_count(&counters->incoming_items, batch->spans);
+    if (transform_edit(self, batch->signal) == NULL) {
+        /* no statements for this signal: it passes as it came (upstream) */
+        sf_count(&counters->outgoing_items, batch->spans);
+        return SF_OK;
+    }
     /* The core ran this processor's edit just before (sf_component.h); a
      * batch that reaches here without it goes no further (fail closed). */
     st = batch->edited_by == self ? batch->edit_status : SF_FILTER;
@@ -838,8 +933,9 @@ static sf_status transform_consume(sf_component *self, sf_request *batch)
 
         sf_count(&counters->dropped_spans[memory ? SF_REASON_MEMORY_LIMIT
                                                  : SF_REASON_FILTER_FAILED], batch->spans);
-        sf_warn("processor %s: dropped a batch of %zu spans that could not be filtered (%s)",
-                sf_component_id(self), batch->spans, sf_status_str(st));
+        sf_warn("processor %s: dropped a batch of %zu %s that could not be filtered (%s)",
+                sf_component_id(self), batch->spans, sf_signal_items(batch->signal),
+                sf_status_str(st));
         return memory ? SF_ENOMEM : SF_FILTER;
     }
     {
@@ -866,6 +962,8 @@ static sf_status transform_consume(sf_component *self, sf_request *batch)
     sf_count(&counters->values[TM_FAILED_VALUES], batch->stats.failed_values);
     sf_count(&counters->values[TM_DUPLICATE_KEYS], batch->stats.duplicate_keys);
     sf_count(&counters->values[TM_PSEUDONYMS], batch->stats.pseudonyms);
+    sf_count(&counters->values[TM_DROPPED_BODIES], batch->stats.dropped_bodies);
+    sf_count(&counters->values[TM_DROPPED_EXEMPLARS], batch->stats.dropped_exemplars);
     if (batch->stats.n_drift > 0)
         drift_report(self, t, &batch->stats);
     sf_count(&counters->removed_attributes, batch->stats.removed_attributes);
@@ -882,6 +980,10 @@ static const sf_metric_row transform_metric_rows[] = {
       .help = "Rule applications that hit PCRE2's match or depth limit." },
     [TM_PSEUDONYMS] = { .name = "spanfence_processor_transform_pseudonyms",
       .help = "Attribute values replaced by their keyed pseudonym." },
+    [TM_DROPPED_BODIES] = { .name = "spanfence_processor_transform_dropped_log_bodies",
+      .help = "Log record bodies dropped: no rule keeps them, or they did not fit its shape." },
+    [TM_DROPPED_EXEMPLARS] = { .name = "spanfence_processor_transform_dropped_exemplars",
+      .help = "Metric exemplars dropped (set(exemplars, []) or declared mode)." },
     { 0 }
 };
 

@@ -1,7 +1,8 @@
 /* processors/transform/transform.h: the `transform` processor's config: the
- * OTTL statements spanfence supports, parsed at load time into a program
- * (per context, an ordered list of operations), and the read-only accessors
- * the policy validator uses to ask what the program lets through. */
+ * OTTL statements spanfence supports, parsed at load time into one program
+ * per signal (trace_statements, log_statements, metric_statements; per
+ * context, an ordered list of operations), and the read-only accessors the
+ * policy validator uses to ask what a program lets through. */
 #ifndef SF_PROCESSORS_TRANSFORM_H
 #define SF_PROCESSORS_TRANSFORM_H
 
@@ -19,8 +20,20 @@ typedef enum sf_transform_ctx {
     SF_TRANSFORM_SPAN,
     SF_TRANSFORM_SPANEVENT,
     SF_TRANSFORM_LINK,              /* spanfence extension */
+    SF_TRANSFORM_LOG,               /* log_statements: a log record */
+    SF_TRANSFORM_METRIC,            /* metric_statements: a metric (its metadata, name, ...) */
+    SF_TRANSFORM_DATAPOINT,         /* metric_statements: every data point (and exemplar) */
     SF_TRANSFORM_CTX_COUNT
 } sf_transform_ctx;
+
+/* The statement lists of the processor, one program each; the order is
+ * sf_signal's (pipeline/sf_signal.h). */
+typedef enum sf_transform_list {
+    SF_TRANSFORM_TRACE_STATEMENTS = 0,  /* resource, scope, span, spanevent, link */
+    SF_TRANSFORM_LOG_STATEMENTS,        /* resource, scope, log */
+    SF_TRANSFORM_METRIC_STATEMENTS,     /* resource, scope, metric, datapoint */
+    SF_TRANSFORM_LIST_COUNT
+} sf_transform_list;
 
 typedef enum sf_transform_op_kind {
     SF_TRANSFORM_KEEP_KEYS,         /* keep_keys(<ctx>.attributes, [...]) */
@@ -31,8 +44,12 @@ typedef enum sf_transform_op_kind {
     SF_TRANSFORM_VALUE_RULE,        /* delete_key(attributes, "k") where not <condition>:
                                      * a kept key's value must fit `rule` */
     SF_TRANSFORM_PSEUDONYMIZE,      /* pseudonymize(attributes, "k") (spanfence): HMAC */
-    SF_TRANSFORM_SET_FIELD          /* set(<name|version|schema_url>, "v")
-                                     * [where not IsMatch(<same>, "re")], set(entity_refs, []) */
+    SF_TRANSFORM_SET_FIELD,         /* set(<name|version|schema_url|...>, "v")
+                                     * [where not IsMatch(<same>, "re")], set(entity_refs, []),
+                                     * set(exemplars, []) (dropped), set(body, nil)
+                                     * [where not <condition on body>]: `rule` keeps it */
+    SF_TRANSFORM_KEEP_EXEMPLARS     /* keep_exemplars(exemplars) (spanfence): exemplars leave,
+                                     * ids checked, filtered_attributes as the datapoint's */
 } sf_transform_op_kind;
 
 /* What a kept attribute may hold (the `kept_value_types` option). */
@@ -60,8 +77,9 @@ typedef struct sf_transform_op {
      * applied to every match (global). NULL for other kinds. */
     const char *pattern;
     const char *replacement;
-    /* VALUE_RULE: the condition compiled (SF_OTLP_STR_REGEX alternatives
-     * hold the pattern text in `regex`; the processor compiles its own). */
+    /* VALUE_RULE, SET_FIELD of the log body: the condition compiled
+     * (SF_OTLP_STR_REGEX alternatives hold the pattern text in `regex`; the
+     * processor compiles its own); NULL on a body: always dropped. */
     const sf_otlp_value_rule *rule;
     sf_otlp_field field;            /* SET_FIELD: which; `replacement` the value,
                                      * `pattern` the IsMatch that keeps the field as
@@ -84,6 +102,8 @@ typedef struct sf_transform_config {
     char *pseudonym_key;            /* the HMAC key, or NULL (never logged) */
     char *pseudonym_key_file;       /* or a file holding it */
     sf_transform_program *program;  /* from trace_statements; memory from sf_cfg_alloc */
+    sf_transform_program *log_program;      /* from log_statements */
+    sf_transform_program *metric_program;   /* from metric_statements */
 } sf_transform_config;
 
 extern const sf_config_row sf_transform_config_map[];
@@ -101,23 +121,38 @@ typedef struct sf_transform_sink {
     void (*error)(void *ctx, const sf_node *at, const char *subpath, const char *msg);
 } sf_transform_sink;
 
-/* Parse one statement of `group` context (SF_TRANSFORM_CTX_NONE: paths must
- * carry a context prefix) into *op. On error returns SF_CONFIG and writes a
- * message quoting the statement into err (truncated to errlen); *op is then
- * unspecified. SF_ENOMEM when sink->alloc fails. */
+/* Parse one trace statement of `group` context (SF_TRANSFORM_CTX_NONE: paths
+ * must carry a context prefix) into *op. On error returns SF_CONFIG and
+ * writes a message quoting the statement into err (truncated to errlen);
+ * *op is then unspecified. SF_ENOMEM when sink->alloc fails. */
 sf_status sf_transform_parse_statement(const char *text, size_t len, sf_transform_ctx group,
                                        const sf_transform_sink *sink, sf_transform_op *op,
                                        char *err, size_t errlen);
+/* The same for a statement of `list` (whose contexts it may use). */
+sf_status sf_transform_parse_in(sf_transform_list list, const char *text, size_t len,
+                                sf_transform_ctx group, const sf_transform_sink *sink,
+                                sf_transform_op *op, char *err, size_t errlen);
 
 /* Build a program from the `trace_statements` node (either layout). Every
  * problem is reported through sink->error; SF_CONFIG if there was any (then
  * *out is NULL). An absent or null node gives an empty program. */
 sf_status sf_transform_program_build(const sf_node *node, const sf_transform_sink *sink,
                                      sf_transform_program **out);
+/* The same for the node of `list`. */
+sf_status sf_transform_program_build_list(sf_transform_list list, const sf_node *node,
+                                          const sf_transform_sink *sink,
+                                          sf_transform_program **out);
+/* "trace_statements", "log_statements", "metric_statements". */
+const char *sf_transform_list_name(sf_transform_list list);
+/* The program of `list` in cfg (NULL: the list was not written). */
+const sf_transform_program *sf_transform_program_of(const sf_transform_config *cfg,
+                                                    sf_transform_list list);
+/* Whether context c belongs to `list`. */
+bool sf_transform_list_has(sf_transform_list list, sf_transform_ctx c);
 
 /* ---- read-only accessors (policy validator); NULL program = empty -------- */
 
-/* "resource", "scope", "span", "spanevent", "link". */
+/* "resource", "scope", "span", "spanevent", "link", "log", "metric", "datapoint". */
 const char *sf_transform_ctx_name(sf_transform_ctx c);
 size_t sf_transform_op_count(const sf_transform_program *p, sf_transform_ctx c);
 /* The i-th operation of context c, in the order they run; NULL past the end. */
@@ -134,6 +169,10 @@ bool sf_transform_keeps_key(const sf_transform_program *p, sf_transform_ctx c, c
 bool sf_transform_clears_status_message(const sf_transform_program *p);
 /* Whether trace_state is cleared in context c (SF_TRANSFORM_SPAN or _LINK). */
 bool sf_transform_clears_trace_state(const sf_transform_program *p, sf_transform_ctx c);
+/* The SET_FIELD operation of field f (the first), or NULL. */
+const sf_transform_op *sf_transform_field_op(const sf_transform_program *p, sf_otlp_field f);
+/* Whether keep_exemplars(exemplars) is in the datapoint context. */
+bool sf_transform_keeps_exemplars(const sf_transform_program *p);
 /* The error mode `op` runs with under `cfg` (its group's, else the processor's). */
 int sf_transform_op_error_mode(const sf_transform_config *cfg, const sf_transform_op *op);
 

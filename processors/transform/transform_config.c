@@ -44,7 +44,43 @@ static const char *const ctx_names[SF_TRANSFORM_CTX_COUNT] = {
     [SF_TRANSFORM_SPAN] = "span",
     [SF_TRANSFORM_SPANEVENT] = "spanevent",
     [SF_TRANSFORM_LINK] = "link",
+    [SF_TRANSFORM_LOG] = "log",
+    [SF_TRANSFORM_METRIC] = "metric",
+    [SF_TRANSFORM_DATAPOINT] = "datapoint",
 };
+
+#define CTX_BIT(c) (1u << (c))
+
+/* Each statement list, the contexts its statements may use (upstream's:
+ * a log statement cannot name a span), and how a message says them. */
+static const struct {
+    const char *name;
+    unsigned contexts;
+    const char *said;
+} lists[SF_TRANSFORM_LIST_COUNT] = {
+    [SF_TRANSFORM_TRACE_STATEMENTS] = { "trace_statements",
+        CTX_BIT(SF_TRANSFORM_RESOURCE) | CTX_BIT(SF_TRANSFORM_SCOPE) | CTX_BIT(SF_TRANSFORM_SPAN) |
+        CTX_BIT(SF_TRANSFORM_SPANEVENT) | CTX_BIT(SF_TRANSFORM_LINK),
+        "resource, scope, span, spanevent or link" },
+    [SF_TRANSFORM_LOG_STATEMENTS] = { "log_statements",
+        CTX_BIT(SF_TRANSFORM_RESOURCE) | CTX_BIT(SF_TRANSFORM_SCOPE) | CTX_BIT(SF_TRANSFORM_LOG),
+        "resource, scope or log" },
+    [SF_TRANSFORM_METRIC_STATEMENTS] = { "metric_statements",
+        CTX_BIT(SF_TRANSFORM_RESOURCE) | CTX_BIT(SF_TRANSFORM_SCOPE) |
+        CTX_BIT(SF_TRANSFORM_METRIC) | CTX_BIT(SF_TRANSFORM_DATAPOINT),
+        "resource, scope, metric or datapoint" },
+};
+
+const char *sf_transform_list_name(sf_transform_list list)
+{
+    return list >= 0 && list < SF_TRANSFORM_LIST_COUNT ? lists[list].name : "?";
+}
+
+bool sf_transform_list_has(sf_transform_list list, sf_transform_ctx c)
+{
+    return list >= 0 && list < SF_TRANSFORM_LIST_COUNT && c >= 0 && c < SF_TRANSFORM_CTX_COUNT &&
+           (lists[list].contexts & CTX_BIT(c)) != 0;
+}
 
 const char *sf_transform_ctx_name(sf_transform_ctx c)
 {
@@ -78,6 +114,7 @@ typedef struct lexer {
 
 typedef struct parser {
     lexer lx;
+    sf_transform_list list;
     sf_transform_ctx group;
     const sf_transform_sink *sink;
     char problem[256];      /* first problem found, without the statement */
@@ -237,7 +274,8 @@ static char *take_string(parser *p)
 /* ---- parser --------------------------------------------------------------- */
 
 typedef enum path_kind {
-    P_ATTRIBUTES, P_STATUS_MESSAGE, P_TRACE_STATE, P_NAME, P_VERSION, P_SCHEMA_URL, P_ENTITY_REFS
+    P_ATTRIBUTES, P_STATUS_MESSAGE, P_TRACE_STATE, P_NAME, P_VERSION, P_SCHEMA_URL, P_ENTITY_REFS,
+    P_BODY, P_SEVERITY_TEXT, P_EVENT_NAME, P_DESCRIPTION, P_UNIT, P_EXEMPLARS
 } path_kind;
 
 typedef struct path {
@@ -307,18 +345,42 @@ static int parse_path(parser *p, path *out)
         out->kind = P_SCHEMA_URL;
     else if (n == first + 1 && SEG_IS(first, "entity_refs"))
         out->kind = P_ENTITY_REFS;
+    else if (n == first + 1 && SEG_IS(first, "metadata"))
+        out->kind = P_ATTRIBUTES;       /* a metric's attributes: checked below */
+    else if (n == first + 1 && SEG_IS(first, "body"))
+        out->kind = P_BODY;
+    else if (n == first + 1 && SEG_IS(first, "severity_text"))
+        out->kind = P_SEVERITY_TEXT;
+    else if (n == first + 1 && SEG_IS(first, "event_name"))
+        out->kind = P_EVENT_NAME;
+    else if (n == first + 1 && SEG_IS(first, "description"))
+        out->kind = P_DESCRIPTION;
+    else if (n == first + 1 && SEG_IS(first, "unit"))
+        out->kind = P_UNIT;
+    else if (n == first + 1 && SEG_IS(first, "exemplars"))
+        out->kind = P_EXEMPLARS;
     else
         return fail(p, "unsupported path '%.*s'", len, src + out->start);
-#undef SEG_IS
 
     if (prefix != SF_TRANSFORM_CTX_NONE && p->group != SF_TRANSFORM_CTX_NONE &&
         prefix != p->group)
         return fail(p, "path '%.*s' does not match context '%s'", len, src + out->start,
                     ctx_names[p->group]);
     if (prefix == SF_TRANSFORM_CTX_NONE && p->group == SF_TRANSFORM_CTX_NONE)
-        return fail(p, "path '%.*s' needs a context prefix (resource, scope, span, spanevent "
-                    "or link) outside a group with 'context'", len, src + out->start);
+        return fail(p, "path '%.*s' needs a context prefix (%s) outside a group with "
+                    "'context'", len, src + out->start, lists[p->list].said);
     out->ctx = prefix != SF_TRANSFORM_CTX_NONE ? prefix : p->group;
+    if (!sf_transform_list_has(p->list, out->ctx))
+        return fail(p, "path '%.*s': the %s context is not one of %s' contexts (%s)", len,
+                    src + out->start, ctx_names[out->ctx], lists[p->list].name,
+                    lists[p->list].said);
+    /* upstream's spelling: a metric has metadata, the other contexts attributes */
+    if (out->kind == P_ATTRIBUTES && (out->ctx == SF_TRANSFORM_METRIC) !=
+                                         SEG_IS(first, "metadata"))
+        return fail(p, "unsupported path '%.*s': %s", len, src + out->start,
+                    out->ctx == SF_TRANSFORM_METRIC ? "a metric's attributes are its metadata"
+                                                    : "only a metric has metadata");
+#undef SEG_IS
     return 0;
 }
 
@@ -623,8 +685,9 @@ out:
 
 /* ---- statements ----------------------------------------------------------------- */
 
-typedef enum func_kind { F_KEEP_KEYS, F_DELETE_KEY, F_SET, F_REPLACE_PATTERN, F_PSEUDONYMIZE }
-    func_kind;
+typedef enum func_kind {
+    F_KEEP_KEYS, F_DELETE_KEY, F_SET, F_REPLACE_PATTERN, F_PSEUDONYMIZE, F_KEEP_EXEMPLARS
+} func_kind;
 
 /* IsMatch's pattern, compiled once to check it: PCRE2 with Go's reading of
  * '$' (the end of the string only, PCRE2_DOLLAR_ENDONLY), as upstream. */
@@ -735,21 +798,31 @@ static int classify_pattern(parser *p, const char *re, sf_otlp_value_alt *a)
     return 0;
 }
 
-/* [ctx '.'] 'attributes' '[' "key" ']', the key being the statement's. */
+/* [ctx '.'] 'attributes' '[' "key" ']', the key being the statement's
+ * ('metadata' for a metric's); [ctx '.'] 'body' when key is NULL (the
+ * condition of set(body, nil)). */
 static int parse_attr_ref(parser *p, const char *key)
 {
     char buf[32];
+    const char *what = key == NULL ? "body" : "attributes[\"key\"]";
     char *k;
 
-    if (p->lx.kind == T_IDENT && !tok_is(p, "attributes")) {
+    if (p->lx.kind == T_IDENT && !tok_is(p, "attributes") && !tok_is(p, "metadata") &&
+        !tok_is(p, "body")) {
         sf_transform_ctx c = ctx_lookup(p->lx.src + p->lx.start, p->lx.end - p->lx.start);
 
         if (c == SF_TRANSFORM_CTX_NONE || next(p) != T_DOT)
-            return expected(p, "attributes[\"key\"]");
+            return expected(p, what);
         next(p);
     }
-    if (!tok_is(p, "attributes") || p->lx.kind != T_IDENT)
-        return expected(p, "attributes[\"key\"]");
+    if (key == NULL) {
+        if (!tok_is(p, "body") || p->lx.kind != T_IDENT)
+            return expected(p, what);
+        next(p);
+        return 0;
+    }
+    if ((!tok_is(p, "attributes") && !tok_is(p, "metadata")) || p->lx.kind != T_IDENT)
+        return expected(p, what);
     if (next(p) != T_LBRACK || next(p) != T_STRING)
         return expected(p, "attributes[\"key\"]");
     k = take_string(p);
@@ -890,7 +963,21 @@ static sf_otlp_field field_of(const path *pa)
     case P_NAME:
         return pa->ctx == SF_TRANSFORM_SPAN ? SF_OTLP_FIELD_SPAN_NAME
                : pa->ctx == SF_TRANSFORM_SPANEVENT ? SF_OTLP_FIELD_EVENT_NAME
-               : pa->ctx == SF_TRANSFORM_SCOPE ? SF_OTLP_FIELD_SCOPE_NAME : SF_OTLP_FIELD_NONE;
+               : pa->ctx == SF_TRANSFORM_SCOPE ? SF_OTLP_FIELD_SCOPE_NAME
+               : pa->ctx == SF_TRANSFORM_METRIC ? SF_OTLP_FIELD_METRIC_NAME : SF_OTLP_FIELD_NONE;
+    case P_DESCRIPTION:
+        return pa->ctx == SF_TRANSFORM_METRIC ? SF_OTLP_FIELD_METRIC_DESCRIPTION
+                                              : SF_OTLP_FIELD_NONE;
+    case P_UNIT:
+        return pa->ctx == SF_TRANSFORM_METRIC ? SF_OTLP_FIELD_METRIC_UNIT : SF_OTLP_FIELD_NONE;
+    case P_SEVERITY_TEXT:
+        return pa->ctx == SF_TRANSFORM_LOG ? SF_OTLP_FIELD_LOG_SEVERITY_TEXT : SF_OTLP_FIELD_NONE;
+    case P_EVENT_NAME:
+        return pa->ctx == SF_TRANSFORM_LOG ? SF_OTLP_FIELD_LOG_EVENT_NAME : SF_OTLP_FIELD_NONE;
+    case P_BODY:
+        return pa->ctx == SF_TRANSFORM_LOG ? SF_OTLP_FIELD_LOG_BODY : SF_OTLP_FIELD_NONE;
+    case P_EXEMPLARS:
+        return pa->ctx == SF_TRANSFORM_DATAPOINT ? SF_OTLP_FIELD_EXEMPLARS : SF_OTLP_FIELD_NONE;
     case P_VERSION:
         return pa->ctx == SF_TRANSFORM_SCOPE ? SF_OTLP_FIELD_SCOPE_VERSION : SF_OTLP_FIELD_NONE;
     case P_SCHEMA_URL:
@@ -904,7 +991,48 @@ static sf_otlp_field field_of(const path *pa)
     }
 }
 
-/* set(<field>, "v") [where not IsMatch(<field>, "re")], set(entity_refs, []). */
+/* The fields set can change, by statement list, for messages. */
+static const char *const set_fields[SF_TRANSFORM_LIST_COUNT] = {
+    "span and spanevent name; scope name, version, schema_url; resource schema_url, entity_refs",
+    "log body, severity_text, event_name; scope name, version, schema_url; resource "
+    "schema_url, entity_refs",
+    "metric name, description, unit; datapoint exemplars; scope name, version, schema_url; "
+    "resource schema_url, entity_refs",
+};
+
+/* set(body, nil) [where not <condition on body>]: the body leaves only
+ * when the condition holds (the value-rule machinery of attributes). */
+static int parse_set_body(parser *p, sf_transform_op *op)
+{
+    sf_otlp_value_rule *rule;
+    int w;
+
+    if (!tok_is(p, "nil") || p->lx.kind != T_IDENT)
+        return fail(p, "the body can only be dropped: set(body, nil) [where not <what a body "
+                    "that leaves must be>]");
+    next(p);
+    op->replacement = "";
+    w = parse_where(p);
+    if (w <= 0)
+        return w;
+    if (!tok_is(p, "not") || p->lx.kind != T_IDENT)
+        return fail(p, "a condition on the body must read 'where not <what a body that "
+                    "leaves must be>'");
+    next(p);
+    rule = p->sink->alloc(p->sink->ctx, sizeof(*rule));
+    if (rule == NULL) {
+        p->nomem = 1;
+        return -1;
+    }
+    memset(rule, 0, sizeof(*rule));
+    if (parse_value_condition(p, NULL, rule) != 0)
+        return -1;
+    op->rule = rule;
+    return 0;
+}
+
+/* set(<field>, "v") [where not IsMatch(<field>, "re")], set(entity_refs, []),
+ * set(exemplars, []), set(body, nil) [where not ...]. */
 static int parse_set_field(parser *p, sf_transform_op *op, const path *pa)
 {
     int w;
@@ -912,15 +1040,18 @@ static int parse_set_field(parser *p, sf_transform_op *op, const path *pa)
     op->kind = SF_TRANSFORM_SET_FIELD;
     op->field = field_of(pa);
     if (op->field == SF_OTLP_FIELD_NONE)
-        return fail(p, "'%.*s' is not a field of the %s context that set can change (span and "
-                    "spanevent name; scope name, version, schema_url; resource schema_url, "
-                    "entity_refs)", (int)(pa->end - pa->start), p->lx.src + pa->start,
-                    ctx_names[pa->ctx]);
+        return fail(p, "'%.*s' is not a field of the %s context that set can change (%s)",
+                    (int)(pa->end - pa->start), p->lx.src + pa->start, ctx_names[pa->ctx],
+                    set_fields[p->list]);
     if (expect(p, T_COMMA, "','") != 0)
         return -1;
-    if (op->field == SF_OTLP_FIELD_ENTITY_REFS) {
+    if (op->field == SF_OTLP_FIELD_LOG_BODY)
+        return parse_set_body(p, op);
+    if (op->field == SF_OTLP_FIELD_ENTITY_REFS || op->field == SF_OTLP_FIELD_EXEMPLARS) {
+        const char *name = op->field == SF_OTLP_FIELD_ENTITY_REFS ? "entity_refs" : "exemplars";
+
         if (p->lx.kind != T_LBRACK || next(p) != T_RBRACK)
-            return fail(p, "entity_refs can only be cleared: set(entity_refs, [])");
+            return fail(p, "%s can only be cleared: set(%s, [])", name, name);
         next(p);
         op->replacement = "";
         return parse_tail(p);
@@ -967,7 +1098,7 @@ static int parse_set(parser *p, sf_transform_op *op, const path *pa)
     const char *what;
 
     if (pa->kind != P_STATUS_MESSAGE && pa->kind != P_TRACE_STATE && pa->kind != P_ATTRIBUTES)
-        return parse_set_field(p, op, pa);
+        return parse_set_field(p, op, pa);   /* the string fields, body, exemplars */
     if (pa->kind == P_STATUS_MESSAGE) {
         op->kind = SF_TRANSFORM_CLEAR_STATUS_MESSAGE;
         what = "status.message";
@@ -1053,6 +1184,8 @@ static int parse(parser *p, sf_transform_op *op)
         fn = F_REPLACE_PATTERN;
     else if (NAME_IS("pseudonymize"))
         fn = F_PSEUDONYMIZE;
+    else if (NAME_IS("keep_exemplars"))
+        fn = F_KEEP_EXEMPLARS;
     else
         return fail(p, "unsupported function '%.*s'", (int)name_len, name);
 #undef NAME_IS
@@ -1065,6 +1198,13 @@ static int parse(parser *p, sf_transform_op *op)
         return parse_set(p, op, &pa);
     if (fn == F_REPLACE_PATTERN)
         return parse_replace_pattern(p, op, &pa);
+    if (fn == F_KEEP_EXEMPLARS) {
+        op->kind = SF_TRANSFORM_KEEP_EXEMPLARS;
+        if (pa.kind != P_EXEMPLARS || pa.ctx != SF_TRANSFORM_DATAPOINT)
+            return fail(p, "unsupported path '%.*s' for keep_exemplars: only exemplars "
+                        "(datapoint)", (int)(pa.end - pa.start), p->lx.src + pa.start);
+        return parse_tail(p);
+    }
 
     op->kind = fn == F_KEEP_KEYS ? SF_TRANSFORM_KEEP_KEYS
                : fn == F_PSEUDONYMIZE ? SF_TRANSFORM_PSEUDONYMIZE : SF_TRANSFORM_DELETE_KEY;
@@ -1124,10 +1264,33 @@ static const char supported_statements[] =
     "set(status.message, \"\"), set(trace_state, \"\"), "
     "set(<name|version|schema_url>, \"value\") [where not IsMatch(<same>, \"regex\")], "
     "set(entity_refs, []), replace_pattern(name, \"regex\", \"replacement\")";
+static const char supported_log_statements[] =
+    "supported: keep_keys(attributes, [...]), delete_key(attributes, \"key\") "
+    "[where not <condition on attributes[\"key\"]>], pseudonymize(attributes, \"key\"), "
+    "set(body, nil) [where not <condition on body>], "
+    "set(<severity_text|event_name|name|version|schema_url>, \"value\") "
+    "[where not IsMatch(<same>, \"regex\")], set(entity_refs, [])";
+static const char supported_metric_statements[] =
+    "supported: keep_keys(<attributes|metadata>, [...]), delete_key(<attributes|metadata>, "
+    "\"key\") [where not <condition on it>], pseudonymize(attributes, \"key\"), "
+    "set(<name|description|unit|version|schema_url>, \"value\") "
+    "[where not IsMatch(<same>, \"regex\")], set(exemplars, []), keep_exemplars(exemplars), "
+    "set(entity_refs, [])";
+static const char *const supported[SF_TRANSFORM_LIST_COUNT] = {
+    supported_statements, supported_log_statements, supported_metric_statements,
+};
 
 sf_status sf_transform_parse_statement(const char *text, size_t len, sf_transform_ctx group,
                                        const sf_transform_sink *sink, sf_transform_op *op,
                                        char *err, size_t errlen)
+{
+    return sf_transform_parse_in(SF_TRANSFORM_TRACE_STATEMENTS, text, len, group, sink, op, err,
+                                 errlen);
+}
+
+sf_status sf_transform_parse_in(sf_transform_list list, const char *text, size_t len,
+                                sf_transform_ctx group, const sf_transform_sink *sink,
+                                sf_transform_op *op, char *err, size_t errlen)
 {
     parser p;
     char *copy;
@@ -1138,6 +1301,7 @@ sf_status sf_transform_parse_statement(const char *text, size_t len, sf_transfor
     op->error_mode = -1;
     p.lx.src = text;
     p.lx.len = len;
+    p.list = list;
     p.group = group;
     p.sink = sink;
 
@@ -1146,7 +1310,7 @@ sf_status sf_transform_parse_statement(const char *text, size_t len, sf_transfor
                            text[blank] == '\n'))
         blank++;
     if (blank == len) {
-        snprintf(err, errlen, "empty statement; %s", supported_statements);
+        snprintf(err, errlen, "empty statement; %s", supported[list]);
         return SF_CONFIG;
     }
     if (memchr(text, '\0', len) != NULL)
@@ -1159,7 +1323,7 @@ sf_status sf_transform_parse_statement(const char *text, size_t len, sf_transfor
     }
     if (p.problem[0] != '\0') {
         snprintf(err, errlen, "%s in statement '%.*s'; %s", p.problem, (int)len, text,
-                 supported_statements);
+                 supported[list]);
         return SF_CONFIG;
     }
     copy = sink->alloc(sink->ctx, len + 1);
@@ -1176,6 +1340,7 @@ sf_status sf_transform_parse_statement(const char *text, size_t len, sf_transfor
 /* ---- program ---------------------------------------------------------------- */
 
 typedef struct builder {
+    sf_transform_list list;
     const sf_transform_sink *sink;
     sf_transform_program *prog;
     char *err;                  /* message buffer, errlen bytes */
@@ -1208,8 +1373,8 @@ static void add_statement(builder *b, const sf_node *node, sf_transform_ctx grou
         report(b, node, subpath, "a statement must be a string");
         return;
     }
-    st = sf_transform_parse_statement(node->text, node->len, group, b->sink, &op,
-                                      b->err, b->errlen);
+    st = sf_transform_parse_in(b->list, node->text, node->len, group, b->sink, &op, b->err,
+                               b->errlen);
     if (st == SF_ENOMEM) {
         b->nomem = 1;
         return;
@@ -1244,14 +1409,14 @@ static void add_group(builder *b, const sf_node *map, size_t i)
             snprintf(sub2, sizeof(sub2), "%s.context", sub);
             if (val->kind == SF_NODE_SCALAR)
                 ctx = ctx_lookup(val->text, val->len);
-            if (ctx == SF_TRANSFORM_CTX_NONE) {
+            if (!sf_transform_list_has(b->list, ctx)) {
+                ctx = SF_TRANSFORM_CTX_NONE;
                 skip = 1;
                 if (val->kind == SF_NODE_SCALAR)
-                    report(b, val, sub2, "unsupported context '%s' (resource, scope, span, "
-                           "spanevent or link)", val->text);
+                    report(b, val, sub2, "unsupported context '%s' (%s)", val->text,
+                           lists[b->list].said);
                 else
-                    report(b, val, sub2, "context must be one of resource, scope, span, "
-                           "spanevent or link");
+                    report(b, val, sub2, "context must be one of %s", lists[b->list].said);
             }
         } else if (scalar_is(key, "statements")) {
             statements = val;
@@ -1335,7 +1500,14 @@ static size_t longest_scalar(const sf_node *node)
 sf_status sf_transform_program_build(const sf_node *node, const sf_transform_sink *sink,
                                      sf_transform_program **out)
 {
-    builder b = { .sink = sink };
+    return sf_transform_program_build_list(SF_TRANSFORM_TRACE_STATEMENTS, node, sink, out);
+}
+
+sf_status sf_transform_program_build_list(sf_transform_list list, const sf_node *node,
+                                          const sf_transform_sink *sink,
+                                          sf_transform_program **out)
+{
+    builder b = { .list = list, .sink = sink };
     size_t total;
     sf_status st = SF_OK;
 
@@ -1354,8 +1526,8 @@ sf_status sf_transform_program_build(const sf_node *node, const sf_transform_sin
     if (b.err == NULL)
         return SF_ENOMEM;
     if (node->kind != SF_NODE_SEQ) {
-        report(&b, node, "trace_statements", "trace_statements must be a list of statements "
-               "or of groups with 'context' and 'statements'");
+        report(&b, node, lists[list].name, "%s must be a list of statements or of groups with "
+               "'context' and 'statements'", lists[list].name);
         st = SF_CONFIG;
         goto out_free_err;
     }
@@ -1453,6 +1625,37 @@ bool sf_transform_clears_trace_state(const sf_transform_program *p, sf_transform
     return false;
 }
 
+const sf_transform_op *sf_transform_field_op(const sf_transform_program *p, sf_otlp_field f)
+{
+    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
+        for (size_t i = 0; i < sf_transform_op_count(p, (sf_transform_ctx)c); i++) {
+            if (p->ops[c][i].kind == SF_TRANSFORM_SET_FIELD && p->ops[c][i].field == f)
+                return &p->ops[c][i];
+        }
+    }
+    return NULL;
+}
+
+bool sf_transform_keeps_exemplars(const sf_transform_program *p)
+{
+    for (size_t i = 0; i < sf_transform_op_count(p, SF_TRANSFORM_DATAPOINT); i++) {
+        if (p->ops[SF_TRANSFORM_DATAPOINT][i].kind == SF_TRANSFORM_KEEP_EXEMPLARS)
+            return true;
+    }
+    return false;
+}
+
+const sf_transform_program *sf_transform_program_of(const sf_transform_config *cfg,
+                                                    sf_transform_list list)
+{
+    switch (list) {
+    case SF_TRANSFORM_TRACE_STATEMENTS:  return cfg->program;
+    case SF_TRANSFORM_LOG_STATEMENTS:    return cfg->log_program;
+    case SF_TRANSFORM_METRIC_STATEMENTS: return cfg->metric_program;
+    default:                             return NULL;
+    }
+}
+
 int sf_transform_op_error_mode(const sf_transform_config *cfg, const sf_transform_op *op)
 {
     return op->error_mode >= 0 ? op->error_mode : cfg->error_mode;
@@ -1486,7 +1689,13 @@ static bool desc_get(const void *rules, sf_otlp_ctx c, size_t i, sf_rule *out)
     case SF_TRANSFORM_SET_FIELD:
         out->kind = SF_RULE_SET_FIELD;
         out->field = op->field;
+        if (op->field == SF_OTLP_FIELD_LOG_BODY) {
+            const char *w = strstr(op->statement, " where ");
+
+            out->pattern = op->rule != NULL && w != NULL ? w + 7 : NULL;
+        }
         break;
+    case SF_TRANSFORM_KEEP_EXEMPLARS:       out->kind = SF_RULE_KEEP_EXEMPLARS; break;
     case SF_TRANSFORM_VALUE_RULE: {
         const char *w = strstr(op->statement, " where ");
 
@@ -1524,6 +1733,8 @@ bool sf_transform_describe(const void *config, sf_allowlist_desc *out)
         .declared_fields = cfg->declared_fields,
         .max_string_length = sf_transform_max_string(cfg),
         .rules = cfg->program,
+        .signal_rules = { [SF_SIGNAL_TRACES] = cfg->program, [SF_SIGNAL_LOGS] = cfg->log_program,
+                          [SF_SIGNAL_METRICS] = cfg->metric_program },
         .count = desc_count,
         .get = desc_get,
         .keeps_key = desc_keeps_key,
@@ -1545,14 +1756,30 @@ static void cfg_error(void *ctx, const sf_node *at, const char *subpath, const c
     sf_cfg_error(ctx, at, subpath, "%s", msg);
 }
 
-static sf_status parse_statements(sf_cfg_ctx *ctx, const sf_node *node, void *field)
+static sf_status parse_list(sf_transform_list list, sf_cfg_ctx *ctx, const sf_node *node,
+                            void *field)
 {
     const sf_transform_sink sink = { .ctx = ctx, .alloc = cfg_alloc, .error = cfg_error };
-    sf_status st = sf_transform_program_build(node, &sink, field);
+    sf_status st = sf_transform_program_build_list(list, node, &sink, field);
 
     if (st == SF_ENOMEM)
-        sf_cfg_error(ctx, node, "trace_statements", "out of memory");
+        sf_cfg_error(ctx, node, lists[list].name, "out of memory");
     return st;
+}
+
+static sf_status parse_statements(sf_cfg_ctx *ctx, const sf_node *node, void *field)
+{
+    return parse_list(SF_TRANSFORM_TRACE_STATEMENTS, ctx, node, field);
+}
+
+static sf_status parse_log_statements(sf_cfg_ctx *ctx, const sf_node *node, void *field)
+{
+    return parse_list(SF_TRANSFORM_LOG_STATEMENTS, ctx, node, field);
+}
+
+static sf_status parse_metric_statements(sf_cfg_ctx *ctx, const sf_node *node, void *field)
+{
+    return parse_list(SF_TRANSFORM_METRIC_STATEMENTS, ctx, node, field);
 }
 
 sf_status sf_transform_key_load(const sf_transform_config *cfg, uint8_t **key, size_t *len,
@@ -1619,31 +1846,52 @@ size_t sf_transform_max_string(const sf_transform_config *cfg)
 
 /* The string fields declared mode wants a rule for, and how it is said. */
 static const struct {
+    sf_transform_list list;
     sf_otlp_field field;
     sf_transform_ctx ctx;
     const char *statement;
 } declared_fields[] = {
-    { SF_OTLP_FIELD_SPAN_NAME, SF_TRANSFORM_SPAN,
+    { SF_TRANSFORM_TRACE_STATEMENTS, SF_OTLP_FIELD_SPAN_NAME, SF_TRANSFORM_SPAN,
       "set(name, \"...\") where not IsMatch(name, \"^(...)$\")" },
-    { SF_OTLP_FIELD_EVENT_NAME, SF_TRANSFORM_SPANEVENT,
+    { SF_TRANSFORM_TRACE_STATEMENTS, SF_OTLP_FIELD_EVENT_NAME, SF_TRANSFORM_SPANEVENT,
       "set(name, \"...\") where not IsMatch(name, \"^(...)$\")" },
-    { SF_OTLP_FIELD_SCOPE_NAME, SF_TRANSFORM_SCOPE, "set(name, \"\") [where not IsMatch(...)]" },
-    { SF_OTLP_FIELD_SCOPE_VERSION, SF_TRANSFORM_SCOPE,
+    { SF_TRANSFORM_LOG_STATEMENTS, SF_OTLP_FIELD_LOG_BODY, SF_TRANSFORM_LOG,
+      "set(body, nil) [where not <what a body that leaves must be>]" },
+    { SF_TRANSFORM_LOG_STATEMENTS, SF_OTLP_FIELD_LOG_SEVERITY_TEXT, SF_TRANSFORM_LOG,
+      "set(severity_text, \"\") [where not IsMatch(...)]" },
+    { SF_TRANSFORM_LOG_STATEMENTS, SF_OTLP_FIELD_LOG_EVENT_NAME, SF_TRANSFORM_LOG,
+      "set(event_name, \"\") [where not IsMatch(...)]" },
+    { SF_TRANSFORM_METRIC_STATEMENTS, SF_OTLP_FIELD_METRIC_NAME, SF_TRANSFORM_METRIC,
+      "set(name, \"other\") where not IsMatch(name, \"^(...)$\")" },
+    { SF_TRANSFORM_METRIC_STATEMENTS, SF_OTLP_FIELD_METRIC_DESCRIPTION, SF_TRANSFORM_METRIC,
+      "set(description, \"\") [where not IsMatch(...)]" },
+    { SF_TRANSFORM_METRIC_STATEMENTS, SF_OTLP_FIELD_METRIC_UNIT, SF_TRANSFORM_METRIC,
+      "set(unit, \"\") [where not IsMatch(...)]" },
+    { SF_TRANSFORM_METRIC_STATEMENTS, SF_OTLP_FIELD_EXEMPLARS, SF_TRANSFORM_DATAPOINT,
+      "set(exemplars, []) or keep_exemplars(exemplars)" },
+    /* every list: the resource's and the scope's */
+    { SF_TRANSFORM_LIST_COUNT, SF_OTLP_FIELD_SCOPE_NAME, SF_TRANSFORM_SCOPE,
+      "set(name, \"\") [where not IsMatch(...)]" },
+    { SF_TRANSFORM_LIST_COUNT, SF_OTLP_FIELD_SCOPE_VERSION, SF_TRANSFORM_SCOPE,
       "set(version, \"\") [where not IsMatch(...)]" },
-    { SF_OTLP_FIELD_RESOURCE_SCHEMA_URL, SF_TRANSFORM_RESOURCE,
+    { SF_TRANSFORM_LIST_COUNT, SF_OTLP_FIELD_RESOURCE_SCHEMA_URL, SF_TRANSFORM_RESOURCE,
       "set(schema_url, \"\") [where not IsMatch(...)]" },
-    { SF_OTLP_FIELD_SCOPE_SCHEMA_URL, SF_TRANSFORM_SCOPE,
+    { SF_TRANSFORM_LIST_COUNT, SF_OTLP_FIELD_SCOPE_SCHEMA_URL, SF_TRANSFORM_SCOPE,
       "set(schema_url, \"\") [where not IsMatch(...)]" },
-    { SF_OTLP_FIELD_ENTITY_REFS, SF_TRANSFORM_RESOURCE, "set(entity_refs, [])" },
+    { SF_TRANSFORM_LIST_COUNT, SF_OTLP_FIELD_ENTITY_REFS, SF_TRANSFORM_RESOURCE,
+      "set(entity_refs, [])" },
 };
 
-/* Whether a statement of context c governs string field f. */
+/* Whether a statement of context c governs string field f (exemplars: a
+ * keep_exemplars does too). */
 static bool governs(const sf_transform_program *p, sf_transform_ctx c, sf_otlp_field f)
 {
     for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
         const sf_transform_op *op = sf_transform_op_get(p, c, i);
 
         if (op->kind == SF_TRANSFORM_SET_FIELD && op->field == f)
+            return true;
+        if (op->kind == SF_TRANSFORM_KEEP_EXEMPLARS && f == SF_OTLP_FIELD_EXEMPLARS)
             return true;
     }
     return false;
@@ -1659,22 +1907,37 @@ static const sf_transform_op *keep_op(const sf_transform_program *p, sf_transfor
     return NULL;
 }
 
-sf_status sf_transform_check(sf_cfg_ctx *ctx, void *config)
+/* One value rule per key and context, one body rule, one exemplars rule:
+ * two would be read as one by upstream but are easy to misread (the codec
+ * holds one). Counts the errors; *pseudonyms when any key is. */
+static int check_unique(sf_cfg_ctx *ctx, sf_transform_list list, const sf_transform_program *p,
+                        bool *pseudonyms)
 {
-    sf_transform_config *cfg = config;
-    const sf_transform_program *p = cfg->program;
-    const sf_node *at = sf_cfg_value(ctx) != NULL ? sf_cfg_value(ctx) : sf_cfg_node(ctx);
-    bool pseudonyms = false;
+    const char *lname = lists[list].name;
     int errors = 0;
 
     for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
+        const sf_transform_op *body = NULL, *exemplars = NULL;
+
         for (size_t i = 0; i < sf_transform_op_count(p, (sf_transform_ctx)c); i++) {
             const sf_transform_op *op = sf_transform_op_get(p, (sf_transform_ctx)c, i);
+            bool is_body = op->kind == SF_TRANSFORM_SET_FIELD &&
+                           op->field == SF_OTLP_FIELD_LOG_BODY;
+            bool is_exemplars = op->kind == SF_TRANSFORM_KEEP_EXEMPLARS ||
+                                (op->kind == SF_TRANSFORM_SET_FIELD &&
+                                 op->field == SF_OTLP_FIELD_EXEMPLARS);
 
             if (op->kind == SF_TRANSFORM_PSEUDONYMIZE)
-                pseudonyms = true;
-            /* one value rule per key and context: two would be read as one
-             * by upstream (both delete) but are easy to misread */
+                *pseudonyms = true;
+            if ((is_body && body != NULL) || (is_exemplars && exemplars != NULL)) {
+                sf_cfg_error(ctx, op->node, lname, "the %s has a second rule: write one "
+                             "statement", is_body ? "log body" : "datapoint exemplars");
+                errors++;
+            }
+            if (is_body)
+                body = op;
+            if (is_exemplars)
+                exemplars = op;
             if (op->kind != SF_TRANSFORM_VALUE_RULE)
                 continue;
             for (size_t j = 0; j < i; j++) {
@@ -1682,13 +1945,109 @@ sf_status sf_transform_check(sf_cfg_ctx *ctx, void *config)
 
                 if (o->kind == SF_TRANSFORM_VALUE_RULE &&
                     strcmp(o->keys.keys[0], op->keys.keys[0]) == 0) {
-                    sf_cfg_error(ctx, op->node, "trace_statements", "key '%s' has a second "
+                    sf_cfg_error(ctx, op->node, lname, "key '%s' has a second "
                                  "value rule in the %s context: join them into one condition",
                                  op->keys.keys[0], sf_transform_ctx_name((sf_transform_ctx)c));
                     errors++;
                 }
             }
         }
+    }
+    return errors;
+}
+
+/* Declared mode on the program of `list`: every context bounded, every
+ * kept key with a value rule, every string field (and the body, the
+ * exemplars) with a rule. */
+static int check_declared(sf_cfg_ctx *ctx, sf_transform_list list, const sf_transform_program *p,
+                          const sf_node *at)
+{
+    const char *lname = lists[list].name;
+    int errors = 0;
+
+    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
+        const sf_transform_op *keep = keep_op(p, (sf_transform_ctx)c);
+
+        if (!sf_transform_list_has(list, (sf_transform_ctx)c))
+            continue;
+        if (keep == NULL) {
+            sf_cfg_error(ctx, at, lname, "declared_fields: the %s context has no "
+                         "keep_keys (write keep_keys(%s, []) to keep none)",
+                         sf_transform_ctx_name((sf_transform_ctx)c),
+                         c == SF_TRANSFORM_METRIC ? "metadata" : "attributes");
+            errors++;
+            continue;
+        }
+        for (size_t i = 0; i < sf_transform_op_count(p, (sf_transform_ctx)c); i++) {
+            const sf_transform_op *op = sf_transform_op_get(p, (sf_transform_ctx)c, i);
+
+            if (op->kind != SF_TRANSFORM_KEEP_KEYS)
+                continue;
+            for (size_t k = 0; k < op->keys.n; k++) {
+                const char *key = op->keys.keys[k];
+                bool ruled = false;
+
+                if (!sf_transform_keeps_key(p, (sf_transform_ctx)c, key))
+                    continue;
+                for (size_t j = 0; j < sf_transform_op_count(p, (sf_transform_ctx)c); j++) {
+                    const sf_transform_op *o = sf_transform_op_get(p, (sf_transform_ctx)c, j);
+
+                    ruled = ruled || ((o->kind == SF_TRANSFORM_VALUE_RULE ||
+                                       o->kind == SF_TRANSFORM_PSEUDONYMIZE) &&
+                                      strcmp(o->keys.keys[0], key) == 0);
+                }
+                if (!ruled) {
+                    sf_cfg_error(ctx, op->node, lname, "declared_fields: %s key "
+                                 "'%s' is kept without a value rule (delete_key(%s, "
+                                 "\"%s\") where not ...)",
+                                 sf_transform_ctx_name((sf_transform_ctx)c), key,
+                                 c == SF_TRANSFORM_METRIC ? "metadata" : "attributes", key);
+                    errors++;
+                }
+            }
+        }
+    }
+    for (size_t i = 0; i < sizeof(declared_fields) / sizeof(declared_fields[0]); i++) {
+        if (declared_fields[i].list != list && declared_fields[i].list != SF_TRANSFORM_LIST_COUNT)
+            continue;
+        if (!governs(p, declared_fields[i].ctx, declared_fields[i].field)) {
+            sf_cfg_error(ctx, at, lname, "declared_fields: %s has no rule (%s in "
+                         "the %s context)", sf_otlp_field_name(declared_fields[i].field),
+                         declared_fields[i].statement,
+                         sf_transform_ctx_name(declared_fields[i].ctx));
+            errors++;
+        }
+    }
+    if (list != SF_TRANSFORM_TRACE_STATEMENTS)
+        return errors;
+    if (!sf_transform_clears_status_message(p)) {
+        sf_cfg_error(ctx, at, lname, "declared_fields: span.status.message has no "
+                     "rule (set(status.message, \"\") in the span context)");
+        errors++;
+    }
+    for (int c = SF_TRANSFORM_SPAN; c <= SF_TRANSFORM_LINK; c += SF_TRANSFORM_LINK - SF_TRANSFORM_SPAN) {
+        if (!sf_transform_clears_trace_state(p, (sf_transform_ctx)c)) {
+            sf_cfg_error(ctx, at, lname, "declared_fields: %s.trace_state has no "
+                         "rule (set(trace_state, \"\") in the %s context)",
+                         sf_transform_ctx_name((sf_transform_ctx)c),
+                         sf_transform_ctx_name((sf_transform_ctx)c));
+            errors++;
+        }
+    }
+    return errors;
+}
+
+sf_status sf_transform_check(sf_cfg_ctx *ctx, void *config)
+{
+    sf_transform_config *cfg = config;
+    const sf_node *at = sf_cfg_value(ctx) != NULL ? sf_cfg_value(ctx) : sf_cfg_node(ctx);
+    bool pseudonyms = false, any_list = false;
+    int errors = 0;
+
+    for (int l = 0; l < SF_TRANSFORM_LIST_COUNT; l++) {
+        errors += check_unique(ctx, (sf_transform_list)l,
+                               sf_transform_program_of(cfg, (sf_transform_list)l), &pseudonyms);
+        any_list = any_list || sf_node_get(at, lists[l].name) != NULL;
     }
     if (cfg->pseudonym_key != NULL && cfg->pseudonym_key_file != NULL) {
         sf_cfg_error(ctx, sf_node_get(at, "pseudonym_key"), NULL,
@@ -1717,69 +2076,14 @@ sf_status sf_transform_check(sf_cfg_ctx *ctx, void *config)
     }
     if (!cfg->declared_fields)
         return errors ? SF_CONFIG : SF_OK;
-
-    /* declared mode: every context bounded, every kept key with a value
-     * rule, every string field with a rule */
-    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
-        const sf_transform_op *keep = keep_op(p, (sf_transform_ctx)c);
-
-        if (keep == NULL) {
-            sf_cfg_error(ctx, at, "trace_statements", "declared_fields: the %s context has no "
-                         "keep_keys (write keep_keys(attributes, []) to keep none)",
-                         sf_transform_ctx_name((sf_transform_ctx)c));
-            errors++;
-            continue;
-        }
-        for (size_t i = 0; i < sf_transform_op_count(p, (sf_transform_ctx)c); i++) {
-            const sf_transform_op *op = sf_transform_op_get(p, (sf_transform_ctx)c, i);
-
-            if (op->kind != SF_TRANSFORM_KEEP_KEYS)
-                continue;
-            for (size_t k = 0; k < op->keys.n; k++) {
-                const char *key = op->keys.keys[k];
-                bool ruled = false;
-
-                if (!sf_transform_keeps_key(p, (sf_transform_ctx)c, key))
-                    continue;
-                for (size_t j = 0; j < sf_transform_op_count(p, (sf_transform_ctx)c); j++) {
-                    const sf_transform_op *o = sf_transform_op_get(p, (sf_transform_ctx)c, j);
-
-                    ruled = ruled || ((o->kind == SF_TRANSFORM_VALUE_RULE ||
-                                       o->kind == SF_TRANSFORM_PSEUDONYMIZE) &&
-                                      strcmp(o->keys.keys[0], key) == 0);
-                }
-                if (!ruled) {
-                    sf_cfg_error(ctx, op->node, "trace_statements", "declared_fields: %s key "
-                                 "'%s' is kept without a value rule (delete_key(attributes, "
-                                 "\"%s\") where not ...)",
-                                 sf_transform_ctx_name((sf_transform_ctx)c), key, key);
-                    errors++;
-                }
-            }
-        }
-    }
-    for (size_t i = 0; i < sizeof(declared_fields) / sizeof(declared_fields[0]); i++) {
-        if (!governs(p, declared_fields[i].ctx, declared_fields[i].field)) {
-            sf_cfg_error(ctx, at, "trace_statements", "declared_fields: %s has no rule (%s in "
-                         "the %s context)", sf_otlp_field_name(declared_fields[i].field),
-                         declared_fields[i].statement,
-                         sf_transform_ctx_name(declared_fields[i].ctx));
-            errors++;
-        }
-    }
-    if (!sf_transform_clears_status_message(p)) {
-        sf_cfg_error(ctx, at, "trace_statements", "declared_fields: span.status.message has no "
-                     "rule (set(status.message, \"\") in the span context)");
-        errors++;
-    }
-    for (int c = SF_TRANSFORM_SPAN; c <= SF_TRANSFORM_LINK; c += SF_TRANSFORM_LINK - SF_TRANSFORM_SPAN) {
-        if (!sf_transform_clears_trace_state(p, (sf_transform_ctx)c)) {
-            sf_cfg_error(ctx, at, "trace_statements", "declared_fields: %s.trace_state has no "
-                         "rule (set(trace_state, \"\") in the %s context)",
-                         sf_transform_ctx_name((sf_transform_ctx)c),
-                         sf_transform_ctx_name((sf_transform_ctx)c));
-            errors++;
-        }
+    /* declared mode judges each list written (trace_statements also when
+     * none is); a signal whose list is not written leaves with nothing but
+     * its structure: no attribute, empty strings, no body, no exemplars */
+    for (int l = 0; l < SF_TRANSFORM_LIST_COUNT; l++) {
+        if (sf_node_get(at, lists[l].name) != NULL ||
+            (l == SF_TRANSFORM_TRACE_STATEMENTS && !any_list))
+            errors += check_declared(ctx, (sf_transform_list)l,
+                                     sf_transform_program_of(cfg, (sf_transform_list)l), at);
     }
     return errors ? SF_CONFIG : SF_OK;
 }
@@ -1812,9 +2116,17 @@ const sf_config_row sf_transform_config_map[] = {
       .help = "OTTL statements: keep_keys(attributes, [...]), delete_key(attributes, \"k\"), "
               "set(status.message, \"\") (span), set(trace_state, \"\") (span, link), "
               "replace_pattern(name, \"regex\", \"replacement\") (span, spanevent; PCRE2)" },
-    { .key = "metric_statements", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
-      .help = "metric_statements are not supported: spanfence handles traces only" },
-    { .key = "log_statements", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
-      .help = "log_statements are not supported: spanfence handles traces only" },
+    { .key = "log_statements", .type = SF_CFG_CUSTOM,
+      .offset = offsetof(sf_transform_config, log_program), .parse = parse_log_statements,
+      .help = "OTTL statements on logs (contexts resource, scope, log): keep_keys, delete_key "
+              "[where not ...], pseudonymize on attributes; set(body, nil) [where not <condition "
+              "on body>] (declared mode drops a body without it); set(severity_text|event_name, "
+              "\"v\") [where not IsMatch(...)]" },
+    { .key = "metric_statements", .type = SF_CFG_CUSTOM,
+      .offset = offsetof(sf_transform_config, metric_program), .parse = parse_metric_statements,
+      .help = "OTTL statements on metrics (contexts resource, scope, metric, datapoint): "
+              "keep_keys, delete_key [where not ...] on datapoint attributes and metric "
+              "metadata; set(name|description|unit, \"v\") [where not IsMatch(...)]; "
+              "set(exemplars, []) or keep_exemplars(exemplars)" },
     { 0 }
 };

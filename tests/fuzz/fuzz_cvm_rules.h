@@ -192,7 +192,7 @@ static void check_cvm_rules(const uint8_t *data, size_t size)
 
     cvm_init_once();
     if (sf_otlp_rewrite(data, size, SF_OTLP_DEFAULT_MAX_DEPTH,
-                        cvm_comp.type->edit(&cvm_comp), &out, NULL) != SF_OK)
+                        cvm_comp.type->edit(&cvm_comp, SF_SIGNAL_TRACES), &out, NULL) != SF_OK)
         return;         /* refused or failed closed: nothing left */
     req = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
         NULL, out->len, out->data);

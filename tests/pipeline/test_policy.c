@@ -686,6 +686,8 @@ static void test_exporter_in_logs_pipeline(void **state)
     (void)state;
     expect(&w, CVM ":%d:5: service.pipelines.logs: warning: pipeline 'logs' is not run by "
            "spanfence (traces only)", l);
+    expect(&w, P "service.pipelines.logs: a logs pipeline, but the policy has no 'logs' section: "
+           "its log_records would leave unfenced", l, 5);
     expect(&w, P "service.pipelines.logs: uses exporter 'otlphttp/gateway', which the policy "
            "reserves for pipeline 'traces'", l + 2, 19);
     assert_check(y, SF_CONFIG, &w);
@@ -716,6 +718,8 @@ static void test_exporter_in_metrics_pipeline(void **state)
            line_of(z, "kafka:"));
     expect(&w, CVM ":%d:5: service.pipelines.metrics: warning: pipeline 'metrics' is not run by "
            "spanfence (traces only)", l);
+    expect(&w, P "service.pipelines.metrics: a metrics pipeline, but the policy has no 'metrics' "
+           "section: its metric_points would leave unfenced", l, 5);
     expect(&w, P "service.pipelines.metrics: uses exporter 'otlphttp/gateway', which the policy "
            "reserves for pipeline 'traces'", l + 2, 26);
     assert_check(z, SF_CONFIG, &w);
@@ -895,6 +899,8 @@ static void test_foreign_receiver_all_interfaces(void **state)
            line_of(z, "kafka:"));
     expect(&w, CVM ":%d:5: service.pipelines.logs: warning: pipeline 'logs' is not run by "
            "spanfence (traces only)", line_of(z, "logs:"));
+    expect(&w, P "service.pipelines.logs: a logs pipeline, but the policy has no 'logs' section: "
+           "its log_records would leave unfenced", line_of(z, "logs:"), 5);
     assert_check(z, SF_CONFIG, &w);
     free(a);
     free(y);
@@ -1155,6 +1161,8 @@ static void test_otlp_exporter_in_logs_pipeline(void **state)
     (void)state;
     expect(&w, CVM ":%d:5: service.pipelines.logs: warning: pipeline 'logs' is not run by "
            "spanfence (traces only)", l);
+    expect(&w, P "service.pipelines.logs: a logs pipeline, but the policy has no 'logs' section: "
+           "its log_records would leave unfenced", l, 5);
     expect(&w, P "service.pipelines.logs: uses exporter 'otlp/gateway', which the policy "
            "reserves for pipeline 'traces'", l + 2, 19);
     assert_check_with(grpc_policy, y, SF_CONFIG, &w);

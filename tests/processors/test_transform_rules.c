@@ -93,7 +93,7 @@ static char *apply(run *r, const char *json)
     len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(req);
     wire = malloc(len + 1);
     opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(req, wire);
-    assert_int_equal(sf_otlp_rewrite(wire, len, 32, r->comp.type->edit(&r->comp), &out,
+    assert_int_equal(sf_otlp_rewrite(wire, len, 32, r->comp.type->edit(&r->comp, SF_SIGNAL_TRACES), &out,
                                      &r->stats), SF_OK);
     back = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
         NULL, out->len, out->data);

@@ -230,8 +230,11 @@ static void test_error_paths(void **state)
     assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "delete_key(link.trace_state, \"a\")",
                        "unsupported path 'link.trace_state' for delete_key: only attributes in "
                        "statement 'delete_key(link.trace_state, \"a\")'");
+    /* metric is a context of metric_statements, not of trace_statements */
     assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(metric.attributes, [])",
-                       "unsupported path 'metric.attributes' in statement 'keep_keys(metric.attributes, [])'");
+                       "path 'metric.attributes': the metric context is not one of "
+                       "trace_statements' contexts (resource, scope, span, spanevent or link) "
+                       "in statement 'keep_keys(metric.attributes, [])'");
     assert_parse_error(f, SF_TRANSFORM_SPAN, "keep_keys(status.message, [\"a\"])",
                        "unsupported path 'status.message' for keep_keys: only attributes in statement "
                        "'keep_keys(status.message, [\"a\"])'");
