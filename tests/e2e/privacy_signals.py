@@ -511,7 +511,7 @@ def check_control(signal, item, metric, resource, scope, failures, label):
         failures.append("%s: %s attributes %s" % (label, metric.name, got))
     if not metric.name.startswith("sglang:") or metric.unit not in UNITS or metric.description:
         failures.append("%s: metric %r unit %r description %r" % (label, metric.name, metric.unit, metric.description))
-    if len(item.exemplars):
+    if "exemplars" in item.DESCRIPTOR.fields_by_name and len(item.exemplars):
         failures.append("%s: %s exemplars left" % (label, metric.name))
     which = metric.WhichOneof("data")
     if which == "histogram" and (list(item.bucket_counts) != [0, 2, 0, 1, 0, 1, 0] or item.count != 4):
@@ -621,6 +621,10 @@ def main():
                         failures.append("a marker arrived: %r" % v[:120])
                 for tm, it, m, res, scope in items(s, r):
                     seen[s][tm] = seen[s].get(tm, 0) + 1
+                    for v in strings_of(it) + strings_of(res) + strings_of(scope) + (strings_of(m) if m else []):
+                        if MARK in v or MARK.lower() in v:
+                            failures.append("a marker arrived with %s: %r" % (
+                                expect[s].get(tm, ("item %d" % tm,))[0], v[:120]))
                     if tm in absent[s]:
                         failures.append("an item under an old schema field arrived (%s)" % s)
                         continue

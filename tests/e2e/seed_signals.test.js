@@ -256,7 +256,7 @@ test('seed config + fence overlay: only what the fence allows leaves, for every 
         const want = sent.reduce((a, m) => a + m.points.length, 0);
         assert.equal(got.length, SCRAPES * want, `${where}: points of every collection (a fenced point still arrives)`);
         const UNITS = ['s', '1', '{token}', '{request}', '{token}/s'];
-        const kept = (name) => /^sglang:[a-z_]{1,64}$/.test(name);
+        const kept = (name) => /^sglang:[a-z0-9_]{1,64}$/.test(name);
         for (const m of sent.filter((x) => kept(x.name))) {
           const g = got.filter((p) => p.name === m.name);
           assert.equal(g.length, SCRAPES * m.points.length, `${where}: '${m.name}' points`);
