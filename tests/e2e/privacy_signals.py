@@ -21,7 +21,10 @@
 #    tag and length, a singular field repeated (the marker first, the legal
 #    value last).
 # The telemetry gateway's bytes are decoded by python3-protobuf with the
-# official schema (privacy/otlp_schema.py): no marker arrives, no unknown
+# official schema (the official .proto files compiled by protoc, found as
+# privacy/signals_codec.py finds them: $SF_OTLP_PROTO_DIR, the
+# opentelemetry-proto mirror of a development session, else pipeline/proto,
+# the codec's copies of the official logs and metrics files): no marker arrives, no unknown
 # field arrives, every record and point of every case arrives exactly once
 # (found by its timestamp), none from the old schema's fields, and the
 # controls and hostile encodings arrive with their legitimate values.
@@ -44,19 +47,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "privacy"))
 
 import grpc                        # noqa: E402
-import otlp_schema                 # noqa: E402
 import peers as P                  # noqa: E402
 import wire as W                   # noqa: E402
 from privacy_markers import strings_of  # noqa: E402
+from signals_codec import classes  # noqa: E402
 from google.protobuf import json_format  # noqa: E402
 from google.protobuf import unknown_fields  # noqa: E402
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MARK = "MRK"      # upper case: every rule of the fence admits lower case only, or a fixed text
 VM_ID = "cvm-privacy-0007"
-LOGS_REQ = "opentelemetry.proto.collector.logs.v1.ExportLogsServiceRequest"
-METRICS_REQ = "opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest"
-REQ = {"logs": LOGS_REQ, "metrics": METRICS_REQ}
 METHOD = {"logs": "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
           "metrics": "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"}
 T0 = 1764633600000000000          # 2025-12-02T00:00:00Z in ns; item i of case c: T0 + c*1000 + i
@@ -112,8 +112,8 @@ def attrs_of(lst):
 class Batches:
     """Control requests of the SGLang engine, and the cases built on them."""
 
-    def __init__(self, loaded):
-        self.cls = {s: loaded.cls(REQ[s]) for s in REQ}
+    def __init__(self, cls):
+        self.cls = cls          # {"logs": ExportLogsServiceRequest, "metrics": ...}
 
     def logs(self, c):
         req = self.cls["logs"]()
@@ -524,13 +524,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
     ap.add_argument("--build-dir", required=True)
+    ap.add_argument("--protoc", default="protoc")
     a = ap.parse_args()
     os.makedirs(a.build_dir, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix="signals.", dir=a.build_dir)
-    loaded, origin = otlp_schema.load(SOURCE_DIR, os.path.join(scratch, "schema"), log=lambda *_: None)
-    for full in REQ.values():
-        loaded.descriptor(full)     # SchemaError when the schema has no logs/metrics
-    b = Batches(loaded)
+    os.makedirs(os.path.join(scratch, "schema"))
+    b = Batches(classes(a.protoc, os.path.join(scratch, "schema")))
 
     traces_sink, sink = P.HttpSink(), P.HttpSink()
     gport, hport, mport, health = P.free_port(), P.free_port(), P.free_port(), P.free_port()
@@ -656,8 +655,8 @@ def main():
     with open(col.stderr_path, errors="replace") as f:
         if MARK in f.read():
             failures.append("a marker is in the log")
-    print("privacy_signals: %d requests (%d log records, %d metric points) over grpc, http, json; schema from %s" %
-          (n_cases, sent["logs"], sent["metrics"], origin))
+    print("privacy_signals: %d requests (%d log records, %d metric points) over grpc, http, json" %
+          (n_cases, sent["logs"], sent["metrics"]))
     for x in sorted(set(failures))[:60]:
         print("FAIL", x)
     if failures:
