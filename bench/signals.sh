@@ -95,7 +95,9 @@ for r in $(seq "$rounds"); do
         n=$((a1 - a0))
         [ "$s1" = "$a1" ] || loss=MISMATCH
         refused[$sig]=$((refused[$sig] + requests * items - n))
-        awk -v n="$n" -v c0="$c0" -v c1="$c1" 'BEGIN { printf "%.0f\n", n / (c1 - c0) }' >>"$tmp/rate.$sig"
+        # under one clock tick of CPU there is nothing to divide by
+        awk -v n="$n" -v c0="$c0" -v c1="$c1" 'BEGIN { if (c1 > c0) printf "%.0f\n", n / (c1 - c0); else print "nan" }' \
+            >>"$tmp/rate.$sig"
         line="$line $sig $(tail -1 "$tmp/rate.$sig")/CPU-s"
     done
     echo "$line"
@@ -109,6 +111,7 @@ printf "  %-10s %-16s %14s  %s\n" signal items "per CPU-second" "range"
 for sig in traces logs metrics; do
     printf "  %-10s %-16s %14.0f  %s\n" "$sig" "${unit[$sig]}" "$(median <"$tmp/rate.$sig")" "$(range <"$tmp/rate.$sig")"
 done
+grep -qx nan "$tmp"/rate.* && echo "  (a phase used less than one clock tick of CPU: raise REQUESTS)"
 echo "  refused (not in the rates): traces ${refused[traces]}, logs ${refused[logs]}, metrics ${refused[metrics]}"
 echo "  loss check (sent = accepted, per signal): $loss"
 [ "$loss" = ok ]
