@@ -1,5 +1,7 @@
 /* sf_otlp_json.c: OTLP/JSON <-> protobuf-c structs for the trace export
- * request (and the response's JSON form), on json-c.
+ * request (and the response's JSON form), and OTLP/JSON <-> protobuf bytes
+ * for the logs and metrics requests (a mapping read from protobuf-c's
+ * descriptors, below), on json-c.
  *
  * DESIGN: decoding parses with a depth-limited json-c tokener, reads the
  * accepted text once more for what the tree hides (members named twice,
@@ -12,6 +14,8 @@
 #include "sf_otlp_json.h"
 #include "sf_otlp_wire.h"
 #include "sf_alloc.h"
+#include "opentelemetry/proto/collector/logs/v1/logs_service.pb-c.h"
+#include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb-c.h"
 
 #include <json-c/json.h>
 #include <inttypes.h>
@@ -1017,10 +1021,13 @@ out_free_sets:
     return st;
 }
 
-sf_status sf_otlp_json_decode(sf_arena *arena, const char *json, size_t len, unsigned max_depth,
-                              sf_otlp_request **out, char *err, size_t err_size)
+static sf_status pd_request(dec *d, sf_signal s, json_object *root, void **out);
+
+/* The JSON text of a request of signal s into a tree in d->arena. */
+static sf_status decode_text(dec *dd, const char *json, size_t len, unsigned max_depth,
+                             sf_signal signal, void **out)
 {
-    dec d = { .arena = arena, .max_depth = max_depth, .err = err, .err_size = err_size };
+    dec d = *dd;
     unsigned any_depth = max_depth < SF_JSON_MAX_ANY_DEPTH ? max_depth : SF_JSON_MAX_ANY_DEPTH;
     struct json_tokener *tok;
     json_object *root;
@@ -1031,8 +1038,8 @@ sf_status sf_otlp_json_decode(sf_arena *arena, const char *json, size_t len, uns
     int max_nesting = (int)(SF_JSON_BASE_DEPTH + SF_JSON_LEVELS_PER_ANY * any_depth);
 
     *out = NULL;
-    if (err != NULL && err_size > 0)
-        err[0] = '\0';
+    if (d.err != NULL && d.err_size > 0)
+        d.err[0] = '\0';
     if (len > INT_MAX) {
         fail(&d, "json larger than %d bytes", INT_MAX);
         return SF_TOOBIG;
@@ -1077,6 +1084,10 @@ sf_status sf_otlp_json_decode(sf_arena *arena, const char *json, size_t len, uns
         st = find_duplicate(&d, json, end, max_nesting);
         goto out_free_tree;
     }
+    if (signal != SF_SIGNAL_TRACES) {
+        st = pd_request(&d, signal, root, out);
+        goto out_free_tree;
+    }
     st = dec_msg(&d, root, &K_REQUEST, &req);
     if (st == SF_OK)
         *out = req;
@@ -1084,6 +1095,17 @@ sf_status sf_otlp_json_decode(sf_arena *arena, const char *json, size_t len, uns
 out_free_tree:
     json_object_put(root);
     json_tokener_free(tok);
+    return st;
+}
+
+sf_status sf_otlp_json_decode(sf_arena *arena, const char *json, size_t len, unsigned max_depth,
+                              sf_otlp_request **out, char *err, size_t err_size)
+{
+    dec d = { .arena = arena, .max_depth = max_depth, .err = err, .err_size = err_size };
+    void *tree = NULL;
+    sf_status st = decode_text(&d, json, len, max_depth, SF_SIGNAL_TRACES, &tree);
+
+    *out = tree;
     return st;
 }
 
@@ -1555,11 +1577,446 @@ sf_status sf_otlp_json_encode_response(const sf_otlp_response *resp, char **out,
     return finish(&e, root, out, out_len);
 }
 
+/* ==== logs and metrics: the mapping read from protobuf-c's descriptors ====
+ *
+ * The trace mapping above has a setter per message, so that a field added
+ * to the schema breaks its build until decided. The logs and metrics
+ * mapping is read from the descriptors protobuf-c generates from the same
+ * .proto files: a field added there is mapped at once (the codec's tables
+ * still refuse the build until its fields file decides it). The same rules
+ * as for traces: lowerCamelCase names written, snake_case read too; a field
+ * named twice refused, and so is a second member of a oneof (Go's protojson
+ * refuses both); trace and span ids as hex, other bytes base64; 64-bit
+ * integers as decimal strings (numbers read too); enums as numbers (names
+ * read too); doubles as numbers or "NaN" / "Infinity" / "-Infinity";
+ * unknown members ignored; default values not written. */
+
+/* A field's JSON name (protobuf's lowerCamelCase) into buf. */
+static const char *json_name(const char *snake, char *buf, size_t size)
+{
+    size_t o = 0;
+
+    for (size_t i = 0; snake[i] != '\0' && o + 1 < size; i++) {
+        if (snake[i] == '_' && snake[i + 1] >= 'a' && snake[i + 1] <= 'z')
+            buf[o++] = (char)(snake[++i] - 'a' + 'A');
+        else if (snake[i] != '_' || snake[i + 1] < '0' || snake[i + 1] > '9')
+            buf[o++] = snake[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+/* Whether a bytes field is a trace or span id (hex in JSON), and its size. */
+static bool pb_is_id(const ProtobufCFieldDescriptor *f, size_t *nbytes)
+{
+    if (f->type != PROTOBUF_C_TYPE_BYTES)
+        return false;
+    if (strcmp(f->name, "trace_id") == 0)
+        *nbytes = 16;
+    else if (strcmp(f->name, "span_id") == 0 || strcmp(f->name, "parent_span_id") == 0)
+        *nbytes = 8;
+    else
+        return false;
+    return true;
+}
+
+/* The size of one element of a repeated field of type t. */
+static size_t pb_elem_size(ProtobufCType t)
+{
+    switch (t) {
+    case PROTOBUF_C_TYPE_INT32: case PROTOBUF_C_TYPE_SINT32: case PROTOBUF_C_TYPE_SFIXED32:
+    case PROTOBUF_C_TYPE_UINT32: case PROTOBUF_C_TYPE_FIXED32: case PROTOBUF_C_TYPE_ENUM:
+        return 4;
+    case PROTOBUF_C_TYPE_FLOAT:
+        return sizeof(float);
+    case PROTOBUF_C_TYPE_BOOL:
+        return sizeof(protobuf_c_boolean);
+    case PROTOBUF_C_TYPE_STRING: case PROTOBUF_C_TYPE_MESSAGE:
+        return sizeof(void *);
+    case PROTOBUF_C_TYPE_BYTES:
+        return sizeof(ProtobufCBinaryData);
+    default:                    /* 64-bit integers, double */
+        return 8;
+    }
+}
+
+static sf_status pd_msg(dec *d, const ProtobufCMessageDescriptor *md, json_object *obj,
+                        void **out);
+
+static sf_status pd_enum(dec *d, const ProtobufCEnumDescriptor *ed, json_object *v, int *out)
+{
+    bool neg;
+    uint64_t mag;
+    sf_status st;
+
+    if (json_object_is_type(v, json_type_string)) {
+        const ProtobufCEnumValue *ev = protobuf_c_enum_descriptor_get_value_by_name(
+            ed, json_object_get_string(v));
+
+        if (ev == NULL || strlen(ev->name) != (size_t)json_object_get_string_len(v))
+            return fail(d, "unknown enum name");
+        *out = ev->value;
+        return SF_OK;
+    }
+    st = get_integer(d, v, true, INT32_MAX, &neg, &mag);
+    if (st == SF_OK)
+        *out = neg ? -(int)(mag - 1) - 1 : (int)mag;
+    return st;
+}
+
+/* One value of field f from v into `out` (the member, or an element). */
+static sf_status pd_value(dec *d, const ProtobufCFieldDescriptor *f, json_object *v, void *out)
+{
+    bool neg;
+    uint64_t mag;
+    size_t nbytes;
+    sf_status st;
+
+    switch (f->type) {
+    case PROTOBUF_C_TYPE_INT32:
+    case PROTOBUF_C_TYPE_SINT32:
+    case PROTOBUF_C_TYPE_SFIXED32: {
+        int32_t x;
+
+        if ((st = get_integer(d, v, true, INT32_MAX, &neg, &mag)) != SF_OK)
+            return st;
+        x = neg ? -(int32_t)(mag - 1) - 1 : (int32_t)mag;
+        memcpy(out, &x, sizeof(x));
+        return SF_OK;
+    }
+    case PROTOBUF_C_TYPE_UINT32:
+    case PROTOBUF_C_TYPE_FIXED32: {
+        uint32_t x = 0;
+
+        if ((st = get_uint32(d, v, &x)) == SF_OK)
+            memcpy(out, &x, sizeof(x));
+        return st;
+    }
+    case PROTOBUF_C_TYPE_INT64:
+    case PROTOBUF_C_TYPE_SINT64:
+    case PROTOBUF_C_TYPE_SFIXED64: {
+        int64_t x = 0;
+
+        if ((st = get_int64(d, v, &x)) == SF_OK)
+            memcpy(out, &x, sizeof(x));
+        return st;
+    }
+    case PROTOBUF_C_TYPE_UINT64:
+    case PROTOBUF_C_TYPE_FIXED64: {
+        uint64_t x = 0;
+
+        if ((st = get_uint64(d, v, &x)) == SF_OK)
+            memcpy(out, &x, sizeof(x));
+        return st;
+    }
+    case PROTOBUF_C_TYPE_DOUBLE:
+    case PROTOBUF_C_TYPE_FLOAT: {
+        double x = 0;
+
+        if ((st = get_double(d, v, &x)) != SF_OK)
+            return st;
+        if (f->type == PROTOBUF_C_TYPE_FLOAT) {
+            float y = (float)x;
+
+            memcpy(out, &y, sizeof(y));
+        } else {
+            memcpy(out, &x, sizeof(x));
+        }
+        return SF_OK;
+    }
+    case PROTOBUF_C_TYPE_BOOL:
+        return get_bool(d, v, out);
+    case PROTOBUF_C_TYPE_ENUM: {
+        int x = 0;
+
+        if ((st = pd_enum(d, f->descriptor, v, &x)) == SF_OK)
+            memcpy(out, &x, sizeof(x));
+        return st;
+    }
+    case PROTOBUF_C_TYPE_STRING: {
+        char *x = NULL;
+
+        /* a oneof member's "" differs from unset (see get_string_ex) */
+        st = get_string_ex(d, v, (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) != 0, &x);
+        memcpy(out, &x, sizeof(x));
+        return st;
+    }
+    case PROTOBUF_C_TYPE_BYTES:
+        return pb_is_id(f, &nbytes) ? get_hex_id(d, v, nbytes, out) : get_base64(d, v, out);
+    case PROTOBUF_C_TYPE_MESSAGE: {
+        const ProtobufCMessageDescriptor *md = f->descriptor;
+        /* each array / kvlist is a level, as for traces and the codec */
+        const bool level = md == &opentelemetry__proto__common__v1__array_value__descriptor ||
+                           md == &opentelemetry__proto__common__v1__key_value_list__descriptor;
+        void *m = NULL;
+
+        if (level && d->depth >= d->max_depth)
+            return fail(d, "nesting deeper than %u", d->max_depth);
+        d->depth += level;
+        st = pd_msg(d, md, v, &m);
+        d->depth -= level;
+        memcpy(out, &m, sizeof(m));
+        return st;
+    }
+    }
+    return fail(d, "a field of a type not mapped");
+}
+
+/* Field f of `msg` from v (not null). */
+static sf_status pd_field(dec *d, const ProtobufCFieldDescriptor *f, json_object *v, char *msg)
+{
+    if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+        uint32_t *which = (uint32_t *)(void *)(msg + f->quantifier_offset);
+
+        if (*which != 0 && *which != f->id)
+            return fail(d, "a second member of a oneof");
+        *which = f->id;
+    }
+    if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+        const size_t size = pb_elem_size(f->type);
+        size_t len;
+        char *elems;
+
+        if (!json_object_is_type(v, json_type_array))
+            return fail(d, "expected an array");
+        len = json_object_array_length(v);
+        if (len == 0)
+            return SF_OK;
+        elems = sf_arena_alloc(d->arena, len * size);
+        if (elems == NULL)
+            return oom(d);
+        memset(elems, 0, len * size);
+        for (size_t i = 0; i < len; i++) {
+            json_object *e = json_object_array_get_idx(v, i);
+            size_t mark = path_push(d, "[%zu]", i);
+            sf_status st = e == NULL ? fail(d, "null in an array")
+                                     : pd_value(d, f, e, elems + i * size);
+
+            path_pop(d, mark);
+            if (st != SF_OK)
+                return st;
+        }
+        memcpy(msg + f->quantifier_offset, &len, sizeof(len));
+        memcpy(msg + f->offset, &elems, sizeof(elems));
+        return SF_OK;
+    }
+    return pd_value(d, f, v, msg + f->offset);
+}
+
+static sf_status pd_msg(dec *d, const ProtobufCMessageDescriptor *md, json_object *obj,
+                        void **out)
+{
+    uint64_t seen = 0;
+    char *m;
+
+    *out = NULL;
+    if (!json_object_is_type(obj, json_type_object))
+        return fail(d, "expected an object");
+    m = sf_arena_alloc(d->arena, md->sizeof_message);
+    if (m == NULL)
+        return oom(d);
+    protobuf_c_message_init(md, m);
+    json_object_object_foreach(obj, key, val) {
+        const ProtobufCFieldDescriptor *f = NULL;
+        char camel[64];
+        unsigned i;
+        size_t mark;
+        sf_status st = SF_OK;
+
+        for (i = 0; i < md->n_fields && i < 64; i++) {
+            if (strcmp(key, md->fields[i].name) == 0 ||
+                strcmp(key, json_name(md->fields[i].name, camel, sizeof(camel))) == 0) {
+                f = &md->fields[i];
+                break;
+            }
+        }
+        if (f == NULL)
+            continue;           /* unknown fields are ignored (OTLP spec) */
+        mark = path_push(d, d->path_len > 0 ? ".%s" : "%s",
+                         json_name(f->name, camel, sizeof(camel)));
+        if (seen & (UINT64_C(1) << i))
+            st = fail(d, "field given twice");
+        else if (val != NULL)   /* null: the field keeps its default */
+            st = pd_field(d, f, val, m);
+        seen |= UINT64_C(1) << i;
+        path_pop(d, mark);
+        if (st != SF_OK)
+            return st;
+    }
+    *out = m;
+    return SF_OK;
+}
+
+static const ProtobufCMessageDescriptor *const request_desc[SF_SIGNAL_COUNT] = {
+    [SF_SIGNAL_TRACES] = &opentelemetry__proto__collector__trace__v1__export_trace_service_request__descriptor,
+    [SF_SIGNAL_LOGS] = &opentelemetry__proto__collector__logs__v1__export_logs_service_request__descriptor,
+    [SF_SIGNAL_METRICS] = &opentelemetry__proto__collector__metrics__v1__export_metrics_service_request__descriptor,
+};
+
+static sf_status pd_request(dec *d, sf_signal s, json_object *root, void **out)
+{
+    return pd_msg(d, request_desc[s], root, out);
+}
+
+/* ---- encoding ---- */
+
+static json_object *pe_msg(enc *e, const ProtobufCMessageDescriptor *md, const char *m);
+
+static json_object *jhex(enc *e, const ProtobufCBinaryData *b)
+{
+    static const char digits[] = "0123456789abcdef";
+    char buf[2 * 16 + 1];
+
+    if (b->len > 16) {          /* the codec let no longer id through */
+        e->failed = true;
+        return NULL;
+    }
+    for (size_t i = 0; i < b->len; i++) {
+        buf[2 * i] = digits[b->data[i] >> 4];
+        buf[2 * i + 1] = digits[b->data[i] & 15];
+    }
+    return json_object_new_string_len(buf, (int)(2 * b->len));
+}
+
+/* add() for a key that does not outlive the call: json-c copies it. */
+static void add_copy(enc *e, json_object *o, const char *key, json_object *v)
+{
+    if (o == NULL || v == NULL ||
+        json_object_object_add_ex(o, key, v, JSON_C_OBJECT_ADD_KEY_IS_NEW) != 0) {
+        json_object_put(v);
+        e->failed = true;
+    }
+}
+
+/* One value of field f at p. */
+static json_object *pe_value(enc *e, const ProtobufCFieldDescriptor *f, const char *p)
+{
+    size_t nbytes;
+
+    switch (f->type) {
+    case PROTOBUF_C_TYPE_INT32: case PROTOBUF_C_TYPE_SINT32: case PROTOBUF_C_TYPE_SFIXED32:
+    case PROTOBUF_C_TYPE_ENUM: {
+        int32_t x;
+
+        memcpy(&x, p, sizeof(x));
+        return json_object_new_int64(x);
+    }
+    case PROTOBUF_C_TYPE_UINT32: case PROTOBUF_C_TYPE_FIXED32: {
+        uint32_t x;
+
+        memcpy(&x, p, sizeof(x));
+        return json_object_new_int64(x);
+    }
+    case PROTOBUF_C_TYPE_INT64: case PROTOBUF_C_TYPE_SINT64: case PROTOBUF_C_TYPE_SFIXED64: {
+        int64_t x;
+        char buf[24];
+
+        memcpy(&x, p, sizeof(x));
+        snprintf(buf, sizeof(buf), "%" PRId64, x);
+        return json_object_new_string(buf);
+    }
+    case PROTOBUF_C_TYPE_UINT64: case PROTOBUF_C_TYPE_FIXED64: {
+        uint64_t x;
+
+        memcpy(&x, p, sizeof(x));
+        return jdec_u64(x);
+    }
+    case PROTOBUF_C_TYPE_DOUBLE: {
+        double x;
+
+        memcpy(&x, p, sizeof(x));
+        return jdouble(x);
+    }
+    case PROTOBUF_C_TYPE_FLOAT: {
+        float x;
+
+        memcpy(&x, p, sizeof(x));
+        return jdouble(x);
+    }
+    case PROTOBUF_C_TYPE_BOOL: {
+        protobuf_c_boolean x;
+
+        memcpy(&x, p, sizeof(x));
+        return json_object_new_boolean(x);
+    }
+    case PROTOBUF_C_TYPE_STRING: {
+        const char *x;
+
+        memcpy(&x, p, sizeof(x));
+        return jstr(x != NULL ? x : "");
+    }
+    case PROTOBUF_C_TYPE_BYTES:
+        return pb_is_id(f, &nbytes) ? jhex(e, (const ProtobufCBinaryData *)(const void *)p)
+                                    : b64_encode((const ProtobufCBinaryData *)(const void *)p);
+    case PROTOBUF_C_TYPE_MESSAGE: {
+        const char *x;
+
+        memcpy(&x, p, sizeof(x));
+        return pe_msg(e, f->descriptor, x);
+    }
+    }
+    e->failed = true;
+    return NULL;
+}
+
+/* Whether singular field f at p holds its default (then it is not written). */
+static bool pe_default(const ProtobufCFieldDescriptor *f, const char *p)
+{
+    static const char zero[sizeof(ProtobufCBinaryData)];
+    const char *x;
+
+    switch (f->type) {
+    case PROTOBUF_C_TYPE_STRING:
+    case PROTOBUF_C_TYPE_MESSAGE:
+        memcpy(&x, p, sizeof(x));
+        return x == NULL || (f->type == PROTOBUF_C_TYPE_STRING && x[0] == '\0');
+    case PROTOBUF_C_TYPE_BYTES:
+        return ((const ProtobufCBinaryData *)(const void *)p)->len == 0;
+    default:
+        return memcmp(p, zero, pb_elem_size(f->type)) == 0;
+    }
+}
+
+static json_object *pe_msg(enc *e, const ProtobufCMessageDescriptor *md, const char *m)
+{
+    json_object *o = new_obj(e);
+
+    for (unsigned i = 0; i < md->n_fields && o != NULL; i++) {
+        const ProtobufCFieldDescriptor *f = &md->fields[i];
+        char camel[64];
+
+        json_name(f->name, camel, sizeof(camel));
+        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+            size_t n;
+            const char *elems;
+            json_object *arr;
+
+            memcpy(&n, m + f->quantifier_offset, sizeof(n));
+            memcpy(&elems, m + f->offset, sizeof(elems));
+            if (n == 0)
+                continue;
+            arr = json_object_new_array_ext((int)n);
+            for (size_t k = 0; k < n && arr != NULL; k++)
+                push(e, arr, pe_value(e, f, elems + k * pb_elem_size(f->type)));
+            add_copy(e, o, camel, arr);
+        } else if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+            uint32_t which;
+
+            memcpy(&which, m + f->quantifier_offset, sizeof(which));
+            if (which == f->id)
+                add_copy(e, o, camel, pe_value(e, f, m + f->offset));
+        } else if (!pe_default(f, m + f->offset)) {
+            add_copy(e, o, camel, pe_value(e, f, m + f->offset));
+        }
+    }
+    return o;
+}
+
 /* ==== every signal, as protobuf bytes ===================================== */
 
 bool sf_otlp_json_maps(sf_signal s)
 {
-    return s == SF_SIGNAL_TRACES;
+    return (unsigned)s < SF_SIGNAL_COUNT;
 }
 
 sf_status sf_otlp_json_to_wire(sf_signal s, sf_arena *arena, const char *json, size_t len,
@@ -1578,16 +2035,20 @@ sf_status sf_otlp_json_to_wire(sf_signal s, sf_arena *arena, const char *json, s
             snprintf(err, err_size, "otlp/json for %s is not supported", sf_signal_name(s));
         return SF_UNSUPPORTED;
     }
-    st = sf_otlp_json_decode(arena, json, len, max_depth, &req, err, err_size);
+    {
+        dec d = { .arena = arena, .max_depth = max_depth, .err = err, .err_size = err_size };
+        void *tree = NULL;
+
+        st = decode_text(&d, json, len, max_depth, s, &tree);
+        req = tree;
+    }
     if (st != SF_OK)
         return st;
-    n = opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(
-        req);
+    n = protobuf_c_message_get_packed_size(&req->base);
     packed = sf_arena_alloc(arena, n ? n : 1);
     if (packed == NULL)
         return SF_ENOMEM;
-    *out_len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(
-        req, packed);
+    *out_len = protobuf_c_message_pack(&req->base, packed);
     *out = packed;
     return SF_OK;
 }
@@ -1595,17 +2056,22 @@ sf_status sf_otlp_json_to_wire(sf_signal s, sf_arena *arena, const char *json, s
 sf_status sf_otlp_json_from_wire(sf_signal s, sf_arena *arena, const uint8_t *wire, size_t len,
                                  char **out, size_t *out_len)
 {
-    sf_otlp_request *req;
+    ProtobufCMessage *req;
 
     *out = NULL;
     *out_len = 0;
     if (!sf_otlp_json_maps(s))
         return SF_UNSUPPORTED;
-    req = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
-        sf_arena_pb_allocator(arena), len, wire);
+    req = protobuf_c_message_unpack(request_desc[s], sf_arena_pb_allocator(arena), len, wire);
     if (req == NULL)
         return sf_arena_failed(arena) ? SF_ENOMEM : SF_INVALID;
-    return sf_otlp_json_encode(req, out, out_len);
+    if (s == SF_SIGNAL_TRACES)
+        return sf_otlp_json_encode((const sf_otlp_request *)req, out, out_len);
+    {
+        enc e = { .failed = false };
+
+        return finish(&e, pe_msg(&e, request_desc[s], (const char *)req), out, out_len);
+    }
 }
 
 sf_status sf_otlp_json_encode_partial(sf_signal s, int64_t rejected, const char *message,

@@ -54,8 +54,9 @@ sf_status sf_otlp_json_encode_response(const sf_otlp_response *resp, char **out,
  * refusals as sf_otlp_json_decode) as protobuf bytes in `arena` into
  * *out[0, *out_len): the bytes the codec (sf_otlp_rewrite_signal) then
  * validates and makes canonical. SF_INVALID with a reason in err,
- * SF_TOOBIG, SF_ENOMEM; SF_UNSUPPORTED for a signal the JSON codec does not
- * map yet (see sf_otlp_json_maps). */
+ * SF_TOOBIG, SF_ENOMEM; SF_UNSUPPORTED for a signal out of range
+ * (sf_otlp_json_maps). Logs and metrics follow protobuf-c's descriptors
+ * (sf_otlp_json.c says how); a second member of a oneof is refused. */
 sf_status sf_otlp_json_to_wire(sf_signal s, sf_arena *arena, const char *json, size_t len,
                                unsigned max_depth, const uint8_t **out, size_t *out_len,
                                char *err, size_t err_size);
@@ -65,7 +66,7 @@ sf_status sf_otlp_json_to_wire(sf_signal s, sf_arena *arena, const char *json, s
  * decode. SF_INVALID, SF_ENOMEM, SF_UNSUPPORTED as above. */
 sf_status sf_otlp_json_from_wire(sf_signal s, sf_arena *arena, const uint8_t *wire, size_t len,
                                  char **out, size_t *out_len);
-/* Whether the JSON codec maps signal `s` yet. */
+/* Whether the JSON codec maps signal `s` (every signal in range). */
 bool sf_otlp_json_maps(sf_signal s);
 
 /* The OTLP/HTTP JSON reply body for a request of signal `s`: "{}", or

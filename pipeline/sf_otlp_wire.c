@@ -1,5 +1,6 @@
-/* sf_otlp_wire.c: the OTLP trace wire codec: one schema table per message
- * type, one reader, one canonical writer (see sf_otlp_wire.h).
+/* sf_otlp_wire.c: the OTLP wire codec for traces, logs and metrics: one
+ * schema table per message type, one reader, one canonical writer (see
+ * sf_otlp_wire.h).
  *
  * DESIGN
  * - Every field is read once, with its tag, its wire type against the
@@ -21,6 +22,13 @@
  *   one. AnyValue's oneof keeps its last member; a message member merges the
  *   occurrences since the member last changed. Every occurrence is read and
  *   checked, those that lose included, as a standard decoder would.
+ * - A oneof keeps the member the input set last (a message member merges
+ *   the occurrences since the member last changed; the losers are read and
+ *   checked, never written); oneof members and proto3 `optional` fields are
+ *   written even when 0 (their presence is their meaning). stream() leaves
+ *   a message with two members of its oneof to generic().
+ * - Repeated numbers leave packed, one field, whether they came packed,
+ *   unpacked or both; varints re-encoded minimal.
  * - KeyValue and AnyValue, a dozen of each per span, have a fast path: when
  *   their bytes are already canonical (one key, one scalar value, minimal
  *   lengths) they are checked, judged by the edit's keyset and copied whole.
@@ -51,7 +59,11 @@ enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_SGROUP = 3, WT_EGROUP = 4, WT_I
 
 /* What a field holds. */
 enum { F_NONE = 0, F_UINT32, F_INT32, F_INT64, F_BOOL, F_FIXED32, F_FIXED64, F_STRING, F_BYTES,
-       F_MSG };
+       F_MSG, F_SINT32 };
+
+/* Field flags (fdesc.flags): written even when 0; a member of the
+ * message's oneof; a repeated number (packed on output). */
+enum { FL_PRESENCE = 1, FL_ONEOF = 2, FL_PACKED = 4 };
 
 /* What the codec does with it beyond its type. */
 enum { R_PLAIN = 0, R_ATTRS, R_DROPPED, R_ID16, R_ID8, R_SPANS };
@@ -62,6 +74,7 @@ typedef struct fdesc {
     uint8_t role;
     uint8_t child;              /* F_MSG: its sf_otlp_msg */
     uint8_t field;              /* sf_otlp_field an edit may govern, or 0 (field_verdict) */
+    uint8_t flags;              /* FL_* */
 } fdesc;
 
 typedef struct mdesc {
@@ -70,6 +83,7 @@ typedef struct mdesc {
     int ctx;                    /* sf_otlp_ctx of its attributes and name, or -1 */
     uint32_t dropped;           /* field number of dropped_attributes_count, or 0 */
     uint32_t name;              /* field number of the name an edit renames, or 0 */
+    uint32_t oneof;             /* bit n: field n is a member of the message's oneof */
 } mdesc;
 
 /* The tables, one per message type (sf_otlp_f_<type>) and schema[] by
@@ -282,6 +296,8 @@ typedef struct cx {
     size_t budget;              /* bytes merge copies may still take */
     bool general;               /* every message through generic(): see run() */
     uint32_t held[SF_OTLP_MSG_COUNT];  /* per message, fields the edit changes */
+    uint64_t ins_kinds;         /* bit k: message kind k gets the edit's inserts */
+    uint64_t ins_parents;       /* bit k: kind k has a singular child of such a kind */
     uint8_t verdict[SF_OTLP_FIELD_COUNT]; /* per governed field: FV_* (field_verdict) */
     sf_otlp_text name;          /* rename output */
     /* one_value_per_key: the keys of the current attribute list so far, by
@@ -326,6 +342,10 @@ static int field_verdict(const sf_otlp_edit *e, unsigned f)
         return e->clear_status_message ? FV_CLEAR : FV_AS_IS;
     case SF_OTLP_FIELD_ENTITY_REFS:
         return e->fields & SF_OTLP_FIELD_BIT(f) ? FV_CLEAR : FV_AS_IS;
+    case SF_OTLP_FIELD_EXEMPLARS:
+        return e->fields & SF_OTLP_FIELD_BIT(f) && !e->keep_exemplars ? FV_CLEAR : FV_AS_IS;
+    case SF_OTLP_FIELD_LOG_BODY:        /* judged by body_rule once written (body_judge) */
+        return e->fields & SF_OTLP_FIELD_BIT(f) ? FV_REWRITE : FV_AS_IS;
     default:
         return e->fields & SF_OTLP_FIELD_BIT(f) && e->field_fn != NULL ? FV_REWRITE
                : e->fields & SF_OTLP_FIELD_BIT(f) ? FV_CLEAR : FV_AS_IS;
@@ -595,11 +615,16 @@ static int expected_wt(unsigned type)
 }
 
 /* A known field's value against its type and role. */
+static sf_status check_packed(cx *c, const fdesc *d, const fld *f);
+
 static inline __attribute__((always_inline)) sf_status check_value(cx *c, const fdesc *d,
                                                                    const fld *f)
 {
-    if ((int)f->wt != expected_wt(d->type))
+    if ((int)f->wt != expected_wt(d->type)) {
+        if ((d->flags & FL_PACKED) && f->wt == WT_LEN)
+            return check_packed(c, d, f);
         return bad(c, "known field with the wrong wire type");
+    }
     switch (d->type) {
     case F_UINT32:
         if (f->u > UINT32_MAX)
@@ -613,6 +638,10 @@ static inline __attribute__((always_inline)) sf_status check_value(cx *c, const 
         if (f->u > 1)
             return bad(c, "bool field out of range");
         break;
+    case F_SINT32:
+        if (f->u > UINT32_MAX)
+            return bad(c, "sint32 field out of range");
+        break;
     case F_STRING:
         if (!utf8_valid(f->val, (size_t)f->u))
             return bad(c, "string field is not UTF-8");
@@ -625,6 +654,31 @@ static inline __attribute__((always_inline)) sf_status check_value(cx *c, const 
         break;
     default:
         break;
+    }
+    return SF_OK;
+}
+
+/* The payload of a packed field: whole elements, each in its type's range. */
+static __attribute__((noinline)) sf_status check_packed(cx *c, const fdesc *d, const fld *f)
+{
+    const uint8_t *p = f->val, *end = f->val + f->u;
+
+    if (d->type == F_FIXED64 || d->type == F_FIXED32) {
+        if (f->u % (d->type == F_FIXED64 ? 8 : 4) != 0)
+            return bad(c, "packed field is not whole elements");
+        return SF_OK;
+    }
+    while (p < end) {
+        fld e = { .wt = WT_VARINT, .num = f->num };
+        fdesc ed = *d;
+        sf_status st;
+
+        if (rd_varint(&p, end, 10, &e.u) != 0)
+            return bad(c, "packed field is not whole elements");
+        ed.flags = 0;
+        st = check_value(c, &ed, &e);
+        if (st != SF_OK)
+            return st;
     }
     return SF_OK;
 }
@@ -1207,7 +1261,7 @@ static sf_status put_scalar(cx *c, const mdesc *m, uint32_t num, const uint8_t *
         c->len = (size_t)(o + n - c->buf->data);
         return SF_OK;
     }
-    if (u == 0 || c->discard)
+    if ((u == 0 && !(d->flags & FL_PRESENCE)) || c->discard)
         return SF_OK;
     if (reserve(c, 16) != SF_OK)
         return SF_ENOMEM;
@@ -1263,11 +1317,13 @@ put_repeated(cx *c, const mdesc *m, const fdesc *d, const fld *f, unsigned depth
     }
     {
         result r = { 0 };
-        /* a cleared field (entity_refs) is still read and checked */
+        /* a cleared field (entity_refs, exemplars) is still read and checked */
         const bool gone = d->field != SF_OTLP_FIELD_NONE && c->verdict[d->field] == FV_CLEAR;
 
         if (d->role == R_SPANS)
             c->st->spans++;
+        if (gone && d->field == SF_OTLP_FIELD_EXEMPLARS && !c->discard)
+            c->st->dropped_exemplars++;
         c->discard += gone;
         st = child(c, f->num, d->child, f->val, f->val + f->u, depth, &r);
         c->discard -= gone;
@@ -1275,6 +1331,253 @@ put_repeated(cx *c, const mdesc *m, const fdesc *d, const fld *f, unsigned depth
             *cls = r.cls;
         return st;
     }
+}
+
+/* The elements of one occurrence f of packed field d (a packed payload, or
+ * one element), written canonical into the open packed field. */
+static sf_status put_elements(cx *c, const fdesc *d, const fld *f)
+{
+    if (c->discard)
+        return SF_OK;
+    if (d->type == F_FIXED64 || d->type == F_FIXED32)
+        return put(c, f->val, f->wt == WT_LEN ? (size_t)f->u : d->type == F_FIXED64 ? 8 : 4);
+    if (f->wt != WT_LEN) {
+        if (reserve(c, 10) != SF_OK)
+            return SF_ENOMEM;
+        c->len += varint_put(c->buf->data + c->len, f->u);
+        return SF_OK;
+    }
+    for (const uint8_t *p = f->val, *end = f->val + f->u; p < end;) {
+        uint64_t v;
+
+        if (rd_varint(&p, end, 10, &v) != 0)
+            return bad(c, "packed field is not whole elements");    /* checked before */
+        if (reserve(c, 10) != SF_OK)
+            return SF_ENOMEM;
+        c->len += varint_put(c->buf->data + c->len, v);
+    }
+    return SF_OK;
+}
+
+/* Packed field `num` (d) of every occurrence in [p, end), in order, as one
+ * packed field; nothing when it has no element. */
+static sf_status packed(cx *c, uint32_t num, const fdesc *d, const uint8_t *p, const uint8_t *end)
+{
+    size_t hpos = 0, hlen = 0, mark = c->len;
+    sf_status st = open_len(c, num, (size_t)(end - p), &hpos, &hlen);
+    fld f;
+
+    while (st == SF_OK && p < end) {
+        if ((st = next_field(c, p, end, &f, 0)) != SF_OK)
+            return st;
+        p = f.end;
+        if (f.num == num)
+            st = put_elements(c, d, &f);
+    }
+    if (st != SF_OK || c->discard)
+        return st;
+    if (c->len == hpos + hlen) {
+        c->len = mark;
+        return SF_OK;
+    }
+    return close_len(c, hpos, hlen);
+}
+
+/* A governed log body, written at [mark, c->len) (tag, length, canonical
+ * AnyValue): it stays only when it passes the edit's body rule, as a
+ * pseudonym when the rule says so; else it is taken back and counted. */
+static __attribute__((noinline)) sf_status body_judge(cx *c, uint32_t num, size_t mark)
+{
+    const sf_otlp_value_rule *rule = c->edit->body_rule;
+    const uint8_t *a = c->buf->data + mark + 1, *aend = c->buf->data + c->len;
+    uint8_t pv[80];
+    size_t pn = 0;
+    uint64_t an;
+
+    if (rd_varint(&a, aend, 5, &an) != 0)
+        return bad(c, "internal: unreadable body");
+    if (rule == NULL || !value_fits(c, rule, a, aend) ||
+        (rule->pseudonym && !pseudonym_value(c, a, aend, pv, &pn))) {
+        c->len = mark;
+        c->st->dropped_bodies++;
+        return SF_OK;
+    }
+    if (!rule->pseudonym)
+        return SF_OK;
+    c->len = mark;
+    c->st->pseudonyms++;
+    return put_len_field(c, num, pv, pn);
+}
+
+/* Singular sub-message field `num` (d), given `count` times (see
+ * child_merged); a governed log body then goes through body_judge. */
+static inline __attribute__((always_inline)) sf_status
+single(cx *c, const fdesc *d, uint32_t num, const uint8_t *from, const uint8_t *end,
+       uint32_t count, size_t total, const uint8_t *val, const uint8_t *vend, unsigned depth,
+       result *res)
+{
+    const size_t mark = c->len;
+    sf_status st = child_merged(c, num, d->child, from, end, count, total, val, vend, depth, res);
+
+    if (__builtin_expect(d->field == SF_OTLP_FIELD_LOG_BODY, 0) && st == SF_OK &&
+        c->verdict[d->field] != FV_AS_IS && !c->discard)
+        return body_judge(c, num, mark);
+    return st;
+}
+
+/* The losing members of a oneof: message occurrences of field `num` in
+ * [p, end) read and checked as a decoder would, never written, their items
+ * not counted. */
+static __attribute__((noinline)) sf_status oneof_losers(cx *c, uint32_t num, const fdesc *d,
+                                                       const uint8_t *p, const uint8_t *end,
+                                                       unsigned depth)
+{
+    const size_t items = c->st->spans;
+    sf_status st = SF_OK;
+    fld f;
+
+    if (d->type != F_MSG)
+        return SF_OK;           /* scalars: read_field checked them */
+    c->discard++;
+    while (st == SF_OK && p < end) {
+        if ((st = next_field(c, p, end, &f, 0)) != SF_OK)
+            break;
+        p = f.end;
+        if (f.num == num) {
+            result r = { 0 };
+
+            st = child(c, num, d->child, f.val, f.val + f.u, depth, &r);
+        }
+    }
+    c->discard--;
+    c->st->spans = items;
+    return st;
+}
+
+/* ---- inserts ---------------------------------------------------------------- */
+
+/* The key of KeyValue [p, end) as a decoder sees it (its last key field);
+ * "" when it has none. Unreadable bytes give "" too: kv() says what is
+ * wrong with them. */
+static void kv_key(cx *c, const uint8_t *p, const uint8_t *end, const uint8_t **key, size_t *klen)
+{
+    const char *error = c->st->error;
+    fld f;
+
+    *key = (const uint8_t *)"";
+    *klen = 0;
+    while (p < end) {
+        if (next_field(c, p, end, &f, 0) != SF_OK || f.wt == WT_EGROUP)
+            break;
+        p = f.end;
+        if (f.num == KV_KEY && f.wt == WT_LEN) {
+            *key = f.val;
+            *klen = (size_t)f.u;
+        }
+    }
+    c->st->error = error;
+}
+
+/* Attribute field `num`: key[0, klen) = the string value[0, vlen). */
+static sf_status put_kv_str(cx *c, uint32_t num, const uint8_t *key, size_t klen,
+                            const uint8_t *value, size_t vlen)
+{
+    const size_t any = 1 + varint_size(vlen) + vlen;
+    const size_t inner = 1 + varint_size(klen) + klen + 1 + varint_size(any) + any;
+    sf_status st = put_tag_varint(c, num, WT_LEN, true, inner);
+
+    if (st == SF_OK)
+        st = put_len_field(c, KV_KEY, key, klen);
+    if (st == SF_OK)
+        st = put_tag_varint(c, KV_VALUE, WT_LEN, true, any);
+    if (st == SF_OK)
+        st = put_len_field(c, AV_STRING, value, vlen);
+    return st;
+}
+
+/* Which of the n inserts has key k[0, len): its index, or -1. */
+static int insert_find(const sf_otlp_insert *ins, size_t n, const uint8_t *k, size_t len)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(ins[i].key, (const char *)k, len) == 0 && ins[i].key[len] == '\0')
+            return (int)i;
+    }
+    return -1;
+}
+
+/* The attribute list `num` of message m (context ctx), every occurrence in
+ * [sl->first, sl->last_end) (none when sl->count is 0), with the edit's
+ * inserts: an upsert's key leaves with its constant at its first entry
+ * (later ones of the key, under one_value_per_key, are duplicates), and
+ * inserts no entry of which left and upserts no entry had come last. */
+static __attribute__((noinline)) sf_status
+attrs_inserted(cx *c, const mdesc *m, uint32_t num, const slot *sl, unsigned depth,
+               uint64_t *removed)
+{
+    const sf_otlp_insert *ins = c->edit->inserts[m->ctx];
+    const size_t n = c->edit->n_inserts[m->ctx];
+    const kvjudge j = kv_judge(c, m->ctx);
+    uint64_t present = 0, upserted = 0;
+    const uint8_t *p = sl->count > 0 ? sl->first : NULL, *end = sl->count > 0 ? sl->last_end : NULL;
+    fld f;
+    sf_status st;
+
+    while (p < end) {
+        const uint8_t *key;
+        size_t klen;
+        bool gone = false;
+        int i;
+
+        if ((st = next_field(c, p, end, &f, 0)) != SF_OK)
+            return st;
+        p = f.end;
+        if (f.num != num)
+            continue;
+        kv_key(c, f.val, f.val + f.u, &key, &klen);
+        i = insert_find(ins, n, key, klen);
+        if (i >= 0 && ins[i].upsert) {
+            const bool first = !(upserted >> i & 1);
+
+            /* read and checked like any attribute, never written */
+            c->discard++;
+            st = kv(c, m->ctx, j, num, f.start, f.val, f.val + f.u, depth, &gone);
+            c->discard--;
+            if (st != SF_OK)
+                return st;
+            if (first) {
+                upserted |= 1ull << i;
+                c->st->inserted++;
+                st = put_kv_str(c, num, key, klen, (const uint8_t *)ins[i].value,
+                                strlen(ins[i].value));
+            } else if (j.dedupe) {
+                c->st->duplicate_keys++;
+                ++*removed;
+                continue;
+            } else {
+                st = kv(c, m->ctx, j, num, f.start, f.val, f.val + f.u, depth, &gone);
+                *removed += gone;
+            }
+            if (st != SF_OK)
+                return st;
+            continue;
+        }
+        st = kv(c, m->ctx, j, num, f.start, f.val, f.val + f.u, depth, &gone);
+        if (st != SF_OK)
+            return st;
+        *removed += gone;
+        if (i >= 0 && !gone)
+            present |= 1ull << i;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((present | upserted) >> i & 1)
+            continue;
+        c->st->inserted++;
+        st = put_kv_str(c, num, (const uint8_t *)ins[i].key, strlen(ins[i].key),
+                        (const uint8_t *)ins[i].value, strlen(ins[i].value));
+        if (st != SF_OK)
+            return st;
+    }
+    return SF_OK;
 }
 
 /* The repeated field `num` of [first, last_end), each occurrence in order. */
@@ -1347,6 +1650,11 @@ static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *
     uint64_t removed = 0;
     size_t spans_before = c->st->spans;
     int cls = CLS_SCALAR;
+    /* the oneof: the member set last, and its occurrences since it last changed */
+    uint32_t o_num = 0, o_count = 0;
+    const uint8_t *o_first = NULL;
+    size_t o_total = 0;
+    const bool ins = m->ctx >= 0 && (c->ins_kinds >> kind & 1);
     fld f;
     sf_status st;
 
@@ -1361,6 +1669,17 @@ static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *
             return st;
         if (d == NULL)
             continue;
+        if (d->flags & FL_ONEOF) {
+            if (f.num != o_num) {
+                o_num = f.num;
+                o_first = f.start;
+                o_count = 0;
+                o_total = 0;
+            }
+            o_count++;
+            if (f.wt == WT_LEN)
+                o_total += (size_t)f.u;
+        }
         slot *sl = &s[f.num];
         if (sl->count++ == 0)
             sl->first = f.start;
@@ -1382,15 +1701,32 @@ static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *
             continue;
         if (d->role == R_DROPPED) {
             st = put_dropped(c, num, sl->count ? sl->u : 0, removed);
+        } else if (ins && d->role == R_ATTRS) {
+            st = attrs_inserted(c, m, num, sl, depth, &removed);
+        } else if (sl->count == 0 && d->type == F_MSG && !d->repeated &&
+                   (c->ins_kinds >> d->child & 1)) {
+            result r = { 0 };
+
+            /* absent: an empty one, which the inserts then fill */
+            st = child(c, num, d->child, (const uint8_t *)"", (const uint8_t *)"", depth, &r);
         } else if (sl->count == 0 && !(num == m->name && renames(c, m))) {
             continue;
+        } else if ((d->flags & FL_ONEOF) && num != o_num) {
+            st = oneof_losers(c, num, d, sl->first, sl->last_end, depth);
+        } else if (d->flags & FL_PACKED) {
+            st = packed(c, num, d, sl->first, sl->last_end);
         } else if (d->repeated) {
             st = repeated(c, m, num, sl, depth, &removed, &cls);
+        } else if (d->type == F_MSG && (d->flags & FL_ONEOF)) {
+            result r = { 0 };
+
+            st = single(c, d, num, o_first, sl->last_end, o_count, o_total, sl->val,
+                        sl->val + sl->u, depth, &r);
         } else if (d->type == F_MSG) {
             result r = { 0 };
 
-            st = child_merged(c, num, d->child, sl->first, sl->last_end, sl->count, sl->total,
-                              sl->val, sl->val + sl->u, depth, &r);
+            st = single(c, d, num, sl->first, sl->last_end, sl->count, sl->total, sl->val,
+                        sl->val + sl->u, depth, &r);
         } else {
             /* an absent name is renamed from "" (see renames) */
             st = put_scalar(c, m, num, sl->count ? sl->val : (const uint8_t *)"",
@@ -1516,7 +1852,7 @@ static void quick_init(void)
             const fdesc *d = &m->f[num];
             int q = Q_NONE;
 
-            if (d->repeated || d->role == R_DROPPED)
+            if (d->repeated || d->role == R_DROPPED || d->flags != 0)
                 continue;
             switch (d->type) {
             case F_FIXED64: q = Q_FIXED64; break;
@@ -1621,7 +1957,7 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
     const uint32_t held = c->held[kind];   /* read once: the writer's stores may alias */
     slot s[SLOTS_MAX];          /* only the entries in `pending` are read */
     const uint8_t *run = NULL, *run_end = NULL;    /* scalars copied as they are */
-    uint32_t pending = 0, seen = 0, upto = 0;
+    uint32_t pending = 0, seen = 0, upto = 0, oneof_seen = 0;
     uint64_t removed = 0;
     bool dropped_done = false;
     size_t spans_before = c->st->spans;
@@ -1677,6 +2013,22 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
         }
         if (f.num < upto || (f.num == upto && d->type != F_MSG && !d->repeated))
             return SF_RESTART;
+        if (__builtin_expect(d->flags != 0, 0)) {
+            /* a second member of the oneof, a packed field twice: generic() */
+            if ((d->flags & FL_ONEOF) && (oneof_seen & ~(1u << f.num)))
+                return SF_RESTART;
+            oneof_seen |= (d->flags & FL_ONEOF ? 1u : 0u) << f.num;
+            if (d->flags & FL_PACKED) {
+                if (f.num == upto)
+                    return SF_RESTART;
+                if ((st = run_flush(c, &run, run_end)) != SF_OK ||
+                    (st = settle(c, m, s, &pending, f.num, removed, &dropped_done)) != SF_OK ||
+                    (st = packed(c, f.num, d, f.start, f.end)) != SF_OK)
+                    return st;
+                upto = f.num;
+                continue;
+            }
+        }
         if (d->type != F_MSG && !d->repeated) {
             /* In order, canonical, unchanged, before every held scalar
              * and the dropped count still to come: part of a run copied
@@ -1710,7 +2062,8 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
             if (seen & (1u << f.num))
                 return SF_RESTART;      /* merge: generic() */
             seen |= 1u << f.num;
-            st = child(c, f.num, d->child, f.val, f.val + f.u, depth, &r);
+            st = single(c, d, f.num, f.start, f.end, 1, (size_t)f.u, f.val, f.val + f.u, depth,
+                        &r);
         } else if (d->child == SF_OTLP_MSG_KEY_VALUE && f.start[0] < 0x80) {
             p = f.start;        /* the run below takes this attribute too */
         } else {
@@ -2138,7 +2491,9 @@ static sf_status msg(cx *c, unsigned kind, const uint8_t *p, const uint8_t *end,
         if (++depth > c->max_depth)
             return bad(c, "values nested deeper than max_value_depth");
     }
-    return c->general ? generic(c, kind, p, end, depth, res) : stream(c, kind, p, end, depth, res);
+    if (c->general || ((c->ins_kinds | c->ins_parents) >> kind & 1))
+        return generic(c, kind, p, end, depth, res);
+    return stream(c, kind, p, end, depth, res);
 }
 
 /* ---- entry points ------------------------------------------------------------ */
@@ -2159,15 +2514,62 @@ sf_status sf_otlp_text_reserve(sf_otlp_text *t, size_t cap)
     return SF_OK;
 }
 
-/* The whole request: stream() first; if some message is out of order, once
- * more from the start with generic() (output and counts start over). */
-static sf_status run(cx *c, const uint8_t *in, size_t len)
+_Static_assert(SF_OTLP_MSG_COUNT <= 64, "ins_kinds holds a bit per message kind");
+
+/* The edit's inserts: at most 64 per context, keys not empty, UTF-8; the
+ * kinds they apply to into c->ins_kinds (every message of the context but
+ * an exemplar, whose filtered_attributes are the datapoint's context too). */
+static sf_status inserts_check(cx *c)
+{
+    const sf_otlp_edit *e = c->edit;
+
+    c->ins_kinds = 0;
+    for (unsigned ctx = 0; e != NULL && ctx < SF_OTLP_CTX_COUNT; ctx++) {
+        if (e->n_inserts[ctx] == 0)
+            continue;
+        if (e->n_inserts[ctx] > 64 || e->inserts[ctx] == NULL)
+            return SF_FILTER;
+        for (size_t i = 0; i < e->n_inserts[ctx]; i++) {
+            const sf_otlp_insert *in = &e->inserts[ctx][i];
+
+            if (in->key == NULL || in->value == NULL || in->key[0] == '\0' ||
+                !utf8_valid((const uint8_t *)in->key, strlen(in->key)) ||
+                !utf8_valid((const uint8_t *)in->value, strlen(in->value)))
+                return SF_FILTER;
+        }
+        for (unsigned k = 0; k < SF_OTLP_MSG_COUNT; k++) {
+            /* KeyValue and AnyValue have no table (n 0, ctx 0) */
+            if (schema[k].n > 0 && schema[k].ctx == (int)ctx && k != SF_OTLP_MSG_EXEMPLAR)
+                c->ins_kinds |= 1ull << k;
+        }
+    }
+    /* a resource or scope the input leaves out is written, to hold them */
+    c->ins_parents = 0;
+    for (unsigned k = 0; c->ins_kinds != 0 && k < SF_OTLP_MSG_COUNT; k++) {
+        for (uint32_t num = 1; num < schema[k].n; num++) {
+            const fdesc *d = &schema[k].f[num];
+
+            if (d->type == F_MSG && !d->repeated && (c->ins_kinds >> d->child & 1))
+                c->ins_parents |= 1ull << k;
+        }
+    }
+    return SF_OK;
+}
+
+/* The whole request (message kind `root`): stream() first; if some message
+ * is out of order, once more from the start with generic() (output and
+ * counts start over). */
+static sf_status run(cx *c, unsigned root, const uint8_t *in, size_t len)
 {
     const char *error;
     result r;
     sf_status st;
 
     pthread_once(&quick_once, quick_init);
+    if ((st = inserts_check(c)) != SF_OK) {
+        c->st->error = "an insert is not a UTF-8 key and value";
+        return st;
+    }
     for (unsigned f = 0; f < SF_OTLP_FIELD_COUNT; f++)
         c->verdict[f] = (uint8_t)field_verdict(c->edit, f);
     for (unsigned k = 0; k < SF_OTLP_MSG_COUNT; k++) {
@@ -2186,7 +2588,7 @@ static sf_status run(cx *c, const uint8_t *in, size_t len)
     }
     c->budget = 2 * len + 4096;
     c->general = false;
-    st = stream(c, SF_OTLP_MSG_REQUEST, in, in + len, 0, &r);
+    st = stream(c, root, in, in + len, 0, &r);
     if (st != SF_RESTART)
         return st;
     error = c->st->error;
@@ -2196,11 +2598,12 @@ static sf_status run(cx *c, const uint8_t *in, size_t len)
     c->matching = 0;
     c->budget = 2 * len + 4096;
     c->general = true;
-    return generic(c, SF_OTLP_MSG_REQUEST, in, in + len, 0, &r);
+    return generic(c, root, in, in + len, 0, &r);
 }
 
-sf_status sf_otlp_rewrite(const uint8_t *in, size_t len, unsigned max_depth,
-                          const sf_otlp_edit *edit, sf_buf **out, sf_otlp_stats *stats)
+/* sf_otlp_rewrite for a request whose root message is `root`. */
+static sf_status rewrite(unsigned root, const uint8_t *in, size_t len, unsigned max_depth,
+                         const sf_otlp_edit *edit, sf_buf **out, sf_otlp_stats *stats)
 {
     sf_otlp_stats local;
     cx c = { .edit = edit, .max_depth = max_depth };
@@ -2219,7 +2622,7 @@ sf_status sf_otlp_rewrite(const uint8_t *in, size_t len, unsigned max_depth,
     } else {
         c.discard = 1;
     }
-    st = run(&c, in != NULL ? in : (const uint8_t *)"", in != NULL ? len : 0);
+    st = run(&c, root, in != NULL ? in : (const uint8_t *)"", in != NULL ? len : 0);
     if (edit != NULL && edit->release != NULL && c.state != NULL)
         edit->release(edit->ctx, c.state);
     sf_free(c.name.data);
@@ -2246,6 +2649,12 @@ sf_status sf_otlp_rewrite(const uint8_t *in, size_t len, unsigned max_depth,
     return SF_OK;
 }
 
+sf_status sf_otlp_rewrite(const uint8_t *in, size_t len, unsigned max_depth,
+                          const sf_otlp_edit *edit, sf_buf **out, sf_otlp_stats *stats)
+{
+    return rewrite(SF_OTLP_MSG_REQUEST, in, len, max_depth, edit, out, stats);
+}
+
 sf_status sf_otlp_scan(const uint8_t *in, size_t len, unsigned max_depth, size_t *spans)
 {
     sf_otlp_stats stats;
@@ -2266,7 +2675,7 @@ size_t sf_otlp_count_matching_spans(const uint8_t *data, size_t len, size_t n,
         return 0;
     memset(&stats, 0, sizeof(stats));
     c.st = &stats;
-    if (run(&c, data, len) != SF_OK)
+    if (run(&c, SF_OTLP_MSG_REQUEST, data, len) != SF_OK)
         return 0;
     return n == 0 ? stats.spans : c.matching;
 }
@@ -2274,13 +2683,19 @@ size_t sf_otlp_count_matching_spans(const uint8_t *data, size_t len, size_t n,
 sf_status sf_otlp_rewrite_signal(sf_signal s, const uint8_t *in, size_t len, unsigned max_depth,
                                  const sf_otlp_edit *edit, sf_buf **out, sf_otlp_stats *stats)
 {
-    if (s == SF_SIGNAL_TRACES)
-        return sf_otlp_rewrite(in, len, max_depth, edit, out, stats);
+    static const unsigned roots[SF_SIGNAL_COUNT] = {
+        [SF_SIGNAL_TRACES] = SF_OTLP_MSG_REQUEST,
+        [SF_SIGNAL_LOGS] = SF_OTLP_MSG_LOGS_REQUEST,
+        [SF_SIGNAL_METRICS] = SF_OTLP_MSG_METRICS_REQUEST,
+    };
+
+    if ((unsigned)s < SF_SIGNAL_COUNT)
+        return rewrite(roots[s], in, len, max_depth, edit, out, stats);
     if (out != NULL)
         *out = NULL;
     if (stats != NULL) {
         memset(stats, 0, sizeof(*stats));
-        stats->error = "signal not supported by the codec yet";
+        stats->error = "unknown signal";
     }
     return SF_UNSUPPORTED;
 }

@@ -114,7 +114,8 @@ typedef struct sf_otlp_value_rule {
  * key leaves with this value (whatever the keyset says of it), or the
  * attribute is added. Added and upserted attributes are not judged by the
  * edit's keyset or value rules (they are the operator's own constants) and
- * are written after the list's other attributes. key and value must be
+ * are written after the list's other attributes; a resource or scope the
+ * input leaves out is written to hold them. key and value must be
  * UTF-8 (else the call fails with SF_FILTER), key not empty. */
 typedef struct sf_otlp_insert {
     const char *key;
@@ -263,8 +264,9 @@ sf_status sf_otlp_scan(const uint8_t *in, size_t len, unsigned max_depth, size_t
  * signal's items: spans, log records, metric data points (the data_points
  * of gauge, sum, histogram, exponential_histogram and summary). Besides the
  * refusals above: a sint32 past 32 bits; a packed repeated field whose
- * payload is not whole elements. SF_UNSUPPORTED for a signal out of range
- * (and, until their walk lands, for logs and metrics). */
+ * payload is not whole elements. SF_UNSUPPORTED for a signal out of range.
+ * The edit's inserts (n_inserts) are applied here; an insert that is not a
+ * UTF-8 key and value fails the call with SF_FILTER. */
 sf_status sf_otlp_rewrite_signal(sf_signal s, const uint8_t *in, size_t len, unsigned max_depth,
                                  const sf_otlp_edit *edit, struct sf_buf **out,
                                  sf_otlp_stats *stats);

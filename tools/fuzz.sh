@@ -22,7 +22,7 @@ cmake --build "$build" -j"$(nproc)" --target fuzz
 # Longest input per target: requests are small messages, statements one line.
 max_len() {
     case "$1" in
-        otlp_proto|otlp_json) echo 16384 ;;
+        otlp_proto|otlp_json|otlp_signals) echo 16384 ;;
         inflate)              echo 16384 ;;
         config)               echo 8192 ;;
         statement)            echo 1024 ;;

@@ -1,17 +1,21 @@
 #!/usr/bin/python3
-"""tools/gen_otlp_schema.py: writes sf_otlp_schema.h, the OTLP trace codec's
-tables, from the one schema source: the OTLP .proto files of
-pipeline/proto (as protoc's descriptor set) joined with pipeline/proto/trace_fields.txt, which decides
-for every field what the codec does with it and, for every string- or
-bytes-bearing field, which rule governs what of it may leave.
+"""tools/gen_otlp_schema.py: writes sf_otlp_schema.h, the OTLP codec's
+tables for the three signals, from the one schema source: the OTLP .proto
+files of pipeline/proto (as protoc's descriptor set) joined with the fields
+files (pipeline/proto/trace_fields.txt, logs_fields.txt, metrics_fields.txt,
+read as one, in that order), which decide for every field what the codec
+does with it and, for every string- or bytes-bearing field, which rule
+governs what of it may leave.
 
-    gen_otlp_schema.py DESCRIPTOR_SET FIELDS_TXT OUT_H
+    gen_otlp_schema.py DESCRIPTOR_SET OUT_H FIELDS_TXT...
 
 Fails (exit 1, one line per fault, file:line first) when a field of a
-message reachable from ExportTraceServiceRequest has no row, when a string or
-bytes field has no rule (or a scalar one has one), when a row names a field
-or message the schema lacks, or when a rule names an unknown governed field.
-Needs Debian's python3-protobuf (tools/setup.sh installs it)."""
+message reachable from ExportTraceServiceRequest, ExportLogsServiceRequest
+or ExportMetricsServiceRequest has no row, when a string or bytes field has
+no rule (or a scalar one has one), when a row names a field or message the
+schema lacks, when a rule names an unknown governed field, or when a message
+the tables walk has more than one oneof. Needs Debian's python3-protobuf
+(tools/setup.sh installs it)."""
 
 import re
 import sys
@@ -19,17 +23,25 @@ import sys
 from google.protobuf import descriptor_pb2
 
 FD = descriptor_pb2.FieldDescriptorProto
-ROOT = "opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest"
+ROOTS = ("opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest",
+         "opentelemetry.proto.collector.logs.v1.ExportLogsServiceRequest",
+         "opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest")
+# `items` is `spans` for the other signals: the field holding what is counted
 ROLES = {"plain": "R_PLAIN", "attrs": "R_ATTRS", "dropped": "R_DROPPED", "id16": "R_ID16",
-         "id8": "R_ID8", "spans": "R_SPANS"}
-CONTEXTS = ("RESOURCE", "SCOPE", "SPAN", "SPANEVENT", "LINK")
+         "id8": "R_ID8", "spans": "R_SPANS", "items": "R_SPANS"}
+CONTEXTS = ("RESOURCE", "SCOPE", "SPAN", "SPANEVENT", "LINK", "LOG", "METRIC", "DATAPOINT")
 # wire types of the codec (sf_otlp_wire.c F_*), by descriptor type
 CTYPES = {FD.TYPE_UINT32: "F_UINT32", FD.TYPE_INT32: "F_INT32", FD.TYPE_ENUM: "F_INT32",
-          FD.TYPE_INT64: "F_INT64", FD.TYPE_BOOL: "F_BOOL", FD.TYPE_FIXED32: "F_FIXED32",
-          FD.TYPE_FIXED64: "F_FIXED64", FD.TYPE_DOUBLE: "F_FIXED64", FD.TYPE_STRING: "F_STRING",
-          FD.TYPE_BYTES: "F_BYTES", FD.TYPE_MESSAGE: "F_MSG"}
+          FD.TYPE_INT64: "F_INT64", FD.TYPE_UINT64: "F_INT64", FD.TYPE_BOOL: "F_BOOL",
+          FD.TYPE_FIXED32: "F_FIXED32", FD.TYPE_FIXED64: "F_FIXED64",
+          FD.TYPE_SFIXED64: "F_FIXED64", FD.TYPE_DOUBLE: "F_FIXED64",
+          FD.TYPE_SINT32: "F_SINT32", FD.TYPE_STRING: "F_STRING", FD.TYPE_BYTES: "F_BYTES",
+          FD.TYPE_MESSAGE: "F_MSG"}
 LATER_TYPES = {"int32": FD.TYPE_INT32, "uint32": FD.TYPE_UINT32, "string": FD.TYPE_STRING}
 TEXT = (FD.TYPE_STRING, FD.TYPE_BYTES)
+ANY = "opentelemetry.proto.common.v1.AnyValue"
+# the messages whose AnyValues are attribute values or their elements
+VALUE_HOLDERS = ("opentelemetry.proto.common.v1.KeyValue", "opentelemetry.proto.common.v1.ArrayValue")
 
 faults = []
 
@@ -44,11 +56,27 @@ def json_name(snake):
 
 
 class Field:
-    def __init__(self, name, number, ftype, repeated, type_name, oneof, later=False):
+    def __init__(self, name, number, ftype, repeated, type_name, oneof, later=False,
+                 presence_only=False):
         self.name, self.number, self.type = name, number, ftype
         self.repeated, self.type_name, self.oneof, self.later = repeated, type_name, oneof, later
+        # a proto3 `optional` (a synthetic oneof of one member): presence, no choice
+        self.presence_only = presence_only
         self.role = self.rule = None
         self.where = None
+
+    def flags(self):
+        """The codec's FL_* bits: presence (a oneof member or an `optional`
+        is written even when 0), the oneof whose last member set wins, packed
+        (a repeated number)."""
+        fl = []
+        if self.oneof is not None:
+            fl.append("FL_PRESENCE")
+            if not self.presence_only:
+                fl.append("FL_ONEOF")
+        if self.repeated and self.type not in (FD.TYPE_STRING, FD.TYPE_BYTES, FD.TYPE_MESSAGE):
+            fl.append("FL_PACKED")
+        return " | ".join(fl) if fl else "0"
 
 
 def load_schema(path):
@@ -60,10 +88,18 @@ def load_schema(path):
     def walk(prefix, mt):
         full = prefix + "." + mt.name
         fields = {}
+        members = {}
+        for fd in mt.field:
+            if fd.HasField("oneof_index"):
+                members[fd.oneof_index] = members.get(fd.oneof_index, 0) + 1
         for fd in mt.field:
             oneof = mt.oneof_decl[fd.oneof_index].name if fd.HasField("oneof_index") else None
+            # proto3 `optional`, or the synthetic oneof it stands for
+            # (metrics.proto writes them so for protoc-c: see its header)
+            synthetic = oneof is not None and (fd.proto3_optional or (
+                oneof == "_" + fd.name and members[fd.oneof_index] == 1))
             fields[fd.name] = Field(fd.name, fd.number, fd.type, fd.label == FD.LABEL_REPEATED,
-                                    fd.type_name.lstrip("."), oneof)
+                                    fd.type_name.lstrip("."), oneof, presence_only=synthetic)
         msgs[full] = fields
         for nested in mt.nested_type:
             walk(full, nested)
@@ -75,7 +111,7 @@ def load_schema(path):
 
 
 def reachable(msgs):
-    seen, todo = [], [ROOT]
+    seen, todo = [], list(ROOTS)
     while todo:
         m = todo.pop(0)
         if m in seen or m not in msgs:
@@ -86,13 +122,17 @@ def reachable(msgs):
 
 
 def main():
-    desc, rules_path, out_path = sys.argv[1:4]
+    if len(sys.argv) < 4:
+        print("usage: gen_otlp_schema.py DESCRIPTOR_SET OUT_H FIELDS_TXT...", file=sys.stderr)
+        sys.exit(2)
+    desc, out_path, paths = sys.argv[1], sys.argv[2], sys.argv[3:]
+    rules_path = " ".join(paths)
     msgs = load_schema(desc)
     governs, order, enum_of, ctx_of, own = [], [], {}, {}, set()
     short = {}
     rows = []
-    for lineno, line in enumerate(open(rules_path), 1):
-        where = "%s:%d" % (rules_path, lineno)
+    lines = [("%s:%d" % (p, n), line) for p in paths for n, line in enumerate(open(p), 1)]
+    for where, line in lines:
         words = line.split("#", 1)[0].split()
         if not words:
             continue
@@ -150,6 +190,8 @@ def main():
         if role not in ROLES:
             fault(where, "unknown role '%s'" % role)
         f.role, f.rule, f.where = role, rule, where
+        if f.type not in CTYPES:
+            fault(where, "'%s' has a type the codec does not read (%d)" % (args[0], f.type))
         if f.type in TEXT:
             if rule == "-":
                 fault(where, "string/bytes field '%s' needs a rule" % args[0])
@@ -161,12 +203,19 @@ def main():
                 fault(where, "unknown rule '%s' for '%s'" % (rule, args[0]))
         elif f.type == FD.TYPE_MESSAGE and rule.startswith("field:") and rule[6:] in gov_names:
             pass                # a message of strings the edit governs whole (entity_refs)
+        elif f.type_name == ANY and full not in VALUE_HOLDERS:
+            # an attribute's value leaves by its key's rule; any other value
+            # (a log body) carries text no key governs
+            fault(where, "value field '%s' needs a rule: no attribute key governs it" % args[0])
         elif rule != "-":
             fault(where, "'%s' carries no text: its rule is '-', not '%s'" % (args[0], rule))
     for full in reachable(msgs):
         if full not in enum_of:
             fault(rules_path, "message '%s' has no row" % full)
             continue
+        choices = {f.oneof for f in msgs[full].values() if f.oneof and not f.presence_only}
+        if len(choices) > 1 and full not in own:
+            fault(rules_path, "message '%s' has %d oneofs: the codec walks one" % (full, len(choices)))
         for f in msgs[full].values():
             if f.role is None:
                 what = "string/bytes field" if f.type in TEXT else "field"
@@ -189,7 +238,7 @@ def section(o, name):
 def write(out_path, msgs, order, enum_of, ctx_of, own, governs, rules_path):
     o = []
     o.append("/* sf_otlp_schema.h: GENERATED by tools/gen_otlp_schema.py from the OTLP .proto")
-    o.append(" * files and %s; do not edit. */" % rules_path.split("/")[-1])
+    o.append(" * files and %s; do not edit. */" % " ".join(p.split("/")[-1] for p in rules_path.split()))
     o.append("#ifndef SF_OTLP_SCHEMA_H")
     o.append("#define SF_OTLP_SCHEMA_H")
     o.append("")
@@ -226,9 +275,9 @@ def write(out_path, msgs, order, enum_of, ctx_of, own, governs, rules_path):
             gov = "0"
             if f.rule and f.rule.startswith("field:"):
                 gov = "SF_OTLP_FIELD_" + f.rule.split(":", 1)[1]
-            o.append("    [%d] = { %s, %d, %s, %s, %s },   /* %s%s: %s */" % (
+            o.append("    [%d] = { %s, %d, %s, %s, %s, %s },   /* %s%s: %s */" % (
                 f.number, CTYPES[f.type], 1 if f.repeated else 0, ROLES[f.role], child, gov,
-                f.name, " (later schema)" if f.later else "", f.rule))
+                f.flags(), f.name, " (later schema)" if f.later else "", f.rule))
         o.append("};")
     o.append("")
     o.append("/* the longest table schema[] has (the largest field number + 1) */")
@@ -244,9 +293,10 @@ def write(out_path, msgs, order, enum_of, ctx_of, own, governs, rules_path):
         dropped = [f.number for f in fields if f.role == "dropped"]
         names = [f.number for f in fields if f.rule in ("field:SPAN_NAME", "field:EVENT_NAME")]
         ctx = "SF_OTLP_" + ctx_of[full] if ctx_of[full] != "-" else "-1"
-        o.append("    [SF_OTLP_MSG_%s] = { sizeof(sf_otlp_f_%s) / sizeof(fdesc), sf_otlp_f_%s, %s, %d, %d },"
+        oneof = sum(1 << f.number for f in fields if f.oneof and not f.presence_only)
+        o.append("    [SF_OTLP_MSG_%s] = { sizeof(sf_otlp_f_%s) / sizeof(fdesc), sf_otlp_f_%s, %s, %d, %d, 0x%xu },"
                  % (e, e.lower(), e.lower(), ctx, dropped[0] if dropped else 0,
-                    names[0] if names else 0))
+                    names[0] if names else 0, oneof))
     o.append("};")
     o.append("#endif")
     o.append("")
@@ -263,7 +313,7 @@ def write(out_path, msgs, order, enum_of, ctx_of, own, governs, rules_path):
         for f in fields:
             o.append("    SF_JF_%s_%s," % (e, f.name.upper()))
         o.append("} sf_jf_%s;" % e.lower())
-        o.append("static const sf_otlp_json_name sf_jn_%s[] = {" % e.lower())
+        o.append("static const sf_otlp_json_name sf_jn_%s[] __attribute__((unused)) = {" % e.lower())
         for f in fields:
             camel = json_name(f.name)
             snake = "NULL" if camel == f.name else "\"%s\"" % f.name

@@ -8,6 +8,13 @@
  *   otlp_codec decode [--max-depth N] < request.bin > request.json
  *   otlp_codec reencode < request.bin > request.bin
  *   otlp_codec encode-sample > request.bin
+ *   otlp_codec rewrite traces|logs|metrics [fence] < request.bin > canonical.bin
+ *
+ * rewrite runs the codec (sf_otlp_rewrite_signal) on a request of the
+ * signal and writes its canonical bytes; with `fence`, under the fixed
+ * policy edit below (the codec-level differential's policy,
+ * tests/e2e/privacy/signals_codec.py). It prints "items N" and the edit's
+ * counts on stderr; a refused request exits 3 with the codec's reason.
  *
  * Canonical JSON: proto field names; every field printed, defaults included;
  * ids and bytes as lowercase hex; 64-bit integers as decimal strings; doubles
@@ -666,11 +673,102 @@ out_free_data:
     return rc;
 }
 
+/* ---- rewrite: the codec under a fixed policy --------------------------------- */
+
+/* The policy (signals_codec.py has the same lists): per context the keys
+ * kept; log bodies only the string "ok"; every governed string from the
+ * scope on cleared; exemplars dropped; a kvlist, bytes or nested array
+ * value removed; the resource gets vm.id upserted. */
+static const char *const fence_resource[] = { "service.name", "host.arch" };
+static const char *const fence_log[] = { "level", "logger" };
+static const char *const fence_datapoint[] = { "model_name", "tp_rank", "le" };
+static const char *const fence_span[] = { "gen_ai.request.id" };
+static const bool fence_keep[] = { true, true, true };
+static const char *const fence_body_set[] = { "ok" };
+static const sf_otlp_value_alt fence_body_alt = { .types = SF_OTLP_VAL_STRING,
+                                                  .shape = SF_OTLP_STR_SET, .n_set = 1,
+                                                  .set = fence_body_set };
+static const sf_otlp_value_rule fence_body = { .n_alts = 1, .alts = &fence_body_alt };
+static const sf_otlp_insert fence_upsert[] = { { "vm.id", "vm-1", true } };
+
+static sf_status fence_edit(sf_otlp_edit *e, sf_otlp_keyset *ks[5])
+{
+    sf_status st;
+
+    memset(e, 0, sizeof(*e));
+    if ((st = sf_otlp_keyset_create(2, fence_resource, fence_keep, false, &ks[0])) != SF_OK ||
+        (st = sf_otlp_keyset_create(2, fence_log, fence_keep, false, &ks[1])) != SF_OK ||
+        (st = sf_otlp_keyset_create(3, fence_datapoint, fence_keep, false, &ks[2])) != SF_OK ||
+        (st = sf_otlp_keyset_create(1, fence_span, fence_keep, false, &ks[3])) != SF_OK ||
+        (st = sf_otlp_keyset_create(0, NULL, NULL, false, &ks[4])) != SF_OK)
+        return st;
+    e->keys[SF_OTLP_RESOURCE] = ks[0];
+    e->keys[SF_OTLP_LOG] = ks[1];
+    e->keys[SF_OTLP_DATAPOINT] = ks[2];
+    e->keys[SF_OTLP_SPAN] = ks[3];
+    e->keys[SF_OTLP_SCOPE] = ks[4];
+    e->keys[SF_OTLP_METRIC] = ks[4];
+    e->keys[SF_OTLP_SPANEVENT] = ks[4];
+    e->keys[SF_OTLP_LINK] = ks[4];
+    e->scalar_values_only = true;
+    e->one_value_per_key = true;
+    for (int f = SF_OTLP_FIELD_SCOPE_NAME; f < SF_OTLP_FIELD_COUNT; f++)
+        e->fields |= SF_OTLP_FIELD_BIT(f);
+    e->body_rule = &fence_body;
+    e->n_inserts[SF_OTLP_RESOURCE] = 1;
+    e->inserts[SF_OTLP_RESOURCE] = fence_upsert;
+    return SF_OK;
+}
+
+static int rewrite(const char *signal, bool fence, unsigned max_depth)
+{
+    static const char *const names[SF_SIGNAL_COUNT] = { "traces", "logs", "metrics" };
+    sf_otlp_keyset *ks[5] = { NULL };
+    sf_otlp_edit edit;
+    sf_otlp_stats st;
+    sf_buf *out = NULL;
+    size_t len = 0;
+    uint8_t *data;
+    sf_status rs;
+    int s, rc = 1;
+
+    for (s = 0; s < SF_SIGNAL_COUNT && strcmp(signal, names[s]) != 0; s++)
+        ;
+    if (s == SF_SIGNAL_COUNT)
+        return 2;
+    data = read_stdin(&len);
+    if (data == NULL || (fence && fence_edit(&edit, ks) != SF_OK)) {
+        fputs("otlp_codec: out of memory\n", stderr);
+        goto out_free;
+    }
+    rs = sf_otlp_rewrite_signal((sf_signal)s, data, len, max_depth, fence ? &edit : NULL, &out,
+                                &st);
+    if (rs != SF_OK) {
+        fprintf(stderr, "otlp_codec: %s: %s\n", sf_status_str(rs),
+                st.error != NULL ? st.error : "-");
+        rc = rs == SF_INVALID ? 3 : 1;
+        goto out_free;
+    }
+    fprintf(stderr, "items %zu removed_attributes %" PRIu64 " dropped_bodies %" PRIu64
+            " dropped_exemplars %" PRIu64 " inserted %" PRIu64 "\n", st.spans,
+            st.removed_attributes, st.dropped_bodies, st.dropped_exemplars, st.inserted);
+    if (fwrite(out->data, 1, out->len, stdout) == out->len && fflush(stdout) == 0)
+        rc = 0;
+out_free:
+    sf_buf_unref(out);
+    for (int i = 0; i < 5; i++)
+        sf_otlp_keyset_destroy(ks[i]);
+    sf_free(data);
+    return rc;
+}
+
 static void usage(void)
 {
     fputs("usage: otlp_codec decode [--max-depth N] < request.bin > request.json\n"
           "       otlp_codec reencode < request.bin > request.bin\n"
-          "       otlp_codec encode-sample > request.bin\n", stderr);
+          "       otlp_codec encode-sample > request.bin\n"
+          "       otlp_codec rewrite traces|logs|metrics [fence] < request.bin > out.bin\n",
+          stderr);
 }
 
 int main(int argc, char **argv)
@@ -681,6 +779,17 @@ int main(int argc, char **argv)
     if (argc < 2) {
         usage();
         return 2;
+    }
+    if (strcmp(argv[1], "rewrite") == 0) {
+        rc = argc == 3 || (argc == 4 && strcmp(argv[3], "fence") == 0)
+                 ? rewrite(argv[2], argc == 4, max_depth) : 2;
+        if (rc == 2)
+            usage();
+        if (rc == 0 && sf_alloc_in_use() != 0) {
+            fprintf(stderr, "otlp_codec: %zu bytes still allocated at exit\n", sf_alloc_in_use());
+            rc = 1;
+        }
+        return rc;
     }
     if (argc == 4 && strcmp(argv[2], "--max-depth") == 0) {
         char *end;

@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/build/schema_decisions.sh SOURCE_DIR PROTOC PYTHON3: the codec's
-# tables are generated only when every field of the OTLP trace schema has a
-# decision in pipeline/proto/trace_fields.txt. Runs tools/gen_otlp_schema.py
+# tables are generated only when every field of the OTLP trace, logs and
+# metrics schemas has a decision in pipeline/proto/*_fields.txt. Runs tools/gen_otlp_schema.py
 # on the real schema (it must succeed: the control), then on copies broken
 # one way each, and checks that each is refused with its own message.
 set -u
@@ -12,8 +12,11 @@ fails=0
 
 gen() {     # gen PROTO_DIR FIELDS_TXT: the generator's exit status; stderr in $tmp/err
     "$protoc" --include_imports --descriptor_set_out="$tmp/d.desc" -I"$1" \
-        "$1/opentelemetry/proto/collector/trace/v1/trace_service.proto" 2>"$tmp/err" || return 99
-    "$py" "$src/tools/gen_otlp_schema.py" "$tmp/d.desc" "$2" "$tmp/out.h" 2>"$tmp/err"
+        "$1/opentelemetry/proto/collector/trace/v1/trace_service.proto" \
+        "$1/opentelemetry/proto/collector/logs/v1/logs_service.proto" \
+        "$1/opentelemetry/proto/collector/metrics/v1/metrics_service.proto" 2>"$tmp/err" || return 99
+    "$py" "$src/tools/gen_otlp_schema.py" "$tmp/d.desc" "$tmp/out.h" "$2" \
+        "$1/logs_fields.txt" "$1/metrics_fields.txt" 2>"$tmp/err"
 }
 
 expect_refused() {  # expect_refused WHAT PATTERN PROTO_DIR FIELDS_TXT
@@ -70,5 +73,31 @@ expect_refused "an unknown governed field" "unknown rule 'field:SPAN_TITLE'" "$t
 fresh
 echo "field Span.prompt plain field:SPAN_NAME" >>"$tmp/p/trace_fields.txt"
 expect_refused "a row for a field the schema lacks" "no field 'prompt'" "$tmp/p" "$tmp/p/trace_fields.txt"
+
+# A new string field in LogRecord.
+fresh
+sed -i 's|^\(  string event_name = 12;\)|\1\n  string prompt = 13;|' "$tmp/p/opentelemetry/proto/logs/v1/logs.proto"
+grep -q 'string prompt = 13;' "$tmp/p/opentelemetry/proto/logs/v1/logs.proto" || { echo "FAIL: sed"; exit 1; }
+expect_refused "a string field added to LogRecord" \
+    "string/bytes field 'LogRecord.prompt' (number 13) has no decision" "$tmp/p" "$tmp/p/trace_fields.txt"
+
+# A new string field in a metric data point.
+fresh
+sed -i 's|^\(  uint32 flags = 8;\)|\1\n  string label = 9;|' "$tmp/p/opentelemetry/proto/metrics/v1/metrics.proto"
+grep -q 'string label = 9;' "$tmp/p/opentelemetry/proto/metrics/v1/metrics.proto" || { echo "FAIL: sed"; exit 1; }
+expect_refused "a string field added to NumberDataPoint" \
+    "string/bytes field 'NumberDataPoint.label' (number 9) has no decision" "$tmp/p" "$tmp/p/trace_fields.txt"
+
+# The log body decided without its rule.
+fresh
+sed -i 's|^field LogRecord.body .*|field LogRecord.body plain -|' "$tmp/p/logs_fields.txt"
+expect_refused "LogRecord.body's rule removed" \
+    "value field 'LogRecord.body' needs a rule" "$tmp/p" "$tmp/p/trace_fields.txt"
+
+# A metric name decision removed.
+fresh
+sed -i '/^field Metric.unit /d' "$tmp/p/metrics_fields.txt"
+expect_refused "Metric.unit's row removed" \
+    "'Metric.unit' (number 3) has no decision" "$tmp/p" "$tmp/p/trace_fields.txt"
 
 [ "$fails" -eq 0 ] || { echo "$fails case(s) failed"; exit 1; }

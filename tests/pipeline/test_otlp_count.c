@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "bench/sample_batch.h"
+#include "sf_pb_build.h"
 #include "sf_request.h"
 #include "sf_otlp_count.h"
 #include "sf_otlp_json.h"
@@ -166,9 +167,146 @@ static void test_json_shapes(void **state)
     assert_int_equal(json_count_in_pieces(doc, sizeof(doc) - 1, 1000), 3);
 }
 
+/* ---- logs and metrics ----------------------------------------------------------- */
+
+static size_t count_signal_in_pieces(sf_signal s, const uint8_t *p, size_t len, size_t piece)
+{
+    sf_span_counter c;
+
+    sf_span_counter_init_signal(&c, s);
+    for (size_t off = 0; off < len; off += piece)
+        sf_span_counter_feed(&c, p + off, len - off < piece ? len - off : piece);
+    assert_false(c.bad);
+    return c.spans;
+}
+
+/* records per scope: 3 then 0 then 2, in two resources */
+static void logs_bytes(pb *b)
+{
+    static const int records[] = { 3, 0, 2 };
+
+    pb_init(b);
+    for (int r = 0; r < 2; r++) {
+        pb_open(b, 1);
+        pb_open(b, 1);
+        kv_str(b, 1, "service.name", "x");
+        pb_close(b);
+        for (int sc = r; sc < 3; sc += 2) {
+            pb_open(b, 2);
+            pb_open(b, 1);
+            pb_str(b, 1, "scope");
+            pb_close(b);
+            for (int i = 0; i < records[sc]; i++) {
+                pb_open(b, 2);
+                pb_str(b, 3, "INFO");
+                pb_open(b, 5);
+                pb_str(b, 1, "body");
+                pb_close(b);
+                pb_close(b);
+            }
+            pb_str(b, 3, "https://schema");
+            pb_close(b);
+        }
+        pb_close(b);
+    }
+}
+
+/* every metric type, n points each (n = 1..5), and metadata */
+static void metrics_bytes(pb *b)
+{
+    static const uint32_t types[] = { 5, 7, 9, 10, 11 };
+
+    pb_init(b);
+    pb_open(b, 1);
+    pb_open(b, 2);
+    for (int t = 0; t < 5; t++) {
+        pb_open(b, 2);
+        pb_str(b, 1, "sglang:metric");
+        pb_open(b, types[t]);
+        for (int i = 0; i <= t; i++) {
+            pb_open(b, 1);
+            pb_fix64(b, 3, 1000);
+            pb_close(b);
+        }
+        if (types[t] == 7)
+            pb_uint(b, 2, 2);
+        pb_close(b);
+        kv_str(b, 12, "k", "v");
+        pb_close(b);
+    }
+    pb_closen(b, 2);
+}
+
+static void test_logs_metrics_match_codec(void **state)
+{
+    static const size_t pieces[] = { 1, 2, 7, 4096 };
+    pb b;
+    size_t want;
+
+    (void)state;
+    logs_bytes(&b);
+    assert_int_equal(sf_otlp_scan_signal(SF_SIGNAL_LOGS, b.d, b.n, 32, &want), SF_OK);
+    assert_int_equal(want, 5);
+    for (size_t k = 0; k < sizeof(pieces) / sizeof(pieces[0]); k++)
+        assert_int_equal(count_signal_in_pieces(SF_SIGNAL_LOGS, b.d, b.n, pieces[k]), want);
+    /* the trace counter counts them too (the same path, the same numbers):
+     * the receiver tells it the signal */
+    assert_int_equal(count_in_pieces(b.d, b.n, 4096), 5);   /* same path, same numbers */
+    metrics_bytes(&b);
+    assert_int_equal(sf_otlp_scan_signal(SF_SIGNAL_METRICS, b.d, b.n, 32, &want), SF_OK);
+    assert_int_equal(want, 15);
+    for (size_t k = 0; k < sizeof(pieces) / sizeof(pieces[0]); k++)
+        assert_int_equal(count_signal_in_pieces(SF_SIGNAL_METRICS, b.d, b.n, pieces[k]), want);
+}
+
+static size_t json_signal_in_pieces(sf_signal s, const char *p, size_t piece)
+{
+    sf_json_span_counter c;
+    size_t len = strlen(p);
+
+    sf_json_span_counter_init_signal(&c, s);
+    for (size_t off = 0; off < len; off += piece)
+        sf_json_span_counter_feed(&c, (const uint8_t *)p + off, len - off < piece ? len - off : piece);
+    assert_false(c.bad);
+    return c.spans;
+}
+
+static void test_logs_metrics_json(void **state)
+{
+    /* 3 records; a kvlist body holding a "logRecords" key counts nothing */
+    static const char logs[] =
+        "{\"resourceLogs\":[{\"resource\":{\"attributes\":[]},\"scopeLogs\":["
+        "{\"scope\":{\"name\":\"a\"},\"logRecords\":[{\"body\":{\"kvlistValue\":{\"values\":"
+        "[{\"key\":\"logRecords\",\"value\":{\"arrayValue\":{\"values\":[{},{}]}}}]}}},"
+        "{\"severityText\":\"x\"}]}]},"
+        "{\"resource_logs\":[]},{\"scope_logs\":[{\"log_records\":[{\"body\":{\"stringValue\":\"}\"}}]}]}]}";
+    /* 1 + 2 + 1 + 1 + 2 points; exemplars and metadata count nothing */
+    static const char metrics[] =
+        "{\"resourceMetrics\":[{\"scopeMetrics\":[{\"metrics\":["
+        "{\"name\":\"g\",\"gauge\":{\"dataPoints\":[{\"asInt\":\"0\",\"exemplars\":[{},{}]}]},"
+        "\"metadata\":[{\"key\":\"dataPoints\"}]},"
+        "{\"name\":\"s\",\"sum\":{\"aggregationTemporality\":2,\"dataPoints\":[{},{}]}},"
+        "{\"name\":\"h\",\"histogram\":{\"data_points\":[{\"bucketCounts\":[\"1\"]}]}},"
+        "{\"name\":\"e\",\"exponentialHistogram\":{\"dataPoints\":[{\"positive\":{}}]}},"
+        "{\"name\":\"q\",\"summary\":{\"dataPoints\":[{},{\"quantileValues\":[{}]}]}}"
+        "]}]}]}";
+    static const size_t pieces[] = { 1, 5, 1 << 20 };
+
+    (void)state;
+    for (size_t k = 0; k < sizeof(pieces) / sizeof(pieces[0]); k++) {
+        assert_int_equal(json_signal_in_pieces(SF_SIGNAL_LOGS, logs, pieces[k]), 3);
+        assert_int_equal(json_signal_in_pieces(SF_SIGNAL_METRICS, metrics, pieces[k]), 7);
+        /* read as traces, neither has a span */
+        assert_int_equal(json_signal_in_pieces(SF_SIGNAL_TRACES, logs, pieces[k]), 0);
+        assert_int_equal(json_signal_in_pieces(SF_SIGNAL_TRACES, metrics, pieces[k]), 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_logs_metrics_match_codec),
+        cmocka_unit_test(test_logs_metrics_json),
         cmocka_unit_test(test_json_matches),
         cmocka_unit_test(test_json_shapes),
         cmocka_unit_test(test_matches_wire_check),

@@ -1030,9 +1030,138 @@ static void test_encode_alloc_failures(void **state)
     assert_int_equal(sf_torture_run(&t), 4);
 }
 
+/* ---- logs and metrics (sf_otlp_json_to_wire / from_wire) ---------------------- */
+
+/* JSON text of signal sg -> protobuf -> the codec -> JSON: `want`. */
+static void sig_roundtrip(fixture *f, sf_signal sg, const char *json, const char *want,
+                          size_t items)
+{
+    const uint8_t *wire = NULL;
+    size_t len = 0, out_len = 0;
+    char err[256];
+    sf_otlp_stats st;
+    sf_buf *canon = NULL;
+    char *out = NULL;
+
+    assert_int_equal(sf_otlp_json_to_wire(sg, f->arena, json, strlen(json), 32, &wire, &len,
+                                          err, sizeof(err)), SF_OK);
+    assert_int_equal(sf_otlp_rewrite_signal(sg, wire, len, 32, NULL, &canon, &st), SF_OK);
+    assert_int_equal(st.spans, items);
+    assert_int_equal(sf_otlp_json_from_wire(sg, f->arena, canon->data, canon->len, &out,
+                                            &out_len), SF_OK);
+    if (strcmp(out, want) != 0)
+        fail_msg("got  %s\nwant %s", out, want);
+    assert_int_equal(out_len, strlen(want));
+    /* the output reads back to the same bytes */
+    assert_int_equal(sf_otlp_json_to_wire(sg, f->arena, out, out_len, 32, &wire, &len, err,
+                                          sizeof(err)), SF_OK);
+    assert_int_equal(len, canon->len);
+    assert_memory_equal(wire, canon->data, len);
+    sf_free(out);
+    sf_buf_unref(canon);
+}
+
+static void sig_refused(fixture *f, sf_signal sg, const char *json, const char *why)
+{
+    const uint8_t *wire = NULL;
+    size_t len = 0;
+    char err[256];
+
+    assert_int_equal(sf_otlp_json_to_wire(sg, f->arena, json, strlen(json), 32, &wire, &len,
+                                          err, sizeof(err)), SF_INVALID);
+    assert_string_equal(err, why);
+}
+
+static void test_logs_json(void **state)
+{
+    fixture *f = *state;
+
+    assert_true(sf_otlp_json_maps(SF_SIGNAL_LOGS));
+    /* snake_case and names read; ids hex; a kvlist body; int64 as a number */
+    sig_roundtrip(f, SF_SIGNAL_LOGS, q("{'resource_logs':[{'resource':{'attributes':["
+        "{'key':'service.name','value':{'stringValue':'engine'}}]},'scopeLogs':[{'scope':"
+        "{'name':'app'},'log_records':[{'timeUnixNano':1700000000000000000,"
+        "'severityNumber':'SEVERITY_NUMBER_WARN','severityText':'WARN','body':{'kvlistValue':"
+        "{'values':[{'key':'n','value':{'intValue':3}}]}},'flags':1,"
+        "'traceId':'0102030405060708090a0b0c0d0e0f10','span_id':'0a0b0c0d0e0f1011',"
+        "'eventName':'ev','observedTimeUnixNano':'5'},{'body':{'stringValue':''}}],"
+        "'schemaUrl':'s'}]}]}"),
+        q("{'resourceLogs':[{'resource':{'attributes':[{'key':'service.name','value':"
+        "{'stringValue':'engine'}}]},'scopeLogs':[{'scope':{'name':'app'},'logRecords':"
+        "[{'timeUnixNano':'1700000000000000000','severityNumber':13,'severityText':'WARN',"
+        "'body':{'kvlistValue':{'values':[{'key':'n','value':{'intValue':'3'}}]}},'flags':1,"
+        "'traceId':'0102030405060708090a0b0c0d0e0f10','spanId':'0a0b0c0d0e0f1011',"
+        "'observedTimeUnixNano':'5','eventName':'ev'},{'body':{'stringValue':''}}],"
+        "'schemaUrl':'s'}]}]}"), 2);
+    sig_refused(f, SF_SIGNAL_LOGS, q("{'resourceLogs':[{'scopeLogs':[{'logRecords':"
+        "[{'traceId':'0102'}]}]}]}"), "resourceLogs[0].scopeLogs[0].logRecords[0].traceId: "
+        "not 32 hex digits");
+    sig_refused(f, SF_SIGNAL_LOGS, q("{'resourceLogs':[{'scopeLogs':[{'logRecords':"
+        "[{'severityText':'a','severity_text':'b'}]}]}]}"),
+        "resourceLogs[0].scopeLogs[0].logRecords[0].severityText: field given twice");
+    sig_refused(f, SF_SIGNAL_LOGS, q("{'resourceLogs':[{'scopeLogs':[{'logRecords':"
+        "[{'severityNumber':'LOUD'}]}]}]}"),
+        "resourceLogs[0].scopeLogs[0].logRecords[0].severityNumber: unknown enum name");
+    sig_refused(f, SF_SIGNAL_LOGS, q("{'resourceLogs':[{'scopeLogs':[{'logRecords':"
+        "[{'body':{'stringValue':'a','intValue':1}}]}]}]}"),
+        "resourceLogs[0].scopeLogs[0].logRecords[0].body.intValue: a second member of a oneof");
+    sig_refused(f, SF_SIGNAL_LOGS, q("{'resourceLogs':[{'resourceLogs':1},{'a':1,'a':2}]}"),
+        "member 'a' given twice (offset 43)");
+}
+
+static void test_metrics_json(void **state)
+{
+    fixture *f = *state;
+
+    /* a gauge's asInt 0 and a sum's asDouble 0 are kept (oneof presence), a
+     * histogram's sum 0 too (optional); buckets, bounds, exponential
+     * buckets with negative offset and scale, a summary, an exemplar */
+    sig_roundtrip(f, SF_SIGNAL_METRICS, q("{'resourceMetrics':[{'scopeMetrics':[{'metrics':["
+        "{'name':'g','unit':'1','gauge':{'dataPoints':[{'asInt':'0','timeUnixNano':'9',"
+        "'attributes':[{'key':'model','value':{'stringValue':'m'}}],'exemplars':[{'asDouble':"
+        "0.5,'traceId':'0102030405060708090a0b0c0d0e0f10','spanId':'0a0b0c0d0e0f1011',"
+        "'filteredAttributes':[{'key':'k','value':{'boolValue':true}}]}]}]}},"
+        "{'name':'s','sum':{'dataPoints':[{'asDouble':0},{'asDouble':2.5,'flags':1}],"
+        "'aggregationTemporality':'AGGREGATION_TEMPORALITY_CUMULATIVE','isMonotonic':true}},"
+        "{'name':'h','histogram':{'dataPoints':[{'count':'3','sum':0,'bucketCounts':['1',2],"
+        "'explicitBounds':[0.1,1],'min':0.05,'max':'Infinity'}],'aggregationTemporality':1}},"
+        "{'name':'e','exponentialHistogram':{'dataPoints':[{'scale':-3,'zeroCount':'1',"
+        "'negative':{'offset':-2,'bucketCounts':['0','7']},'zeroThreshold':1e-9}]}},"
+        "{'name':'q','summary':{'dataPoints':[{'count':'10','sum':4.5,'quantileValues':"
+        "[{'quantile':0.5,'value':0.4},{'value':1}]}]},'metadata':[{'key':'x','value':{}}]}"
+        "]}]}]}"),
+        q("{'resourceMetrics':[{'scopeMetrics':[{'metrics':["
+        "{'name':'g','unit':'1','gauge':{'dataPoints':[{'timeUnixNano':'9','exemplars':"
+        "[{'asDouble':0.5,'spanId':'0a0b0c0d0e0f1011','traceId':'0102030405060708090a0b0c0d0e0f10',"
+        "'filteredAttributes':[{'key':'k','value':{'boolValue':true}}]}],'asInt':'0',"
+        "'attributes':[{'key':'model','value':{'stringValue':'m'}}]}]}},"
+        "{'name':'s','sum':{'dataPoints':[{'asDouble':0},{'asDouble':2.5,'flags':1}],"
+        "'aggregationTemporality':2,'isMonotonic':true}},"
+        "{'name':'h','histogram':{'dataPoints':[{'count':'3','sum':0,'bucketCounts':['1','2'],"
+        "'explicitBounds':[0.1,1],'min':0.05,'max':'Infinity'}],'aggregationTemporality':1}},"
+        "{'name':'e','exponentialHistogram':{'dataPoints':[{'scale':-3,'zeroCount':'1',"
+        "'negative':{'offset':-2,'bucketCounts':['0','7']},'zeroThreshold':1e-09}]}},"
+        "{'name':'q','summary':{'dataPoints':[{'count':'10','sum':4.5,'quantileValues':"
+        "[{'quantile':0.5,'value':0.4},{'value':1}]}]},'metadata':[{'key':'x','value':{}}]}"
+        "]}]}]}"), 6);
+    sig_refused(f, SF_SIGNAL_METRICS, q("{'resourceMetrics':[{'scopeMetrics':[{'metrics':"
+        "[{'gauge':{},'sum':{}}]}]}]}"),
+        "resourceMetrics[0].scopeMetrics[0].metrics[0].sum: a second member of a oneof");
+    sig_refused(f, SF_SIGNAL_METRICS, q("{'resourceMetrics':[{'scopeMetrics':[{'metrics':"
+        "[{'histogram':{'dataPoints':[{'bucketCounts':['-1']}]}}]}]}]}"),
+        "resourceMetrics[0].scopeMetrics[0].metrics[0].histogram.dataPoints[0]."
+        "bucketCounts[0]: integer out of range");
+    sig_refused(f, SF_SIGNAL_METRICS, q("{'resourceMetrics':[{'scopeMetrics':[{'metrics':"
+        "[{'exponentialHistogram':{'dataPoints':[{'scale':2147483648}]}}]}]}]}"),
+        "resourceMetrics[0].scopeMetrics[0].metrics[0].exponentialHistogram.dataPoints[0]."
+        "scale: integer out of range");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_logs_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_json, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roundtrip_canonical, setup, teardown),
         cmocka_unit_test_setup_teardown(test_roundtrip_lenient_forms, setup, teardown),
         cmocka_unit_test_setup_teardown(test_decode_pack_unpack, setup, teardown),
