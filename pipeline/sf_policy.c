@@ -114,6 +114,12 @@ typedef struct policy_signal {
     char *body;                                 /* logs: "drop" or the condition after 'where' */
     int exemplars;                              /* metrics: EXEMPLARS_* */
     policy_exporter exporter;
+    /* as the allowlist section's */
+    int64_t max_string_length;
+    policy_keys pseudonymized;
+    policy_value_rules value_rules;
+    sf_strmap field_values;
+    sf_strmap field_patterns;
 } policy_signal;
 
 enum { EXEMPLARS_DROP = 0, EXEMPLARS_KEEP = 1 };
@@ -317,7 +323,22 @@ static const sf_config_row metrics_keys_rows[] = {
     { 0 }
 };
 
-#define SIGNAL_ROWS(sig, keys_rows)                                                          \
+static const sf_config_row logs_value_rows[] = {
+    VALUE_ROW("resource", SF_OTLP_RESOURCE),
+    VALUE_ROW("scope", SF_OTLP_SCOPE),
+    VALUE_ROW("log", SF_OTLP_LOG),
+    { 0 }
+};
+
+static const sf_config_row metrics_value_rows[] = {
+    VALUE_ROW("resource", SF_OTLP_RESOURCE),
+    VALUE_ROW("scope", SF_OTLP_SCOPE),
+    VALUE_ROW("metric", SF_OTLP_METRIC),
+    VALUE_ROW("datapoint", SF_OTLP_DATAPOINT),
+    { 0 }
+};
+
+#define SIGNAL_ROWS(sig, keys_rows, value_rows)                                              \
     { .key = "processor", .type = SF_CFG_STR, .offset = offsetof(policy_signal, processor),   \
       .help = "id of the transform processor whose " sig " statements every " sig            \
               " pipeline runs (required)" },                                                  \
@@ -332,10 +353,26 @@ static const sf_config_row metrics_keys_rows[] = {
       "(required: an absent context must have no keep_keys)" },                               \
     { .key = "exporter", .type = SF_CFG_SECTION, .offset = offsetof(policy_signal, exporter),  \
       .sub = exporter_rows, .help = "the one " sig " exporter, used by no pipeline of "        \
-      "another signal (required)" }
+      "another signal (required)" },                                                          \
+    { .key = "max_string_length", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 20,   \
+      .offset = offsetof(policy_signal, max_string_length),                                   \
+      .help = "exported strings at most this many bytes (0: not pinned)" },                   \
+    { .key = "pseudonymized", .type = SF_CFG_SECTION,                                         \
+      .offset = offsetof(policy_signal, pseudonymized), .sub = keys_rows,                     \
+      .help = "per context, the exact keys pseudonymize(attributes, \"k\") applies to" },     \
+    { .key = "value_rules", .type = SF_CFG_SECTION,                                           \
+      .offset = offsetof(policy_signal, value_rules), .sub = value_rows,                      \
+      .help = "per context, every value rule exactly: key -> its condition after 'where'" },  \
+    { .key = "field_values", .type = SF_CFG_STRMAP,                                           \
+      .offset = offsetof(policy_signal, field_values),                                        \
+      .help = "string fields (metric.name, log.severity_text, ...) -> the value their "        \
+      "set(...) writes" },                                                                    \
+    { .key = "field_patterns", .type = SF_CFG_STRMAP,                                         \
+      .offset = offsetof(policy_signal, field_patterns),                                      \
+      .help = "string fields -> the IsMatch pattern of their set(...) where not IsMatch(...)" }
 
 static const sf_config_row logs_rows[] = {
-    SIGNAL_ROWS("log", logs_keys_rows),
+    SIGNAL_ROWS("log", logs_keys_rows, logs_value_rows),
     { .key = "body", .type = SF_CFG_STR, .def = "drop", .offset = offsetof(policy_signal, body),
       .help = "'drop': set(body, nil) with no condition; else the exact condition written after "
               "'where' in set(body, nil) where not ... (the shape a body that leaves has)" },
@@ -343,7 +380,7 @@ static const sf_config_row logs_rows[] = {
 };
 
 static const sf_config_row metrics_rows[] = {
-    SIGNAL_ROWS("metric", metrics_keys_rows),
+    SIGNAL_ROWS("metric", metrics_keys_rows, metrics_value_rows),
     { .key = "exemplars", .type = SF_CFG_ENUM, .def = "drop",
       .offset = offsetof(policy_signal, exemplars), .choices = "drop|keep",
       .help = "drop: no keep_exemplars(exemplars); keep: exemplars leave with checked ids and "
@@ -597,6 +634,7 @@ typedef struct checker {
     sf_diag *diag;
     const sf_config_pipeline *main;     /* the one traces pipeline the policy allows */
     bool oom;                           /* a check ran out of memory */
+    sf_arena *scratch;                  /* configs decoded here (decoded_config), or NULL */
 } checker;
 
 static void violate(checker *k, const sf_node *at, const char *subject, const char *fmt, ...)
@@ -791,10 +829,20 @@ static const char *strmap_get(const sf_strmap *m, const char *key)
 
 /* declared_fields, max_string_length, pseudonymized, value_rules and the
  * field rules: each compared with the rules the processor compiles. */
+/* What check_rules holds a processor's rules for one signal against: the
+ * allowlist section's pins, or a logs/metrics section's. */
+typedef struct policy_pins {
+    bool declared_fields;
+    int64_t max_string_length;                  /* 0: not pinned */
+    const policy_keys *pseudonymized;
+    const policy_value_rules *value_rules;
+    const sf_strmap *field_values;
+    const sf_strmap *field_patterns;
+} policy_pins;
+
 static void check_rules(checker *k, const char *subj, const sf_allowlist_desc *al,
-                        const sf_node *value, const sf_node *statements)
+                        const policy_pins *pa, const sf_node *value, const sf_node *statements)
 {
-    const policy_allowlist *pa = &k->pol->allowlist;
     sf_rule op;
 
     if (pa->declared_fields && !al->declared_fields) {
@@ -813,8 +861,8 @@ static void check_rules(checker *k, const char *subj, const sf_allowlist_desc *a
                 (long long)pa->max_string_length);
     }
     for (int c = 0; c < SF_OTLP_CTX_COUNT; c++) {
-        const sf_strlist *want = &pa->pseudonymized.ctx[c];
-        const sf_strmap *vr = &pa->value_rules.ctx[c];
+        const sf_strlist *want = &pa->pseudonymized->ctx[c];
+        const sf_strmap *vr = &pa->value_rules->ctx[c];
         const char *cn = sf_otlp_ctx_name((sf_otlp_ctx)c);
 
         for (size_t i = 0; al->get(al->rules, (sf_otlp_ctx)c, i, &op); i++) {
@@ -827,7 +875,7 @@ static void check_rules(checker *k, const char *subj, const sf_allowlist_desc *a
                     violate(k, op.node, subj, "%s key '%s' is pseudonymized, the policy does "
                             "not list it", cn, op.keys[0]);
             }
-            if (op.kind == SF_RULE_VALUE && pa->value_rules.present) {
+            if (op.kind == SF_RULE_VALUE && pa->value_rules->present) {
                 const char *w = strmap_get(vr, op.keys[0]);
 
                 if (w == NULL)
@@ -848,7 +896,7 @@ static void check_rules(checker *k, const char *subj, const sf_allowlist_desc *a
                         "requires pseudonymize(attributes, \"%s\")", cn, want->v[j],
                         want->v[j]);
         }
-        for (size_t j = 0; pa->value_rules.present && j < vr->n; j++) {
+        for (size_t j = 0; pa->value_rules->present && j < vr->n; j++) {
             bool found = false;
 
             for (size_t i = 0; !found && al->get(al->rules, (sf_otlp_ctx)c, i, &op); i++)
@@ -859,23 +907,23 @@ static void check_rules(checker *k, const char *subj, const sf_allowlist_desc *a
                         vr->keys[j], vr->values[j]);
         }
     }
-    for (size_t j = 0; j < pa->field_values.n; j++) {
-        const char *field = pa->field_values.keys[j], *pattern;
+    for (size_t j = 0; j < pa->field_values->n; j++) {
+        const char *field = pa->field_values->keys[j], *pattern;
         sf_otlp_field f = SF_OTLP_FIELD_NONE;
 
         for (int i = 1; i < SF_OTLP_FIELD_COUNT; i++)
             if (strcmp(sf_otlp_field_name((sf_otlp_field)i), field) == 0)
                 f = (sf_otlp_field)i;
-        pattern = strmap_get(&pa->field_patterns, field);
+        pattern = strmap_get(pa->field_patterns, field);
         if (f == SF_OTLP_FIELD_NONE) {
             violate(k, statements, subj, "the policy names the unknown field '%s'", field);
         } else if (!find_set_field(al, f, &op)) {
             violate(k, statements, subj, "%s has no set(...) rule: the policy requires one "
-                    "setting '%s'%s%s", field, pa->field_values.values[j],
+                    "setting '%s'%s%s", field, pa->field_values->values[j],
                     pattern ? " where not IsMatch(...) " : "", pattern ? pattern : "");
-        } else if (strcmp(op.replacement, pa->field_values.values[j]) != 0) {
+        } else if (strcmp(op.replacement, pa->field_values->values[j]) != 0) {
             violate(k, op.node, subj, "%s is set to '%s', the policy requires '%s'", field,
-                    op.replacement, pa->field_values.values[j]);
+                    op.replacement, pa->field_values->values[j]);
         } else if ((pattern == NULL) != (op.pattern == NULL) ||
                    (pattern != NULL && strcmp(pattern, op.pattern) != 0)) {
             violate(k, op.node, subj, "%s is kept when it matches '%s', the policy requires "
@@ -1069,7 +1117,15 @@ static void check_allowlist(checker *k)
         check_name_rules(k, subj, &al, SF_OTLP_SPAN, statements);
         check_name_rules(k, subj, &al, SF_OTLP_SPANEVENT, statements);
     }
-    check_rules(k, subj, &al, value, statements);
+    {
+        const policy_pins pins = {
+            .declared_fields = pa->declared_fields, .max_string_length = pa->max_string_length,
+            .pseudonymized = &pa->pseudonymized, .value_rules = &pa->value_rules,
+            .field_values = &pa->field_values, .field_patterns = &pa->field_patterns,
+        };
+
+        check_rules(k, subj, &al, &pins, value, statements);
+    }
     check_compiled(k, subj, c, &al, SF_SIGNAL_TRACES, &pa->keys, statements);
 }
 
@@ -1136,9 +1192,54 @@ static bool is_env_ref(const char *raw, const char *var)
     return strncmp(raw, var, n) == 0 && strcmp(raw + n, "}") == 0;
 }
 
+/* The type of `c` (of kind `kind`), and its decoded settings: its config,
+ * or, when the loader left it undecoded (a component only logs or metrics
+ * pipelines use, while the loader runs traces only), its settings decoded
+ * here with its type's map, defaults included. NULL when they do not
+ * decode (or no memory). */
+static const void *decoded_config(checker *k, const sf_config_component *c, sf_kind kind,
+                                  const sf_node *value, const sf_component_type **type)
+{
+    sf_diag *scratch_diag;
+    sf_cfg_ctx ctx;
+    void *config;
+    sf_status st;
+    char tname[128];
+
+    *type = c->type;
+    if (*type == NULL) {
+        snprintf(tname, sizeof(tname), "%.*s", (int)strcspn(c->id, "/"), c->id);
+        *type = sf_registry_find(kind, tname);
+    }
+    if (c->config != NULL || *type == NULL || (*type)->config_map == NULL)
+        return c->config;
+    if (k->scratch == NULL && (k->scratch = sf_arena_create(SF_POLICY_ARENA_CHUNK, 0)) == NULL)
+        goto out_oom;
+    config = sf_arena_alloc(k->scratch, (*type)->config_size ? (*type)->config_size : 1);
+    scratch_diag = sf_diag_create(k->cfg->file);
+    if (config == NULL || scratch_diag == NULL) {
+        sf_diag_destroy(scratch_diag);
+        goto out_oom;
+    }
+    memset(config, 0, (*type)->config_size);
+    sf_cfg_ctx_init(&ctx, scratch_diag, k->scratch);
+    ctx.node = c->node;
+    st = sf_cfg_decode(&ctx, (*type)->config_map, value, config);
+    sf_diag_destroy(scratch_diag);
+    if (st == SF_ENOMEM)
+        goto out_oom;
+    return st == SF_OK ? config : NULL;
+
+out_oom:
+    k->oom = true;
+    return NULL;
+}
+
 static void check_exporter(checker *k, const policy_exporter *pe, sf_signal sig)
 {
     const sf_config_component *c = find_in(k->cfg, "exporters", pe->id);
+    const sf_component_type *type;
+    const void *config;
     const sf_queue_config *q;
     const sf_retry_config *r;
     sf_export_desc ed;
@@ -1151,8 +1252,10 @@ static void check_exporter(checker *k, const policy_exporter *pe, sf_signal sig)
                 sf_signal_name(sig));
         return;
     }
-    if (c->type == NULL || c->type->describe_export == NULL ||
-        !c->type->describe_export(c->config, &ed) || ed.sending_queue == NULL ||
+    value = sf_node_get(sf_node_get(k->cfg->root, "exporters"), c->id);
+    config = decoded_config(k, c, SF_KIND_EXPORTER, value, &type);
+    if (type == NULL || type->describe_export == NULL || config == NULL ||
+        !type->describe_export(config, &ed) || ed.sending_queue == NULL ||
         ed.retry_on_failure == NULL) {
         violate(k, c->node, subj, "is not a network exporter with a sending queue (such as "
                 "otlphttp or otlp)");
@@ -1160,7 +1263,6 @@ static void check_exporter(checker *k, const policy_exporter *pe, sf_signal sig)
     }
     q = ed.sending_queue;
     r = ed.retry_on_failure;
-    value = sf_node_get(sf_node_get(k->cfg->root, "exporters"), c->id);
     if (pe->endpoint || pe->endpoint_env) {
         at = sf_node_get(value, ed.endpoint_key);
         snprintf(path, sizeof(path), "%s.%s", subj, ed.endpoint_key);
@@ -1175,6 +1277,21 @@ static void check_exporter(checker *k, const policy_exporter *pe, sf_signal sig)
         if (at != NULL && ed.overridden) {
             snprintf(path, sizeof(path), "%s.%s", subj, ed.override_key);
             violate(k, at, path, "overrides the endpoint the policy pins");
+        }
+        /* a per-signal endpoint of another signal (upstream's logs_endpoint,
+         * metrics_endpoint): this exporter may carry that signal too, so
+         * any such key set is an endpoint the policy does not pin */
+        for (size_t i = 0; value != NULL && value->kind == SF_NODE_MAP && i < value->n; i++) {
+            const char *key = value->keys[i]->text;
+            size_t n = strlen(key);
+
+            if (n > 9 && strcmp(key + n - 9, "_endpoint") == 0 &&
+                (ed.override_key == NULL || strcmp(key, ed.override_key) != 0) &&
+                value->items[i]->kind == SF_NODE_SCALAR && !value->items[i]->is_null) {
+                snprintf(path, sizeof(path), "%s.%s", subj, key);
+                violate(k, value->items[i], path, "overrides the endpoint the policy pins for "
+                        "the signal it names");
+            }
         }
     }
     queue = sf_node_get(value, "sending_queue");
@@ -1426,12 +1543,6 @@ static void check_signal_processor(checker *k, sf_signal sig, const policy_signa
         violate(k, at ? at : c->node, subj, "error_mode is '%s', the policy requires '%s'",
                 sf_error_mode_name(al.error_mode), sf_error_mode_name(ps->error_mode));
     }
-    if (ps->declared_fields && !al.declared_fields) {
-        const sf_node *at = sf_node_get(value, "declared_fields");
-
-        violate(k, at ? at : statements, subj, "declared_fields is not true: the policy requires "
-                "a rule for every kept key and string field of %s", sf_signal_name(sig));
-    }
     for (int ctx = 0; ctx < SF_OTLP_CTX_COUNT; ctx++) {
         for (size_t i = 0; al.get(al.rules, (sf_otlp_ctx)ctx, i, &op); i++) {
             if (op.error_mode >= 0 && op.error_mode != ps->error_mode)
@@ -1463,6 +1574,15 @@ static void check_signal_processor(checker *k, sf_signal sig, const policy_signa
                     keep ? "leave (keep_exemplars)" : "are dropped",
                     ps->exemplars == EXEMPLARS_KEEP ? "kept (keep_exemplars(exemplars))"
                                                     : "dropped");
+    }
+    {
+        const policy_pins pins = {
+            .declared_fields = ps->declared_fields, .max_string_length = ps->max_string_length,
+            .pseudonymized = &ps->pseudonymized, .value_rules = &ps->value_rules,
+            .field_values = &ps->field_values, .field_patterns = &ps->field_patterns,
+        };
+
+        check_rules(k, subj, &al, &pins, value, statements ? statements : c->node);
     }
     check_compiled(k, subj, c, &al, sig, &ps->keys, statements);
 }
@@ -1537,6 +1657,7 @@ sf_status sf_policy_check(const sf_policy *policy, const sf_config *cfg, sf_diag
     check_signal(&k, SF_SIGNAL_METRICS, &k.pol->metrics);
     check_receivers(&k);
     check_trace_control(&k);
+    sf_arena_destroy(k.scratch);
     if (k.oom || sf_diag_oom(diag))
         return SF_ENOMEM;
     return sf_diag_errors(diag) > errors ? SF_CONFIG : SF_OK;

@@ -11,6 +11,8 @@
 
 extern const sf_component_type sf_otlp_receiver_type;
 extern const sf_component_type sf_transform_processor_type;
+extern const sf_component_type sf_attributes_processor_type;
+extern const sf_component_type sf_resource_processor_type;
 extern const sf_component_type sf_memory_limiter_processor_type;
 extern const sf_component_type sf_batch_processor_type;
 extern const sf_component_type sf_otlphttp_exporter_type;
@@ -25,6 +27,8 @@ extern const sf_component_type *const sf_registry[];
 const sf_component_type *const sf_registry[] = {
     &sf_otlp_receiver_type,
     &sf_transform_processor_type,
+    &sf_attributes_processor_type,
+    &sf_resource_processor_type,
     &sf_memory_limiter_processor_type,
     &sf_batch_processor_type,
     &sf_otlphttp_exporter_type,
@@ -43,10 +47,6 @@ const sf_foreign_type sf_foreign_types[] = {
     { SF_KIND_PROCESSOR, "filter",
       "spanfence keeps every span it can filter; drop attributes with the transform processor's "
       "keep_keys or delete_key" },
-    { SF_KIND_PROCESSOR, "attributes",
-      "use the transform processor's keep_keys(attributes, [...]) or delete_key" },
-    { SF_KIND_PROCESSOR, "resource",
-      "use the transform processor's resource context: keep_keys(attributes, [...])" },
     { SF_KIND_PROCESSOR, "redaction",
       "use the transform processor: keep_keys allowlists attribute keys, replace_pattern "
       "redacts span names" },

@@ -577,16 +577,30 @@ static sf_status apply_rules(const sig_part *sp, void **state, sf_otlp_field f,
     return SF_OK;
 }
 
+/* A governed field without a rule (declared mode, a signal whose list is
+ * not written) leaves empty: nothing without a rule leaves. */
 static sf_status rename_fn(const void *ctx, void **state, sf_otlp_ctx c, const uint8_t *in,
                            size_t len, sf_otlp_text *out)
 {
-    return apply_rules(ctx, state, name_field(c), in, len, out);
+    const sig_part *sp = ctx;
+
+    if (sp->n_frules[name_field(c)] == 0) {
+        out->len = 0;
+        return SF_OK;
+    }
+    return apply_rules(sp, state, name_field(c), in, len, out);
 }
 
 static sf_status field_fn(const void *ctx, void **state, sf_otlp_field f, const uint8_t *in,
                           size_t len, sf_otlp_text *out)
 {
-    return apply_rules(ctx, state, f, in, len, out);
+    const sig_part *sp = ctx;
+
+    if (sp->n_frules[f] == 0) {
+        out->len = 0;
+        return SF_OK;
+    }
+    return apply_rules(sp, state, f, in, len, out);
 }
 
 /* The field a statement governs: replace_pattern and set on a name, set on
@@ -717,9 +731,19 @@ static sf_status part_build(transform_ctx *t, sf_transform_list list)
         for (int f = SF_OTLP_FIELD_SCOPE_NAME; f < SF_OTLP_FIELD_COUNT; f++)
             sp->edit.fields |= SF_OTLP_FIELD_BIT(f);
         sp->edit.one_value_per_key = true;
+        if (p == NULL && list == SF_TRANSFORM_TRACE_STATEMENTS) {
+            /* traces with no trace_statements (declared mode only checks
+             * the lists written): names empty, status message and
+             * trace_state cleared, as the rules declared mode asks for */
+            sp->edit.rename |= SF_OTLP_CTX_BIT(SF_OTLP_SPAN) | SF_OTLP_CTX_BIT(SF_OTLP_SPANEVENT);
+            sp->edit.clear_trace_state |= SF_OTLP_CTX_BIT(SF_OTLP_SPAN) |
+                                          SF_OTLP_CTX_BIT(SF_OTLP_LINK);
+        }
     }
     sp->edit.ctx = sp;
-    sp->edit.clear_status_message = sf_transform_clears_status_message(p);
+    sp->edit.clear_status_message = sf_transform_clears_status_message(p) ||
+                                    (cfg->declared_fields && p == NULL &&
+                                     list == SF_TRANSFORM_TRACE_STATEMENTS);
     sp->edit.scalar_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SCALAR;
     sp->edit.max_string_length = t->max_string;
     sp->edit.rename_fn = rename_fn;

@@ -956,6 +956,28 @@ static int parse_value_condition(parser *p, const char *key, sf_otlp_value_rule 
     return 0;
 }
 
+/* After 'where': 'not' and the condition on attributes[key] (the body when
+ * key is NULL) into a rule in sink memory; `say` when 'not' is missing. */
+static int parse_not_condition(parser *p, const char *key, const char *say,
+                               sf_otlp_value_rule **out)
+{
+    sf_otlp_value_rule *rule;
+
+    if (!tok_is(p, "not") || p->lx.kind != T_IDENT)
+        return fail(p, "%s", say);
+    next(p);
+    rule = p->sink->alloc(p->sink->ctx, sizeof(*rule));
+    if (rule == NULL) {
+        p->nomem = 1;
+        return -1;
+    }
+    memset(rule, 0, sizeof(*rule));
+    if (parse_value_condition(p, key, rule) != 0)
+        return -1;
+    *out = rule;
+    return 0;
+}
+
 /* The string field `pa` names, or SF_OTLP_FIELD_NONE. */
 static sf_otlp_field field_of(const path *pa)
 {
@@ -1015,17 +1037,8 @@ static int parse_set_body(parser *p, sf_transform_op *op)
     w = parse_where(p);
     if (w <= 0)
         return w;
-    if (!tok_is(p, "not") || p->lx.kind != T_IDENT)
-        return fail(p, "a condition on the body must read 'where not <what a body that "
-                    "leaves must be>'");
-    next(p);
-    rule = p->sink->alloc(p->sink->ctx, sizeof(*rule));
-    if (rule == NULL) {
-        p->nomem = 1;
-        return -1;
-    }
-    memset(rule, 0, sizeof(*rule));
-    if (parse_value_condition(p, NULL, rule) != 0)
+    if (parse_not_condition(p, NULL, "a condition on the body must read 'where not <what a "
+                            "body that leaves must be>'", &rule) != 0)
         return -1;
     op->rule = rule;
     return 0;
@@ -1237,17 +1250,8 @@ static int parse(parser *p, sf_transform_op *op)
 
             if (w <= 0)
                 return w;
-            if (!tok_is(p, "not") || p->lx.kind != T_IDENT)
-                return fail(p, "a delete_key condition must read 'where not <what the value "
-                            "must be>'");
-            next(p);
-            rule = p->sink->alloc(p->sink->ctx, sizeof(*rule));
-            if (rule == NULL) {
-                p->nomem = 1;
-                return -1;
-            }
-            memset(rule, 0, sizeof(*rule));
-            if (parse_value_condition(p, *key, rule) != 0)
+            if (parse_not_condition(p, *key, "a delete_key condition must read 'where not "
+                                    "<what the value must be>'", &rule) != 0)
                 return -1;
             op->kind = SF_TRANSFORM_VALUE_RULE;
             op->rule = rule;

@@ -1290,6 +1290,50 @@ static void test_policy_file_missing_sections(void **state)
     sf_diag_destroy(d);
 }
 
+/* A logs or metrics section names its processor, key sets and exporter;
+ * its exporter is pinned like the traces one; unknown keys are errors. */
+static void test_policy_file_signal_sections(void **state)
+{
+    char *yaml = NULL;
+    sf_diag *d = sf_diag_create(NULL);
+    sf_policy *p = NULL;
+    size_t n;
+    static const char extra[] =
+        "logs:\n  body: drop\n  keys: {log: [a, a]}\n"
+        "metrics:\n  processor: transform\n  keys: {span: []}\n  exemplars: maybe\n"
+        "  exporter: {id: x, endpoint_env: 1BAD}\n";
+
+    (void)state;
+    n = strlen(policy_text) + sizeof(extra) + 1;
+    yaml = malloc(n);
+    snprintf(yaml, n, "%s%s", policy_text, extra);
+    assert_int_equal(sf_policy_load_string("p.yaml", yaml, strlen(yaml), d, &p), SF_CONFIG);
+    assert_null(p);
+    {
+        static const char *const want[] = {
+            "logs: 'processor' is required",
+            "logs: 'exporter' is required",
+            "logs.keys.log: 'a' is listed more than once",
+            "metrics.keys: unknown key 'span'",
+            "metrics.exemplars: ",
+            "metrics.exporter: 'max_queue_size' is required",
+            "metrics.exporter: 'max_elapsed_time' is required",
+            "metrics.exporter.endpoint_env: invalid environment variable name '1BAD'",
+        };
+
+        for (size_t w = 0; w < sizeof(want) / sizeof(want[0]); w++) {
+            bool found = false;
+
+            for (size_t i = 0; i < sf_diag_count(d); i++)
+                found = found || strstr(sf_diag_message(d, i), want[w]) != NULL;
+            if (!found)
+                fail_msg("no message has '%s'", want[w]);
+        }
+    }
+    sf_diag_destroy(d);
+    free(yaml);
+}
+
 static void test_policy_file_unreadable(void **state)
 {
     sf_diag *d = sf_diag_create(NULL);
@@ -1471,6 +1515,260 @@ static void test_declared_mutations_caught(void **state)
     }
 }
 
+/* ---- logs and metrics: the same fence --------------------------------------------- */
+
+/* cvm.yaml (declared mode off, as policy_text) with logs and metrics
+ * pipelines fenced by the allowlist processor's log_statements and
+ * metric_statements, each exporting to its own bounded exporter; and the
+ * policy with the sections that pin them. */
+static const char sig_statements[] =
+    "    log_statements:\n"
+    "      - context: resource\n"
+    "        statements:\n"
+    "          - keep_keys(attributes, [\"service.name\"])\n"
+    "      - context: log\n"
+    "        statements:\n"
+    "          - keep_keys(attributes, [\"code\", \"level\"])\n"
+    "          - delete_key(attributes, \"level\") where not IsMatch(attributes[\"level\"], "
+    "\"^(info|warn)$\")\n"
+    "          - set(body, nil) where not IsMatch(body, \"^request [0-9a-f]{8} done$\")\n"
+    "    metric_statements:\n"
+    "      - context: resource\n"
+    "        statements:\n"
+    "          - keep_keys(attributes, [\"service.name\"])\n"
+    "      - context: metric\n"
+    "        statements:\n"
+    "          - set(name, \"other\") where not IsMatch(name, \"^sglang:[a-z_]{1,64}$\")\n"
+    "      - context: datapoint\n"
+    "        statements:\n"
+    "          - keep_keys(attributes, [\"model_name\"])\n"
+    "    trace_statements:\n";
+static const char sig_exporters[] =
+    "  otlphttp/logs:\n"
+    "    endpoint: ${env:SPANFENCE_GATEWAY_ENDPOINT}\n"
+    "    sending_queue: {sizer: bytes, queue_size: 16777216}\n"
+    "    retry_on_failure: {max_elapsed_time: 60s}\n"
+    "  otlphttp/metrics:\n"
+    "    endpoint: ${env:SPANFENCE_GATEWAY_ENDPOINT}\n"
+    "    sending_queue: {sizer: bytes, queue_size: 16777216}\n"
+    "    retry_on_failure: {max_elapsed_time: 60s}\n"
+    "\nservice:\n";
+static const char sig_pipelines[] =
+    "      exporters: [otlphttp/gateway]\n"
+    "    logs:\n"
+    "      receivers: [otlp]\n"
+    "      processors: [memory_limiter, transform/allowlist]\n"
+    "      exporters: [otlphttp/logs]\n"
+    "    metrics:\n"
+    "      receivers: [otlp]\n"
+    "      processors: [memory_limiter, transform/allowlist]\n"
+    "      exporters: [otlphttp/metrics]\n";
+static const char sig_policy[] =
+    "logs:\n"
+    "  processor: transform/allowlist\n"
+    "  declared_fields: false\n"
+    "  keys:\n"
+    "    resource: [service.name]\n"
+    "    log: [code, level]\n"
+    "  body: 'not IsMatch(body, \"^request [0-9a-f]{8} done$\")'\n"
+    "  value_rules:\n"
+    "    log: {level: 'not IsMatch(attributes[\"level\"], \"^(info|warn)$\")'}\n"
+    "  exporter:\n"
+    "    id: otlphttp/logs\n"
+    "    endpoint_env: SPANFENCE_GATEWAY_ENDPOINT\n"
+    "    queue_sizer: bytes\n"
+    "    max_queue_size: 16777216\n"
+    "    max_elapsed_time: 60s\n"
+    "metrics:\n"
+    "  processor: transform/allowlist\n"
+    "  declared_fields: false\n"
+    "  keys:\n"
+    "    resource: [service.name]\n"
+    "    datapoint: [model_name]\n"
+    "  exemplars: drop\n"
+    "  field_values: {metric.name: other}\n"
+    "  field_patterns: {metric.name: '^sglang:[a-z_]{1,64}$'}\n"
+    "  exporter:\n"
+    "    id: otlphttp/metrics\n"
+    "    endpoint_env: SPANFENCE_GATEWAY_ENDPOINT\n"
+    "    queue_sizer: bytes\n"
+    "    max_queue_size: 16777216\n"
+    "    max_elapsed_time: 60s\n";
+
+/* The config with the three fenced pipelines (malloc'd). */
+static char *sig_config(void)
+{
+    char *a = replace(cvm_text, "    trace_statements:\n", sig_statements);
+    char *b = replace(a, "\nservice:\n", sig_exporters);
+    char *c = replace(b, "      exporters: [otlphttp/gateway]\n", sig_pipelines);
+
+    free(a);
+    free(b);
+    return c;
+}
+
+/* The policy with its logs and metrics sections (malloc'd). */
+static char *sig_policy_text(void)
+{
+    size_t n = strlen(policy_text) + strlen(sig_policy) + 2;
+    char *p = malloc(n);
+
+    snprintf(p, n, "%s\n%s", policy_text, sig_policy);
+    return p;
+}
+
+/* Check `y` against `pol`: the status, and no policy message (the
+ * loader's warnings about pipelines it does not run yet may come). */
+static void assert_holds(const char *pol, const char *y)
+{
+    sf_diag *d = sf_diag_create(NULL);
+    sf_config *cfg = NULL;
+    sf_policy *p = load_policy(pol);
+
+    assert_int_equal(sf_config_load_string(CVM, y, strlen(y), d, &cfg), SF_OK);
+    if (sf_policy_check(p, cfg, d) != SF_OK) {
+        sf_diag_print(d);
+        fail_msg("the policy does not hold");
+    }
+    for (size_t i = 0; i < sf_diag_count(d); i++)
+        assert_non_null(strstr(sf_diag_message(d, i), "warning: "));
+    sf_config_destroy(cfg);
+    sf_diag_destroy(d);
+    sf_policy_destroy(p);
+}
+
+static void test_logs_metrics_fence_holds(void **state)
+{
+    char *y = sig_config(), *pol = sig_policy_text();
+
+    (void)state;
+    assert_holds(pol, y);
+    free(y);
+    free(pol);
+}
+
+/* The shipped policy has no logs or metrics section: those pipelines do
+ * not hold (they would leave unfenced), each named. */
+static void test_logs_metrics_without_sections(void **state)
+{
+    char *y = sig_config();
+    int l = line_of(y, "    logs:\n"), m = line_of(y, "    metrics:\n      receivers");
+    sf_diag *d = sf_diag_create(NULL);
+    sf_config *cfg = NULL;
+    sf_policy *p = load_policy(policy_text);
+    size_t found = 0;
+
+    (void)state;
+    assert_int_equal(sf_config_load_string(CVM, y, strlen(y), d, &cfg), SF_OK);
+    assert_int_equal(sf_policy_check(p, cfg, d), SF_CONFIG);
+    for (size_t i = 0; i < sf_diag_count(d); i++) {
+        char a[300], b[300];
+
+        snprintf(a, sizeof(a), CVM ":%d:5: policy: service.pipelines.logs: a logs pipeline, but "
+                 "the policy has no 'logs' section: its log_records would leave unfenced", l);
+        snprintf(b, sizeof(b), CVM ":%d:5: policy: service.pipelines.metrics: a metrics "
+                 "pipeline, but the policy has no 'metrics' section: its metric_points would "
+                 "leave unfenced", m);
+        found += strcmp(sf_diag_message(d, i), a) == 0 || strcmp(sf_diag_message(d, i), b) == 0;
+        if (strstr(sf_diag_message(d, i), "policy: ") != NULL &&
+            strcmp(sf_diag_message(d, i), a) != 0 && strcmp(sf_diag_message(d, i), b) != 0)
+            fail_msg("unexpected: %s", sf_diag_message(d, i));
+    }
+    assert_int_equal(found, 2);
+    sf_config_destroy(cfg);
+    sf_diag_destroy(d);
+    sf_policy_destroy(p);
+    free(y);
+}
+
+/* One mutation each of the fenced config: the policy's exact message. */
+static void test_logs_metrics_mutations(void **state)
+{
+    static const struct {
+        const char *from, *to;      /* in sig_config() */
+        const char *msg;            /* after "FILE:L:C: policy: " */
+        const char *at;             /* the line it is reported at (its first occurrence
+                                     * after the mutation) */
+        int col;
+        size_t n;                   /* policy messages in all (the one above among them) */
+    } cases[] = {
+        { "[\"code\", \"level\"]", "[\"code\", \"level\", \"prompt\"]",
+          "processors.transform/allowlist: log allowlist has key 'prompt' not in the policy",
+          "[\"code\", \"level\", \"prompt\"]", 13, 1 },
+        { "[\"model_name\"]", "[]",
+          "processors.transform/allowlist: datapoint allowlist is missing key 'model_name' "
+          "required by the policy", "keep_keys(attributes, [])\n    trace", 13, 1 },
+        { "          - set(body, nil) where not IsMatch(body, \"^request [0-9a-f]{8} done$\")\n",
+          "          - set(body, nil) where not IsString(body)\n",
+          "processors.transform/allowlist: the log body rule is 'not IsString(body)', the policy "
+          "requires set(body, nil) where not IsMatch(body, \"^request [0-9a-f]{8} done$\")",
+          "set(body, nil) where not IsString", 13, 1 },
+        { "          - keep_keys(attributes, [\"model_name\"])\n",
+          "          - keep_keys(attributes, [\"model_name\"])\n"
+          "          - keep_exemplars(exemplars)\n",
+          "processors.transform/allowlist: exemplars leave (keep_exemplars), the policy requires "
+          "them dropped", "    metric_statements:", 5, 1 },
+        { "\"^(info|warn)$\")\n", "\"^(info|warn|.*)$\")\n",
+          "processors.transform/allowlist: log key 'level' has the value rule 'not "
+          "IsMatch(attributes[\"level\"], \"^(info|warn|.*)$\")', the policy requires 'not "
+          "IsMatch(attributes[\"level\"], \"^(info|warn)$\")'", "^(info|warn|.*)$", 13, 1 },
+        { "IsMatch(name, \"^sglang:[a-z_]{1,64}$\")", "IsMatch(name, \"^sglang:.*$\")",
+          "processors.transform/allowlist: metric.name is kept when it matches '^sglang:.*$', "
+          "the policy requires '^sglang:[a-z_]{1,64}$'", "^sglang:.*$", 13, 1 },
+        { "      exporters: [otlphttp/logs]\n", "      exporters: [otlphttp/gateway]\n",
+          "service.pipelines.logs: uses exporter 'otlphttp/gateway', which the policy reserves "
+          "for pipeline 'traces'", "exporters: [otlphttp/gateway]\n    metrics", 19, 3 },
+        { "      exporters: [otlphttp/metrics]\n", "      exporters: [otlphttp/logs] \n",
+          "service.pipelines.metrics: uses exporter 'otlphttp/logs', which the policy reserves "
+          "for logs", "exporters: [otlphttp/logs] \n", 19, 3 },
+        { "      processors: [memory_limiter, transform/allowlist]\n      exporters: [otlphttp/logs]",
+          "      processors: [memory_limiter]\n      exporters: [otlphttp/logs]",
+          "service.pipelines.logs: does not run processor 'transform/allowlist'",
+          "processors: [memory_limiter]\n", 7, 1 },
+        { "    sending_queue: {sizer: bytes, queue_size: 16777216}\n"
+          "    retry_on_failure: {max_elapsed_time: 60s}\n  otlphttp/metrics",
+          "    sending_queue: {sizer: bytes, queue_size: 167772160}\n"
+          "    retry_on_failure: {max_elapsed_time: 60s}\n  otlphttp/metrics",
+          "exporters.otlphttp/logs.sending_queue.queue_size: is 167772160, the policy allows at "
+          "most 16777216", "queue_size: 167772160", 47, 1 },
+    };
+    char *pol = sig_policy_text();
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *base0 = sig_config(), *y = replace(base0, cases[i].from, cases[i].to);
+        sf_diag *d = sf_diag_create(NULL);
+        sf_config *cfg = NULL;
+        sf_policy *p = load_policy(pol);
+        char exp[1024];
+        bool found = false;
+        size_t n = 0;
+
+        snprintf(exp, sizeof(exp), CVM ":%d:%d: policy: %s", line_of(y, cases[i].at),
+                 cases[i].col, cases[i].msg);
+        if (sf_config_load_string(CVM, y, strlen(y), d, &cfg) != SF_OK)
+            sf_diag_print(d);
+        assert_non_null(cfg);
+        assert_int_equal(sf_policy_check(p, cfg, d), SF_CONFIG);
+        for (size_t j = 0; j < sf_diag_count(d); j++) {
+            const char *m = sf_diag_message(d, j);
+
+            found = found || strcmp(m, exp) == 0;
+            n += strstr(m, "policy: ") != NULL;
+        }
+        if (!found || n != cases[i].n) {
+            sf_diag_print(d);
+            fail_msg("case %zu: want %zu messages, among them %s", i, cases[i].n, exp);
+        }
+        sf_config_destroy(cfg);
+        sf_diag_destroy(d);
+        sf_policy_destroy(p);
+        free(base0);
+        free(y);
+    }
+    free(pol);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1542,6 +1840,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_otlp_endpoint_value, setup_grpc, teardown_grpc),
         cmocka_unit_test_setup_teardown(test_otlp_exporter_in_logs_pipeline, setup_grpc,
                                         teardown_grpc),
+        cmocka_unit_test(test_policy_file_signal_sections),
+        cmocka_unit_test(test_logs_metrics_fence_holds),
+        cmocka_unit_test(test_logs_metrics_without_sections),
+        cmocka_unit_test(test_logs_metrics_mutations),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -22,58 +22,20 @@
 #include "internal/sf_core.h"
 #include "processors/transform/transform.h"
 #include "sf_otlp_json.h"
+#include "processor_fixture.h"
 
-static const char base[] =
-    "receivers:\n  otlp:\n    protocols:\n      grpc:\n        endpoint: 127.0.0.1:4317\n"
-    "exporters:\n  otlphttp:\n    endpoint: http://127.0.0.1:4319\n"
-    "processors:\n  transform:\n%s"
-    "service:\n  pipelines:\n    traces:\n      receivers: [otlp]\n"
-    "      processors: [transform]\n      exporters: [otlphttp]\n";
-
-typedef struct run {
-    sf_config *cfg;
-    sf_component comp;
-    sf_otlp_stats stats;
-    char errors[4096];          /* the loader's messages, when it refused */
-} run;
+typedef pfx_run run;
 
 /* Load `body` (the transform's settings, indented four spaces) and create
  * the processor. SF_CONFIG leaves the messages in r->errors. */
 static sf_status load(run *r, const char *body)
 {
-    size_t n = strlen(base) + strlen(body) + 1;
-    char *yaml = malloc(n);
-    sf_diag *d = sf_diag_create(NULL);
-    sf_config_component *c;
-    sf_status st;
-    size_t at = 0;
-
-    memset(r, 0, sizeof(*r));
-    snprintf(yaml, n, base, body);
-    st = sf_config_load_string("rules.yaml", yaml, strlen(yaml), d, &r->cfg);
-    free(yaml);
-    for (size_t i = 0; i < sf_diag_count(d) && at < sizeof(r->errors); i++)
-        at += (size_t)snprintf(r->errors + at, sizeof(r->errors) - at, "%s\n",
-                               sf_diag_message(d, i));
-    sf_diag_destroy(d);
-    if (st != SF_OK) {
-        if (getenv("SF_TEST_VERBOSE") != NULL)
-            fprintf(stderr, "%s", r->errors);
-        return st;
-    }
-    c = sf_config_find(r->cfg, "transform");
-    assert_non_null(c);
-    r->comp.type = c->type;
-    r->comp.id = "transform";
-    r->comp.config = c->config;
-    assert_int_equal(c->type->create(&r->comp, c->config), SF_OK);
-    return SF_OK;
+    return pfx_load_transform(r, "rules.yaml", body);
 }
 
 static void unload(run *r)
 {
-    r->comp.type->destroy(&r->comp);
-    sf_config_destroy(r->cfg);
+    pfx_unload(r);
 }
 
 /* The request `json` through the processor's edit, back as JSON (sf_free). */

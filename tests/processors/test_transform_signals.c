@@ -18,59 +18,19 @@
 
 #include "internal/sf_core.h"
 #include "processors/transform/transform.h"
+#include "tests/sf_torture.h"
+#include "processor_fixture.h"
 
-static const char base[] =
-    "receivers:\n  otlp:\n    protocols:\n      grpc:\n        endpoint: 127.0.0.1:4317\n"
-    "exporters:\n  otlphttp:\n    endpoint: http://127.0.0.1:4319\n"
-    "processors:\n  transform:\n%s"
-    "service:\n  pipelines:\n    traces:\n      receivers: [otlp]\n"
-    "      processors: [transform]\n      exporters: [otlphttp]\n";
+typedef pfx_run run;
 
-typedef struct run {
-    sf_config *cfg;
-    sf_component comp;
-    char errors[8192];          /* the loader's messages, when it refused */
-} run;
-
-/* Load `body` (the transform's settings, indented four spaces) and create
- * the processor. SF_CONFIG leaves the messages in r->errors. */
 static sf_status load(run *r, const char *body)
 {
-    size_t n = strlen(base) + strlen(body) + 1;
-    char *yaml = malloc(n);
-    sf_diag *d = sf_diag_create(NULL);
-    sf_config_component *c;
-    sf_status st;
-    size_t at = 0;
-
-    memset(r, 0, sizeof(*r));
-    snprintf(yaml, n, base, body);
-    st = sf_config_load_string("signals.yaml", yaml, strlen(yaml), d, &r->cfg);
-    free(yaml);
-    for (size_t i = 0; i < sf_diag_count(d) && at < sizeof(r->errors); i++)
-        at += (size_t)snprintf(r->errors + at, sizeof(r->errors) - at, "%s\n",
-                               sf_diag_message(d, i));
-    sf_diag_destroy(d);
-    if (st != SF_OK) {
-        if (getenv("SF_TEST_VERBOSE") != NULL)
-            fprintf(stderr, "%s", r->errors);
-        sf_config_destroy(r->cfg);
-        r->cfg = NULL;
-        return st;
-    }
-    c = sf_config_find(r->cfg, "transform");
-    assert_non_null(c);
-    r->comp.type = c->type;
-    r->comp.id = "transform";
-    r->comp.config = c->config;
-    assert_int_equal(c->type->create(&r->comp, c->config), SF_OK);
-    return SF_OK;
+    return pfx_load_transform(r, "signals.yaml", body);
 }
 
 static void unload(run *r)
 {
-    r->comp.type->destroy(&r->comp);
-    sf_config_destroy(r->cfg);
+    pfx_unload(r);
 }
 
 static const sf_otlp_edit *edit_of(run *r, sf_signal s)
@@ -94,18 +54,7 @@ static bool governs(const sf_otlp_edit *e, sf_otlp_field f)
 
 /* ---- logs ---------------------------------------------------------------------- */
 
-static const char logs_body[] =
-    "    log_statements:\n"
-    "      - context: resource\n"
-    "        statements:\n"
-    "          - keep_keys(attributes, [\"service.name\"])\n"
-    "      - context: log\n"
-    "        statements:\n"
-    "          - keep_keys(attributes, [\"code\", \"level\"])\n"
-    "          - delete_key(attributes, \"level\") where not IsMatch(attributes[\"level\"], "
-    "\"^(info|warn|error)$\")\n"
-    "          - set(body, nil) where not IsMatch(body, \"^request [0-9a-f]{8} done$\")\n"
-    "          - set(severity_text, \"\") where not IsMatch(severity_text, \"^(INFO|WARN)$\")\n";
+static const char logs_body[] = PFX_LOG_STATEMENTS;
 
 /* log_statements make the logs edit: the log context's keyset, the body
  * governed with its condition compiled, severity_text through its rule;
@@ -174,17 +123,7 @@ static void test_body_dropped_unless_kept(void **state)
 
 /* ---- metrics ----------------------------------------------------------------- */
 
-static const char metrics_body[] =
-    "    metric_statements:\n"
-    "      - context: metric\n"
-    "        statements:\n"
-    "          - keep_keys(metadata, [])\n"
-    "          - set(name, \"other\") where not IsMatch(name, \"^sglang:[a-z_]{1,64}$\")\n"
-    "          - set(description, \"\")\n"
-    "          - set(unit, \"\") where not IsMatch(unit, \"^(s|1|By)$\")\n"
-    "      - context: datapoint\n"
-    "        statements:\n"
-    "          - keep_keys(attributes, [\"model_name\"])\n";
+static const char metrics_body[] = PFX_METRIC_STATEMENTS;
 
 static void test_metric_statements_edit(void **state)
 {
@@ -356,11 +295,65 @@ static void test_declared_closes_unwritten_signals(void **state)
     assert_true(governs(e, SF_OTLP_FIELD_METRIC_NAME));
     assert_true(governs(e, SF_OTLP_FIELD_EXEMPLARS));
     assert_false(e->keep_exemplars);
+    {
+        /* a governed string without a rule leaves empty */
+        static const char name[] = "prompt: my secret";
+        sf_otlp_text out = { 0 };
+        void *st = NULL;
+
+        for (int f = SF_OTLP_FIELD_SCOPE_NAME; f < SF_OTLP_FIELD_COUNT; f++) {
+            if (f == SF_OTLP_FIELD_ENTITY_REFS || f == SF_OTLP_FIELD_LOG_BODY ||
+                f == SF_OTLP_FIELD_EXEMPLARS)
+                continue;               /* not strings */
+            out.len = 99;
+            assert_int_equal(e->field_fn(e->ctx, &st, (sf_otlp_field)f, (const uint8_t *)name,
+                                         strlen(name), &out), SF_OK);
+            assert_int_equal(out.len, 0);
+        }
+        if (e->release != NULL && st != NULL)
+            e->release(e->ctx, st);
+        sf_free(out.data);
+    }
     e = edit_of(&r, SF_SIGNAL_LOGS);
     assert_true(governs(e, SF_OTLP_FIELD_LOG_BODY));
     assert_null(e->body_rule);
     assert_true(e->one_value_per_key);
+    /* traces without trace_statements: names emptied, status message and
+     * trace_state cleared */
+    e = edit_of(&r, SF_SIGNAL_TRACES);
+    assert_true(e->clear_status_message);
+    assert_true(e->rename & SF_OTLP_CTX_BIT(SF_OTLP_SPAN));
+    assert_true(e->rename & SF_OTLP_CTX_BIT(SF_OTLP_SPANEVENT));
+    assert_true(e->clear_trace_state & SF_OTLP_CTX_BIT(SF_OTLP_LINK));
+    assert_false(keeps(e, SF_OTLP_SPAN, "rid"));
+    {
+        sf_otlp_text out = { 0 };
+        void *st = NULL;
+
+        out.len = 99;
+        assert_int_equal(e->rename_fn(e->ctx, &st, SF_OTLP_SPAN, (const uint8_t *)"Req 1234", 8,
+                                      &out), SF_OK);
+        assert_int_equal(out.len, 0);
+        if (e->release != NULL && st != NULL)
+            e->release(e->ctx, st);
+        sf_free(out.data);
+    }
     unload(&r);
+}
+
+/* Creating the processor with programs for every signal (a body rule with
+ * a regex, metric field rules) fails cleanly at every allocation. */
+static void test_create_allocation_failures(void **state)
+{
+    char body[4096];
+    run r;
+
+    (void)state;
+    snprintf(body, sizeof(body), "%s%s", logs_body, metrics_body);
+    assert_int_equal(load(&r, body), SF_OK);
+    r.comp.type->destroy(&r.comp);
+    assert_true(sf_torture_create(&r.comp, r.comp.config, false) > 10);
+    sf_config_destroy(r.cfg);
 }
 
 int main(void)
@@ -373,6 +366,7 @@ int main(void)
         cmocka_unit_test(test_contexts_per_list),
         cmocka_unit_test(test_declared_logs_gaps),
         cmocka_unit_test(test_declared_closes_unwritten_signals),
+        cmocka_unit_test(test_create_allocation_failures),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
