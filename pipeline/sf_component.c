@@ -6,6 +6,11 @@ const char *sf_component_id(const sf_component *c)
     return c->id;
 }
 
+sf_signal sf_component_signal(const sf_component *c)
+{
+    return c->signal;
+}
+
 const sf_component_type *sf_component_type_of(const sf_component *c)
 {
     return c->type;

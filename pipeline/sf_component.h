@@ -37,6 +37,11 @@ typedef enum sf_kind {
 } sf_kind;
 
 typedef struct sf_component sf_component;
+
+#define SF_SIGNALS_TRACES (1u << SF_SIGNAL_TRACES)
+#define SF_SIGNALS_LOGS (1u << SF_SIGNAL_LOGS)
+#define SF_SIGNALS_METRICS (1u << SF_SIGNAL_METRICS)
+#define SF_SIGNALS_ALL (SF_SIGNALS_TRACES | SF_SIGNALS_LOGS | SF_SIGNALS_METRICS)
 struct sf_batching;                     /* sf_sender.h */
 
 typedef struct sf_component_type {
@@ -44,6 +49,13 @@ typedef struct sf_component_type {
     const char *alias;                  /* older name also accepted, or NULL */
     sf_kind kind;
     const char *description;            /* one line for --help-config */
+    /* The signals a pipeline may use the type for (SF_SIGNALS_* bits);
+     * 0: traces only. A pipeline of another signal listing it is refused
+     * at validate. Processors and exporters get one instance per signal
+     * (their own counters and, for exporters, their own sending queue: a
+     * burst of one signal cannot drop another's); receivers and
+     * extensions one instance. The instance's signal: sf_component_signal. */
+    unsigned signals;
     size_t config_size;                 /* sizeof the config struct */
     const sf_config_row *config_map;    /* SF_CFG_END-terminated */
     /* Optional: cross-field checks after the map filled `config`. */
@@ -123,6 +135,13 @@ typedef struct sf_component_type {
 } sf_component_type;
 
 const char *sf_component_id(const sf_component *c);
+/* The signal a processor or exporter instance runs for (its pipelines');
+ * SF_SIGNAL_TRACES for receivers, extensions, and instances made by hand. */
+sf_signal sf_component_signal(const sf_component *c);
+/* Whether pipelines of `signal` may list `type` (type->signals). */
+bool sf_component_type_handles(const struct sf_component_type *type, sf_signal signal);
+/* The signals `type` handles, in words ("traces", "traces and logs"). */
+const char *sf_component_type_signals(const struct sf_component_type *type);
 const sf_component_type *sf_component_type_of(const sf_component *c);
 void *sf_component_ctx(const sf_component *c);
 void sf_component_set_ctx(sf_component *c, void *ctx);
@@ -144,18 +163,22 @@ typedef enum sf_transport {
  * 1u << sf_transport). */
 void sf_component_set_transports(sf_component *receiver, unsigned mask);
 
-/* Receivers: run `batch` through every pipeline this receiver feeds
- * (processors in order, then exporters). Synchronous and non-blocking: when
- * it returns SF_OK the spans are filtered and queued for export; otherwise
- * nothing of the batch was queued and the status says whether the client
- * may retry (sf_status_retryable). Counts accepted/refused spans on the
- * receiver. The caller still owns `batch` and its arena afterwards. */
+/* Receivers: run `batch` through every pipeline of its signal
+ * (batch->signal) this receiver feeds (processors in order, then
+ * exporters). Synchronous and non-blocking: when it returns SF_OK the items
+ * are filtered and queued for export; otherwise nothing of the batch was
+ * queued and the status says whether the client may retry
+ * (sf_status_retryable). Counts accepted/refused items on the receiver,
+ * under the signal. SF_PERMANENT, counted as refused, when no pipeline of
+ * the signal lists the receiver (check sf_component_receives first). The
+ * caller still owns `batch` and its arena afterwards. */
 sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_request *batch);
 
-/* Receivers: count spans refused before they could be emitted (malformed,
- * too large, memory limit) with a reason. */
-void sf_component_refuse(sf_component *receiver, sf_transport transport, size_t spans,
-                         sf_reason reason);
+/* Receivers: count the items (spans, log records, metric points) of a
+ * request of `signal` refused before it could be emitted (malformed, too
+ * large, memory limit) with a reason. */
+void sf_component_refuse(sf_component *receiver, sf_transport transport, sf_signal signal,
+                         size_t items, sf_reason reason);
 
 /* Where the service an extension belongs to is in its life (the
  * health_check extension answers 200 only in RUNNING): STARTING from
@@ -183,8 +206,9 @@ bool sf_component_failing_exporter(const sf_component *self, unsigned threshold,
  * in `why`. Thread-safe. */
 bool sf_component_unhealthy_receiver(const sf_component *self, char *why, size_t size);
 
-/* Extensions: the collector-wide totals of every receiver, processor and
- * exporter right now (all zero when `self` is not part of a service). */
+/* The collector-wide totals of every receiver, processor and exporter
+ * right now, of the signal of `self` (sf_component_signal: traces for
+ * extensions) (all zero when `self` is not part of a service). */
 void sf_component_totals(sf_component *self, sf_totals *out);
 
 /* A span tap: told of every batch a receiver emitted, after it was counted,
@@ -222,13 +246,14 @@ bool sf_component_has_traces_pipeline(const sf_component *c, const char *id);
  * *out untouched) when not, or outside a service. */
 bool sf_component_batching(const sf_component *exporter, struct sf_batching *out);
 
-/* Receivers: whether a metrics (SF_SIGNAL_METRICS) or logs pipeline of the
- * config lists this receiver (it changes only the refusal's message).
- * spanfence runs traces only: such requests are refused and counted with
+/* Receivers: whether a pipeline of `signal` lists this receiver: it then
+ * serves that signal's requests (sf_component_emit); else it refuses them
+ * as upstream's receiver does (gRPC UNIMPLEMENTED, HTTP 404), counted with
  * sf_component_unexported. */
 bool sf_component_receives(const sf_component *receiver, sf_signal signal);
-/* Receivers: one request of `signal` (metrics or logs) refused: not a
- * signal spanfence exports (spanfence_receiver_unexported_requests{signal}). */
+/* Receivers: one request of `signal` (metrics or logs) refused because no
+ * pipeline of the signal lists the receiver
+ * (spanfence_receiver_unexported_requests{signal}). */
 void sf_component_unexported(sf_component *receiver, sf_transport transport, sf_signal signal);
 
 /* Receivers: false while the memory limiter asks to refuse new data. */

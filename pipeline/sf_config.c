@@ -238,7 +238,7 @@ typedef struct loader {
     sf_kind *kinds;             /* per component slot */
     const sf_node **keys;       /* per slot: the id's key node */
     bool *used;
-    bool *traced;               /* per slot: listed by a traces pipeline */
+    bool *piped;                /* per slot: listed by a pipeline */
     bool *foreign;              /* per slot: a type spanfence does not have */
     bool *valid;
 } loader;
@@ -381,33 +381,6 @@ static void check_listen(loader *l, const sf_component_type *type, const void *c
     }
 }
 
-enum { USED_BY_TRACES = 1, USED_BY_OTHER = 2 };
-
-/* How service.pipelines, as written, lists component `id` of `kind`
- * (USED_BY_* bits). Read before the components are decoded, so that one a
- * traces pipeline never runs is not held to spanfence's settings. */
-static unsigned pipeline_uses(const loader *l, sf_kind kind, const char *id)
-{
-    const sf_node *pipelines = sf_node_get(sf_node_get(l->root, "service"), "pipelines");
-    unsigned uses = 0;
-
-    if (pipelines == NULL || pipelines->kind != SF_NODE_MAP || kind == SF_KIND_EXTENSION)
-        return 0;
-    for (size_t i = 0; i < pipelines->n; i++) {
-        const char *pid = pipelines->keys[i]->text;
-        size_t tl = strcspn(pid, "/");
-        const sf_node *list = sf_node_get(pipelines->items[i], plural(kind));
-        bool traces = tl == 6 && strncmp(pid, "traces", 6) == 0;
-
-        if (list == NULL || list->kind != SF_NODE_SEQ)
-            continue;
-        for (size_t j = 0; j < list->n; j++)
-            if (list->items[j]->kind == SF_NODE_SCALAR && strcmp(list->items[j]->text, id) == 0)
-                uses |= traces ? USED_BY_TRACES : USED_BY_OTHER;
-    }
-    return uses;
-}
-
 /* Decode one component definition into the next slot of cfg->components.
  * Problems are reported; SF_ENOMEM is the only status that stops the load. */
 static sf_status load_component(loader *l, sf_kind kind, const sf_node *key,
@@ -431,14 +404,10 @@ static sf_status load_component(loader *l, sf_kind kind, const sf_node *key,
         if (!split_id(l, key, key->text, sf_kind_name(kind), tname, sizeof(tname)))
             return SF_OK;
         type = sf_registry_find(kind, tname);
-        /* A type spanfence has, listed only by metrics or logs pipelines:
-         * never run, so checked as a foreign one (structure only), since
-         * upstream's values for it (zstd, metric_statements) are fine. */
-        if (type != NULL && pipeline_uses(l, kind, key->text) == USED_BY_OTHER)
-            type = NULL;
         if (type == NULL) {
-            /* Judged once the pipelines are known (check_foreign): fine
-             * outside traces pipelines, an error inside one. */
+            /* Judged once the pipelines are known (check_foreign): an
+             * error in any pipeline (it would have to run), a warning
+             * when none lists it. */
             l->foreign[slot] = true;
             l->valid[slot] = is_empty(value) || value->kind == SF_NODE_MAP;
             if (!l->valid[slot])
@@ -492,6 +461,21 @@ static size_t find_slot(const loader *l, sf_kind kind, const char *id)
         if (l->kinds[i] == kind && strcmp(l->cfg->components[i].id, id) == 0)
             return i;
     return SIZE_MAX;
+}
+
+/* A pipeline of a signal its component's type does not run is refused
+ * here, never accepted and then lost: the type says which signals it
+ * handles (sf_component_type.signals). Types spanfence does not have are
+ * judged by check_foreign. */
+static void check_signal(loader *l, const sf_config_pipeline *p, sf_kind kind,
+                         const sf_config_component *c, const sf_node *at, const char *sub)
+{
+    if (c->type == NULL || sf_component_type_handles(c->type, p->signal))
+        return;
+    sf_cfg_error(&l->ctx, at, sub, "%s '%s' cannot be used in %s pipeline '%s': spanfence's "
+                 "'%s' handles %s only", sf_kind_name(kind), c->id,
+                 p->signal == SF_SIGNAL_METRICS ? "metrics" : "logs", p->id, c->type->name,
+                 sf_component_type_signals(c->type));
 }
 
 static sf_status load_pipeline_list(loader *l, sf_config_pipeline *p, sf_kind kind,
@@ -550,8 +534,8 @@ static sf_status load_pipeline_list(loader *l, sf_config_pipeline *p, sf_kind ki
             continue;
         }
         l->used[slot] = true;
-        if (p->signal == SF_SIGNAL_TRACES)
-            l->traced[slot] = true;
+        l->piped[slot] = true;
+        check_signal(l, p, kind, &l->cfg->components[slot], it, sub);
         (*out)[(*n_out)++] = &l->cfg->components[slot];
     }
     l->ctx.path = path;
@@ -560,11 +544,9 @@ static sf_status load_pipeline_list(loader *l, sf_config_pipeline *p, sf_kind ki
 
 static sf_status load_pipelines(loader *l, const sf_node *service_key, const sf_node *pipelines)
 {
-    static const char *const signals[] = { "traces", "metrics", "logs" };
-    static const sf_signal signal_of[] = { SF_SIGNAL_TRACES, SF_SIGNAL_METRICS, SF_SIGNAL_LOGS };
     const sf_node *pkey = key_node(sf_node_get(l->root, "service"), "pipelines");
     sf_config *cfg = l->cfg;
-    bool traces = false;
+    bool any = false;
 
     l->ctx.path = "service";
     if (pkey == NULL) {
@@ -574,7 +556,7 @@ static sf_status load_pipelines(loader *l, const sf_node *service_key, const sf_
     l->ctx.path = "service.pipelines";
     if (is_empty(pipelines) || pipelines->kind != SF_NODE_MAP) {
         if (is_empty(pipelines))
-            sf_cfg_error(&l->ctx, pkey, NULL, "no traces pipeline is defined");
+            sf_cfg_error(&l->ctx, pkey, NULL, "no pipeline is defined");
         else
             sf_cfg_error(&l->ctx, pipelines, NULL, "expected a mapping of pipeline ids, got %s",
                          pipelines->kind == SF_NODE_SEQ ? "a list" : "a single value");
@@ -594,11 +576,16 @@ static sf_status load_pipelines(loader *l, const sf_node *service_key, const sf_
         l->ctx.path = "service.pipelines";
         if (!split_id(l, key, key->text, "pipeline", sig, sizeof(sig)))
             continue;
-        for (s = 0; s < 3; s++)
-            if (strcmp(sig, signals[s]) == 0)
+        for (s = 0; s < SF_SIGNAL_COUNT; s++)
+            if (strcmp(sig, sf_signal_name((sf_signal)s)) == 0)
                 break;
-        if (s == 3) {
-            const char *hint = sf_cfg_suggest(sig, signals, 3);
+        if (s == SF_SIGNAL_COUNT) {
+            const char *names[SF_SIGNAL_COUNT];
+            const char *hint;
+
+            for (size_t k = 0; k < SF_SIGNAL_COUNT; k++)
+                names[k] = sf_signal_name((sf_signal)k);
+            hint = sf_cfg_suggest(sig, names, SF_SIGNAL_COUNT);
 
             l->ctx.path = sf_cfg_path_join(&l->ctx, "service.pipelines", key->text);
             if (l->ctx.path == NULL)
@@ -615,7 +602,7 @@ static sf_status load_pipelines(loader *l, const sf_node *service_key, const sf_
             return SF_ENOMEM;
         l->ctx.node = key;
         p->id = key->text;
-        p->signal = signal_of[s];
+        p->signal = (sf_signal)s;
         p->node = key;
         cfg->n_pipelines++;
         if (sf_cfg_decode(&l->ctx, pipeline_rows, pipelines->items[i], &pc) == SF_ENOMEM)
@@ -624,12 +611,7 @@ static sf_status load_pipelines(loader *l, const sf_node *service_key, const sf_
             if (load_pipeline_list(l, p, (sf_kind)k, pc.lists[k], &listed[k], &at[k]) ==
                 SF_ENOMEM)
                 return SF_ENOMEM;
-        if (p->signal != SF_SIGNAL_TRACES) {
-            sf_cfg_warn(&l->ctx, key, NULL, "pipeline '%s' is not run by spanfence (traces only)",
-                        p->id);
-            continue;
-        }
-        traces = true;
+        any = true;
         /* at the list when there is one (`exporters: []`), else the pipeline */
         if (listed[SF_KIND_RECEIVER] == 0)
             sf_cfg_error(&l->ctx, at[SF_KIND_RECEIVER] ? at[SF_KIND_RECEIVER] : key,
@@ -640,9 +622,9 @@ static sf_status load_pipelines(loader *l, const sf_node *service_key, const sf_
                          at[SF_KIND_EXPORTER] ? "exporters" : NULL,
                          "pipeline '%s' has no exporters", p->id);
     }
-    if (!traces) {
+    if (!any) {
         l->ctx.path = "service.pipelines";
-        sf_cfg_error(&l->ctx, pkey, NULL, "no traces pipeline is defined");
+        sf_cfg_error(&l->ctx, pkey, NULL, "no pipeline is defined");
     }
     return SF_OK;
 }
@@ -918,10 +900,9 @@ static void warn_unused(loader *l)
     }
 }
 
-/* Components of types spanfence does not have: a full upstream config may
- * define them for its metrics and logs pipelines, which spanfence validates
- * but does not run. In a traces pipeline they are an error: spanfence
- * would have to run them. */
+/* Components of types spanfence does not have: in any pipeline they are
+ * an error (spanfence would have to run them, and what they would carry
+ * must not be lost unseen); defined and listed by no pipeline, a warning. */
 static void check_foreign(loader *l)
 {
     for (size_t i = 0; i < l->cfg->n_components; i++) {
@@ -938,12 +919,8 @@ static void check_foreign(loader *l)
         slash = strchr(id, '/');
         tl = slash ? (size_t)(slash - id) : strlen(id);
         snprintf(tname, sizeof(tname), "%.*s", (int)tl, id);
-        if (!l->traced[i]) {
-            if (l->valid[i] && sf_registry_find(l->kinds[i], tname) != NULL)
-                sf_cfg_warn(&l->ctx, l->keys[i], NULL, "%s '%s' is not run by spanfence: only "
-                            "metrics or logs pipelines use it, so only its structure is checked",
-                            sf_kind_name(l->kinds[i]), id);
-            else if (l->valid[i])
+        if (!l->piped[i]) {
+            if (l->valid[i])
                 sf_cfg_warn(&l->ctx, l->keys[i], NULL, "%s '%s' is not run by spanfence",
                             sf_kind_name(l->kinds[i]), id);
             continue;
@@ -1018,7 +995,7 @@ static sf_status load_tree(loader *l)
     l->keys = sf_cfg_alloc(&l->ctx, (l->cap ? l->cap : 1) * sizeof(*l->keys));
     l->used = sf_cfg_alloc(&l->ctx, (l->cap ? l->cap : 1) * sizeof(*l->used));
     l->valid = sf_cfg_alloc(&l->ctx, (l->cap ? l->cap : 1) * sizeof(*l->valid));
-    l->traced = sf_cfg_alloc(&l->ctx, (l->cap ? l->cap : 1) * sizeof(*l->traced));
+    l->piped = sf_cfg_alloc(&l->ctx, (l->cap ? l->cap : 1) * sizeof(*l->piped));
     l->foreign = sf_cfg_alloc(&l->ctx, (l->cap ? l->cap : 1) * sizeof(*l->foreign));
     if (l->ctx.oom)
         return SF_ENOMEM;

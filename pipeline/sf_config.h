@@ -174,8 +174,6 @@ bool sf_is_host_name(const char *s);
 
 struct sf_component_type;
 
-/* sf_signal: sf_signal.h */
-
 typedef struct sf_config_component {
     char *id;                                  /* "transform/allowlist" */
     /* NULL (and config NULL) for a type spanfence does not have: allowed

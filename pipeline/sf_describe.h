@@ -162,7 +162,12 @@ typedef struct sf_windows_desc {
 /* ---- metrics of a type --------------------------------------------------- */
 
 typedef struct sf_metric_row {
-    const char *name;               /* "spanfence_trace_control_open_windows"; NULL ends */
+    /* "spanfence_trace_control_open_windows"; NULL ends. A "%s" in it
+     * makes it a metric per signal, the "%s" the instance's items
+     * ("otelcol_processor_accepted_%s": _spans, _log_records,
+     * _metric_points); without, instances for logs or metrics carry a
+     * signal="..." label. */
+    const char *name;
     bool gauge;                     /* false: a counter, carried over a reload */
     const char *help;
     /* A gauge of work still owed: after shutdown a non-zero value is that

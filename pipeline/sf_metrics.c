@@ -188,54 +188,65 @@ enum { BY_NONE = 0, BY_REASON = 1, BY_MESSAGE = 2, BY_SIGNAL = 3 };
 
 typedef struct metric_def {
     sf_kind kind;
+    /* with `items`, the name's "%s" is the signal's items ("spans",
+     * "log_records", "metric_points": sf_signal_items), and the series of
+     * each signal are a metric of their own; without, one metric holds
+     * every signal's series, those of logs and metrics told apart by a
+     * signal label (`extra`'s, or signal="...") */
     const char *name;
+    bool items;
     const char *type;
     int by;                     /* BY_* */
     counter_get get;
-    const char *help;
-    /* a label upstream's series carry (v0.120: processorhelper's
-     * otel.signal, the exporter queue's data_type), or NULL */
+    const char *help;           /* "%s": the items, with `items` */
+    /* a label upstream's series carry whose value is the signal's name
+     * (v0.120: processorhelper's otel.signal, the exporter queue's
+     * data_type), or NULL */
     const char *extra;
 } metric_def;
 
 static const metric_def metric_defs[] = {
-    { SF_KIND_RECEIVER, "otelcol_receiver_accepted_spans", "counter", false, get_accepted,
-      "Spans accepted into the pipeline (filtered and queued for export).", NULL },
-    { SF_KIND_RECEIVER, "otelcol_receiver_refused_spans", "counter", true, get_refused,
-      "Spans refused, by reason; the client was told so.", NULL },
-    { SF_KIND_RECEIVER, "spanfence_receiver_requests", "counter", false, get_requests,
+    { SF_KIND_RECEIVER, "otelcol_receiver_accepted_%s", true, "counter", false, get_accepted,
+      "Items (%s) accepted into the pipeline (filtered and queued for export).", NULL },
+    { SF_KIND_RECEIVER, "otelcol_receiver_refused_%s", true, "counter", true, get_refused,
+      "Items (%s) refused, by reason; the client was told so.", NULL },
+    { SF_KIND_RECEIVER, "spanfence_receiver_requests", false, "counter", false, get_requests,
       "Export requests received.", NULL },
-    { SF_KIND_RECEIVER, "spanfence_receiver_refused_requests", "counter", true, get_refused_requests,
-      "Export requests refused, by reason (also those whose spans could not be counted).", NULL },
-    { SF_KIND_RECEIVER, "spanfence_receiver_dropped_fields", "counter", BY_MESSAGE, get_dropped_fields,
-      "Fields the OTLP trace schema does not define (unknown, reserved, obsolete, profiles-only), dropped, by message type.", NULL },
-    { SF_KIND_RECEIVER, "spanfence_receiver_unexported_requests", "counter", BY_SIGNAL, get_unexported,
-      "OTLP metrics and logs requests refused (gRPC UNIMPLEMENTED, HTTP 404): spanfence exports traces only.", NULL },
-    { SF_KIND_PROCESSOR, "otelcol_processor_incoming_items", "counter", false, get_incoming,
-      "Spans that entered the processor.", "otel_signal=\"traces\"" },
-    { SF_KIND_PROCESSOR, "otelcol_processor_outgoing_items", "counter", false, get_outgoing,
-      "Spans that left the processor.", "otel_signal=\"traces\"" },
-    { SF_KIND_PROCESSOR, "otelcol_processor_dropped_spans", "counter", true, get_dropped,
-      "Spans dropped by the processor, by reason (filter_failed: failed closed).", NULL },
-    { SF_KIND_PROCESSOR, "spanfence_processor_removed_attributes", "counter", false, get_removed,
-      "Attributes removed because their key is not allowlisted.", NULL },
-    { SF_KIND_EXPORTER, "otelcol_exporter_sent_spans", "counter", false, get_sent,
-      "Spans delivered to the destination.", NULL },
-    { SF_KIND_EXPORTER, "otelcol_exporter_send_failed_spans", "counter", true, get_failed,
-      "Spans accepted but given up on, by reason.", NULL },
-    { SF_KIND_EXPORTER, "otelcol_exporter_enqueue_failed_spans", "counter", false, get_enqfail,
-      "Spans refused because the sending queue was full.", NULL },
-    { SF_KIND_EXPORTER, "spanfence_exporter_retries", "counter", false, get_retries,
+    { SF_KIND_RECEIVER, "spanfence_receiver_refused_requests", false, "counter", true,
+      get_refused_requests,
+      "Export requests refused, by reason (also those whose items could not be counted).", NULL },
+    { SF_KIND_RECEIVER, "spanfence_receiver_dropped_fields", false, "counter", BY_MESSAGE,
+      get_dropped_fields,
+      "Fields the OTLP schema does not define (unknown, reserved, obsolete, profiles-only), dropped, by message type.", NULL },
+    { SF_KIND_RECEIVER, "spanfence_receiver_unexported_requests", false, "counter", BY_SIGNAL,
+      get_unexported,
+      "OTLP metrics and logs requests refused (gRPC UNIMPLEMENTED, HTTP 404): no pipeline of the signal lists the receiver.", NULL },
+    { SF_KIND_PROCESSOR, "otelcol_processor_incoming_items", false, "counter", false, get_incoming,
+      "Items that entered the processor.", "otel_signal" },
+    { SF_KIND_PROCESSOR, "otelcol_processor_outgoing_items", false, "counter", false, get_outgoing,
+      "Items that left the processor.", "otel_signal" },
+    { SF_KIND_PROCESSOR, "otelcol_processor_dropped_%s", true, "counter", true, get_dropped,
+      "Items (%s) dropped by the processor, by reason (filter_failed: failed closed).", NULL },
+    { SF_KIND_PROCESSOR, "spanfence_processor_removed_attributes", false, "counter", false,
+      get_removed, "Attributes removed because their key is not allowlisted.", NULL },
+    { SF_KIND_EXPORTER, "otelcol_exporter_sent_%s", true, "counter", false, get_sent,
+      "Items (%s) delivered to the destination.", NULL },
+    { SF_KIND_EXPORTER, "otelcol_exporter_send_failed_%s", true, "counter", true, get_failed,
+      "Items (%s) accepted but given up on, by reason.", NULL },
+    { SF_KIND_EXPORTER, "otelcol_exporter_enqueue_failed_%s", true, "counter", false, get_enqfail,
+      "Items (%s) refused because the sending queue was full.", NULL },
+    { SF_KIND_EXPORTER, "spanfence_exporter_retries", false, "counter", false, get_retries,
       "Send attempts retried.", NULL },
-    { SF_KIND_EXPORTER, "otelcol_exporter_queue_size", "gauge", false, get_qsize,
-      "Batches waiting in the sending queue.", "data_type=\"traces\"" },
-    { SF_KIND_EXPORTER, "otelcol_exporter_queue_capacity", "gauge", false, get_qcap,
-      "Capacity of the sending queue, in batches.", "data_type=\"traces\"" },
-    { SF_KIND_EXPORTER, "spanfence_exporter_queued_spans", "gauge", false, get_queued,
-      "Spans accepted and not yet sent or failed (waiting, in flight or in backoff).", NULL },
-    { SF_KIND_EXTENSION, "spanfence_extension_injected_spans", "counter", false, get_accepted,
+    { SF_KIND_EXPORTER, "otelcol_exporter_queue_size", false, "gauge", false, get_qsize,
+      "Batches waiting in the sending queue.", "data_type" },
+    { SF_KIND_EXPORTER, "otelcol_exporter_queue_capacity", false, "gauge", false, get_qcap,
+      "Capacity of the sending queue, in batches.", "data_type" },
+    { SF_KIND_EXPORTER, "spanfence_exporter_queued_%s", true, "gauge", false, get_queued,
+      "Items (%s) accepted and not yet sent or failed (waiting, in flight or in backoff).", NULL },
+    { SF_KIND_EXTENSION, "spanfence_extension_injected_spans", false, "counter", false,
+      get_accepted,
       "Spans an extension made (trace_control's window markers), taken by the exporters.", NULL },
-    { SF_KIND_EXTENSION, "spanfence_extension_refused_spans", "counter", true, get_refused,
+    { SF_KIND_EXTENSION, "spanfence_extension_refused_spans", false, "counter", true, get_refused,
       "Spans an extension made that the exporters refused, by reason.", NULL },
 };
 
@@ -261,14 +272,53 @@ typedef struct render_ctx {
     char alone[520];            /* the same for a series with no other label: "" or "{a=\"b\"}" */
 } render_ctx;
 
+/* Whether message type `m` is part of `signal`'s schema (its request's
+ * messages and the common ones it uses), so the series of a signal's
+ * dropped fields name its own messages only. */
+static bool msg_of_signal(sf_otlp_msg m, sf_signal signal)
+{
+    switch (m) {
+    case SF_OTLP_MSG_RESOURCE:
+    case SF_OTLP_MSG_ENTITY_REF:
+    case SF_OTLP_MSG_SCOPE:
+    case SF_OTLP_MSG_KEY_VALUE:
+    case SF_OTLP_MSG_ANY_VALUE:
+    case SF_OTLP_MSG_ARRAY_VALUE:
+    case SF_OTLP_MSG_KEY_VALUE_LIST:
+        return true;
+    case SF_OTLP_MSG_REQUEST:
+    case SF_OTLP_MSG_RESOURCE_SPANS:
+    case SF_OTLP_MSG_SCOPE_SPANS:
+    case SF_OTLP_MSG_SPAN:
+    case SF_OTLP_MSG_EVENT:
+    case SF_OTLP_MSG_LINK:
+    case SF_OTLP_MSG_STATUS:
+        return signal == SF_SIGNAL_TRACES;
+    case SF_OTLP_MSG_LOGS_REQUEST:
+    case SF_OTLP_MSG_RESOURCE_LOGS:
+    case SF_OTLP_MSG_SCOPE_LOGS:
+    case SF_OTLP_MSG_LOG_RECORD:
+        return signal == SF_SIGNAL_LOGS;
+    default:                    /* the metrics request's own messages */
+        return signal == SF_SIGNAL_METRICS;
+    }
+}
+
+/* One component's series of `m` (its counters `c`, of `signal`). */
 static void render_series(render_ctx *rc, const metric_def *m, const char *name,
-                          const char *labels, sf_counters *c)
+                          const char *labels, sf_counters *c, sf_signal signal)
 {
     sf_text *t = &rc->t;
     char all[1024];
 
-    snprintf(all, sizeof(all), "%s%s%s%s", rc->konst, labels, m->extra ? "," : "",
-             m->extra ? m->extra : "");
+    if (m->extra != NULL)
+        snprintf(all, sizeof(all), "%s%s,%s=\"%s\"", rc->konst, labels, m->extra,
+                 sf_signal_name(signal));
+    else if (!m->items && signal != SF_SIGNAL_TRACES)
+        snprintf(all, sizeof(all), "%s%s,signal=\"%s\"", rc->konst, labels,
+                 sf_signal_name(signal));
+    else
+        snprintf(all, sizeof(all), "%s%s", rc->konst, labels);
     if (m->by == BY_NONE) {
         text_add(t, "%s{%s} %llu\n", name, all, (unsigned long long)m->get(c, 0));
         return;
@@ -283,13 +333,73 @@ static void render_series(render_ctx *rc, const metric_def *m, const char *name,
     }
     if (m->by == BY_MESSAGE) {
         for (int i = 0; i < SF_OTLP_MSG_COUNT; i++)
-            text_add(t, "%s{%s,message=\"%s\"} %llu\n", name, all,
-                     sf_otlp_msg_label((sf_otlp_msg)i), (unsigned long long)m->get(c, i));
+            if (msg_of_signal((sf_otlp_msg)i, signal))
+                text_add(t, "%s{%s,message=\"%s\"} %llu\n", name, all,
+                         sf_otlp_msg_label((sf_otlp_msg)i), (unsigned long long)m->get(c, i));
         return;
     }
     for (int r = 0; r < SF_REASON_COUNT; r++)
         text_add(t, "%s{%s,reason=\"%s\"} %llu\n", name, all, sf_reason_label(r),
                  (unsigned long long)m->get(c, r));
+}
+
+/* Whether a receiver counts `signal` (a pipeline of it lists the
+ * receiver; traces always, as before other signals ran). */
+static bool receives(const sf_component *c, sf_signal signal)
+{
+    return signal == SF_SIGNAL_TRACES || (c->signals & (1u << signal)) != 0;
+}
+
+/* Whether some component of `kind` (live or retired) has series of
+ * `signal`. */
+static bool any_of_signal(sf_kind kind, sf_component *components, size_t n,
+                          const sf_metrics_style *st, sf_signal signal)
+{
+    for (size_t i = 0; i < n + st->n_retired; i++) {
+        const sf_component *c = i < n ? &components[i] : &st->retired[i - n];
+
+        if (c->type->kind != kind)
+            continue;
+        if (kind == SF_KIND_RECEIVER ? receives(c, signal) : c->signal == signal)
+            return true;
+    }
+    return false;
+}
+
+/* The series of `m` of every component of its kind: of `only` (a metric
+ * per signal), or of every signal (SF_SIGNAL_COUNT). */
+static void render_def(render_ctx *rc, const metric_def *m, const char *name,
+                       sf_component *components, size_t n, sf_signal only)
+{
+    const sf_metrics_style *st = rc->style;
+    char labels[256];
+
+    for (size_t i = 0; i < n + st->n_retired; i++) {
+        sf_component *c = i < n ? &components[i] : &st->retired[i - n];
+        const char *mark = c->retired ? ",retired=\"true\"" : "";
+
+        if (c->type->kind != m->kind)
+            continue;
+        if (m->kind != SF_KIND_RECEIVER) {
+            if (only != SF_SIGNAL_COUNT && c->signal != only)
+                continue;
+            snprintf(labels, sizeof(labels), "%s=\"%s\"%s", sf_kind_name(m->kind), c->id, mark);
+            render_series(rc, m, name, labels, &c->counters, c->signal);
+            continue;
+        }
+        for (int sg = 0; sg < SF_SIGNAL_COUNT; sg++) {
+            if ((only != SF_SIGNAL_COUNT && sg != (int)only) || !receives(c, (sf_signal)sg) ||
+                (m->by == BY_SIGNAL && sg != SF_SIGNAL_TRACES))
+                continue;
+            for (int tr = 0; tr < SF_TRANSPORT_COUNT; tr++) {
+                if (!(c->transports & (1u << tr)))
+                    continue;
+                snprintf(labels, sizeof(labels), "receiver=\"%s\",transport=\"%s\"%s", c->id,
+                         transport_names[tr], mark);
+                render_series(rc, m, name, labels, &c->transport[sg][tr], (sf_signal)sg);
+            }
+        }
+    }
 }
 
 /* A histogram's series, cumulative as Prometheus has them, `le` printed
@@ -314,6 +424,17 @@ static void render_histogram(render_ctx *rc, const char *name, const char *label
     text_add(&rc->t, "%s_sum{%s%s} %llu\n", name, rc->konst, labels,
              (unsigned long long)sf_counter_get(sum));
     text_add(&rc->t, "%s_count{%s%s} %llu\n", name, rc->konst, labels, (unsigned long long)cum);
+}
+
+/* Whether components[i] is the first instance of its configured
+ * component (processors and exporters have one per signal). */
+static bool first_of_its_id(const sf_component *components, size_t i)
+{
+    for (size_t j = 0; j < i; j++)
+        if (components[j].type == components[i].type &&
+            strcmp(components[j].id, components[i].id) == 0)
+            return false;
+    return true;
 }
 
 /* Upstream's batchprocessor series, for every processor whose type asks
@@ -352,10 +473,17 @@ static void render_batch(render_ctx *rc, sf_component *components, size_t n)
         help(&rc->t, name, defs[d].type, defs[d].help);
         for (size_t i = 0; i < n; i++) {
             sf_component *c = &components[i];
-            sf_batch_stats *b = &c->batch;
+            sf_batch_stats sum, *b = &sum;
 
-            if (c->type->kind != SF_KIND_PROCESSOR || c->type->describe_batching == NULL)
+            if (c->type->kind != SF_KIND_PROCESSOR || c->type->describe_batching == NULL ||
+                !first_of_its_id(components, i))
                 continue;
+            /* one series per processor, its instances' (one per signal)
+             * summed, as upstream's instances add into one series */
+            memset(&sum, 0, sizeof(sum));
+            for (size_t j = i; j < n; j++)
+                if (components[j].type == c->type && strcmp(components[j].id, c->id) == 0)
+                    sf_batch_stats_add(&sum, &components[j].batch);
             snprintf(labels, sizeof(labels), "processor=\"%s\"", c->id);
             switch (d) {
             case 0:
@@ -481,6 +609,18 @@ static bool first_of_its_type(const sf_component *components, size_t i)
     return true;
 }
 
+/* Component c's value of its type's row r; with `label`, an instance for
+ * logs or metrics says so (signal="..."), as its series would repeat
+ * traces' otherwise. */
+static void render_row(render_ctx *rc, const char *name, sf_component *c, size_t r, bool label)
+{
+    bool other = label && c->signal != SF_SIGNAL_TRACES;
+
+    text_add(&rc->t, "%s{%s%s=\"%s\"%s%s%s} %lld\n", name, rc->konst, sf_kind_name(c->type->kind),
+             c->id, other ? ",signal=\"" : "", other ? sf_signal_name(c->signal) : "",
+             other ? "\"" : "", (long long)(int64_t)atomic_load(&c->counters.values[r]));
+}
+
 /* Component c's own series (its type's metrics callback), appended. */
 static void render_type_series(sf_text *t, sf_component *c)
 {
@@ -515,7 +655,7 @@ sf_status sf_metrics_render_style(sf_component *components, size_t n,
     const char *svc_name = st->service_name ? st->service_name : "spanfence";
     const char *svc_version = st->service_version ? st->service_version : SF_VERSION;
     const char *svc_id;
-    char labels[256], name[160], target[512];
+    char name[160], target[512];
     size_t kl = 0;
 
     pthread_once(&instance_once, make_instance_id);
@@ -538,45 +678,53 @@ sf_status sf_metrics_render_style(sf_component *components, size_t n,
     for (size_t d = 0; d < sizeof(metric_defs) / sizeof(metric_defs[0]); d++) {
         const metric_def *m = &metric_defs[d];
 
-        series_name(st, m->name, NULL, strcmp(m->type, "counter") == 0, name, sizeof(name));
-        help(t, name, m->type, m->help);
-        for (size_t i = 0; i < n + st->n_retired; i++) {
-            sf_component *c = i < n ? &components[i] : &st->retired[i - n];
-            const char *mark = c->retired ? ",retired=\"true\"" : "";
+        if (!m->items) {
+            series_name(st, m->name, NULL, strcmp(m->type, "counter") == 0, name, sizeof(name));
+            help(t, name, m->type, m->help);
+            render_def(&rc, m, name, components, n, SF_SIGNAL_COUNT);
+            continue;
+        }
+        /* a metric per signal: traces' always (as before logs and
+         * metrics ran), the others' when some component has them */
+        for (int sg = 0; sg < SF_SIGNAL_COUNT; sg++) {
+            char base[160], text[256];
 
-            if (c->type->kind != m->kind)
+            if (sg != SF_SIGNAL_TRACES && !any_of_signal(m->kind, components, n, st, (sf_signal)sg))
                 continue;
-            if (m->kind == SF_KIND_RECEIVER) {
-                for (int tr = 0; tr < SF_TRANSPORT_COUNT; tr++) {
-                    if (!(c->transports & (1u << tr)))
-                        continue;
-                    snprintf(labels, sizeof(labels), "receiver=\"%s\",transport=\"%s\"%s", c->id,
-                             transport_names[tr], mark);
-                    render_series(&rc, m, name, labels, &c->transport[tr]);
-                }
-            } else {
-                snprintf(labels, sizeof(labels), "%s=\"%s\"%s", sf_kind_name(m->kind), c->id,
-                         mark);
-                render_series(&rc, m, name, labels, &c->counters);
-            }
+            snprintf(base, sizeof(base), m->name, sf_signal_items((sf_signal)sg));
+            snprintf(text, sizeof(text), m->help, sf_signal_items((sf_signal)sg));
+            series_name(st, base, NULL, strcmp(m->type, "counter") == 0, name, sizeof(name));
+            help(t, name, m->type, text);
+            render_def(&rc, m, name, components, n, (sf_signal)sg);
         }
     }
     render_batch(&rc, components, n);
-    /* each type's own rows, once per type, in the order the types first appear */
+    /* each type's own rows, once per type, in the order the types first
+     * appear; a row named with "%s" is a metric per signal (its items) */
     for (size_t i = 0; i < n; i++) {
         const sf_component_type *type = components[i].type;
         bool seen = !first_of_its_type(components, i);
 
         for (size_t r = 0; !seen && type->metric_rows != NULL && type->metric_rows[r].name != NULL; r++) {
             const sf_metric_row *m = &type->metric_rows[r];
+            bool items = strstr(m->name, "%s") != NULL;
 
-            series_name(st, m->name, NULL, !m->gauge, name, sizeof(name));
-            help(t, name, m->gauge ? "gauge" : "counter", m->help);
-            for (size_t j = i; j < n; j++)
-                if (components[j].type == type)
-                    text_add(t, "%s{%s%s=\"%s\"} %lld\n", name, rc.konst, sf_kind_name(type->kind),
-                             components[j].id,
-                             (long long)(int64_t)atomic_load(&components[j].counters.values[r]));
+            for (int sg = 0; sg < (items ? SF_SIGNAL_COUNT : 1); sg++) {
+                char base[160];
+                bool any = false;
+
+                for (size_t j = i; j < n && items; j++)
+                    any = any || (components[j].type == type && (int)components[j].signal == sg);
+                if (items && !any)
+                    continue;
+                snprintf(base, sizeof(base), items ? m->name : "%s",
+                         items ? sf_signal_items((sf_signal)sg) : m->name);
+                series_name(st, base, NULL, !m->gauge, name, sizeof(name));
+                help(t, name, m->gauge ? "gauge" : "counter", m->help);
+                for (size_t j = i; j < n; j++)
+                    if (components[j].type == type && (!items || (int)components[j].signal == sg))
+                        render_row(&rc, name, &components[j], r, !items);
+            }
         }
     }
     /* series whose labels the type chooses (its metrics callback), one
@@ -589,8 +737,10 @@ sf_status sf_metrics_render_style(sf_component *components, size_t n,
             continue;
         if (type->metrics_help != NULL)
             text_add(t, "%s", type->metrics_help);
+        /* once per configured component: its instances for other
+         * signals would write the same series again */
         for (size_t j = i; j < n && !t->failed; j++)
-            if (components[j].type == type)
+            if (components[j].type == type && first_of_its_id(components, j))
                 render_type_series(t, &components[j]);
     }
     kl = strlen(rc.konst);

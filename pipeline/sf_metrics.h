@@ -2,7 +2,9 @@
  * Prometheus text with the upstream collector's metric names so existing
  * dashboards and alerts work. All counters are relaxed atomics.
  *
- * Accounting invariant (per traces pipeline, at any moment):
+ * Accounting invariant (per pipeline, at any moment), in the items of the
+ * pipeline's signal (spans, log records, metric points: the counters named
+ * *_spans below count the items of their component's signal):
  *   received = receiver accepted + receiver refused (by reason)
  *   accepted = exporter sent + exporter send_failed (by reason) + in queue */
 #ifndef SF_METRICS_H

@@ -187,21 +187,34 @@ typedef struct sums {
     uint64_t refused[SF_REASON_COUNT], dropped[SF_REASON_COUNT], send_failed[SF_REASON_COUNT];
 } sums;
 
-/* One component's entry (receivers: one per transport served); its counts
- * added into s. Retired components (list NULL) only add. */
-static void component_entry(sf_component *c, json_object *list, sums *s)
+/* The signal of a component's entry, said when it is not traces (an
+ * instance for logs or metrics, a receiver's counts of them). */
+static void add_signal(json_object *e, sf_signal signal)
+{
+    if (signal != SF_SIGNAL_TRACES)
+        json_object_object_add(e, "signal", json_object_new_string(sf_signal_name(signal)));
+}
+
+/* One component's entry (receivers: one per signal and transport served);
+ * its counts added into s[its signal]. Retired components (list NULL)
+ * only add. */
+static void component_entry(sf_component *c, json_object *list, sums *all)
 {
     static const char *const transports[SF_TRANSPORT_COUNT] = { "grpc", "http" };
     sf_counters *k = &c->counters;
+    sums *s = &all[c->signal];
     json_object *e;
 
     switch (c->type->kind) {
     case SF_KIND_RECEIVER:
-        for (int t = 0; t < SF_TRANSPORT_COUNT; t++) {
-            sf_counters *tk = &c->transport[t];
+        for (int t = 0; t < SF_SIGNAL_COUNT * SF_TRANSPORT_COUNT; t++) {
+            int sg = t / SF_TRANSPORT_COUNT, tr = t % SF_TRANSPORT_COUNT;
+            sf_counters *tk = &c->transport[sg][tr];
             uint64_t acc = sf_counter_get(&tk->accepted_spans);
 
-            if (!(c->transports & (1u << t)))
+            s = &all[sg];
+            if (!(c->transports & (1u << tr)) ||
+                (sg != SF_SIGNAL_TRACES && !(c->signals & (1u << sg))))
                 continue;
             s->accepted += acc;
             s->unexported[0] += sf_counter_get(&tk->unexported[0]);
@@ -212,7 +225,8 @@ static void component_entry(sf_component *c, json_object *list, sums *s)
                 continue;
             }
             json_object_object_add(e, "id", json_object_new_string(c->id));
-            json_object_object_add(e, "transport", json_object_new_string(transports[t]));
+            json_object_object_add(e, "transport", json_object_new_string(transports[tr]));
+            add_signal(e, (sf_signal)sg);
             add_u64(e, "accepted", acc);
             json_object_object_add(e, "refused", reasons(tk->refused_spans, s->refused));
             add_u64(e, "requests", sf_counter_get(&tk->requests));
@@ -226,6 +240,7 @@ static void component_entry(sf_component *c, json_object *list, sums *s)
             return;
         }
         json_object_object_add(e, "id", json_object_new_string(c->id));
+        add_signal(e, c->signal);
         json_object_object_add(e, "allowlist", allowlist_object(c));
         add_u64(e, "incoming", sf_counter_get(&k->incoming_items));
         add_u64(e, "outgoing", sf_counter_get(&k->outgoing_items));
@@ -246,6 +261,7 @@ static void component_entry(sf_component *c, json_object *list, sums *s)
             return;
         }
         json_object_object_add(e, "id", json_object_new_string(c->id));
+        add_signal(e, c->signal);
         json_object_object_add(e, "type", json_object_new_string(c->type->name));
         {
             sf_export_desc d;
@@ -282,19 +298,40 @@ static void component_entry(sf_component *c, json_object *list, sums *s)
     }
 }
 
+/* One signal's totals: what was accepted, exported, queued and lost. */
+static json_object *totals_object(const sums *s)
+{
+    json_object *o = json_object_new_object();
+    uint64_t lost = 0;
+
+    if (o == NULL)
+        return NULL;
+    for (int r = 0; r < SF_REASON_COUNT; r++)
+        lost += s->refused[r] + s->dropped[r] + s->send_failed[r];
+    add_u64(o, "accepted", s->accepted);
+    add_u64(o, "exported", s->exported);
+    add_u64(o, "queued", s->queued);
+    add_u64(o, "lost", lost);
+    json_object_object_add(o, "refused", reason_sums(s->refused));
+    json_object_object_add(o, "dropped", reason_sums(s->dropped));
+    json_object_object_add(o, "send_failed", reason_sums(s->send_failed));
+    add_u64(o, "enqueue_failed", s->enqueue_failed);
+    return o;
+}
+
 json_object *sf_overview_build(sf_component *components, size_t n, sf_component *retired,
                                size_t n_retired, const sf_config *cfg)
 {
     static const sf_kind kinds[] = { SF_KIND_RECEIVER, SF_KIND_PROCESSOR, SF_KIND_EXPORTER,
                                      SF_KIND_EXTENSION };
     static const char *const keys[] = { "receivers", "processors", "exporters", "extensions" };
-    json_object *doc = json_object_new_object(), *pipes, *spans, *lists[4];
-    sums s;
-    uint64_t lost = 0;
+    json_object *doc = json_object_new_object(), *pipes, *lists[4];
+    sums s[SF_SIGNAL_COUNT];
+    bool has[SF_SIGNAL_COUNT] = { true, false, false };    /* "spans" always */
 
     if (doc == NULL)
         return NULL;
-    memset(&s, 0, sizeof(s));
+    memset(s, 0, sizeof(s));
     json_object_object_add(doc, "version", json_object_new_string(SF_VERSION));
     json_object_object_add(doc, "time", time_or_null(sf_wall_ms()));
     pthread_mutex_lock(&reload_mu);
@@ -322,9 +359,11 @@ json_object *sf_overview_build(sf_component *components, size_t n, sf_component 
         const sf_config_pipeline *pl = &cfg->pipelines[p];
         json_object *o;
 
-        if (pl->signal != SF_SIGNAL_TRACES || (o = json_object_new_object()) == NULL)
+        has[pl->signal] = true;
+        if ((o = json_object_new_object()) == NULL)
             continue;
         json_object_object_add(o, "id", json_object_new_string(pl->id));
+        json_object_object_add(o, "signal", json_object_new_string(sf_signal_name(pl->signal)));
         json_object_object_add(o, "receivers", ids(pl->receivers, pl->n_receivers));
         json_object_object_add(o, "processors", ids(pl->processors, pl->n_processors));
         json_object_object_add(o, "exporters", ids(pl->exporters, pl->n_exporters));
@@ -336,29 +375,20 @@ json_object *sf_overview_build(sf_component *components, size_t n, sf_component 
     for (size_t k = 0; k < 4; k++)
         for (size_t i = 0; i < n; i++)
             if (components[i].type->kind == kinds[k])
-                component_entry(&components[i], lists[k], &s);
+                component_entry(&components[i], lists[k], s);
     for (size_t i = 0; i < n_retired; i++)
-        component_entry(&retired[i], NULL, &s);
-    spans = json_object_new_object();
-    if (spans != NULL) {
-        for (int r = 0; r < SF_REASON_COUNT; r++)
-            lost += s.refused[r] + s.dropped[r] + s.send_failed[r];
-        add_u64(spans, "accepted", s.accepted);
-        add_u64(spans, "exported", s.exported);
-        add_u64(spans, "queued", s.queued);
-        add_u64(spans, "lost", lost);
-        json_object_object_add(spans, "refused", reason_sums(s.refused));
-        json_object_object_add(spans, "dropped", reason_sums(s.dropped));
-        json_object_object_add(spans, "send_failed", reason_sums(s.send_failed));
-        add_u64(spans, "enqueue_failed", s.enqueue_failed);
-    }
-    json_object_object_add(doc, "spans", spans);
+        component_entry(&retired[i], NULL, s);
+    /* each signal's accounting on its own: "spans", "log_records",
+     * "metric_points" (those of signals some pipeline carries) */
+    for (int sg = 0; sg < SF_SIGNAL_COUNT; sg++)
+        if (has[sg])
+            json_object_object_add(doc, sf_signal_items((sf_signal)sg), totals_object(&s[sg]));
     {
         json_object *u = json_object_new_object();
 
         if (u != NULL) {
-            add_u64(u, "metrics", s.unexported[0]);
-            add_u64(u, "logs", s.unexported[1]);
+            add_u64(u, "metrics", s[SF_SIGNAL_TRACES].unexported[0]);
+            add_u64(u, "logs", s[SF_SIGNAL_TRACES].unexported[1]);
         }
         json_object_object_add(doc, "unexported_requests", u);
     }

@@ -37,3 +37,21 @@ const char *sf_kind_name(sf_kind kind)
     }
     return "component";
 }
+
+bool sf_component_type_handles(const sf_component_type *type, sf_signal signal)
+{
+    unsigned mask = type->signals != 0 ? type->signals : SF_SIGNALS_TRACES;
+
+    return (mask & (1u << signal)) != 0;
+}
+
+const char *sf_component_type_signals(const sf_component_type *type)
+{
+    static const char *const words[8] = {
+        "traces", "traces", "logs", "traces and logs", "metrics", "traces and metrics",
+        "logs and metrics", "traces, logs and metrics"
+    };
+    unsigned mask = type->signals != 0 ? type->signals : SF_SIGNALS_TRACES;
+
+    return words[mask & 7u];
+}

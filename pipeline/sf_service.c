@@ -2,9 +2,15 @@
  * receiver's batch through its pipelines, and owns start/stop ordering.
  *
  * DESIGN
- * - Only components used by a traces pipeline are instantiated, plus the
- *   extensions listed in service.extensions; metrics and logs pipelines are
- *   validated but not run (spanfence is traces only).
+ * - Only components some pipeline lists are instantiated, plus the
+ *   extensions listed in service.extensions. A processor or exporter gets
+ *   one instance per signal whose pipelines list it (as upstream builds
+ *   one per pipeline signal): each with its own counters (named for its
+ *   signal's items) and, for exporters, its own bounded sending queue, so
+ *   a burst of traces can fill the traces queue only, never the logs' or
+ *   the metrics'. Receivers and extensions get one instance; a receiver
+ *   counts per signal and transport, and runs a request through the
+ *   pipelines of the request's signal (sf_request.signal).
  * - The data path is synchronous: a receiver thread calls
  *   sf_component_emit(), which runs the processors in order on the batch
  *   (in place, in the receiver's arena) and hands the packed result to each
@@ -43,6 +49,7 @@
 
 typedef struct sf_route {
     const char *id;
+    sf_signal signal;
     sf_component *editor;           /* first processor with an edit, or NULL */
     size_t n_processors;
     sf_component **processors;
@@ -77,19 +84,29 @@ struct sf_service {
 
 /* ---- build --------------------------------------------------------------- */
 
-static sf_component *instance_of(sf_service *svc, const sf_config_component *cc)
+/* Whether `kind` has one instance per signal (else one for all). */
+static bool per_signal(sf_kind kind)
+{
+    return kind == SF_KIND_PROCESSOR || kind == SF_KIND_EXPORTER;
+}
+
+/* The instance of `cc` serving `signal` (the only one of a receiver). */
+static sf_component *instance_of(sf_service *svc, const sf_config_component *cc,
+                                 sf_signal signal)
 {
     for (size_t i = 0; i < svc->n_components; i++)
-        if (svc->components[i].config == cc->config)
+        if (svc->components[i].config == cc->config &&
+            (!per_signal(svc->components[i].type->kind) || svc->components[i].signal == signal))
             return &svc->components[i];
     return NULL;
 }
 
-static bool used_by_traces(const sf_config *cfg, const sf_config_component *cc)
+/* Whether a pipeline of `signal` lists `cc`. */
+static bool used_by(const sf_config *cfg, const sf_config_component *cc, sf_signal signal)
 {
     for (size_t p = 0; p < cfg->n_pipelines; p++) {
         const sf_config_pipeline *pl = &cfg->pipelines[p];
-        if (pl->signal != SF_SIGNAL_TRACES)
+        if (pl->signal != signal)
             continue;
         for (size_t i = 0; i < pl->n_receivers; i++)
             if (pl->receivers[i] == cc)
@@ -112,14 +129,15 @@ static bool listed_extension(const sf_config *cfg, const sf_config_component *cc
     return false;
 }
 
-static sf_component **instances(sf_service *svc, sf_config_component **list, size_t n)
+static sf_component **instances(sf_service *svc, sf_config_component **list, size_t n,
+                                sf_signal signal)
 {
     sf_component **out = sf_calloc(n ? n : 1, sizeof(*out));
 
     if (out == NULL)
         return NULL;
     for (size_t i = 0; i < n; i++)
-        out[i] = instance_of(svc, list[i]);
+        out[i] = instance_of(svc, list[i], signal);
     return out;
 }
 
@@ -134,14 +152,13 @@ static sf_status build_routes(sf_service *svc)
         const sf_config_pipeline *pl = &cfg->pipelines[p];
         sf_route *r;
 
-        if (pl->signal != SF_SIGNAL_TRACES)
-            continue;
         r = &svc->routes[svc->n_routes++];
         r->id = pl->id;
+        r->signal = pl->signal;
         r->n_processors = pl->n_processors;
         r->n_exporters = pl->n_exporters;
-        r->processors = instances(svc, pl->processors, pl->n_processors);
-        r->exporters = instances(svc, pl->exporters, pl->n_exporters);
+        r->processors = instances(svc, pl->processors, pl->n_processors, pl->signal);
+        r->exporters = instances(svc, pl->exporters, pl->n_exporters, pl->signal);
         if (r->processors == NULL || r->exporters == NULL)
             return SF_ENOMEM;
         for (size_t i = 0; i < r->n_processors && r->editor == NULL; i++) {
@@ -150,12 +167,13 @@ static sf_status build_routes(sf_service *svc)
                 r->editor = r->processors[i];
         }
         for (size_t i = 0; i < pl->n_receivers; i++) {
-            sf_component *rc = instance_of(svc, pl->receivers[i]);
+            sf_component *rc = instance_of(svc, pl->receivers[i], pl->signal);
             sf_route **nr = sf_realloc(rc->routes, (rc->n_routes + 1) * sizeof(*nr));
             if (nr == NULL)
                 return SF_ENOMEM;
             nr[rc->n_routes++] = r;
             rc->routes = nr;
+            rc->signals |= 1u << pl->signal;
         }
     }
     return SF_OK;
@@ -176,17 +194,29 @@ sf_status sf_service_create(const sf_config *cfg, sf_diag *diag, sf_service **ou
         goto out_fail;
     svc->cfg = cfg;
     atomic_init(&svc->state, SF_SERVICE_STARTING);
-    svc->components = sf_calloc(cfg->n_components ? cfg->n_components : 1,
+    svc->components = sf_calloc(cfg->n_components ? cfg->n_components * SF_SIGNAL_COUNT : 1,
                                 sizeof(*svc->components));
     if (svc->components == NULL)
         goto out_destroy;
 
-    for (size_t i = 0; i < cfg->n_components; i++) {
-        const sf_config_component *cc = &cfg->components[i];
+    for (size_t k = 0; k < cfg->n_components * SF_SIGNAL_COUNT; k++) {
+        const sf_config_component *cc = &cfg->components[k / SF_SIGNAL_COUNT];
+        sf_signal signal = (sf_signal)(k % SF_SIGNAL_COUNT);
         sf_component *c;
+        bool wanted;
 
-        if (cc->type == NULL || cc->type->create == NULL ||
-            (!used_by_traces(cfg, cc) && !listed_extension(cfg, cc)))
+        if (cc->type == NULL || cc->type->create == NULL)
+            continue;
+        if (per_signal(cc->type->kind))
+            wanted = used_by(cfg, cc, signal);
+        else if (signal != SF_SIGNAL_TRACES)
+            wanted = false;         /* one instance, made in the traces turn */
+        else if (cc->type->kind == SF_KIND_EXTENSION)
+            wanted = listed_extension(cfg, cc);
+        else
+            wanted = used_by(cfg, cc, SF_SIGNAL_TRACES) || used_by(cfg, cc, SF_SIGNAL_LOGS) ||
+                     used_by(cfg, cc, SF_SIGNAL_METRICS);
+        if (!wanted)
             continue;
         if ((cc->type->kind == SF_KIND_PROCESSOR || cc->type->kind == SF_KIND_EXPORTER) &&
             cc->type->consume == NULL) {
@@ -200,10 +230,14 @@ sf_status sf_service_create(const sf_config *cfg, sf_diag *diag, sf_service **ou
         c->id = cc->id;
         c->config = cc->config;
         c->service = svc;
+        c->signal = per_signal(cc->type->kind) ? signal : SF_SIGNAL_TRACES;
         st = cc->type->create(c, cc->config);
         if (st != SF_OK) {
-            sf_diag_error(diag, cc->node, NULL, "%s '%s' could not be created: %s",
-                          sf_kind_name(cc->type->kind), cc->id, sf_status_str(st));
+            sf_diag_error(diag, cc->node, NULL, "%s '%s' could not be created%s%s: %s",
+                          sf_kind_name(cc->type->kind), cc->id,
+                          c->signal != SF_SIGNAL_TRACES ? " for " : "",
+                          c->signal != SF_SIGNAL_TRACES ? sf_signal_name(signal) : "",
+                          sf_status_str(st));
             c->type = NULL;     /* nothing to destroy */
             svc->n_components--;
             goto out_destroy;
@@ -264,8 +298,6 @@ static const sf_kind start_order[] = { SF_KIND_EXTENSION, SF_KIND_EXPORTER, SF_K
                                        SF_KIND_RECEIVER };
 
 static void suspend_kind(sf_service *svc, sf_kind kind, sf_handover *h, sf_service *next);
-static void add_totals(sf_totals *out, sf_kind kind, sf_counters *counters,
-                       sf_counters *transport);
 
 /* Start every kind in order. On failure whatever was started is shut down
  * again, except that with `h` (a reload) the extensions and exporters that
@@ -370,9 +402,11 @@ void sf_service_destroy(sf_service *svc)
 typedef struct sf_handover_item {
     const sf_component_type *type;
     char *id;
+    sf_signal signal;               /* processors and exporters: the instance's */
     sf_counters counters;
-    sf_counters transport[SF_TRANSPORT_COUNT];
+    sf_counters transport[SF_SIGNAL_COUNT][SF_TRANSPORT_COUNT];
     unsigned transports;
+    unsigned signals;
     sf_batch_stats batch;
     void *parcel;
 } sf_handover_item;
@@ -412,18 +446,28 @@ static void add_counters(const sf_component_type *type, sf_counters *dst, sf_cou
             atomic_fetch_add(&dst->values[i], atomic_load(&src->values[i]));
 }
 
+/* A receiver's counters per signal and transport, added. */
+static void add_transports(sf_counters (*dst)[SF_TRANSPORT_COUNT],
+                           sf_counters (*src)[SF_TRANSPORT_COUNT])
+{
+    for (int s = 0; s < SF_SIGNAL_COUNT; s++)
+        for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
+            add_counters(NULL, &dst[s][t], &src[s][t]);
+}
+
 static sf_handover_item *handover_find(sf_handover *h, const sf_component_type *type,
-                                       const char *id)
+                                       const char *id, sf_signal signal)
 {
     for (size_t i = 0; i < h->n; i++)
-        if (h->items[i].type == type && strcmp(h->items[i].id, id) == 0)
+        if (h->items[i].type == type && strcmp(h->items[i].id, id) == 0 &&
+            h->items[i].signal == signal)
             return &h->items[i];
     return NULL;
 }
 
 static sf_handover_item *handover_item(sf_handover *h, const sf_component *c)
 {
-    sf_handover_item *it = handover_find(h, c->type, c->id), *items;
+    sf_handover_item *it = handover_find(h, c->type, c->id, c->signal), *items;
 
     if (it != NULL)
         return it;
@@ -434,6 +478,7 @@ static sf_handover_item *handover_item(sf_handover *h, const sf_component *c)
     it = &h->items[h->n];
     memset(it, 0, sizeof(*it));
     it->type = c->type;
+    it->signal = c->signal;
     it->id = sf_strdup(c->id);
     if (it->id == NULL)
         return NULL;
@@ -444,7 +489,8 @@ static sf_handover_item *handover_item(sf_handover *h, const sf_component *c)
 static sf_component *component_like(sf_service *svc, const sf_handover_item *it)
 {
     for (size_t i = 0; i < svc->n_components; i++)
-        if (svc->components[i].type == it->type && strcmp(svc->components[i].id, it->id) == 0)
+        if (svc->components[i].type == it->type && strcmp(svc->components[i].id, it->id) == 0 &&
+            svc->components[i].signal == it->signal)
             return &svc->components[i];
     return NULL;
 }
@@ -462,9 +508,9 @@ static void suspend_kind(sf_service *svc, sf_kind kind, sf_handover *h, sf_servi
         if (c->type->kind != kind)
             continue;
         if (c->type->suspend == NULL || c->type->resume == NULL ||
-            (next != NULL && component_like(next, &(sf_handover_item){ .type = c->type,
-                                                                        .id = (char *)c->id }) == NULL) ||
-            (next == NULL && handover_find(h, c->type, c->id) == NULL) ||
+            (next != NULL && component_like(next, &(sf_handover_item){
+                                 .type = c->type, .id = (char *)c->id, .signal = c->signal }) == NULL) ||
+            (next == NULL && handover_find(h, c->type, c->id, c->signal) == NULL) ||
             (it = handover_item(h, c)) == NULL) {
             if (c->type->shutdown != NULL)
                 c->type->shutdown(c);
@@ -527,12 +573,12 @@ sf_status sf_service_stop_for_reload(sf_service *svc, sf_service *next, sf_hando
     for (size_t i = 0; i < svc->n_components + svc->n_retired; i++) {
         sf_component *c = i < svc->n_components ? &svc->components[i]
                                                 : &svc->retired[i - svc->n_components];
-        sf_handover_item *it = handover_find(h, c->type, c->id);
+        sf_handover_item *it = handover_find(h, c->type, c->id, c->signal);
 
         it->transports |= c->transports;
+        it->signals |= c->signals;
         add_counters(c->type, &it->counters, &c->counters);
-        for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
-            add_counters(NULL, &it->transport[t], &c->transport[t]);
+        add_transports(it->transport, c->transport);
         sf_batch_stats_add(&it->batch, &c->batch);
     }
     *out = h;
@@ -557,11 +603,12 @@ static void retire(sf_service *svc, const sf_handover_item *it)
     if (g->id == NULL)
         return;
     g->type = it->type;
+    g->signal = it->signal;
     g->retired = true;
     g->transports = it->transports;
+    g->signals = it->signals;
     add_counters(it->type, &g->counters, (sf_counters *)&it->counters);
-    for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
-        add_counters(NULL, &g->transport[t], (sf_counters *)&it->transport[t]);
+    add_transports(g->transport, (sf_counters (*)[SF_TRANSPORT_COUNT])it->transport);
     sf_batch_stats_add(&g->batch, (sf_batch_stats *)&it->batch);
     svc->n_retired++;
 }
@@ -581,8 +628,7 @@ sf_status sf_service_start_from(sf_service *svc, sf_handover *h)
         /* Counted from zero in a fresh instance: adding is carrying. */
         c->successor = true;
         add_counters(c->type, &c->counters, &it->counters);
-        for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
-            add_counters(NULL, &c->transport[t], &it->transport[t]);
+        add_transports(c->transport, it->transport);
         sf_batch_stats_add(&c->batch, &it->batch);
         if (it->parcel != NULL && c->type->resume != NULL) {
             c->type->resume(c, it->parcel);
@@ -604,8 +650,7 @@ sf_status sf_service_start_from(sf_service *svc, sf_handover *h)
         memset(it->transport, 0, sizeof(it->transport));
         memset(&it->batch, 0, sizeof(it->batch));
         add_counters(c->type, &it->counters, &c->counters);
-        for (int t = 0; t < SF_TRANSPORT_COUNT; t++)
-            add_counters(NULL, &it->transport[t], &c->transport[t]);
+        add_transports(it->transport, c->transport);
         sf_batch_stats_add(&it->batch, &c->batch);
     }
     return st;
@@ -658,7 +703,8 @@ static sf_status run_route(const sf_route *r, sf_request *batch)
         /* The pass stopped early (no memory for its output, or the edit
          * failed): count the spans again without output, so what is
          * refused is counted whole. */
-        sf_otlp_scan(batch->raw, batch->raw_len, batch->max_depth, &batch->spans);
+        sf_otlp_scan_signal(batch->signal, batch->raw, batch->raw_len, batch->max_depth,
+                            &batch->spans);
         if (ed == NULL)
             return st;
         /* The edit failed: the editor reports it in its consume, after the
@@ -689,25 +735,28 @@ static sf_status run_route(const sf_route *r, sf_request *batch)
 
 sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_request *batch)
 {
-    sf_counters *rc = &receiver->transport[transport];
+    const sf_signal signal = batch->signal;
+    sf_counters *rc = &receiver->transport[signal][transport];
     const uint8_t *raw = batch->raw;    /* processors replace the batch's bytes */
     size_t raw_len = batch->raw_len;
     sf_status worst = SF_OK;
-    size_t spans = 0;
+    size_t spans = 0, routes = 0;
 
     sf_count(&rc->requests, 1);
     for (size_t i = 0; i < receiver->n_routes; i++) {
         sf_request copy, *b = batch;
         sf_status st;
 
-        if (i > 0) {
+        if (receiver->routes[i]->signal != signal)
+            continue;
+        if (routes++ > 0) {
             /* Processors changed the first copy: start again from the
              * bytes as received. */
-            sf_request_init(&copy, batch->arena, raw, raw_len, batch->max_depth);
+            sf_request_init_signal(&copy, batch->arena, signal, raw, raw_len, batch->max_depth);
             b = &copy;
         }
         st = run_route(receiver->routes[i], b);
-        if (i == 0) {
+        if (routes == 1) {
             /* The first pass validated the request and counted its spans. */
             spans = b->spans;
             for (int m = 0; m < SF_OTLP_MSG_COUNT; m++) {
@@ -722,6 +771,12 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
         if (st == SF_INVALID)
             break;              /* the same bytes: every pipeline would refuse them */
     }
+    if (routes == 0) {
+        /* No pipeline of the signal lists the receiver (receivers check
+         * sf_component_receives first): refused, never taken and lost. */
+        sf_otlp_scan_signal(signal, raw, raw_len, batch->max_depth, &spans);
+        worst = SF_PERMANENT;
+    }
     if (worst == SF_INVALID)
         sf_debug("receiver '%s': refused a malformed request: %s", receiver->id,
                  batch->stats.error != NULL ? batch->stats.error : "invalid");
@@ -731,7 +786,8 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
         sf_count(&rc->refused_spans[reason_of(worst)], spans);
         sf_count(&rc->refused_requests[reason_of(worst)], 1);
     }
-    if (receiver->service != NULL && receiver->service->tap != NULL)
+    if (signal == SF_SIGNAL_TRACES && receiver->service != NULL &&
+        receiver->service->tap != NULL)
         receiver->service->tap(receiver->service->tap_ctx, raw, raw_len, spans, worst == SF_OK);
     return worst;
 }
@@ -776,7 +832,7 @@ sf_status sf_component_inject(sf_component *self, const char *pipeline, const ui
         sf_request b;
         sf_status st;
 
-        if (pipeline != NULL && strcmp(r->id, pipeline) != 0)
+        if (r->signal != SF_SIGNAL_TRACES || (pipeline != NULL && strcmp(r->id, pipeline) != 0))
             continue;
         routes++;
         sf_request_init(&b, arena, otlp, len, SF_OTLP_DEFAULT_MAX_DEPTH);
@@ -825,31 +881,24 @@ void sf_component_set_span_tap(sf_component *ext, sf_span_tap_fn fn, void *ctx)
     svc->tap_ctx = ctx;
 }
 
-void sf_component_refuse(sf_component *receiver, sf_transport transport, size_t spans,
-                         sf_reason reason)
+void sf_component_refuse(sf_component *receiver, sf_transport transport, sf_signal signal,
+                         size_t items, sf_reason reason)
 {
-    sf_count(&receiver->transport[transport].requests, 1);
-    sf_count(&receiver->transport[transport].refused_requests[reason], 1);
-    sf_count(&receiver->transport[transport].refused_spans[reason], spans);
+    sf_counters *rc = &receiver->transport[signal < SF_SIGNAL_COUNT ? signal : 0][transport];
+
+    sf_count(&rc->requests, 1);
+    sf_count(&rc->refused_requests[reason], 1);
+    sf_count(&rc->refused_spans[reason], items);
 }
 
 bool sf_component_receives(const sf_component *receiver, sf_signal signal)
 {
-    const sf_config *cfg;
-
-    if (receiver == NULL || receiver->service == NULL)
+    if (receiver == NULL)
         return false;
-    cfg = receiver->service->cfg;
-    for (size_t p = 0; p < cfg->n_pipelines; p++) {
-        const sf_config_pipeline *pl = &cfg->pipelines[p];
-
-        if (pl->signal != signal)
-            continue;
-        for (size_t i = 0; i < pl->n_receivers; i++)
-            if (pl->receivers[i]->config == receiver->config)
-                return true;
-    }
-    return false;
+    /* a receiver made by hand, outside a service: traces, as it always was */
+    if (receiver->service == NULL)
+        return signal == SF_SIGNAL_TRACES;
+    return (receiver->signals & (1u << signal)) != 0;
 }
 
 void sf_component_unexported(sf_component *receiver, sf_transport transport, sf_signal signal)
@@ -858,7 +907,7 @@ void sf_component_unexported(sf_component *receiver, sf_transport transport, sf_
 
     if (signal == SF_SIGNAL_TRACES || transport >= SF_TRANSPORT_COUNT)
         return;
-    atomic_fetch_add_explicit(&receiver->transport[transport].unexported[i], 1,
+    atomic_fetch_add_explicit(&receiver->transport[SF_SIGNAL_TRACES][transport].unexported[i], 1,
                               memory_order_relaxed);
 }
 
@@ -953,11 +1002,16 @@ bool sf_component_batching(const sf_component *exporter, sf_batching *out)
     return false;
 }
 
-/* Add one component's counters to collector-wide totals. */
-static void add_totals(sf_totals *out, sf_kind kind, sf_counters *counters,
-                       sf_counters *transport)
+/* Add one component's counters of `signal` to collector-wide totals. */
+static void add_totals(sf_totals *out, const sf_component *c, sf_signal signal)
 {
-    switch (kind) {
+    sf_counters *counters = (sf_counters *)&c->counters;
+    sf_counters *transport = (sf_counters *)c->transport[signal];
+
+    if (per_signal(c->type->kind) ? c->signal != signal
+                                  : c->type->kind == SF_KIND_EXTENSION && signal != SF_SIGNAL_TRACES)
+        return;
+    switch (c->type->kind) {
     case SF_KIND_RECEIVER:
         for (int t = 0; t < SF_TRANSPORT_COUNT; t++) {
             out->accepted += sf_counter_get(&transport[t].accepted_spans);
@@ -984,21 +1038,20 @@ static void add_totals(sf_totals *out, sf_kind kind, sf_counters *counters,
     }
 }
 
-void sf_service_totals(const sf_service *svc, sf_totals *out)
+void sf_service_totals_signal(const sf_service *svc, sf_signal signal, sf_totals *out)
 {
     memset(out, 0, sizeof(*out));
     if (svc == NULL)
         return;
-    for (size_t i = 0; i < svc->n_components; i++) {
-        sf_component *c = &svc->components[i];
+    for (size_t i = 0; i < svc->n_components; i++)
+        add_totals(out, &svc->components[i], signal);
+    for (size_t i = 0; i < svc->n_retired; i++)
+        add_totals(out, &svc->retired[i], signal);
+}
 
-        add_totals(out, c->type->kind, &c->counters, c->transport);
-    }
-    for (size_t i = 0; i < svc->n_retired; i++) {
-        sf_component *c = &svc->retired[i];
-
-        add_totals(out, c->type->kind, &c->counters, c->transport);
-    }
+void sf_service_totals(const sf_service *svc, sf_totals *out)
+{
+    sf_service_totals_signal(svc, SF_SIGNAL_TRACES, out);
 }
 
 size_t sf_service_lost(const sf_service *svc, char *msg, size_t size)
@@ -1043,8 +1096,11 @@ bool sf_component_failing_exporter(const sf_component *self, unsigned threshold,
         n = sf_failure_count(&c->counters.failures, since, detail, sizeof(detail));
         if (n >= threshold) {
             sf_format_duration(interval_ms, window, sizeof(window));
-            snprintf(why, size, "exporter '%s': %u failed send%s in the last %s; the last: %s",
-                     c->id, n, n == 1 ? "" : "s", window, detail);
+            snprintf(why, size, "exporter '%s'%s%s%s: %u failed send%s in the last %s; the "
+                     "last: %s", c->id, c->signal != SF_SIGNAL_TRACES ? " (" : "",
+                     c->signal != SF_SIGNAL_TRACES ? sf_signal_name(c->signal) : "",
+                     c->signal != SF_SIGNAL_TRACES ? ")" : "", n, n == 1 ? "" : "s", window,
+                     detail);
             return true;
         }
     }
@@ -1078,7 +1134,7 @@ sf_service_state sf_component_service_state(const sf_component *self)
 
 void sf_component_totals(sf_component *self, sf_totals *out)
 {
-    sf_service_totals(self->service, out);
+    sf_service_totals_signal(self->service, self->signal, out);
 }
 
 sf_status sf_service_render_metrics(sf_service *svc, char **out, size_t *out_len)

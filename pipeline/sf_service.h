@@ -53,10 +53,13 @@ sf_status sf_service_stop_for_reload(sf_service *svc, sf_service *next, sf_hando
 sf_status sf_service_start_from(sf_service *svc, sf_handover *h);
 void sf_handover_release(sf_handover *h);
 
-/* Collector-wide totals: sums of every receiver's, processor's and
- * exporter's counters, read now (relaxed: each counter is exact, the set is
- * not one atomic snapshot). */
+/* Collector-wide totals of spans: sums of every receiver's, processor's
+ * and exporter's counters of traces, read now (relaxed: each counter is
+ * exact, the set is not one atomic snapshot). */
 void sf_service_totals(const sf_service *svc, sf_totals *out);
+/* The same for the items (spans, log records, metric points) of one
+ * signal: its accounting invariant holds on its own, as traces' does. */
+void sf_service_totals_signal(const sf_service *svc, sf_signal signal, sf_totals *out);
 
 /* After sf_service_shutdown: the work components still owed (the rows of
  * their types' metrics marked `lost`, e.g. trace_control's audit records not

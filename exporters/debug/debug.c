@@ -10,6 +10,7 @@
  * they cannot forge lines or drive the operator's terminal. */
 #include "debug.h"
 #include "sf_dynbuf.h"
+#include "sf_otlp_json.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -362,6 +363,36 @@ static sf_status debug_start(sf_component *self)
     return SF_OK;
 }
 
+/* Logs and metrics: their count, as basic prints it ("3 log records"),
+ * and with normal or detailed the batch as one line of OTLP/JSON (the
+ * codec's canonical bytes, so only what the fence let through). */
+static void put_other_signal(text *t, const debugexp *d, sf_request *batch)
+{
+    sf_signal sig = batch->signal;
+    const char *items = sig == SF_SIGNAL_LOGS ? "log record" : "metric point";
+    sf_buf *wire = NULL;
+    char *json = NULL;
+    size_t len = 0;
+    sf_status st;
+
+    putf(t, "%s: %zu %s%s\n", d->id, batch->spans, items, batch->spans == 1 ? "" : "s");
+    if (d->verbosity == SF_DEBUG_BASIC)
+        return;
+    st = sf_request_encode(batch, &wire);
+    if (st == SF_OK)
+        st = sf_otlp_json_from_wire(sig, batch->arena, wire->data, wire->len, &json, &len);
+    sf_buf_unref(wire);
+    if (st == SF_OK) {
+        put(t, json, len);
+        put(t, "\n", 1);
+    } else if (st == SF_ENOMEM) {
+        t->oom = true;
+    } else {
+        putf(t, "  (no text for %s: %s)\n", sf_signal_name(sig), sf_status_str(st));
+    }
+    sf_free(json);
+}
+
 /* Receiver threads: print the batch synchronously (the text is built
  * first, then written at once). */
 static sf_status debug_consume(sf_component *self, sf_request *batch)
@@ -373,17 +404,23 @@ static sf_status debug_consume(sf_component *self, sf_request *batch)
     if (batch->spans == 0)
         return SF_OK;
     sf_dynbuf_init(&t.b, DEBUG_TEXT_MAX - 128);
-    if (d->verbosity != SF_DEBUG_BASIC) {
-        st = sf_request_tree(batch);
-        if (st != SF_OK)
-            return st;
+    if (batch->signal != SF_SIGNAL_TRACES) {
+        put_other_signal(&t, d, batch);
+    } else {
+        if (d->verbosity != SF_DEBUG_BASIC) {
+            st = sf_request_tree(batch);
+            if (st != SF_OK) {
+                sf_dynbuf_release(&t.b);
+                return st;
+            }
+        }
+        if (d->verbosity != SF_DEBUG_NORMAL)
+            putf(&t, "%s: %zu span%s\n", d->id, batch->spans, batch->spans == 1 ? "" : "s");
+        if (d->verbosity == SF_DEBUG_NORMAL)
+            put_normal(&t, d->id, batch->req);
+        else if (d->verbosity == SF_DEBUG_DETAILED)
+            put_detailed(&t, batch->req);
     }
-    if (d->verbosity != SF_DEBUG_NORMAL)
-        putf(&t, "%s: %zu span%s\n", d->id, batch->spans, batch->spans == 1 ? "" : "s");
-    if (d->verbosity == SF_DEBUG_NORMAL)
-        put_normal(&t, d->id, batch->req);
-    else if (d->verbosity == SF_DEBUG_DETAILED)
-        put_detailed(&t, batch->req);
     if (t.oom) {
         sf_dynbuf_release(&t.b);
         return SF_ENOMEM;
@@ -419,7 +456,9 @@ static void debug_destroy(sf_component *self)
 const sf_component_type sf_debug_exporter_type = {
     .name = "debug",
     .kind = SF_KIND_EXPORTER,
-    .description = "prints batches or spans to stderr (basic, normal or detailed)",
+    .description = "prints batches or spans to stderr (basic, normal or detailed); logs and "
+                   "metrics as counts, or OTLP/JSON lines",
+    .signals = SF_SIGNALS_ALL,
     .config_size = sizeof(sf_debug_config),
     .config_map = sf_debug_config_map,
     .create = debug_create,

@@ -37,7 +37,12 @@
 #include "google/rpc/error_details.pb-c.h"
 #include "google/rpc/status.pb-c.h"
 
-#define EXPORT_METHOD "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+/* The Export method of each signal's service, by sf_signal. */
+static const char *const export_methods[SF_SIGNAL_COUNT] = {
+    [SF_SIGNAL_TRACES] = "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+    [SF_SIGNAL_LOGS] = "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+    [SF_SIGNAL_METRICS] = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
+};
 #define STATUS_DETAILS_KEY "grpc-status-details-bin"
 #define RETRY_INFO_TYPE "type.googleapis.com/google.rpc.RetryInfo"
 /* Longest the shutdown drain may take, whatever the call deadline. */
@@ -67,6 +72,7 @@ typedef struct otlpgrpc_worker {
 struct otlpgrpc {
     sf_sender_export out;       /* first: the sender's component side (sf_sender.h) */
     const char *id;
+    sf_signal signal;           /* of the pipelines this instance serves */
     const sf_otlpgrpc_config *cfg;
     sf_counters *counters;
     char *target;               /* "dns:///host:port" */
@@ -175,8 +181,8 @@ static int64_t reply_rejected(otlpgrpc *x, grpc_byte_buffer *reply, const sf_buf
 
         copy_printable(msg, sizeof(msg), m, strlen(m));
         rejected = resp->partial_success->rejected_spans;
-        sf_warn("exporter %s: server rejected %" PRId64 " of %zu spans: %s", x->id, rejected,
-                buf->spans, msg[0] ? msg : "(no message)");
+        sf_warn("exporter %s: server rejected %" PRId64 " of %zu %s: %s", x->id, rejected,
+                buf->spans, sf_signal_items(x->signal), msg[0] ? msg : "(no message)");
     }
     opentelemetry__proto__collector__trace__v1__export_trace_service_response__free_unpacked(
         resp, &pb_counted);
@@ -555,6 +561,7 @@ static sf_status otlpgrpc_create(sf_component *self, const void *config)
     if (x == NULL)
         return SF_ENOMEM;
     x->id = sf_component_id(self);
+    x->signal = sf_component_signal(self);
     x->cfg = c;
     x->counters = sf_component_counters(self);
     x->compression = (sf_compression)c->compression;
@@ -593,7 +600,7 @@ static sf_status otlpgrpc_start(sf_component *self)
 
     sf_grpc_init();
     x->grpc_inited = true;
-    x->method = grpc_slice_from_static_string(EXPORT_METHOD);
+    x->method = grpc_slice_from_static_string(export_methods[x->signal]);
     st = build_metadata(x);
     if (st != SF_OK)
         return st;
@@ -625,6 +632,7 @@ const sf_component_type sf_otlpgrpc_exporter_type = {
     .alias = "otlp_grpc",
     .kind = SF_KIND_EXPORTER,
     .description = "OTLP over gRPC to the telemetry gateway",
+    .signals = SF_SIGNALS_ALL,
     .config_size = sizeof(sf_otlpgrpc_config),
     .config_map = sf_otlpgrpc_config_map,
     .check = sf_otlpgrpc_check,

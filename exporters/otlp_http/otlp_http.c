@@ -65,6 +65,7 @@ typedef struct otlphttp_worker {
 struct otlphttp {
     sf_sender_export out;       /* first: the sender's component side (sf_sender.h) */
     const char *id;
+    sf_signal signal;           /* of the pipelines this instance serves */
     sf_counters *counters;
     const sf_otlphttp_tls *tls;     /* the config's: lives as long as it */
     char *url;                  /* with tls.server_name_override, its host is that name */
@@ -226,8 +227,8 @@ static int64_t reply_rejected(otlphttp *x, otlphttp_worker *w, const sf_buf *buf
             msg[i] = ((unsigned char)m[i] < 0x20 || m[i] == 0x7f) ? '?' : m[i];
         msg[i] = '\0';
         rejected = resp->partial_success->rejected_spans;
-        sf_warn("exporter %s: server rejected %" PRId64 " of %zu spans: %s", x->id, rejected,
-                buf->spans, msg[0] ? msg : "(no message)");
+        sf_warn("exporter %s: server rejected %" PRId64 " of %zu %s: %s", x->id, rejected,
+                buf->spans, sf_signal_items(x->signal), msg[0] ? msg : "(no message)");
     }
     opentelemetry__proto__collector__trace__v1__export_trace_service_response__free_unpacked(
         resp, &pb_counted);
@@ -292,22 +293,26 @@ static void otlphttp_send(void *exporter, unsigned worker, const sf_buf *buf,
 
 /* ---- setup and teardown -------------------------------------------------- */
 
-static char *build_url(const sf_otlphttp_config *c)
+/* The signal's URL, as upstream's: its own <signal>_endpoint when set,
+ * else the endpoint with /v1/<signal> appended. */
+static char *build_url(const sf_otlphttp_config *c, sf_signal signal)
 {
-    static const char path[] = SF_OTLP_TRACES_PATH;
-    size_t len;
+    const char *own = sf_otlphttp_signal_endpoint(c, signal);
+    const char *name = sf_signal_name(signal);
+    size_t len, nl = strlen(name);
     char *url;
 
-    if (c->traces_endpoint != NULL && c->traces_endpoint[0] != '\0')
-        return sf_strdup(c->traces_endpoint);
+    if (own != NULL && own[0] != '\0')
+        return sf_strdup(own);
     len = strlen(c->endpoint);
     while (len > 0 && c->endpoint[len - 1] == '/')
         len--;
-    url = sf_malloc(len + sizeof(path));
+    url = sf_malloc(len + 4 + nl + 1);
     if (url == NULL)
         return NULL;
     memcpy(url, c->endpoint, len);
-    memcpy(url + len, path, sizeof(path));
+    memcpy(url + len, "/v1/", 4);
+    memcpy(url + len + 4, name, nl + 1);
     return url;
 }
 
@@ -534,6 +539,7 @@ static sf_status otlphttp_create(sf_component *self, const void *config)
     if (x == NULL)
         return SF_ENOMEM;
     x->id = sf_component_id(self);
+    x->signal = sf_component_signal(self);
     x->counters = sf_component_counters(self);
     x->compression = (sf_compression)c->compression;
     x->level = sf_compression_level(x->compression, &c->compression_params);
@@ -541,7 +547,15 @@ static sf_status otlphttp_create(sf_component *self, const void *config)
     x->out.drain_ms = x->timeout_ms < OTLPHTTP_DRAIN_MAX_MS ? x->timeout_ms : OTLPHTTP_DRAIN_MAX_MS;
     x->out.send_timeout_ms = x->timeout_ms;
     x->tls = &c->tls;
-    x->url = build_url(c);
+    if ((c->endpoint == NULL || c->endpoint[0] == '\0') &&
+        sf_otlphttp_signal_endpoint(c, x->signal) == NULL) {
+        /* validate runs create: said there, for the pipeline's signal */
+        sf_error("exporter %s: a %s pipeline lists it, but it has neither 'endpoint' nor "
+                 "'%s_endpoint'", x->id, sf_signal_name(x->signal), sf_signal_name(x->signal));
+        st = SF_CONFIG;
+        goto out_free_ctx;
+    }
+    x->url = build_url(c, x->signal);
     if (x->url == NULL)
         goto out_free_ctx;
     if (c->tls.server_name_override != NULL &&
@@ -609,6 +623,7 @@ const sf_component_type sf_otlphttp_exporter_type = {
     .alias = "otlp_http",
     .kind = SF_KIND_EXPORTER,
     .description = "OTLP over HTTP (protobuf) to the telemetry gateway",
+    .signals = SF_SIGNALS_ALL,
     .config_size = sizeof(sf_otlphttp_config),
     .config_map = sf_otlphttp_config_map,
     .check = sf_otlphttp_check,

@@ -27,8 +27,10 @@ enum { SF_TLS_V1_2 = 0, SF_TLS_V1_3, SF_TLS_V1_0, SF_TLS_V1_1 };
 
 typedef struct sf_otlphttp_config {
     sf_otlphttp_tls tls;
-    char *endpoint;                 /* base URL; /v1/traces is appended */
+    char *endpoint;                 /* base URL; /v1/<signal> is appended */
     char *traces_endpoint;          /* full URL, overrides endpoint */
+    char *logs_endpoint;            /* the same for logs */
+    char *metrics_endpoint;         /* the same for metrics */
     sf_strmap headers;              /* values may hold secrets: never logged */
     int compression;                /* sf_compression */
     sf_compression_params compression_params;
@@ -39,6 +41,8 @@ typedef struct sf_otlphttp_config {
 } sf_otlphttp_config;
 
 extern const sf_config_row sf_otlphttp_config_map[];
+/* The <signal>_endpoint of `c` (NULL: endpoint + /v1/<signal>). */
+const char *sf_otlphttp_signal_endpoint(const sf_otlphttp_config *c, sf_signal signal);
 sf_status sf_otlphttp_check(sf_cfg_ctx *ctx, void *config);
 /* The type's describe_export: endpoint (traces_endpoint overrides it),
  * queue and retries, for the policy. */

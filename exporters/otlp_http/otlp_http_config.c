@@ -47,10 +47,16 @@ static const sf_config_row tls_rows[] = {
 
 const sf_config_row sf_otlphttp_config_map[] = {
     { .key = "endpoint", .type = SF_CFG_STR, .offset = offsetof(sf_otlphttp_config, endpoint),
-      .help = "base URL of the gateway; /v1/traces is appended" },
+      .help = "base URL of the gateway; /v1/traces, /v1/logs or /v1/metrics is appended" },
     { .key = "traces_endpoint", .type = SF_CFG_STR,
       .offset = offsetof(sf_otlphttp_config, traces_endpoint),
       .help = "full URL for traces (overrides endpoint)" },
+    { .key = "logs_endpoint", .type = SF_CFG_STR,
+      .offset = offsetof(sf_otlphttp_config, logs_endpoint),
+      .help = "full URL for logs (overrides endpoint)" },
+    { .key = "metrics_endpoint", .type = SF_CFG_STR,
+      .offset = offsetof(sf_otlphttp_config, metrics_endpoint),
+      .help = "full URL for metrics (overrides endpoint)" },
     { .key = "headers", .type = SF_CFG_STRMAP, .offset = offsetof(sf_otlphttp_config, headers),
       .help = "HTTP headers sent with every request; values are never logged" },
     { .key = "compression", .type = SF_CFG_ENUM, .def = "gzip",
@@ -177,7 +183,9 @@ sf_status sf_otlphttp_check(sf_cfg_ctx *ctx, void *config)
     sf_status st = SF_OK;
 
     if ((c->endpoint == NULL || c->endpoint[0] == '\0') &&
-        (c->traces_endpoint == NULL || c->traces_endpoint[0] == '\0')) {
+        (c->traces_endpoint == NULL || c->traces_endpoint[0] == '\0') &&
+        (c->logs_endpoint == NULL || c->logs_endpoint[0] == '\0') &&
+        (c->metrics_endpoint == NULL || c->metrics_endpoint[0] == '\0')) {
         sf_cfg_error(ctx, sf_cfg_node(ctx), NULL, "'endpoint' or 'traces_endpoint' is required");
         return SF_CONFIG;
     }
@@ -186,6 +194,10 @@ sf_status sf_otlphttp_check(sf_cfg_ctx *ctx, void *config)
     if (check_url(ctx, "endpoint", c->endpoint) != SF_OK)
         st = SF_CONFIG;
     if (check_url(ctx, "traces_endpoint", c->traces_endpoint) != SF_OK)
+        st = SF_CONFIG;
+    if (check_url(ctx, "logs_endpoint", c->logs_endpoint) != SF_OK)
+        st = SF_CONFIG;
+    if (check_url(ctx, "metrics_endpoint", c->metrics_endpoint) != SF_OK)
         st = SF_CONFIG;
     if (check_tls(ctx, c) != SF_OK)
         st = SF_CONFIG;
@@ -216,6 +228,15 @@ sf_status sf_otlphttp_check(sf_cfg_ctx *ctx, void *config)
         }
     }
     return st;
+}
+
+const char *sf_otlphttp_signal_endpoint(const sf_otlphttp_config *c, sf_signal signal)
+{
+    switch (signal) {
+    case SF_SIGNAL_LOGS:    return c->logs_endpoint;
+    case SF_SIGNAL_METRICS: return c->metrics_endpoint;
+    default:                return c->traces_endpoint;
+    }
 }
 
 bool sf_otlphttp_describe(const void *config, sf_export_desc *out)

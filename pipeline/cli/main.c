@@ -720,7 +720,7 @@ static int run(cli *cp, int argc, char **argv)
     const sf_cli_verb *verb;
     char what[512];
     size_t lost;
-    sf_totals before, after;
+    sf_totals before[SF_SIGNAL_COUNT], after[SF_SIGNAL_COUNT];
     uint64_t shut, watchdog_usec = 0;
     static minute status;
     static watchdog wd;
@@ -852,19 +852,30 @@ static int run(cli *cp, int argc, char **argv)
             sig == SIGINT ? "SIGINT" : "SIGTERM");
     watchdog_stop(&wd);     /* systemd does not watch a stopping service */
     sd_notify(0, "STOPPING=1\nSTATUS=stopping: draining the exporters");
-    sf_service_totals(svc, &before);
+    for (int s = 0; s < SF_SIGNAL_COUNT; s++)
+        sf_service_totals_signal(svc, (sf_signal)s, &before[s]);
     sf_service_shutdown(svc);
-    sf_service_totals(svc, &after);
+    for (int s = 0; s < SF_SIGNAL_COUNT; s++)
+        sf_service_totals_signal(svc, (sf_signal)s, &after[s]);
     lost = sf_service_lost(svc, what, sizeof(what));
     sf_service_destroy(svc);
     sf_config_destroy(cfg);
-    /* Spans the receivers acknowledged but the exporters could not send
-     * before their drain time ran out are lost work too. */
-    shut = after.send_failed[SF_REASON_SHUTDOWN] - before.send_failed[SF_REASON_SHUTDOWN];
-    if (shut > 0) {
-        sf_error("stopped, but %" PRIu64 " accepted span%s could not be exported before the "
-                 "drain time ran out (dropped at shutdown)", shut, shut == 1 ? "" : "s");
-        lost += (size_t)shut;
+    /* Items (spans, log records, metric points) the receivers
+     * acknowledged but the exporters could not send before their drain
+     * time ran out are lost work too, each signal said on its own. */
+    for (int s = 0; s < SF_SIGNAL_COUNT; s++) {
+        static const char *const words[SF_SIGNAL_COUNT][2] = {
+            [SF_SIGNAL_TRACES] = { "span", "spans" },
+            [SF_SIGNAL_LOGS] = { "log record", "log records" },
+            [SF_SIGNAL_METRICS] = { "metric point", "metric points" },
+        };
+
+        shut = after[s].send_failed[SF_REASON_SHUTDOWN] - before[s].send_failed[SF_REASON_SHUTDOWN];
+        if (shut > 0) {
+            sf_error("stopped, but %" PRIu64 " accepted %s could not be exported before the "
+                     "drain time ran out (dropped at shutdown)", shut, words[s][shut != 1]);
+            lost += (size_t)shut;
+        }
     }
     if (lost > 0) {
         if (what[0] != '\0')

@@ -277,21 +277,32 @@ static void print_screen(json_object *doc, const char *endpoint, bool all)
         printf("reload: %s at %s (%" PRIu64 " since start): %s\n",
                json_object_get_boolean(get(reload, "ok")) ? "ok" : "FAILED", str(reload, "time"),
                u64(reload, "count"), str(reload, "message"));
-    printf("spans since start: %" PRIu64 " accepted, %" PRIu64 " exported, %" PRIu64 " queued, %"
-           PRIu64 " lost", u64(spans, "accepted"), u64(spans, "exported"), u64(spans, "queued"),
-           u64(spans, "lost"));
-    print_reasons("; refused: ", get(spans, "refused"), all);
-    print_reasons("; dropped: ", get(spans, "dropped"), all);
-    print_reasons("; send failed: ", get(spans, "send_failed"), all);
-    printf("\n");
+    /* each signal's accounting: spans always, log records and metric
+     * points when a pipeline carries them */
+    for (size_t k = 0; k < 3; k++) {
+        static const char *const items[3] = { "spans", "log_records", "metric_points" };
+        static const char *const words[3] = { "spans", "log records", "metric points" };
+        json_object *it = k == 0 ? spans : get(doc, items[k]);
+
+        if (it == NULL && k > 0)
+            continue;
+        printf("%s since start: %" PRIu64 " accepted, %" PRIu64 " exported, %" PRIu64
+               " queued, %" PRIu64 " lost", words[k], u64(it, "accepted"), u64(it, "exported"),
+               u64(it, "queued"), u64(it, "lost"));
+        print_reasons("; refused: ", get(it, "refused"), all);
+        print_reasons("; dropped: ", get(it, "dropped"), all);
+        print_reasons("; send failed: ", get(it, "send_failed"), all);
+        printf("\n");
+    }
     if (get(doc, "recent") != NULL)
         printf("spans in the last %" PRIu64 " s: %" PRIu64 " accepted, %" PRIu64 " exported, %"
                PRIu64 " lost\n", u64(get(doc, "recent"), "seconds"),
                u64(get(doc, "recent"), "accepted"), u64(get(doc, "recent"), "exported"),
                u64(get(doc, "recent"), "lost"));
     if (all || u64(un, "metrics") + u64(un, "logs") > 0)
-        printf("refused (spanfence exports traces only): %" PRIu64 " metrics requests, %" PRIu64
-               " logs requests\n", u64(un, "metrics"), u64(un, "logs"));
+        printf("refused (no pipeline of the signal lists the receiver): %" PRIu64
+               " metrics requests, %" PRIu64 " logs requests\n", u64(un, "metrics"),
+               u64(un, "logs"));
     a = get(doc, "pipelines");
     n = a != NULL ? json_object_array_length(a) : 0;
     for (size_t i = 0; i < n; i++) {
@@ -310,7 +321,8 @@ static void print_screen(json_object *doc, const char *endpoint, bool all)
     for (size_t i = 0; i < n; i++) {
         json_object *r = json_object_array_get_idx(a, i);
 
-        printf("  receiver %s (%s): %" PRIu64 " accepted", str(r, "id"), str(r, "transport"),
+        printf("  receiver %s (%s%s%s): %" PRIu64 " accepted", str(r, "id"),
+               str(r, "transport"), get(r, "signal") != NULL ? ", " : "", str(r, "signal"),
                u64(r, "accepted"));
         print_reasons(", refused: ", get(r, "refused"), all);
         printf("\n");
@@ -327,7 +339,8 @@ static void print_screen(json_object *doc, const char *endpoint, bool all)
         }
         if (!any && !all && get(p, "allowlist") == NULL)
             continue;
-        printf("  processor %s:", str(p, "id"));
+        printf("  processor %s%s%s%s:", str(p, "id"), get(p, "signal") != NULL ? " (" : "",
+               str(p, "signal"), get(p, "signal") != NULL ? ")" : "");
         if (get(p, "allowlist") != NULL)
             printf(" allowlist sha256 %.16s... (%" PRIu64 " rule%s%s)",
                    str(get(p, "allowlist"), "sha256"), u64(get(p, "allowlist"), "rules"),
@@ -342,7 +355,8 @@ static void print_screen(json_object *doc, const char *endpoint, bool all)
     for (size_t i = 0; i < n; i++) {
         json_object *e = json_object_array_get_idx(a, i);
 
-        printf("  exporter %s", str(e, "id"));
+        printf("  exporter %s%s%s%s", str(e, "id"), get(e, "signal") != NULL ? " (" : "",
+               str(e, "signal"), get(e, "signal") != NULL ? ")" : "");
         if (str(e, "endpoint")[0] != '\0')
             printf(" -> %s", str(e, "endpoint"));
         printf(": %" PRIu64 " sent, %" PRIu64 " queued", u64(e, "sent"), u64(e, "queued_spans"));

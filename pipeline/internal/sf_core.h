@@ -18,10 +18,16 @@ struct sf_component {
     /* takes over from the instance of the same type and id that ran before
      * a reload (sf_service_start_from) */
     bool successor;
-    /* receivers: counters per transport, and which transports are served */
-    sf_counters transport[SF_TRANSPORT_COUNT];
+    /* processors and exporters: the signal of the pipelines this instance
+     * serves (one instance per signal a config component is used for) */
+    sf_signal signal;
+    /* receivers: counters per signal and transport, which transports are
+     * served, and the signals of the pipelines that list the receiver
+     * (SF_SIGNALS_* bits: their series are shown) */
+    sf_counters transport[SF_SIGNAL_COUNT][SF_TRANSPORT_COUNT];
     unsigned transports;
-    /* receivers: the traces pipelines this receiver feeds */
+    unsigned signals;
+    /* receivers: the pipelines this receiver feeds, of every signal */
     size_t n_routes;
     struct sf_route **routes;
     /* this component's share of the service's memory budget (memory

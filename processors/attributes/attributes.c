@@ -146,6 +146,7 @@ static const sf_metric_row attributes_metric_rows[] = {
 const sf_component_type sf_attributes_processor_type = {
     .name = "attributes",
     .kind = SF_KIND_PROCESSOR,
+    .signals = SF_SIGNALS_ALL,
     .description = "inserts, upserts or deletes span, log record and data point attributes "
                    "(string constants, ${env:} values)",
     .config_size = sizeof(sf_attributes_config),
@@ -161,6 +162,7 @@ const sf_component_type sf_attributes_processor_type = {
 const sf_component_type sf_resource_processor_type = {
     .name = "resource",
     .kind = SF_KIND_PROCESSOR,
+    .signals = SF_SIGNALS_ALL,
     .description = "inserts, upserts or deletes resource attributes (string constants, "
                    "${env:} values)",
     .config_size = sizeof(sf_attributes_config),

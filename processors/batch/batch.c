@@ -33,6 +33,7 @@ const sf_component_type sf_batch_processor_type = {
     .kind = SF_KIND_PROCESSOR,
     .description = "merges queued batches into fewer export requests, in the exporters' "
                    "sending queues (data is acknowledged only once queued)",
+    .signals = SF_SIGNALS_ALL,
     .config_size = sizeof(sf_batch_config),
     .config_map = sf_batch_config_map,
     .check = sf_batch_config_check,

@@ -94,10 +94,10 @@ static size_t net_rss(const limiter *l)
 enum { ROW_ACCEPTED, ROW_REFUSED };
 
 static const sf_metric_row limiter_metric_rows[] = {
-    [ROW_ACCEPTED] = { .name = "otelcol_processor_accepted_spans", .gauge = false,
-                       .help = "Spans the memory limiter passed on." },
-    [ROW_REFUSED] = { .name = "otelcol_processor_refused_spans", .gauge = false,
-                      .help = "Spans refused for memory: by this limiter, and by the receivers "
+    [ROW_ACCEPTED] = { .name = "otelcol_processor_accepted_%s", .gauge = false,
+                       .help = "Items the memory limiter passed on." },
+    [ROW_REFUSED] = { .name = "otelcol_processor_refused_%s", .gauge = false,
+                      .help = "Items refused for memory: by this limiter, and by the receivers "
                               "before decoding while memory was short (collector-wide, "
                               "refreshed every check_interval)." },
     { .name = NULL }
@@ -264,6 +264,7 @@ const sf_component_type sf_memory_limiter_processor_type = {
     .name = "memory_limiter",
     .kind = SF_KIND_PROCESSOR,
     .description = "refuses data (retryably) when memory is short; keeps memory under a hard limit",
+    .signals = SF_SIGNALS_ALL,
     .config_size = sizeof(sf_memory_limiter_config),
     .config_map = sf_memory_limiter_config_map,
     .check = sf_memory_limiter_check,

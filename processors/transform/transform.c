@@ -1014,6 +1014,7 @@ static const sf_metric_row transform_metric_rows[] = {
 const sf_component_type sf_transform_processor_type = {
     .name = "transform",
     .kind = SF_KIND_PROCESSOR,
+    .signals = SF_SIGNALS_ALL,
     .description = "keeps only allowlisted attributes whose values fit their rules, "
                    "pseudonymizes ids, governs names and every string field",
     .config_size = sizeof(sf_transform_config),

@@ -97,7 +97,8 @@ static bool otlp_unhealthy(sf_component *self, char *why, size_t size)
 const sf_component_type sf_otlp_receiver_type = {
     .name = "otlp",
     .kind = SF_KIND_RECEIVER,
-    .description = "OTLP over gRPC and HTTP",
+    .description = "OTLP over gRPC and HTTP: traces, logs and metrics",
+    .signals = SF_SIGNALS_ALL,
     .config_size = sizeof(sf_otlp_receiver_config),
     .config_map = sf_otlp_receiver_config_map,
     .check = sf_otlp_receiver_check,

@@ -36,6 +36,15 @@ _Static_assert(sizeof(answers) / sizeof(answers[0]) == 0 SF_STATUS_MAP(SF_STATUS
 
 static const sf_otlp_answer unknown = PERMANENT("unknown status");
 
+const char *sf_otlp_request_name(sf_signal signal)
+{
+    switch (signal) {
+    case SF_SIGNAL_LOGS:    return "ExportLogsServiceRequest";
+    case SF_SIGNAL_METRICS: return "ExportMetricsServiceRequest";
+    default:                return "ExportTraceServiceRequest";
+    }
+}
+
 const sf_otlp_answer *sf_otlp_answer_of(sf_status st)
 {
     for (size_t i = 0; i < sizeof(answers) / sizeof(answers[0]); i++)

@@ -14,6 +14,7 @@
 #ifndef SF_RECEIVERS_OTLP_ANSWER_H
 #define SF_RECEIVERS_OTLP_ANSWER_H
 
+#include "sf_signal.h"
 #include "sf_status.h"
 
 /* gRPC status codes (grpc/status.h, the same numbers in google.rpc.Code),
@@ -37,5 +38,10 @@ typedef struct sf_otlp_answer {
 /* The answer for `st`; never NULL (a value outside sf_status answers as a
  * permanent failure). */
 const sf_otlp_answer *sf_otlp_answer_of(sf_status st);
+
+/* The export request message of `signal`, for refusals of a malformed one:
+ * "ExportTraceServiceRequest", "ExportLogsServiceRequest",
+ * "ExportMetricsServiceRequest". */
+const char *sf_otlp_request_name(sf_signal signal);
 
 #endif

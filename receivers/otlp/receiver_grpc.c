@@ -147,6 +147,14 @@ typedef struct worker worker;
 typedef struct h2_conn h2_conn;
 
 enum { KIND_EXPORT, KIND_METRICS, KIND_LOGS, KIND_OTHER };
+
+/* The signal of a call's method (traces for anything not logs/metrics,
+ * which is refused before any item is counted). */
+static sf_signal kind_signal(unsigned kind)
+{
+    return kind == KIND_LOGS ? SF_SIGNAL_LOGS : kind == KIND_METRICS ? SF_SIGNAL_METRICS
+                                                                     : SF_SIGNAL_TRACES;
+}
 enum { ENC_IDENTITY, ENC_GZIP, ENC_DEFLATE, ENC_OTHER };
 
 typedef struct h2_stream {
@@ -525,7 +533,7 @@ static void stream_answer_status(h2_stream *s, sf_status st, const char *why)
 /* Refuse a call for a reason the client caused, counted. */
 static void stream_refuse(h2_stream *s, sf_reason reason, int code, const char *why)
 {
-    sf_component_refuse(s->c->w->srv->self, SF_TRANSPORT_GRPC, 0, reason);
+    sf_component_refuse(s->c->w->srv->self, SF_TRANSPORT_GRPC, kind_signal(s->kind), 0, reason);
     stream_answer(s, code, why);
 }
 
@@ -571,7 +579,7 @@ static void stream_start_refusing(h2_stream *s)
     if (s->refusing)
         return;
     s->refusing = true;
-    sf_span_counter_init(&s->counter);
+    sf_span_counter_init_signal(&s->counter, kind_signal(s->kind));
     stream_count(s, (const uint8_t *)sf_dynbuf_ptr(&s->msg), sf_dynbuf_len(&s->msg));
     stream_drop_message(s);
     worker_undefer(s->c->w);
@@ -611,7 +619,7 @@ static void stream_finish(h2_stream *s)
     if (s->refusing) {
         /* Refused before it is decoded; its spans are still counted, so
          * the refusal is visible in span terms. */
-        sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, s->counter.spans,
+        sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, kind_signal(s->kind), s->counter.spans,
                             SF_REASON_MEMORY_LIMIT);
         stream_answer_status(s, SF_MEMLIMIT, NULL);
         return;
@@ -627,8 +635,8 @@ static void stream_finish(h2_stream *s)
         }
         if (st == SF_ENOMEM) {
             stream_start_refusing(s);
-            sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, s->counter.spans,
-                                SF_REASON_MEMORY_LIMIT);
+            sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, kind_signal(s->kind),
+                                s->counter.spans, SF_REASON_MEMORY_LIMIT);
             stream_answer_status(s, SF_MEMLIMIT, NULL);
             return;
         }
@@ -641,13 +649,14 @@ static void stream_finish(h2_stream *s)
     }
     /* The codec's pass inside emit is also the validation: a malformed
      * request comes back SF_INVALID with nothing of it queued. */
-    sf_request_init(&batch, w->arena, bytes, len, srv->max_depth);
+    sf_request_init_signal(&batch, w->arena, kind_signal(s->kind), bytes, len, srv->max_depth);
     st = sf_component_emit(srv->self, SF_TRANSPORT_GRPC, &batch);
     if (st == SF_INVALID) {
         char why[160];
         int code = sf_otlp_answer_of(st)->grpc;
 
-        snprintf(why, sizeof(why), "%s: %s", sf_otlp_answer_of(st)->message,
+        snprintf(why, sizeof(why), "request is not a valid %s: %s",
+                 sf_otlp_request_name(kind_signal(s->kind)),
                  batch.stats.error != NULL ? batch.stats.error : "malformed");
         if (looks_zstd(bytes, len)) {
             code = SF_RPC_UNIMPLEMENTED;
@@ -678,30 +687,22 @@ static void stream_headers_done(h2_stream *s)
                       "not a gRPC request (POST with content-type application/grpc)");
         return;
     }
-    if (s->kind == KIND_METRICS || s->kind == KIND_LOGS) {
-        sf_signal other = s->kind == KIND_METRICS ? SF_SIGNAL_METRICS : SF_SIGNAL_LOGS;
+    if (s->kind != KIND_OTHER && !sf_component_receives(srv->self, kind_signal(s->kind))) {
+        sf_signal other = kind_signal(s->kind);
 
-        /* spanfence exports traces only: refused with UNIMPLEMENTED (the
-         * SDK does not retry it) saying why, and counted; a metrics or logs
-         * pipeline listing this receiver changes only the message. */
+        /* As upstream's receiver, which registers a signal's service only
+         * when a pipeline of it lists the receiver: UNIMPLEMENTED (the SDK
+         * does not retry it), saying why, and counted. */
         sf_component_unexported(srv->self, SF_TRANSPORT_GRPC, other);
-        if (sf_component_receives(srv->self, other))
-            stream_answer(s, SF_RPC_UNIMPLEMENTED, other == SF_SIGNAL_METRICS
-                          ? "spanfence exports traces only; the metrics pipeline that lists "
-                            "this receiver is not run, so metrics are refused"
-                          : "spanfence exports traces only; the logs pipeline that lists this "
-                            "receiver is not run, so logs are refused");
-        else
-            stream_answer(s, SF_RPC_UNIMPLEMENTED, other == SF_SIGNAL_METRICS
-                          ? "spanfence exports traces only, and no metrics pipeline lists this "
-                            "receiver: send metrics elsewhere"
-                          : "spanfence exports traces only, and no logs pipeline lists this "
-                            "receiver: send logs elsewhere");
+        snprintf(why, sizeof(why), "no %s pipeline lists this receiver: send %s elsewhere",
+                 sf_signal_name(other), sf_signal_name(other));
+        stream_answer(s, SF_RPC_UNIMPLEMENTED, why);
         return;
     }
-    if (s->kind != KIND_EXPORT) {
+    if (s->kind == KIND_OTHER) {
         stream_answer(s, SF_RPC_UNIMPLEMENTED,
-                      "unknown method: spanfence serves " EXPORT_METHOD " only");
+                      "unknown method: spanfence serves the Export methods of "
+                      "TraceService, LogsService and MetricsService only");
         return;
     }
     if (s->enc == ENC_OTHER) {

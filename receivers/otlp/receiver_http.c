@@ -110,6 +110,7 @@ enum { CT_PROTO, CT_JSON };
 enum { CE_IDENTITY, CE_ZLIB, CE_ZSTD };     /* CE_ZLIB: gzip or deflate */
 
 typedef struct http_req {
+    sf_signal signal;           /* of the path: /v1/traces, /v1/logs, /v1/metrics */
     int ct;
     int ce;
     sf_dynbuf body;             /* bounded by max_request_body_size */
@@ -410,8 +411,8 @@ static void count_start(http_req *rq)
     if (rq->zd != NULL)
         ZSTD_DCtx_reset(rq->zd, ZSTD_reset_session_only);
     rq->inflated = 0;
-    sf_span_counter_init(&rq->counter);
-    sf_json_span_counter_init(&rq->jcounter);
+    sf_span_counter_init_signal(&rq->counter, rq->signal);
+    sf_json_span_counter_init_signal(&rq->jcounter, rq->signal);
 }
 
 static void count_plain(http_req *rq, const uint8_t *p, size_t n)
@@ -517,7 +518,8 @@ static void count_refusal(sf_receiver_http *srv, http_req *rq)
     if (rq->refuse_http == 0 || rq->refusal_counted)
         return;
     rq->refusal_counted = true;
-    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, counted_spans(rq), rq->refuse_reason);
+    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, rq->signal, counted_spans(rq),
+                        rq->refuse_reason);
 }
 
 /* Remember a refusal decided before or during the upload; it is answered
@@ -540,41 +542,43 @@ static enum MHD_Result refuse_later(sf_receiver_http *srv, http_req *rq, sf_stat
     return MHD_YES;
 }
 
-/* OTLP metrics or logs: spanfence exports traces only, so they are refused
- * with 404 (the client's SDK does not retry it) and a body saying why, and
- * counted; never answered as accepted and dropped unseen. A metrics (logs)
- * pipeline listing this receiver changes only the message. */
+/* OTLP of a signal no pipeline listing the receiver carries (metrics or
+ * logs, or traces when only logs/metrics pipelines list it):
+ * refused with 404 as upstream's receiver does (it serves a signal's path
+ * only then; the client's SDK does not retry it), in the request's
+ * encoding, saying why, and counted; never answered as accepted and
+ * dropped unseen. */
 static enum MHD_Result other_signal(sf_receiver_http *srv, struct MHD_Connection *conn,
-                                    const char *url, const char *method)
+                                    sf_signal sig, const char *method)
 {
-    sf_signal sig = strcmp(url, srv->cfg->metrics_url_path) == 0 ? SF_SIGNAL_METRICS
-                                                                 : SF_SIGNAL_LOGS;
-    const bool metrics = sig == SF_SIGNAL_METRICS;
+    const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_TYPE);
+    const char *type;
+    size_t type_len;
+    http_req tmp = { .signal = sig, .ct = CT_PROTO };
+    char why[96];
 
+    if (ct != NULL && media_type_parse(ct, &type, &type_len) &&
+        media_type_is(type, type_len, "application/json"))
+        tmp.ct = CT_JSON;
     if (strcmp(method, "POST") != 0)
-        return send_rpc_status(conn, NULL, 405, SF_RPC_INVALID_ARGUMENT, "method not allowed: use POST");
+        return send_rpc_status_ex(conn, &tmp, 405, SF_RPC_INVALID_ARGUMENT,
+                                  "method not allowed: use POST", 0);
     sf_component_unexported(srv->self, SF_TRANSPORT_HTTP, sig);
-    if (!sf_component_receives(srv->self, sig))
-        return send_rpc_status(conn, NULL, 404, SF_RPC_NOT_FOUND, metrics
-                               ? "not found: spanfence exports traces only, and no metrics "
-                                 "pipeline lists this receiver"
-                               : "not found: spanfence exports traces only, and no logs "
-                                 "pipeline lists this receiver");
-    return send_rpc_status(conn, NULL, 404, SF_RPC_NOT_FOUND, metrics
-                           ? "not found: spanfence exports traces only; the metrics pipeline "
-                             "that lists this receiver is not run, so metrics are refused"
-                           : "not found: spanfence exports traces only; the logs pipeline "
-                             "that lists this receiver is not run, so logs are refused");
+    snprintf(why, sizeof(why), "not found: no %s pipeline lists this receiver",
+             sf_signal_name(sig));
+    return send_rpc_status_ex(conn, &tmp, 404, SF_RPC_NOT_FOUND, why, 0);
 }
 
 /* Refuse a request from its headers alone (its body is not read, so no
  * spans are counted), answering in encoding `ctype`. */
 static enum MHD_Result refuse_headers(sf_receiver_http *srv, struct MHD_Connection *conn,
-                                      int ctype, unsigned http, const char *msg, unsigned flags)
+                                      sf_signal sig, int ctype, unsigned http, const char *msg,
+                                      unsigned flags)
 {
-    http_req tmp = { .ct = ctype };
+    http_req tmp = { .signal = sig, .ct = ctype };
 
-    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_MALFORMED);
+    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, sig, 0, SF_REASON_MALFORMED);
     return send_rpc_status_ex(conn, &tmp, http, SF_RPC_INVALID_ARGUMENT, msg, flags);
 }
 
@@ -587,11 +591,19 @@ static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
     framing fr = { 0 };
     http_req *rq;
     int ctype, cenc = CE_IDENTITY;
+    sf_signal sig;
 
-    if (strcmp(url, srv->cfg->metrics_url_path) == 0 || strcmp(url, srv->cfg->logs_url_path) == 0)
-        return other_signal(srv, conn, url, method);
-    if (strcmp(url, srv->cfg->traces_url_path) != 0)
-        return send_rpc_status(conn, NULL, 404, SF_RPC_NOT_FOUND, "not found: spanfence accepts traces only");
+    if (strcmp(url, srv->cfg->traces_url_path) == 0)
+        sig = SF_SIGNAL_TRACES;
+    else if (strcmp(url, srv->cfg->logs_url_path) == 0)
+        sig = SF_SIGNAL_LOGS;
+    else if (strcmp(url, srv->cfg->metrics_url_path) == 0)
+        sig = SF_SIGNAL_METRICS;
+    else
+        return send_rpc_status(conn, NULL, 404, SF_RPC_NOT_FOUND, "not found: spanfence "
+                               "accepts OTLP on the traces, logs and metrics paths only");
+    if (!sf_component_receives(srv->self, sig))
+        return other_signal(srv, conn, sig, method);
     if (strcmp(method, "POST") != 0)
         return send_rpc_status(conn, NULL, 405, SF_RPC_INVALID_ARGUMENT, "method not allowed: use POST");
     MHD_get_connection_values(conn, MHD_HEADER_KIND, count_framing, &fr);
@@ -599,18 +611,18 @@ static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
         /* RFC 9112 §6.3: a server may refuse it, and must close the
          * connection after answering: a proxy in front that framed the body
          * by Content-Length would see another request here. */
-        return refuse_headers(srv, conn, CT_PROTO, 400,
+        return refuse_headers(srv, conn, sig, CT_PROTO, 400,
                               "both Content-Length and Transfer-Encoding given: send one",
                               SEND_CLOSE);
     }
     if (fr.lengths_differ)
-        return refuse_headers(srv, conn, CT_PROTO, 400,
+        return refuse_headers(srv, conn, sig, CT_PROTO, 400,
                               "Content-Length given twice with different values", SEND_CLOSE);
     ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     /* Two Content-Type lines are one value "a, b" (RFC 9110 §5.3), which
      * is no media type. */
     if (ct == NULL || fr.content_type > 1 || !media_type_parse(ct, &type, &type_len))
-        return refuse_headers(srv, conn, CT_PROTO, 415, ct == NULL
+        return refuse_headers(srv, conn, sig, CT_PROTO, 415, ct == NULL
                               ? "unsupported content type: use application/x-protobuf or "
                                 "application/json"
                               : fr.content_type > 1
@@ -622,14 +634,14 @@ static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
     else if (media_type_is(type, type_len, "application/json"))
         ctype = CT_JSON;
     else
-        return refuse_headers(srv, conn, CT_PROTO, 415, "unsupported content type: use "
+        return refuse_headers(srv, conn, sig, CT_PROTO, 415, "unsupported content type: use "
                               "application/x-protobuf or application/json", 0);
     if (fr.content_encoding > 1) {
         /* Two lines are the list "a, b" (RFC 9110 §5.3): stacked codings,
          * refused as in one line; reading only the first (as libmicrohttpd's
          * lookup and Go's Header.Get do) would decode what a proxy in front
          * read as another coding. */
-        return refuse_headers(srv, conn, ctype, 415, "unsupported content encoding: "
+        return refuse_headers(srv, conn, sig, ctype, 415, "unsupported content encoding: "
                               "Content-Encoding given twice (stacked codings are not supported)",
                               0);
     }
@@ -639,13 +651,13 @@ static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
     else if (ce != NULL && strcasecmp(ce, "zstd") == 0)
         cenc = CE_ZSTD;
     else if (ce != NULL && strcasecmp(ce, "identity") != 0 && ce[0] != '\0')
-        return refuse_headers(srv, conn, ctype, 415,
+        return refuse_headers(srv, conn, sig, ctype, 415,
                               "unsupported content encoding: use gzip, deflate, zstd or none", 0);
     cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl != NULL && strtoull(cl, NULL, 10) > DISCARD_FACTOR * srv->max_body) {
         /* Far too large to read just to say so: answer now and close. */
-        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0, SF_REASON_TOO_LARGE);
-        http_req tmp = { .ct = ctype };
+        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, sig, 0, SF_REASON_TOO_LARGE);
+        http_req tmp = { .signal = sig, .ct = ctype };
         return send_answer(conn, &tmp, SF_TOOBIG, "request body too large");
     }
     /* Not refused at the hard limit (a few hundred bytes): it is what
@@ -653,6 +665,7 @@ static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
     rq = sf_calloc_unlimited(1, sizeof(*rq));
     if (rq == NULL)
         return MHD_NO;
+    rq->signal = sig;
     rq->ct = ctype;
     rq->ce = cenc;
     sf_dynbuf_init(&rq->body, srv->max_body);
@@ -763,7 +776,7 @@ static enum MHD_Result refuse_counted(sf_receiver_http *srv, struct MHD_Connecti
 {
     count_start(rq);
     count_feed(srv, rq, BODY(rq), sf_dynbuf_len(&rq->body));
-    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, counted_spans(rq), reason);
+    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, rq->signal, counted_spans(rq), reason);
     return send_answer(conn, rq, st, msg);
 }
 
@@ -772,7 +785,7 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
 {
     const uint8_t *data = BODY(rq);
     size_t len = sf_dynbuf_len(&rq->body);
-    uint8_t *inflated = NULL, *packed = NULL;
+    uint8_t *inflated = NULL;
     sf_arena *arena;
     sf_request batch;
     sf_status st = SF_OK;
@@ -797,7 +810,7 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
             return refuse_counted(srv, conn, rq, SF_ENOMEM, NULL,
                                   SF_REASON_MEMORY_LIMIT);
         if (st != SF_OK) {
-            sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, 0,
+            sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, rq->signal, 0,
                                 st == SF_TOOBIG ? SF_REASON_TOO_LARGE : SF_REASON_MALFORMED);
             if (st == SF_TOOBIG)
                 return send_answer(conn, rq, SF_TOOBIG, "request body too large after decompression");
@@ -836,26 +849,20 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
     if (rq->ct == CT_JSON) {
         /* OTLP/JSON becomes protobuf first: from here on every batch is
          * bytes, whichever way it came in. */
-        sf_otlp_request *req = NULL;
-        st = sf_otlp_json_decode(arena, (const char *)data, len, srv->max_depth, &req, err,
-                                 sizeof(err));
-        if (st == SF_OK) {
-            len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(req);
-            packed = sf_arena_alloc(arena, len ? len : 1);
-            if (packed == NULL)
-                st = SF_ENOMEM;
-            else
-                len = opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(req, packed);
-            data = packed;
-        }
+        const uint8_t *packed = NULL;
+
+        st = sf_otlp_json_to_wire(rq->signal, arena, (const char *)data, len, srv->max_depth,
+                                  &packed, &len, err, sizeof(err));
+        data = packed;
         memset(&batch, 0, sizeof(batch));
     }
     if (st == SF_OK) {
         /* The codec's pass inside emit is also the validation. */
-        sf_request_init(&batch, arena, data, len, srv->max_depth);
+        sf_request_init_signal(&batch, arena, rq->signal, data, len, srv->max_depth);
         st = sf_component_emit(srv->self, SF_TRANSPORT_HTTP, &batch);
         if (st == SF_INVALID)
-            snprintf(err, sizeof(err), "request is not a valid ExportTraceServiceRequest: %s",
+            snprintf(err, sizeof(err), "request is not a valid %s: %s",
+                     sf_otlp_request_name(rq->signal),
                      batch.stats.error != NULL ? batch.stats.error : "malformed");
         sf_request_release(&batch);
         if (st == SF_OK)
@@ -863,8 +870,16 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
                                     : send_bytes(conn, 200, "application/x-protobuf", "", 0, 0);
         else
             ret = send_answer(conn, rq, st, st == SF_INVALID ? err : NULL);
+    } else if (st == SF_UNSUPPORTED) {
+        /* OTLP/JSON the codec does not map for this signal yet: refused,
+         * counted, saying what to send instead (never taken and lost) */
+        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, rq->signal,
+                            refused_spans(srv, rq, &batch, SF_INVALID), SF_REASON_MALFORMED);
+        snprintf(err + strlen(err), sizeof(err) - strlen(err), ": send protobuf");
+        ret = send_rpc_status_ex(conn, rq, 415, SF_RPC_INVALID_ARGUMENT, err, 0);
     } else {
-        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, refused_spans(srv, rq, &batch, st),
+        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, rq->signal,
+                            refused_spans(srv, rq, &batch, st),
                             st == SF_INVALID ? SF_REASON_MALFORMED : SF_REASON_MEMORY_LIMIT);
         if (st == SF_INVALID)
             ret = send_answer(conn, rq, SF_INVALID, err[0] ? err : NULL);

@@ -1,10 +1,10 @@
 // tests/e2e/other_signals.test.js: OTLP metrics and logs sent to the shared
-// otlp receiver. spanfence exports traces only, so such exports are refused
-// with gRPC UNIMPLEMENTED and HTTP 404 (codes OTLP clients do not retry),
-// each saying why (whether or not a metrics or logs pipeline lists the
-// receiver, as an upstream config sending every signal to one receiver
-// does), and counted in spanfence_receiver_unexported_requests{signal};
-// never answered as accepted. Traces still flow.
+// otlp receiver when no metrics or logs pipeline lists it. As upstream's
+// receiver, which serves a signal only for the pipelines of it, such
+// exports are refused with gRPC UNIMPLEMENTED and HTTP 404 (codes OTLP
+// clients do not retry), each saying why, in the request's encoding, and
+// counted in spanfence_receiver_unexported_requests{signal}; never
+// answered as accepted. Traces still flow.
 'use strict';
 
 const test = require('node:test');
@@ -28,7 +28,6 @@ function config() {
 exporters:
   otlphttp:
     endpoint: http://127.0.0.1:\${env:SF_GATEWAY_PORT}
-  debug:
 service:
   telemetry:
     metrics:
@@ -37,9 +36,6 @@ service:
     traces:
       receivers: [otlp]
       exporters: [otlphttp]
-    metrics:
-      receivers: [otlp]
-      exporters: [debug]
 `;
 }
 
@@ -55,7 +51,7 @@ function rawCall(port, method, body) {
   });
 }
 
-test('metrics and logs on the shared receiver: refused with why and counted, never accepted', async () => {
+test('metrics and logs to a receiver no pipeline of theirs lists: refused with why and counted, never accepted', async () => {
   await harness('other_signals', async (h) => {
     const gw = new Gateway();
     await gw.start();
@@ -70,11 +66,11 @@ test('metrics and logs on the shared receiver: refused with why and counted, nev
     }));
     await sf.start();
 
-    // gRPC metrics: a metrics pipeline lists the receiver, but it is not run
+    // gRPC metrics: no metrics pipeline
     const m1 = await rawCall(ports.SF_GRPC_PORT,
       '/opentelemetry.proto.collector.metrics.v1.MetricsService/Export', Buffer.from([0x0a, 0x00]));
     assert.equal(m1.err && m1.err.code, grpc.status.UNIMPLEMENTED);
-    assert.match(m1.err.details, /exports traces only; the metrics pipeline .* so metrics are refused/);
+    assert.match(m1.err.details, /no metrics pipeline lists this receiver/);
     // gRPC logs: no logs pipeline
     const l1 = await rawCall(ports.SF_GRPC_PORT,
       '/opentelemetry.proto.collector.logs.v1.LogsService/Export', Buffer.alloc(0));
@@ -94,7 +90,8 @@ test('metrics and logs on the shared receiver: refused with why and counted, nev
       method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{"resourceMetrics":[]}',
     });
     assert.equal(r.status, 404);
-    assert.match(await r.text(), /exports traces only; the metrics pipeline .* so metrics are refused/);
+    assert.match(r.headers.get('content-type'), /application\/json/);     // JSON asked, JSON answered
+    assert.match(JSON.parse(await r.text()).message, /no metrics pipeline lists this receiver/);
     r = await fetch(`${base}/v1/logs`, {
       method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{"resourceLogs":[]}',
     });

@@ -409,6 +409,41 @@ static void test_traces_endpoint_uncompressed(void **state)
     assert_invariant(x);
 }
 
+/* An instance for logs (metrics) posts to <endpoint>/v1/logs, or to
+ * logs_endpoint when set, never to traces_endpoint: the path upstream's
+ * exporter uses per signal. Shown to fail with build_url ignoring the
+ * instance's signal (the request went to /custom/traces). */
+static void test_signal_paths(void **state)
+{
+    fixture *x = *state;
+    char traces[128], metrics[128];
+
+    snprintf(traces, sizeof(traces), "http://127.0.0.1:%u/custom/traces", x->srv.port);
+    snprintf(metrics, sizeof(metrics), "http://127.0.0.1:%u/custom/metrics", x->srv.port);
+    x->cfg.traces_endpoint = traces;
+    x->cfg.compression = SF_COMPRESSION_NONE;
+    x->comp.signal = SF_SIGNAL_LOGS;
+    create_and_start(x);
+    assert_int_equal(consume(x), SF_OK);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3);
+    assert_int_equal(server_requests(&x->srv), 1);
+    assert_string_equal(x->srv.reqs[0].path, "/v1/logs");
+    assert_invariant(x);
+    x->comp.type->shutdown(&x->comp);
+    x->comp.type->destroy(&x->comp);
+
+    x->cfg.metrics_endpoint = metrics;
+    x->comp.signal = SF_SIGNAL_METRICS;
+    x->submitted = 0;
+    memset(&x->comp.counters, 0, sizeof(x->comp.counters));
+    create_and_start(x);
+    assert_int_equal(consume(x), SF_OK);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->comp.counters.sent_spans) == 3);
+    assert_int_equal(server_requests(&x->srv), 2);
+    assert_string_equal(x->srv.reqs[1].path, "/custom/metrics");
+    assert_invariant(x);
+}
+
 static void test_partial_success_counts_rejected(void **state)
 {
     fixture *x = *state;
@@ -535,6 +570,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_400_is_permanent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_429_honours_retry_after, setup, teardown),
         cmocka_unit_test_setup_teardown(test_traces_endpoint_uncompressed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_signal_paths, setup, teardown),
         cmocka_unit_test_setup_teardown(test_partial_success_counts_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connection_refused_exhausts_retries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_queue_passes_full_through, setup, teardown),

@@ -79,12 +79,21 @@ static void test_outside_a_service(void **state)
     for (size_t i = 0; i < sizeof(b); i++)
         assert_int_equal(((unsigned char *)&b)[i], 0x5a);
 
-    sf_component_refuse(&c, SF_TRANSPORT_HTTP, 7, SF_REASON_MALFORMED);
-    sf_component_refuse(&c, SF_TRANSPORT_HTTP, 2, SF_REASON_MALFORMED);
-    assert_int_equal(c.transport[SF_TRANSPORT_HTTP].requests, 2);
-    assert_int_equal(c.transport[SF_TRANSPORT_HTTP].refused_requests[SF_REASON_MALFORMED], 2);
-    assert_int_equal(c.transport[SF_TRANSPORT_HTTP].refused_spans[SF_REASON_MALFORMED], 9);
-    assert_int_equal(c.transport[SF_TRANSPORT_GRPC].requests, 0);
+    sf_component_refuse(&c, SF_TRANSPORT_HTTP, SF_SIGNAL_TRACES, 7, SF_REASON_MALFORMED);
+    sf_component_refuse(&c, SF_TRANSPORT_HTTP, SF_SIGNAL_TRACES, 2, SF_REASON_MALFORMED);
+    assert_int_equal(c.transport[SF_SIGNAL_TRACES][SF_TRANSPORT_HTTP].requests, 2);
+    assert_int_equal(
+        c.transport[SF_SIGNAL_TRACES][SF_TRANSPORT_HTTP].refused_requests[SF_REASON_MALFORMED], 2);
+    assert_int_equal(
+        c.transport[SF_SIGNAL_TRACES][SF_TRANSPORT_HTTP].refused_spans[SF_REASON_MALFORMED], 9);
+    assert_int_equal(c.transport[SF_SIGNAL_TRACES][SF_TRANSPORT_GRPC].requests, 0);
+    /* each signal's refusals are its own: log records are not spans */
+    sf_component_refuse(&c, SF_TRANSPORT_HTTP, SF_SIGNAL_LOGS, 5, SF_REASON_TOO_LARGE);
+    assert_int_equal(
+        c.transport[SF_SIGNAL_LOGS][SF_TRANSPORT_HTTP].refused_spans[SF_REASON_TOO_LARGE], 5);
+    assert_int_equal(
+        c.transport[SF_SIGNAL_TRACES][SF_TRANSPORT_HTTP].refused_spans[SF_REASON_TOO_LARGE], 0);
+    assert_int_equal(c.transport[SF_SIGNAL_METRICS][SF_TRANSPORT_HTTP].requests, 0);
 }
 
 static void test_memory_outside_a_service(void **state)

@@ -4,7 +4,9 @@
  * accepted and counted; malformed bodies 400 with a google.rpc.Status in
  * the request's encoding; wrong path, method, content type and encoding
  * 404/405/415; a body past max_request_body_size 413; and every span
- * accounted for (received = accepted + refused). */
+ * accounted for (received = accepted + refused). The same for logs and
+ * metrics on /v1/logs and /v1/metrics, when pipelines of theirs list the
+ * receiver: each signal's items counted under it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +30,7 @@
 #include "sf_service.h"
 #include "tests/sf_test.h"
 #include "tests/sf_test_http.h"
+#include "tests/pipeline/sf_pb_build.h"
 
 #define PROTO "application/x-protobuf"
 #define JSON "application/json"
@@ -348,6 +351,122 @@ static void test_ambiguous_framing_is_refused(void **state)
     assert_int_equal(t.accepted, 2);
 }
 
+/* ---- logs and metrics ---------------------------------------------------- */
+
+/* The receiver in traces, logs and metrics pipelines. */
+static int setup_signals(void **state)
+{
+    fixture *f = calloc(1, sizeof(*f));
+    char yaml[1024];
+    int port = sf_test_free_port();
+
+    snprintf(yaml, sizeof(yaml),
+             "receivers: {otlp: {protocols: {http: {endpoint: '127.0.0.1:%d', "
+             "max_request_body_size: 64KiB}}}}\n"
+             "exporters: {debug: {verbosity: basic}}\n"
+             "service:\n  telemetry: {metrics: {level: none}}\n"
+             "  pipelines:\n"
+             "    traces: {receivers: [otlp], exporters: [debug]}\n"
+             "    logs: {receivers: [otlp], exporters: [debug]}\n"
+             "    metrics: {receivers: [otlp], exporters: [debug]}\n", port);
+    f->svc = sf_test_service_start("h.yaml", yaml, &f->cfg);
+    snprintf(f->base, sizeof(f->base), "http://127.0.0.1:%d", port);
+    snprintf(f->url, sizeof(f->url), "%s/v1/logs", f->base);
+    *state = f;
+    return 0;
+}
+
+/* An ExportLogsServiceRequest of `n` log records with `pad` bytes of body
+ * each (pad < 2048). */
+static void logs_request(pb *b, int n, size_t pad)
+{
+    static char text[2048];
+
+    memset(text, 'x', pad);
+    text[pad] = '\0';
+    pb_init(b);
+    pb_open(b, 1);
+    pb_open(b, 2);
+    for (int i = 0; i < n; i++) {
+        pb_open(b, 2);
+        pb_uint(b, 2, 9);
+        pb_open(b, 5);
+        pb_str(b, 1, text);
+        pb_closen(b, 2);
+    }
+    pb_closen(b, 2);
+}
+
+/* Logs: accepted (protobuf, deflate), a body past the limit refused 413
+ * with its log records counted as they streamed past, a malformed one 400
+ * naming the logs request; traces' counts untouched. Metrics likewise
+ * accepted. */
+static void test_logs_and_metrics_accepted_and_refused_per_signal(void **state)
+{
+    fixture *f = *state;
+    static pb b;
+    static uint8_t big[3 * sizeof(b.d)];
+    char url[128];
+    uLongf zlen;
+    uint8_t *z;
+    sf_test_http_answer a;
+    sf_totals t, tr;
+
+    logs_request(&b, 4, 10);
+    a = sf_test_http_request(NULL, f->url, PROTO, NULL, b.d, b.n);
+    assert_int_equal(a.code, 200);
+    free(a.body);
+    zlen = compressBound(b.n);
+    z = malloc(zlen);
+    assert_int_equal(compress(z, &zlen, b.d, b.n), Z_OK);
+    a = sf_test_http_request(NULL, f->url, PROTO, "deflate", z, zlen);
+    assert_int_equal(a.code, 200);
+    free(a.body);
+    free(z);
+
+    /* ~30 KB three times over (one request: repeated fields merge): past
+     * 64 KiB, 45 log records */
+    logs_request(&b, 15, 2000);
+    for (int i = 0; i < 3; i++)
+        memcpy(big + (size_t)i * b.n, b.d, b.n);
+    a = sf_test_http_request(NULL, f->url, PROTO, NULL, big, 3 * b.n);
+    assert_int_equal(a.code, 413);
+    free(a.body);
+
+    a = sf_test_http_request(NULL, f->url, PROTO, NULL, "\x0a\x05\x12", 3);
+    assert_int_equal(a.code, 400);
+    assert_int_equal(rpc_code(&a), 3);
+    free(a.body);
+
+    sf_service_totals_signal(f->svc, SF_SIGNAL_LOGS, &t);
+    assert_int_equal(t.accepted, 8);
+    assert_int_equal(t.refused[SF_REASON_TOO_LARGE], 45);
+    assert_int_equal(t.refused[SF_REASON_MALFORMED], 0);    /* it had no record */
+    sf_service_totals(f->svc, &tr);
+    assert_int_equal(tr.accepted, 0);
+    assert_int_equal(refused(&tr), 0);
+
+    snprintf(url, sizeof(url), "%s/v1/metrics", f->base);
+    pb_init(&b);
+    pb_open(&b, 1);
+    pb_open(&b, 2);
+    pb_open(&b, 2);
+    pb_str(&b, 1, "m");
+    pb_open(&b, 5);
+    for (int i = 0; i < 3; i++) {
+        pb_open(&b, 1);
+        pb_fix64(&b, 6, (uint64_t)i);
+        pb_close(&b);
+    }
+    pb_closen(&b, 4);
+    a = sf_test_http_request(NULL, url, PROTO, NULL, b.d, b.n);
+    assert_int_equal(a.code, 200);
+    free(a.body);
+    sf_service_totals_signal(f->svc, SF_SIGNAL_METRICS, &t);
+    assert_int_equal(t.accepted, 3);
+    assert_int_equal(refused(&t), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -360,6 +479,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_json_refusals_are_400_and_counted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ambiguous_framing_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_logs_and_metrics_accepted_and_refused_per_signal,
+                                        setup_signals, teardown),
     };
     int rc;
 
