@@ -50,7 +50,7 @@ const exp = (signal) => ({ exporter: `otlphttp/${signal}` });
 
 function config() {
   const exporters = SIGNALS.map((s) => `  otlphttp/${s}:
-    endpoint: http://127.0.0.1:\${env:SF_${s.toUpperCase()}_PORT}
+    endpoint: http://127.0.0.1:\${env:SF_GW_${s.toUpperCase()}_PORT}
     compression: none
     timeout: 5s
     sending_queue: {sizer: bytes, queue_size: ${QUEUE_BYTES}, num_consumers: 4}
@@ -120,11 +120,12 @@ async function floodOne(t, flooded) {
       await gw[s].start();
       h.onCleanup(() => gw[s].stop());
     }
+    // spanfence's ports are picked while every gateway still holds its own
+    const ports = { grpc: await freePort(), http: await freePort(), metrics: await freePort() };
     await gw[flooded].stop();     // down from the start; its port is kept for its return
     const others = SIGNALS.filter((s) => s !== flooded);
-    const ports = { grpc: await freePort(), http: await freePort(), metrics: await freePort() };
     const env = { SF_GRPC_PORT: String(ports.grpc), SF_HTTP_PORT: String(ports.http), SF_METRICS_PORT: String(ports.metrics) };
-    for (const s of SIGNALS) env[`SF_${s.toUpperCase()}_PORT`] = String(gw[s].port);
+    for (const s of SIGNALS) env[`SF_GW_${s.toUpperCase()}_PORT`] = String(gw[s].port);
     const sf = h.track(new Spanfence({ dir: h.dir, config: config(), env, grpcPort: ports.grpc, metricsPort: ports.metrics }));
     await sf.start();
 
