@@ -1,9 +1,10 @@
 /* bench/sf_sink.c: a minimal OTLP/HTTP destination for benchmarks and soak
- * runs: accepts POST /v1/traces (protobuf, gzip, zstd or not), counts requests,
- * bytes and spans (by walking the wire format), answers 200. Optional
+ * runs: accepts POST /v1/traces, /v1/logs, /v1/metrics (protobuf, gzip, zstd
+ * or not), counts requests, bytes and items (spans, log records or metric
+ * points, by the path's signal, walking the wire format), answers 200. Optional
  * faults: -f N answers 503 to every Nth request, -d MS answers each request
  * MS milliseconds late.
- * GET /stats prints "requests R spans S bytes B failed F".
+ * GET /stats prints "requests R spans S bytes B failed F" (S: items of every signal).
  *
  *   sf_sink [-p 4319] [-f N] [-d MS]                                       */
 #include <getopt.h>
@@ -23,6 +24,7 @@
 #include "sf_alloc.h"
 #include "sf_request.h"
 #include "sf_compress.h"
+#include "sf_otlp_wire.h"
 
 typedef struct body {
     unsigned char *data;
@@ -42,7 +44,7 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char
     return ret;
 }
 
-static size_t count_spans(const unsigned char *data, size_t len, int gz)
+static size_t count_spans(sf_signal sig, const unsigned char *data, size_t len, int gz)
 {
     size_t spans = 0;
 
@@ -68,11 +70,11 @@ static size_t count_spans(const unsigned char *data, size_t len, int gz)
         } while (rc == Z_OK);
         inflateEnd(&z);
         if (rc == Z_STREAM_END)
-            sf_otlp_scan(buf, out, 64, &spans);
+            sf_otlp_scan_signal(sig, buf, out, 64, &spans);
         free(buf);
         return spans;
     }
-    sf_otlp_scan(data, len, 64, &spans);
+    sf_otlp_scan_signal(sig, data, len, 64, &spans);
     return spans;
 }
 
@@ -117,18 +119,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return reply(c, 503, "");
     }
     const char *enc = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Encoding");
+    /* the signal by upstream's paths; anything else is read as traces */
+    sf_signal sig = strcmp(url, "/v1/logs") == 0      ? SF_SIGNAL_LOGS
+                    : strcmp(url, "/v1/metrics") == 0 ? SF_SIGNAL_METRICS
+                                                      : SF_SIGNAL_TRACES;
     atomic_fetch_add(&n_bytes, b->len);
     if (enc != NULL && strcmp(enc, "zstd") == 0) {
         uint8_t *plain;
         size_t plain_len, found = 0;
 
         if (sf_unzstd(b->data, b->len, (size_t)1 << 30, &plain, &plain_len, NULL) == SF_OK) {
-            sf_otlp_scan(plain, plain_len, 64, &found);
+            sf_otlp_scan_signal(sig, plain, plain_len, 64, &found);
             sf_free(plain);
         }
         atomic_fetch_add(&n_spans, found);
     } else {
-        atomic_fetch_add(&n_spans, count_spans(b->data, b->len, enc && strcmp(enc, "gzip") == 0));
+        atomic_fetch_add(&n_spans, count_spans(sig, b->data, b->len, enc && strcmp(enc, "gzip") == 0));
     }
     return reply(c, 200, "");
 }

@@ -40,8 +40,11 @@ def free_port():
 
 
 class Collector:
-    def __init__(self, binary, dir_, name, config, grpc_port, metrics_port):
+    """`args`: more arguments after --config (a second --config, --set)."""
+
+    def __init__(self, binary, dir_, name, config, grpc_port, metrics_port, args=()):
         self.binary, self.dir, self.name = binary, dir_, name
+        self.args = list(args)
         self.config_path = os.path.join(dir_, name + ".yaml")
         self.stderr_path = os.path.join(dir_, name + ".stderr.log")
         self.grpc_port, self.metrics_port = grpc_port, metrics_port
@@ -56,7 +59,7 @@ class Collector:
 
     def start(self, timeout=30):
         err = open(self.stderr_path, "w")
-        self.proc = subprocess.Popen([self.binary, "--config", self.config_path],
+        self.proc = subprocess.Popen([self.binary, "--config", self.config_path] + self.args,
                                      stdin=subprocess.DEVNULL, stdout=err, stderr=err)
         err.close()
         deadline = time.time() + timeout
