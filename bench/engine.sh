@@ -116,10 +116,24 @@ service:
 EOF
 }
 
+# The port must be ours: a sink left over from an interrupted run answering
+# on it (with its own delay) would pass wait_port and measure the wrong
+# gateway, so a port in use stops the bench.
+port_free() { ! (echo >/dev/tcp/127.0.0.1/"$1") 2>/dev/null; }
+need_free() {
+    if ! port_free "$1"; then
+        echo "engine.sh: port $1 is in use (a process left over from an earlier run?)" >&2
+        exit 1
+    fi
+}
 start_sink() {     # $1: delay ms
+    need_free "$sport"
     "${pin_peer[@]}" "$tools/sf_sink" -p "$sport" -d "$1" >/dev/null 2>&1 &
     sink_pid=$!
-    wait_port "$sport"
+    if ! wait_port "$sport" || ! kill -0 "$sink_pid" 2>/dev/null; then
+        echo "engine.sh: sf_sink did not start on port $sport" >&2
+        exit 1
+    fi
 }
 stop_sink() { kill -TERM "$sink_pid"; wait "$sink_pid" 2>/dev/null || true; sink_pid=""; }
 
@@ -134,6 +148,7 @@ run_collector() {  # $1 build, $2 spans per call, $3 spans/s, $4 delay
         if ! "$b/spanfence" validate --config "$cfg" >/dev/null 2>&1; then config "$queue_old" >"$cfg"; fi
     fi
     start_sink "$delay"
+    need_free "$gport"; need_free "$mport"
     SPANFENCE_GATEWAY_ENDPOINT="http://127.0.0.1:$sport" SPANFENCE_GATEWAY_TOKEN=bench \
         SPANFENCE_PSEUDONYM_KEY=${SPANFENCE_PSEUDONYM_KEY:-bench-pseudonym-key-0123456789} \
         "${pin_sf[@]}" "$b/spanfence" --config "$cfg" 2>"$tmp/sf.err" &
@@ -169,6 +184,7 @@ run_collector() {  # $1 build, $2 spans per call, $3 spans/s, $4 delay
 run_floor() {      # $1 spans per call, $2 spans/s
     local spans=$1 rate=$2 per_thread calls c0 c1 ok grpc_us post_us
     per_thread=$(awk -v r="$rate" -v s="$spans" -v c="$conns" 'BEGIN{printf "%.3f", r / s / c}')
+    need_free "$fport"
     "${pin_sf[@]}" "$tools/bench_floor" grpc "$fport" >/dev/null 2>&1 &
     floor_pid=$!
     wait_port "$fport"
