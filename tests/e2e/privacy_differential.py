@@ -545,26 +545,9 @@ def run_case(ph, case, transport, sender, orc, schema, rep, tally, reference=Non
         rep.passed += 1
 
 
-def other_signal_messages():
-    """The message labels of the logs and metrics schemas (the series exists
-    for every message the codec reads): the `message` rows of
-    pipeline/proto/logs_fields.txt and metrics_fields.txt, labelled as the
-    codec labels them (the full name after '.v1.')."""
-    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    labels = set()
-    for name in ("logs_fields.txt", "metrics_fields.txt"):
-        with open(os.path.join(src, "pipeline", "proto", name)) as f:
-            for line in f:
-                words = line.split("#", 1)[0].split()
-                if len(words) >= 3 and words[0] == "message":
-                    labels.add(words[1].split(".v1.", 1)[-1])
-    return labels
-
-
 def check_dropped_fields(ph, rep, tally, text, schema):
     """spanfence_receiver_dropped_fields{message}: one series per message type
     of the official schema under ExportTraceServiceRequest (per transport),
-    and of the logs and metrics schemas (other_signal_messages),
     and per type at least the unknown fields the official parser kept in the
     accepted inputs (it also drops key_strindex, string_value_strindex and
     losing oneof members' fields, and counts refused requests' fields read
@@ -574,7 +557,7 @@ def check_dropped_fields(ph, rep, tally, text, schema):
     if not series:
         rep.phase_failed(ph.name, "metrics", "%s not exported" % name)
         return
-    want = set(schema.messages) | other_signal_messages()
+    want = set(schema.messages)
     by_transport = collections.defaultdict(set)
     got = collections.Counter()
     for lab, v in series:
