@@ -264,7 +264,7 @@ static void check_canonical(const sf_buf *out, const sf_otlp_edit *edit, const c
 
 static void check_output(const sf_buf *out, size_t spans)
 {
-    const sf_otlp_edit *edit = sf_transform_processor_type.edit(&comp);
+    const sf_otlp_edit *edit = sf_transform_processor_type.edit(&comp, SF_SIGNAL_TRACES);
     sf_otlp_request *req;
     size_t n;
     uint8_t *re;
