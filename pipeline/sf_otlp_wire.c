@@ -924,9 +924,8 @@ static bool str_fits(cx *c, const sf_otlp_value_alt *a, const uint8_t *s, size_t
         for (size_t i = 0; i < a->n_set; i++) {
             const char *e = a->set[i];
 
-            /* the first byte rejects most before strlen */
-            if (n > 0 && e[0] == (char)s[0] && strncmp(e, (const char *)s, n) == 0 &&
-                e[n] == '\0')
+            /* the first byte rejects most before strlen; s may hold a NUL */
+            if (n > 0 && e[0] == (char)s[0] && strlen(e) == n && memcmp(e, s, n) == 0)
                 return true;
             if (n == 0 && e[0] == '\0')
                 return true;
@@ -1517,7 +1516,8 @@ static sf_status put_kv_str(cx *c, uint32_t num, const uint8_t *key, size_t klen
 static int insert_find(const sf_otlp_insert *ins, size_t n, const uint8_t *k, size_t len)
 {
     for (size_t i = 0; i < n; i++) {
-        if (strncmp(ins[i].key, (const char *)k, len) == 0 && ins[i].key[len] == '\0')
+        /* k may hold a NUL */
+        if (strlen(ins[i].key) == len && memcmp(ins[i].key, k, len) == 0)
             return (int)i;
     }
     return -1;

@@ -1430,6 +1430,64 @@ static void test_edit_keep_attribute(void **state)
     assert_null(out);
 }
 
+/* An attribute string (key or value) holding a NUL is compared as the
+ * bytes it is, not as a C string ending there: "decode\0<text>" is not the
+ * set member "decode", and a key "vm.id\0<text>" is not the upserted key
+ * "vm.id" (each once read past the end of the member or key). */
+static void kv_raw(pb *b, uint32_t num, const char *key, size_t klen, const char *val,
+                   size_t vlen)
+{
+    pb_open(b, num);
+    pb_bytes(b, 1, key, klen);
+    pb_open(b, 2);
+    pb_bytes(b, 1, val, vlen);
+    pb_closen(b, 2);
+}
+
+static void test_edit_strings_with_nul(void **state)
+{
+    static const char *const keys[] = { "mode", "vm.id" };
+    static const bool keep[] = { true, true };
+    static const char *const modes[] = { "decode", "prefill" };
+    static const sf_otlp_value_alt alt = { .types = SF_OTLP_VAL_STRING,
+                                           .shape = SF_OTLP_STR_SET, .n_set = 2,
+                                           .set = modes };
+    static const sf_otlp_value_rule rule = { .n_alts = 1, .alts = &alt };
+    static const sf_otlp_value_rule *const rules[] = { &rule, NULL };
+    static const sf_otlp_insert ins = { .key = "vm.id", .value = "vm-1", .upsert = true };
+    sf_otlp_keyset *ks;
+    sf_otlp_edit e = { 0 };
+    sf_otlp_stats st;
+    pb in, want;
+
+    (void)state;
+    assert_int_equal(sf_otlp_keyset_create_with(2, keys, keep, rules, false, &ks), SF_OK);
+    e.keys[SF_OTLP_SPAN] = ks;
+    e.inserts[SF_OTLP_SPAN] = &ins;
+    e.n_inserts[SF_OTLP_SPAN] = 1;
+    pb_init(&in);
+    pb_open(&in, 1);
+    pb_open(&in, 2);
+    pb_open(&in, 2);
+    kv_raw(&in, 9, "mode", 4, "decode\0MARK1", 12);
+    kv_raw(&in, 9, "mode", 4, "prefill", 7);
+    kv_raw(&in, 9, "vm.id\0MARK2", 11, "x", 1);
+    pb_closen(&in, 3);
+
+    pb_init(&want);
+    pb_open(&want, 1);
+    pb_open(&want, 2);
+    pb_open(&want, 2);
+    kv_str(&want, 9, "mode", "prefill");
+    kv_str(&want, 9, "vm.id", "vm-1");        /* inserted: no entry had its key */
+    pb_uint(&want, 10, 2);
+    pb_closen(&want, 3);
+    expect_edit(&in, &e, &want, &st);
+    assert_int_equal(st.removed_attributes, 2);
+    assert_int_equal(st.failed_values, 1);
+    sf_otlp_keyset_destroy(ks);
+}
+
 static void test_edit_scalar_values_only(void **state)
 {
     const sf_otlp_edit e = { .scalar_values_only = true };
@@ -1895,6 +1953,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_depth),
         cmocka_unit_test(test_edit_keep_attribute),
+        cmocka_unit_test(test_edit_strings_with_nul),
         cmocka_unit_test(test_edit_scalar_values_only),
         cmocka_unit_test(test_edit_clear_fields),
         cmocka_unit_test(test_edit_rename),
