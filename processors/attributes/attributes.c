@@ -2,10 +2,10 @@
  * span, log record and data point attributes) and the `resource` processor
  * (the same actions on resource attributes) on the data path. Their
  * actions are compiled at create into one codec edit (sf_otlp_wire.h): the
- * deleted keys as a keyset that keeps every other key, inserts and upserts
- * as the edit's inserts. The contexts are the signals' own, so the one
- * edit serves traces, logs and metrics alike; the core runs it, consume
- * accounts for it.
+ * deleted keys as a keyset that keeps every other key, inserts, updates
+ * and upserts as the edit's inserts. The contexts are the signals' own, so
+ * the one edit serves traces, logs and metrics alike; the core runs it,
+ * consume accounts for it.
  *
  * DESIGN: inserted values are the operator's constants (${env:} expanded at
  * load), so the codec does not judge them by a keyset; a transform later in
@@ -64,6 +64,7 @@ static sf_status attributes_build(sf_component *self, const sf_attributes_config
         }
         a->inserts[a->n_inserts++] = (sf_otlp_insert){
             .key = ac->key, .value = ac->value, .upsert = ac->action == SF_ATTR_UPSERT,
+            .update = ac->action == SF_ATTR_UPDATE,
         };
     }
     if (n_del > 0) {
@@ -139,7 +140,7 @@ static sf_status attributes_consume(sf_component *self, sf_request *batch)
 
 static const sf_metric_row attributes_metric_rows[] = {
     [AM_INSERTED] = { .name = "spanfence_processor_attributes_inserted",
-      .help = "Attributes the processor's insert and upsert actions added or set." },
+      .help = "Attributes the processor's insert, update and upsert actions added or set." },
     { 0 }
 };
 
@@ -147,7 +148,7 @@ const sf_component_type sf_attributes_processor_type = {
     .name = "attributes",
     .kind = SF_KIND_PROCESSOR,
     .signals = SF_SIGNALS_ALL,
-    .description = "inserts, upserts or deletes span, log record and data point attributes "
+    .description = "inserts, updates, upserts or deletes span, log record and data point attributes "
                    "(string constants, ${env:} values)",
     .config_size = sizeof(sf_attributes_config),
     .config_map = sf_attributes_config_map,
@@ -163,7 +164,7 @@ const sf_component_type sf_resource_processor_type = {
     .name = "resource",
     .kind = SF_KIND_PROCESSOR,
     .signals = SF_SIGNALS_ALL,
-    .description = "inserts, upserts or deletes resource attributes (string constants, "
+    .description = "inserts, updates, upserts or deletes resource attributes (string constants, "
                    "${env:} values)",
     .config_size = sizeof(sf_attributes_config),
     .config_map = sf_resource_config_map,

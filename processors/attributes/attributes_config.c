@@ -196,7 +196,7 @@ static sf_status parse_actions(sf_cfg_ctx *ctx, const sf_node *node, void *field
 
 /* Two actions on one key: upstream runs them in order; spanfence's edit
  * runs a key's delete before its insert, so the order could differ.
- * Refused, as is update until the codec has it. */
+ * Refused. */
 sf_status sf_attributes_check(sf_cfg_ctx *ctx, void *config)
 {
     const sf_attributes_config *cfg = config;
@@ -207,14 +207,6 @@ sf_status sf_attributes_check(sf_cfg_ctx *ctx, void *config)
 
         if (a->key == NULL)
             continue;
-        if (a->action == SF_ATTR_UPDATE) {
-            /* the codec's inserts add or replace; replacing only a present
-             * key is not one of them yet */
-            sf_cfg_error(ctx, a->node, NULL, "action 'update' on key '%s' is not supported: "
-                         "use upsert (which also adds the key when it is absent) or insert",
-                         a->key);
-            errors++;
-        }
         for (size_t j = 0; j < i; j++) {
             if (cfg->actions.v[j].key != NULL && strcmp(cfg->actions.v[j].key, a->key) == 0) {
                 sf_cfg_error(ctx, a->node, NULL, "key '%s' has a second action: write one "

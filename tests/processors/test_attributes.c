@@ -1,6 +1,6 @@
 /* tests/processors/test_attributes.c: the `attributes` and `resource`
  * processors: their actions (upstream's spelling) compiled into one codec
- * edit that serves every signal: inserts and upserts of string constants
+ * edit that serves every signal: inserts, updates and upserts of string constants
  * and ${env:} values on span, log record and data point attributes
  * (attributes) or resource attributes (resource), deletes as a keyset that
  * keeps every other key; and consume accounting for the pass the core ran.
@@ -114,10 +114,17 @@ static void test_resource_edit(void **state)
     (void)state;
     load(&r, "  resource:\n    attributes:\n"
              "      - {key: cloud.region, value: \"eu-1\", action: upsert}\n"
-             "      - {key: host.name, action: delete}\n", "resource");
+             "      - {key: host.name, action: delete}\n"
+             "      - {key: vm.zone, value: \"z\", action: update}\n", "resource");
     e = r.comp.type->edit(&r.comp, SF_SIGNAL_LOGS);
-    assert_int_equal(e->n_inserts[SF_OTLP_RESOURCE], 1);
+    assert_int_equal(e->n_inserts[SF_OTLP_RESOURCE], 2);
     assert_string_equal(insert_of(e, SF_OTLP_RESOURCE, "cloud.region")->value, "eu-1");
+    assert_true(insert_of(e, SF_OTLP_RESOURCE, "cloud.region")->upsert);
+    assert_false(insert_of(e, SF_OTLP_RESOURCE, "cloud.region")->update);
+    /* update: replaces where the key is, never adds (the codec's update) */
+    assert_string_equal(insert_of(e, SF_OTLP_RESOURCE, "vm.zone")->value, "z");
+    assert_true(insert_of(e, SF_OTLP_RESOURCE, "vm.zone")->update);
+    assert_false(insert_of(e, SF_OTLP_RESOURCE, "vm.zone")->upsert);
     assert_false(keeps(e, SF_OTLP_RESOURCE, "host.name"));
     assert_true(keeps(e, SF_OTLP_RESOURCE, "service.name"));
     for (int c = SF_OTLP_SCOPE; c < SF_OTLP_CTX_COUNT; c++) {
