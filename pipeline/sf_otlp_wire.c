@@ -1310,6 +1310,32 @@ static inline __attribute__((always_inline)) sf_status put_dropped(cx *c, uint32
     return v != 0 ? put_tag_varint(c, num, WT_VARINT, true, v) : SF_OK;
 }
 
+/* Whether the Metric in [p, end) leaves, by the edit's keep_metric_fn on the
+ * name a decoder sees (the last name field; "" when there is none). A
+ * metric that cannot be read is kept here: the walk then refuses it. Every
+ * Metric comes through put_repeated (ScopeMetrics.metrics is repeated, so
+ * stream() never copies one whole: quick_init). */
+static bool metric_kept(cx *c, const uint8_t *p, const uint8_t *end)
+{
+    const uint8_t *name = (const uint8_t *)"";
+    size_t len = 0;
+    const char *error = c->st->error;
+    fld f;
+
+    while (p < end) {
+        if (next_field(c, p, end, &f, 0) != SF_OK) {
+            c->st->error = error;
+            return true;
+        }
+        p = f.end;
+        if (f.num == 1 && f.wt == WT_LEN) {
+            name = f.val;
+            len = (size_t)f.u;
+        }
+    }
+    return c->edit->keep_metric_fn(c->edit->ctx, &c->state, name, len);
+}
+
 /* One occurrence `f` of repeated field d of message m: a string, a KeyValue
  * (an attribute of m's context when d holds its attributes; *removed counts
  * those the edit took out) or a sub-message (spans counted; *cls the worst
@@ -1335,15 +1361,25 @@ put_repeated(cx *c, const mdesc *m, const fdesc *d, const fld *f, unsigned depth
     {
         result r = { 0 };
         /* a cleared field (entity_refs, exemplars) is still read and checked */
-        const bool gone = d->field != SF_OTLP_FIELD_NONE && c->verdict[d->field] == FV_CLEAR;
+        bool gone = d->field != SF_OTLP_FIELD_NONE && c->verdict[d->field] == FV_CLEAR;
+        const bool filtered = d->child == SF_OTLP_MSG_METRIC && !gone && !c->discard &&
+                              c->edit != NULL && c->edit->keep_metric_fn != NULL &&
+                              !metric_kept(c, f->val, f->val + f->u);
+        const size_t items = c->st->spans;
 
         if (d->role == R_SPANS)
             c->st->spans++;
         if (gone && d->field == SF_OTLP_FIELD_EXEMPLARS && !c->discard)
             c->st->dropped_exemplars++;
+        gone |= filtered;
         c->discard += gone;
         st = child(c, f->num, d->child, f->val, f->val + f->u, depth, &r);
         c->discard -= gone;
+        if (filtered) {
+            /* its points leave not: counted apart */
+            c->st->filtered_items += c->st->spans - items;
+            c->st->spans = items;
+        }
         if (r.cls > *cls)
             *cls = r.cls;
         return st;

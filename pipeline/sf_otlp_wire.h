@@ -204,6 +204,12 @@ typedef struct sf_otlp_edit {
      * ones keep their trace and span ids (checked as ids) and their
      * filtered_attributes pass the DATAPOINT keyset. */
     bool keep_exemplars;
+    /* Metrics: whether the metric named name[0, len) (the name a decoder
+     * sees: "" when absent, the last when given twice) leaves; NULL: every
+     * metric does. One that does not leaves with nothing of it, its points
+     * read and checked all the same and counted in stats.filtered_items,
+     * not in stats.spans (the `filter` processor). */
+    bool (*keep_metric_fn)(const void *ctx, void **state, const uint8_t *name, size_t len);
     /* Attributes added per context (n_inserts[c] of inserts[c]): see
      * sf_otlp_insert. A message of a context with inserts is written by the
      * codec's general walk (slower than its streaming one). */
@@ -235,6 +241,7 @@ typedef struct sf_otlp_stats {
     sf_otlp_drift drift[SF_OTLP_DRIFT_MAX];
     uint64_t dropped_bodies;    /* log bodies the edit's body rule dropped */
     uint64_t dropped_exemplars; /* exemplars the edit dropped */
+    size_t filtered_items;      /* items of metrics keep_metric_fn dropped (not in spans) */
     uint64_t inserted;          /* attributes the edit's inserts added or upserted */
     uint64_t dropped_fields[SF_OTLP_MSG_COUNT]; /* unknown/obsolete fields, by message */
     const char *error;          /* on SF_INVALID: what was wrong (static text) */

@@ -8,10 +8,12 @@
  * bytes (when no string holds a NUL: protobuf-c's strings end at one; every
  * NaN comes back as the quiet NaN, since JSON spells them all "NaN"). Then
  * a policy edit (allowlists in every context, the body rule, governed
- * names, exemplars dropped, a resource upsert) must give output that holds
- * only what the policy allows, checked on protobuf-c's tree, and the same
- * output from the input as from its canonical form (an edit sees what a
- * decoder sees, not how the bytes spelled it). */
+ * names, exemplars dropped, a resource upsert, metrics whose name starts
+ * with 'd' filtered out, their points counted as protobuf-c's tree counts
+ * them) must give output that holds only what the policy allows, checked
+ * on protobuf-c's tree, and the same output from the input as from its
+ * canonical form (an edit sees what a decoder sees, not how the bytes
+ * spelled it). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -132,6 +134,55 @@ static const sf_otlp_value_rule body_rule = { .n_alts = 1, .alts = &body_alt };
 static const sf_otlp_insert res_ins[] = { { .key = "vm.id", .value = "vm-1", .upsert = true } };
 static sf_otlp_edit edit;
 
+/* The filter's part of the edit: metrics whose name starts with 'd' go. */
+static bool keep_metric(const void *ctx, void **state, const uint8_t *name, size_t len)
+{
+    (void)ctx;
+    (void)state;
+    return !(len > 0 && name[0] == 'd');
+}
+
+/* The data points of the metrics keep_metric drops, by protobuf-c's tree
+ * (a name's first byte is the same there, NUL or not). */
+static size_t points_dropped(const Opentelemetry__Proto__Collector__Metrics__V1__ExportMetricsServiceRequest *req)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < req->n_resource_metrics; i++) {
+        for (size_t j = 0; j < req->resource_metrics[i]->n_scope_metrics; j++) {
+            const Opentelemetry__Proto__Metrics__V1__ScopeMetrics *sm =
+                req->resource_metrics[i]->scope_metrics[j];
+
+            for (size_t k = 0; k < sm->n_metrics; k++) {
+                const Opentelemetry__Proto__Metrics__V1__Metric *m = sm->metrics[k];
+
+                if (m->name[0] != 'd')
+                    continue;
+                switch (m->data_case) {
+                case OPENTELEMETRY__PROTO__METRICS__V1__METRIC__DATA_GAUGE:
+                    n += m->gauge->n_data_points;
+                    break;
+                case OPENTELEMETRY__PROTO__METRICS__V1__METRIC__DATA_SUM:
+                    n += m->sum->n_data_points;
+                    break;
+                case OPENTELEMETRY__PROTO__METRICS__V1__METRIC__DATA_HISTOGRAM:
+                    n += m->histogram->n_data_points;
+                    break;
+                case OPENTELEMETRY__PROTO__METRICS__V1__METRIC__DATA_EXPONENTIAL_HISTOGRAM:
+                    n += m->exponential_histogram->n_data_points;
+                    break;
+                case OPENTELEMETRY__PROTO__METRICS__V1__METRIC__DATA_SUMMARY:
+                    n += m->summary->n_data_points;
+                    break;
+                default:
+                    break;
+                }
+            }
+        }
+    }
+    return n;
+}
+
 static void init_once(void)
 {
     static sf_otlp_keyset *ks[4];
@@ -155,6 +206,7 @@ static void init_once(void)
     edit.body_rule = &body_rule;
     edit.n_inserts[SF_OTLP_RESOURCE] = 1;
     edit.inserts[SF_OTLP_RESOURCE] = res_ins;
+    edit.keep_metric_fn = keep_metric;
 }
 
 static bool key_in(const char *k, const char *const *keys, size_t n)
@@ -328,6 +380,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sf_buf_unref(again);
     bool faithful = false;      /* protobuf-c's tree packs back to the output */
     uint8_t *quiet = NULL;      /* the output with its NaNs made quiet */
+    size_t dropped = 0;         /* points of the metrics the edit's filter drops */
     {
         ProtobufCMessage *m = s == SF_SIGNAL_LOGS
             ? (ProtobufCMessage *)opentelemetry__proto__collector__logs__v1__export_logs_service_request__unpack(NULL, out->len, out->data)
@@ -335,6 +388,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
         if (m == NULL || unknown_in(m) != 0)
             fail("output unreadable by protobuf-c or with unknown fields");
+        if (s == SF_SIGNAL_METRICS)
+            dropped = points_dropped((const void *)m);
         /* protobuf-c's strings end at a NUL: then its tree (and the JSON
          * made from it) holds less than the bytes */
         if (protobuf_c_message_get_packed_size(m) == out->len) {
@@ -383,8 +438,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     free(quiet);
     /* the policy edit: on the input and on its canonical form alike */
-    if (sf_otlp_rewrite_signal(s, in, len, 32, &edit, &e1, &st) != SF_OK ||
-        sf_otlp_rewrite_signal(s, out->data, out->len, 32, &edit, &e2, &st) != SF_OK)
+    if (sf_otlp_rewrite_signal(s, in, len, 32, &edit, &e1, &st) != SF_OK)
+        fail("the edit failed on a valid request");
+    if (st.filtered_items != dropped || st.spans != items - dropped)
+        fail("the filter's counts disagree with protobuf-c's tree");
+    if (sf_otlp_rewrite_signal(s, out->data, out->len, 32, &edit, &e2, &st) != SF_OK)
         fail("the edit failed on a valid request");
     if (e1->len != e2->len || memcmp(e1->data, e2->data, e1->len) != 0)
         fail("the edit saw the input's spelling");

@@ -736,6 +736,97 @@ static void test_metrics_edit(void **state)
     sf_otlp_keyset_destroy(none);
 }
 
+/* ---- dropping metrics (keep_metric_fn) ------------------------------------------ */
+
+/* Drops metrics whose name starts with "sglang:", and the nameless. */
+static bool keep_not_sglang(const void *ctx, void **state, const uint8_t *name, size_t len)
+{
+    int *calls = (int *)ctx;
+
+    (void)state;
+    (*calls)++;
+    return len > 0 && !(len >= 7 && memcmp(name, "sglang:", 7) == 0);
+}
+
+static void test_metrics_dropped_by_name(void **state)
+{
+    int calls = 0;
+    sf_otlp_edit e = { .ctx = &calls, .keep_metric_fn = keep_not_sglang };
+    sf_otlp_stats st;
+    sf_buf *out = NULL, *again = NULL;
+    pb in;
+    Opentelemetry__Proto__Collector__Metrics__V1__ExportMetricsServiceRequest *req;
+    Opentelemetry__Proto__Metrics__V1__ScopeMetrics *sm;
+
+    (void)state;
+    /* the gauge (1 point), the sum (2) and the histogram (1) are sglang's */
+    metrics_request(&in);
+    assert_int_equal(rw_sig(SF_SIGNAL_METRICS, &in, &e, &out, &st), SF_OK);
+    assert_int_equal(calls, 5);
+    assert_int_equal(st.spans, 2);
+    assert_int_equal(st.filtered_items, 4);
+    assert_null(memmem(out->data, out->len, "sglang:", 7));
+    assert_null(memmem(out->data, out->len, "running requests", 16));
+    assert_null(memmem(out->data, out->len, "secret", 6));     /* an exemplar of a dropped one */
+    req = opentelemetry__proto__collector__metrics__v1__export_metrics_service_request__unpack(
+        NULL, out->len, out->data);
+    assert_non_null(req);
+    sm = req->resource_metrics[0]->scope_metrics[0];
+    assert_int_equal(sm->n_metrics, 2);
+    assert_string_equal(sm->metrics[0]->name, "latency.exp");
+    assert_string_equal(sm->metrics[1]->name, "rpc.duration");
+    opentelemetry__proto__collector__metrics__v1__export_metrics_service_request__free_unpacked(
+        req, NULL);
+    /* what is left passes unchanged */
+    assert_int_equal(sf_otlp_rewrite_signal(SF_SIGNAL_METRICS, out->data, out->len, MAX_DEPTH,
+                                            &e, &again, &st), SF_OK);
+    assert_int_equal(st.filtered_items, 0);
+    assert_int_equal(again->len, out->len);
+    assert_memory_equal(again->data, out->data, out->len);
+    sf_buf_unref(again);
+    sf_buf_unref(out);
+
+    /* the name a decoder sees: the last of two; none is ""; a metric of
+     * scalars only (no data: the whole-message copy) is judged too */
+    pb_init(&in);
+    pb_open(&in, 1);
+    pb_open(&in, 2);
+    pb_open(&in, 2);                    /* "x", then "sglang:y": dropped */
+    pb_str(&in, 1, "x");
+    pb_str(&in, 2, "MARK1");
+    pb_str(&in, 1, "sglang:y");
+    pb_open(&in, 5);
+    pb_open(&in, 1);
+    pb_fix64(&in, 6, 1);
+    pb_closen(&in, 3);
+    pb_open(&in, 2);                    /* no name: dropped */
+    pb_str(&in, 2, "MARK2");
+    pb_close(&in);
+    pb_open(&in, 2);                    /* "sglang:z", then "kept" */
+    pb_str(&in, 1, "sglang:z");
+    pb_str(&in, 3, "1");
+    pb_str(&in, 1, "kept");
+    pb_close(&in);
+    pb_closen(&in, 2);
+    assert_int_equal(rw_sig(SF_SIGNAL_METRICS, &in, &e, &out, &st), SF_OK);
+    assert_int_equal(st.spans, 0);
+    assert_int_equal(st.filtered_items, 1);
+    assert_null(memmem(out->data, out->len, "MARK", 4));
+    assert_non_null(memmem(out->data, out->len, "kept", 4));
+    sf_buf_unref(out);
+
+    /* a dropped metric is still read and checked */
+    pb_init(&in);
+    pb_open(&in, 1);
+    pb_open(&in, 2);
+    pb_open(&in, 2);
+    pb_str(&in, 1, "sglang:bad");
+    pb_bytes(&in, 2, "\xff", 1);        /* description: not UTF-8 */
+    pb_closen(&in, 3);
+    assert_int_equal(rw_sig(SF_SIGNAL_METRICS, &in, &e, &out, &st), SF_INVALID);
+    assert_null(out);
+}
+
 /* ---- inserts ------------------------------------------------------------------- */
 
 static void test_inserts(void **state)
@@ -866,6 +957,7 @@ int main(void)
         cmocka_unit_test(test_metrics_refusals),
         cmocka_unit_test(test_metrics_old_fields_dropped),
         cmocka_unit_test(test_metrics_edit),
+        cmocka_unit_test(test_metrics_dropped_by_name),
         cmocka_unit_test(test_inserts),
         cmocka_unit_test(test_request_signal),
     };
