@@ -474,7 +474,7 @@ static void check_signal(loader *l, const sf_config_pipeline *p, sf_kind kind,
         return;
     sf_cfg_error(&l->ctx, at, sub, "%s '%s' cannot be used in %s pipeline '%s': spanfence's "
                  "'%s' handles %s only", sf_kind_name(kind), c->id,
-                 p->signal == SF_SIGNAL_METRICS ? "metrics" : "logs", p->id, c->type->name,
+                 sf_signal_name(p->signal), p->id, c->type->name,
                  sf_component_type_signals(c->type));
 }
 

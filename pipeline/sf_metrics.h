@@ -27,7 +27,8 @@
     X(RETRIES_EXHAUSTED,  "retries_exhausted")             \
     X(PERMANENT_ERROR,    "permanent_error")               \
     X(SHUTDOWN,           "shutdown")                      \
-    X(INTERNAL,           "internal")
+    X(INTERNAL,           "internal")                      \
+    X(FILTERED,           "filtered")
 
 typedef enum sf_reason {
 #define SF_REASON_ENUM(e, label) SF_REASON_##e,

@@ -298,7 +298,8 @@ static void component_entry(sf_component *c, json_object *list, sums *all)
     }
 }
 
-/* One signal's totals: what was accepted, exported, queued and lost. */
+/* One signal's totals: what was accepted, exported, queued, filtered on
+ * purpose (a `filter` processor's drops: not a loss) and lost. */
 static json_object *totals_object(const sums *s)
 {
     json_object *o = json_object_new_object();
@@ -307,10 +308,12 @@ static json_object *totals_object(const sums *s)
     if (o == NULL)
         return NULL;
     for (int r = 0; r < SF_REASON_COUNT; r++)
-        lost += s->refused[r] + s->dropped[r] + s->send_failed[r];
+        lost += s->refused[r] + (r != SF_REASON_FILTERED ? s->dropped[r] : 0) +
+                s->send_failed[r];
     add_u64(o, "accepted", s->accepted);
     add_u64(o, "exported", s->exported);
     add_u64(o, "queued", s->queued);
+    add_u64(o, "filtered", s->dropped[SF_REASON_FILTERED]);
     add_u64(o, "lost", lost);
     json_object_object_add(o, "refused", reason_sums(s->refused));
     json_object_object_add(o, "dropped", reason_sums(s->dropped));

@@ -697,6 +697,7 @@ static sf_status run_route(const sf_route *r, sf_request *batch)
     sf_status st = sf_request_rewrite(batch, ed != NULL ? ed->type->edit(ed, batch->signal)
                                                         : NULL, ed);
 
+    batch->received = batch->spans + batch->filtered;
     if (st == SF_INVALID)
         return st;              /* nothing of a malformed request goes anywhere */
     if (st != SF_OK) {
@@ -705,6 +706,7 @@ static sf_status run_route(const sf_route *r, sf_request *batch)
          * refused is counted whole. */
         sf_otlp_scan_signal(batch->signal, batch->raw, batch->raw_len, batch->max_depth,
                             &batch->spans);
+        batch->received = batch->spans;
         if (ed == NULL)
             return st;
         /* The edit failed: the editor reports it in its consume, after the
@@ -757,8 +759,9 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
         }
         st = run_route(receiver->routes[i], b);
         if (routes == 1) {
-            /* The first pass validated the request and counted its spans. */
-            spans = b->spans;
+            /* The first pass validated the request and counted its spans
+             * (before any processor filtered some out). */
+            spans = b->received;
             for (int m = 0; m < SF_OTLP_MSG_COUNT; m++) {
                 if (b->stats.dropped_fields[m] > 0)
                     sf_count(&rc->dropped_fields[m], b->stats.dropped_fields[m]);
