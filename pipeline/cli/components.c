@@ -15,6 +15,7 @@ extern const sf_component_type sf_attributes_processor_type;
 extern const sf_component_type sf_resource_processor_type;
 extern const sf_component_type sf_memory_limiter_processor_type;
 extern const sf_component_type sf_batch_processor_type;
+extern const sf_component_type sf_filter_processor_type;
 extern const sf_component_type sf_otlphttp_exporter_type;
 extern const sf_component_type sf_otlpgrpc_exporter_type;
 extern const sf_component_type sf_file_exporter_type;
@@ -31,6 +32,7 @@ const sf_component_type *const sf_registry[] = {
     &sf_resource_processor_type,
     &sf_memory_limiter_processor_type,
     &sf_batch_processor_type,
+    &sf_filter_processor_type,
     &sf_otlphttp_exporter_type,
     &sf_otlpgrpc_exporter_type,
     &sf_file_exporter_type,
@@ -44,9 +46,6 @@ const sf_component_type *const sf_registry[] = {
  * when a traces pipeline lists one (an error), or when service.extensions
  * does (a warning: the extension is not run). */
 const sf_foreign_type sf_foreign_types[] = {
-    { SF_KIND_PROCESSOR, "filter",
-      "spanfence keeps every span it can filter; drop attributes with the transform processor's "
-      "keep_keys or delete_key" },
     { SF_KIND_PROCESSOR, "redaction",
       "use the transform processor: keep_keys allowlists attribute keys, replace_pattern "
       "redacts span names" },

@@ -1,8 +1,9 @@
 /* tests/processors/processor_fixture.h: one processor made as at start from
  * a config that goes through the real loader: a minimal config around a
- * `processors:` section, the processor `id` in its traces pipeline, created
- * by its type (test_transform_rules, test_transform_signals,
- * test_attributes, test_signal_fence). Include after cmocka.h. */
+ * `processors:` section, the processor `id` in its traces pipeline (or
+ * another signal's), created by its type (test_transform_rules,
+ * test_transform_signals, test_attributes, test_signal_fence, test_filter).
+ * Include after cmocka.h. */
 #ifndef SF_TEST_PROCESSOR_FIXTURE_H
 #define SF_TEST_PROCESSOR_FIXTURE_H
 
@@ -20,17 +21,19 @@ typedef struct pfx_run {
 } pfx_run;
 
 /* Load the config whose processors section is `procs` (each processor
- * indented two spaces) and create processor `id`, named `file` in
- * messages. SF_CONFIG leaves the messages in r->errors (and r->cfg NULL). */
-static inline sf_status pfx_load(pfx_run *r, const char *file, const char *procs, const char *id)
+ * indented two spaces) and create processor `id`, in a pipeline of
+ * `signal` ("traces", "logs", "metrics"), named `file` in messages.
+ * SF_CONFIG leaves the messages in r->errors (and r->cfg NULL). */
+static inline sf_status pfx_load_in(pfx_run *r, const char *file, const char *procs,
+                                    const char *id, const char *signal)
 {
     static const char base[] =
         "receivers:\n  otlp:\n    protocols:\n      grpc:\n        endpoint: 127.0.0.1:4317\n"
         "exporters:\n  otlphttp:\n    endpoint: http://127.0.0.1:4319\n"
         "processors:\n%s"
-        "service:\n  pipelines:\n    traces:\n      receivers: [otlp]\n"
+        "service:\n  pipelines:\n    %s:\n      receivers: [otlp]\n"
         "      processors: [%s]\n      exporters: [otlphttp]\n";
-    size_t n = sizeof(base) + strlen(procs) + strlen(id);
+    size_t n = sizeof(base) + strlen(procs) + strlen(id) + strlen(signal);
     char *yaml = malloc(n);
     sf_diag *d = sf_diag_create(NULL);
     sf_config_component *c;
@@ -38,7 +41,7 @@ static inline sf_status pfx_load(pfx_run *r, const char *file, const char *procs
     size_t at = 0;
 
     memset(r, 0, sizeof(*r));
-    snprintf(yaml, n, base, procs, id);
+    snprintf(yaml, n, base, procs, signal, id);
     st = sf_config_load_string(file, yaml, strlen(yaml), d, &r->cfg);
     free(yaml);
     for (size_t i = 0; i < sf_diag_count(d) && at < sizeof(r->errors); i++)
@@ -59,6 +62,12 @@ static inline sf_status pfx_load(pfx_run *r, const char *file, const char *procs
     r->comp.config = c->config;
     assert_int_equal(c->type->create(&r->comp, c->config), SF_OK);
     return SF_OK;
+}
+
+/* pfx_load_in a traces pipeline. */
+static inline sf_status pfx_load(pfx_run *r, const char *file, const char *procs, const char *id)
+{
+    return pfx_load_in(r, file, procs, id, "traces");
 }
 
 /* The transform's settings `body` (indented four spaces) as processor
