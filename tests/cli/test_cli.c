@@ -312,6 +312,39 @@ static void test_validate_violation(void **state)
     assert_string_equal(r.out, want);
 }
 
+/* A logs or metrics pipeline added to a config that holds the policy (a
+ * second --config, as an operator replacing otelcol would) does not hold
+ * it while the policy has no section for that signal: its items would
+ * leave unfenced (issue #25). */
+static void test_unfenced_signal_violates(void **state)
+{
+    static const char *const signals[] = { "logs", "metrics" };
+    static const char *const items[] = { "log_records", "metric_points" };
+    char yaml[512], want[1024];
+    run r;
+
+    (void)state;
+    for (int i = 0; i < 2; i++) {
+        snprintf(yaml, sizeof(yaml),
+                 "exporters:\n  otlphttp/%s:\n    endpoint: http://127.0.0.1:4320\n"
+                 "service:\n  pipelines:\n    %s:\n      receivers: [otlp]\n"
+                 "      exporters: [otlphttp/%s]\n", signals[i], signals[i], signals[i]);
+        write_file(TMP_CONFIG, yaml);
+        spanfence(&r, "validate --config configs/cvm.yaml --config " TMP_CONFIG);
+        assert_int_equal(r.code, 0);
+        spanfence(&r, "validate --config configs/cvm.yaml --config " TMP_CONFIG
+                      " --policy configs/cvm-policy.yaml");
+        assert_int_equal(r.code, 1);
+        snprintf(want, sizeof(want),
+                 "%s:6:5: policy: service.pipelines.%s: a %s pipeline, but the policy has no "
+                 "'%s' section: its %s would leave unfenced\n"
+                 "spanfence: configs/cvm.yaml, %s: 1 policy violation, configuration does not "
+                 "hold policy configs/cvm-policy.yaml\n",
+                 TMP_CONFIG, signals[i], signals[i], signals[i], items[i], TMP_CONFIG);
+        assert_string_equal(r.out, want);
+    }
+}
+
 /* The collector itself: refuses to start, before binding anything. */
 static void test_run_refuses_to_start(void **state)
 {
@@ -371,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_default_config),
         cmocka_unit_test(test_validate_without_policy),
         cmocka_unit_test(test_validate_with_policy),
+        cmocka_unit_test(test_unfenced_signal_violates),
         cmocka_unit_test(test_validate_violation),
         cmocka_unit_test(test_run_refuses_to_start),
         cmocka_unit_test(test_invalid_config_with_policy),
