@@ -23,8 +23,8 @@
  *   well-behaved one. A reaper enforces read_header_timeout, read_timeout
  *   and idle_timeout as deadlines (libmicrohttpd's own timeout only counts
  *   inactivity, which a byte every few seconds defeats). On shutdown new
- *   connections stop at once (MHD_quiesce_daemon, with MHD_USE_ITC), idle
- *   ones are closed, and uploads in progress get SHUTDOWN_GRACE_MS.
+ *   connections are closed as they come (the accept policy), idle ones are
+ *   closed, and uploads in progress get SHUTDOWN_GRACE_MS.
  * - Decompression is bounded by the same size limit while inflating (a gzip
  *   or zstd bomb gets 413 after producing at most that many bytes); zstd
  *   windows are limited to 8 MiB (RFC 9659), so a frame header cannot make
@@ -155,7 +155,7 @@ struct sf_receiver_http {
     bool reaper_stop;
     bool reaper_running;
     pthread_t reaper;
-    int listen_fd;              /* returned by MHD_quiesce_daemon */
+    bool stopping;              /* shutting down: new connections are closed (on_accept) */
 };
 
 /* ---- arenas -------------------------------------------------------------- */
@@ -999,7 +999,9 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
     (void)addr;
     (void)len;
     pthread_mutex_lock(&srv->conn_lock);
-    if (srv->n_conns - srv->n_evicted >= MAX_CONNECTIONS) {
+    if (srv->stopping) {
+        ok = MHD_NO;
+    } else if (srv->n_conns - srv->n_evicted >= MAX_CONNECTIONS) {
         http_conn *v = conn_victim(srv, sf_now_ms());
 
         if (v != NULL)
@@ -1108,7 +1110,6 @@ sf_status sf_receiver_http_create(sf_component *self, const sf_receiver_http_con
     srv->max_depth = max_depth;
     srv->max_body = (size_t)cfg->max_request_body_size;
     srv->budget = srv->max_body * BUFFER_BUDGET;
-    srv->listen_fd = -1;
     pthread_mutex_init(&srv->pool_lock, NULL);
     pthread_mutex_init(&srv->conn_lock, NULL);
     sf_cond_init(&srv->reaper_cv);
@@ -1133,6 +1134,7 @@ sf_status sf_receiver_http_start(sf_receiver_http *srv)
     }
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    srv->stopping = false;
     srv->daemon = MHD_start_daemon(flags, 0, on_accept, srv, on_request, srv,
                                    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                                    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)THREADS,
@@ -1173,9 +1175,15 @@ void sf_receiver_http_shutdown(sf_receiver_http *srv)
 
     if (srv->daemon == NULL)
         return;
-    /* Stop accepting new connections; close those holding no request;
-     * give uploads in progress a moment to end, then close the rest. */
-    srv->listen_fd = MHD_quiesce_daemon(srv->daemon);
+    /* Close new connections as they come (not MHD_quiesce_daemon: with
+     * the epoll worker pool it races the workers' own removal of the listen
+     * socket, and libmicrohttpd 0.9.75 aborts the process on the ENOENT,
+     * "Failed to remove listen FD from epoll set"); close those holding no
+     * request; give uploads in progress a moment to end, then close the
+     * rest. */
+    pthread_mutex_lock(&srv->conn_lock);
+    srv->stopping = true;
+    pthread_mutex_unlock(&srv->conn_lock);
     do {
         busy = false;
         pthread_mutex_lock(&srv->conn_lock);
@@ -1201,10 +1209,6 @@ void sf_receiver_http_shutdown(sf_receiver_http *srv)
     }
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
-    if (srv->listen_fd >= 0) {
-        close(srv->listen_fd);
-        srv->listen_fd = -1;
-    }
 }
 
 void sf_receiver_http_destroy(sf_receiver_http *srv)
