@@ -1310,12 +1310,13 @@ static inline __attribute__((always_inline)) sf_status put_dropped(cx *c, uint32
     return v != 0 ? put_tag_varint(c, num, WT_VARINT, true, v) : SF_OK;
 }
 
-/* Whether the Metric in [p, end) leaves, by the edit's keep_metric_fn on the
- * name a decoder sees (the last name field; "" when there is none). A
- * metric that cannot be read is kept here: the walk then refuses it. Every
- * Metric comes through put_repeated (ScopeMetrics.metrics is repeated, so
- * stream() never copies one whole: quick_init). */
-static bool metric_kept(cx *c, const uint8_t *p, const uint8_t *end)
+/* The edit's keep_metric_fn on the Metric in [p, end), asked with the name
+ * a decoder sees (the last name field; "" when there is none). A metric
+ * that cannot be read, or whose name is not UTF-8, is kept here: the walk
+ * then refuses the request. Every Metric comes through put_repeated
+ * (ScopeMetrics.metrics is repeated, so stream() never copies one whole:
+ * quick_init). */
+static int metric_verdict(cx *c, const uint8_t *p, const uint8_t *end)
 {
     const uint8_t *name = (const uint8_t *)"";
     size_t len = 0;
@@ -1325,7 +1326,7 @@ static bool metric_kept(cx *c, const uint8_t *p, const uint8_t *end)
     while (p < end) {
         if (next_field(c, p, end, &f, 0) != SF_OK) {
             c->st->error = error;
-            return true;
+            return SF_OTLP_METRIC_KEEP;
         }
         p = f.end;
         if (f.num == 1 && f.wt == WT_LEN) {
@@ -1333,6 +1334,8 @@ static bool metric_kept(cx *c, const uint8_t *p, const uint8_t *end)
             len = (size_t)f.u;
         }
     }
+    if (!utf8_valid(name, len))
+        return SF_OTLP_METRIC_KEEP;
     return c->edit->keep_metric_fn(c->edit->ctx, &c->state, name, len);
 }
 
@@ -1362,10 +1365,14 @@ put_repeated(cx *c, const mdesc *m, const fdesc *d, const fld *f, unsigned depth
         result r = { 0 };
         /* a cleared field (entity_refs, exemplars) is still read and checked */
         bool gone = d->field != SF_OTLP_FIELD_NONE && c->verdict[d->field] == FV_CLEAR;
-        const bool filtered = d->child == SF_OTLP_MSG_METRIC && !gone && !c->discard &&
-                              c->edit != NULL && c->edit->keep_metric_fn != NULL &&
-                              !metric_kept(c, f->val, f->val + f->u);
+        const int verdict = d->child == SF_OTLP_MSG_METRIC && !gone && !c->discard &&
+                            c->edit != NULL && c->edit->keep_metric_fn != NULL
+                            ? metric_verdict(c, f->val, f->val + f->u) : SF_OTLP_METRIC_KEEP;
+        const bool filtered = verdict != SF_OTLP_METRIC_KEEP;
         const size_t items = c->st->spans;
+
+        if (verdict < 0)
+            return SF_ENOMEM;
 
         if (d->role == R_SPANS)
             c->st->spans++;
@@ -1378,6 +1385,8 @@ put_repeated(cx *c, const mdesc *m, const fdesc *d, const fld *f, unsigned depth
         if (filtered) {
             /* its points leave not: counted apart */
             c->st->filtered_items += c->st->spans - items;
+            if (verdict == SF_OTLP_METRIC_FAILED)
+                c->st->filter_failed_items += c->st->spans - items;
             c->st->spans = items;
         }
         if (r.cls > *cls)

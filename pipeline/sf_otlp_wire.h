@@ -125,6 +125,15 @@ typedef struct sf_otlp_insert {
     bool update;                /* replace only: as upsert, but never added */
 } sf_otlp_insert;
 
+/* What keep_metric_fn says of a metric. */
+enum {
+    SF_OTLP_METRIC_NOMEM = -1,  /* it could not judge for want of memory */
+    SF_OTLP_METRIC_DROP = 0,
+    SF_OTLP_METRIC_KEEP = 1,
+    SF_OTLP_METRIC_FAILED = 2   /* a condition could not be run (a match limit):
+                                 * dropped, fail closed, and counted apart */
+};
+
 /* Scratch text an edit writes a new name into; the codec owns it. */
 typedef struct sf_otlp_text {
     uint8_t *data;              /* sf_malloc'd, grown with sf_otlp_text_reserve */
@@ -205,11 +214,12 @@ typedef struct sf_otlp_edit {
      * filtered_attributes pass the DATAPOINT keyset. */
     bool keep_exemplars;
     /* Metrics: whether the metric named name[0, len) (the name a decoder
-     * sees: "" when absent, the last when given twice) leaves; NULL: every
-     * metric does. One that does not leaves with nothing of it, its points
-     * read and checked all the same and counted in stats.filtered_items,
-     * not in stats.spans (the `filter` processor). */
-    bool (*keep_metric_fn)(const void *ctx, void **state, const uint8_t *name, size_t len);
+     * sees: "" when absent, the last when given twice; valid UTF-8) leaves:
+     * an sf_otlp_metric_verdict; NULL: every metric does. One that does not
+     * leaves with nothing of it, its points read and checked all the same
+     * and counted in stats.filtered_items, not in stats.spans (the `filter`
+     * processor). SF_OTLP_METRIC_NOMEM fails the pass with SF_ENOMEM. */
+    int (*keep_metric_fn)(const void *ctx, void **state, const uint8_t *name, size_t len);
     /* Attributes added per context (n_inserts[c] of inserts[c]): see
      * sf_otlp_insert. A message of a context with inserts is written by the
      * codec's general walk (slower than its streaming one). */
@@ -242,6 +252,7 @@ typedef struct sf_otlp_stats {
     uint64_t dropped_bodies;    /* log bodies the edit's body rule dropped */
     uint64_t dropped_exemplars; /* exemplars the edit dropped */
     size_t filtered_items;      /* items of metrics keep_metric_fn dropped (not in spans) */
+    size_t filter_failed_items; /* ... of them, of metrics it answered FAILED */
     uint64_t inserted;          /* attributes the edit's inserts added or upserted */
     uint64_t dropped_fields[SF_OTLP_MSG_COUNT]; /* unknown/obsolete fields, by message */
     const char *error;          /* on SF_INVALID: what was wrong (static text) */

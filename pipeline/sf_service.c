@@ -161,10 +161,17 @@ static sf_status build_routes(sf_service *svc)
         r->exporters = instances(svc, pl->exporters, pl->n_exporters, pl->signal);
         if (r->processors == NULL || r->exporters == NULL)
             return SF_ENOMEM;
-        for (size_t i = 0; i < r->n_processors && r->editor == NULL; i++) {
-            if (r->processors[i]->type->edit != NULL &&
-                r->processors[i]->type->edit(r->processors[i], pl->signal) != NULL)
+        for (size_t i = 0; i < r->n_processors; i++) {
+            const sf_otlp_edit *e = r->processors[i]->type->edit != NULL
+                ? r->processors[i]->type->edit(r->processors[i], pl->signal) : NULL;
+
+            if (e == NULL)
+                continue;
+            /* An edit that drops items (a filter) after another processor
+             * runs at its own turn: that processor counts what was received. */
+            if (i == 0 || e->keep_metric_fn == NULL)
                 r->editor = r->processors[i];
+            break;
         }
         for (size_t i = 0; i < pl->n_receivers; i++) {
             sf_component *rc = instance_of(svc, pl->receivers[i], pl->signal);

@@ -1,8 +1,9 @@
 /* processors/filter/filter.h: the `filter` processor's config: upstream's
  * filterprocessor for metrics by name, the one thing spanfence filters.
  * A metric is dropped (with every data point in it, counted) when one of
- * the `metrics.metric` conditions holds, when `metrics.include` names some
- * metrics and not it, or when `metrics.exclude` names it. Conditions are
+ * the `metrics.metric` conditions holds, or (instead of conditions, as
+ * upstream) when `metrics.include` names some metrics and not it, or when
+ * `metrics.exclude` names it. Conditions are
  * upstream's OTTL on the metric's name only:
  *     name == "x"    name != "x"    IsMatch(name, "re")    not IsMatch(name, "re")
  * Everything else upstream's filter does (spans, log records, data point
@@ -35,7 +36,8 @@ enum { SF_FILTER_STRICT = 0, SF_FILTER_REGEXP };
 
 typedef struct sf_filter_names {
     bool present;
-    int match_type;             /* SF_FILTER_STRICT, SF_FILTER_REGEXP */
+    char *match_type_text;      /* as written: required */
+    int match_type;             /* SF_FILTER_STRICT, SF_FILTER_REGEXP: from the text, at check */
     sf_strlist metric_names;
 } sf_filter_names;
 

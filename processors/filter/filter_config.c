@@ -20,8 +20,8 @@ static bool pattern_ok(sf_cfg_ctx *ctx, const sf_node *at, const char *sub, cons
 {
     int err;
     PCRE2_SIZE off;
-    pcre2_code *code = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &err,
-                                     &off, NULL);
+    pcre2_code *code = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED,
+                                     PCRE2_UTF | PCRE2_DOLLAR_ENDONLY, &err, &off, NULL);
     PCRE2_UCHAR msg[128];
 
     if (code != NULL) {
@@ -36,7 +36,7 @@ static bool pattern_ok(sf_cfg_ctx *ctx, const sf_node *at, const char *sub, cons
 
 static const char *skip_ws(const char *p)
 {
-    while (*p == ' ' || *p == '\t')
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
         p++;
     return p;
 }
@@ -189,8 +189,9 @@ static sf_status parse_conds(sf_cfg_ctx *ctx, const sf_node *node, void *field)
     return errors ? SF_CONFIG : SF_OK;
 }
 
-/* include / exclude: names given, and patterns that compile. */
-static int names_check(sf_cfg_ctx *ctx, const sf_filter_names *f, const char *which)
+/* include / exclude: a match_type (required, as upstream), names given,
+ * and patterns that compile. */
+static int names_check(sf_cfg_ctx *ctx, sf_filter_names *f, const char *which)
 {
     char sub[64];
     int errors = 0;
@@ -198,12 +199,24 @@ static int names_check(sf_cfg_ctx *ctx, const sf_filter_names *f, const char *wh
     if (!f->present)
         return 0;
     snprintf(sub, sizeof(sub), "metrics.%s", which);
+    if (f->match_type_text == NULL) {
+        sf_cfg_error(ctx, NULL, sub, "'match_type' is required: strict or regexp");
+        errors++;
+    } else if (strcmp(f->match_type_text, "strict") == 0) {
+        f->match_type = SF_FILTER_STRICT;
+    } else if (strcmp(f->match_type_text, "regexp") == 0) {
+        f->match_type = SF_FILTER_REGEXP;
+    } else {
+        sf_cfg_error(ctx, NULL, sub, "match_type '%s' is not supported by spanfence (use one of "
+                     "'strict', 'regexp')", f->match_type_text);
+        errors++;
+    }
     if (f->metric_names.n == 0) {
         sf_cfg_error(ctx, NULL, sub, "'metric_names' is required: the metrics to %s",
                      strcmp(which, "include") == 0 ? "keep" : "drop");
-        return 1;
+        return errors + 1;
     }
-    for (size_t i = 0; i < f->metric_names.n; i++) {
+    for (size_t i = 0; errors == 0 && i < f->metric_names.n; i++) {
         if (f->match_type == SF_FILTER_REGEXP &&
             !pattern_ok(ctx, NULL, sub, f->metric_names.v[i]))
             errors++;
@@ -213,11 +226,18 @@ static int names_check(sf_cfg_ctx *ctx, const sf_filter_names *f, const char *wh
 
 sf_status sf_filter_check(sf_cfg_ctx *ctx, void *config)
 {
-    const sf_filter_config *cfg = config;
+    sf_filter_config *cfg = config;
     int errors = 0;
 
     errors += names_check(ctx, &cfg->metrics.include, "include");
     errors += names_check(ctx, &cfg->metrics.exclude, "exclude");
+    if (cfg->metrics.metric.n > 0 &&
+        (cfg->metrics.include.present || cfg->metrics.exclude.present)) {
+        /* upstream refuses the mix too */
+        sf_cfg_error(ctx, NULL, "metrics", "'metric' conditions and include/exclude cannot be "
+                     "used together: write the names as conditions");
+        errors++;
+    }
     if (cfg->metrics.metric.n == 0 && !cfg->metrics.include.present &&
         !cfg->metrics.exclude.present)
         sf_cfg_warn(ctx, NULL, NULL, "no metrics condition, include or exclude: the filter "
@@ -230,10 +250,10 @@ static const char only_metrics[] =
     "(drop attributes with the transform processor's keep_keys or delete_key)";
 
 static const sf_config_row names_rows[] = {
-    { .key = "match_type", .type = SF_CFG_ENUM, .def = "strict",
-      .offset = offsetof(sf_filter_names, match_type),
-      .choices = "strict|regexp", .upstream = "expr",
-      .help = "how metric_names match: exactly, or as patterns (anywhere in the name)" },
+    { .key = "match_type", .type = SF_CFG_STR,
+      .offset = offsetof(sf_filter_names, match_type_text),
+      .help = "required: strict (exact names) or regexp (patterns found anywhere in the "
+              "name)" },
     { .key = "metric_names", .type = SF_CFG_STRLIST,
       .offset = offsetof(sf_filter_names, metric_names),
       .help = "metric names, or patterns with match_type: regexp" },

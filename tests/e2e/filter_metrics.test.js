@@ -1,10 +1,11 @@
 // tests/e2e/filter_metrics.test.js: the `filter` processor in a metrics
-// pipeline, on the real binary: metrics named by its conditions never reach
-// the gateway (not their names, descriptions or points), the others do
-// unchanged, a request left with no point is answered OK and not exported
-// (exporters send no empty request), and every point received is sent or
-// counted as dropped with reason "filtered" (status: filtered, not lost).
-// Requests are built byte by byte.
+// pipeline after a memory_limiter, on the real binary: metrics named by its
+// conditions never reach the gateway (not their names, descriptions or
+// points), the others do unchanged, a request left with no point is
+// answered OK and not exported (exporters send no empty request), every
+// point received is sent or counted as dropped with reason "filtered"
+// (status: filtered, not lost), and the memory_limiter before the filter
+// counts what was received. Requests are built byte by byte.
 'use strict';
 
 const test = require('node:test');
@@ -58,15 +59,14 @@ function config() {
       http:
         endpoint: 127.0.0.1:\${env:SF_HTTP_PORT}
 processors:
+  memory_limiter: {check_interval: 1s, limit_mib: 256}
   filter/names:
     error_mode: ignore
     metrics:
       metric:
         - 'IsMatch(name, "^debug\\\\.")'
         - 'name == "sglang:prompt_dump"'
-      exclude:
-        match_type: strict
-        metric_names: [go_goroutines]
+        - 'name == "go_goroutines"'
 exporters:
   otlphttp/metrics:
     endpoint: http://127.0.0.1:\${env:SF_HTTP_SINK}
@@ -84,7 +84,7 @@ service:
       exporters: [otlphttp/traces]
     metrics:
       receivers: [otlp]
-      processors: [filter/names]
+      processors: [memory_limiter, filter/names]
       exporters: [otlphttp/metrics]
 `;
 }
@@ -139,6 +139,9 @@ test('the filter drops metrics by name, counted, and sends the rest unchanged', 
       { processor: 'filter/names', reason: 'filtered' }), 10);
     assert.equal(m.must('otelcol_processor_incoming_items', { processor: 'filter/names', otel_signal: 'metrics' }), 12);
     assert.equal(m.must('otelcol_processor_outgoing_items', { processor: 'filter/names', otel_signal: 'metrics' }), 2);
+    // the processor before the filter counts what was received, not what the filter left
+    assert.equal(m.must('otelcol_processor_incoming_items', { processor: 'memory_limiter', otel_signal: 'metrics' }), 12);
+    assert.equal(m.must('otelcol_processor_outgoing_items', { processor: 'memory_limiter', otel_signal: 'metrics' }), 12);
     const status = await (await fetch(`http://127.0.0.1:${ports.SF_METRICS_PORT}/status`)).json();
     assert.equal(status.metric_points.accepted, 12);
     assert.equal(status.metric_points.exported, 2);

@@ -135,11 +135,11 @@ static const sf_otlp_insert res_ins[] = { { .key = "vm.id", .value = "vm-1", .up
 static sf_otlp_edit edit;
 
 /* The filter's part of the edit: metrics whose name starts with 'd' go. */
-static bool keep_metric(const void *ctx, void **state, const uint8_t *name, size_t len)
+static int keep_metric(const void *ctx, void **state, const uint8_t *name, size_t len)
 {
     (void)ctx;
     (void)state;
-    return !(len > 0 && name[0] == 'd');
+    return len > 0 && name[0] == 'd' ? SF_OTLP_METRIC_DROP : SF_OTLP_METRIC_KEEP;
 }
 
 /* The data points of the metrics keep_metric drops, by protobuf-c's tree

@@ -738,20 +738,26 @@ static void test_metrics_edit(void **state)
 
 /* ---- dropping metrics (keep_metric_fn) ------------------------------------------ */
 
-/* Drops metrics whose name starts with "sglang:", and the nameless. */
-static bool keep_not_sglang(const void *ctx, void **state, const uint8_t *name, size_t len)
+/* Drops metrics whose name starts with "sglang:", and the nameless; says
+ * FAILED of "rpc.duration" and NOMEM of "nomem" (the test's ctx[1] on). */
+static int keep_not_sglang(const void *ctx, void **state, const uint8_t *name, size_t len)
 {
-    int *calls = (int *)ctx;
+    int *c = (int *)ctx;
 
     (void)state;
-    (*calls)++;
-    return len > 0 && !(len >= 7 && memcmp(name, "sglang:", 7) == 0);
+    c[0]++;
+    if (c[1] && len == 12 && memcmp(name, "rpc.duration", 12) == 0)
+        return SF_OTLP_METRIC_FAILED;
+    if (len == 5 && memcmp(name, "nomem", 5) == 0)
+        return SF_OTLP_METRIC_NOMEM;
+    return len > 0 && !(len >= 7 && memcmp(name, "sglang:", 7) == 0) ? SF_OTLP_METRIC_KEEP
+                                                                     : SF_OTLP_METRIC_DROP;
 }
 
 static void test_metrics_dropped_by_name(void **state)
 {
-    int calls = 0;
-    sf_otlp_edit e = { .ctx = &calls, .keep_metric_fn = keep_not_sglang };
+    int calls[2] = { 0, 0 };
+    sf_otlp_edit e = { .ctx = calls, .keep_metric_fn = keep_not_sglang };
     sf_otlp_stats st;
     sf_buf *out = NULL, *again = NULL;
     pb in;
@@ -762,9 +768,10 @@ static void test_metrics_dropped_by_name(void **state)
     /* the gauge (1 point), the sum (2) and the histogram (1) are sglang's */
     metrics_request(&in);
     assert_int_equal(rw_sig(SF_SIGNAL_METRICS, &in, &e, &out, &st), SF_OK);
-    assert_int_equal(calls, 5);
+    assert_int_equal(calls[0], 5);
     assert_int_equal(st.spans, 2);
     assert_int_equal(st.filtered_items, 4);
+    assert_int_equal(st.filter_failed_items, 0);
     assert_null(memmem(out->data, out->len, "sglang:", 7));
     assert_null(memmem(out->data, out->len, "running requests", 16));
     assert_null(memmem(out->data, out->len, "secret", 6));     /* an exemplar of a dropped one */
@@ -785,6 +792,34 @@ static void test_metrics_dropped_by_name(void **state)
     assert_memory_equal(again->data, out->data, out->len);
     sf_buf_unref(again);
     sf_buf_unref(out);
+
+    /* FAILED: dropped too, its points also counted apart */
+    calls[1] = 1;
+    assert_int_equal(rw_sig(SF_SIGNAL_METRICS, &in, &e, &out, &st), SF_OK);
+    assert_int_equal(st.spans, 1);
+    assert_int_equal(st.filtered_items, 5);
+    assert_int_equal(st.filter_failed_items, 1);
+    assert_null(memmem(out->data, out->len, "rpc.duration", 12));
+    sf_buf_unref(out);
+    calls[1] = 0;
+
+    /* NOMEM: the pass fails, nothing is written */
+    open_metric(&in, "nomem");
+    pb_closen(&in, 3);
+    out = (sf_buf *)1;
+    assert_int_equal(rw_sig(SF_SIGNAL_METRICS, &in, &e, &out, &st), SF_ENOMEM);
+    assert_null(out);
+
+    /* a name that is not UTF-8 is not judged: the walk refuses it */
+    calls[0] = 0;
+    pb_init(&in);
+    pb_open(&in, 1);
+    pb_open(&in, 2);
+    pb_open(&in, 2);
+    pb_bytes(&in, 1, "sglang:\xff", 8);
+    pb_closen(&in, 3);
+    assert_int_equal(rw_sig(SF_SIGNAL_METRICS, &in, &e, &out, &st), SF_INVALID);
+    assert_int_equal(calls[0], 0);
 
     /* the name a decoder sees: the last of two; none is ""; a metric of
      * scalars only (no data: the whole-message copy) is judged too */

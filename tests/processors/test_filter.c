@@ -30,18 +30,27 @@ static void load(run *r, const char *procs, const char *id)
         fail_msg("%s", r->errors);
 }
 
-/* Whether the processor's edit lets the metric `name` leave. */
-static bool keeps(run *r, const char *name)
+/* The processor's edit's verdict on the metric `name`. */
+static int verdict(run *r, const char *name)
 {
     const sf_otlp_edit *e = r->comp.type->edit(&r->comp, SF_SIGNAL_METRICS);
     void *state = NULL;
-    bool kept;
+    int v;
 
     assert_non_null(e->keep_metric_fn);
-    kept = e->keep_metric_fn(e->ctx, &state, (const uint8_t *)name, strlen(name));
+    v = e->keep_metric_fn(e->ctx, &state, (const uint8_t *)name, strlen(name));
     if (e->release != NULL && state != NULL)
         e->release(e->ctx, state);
-    return kept;
+    return v;
+}
+
+/* Whether it lets the metric `name` leave (a plain keep or drop). */
+static bool keeps(run *r, const char *name)
+{
+    int v = verdict(r, name);
+
+    assert_true(v == SF_OTLP_METRIC_KEEP || v == SF_OTLP_METRIC_DROP);
+    return v == SF_OTLP_METRIC_KEEP;
 }
 
 static void test_conditions(void **state)
@@ -70,12 +79,29 @@ static void test_conditions(void **state)
     assert_null(r.comp.type->edit(&r.comp, SF_SIGNAL_LOGS));
     pfx_unload(&r);
 
-    /* != : every metric but one dropped; IsMatch finds the pattern anywhere */
-    load(&r, "  filter:\n    metrics:\n      metric: ['name != \"keep\"', "
-             "'IsMatch(name, \"secret\")']\n", "filter");
+    /* != : every metric but one dropped */
+    load(&r, "  filter:\n    metrics:\n      metric: ['name != \"keep\"']\n", "filter");
     assert_true(keeps(&r, "keep"));
     assert_false(keeps(&r, "keep2"));
     assert_false(keeps(&r, "kee"));
+    pfx_unload(&r);
+
+    /* $ is the end of the name, as in Go's regexp (PCRE2 would also match
+     * before a final newline); a pattern that hits the match limit drops
+     * the metric (FAILED: counted as filter_failed) */
+    load(&r, "  filter:\n    metrics:\n      metric:\n"
+             "        - 'not IsMatch(name, \"^sglang:[a-z_]+$\")'\n"
+             "        - 'IsMatch(name, \"^(a|aa)+$\")'\n", "filter");
+    assert_true(keeps(&r, "sglang:num_running_reqs"));
+    assert_false(keeps(&r, "sglang:num_running_reqs\n"));
+    assert_int_equal(verdict(&r, "sglang:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab"),
+                     SF_OTLP_METRIC_KEEP);
+    pfx_unload(&r);
+    load(&r, "  filter:\n    metrics:\n      metric: ['IsMatch(name, \"^(a|aa)+$\")']\n",
+         "filter");
+    assert_int_equal(verdict(&r, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab"),
+                     SF_OTLP_METRIC_FAILED);
+    assert_true(keeps(&r, "b"));
     pfx_unload(&r);
 }
 
@@ -95,13 +121,14 @@ static void test_include_exclude(void **state)
 
     load(&r, "  filter:\n    metrics:\n"
              "      include:\n        match_type: regexp\n"
-             "        metric_names: ['^sglang:']\n"
+             "        metric_names: ['^sglang:[a-z_]+$']\n"
              "      exclude:\n        match_type: regexp\n"
              "        metric_names: [debug, '_test$']\n", "filter");
     assert_true(keeps(&r, "sglang:num_running_reqs"));
     assert_false(keeps(&r, "sglang:debug_queue"));
     assert_false(keeps(&r, "sglang:x_test"));
     assert_false(keeps(&r, "vllm:x"));
+    assert_false(keeps(&r, "sglang:x\n"));
     pfx_unload(&r);
 }
 
@@ -181,10 +208,17 @@ static void test_refusals(void **state)
         { "  filter:\n    metrics:\n      include:\n        match_type: strict\n", "metrics",
           "'metric_names' is required" },
         { "  filter:\n    metrics:\n      exclude:\n        match_type: expr\n"
-          "        metric_names: [a]\n", "metrics", "expr" },
+          "        metric_names: [a]\n", "metrics",
+          "match_type 'expr' is not supported by spanfence (use one of 'strict', 'regexp')" },
+        { "  filter:\n    metrics:\n      exclude:\n        metric_names: ['^go_']\n",
+          "metrics", "'match_type' is required: strict or regexp" },
+        { "  filter:\n    metrics:\n      metric: ['name == \"a\"']\n"
+          "      exclude: {match_type: strict, metric_names: [b]}\n", "metrics",
+          "'metric' conditions and include/exclude cannot be used together" },
         { "  filter:\n    metrics:\n      exclude:\n        match_type: regexp\n"
           "        metric_names: ['[a']\n", "metrics", "pattern \"[a\"" },
-        { "  filter:\n    metrics:\n      include:\n        metric_names: [a]\n"
+        { "  filter:\n    metrics:\n      include:\n        match_type: strict\n"
+          "        metric_names: [a]\n"
           "        resource_attributes: [{key: k, value: v}]\n", "metrics",
           "matching on resource attributes is not supported" },
         { "  filter:\n    metrics:\n      metric: ['name == \"a\"']\n", "traces",
@@ -211,9 +245,13 @@ static void test_create_allocation_failures(void **state)
 
     (void)state;
     load(&r, "  filter:\n    metrics:\n      metric: ['IsMatch(name, \"^go_\")', "
-             "'name == \"a\"']\n      include:\n        match_type: regexp\n"
-             "        metric_names: [x]\n      exclude:\n        metric_names: [y]\n",
-         "filter");
+             "'name == \"a\"']\n", "filter");
+    r.comp.type->destroy(&r.comp);
+    assert_true(sf_torture_create(&r.comp, r.comp.config, false) >= 3);
+    sf_config_destroy(r.cfg);
+    load(&r, "  filter:\n    metrics:\n      include:\n        match_type: regexp\n"
+             "        metric_names: [x]\n      exclude:\n        match_type: strict\n"
+             "        metric_names: [y]\n", "filter");
     r.comp.type->destroy(&r.comp);
     assert_true(sf_torture_create(&r.comp, r.comp.config, false) >= 3);
     sf_config_destroy(r.cfg);
