@@ -10,19 +10,13 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const http = require('node:http');
 
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
 const proto = require('./lib/proto');
+const { SignalGateway } = require('./lib/signal_gateway');
 
-const { varint, lenField: len } = proto;
-const tag = (num, wt) => varint((num << 3) | wt);
+const { lenField: len, fixed64Field: fixed64 } = proto;
 const str = (num, s) => len(num, Buffer.from(s));
-function fixed64(num, n) {
-  const b = Buffer.alloc(8);
-  b.writeBigUInt64LE(BigInt(n));
-  return Buffer.concat([tag(num, 1), b]);
-}
 
 // A gauge `name` with `points` points and a description.
 function metric(name, points, description) {
@@ -35,22 +29,6 @@ function metric(name, points, description) {
 
 // ExportMetricsServiceRequest with the given metrics in one scope.
 const request = (...metrics) => len(1, len(2, Buffer.concat(metrics.map((m) => len(2, m)))));
-
-function httpSink() {
-  const got = [];
-  const server = http.createServer((req, res) => {
-    const parts = [];
-    req.on('data', (c) => parts.push(c));
-    req.on('end', () => {
-      got.push({ path: req.url, body: Buffer.concat(parts) });
-      res.writeHead(200, { 'Content-Type': 'application/x-protobuf' });
-      res.end();
-    });
-  });
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({
-    got, port: server.address().port, close: () => new Promise((r) => server.close(r)),
-  })));
-}
 
 function config() {
   return `receivers:
@@ -93,10 +71,12 @@ const has = (buf, text) => buf.includes(Buffer.from(text));
 
 test('the filter drops metrics by name, counted, and sends the rest unchanged', async () => {
   await harness('filter_metrics', async (h) => {
-    const hs = await httpSink();
-    h.onCleanup(() => hs.close());
+    const gw = new SignalGateway('metrics gateway');
+    gw.keepBodies = true;
+    await gw.start();
+    h.onCleanup(() => gw.stop());
     const ports = {
-      SF_HTTP_PORT: await freePort(), SF_METRICS_PORT: await freePort(), SF_HTTP_SINK: hs.port,
+      SF_HTTP_PORT: await freePort(), SF_METRICS_PORT: await freePort(), SF_HTTP_SINK: gw.port,
     };
     const env = Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)]));
     const sf = h.track(new Spanfence({
@@ -122,16 +102,15 @@ test('the filter drops metrics by name, counted, and sends the rest unchanged', 
       x.get('otelcol_processor_filter_datapoints_filtered', { processor: 'filter/names' }) === 10,
     'the kept points sent, the others filtered');
 
-    const bodies = hs.got.filter((g) => g.path === '/v1/metrics').map((g) => g.body);
-    assert.equal(bodies.length, 1, 'one export: the request with no point left is not sent');
-    assert.ok(has(bodies[0], 'sglang:num_running_reqs'));
-    assert.ok(bodies[0].includes(kept), 'the kept metric leaves as it came');
-    for (const b of bodies) {
-      for (const text of ['MARK', 'debug.', 'prompt_dump', 'go_goroutines']) {
-        assert.ok(!has(b, text), `${text} reached the gateway`);
-      }
+    const exports = gw.of('metrics');
+    assert.equal(exports.length, 1, 'one export: the request with no point left is not sent');
+    assert.ok(exports[0].body.includes(kept), 'the kept metric leaves as it came');
+    assert.deepEqual(gw.points.map((p) => p.name), ['sglang:num_running_reqs', 'sglang:num_running_reqs']);
+    assert.deepEqual(gw.points.map((p) => p.description), ['running requests', 'running requests']);
+    for (const text of ['MARK', 'debug.', 'prompt_dump', 'go_goroutines']) {
+      assert.ok(!has(exports[0].body, text), `${text} reached the gateway`);
     }
-    assert.deepEqual(hs.got.filter((g) => g.path !== '/v1/metrics').map((g) => g.path), []);
+    assert.deepEqual(gw.requests.filter((r) => r.signal !== 'metrics').map((r) => r.path), []);
 
     // every point received: sent, or dropped with reason "filtered"
     assert.equal(m.must('otelcol_receiver_accepted_metric_points', { receiver: 'otlp', transport: 'http' }), 12);

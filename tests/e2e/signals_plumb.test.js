@@ -23,19 +23,13 @@ const grpc = deps.grpc();
 
 // ---- protobuf bytes, by hand ----------------------------------------------
 
-const { varint, lenField: len } = proto;
-const tag = (num, wt) => varint((num << 3) | wt);
+const { varintField, lenField: len, fixed64Field: fixed64 } = proto;
 const str = (num, s) => len(num, Buffer.from(s));
-function fixed64(num, n) {
-  const b = Buffer.alloc(8);
-  b.writeBigUInt64LE(BigInt(n));
-  return Buffer.concat([tag(num, 1), b]);
-}
 
 // ExportLogsServiceRequest { resource_logs { scope_logs { log_records {
 //   time_unix_nano, severity_number, body { string_value } } } } }
 function logsRequest(text) {
-  const record = Buffer.concat([fixed64(1, 1700000000000000000n), tag(2, 0), varint(9),
+  const record = Buffer.concat([fixed64(1, 1700000000000000000n), varintField(2, 9),
     len(5, str(1, text))]);
   return len(1, len(2, len(2, record)));
 }

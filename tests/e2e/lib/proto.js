@@ -202,8 +202,15 @@ function varintField(field, n) {
   return Buffer.concat([varint(field << 3), varint(n)]);
 }
 
+// A fixed64 field (wire type 1): tag, 8 bytes little-endian (times, doubles' bits).
+function fixed64Field(field, n) {
+  const b = Buffer.alloc(8);
+  b.writeBigUInt64LE(BigInt(n));
+  return Buffer.concat([varint((field << 3) | 1), b]);
+}
+
 module.exports = {
   v1, RequestType, ResponseType, decodeRequest, encodeResponse,
   canonRequest, canonAny, canonKvs, spanRecords, plainAny, plainKvs,
-  hex, u64, doubleBits, varint, lenField, varintField,
+  hex, u64, doubleBits, varint, lenField, varintField, fixed64Field,
 };
