@@ -230,7 +230,6 @@ sf_status sf_request_rewrite(sf_request *b, const sf_otlp_edit *edit, const void
     sf_buf_unref(b->wire);
     b->wire = out;
     b->spans = stats.spans;
-    b->filtered += stats.filtered_items;
     b->stats = stats;
     b->edited_by = by;
     b->edit_status = SF_OK;

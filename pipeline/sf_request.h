@@ -91,9 +91,8 @@ typedef struct sf_request {
     size_t spans;               /* items of the signal (spans, log records, metric data
                                  * points: upstream counts metric points); known once
                                  * the codec ran */
-    size_t received;            /* items as the receiver got them (the first pass) */
-    size_t filtered;            /* items processors' edits dropped on purpose (a `filter`),
-                                 * no longer in `spans` */
+    size_t received;            /* items as the receiver got them (the first pass, before a
+                                 * `filter` dropped some: stats.filtered_items) */
     sf_buf *wire;               /* canonical bytes, or NULL before the codec ran; owned */
     sf_otlp_stats stats;        /* of the pass that made `wire` */
     const void *edited_by;      /* the component whose edit made `wire` (NULL: none) */
@@ -115,9 +114,9 @@ sf_status sf_request_init_signal(sf_request *b, sf_arena *arena, sf_signal signa
 
 /* Run the codec (for b->signal) on the batch's current bytes with `edit`
  * (NULL: canonical form only) on behalf of `by`: on SF_OK the result is the batch's bytes and
- * b->spans, b->stats describe it (items the edit filtered out are added to
- * b->filtered). On error the batch is unchanged but b->spans holds the
- * spans seen (SF_INVALID: before the error). */
+ * b->spans, b->stats describe it (items the edit filtered out are in
+ * stats.filtered_items, not in b->spans). On error the batch is unchanged
+ * but b->spans holds the spans seen (SF_INVALID: before the error). */
 sf_status sf_request_rewrite(sf_request *b, const sf_otlp_edit *edit, const void *by);
 
 /* sf_request_init() then sf_request_tree(): b->req is decoded on SF_OK. */

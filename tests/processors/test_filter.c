@@ -163,7 +163,7 @@ static void test_request_and_accounting(void **state)
     sf_request_init_signal(&b, a, SF_SIGNAL_METRICS, in.d, in.n, 32);
     assert_int_equal(sf_component_process(&r.comp, &b), SF_OK);
     assert_int_equal(b.spans, 2 + 4);
-    assert_int_equal(b.filtered, 3);
+    assert_int_equal(b.stats.filtered_items, 3);
     assert_null(memmem(b.wire->data, b.wire->len, "debug", 5));
     cnt = sf_component_counters(&r.comp);
     assert_int_equal(atomic_load(&cnt->incoming_items), 9);
