@@ -41,6 +41,21 @@ void sf_component_set_transports(sf_component *receiver, unsigned mask)
     receiver->transports = mask;
 }
 
+sf_status sf_component_edit_outcome(sf_component *self, const sf_request *batch,
+                                    const char *what)
+{
+    sf_status st = batch->edited_by == self ? batch->edit_status : SF_FILTER;
+    bool memory = st == SF_ENOMEM;
+
+    if (st == SF_OK)
+        return SF_OK;
+    sf_count(&self->counters.dropped_spans[memory ? SF_REASON_MEMORY_LIMIT
+                                                  : SF_REASON_FILTER_FAILED], batch->spans);
+    sf_warn("processor %s: dropped a batch of %zu %s %s (%s)", self->id, batch->spans,
+            sf_signal_items(batch->signal), what, sf_status_str(st));
+    return memory ? SF_ENOMEM : SF_FILTER;
+}
+
 sf_status sf_component_process(sf_component *p, sf_request *batch)
 {
     const sf_otlp_edit *e = p->type->edit != NULL ? p->type->edit(p, batch->signal) : NULL;

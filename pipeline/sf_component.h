@@ -146,6 +146,14 @@ const sf_component_type *sf_component_type_of(const sf_component *c);
 void *sf_component_ctx(const sf_component *c);
 void sf_component_set_ctx(sf_component *c, void *ctx);
 sf_counters *sf_component_counters(sf_component *c);
+/* For a processor's consume: the outcome of the edit the core ran for it on
+ * `batch` (SF_FILTER when it did not run: fail closed). On failure the
+ * batch's items are counted dropped (memory_limit for SF_ENOMEM, else
+ * filter_failed), one line says "processor ID: dropped a batch of N ITEMS
+ * <what> (STATUS)", and the status consume returns is SF_ENOMEM or
+ * SF_FILTER. SF_OK: the edit ran; nothing is counted. */
+sf_status sf_component_edit_outcome(sf_component *self, const sf_request *batch,
+                                    const char *what);
 /* At start: true when this instance replaces one of the same type and id
  * that ran under the previous config (a SIGHUP reload), so it must carry on
  * rather than start afresh (the file exporter does not truncate). */

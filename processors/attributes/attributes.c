@@ -117,21 +117,12 @@ static const sf_otlp_edit *attributes_edit(const sf_component *self, sf_signal s
 static sf_status attributes_consume(sf_component *self, sf_request *batch)
 {
     sf_counters *counters = sf_component_counters(self);
-    /* the core ran this processor's edit just before (sf_component.h); a
-     * batch that reaches here without it goes no further (fail closed) */
-    sf_status st = batch->edited_by == self ? batch->edit_status : SF_FILTER;
+    sf_status st;
 
     sf_count(&counters->incoming_items, batch->spans);
-    if (st != SF_OK) {
-        bool memory = st == SF_ENOMEM;
-
-        sf_count(&counters->dropped_spans[memory ? SF_REASON_MEMORY_LIMIT
-                                                 : SF_REASON_FILTER_FAILED], batch->spans);
-        sf_warn("processor %s: dropped a batch of %zu %s its actions could not be applied to "
-                "(%s)", sf_component_id(self), batch->spans, sf_signal_items(batch->signal),
-                sf_status_str(st));
-        return memory ? SF_ENOMEM : SF_FILTER;
-    }
+    st = sf_component_edit_outcome(self, batch, "its actions could not be applied to");
+    if (st != SF_OK)
+        return st;
     sf_count(&counters->values[AM_INSERTED], batch->stats.inserted);
     sf_count(&counters->removed_attributes, batch->stats.removed_attributes);
     sf_count(&counters->outgoing_items, batch->spans);

@@ -214,23 +214,13 @@ static const sf_otlp_edit *filter_edit(const sf_component *self, sf_signal signa
 static sf_status filter_consume(sf_component *self, sf_request *batch)
 {
     sf_counters *counters = sf_component_counters(self);
-    /* the core ran this processor's edit just before (sf_component.h); a
-     * batch that reaches here without it goes no further (fail closed) */
-    sf_status st = batch->edited_by == self ? batch->edit_status : SF_FILTER;
+    sf_status st = sf_component_edit_outcome(self, batch, "its conditions could not be run on");
     const size_t filtered = st == SF_OK ? batch->stats.filtered_items : 0;
     const size_t failed = st == SF_OK ? batch->stats.filter_failed_items : 0;
 
     sf_count(&counters->incoming_items, batch->spans + filtered);
-    if (st != SF_OK) {
-        bool memory = st == SF_ENOMEM;
-
-        sf_count(&counters->dropped_spans[memory ? SF_REASON_MEMORY_LIMIT
-                                                 : SF_REASON_FILTER_FAILED], batch->spans);
-        sf_warn("processor %s: dropped a batch of %zu %s its conditions could not be run on "
-                "(%s)", sf_component_id(self), batch->spans, sf_signal_items(batch->signal),
-                sf_status_str(st));
-        return memory ? SF_ENOMEM : SF_FILTER;
-    }
+    if (st != SF_OK)
+        return st;
     if (failed > 0)
         sf_warn("processor %s: dropped %zu %s whose name patterns hit a match limit",
                 sf_component_id(self), failed, sf_signal_items(batch->signal));

@@ -949,19 +949,9 @@ static sf_status transform_consume(sf_component *self, sf_request *batch)
         sf_count(&counters->outgoing_items, batch->spans);
         return SF_OK;
     }
-    /* The core ran this processor's edit just before (sf_component.h); a
-     * batch that reaches here without it goes no further (fail closed). */
-    st = batch->edited_by == self ? batch->edit_status : SF_FILTER;
-    if (st != SF_OK) {
-        bool memory = st == SF_ENOMEM;
-
-        sf_count(&counters->dropped_spans[memory ? SF_REASON_MEMORY_LIMIT
-                                                 : SF_REASON_FILTER_FAILED], batch->spans);
-        sf_warn("processor %s: dropped a batch of %zu %s that could not be filtered (%s)",
-                sf_component_id(self), batch->spans, sf_signal_items(batch->signal),
-                sf_status_str(st));
-        return memory ? SF_ENOMEM : SF_FILTER;
-    }
+    st = sf_component_edit_outcome(self, batch, "that could not be filtered");
+    if (st != SF_OK)
+        return st;
     {
         /* the core's pass ran before this call: count and log what the
          * counter gained since the last report, once */
