@@ -36,52 +36,17 @@ static void fail(const char *what)
     abort();
 }
 
-/* Unknown fields anywhere in m. */
-static size_t unknown_in(const ProtobufCMessage *m)
-{
-    const ProtobufCMessageDescriptor *d = m->descriptor;
-    size_t n = m->n_unknown_fields;
-
-    for (unsigned i = 0; i < d->n_fields; i++) {
-        const ProtobufCFieldDescriptor *f = &d->fields[i];
-        const char *base = (const char *)m;
-
-        if (f->type != PROTOBUF_C_TYPE_MESSAGE)
-            continue;
-        if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
-            uint32_t which;
-
-            /* a union: only the member set holds a message */
-            memcpy(&which, base + f->quantifier_offset, sizeof(which));
-            if (which != f->id)
-                continue;
-        }
-        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-            size_t k;
-            ProtobufCMessage **v;
-
-            memcpy(&k, base + f->quantifier_offset, sizeof(k));
-            memcpy(&v, base + f->offset, sizeof(v));
-            for (size_t j = 0; j < k; j++)
-                n += unknown_in(v[j]);
-        } else {
-            ProtobufCMessage *v;
-
-            memcpy(&v, base + f->offset, sizeof(v));
-            if (v != NULL)
-                n += unknown_in(v);
-        }
-    }
-    return n;
-}
-
-/* Every NaN double anywhere in m made the quiet NaN that OTLP/JSON's "NaN"
- * reads back as: the mapping has no spelling for a NaN's sign or payload. */
-static void quiet_nans(ProtobufCMessage *m)
+/* Visits m and every message in it (on_msg) and every double they hold
+ * (on_double, with its address), a oneof's member only when it is the one
+ * set (protobuf-c's oneofs are unions). Either callback may be NULL. */
+static void walk(ProtobufCMessage *m, void (*on_msg)(ProtobufCMessage *, void *),
+                 void (*on_double)(void *, void *), void *arg)
 {
     const ProtobufCMessageDescriptor *d = m->descriptor;
     char *base = (char *)m;
 
+    if (on_msg != NULL)
+        on_msg(m, arg);
     for (unsigned i = 0; i < d->n_fields; i++) {
         const ProtobufCFieldDescriptor *f = &d->fields[i];
         size_t k = 1;
@@ -102,22 +67,50 @@ static void quiet_nans(ProtobufCMessage *m)
         }
         for (size_t j = 0; j < k; j++) {
             if (f->type == PROTOBUF_C_TYPE_DOUBLE) {
-                double x;
-
-                memcpy(&x, v + j * sizeof(double), sizeof(x));
-                if (isnan(x)) {
-                    x = NAN;
-                    memcpy(v + j * sizeof(double), &x, sizeof(x));
-                }
+                if (on_double != NULL)
+                    on_double(v + j * sizeof(double), arg);
             } else {
                 ProtobufCMessage *sub;
 
                 memcpy(&sub, v + j * sizeof(sub), sizeof(sub));
                 if (sub != NULL)
-                    quiet_nans(sub);
+                    walk(sub, on_msg, on_double, arg);
             }
         }
     }
+}
+
+static void add_unknown(ProtobufCMessage *m, void *n)
+{
+    *(size_t *)n += m->n_unknown_fields;
+}
+
+/* Unknown fields anywhere in m. */
+static size_t unknown_in(ProtobufCMessage *m)
+{
+    size_t n = 0;
+
+    walk(m, add_unknown, NULL, &n);
+    return n;
+}
+
+/* A NaN made the quiet NaN that OTLP/JSON's "NaN" reads back as: the
+ * mapping has no spelling for a NaN's sign or payload. */
+static void quiet_nan(void *p, void *arg)
+{
+    double x;
+
+    (void)arg;
+    memcpy(&x, p, sizeof(x));
+    if (isnan(x)) {
+        x = NAN;
+        memcpy(p, &x, sizeof(x));
+    }
+}
+
+static void quiet_nans(ProtobufCMessage *m)
+{
+    walk(m, NULL, quiet_nan, NULL);
 }
 
 /* ---- the policy ------------------------------------------------------------ */
