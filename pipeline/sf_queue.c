@@ -1,5 +1,6 @@
 /* sf_queue.c: the bounded MPMC queue: a ring of pointers and their sizes
- * under one mutex, one condvar for "not empty or closed". Producers never
+ * under one mutex, one condvar for "not empty or closed" and one for "at
+ * least `want` items or closed" (sf_queue_wait_len). Producers never
  * wait (a full queue is refused), so no "not full" condvar is needed. The
  * bound is on the sizes; the ring doubles when it is full of entries, so a
  * queue sized in bytes does not hold a pointer per byte up front.
@@ -23,6 +24,8 @@ typedef struct slot {
 struct sf_queue {
     pthread_mutex_t mu;
     pthread_cond_t nonempty;
+    pthread_cond_t enough;      /* len >= want, or closed */
+    size_t want;                /* 0: no one waits on `enough` */
     size_t cap;                 /* bound on the sizes held */
     size_t used;                /* sizes held */
     size_t ring, head, len;     /* entries: allocated, first, held */
@@ -48,8 +51,12 @@ sf_queue *sf_queue_create(size_t capacity)
         goto out_free_slots;
     if (sf_cond_init(&q->nonempty) != 0)
         goto out_destroy_mutex;
+    if (sf_cond_init(&q->enough) != 0)
+        goto out_destroy_nonempty;
     return q;
 
+out_destroy_nonempty:
+    pthread_cond_destroy(&q->nonempty);
 out_destroy_mutex:
     pthread_mutex_destroy(&q->mu);
 out_free_slots:
@@ -63,6 +70,7 @@ void sf_queue_destroy(sf_queue *q)
 {
     if (q == NULL)
         return;
+    pthread_cond_destroy(&q->enough);
     pthread_cond_destroy(&q->nonempty);
     pthread_mutex_destroy(&q->mu);
     sf_free(q->slots);
@@ -106,6 +114,8 @@ sf_status sf_queue_push_sized(sf_queue *q, void *item, size_t size)
         q->len++;
         q->used += size;
         pthread_cond_signal(&q->nonempty);
+        if (q->want > 0 && q->len >= q->want)
+            pthread_cond_signal(&q->enough);
     }
     pthread_mutex_unlock(&q->mu);
     return st;
@@ -152,11 +162,29 @@ sf_status sf_queue_pop_if(sf_queue *q, int64_t timeout_ms, bool (*take)(void *it
     return st;
 }
 
+bool sf_queue_wait_len(sf_queue *q, size_t n, int64_t timeout_ms)
+{
+    int64_t deadline = sf_deadline_ms(timeout_ms);
+    bool enough;
+
+    pthread_mutex_lock(&q->mu);
+    q->want = n > 0 ? n : 1;
+    while (q->len < q->want && !q->closed) {
+        if (!sf_cond_wait_until(&q->enough, &q->mu, deadline))
+            break;
+    }
+    enough = q->len >= q->want || q->closed;
+    q->want = 0;
+    pthread_mutex_unlock(&q->mu);
+    return enough;
+}
+
 void sf_queue_close(sf_queue *q)
 {
     pthread_mutex_lock(&q->mu);
     q->closed = true;
     pthread_cond_broadcast(&q->nonempty);
+    pthread_cond_broadcast(&q->enough);
     pthread_mutex_unlock(&q->mu);
 }
 

@@ -1,6 +1,6 @@
 /* tests/pipeline/test_queue.c: the bounded MPMC queue: capacity, refusal
- * when full, FIFO order, close waking a blocked pop, and many producers and
- * consumers losing or duplicating nothing. */
+ * when full, FIFO order, close waking a blocked pop, waiting for a length,
+ * and many producers and consumers losing or duplicating nothing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -160,6 +160,68 @@ static void test_close_wakes_blocked_pops(void **state)
     sf_queue_destroy(q);
 }
 
+/* wait_len: a waiter for 3 items returns once the third is pushed (not at
+ * the first or second: it reads the length as it returns), takes nothing,
+ * times out with fewer, and close wakes it. */
+struct len_waiter {
+    sf_queue *q;
+    size_t n;
+    int64_t timeout_ms;
+    _Atomic int entered;
+    bool enough;
+    size_t len_at_return;
+};
+
+static void *wait_len_main(void *arg)
+{
+    struct len_waiter *w = arg;
+
+    atomic_store(&w->entered, 1);
+    w->enough = sf_queue_wait_len(w->q, w->n, w->timeout_ms);
+    w->len_at_return = sf_queue_len(w->q);
+    return NULL;
+}
+
+static void test_wait_len(void **state)
+{
+    sf_queue *q = sf_queue_create(8);
+    struct len_waiter w = { .q = q, .n = 3, .timeout_ms = 3600 * 1000 };
+    int items[3] = { 1, 2, 3 };
+    pthread_t t;
+    void *out;
+
+    (void)state;
+    assert_int_equal(pthread_create(&t, NULL, wait_len_main, &w), 0);
+    while (!atomic_load(&w.entered))
+        usleep(1000);
+    for (int i = 0; i < 3; i++) {
+        usleep(20000);  /* an early return would read a length below 3 */
+        assert_int_equal(sf_queue_push(q, &items[i]), SF_OK);
+    }
+    pthread_join(t, NULL);
+    assert_true(w.enough);
+    assert_true(w.len_at_return >= 3);
+    assert_int_equal(sf_queue_len(q), 3);       /* nothing taken */
+
+    /* Already there: at once. */
+    assert_true(sf_queue_wait_len(q, 2, 3600 * 1000));
+    /* Fewer than asked, and nobody pushes: the time runs out. */
+    assert_false(sf_queue_wait_len(q, 4, 30));
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(sf_queue_pop(q, 0, &out), SF_OK);
+
+    /* Close wakes a waiter. */
+    w = (struct len_waiter){ .q = q, .n = 2, .timeout_ms = 3600 * 1000 };
+    assert_int_equal(pthread_create(&t, NULL, wait_len_main, &w), 0);
+    while (!atomic_load(&w.entered))
+        usleep(1000);
+    sf_queue_close(q);
+    pthread_join(t, NULL);
+    assert_true(w.enough);
+    assert_int_equal(w.len_at_return, 0);
+    sf_queue_destroy(q);
+}
+
 #define PRODUCERS 4
 #define CONSUMERS 3
 #define PER_PRODUCER 5000
@@ -301,6 +363,7 @@ int main(void)
         cmocka_unit_test(test_close_wakes_blocked_pops),
         cmocka_unit_test(test_many_producers_and_consumers),
         cmocka_unit_test(test_pop_if_declines_without_taking),
+        cmocka_unit_test(test_wait_len),
         cmocka_unit_test(test_create_survives_allocation_failure),
     };
 
