@@ -304,6 +304,7 @@ typedef struct cx {
      * keyset slot (slots below SEEN_SLOTS) or, past that and for keys the
      * set does not list, by their bytes */
     uint64_t seen[8];
+    size_t drift_next;          /* st->drift entry to try first (drift_note) */
     const uint8_t **seen_key;
     size_t *seen_len;
     size_t n_seen, cap_seen;
@@ -1066,22 +1067,36 @@ static bool drift_key_safe(const uint8_t *k, size_t n)
     return true;
 }
 
+/* Whether drift entry d counts a removal of k[0, n) (len: n when the key
+ * is safe to name, else 0). */
+static inline bool drift_is(const sf_otlp_drift *d, int ctx, bool failed, const uint8_t *k,
+                            size_t len)
+{
+    return d->ctx == ctx && d->failed_rule == failed && d->len == len &&
+           (len == 0 || memcmp(d->key, k, len) == 0);
+}
+
 /* An attribute the edit removed: counted by context and key (the first
- * SF_OTLP_DRIFT_MAX pairs of the call). */
+ * SF_OTLP_DRIFT_MAX pairs of the call). Spans of one call carry their
+ * attributes in the same order, so the entry after the last one counted is
+ * tried first: most removals cost one comparison, not a scan. */
 static __attribute__((noinline)) void drift_note(cx *c, int ctx, const uint8_t *k, size_t n,
                                                  bool failed)
 {
     const size_t len = drift_key_safe(k, n) ? n : 0;
     sf_otlp_stats *st = c->st;
+    size_t next;
 
     if (ctx < 0 || c->discard)
         return;
-    for (size_t i = 0; i < st->n_drift; i++) {
+    next = c->drift_next < st->n_drift ? c->drift_next : 0;
+    for (size_t j = 0; j < st->n_drift; j++) {
+        const size_t i = next + j < st->n_drift ? next + j : next + j - st->n_drift;
         sf_otlp_drift *d = &st->drift[i];
 
-        if (d->ctx == ctx && d->failed_rule == failed && d->len == len &&
-            (len == 0 || memcmp(d->key, k, len) == 0)) {
+        if (drift_is(d, ctx, failed, k, len)) {
             d->count++;
+            c->drift_next = i + 1;
             return;
         }
     }
@@ -1094,6 +1109,7 @@ static __attribute__((noinline)) void drift_note(cx *c, int ctx, const uint8_t *
         if (len > 0)            /* k may be NULL: a KeyValue without a key */
             memcpy(d->key, k, len);
         d->count = 1;
+        c->drift_next = st->n_drift;
     }
 }
 
