@@ -45,33 +45,32 @@
  * Counting order: queued_spans goes up before a batch becomes visible to a
  *   consumer and down only after sent/send_failed went up, so at any
  *   quiescent point  submitted OK = sent + send_failed + queued_spans.
- * Priority: consumers run SF_SENDER_CONSUMER_NICE steps nicer than the
- *   process (per-thread nice, Linux). A consumer's work comes in lumps (a
- *   merged request of thousands of spans compressed in one go), the
- *   receivers' in small pieces the engine waits on: on a collector short of
- *   CPU the scheduler now runs the receiver that woke first, and the
- *   lump finishes in the gaps, where the bounded queue absorbs the delay.
- *   Nice 5 keeps a third of the weight of a nice-0 thread, so exports still
- *   progress beside a busy engine.
+ * Priority: a consumer's work comes in lumps (a merged request of
+ *   thousands of spans compressed in one go), the receivers' in small
+ *   pieces the engine waits on. Consumers run at SCHED_IDLE while the
+ *   queue has room, as normal threads at nice +5 from half full until it
+ *   is below a quarter (sf_thread.h): on a collector short of CPU the
+ *   receivers run first and the lump finishes in the gaps, where the
+ *   bounded queue absorbs the delay, and a backlog is still worked off
+ *   beside a busy engine before calls are refused.
  * Reload (sf_sender_suspend): `parking` makes consumers keep what they
  *   have instead of sending or failing it (a backoff is cut short, a send
  *   in flight finishes); the kept batches and the queue's go to the next
  *   instance (sf_sender_adopt), which counts them queued and sends them
  *   before its own queue. Here they stay counted queued: this sender's
  *   counts still add up until it is destroyed. */
-#define _GNU_SOURCE             /* gettid, pthread_setname_np */
+#define _GNU_SOURCE
 #include "sf_sender.h"
 #include "sf_alloc.h"
 #include "sf_log.h"
 #include "sf_queue.h"
+#include "sf_thread.h"
 #include "sf_time.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -85,6 +84,7 @@ typedef struct sf_consumer {
     sf_buf **parts;             /* batches gathered for one request; `single` */
     size_t max_parts;           /*   when not batching, else sf_calloc'd and grown */
     sf_buf *single;
+    bool urgent;                /* its queue was half full: not at SCHED_IDLE (sf_thread.h) */
 } sf_consumer;
 
 struct sf_sender {
@@ -636,19 +636,22 @@ static sf_buf *merge_parts(sf_sender *s, sf_consumer *c, size_t n)
     return m;
 }
 
-#define SF_SENDER_CONSUMER_NICE 5
-
-/* Below the receivers (see Priority above); on failure the consumer runs
- * at the process's priority, as before. */
-static void consumer_yield_to_receivers(void)
+/* Half full: the backlog is worked off as a normal thread until the queue
+ * is below a quarter, then the consumer goes back behind the receivers
+ * (sf_thread.h). */
+static void consumer_mind_backlog(sf_sender *s, sf_consumer *c)
 {
-    int nice_now;
+    size_t used, cap;
 
-    errno = 0;
-    nice_now = getpriority(PRIO_PROCESS, 0);
-    if (errno == 0)
-        (void)setpriority(PRIO_PROCESS, (id_t)gettid(), nice_now + SF_SENDER_CONSUMER_NICE);
-    pthread_setname_np(pthread_self(), "sf-export");
+    if (s->queue == NULL)
+        return;
+    used = sf_queue_used(s->queue);
+    cap = sf_queue_capacity(s->queue);
+    if (!c->urgent && used >= cap / 2)
+        c->urgent = true;
+    else if (c->urgent && used < cap / 4)
+        c->urgent = false;
+    sf_thread_lumps_urgent(c->urgent);
 }
 
 static void *consumer_main(void *arg)
@@ -662,8 +665,9 @@ static void *consumer_main(void *arg)
 
     if (rng == 0)
         rng = 1;
-    consumer_yield_to_receivers();
+    sf_thread_lumps_begin("sf-export");
     while (take_parts(s, c, &n, &why) == SF_OK) {
+        consumer_mind_backlog(s, c);
         sf_buf *merged = n > 1 ? merge_parts(s, c, n) : NULL;
 
         /* one request formed: counted once, never per span */

@@ -16,6 +16,7 @@
 #include "tests/sf_test.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 #include "sf_alloc.h"
 #include "sf_log.h"
 #include "sf_sender.h"
+#include "sf_thread.h"
 #include "sf_time.h"
 #include "tests/sf_torture.h"
 
@@ -46,6 +48,8 @@ typedef struct fake {
     pthread_t threads[MAX_CALLS];
     unsigned workers[MAX_CALLS];
     int nice[MAX_CALLS];        /* the calling thread's nice value */
+    int policy[MAX_CALLS];      /* and its scheduling policy */
+    _Atomic int hold;           /* calls wait while set */
     char thread_name[16];       /* of the first call's thread */
     int sleep_ms;               /* each call takes this long */
     int odd_permanent;          /* buffers with an odd span count fail for good */
@@ -66,6 +70,7 @@ static void fake_send(void *exporter, unsigned worker, const sf_buf *buf, sf_sen
         f->threads[i] = pthread_self();
         f->workers[i] = worker;
         f->nice[i] = getpriority(PRIO_PROCESS, (id_t)gettid());
+        f->policy[i] = sched_getscheduler(0);
         if (i == 0)
             pthread_getname_np(pthread_self(), f->thread_name, sizeof(f->thread_name));
     }
@@ -79,6 +84,8 @@ static void fake_send(void *exporter, unsigned worker, const sf_buf *buf, sf_sen
     snprintf(res->detail, sizeof(res->detail), "fake %s", sf_status_name(res->status));
     if (f->sleep_ms)
         usleep((useconds_t)f->sleep_ms * 1000);
+    while (atomic_load(&f->hold))
+        usleep(1000);
     if (f->stuck) {
         while (!sf_sender_aborting(f->sender))
             usleep(1000);
@@ -403,6 +410,42 @@ static void test_shutdown_drains_queue(void **state)
     assert_int_equal(failed_all(&x->k), 0);
     assert_int_equal(atomic_load(&x->k.queued_spans), 0);
     assert_int_equal(atomic_load(&x->k.queue_size), 0);
+    assert_invariant(x);
+}
+
+/* Consumers run behind the receivers (SCHED_IDLE) while the queue has
+ * room, as normal threads from half full until it is below a quarter
+ * (sf_thread.h). One consumer held in its first call while six more
+ * batches fill a 10-request queue past half; then each call records the
+ * policy it ran at, the queue's length after its batch was taken being
+ * 5, 4, 3, 2 (urgent: not yet below a quarter), then 1, 0. Shown to fail
+ * with consumer_mind_backlog not called (all idle) and with no way back
+ * from urgent (the last two normal). */
+static void test_consumer_policy_follows_backlog(void **state)
+{
+    fixture *x = *state;
+    const int idle = SCHED_IDLE, normal = SCHED_OTHER;
+    const int want[7] = { idle, normal, normal, normal, normal, idle, idle };
+
+    if (!sf_thread_lumps_may_idle()) {
+        print_message("no CAP_SYS_NICE and RLIMIT_NICE too low: consumers never idle\n");
+        skip();
+    }
+    x->q.num_consumers = 1;
+    make_sender(x);
+    atomic_store(&x->f.hold, 1);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_int_equal(submit(x, 1), SF_OK);
+    SF_TEST_WAIT_FOR(fake_calls(&x->f) == 1);
+    for (size_t n = 2; n <= 7; n++)
+        assert_int_equal(submit(x, n), SF_OK);
+    atomic_store(&x->f.hold, 0);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 28);
+    assert_int_equal(fake_calls(&x->f), 7);
+    for (int i = 0; i < 7; i++) {
+        assert_int_equal(x->f.tags[i], i + 1);
+        assert_int_equal(x->f.policy[i], want[i]);
+    }
     assert_invariant(x);
 }
 
@@ -744,6 +787,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_success_counts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_consumer_policy_follows_backlog, setup, teardown),
         cmocka_unit_test_setup_teardown(test_consumers_yield_to_receivers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retry_then_success_no_duplicates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_permanent_failure, setup, teardown),

@@ -1,0 +1,99 @@
+/* sf_thread.c: the consumers' scheduling (sf_thread.h).
+ *
+ * DESIGN
+ * Per thread (_Thread_local): whether it may use SCHED_IDLE at all
+ * (decided once: it must be able to come back) and whether it is there
+ * now. Coming back from SCHED_IDLE is a raise of priority for the kernel:
+ * allowed with CAP_SYS_NICE in the effective set, or when RLIMIT_NICE
+ * allows the target nice (20 - nice <= the limit). Both are read before
+ * the thread enters SCHED_IDLE, never tried: a failed try would leave it
+ * there. */
+#define _GNU_SOURCE             /* gettid, pthread_setname_np */
+#include "sf_thread.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#if defined(__linux__)
+#include <linux/capability.h>
+#include <sys/syscall.h>
+#endif
+
+static _Thread_local bool idle_allowed;     /* may enter SCHED_IDLE and leave it */
+static _Thread_local bool in_idle;
+static _Thread_local int normal_nice;       /* the nice to come back to */
+
+static bool has_cap_sys_nice(void)
+{
+#if defined(__linux__) && defined(SYS_capget)
+    struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+    struct __user_cap_data_struct d[2];
+
+    memset(d, 0, sizeof(d));
+    if (syscall(SYS_capget, &h, d) != 0)
+        return false;
+    return (d[CAP_SYS_NICE / 32].effective & (1u << (CAP_SYS_NICE % 32))) != 0;
+#else
+    return false;
+#endif
+}
+
+static bool may_return_to(int nice)
+{
+    struct rlimit rl;
+
+    if (has_cap_sys_nice())
+        return true;
+    if (getrlimit(RLIMIT_NICE, &rl) != 0)
+        return false;
+    return rl.rlim_cur == RLIM_INFINITY || (rlim_t)(20 - nice) <= rl.rlim_cur;
+}
+
+void sf_thread_lumps_begin(const char *name)
+{
+    int nice_now;
+
+    errno = 0;
+    nice_now = getpriority(PRIO_PROCESS, (id_t)gettid());
+    if (errno == 0) {
+        normal_nice = nice_now + SF_THREAD_LUMPS_NICE > 19 ? 19 : nice_now + SF_THREAD_LUMPS_NICE;
+        (void)setpriority(PRIO_PROCESS, (id_t)gettid(), normal_nice);
+        idle_allowed = may_return_to(normal_nice);
+    }
+    if (name != NULL)
+        pthread_setname_np(pthread_self(), name);
+    sf_thread_lumps_urgent(false);
+}
+
+void sf_thread_lumps_urgent(bool urgent)
+{
+    struct sched_param sp = { 0 };
+
+    if (!idle_allowed || urgent != in_idle)
+        return;                 /* nothing to change */
+    if (!urgent) {
+        if (sched_setscheduler(0, SCHED_IDLE, &sp) == 0)
+            in_idle = true;
+        return;
+    }
+    if (sched_setscheduler(0, SCHED_OTHER, &sp) == 0) {
+        in_idle = false;
+        (void)setpriority(PRIO_PROCESS, (id_t)gettid(), normal_nice);
+    }
+}
+
+bool sf_thread_lumps_may_idle(void)
+{
+    int nice_now;
+
+    errno = 0;
+    nice_now = getpriority(PRIO_PROCESS, (id_t)gettid());
+    if (errno != 0)
+        return false;
+    return may_return_to(nice_now + SF_THREAD_LUMPS_NICE > 19 ? 19 : nice_now + SF_THREAD_LUMPS_NICE);
+}
