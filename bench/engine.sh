@@ -18,7 +18,8 @@
 # unlike CPU time the count does not depend on what else the machine runs).
 # The floor, per size x rate, on the same pinning and schedule:
 #   grpc: bench_floor grpc (a bare gRPC core server, receive + empty reply),
-#         its CPU per call from /proc;
+#         its CPU per call from /proc, and its answer latency p99: what the
+#         load and the machine add to any server's answers;
 #   post: bench_floor post at the same call rate, one POST of the same
 #         allowlisted bytes per call, gzip level 1 as the exporter (the
 #         "one receive, one POST" floor with its compression).
@@ -65,13 +66,20 @@ if [ "${SF_BENCH_PIN:-1}" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/
     pin_sf=(taskset -c 0) pin_peer=(taskset -c 1)
     pinning="the collector (and the floors' servers) on CPU 0; sf_send and the sink on CPU 1"
 fi
+# The sink stands for a gateway outside the VM, but it shares CPU 1 with
+# sf_send: at SCHED_IDLE it runs only when sf_send has nothing to do, so
+# gunzipping a merged export never delays the load's reading of an answer
+# (which would count as the collector's latency).
+idle_sink=()
+command -v chrt >/dev/null && chrt -i 0 true 2>/dev/null && idle_sink=(chrt -i 0)
 tmp=$(mktemp -d)
 sf_pid="" sink_pid="" floor_pid=""
 trap 'kill $sf_pid $sink_pid $floor_pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 ticks=$(getconf CLK_TCK)
 cpu_of() { awk -v t="$ticks" '{print ($14+$15)/t}' "/proc/$1/stat"; }
 faults_of() { awk '{print $10 + $12}' "/proc/$1/stat"; }     # minor + major page faults
-median() { sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print "-"}'; }
+# The middle value; of an even count, the mean of the two middle ones.
+median() { sort -g | awk '{a[NR]=$1} END {if (!NR) print "-"; else if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2] + a[NR/2+1]) / 2}'; }
 wait_port() { for _ in $(seq 200); do (echo >/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; return 1; }
 queued() { curl -s "http://127.0.0.1:$mport/metrics" | awk '/^spanfence_exporter_queued_spans/{s+=$2} END{print s+0}'; }
 sink_requests() { curl -s "http://127.0.0.1:$sport/stats" | awk '{print $2+0}'; }
@@ -128,7 +136,7 @@ need_free() {
 }
 start_sink() {     # $1: delay ms
     need_free "$sport"
-    "${pin_peer[@]}" "$tools/sf_sink" -p "$sport" -d "$1" >/dev/null 2>&1 &
+    "${pin_peer[@]}" "${idle_sink[@]}" "$tools/sf_sink" -p "$sport" -d "$1" >/dev/null 2>&1 &
     sink_pid=$!
     if ! wait_port "$sport" || ! kill -0 "$sink_pid" 2>/dev/null; then
         echo "engine.sh: sf_sink did not start on port $sport" >&2
@@ -180,9 +188,9 @@ run_collector() {  # $1 build, $2 spans per call, $3 spans/s, $4 delay
                ok ? (f1 - f0) / ok : 0 }'
 }
 
-# The floor of the same calls: "grpc_us_per_call post_us_per_call"
+# The floor of the same calls: "grpc_us_per_call post_us_per_call grpc_p99_ms"
 run_floor() {      # $1 spans per call, $2 spans/s
-    local spans=$1 rate=$2 per_thread calls c0 c1 ok grpc_us post_us
+    local spans=$1 rate=$2 per_thread calls c0 c1 ok grpc_us post_us grpc_p99
     per_thread=$(awk -v r="$rate" -v s="$spans" -v c="$conns" 'BEGIN{printf "%.3f", r / s / c}')
     need_free "$fport"
     "${pin_sf[@]}" "$tools/bench_floor" grpc "$fport" >/dev/null 2>&1 &
@@ -195,6 +203,7 @@ run_floor() {      # $1 spans per call, $2 spans/s
     kill -TERM "$floor_pid"; wait "$floor_pid" 2>/dev/null || true; floor_pid=""
     ok=$(awk '/^  OK: /{print $2}' "$tmp/floor.out"); ok=${ok:-1}
     grpc_us=$(awk -v a="$c0" -v b="$c1" -v n="$ok" 'BEGIN{printf "%.1f", (b - a) * 1e6 / n}')
+    grpc_p99=$(awk '/^answer latency/{print $(NF-2)}' "$tmp/floor.out")
     calls=$(awk -v r="$rate" -v s="$spans" -v t="$secs" 'BEGIN{printf "%d", r / s * t}')
     [ "$calls" -ge 16 ] || calls=16
     start_sink 0
@@ -202,7 +211,7 @@ run_floor() {      # $1 spans per call, $2 spans/s
         "$calls" 16 "$spans" "$(awk -v r="$rate" -v s="$spans" 'BEGIN{print r / s}')" gzip |
         awk '{print $(NF-1)}')
     stop_sink
-    echo "$grpc_us ${post_us:-0}"
+    echo "$grpc_us ${post_us:-0} ${grpc_p99:--}"
 }
 
 echo "engine.sh: $conns connections, one call in flight each, fixed schedule; ${secs}s per run, $rounds rounds"
@@ -222,9 +231,9 @@ for ((r = 1; r <= rounds; r++)); do
                     echo "$b $spans $rate $delay $us $p99 $ref $epc" >>"$tmp/runs"
                 done
             done
-            read -r g p <<<"$(run_floor "$spans" "$rate")"
-            printf '%-5s %-28s %5s %7s %5s | floor: grpc receive+reply %s us/call, POST+gzip %s us/call\n' \
-                "$r" floor "$spans" "$rate" - "$g" "$p"
+            read -r g p gp99 <<<"$(run_floor "$spans" "$rate")"
+            printf '%-5s %-28s %5s %7s %5s | floor: grpc receive+reply %s us/call (p99 %s ms), POST+gzip %s us/call\n' \
+                "$r" floor "$spans" "$rate" - "$g" "$gp99" "$p"
             echo "$spans $rate $g $p" >>"$tmp/floors"
         done
     done
