@@ -48,8 +48,8 @@
  * Priority: a consumer's work comes in lumps (a merged request of
  *   thousands of spans compressed in one go), the receivers' in small
  *   pieces the engine waits on. Consumers run at SCHED_IDLE while the
- *   queue has room, as normal threads at nice +5 from half full until it
- *   is below a quarter (sf_thread.h): on a collector short of CPU the
+ *   queue has room, as normal threads at nice +5 from a sixteenth full
+ *   until it is below a sixty-fourth (sf_thread.h): on a collector short of CPU the
  *   receivers run first and the lump finishes in the gaps, where the
  *   bounded queue absorbs the delay, and a backlog is still worked off
  *   beside a busy engine before calls are refused.
@@ -636,20 +636,26 @@ static sf_buf *merge_parts(sf_sender *s, sf_consumer *c, size_t n)
     return m;
 }
 
-/* Half full: the backlog is worked off as a normal thread until the queue
- * is below a quarter, then the consumer goes back behind the receivers
- * (sf_thread.h). */
+/* A backlog (a sixteenth of the queue still queued after this request
+ * was taken) is worked off as a normal thread until the queue is below a
+ * sixty-fourth, then the consumer goes back behind the receivers
+ * (sf_thread.h). A merged request takes what has gathered, so the queue
+ * is near empty after each take unless exports fall behind. */
+#define BACKLOG_URGENT_DIV 16
+#define BACKLOG_CALM_DIV 64
+
 static void consumer_mind_backlog(sf_sender *s, sf_consumer *c)
 {
-    size_t used, cap;
+    size_t used, cap, urgent_at;
 
     if (s->queue == NULL)
         return;
     used = sf_queue_used(s->queue);
     cap = sf_queue_capacity(s->queue);
-    if (!c->urgent && used >= cap / 2)
+    urgent_at = cap / BACKLOG_URGENT_DIV > 0 ? cap / BACKLOG_URGENT_DIV : 1;
+    if (!c->urgent && used >= urgent_at)
         c->urgent = true;
-    else if (c->urgent && used < cap / 4)
+    else if (c->urgent && used < cap / BACKLOG_CALM_DIV)
         c->urgent = false;
     sf_thread_lumps_urgent(c->urgent);
 }

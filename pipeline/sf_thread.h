@@ -11,10 +11,12 @@
  * protected slice whatever their nice, and on the benchmark's VM p99
  * answer latency did not move between consumers at nice 5 and 19.
  * SCHED_IDLE alone would starve exports beside an engine that keeps every
- * core busy (its weight is 3 against a nice-0 thread's 1024), so a
- * consumer whose queue is half full runs as a normal thread at nice +5
- * (a third of a nice-0 thread's weight) until the queue is below a
- * quarter: the backlog is worked off before calls are refused.
+ * core busy (its weight is 3 against a nice-0 thread's 1024), and every
+ * wake-up of a receiver preempting a consumer costs a context switch, so
+ * a consumer that sees a backlog (a sixteenth of its queue) runs as a
+ * normal thread at nice +5 (a third of a nice-0 thread's weight) until
+ * the queue is below a sixty-fourth: the backlog is worked off before
+ * calls are refused.
  * Leaving SCHED_IDLE needs CAP_SYS_NICE or an RLIMIT_NICE that allows
  * nice +5 (the systemd unit sets LimitNICE=); without either a consumer
  * never enters SCHED_IDLE and stays at nice +5. */

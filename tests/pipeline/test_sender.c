@@ -414,24 +414,25 @@ static void test_shutdown_drains_queue(void **state)
 }
 
 /* Consumers run behind the receivers (SCHED_IDLE) while the queue has
- * room, as normal threads from half full until it is below a quarter
- * (sf_thread.h). One consumer held in its first call while six more
- * batches fill a 10-request queue past half; then each call records the
- * policy it ran at, the queue's length after its batch was taken being
- * 5, 4, 3, 2 (urgent: not yet below a quarter), then 1, 0. Shown to fail
+ * room, as normal threads from a sixteenth full until it is below a
+ * sixty-fourth (sf_thread.h). One consumer held in its first call while
+ * six more batches fill a 64-request queue past 4; then each call records
+ * the policy it ran at, the queue's length after its batch was taken
+ * being 5, 4, 3, 2, 1 (urgent: not yet below 1), then 0. Shown to fail
  * with consumer_mind_backlog not called (all idle) and with no way back
- * from urgent (the last two normal). */
+ * from urgent (the last normal). */
 static void test_consumer_policy_follows_backlog(void **state)
 {
     fixture *x = *state;
     const int idle = SCHED_IDLE, normal = SCHED_OTHER;
-    const int want[7] = { idle, normal, normal, normal, normal, idle, idle };
+    const int want[7] = { idle, normal, normal, normal, normal, normal, idle };
 
     if (!sf_thread_lumps_may_idle()) {
         print_message("no CAP_SYS_NICE and RLIMIT_NICE too low: consumers never idle\n");
         skip();
     }
     x->q.num_consumers = 1;
+    x->q.queue_size = 64;
     make_sender(x);
     atomic_store(&x->f.hold, 1);
     assert_int_equal(sf_sender_start(x->s), SF_OK);
