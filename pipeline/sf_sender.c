@@ -48,11 +48,11 @@
  * Priority: a consumer's work comes in lumps (a merged request of
  *   thousands of spans compressed in one go), the receivers' in small
  *   pieces the engine waits on. Consumers run at SCHED_IDLE while the
- *   queue has room, as normal threads at nice +5 from a sixteenth full
- *   until it is below a sixty-fourth (sf_thread.h): on a collector short of CPU the
- *   receivers run first and the lump finishes in the gaps, where the
- *   bounded queue absorbs the delay, and a backlog is still worked off
- *   beside a busy engine before calls are refused.
+ *   queue holds no backlog, as normal threads at nice +5 from a sixteenth
+ *   full until it is below a sixty-fourth (sf_thread.h): on a collector
+ *   short of CPU the receivers run first and the lump finishes in the
+ *   gaps, where the bounded queue absorbs the delay, and a backlog is
+ *   still worked off beside a busy engine before calls are refused.
  * Reload (sf_sender_suspend): `parking` makes consumers keep what they
  *   have instead of sending or failing it (a backoff is cut short, a send
  *   in flight finishes); the kept batches and the queue's go to the next
@@ -84,7 +84,7 @@ typedef struct sf_consumer {
     sf_buf **parts;             /* batches gathered for one request; `single` */
     size_t max_parts;           /*   when not batching, else sf_calloc'd and grown */
     sf_buf *single;
-    bool urgent;                /* its queue was half full: not at SCHED_IDLE (sf_thread.h) */
+    bool urgent;                /* working off a backlog: not at SCHED_IDLE (consumer_mind_backlog) */
 } sf_consumer;
 
 struct sf_sender {

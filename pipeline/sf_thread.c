@@ -54,14 +54,23 @@ static bool may_return_to(int nice)
     return rl.rlim_cur == RLIM_INFINITY || (rlim_t)(20 - nice) <= rl.rlim_cur;
 }
 
-void sf_thread_lumps_begin(const char *name)
+/* The nice a consumer runs at when not idle: the calling thread's +5,
+ * at most 19. false when the thread's nice cannot be read. */
+static bool lumps_nice(int *out)
 {
     int nice_now;
 
     errno = 0;
     nice_now = getpriority(PRIO_PROCESS, (id_t)gettid());
-    if (errno == 0) {
-        normal_nice = nice_now + SF_THREAD_LUMPS_NICE > 19 ? 19 : nice_now + SF_THREAD_LUMPS_NICE;
+    if (errno != 0)
+        return false;
+    *out = nice_now + SF_THREAD_LUMPS_NICE > 19 ? 19 : nice_now + SF_THREAD_LUMPS_NICE;
+    return true;
+}
+
+void sf_thread_lumps_begin(const char *name)
+{
+    if (lumps_nice(&normal_nice)) {
         (void)setpriority(PRIO_PROCESS, (id_t)gettid(), normal_nice);
         idle_allowed = may_return_to(normal_nice);
     }
@@ -89,11 +98,7 @@ void sf_thread_lumps_urgent(bool urgent)
 
 bool sf_thread_lumps_may_idle(void)
 {
-    int nice_now;
+    int nice;
 
-    errno = 0;
-    nice_now = getpriority(PRIO_PROCESS, (id_t)gettid());
-    if (errno != 0)
-        return false;
-    return may_return_to(nice_now + SF_THREAD_LUMPS_NICE > 19 ? 19 : nice_now + SF_THREAD_LUMPS_NICE);
+    return lumps_nice(&nice) && may_return_to(nice);
 }
