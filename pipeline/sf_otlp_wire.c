@@ -1083,13 +1083,20 @@ static inline bool drift_is(const sf_otlp_drift *d, int ctx, bool failed, const 
 static __attribute__((noinline)) void drift_note(cx *c, int ctx, const uint8_t *k, size_t n,
                                                  bool failed)
 {
-    const size_t len = drift_key_safe(k, n) ? n : 0;
     sf_otlp_stats *st = c->st;
-    size_t next;
+    size_t len, next;
 
     if (ctx < 0 || c->discard)
         return;
     next = c->drift_next < st->n_drift ? c->drift_next : 0;
+    /* The entry tried first, before k is checked: an entry with a key
+     * holds a safe one, so the same bytes are safe too. */
+    if (next < st->n_drift && n > 0 && drift_is(&st->drift[next], ctx, failed, k, n)) {
+        st->drift[next].count++;
+        c->drift_next = next + 1;
+        return;
+    }
+    len = drift_key_safe(k, n) ? n : 0;
     for (size_t j = 0; j < st->n_drift; j++) {
         const size_t i = next + j < st->n_drift ? next + j : next + j - st->n_drift;
         sf_otlp_drift *d = &st->drift[i];

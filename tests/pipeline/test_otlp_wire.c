@@ -1430,6 +1430,64 @@ static void test_edit_keep_attribute(void **state)
     assert_null(out);
 }
 
+/* The removals are counted by context and key (drift), whatever order
+ * the spans carry their attributes in: a key of an unsafe shape counts as
+ * "other" (len 0), never under a safe key of the same bytes, and the pairs
+ * past SF_OTLP_DRIFT_MAX are removed but not counted by key. */
+static const sf_otlp_drift *drift_of(const sf_otlp_stats *st, int ctx, const char *key)
+{
+    for (size_t i = 0; i < st->n_drift; i++)
+        if (st->drift[i].ctx == ctx && !st->drift[i].failed_rule &&
+            st->drift[i].len == strlen(key) && memcmp(st->drift[i].key, key, strlen(key)) == 0)
+            return &st->drift[i];
+    return NULL;
+}
+
+static void test_edit_drift_counted(void **state)
+{
+    static const char *const order[][3] = {
+        { "x1", "x2", "X-Up" }, { "x2", "x1", "X-Up" }, { "x2", "x2", "x1" },
+        { "X-Up", "x1", "x2" }, { "x1", "x1", "x2" },
+    };
+    sf_otlp_edit e = { 0 };
+    pb in;
+    sf_otlp_stats st;
+    sf_buf *out;
+    char key[8];
+
+    (void)state;
+    e.keys[SF_OTLP_SPAN] = k_keys;
+    pb_init(&in);
+    pb_open(&in, 1);
+    pb_open(&in, 2);
+    for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+        pb_open(&in, 2);
+        kv_str(&in, 9, "k1", "v");
+        for (size_t j = 0; j < 3; j++)
+            kv_str(&in, 9, order[i][j], "v");
+        pb_close(&in);
+    }
+    pb_open(&in, 2);                    /* 20 more distinct keys: past the cap */
+    for (int i = 0; i < 20; i++) {
+        snprintf(key, sizeof(key), "y%02d", i);
+        kv_str(&in, 9, key, "v");
+    }
+    pb_close(&in);
+    pb_closen(&in, 2);
+    out = rw_edit(in.d, in.n, &e, &st);
+    assert_int_equal(st.removed_attributes, 5 * 3 + 20);
+    assert_int_equal(st.n_drift, SF_OTLP_DRIFT_MAX);
+    assert_non_null(drift_of(&st, SF_OTLP_SPAN, "x1"));
+    assert_int_equal(drift_of(&st, SF_OTLP_SPAN, "x1")->count, 6);
+    assert_int_equal(drift_of(&st, SF_OTLP_SPAN, "x2")->count, 6);
+    assert_int_equal(drift_of(&st, SF_OTLP_SPAN, "")->count, 3);    /* X-Up: other */
+    assert_null(drift_of(&st, SF_OTLP_SPAN, "X-Up"));
+    assert_int_equal(drift_of(&st, SF_OTLP_SPAN, "y00")->count, 1);
+    assert_int_equal(drift_of(&st, SF_OTLP_SPAN, "y12")->count, 1);
+    assert_null(drift_of(&st, SF_OTLP_SPAN, "y13"));                /* the 17th pair */
+    sf_buf_unref(out);
+}
+
 /* An attribute string (key or value) holding a NUL is compared as the
  * bytes it is, not as a C string ending there: "decode\0<text>" is not the
  * set member "decode", and a key "vm.id\0<text>" is not the upserted key
@@ -1953,6 +2011,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_depth),
         cmocka_unit_test(test_edit_keep_attribute),
+        cmocka_unit_test(test_edit_drift_counted),
         cmocka_unit_test(test_edit_strings_with_nul),
         cmocka_unit_test(test_edit_scalar_values_only),
         cmocka_unit_test(test_edit_clear_fields),
