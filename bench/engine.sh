@@ -55,7 +55,7 @@ read -r -a rates <<<"${RATES:-20000 100000}"
 read -r -a delays <<<"${DELAYS:-0 100 200}"
 conns=${CONNECTIONS:-8}
 tools=${SF_ENGINE_TOOLS:-${builds[0]}}     # sf_send, sf_sink, bench_floor: this tree's
-queue_new=${SF_ENGINE_QUEUE:-"{sizer: bytes, queue_size: 134217728, num_consumers: 16}"}
+queue_new=${SF_ENGINE_QUEUE:-"{sizer: bytes, queue_size: 134217728, num_consumers: 16, batch: {min_size: 2048}}"}
 queue_old=${SF_ENGINE_QUEUE_OLD:-"{queue_size: 32, num_consumers: 10}"}
 gport=${SF_BENCH_GRPC_PORT:-14317}
 sport=${SF_BENCH_SINK_PORT:-14319}

@@ -791,7 +791,7 @@ static void test_queue_size(void **state)
 
 static void test_queue_size_default(void **state)
 {
-    char *y = replace(cvm_text, "    sending_queue:\n      sizer: bytes\n      queue_size: 134217728\n      num_consumers: 16\n", "");
+    char *y = replace(cvm_text, "    sending_queue:\n      sizer: bytes\n      queue_size: 134217728\n      num_consumers: 16\n      batch:\n        min_size: 2048\n", "");
     want w = { 0 };
 
     (void)state;
@@ -1057,7 +1057,7 @@ static void test_otlp_queue_size(void **state)
 
 static void test_otlp_queue_size_default(void **state)
 {
-    char *y = replace(grpc_cvm, "    sending_queue:\n      sizer: bytes\n      queue_size: 134217728\n      num_consumers: 16\n", "");
+    char *y = replace(grpc_cvm, "    sending_queue:\n      sizer: bytes\n      queue_size: 134217728\n      num_consumers: 16\n      batch:\n        min_size: 2048\n", "");
     want w = { 0 };
 
     (void)state;
