@@ -1,6 +1,6 @@
 /* sf_queue.c: the bounded MPMC queue: a ring of pointers and their sizes
  * under one mutex, one condvar for "not empty or closed" and one for "at
- * least `want` items or closed" (sf_queue_wait_len). Producers never
+ * least `want` items, half full, or closed" (sf_queue_wait_len). Producers never
  * wait (a full queue is refused), so no "not full" condvar is needed. The
  * bound is on the sizes; the ring doubles when it is full of entries, so a
  * queue sized in bytes does not hold a pointer per byte up front.
@@ -24,7 +24,7 @@ typedef struct slot {
 struct sf_queue {
     pthread_mutex_t mu;
     pthread_cond_t nonempty;
-    pthread_cond_t enough;      /* len >= want, or closed */
+    pthread_cond_t enough;      /* enough() (len >= want or half full), or closed */
     size_t want;                /* 0: no one waits on `enough` */
     size_t cap;                 /* bound on the sizes held */
     size_t used;                /* sizes held */
@@ -98,6 +98,16 @@ static bool grow(sf_queue *q)
     return true;
 }
 
+/* Under the lock: is what sf_queue_wait_len waits for there? `want`
+ * items, or half the capacity in use, whichever comes first: a waiter
+ * asking for more than the queue can hold (a merge's min_size of 8192
+ * spans over a queue of 32 requests of 8) would otherwise sleep while the
+ * queue fills and every push is refused. */
+static bool enough(const sf_queue *q)
+{
+    return q->len >= q->want || q->used >= q->cap - q->cap / 2;
+}
+
 sf_status sf_queue_push_sized(sf_queue *q, void *item, size_t size)
 {
     sf_status st = SF_OK;
@@ -114,7 +124,7 @@ sf_status sf_queue_push_sized(sf_queue *q, void *item, size_t size)
         q->len++;
         q->used += size;
         pthread_cond_signal(&q->nonempty);
-        if (q->want > 0 && q->len >= q->want)
+        if (q->want > 0 && enough(q))
             pthread_cond_signal(&q->enough);
     }
     pthread_mutex_unlock(&q->mu);
@@ -165,18 +175,18 @@ sf_status sf_queue_pop_if(sf_queue *q, int64_t timeout_ms, bool (*take)(void *it
 bool sf_queue_wait_len(sf_queue *q, size_t n, int64_t timeout_ms)
 {
     int64_t deadline = sf_deadline_ms(timeout_ms);
-    bool enough;
+    bool done;
 
     pthread_mutex_lock(&q->mu);
     q->want = n > 0 ? n : 1;
-    while (q->len < q->want && !q->closed) {
+    while (!enough(q) && !q->closed) {
         if (!sf_cond_wait_until(&q->enough, &q->mu, deadline))
             break;
     }
-    enough = q->len >= q->want || q->closed;
+    done = enough(q) || q->closed;
     q->want = 0;
     pthread_mutex_unlock(&q->mu);
-    return enough;
+    return done;
 }
 
 void sf_queue_close(sf_queue *q)

@@ -42,11 +42,13 @@ sf_status sf_queue_pop(sf_queue *q, int64_t timeout_ms, void **out);
  * it stays first in the queue. `take` must not call into the queue. */
 sf_status sf_queue_pop_if(sf_queue *q, int64_t timeout_ms, bool (*take)(void *item, void *arg),
                           void *arg, void **out);
-/* Wait until the queue holds at least `n` items (n >= 1), is closed, or
- * `timeout_ms` (> 0) has passed; take nothing. true when n items are there
- * or the queue is closed. For a consumer that gathers many items into one
- * request: pushes below n do not wake it, where each would wake a pop (a
- * futex wake and a context switch per item). One such waiter at a time. */
+/* Wait until the queue holds at least `n` items (n >= 1) or is half full
+ * (sizes held >= half the capacity, rounded up), is closed, or
+ * `timeout_ms` (> 0) has passed; take nothing. true when one of the first
+ * three holds. For a consumer that gathers many items into one request:
+ * pushes below n do not wake it, where each would wake a pop (a futex
+ * wake and a context switch per item), yet it never waits for more than
+ * the queue can hold while pushes are refused. One such waiter at a time. */
 bool sf_queue_wait_len(sf_queue *q, size_t n, int64_t timeout_ms);
 /* Refuse further pushes and wake every waiting pop. Idempotent. */
 void sf_queue_close(sf_queue *q);

@@ -222,6 +222,43 @@ static void test_wait_len(void **state)
     sf_queue_destroy(q);
 }
 
+/* wait_len never waits for more than the queue can hold: a waiter asking
+ * for 100 items of a queue of 8 returns once it is half full (the 4th
+ * push, not the 3rd), and in a queue sized in units (1000, items of 300)
+ * once half the units are held (the 2nd push). Before, it slept to its
+ * deadline while the queue filled and every push was refused. */
+static void test_wait_len_capped_by_capacity(void **state)
+{
+    struct { size_t cap, size, returns_at; } cases[] = { { 8, 1, 4 }, { 1000, 300, 2 }, { 7, 1, 4 } };
+    int items[8] = { 0 };
+
+    (void)state;
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        sf_queue *q = sf_queue_create(cases[c].cap);
+        struct len_waiter w = { .q = q, .n = 100, .timeout_ms = 30000 };
+        pthread_t t;
+        void *out;
+
+        assert_non_null(q);
+        assert_int_equal(pthread_create(&t, NULL, wait_len_main, &w), 0);
+        while (!atomic_load(&w.entered))
+            usleep(1000);
+        for (size_t i = 0; i < cases[c].returns_at; i++) {
+            usleep(20000);  /* an early return would read a shorter length */
+            assert_int_equal(sf_queue_push_sized(q, &items[i], cases[c].size), SF_OK);
+        }
+        pthread_join(t, NULL);
+        assert_true(w.enough);
+        assert_int_equal(w.len_at_return, cases[c].returns_at);
+        /* Below half: the time runs out. */
+        assert_int_equal(sf_queue_pop(q, 0, &out), SF_OK);
+        assert_false(sf_queue_wait_len(q, 100, 30));
+        while (sf_queue_pop(q, 0, &out) == SF_OK)
+            ;
+        sf_queue_destroy(q);
+    }
+}
+
 #define PRODUCERS 4
 #define CONSUMERS 3
 #define PER_PRODUCER 5000
@@ -364,6 +401,7 @@ int main(void)
         cmocka_unit_test(test_many_producers_and_consumers),
         cmocka_unit_test(test_pop_if_declines_without_taking),
         cmocka_unit_test(test_wait_len),
+        cmocka_unit_test(test_wait_len_capped_by_capacity),
         cmocka_unit_test(test_create_survives_allocation_failure),
     };
 

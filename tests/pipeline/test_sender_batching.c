@@ -679,6 +679,59 @@ static void test_merge_not_capped_by_batch_count(void **state)
     assert_invariant(x);
 }
 
+/* The merge's wait never outgrows the queue (issue 36): min_size 800
+ * spans of 8-span batches over a queue of 32 requests (the seed's), 256
+ * spans or 32 batches' bytes, one export in flight. The gatherer must take
+ * what is queued whenever the queue is half full, so a client that sends
+ * once the queue is below half again is never refused: 1 + 100 batches,
+ * every one accepted, in two requests (8 spans alone, then 800 merged).
+ * Shown to fail before the fix: the gatherer slept to its 60 s deadline
+ * waiting for 99 batches while the queue held 32, and every later batch
+ * was refused. */
+static void test_merge_wait_never_outgrows_the_queue(void **state)
+{
+    fixture *x = *state;
+    size_t len;
+    uint8_t *one = sf_test_pack_spans(8, 0, "op", 1, &len);
+    const struct { int sizer; int64_t size; } queues[] = {
+        { SF_SIZER_REQUESTS, 32 }, { SF_SIZER_ITEMS, 256 }, { SF_SIZER_BYTES, (int64_t)(32 * len) },
+    };
+
+    free(one);
+    for (size_t q = 0; q < sizeof(queues) / sizeof(queues[0]); q++) {
+        if (q > 0) {
+            sf_sender_destroy(x->s);
+            for (int i = 0; i < x->f.n_calls && i < MAX_CALLS; i++)
+                free(x->f.calls[i].bytes);
+            x->f.n_calls = 0;
+            memset(&x->k, 0, sizeof(x->k));
+            x->submitted_ok = 0;
+            x->next_id = 0;
+        }
+        x->q.sizer = queues[q].sizer;
+        x->q.queue_size = queues[q].size;
+        merge_in_flight_config(x, 800);
+        make_sender(x, false);
+        assert_int_equal(sf_sender_start(x->s), SF_OK);
+        atomic_store(&x->f.gate_closed, 1);
+        assert_int_equal(submit(x, 8), SF_OK);
+        SF_TEST_WAIT_FOR(atomic_load(&x->f.at_gate) == 1);     /* in flight: busy */
+        for (int i = 0; i < 100; i++) {
+            /* the client sends again once the queue is below half */
+            SF_TEST_WAIT_FOR(2 * atomic_load(&x->k.queue_size) < queues[q].size);
+            assert_int_equal(submit(x, 8), SF_OK);
+        }
+        assert_int_equal(sf_counter_get(&x->k.enqueue_failed_spans), 0);
+        atomic_store(&x->f.gate_closed, 0);
+        SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 808);
+        assert_int_equal(n_calls(&x->f), 2);    /* both at the gate: either order */
+        assert_int_equal(decode_call(x, 0, NULL) + decode_call(x, 1, NULL), 808);
+        assert_true(decode_call(x, 0, NULL) == 8 || decode_call(x, 1, NULL) == 8);
+        assert_each_span_once(x);
+        assert_invariant(x);
+    }
+}
+
 /* sizer items: queue_size counts spans, the gauges say spans, and a batch
  * that would pass the bound is refused (counted) while a smaller one still
  * fits. sizer bytes: the same in encoded bytes. */
@@ -729,6 +782,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_merges_to_send_batch_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_merge_wait_never_outgrows_the_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_max_size_caps_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(test_timeout_flushes_partial_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_size_zero_takes_what_is_queued, setup, teardown),
