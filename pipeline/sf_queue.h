@@ -42,14 +42,23 @@ sf_status sf_queue_pop(sf_queue *q, int64_t timeout_ms, void **out);
  * it stays first in the queue. `take` must not call into the queue. */
 sf_status sf_queue_pop_if(sf_queue *q, int64_t timeout_ms, bool (*take)(void *item, void *arg),
                           void *arg, void **out);
-/* Wait until the queue holds at least `n` items (n >= 1) or is half full
- * (sizes held >= half the capacity, rounded up), is closed, or
+/* Wait until the queue holds at least `n` items (n >= 1) or is a quarter
+ * full (sizes held >= a quarter of the capacity, rounded up), is closed, or
  * `timeout_ms` (> 0) has passed; take nothing. true when one of the first
  * three holds. For a consumer that gathers many items into one request:
  * pushes below n do not wake it, where each would wake a pop (a futex
  * wake and a context switch per item), yet it never waits for more than
  * the queue can hold while pushes are refused. One such waiter at a time. */
 bool sf_queue_wait_len(sf_queue *q, size_t n, int64_t timeout_ms);
+/* Room beyond the capacity, in the queue's units, that pushes may use
+ * until it is set again (0: none): granted by a consumer that gathers
+ * items into one request while it waits for them, for what it will take
+ * (its request's room). The bound is then capacity + reserve, so a burst
+ * that comes while the gatherer waits to be scheduled is held, not
+ * refused. Items let in by a larger reserve stay counted after it shrinks:
+ * the queue may hold more than capacity + reserve until they are taken
+ * (pushes are refused until it is below again). */
+void sf_queue_set_reserve(sf_queue *q, size_t reserve);
 /* Refuse further pushes and wake every waiting pop. Idempotent. */
 void sf_queue_close(sf_queue *q);
 

@@ -27,10 +27,10 @@
  *   sends a lone batch at once; a busy one, or one behind a slow gateway,
  *   merges what arrives meanwhile. The receiver was answered when the
  *   batch was queued. While it waits the gatherer sleeps until enough
- *   batches for min_size are queued, or the queue is half full, whichever
+ *   batches for min_size are queued, or the queue is a quarter full, whichever
  *   comes first (sf_queue_wait_len), not once per batch: at 1,000 calls/s
  *   a wake-up per call cost a futex wake in the receiver and two context
- *   switches. The half-full bound is what keeps a min_size larger than
+ *   switches. The quarter-full bound is what keeps a min_size larger than
  *   the queue from refusing calls: a gatherer that waited for 8192 spans
  *   of 8-span batches over a queue of 32 requests slept to flush_timeout
  *   while the full queue refused 93 % of the calls (issue 36).
@@ -89,6 +89,7 @@ typedef struct sf_consumer {
     size_t max_parts;           /*   when not batching, else sf_calloc'd and grown */
     sf_buf *single;
     bool urgent;                /* working off a backlog: not at SCHED_IDLE (consumer_mind_backlog) */
+    bool pressed;               /* the queue filled to a quarter while it gathered (take_parts) */
 } sf_consumer;
 
 struct sf_sender {
@@ -464,6 +465,43 @@ static size_t batches_wanted(const gather_state *g, uint64_t trigger)
     return need > 0 && need < SIZE_MAX ? (size_t)need : 1;
 }
 
+/* The room a waiting gatherer grants the queue beyond its capacity
+ * (sf_queue_set_reserve), in the queue's sizer units: what its request
+ * can still take, at the size of the batches gathered so far, up to the
+ * trigger, the max_size and the merge's byte cap. So the bound is the
+ * queue plus one request in the making, and a burst that comes before a
+ * gatherer is scheduled (a busy engine beside the collector, a catch-up
+ * after a stall, the hand-over from one gatherer to the next) waits in
+ * the queue instead of being refused. The grant stays until the next
+ * gatherer sets its own: between two gatherers the request in the making
+ * is the one the next will form. */
+static size_t gather_reserve(const sf_sender *s, const gather_state *g, uint64_t trigger)
+{
+    uint64_t batches = batches_wanted(g, trigger), per_bytes, per_spans;
+
+    if (g->n == 0)
+        return 0;
+    per_bytes = g->bytes / g->n > 0 ? g->bytes / g->n : 1;
+    per_spans = g->spans / g->n > 0 ? g->spans / g->n : 1;
+    if (g->bytes >= SF_SENDER_MERGE_MAX_BYTES)
+        return 0;
+    if (batches > (SF_SENDER_MERGE_MAX_BYTES - g->bytes) / per_bytes)
+        batches = (SF_SENDER_MERGE_MAX_BYTES - g->bytes) / per_bytes;
+    if (g->max > 0) {
+        uint64_t have = gathered(g), per = have / g->n > 0 ? have / g->n : 1;
+
+        if (have >= g->max)
+            return 0;
+        if (batches > (g->max - have) / per)
+            batches = (g->max - have) / per;
+    }
+    switch (s->q.sizer) {
+    case SF_SIZER_ITEMS: return (size_t)(batches * per_spans);
+    case SF_SIZER_BYTES: return (size_t)(batches * per_bytes);
+    default:             return (size_t)batches;
+    }
+}
+
 /* Room for one more part; false when it cannot be had (send what is
  * gathered). */
 static bool parts_room(sf_consumer *c, size_t n)
@@ -509,8 +547,15 @@ static sf_status take_parts(sf_sender *s, sf_consumer *c, size_t *n, sf_batch_tr
         c->parts[(*n)++] = item;    /* older than anything queued: first, alone */
         return SF_OK;
     }
-    if (s->batching)
+    if (s->batching) {
+        /* Gathering is cheap (pointers) and the queue waits on it, so a
+         * gatherer waits and takes as a normal thread: at SCHED_IDLE
+         * beside a busy engine its wake-up came late enough for a small
+         * queue (32 requests) to fill and refuse calls. The request it
+         * forms is then a lump like any other (consumer_mind_backlog). */
+        sf_thread_lumps_urgent(true);
         pthread_mutex_lock(&s->gather_mu);
+    }
     st = sf_queue_pop(s->queue, -1, &item);
     if (st != SF_OK)
         goto out_unlock;
@@ -545,9 +590,12 @@ static sf_status take_parts(sf_sender *s, sf_consumer *c, size_t *n, sf_batch_tr
             if (left <= 0)
                 break;
             /* Sleep until enough batches for min_size are queued, the
-             * queue is half full, or the deadline: not one wake-up per
+             * queue is a quarter full, or the deadline: not one wake-up per
              * batch, and never while the queue refuses. */
+            sf_queue_set_reserve(s->queue, gather_reserve(s, &g, trigger));
             (void)sf_queue_wait_len(s->queue, batches_wanted(&g, trigger), left);
+            if (4 * sf_queue_used(s->queue) >= sf_queue_capacity(s->queue))
+                c->pressed = true;
         }
         atomic_store_explicit(&s->last_sent_ms, sf_now_ms(), memory_order_relaxed);
         st = SF_OK;
@@ -645,20 +693,27 @@ static sf_buf *merge_parts(sf_sender *s, sf_consumer *c, size_t n)
  * was taken) is worked off as a normal thread until the queue is below a
  * sixty-fourth, then the consumer goes back behind the receivers
  * (sf_thread.h). A merged request takes what has gathered, so the queue
- * is near empty after each take unless exports fall behind. */
+ * is near empty after each take unless exports fall behind. A request
+ * whose gathering saw the queue a quarter full (`pressed`) is also
+ * worked off as a normal thread: that queue is too small for the
+ * calls' rate to absorb a lump's delay (32 requests fill in 13 ms at
+ * 2,500 calls/s), and consumers starved at SCHED_IDLE beside busy cores
+ * left none to gather, so the queue filled and refused calls. */
 #define BACKLOG_URGENT_DIV 16
 #define BACKLOG_CALM_DIV 64
 
 static void consumer_mind_backlog(sf_sender *s, sf_consumer *c)
 {
     size_t used, cap, urgent_at;
+    bool pressed = c->pressed;
 
     if (s->queue == NULL)
         return;
+    c->pressed = false;
     used = sf_queue_used(s->queue);
     cap = sf_queue_capacity(s->queue);
     urgent_at = cap / BACKLOG_URGENT_DIV > 0 ? cap / BACKLOG_URGENT_DIV : 1;
-    if (!c->urgent && used >= urgent_at)
+    if (!c->urgent && (used >= urgent_at || pressed))
         c->urgent = true;
     else if (c->urgent && used < cap / BACKLOG_CALM_DIV)
         c->urgent = false;

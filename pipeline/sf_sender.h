@@ -68,6 +68,13 @@ extern const sf_config_row sf_retry_rows[];
  * sf_sender_config.c, and held equal to them by its test. */
 extern const sf_queue_config sf_sending_queue_defaults;
 extern const sf_retry_config sf_retry_defaults;
+/* Exporters' check: warn about a sending_queue.batch.min_size the queue
+ * can never hold (same sizer and min_size > queue_size; a queue of
+ * requests and a min_size in items that calls of 512 spans, the OTel SDKs'
+ * largest export by default, could not fill). Merging then still works
+ * (the gatherer drains the queue as it fills), but requests stay below
+ * min_size. Warnings only: always SF_OK. */
+sf_status sf_sending_queue_check(sf_cfg_ctx *ctx, const sf_queue_config *q);
 
 /* What one send attempt came to. */
 typedef struct sf_send_result {

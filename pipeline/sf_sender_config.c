@@ -7,6 +7,7 @@
  * writes spans to disk. */
 #include "sf_sender.h"
 
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -91,3 +92,42 @@ const sf_retry_config sf_retry_defaults = {
     .enabled = true, .initial_interval = 5000, .multiplier = 1.5,
     .randomization_factor = 0.5, .max_interval = 30000, .max_elapsed_time = 300000,
 };
+
+/* The OTel SDKs' largest export by default (BatchSpanProcessor's
+ * max_export_batch_size): a queue of requests holds at most this many
+ * spans a request from an engine using one. */
+#define SDK_MAX_EXPORT_BATCH 512
+
+sf_status sf_sending_queue_check(sf_cfg_ctx *ctx, const sf_queue_config *q)
+{
+    static const char *const units[] = { "requests", "items", "bytes" };
+    const sf_node *queue = sf_node_get(sf_cfg_value(ctx), "sending_queue");
+    const sf_node *batch = sf_node_get(queue, "batch");
+    const sf_node *at = sf_node_get(batch, "min_size");
+    const sf_queue_batch_config *b = &q->batch;
+    int64_t holds;
+
+    if (!q->present || !q->enabled || !b->enabled || b->min_size <= 0 ||
+        q->sizer < SF_SIZER_REQUESTS || q->sizer > SF_SIZER_BYTES)
+        return SF_OK;
+    if (at == NULL)
+        at = batch != NULL ? batch : queue != NULL ? queue : sf_cfg_node(ctx);
+    if (b->sizer == q->sizer && b->min_size > q->queue_size) {
+        sf_cfg_warn(ctx, at, "sending_queue.batch.min_size",
+                    "min_size %" PRId64 " %s is more than the queue holds (queue_size %" PRId64
+                    " %s): merged requests never reach it (they are sent at flush_timeout); "
+                    "lower min_size or raise queue_size",
+                    b->min_size, units[b->sizer], q->queue_size, units[q->sizer]);
+        return SF_OK;
+    }
+    holds = q->queue_size <= INT64_MAX / SDK_MAX_EXPORT_BATCH ?
+            q->queue_size * SDK_MAX_EXPORT_BATCH : INT64_MAX;
+    if (q->sizer == SF_SIZER_REQUESTS && b->sizer == SF_SIZER_ITEMS && b->min_size > holds)
+        sf_cfg_warn(ctx, at, "sending_queue.batch.min_size",
+                    "min_size %" PRId64 " spans is more than a queue of %" PRId64 " requests "
+                    "holds with calls of %d spans (the OTel SDKs' largest by default): merged "
+                    "requests never reach it (they are sent at flush_timeout); lower min_size "
+                    "or raise queue_size",
+                    b->min_size, q->queue_size, SDK_MAX_EXPORT_BATCH);
+    return SF_OK;
+}

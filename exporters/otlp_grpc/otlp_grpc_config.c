@@ -250,6 +250,7 @@ sf_status sf_otlpgrpc_check(sf_cfg_ctx *ctx, void *config)
     } else if (sf_compression_check(ctx, c->compression, &c->compression_params) != SF_OK) {
         st = SF_CONFIG;
     }
+    (void)sf_sending_queue_check(ctx, &c->sending_queue);
     if (check_tls(ctx, &c->tls) != SF_OK)
         st = SF_CONFIG;
     for (size_t i = 0; i < c->headers.n; i++) {

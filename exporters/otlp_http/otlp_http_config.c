@@ -199,6 +199,7 @@ sf_status sf_otlphttp_check(sf_cfg_ctx *ctx, void *config)
         st = SF_CONFIG;
     if (check_url(ctx, "metrics_endpoint", c->metrics_endpoint) != SF_OK)
         st = SF_CONFIG;
+    (void)sf_sending_queue_check(ctx, &c->sending_queue);
     if (check_tls(ctx, c) != SF_OK)
         st = SF_CONFIG;
     for (size_t i = 0; i < c->headers.n; i++) {

@@ -720,7 +720,7 @@ static void test_second_exporter_in_traces_pipeline(void **state)
 {
     char *a = replace(cvm_text, "exporters: [otlphttp/gateway]", "exporters: [otlphttp/gateway, otlphttp/copy]");
     char *y = replace(a, "\nservice:\n", "  otlphttp/copy:\n    endpoint: https://elsewhere.example\n"
-                      "    sending_queue: {queue_size: 8}\n\nservice:\n");
+                      "    sending_queue: {queue_size: 32}\n\nservice:\n");
     want w = { 0 };
 
     (void)state;

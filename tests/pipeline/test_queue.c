@@ -160,9 +160,9 @@ static void test_close_wakes_blocked_pops(void **state)
     sf_queue_destroy(q);
 }
 
-/* wait_len: a waiter for 3 items returns once the third is pushed (not at
- * the first or second: it reads the length as it returns), takes nothing,
- * times out with fewer, and close wakes it. */
+/* wait_len: a waiter for 3 items of a queue of 16 returns once the third
+ * is pushed (not at the first or second: it reads the length as it
+ * returns), takes nothing, times out with fewer, and close wakes it. */
 struct len_waiter {
     sf_queue *q;
     size_t n;
@@ -184,7 +184,7 @@ static void *wait_len_main(void *arg)
 
 static void test_wait_len(void **state)
 {
-    sf_queue *q = sf_queue_create(8);
+    sf_queue *q = sf_queue_create(16);
     struct len_waiter w = { .q = q, .n = 3, .timeout_ms = 3600 * 1000 };
     int items[3] = { 1, 2, 3 };
     pthread_t t;
@@ -223,13 +223,14 @@ static void test_wait_len(void **state)
 }
 
 /* wait_len never waits for more than the queue can hold: a waiter asking
- * for 100 items of a queue of 8 returns once it is half full (the 4th
- * push, not the 3rd), and in a queue sized in units (1000, items of 300)
- * once half the units are held (the 2nd push). Before, it slept to its
- * deadline while the queue filled and every push was refused. */
+ * for 100 items of a queue of 16 returns once it is a quarter full (the
+ * 4th push, not the 3rd), and in a queue sized in units (1000, items of
+ * 100) once a quarter of the units are held (the 3rd push). Before, it
+ * slept to its deadline while the queue filled and every push was
+ * refused. */
 static void test_wait_len_capped_by_capacity(void **state)
 {
-    struct { size_t cap, size, returns_at; } cases[] = { { 8, 1, 4 }, { 1000, 300, 2 }, { 7, 1, 4 } };
+    struct { size_t cap, size, returns_at; } cases[] = { { 16, 1, 4 }, { 1000, 100, 3 }, { 13, 1, 4 }, { 1, 1, 1 } };
     int items[8] = { 0 };
 
     (void)state;
@@ -250,13 +251,48 @@ static void test_wait_len_capped_by_capacity(void **state)
         pthread_join(t, NULL);
         assert_true(w.enough);
         assert_int_equal(w.len_at_return, cases[c].returns_at);
-        /* Below half: the time runs out. */
+        /* Below a quarter: the time runs out. */
         assert_int_equal(sf_queue_pop(q, 0, &out), SF_OK);
-        assert_false(sf_queue_wait_len(q, 100, 30));
+        if (cases[c].cap > 1)
+            assert_false(sf_queue_wait_len(q, 100, 30));
         while (sf_queue_pop(q, 0, &out) == SF_OK)
             ;
         sf_queue_destroy(q);
     }
+}
+
+/* A reserve lets pushes pass the capacity by that much, no more; once it
+ * is taken back, what it let in stays (nothing is lost) and pushes are
+ * refused until the queue is below its capacity again. */
+static void test_reserve_bounds_the_overflow(void **state)
+{
+    sf_queue *q = sf_queue_create(4);
+    int items[16] = { 0 };
+    void *out;
+    int n = 0;
+
+    (void)state;
+    assert_non_null(q);
+    while (sf_queue_push(q, &items[n]) == SF_OK)
+        n++;
+    assert_int_equal(n, 4);
+    sf_queue_set_reserve(q, 5);
+    while (sf_queue_push(q, &items[n]) == SF_OK)
+        n++;
+    assert_int_equal(n, 9);
+    assert_int_equal(sf_queue_used(q), 9);
+    sf_queue_set_reserve(q, 0);
+    assert_int_equal(sf_queue_push(q, &items[n]), SF_FULL);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(sf_queue_pop(q, 0, &out), SF_OK);
+    assert_int_equal(sf_queue_push(q, &items[n]), SF_FULL);     /* at capacity */
+    assert_int_equal(sf_queue_pop(q, 0, &out), SF_OK);
+    assert_int_equal(sf_queue_push(q, &items[n]), SF_OK);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(sf_queue_pop(q, 0, &out), SF_OK);
+        assert_ptr_equal(out, &items[6 + i]);                   /* FIFO throughout */
+    }
+    sf_queue_destroy(q);
 }
 
 #define PRODUCERS 4
@@ -402,6 +438,7 @@ int main(void)
         cmocka_unit_test(test_pop_if_declines_without_taking),
         cmocka_unit_test(test_wait_len),
         cmocka_unit_test(test_wait_len_capped_by_capacity),
+        cmocka_unit_test(test_reserve_bounds_the_overflow),
         cmocka_unit_test(test_create_survives_allocation_failure),
     };
 

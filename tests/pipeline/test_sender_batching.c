@@ -682,8 +682,8 @@ static void test_merge_not_capped_by_batch_count(void **state)
 /* The merge's wait never outgrows the queue (issue 36): min_size 800
  * spans of 8-span batches over a queue of 32 requests (the seed's), 256
  * spans or 32 batches' bytes, one export in flight. The gatherer must take
- * what is queued whenever the queue is half full, so a client that sends
- * once the queue is below half again is never refused: 1 + 100 batches,
+ * what is queued whenever the queue is a quarter full, so a client that
+ * sends once the queue is below a quarter again is never refused: 1 + 100 batches,
  * every one accepted, in two requests (8 spans alone, then 800 merged).
  * Shown to fail before the fix: the gatherer slept to its 60 s deadline
  * waiting for 99 batches while the queue held 32, and every later batch
@@ -717,8 +717,8 @@ static void test_merge_wait_never_outgrows_the_queue(void **state)
         assert_int_equal(submit(x, 8), SF_OK);
         SF_TEST_WAIT_FOR(atomic_load(&x->f.at_gate) == 1);     /* in flight: busy */
         for (int i = 0; i < 100; i++) {
-            /* the client sends again once the queue is below half */
-            SF_TEST_WAIT_FOR(2 * atomic_load(&x->k.queue_size) < queues[q].size);
+            /* the client sends again once the queue is below a quarter */
+            SF_TEST_WAIT_FOR(4 * atomic_load(&x->k.queue_size) < queues[q].size);
             assert_int_equal(submit(x, 8), SF_OK);
         }
         assert_int_equal(sf_counter_get(&x->k.enqueue_failed_spans), 0);
@@ -730,6 +730,47 @@ static void test_merge_wait_never_outgrows_the_queue(void **state)
         assert_each_span_once(x);
         assert_invariant(x);
     }
+}
+
+/* The bound while merging is the queue plus one request in the making,
+ * and it holds: one export in flight, then a merged request of at least
+ * min_size (800 spans: 100 batches) stuck at the gate too, so both
+ * consumers wait on a gateway that does not answer. A client pushing
+ * 8-span batches back to back is then refused once the queue (32
+ * requests) and the reserve the last gatherer granted (at most 99
+ * batches) are full, and every batch accepted is sent, once, when the
+ * gateway answers. */
+static void test_merge_reserve_is_bounded(void **state)
+{
+    fixture *x = *state;
+    int held = 0;
+
+    x->q.queue_size = 32;
+    merge_in_flight_config(x, 800);
+    x->q.batch.flush_timeout = 300;     /* what is left at the end goes at its deadline */
+    make_sender(x, false);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    atomic_store(&x->f.gate_closed, 1);
+    assert_int_equal(submit(x, 8), SF_OK);
+    SF_TEST_WAIT_FOR(atomic_load(&x->f.at_gate) == 1);
+    /* Until the merged request is at the gate: a refusal here only means
+     * the gatherer has not run yet, so try again a moment later. */
+    for (int w = 0; atomic_load(&x->f.at_gate) < 2; w++) {
+        assert_true(w < 100000);
+        if (submit(x, 8) != SF_OK)
+            usleep(100);
+    }
+    while (submit(x, 8) == SF_OK)
+        ;
+    /* refused: the queue holds its 32 and at most the reserve's 99 more */
+    held = (int)atomic_load(&x->k.queue_size);
+    assert_true(held >= 32);
+    assert_true(held <= 32 + 99);
+    assert_true(sf_counter_get(&x->k.enqueue_failed_spans) > 0);
+    atomic_store(&x->f.gate_closed, 0);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == x->submitted_ok);
+    assert_each_span_once(x);
+    assert_invariant(x);
 }
 
 /* sizer items: queue_size counts spans, the gauges say spans, and a batch
@@ -783,6 +824,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_merges_to_send_batch_size, setup, teardown),
         cmocka_unit_test_setup_teardown(test_merge_wait_never_outgrows_the_queue, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_merge_reserve_is_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_max_size_caps_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(test_timeout_flushes_partial_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_size_zero_takes_what_is_queued, setup, teardown),

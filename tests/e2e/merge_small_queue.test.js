@@ -1,0 +1,114 @@
+// tests/e2e/merge_small_queue.test.js: the seed's exporter settings (the
+// otlphttp exporter of configs/otelcol-seed.yaml with `sending_queue:
+// {queue_size: 32}`, counted in requests, and the default merge of
+// min_size 8192 spans) behind a gateway that answers at once (sf_sink,
+// which counts the spans of each export and takes little CPU: a gateway
+// decoding in this test's process would share the 2 cores), fed by
+// engine-sized calls of 8 spans at 20 k spans/s (sf_send: 8 connections,
+// a fixed schedule): every call is accepted and every span arrives once.
+// Before issue 36's fix the merging consumer slept up to flush_timeout
+// waiting for ~1,000 queued batches while the queue held 32, and 87-94 % of
+// the calls were refused UNAVAILABLE.
+// The load crosses what the queue holds many times over (the diagnostic
+// prints exports per call: merging must have happened, else the queue was
+// never the bound under test). No rate is asserted: a slower machine sends
+// later, on the same schedule, and the property is the same.
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { execFile } = require('node:child_process');
+
+const deps = require('./lib/deps');
+const { Sink } = require('./lib/flood');
+const { Spanfence, harness, freePort } = require('./lib/spanfence');
+
+const QUEUE = 32;
+const SPANS_PER_CALL = 8;
+const THREADS = 8;
+const RATE_PER_THREAD = 20000 / SPANS_PER_CALL / THREADS;   // 2,500 calls/s in all
+const SECONDS = 3;
+const EXP = { exporter: 'otlphttp/traces' };
+const RCV = { receiver: 'otlp', transport: 'grpc' };
+
+function config(grpcPort, metricsPort, gatewayPort) {
+  return `
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:${grpcPort}
+processors:
+  transform/allowlist:
+    error_mode: propagate
+    trace_statements:
+      - context: span
+        statements:
+          - keep_keys(attributes, ["gen_ai.request.id", "gen_ai.usage.prompt_tokens"])
+          - set(status.message, "")
+exporters:
+  otlphttp/traces:
+    endpoint: http://127.0.0.1:${gatewayPort}
+    compression: gzip
+    retry_on_failure:
+      max_elapsed_time: 60s
+    sending_queue:
+      queue_size: ${QUEUE}
+service:
+  telemetry:
+    metrics:
+      address: 127.0.0.1:${metricsPort}
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [transform/allowlist]
+      exporters: [otlphttp/traces]
+`;
+}
+
+function send(args) {
+  return new Promise((resolve, reject) => {
+    execFile(deps.sendBin(), args, { timeout: 240000 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`sf_send: ${err.message}\n${stdout}\n${stderr}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+test('seed queue of 32 requests, 8-span calls at 20 k spans/s, instant gateway: every call accepted', async (t) => {
+  await harness('merge_small_queue', async (h) => {
+    const [grpcPort, metricsPort, sinkPort] = [await freePort(), await freePort(), await freePort()];
+    const gw = new Sink(sinkPort);
+    await gw.start();
+    h.onCleanup(() => gw.stop());
+    const sf = h.track(new Spanfence({ dir: h.dir, config: config(grpcPort, metricsPort, sinkPort),
+                                       grpcPort, metricsPort }));
+    await sf.start();
+
+    const out = await send(['--endpoint', `127.0.0.1:${grpcPort}`, '--spans', String(SPANS_PER_CALL),
+      '--threads', String(THREADS), '--rate', String(RATE_PER_THREAD), '--duration', String(SECONDS)]);
+    const m = /requests: (\d+), spans sent: (\d+), spans accepted: (\d+)/.exec(out);
+    assert.ok(m, `sf_send printed no totals:\n${out}`);
+    const [calls, sent, accepted] = [Number(m[1]), Number(m[2]), Number(m[3])];
+    t.diagnostic(out.trim().replace(/\n/g, ' | '));
+    assert.ok(calls >= 4 * QUEUE, `only ${calls} calls: the load never crossed the queue`);
+    assert.equal(accepted, sent, `${sent - accepted} of ${sent} spans refused:\n${out}`);
+
+    const met = await sf.waitMetrics((x) => x.get('otelcol_exporter_sent_spans', EXP) === sent,
+      `otelcol_exporter_sent_spans == ${sent}`, 120000);
+    assert.equal(met.must('otelcol_receiver_accepted_spans', RCV), sent);
+    assert.equal(met.get('otelcol_receiver_refused_spans', { ...RCV, reason: 'queue_full' }) ?? 0, 0);
+    assert.equal(met.get('otelcol_exporter_enqueue_failed_spans', EXP) ?? 0, 0);
+    assert.equal(met.must('otelcol_exporter_queue_capacity', EXP), QUEUE);
+    await sf.stop();
+    // The exporter counted a span sent only on the gateway's 200, so the
+    // sink holds exactly the accepted spans.
+    const got = await gw.stats();
+    assert.equal(got.spans, sent, 'the gateway got exactly the accepted spans');
+    assert.equal(got.failed, 0);
+    // Merging happened: far fewer exports than calls, so the queue of 32
+    // was the bound the gatherer had to respect.
+    assert.ok(got.requests < calls / 4, `${got.requests} exports for ${calls} calls: nothing was merged`);
+    t.diagnostic(`${calls} calls, ${got.requests} exports (${(got.requests / calls).toFixed(3)} per call)`);
+  });
+});
