@@ -466,35 +466,33 @@ static size_t batches_wanted(const gather_state *g, uint64_t trigger)
 }
 
 /* The room a waiting gatherer grants the queue beyond its capacity
- * (sf_queue_set_reserve), in the queue's sizer units: what its request
- * can still take, at the size of the batches gathered so far, up to the
- * trigger, the max_size and the merge's byte cap. So the bound is the
- * queue plus one request in the making, and a burst that comes before a
- * gatherer is scheduled (a busy engine beside the collector, a catch-up
- * after a stall, the hand-over from one gatherer to the next) waits in
- * the queue instead of being refused. The grant stays until the next
- * gatherer sets its own: between two gatherers the request in the making
- * is the one the next will form. */
-static size_t gather_reserve(const sf_sender *s, const gather_state *g, uint64_t trigger)
+ * (sf_queue_set_reserve), in the queue's sizer units: what a request can
+ * still take, at the size of the batches gathered so far, up to the
+ * trigger, the max_size and the merge's byte cap: the one in the making
+ * (`next` false), or with `next` the whole room of the next one, granted
+ * when a gathering ends, for what comes before the next gatherer runs. So
+ * the bound is the queue plus one request in the making, and a burst that
+ * comes before a gatherer is scheduled (a busy engine beside the
+ * collector, a catch-up after a stall, the hand-over from one gatherer to
+ * the next) waits in the queue instead of being refused. */
+static size_t gather_reserve(const sf_sender *s, const gather_state *g, uint64_t trigger, bool next)
 {
-    uint64_t batches = batches_wanted(g, trigger), per_bytes, per_spans;
+    uint64_t per_bytes, per_spans, per, have, bytes, batches;
 
     if (g->n == 0)
         return 0;
     per_bytes = g->bytes / g->n > 0 ? g->bytes / g->n : 1;
     per_spans = g->spans / g->n > 0 ? g->spans / g->n : 1;
-    if (g->bytes >= SF_SENDER_MERGE_MAX_BYTES)
+    per = gathered(g) / g->n > 0 ? gathered(g) / g->n : 1;
+    have = next ? 0 : gathered(g);
+    bytes = next ? 0 : g->bytes;
+    batches = have >= trigger ? 0 : (trigger - have + per - 1) / per;
+    if (bytes >= SF_SENDER_MERGE_MAX_BYTES)
         return 0;
-    if (batches > (SF_SENDER_MERGE_MAX_BYTES - g->bytes) / per_bytes)
-        batches = (SF_SENDER_MERGE_MAX_BYTES - g->bytes) / per_bytes;
-    if (g->max > 0) {
-        uint64_t have = gathered(g), per = have / g->n > 0 ? have / g->n : 1;
-
-        if (have >= g->max)
-            return 0;
-        if (batches > (g->max - have) / per)
-            batches = (g->max - have) / per;
-    }
+    if (batches > (SF_SENDER_MERGE_MAX_BYTES - bytes) / per_bytes)
+        batches = (SF_SENDER_MERGE_MAX_BYTES - bytes) / per_bytes;
+    if (g->max > 0)
+        batches = have >= g->max ? 0 : batches > (g->max - have) / per ? (g->max - have) / per : batches;
     switch (s->q.sizer) {
     case SF_SIZER_ITEMS: return (size_t)(batches * per_spans);
     case SF_SIZER_BYTES: return (size_t)(batches * per_bytes);
@@ -568,6 +566,7 @@ static sf_status take_parts(sf_sender *s, sf_consumer *c, size_t *n, sf_batch_tr
          * while the exporter is busy (another export in flight, or one
          * left less than flush_timeout ago: batches keep coming), what
          * comes until the deadline. An idle exporter sends at once. */
+        bool reserved = false;
         bool busy = atomic_load_explicit(&s->in_flight, memory_order_relaxed) > 0 ||
                     sf_now_ms() - atomic_load_explicit(&s->last_sent_ms, memory_order_relaxed) <
                     b->timeout_ms;
@@ -592,11 +591,14 @@ static sf_status take_parts(sf_sender *s, sf_consumer *c, size_t *n, sf_batch_tr
             /* Sleep until enough batches for min_size are queued, the
              * queue is a quarter full, or the deadline: not one wake-up per
              * batch, and never while the queue refuses. */
-            sf_queue_set_reserve(s->queue, gather_reserve(s, &g, trigger));
+            sf_queue_set_reserve(s->queue, gather_reserve(s, &g, trigger, false));
+            reserved = true;
             (void)sf_queue_wait_len(s->queue, batches_wanted(&g, trigger), left);
             if (4 * sf_queue_used(s->queue) >= sf_queue_capacity(s->queue))
                 c->pressed = true;
         }
+        if (reserved)
+            sf_queue_set_reserve(s->queue, gather_reserve(s, &g, trigger, true));
         atomic_store_explicit(&s->last_sent_ms, sf_now_ms(), memory_order_relaxed);
         st = SF_OK;
         goto out_unlock;
