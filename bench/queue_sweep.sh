@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The sending queue's bound against the merge (issue 36): calls refused for
 # each sizer x queue_size x call size x rate x gateway delay, merging on and
-# off, against sf_sink (instant, or answering DELAY ms late). A cell where
-# the gateway keeps up must refuse nothing; the last column says whether it
-# does: with merging, up to 4 MB per export on num_consumers connections;
-# without, one call per export, so num_consumers / delay exports a second.
+# off, against sf_sink (instant, or answering DELAY ms late). A merging
+# cell where the gateway keeps up must refuse nothing; the last column says
+# whether it does: with merging, up to 4 MB per export on num_consumers
+# connections; without, one call per export, so num_consumers / delay
+# exports a second. Cells without merging are printed beside for comparison
+# (with an instant gateway their bound is the collector's CPU for one
+# export a call: 8-span calls at 100 k spans/s refuse some on 2 vCPUs).
 #
 #   bench/queue_sweep.sh [SECONDS=2]
 #
@@ -15,8 +18,8 @@
 #   DELAYS ["0 100"] ms   MERGE ["on off"]   CONSUMERS [10]   CONNECTIONS [8]
 #   BUILD [build]   ports: SF_BENCH_GRPC_PORT (14317), SF_BENCH_SINK_PORT
 #   (14319), SF_BENCH_METRICS_PORT (18888)
-# Prints one line per cell and, at the end, the cells that refused calls
-# although the gateway kept up (exit status 1 when there is one).
+# Prints one line per cell and, at the end, the merging cells that refused
+# calls although the gateway kept up (exit status 1 when there is one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-2}
@@ -119,7 +122,7 @@ for sizer in "${sizers[@]}"; do
             printf '%-8s %10s %5s %7s %5s %5s | %7s %7s %8.3f | %s\n' "$sizer" "$qsize" "$spans" \
                    "$rate" "$delay" "$merge" "${calls:-0}" "$refused" \
                    "$(awk -v a="$r1" -v b="$r0" -v ok="$ok" 'BEGIN{print ok ? (a - b) / ok : 0}')" "$up"
-            if [ "$up" = yes ] && [ "$refused" != 0 ]; then
+            if [ "$merge" = on ] && [ "$up" = yes ] && [ "$refused" != 0 ]; then
                 bad+=("$sizer/$qsize/$spans/$rate/$delay/$merge: $refused refused")
             fi
           done
@@ -129,8 +132,8 @@ for sizer in "${sizers[@]}"; do
   done
 done
 if [ "${#bad[@]}" -gt 0 ]; then
-    echo "cells that refused calls although the gateway kept up:"
+    echo "merging cells that refused calls although the gateway kept up:"
     printf '  %s\n' "${bad[@]}"
     exit 1
 fi
-echo "every cell where the gateway keeps up refused nothing"
+echo "every merging cell where the gateway keeps up refused nothing"
