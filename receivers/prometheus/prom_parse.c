@@ -325,8 +325,9 @@ static bool utf8_ok(const unsigned char *s, size_t n)
 }
 
 /* Unescape s[0..n) into arena memory: \\, \n and (with quote) \" ; any
- * other backslash is kept as written in the text format, malformed in
- * OpenMetrics (*bad set). */
+ * other backslash is kept as written (as Prometheus' and prometheus_client's
+ * parsers keep it, in both formats). *bad is left false: kept for a
+ * stricter mode. */
 static char *unescape(parser *ps, const char *s, size_t n, bool quote, size_t *out_len,
                       bool *bad)
 {
@@ -338,8 +339,6 @@ static char *unescape(parser *ps, const char *s, size_t n, bool quote, size_t *o
         return NULL;
     for (size_t i = 0; i < n; i++) {
         if (s[i] != '\\' || i + 1 == n) {
-            if (s[i] == '\\' && ps->fmt == SF_PROM_OPENMETRICS)
-                *bad = true;
             o[k++] = s[i];
             continue;
         }
@@ -353,8 +352,6 @@ static char *unescape(parser *ps, const char *s, size_t n, bool quote, size_t *o
             o[k++] = '"';
             i++;
         } else {
-            if (ps->fmt == SF_PROM_OPENMETRICS)
-                *bad = true;
             o[k++] = '\\';
         }
     }
@@ -693,7 +690,7 @@ static sf_prom_err meta_line(parser *ps, line *l, bool *eof)
     } else {
         size_t ufrom = l->i, ulen = lex_token(l);
 
-        if (l->i != l->n)
+        if (l->i != l->n || !utf8_ok((const unsigned char *)l->s + ufrom, ulen))
             return fail(ps, SF_PROM_ERR_MALFORMED, "an invalid UNIT for '%.64s'",
                         ps->out->families[f].name);
         ps->out->families[f].unit = sf_arena_strndup(ps->arena, l->s + ufrom, ulen);
@@ -728,7 +725,8 @@ static long family_of_sample(parser *ps, const char *name, size_t n)
             return b;
     }
     if (f >= 0) {
-        fail(ps, SF_PROM_ERR_MALFORMED, "sample '%.64s' does not belong to %s '%.64s'", name,
+        fail(ps, SF_PROM_ERR_MALFORMED, "sample '%.*s' does not belong to %s '%.64s'",
+             (int)(n < 64 ? n : 64), name,
              sf_prom_type_name(ps->out->families[f].type), ps->out->families[f].name);
         return -1;
     }
@@ -776,7 +774,8 @@ static sf_prom_err sample_line(parser *ps, line *l)
     vfrom = l->i;
     vlen = lex_token(l);
     if (!parse_double(l->s + vfrom, vlen, &s.value))
-        return fail(ps, SF_PROM_ERR_MALFORMED, "an invalid value for '%.64s'", l->s + nfrom);
+        return fail(ps, SF_PROM_ERR_MALFORMED, "an invalid value for '%.*s'",
+                    (int)(nlen < 64 ? nlen : 64), l->s + nfrom);
     if (skip_ws(l) > 0 && l->i < l->n && l->s[l->i] != '#') {
         size_t tfrom = l->i, tlen = lex_token(l);
         bool ok = om ? parse_ts_s(l->s + tfrom, tlen, &s.ts_ms)

@@ -219,7 +219,6 @@ static void test_openmetrics_strict(void **state)
         "a 1\n# EOF\nb 2\n",                        /* text after it */
         "a 1\n\n# EOF\n",                           /* an empty line */
         "a  1\n# EOF\n",                            /* two spaces */
-        "a{x=\"\\q\"} 1\n# EOF\n",                  /* an unknown escape */
         "# a comment\n# EOF\n",
         "a 1 # {x=\"y\"}\n# EOF\n",                 /* an exemplar without a value */
         "a 1 # {x=\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
