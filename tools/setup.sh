@@ -27,8 +27,9 @@ pkgs=(build-essential cmake pkg-config
       python3 python3-protobuf python3-grpcio protobuf-compiler nghttp2-client
       # the HTTP/2 attackers of the receiver's abuse tests
       python3-h2 python3-hpack
-      # the prometheus receiver's real exposer (e2e) and the parser's differential reference
-      python3-prometheus-client)
+      # the prometheus receiver's real exposer (e2e) and the parser's differential
+      # reference; Debian's Prometheus server, which the e2e test compares with
+      python3-prometheus-client prometheus)
 # clang and its libFuzzer/sanitizer runtimes, only for tools/fuzz.sh (about
 # 40 MB to download, 230 MB installed, so ordinary set-up skips them).
 if [ "${SF_FUZZ:-0}" = 1 ]; then

@@ -326,15 +326,12 @@ static bool utf8_ok(const unsigned char *s, size_t n)
 
 /* Unescape s[0..n) into arena memory: \\, \n and (with quote) \" ; any
  * other backslash is kept as written (as Prometheus' and prometheus_client's
- * parsers keep it, in both formats). *bad is left false: kept for a
- * stricter mode. */
-static char *unescape(parser *ps, const char *s, size_t n, bool quote, size_t *out_len,
-                      bool *bad)
+ * parsers keep it, in both formats). */
+static char *unescape(parser *ps, const char *s, size_t n, bool quote, size_t *out_len)
 {
     char *o = sf_arena_alloc(ps->arena, n + 1);
     size_t k = 0;
 
-    *bad = false;
     if (o == NULL)
         return NULL;
     for (size_t i = 0; i < n; i++) {
@@ -484,7 +481,6 @@ static sf_prom_err lex_labels(parser *ps, line *l, bool exemplar, sf_prom_label 
         skip_ws(l);
     while (l->i < l->n && l->s[l->i] != '}') {
         size_t from = l->i, nlen, vfrom, vlen;
-        bool bad;
 
         nlen = lex_name(l, false);
         if (nlen == 0)
@@ -528,11 +524,9 @@ static sf_prom_err lex_labels(parser *ps, line *l, bool exemplar, sf_prom_label 
             cap *= 2;
         }
         labels[n].name = sf_arena_strndup(ps->arena, l->s + from, nlen);
-        labels[n].value = unescape(ps, l->s + vfrom, vlen, true, &labels[n].value_len, &bad);
+        labels[n].value = unescape(ps, l->s + vfrom, vlen, true, &labels[n].value_len);
         if (labels[n].name == NULL || labels[n].value == NULL)
             return no_memory(ps);
-        if (bad)
-            return fail(ps, SF_PROM_ERR_MALFORMED, "an invalid escape in a label value");
         if (!utf8_ok((const unsigned char *)labels[n].value, labels[n].value_len))
             return fail(ps, SF_PROM_ERR_MALFORMED, "a label value that is not UTF-8 text");
         if (!exemplar && lim->label_value_length > 0 &&
@@ -654,17 +648,14 @@ static sf_prom_err meta_line(parser *ps, line *l, bool *eof)
     }
     if (l->s[kfrom] == 'H') {
         size_t hl;
-        bool bad;
         char *h;
 
         if (ps->has_help[f])
             return fail(ps, SF_PROM_ERR_MALFORMED, "a second HELP line for '%.64s'",
                         ps->out->families[f].name);
-        h = unescape(ps, l->s + l->i, l->n - l->i, om, &hl, &bad);
+        h = unescape(ps, l->s + l->i, l->n - l->i, om, &hl);
         if (h == NULL)
             return no_memory(ps);
-        if (bad)
-            return fail(ps, SF_PROM_ERR_MALFORMED, "an invalid escape in HELP text");
         if (!utf8_ok((const unsigned char *)h, hl))
             return fail(ps, SF_PROM_ERR_MALFORMED, "HELP text that is not UTF-8 text");
         ps->out->families[f].help = h;

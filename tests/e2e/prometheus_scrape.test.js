@@ -360,5 +360,8 @@ test('the prometheus receiver scrapes a real SGLang-shaped exposer into the fenc
     // their own names (not sglang:*)
     assert.deepEqual([...ours.keys()].filter((k) => k.startsWith('sglang:')), [],
       'series spanfence has and prometheus does not');
+
+    // a stop in the middle of the hanging scrape: clean and prompt (exit 0)
+    await sf.stop();
   });
 });

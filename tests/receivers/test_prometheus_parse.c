@@ -155,7 +155,8 @@ static void test_text_histogram_summary(void **state)
     assert_int_equal(r->families[0].n_samples, 5);
     assert_int_equal(r->families[1].type, SF_PROM_SUMMARY);
     assert_int_equal(r->families[1].n_samples, 3);
-    assert_int_equal(r->samples[8].family, 0);
+    assert_int_equal(r->n_samples, 8);
+    assert_int_equal(r->samples[7].family, 0);
 }
 
 static void test_duplicates(void **state)
