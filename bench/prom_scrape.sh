@@ -10,6 +10,8 @@
 # the export. Prints CPU per scrape, per series, and series per CPU-second.
 #
 #   bench/prom_scrape.sh [SERIES=10000] [SCRAPES=6]
+#   SF_BENCH_WRAP="perf record -g -o perf.data --"   run spanfence under a profiler
+#                                                    (the CPU figures are then the wrapper's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 series=${1:-10000}
@@ -93,7 +95,7 @@ service:
       receivers: [prometheus]
       exporters: [otlphttp]
 EOF
-"$build/spanfence" --config "$tmp/config.yaml" 2>"$tmp/sf.err" &
+${SF_BENCH_WRAP:-} "$build/spanfence" --config "$tmp/config.yaml" 2>"$tmp/sf.err" &
 sf_pid=$!
 wait_scrapes() {   # until N scrapes were sent whole (the receiver accepted them)
     local want=$1 deadline=$((SECONDS + 60))
