@@ -28,8 +28,9 @@ pkgs=(build-essential cmake pkg-config
       # the HTTP/2 attackers of the receiver's abuse tests
       python3-h2 python3-hpack
       # the prometheus receiver's real exposer (e2e) and the parser's differential
-      # reference; Debian's Prometheus server, which the e2e test compares with
-      python3-prometheus-client prometheus)
+      # reference; Debian's Prometheus server, which the e2e test compares with, and
+      # node-exporter, a second real exposer (Go's text format)
+      python3-prometheus-client prometheus prometheus-node-exporter)
 # clang and its libFuzzer/sanitizer runtimes, only for tools/fuzz.sh (about
 # 40 MB to download, 230 MB installed, so ordinary set-up skips them).
 if [ "${SF_FUZZ:-0}" = 1 ]; then

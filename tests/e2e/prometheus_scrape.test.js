@@ -10,7 +10,10 @@
 // sample_limit and over a body_size_limit: up 0 for each, the reason in
 // the log and counted, while the SGLang target is still scraped. Then
 // Debian's Prometheus server scrapes the same exposer and its HTTP API
-// (/api/v1/query) must read the same values.
+// (/api/v1/query) must read the same values. Debian's
+// prometheus-node-exporter (Go's client library, text format 0.0.4, with
+// a summary) is scraped by both too: the same series, and spanfence's
+// types as its TYPE lines say.
 'use strict';
 
 const test = require('node:test');
@@ -25,6 +28,10 @@ const { SignalGateway, root } = require('./lib/signal_gateway');
 
 const PY = '/usr/bin/python3';   // Debian's, with python3-prometheus-client
 const PROMETHEUS = '/usr/bin/prometheus';
+const NODE_EXPORTER = '/usr/bin/prometheus-node-exporter';
+// collectors whose series do not come and go between scrapes
+const NODE_ARGS = ['--collector.disable-defaults', '--collector.loadavg', '--collector.meminfo',
+  '--collector.uname', '--collector.time'];
 const Req = root.opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest;
 const KEPT = ['model_name', 'engine_type', 'tp_rank', 'pp_rank', 'cache_source', 'replica'];
 
@@ -55,6 +62,9 @@ function config() {
           body_size_limit: 1KiB
           static_configs:
             - targets: ["127.0.0.1:\${env:SF_EXPOSER_PORT}"]
+        - job_name: node
+          static_configs:
+            - targets: ["127.0.0.1:\${env:SF_NODE_PORT}"]
 processors:
   filter/names:
     error_mode: ignore
@@ -156,7 +166,56 @@ function fenced(labels) {
   return out;
 }
 
-async function startPrometheus(h, exposerPort) {
+async function startNodeExporter(h, port) {
+  const proc = spawn(NODE_EXPORTER, [`--web.listen-address=127.0.0.1:${port}`, ...NODE_ARGS],
+    { stdio: ['ignore', 'ignore', 'inherit'] });
+  h.onCleanup(() => proc.kill());
+  let text = '';
+  const deadline = Date.now() + 20000;
+  while (text === '' && proc.exitCode === null && Date.now() < deadline) {
+    try {
+      const r = await fetch(`http://127.0.0.1:${port}/metrics`);
+      if (r.status === 200) text = await r.text();
+    } catch (_) { await new Promise((r) => setTimeout(r, 100)); }
+  }
+  assert.ok(text, 'node-exporter did not answer');
+  return text;
+}
+
+// {family: type} from exposition text's TYPE lines.
+function typeLines(text) {
+  const out = {};
+  for (const m of text.matchAll(/^# TYPE (\S+) (\S+)$/gm)) out[m[1]] = m[2];
+  return out;
+}
+
+// Our points as the samples Prometheus stores: histograms and summaries
+// back to _bucket/quantile, _sum, _count (and _created from the start).
+function asSamples(points) {
+  const ours = new Map();
+  for (const p of points) {
+    const attrs = { ...p.attrs };
+    if (p.type === 'histogram') {
+      let cum = 0;
+      p.point.bucketCounts.forEach((c, i) => {
+        cum += long(c);
+        const le = i < p.point.explicitBounds.length ? p.point.explicitBounds[i] : '+Inf';
+        ours.set(key(`${p.name}_bucket`, { ...attrs, le: String(le) }), cum);
+      });
+    } else if (p.type === 'summary') {
+      for (const q of p.point.quantileValues || []) ours.set(key(p.name, { ...attrs, quantile: String(q.quantile || 0) }), q.value);
+    }
+    if (p.type === 'histogram' || p.type === 'summary') {
+      ours.set(key(`${p.name}_count`, attrs), long(p.point.count));
+      ours.set(key(`${p.name}_sum`, attrs), p.point.sum || 0);
+    } else {
+      ours.set(key(p.name, attrs), p.point.asDouble);
+    }
+  }
+  return ours;
+}
+
+async function startPrometheus(h, exposerPort, nodePort) {
   const dir = path.join(h.dir, 'prometheus');
   fs.mkdirSync(dir, { recursive: true });
   const port = await freePort();
@@ -168,6 +227,9 @@ scrape_configs:
     static_configs:
       - targets: ["127.0.0.1:${exposerPort}"]
         labels: {replica: r1}
+  - job_name: node
+    static_configs:
+      - targets: ["127.0.0.1:${nodePort}"]
 `);
   const log = fs.openSync(path.join(dir, 'prometheus.log'), 'w');
   const proc = spawn(PROMETHEUS, [`--config.file=${path.join(dir, 'prometheus.yml')}`,
@@ -192,9 +254,10 @@ test('the prometheus receiver scrapes a real SGLang-shaped exposer into the fenc
     h.onCleanup(() => gw.stop());
     const ports = {
       SF_GRPC_PORT: await freePort(), SF_METRICS_PORT: await freePort(), SF_GATEWAY_PORT: gw.port,
-      SF_EXPOSER_PORT: await freePort(), SF_HANG_PORT: await startHang(h),
+      SF_EXPOSER_PORT: await freePort(), SF_HANG_PORT: await startHang(h), SF_NODE_PORT: await freePort(),
     };
     const exposed = await startExposer(h, ports.SF_EXPOSER_PORT);
+    const nodeText = await startNodeExporter(h, ports.SF_NODE_PORT);
     const env = Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)]));
     const sf = h.track(new Spanfence({
       dir: h.dir, config: config(), env, grpcPort: ports.SF_GRPC_PORT, metricsPort: ports.SF_METRICS_PORT,
@@ -211,7 +274,7 @@ test('the prometheus receiver scrapes a real SGLang-shaped exposer into the fenc
     await sf.waitLog(/\(job big\) refused \(body_size_limit\)/, 'the body limit');
     await waitUntil(() => decodeAll(gw).filter((p) => p.job === 'sglang' && p.name === 'up').length >= 2,
       'two scrapes of the SGLang target at the gateway');
-    await waitUntil(() => ['hang', 'limited', 'big'].every((job) => decodeAll(gw).some((p) => p.job === job)),
+    await waitUntil(() => ['hang', 'limited', 'big', 'node'].every((job) => decodeAll(gw).some((p) => p.job === job)),
       'the refused targets\' up 0 at the gateway');
     const m = await sf.metrics();
     assert.equal(m.must('spanfence_receiver_prometheus_up', { job: 'sglang' }), 1);
@@ -305,7 +368,7 @@ test('the prometheus receiver scrapes a real SGLang-shaped exposer into the fenc
     assert.equal(second.find((p) => p.name === 'scrape_series_added').point.asDouble, 0);
 
     // Debian's Prometheus server, scraping the same exposer, reads the same values
-    const prom = await startPrometheus(h, ports.SF_EXPOSER_PORT);
+    const prom = await startPrometheus(h, ports.SF_EXPOSER_PORT, ports.SF_NODE_PORT);
     let series = [];
     await waitUntil(() => prom.proc.exitCode === null, 'prometheus to run');
     const deadline = Date.now() + 30000;
@@ -360,6 +423,42 @@ test('the prometheus receiver scrapes a real SGLang-shaped exposer into the fenc
     // their own names (not sglang:*)
     assert.deepEqual([...ours.keys()].filter((k) => k.startsWith('sglang:')), [],
       'series spanfence has and prometheus does not');
+
+    // node-exporter: Go's text format 0.0.4. Every family converted to the
+    // type its TYPE line says, and the same series as Prometheus read
+    const node = firstScrape(points, 'node');
+    assert.equal(node.find((p) => p.name === 'up').point.asDouble, 1);
+    const otlpType = { counter: 'sum', gauge: 'gauge', summary: 'summary', histogram: 'histogram', untyped: 'gauge' };
+    const types = typeLines(nodeText);
+    assert.ok(Object.values(types).includes('summary') && Object.values(types).includes('counter'));
+    for (const [fam, t] of Object.entries(types)) {
+      const p = node.find((x) => x.name === fam);
+      assert.ok(p, `node-exporter's ${fam} did not arrive`);
+      assert.equal(p.type, otlpType[t], `${fam}: a ${t} arrived as ${p.type}`);
+      if (t === 'counter') assert.equal(p.metric.isMonotonic, true, fam);
+    }
+    let nodeSeries = [];
+    for (const end = Date.now() + 30000; nodeSeries.length === 0 && Date.now() < end;) {
+      nodeSeries = await prom.query('{job="node",__name__=~"node_.*|go_.*"}').catch(() => []);
+      if (nodeSeries.length === 0) await new Promise((r) => setTimeout(r, 200));
+    }
+    const ourNode = asSamples(node.filter((p) => /^(node_|go_)/.test(p.name)));
+    const theirNode = new Set();
+    for (const s of nodeSeries) {
+      const { __name__: name, job, instance, ...exposedLabels } = s.metric;
+      // the fence's keep_keys applies to these series too
+      const labels = Object.fromEntries(Object.entries(exposedLabels).filter(([l]) => KEPT.includes(l) || l === 'quantile'));
+      const k = key(name, labels);
+      theirNode.add(k);
+      assert.ok(ourNode.has(k), `prometheus has ${k}, spanfence does not`);
+      // values that do not move between two scrapes
+      if (/^(node_memory_MemTotal_bytes|node_uname_info|go_info)$/.test(name)) {
+        assert.ok(same(ourNode.get(k), num(s.value[1])), `${k}: spanfence ${ourNode.get(k)}, prometheus ${s.value[1]}`);
+      }
+    }
+    assert.ok(theirNode.size > 50, `prometheus read only ${theirNode.size} node series`);
+    assert.deepEqual([...ourNode.keys()].filter((k) => !theirNode.has(k)), [],
+      'node series spanfence has and prometheus does not');
 
     // a stop in the middle of the hanging scrape: clean and prompt (exit 0)
     await sf.stop();
