@@ -109,18 +109,23 @@ async function startExposer(h, port) {
 }
 
 // A target that answers 200 and a first line, then never ends its body.
+// The requests it got (their head) are in .requests.
 async function startHang(h) {
   const sockets = new Set();
+  const requests = [];
   const server = net.createServer((s) => {
     sockets.add(s);
     s.on('error', () => {});
-    s.once('data', () => s.write('HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n' +
-      'Content-Length: 100000\r\n\r\nsglang:num_running_reqs 1\n'));
+    s.once('data', (d) => {
+      requests.push(d.toString('latin1'));
+      s.write('HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n' +
+        'Content-Length: 100000\r\n\r\nsglang:num_running_reqs 1\n');
+    });
     s.on('close', () => sockets.delete(s));
   });
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
   h.onCleanup(() => { for (const s of sockets) s.destroy(); server.close(); });
-  return server.address().port;
+  return { port: server.address().port, requests };
 }
 
 const num = (v) => (v === 'NaN' ? NaN : v === '+Inf' ? Infinity : v === '-Inf' ? -Infinity : Number(v));
@@ -254,8 +259,10 @@ test('the prometheus receiver scrapes a real SGLang-shaped exposer into the fenc
     h.onCleanup(() => gw.stop());
     const ports = {
       SF_GRPC_PORT: await freePort(), SF_METRICS_PORT: await freePort(), SF_GATEWAY_PORT: gw.port,
-      SF_EXPOSER_PORT: await freePort(), SF_HANG_PORT: await startHang(h), SF_NODE_PORT: await freePort(),
+      SF_EXPOSER_PORT: await freePort(), SF_NODE_PORT: await freePort(),
     };
+    const hang = await startHang(h);
+    ports.SF_HANG_PORT = hang.port;
     const exposed = await startExposer(h, ports.SF_EXPOSER_PORT);
     const nodeText = await startNodeExporter(h, ports.SF_NODE_PORT);
     const env = Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)]));
@@ -276,6 +283,12 @@ test('the prometheus receiver scrapes a real SGLang-shaped exposer into the fenc
       'two scrapes of the SGLang target at the gateway');
     await waitUntil(() => ['hang', 'limited', 'big', 'node'].every((job) => decodeAll(gw).some((p) => p.job === job)),
       'the refused targets\' up 0 at the gateway');
+    // asked as Prometheus asks: its Accept (OpenMetrics first), gzip, the timeout
+    const head = hang.requests[0];
+    assert.match(head, /^GET \/metrics HTTP\/1\.1\r\n/);
+    assert.match(head, /\r\nAccept: application\/openmetrics-text;version=1\.0\.0;q=0\.5,application\/openmetrics-text;version=0\.0\.1;q=0\.4,text\/plain;version=0\.0\.4;q=0\.3,\*\/\*;q=0\.2\r\n/);
+    assert.match(head, /\r\nAccept-Encoding: gzip\r\n/);
+    assert.match(head, /\r\nX-Prometheus-Scrape-Timeout-Seconds: 1\r\n/);
     const m = await sf.metrics();
     assert.equal(m.must('spanfence_receiver_prometheus_up', { job: 'sglang' }), 1);
     for (const job of ['hang', 'limited', 'big']) assert.equal(m.must('spanfence_receiver_prometheus_up', { job }), 0);
