@@ -1426,6 +1426,7 @@ static const char *type_name(sf_cfg_type t)
     case SF_CFG_STRLIST:  return "list";
     case SF_CFG_STRMAP:   return "map";
     case SF_CFG_SECTION:  return "section";
+    case SF_CFG_LIST:     return "list of";
     case SF_CFG_CUSTOM:   return "custom";
     case SF_CFG_REJECT:   return "refused";
     case SF_CFG_IGNORE:   return "ignored";
@@ -1455,7 +1456,7 @@ static void print_rows(const sf_config_row *rows, int indent)
                r->type == SF_CFG_ENUM ? " " : "", r->type == SF_CFG_ENUM ? r->choices : "",
                range, r->def ? ", default " : "", r->def ? r->def : "",
                r->help ? ": " : "", r->help ? r->help : "");
-        if (r->type == SF_CFG_SECTION && r->sub)
+        if ((r->type == SF_CFG_SECTION || r->type == SF_CFG_LIST) && r->sub)
             print_rows(r->sub, indent + 2);
     }
 }

@@ -102,6 +102,10 @@ typedef enum sf_cfg_type {
                            it; the nested struct begins with `bool present`, set
                            when the key appears (a null value, as in `grpc:`,
                            counts as an empty mapping) */
+    SF_CFG_LIST,        /* sf_cfg_list: a sequence of mappings, each decoded with
+                           `sub` into an element of `elem_size` bytes (zeroed,
+                           defaults applied; sub-row offsets are relative to the
+                           element, which has no `present` flag) */
     SF_CFG_CUSTOM,      /* `parse` decodes the node into the field */
     SF_CFG_REJECT,      /* key is known but refused; `help` is the message */
     SF_CFG_IGNORE       /* an upstream key spanfence accepts but does not use:
@@ -114,6 +118,11 @@ typedef struct sf_strlist {
     size_t n;
     char **v;
 } sf_strlist;
+
+typedef struct sf_cfg_list {
+    size_t n;
+    void *v;                    /* n elements of the row's elem_size bytes */
+} sf_cfg_list;
 
 typedef struct sf_strmap {
     size_t n;
@@ -134,7 +143,8 @@ typedef struct sf_config_row {
      * does not ("snappy|lz4"): refused as "not supported by spanfence"
      * rather than unknown, with the choices to use instead. */
     const char *upstream;
-    const struct sf_config_row *sub;  /* SECTION */
+    const struct sf_config_row *sub;  /* SECTION, LIST */
+    size_t elem_size;                 /* LIST: sizeof one element */
     /* CUSTOM: decode `node` into `field`; report problems with
      * sf_cfg_error() and return SF_CONFIG. */
     sf_status (*parse)(sf_cfg_ctx *ctx, const sf_node *node, void *field);

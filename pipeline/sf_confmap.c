@@ -504,6 +504,59 @@ static sf_status decode_strmap(sf_cfg_ctx *ctx, const sf_node *v, sf_strmap *out
 }
 
 static sf_status decode_map(sf_cfg_ctx *ctx, const sf_config_row *rows, const sf_node *map,
+                            void *base, const sf_node *at_default);
+
+/* A LIST row: every item a mapping decoded with the row's rows into its
+ * element, under the path "key[i]". */
+static sf_status decode_list(sf_cfg_ctx *ctx, const sf_config_row *row, const sf_node *v,
+                             sf_cfg_list *out)
+{
+    const char *path = ctx->path;
+    sf_status st = SF_OK;
+
+    memset(out, 0, sizeof(*out));
+    if (v->kind == SF_NODE_SCALAR && v->is_null)
+        return SF_OK;
+    if (v->kind != SF_NODE_SEQ) {
+        sf_cfg_error(ctx, v, NULL, "expected a list of mappings, got %s",
+                     v->kind == SF_NODE_SCALAR ? "a single value" : kind_text(v));
+        return SF_CONFIG;
+    }
+    if (row->elem_size == 0 || row->sub == NULL)
+        return SF_OK;
+    out->v = sf_cfg_alloc(ctx, (v->n ? v->n : 1) * row->elem_size);
+    if (out->v == NULL)
+        return SF_ENOMEM;
+    memset(out->v, 0, (v->n ? v->n : 1) * row->elem_size);
+    for (size_t i = 0; i < v->n; i++) {
+        const sf_node *it = v->items[i];
+        char idx[32];
+        sf_status r;
+
+        snprintf(idx, sizeof(idx), "[%zu]", i);
+        ctx->path = sf_cfg_path_join(ctx, path, idx);
+        if (ctx->path == NULL) {
+            ctx->path = path;
+            return SF_ENOMEM;
+        }
+        if (it->kind != SF_NODE_MAP) {
+            sf_cfg_error(ctx, it, NULL, "expected a mapping, got %s",
+                         it->kind == SF_NODE_SCALAR ? "a single value" : kind_text(it));
+            r = SF_CONFIG;
+        } else {
+            r = decode_map(ctx, row->sub, it, (char *)out->v + out->n * row->elem_size, it);
+        }
+        ctx->path = path;
+        if (r == SF_ENOMEM || ctx->oom)
+            return SF_ENOMEM;
+        if (r != SF_OK)
+            st = r;
+        out->n++;
+    }
+    return st;
+}
+
+static sf_status decode_map(sf_cfg_ctx *ctx, const sf_config_row *rows, const sf_node *map,
                             void *base, const sf_node *at_default)
 {
     size_t errors = sf_diag_errors(ctx->diag);
@@ -615,6 +668,8 @@ static sf_status decode_row(sf_cfg_ctx *ctx, const sf_config_row *row, const sf_
         return decode_strlist(ctx, v, field);
     case SF_CFG_STRMAP:
         return decode_strmap(ctx, v, field);
+    case SF_CFG_LIST:
+        return decode_list(ctx, row, v, field);
     case SF_CFG_SECTION: {
         const sf_node *saved = ctx->node;
         sf_status st;

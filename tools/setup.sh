@@ -26,7 +26,11 @@ pkgs=(build-essential cmake pkg-config
       # the independent decoder of the privacy differential test, and load tools
       python3 python3-protobuf python3-grpcio protobuf-compiler nghttp2-client
       # the HTTP/2 attackers of the receiver's abuse tests
-      python3-h2 python3-hpack)
+      python3-h2 python3-hpack
+      # the prometheus receiver's real exposer (e2e) and the parser's differential
+      # reference; Debian's Prometheus server, which the e2e test compares with, and
+      # node-exporter, a second real exposer (Go's text format)
+      python3-prometheus-client prometheus prometheus-node-exporter)
 # clang and its libFuzzer/sanitizer runtimes, only for tools/fuzz.sh (about
 # 40 MB to download, 230 MB installed, so ordinary set-up skips them).
 if [ "${SF_FUZZ:-0}" = 1 ]; then

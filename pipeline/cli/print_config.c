@@ -152,6 +152,16 @@ static void emit_rows(out *o, const sf_config_row *rows, const sf_node *value)
             (n != NULL || on_by_default(r->sub))) {
             scalar(o, r->key, true);
             emit_rows(o, r->sub, n);
+        } else if (r->type == SF_CFG_LIST && n != NULL && n->kind == SF_NODE_SEQ) {
+            yaml_event_t ev;
+
+            scalar(o, r->key, true);
+            emit(o, &ev, yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1,
+                                                              YAML_ANY_SEQUENCE_STYLE));
+            for (size_t i = 0; i < n->n && !o->failed; i++)
+                emit_rows(o, r->sub, n->items[i]);
+            if (!o->failed)
+                emit(o, &ev, yaml_sequence_end_event_initialize(&ev));
         } else if (n != NULL) {
             scalar(o, r->key, true);
             emit_node(o, n, redact);

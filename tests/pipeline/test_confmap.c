@@ -1,6 +1,7 @@
 /* tests/pipeline/test_confmap.c: the config map decoder (sf_cfg_decode) on a
  * test-only set of rows: every row type, defaults, null handling, ranges,
- * unknown keys with did-you-mean, REJECT and IGNORE, CUSTOM callbacks. */
+ * unknown keys with did-you-mean, REJECT and IGNORE, CUSTOM callbacks, LIST
+ * (a list of mappings, each decoded with its rows). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,7 +30,13 @@ typedef struct tconf {
     sf_strmap map;
     inner sec;
     int custom;
+    sf_cfg_list items;
 } tconf;
+
+typedef struct item {
+    char *id;
+    int64_t weight;
+} item;
 
 static sf_status parse_custom(sf_cfg_ctx *ctx, const sf_node *node, void *field)
 {
@@ -44,6 +51,13 @@ static sf_status parse_custom(sf_cfg_ctx *ctx, const sf_node *node, void *field)
 static const sf_config_row inner_rows[] = {
     { .key = "n", .type = SF_CFG_INT, .def = "7", .offset = offsetof(inner, n) },
     { .key = "s", .type = SF_CFG_STR, .def = "dflt", .offset = offsetof(inner, s) },
+    { 0 }
+};
+
+static const sf_config_row item_rows[] = {
+    { .key = "id", .type = SF_CFG_STR, .offset = offsetof(item, id) },
+    { .key = "weight", .type = SF_CFG_INT, .def = "3", .offset = offsetof(item, weight),
+      .min = 1, .max = 9 },
     { 0 }
 };
 
@@ -69,6 +83,8 @@ static const sf_config_row rows[] = {
     { .key = "storage", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
       .help = "storage is refused here" },
     { .key = "check_only", .type = SF_CFG_ENUM, .offset = SF_CFG_NO_FIELD, .choices = "tcp" },
+    { .key = "items", .type = SF_CFG_LIST, .offset = offsetof(tconf, items), .sub = item_rows,
+      .elem_size = sizeof(item) },
     { 0 }
 };
 
@@ -199,6 +215,36 @@ static void test_all_errors_sorted(void **state)
     assert_int_equal(sf_diag_errors(f->t.diag), 12);
 }
 
+static void test_list_of_mappings(void **state)
+{
+    fx *f = *state;
+    const item *it;
+    static const char *const msgs[] = {
+        "t.yaml:5:7: x.items[2]: unknown key 'wieght' (did you mean 'weight'?)",
+        "t.yaml:6:15: x.items[3].weight: value '10' is out of range (expected 1 to 9)",
+        "t.yaml:7:7: x.items[4]: expected a mapping, got a single value",
+        NULL
+    };
+
+    assert_int_equal(decode(f, "x:\n  items:\n    - {id: a}\n    - {id: b, weight: 9}\n"),
+                     SF_OK);
+    assert_int_equal(f->c.items.n, 2);
+    it = f->c.items.v;
+    assert_string_equal(it[0].id, "a");
+    assert_int_equal(it[0].weight, 3);          /* the default, per element */
+    assert_int_equal(it[1].weight, 9);
+    assert_int_equal(decode(f, "x:\n  items:\n"), SF_OK);
+    assert_int_equal(f->c.items.n, 0);
+    sf_test_cfg_reset_diag(&f->t);
+    assert_int_equal(decode(f, "x:\n  items:\n    - {id: a}\n    - {id: b}\n"
+                               "    - wieght: 2\n    - weight: 10\n    - plain\n"), SF_CONFIG);
+    expect(f, msgs);
+    sf_test_cfg_reset_diag(&f->t);
+    assert_int_equal(decode(f, "x:\n  items: {id: a}\n"), SF_CONFIG);
+    assert_string_equal(sf_diag_message(f->t.diag, 0),
+                        "t.yaml:2:10: x.items: expected a list of mappings, got a mapping");
+}
+
 static void test_list_item_error(void **state)
 {
     fx *f = *state;
@@ -309,6 +355,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unknown_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reject_and_ignore, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_a_mapping, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_list_of_mappings, setup, teardown),
         cmocka_unit_test(test_suggest),
     };
 
