@@ -26,7 +26,10 @@ pkgs=(build-essential cmake pkg-config
       # the independent decoder of the privacy differential test, and load tools
       python3 python3-protobuf python3-grpcio protobuf-compiler nghttp2-client
       # the HTTP/2 attackers of the receiver's abuse tests
-      python3-h2 python3-hpack)
+      python3-h2 python3-hpack
+      # the journald receiver's e2e test: journal files written by the real
+      # journal code (systemd-journal-remote, from the export format)
+      systemd-journal-remote)
 # clang and its libFuzzer/sanitizer runtimes, only for tools/fuzz.sh (about
 # 40 MB to download, 230 MB installed, so ordinary set-up skips them).
 if [ "${SF_FUZZ:-0}" = 1 ]; then

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 extern const sf_component_type sf_otlp_receiver_type;
+extern const sf_component_type sf_journald_receiver_type;
 extern const sf_component_type sf_transform_processor_type;
 extern const sf_component_type sf_attributes_processor_type;
 extern const sf_component_type sf_resource_processor_type;
@@ -28,6 +29,7 @@ extern const sf_component_type *const sf_registry[];
 
 const sf_component_type *const sf_registry[] = {
     &sf_otlp_receiver_type,
+    &sf_journald_receiver_type,
     &sf_transform_processor_type,
     &sf_attributes_processor_type,
     &sf_resource_processor_type,
