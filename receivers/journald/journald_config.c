@@ -140,8 +140,7 @@ static sf_status parse_matches(sf_cfg_ctx *ctx, const sf_node *node, void *field
             }
             if (v->kind != SF_NODE_SCALAR || v->is_null || memchr(v->text, '\0', v->len) != NULL ||
                 !sf_otlp_utf8_valid((const uint8_t *)v->text, v->len)) {
-                sf_cfg_error(ctx, v, sub, "expected the field's value as text (quote numbers: "
-                             "\"1000\")");
+                sf_cfg_error(ctx, v, sub, "expected the field's value as text");
                 errors++;
                 continue;
             }
