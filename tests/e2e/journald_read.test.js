@@ -15,7 +15,10 @@
 //  - SGLang's statistics lines pass the logs fence (a transform with
 //    log_statements keeping only bodies in those shapes); a line quoting a
 //    prompt leaves without its body; a message that is not UTF-8 is
-//    repaired and one past max_message_size cut, each counted.
+//    repaired and one past max_message_size cut, each counted;
+//  - a pipeline that refuses (the exporter's queue full while the gateway
+//    answers 503): the receiver keeps its batch and the cursor, sends it
+//    again after a backoff, and every record still arrives once.
 'use strict';
 
 const test = require('node:test');
@@ -40,7 +43,7 @@ const STATS_RE = '^\\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}( TP[
   'token usage: [0-9.]+, gen throughput \\(token/s\\): [0-9.]+, #queue-req: [0-9]+)$';
 const ottl = (re) => re.replace(/\\/g, '\\\\');
 
-function config({ dir, cursor, gateway, grpc, metrics }) {
+function config({ dir, cursor, gateway, grpc, metrics, maxBatch = 7, queue = '' }) {
   return `
 receivers:
   otlp:
@@ -53,7 +56,7 @@ receivers:
     units: [sglang]
     priority: info
     cursor_file: ${cursor}
-    max_batch_records: 7
+    max_batch_records: ${maxBatch}
 processors:
   transform/fence:
     error_mode: propagate
@@ -68,7 +71,7 @@ processors:
 exporters:
   otlphttp:
     endpoint: ${gateway}
-    compression: none
+    compression: none${queue}
 service:
   telemetry:
     metrics:
@@ -246,5 +249,42 @@ test('journald: every record once, across a restart and a reload, through the lo
     const all = JSON.stringify(gw.logs);
     for (const s of SECRETS) assert.ok(!all.includes(s), `'${s}' left the VM`);
     for (const r of gw.of('logs')) assert.equal(r.status, 200);
+  });
+});
+
+test('journald: a full queue holds the batch and the cursor; sent again, nothing lost or repeated', async () => {
+  await harness('journald_full', async (h) => {
+    const gw = new SignalGateway('gateway');
+    await gw.start();
+    h.onCleanup(() => gw.stop());
+    gw.setStatus(503);
+    const dir = path.join(h.dir, 'journal');
+    fs.mkdirSync(dir);
+    const file = path.join(dir, 'remote.journal');
+    const ports = { grpc: await freePort(), metrics: await freePort() };
+    const cfg = config({
+      dir, cursor: path.join(h.dir, 'journald.cursor'), gateway: gw.url, ...ports, maxBatch: 2,
+      queue: '\n    sending_queue: {queue_size: 1, num_consumers: 1}' +
+             '\n    retry_on_failure: {initial_interval: 50ms, max_interval: 100ms, max_elapsed_time: 120s}',
+    });
+    const written = append(file, batch(['decode', 'prefill', 'prompt', 'decode', 'decode', 'warning',
+      'prefill', 'decode', 'prompt', 'decode', 'decode', 'prefill']));
+    const sf = h.track(new Spanfence({ dir: h.dir, name: 'full', config: cfg, grpcPort: ports.grpc, metricsPort: ports.metrics }));
+    await sf.start();
+    const sel = { receiver: 'journald', transport: '' };
+    // one batch in flight, one queued, the next refused: kept and retried
+    const m = await sf.waitMetrics((x) => x.get('spanfence_receiver_journald_retries') >= 2,
+      'the receiver retrying a refused batch');
+    assert.ok(m.must('otelcol_receiver_refused_log_records', { ...sel, reason: 'queue_full' }) >= 2,
+      'the refusals counted as queue_full');
+    assert.ok(m.must('otelcol_receiver_accepted_log_records', sel) < written.length, 'not everything accepted yet');
+    gw.setStatus(200);
+    await gw.waitFor(() => gw.logs.length >= written.length, `${written.length} records at the gateway`);
+    await sf.waitMetrics((x) => x.get('otelcol_receiver_accepted_log_records', sel) === written.length &&
+      x.get('otelcol_exporter_sent_log_records') === written.length, 'every record accepted once and sent');
+    await sf.stop();
+    const times = gw.logs.map((g) => g.timeUnixNano);
+    assert.equal(new Set(times).size, times.length, 'no record twice');
+    assert.deepEqual([...times].sort((a, b) => a - b), written.map((e) => e.t * 1000), 'every record, in order of writing');
   });
 });
