@@ -16,6 +16,8 @@
 //    log_statements keeping only bodies in those shapes); a line quoting a
 //    prompt leaves without its body; a message that is not UTF-8 is
 //    repaired and one past max_message_size cut, each counted;
+//  - without cursor_file, a reload still loses and repeats nothing (the
+//    cursor is handed over in memory: suspend/resume);
 //  - a pipeline that refuses (the exporter's queue full while the gateway
 //    answers 503): the receiver keeps its batch and the cursor, sends it
 //    again after a backoff, and every record still arrives once.
@@ -55,8 +57,7 @@ receivers:
     start_at: beginning
     units: [sglang]
     priority: info
-    cursor_file: ${cursor}
-    max_batch_records: ${maxBatch}
+${cursor ? `    cursor_file: ${cursor}\n` : ''}    max_batch_records: ${maxBatch}
 processors:
   transform/fence:
     error_mode: propagate
@@ -286,5 +287,32 @@ test('journald: a full queue holds the batch and the cursor; sent again, nothing
     const times = gw.logs.map((g) => g.timeUnixNano);
     assert.equal(new Set(times).size, times.length, 'no record twice');
     assert.deepEqual([...times].sort((a, b) => a - b), written.map((e) => e.t * 1000), 'every record, in order of writing');
+  });
+});
+
+test('journald: without cursor_file a reload hands the cursor over in memory', async () => {
+  await harness('journald_memory', async (h) => {
+    const gw = new SignalGateway('gateway');
+    await gw.start();
+    h.onCleanup(() => gw.stop());
+    const dir = path.join(h.dir, 'journal');
+    fs.mkdirSync(dir);
+    const file = path.join(dir, 'remote.journal');
+    const ports = { grpc: await freePort(), metrics: await freePort() };
+    const cfg = config({ dir, cursor: null, gateway: gw.url, ...ports });
+    const written = append(file, batch(['decode', 'prefill', 'decode', 'prompt', 'decode']));
+    const sf = h.track(new Spanfence({ dir: h.dir, name: 'memory', config: cfg, grpcPort: ports.grpc, metricsPort: ports.metrics }));
+    await sf.start();
+    await gw.waitFor(() => gw.logs.length >= written.length, 'before the reload');
+    sf.proc.kill('SIGHUP');
+    await sf.waitLog(/after the cursor handed over by the reload/, 'the cursor handed over');
+    written.push(...append(file, batch(['prefill', 'decode', 'warning'])));
+    await gw.waitFor(() => gw.logs.length >= written.length, 'after the reload');
+    await sf.waitMetrics((x) => x.get('otelcol_exporter_sent_log_records') === written.length &&
+      x.get('otelcol_receiver_accepted_log_records', { receiver: 'journald', transport: '' }) === written.length,
+    'every record accepted once and sent');
+    await sf.stop();
+    const times = gw.logs.map((g) => g.timeUnixNano);
+    assert.deepEqual([...times].sort((a, b) => a - b), written.map((e) => e.t * 1000), 'every record once');
   });
 });
