@@ -83,6 +83,7 @@ typedef struct journald_receiver {
     jd_batch pending;
     int64_t backoff_ms;
     bool cursor_failing;        /* the last write of cursor_file failed (said once) */
+    bool read_failing;          /* the last read of the journal failed (said once) */
 } journald_receiver;
 
 static void batch_clear(jd_batch *b)
@@ -223,12 +224,14 @@ static sf_status fill(journald_receiver *r, bool *caught_up)
 
         if (!r->have_current) {
             rc = sd_journal_next(r->j);
-            if (rc <= 0) {
-                if (rc < 0) {
-                    count(r, JM_READ_ERRORS, 1);
-                    sf_log(SF_LOG_WARN, "receiver %s: reading the journal: %s",
+            if (rc < 0) {
+                count(r, JM_READ_ERRORS, 1);
+                if (!r->read_failing)
+                    sf_log(SF_LOG_WARN, "receiver %s: reading the journal: %s; trying again",
                            sf_component_id(r->self), strerror(-rc));
-                }
+            }
+            r->read_failing = rc < 0;
+            if (rc <= 0) {
                 *caught_up = true;
                 break;
             }
@@ -554,6 +557,12 @@ static sf_status jd_start(sf_component *self)
     const char *where;
     sf_status st;
 
+    if (!sf_component_receives(self, SF_SIGNAL_LOGS)) {
+        /* nothing could take the records: read none, so the cursor stays */
+        sf_log(SF_LOG_WARN, "receiver %s: no logs pipeline lists it: the journal is not read",
+               sf_component_id(self));
+        return SF_OK;
+    }
     r->message = sf_malloc((size_t)r->cfg->max_message_size + 1);
     r->build_arena = sf_arena_create(64 * 1024, 0);
     r->req_arena = sf_arena_create(4096, 0);
