@@ -81,7 +81,8 @@ typedef struct sf_component_type {
     void (*shutdown)(sf_component *self);
     void (*destroy)(sf_component *self);
     /* Optional, for state that must outlive a config reload (SIGHUP), such
-     * as trace_control's open windows and its socket. suspend: stop like
+     * as trace_control's open windows and its socket, or the journald
+     * receiver's cursor. suspend: stop like
      * shutdown but keep that state, moved out into the returned parcel
      * (NULL: nothing to keep); the instance is then only destroyed.
      * resume: called before start on the instance of the same type and id
@@ -160,10 +161,13 @@ sf_status sf_component_edit_outcome(sf_component *self, const sf_request *batch,
 bool sf_component_is_successor(const sf_component *c);
 
 /* The transports a receiver serves; receiver counters are kept per transport
- * (the `transport` label of otelcol_receiver_* metrics). */
+ * (the `transport` label of otelcol_receiver_* metrics). NONE: a receiver
+ * that reads rather than serves (journald), labelled transport="" as
+ * upstream's stanza-based receivers are. */
 typedef enum sf_transport {
     SF_TRANSPORT_GRPC,
     SF_TRANSPORT_HTTP,
+    SF_TRANSPORT_NONE,
     SF_TRANSPORT_COUNT
 } sf_transport;
 

@@ -161,7 +161,7 @@ static void help(sf_text *t, const char *name, const char *type, const char *tex
     text_add(t, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
 }
 
-static const char *const transport_names[SF_TRANSPORT_COUNT] = { "grpc", "http" };
+static const char *const transport_names[SF_TRANSPORT_COUNT] = { "grpc", "http", "" };
 
 typedef uint64_t (*counter_get)(sf_counters *c, int reason);
 

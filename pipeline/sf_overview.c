@@ -200,7 +200,7 @@ static void add_signal(json_object *e, sf_signal signal)
  * only add. */
 static void component_entry(sf_component *c, json_object *list, sums *all)
 {
-    static const char *const transports[SF_TRANSPORT_COUNT] = { "grpc", "http" };
+    static const char *const transports[SF_TRANSPORT_COUNT] = { "grpc", "http", "" };
     sf_counters *k = &c->counters;
     sums *s = &all[c->signal];
     json_object *e;

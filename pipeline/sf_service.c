@@ -307,9 +307,9 @@ static const sf_kind start_order[] = { SF_KIND_EXTENSION, SF_KIND_EXPORTER, SF_K
 static void suspend_kind(sf_service *svc, sf_kind kind, sf_handover *h, sf_service *next);
 
 /* Start every kind in order. On failure whatever was started is shut down
- * again, except that with `h` (a reload) the extensions and exporters that
- * can be suspended are, into `h`, so their state (open windows, batches
- * not sent) is not lost with this service. */
+ * again, except that with `h` (a reload) the components that can be
+ * suspended are, into `h`, so their state (open windows, batches not sent,
+ * a journal cursor) is not lost with this service. */
 static sf_status start_all(sf_service *svc, sf_handover *h)
 {
     sf_status st;
@@ -564,12 +564,13 @@ sf_status sf_service_stop_for_reload(sf_service *svc, sf_service *next, sf_hando
     atomic_store(&svc->state, SF_SERVICE_STOPPING);
     if (svc->started) {
         svc->started = false;
-        /* As sf_service_shutdown, but extensions and exporters with a
-         * successor in `next` are suspended: their state goes to it.
-         * Receivers first (their calls finish and are answered); then every
-         * span acknowledged so far is delivered, kept for the successor, or
-         * counted, before the counts are taken. */
-        shutdown_kind(svc, SF_KIND_RECEIVER);
+        /* As sf_service_shutdown, but components with a successor in
+         * `next` and suspend/resume hooks are suspended: their state goes
+         * to it. Receivers first (their calls finish and are answered;
+         * journald's cursor is kept); then every span acknowledged so far
+         * is delivered, kept for the successor, or counted, before the
+         * counts are taken. */
+        suspend_kind(svc, SF_KIND_RECEIVER, h, next);
         suspend_kind(svc, SF_KIND_EXTENSION, h, next);
         shutdown_kind(svc, SF_KIND_PROCESSOR);
         stop_injecting(svc);

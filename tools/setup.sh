@@ -30,7 +30,10 @@ pkgs=(build-essential cmake pkg-config
       # the prometheus receiver's real exposer (e2e) and the parser's differential
       # reference; Debian's Prometheus server, which the e2e test compares with, and
       # node-exporter, a second real exposer (Go's text format)
-      python3-prometheus-client prometheus prometheus-node-exporter)
+      python3-prometheus-client prometheus prometheus-node-exporter
+      # the journald receiver's e2e test: journal files written by the real
+      # journal code (systemd-journal-remote, from the export format)
+      systemd-journal-remote)
 # clang and its libFuzzer/sanitizer runtimes, only for tools/fuzz.sh (about
 # 40 MB to download, 230 MB installed, so ordinary set-up skips them).
 if [ "${SF_FUZZ:-0}" = 1 ]; then

@@ -11,9 +11,11 @@
 
 extern const sf_component_type sf_otlp_receiver_type;
 extern const sf_component_type sf_prometheus_receiver_type;
+extern const sf_component_type sf_journald_receiver_type;
 extern const sf_component_type sf_transform_processor_type;
 extern const sf_component_type sf_attributes_processor_type;
 extern const sf_component_type sf_resource_processor_type;
+extern const sf_component_type sf_resourcedetection_processor_type;
 extern const sf_component_type sf_memory_limiter_processor_type;
 extern const sf_component_type sf_batch_processor_type;
 extern const sf_component_type sf_filter_processor_type;
@@ -29,9 +31,11 @@ extern const sf_component_type *const sf_registry[];
 const sf_component_type *const sf_registry[] = {
     &sf_otlp_receiver_type,
     &sf_prometheus_receiver_type,
+    &sf_journald_receiver_type,
     &sf_transform_processor_type,
     &sf_attributes_processor_type,
     &sf_resource_processor_type,
+    &sf_resourcedetection_processor_type,
     &sf_memory_limiter_processor_type,
     &sf_batch_processor_type,
     &sf_filter_processor_type,
@@ -55,8 +59,6 @@ const sf_foreign_type sf_foreign_types[] = {
     { SF_KIND_PROCESSOR, "probabilistic_sampler",
       "spanfence does not sample; sample at the gateway" },
     { SF_KIND_PROCESSOR, "k8sattributes",
-      "spanfence adds no attributes; add them at the gateway" },
-    { SF_KIND_PROCESSOR, "resourcedetection",
       "spanfence adds no attributes; add them at the gateway" },
     { SF_KIND_PROCESSOR, "groupbytrace", "spanfence does not group; group at the gateway" },
     { SF_KIND_PROCESSOR, "span", "rename spans with the transform processor's replace_pattern" },

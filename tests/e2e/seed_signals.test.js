@@ -9,7 +9,10 @@
 //    signal through its own exporter (traces only at the traces gateway, with
 //    its bearer token; logs and metrics only at the telemetry gateway, with
 //    its api key), traces allowlisted, vm.id upserted on every log record and
-//    data point, accounting per signal adds up, health 200;
+//    data point, resourcedetection/system's host.name (replacing the one the
+//    SDK sent: override) and os.type on every log and metric resource and
+//    none on a span's (the traces allowlist keeps service.name only),
+//    accounting per signal adds up, health 200;
 //  - with configs/otelcol-seed-fence.yaml as a second --config: only what the
 //    fence allows: SGLang's statistics bodies kept, every other body gone,
 //    log and datapoint attributes allowlisted, metric names outside sglang:*
@@ -20,6 +23,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
+const os = require('node:os');
 const path = require('node:path');
 
 const { SignalGateway } = require('./lib/signal_gateway');
@@ -201,6 +205,9 @@ test('seed config unchanged: three signals x gRPC/HTTP protobuf/HTTP JSON, each 
           assert.equal(g.severityText, s.severityText);
           assert.equal(g.severityNumber, s.severityNumber);
           assert.equal(g.eventName, s.eventName || '');
+          assert.deepEqual(pick(g.resource, ['service.name', 'host.name', 'os.type']),
+            { 'service.name': 'sglang', 'host.name': os.hostname(), 'os.type': 'linux' },
+            `${where}: resourcedetection/system's attributes on the log resource (host.name overridden)`);
         }
       },
       metrics(sent, got, where) {
@@ -214,6 +221,8 @@ test('seed config unchanged: three signals x gRPC/HTTP protobuf/HTTP JSON, each 
             assert.equal(p.description, m.description);
             assert.equal(p.unit, m.unit);
             assert.deepEqual(p.attributes, { ...m.points[0].attributes, 'vm.id': VM_ID }, `${where}: '${m.name}' attributes plus vm.id`);
+            assert.equal(p.resource['host.name'], os.hostname(), `${where}: '${m.name}' detected host.name`);
+            assert.equal(p.resource['os.type'], 'linux', `${where}: '${m.name}' detected os.type`);
           }
         }
       },
