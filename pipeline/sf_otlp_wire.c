@@ -890,6 +890,7 @@ static sf_status msg(cx *c, unsigned kind, const uint8_t *p, const uint8_t *end,
 typedef struct kvjudge {
     const sf_otlp_keyset *keys; /* NULL: every key stays */
     bool scalar_only;           /* kept_value_types: scalar */
+    bool single_only;           /* kept_value_types: single */
     bool match;                 /* resource matches to check */
     bool dedupe;                /* one_value_per_key */
     size_t max_str;             /* max_string_length, 0: none */
@@ -900,7 +901,9 @@ static inline kvjudge kv_judge(const cx *c, int ctx)
     const sf_otlp_edit *e = ctx >= 0 ? c->edit : NULL;
 
     return (kvjudge){ .keys = e != NULL ? e->keys[ctx] : NULL,
-                      .scalar_only = e != NULL && e->scalar_values_only,
+                      .scalar_only = e != NULL && (e->scalar_values_only ||
+                                                   e->single_values_only),
+                      .single_only = e != NULL && e->single_values_only,
                       .match = ctx == SF_OTLP_RESOURCE && c->n_match > 0,
                       .dedupe = e != NULL && e->one_value_per_key,
                       .max_str = e != NULL ? e->max_string_length : 0 };
@@ -966,7 +969,8 @@ static bool scalar_fits(cx *c, const sf_otlp_value_rule *r, uint8_t tag, const u
 }
 
 /* A canonical AnyValue [p, end) against rule r: every element of an array
- * (a nested array fails a rule); no value fails a rule. */
+ * (a nested array fails a rule; single_values_only: any array fails); no
+ * value fails a rule. */
 static bool value_fits(cx *c, const sf_otlp_value_rule *r, const uint8_t *p, const uint8_t *end)
 {
     const uint8_t *q = p + 1;
@@ -977,7 +981,8 @@ static bool value_fits(cx *c, const sf_otlp_value_rule *r, const uint8_t *p, con
     if (p[0] == (AV_ARRAY << 3 | WT_LEN)) {
         const uint8_t *ae;
 
-        if ((r != NULL && r->pseudonym) || rd_varint(&q, end, 5, &n) != 0)
+        if ((r != NULL && r->pseudonym) || c->edit->single_values_only ||
+            rd_varint(&q, end, 5, &n) != 0)
             return false;
         for (ae = q + n; q < ae;) {
             const uint8_t *e = q + 1, *v;
@@ -2341,6 +2346,7 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
     const kvjudge j = kv_judge(c, ctx);
     const sf_otlp_keyset *judge = j.keys;
     const bool scalar_only = j.scalar_only;
+    const bool single_only = j.single_only;
     const uint8_t *key = NULL, *val = NULL, *vend = NULL, *vfirst = NULL, *vlast_end = NULL;
     const ks_slot *slot = NULL;
     size_t klen = 0, vtotal = 0, mark = c->len, vmark = c->len;
@@ -2432,7 +2438,7 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
         return st;
     if (c->n_match > 0 && ctx == SF_OTLP_RESOURCE && r.str != NULL)
         match_kv(c, key, klen, &r);
-    if (keep && scalar_only && r.cls == CLS_OTHER) {
+    if (keep && ((scalar_only && r.cls == CLS_OTHER) || (single_only && r.cls == CLS_ARRAY))) {
         keep = false;
         if (!c->discard) {
             c->len = mark;      /* written, then taken back */

@@ -176,6 +176,8 @@ typedef struct sf_otlp_edit {
     bool clear_status_message;
     bool scalar_values_only;    /* a kept attribute holding a kvlist, bytes or a nested
                                  * array is removed like one not kept */
+    bool single_values_only;    /* one value per kept key: an array is removed too (and
+                                 * a governed log body holding one is dropped) */
     /* The new name for in[0, len) (valid UTF-8) of context c, written into
      * *out (out->len). SF_OK; any error fails the request (fail closed). */
     sf_status (*rename_fn)(const void *ctx, void **state, sf_otlp_ctx c, const uint8_t *in,

@@ -247,8 +247,9 @@ static const sf_config_row allowlist_rows[] = {
       .offset = offsetof(policy_allowlist, clear_trace_state),
       .help = "require set(trace_state, \"\") in the span and link contexts" },
     { .key = "kept_value_types", .type = SF_CFG_ENUM, .def = "scalar",
-      .offset = offsetof(policy_allowlist, kept_value_types), .choices = "any|scalar",
-      .help = "scalar: the processor's kept_value_types must be scalar" },
+      .offset = offsetof(policy_allowlist, kept_value_types), .choices = "any|scalar|single",
+      .help = "scalar: the processor's kept_value_types must be scalar or single; single: "
+      "single (one value per kept key, no arrays)" },
     { .key = "keys", .type = SF_CFG_SECTION, .offset = offsetof(policy_allowlist, keys),
       .sub = keys_rows, .help = "per context, the exact key set; an absent context must have "
       "no keep_keys (required)" },
@@ -421,7 +422,7 @@ static const sf_config_row policy_rows[] = {
     { 0 }
 };
 
-enum { VALUES_ANY = 0, VALUES_SCALAR = 1 };    /* kept_value_types' choices */
+enum { VALUES_ANY = 0, VALUES_SCALAR = 1, VALUES_SINGLE = 2 }; /* kept_value_types' choices */
 
 static const sf_node *key_node(const sf_node *map, const char *key)
 {
@@ -1043,10 +1044,14 @@ static void check_compiled(checker *k, const char *subj, const sf_config_compone
             !(e->clear_trace_state & SF_OTLP_CTX_BIT(SF_OTLP_LINK)))
             violate(k, where, subj, "the compiled edit keeps link trace_state, which the config "
                     "clears");
-        if (pa->kept_value_types == VALUES_SCALAR && al->scalar_values_only &&
-            !e->scalar_values_only)
+        if (pa->kept_value_types >= VALUES_SCALAR && al->scalar_values_only &&
+            !e->scalar_values_only && !e->single_values_only)
             violate(k, where, subj, "the compiled edit keeps kvlist and bytes values, which the "
                     "config removes");
+        if (pa->kept_value_types == VALUES_SINGLE && al->single_values_only &&
+            !e->single_values_only)
+            violate(k, where, subj, "the compiled edit keeps array values, which the config "
+                    "removes");
     }
     if (c->type->destroy != NULL)
         c->type->destroy(&comp);
@@ -1096,6 +1101,13 @@ static void check_allowlist(checker *k)
 
         violate(k, at ? at : c->node, subj, "kept_value_types is 'any'%s, the policy requires "
                 "'scalar': a kept key could carry a kvlist or bytes value", at ? "" : " (the default)");
+    }
+    if (pa->kept_value_types == VALUES_SINGLE && !al.single_values_only) {
+        const sf_node *at = sf_node_get(value, "kept_value_types");
+
+        violate(k, at ? at : c->node, subj, "kept_value_types is '%s'%s, the policy requires "
+                "'single': a kept key could carry an array whose elements spell text",
+                al.scalar_values_only ? "scalar" : "any", at ? "" : " (the default)");
     }
     if (pa->clear_status_message && !al.clears_status_message(al.rules))
         violate(k, statements, subj, "span status messages are not cleared: the policy requires "

@@ -745,6 +745,7 @@ static sf_status part_build(transform_ctx *t, sf_transform_list list)
                                     (cfg->declared_fields && p == NULL &&
                                      list == SF_TRANSFORM_TRACE_STATEMENTS);
     sp->edit.scalar_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SCALAR;
+    sp->edit.single_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SINGLE;
     sp->edit.max_string_length = t->max_string;
     sp->edit.rename_fn = rename_fn;
     sp->edit.field_fn = field_fn;

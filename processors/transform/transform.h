@@ -55,9 +55,12 @@ typedef enum sf_transform_op_kind {
 /* What a kept attribute may hold (the `kept_value_types` option). */
 typedef enum sf_transform_value_types {
     SF_TRANSFORM_VALUES_ANY = 0,    /* any AnyValue (the default, as upstream) */
-    SF_TRANSFORM_VALUES_SCALAR = 1  /* string, bool, int, double, empty, or an array of
+    SF_TRANSFORM_VALUES_SCALAR = 1, /* string, bool, int, double, empty, or an array of
                                      * those; a kept key holding a kvlist, bytes or a
                                      * nested array is removed like a key not kept */
+    SF_TRANSFORM_VALUES_SINGLE = 2  /* one value per kept key: string, bool, int, double
+                                     * or empty; an array is removed too (the codec's
+                                     * single_values_only) */
 } sf_transform_value_types;
 
 /* Attribute keys, sorted by strcmp (bytewise, case-sensitive), unique. */

@@ -1733,7 +1733,8 @@ bool sf_transform_describe(const void *config, sf_allowlist_desc *out)
 
     *out = (sf_allowlist_desc){
         .error_mode = cfg->error_mode,
-        .scalar_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SCALAR,
+        .scalar_values_only = cfg->kept_value_types >= SF_TRANSFORM_VALUES_SCALAR,
+        .single_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SINGLE,
         .declared_fields = cfg->declared_fields,
         .max_string_length = sf_transform_max_string(cfg),
         .rules = cfg->program,
@@ -2097,9 +2098,10 @@ const sf_config_row sf_transform_config_map[] = {
       .offset = offsetof(sf_transform_config, error_mode), .choices = SF_ERROR_MODE_CHOICES,
       .help = "propagate drops a batch that cannot be filtered (fail closed); ignore and silent fail open" },
     { .key = "kept_value_types", .type = SF_CFG_ENUM, .def = "any",
-      .offset = offsetof(sf_transform_config, kept_value_types), .choices = "any|scalar",
+      .offset = offsetof(sf_transform_config, kept_value_types), .choices = "any|scalar|single",
       .help = "scalar: a kept attribute must hold a string, bool, int, double or an array of "
-              "those; kvlist and bytes values are removed with their key" },
+              "those; kvlist and bytes values are removed with their key; single: one value "
+              "per kept key, arrays are removed too" },
     { .key = "declared_fields", .type = SF_CFG_BOOL, .def = "false",
       .offset = offsetof(sf_transform_config, declared_fields),
       .help = "every kept key needs a value rule and every string field a rule, or the config "

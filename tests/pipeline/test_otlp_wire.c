@@ -1653,6 +1653,106 @@ static void test_edit_scalar_values_only(void **state)
     assert_int_equal(st.removed_attributes, 0);
 }
 
+/* kept_value_types: single: one value per kept key. An array under a kept
+ * key (doubles whose IEEE bytes spell text, 8 a element) is removed, with
+ * or without a rule that each element would fit, and so are kvlists and
+ * bytes; single values stay. */
+static void test_edit_single_values_only(void **state)
+{
+    static const char *const keys[] = { "bid", "temperature", "top_k" };
+    static const bool keep[] = { true, true, true };
+    static const sf_otlp_value_alt dbl = { .types = SF_OTLP_VAL_DOUBLE | SF_OTLP_VAL_INT };
+    static const sf_otlp_value_alt hex8 = { .types = SF_OTLP_VAL_STRING,
+                                            .shape = SF_OTLP_STR_HEX, .min_len = 8,
+                                            .max_len = 8 };
+    static const sf_otlp_value_rule dbl_rule = { .n_alts = 1, .alts = &dbl };
+    static const sf_otlp_value_rule hex_rule = { .n_alts = 1, .alts = &hex8 };
+    static const sf_otlp_value_rule *const rules[] = { &hex_rule, &dbl_rule, NULL };
+    sf_otlp_keyset *ks;
+    sf_otlp_edit e = { .single_values_only = true };
+    sf_otlp_stats st;
+    pb in, want;
+    uint64_t spelt;
+
+    (void)state;
+    memcpy(&spelt, "my-name-", 8);
+    assert_int_equal(sf_otlp_keyset_create_with(3, keys, keep, rules, false, &ks), SF_OK);
+    e.keys[SF_OTLP_SPAN] = ks;
+    e.keys[SF_OTLP_SPANEVENT] = ks;
+    pb_init(&in);
+    open_span(&in);
+    pb_open(&in, 9);                            /* one double: kept */
+    pb_str(&in, 1, "temperature");
+    pb_open(&in, 2);
+    pb_fix64(&in, 4, 0x3fe0000000000000ull);
+    pb_closen(&in, 2);
+    pb_open(&in, 9);                            /* an array of doubles: removed */
+    pb_str(&in, 1, "temperature");
+    pb_open(&in, 2);
+    pb_open(&in, 5);
+    for (int i = 0; i < 3; i++) {
+        pb_open(&in, 1);
+        pb_fix64(&in, 4, spelt);
+        pb_close(&in);
+    }
+    pb_closen(&in, 3);
+    pb_open(&in, 9);                            /* an array under a key with no rule */
+    pb_str(&in, 1, "top_k");
+    pb_open(&in, 2);
+    pb_open(&in, 5);
+    pb_open(&in, 1);
+    pb_uint(&in, 3, 7);
+    pb_closen(&in, 4);
+    pb_open(&in, 9);                            /* bytes: removed */
+    pb_str(&in, 1, "top_k");
+    pb_open(&in, 2);
+    pb_bytes(&in, 7, "my-name-", 8);
+    pb_closen(&in, 2);
+    pb_open(&in, 11);                           /* an event's bid as 8-hex strings */
+    pb_open(&in, 3);
+    pb_str(&in, 1, "bid");
+    pb_open(&in, 2);
+    pb_open(&in, 5);
+    pb_open(&in, 1);
+    pb_str(&in, 1, "6d792d6e");
+    pb_close(&in);
+    pb_open(&in, 1);
+    pb_str(&in, 1, "616d652d");
+    pb_closen(&in, 4);
+    kv_str(&in, 3, "bid", "0a1b2c3d");         /* one of them: kept */
+    pb_closen(&in, 4);
+
+    pb_init(&want);
+    open_span(&want);
+    pb_open(&want, 9);
+    pb_str(&want, 1, "temperature");
+    pb_open(&want, 2);
+    pb_fix64(&want, 4, 0x3fe0000000000000ull);
+    pb_closen(&want, 2);
+    pb_uint(&want, 10, 3);
+    pb_open(&want, 11);
+    kv_str(&want, 3, "bid", "0a1b2c3d");
+    pb_uint(&want, 4, 1);
+    pb_closen(&want, 4);
+    expect_edit(&in, &e, &want, &st);
+    assert_int_equal(st.removed_attributes, 4);
+    /* scalar alone lets both arrays through */
+    e.single_values_only = false;
+    e.scalar_values_only = true;
+    {
+        sf_buf *out = rw_edit(in.d, in.n, &e, &st);
+
+        assert_int_equal(st.removed_attributes, 1);
+        size_t hits = 0;
+
+        for (size_t i = 0; i + 8 <= out->len; i++)
+            hits += memcmp(out->data + i, "my-name-", 8) == 0;
+        assert_int_equal(hits, 3);
+        sf_buf_unref(out);
+    }
+    sf_otlp_keyset_destroy(ks);
+}
+
 static void test_edit_clear_fields(void **state)
 {
     sf_otlp_edit e = { .clear_status_message = true,
@@ -2014,6 +2114,7 @@ int main(void)
         cmocka_unit_test(test_edit_drift_counted),
         cmocka_unit_test(test_edit_strings_with_nul),
         cmocka_unit_test(test_edit_scalar_values_only),
+        cmocka_unit_test(test_edit_single_values_only),
         cmocka_unit_test(test_edit_clear_fields),
         cmocka_unit_test(test_edit_rename),
         cmocka_unit_test(test_edit_sees_meaning_not_encoding),
