@@ -66,7 +66,8 @@ enum { F_NONE = 0, F_UINT32, F_INT32, F_INT64, F_BOOL, F_FIXED32, F_FIXED64, F_S
 enum { FL_PRESENCE = 1, FL_ONEOF = 2, FL_PACKED = 4 };
 
 /* What the codec does with it beyond its type. */
-enum { R_PLAIN = 0, R_ATTRS, R_DROPPED, R_ID16, R_ID8, R_SPANS };
+enum { R_PLAIN = 0, R_ATTRS, R_DROPPED, R_ID16, R_ID8, R_SPANS,
+       R_COUNT };               /* the dropped count of a capped field (fdesc.field) */
 
 typedef struct fdesc {
     uint8_t type;
@@ -299,6 +300,7 @@ typedef struct cx {
     uint64_t ins_kinds;         /* bit k: message kind k gets the edit's inserts */
     uint64_t ins_parents;       /* bit k: kind k has a singular child of such a kind */
     uint8_t verdict[SF_OTLP_FIELD_COUNT]; /* per governed field: FV_* (field_verdict) */
+    uint32_t caps[SF_OTLP_FIELD_COUNT]; /* per capped repeated field: the edit's cap, 0: none */
     sf_otlp_text name;          /* rename output */
     /* one_value_per_key: the keys of the current attribute list so far, by
      * keyset slot (slots below SEEN_SLOTS) or, past that and for keys the
@@ -343,6 +345,9 @@ static int field_verdict(const sf_otlp_edit *e, unsigned f)
         return e->clear_status_message ? FV_CLEAR : FV_AS_IS;
     case SF_OTLP_FIELD_ENTITY_REFS:
         return e->fields & SF_OTLP_FIELD_BIT(f) ? FV_CLEAR : FV_AS_IS;
+    case SF_OTLP_FIELD_SPAN_EVENTS:     /* capped (edit->cap), never cleared */
+    case SF_OTLP_FIELD_SPAN_LINKS:
+        return FV_AS_IS;
     case SF_OTLP_FIELD_EXEMPLARS:
         return e->fields & SF_OTLP_FIELD_BIT(f) && !e->keep_exemplars ? FV_CLEAR : FV_AS_IS;
     case SF_OTLP_FIELD_LOG_BODY:        /* judged by body_rule once written (body_judge) */
@@ -1223,6 +1228,7 @@ typedef struct slot {
     const uint8_t *val;         /* the last occurrence's value */
     uint64_t u;                 /* ... its varint / fixed value, or LEN length */
     size_t total;               /* LEN: payload bytes of every occurrence */
+    uint32_t over;              /* a capped field: occurrences past the cap (generic) */
 } slot;
 
 /* A oneof: the member the input set last, and its occurrences since the
@@ -1672,26 +1678,49 @@ attrs_inserted(cx *c, const mdesc *m, uint32_t num, const slot *sl, unsigned dep
     return SF_OK;
 }
 
-/* The repeated field `num` of [first, last_end), each occurrence in order. */
-static sf_status repeated(cx *c, const mdesc *m, uint32_t num, const slot *s, unsigned depth,
+/* The repeated field `num` of [first, last_end), each occurrence in order;
+ * past the edit's cap on it, read and checked but not written (s->over). */
+static sf_status repeated(cx *c, const mdesc *m, uint32_t num, slot *s, unsigned depth,
                           uint64_t *removed, int *cls)
 {
+    const fdesc *d = &m->f[num];
+    const uint32_t cap = d->field != SF_OTLP_FIELD_NONE ? c->caps[d->field] : 0;
     const uint8_t *p = s->first;
+    uint32_t n = 0;
     fld f;
 
     while (p < s->last_end) {
         sf_status st = next_field(c, p, s->last_end, &f, 0);
+        bool over;
 
         if (st != SF_OK)
             return st;
         p = f.end;
         if (f.num != num)
             continue;
-        st = put_repeated(c, m, &m->f[num], &f, depth, removed, cls);
+        over = cap != 0 && ++n > cap;
+        c->discard += over;
+        st = put_repeated(c, m, d, &f, depth, removed, cls);
+        c->discard -= over;
         if (st != SF_OK)
             return st;
+        if (over && s->over < UINT32_MAX)
+            s->over++;
     }
+    if (s->over > 0 && !c->discard)
+        c->st->capped[d->field] += s->over;
     return SF_OK;
+}
+
+/* The occurrences message m's field capped as count field d says were
+ * over the cap (that field is written before d). */
+static uint32_t capped_over(const mdesc *m, const fdesc *d, const slot *s)
+{
+    for (uint32_t num = 1; num < m->n; num++) {
+        if (m->f[num].repeated && m->f[num].field == d->field && &m->f[num] != d)
+            return s[num].over;
+    }
+    return 0;
 }
 
 /* A message written: its removed attributes counted, a ResourceSpans' spans
@@ -1775,12 +1804,14 @@ static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *
     /* second step: write in field-number order */
     for (uint32_t num = 1; num < m->n; num++) {
         const fdesc *d = &m->f[num];
-        const slot *sl = &s[num];
+        slot *sl = &s[num];
 
         if (d->type == F_NONE)
             continue;
         if (d->role == R_DROPPED) {
             st = put_dropped(c, num, sl->count ? sl->u : 0, removed);
+        } else if (d->role == R_COUNT && capped_over(m, d, s) > 0) {
+            st = put_dropped(c, num, sl->count ? sl->u : 0, capped_over(m, d, s));
         } else if (ins && d->role == R_ATTRS) {
             st = attrs_inserted(c, m, num, sl, depth, &removed);
         } else if (sl->count == 0 && d->type == F_MSG && !d->repeated &&
@@ -2038,6 +2069,7 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
     slot s[SLOTS_MAX];          /* only the entries in `pending` are read */
     const uint8_t *run = NULL, *run_end = NULL;    /* scalars copied as they are */
     uint32_t pending = 0, seen = 0, upto = 0, oneof_seen = 0;
+    uint32_t reps = 0;          /* occurrences of repeated field `upto` so far */
     uint64_t removed = 0;
     bool dropped_done = false;
     size_t spans_before = c->st->spans;
@@ -2135,6 +2167,7 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
             if (st != SF_OK)
                 return st;
             upto = f.num;
+            reps = 0;
         }
         if (!d->repeated) {
             result r = { 0 };
@@ -2147,6 +2180,10 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
         } else if (d->child == SF_OTLP_MSG_KEY_VALUE && f.start[0] < 0x80) {
             p = f.start;        /* the run below takes this attribute too */
         } else {
+            /* past a cap (events, links): generic() drops and counts */
+            if (__builtin_expect(d->field != SF_OTLP_FIELD_NONE && c->caps[d->field] != 0 &&
+                                 ++reps > c->caps[d->field], 0))
+                return SF_RESTART;
             st = put_repeated(c, m, d, &f, depth, &removed, &cls);
         }
         if (st == SF_OK && d->repeated && d->type == F_MSG && f.start[0] < 0x80) {
@@ -2173,12 +2210,16 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
                     p = q + n;
                 }
             } else {
+                const uint32_t cap = d->field != SF_OTLP_FIELD_NONE ? c->caps[d->field] : 0;
+
                 while (st == SF_OK && p < end && *p == tag) {
                     const uint8_t *q = p + 1;
                     uint64_t n;
 
                     if (rd_varint(&q, end, 5, &n) != 0 || n > (uint64_t)(end - q))
                         break;
+                    if (__builtin_expect(cap != 0 && ++reps > cap, 0))
+                        return SF_RESTART;
                     f.start = p;
                     f.val = q;
                     f.u = n;
@@ -2642,8 +2683,10 @@ static sf_status run(cx *c, unsigned root, const uint8_t *in, size_t len)
         c->st->error = "an insert is not a UTF-8 key and value";
         return st;
     }
-    for (unsigned f = 0; f < SF_OTLP_FIELD_COUNT; f++)
+    for (unsigned f = 0; f < SF_OTLP_FIELD_COUNT; f++) {
         c->verdict[f] = (uint8_t)field_verdict(c->edit, f);
+        c->caps[f] = c->edit != NULL ? c->edit->cap[f] : 0;
+    }
     for (unsigned k = 0; k < SF_OTLP_MSG_COUNT; k++) {
         const sf_otlp_edit *e = c->edit;
         const int ctx = schema[k].ctx;

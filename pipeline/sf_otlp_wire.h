@@ -227,6 +227,12 @@ typedef struct sf_otlp_edit {
      * codec's general walk (slower than its streaming one). */
     size_t n_inserts[SF_OTLP_CTX_COUNT];
     const sf_otlp_insert *inserts[SF_OTLP_CTX_COUNT];
+    /* Per governed repeated field (span.events, span.links): at most this
+     * many occurrences in one message leave, 0: any number. The rest are
+     * read and checked, not written, added to the message's dropped count
+     * for that field (Span.dropped_events_count, ...) and counted in
+     * stats.capped. */
+    uint32_t cap[SF_OTLP_FIELD_COUNT];
 } sf_otlp_edit;
 
 /* Attributes an edit removed, by context and key, for drift reports: keys
@@ -256,6 +262,7 @@ typedef struct sf_otlp_stats {
     size_t filtered_items;      /* items of metrics keep_metric_fn dropped (not in spans) */
     size_t filter_failed_items; /* ... of them, of metrics it answered FAILED */
     uint64_t inserted;          /* attributes the edit's inserts added or upserted */
+    uint64_t capped[SF_OTLP_FIELD_COUNT]; /* occurrences past the edit's cap, by field */
     uint64_t dropped_fields[SF_OTLP_MSG_COUNT]; /* unknown/obsolete fields, by message */
     const char *error;          /* on SF_INVALID: what was wrong (static text) */
 } sf_otlp_stats;

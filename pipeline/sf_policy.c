@@ -73,6 +73,8 @@ typedef struct policy_allowlist {
     policy_name_rules name_rules;
     bool declared_fields;
     int64_t max_string_length;                  /* 0: not pinned */
+    int64_t max_events_per_span;                /* 0: not pinned */
+    int64_t max_links_per_span;                 /* 0: not pinned */
     policy_keys pseudonymized;                  /* per context, the keys pseudonymized */
     policy_value_rules value_rules;
     sf_strmap field_values;                     /* "span.name" -> the value set */
@@ -262,6 +264,13 @@ static const sf_config_row allowlist_rows[] = {
     { .key = "max_string_length", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 20,
       .offset = offsetof(policy_allowlist, max_string_length),
       .help = "exported strings must be bounded by at most this many bytes (0: not pinned)" },
+    { .key = "max_events_per_span", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 16,
+      .offset = offsetof(policy_allowlist, max_events_per_span),
+      .help = "spans must keep at most this many events (the processor's max_events_per_span; "
+      "0: not pinned)" },
+    { .key = "max_links_per_span", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 16,
+      .offset = offsetof(policy_allowlist, max_links_per_span),
+      .help = "spans must keep at most this many links (max_links_per_span; 0: not pinned)" },
     { .key = "pseudonymized", .type = SF_CFG_SECTION,
       .offset = offsetof(policy_allowlist, pseudonymized), .sub = keys_rows,
       .help = "per context, the exact keys pseudonymize(attributes, \"k\") applies to" },
@@ -978,6 +987,24 @@ static void check_compiled_signal(checker *k, const char *subj, const sf_allowli
  * pseudonym key file that cannot be read, say). Only disagreements are
  * reported here; where the description already falls short, the checks
  * above have said so. */
+/* A cap the policy pins (`key`, at most `want`; 0: not pinned) against the
+ * compiled edit's cap `have` on governed field f (0: none). */
+static void check_cap(checker *k, const char *subj, const sf_config_component *c,
+                      const char *key, int64_t want, uint32_t have, sf_otlp_field f)
+{
+    const sf_node *value = sf_node_get(sf_node_get(k->cfg->root, "processors"), c->id);
+    const sf_node *at = sf_node_get(value, key);
+
+    if (want <= 0 || (have != 0 && have <= want))
+        return;
+    if (have == 0)
+        violate(k, at ? at : c->node, subj, "%s is not set: any number of %s leave, the policy "
+                "allows %lld a span", key, sf_otlp_field_name(f), (long long)want);
+    else
+        violate(k, at ? at : c->node, subj, "%s is %u, the policy allows at most %lld", key,
+                have, (long long)want);
+}
+
 static void check_compiled(checker *k, const char *subj, const sf_config_component *c,
                            const sf_allowlist_desc *al, sf_signal sig, const policy_keys *pk,
                            const sf_node *where)
@@ -1052,6 +1079,10 @@ static void check_compiled(checker *k, const char *subj, const sf_config_compone
             !e->single_values_only)
             violate(k, where, subj, "the compiled edit keeps array values, which the config "
                     "removes");
+        check_cap(k, subj, c, "max_events_per_span", pa->max_events_per_span,
+                  e->cap[SF_OTLP_FIELD_SPAN_EVENTS], SF_OTLP_FIELD_SPAN_EVENTS);
+        check_cap(k, subj, c, "max_links_per_span", pa->max_links_per_span,
+                  e->cap[SF_OTLP_FIELD_SPAN_LINKS], SF_OTLP_FIELD_SPAN_LINKS);
     }
     if (c->type->destroy != NULL)
         c->type->destroy(&comp);

@@ -56,7 +56,7 @@ _Static_assert((int)SF_TRANSFORM_TRACE_STATEMENTS == (int)SF_SIGNAL_TRACES &&
 /* The type's own series (sf_counters.values). */
 enum {
     TM_FAILED_VALUES, TM_DUPLICATE_KEYS, TM_RULES_SKIPPED, TM_PSEUDONYMS, TM_DROPPED_BODIES,
-    TM_DROPPED_EXEMPLARS
+    TM_DROPPED_EXEMPLARS, TM_CAPPED_EVENTS, TM_CAPPED_LINKS
 };
 
 /* Drift: the (context, key) pairs already logged, a bounded number. */
@@ -746,6 +746,10 @@ static sf_status part_build(transform_ctx *t, sf_transform_list list)
                                      list == SF_TRANSFORM_TRACE_STATEMENTS);
     sp->edit.scalar_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SCALAR;
     sp->edit.single_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SINGLE;
+    if (list == SF_TRANSFORM_TRACE_STATEMENTS) {
+        sp->edit.cap[SF_OTLP_FIELD_SPAN_EVENTS] = (uint32_t)cfg->max_events_per_span;
+        sp->edit.cap[SF_OTLP_FIELD_SPAN_LINKS] = (uint32_t)cfg->max_links_per_span;
+    }
     sp->edit.max_string_length = t->max_string;
     sp->edit.rename_fn = rename_fn;
     sp->edit.field_fn = field_fn;
@@ -979,6 +983,8 @@ static sf_status transform_consume(sf_component *self, sf_request *batch)
     sf_count(&counters->values[TM_PSEUDONYMS], batch->stats.pseudonyms);
     sf_count(&counters->values[TM_DROPPED_BODIES], batch->stats.dropped_bodies);
     sf_count(&counters->values[TM_DROPPED_EXEMPLARS], batch->stats.dropped_exemplars);
+    sf_count(&counters->values[TM_CAPPED_EVENTS], batch->stats.capped[SF_OTLP_FIELD_SPAN_EVENTS]);
+    sf_count(&counters->values[TM_CAPPED_LINKS], batch->stats.capped[SF_OTLP_FIELD_SPAN_LINKS]);
     if (batch->stats.n_drift > 0)
         drift_report(self, t, &batch->stats);
     sf_count(&counters->removed_attributes, batch->stats.removed_attributes);
@@ -999,6 +1005,10 @@ static const sf_metric_row transform_metric_rows[] = {
       .help = "Log record bodies dropped: no rule keeps them, or they did not fit its shape." },
     [TM_DROPPED_EXEMPLARS] = { .name = "spanfence_processor_transform_dropped_exemplars",
       .help = "Metric exemplars dropped (set(exemplars, []) or declared mode)." },
+    [TM_CAPPED_EVENTS] = { .name = "spanfence_processor_transform_dropped_span_events",
+      .help = "Span events dropped past max_events_per_span (added to dropped_events_count)." },
+    [TM_CAPPED_LINKS] = { .name = "spanfence_processor_transform_dropped_span_links",
+      .help = "Span links dropped past max_links_per_span (added to dropped_links_count)." },
     { 0 }
 };
 

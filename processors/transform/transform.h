@@ -102,6 +102,8 @@ typedef struct sf_transform_config {
     int kept_value_types;           /* sf_transform_value_types */
     bool declared_fields;           /* every kept key and string field has a rule */
     int64_t max_string_length;      /* 0: none (declared: SF_TRANSFORM_DECLARED_MAX_STRING) */
+    int64_t max_events_per_span;    /* 0: any number (the codec's cap on span.events) */
+    int64_t max_links_per_span;     /* 0: any number (span.links) */
     char *pseudonym_key;            /* the HMAC key, or NULL (never logged) */
     char *pseudonym_key_file;       /* or a file holding it */
     sf_transform_program *program;  /* from trace_statements; memory from sf_cfg_alloc */

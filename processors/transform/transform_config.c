@@ -2110,6 +2110,14 @@ const sf_config_row sf_transform_config_map[] = {
       .offset = offsetof(sf_transform_config, max_string_length),
       .help = "longest attribute string value (longer: removed) and string field (longer: "
               "cleared) that leaves, in bytes; 0: none, or 256 with declared_fields" },
+    { .key = "max_events_per_span", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 16,
+      .offset = offsetof(sf_transform_config, max_events_per_span),
+      .help = "most events a span keeps (trace_statements); the rest are dropped and added "
+              "to its dropped_events_count; 0: any number" },
+    { .key = "max_links_per_span", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 16,
+      .offset = offsetof(sf_transform_config, max_links_per_span),
+      .help = "most links a span keeps; the rest are dropped and added to its "
+              "dropped_links_count; 0: any number" },
     { .key = "pseudonym_key", .type = SF_CFG_STR,
       .offset = offsetof(sf_transform_config, pseudonym_key),
       .help = "the HMAC-SHA256 key of pseudonymize(attributes, \"k\"), at least 16 bytes; "

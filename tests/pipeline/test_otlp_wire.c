@@ -1753,6 +1753,111 @@ static void test_edit_single_values_only(void **state)
     sf_otlp_keyset_destroy(ks);
 }
 
+/* Caps on span.events and span.links: past the cap, occurrences are
+ * dropped and added to the span's dropped count (given or not); under it
+ * the span leaves as it came. */
+static void span_with(pb *b, int events, int links, uint64_t given_ev, int reps)
+{
+    for (int r = 0; r < reps; r++) {
+        pb_open(b, 2);
+        pb_bytes(b, 1, TID, 16);
+        pb_bytes(b, 2, SID, 8);
+        pb_str(b, 5, "decode_forward");
+        for (int i = 0; i < events; i++) {
+            pb_open(b, 11);
+            pb_fix64(b, 1, 0x6d792d6e616d652dull + (uint64_t)i);   /* spelt times */
+            pb_str(b, 2, "schedule");
+            pb_close(b);
+        }
+        if (given_ev > 0)
+            pb_uint(b, 12, given_ev);
+        for (int i = 0; i < links; i++) {
+            pb_open(b, 13);
+            pb_bytes(b, 1, TID, 16);
+            pb_bytes(b, 2, SID, 8);
+            pb_close(b);
+        }
+        pb_close(b);
+    }
+}
+
+static void test_edit_caps(void **state)
+{
+    sf_otlp_edit e = { 0 };
+    sf_otlp_stats st;
+    pb in, want;
+
+    (void)state;
+    e.cap[SF_OTLP_FIELD_SPAN_EVENTS] = 4;
+    e.cap[SF_OTLP_FIELD_SPAN_LINKS] = 1;
+    /* under the caps: as it came */
+    pb_init(&in);
+    pb_open(&in, 1);
+    pb_open(&in, 2);
+    span_with(&in, 4, 1, 0, 2);
+    pb_closen(&in, 2);
+    expect_edit(&in, &e, &in, &st);
+    assert_int_equal(st.capped[SF_OTLP_FIELD_SPAN_EVENTS], 0);
+
+    /* 6 events (2 dropped already) and 64 links, in two spans */
+    pb_init(&in);
+    pb_open(&in, 1);
+    pb_open(&in, 2);
+    span_with(&in, 6, 64, 2, 2);
+    pb_closen(&in, 2);
+    pb_init(&want);
+    pb_open(&want, 1);
+    pb_open(&want, 2);
+    for (int r = 0; r < 2; r++) {
+        pb_open(&want, 2);
+        pb_bytes(&want, 1, TID, 16);
+        pb_bytes(&want, 2, SID, 8);
+        pb_str(&want, 5, "decode_forward");
+        for (int i = 0; i < 4; i++) {
+            pb_open(&want, 11);
+            pb_fix64(&want, 1, 0x6d792d6e616d652dull + (uint64_t)i);
+            pb_str(&want, 2, "schedule");
+            pb_close(&want);
+        }
+        pb_uint(&want, 12, 4);
+        pb_open(&want, 13);
+        pb_bytes(&want, 1, TID, 16);
+        pb_bytes(&want, 2, SID, 8);
+        pb_close(&want);
+        pb_uint(&want, 14, 63);
+        pb_close(&want);
+    }
+    pb_closen(&want, 2);
+    expect_edit(&in, &e, &want, &st);
+    assert_int_equal(st.capped[SF_OTLP_FIELD_SPAN_EVENTS], 4);
+    assert_int_equal(st.capped[SF_OTLP_FIELD_SPAN_LINKS], 126);
+    assert_int_equal(st.spans, 2);
+    /* the output holds the caps: the same edit changes nothing */
+    expect_edit(&want, &e, &want, &st);
+    assert_int_equal(st.capped[SF_OTLP_FIELD_SPAN_LINKS], 0);
+    /* no cap: everything leaves */
+    memset(e.cap, 0, sizeof(e.cap));
+    expect_edit(&in, &e, &in, &st);
+
+    /* an over-cap event that is not valid still fails the request */
+    e.cap[SF_OTLP_FIELD_SPAN_EVENTS] = 1;
+    pb_init(&in);
+    pb_open(&in, 1);
+    pb_open(&in, 2);
+    pb_open(&in, 2);
+    pb_open(&in, 11);
+    pb_close(&in);
+    pb_open(&in, 11);
+    pb_bytes(&in, 2, "\xff", 1);               /* a name that is not UTF-8 */
+    pb_closen(&in, 4);
+    {
+        sf_buf *out = NULL;
+
+        assert_int_equal(sf_otlp_rewrite(in.d, in.n, MAX_DEPTH, &e, &out, &st), SF_INVALID);
+        assert_null(out);
+    }
+}
+
 static void test_edit_clear_fields(void **state)
 {
     sf_otlp_edit e = { .clear_status_message = true,
@@ -2115,6 +2220,7 @@ int main(void)
         cmocka_unit_test(test_edit_strings_with_nul),
         cmocka_unit_test(test_edit_scalar_values_only),
         cmocka_unit_test(test_edit_single_values_only),
+        cmocka_unit_test(test_edit_caps),
         cmocka_unit_test(test_edit_clear_fields),
         cmocka_unit_test(test_edit_rename),
         cmocka_unit_test(test_edit_sees_meaning_not_encoding),

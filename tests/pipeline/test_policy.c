@@ -486,6 +486,42 @@ static void test_kept_value_types_default(void **state)
     free(y);
 }
 
+/* The caps on events and links: absent, or above the policy's. */
+static void test_event_cap_absent(void **state)
+{
+    char *y = replace(cvm_text, "    max_events_per_span: 4\n", "");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "max_events_per_span is not set: any number of span.events leave, "
+           "the policy allows 4 a span", line_of(y, "  transform/allowlist:"), 3);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_link_cap_raised(void **state)
+{
+    char *y = replace(cvm_text, "    max_links_per_span: 1\n", "    max_links_per_span: 64\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "max_links_per_span is 64, the policy allows at most 1",
+           line_of(y, "max_links_per_span: 64"), 25);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+/* A lower cap than the policy's holds it. */
+static void test_event_cap_lower(void **state)
+{
+    char *y = replace(cvm_text, "    max_events_per_span: 4\n", "    max_events_per_span: 2\n");
+    want w = { 0 };
+
+    (void)state;
+    assert_check(y, SF_OK, &w);
+    free(y);
+}
+
 static void test_span_trace_state_not_cleared(void **state)
 {
     char *y = replace(cvm_text, "every span\n          - set(trace_state, \"\")\n", "every span\n");
@@ -1799,6 +1835,9 @@ int main(void)
         cmocka_unit_test(test_kept_value_types_scalar),
         cmocka_unit_test(test_kept_value_types_single_holds_scalar),
         cmocka_unit_test(test_kept_value_types_default),
+        cmocka_unit_test(test_event_cap_absent),
+        cmocka_unit_test(test_link_cap_raised),
+        cmocka_unit_test(test_event_cap_lower),
         cmocka_unit_test(test_span_trace_state_not_cleared),
         cmocka_unit_test(test_link_trace_state_not_cleared),
         cmocka_unit_test(test_name_rule_missing),
