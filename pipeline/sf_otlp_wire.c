@@ -1064,68 +1064,34 @@ static sf_status put_kv_bytes(cx *c, uint32_t num, const uint8_t *key, size_t kl
     return st;
 }
 
-/* Whether k[0, n) can name a metric series: [a-z0-9_.]{1,64}. */
-static bool drift_key_safe(const uint8_t *k, size_t n)
-{
-    if (n == 0 || n > 64)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= '0' && k[i] <= '9') || k[i] == '_' ||
-              k[i] == '.'))
-            return false;
-    }
-    return true;
-}
-
-/* Whether drift entry d counts a removal of k[0, n) (len: n when the key
- * is safe to name, else 0). */
-static inline bool drift_is(const sf_otlp_drift *d, int ctx, bool failed, const uint8_t *k,
-                            size_t len)
-{
-    return d->ctx == ctx && d->failed_rule == failed && d->len == len &&
-           (len == 0 || memcmp(d->key, k, len) == 0);
-}
-
 /* An attribute the edit removed: counted by context and key (the first
- * SF_OTLP_DRIFT_MAX pairs of the call). Spans of one call carry their
- * attributes in the same order, so the entry after the last one counted is
- * tried first: most removals cost one comparison, not a scan. */
-static __attribute__((noinline)) void drift_note(cx *c, int ctx, const uint8_t *k, size_t n,
-                                                 bool failed)
+ * SF_OTLP_DRIFT_MAX pairs of the call), the key by its keyset entry e
+ * (NULL: not listed, "other"). Spans of one call carry their attributes in
+ * the same order, so the entry after the last one counted is tried first:
+ * most removals cost one comparison, not a scan; keys compare as the
+ * keyset's pointers, never as bytes. */
+static __attribute__((noinline)) void drift_note(cx *c, int ctx, const ks_slot *e, bool failed)
 {
     sf_otlp_stats *st = c->st;
-    size_t len, next;
+    const char *key = e != NULL ? e->key : NULL;
+    size_t next;
 
     if (ctx < 0 || c->discard)
         return;
     next = c->drift_next < st->n_drift ? c->drift_next : 0;
-    /* The entry tried first, before k is checked: an entry with a key
-     * holds a safe one, so the same bytes are safe too. */
-    if (next < st->n_drift && n > 0 && drift_is(&st->drift[next], ctx, failed, k, n)) {
-        st->drift[next].count++;
-        c->drift_next = next + 1;
-        return;
-    }
-    len = drift_key_safe(k, n) ? n : 0;
     for (size_t j = 0; j < st->n_drift; j++) {
         const size_t i = next + j < st->n_drift ? next + j : next + j - st->n_drift;
         sf_otlp_drift *d = &st->drift[i];
 
-        if (drift_is(d, ctx, failed, k, len)) {
+        if (d->key == key && d->ctx == ctx && d->failed_rule == failed) {
             d->count++;
             c->drift_next = i + 1;
             return;
         }
     }
     if (st->n_drift < SF_OTLP_DRIFT_MAX) {
-        sf_otlp_drift *d = &st->drift[st->n_drift++];
-
-        d->ctx = (uint8_t)ctx;
-        d->failed_rule = failed;
-        d->len = (uint8_t)len;
-        if (len > 0)            /* k may be NULL: a KeyValue without a key */
-            memcpy(d->key, k, len);
-        d->count = 1;
+        st->drift[st->n_drift++] = (sf_otlp_drift){ .ctx = (uint8_t)ctx, .failed_rule = failed,
+                                                    .key = key, .count = 1 };
         c->drift_next = st->n_drift;
     }
 }
@@ -2483,7 +2449,7 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
         keep = false;
         if (!c->discard) {
             c->len = mark;      /* written, then taken back */
-            drift_note(c, ctx, key, klen, true);
+            drift_note(c, ctx, slot, true);
         }
     } else if (keep && !c->discard && ((slot != NULL && slot->rule != NULL) || j.max_str != 0)) {
         /* the value as written (canonical): tag, length, AnyValue */
@@ -2502,7 +2468,7 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
             keep = false;
             c->len = mark;
             c->st->failed_values++;
-            drift_note(c, ctx, key, klen, true);
+            drift_note(c, ctx, slot, true);
         } else if (rule != NULL && rule->pseudonym) {
             c->len = mark;
             c->st->pseudonyms++;
@@ -2511,7 +2477,7 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
                 return st;
         }
     } else if (!keep && !dup && judge != NULL) {
-        drift_note(c, ctx, key != NULL ? key : (const uint8_t *)"", klen, false);
+        drift_note(c, ctx, slot, false);
     }
     if (dup)
         c->st->duplicate_keys++;
@@ -2556,7 +2522,7 @@ static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, kvjudg
             match_kv(c, key, klen, &r);
         if (!keep || (j.scalar_only && r.cls == CLS_OTHER)) {
             *removed = true;
-            drift_note(c, ctx, key, klen, keep);
+            drift_note(c, ctx, e, keep);
             return SF_OK;
         }
         if (j.dedupe) {
@@ -2579,7 +2545,7 @@ static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, kvjudg
                 (rule != NULL && rule->pseudonym && !pseudonym_value(c, q, end, pv, &pn))) {
                 *removed = true;
                 c->st->failed_values++;
-                drift_note(c, ctx, key, klen, true);
+                drift_note(c, ctx, e, true);
                 return SF_OK;
             }
             if (rule != NULL && rule->pseudonym) {

@@ -235,14 +235,15 @@ typedef struct sf_otlp_edit {
     uint32_t cap[SF_OTLP_FIELD_COUNT];
 } sf_otlp_edit;
 
-/* Attributes an edit removed, by context and key, for drift reports: keys
- * of the shape [a-z0-9_.]{1,64} by name, the others as "other" (len 0). */
+/* Attributes an edit removed, by context and key, for drift reports: a
+ * key the context's keyset lists (the config named it) by that keyset's
+ * own string, any other as "other" (key NULL): what a client chose never
+ * reaches a log line or a metric label. */
 #define SF_OTLP_DRIFT_MAX 16
 typedef struct sf_otlp_drift {
     uint8_t ctx;                /* sf_otlp_ctx */
     bool failed_rule;           /* kept key, value failed its rule; else key not kept */
-    uint8_t len;                /* 0: other */
-    char key[64];
+    const char *key;            /* the keyset's key (as given to keyset_create), NULL: other */
     uint32_t count;
 } sf_otlp_drift;
 

@@ -115,6 +115,7 @@ struct transform_ctx {
     struct {
         uint8_t ctx;
         bool failed;
+        const char *id;                 /* the codec's drift key (the keyset's), NULL: other */
         char key[65];
         _Atomic uint64_t count;         /* removals (spanfence_processor_transform_removed_keys) */
     } drift[SF_TRANSFORM_DRIFT_KEYS];
@@ -861,58 +862,59 @@ static const sf_otlp_edit *transform_edit(const sf_component *self, sf_signal si
 
 /* Drift: each (context, key, cause) pair removed (key not kept, or its
  * value failed its rule) is counted by key, and logged the first time;
- * only keys of a safe shape are named (the codec's), the rest are 'other'.
+ * only keys the config names are named (the codec's keyset entries,
+ * compared as pointers), the rest are 'other'.
  * At most SF_TRANSFORM_DRIFT_KEYS pairs are named; past that, removals
  * count under 'other' and nothing more is logged. The codec reports the
  * first SF_OTLP_DRIFT_MAX distinct pairs of each request. */
 #define DRIFT_NAMED (SF_TRANSFORM_DRIFT_KEYS - 2 * SF_TRANSFORM_CTX_COUNT)
 
-static size_t drift_slot(transform_ctx *t, uint8_t ctx, bool failed, const char *key, bool *fresh)
+static size_t drift_slot(transform_ctx *t, uint8_t ctx, bool failed, const char *id, bool *fresh)
 {
     for (size_t j = 0; j < t->n_drift; j++)
-        if (t->drift[j].ctx == ctx && t->drift[j].failed == failed &&
-            strcmp(t->drift[j].key, key) == 0)
+        if (t->drift[j].id == id && t->drift[j].ctx == ctx && t->drift[j].failed == failed)
             return j;
-    if (t->n_drift >= DRIFT_NAMED && strcmp(key, "other") != 0)
-        return drift_slot(t, ctx, failed, "other", fresh);
+    if (t->n_drift >= DRIFT_NAMED && id != NULL)
+        return drift_slot(t, ctx, failed, NULL, fresh);
     if (t->n_drift >= SF_TRANSFORM_DRIFT_KEYS)
         return SIZE_MAX;                /* cannot be: 'other' has room kept */
     t->drift[t->n_drift].ctx = ctx;
     t->drift[t->n_drift].failed = failed;
-    snprintf(t->drift[t->n_drift].key, sizeof(t->drift[0].key), "%s", key);
+    t->drift[t->n_drift].id = id;
+    /* formatted once, here: a key the config names (its keyset's string) */
+    snprintf(t->drift[t->n_drift].key, sizeof(t->drift[0].key), "%s", id != NULL ? id : "other");
     atomic_store(&t->drift[t->n_drift].count, 0);
     *fresh = true;
     return t->n_drift++;
 }
 
+/* The codec's removals by key: only keys the config names are named (the
+ * codec says which: d->key is then the keyset's own string); any other is
+ * 'other', in the log line and in the label. */
 static void drift_report(sf_component *self, transform_ctx *t, const sf_otlp_stats *st)
 {
     for (size_t i = 0; i < st->n_drift; i++) {
         const sf_otlp_drift *d = &st->drift[i];
-        char key[65];
         bool fresh = false;
         size_t at;
 
-        snprintf(key, sizeof(key), "%.*s", d->len, d->len ? d->key : "");
-        if (d->len == 0)
-            snprintf(key, sizeof(key), "other");
         pthread_mutex_lock(&t->drift_lock);
-        at = drift_slot(t, d->ctx, d->failed_rule, key, &fresh);
+        at = drift_slot(t, d->ctx, d->failed_rule, d->key, &fresh);
         if (at != SIZE_MAX)
             atomic_fetch_add_explicit(&t->drift[at].count, d->count, memory_order_relaxed);
         pthread_mutex_unlock(&t->drift_lock);
         if (fresh)
             sf_warn("processor %s: removing %s attribute '%s': %s (logged once)",
                     sf_component_id(self), sf_transform_ctx_name((sf_transform_ctx)d->ctx),
-                    at != SIZE_MAX ? t->drift[at].key : key,
+                    at != SIZE_MAX ? t->drift[at].key : "other",
                     d->failed_rule ? "its value does not fit its rule" : "the key is not kept");
     }
 }
 
 static const char drift_help[] =
     "# HELP spanfence_processor_transform_removed_keys Attributes the transform removed, by "
-    "context and key (keys of the shape [a-z0-9_.]{1,64}, others and those past the first "
-    "246 as 'other') and cause (not_kept, failed_rule).\n"
+    "context and key (keys the config names; others, and those past the first 240, as "
+    "'other') and cause (not_kept, failed_rule).\n"
     "# TYPE spanfence_processor_transform_removed_keys counter\n";
 
 static size_t transform_metrics(sf_component *self, char *buf, size_t size)

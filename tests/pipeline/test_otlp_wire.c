@@ -1431,14 +1431,16 @@ static void test_edit_keep_attribute(void **state)
 }
 
 /* The removals are counted by context and key (drift), whatever order
- * the spans carry their attributes in: a key of an unsafe shape counts as
- * "other" (len 0), never under a safe key of the same bytes, and the pairs
- * past SF_OTLP_DRIFT_MAX are removed but not counted by key. */
+ * the spans carry their attributes in: a key the keyset lists is named by
+ * the keyset's own string; a key it does not list counts as "other" (key
+ * NULL) whatever its shape ("user.my_ssn_is_..." as much as "X-Up"), and
+ * the pairs past SF_OTLP_DRIFT_MAX are removed but not counted by key. */
 static const sf_otlp_drift *drift_of(const sf_otlp_stats *st, int ctx, const char *key)
 {
     for (size_t i = 0; i < st->n_drift; i++)
         if (st->drift[i].ctx == ctx && !st->drift[i].failed_rule &&
-            st->drift[i].len == strlen(key) && memcmp(st->drift[i].key, key, strlen(key)) == 0)
+            (key == NULL ? st->drift[i].key == NULL
+                         : st->drift[i].key != NULL && strcmp(st->drift[i].key, key) == 0))
             return &st->drift[i];
     return NULL;
 }
@@ -1446,17 +1448,32 @@ static const sf_otlp_drift *drift_of(const sf_otlp_stats *st, int ctx, const cha
 static void test_edit_drift_counted(void **state)
 {
     static const char *const order[][3] = {
-        { "x1", "x2", "X-Up" }, { "x2", "x1", "X-Up" }, { "x2", "x2", "x1" },
+        { "x1", "x2", "X-Up" }, { "x2", "x1", "user.jane_doe.ssn" }, { "x2", "x2", "x1" },
         { "X-Up", "x1", "x2" }, { "x1", "x1", "x2" },
     };
+    static char ynames[20][8];
+    const char *keys[23];
+    bool keep[23];
+    sf_otlp_keyset *ks;
     sf_otlp_edit e = { 0 };
     pb in;
     sf_otlp_stats st;
     sf_buf *out;
-    char key[8];
 
     (void)state;
-    e.keys[SF_OTLP_SPAN] = k_keys;
+    /* the config names k1 (kept), x1, x2 and y00..y19 (removed) */
+    keys[0] = "k1";
+    keys[1] = "x1";
+    keys[2] = "x2";
+    keep[0] = true;
+    keep[1] = keep[2] = false;
+    for (int i = 0; i < 20; i++) {
+        snprintf(ynames[i], sizeof(ynames[i]), "y%02d", i);
+        keys[3 + i] = ynames[i];
+        keep[3 + i] = false;
+    }
+    assert_int_equal(sf_otlp_keyset_create(23, keys, keep, false, &ks), SF_OK);
+    e.keys[SF_OTLP_SPAN] = ks;
     pb_init(&in);
     pb_open(&in, 1);
     pb_open(&in, 2);
@@ -1468,10 +1485,8 @@ static void test_edit_drift_counted(void **state)
         pb_close(&in);
     }
     pb_open(&in, 2);                    /* 20 more distinct keys: past the cap */
-    for (int i = 0; i < 20; i++) {
-        snprintf(key, sizeof(key), "y%02d", i);
-        kv_str(&in, 9, key, "v");
-    }
+    for (int i = 0; i < 20; i++)
+        kv_str(&in, 9, ynames[i], "v");
     pb_close(&in);
     pb_closen(&in, 2);
     out = rw_edit(in.d, in.n, &e, &st);
@@ -1480,12 +1495,15 @@ static void test_edit_drift_counted(void **state)
     assert_non_null(drift_of(&st, SF_OTLP_SPAN, "x1"));
     assert_int_equal(drift_of(&st, SF_OTLP_SPAN, "x1")->count, 6);
     assert_int_equal(drift_of(&st, SF_OTLP_SPAN, "x2")->count, 6);
-    assert_int_equal(drift_of(&st, SF_OTLP_SPAN, "")->count, 3);    /* X-Up: other */
+    assert_ptr_equal(drift_of(&st, SF_OTLP_SPAN, "x2")->key, keys[2]);  /* the keyset's */
+    assert_int_equal(drift_of(&st, SF_OTLP_SPAN, NULL)->count, 3);  /* X-Up, user...: other */
     assert_null(drift_of(&st, SF_OTLP_SPAN, "X-Up"));
+    assert_null(drift_of(&st, SF_OTLP_SPAN, "user.jane_doe.ssn"));
     assert_int_equal(drift_of(&st, SF_OTLP_SPAN, "y00")->count, 1);
     assert_int_equal(drift_of(&st, SF_OTLP_SPAN, "y12")->count, 1);
     assert_null(drift_of(&st, SF_OTLP_SPAN, "y13"));                /* the 17th pair */
     sf_buf_unref(out);
+    sf_otlp_keyset_destroy(ks);
 }
 
 /* An attribute string (key or value) holding a NUL is compared as the
