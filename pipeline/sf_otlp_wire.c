@@ -42,6 +42,7 @@
 #include "sf_alloc.h"
 #include "sf_request.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 #if defined(__SSE2__)
@@ -300,6 +301,7 @@ typedef struct cx {
     uint64_t ins_kinds;         /* bit k: message kind k gets the edit's inserts */
     uint64_t ins_parents;       /* bit k: kind k has a singular child of such a kind */
     uint8_t verdict[SF_OTLP_FIELD_COUNT]; /* per governed field: FV_* (field_verdict) */
+    const sf_otlp_bounds *bounds; /* check_histograms: the current metric's set, or NULL */
     uint32_t caps[SF_OTLP_FIELD_COUNT]; /* per capped repeated field: the edit's cap, 0: none */
     sf_otlp_text name;          /* rename output */
     /* one_value_per_key: the keys of the current attribute list so far, by
@@ -347,6 +349,7 @@ static int field_verdict(const sf_otlp_edit *e, unsigned f)
         return e->fields & SF_OTLP_FIELD_BIT(f) ? FV_CLEAR : FV_AS_IS;
     case SF_OTLP_FIELD_SPAN_EVENTS:     /* capped (edit->cap), never cleared */
     case SF_OTLP_FIELD_SPAN_LINKS:
+    case SF_OTLP_FIELD_HISTOGRAM_BUCKETS:   /* checked whole (hist_fits), never rewritten */
         return FV_AS_IS;
     case SF_OTLP_FIELD_EXEMPLARS:
         return e->fields & SF_OTLP_FIELD_BIT(f) && !e->keep_exemplars ? FV_CLEAR : FV_AS_IS;
@@ -1339,6 +1342,91 @@ static int metric_verdict(cx *c, const uint8_t *p, const uint8_t *end)
     return c->edit->keep_metric_fn(c->edit->ctx, &c->state, name, len);
 }
 
+/* check_histograms: the edit's bounds set for the Metric in [p, end) (the
+ * name a decoder sees: the last), or NULL. */
+static const sf_otlp_bounds *metric_bounds(cx *c, const uint8_t *p, const uint8_t *end)
+{
+    const sf_otlp_edit *e = c->edit;
+    const uint8_t *name = (const uint8_t *)"";
+    const char *error = c->st->error;
+    size_t len = 0;
+    fld f;
+
+    while (p < end) {
+        if (next_field(c, p, end, &f, 0) != SF_OK) {
+            c->st->error = error;       /* the walk says what is wrong */
+            return NULL;
+        }
+        p = f.end;
+        if (f.num == SF_OTLP_NUM_METRIC_NAME && f.wt == WT_LEN) {
+            name = f.val;
+            len = (size_t)f.u;
+        }
+    }
+    for (size_t i = 0; i < e->n_bounds; i++) {
+        if (strlen(e->bounds[i].metric) == len && memcmp(e->bounds[i].metric, name, len) == 0)
+            return &e->bounds[i];
+    }
+    return NULL;
+}
+
+/* check_histograms: whether the HistogramDataPoint in [p, end) holds only
+ * numbers that are numbers: finite, strictly increasing explicit_bounds
+ * (equal to want's when there is a set), one bucket count more than
+ * bounds (or neither), counts summing to `count`. Repeated fields
+ * accumulate over their occurrences, packed or not; the last count wins
+ * (what a decoder sees). Unreadable bytes fail (the walk refuses them). */
+static bool hist_fits(cx *c, const uint8_t *p, const uint8_t *end, const sf_otlp_bounds *want)
+{
+    const char *error = c->st->error;
+    uint64_t count = 0, total = 0;
+    size_t nb = 0, nc = 0;
+    bool ok = true;
+    double prev = 0;
+    fld f;
+
+    while (p < end && ok) {
+        if (next_field(c, p, end, &f, 0) != SF_OK) {
+            c->st->error = error;
+            return false;
+        }
+        p = f.end;
+        if (f.num == SF_OTLP_NUM_HISTOGRAM_POINT_COUNT && f.wt == WT_I64) {
+            count = f.u;
+        } else if ((f.num == SF_OTLP_NUM_HISTOGRAM_POINT_BUCKET_COUNTS ||
+                    f.num == SF_OTLP_NUM_HISTOGRAM_POINT_EXPLICIT_BOUNDS) &&
+                   (f.wt == WT_LEN || f.wt == WT_I64)) {
+            const uint8_t *q = f.val;   /* LEN: packed elements; I64: one */
+            const size_t n = f.wt == WT_LEN ? (size_t)f.u : 8;
+
+            if (n % 8 != 0)
+                return false;
+            for (size_t i = 0; i < n && ok; i += 8) {
+                uint64_t u;
+                double v;
+
+                memcpy(&u, q + i, 8);
+                if (f.num == SF_OTLP_NUM_HISTOGRAM_POINT_BUCKET_COUNTS) {
+                    ok = total + u >= total;
+                    total += u;
+                    nc++;
+                    continue;
+                }
+                memcpy(&v, &u, 8);
+                ok = isfinite(v) && (nb == 0 || v > prev) &&
+                     (want == NULL || (nb < want->n && v == want->v[nb]));
+                prev = v;
+                nb++;
+            }
+        }
+    }
+    if (!ok)
+        return false;
+    if (nb == 0 && nc == 0)
+        return true;            /* a point with no buckets: count and sum only */
+    return nc == nb + 1 && total == count && (want == NULL || nb == want->n);
+}
+
 /* One occurrence `f` of repeated field d of message m: a string, a KeyValue
  * (an attribute of m's context when d holds its attributes; *removed counts
  * those the edit took out) or a sub-message (spans counted; *cls the worst
@@ -1370,9 +1458,21 @@ put_repeated(cx *c, const mdesc *m, const fdesc *d, const fld *f, unsigned depth
                             ? metric_verdict(c, f->val, f->val + f->u) : SF_OTLP_METRIC_KEEP;
         const bool filtered = verdict != SF_OTLP_METRIC_KEEP;
         const size_t items = c->st->spans;
+        const sf_otlp_bounds *outer = c->bounds;
+        bool bad_point = false;
 
         if (verdict < 0)
             return SF_ENOMEM;
+        if (__builtin_expect(c->edit != NULL && c->edit->check_histograms, 0)) {
+            if (d->child == SF_OTLP_MSG_METRIC && c->edit->n_bounds > 0)
+                c->bounds = metric_bounds(c, f->val, f->val + f->u);
+            else if (d->child == SF_OTLP_MSG_HISTOGRAM_POINT && !gone && !c->discard &&
+                     !hist_fits(c, f->val, f->val + f->u, c->bounds)) {
+                bad_point = true;       /* read and checked below, not written */
+                c->st->dropped_points++;
+            }
+        }
+        gone |= bad_point;
 
         if (d->role == R_SPANS)
             c->st->spans++;
@@ -1382,6 +1482,10 @@ put_repeated(cx *c, const mdesc *m, const fdesc *d, const fld *f, unsigned depth
         c->discard += gone;
         st = child(c, f->num, d->child, f->val, f->val + f->u, depth, &r);
         c->discard -= gone;
+        if (d->child == SF_OTLP_MSG_METRIC)
+            c->bounds = outer;
+        if (bad_point)
+            c->st->spans = items;       /* not an item that leaves: dropped_points */
         if (filtered) {
             /* its points leave not: counted apart */
             c->st->filtered_items += c->st->spans - items;

@@ -108,6 +108,13 @@ typedef struct sf_otlp_value_rule {
     bool pseudonym;
 } sf_otlp_value_rule;
 
+/* The explicit_bounds a histogram metric's points must have. */
+typedef struct sf_otlp_bounds {
+    const char *metric;         /* the metric's name, exactly */
+    size_t n;
+    const double *v;            /* strictly increasing, finite */
+} sf_otlp_bounds;
+
 /* An attribute an edit adds (the `attributes` and `resource` processors'
  * insert and upsert of constants): a string value. Insert: added when no
  * entry of the key leaves the list; upsert: the list's first entry of the
@@ -233,6 +240,16 @@ typedef struct sf_otlp_edit {
      * for that field (Span.dropped_events_count, ...) and counted in
      * stats.capped. */
     uint32_t cap[SF_OTLP_FIELD_COUNT];
+    /* Metrics: histogram points (HistogramDataPoint) hold numbers that are
+     * numbers, or are dropped (read and checked, not written) and counted
+     * in stats.dropped_points: explicit_bounds finite and strictly
+     * increasing, one bucket count more than bounds (or neither), counts
+     * summing to `count`; and, for a metric named in bounds[0, n_bounds),
+     * explicit_bounds exactly that set (packed bytes chosen to spell text
+     * do not fit it). */
+    bool check_histograms;
+    size_t n_bounds;
+    const sf_otlp_bounds *bounds;
 } sf_otlp_edit;
 
 /* Attributes an edit removed, by context and key, for drift reports: a
@@ -264,6 +281,7 @@ typedef struct sf_otlp_stats {
     size_t filter_failed_items; /* ... of them, of metrics it answered FAILED */
     uint64_t inserted;          /* attributes the edit's inserts added or upserted */
     uint64_t capped[SF_OTLP_FIELD_COUNT]; /* occurrences past the edit's cap, by field */
+    size_t dropped_points;      /* histogram points check_histograms dropped (not in spans) */
     uint64_t dropped_fields[SF_OTLP_MSG_COUNT]; /* unknown/obsolete fields, by message */
     const char *error;          /* on SF_INVALID: what was wrong (static text) */
 } sf_otlp_stats;

@@ -204,6 +204,9 @@ def main():
         elif f.type == FD.TYPE_MESSAGE and rule.startswith("field:") and rule[6:] in gov_names:
             pass                # a message of strings the edit governs whole (entity_refs),
                                 # or whose occurrences it caps (events, links)
+        elif f.repeated and f.type in (FD.TYPE_DOUBLE, FD.TYPE_FIXED64) and \
+                rule.startswith("field:") and rule[6:] in gov_names:
+            pass                # numbers the edit checks (a histogram's buckets)
         elif role == "count":
             # the dropped count of a capped field: it says `of:<F>`, F a
             # repeated message field of the same message, before it

@@ -56,7 +56,7 @@ _Static_assert((int)SF_TRANSFORM_TRACE_STATEMENTS == (int)SF_SIGNAL_TRACES &&
 /* The type's own series (sf_counters.values). */
 enum {
     TM_FAILED_VALUES, TM_DUPLICATE_KEYS, TM_RULES_SKIPPED, TM_PSEUDONYMS, TM_DROPPED_BODIES,
-    TM_DROPPED_EXEMPLARS, TM_CAPPED_EVENTS, TM_CAPPED_LINKS
+    TM_DROPPED_EXEMPLARS, TM_CAPPED_EVENTS, TM_CAPPED_LINKS, TM_DROPPED_POINTS
 };
 
 /* Drift: the (context, key) pairs already logged, a bounded number. */
@@ -747,6 +747,13 @@ static sf_status part_build(transform_ctx *t, sf_transform_list list)
                                      list == SF_TRANSFORM_TRACE_STATEMENTS);
     sp->edit.scalar_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SCALAR;
     sp->edit.single_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SINGLE;
+    if (list == SF_TRANSFORM_METRIC_STATEMENTS) {
+        /* numbers that are numbers: declared mode checks every histogram
+         * point; histogram_bounds pins the bounds of the metrics it names */
+        sp->edit.check_histograms = cfg->declared_fields || cfg->n_bounds > 0;
+        sp->edit.n_bounds = cfg->n_bounds;
+        sp->edit.bounds = cfg->bounds;
+    }
     if (list == SF_TRANSFORM_TRACE_STATEMENTS) {
         sp->edit.cap[SF_OTLP_FIELD_SPAN_EVENTS] = (uint32_t)cfg->max_events_per_span;
         sp->edit.cap[SF_OTLP_FIELD_SPAN_LINKS] = (uint32_t)cfg->max_links_per_span;
@@ -987,6 +994,7 @@ static sf_status transform_consume(sf_component *self, sf_request *batch)
     sf_count(&counters->values[TM_DROPPED_EXEMPLARS], batch->stats.dropped_exemplars);
     sf_count(&counters->values[TM_CAPPED_EVENTS], batch->stats.capped[SF_OTLP_FIELD_SPAN_EVENTS]);
     sf_count(&counters->values[TM_CAPPED_LINKS], batch->stats.capped[SF_OTLP_FIELD_SPAN_LINKS]);
+    sf_count(&counters->values[TM_DROPPED_POINTS], batch->stats.dropped_points);
     if (batch->stats.n_drift > 0)
         drift_report(self, t, &batch->stats);
     sf_count(&counters->removed_attributes, batch->stats.removed_attributes);
@@ -1011,6 +1019,9 @@ static const sf_metric_row transform_metric_rows[] = {
       .help = "Span events dropped past max_events_per_span (added to dropped_events_count)." },
     [TM_CAPPED_LINKS] = { .name = "spanfence_processor_transform_dropped_span_links",
       .help = "Span links dropped past max_links_per_span (added to dropped_links_count)." },
+    [TM_DROPPED_POINTS] = { .name = "spanfence_processor_transform_dropped_histogram_points",
+      .help = "Histogram points dropped: bounds not finite and increasing, or not the declared "
+              "set, or counts not summing to count." },
     { 0 }
 };
 

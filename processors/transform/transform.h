@@ -104,6 +104,10 @@ typedef struct sf_transform_config {
     int64_t max_string_length;      /* 0: none (declared: SF_TRANSFORM_DECLARED_MAX_STRING) */
     int64_t max_events_per_span;    /* 0: any number (the codec's cap on span.events) */
     int64_t max_links_per_span;     /* 0: any number (span.links) */
+    /* histogram_bounds: per metric name, the explicit_bounds its points must
+     * have (the codec's check_histograms); memory from sf_cfg_alloc */
+    size_t n_bounds;
+    sf_otlp_bounds *bounds;
     char *pseudonym_key;            /* the HMAC key, or NULL (never logged) */
     char *pseudonym_key_file;       /* or a file holding it */
     sf_transform_program *program;  /* from trace_statements; memory from sf_cfg_alloc */

@@ -25,6 +25,7 @@
 #include "transform.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <math.h>
 #include <openssl/crypto.h>
 #include <pcre2.h>
 
@@ -1772,6 +1773,58 @@ static sf_status parse_list(sf_transform_list list, sf_cfg_ctx *ctx, const sf_no
     return st;
 }
 
+/* histogram_bounds: a mapping of metric names to sequences of finite,
+ * strictly increasing numbers. `field` is the config's n_bounds (bounds
+ * follows it). */
+static sf_status parse_bounds(sf_cfg_ctx *ctx, const sf_node *node, void *field)
+{
+    sf_transform_config *cfg = (sf_transform_config *)((char *)field -
+                                                       offsetof(sf_transform_config, n_bounds));
+    sf_otlp_bounds *b;
+
+    if (node == NULL || node->is_null)
+        return SF_OK;
+    if (node->kind != SF_NODE_MAP) {
+        sf_cfg_error(ctx, node, "histogram_bounds", "expected a mapping of metric names to "
+                     "lists of bounds");
+        return SF_CONFIG;
+    }
+    b = sf_cfg_alloc(ctx, (node->n ? node->n : 1) * sizeof(*b));
+    if (b == NULL)
+        return SF_ENOMEM;
+    for (size_t i = 0; i < node->n; i++) {
+        const sf_node *seq = node->items[i];
+        double *v;
+
+        b[i].metric = node->keys[i]->text;
+        if (seq->kind != SF_NODE_SEQ || seq->n == 0) {
+            sf_cfg_error(ctx, seq, "histogram_bounds", "'%s': expected a list of bounds",
+                         b[i].metric);
+            return SF_CONFIG;
+        }
+        v = sf_cfg_alloc(ctx, seq->n * sizeof(*v));
+        if (v == NULL)
+            return SF_ENOMEM;
+        for (size_t j = 0; j < seq->n; j++) {
+            const sf_node *x = seq->items[j];
+            char *endp = NULL;
+
+            v[j] = x->kind == SF_NODE_SCALAR && x->plain ? strtod(x->text, &endp) : NAN;
+            if (endp == NULL || endp == x->text || *endp != '\0' || !isfinite(v[j]) ||
+                (j > 0 && !(v[j] > v[j - 1]))) {
+                sf_cfg_error(ctx, x, "histogram_bounds", "'%s': bound %zu is not a finite "
+                             "number greater than the one before", b[i].metric, j);
+                return SF_CONFIG;
+            }
+        }
+        b[i].n = seq->n;
+        b[i].v = v;
+    }
+    cfg->bounds = b;
+    cfg->n_bounds = node->n;
+    return SF_OK;
+}
+
 static sf_status parse_statements(sf_cfg_ctx *ctx, const sf_node *node, void *field)
 {
     return parse_list(SF_TRANSFORM_TRACE_STATEMENTS, ctx, node, field);
@@ -2118,6 +2171,11 @@ const sf_config_row sf_transform_config_map[] = {
       .offset = offsetof(sf_transform_config, max_links_per_span),
       .help = "most links a span keeps; the rest are dropped and added to its "
               "dropped_links_count; 0: any number" },
+    { .key = "histogram_bounds", .type = SF_CFG_CUSTOM,
+      .offset = offsetof(sf_transform_config, n_bounds), .parse = parse_bounds,
+      .help = "metric name -> [bounds]: its histogram points leave only with exactly these "
+              "explicit_bounds; with metric_statements in declared mode every histogram point "
+              "must hold finite increasing bounds and counts that sum to its count" },
     { .key = "pseudonym_key", .type = SF_CFG_STR,
       .offset = offsetof(sf_transform_config, pseudonym_key),
       .help = "the HMAC-SHA256 key of pseudonymize(attributes, \"k\"), at least 16 bytes; "
