@@ -35,6 +35,7 @@ import sys
 sys.dont_write_bytecode = True     # no __pycache__ in the source tree
 
 import argparse                    # noqa: E402
+import re
 import base64
 import http.client
 import json
@@ -66,9 +67,33 @@ LABELS = {"model_name": MODEL, "engine_type": "unified", "tp_rank": "0", "pp_ran
 UNITS = {"s", "1", "{token}", "{request}", "{token}/s"}
 
 
+# SGLang's scheduler statistics as it prints them (scheduler_metrics_mixin.py
+# log_prefill_stats / log_decode_stats: fields end with ", ")
 def stats_line(i):
-    return ("Prefill batch. #new-seq: %d, #new-token: %d, #cached-token: %d, token usage: 0.%02d, "
-            "#running-req: %d, #queue-req: %d" % (1 + i % 3, 7 * i + 3, 2 * i, i % 100, i % 5, i % 2))
+    if i % 2:
+        return ("Decode batch, #running-req: %d, #token: %d, token usage: 0.%02d, cuda graph: %s, "
+                "gen throughput (token/s): %d.%02d, #queue-req: %d, "
+                % (1 + i % 4, 100 + i, i % 100, "True" if i % 3 else "False", 40 + i, i % 100, i % 2))
+    return ("Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: %d, token usage: 0.%02d, "
+            "#running-req: %d, #queue-req: %d, " % (1 + i % 3, 7 * i + 3, 2 * i, i % 100, i % 5, i % 2))
+
+
+# SGLang's TokenizerMetricsCollector buckets (collector.py): the fence pins them
+TTFT_BOUNDS = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400]
+E2E_BOUNDS = TTFT_BOUNDS + [600, 1200, 1800, 2400]
+ITL_BOUNDS = [0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060,
+              0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000]
+BOUNDS = {"sglang:time_to_first_token_seconds": TTFT_BOUNDS,
+          "sglang:e2e_request_latency_seconds": E2E_BOUNDS,
+          "sglang:inter_token_latency_seconds": ITL_BOUNDS}
+
+
+def counts_for(bounds):
+    """Four observations (0.045, 0.3, 0.7, 1.5 s) in these bounds' buckets."""
+    counts = [0] * (len(bounds) + 1)
+    for x in (0.045, 0.3, 0.7, 1.5):
+        counts[next((i for i, b in enumerate(bounds) if x <= b), len(bounds))] += 1
+    return counts
 
 
 def set_any(av, v):
@@ -183,9 +208,9 @@ class Batches:
             dp = m.histogram.data_points.add()
             dp.start_time_unix_nano = T0
             dp.time_unix_nano = t()
-            dp.count, dp.sum, dp.min, dp.max = 4, 1.776, 0.031, 1.5
-            dp.explicit_bounds.extend([0.01, 0.05, 0.1, 0.5, 1, 5])
-            dp.bucket_counts.extend([0, 2, 0, 1, 0, 1, 0])
+            dp.count, dp.sum, dp.min, dp.max = 4, 2.545, 0.045, 1.5
+            dp.explicit_bounds.extend(BOUNDS[name])
+            dp.bucket_counts.extend(counts_for(BOUNDS[name]))
             labels(dp)
             ex = dp.exemplars.add()
             ex.time_unix_nano = T0 + 5
@@ -194,7 +219,7 @@ class Batches:
             ex.span_id = bytes(range(1, 9))
             put(ex.filtered_attributes, "rid", "5f2b8e0c9a7d4e1f8b3c6a2d0e9f1a7b")
         m = sm.metrics.add()
-        m.name, m.unit = "sglang:request_latency_quantiles_seconds", "s"
+        m.name, m.unit = "sglang:eplb_balancedness", "1"
         dp = m.summary.data_points.add()
         dp.time_unix_nano = t()
         dp.count, dp.sum = 10, 4.5
@@ -203,7 +228,7 @@ class Batches:
             qv.quantile, qv.value = q, v
         labels(dp)
         m = sm.metrics.add()
-        m.name, m.unit = "sglang:prompt_len_tokens", "{token}"
+        m.name, m.unit = "sglang:prompt_tokens_histogram", "{token}"
         m.exponential_histogram.aggregation_temporality = 2
         dp = m.exponential_histogram.data_points.add()
         dp.time_unix_nano = t()
@@ -501,7 +526,8 @@ def check_control(signal, item, metric, resource, scope, failures, label):
         lineno = got.pop("code.lineno", None)
         if got != want or not isinstance(lineno, int):
             failures.append("%s: log attributes %s" % (label, attrs_of(item.attributes)))
-        if item.body.WhichOneof("value") != "string_value" or not item.body.string_value.startswith("Prefill batch. "):
+        if item.body.WhichOneof("value") != "string_value" or \
+           not re.match("(Prefill|Decode) batch, ", item.body.string_value):
             failures.append("%s: a statistics body did not arrive: %s" % (label, item.body))
         if item.severity_text != "INFO" or item.severity_number != 9:
             failures.append("%s: severity %r %d" % (label, item.severity_text, item.severity_number))
@@ -514,7 +540,8 @@ def check_control(signal, item, metric, resource, scope, failures, label):
     if "exemplars" in item.DESCRIPTOR.fields_by_name and len(item.exemplars):
         failures.append("%s: %s exemplars left" % (label, metric.name))
     which = metric.WhichOneof("data")
-    if which == "histogram" and (list(item.bucket_counts) != [0, 2, 0, 1, 0, 1, 0] or item.count != 4):
+    if which == "histogram" and (list(item.bucket_counts) != counts_for(BOUNDS[metric.name]) or
+                                 item.count != 4):
         failures.append("%s: histogram %s" % (label, item))
     if which == "sum" and (not metric.sum.is_monotonic or metric.sum.aggregation_temporality != 2):
         failures.append("%s: sum %s" % (label, metric.sum))
