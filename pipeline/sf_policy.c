@@ -115,6 +115,8 @@ typedef struct policy_signal {
     policy_keys keys;
     char *body;                                 /* logs: "drop" or the condition after 'where' */
     int exemplars;                              /* metrics: EXEMPLARS_* */
+    int kept_value_types;                       /* VALUES_* (any: not pinned) */
+    sf_strmap histogram_bounds;                 /* metrics: name -> "b1, b2, ..." */
     policy_exporter exporter;
     /* as the allowlist section's */
     int64_t max_string_length;
@@ -358,6 +360,9 @@ static const sf_config_row metrics_value_rows[] = {
     { .key = "declared_fields", .type = SF_CFG_BOOL, .def = "true",                          \
       .offset = offsetof(policy_signal, declared_fields),                                     \
       .help = "the processor must run in declared mode" },                                    \
+    { .key = "kept_value_types", .type = SF_CFG_ENUM, .def = "any",                           \
+      .offset = offsetof(policy_signal, kept_value_types), .choices = "any|scalar|single",     \
+      .help = "the processor's kept_value_types must be at least this (any: not pinned)" },   \
     { .key = "keys", .type = SF_CFG_SECTION, .offset = offsetof(policy_signal, keys),          \
       .sub = keys_rows, .help = "per context, the exact key set of the " sig " statements "   \
       "(required: an absent context must have no keep_keys)" },                               \
@@ -395,6 +400,10 @@ static const sf_config_row metrics_rows[] = {
       .offset = offsetof(policy_signal, exemplars), .choices = "drop|keep",
       .help = "drop: no keep_exemplars(exemplars); keep: exemplars leave with checked ids and "
               "the datapoint's allowlist on their filtered attributes" },
+    { .key = "histogram_bounds", .type = SF_CFG_STRMAP,
+      .offset = offsetof(policy_signal, histogram_bounds),
+      .help = "metric name -> its explicit_bounds, comma-separated: the processor's "
+              "histogram_bounds must hold exactly these sets (names and numbers)" },
     { 0 }
 };
 
@@ -645,6 +654,7 @@ typedef struct checker {
     const sf_config_pipeline *main;     /* the one traces pipeline the policy allows */
     bool oom;                           /* a check ran out of memory */
     sf_arena *scratch;                  /* configs decoded here (decoded_config), or NULL */
+    const policy_signal *signal;        /* the logs or metrics section being checked, or NULL */
 } checker;
 
 static void violate(checker *k, const sf_node *at, const char *subject, const char *fmt, ...)
@@ -943,6 +953,60 @@ static void check_rules(checker *k, const char *subj, const sf_allowlist_desc *a
     }
 }
 
+/* Whether the n comma-separated numbers of `text` are exactly v[0, n). */
+static bool bounds_equal(const char *text, const double *v, size_t n)
+{
+    const char *p = text;
+    size_t i = 0;
+
+    for (;;) {
+        char *end = NULL;
+        double x = strtod(p, &end);
+
+        if (end == p || i >= n || x != v[i])
+            return false;
+        i++;
+        while (*end == ' ')
+            end++;
+        if (*end == '\0')
+            return i == n;
+        if (*end != ',')
+            return false;
+        p = end + 1;
+    }
+}
+
+/* The metrics section's histogram_bounds against the compiled edit: the
+ * points are checked, and the sets are exactly the policy's. */
+static void check_compiled_bounds(checker *k, const char *subj, const sf_otlp_edit *e,
+                                  const sf_node *where)
+{
+    const sf_strmap *want = &k->signal->histogram_bounds;
+
+    if (want->n == 0)
+        return;
+    if (!e->check_histograms)
+        violate(k, where, subj, "histogram points are not checked: the policy pins "
+                "histogram_bounds");
+    for (size_t i = 0; i < want->n; i++) {
+        const sf_otlp_bounds *b = NULL;
+
+        for (size_t j = 0; j < e->n_bounds; j++)
+            if (strcmp(e->bounds[j].metric, want->keys[i]) == 0)
+                b = &e->bounds[j];
+        if (b == NULL)
+            violate(k, where, subj, "histogram_bounds has no set for '%s': the policy requires "
+                    "[%s]", want->keys[i], want->values[i]);
+        else if (!bounds_equal(want->values[i], b->v, b->n))
+            violate(k, where, subj, "histogram_bounds of '%s' differ from the policy's [%s]",
+                    want->keys[i], want->values[i]);
+    }
+    for (size_t j = 0; j < e->n_bounds; j++)
+        if (strmap_get(want, e->bounds[j].metric) == NULL)
+            violate(k, where, subj, "histogram_bounds has a set for '%s', which the policy does "
+                    "not pin", e->bounds[j].metric);
+}
+
 /* The compiled edit of a logs or metrics program against its description:
  * the body governed and ruled as described, exemplars as described. */
 static void check_compiled_signal(checker *k, const char *subj, const sf_allowlist_desc *al,
@@ -972,7 +1036,12 @@ static void check_compiled_signal(checker *k, const char *subj, const sf_allowli
         else if (e->keep_exemplars != keep)
             violate(k, where, subj, "the compiled edit %s exemplars, the config %s them",
                     e->keep_exemplars ? "keeps" : "drops", keep ? "keeps" : "drops");
+        if (k->signal != NULL)
+            check_compiled_bounds(k, subj, e, where);
     }
+    if (k->signal != NULL && k->signal->kept_value_types == VALUES_SINGLE &&
+        al->single_values_only && !e->single_values_only)
+        violate(k, where, subj, "the compiled edit keeps array values");
 }
 
 /* A key no config names: the compiled keyset's verdict on keys it does not
@@ -1627,7 +1696,18 @@ static void check_signal_processor(checker *k, sf_signal sig, const policy_signa
 
         check_rules(k, subj, &al, &pins, value, statements ? statements : c->node);
     }
+    if ((ps->kept_value_types == VALUES_SINGLE && !al.single_values_only) ||
+        (ps->kept_value_types == VALUES_SCALAR && !al.scalar_values_only)) {
+        const sf_node *at = sf_node_get(value, "kept_value_types");
+
+        violate(k, at ? at : c->node, subj, "kept_value_types is '%s'%s, the policy requires "
+                "'%s'", al.single_values_only ? "single" : al.scalar_values_only ? "scalar"
+                : "any", at ? "" : " (the default)",
+                ps->kept_value_types == VALUES_SINGLE ? "single" : "scalar");
+    }
+    k->signal = ps;
     check_compiled(k, subj, c, &al, sig, &ps->keys, statements);
+    k->signal = NULL;
 }
 
 /* A logs or metrics section against the config: without one, a pipeline
@@ -1647,6 +1727,15 @@ static void check_signal(checker *k, sf_signal sig, const policy_signal *ps)
 
         snprintf(subj, sizeof(subj), "service.pipelines.%s", p->id);
         if (ps->present && p->signal != sig) {
+            /* logs and metrics may share one exporter when both sections
+             * fence them and name it (the seed's telemetry gateway) */
+            const policy_signal *other = p->signal == SF_SIGNAL_LOGS ? &k->pol->logs
+                                         : p->signal == SF_SIGNAL_METRICS ? &k->pol->metrics
+                                         : NULL;
+
+            if (other != NULL && other->present && other->exporter.id != NULL &&
+                strcmp(other->exporter.id, ps->exporter.id) == 0)
+                continue;
             for (size_t j = 0; list && list->kind == SF_NODE_SEQ && j < list->n; j++)
                 if (list->items[j]->kind == SF_NODE_SCALAR &&
                     strcmp(list->items[j]->text, ps->exporter.id) == 0)

@@ -2095,6 +2095,97 @@ static int check_declared(sf_cfg_ctx *ctx, sf_transform_list list, const sf_tran
     return errors;
 }
 
+/* The lint on what a rule lets leave: the first atom of the PCRE2 pattern
+ * re that repeats without a bound ('[a-z_]+', '.*', '[0-9]+', '\\w{2,}'),
+ * its length in *n; NULL when every class, '.' and class escape is
+ * bounded. Such a repetition lets a kept value or name carry words or long
+ * digit runs (a card or phone number); '{1,12}' bounds it. */
+static const char *unbounded_atom(const char *re, size_t *n)
+{
+    for (const char *p = re; *p != '\0';) {
+        const char *atom = p, *q;
+
+        if (*p == '\\') {
+            if (p[1] == '\0')
+                return NULL;
+            q = p + 2;
+            if (strchr("dDwWsSpPhHvVNX", p[1]) == NULL) {
+                p = q;          /* a literal: repeating it spells nothing */
+                continue;
+            }
+            if ((p[1] == 'p' || p[1] == 'P') && *q == '{')
+                q = strchr(q, '}') != NULL ? strchr(q, '}') + 1 : q;
+        } else if (*p == '[') {
+            q = p + 1;
+            if (*q == '^')
+                q++;
+            if (*q == ']')
+                q++;
+            while (*q != '\0' && *q != ']')
+                q += *q == '\\' && q[1] != '\0' ? 2 : 1;
+            if (*q == '\0')
+                return NULL;
+            q++;
+        } else if (*p == '.') {
+            q = p + 1;
+        } else {
+            p++;
+            continue;
+        }
+        if (*q == '+' || *q == '*' ||
+            (*q == '{' && strspn(q + 1, "0123456789") > 0 && q[1 + strspn(q + 1, "0123456789")] == ',' &&
+             q[2 + strspn(q + 1, "0123456789")] == '}')) {
+            *n = (size_t)(q - atom) + (*q == '{' ? strcspn(q, "}") + 1 : 1);
+            return atom;
+        }
+        p = q;
+    }
+    return NULL;
+}
+
+static void lint_pattern(sf_cfg_ctx *ctx, const sf_transform_op *op, const char *lname,
+                         const char *what, const char *re)
+{
+    size_t n = 0;
+    const char *at = re != NULL ? unbounded_atom(re, &n) : NULL;
+
+    if (at != NULL)
+        sf_cfg_warn(ctx, op->node, lname, "%s: '%.*s' repeats without a bound, so what leaves "
+                    "can carry words or long digit runs: bound it (e.g. {1,12})", what, (int)n,
+                    at);
+}
+
+/* Warn on every unbounded repetition in a pattern that keeps a value or a
+ * field: value rules of kept keys, IsMatch of set(...), the body rule. */
+static void lint_program(sf_cfg_ctx *ctx, sf_transform_list list, const sf_transform_program *p)
+{
+    const char *lname = lists[list].name;
+    char what[160];
+
+    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
+        for (size_t i = 0; i < sf_transform_op_count(p, (sf_transform_ctx)c); i++) {
+            const sf_transform_op *op = sf_transform_op_get(p, (sf_transform_ctx)c, i);
+
+            if (op->kind == SF_TRANSFORM_SET_FIELD && op->pattern != NULL) {
+                snprintf(what, sizeof(what), "the IsMatch that keeps %s",
+                         sf_otlp_field_name(op->field));
+                lint_pattern(ctx, op, lname, what, op->pattern);
+            }
+            if ((op->kind != SF_TRANSFORM_VALUE_RULE && op->kind != SF_TRANSFORM_SET_FIELD) ||
+                op->rule == NULL)
+                continue;
+            if (op->kind == SF_TRANSFORM_VALUE_RULE)
+                snprintf(what, sizeof(what), "%s key '%s'",
+                         sf_transform_ctx_name((sf_transform_ctx)c), op->keys.keys[0]);
+            else
+                snprintf(what, sizeof(what), "%s", sf_otlp_field_name(op->field));
+            for (size_t a = 0; a < op->rule->n_alts; a++)
+                if (op->rule->alts[a].shape == SF_OTLP_STR_REGEX)
+                    lint_pattern(ctx, op, lname, what, op->rule->alts[a].regex);
+        }
+    }
+}
+
 sf_status sf_transform_check(sf_cfg_ctx *ctx, void *config)
 {
     sf_transform_config *cfg = config;
@@ -2132,6 +2223,8 @@ sf_status sf_transform_check(sf_cfg_ctx *ctx, void *config)
         }
         sf_transform_key_free(key, n);
     }
+    for (int l = 0; l < SF_TRANSFORM_LIST_COUNT; l++)
+        lint_program(ctx, (sf_transform_list)l, sf_transform_program_of(cfg, (sf_transform_list)l));
     if (!cfg->declared_fields)
         return errors ? SF_CONFIG : SF_OK;
     /* declared mode judges each list written (trace_statements also when
