@@ -41,6 +41,7 @@ import http.client
 import json
 import os
 import shutil
+import struct
 import tempfile
 import time
 
@@ -56,6 +57,7 @@ from google.protobuf import json_format  # noqa: E402
 from google.protobuf import unknown_fields  # noqa: E402
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CARD = "4111111111111111"          # a card-length digit run; never a value of the controls
 MARK = "MRK"      # upper case: every rule of the fence admits lower case only, or a fixed text
 VM_ID = "cvm-privacy-0007"
 METHOD = {"logs": "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
@@ -318,6 +320,53 @@ class Batches:
             ex.as_int, ex.time_unix_nano = 1, T0
             put(ex.filtered_attributes, "user", MARK)
         met("exemplar on a gauge point", gauge_exemplar)
+
+        # prose in the shapes the fence used to admit (lower case: a word
+        # pattern such as ^sglang(\.[a-z_]+)*$ lets it through)
+        word = MARK.lower()
+        both("scope name, words in a logger's shape",
+             lambda rx, sx: setattr(sx.scope, "name", "sglang.patient_reports." + word))
+        log("log.logger, words in a logger's shape",
+            lambda x: setattr(x.attributes[0].value, "string_value", "sglang.user_prompt.my_name_is_" + word))
+        log("log.logger, 8 KiB of words",
+            lambda x: setattr(x.attributes[0].value, "string_value", "sglang." + ("jane_doe_" + word) * 700))
+        log("code.function, words in a function's shape",
+            lambda x: setattr(x.attributes[1].value, "string_value", "summarise_my_medical_record_" + word))
+        met("metric name, words in SGLang's shape", lambda ms: setattr(ms[0], "name", "sglang:patient_jane_doe_" + word))
+        # a digit run of a card's length in a statistics line
+        log("statistics line, card-length digit run",
+            lambda x: setattr(x.body, "string_value", stats_line(1).replace("#token: ", "#token: " + CARD)))
+
+        # packed numbers: the point goes (its time moved by OLD: it must not arrive)
+        def dropped_point(fn):
+            def edit(ms):
+                p = points(first_of(ms, "histogram"))[0]
+                fn(p)
+                p.time_unix_nano += OLD
+            return edit
+
+        def spelt(n):
+            return [struct.unpack("<d", (word + "%05d" % i).encode())[0] for i in range(n)]
+
+        def bounds_spelling(p):         # increasing, consistent counts, not SGLang's set
+            del p.explicit_bounds[:]
+            del p.bucket_counts[:]
+            p.explicit_bounds.extend(spelt(3))
+            p.bucket_counts.extend([1, 1, 1, 1])
+        met("histogram bounds spelling a marker", dropped_point(bounds_spelling))
+
+        def bounds_unordered(p):        # bytes in any order, counts consistent
+            b = list(p.explicit_bounds)
+            b[0], b[1] = b[1], b[0]
+            del p.explicit_bounds[:]
+            p.explicit_bounds.extend(b)
+        met("histogram bounds out of order", dropped_point(bounds_unordered))
+
+        def counts_spelling(p):         # counts whose bytes spell it, not summing to count
+            n = len(p.bucket_counts)
+            del p.bucket_counts[:]
+            p.bucket_counts.extend([struct.unpack("<Q", (word + "%05d" % i).encode())[0] for i in range(n)])
+        met("histogram counts spelling a marker", dropped_point(counts_spelling))
         return out
 
     # -- hostile encodings of clean requests (content unchanged) -------------
@@ -605,6 +654,9 @@ def main():
                 if t == "json":
                     req = type(req).FromString(data)   # what the bytes say, as JSON
                 for tm, _, _, _, _ in items(signal, type(req).FromString(data)):
+                    if tm - (T0 + c * 1000) >= OLD:     # an item the fence must drop
+                        absent[signal].add(tm)
+                        continue
                     expect[signal][tm] = ("%s over %s" % (label, t), clean)
                     sent[signal] += 1
                 for i in range(old):
@@ -635,7 +687,7 @@ def main():
         for x in sink.inbox.items:
             if x["error"]:
                 failures.append("gateway: %s" % x["error"])
-            if MARK.encode() in x["body"] or MARK.lower().encode() in x["body"]:
+            if MARK.encode() in x["body"] or MARK.lower().encode() in x["body"] or CARD.encode() in x["body"]:
                 failures.append("a marker arrived in the raw bytes of %s" % x["path"])
         seen = {"logs": {}, "metrics": {}}
         for s in got:
@@ -652,7 +704,8 @@ def main():
                             failures.append("a marker arrived with %s: %r" % (
                                 expect[s].get(tm, ("item %d" % tm,))[0], v[:120]))
                     if tm in absent[s]:
-                        failures.append("an item under an old schema field arrived (%s)" % s)
+                        failures.append("an item that must not arrive arrived (%s: an old schema "
+                                        "field, or a point the fence drops)" % s)
                         continue
                     e = expect[s].get(tm)
                     if e is None:
