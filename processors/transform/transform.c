@@ -171,10 +171,15 @@ static bool pseudonym_str(const void *ctx, void **state, const uint8_t *in, size
 {
     static const char digits[] = "0123456789abcdef";
     const transform_ctx *t = ((const sig_part *)ctx)->t;
-    /* "0x" and hex (str(hex(n)), SGLang's bootstrap_room) keeps its prefix */
+    /* Fixed lengths, whatever the input's: "0x" and hex (str(hex(n)),
+     * SGLang's bootstrap_room, a 64-bit room) keeps its prefix and becomes
+     * 16 hex digits; hex of up to 32 digits (a uuid4().hex rid) 32, longer
+     * hex 64, anything else 32. A length the client chose would otherwise
+     * leave with it (4 bits a request), and a 1-digit room would have 16
+     * pseudonyms. */
     const size_t prefix = len >= 3 && len <= 64 && in[0] == '0' && in[1] == 'x' &&
                           lower_hex(in + 2, len - 2) ? 2 : 0;
-    size_t n = prefix ? len - 2 : len >= 1 && len <= 64 && lower_hex(in, len) ? len : 32;
+    size_t n = prefix ? 16 : len > 32 && len <= 64 && lower_hex(in, len) ? 64 : 32;
     rule_state *rs = state_get(t, state);
     uint8_t mac[32];
 

@@ -1840,6 +1840,19 @@ static sf_status parse_metric_statements(sf_cfg_ctx *ctx, const sf_node *node, v
     return parse_list(SF_TRANSFORM_METRIC_STATEMENTS, ctx, node, field);
 }
 
+/* How many distinct byte values k[0, n) holds. */
+static size_t key_distinct(const uint8_t *k, size_t n)
+{
+    bool seen[256] = { false };
+    size_t d = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        d += !seen[k[i]];
+        seen[k[i]] = true;
+    }
+    return d;
+}
+
 sf_status sf_transform_key_load(const sf_transform_config *cfg, uint8_t **key, size_t *len,
                                 const char **why)
 {
@@ -1872,6 +1885,11 @@ sf_status sf_transform_key_load(const sf_transform_config *cfg, uint8_t **key, s
         n--;
     if (n < 16) {
         *why = "is shorter than 16 bytes";
+        st = SF_CONFIG;
+    } else if (key_distinct(buf, n) < (n / 4 < 8 ? n / 4 : 8)) {
+        /* "aaaaaaaaaaaaaaaa", "abababab...": a key a guess finds */
+        *why = "has too few distinct bytes (at least a quarter of its length, 8 from 32 bytes: "
+               "use e.g. `openssl rand -hex 32`)";
         st = SF_CONFIG;
     } else if (n >= sizeof(buf)) {
         *why = "is longer than 4096 bytes";

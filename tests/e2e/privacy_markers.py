@@ -250,6 +250,12 @@ class Batches:
         for key in ("rid", "gen_ai.request.id"):
             case("span %s: 32 hex chosen by the client" % key,
                  lambda req, key=key: self.put(where(req, "span").add(), key, HEX_MARK))
+        # rooms of every length leave as 16 hex digits (the length would say 4 bits)
+        def room(req, d):
+            kv = next(kv for kv in where(req, "span") if kv.key == "bootstrap_room")
+            kv.value.string_value = "0x" + "7" * d
+        for digits in (1, 2, 5, 9, 15):
+            case("span bootstrap_room: %d digits" % digits, lambda req, d=digits: room(req, d))
         case("span bootstrap_room: hex chosen by the client",
              lambda req: self.put(where(req, "span").add(), "bootstrap_room", "0x" + HEX_MARK[:16]))
         # names
@@ -438,6 +444,11 @@ def main():
                     failures.append("control %s is %r, want %r" % (k, at.get(k), v))
             if sp.name != " Req redacted":
                 failures.append("control root name %r" % sp.name)
+        rooms = [v for r in got for rs in r.resource_spans for ss in rs.scope_spans for sp in ss.spans
+                 for k, v in attrs(sp.attributes).items() if k == "bootstrap_room"]
+        bad = [v for v in rooms if not re.fullmatch("0x[0-9a-f]{16}", str(v))]
+        if bad or len(rooms) < len(controls) + 5:
+            failures.append("bootstrap_room pseudonyms not of 16 hex digits: %r (of %d)" % (bad[:5], len(rooms)))
         if len(pseud) != 1:
             failures.append("the same rid gave %d pseudonyms: %s" % (len(pseud), sorted(pseud)))
         names = {sp.name for r in got for rs in r.resource_spans for ss in rs.scope_spans for sp in ss.spans
