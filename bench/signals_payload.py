@@ -72,8 +72,8 @@ def logs(n):
         if i % 3 == 2:
             body, sev, st = "Error in request %d: prompt 'please summarise my medical record'" % i, 17, "ERROR"
         else:
-            body = ("Prefill batch. #new-seq: %d, #new-token: %d, #cached-token: %d, token usage: 0.%02d, "
-                    "#running-req: %d, #queue-req: %d" % (1 + i % 3, 7 * i + 3, 2 * i, i % 100, i % 5, i % 2))
+            body = ("Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: %d, token usage: 0.%02d, "
+                    "#running-req: %d, #queue-req: %d, " % (1 + i % 3, 7 * i + 3, 2 * i, i % 100, i % 5, i % 2))
             sev, st = 9, "INFO"
         r = (f64(1, T0 + i) + f64(11, T0 + i) + vi(2, sev) + ln(3, st) + ln(5, anyv(body)) +
              ln(6, kv("log.logger", "sglang.srt.managers.scheduler")) + ln(6, kv("code.function", "log_prefill_stats")) +
@@ -107,8 +107,14 @@ def metrics(n):
             else:
                 ex = f64(2, T0 + j) + dbl(3, 0.045) + ln(4, bytes(range(1, 9))) + ln(5, bytes(range(1, 17))) + \
                     ln(7, kv("rid", "5f2b8e0c9a7d4e1f8b3c6a2d0e9f1a7b"))
-                bounds = b"".join(struct.pack("<d", b) for b in (0.01, 0.05, 0.1, 0.5, 1, 5))
-                counts = b"".join(struct.pack("<Q", c) for c in (0, 2, 0, 1, 0, 1, 0))
+                # SGLang's buckets (collector.py), which the fence pins; 4
+                # observations, so that the counts sum to the count
+                ttft = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
+                bl = ttft if "first_token" in name else ttft + (600, 1200, 1800, 2400)
+                cl = [0] * (len(bl) + 1)
+                cl[0], cl[2], cl[3], cl[6] = 1, 1, 1, 1
+                bounds = b"".join(struct.pack("<d", b) for b in bl)
+                counts = b"".join(struct.pack("<Q", c) for c in cl)
                 dp = (f64(2, T0) + f64(3, T0 + j) + f64(4, 4) + dbl(5, 1.776) + ln(6, counts) + ln(7, bounds) +
                       ln(8, ex) + attrs + dbl(11, 0.031) + dbl(12, 1.5))
                 dps += ln(1, dp)

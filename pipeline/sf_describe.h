@@ -126,6 +126,7 @@ typedef struct sf_rule {
 typedef struct sf_allowlist_desc {
     int error_mode;                 /* the processor's SF_ERROR_MODE_* */
     bool scalar_values_only;        /* a kept key holding a kvlist, bytes or nested array goes */
+    bool single_values_only;        /* ... and one holding an array */
     bool declared_fields;           /* every kept key and string field has a rule */
     size_t max_string_length;       /* the bound on exported strings, 0: none */
     const void *rules;              /* handed back to the functions below (traces') */

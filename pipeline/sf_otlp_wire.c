@@ -42,6 +42,7 @@
 #include "sf_alloc.h"
 #include "sf_request.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 #if defined(__SSE2__)
@@ -66,7 +67,8 @@ enum { F_NONE = 0, F_UINT32, F_INT32, F_INT64, F_BOOL, F_FIXED32, F_FIXED64, F_S
 enum { FL_PRESENCE = 1, FL_ONEOF = 2, FL_PACKED = 4 };
 
 /* What the codec does with it beyond its type. */
-enum { R_PLAIN = 0, R_ATTRS, R_DROPPED, R_ID16, R_ID8, R_SPANS };
+enum { R_PLAIN = 0, R_ATTRS, R_DROPPED, R_ID16, R_ID8, R_SPANS,
+       R_COUNT };               /* the dropped count of a capped field (fdesc.field) */
 
 typedef struct fdesc {
     uint8_t type;
@@ -299,6 +301,8 @@ typedef struct cx {
     uint64_t ins_kinds;         /* bit k: message kind k gets the edit's inserts */
     uint64_t ins_parents;       /* bit k: kind k has a singular child of such a kind */
     uint8_t verdict[SF_OTLP_FIELD_COUNT]; /* per governed field: FV_* (field_verdict) */
+    const sf_otlp_bounds *bounds; /* check_histograms: the current metric's set, or NULL */
+    uint32_t caps[SF_OTLP_FIELD_COUNT]; /* per capped repeated field: the edit's cap, 0: none */
     sf_otlp_text name;          /* rename output */
     /* one_value_per_key: the keys of the current attribute list so far, by
      * keyset slot (slots below SEEN_SLOTS) or, past that and for keys the
@@ -343,6 +347,10 @@ static int field_verdict(const sf_otlp_edit *e, unsigned f)
         return e->clear_status_message ? FV_CLEAR : FV_AS_IS;
     case SF_OTLP_FIELD_ENTITY_REFS:
         return e->fields & SF_OTLP_FIELD_BIT(f) ? FV_CLEAR : FV_AS_IS;
+    case SF_OTLP_FIELD_SPAN_EVENTS:     /* capped (edit->cap), never cleared */
+    case SF_OTLP_FIELD_SPAN_LINKS:
+    case SF_OTLP_FIELD_HISTOGRAM_BUCKETS:   /* checked whole (hist_fits), never rewritten */
+        return FV_AS_IS;
     case SF_OTLP_FIELD_EXEMPLARS:
         return e->fields & SF_OTLP_FIELD_BIT(f) && !e->keep_exemplars ? FV_CLEAR : FV_AS_IS;
     case SF_OTLP_FIELD_LOG_BODY:        /* judged by body_rule once written (body_judge) */
@@ -890,6 +898,7 @@ static sf_status msg(cx *c, unsigned kind, const uint8_t *p, const uint8_t *end,
 typedef struct kvjudge {
     const sf_otlp_keyset *keys; /* NULL: every key stays */
     bool scalar_only;           /* kept_value_types: scalar */
+    bool single_only;           /* kept_value_types: single */
     bool match;                 /* resource matches to check */
     bool dedupe;                /* one_value_per_key */
     size_t max_str;             /* max_string_length, 0: none */
@@ -900,7 +909,9 @@ static inline kvjudge kv_judge(const cx *c, int ctx)
     const sf_otlp_edit *e = ctx >= 0 ? c->edit : NULL;
 
     return (kvjudge){ .keys = e != NULL ? e->keys[ctx] : NULL,
-                      .scalar_only = e != NULL && e->scalar_values_only,
+                      .scalar_only = e != NULL && (e->scalar_values_only ||
+                                                   e->single_values_only),
+                      .single_only = e != NULL && e->single_values_only,
                       .match = ctx == SF_OTLP_RESOURCE && c->n_match > 0,
                       .dedupe = e != NULL && e->one_value_per_key,
                       .max_str = e != NULL ? e->max_string_length : 0 };
@@ -966,7 +977,8 @@ static bool scalar_fits(cx *c, const sf_otlp_value_rule *r, uint8_t tag, const u
 }
 
 /* A canonical AnyValue [p, end) against rule r: every element of an array
- * (a nested array fails a rule); no value fails a rule. */
+ * (a nested array fails a rule; single_values_only: any array fails); no
+ * value fails a rule. */
 static bool value_fits(cx *c, const sf_otlp_value_rule *r, const uint8_t *p, const uint8_t *end)
 {
     const uint8_t *q = p + 1;
@@ -977,7 +989,8 @@ static bool value_fits(cx *c, const sf_otlp_value_rule *r, const uint8_t *p, con
     if (p[0] == (AV_ARRAY << 3 | WT_LEN)) {
         const uint8_t *ae;
 
-        if ((r != NULL && r->pseudonym) || rd_varint(&q, end, 5, &n) != 0)
+        if ((r != NULL && r->pseudonym) || c->edit->single_values_only ||
+            rd_varint(&q, end, 5, &n) != 0)
             return false;
         for (ae = q + n; q < ae;) {
             const uint8_t *e = q + 1, *v;
@@ -1054,68 +1067,34 @@ static sf_status put_kv_bytes(cx *c, uint32_t num, const uint8_t *key, size_t kl
     return st;
 }
 
-/* Whether k[0, n) can name a metric series: [a-z0-9_.]{1,64}. */
-static bool drift_key_safe(const uint8_t *k, size_t n)
-{
-    if (n == 0 || n > 64)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= '0' && k[i] <= '9') || k[i] == '_' ||
-              k[i] == '.'))
-            return false;
-    }
-    return true;
-}
-
-/* Whether drift entry d counts a removal of k[0, n) (len: n when the key
- * is safe to name, else 0). */
-static inline bool drift_is(const sf_otlp_drift *d, int ctx, bool failed, const uint8_t *k,
-                            size_t len)
-{
-    return d->ctx == ctx && d->failed_rule == failed && d->len == len &&
-           (len == 0 || memcmp(d->key, k, len) == 0);
-}
-
 /* An attribute the edit removed: counted by context and key (the first
- * SF_OTLP_DRIFT_MAX pairs of the call). Spans of one call carry their
- * attributes in the same order, so the entry after the last one counted is
- * tried first: most removals cost one comparison, not a scan. */
-static __attribute__((noinline)) void drift_note(cx *c, int ctx, const uint8_t *k, size_t n,
-                                                 bool failed)
+ * SF_OTLP_DRIFT_MAX pairs of the call), the key by its keyset entry e
+ * (NULL: not listed, "other"). Spans of one call carry their attributes in
+ * the same order, so the entry after the last one counted is tried first:
+ * most removals cost one comparison, not a scan; keys compare as the
+ * keyset's pointers, never as bytes. */
+static __attribute__((noinline)) void drift_note(cx *c, int ctx, const ks_slot *e, bool failed)
 {
     sf_otlp_stats *st = c->st;
-    size_t len, next;
+    const char *key = e != NULL ? e->key : NULL;
+    size_t next;
 
     if (ctx < 0 || c->discard)
         return;
     next = c->drift_next < st->n_drift ? c->drift_next : 0;
-    /* The entry tried first, before k is checked: an entry with a key
-     * holds a safe one, so the same bytes are safe too. */
-    if (next < st->n_drift && n > 0 && drift_is(&st->drift[next], ctx, failed, k, n)) {
-        st->drift[next].count++;
-        c->drift_next = next + 1;
-        return;
-    }
-    len = drift_key_safe(k, n) ? n : 0;
     for (size_t j = 0; j < st->n_drift; j++) {
         const size_t i = next + j < st->n_drift ? next + j : next + j - st->n_drift;
         sf_otlp_drift *d = &st->drift[i];
 
-        if (drift_is(d, ctx, failed, k, len)) {
+        if (d->key == key && d->ctx == ctx && d->failed_rule == failed) {
             d->count++;
             c->drift_next = i + 1;
             return;
         }
     }
     if (st->n_drift < SF_OTLP_DRIFT_MAX) {
-        sf_otlp_drift *d = &st->drift[st->n_drift++];
-
-        d->ctx = (uint8_t)ctx;
-        d->failed_rule = failed;
-        d->len = (uint8_t)len;
-        if (len > 0)            /* k may be NULL: a KeyValue without a key */
-            memcpy(d->key, k, len);
-        d->count = 1;
+        st->drift[st->n_drift++] = (sf_otlp_drift){ .ctx = (uint8_t)ctx, .failed_rule = failed,
+                                                    .key = key, .count = 1 };
         c->drift_next = st->n_drift;
     }
 }
@@ -1218,6 +1197,7 @@ typedef struct slot {
     const uint8_t *val;         /* the last occurrence's value */
     uint64_t u;                 /* ... its varint / fixed value, or LEN length */
     size_t total;               /* LEN: payload bytes of every occurrence */
+    uint32_t over;              /* a capped field: occurrences past the cap (generic) */
 } slot;
 
 /* A oneof: the member the input set last, and its occurrences since the
@@ -1362,6 +1342,91 @@ static int metric_verdict(cx *c, const uint8_t *p, const uint8_t *end)
     return c->edit->keep_metric_fn(c->edit->ctx, &c->state, name, len);
 }
 
+/* check_histograms: the edit's bounds set for the Metric in [p, end) (the
+ * name a decoder sees: the last), or NULL. */
+static const sf_otlp_bounds *metric_bounds(cx *c, const uint8_t *p, const uint8_t *end)
+{
+    const sf_otlp_edit *e = c->edit;
+    const uint8_t *name = (const uint8_t *)"";
+    const char *error = c->st->error;
+    size_t len = 0;
+    fld f;
+
+    while (p < end) {
+        if (next_field(c, p, end, &f, 0) != SF_OK) {
+            c->st->error = error;       /* the walk says what is wrong */
+            return NULL;
+        }
+        p = f.end;
+        if (f.num == SF_OTLP_NUM_METRIC_NAME && f.wt == WT_LEN) {
+            name = f.val;
+            len = (size_t)f.u;
+        }
+    }
+    for (size_t i = 0; i < e->n_bounds; i++) {
+        if (strlen(e->bounds[i].metric) == len && memcmp(e->bounds[i].metric, name, len) == 0)
+            return &e->bounds[i];
+    }
+    return NULL;
+}
+
+/* check_histograms: whether the HistogramDataPoint in [p, end) holds only
+ * numbers that are numbers: finite, strictly increasing explicit_bounds
+ * (equal to want's when there is a set), one bucket count more than
+ * bounds (or neither), counts summing to `count`. Repeated fields
+ * accumulate over their occurrences, packed or not; the last count wins
+ * (what a decoder sees). Unreadable bytes fail (the walk refuses them). */
+static bool hist_fits(cx *c, const uint8_t *p, const uint8_t *end, const sf_otlp_bounds *want)
+{
+    const char *error = c->st->error;
+    uint64_t count = 0, total = 0;
+    size_t nb = 0, nc = 0;
+    bool ok = true;
+    double prev = 0;
+    fld f;
+
+    while (p < end && ok) {
+        if (next_field(c, p, end, &f, 0) != SF_OK) {
+            c->st->error = error;
+            return false;
+        }
+        p = f.end;
+        if (f.num == SF_OTLP_NUM_HISTOGRAM_POINT_COUNT && f.wt == WT_I64) {
+            count = f.u;
+        } else if ((f.num == SF_OTLP_NUM_HISTOGRAM_POINT_BUCKET_COUNTS ||
+                    f.num == SF_OTLP_NUM_HISTOGRAM_POINT_EXPLICIT_BOUNDS) &&
+                   (f.wt == WT_LEN || f.wt == WT_I64)) {
+            const uint8_t *q = f.val;   /* LEN: packed elements; I64: one */
+            const size_t n = f.wt == WT_LEN ? (size_t)f.u : 8;
+
+            if (n % 8 != 0)
+                return false;
+            for (size_t i = 0; i < n && ok; i += 8) {
+                uint64_t u;
+                double v;
+
+                memcpy(&u, q + i, 8);
+                if (f.num == SF_OTLP_NUM_HISTOGRAM_POINT_BUCKET_COUNTS) {
+                    ok = total + u >= total;
+                    total += u;
+                    nc++;
+                    continue;
+                }
+                memcpy(&v, &u, 8);
+                ok = isfinite(v) && (nb == 0 || v > prev) &&
+                     (want == NULL || (nb < want->n && v == want->v[nb]));
+                prev = v;
+                nb++;
+            }
+        }
+    }
+    if (!ok)
+        return false;
+    if (nb == 0 && nc == 0)
+        return true;            /* a point with no buckets: count and sum only */
+    return nc == nb + 1 && total == count && (want == NULL || nb == want->n);
+}
+
 /* One occurrence `f` of repeated field d of message m: a string, a KeyValue
  * (an attribute of m's context when d holds its attributes; *removed counts
  * those the edit took out) or a sub-message (spans counted; *cls the worst
@@ -1393,9 +1458,21 @@ put_repeated(cx *c, const mdesc *m, const fdesc *d, const fld *f, unsigned depth
                             ? metric_verdict(c, f->val, f->val + f->u) : SF_OTLP_METRIC_KEEP;
         const bool filtered = verdict != SF_OTLP_METRIC_KEEP;
         const size_t items = c->st->spans;
+        const sf_otlp_bounds *outer = c->bounds;
+        bool bad_point = false;
 
         if (verdict < 0)
             return SF_ENOMEM;
+        if (__builtin_expect(c->edit != NULL && c->edit->check_histograms, 0)) {
+            if (d->child == SF_OTLP_MSG_METRIC && c->edit->n_bounds > 0)
+                c->bounds = metric_bounds(c, f->val, f->val + f->u);
+            else if (d->child == SF_OTLP_MSG_HISTOGRAM_POINT && !gone && !c->discard &&
+                     !hist_fits(c, f->val, f->val + f->u, c->bounds)) {
+                bad_point = true;       /* read and checked below, not written */
+                c->st->dropped_points++;
+            }
+        }
+        gone |= bad_point;
 
         if (d->role == R_SPANS)
             c->st->spans++;
@@ -1405,6 +1482,10 @@ put_repeated(cx *c, const mdesc *m, const fdesc *d, const fld *f, unsigned depth
         c->discard += gone;
         st = child(c, f->num, d->child, f->val, f->val + f->u, depth, &r);
         c->discard -= gone;
+        if (d->child == SF_OTLP_MSG_METRIC)
+            c->bounds = outer;
+        if (bad_point)
+            c->st->spans = items;       /* not an item that leaves: dropped_points */
         if (filtered) {
             /* its points leave not: counted apart */
             c->st->filtered_items += c->st->spans - items;
@@ -1667,26 +1748,49 @@ attrs_inserted(cx *c, const mdesc *m, uint32_t num, const slot *sl, unsigned dep
     return SF_OK;
 }
 
-/* The repeated field `num` of [first, last_end), each occurrence in order. */
-static sf_status repeated(cx *c, const mdesc *m, uint32_t num, const slot *s, unsigned depth,
+/* The repeated field `num` of [first, last_end), each occurrence in order;
+ * past the edit's cap on it, read and checked but not written (s->over). */
+static sf_status repeated(cx *c, const mdesc *m, uint32_t num, slot *s, unsigned depth,
                           uint64_t *removed, int *cls)
 {
+    const fdesc *d = &m->f[num];
+    const uint32_t cap = d->field != SF_OTLP_FIELD_NONE ? c->caps[d->field] : 0;
     const uint8_t *p = s->first;
+    uint32_t n = 0;
     fld f;
 
     while (p < s->last_end) {
         sf_status st = next_field(c, p, s->last_end, &f, 0);
+        bool over;
 
         if (st != SF_OK)
             return st;
         p = f.end;
         if (f.num != num)
             continue;
-        st = put_repeated(c, m, &m->f[num], &f, depth, removed, cls);
+        over = cap != 0 && ++n > cap;
+        c->discard += over;
+        st = put_repeated(c, m, d, &f, depth, removed, cls);
+        c->discard -= over;
         if (st != SF_OK)
             return st;
+        if (over && s->over < UINT32_MAX)
+            s->over++;
     }
+    if (s->over > 0 && !c->discard)
+        c->st->capped[d->field] += s->over;
     return SF_OK;
+}
+
+/* The occurrences message m's field capped as count field d says were
+ * over the cap (that field is written before d). */
+static uint32_t capped_over(const mdesc *m, const fdesc *d, const slot *s)
+{
+    for (uint32_t num = 1; num < m->n; num++) {
+        if (m->f[num].repeated && m->f[num].field == d->field && &m->f[num] != d)
+            return s[num].over;
+    }
+    return 0;
 }
 
 /* A message written: its removed attributes counted, a ResourceSpans' spans
@@ -1770,12 +1874,14 @@ static sf_status generic(cx *c, unsigned kind, const uint8_t *p, const uint8_t *
     /* second step: write in field-number order */
     for (uint32_t num = 1; num < m->n; num++) {
         const fdesc *d = &m->f[num];
-        const slot *sl = &s[num];
+        slot *sl = &s[num];
 
         if (d->type == F_NONE)
             continue;
         if (d->role == R_DROPPED) {
             st = put_dropped(c, num, sl->count ? sl->u : 0, removed);
+        } else if (d->role == R_COUNT && capped_over(m, d, s) > 0) {
+            st = put_dropped(c, num, sl->count ? sl->u : 0, capped_over(m, d, s));
         } else if (ins && d->role == R_ATTRS) {
             st = attrs_inserted(c, m, num, sl, depth, &removed);
         } else if (sl->count == 0 && d->type == F_MSG && !d->repeated &&
@@ -2033,6 +2139,7 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
     slot s[SLOTS_MAX];          /* only the entries in `pending` are read */
     const uint8_t *run = NULL, *run_end = NULL;    /* scalars copied as they are */
     uint32_t pending = 0, seen = 0, upto = 0, oneof_seen = 0;
+    uint32_t reps = 0;          /* occurrences of repeated field `upto` so far */
     uint64_t removed = 0;
     bool dropped_done = false;
     size_t spans_before = c->st->spans;
@@ -2130,6 +2237,7 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
             if (st != SF_OK)
                 return st;
             upto = f.num;
+            reps = 0;
         }
         if (!d->repeated) {
             result r = { 0 };
@@ -2142,6 +2250,10 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
         } else if (d->child == SF_OTLP_MSG_KEY_VALUE && f.start[0] < 0x80) {
             p = f.start;        /* the run below takes this attribute too */
         } else {
+            /* past a cap (events, links): generic() drops and counts */
+            if (__builtin_expect(d->field != SF_OTLP_FIELD_NONE && c->caps[d->field] != 0 &&
+                                 ++reps > c->caps[d->field], 0))
+                return SF_RESTART;
             st = put_repeated(c, m, d, &f, depth, &removed, &cls);
         }
         if (st == SF_OK && d->repeated && d->type == F_MSG && f.start[0] < 0x80) {
@@ -2168,12 +2280,16 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
                     p = q + n;
                 }
             } else {
+                const uint32_t cap = d->field != SF_OTLP_FIELD_NONE ? c->caps[d->field] : 0;
+
                 while (st == SF_OK && p < end && *p == tag) {
                     const uint8_t *q = p + 1;
                     uint64_t n;
 
                     if (rd_varint(&q, end, 5, &n) != 0 || n > (uint64_t)(end - q))
                         break;
+                    if (__builtin_expect(cap != 0 && ++reps > cap, 0))
+                        return SF_RESTART;
                     f.start = p;
                     f.val = q;
                     f.u = n;
@@ -2341,6 +2457,7 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
     const kvjudge j = kv_judge(c, ctx);
     const sf_otlp_keyset *judge = j.keys;
     const bool scalar_only = j.scalar_only;
+    const bool single_only = j.single_only;
     const uint8_t *key = NULL, *val = NULL, *vend = NULL, *vfirst = NULL, *vlast_end = NULL;
     const ks_slot *slot = NULL;
     size_t klen = 0, vtotal = 0, mark = c->len, vmark = c->len;
@@ -2432,11 +2549,11 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
         return st;
     if (c->n_match > 0 && ctx == SF_OTLP_RESOURCE && r.str != NULL)
         match_kv(c, key, klen, &r);
-    if (keep && scalar_only && r.cls == CLS_OTHER) {
+    if (keep && ((scalar_only && r.cls == CLS_OTHER) || (single_only && r.cls == CLS_ARRAY))) {
         keep = false;
         if (!c->discard) {
             c->len = mark;      /* written, then taken back */
-            drift_note(c, ctx, key, klen, true);
+            drift_note(c, ctx, slot, true);
         }
     } else if (keep && !c->discard && ((slot != NULL && slot->rule != NULL) || j.max_str != 0)) {
         /* the value as written (canonical): tag, length, AnyValue */
@@ -2455,7 +2572,7 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
             keep = false;
             c->len = mark;
             c->st->failed_values++;
-            drift_note(c, ctx, key, klen, true);
+            drift_note(c, ctx, slot, true);
         } else if (rule != NULL && rule->pseudonym) {
             c->len = mark;
             c->st->pseudonyms++;
@@ -2464,7 +2581,7 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
                 return st;
         }
     } else if (!keep && !dup && judge != NULL) {
-        drift_note(c, ctx, key != NULL ? key : (const uint8_t *)"", klen, false);
+        drift_note(c, ctx, slot, false);
     }
     if (dup)
         c->st->duplicate_keys++;
@@ -2509,7 +2626,7 @@ static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, kvjudg
             match_kv(c, key, klen, &r);
         if (!keep || (j.scalar_only && r.cls == CLS_OTHER)) {
             *removed = true;
-            drift_note(c, ctx, key, klen, keep);
+            drift_note(c, ctx, e, keep);
             return SF_OK;
         }
         if (j.dedupe) {
@@ -2532,7 +2649,7 @@ static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, kvjudg
                 (rule != NULL && rule->pseudonym && !pseudonym_value(c, q, end, pv, &pn))) {
                 *removed = true;
                 c->st->failed_values++;
-                drift_note(c, ctx, key, klen, true);
+                drift_note(c, ctx, e, true);
                 return SF_OK;
             }
             if (rule != NULL && rule->pseudonym) {
@@ -2636,8 +2753,10 @@ static sf_status run(cx *c, unsigned root, const uint8_t *in, size_t len)
         c->st->error = "an insert is not a UTF-8 key and value";
         return st;
     }
-    for (unsigned f = 0; f < SF_OTLP_FIELD_COUNT; f++)
+    for (unsigned f = 0; f < SF_OTLP_FIELD_COUNT; f++) {
         c->verdict[f] = (uint8_t)field_verdict(c->edit, f);
+        c->caps[f] = c->edit != NULL ? c->edit->cap[f] : 0;
+    }
     for (unsigned k = 0; k < SF_OTLP_MSG_COUNT; k++) {
         const sf_otlp_edit *e = c->edit;
         const int ctx = schema[k].ctx;

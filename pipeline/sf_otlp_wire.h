@@ -108,6 +108,13 @@ typedef struct sf_otlp_value_rule {
     bool pseudonym;
 } sf_otlp_value_rule;
 
+/* The explicit_bounds a histogram metric's points must have. */
+typedef struct sf_otlp_bounds {
+    const char *metric;         /* the metric's name, exactly */
+    size_t n;
+    const double *v;            /* strictly increasing, finite */
+} sf_otlp_bounds;
+
 /* An attribute an edit adds (the `attributes` and `resource` processors'
  * insert and upsert of constants): a string value. Insert: added when no
  * entry of the key leaves the list; upsert: the list's first entry of the
@@ -176,6 +183,8 @@ typedef struct sf_otlp_edit {
     bool clear_status_message;
     bool scalar_values_only;    /* a kept attribute holding a kvlist, bytes or a nested
                                  * array is removed like one not kept */
+    bool single_values_only;    /* one value per kept key: an array is removed too (and
+                                 * a governed log body holding one is dropped) */
     /* The new name for in[0, len) (valid UTF-8) of context c, written into
      * *out (out->len). SF_OK; any error fails the request (fail closed). */
     sf_status (*rename_fn)(const void *ctx, void **state, sf_otlp_ctx c, const uint8_t *in,
@@ -225,16 +234,33 @@ typedef struct sf_otlp_edit {
      * codec's general walk (slower than its streaming one). */
     size_t n_inserts[SF_OTLP_CTX_COUNT];
     const sf_otlp_insert *inserts[SF_OTLP_CTX_COUNT];
+    /* Per governed repeated field (span.events, span.links): at most this
+     * many occurrences in one message leave, 0: any number. The rest are
+     * read and checked, not written, added to the message's dropped count
+     * for that field (Span.dropped_events_count, ...) and counted in
+     * stats.capped. */
+    uint32_t cap[SF_OTLP_FIELD_COUNT];
+    /* Metrics: histogram points (HistogramDataPoint) hold numbers that are
+     * numbers, or are dropped (read and checked, not written) and counted
+     * in stats.dropped_points: explicit_bounds finite and strictly
+     * increasing, one bucket count more than bounds (or neither), counts
+     * summing to `count`; and, for a metric named in bounds[0, n_bounds),
+     * explicit_bounds exactly that set (packed bytes chosen to spell text
+     * do not fit it). */
+    bool check_histograms;
+    size_t n_bounds;
+    const sf_otlp_bounds *bounds;
 } sf_otlp_edit;
 
-/* Attributes an edit removed, by context and key, for drift reports: keys
- * of the shape [a-z0-9_.]{1,64} by name, the others as "other" (len 0). */
+/* Attributes an edit removed, by context and key, for drift reports: a
+ * key the context's keyset lists (the config named it) by that keyset's
+ * own string, any other as "other" (key NULL): what a client chose never
+ * reaches a log line or a metric label. */
 #define SF_OTLP_DRIFT_MAX 16
 typedef struct sf_otlp_drift {
     uint8_t ctx;                /* sf_otlp_ctx */
     bool failed_rule;           /* kept key, value failed its rule; else key not kept */
-    uint8_t len;                /* 0: other */
-    char key[64];
+    const char *key;            /* the keyset's key (as given to keyset_create), NULL: other */
     uint32_t count;
 } sf_otlp_drift;
 
@@ -254,6 +280,8 @@ typedef struct sf_otlp_stats {
     size_t filtered_items;      /* items of metrics keep_metric_fn dropped (not in spans) */
     size_t filter_failed_items; /* ... of them, of metrics it answered FAILED */
     uint64_t inserted;          /* attributes the edit's inserts added or upserted */
+    uint64_t capped[SF_OTLP_FIELD_COUNT]; /* occurrences past the edit's cap, by field */
+    size_t dropped_points;      /* histogram points check_histograms dropped (not in spans) */
     uint64_t dropped_fields[SF_OTLP_MSG_COUNT]; /* unknown/obsolete fields, by message */
     const char *error;          /* on SF_INVALID: what was wrong (static text) */
 } sf_otlp_stats;

@@ -162,6 +162,8 @@ static json_object *allowlist_object(const sf_component *c)
     (void)sf_dynbuf_printf(&text, "error_mode=%d scalar_values_only=%d declared_fields=%d "
                            "max_string_length=%zu\n", d.error_mode, d.scalar_values_only,
                            d.declared_fields, d.max_string_length);
+    if (d.single_values_only)
+        (void)sf_dynbuf_printf(&text, "single_values_only=1\n");
     if (EVP_Digest(sf_dynbuf_ptr(&text), sf_dynbuf_len(&text), md, &md_len, EVP_sha256(),
                    NULL) != 1)
         md_len = 0;

@@ -73,6 +73,8 @@ typedef struct policy_allowlist {
     policy_name_rules name_rules;
     bool declared_fields;
     int64_t max_string_length;                  /* 0: not pinned */
+    int64_t max_events_per_span;                /* 0: not pinned */
+    int64_t max_links_per_span;                 /* 0: not pinned */
     policy_keys pseudonymized;                  /* per context, the keys pseudonymized */
     policy_value_rules value_rules;
     sf_strmap field_values;                     /* "span.name" -> the value set */
@@ -113,6 +115,8 @@ typedef struct policy_signal {
     policy_keys keys;
     char *body;                                 /* logs: "drop" or the condition after 'where' */
     int exemplars;                              /* metrics: EXEMPLARS_* */
+    int kept_value_types;                       /* VALUES_* (any: not pinned) */
+    sf_strmap histogram_bounds;                 /* metrics: name -> "b1, b2, ..." */
     policy_exporter exporter;
     /* as the allowlist section's */
     int64_t max_string_length;
@@ -247,8 +251,9 @@ static const sf_config_row allowlist_rows[] = {
       .offset = offsetof(policy_allowlist, clear_trace_state),
       .help = "require set(trace_state, \"\") in the span and link contexts" },
     { .key = "kept_value_types", .type = SF_CFG_ENUM, .def = "scalar",
-      .offset = offsetof(policy_allowlist, kept_value_types), .choices = "any|scalar",
-      .help = "scalar: the processor's kept_value_types must be scalar" },
+      .offset = offsetof(policy_allowlist, kept_value_types), .choices = "any|scalar|single",
+      .help = "scalar: the processor's kept_value_types must be scalar or single; single: "
+      "single (one value per kept key, no arrays)" },
     { .key = "keys", .type = SF_CFG_SECTION, .offset = offsetof(policy_allowlist, keys),
       .sub = keys_rows, .help = "per context, the exact key set; an absent context must have "
       "no keep_keys (required)" },
@@ -261,6 +266,13 @@ static const sf_config_row allowlist_rows[] = {
     { .key = "max_string_length", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 20,
       .offset = offsetof(policy_allowlist, max_string_length),
       .help = "exported strings must be bounded by at most this many bytes (0: not pinned)" },
+    { .key = "max_events_per_span", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 16,
+      .offset = offsetof(policy_allowlist, max_events_per_span),
+      .help = "spans must keep at most this many events (the processor's max_events_per_span; "
+      "0: not pinned)" },
+    { .key = "max_links_per_span", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 16,
+      .offset = offsetof(policy_allowlist, max_links_per_span),
+      .help = "spans must keep at most this many links (max_links_per_span; 0: not pinned)" },
     { .key = "pseudonymized", .type = SF_CFG_SECTION,
       .offset = offsetof(policy_allowlist, pseudonymized), .sub = keys_rows,
       .help = "per context, the exact keys pseudonymize(attributes, \"k\") applies to" },
@@ -348,6 +360,9 @@ static const sf_config_row metrics_value_rows[] = {
     { .key = "declared_fields", .type = SF_CFG_BOOL, .def = "true",                          \
       .offset = offsetof(policy_signal, declared_fields),                                     \
       .help = "the processor must run in declared mode" },                                    \
+    { .key = "kept_value_types", .type = SF_CFG_ENUM, .def = "any",                           \
+      .offset = offsetof(policy_signal, kept_value_types), .choices = "any|scalar|single",     \
+      .help = "the processor's kept_value_types must be at least this (any: not pinned)" },   \
     { .key = "keys", .type = SF_CFG_SECTION, .offset = offsetof(policy_signal, keys),          \
       .sub = keys_rows, .help = "per context, the exact key set of the " sig " statements "   \
       "(required: an absent context must have no keep_keys)" },                               \
@@ -385,6 +400,10 @@ static const sf_config_row metrics_rows[] = {
       .offset = offsetof(policy_signal, exemplars), .choices = "drop|keep",
       .help = "drop: no keep_exemplars(exemplars); keep: exemplars leave with checked ids and "
               "the datapoint's allowlist on their filtered attributes" },
+    { .key = "histogram_bounds", .type = SF_CFG_STRMAP,
+      .offset = offsetof(policy_signal, histogram_bounds),
+      .help = "metric name -> its explicit_bounds, comma-separated: the processor's "
+              "histogram_bounds must hold exactly these sets (names and numbers)" },
     { 0 }
 };
 
@@ -421,7 +440,7 @@ static const sf_config_row policy_rows[] = {
     { 0 }
 };
 
-enum { VALUES_ANY = 0, VALUES_SCALAR = 1 };    /* kept_value_types' choices */
+enum { VALUES_ANY = 0, VALUES_SCALAR = 1, VALUES_SINGLE = 2 }; /* kept_value_types' choices */
 
 static const sf_node *key_node(const sf_node *map, const char *key)
 {
@@ -635,6 +654,7 @@ typedef struct checker {
     const sf_config_pipeline *main;     /* the one traces pipeline the policy allows */
     bool oom;                           /* a check ran out of memory */
     sf_arena *scratch;                  /* configs decoded here (decoded_config), or NULL */
+    const policy_signal *signal;        /* the logs or metrics section being checked, or NULL */
 } checker;
 
 static void violate(checker *k, const sf_node *at, const char *subject, const char *fmt, ...)
@@ -933,6 +953,60 @@ static void check_rules(checker *k, const char *subj, const sf_allowlist_desc *a
     }
 }
 
+/* Whether the n comma-separated numbers of `text` are exactly v[0, n). */
+static bool bounds_equal(const char *text, const double *v, size_t n)
+{
+    const char *p = text;
+    size_t i = 0;
+
+    for (;;) {
+        char *end = NULL;
+        double x = strtod(p, &end);
+
+        if (end == p || i >= n || x != v[i])
+            return false;
+        i++;
+        while (*end == ' ')
+            end++;
+        if (*end == '\0')
+            return i == n;
+        if (*end != ',')
+            return false;
+        p = end + 1;
+    }
+}
+
+/* The metrics section's histogram_bounds against the compiled edit: the
+ * points are checked, and the sets are exactly the policy's. */
+static void check_compiled_bounds(checker *k, const char *subj, const sf_otlp_edit *e,
+                                  const sf_node *where)
+{
+    const sf_strmap *want = &k->signal->histogram_bounds;
+
+    if (want->n == 0)
+        return;
+    if (!e->check_histograms)
+        violate(k, where, subj, "histogram points are not checked: the policy pins "
+                "histogram_bounds");
+    for (size_t i = 0; i < want->n; i++) {
+        const sf_otlp_bounds *b = NULL;
+
+        for (size_t j = 0; j < e->n_bounds; j++)
+            if (strcmp(e->bounds[j].metric, want->keys[i]) == 0)
+                b = &e->bounds[j];
+        if (b == NULL)
+            violate(k, where, subj, "histogram_bounds has no set for '%s': the policy requires "
+                    "[%s]", want->keys[i], want->values[i]);
+        else if (!bounds_equal(want->values[i], b->v, b->n))
+            violate(k, where, subj, "histogram_bounds of '%s' differ from the policy's [%s]",
+                    want->keys[i], want->values[i]);
+    }
+    for (size_t j = 0; j < e->n_bounds; j++)
+        if (strmap_get(want, e->bounds[j].metric) == NULL)
+            violate(k, where, subj, "histogram_bounds has a set for '%s', which the policy does "
+                    "not pin", e->bounds[j].metric);
+}
+
 /* The compiled edit of a logs or metrics program against its description:
  * the body governed and ruled as described, exemplars as described. */
 static void check_compiled_signal(checker *k, const char *subj, const sf_allowlist_desc *al,
@@ -962,7 +1036,12 @@ static void check_compiled_signal(checker *k, const char *subj, const sf_allowli
         else if (e->keep_exemplars != keep)
             violate(k, where, subj, "the compiled edit %s exemplars, the config %s them",
                     e->keep_exemplars ? "keeps" : "drops", keep ? "keeps" : "drops");
+        if (k->signal != NULL)
+            check_compiled_bounds(k, subj, e, where);
     }
+    if (k->signal != NULL && k->signal->kept_value_types == VALUES_SINGLE &&
+        al->single_values_only && !e->single_values_only)
+        violate(k, where, subj, "the compiled edit keeps array values");
 }
 
 /* A key no config names: the compiled keyset's verdict on keys it does not
@@ -977,6 +1056,24 @@ static void check_compiled_signal(checker *k, const char *subj, const sf_allowli
  * pseudonym key file that cannot be read, say). Only disagreements are
  * reported here; where the description already falls short, the checks
  * above have said so. */
+/* A cap the policy pins (`key`, at most `want`; 0: not pinned) against the
+ * compiled edit's cap `have` on governed field f (0: none). */
+static void check_cap(checker *k, const char *subj, const sf_config_component *c,
+                      const char *key, int64_t want, uint32_t have, sf_otlp_field f)
+{
+    const sf_node *value = sf_node_get(sf_node_get(k->cfg->root, "processors"), c->id);
+    const sf_node *at = sf_node_get(value, key);
+
+    if (want <= 0 || (have != 0 && have <= want))
+        return;
+    if (have == 0)
+        violate(k, at ? at : c->node, subj, "%s is not set: any number of %s leave, the policy "
+                "allows %lld a span", key, sf_otlp_field_name(f), (long long)want);
+    else
+        violate(k, at ? at : c->node, subj, "%s is %u, the policy allows at most %lld", key,
+                have, (long long)want);
+}
+
 static void check_compiled(checker *k, const char *subj, const sf_config_component *c,
                            const sf_allowlist_desc *al, sf_signal sig, const policy_keys *pk,
                            const sf_node *where)
@@ -1043,10 +1140,18 @@ static void check_compiled(checker *k, const char *subj, const sf_config_compone
             !(e->clear_trace_state & SF_OTLP_CTX_BIT(SF_OTLP_LINK)))
             violate(k, where, subj, "the compiled edit keeps link trace_state, which the config "
                     "clears");
-        if (pa->kept_value_types == VALUES_SCALAR && al->scalar_values_only &&
-            !e->scalar_values_only)
+        if (pa->kept_value_types >= VALUES_SCALAR && al->scalar_values_only &&
+            !e->scalar_values_only && !e->single_values_only)
             violate(k, where, subj, "the compiled edit keeps kvlist and bytes values, which the "
                     "config removes");
+        if (pa->kept_value_types == VALUES_SINGLE && al->single_values_only &&
+            !e->single_values_only)
+            violate(k, where, subj, "the compiled edit keeps array values, which the config "
+                    "removes");
+        check_cap(k, subj, c, "max_events_per_span", pa->max_events_per_span,
+                  e->cap[SF_OTLP_FIELD_SPAN_EVENTS], SF_OTLP_FIELD_SPAN_EVENTS);
+        check_cap(k, subj, c, "max_links_per_span", pa->max_links_per_span,
+                  e->cap[SF_OTLP_FIELD_SPAN_LINKS], SF_OTLP_FIELD_SPAN_LINKS);
     }
     if (c->type->destroy != NULL)
         c->type->destroy(&comp);
@@ -1096,6 +1201,13 @@ static void check_allowlist(checker *k)
 
         violate(k, at ? at : c->node, subj, "kept_value_types is 'any'%s, the policy requires "
                 "'scalar': a kept key could carry a kvlist or bytes value", at ? "" : " (the default)");
+    }
+    if (pa->kept_value_types == VALUES_SINGLE && !al.single_values_only) {
+        const sf_node *at = sf_node_get(value, "kept_value_types");
+
+        violate(k, at ? at : c->node, subj, "kept_value_types is '%s'%s, the policy requires "
+                "'single': a kept key could carry an array whose elements spell text",
+                al.scalar_values_only ? "scalar" : "any", at ? "" : " (the default)");
     }
     if (pa->clear_status_message && !al.clears_status_message(al.rules))
         violate(k, statements, subj, "span status messages are not cleared: the policy requires "
@@ -1584,7 +1696,18 @@ static void check_signal_processor(checker *k, sf_signal sig, const policy_signa
 
         check_rules(k, subj, &al, &pins, value, statements ? statements : c->node);
     }
+    if ((ps->kept_value_types == VALUES_SINGLE && !al.single_values_only) ||
+        (ps->kept_value_types == VALUES_SCALAR && !al.scalar_values_only)) {
+        const sf_node *at = sf_node_get(value, "kept_value_types");
+
+        violate(k, at ? at : c->node, subj, "kept_value_types is '%s'%s, the policy requires "
+                "'%s'", al.single_values_only ? "single" : al.scalar_values_only ? "scalar"
+                : "any", at ? "" : " (the default)",
+                ps->kept_value_types == VALUES_SINGLE ? "single" : "scalar");
+    }
+    k->signal = ps;
     check_compiled(k, subj, c, &al, sig, &ps->keys, statements);
+    k->signal = NULL;
 }
 
 /* A logs or metrics section against the config: without one, a pipeline
@@ -1604,6 +1727,15 @@ static void check_signal(checker *k, sf_signal sig, const policy_signal *ps)
 
         snprintf(subj, sizeof(subj), "service.pipelines.%s", p->id);
         if (ps->present && p->signal != sig) {
+            /* logs and metrics may share one exporter when both sections
+             * fence them and name it (the seed's telemetry gateway) */
+            const policy_signal *other = p->signal == SF_SIGNAL_LOGS ? &k->pol->logs
+                                         : p->signal == SF_SIGNAL_METRICS ? &k->pol->metrics
+                                         : NULL;
+
+            if (other != NULL && other->present && other->exporter.id != NULL &&
+                strcmp(other->exporter.id, ps->exporter.id) == 0)
+                continue;
             for (size_t j = 0; list && list->kind == SF_NODE_SEQ && j < list->n; j++)
                 if (list->items[j]->kind == SF_NODE_SCALAR &&
                     strcmp(list->items[j]->text, ps->exporter.id) == 0)

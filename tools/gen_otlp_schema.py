@@ -28,7 +28,7 @@ ROOTS = ("opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest",
          "opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest")
 # `items` is `spans` for the other signals: the field holding what is counted
 ROLES = {"plain": "R_PLAIN", "attrs": "R_ATTRS", "dropped": "R_DROPPED", "id16": "R_ID16",
-         "id8": "R_ID8", "spans": "R_SPANS", "items": "R_SPANS"}
+         "id8": "R_ID8", "spans": "R_SPANS", "items": "R_SPANS", "count": "R_COUNT"}
 CONTEXTS = ("RESOURCE", "SCOPE", "SPAN", "SPANEVENT", "LINK", "LOG", "METRIC", "DATAPOINT")
 # wire types of the codec (sf_otlp_wire.c F_*), by descriptor type
 CTYPES = {FD.TYPE_UINT32: "F_UINT32", FD.TYPE_INT32: "F_INT32", FD.TYPE_ENUM: "F_INT32",
@@ -202,7 +202,19 @@ def main():
             else:
                 fault(where, "unknown rule '%s' for '%s'" % (rule, args[0]))
         elif f.type == FD.TYPE_MESSAGE and rule.startswith("field:") and rule[6:] in gov_names:
-            pass                # a message of strings the edit governs whole (entity_refs)
+            pass                # a message of strings the edit governs whole (entity_refs),
+                                # or whose occurrences it caps (events, links)
+        elif f.repeated and f.type in (FD.TYPE_DOUBLE, FD.TYPE_FIXED64) and \
+                rule.startswith("field:") and rule[6:] in gov_names:
+            pass                # numbers the edit checks (a histogram's buckets)
+        elif role == "count":
+            # the dropped count of a capped field: it says `of:<F>`, F a
+            # repeated message field of the same message, before it
+            capped = [g for g in msgs[full].values()
+                      if g.rule == "field:" + rule[3:] and g.repeated and g.number < f.number]
+            if not rule.startswith("of:") or rule[3:] not in gov_names or not capped:
+                fault(where, "count field '%s' needs 'of:<F>', F a repeated field before it "
+                      "in the same message (rows above)" % args[0])
         elif f.type_name == ANY and full not in VALUE_HOLDERS:
             # an attribute's value leaves by its key's rule; any other value
             # (a log body) carries text no key governs
@@ -273,7 +285,7 @@ def write(out_path, msgs, order, enum_of, ctx_of, own, governs, rules_path):
         for f in sorted(msgs[full].values(), key=lambda f: f.number):
             child = "SF_OTLP_MSG_" + enum_of[f.type_name] if f.type == FD.TYPE_MESSAGE else "0"
             gov = "0"
-            if f.rule and f.rule.startswith("field:"):
+            if f.rule and (f.rule.startswith("field:") or f.rule.startswith("of:")):
                 gov = "SF_OTLP_FIELD_" + f.rule.split(":", 1)[1]
             o.append("    [%d] = { %s, %d, %s, %s, %s, %s },   /* %s%s: %s */" % (
                 f.number, CTYPES[f.type], 1 if f.repeated else 0, ROLES[f.role], child, gov,

@@ -56,7 +56,7 @@ _Static_assert((int)SF_TRANSFORM_TRACE_STATEMENTS == (int)SF_SIGNAL_TRACES &&
 /* The type's own series (sf_counters.values). */
 enum {
     TM_FAILED_VALUES, TM_DUPLICATE_KEYS, TM_RULES_SKIPPED, TM_PSEUDONYMS, TM_DROPPED_BODIES,
-    TM_DROPPED_EXEMPLARS
+    TM_DROPPED_EXEMPLARS, TM_CAPPED_EVENTS, TM_CAPPED_LINKS, TM_DROPPED_POINTS
 };
 
 /* Drift: the (context, key) pairs already logged, a bounded number. */
@@ -115,6 +115,7 @@ struct transform_ctx {
     struct {
         uint8_t ctx;
         bool failed;
+        const char *id;                 /* the codec's drift key (the keyset's), NULL: other */
         char key[65];
         _Atomic uint64_t count;         /* removals (spanfence_processor_transform_removed_keys) */
     } drift[SF_TRANSFORM_DRIFT_KEYS];
@@ -170,10 +171,15 @@ static bool pseudonym_str(const void *ctx, void **state, const uint8_t *in, size
 {
     static const char digits[] = "0123456789abcdef";
     const transform_ctx *t = ((const sig_part *)ctx)->t;
-    /* "0x" and hex (str(hex(n)), SGLang's bootstrap_room) keeps its prefix */
+    /* Fixed lengths, whatever the input's: "0x" and hex (str(hex(n)),
+     * SGLang's bootstrap_room, a 64-bit room) keeps its prefix and becomes
+     * 16 hex digits; hex of up to 32 digits (a uuid4().hex rid) 32, longer
+     * hex 64, anything else 32. A length the client chose would otherwise
+     * leave with it (4 bits a request), and a 1-digit room would have 16
+     * pseudonyms. */
     const size_t prefix = len >= 3 && len <= 64 && in[0] == '0' && in[1] == 'x' &&
                           lower_hex(in + 2, len - 2) ? 2 : 0;
-    size_t n = prefix ? len - 2 : len >= 1 && len <= 64 && lower_hex(in, len) ? len : 32;
+    size_t n = prefix ? 16 : len > 32 && len <= 64 && lower_hex(in, len) ? 64 : 32;
     rule_state *rs = state_get(t, state);
     uint8_t mac[32];
 
@@ -745,6 +751,18 @@ static sf_status part_build(transform_ctx *t, sf_transform_list list)
                                     (cfg->declared_fields && p == NULL &&
                                      list == SF_TRANSFORM_TRACE_STATEMENTS);
     sp->edit.scalar_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SCALAR;
+    sp->edit.single_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SINGLE;
+    if (list == SF_TRANSFORM_METRIC_STATEMENTS) {
+        /* numbers that are numbers: declared mode checks every histogram
+         * point; histogram_bounds pins the bounds of the metrics it names */
+        sp->edit.check_histograms = cfg->declared_fields || cfg->n_bounds > 0;
+        sp->edit.n_bounds = cfg->n_bounds;
+        sp->edit.bounds = cfg->bounds;
+    }
+    if (list == SF_TRANSFORM_TRACE_STATEMENTS) {
+        sp->edit.cap[SF_OTLP_FIELD_SPAN_EVENTS] = (uint32_t)cfg->max_events_per_span;
+        sp->edit.cap[SF_OTLP_FIELD_SPAN_LINKS] = (uint32_t)cfg->max_links_per_span;
+    }
     sp->edit.max_string_length = t->max_string;
     sp->edit.rename_fn = rename_fn;
     sp->edit.field_fn = field_fn;
@@ -856,58 +874,59 @@ static const sf_otlp_edit *transform_edit(const sf_component *self, sf_signal si
 
 /* Drift: each (context, key, cause) pair removed (key not kept, or its
  * value failed its rule) is counted by key, and logged the first time;
- * only keys of a safe shape are named (the codec's), the rest are 'other'.
+ * only keys the config names are named (the codec's keyset entries,
+ * compared as pointers), the rest are 'other'.
  * At most SF_TRANSFORM_DRIFT_KEYS pairs are named; past that, removals
  * count under 'other' and nothing more is logged. The codec reports the
  * first SF_OTLP_DRIFT_MAX distinct pairs of each request. */
 #define DRIFT_NAMED (SF_TRANSFORM_DRIFT_KEYS - 2 * SF_TRANSFORM_CTX_COUNT)
 
-static size_t drift_slot(transform_ctx *t, uint8_t ctx, bool failed, const char *key, bool *fresh)
+static size_t drift_slot(transform_ctx *t, uint8_t ctx, bool failed, const char *id, bool *fresh)
 {
     for (size_t j = 0; j < t->n_drift; j++)
-        if (t->drift[j].ctx == ctx && t->drift[j].failed == failed &&
-            strcmp(t->drift[j].key, key) == 0)
+        if (t->drift[j].id == id && t->drift[j].ctx == ctx && t->drift[j].failed == failed)
             return j;
-    if (t->n_drift >= DRIFT_NAMED && strcmp(key, "other") != 0)
-        return drift_slot(t, ctx, failed, "other", fresh);
+    if (t->n_drift >= DRIFT_NAMED && id != NULL)
+        return drift_slot(t, ctx, failed, NULL, fresh);
     if (t->n_drift >= SF_TRANSFORM_DRIFT_KEYS)
         return SIZE_MAX;                /* cannot be: 'other' has room kept */
     t->drift[t->n_drift].ctx = ctx;
     t->drift[t->n_drift].failed = failed;
-    snprintf(t->drift[t->n_drift].key, sizeof(t->drift[0].key), "%s", key);
+    t->drift[t->n_drift].id = id;
+    /* formatted once, here: a key the config names (its keyset's string) */
+    snprintf(t->drift[t->n_drift].key, sizeof(t->drift[0].key), "%s", id != NULL ? id : "other");
     atomic_store(&t->drift[t->n_drift].count, 0);
     *fresh = true;
     return t->n_drift++;
 }
 
+/* The codec's removals by key: only keys the config names are named (the
+ * codec says which: d->key is then the keyset's own string); any other is
+ * 'other', in the log line and in the label. */
 static void drift_report(sf_component *self, transform_ctx *t, const sf_otlp_stats *st)
 {
     for (size_t i = 0; i < st->n_drift; i++) {
         const sf_otlp_drift *d = &st->drift[i];
-        char key[65];
         bool fresh = false;
         size_t at;
 
-        snprintf(key, sizeof(key), "%.*s", d->len, d->len ? d->key : "");
-        if (d->len == 0)
-            snprintf(key, sizeof(key), "other");
         pthread_mutex_lock(&t->drift_lock);
-        at = drift_slot(t, d->ctx, d->failed_rule, key, &fresh);
+        at = drift_slot(t, d->ctx, d->failed_rule, d->key, &fresh);
         if (at != SIZE_MAX)
             atomic_fetch_add_explicit(&t->drift[at].count, d->count, memory_order_relaxed);
         pthread_mutex_unlock(&t->drift_lock);
         if (fresh)
             sf_warn("processor %s: removing %s attribute '%s': %s (logged once)",
                     sf_component_id(self), sf_transform_ctx_name((sf_transform_ctx)d->ctx),
-                    at != SIZE_MAX ? t->drift[at].key : key,
+                    at != SIZE_MAX ? t->drift[at].key : "other",
                     d->failed_rule ? "its value does not fit its rule" : "the key is not kept");
     }
 }
 
 static const char drift_help[] =
     "# HELP spanfence_processor_transform_removed_keys Attributes the transform removed, by "
-    "context and key (keys of the shape [a-z0-9_.]{1,64}, others and those past the first "
-    "246 as 'other') and cause (not_kept, failed_rule).\n"
+    "context and key (keys the config names; others, and those past the first 240, as "
+    "'other') and cause (not_kept, failed_rule).\n"
     "# TYPE spanfence_processor_transform_removed_keys counter\n";
 
 static size_t transform_metrics(sf_component *self, char *buf, size_t size)
@@ -978,6 +997,9 @@ static sf_status transform_consume(sf_component *self, sf_request *batch)
     sf_count(&counters->values[TM_PSEUDONYMS], batch->stats.pseudonyms);
     sf_count(&counters->values[TM_DROPPED_BODIES], batch->stats.dropped_bodies);
     sf_count(&counters->values[TM_DROPPED_EXEMPLARS], batch->stats.dropped_exemplars);
+    sf_count(&counters->values[TM_CAPPED_EVENTS], batch->stats.capped[SF_OTLP_FIELD_SPAN_EVENTS]);
+    sf_count(&counters->values[TM_CAPPED_LINKS], batch->stats.capped[SF_OTLP_FIELD_SPAN_LINKS]);
+    sf_count(&counters->values[TM_DROPPED_POINTS], batch->stats.dropped_points);
     if (batch->stats.n_drift > 0)
         drift_report(self, t, &batch->stats);
     sf_count(&counters->removed_attributes, batch->stats.removed_attributes);
@@ -998,6 +1020,13 @@ static const sf_metric_row transform_metric_rows[] = {
       .help = "Log record bodies dropped: no rule keeps them, or they did not fit its shape." },
     [TM_DROPPED_EXEMPLARS] = { .name = "spanfence_processor_transform_dropped_exemplars",
       .help = "Metric exemplars dropped (set(exemplars, []) or declared mode)." },
+    [TM_CAPPED_EVENTS] = { .name = "spanfence_processor_transform_dropped_span_events",
+      .help = "Span events dropped past max_events_per_span (added to dropped_events_count)." },
+    [TM_CAPPED_LINKS] = { .name = "spanfence_processor_transform_dropped_span_links",
+      .help = "Span links dropped past max_links_per_span (added to dropped_links_count)." },
+    [TM_DROPPED_POINTS] = { .name = "spanfence_processor_transform_dropped_histogram_points",
+      .help = "Histogram points dropped: bounds not finite and increasing, or not the declared "
+              "set, or counts not summing to count." },
     { 0 }
 };
 

@@ -55,9 +55,12 @@ typedef enum sf_transform_op_kind {
 /* What a kept attribute may hold (the `kept_value_types` option). */
 typedef enum sf_transform_value_types {
     SF_TRANSFORM_VALUES_ANY = 0,    /* any AnyValue (the default, as upstream) */
-    SF_TRANSFORM_VALUES_SCALAR = 1  /* string, bool, int, double, empty, or an array of
+    SF_TRANSFORM_VALUES_SCALAR = 1, /* string, bool, int, double, empty, or an array of
                                      * those; a kept key holding a kvlist, bytes or a
                                      * nested array is removed like a key not kept */
+    SF_TRANSFORM_VALUES_SINGLE = 2  /* one value per kept key: string, bool, int, double
+                                     * or empty; an array is removed too (the codec's
+                                     * single_values_only) */
 } sf_transform_value_types;
 
 /* Attribute keys, sorted by strcmp (bytewise, case-sensitive), unique. */
@@ -99,6 +102,12 @@ typedef struct sf_transform_config {
     int kept_value_types;           /* sf_transform_value_types */
     bool declared_fields;           /* every kept key and string field has a rule */
     int64_t max_string_length;      /* 0: none (declared: SF_TRANSFORM_DECLARED_MAX_STRING) */
+    int64_t max_events_per_span;    /* 0: any number (the codec's cap on span.events) */
+    int64_t max_links_per_span;     /* 0: any number (span.links) */
+    /* histogram_bounds: per metric name, the explicit_bounds its points must
+     * have (the codec's check_histograms); memory from sf_cfg_alloc */
+    size_t n_bounds;
+    sf_otlp_bounds *bounds;
     char *pseudonym_key;            /* the HMAC key, or NULL (never logged) */
     char *pseudonym_key_file;       /* or a file holding it */
     sf_transform_program *program;  /* from trace_statements; memory from sf_cfg_alloc */

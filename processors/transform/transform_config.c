@@ -25,6 +25,7 @@
 #include "transform.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <math.h>
 #include <openssl/crypto.h>
 #include <pcre2.h>
 
@@ -1733,7 +1734,8 @@ bool sf_transform_describe(const void *config, sf_allowlist_desc *out)
 
     *out = (sf_allowlist_desc){
         .error_mode = cfg->error_mode,
-        .scalar_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SCALAR,
+        .scalar_values_only = cfg->kept_value_types >= SF_TRANSFORM_VALUES_SCALAR,
+        .single_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SINGLE,
         .declared_fields = cfg->declared_fields,
         .max_string_length = sf_transform_max_string(cfg),
         .rules = cfg->program,
@@ -1771,6 +1773,58 @@ static sf_status parse_list(sf_transform_list list, sf_cfg_ctx *ctx, const sf_no
     return st;
 }
 
+/* histogram_bounds: a mapping of metric names to sequences of finite,
+ * strictly increasing numbers. `field` is the config's n_bounds (bounds
+ * follows it). */
+static sf_status parse_bounds(sf_cfg_ctx *ctx, const sf_node *node, void *field)
+{
+    sf_transform_config *cfg = (sf_transform_config *)((char *)field -
+                                                       offsetof(sf_transform_config, n_bounds));
+    sf_otlp_bounds *b;
+
+    if (node == NULL || node->is_null)
+        return SF_OK;
+    if (node->kind != SF_NODE_MAP) {
+        sf_cfg_error(ctx, node, "histogram_bounds", "expected a mapping of metric names to "
+                     "lists of bounds");
+        return SF_CONFIG;
+    }
+    b = sf_cfg_alloc(ctx, (node->n ? node->n : 1) * sizeof(*b));
+    if (b == NULL)
+        return SF_ENOMEM;
+    for (size_t i = 0; i < node->n; i++) {
+        const sf_node *seq = node->items[i];
+        double *v;
+
+        b[i].metric = node->keys[i]->text;
+        if (seq->kind != SF_NODE_SEQ || seq->n == 0) {
+            sf_cfg_error(ctx, seq, "histogram_bounds", "'%s': expected a list of bounds",
+                         b[i].metric);
+            return SF_CONFIG;
+        }
+        v = sf_cfg_alloc(ctx, seq->n * sizeof(*v));
+        if (v == NULL)
+            return SF_ENOMEM;
+        for (size_t j = 0; j < seq->n; j++) {
+            const sf_node *x = seq->items[j];
+            char *endp = NULL;
+
+            v[j] = x->kind == SF_NODE_SCALAR && x->plain ? strtod(x->text, &endp) : NAN;
+            if (endp == NULL || endp == x->text || *endp != '\0' || !isfinite(v[j]) ||
+                (j > 0 && !(v[j] > v[j - 1]))) {
+                sf_cfg_error(ctx, x, "histogram_bounds", "'%s': bound %zu is not a finite "
+                             "number greater than the one before", b[i].metric, j);
+                return SF_CONFIG;
+            }
+        }
+        b[i].n = seq->n;
+        b[i].v = v;
+    }
+    cfg->bounds = b;
+    cfg->n_bounds = node->n;
+    return SF_OK;
+}
+
 static sf_status parse_statements(sf_cfg_ctx *ctx, const sf_node *node, void *field)
 {
     return parse_list(SF_TRANSFORM_TRACE_STATEMENTS, ctx, node, field);
@@ -1784,6 +1838,19 @@ static sf_status parse_log_statements(sf_cfg_ctx *ctx, const sf_node *node, void
 static sf_status parse_metric_statements(sf_cfg_ctx *ctx, const sf_node *node, void *field)
 {
     return parse_list(SF_TRANSFORM_METRIC_STATEMENTS, ctx, node, field);
+}
+
+/* How many distinct byte values k[0, n) holds. */
+static size_t key_distinct(const uint8_t *k, size_t n)
+{
+    bool seen[256] = { false };
+    size_t d = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        d += !seen[k[i]];
+        seen[k[i]] = true;
+    }
+    return d;
 }
 
 sf_status sf_transform_key_load(const sf_transform_config *cfg, uint8_t **key, size_t *len,
@@ -1818,6 +1885,11 @@ sf_status sf_transform_key_load(const sf_transform_config *cfg, uint8_t **key, s
         n--;
     if (n < 16) {
         *why = "is shorter than 16 bytes";
+        st = SF_CONFIG;
+    } else if (key_distinct(buf, n) < (n / 4 < 8 ? n / 4 : 8)) {
+        /* "aaaaaaaaaaaaaaaa", "abababab...": a key a guess finds */
+        *why = "has too few distinct bytes (at least a quarter of its length, 8 from 32 bytes: "
+               "use e.g. `openssl rand -hex 32`)";
         st = SF_CONFIG;
     } else if (n >= sizeof(buf)) {
         *why = "is longer than 4096 bytes";
@@ -2041,6 +2113,97 @@ static int check_declared(sf_cfg_ctx *ctx, sf_transform_list list, const sf_tran
     return errors;
 }
 
+/* The lint on what a rule lets leave: the first atom of the PCRE2 pattern
+ * re that repeats without a bound ('[a-z_]+', '.*', '[0-9]+', '\\w{2,}'),
+ * its length in *n; NULL when every class, '.' and class escape is
+ * bounded. Such a repetition lets a kept value or name carry words or long
+ * digit runs (a card or phone number); '{1,12}' bounds it. */
+static const char *unbounded_atom(const char *re, size_t *n)
+{
+    for (const char *p = re; *p != '\0';) {
+        const char *atom = p, *q;
+
+        if (*p == '\\') {
+            if (p[1] == '\0')
+                return NULL;
+            q = p + 2;
+            if (strchr("dDwWsSpPhHvVNX", p[1]) == NULL) {
+                p = q;          /* a literal: repeating it spells nothing */
+                continue;
+            }
+            if ((p[1] == 'p' || p[1] == 'P') && *q == '{')
+                q = strchr(q, '}') != NULL ? strchr(q, '}') + 1 : q;
+        } else if (*p == '[') {
+            q = p + 1;
+            if (*q == '^')
+                q++;
+            if (*q == ']')
+                q++;
+            while (*q != '\0' && *q != ']')
+                q += *q == '\\' && q[1] != '\0' ? 2 : 1;
+            if (*q == '\0')
+                return NULL;
+            q++;
+        } else if (*p == '.') {
+            q = p + 1;
+        } else {
+            p++;
+            continue;
+        }
+        if (*q == '+' || *q == '*' ||
+            (*q == '{' && strspn(q + 1, "0123456789") > 0 && q[1 + strspn(q + 1, "0123456789")] == ',' &&
+             q[2 + strspn(q + 1, "0123456789")] == '}')) {
+            *n = (size_t)(q - atom) + (*q == '{' ? strcspn(q, "}") + 1 : 1);
+            return atom;
+        }
+        p = q;
+    }
+    return NULL;
+}
+
+static void lint_pattern(sf_cfg_ctx *ctx, const sf_transform_op *op, const char *lname,
+                         const char *what, const char *re)
+{
+    size_t n = 0;
+    const char *at = re != NULL ? unbounded_atom(re, &n) : NULL;
+
+    if (at != NULL)
+        sf_cfg_warn(ctx, op->node, lname, "%s: '%.*s' repeats without a bound, so what leaves "
+                    "can carry words or long digit runs: bound it (e.g. {1,12})", what, (int)n,
+                    at);
+}
+
+/* Warn on every unbounded repetition in a pattern that keeps a value or a
+ * field: value rules of kept keys, IsMatch of set(...), the body rule. */
+static void lint_program(sf_cfg_ctx *ctx, sf_transform_list list, const sf_transform_program *p)
+{
+    const char *lname = lists[list].name;
+    char what[160];
+
+    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
+        for (size_t i = 0; i < sf_transform_op_count(p, (sf_transform_ctx)c); i++) {
+            const sf_transform_op *op = sf_transform_op_get(p, (sf_transform_ctx)c, i);
+
+            if (op->kind == SF_TRANSFORM_SET_FIELD && op->pattern != NULL) {
+                snprintf(what, sizeof(what), "the IsMatch that keeps %s",
+                         sf_otlp_field_name(op->field));
+                lint_pattern(ctx, op, lname, what, op->pattern);
+            }
+            if ((op->kind != SF_TRANSFORM_VALUE_RULE && op->kind != SF_TRANSFORM_SET_FIELD) ||
+                op->rule == NULL)
+                continue;
+            if (op->kind == SF_TRANSFORM_VALUE_RULE)
+                snprintf(what, sizeof(what), "%s key '%s'",
+                         sf_transform_ctx_name((sf_transform_ctx)c), op->keys.keys[0]);
+            else
+                snprintf(what, sizeof(what), "%s", sf_otlp_field_name(op->field));
+            for (size_t a = 0; a < op->rule->n_alts; a++)
+                if (op->rule->alts[a].shape == SF_OTLP_STR_REGEX)
+                    lint_pattern(ctx, op, lname, what, op->rule->alts[a].regex);
+        }
+    }
+}
+
 sf_status sf_transform_check(sf_cfg_ctx *ctx, void *config)
 {
     sf_transform_config *cfg = config;
@@ -2078,6 +2241,8 @@ sf_status sf_transform_check(sf_cfg_ctx *ctx, void *config)
         }
         sf_transform_key_free(key, n);
     }
+    for (int l = 0; l < SF_TRANSFORM_LIST_COUNT; l++)
+        lint_program(ctx, (sf_transform_list)l, sf_transform_program_of(cfg, (sf_transform_list)l));
     if (!cfg->declared_fields)
         return errors ? SF_CONFIG : SF_OK;
     /* declared mode judges each list written (trace_statements also when
@@ -2097,9 +2262,10 @@ const sf_config_row sf_transform_config_map[] = {
       .offset = offsetof(sf_transform_config, error_mode), .choices = SF_ERROR_MODE_CHOICES,
       .help = "propagate drops a batch that cannot be filtered (fail closed); ignore and silent fail open" },
     { .key = "kept_value_types", .type = SF_CFG_ENUM, .def = "any",
-      .offset = offsetof(sf_transform_config, kept_value_types), .choices = "any|scalar",
+      .offset = offsetof(sf_transform_config, kept_value_types), .choices = "any|scalar|single",
       .help = "scalar: a kept attribute must hold a string, bool, int, double or an array of "
-              "those; kvlist and bytes values are removed with their key" },
+              "those; kvlist and bytes values are removed with their key; single: one value "
+              "per kept key, arrays are removed too" },
     { .key = "declared_fields", .type = SF_CFG_BOOL, .def = "false",
       .offset = offsetof(sf_transform_config, declared_fields),
       .help = "every kept key needs a value rule and every string field a rule, or the config "
@@ -2108,6 +2274,19 @@ const sf_config_row sf_transform_config_map[] = {
       .offset = offsetof(sf_transform_config, max_string_length),
       .help = "longest attribute string value (longer: removed) and string field (longer: "
               "cleared) that leaves, in bytes; 0: none, or 256 with declared_fields" },
+    { .key = "max_events_per_span", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 16,
+      .offset = offsetof(sf_transform_config, max_events_per_span),
+      .help = "most events a span keeps (trace_statements); the rest are dropped and added "
+              "to its dropped_events_count; 0: any number" },
+    { .key = "max_links_per_span", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 16,
+      .offset = offsetof(sf_transform_config, max_links_per_span),
+      .help = "most links a span keeps; the rest are dropped and added to its "
+              "dropped_links_count; 0: any number" },
+    { .key = "histogram_bounds", .type = SF_CFG_CUSTOM,
+      .offset = offsetof(sf_transform_config, n_bounds), .parse = parse_bounds,
+      .help = "metric name -> [bounds]: its histogram points leave only with exactly these "
+              "explicit_bounds; with metric_statements in declared mode every histogram point "
+              "must hold finite increasing bounds and counts that sum to its count" },
     { .key = "pseudonym_key", .type = SF_CFG_STR,
       .offset = offsetof(sf_transform_config, pseudonym_key),
       .help = "the HMAC-SHA256 key of pseudonymize(attributes, \"k\"), at least 16 bytes; "

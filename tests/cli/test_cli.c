@@ -101,6 +101,12 @@ static int setup(void **state)
     setenv("SPANFENCE_GATEWAY_ENDPOINT", "https://gateway.example:4318", 1);
     setenv("SPANFENCE_GATEWAY_TOKEN", "t0ken", 1);
     setenv("SPANFENCE_PSEUDONYM_KEY", "pseudonym-key-of-the-cli-test", 1);
+    /* the seed deployment's */
+    setenv("VM_ID", "cvm-cli-7", 1);
+    setenv("TRACES_GATEWAY_ENDPOINT", "https://traces.example:4318", 1);
+    setenv("TRACES_GATEWAY_TOKEN", "t0ken", 1);
+    setenv("TELEMETRY_GATEWAY_ENDPOINT", "https://telemetry.example:4318", 1);
+    setenv("TELEMETRY_GATEWAY_API_KEY", "k3y", 1);
     return 0;
 }
 
@@ -345,6 +351,98 @@ static void test_unfenced_signal_violates(void **state)
     }
 }
 
+/* The seed deployment's config with spanfence's fence holds its policy;
+ * the seed alone does not (its logs and metrics would leave unfenced). */
+#define SEED "validate --config configs/otelcol-seed.yaml --config "
+#define SEED_POLICY " --policy configs/otelcol-seed-policy.yaml"
+
+static void test_seed_policy(void **state)
+{
+    run r;
+
+    (void)state;
+    spanfence(&r, SEED "configs/otelcol-seed-fence.yaml" SEED_POLICY);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "configs/otelcol-seed.yaml, configs/otelcol-seed-fence.yaml: "
+                        "configuration is valid and holds policy "
+                        "configs/otelcol-seed-policy.yaml\n");
+    spanfence(&r, "validate --config configs/otelcol-seed.yaml" SEED_POLICY);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "policy: service.pipelines.logs: does not run processor "
+                                  "'transform/fence'"));
+    assert_non_null(strstr(r.out, "policy: service.pipelines.metrics: does not run processor "
+                                  "'transform/fence'"));
+}
+
+/* configs/otelcol-seed-fence.yaml with `from` (exactly once in it) replaced
+ * by `to`, into TMP_OVER. */
+static void write_fence_mutated(const char *from, const char *to)
+{
+    FILE *f = fopen(SF_SOURCE_DIR "/configs/otelcol-seed-fence.yaml", "r");
+    char *text = calloc(1, 65536), *at, *out;
+    size_t n;
+
+    assert_non_null(f);
+    assert_non_null(text);
+    n = fread(text, 1, 65535, f);
+    fclose(f);
+    at = strstr(text, from);
+    if (at == NULL || strstr(at + 1, from) != NULL)
+        fail_msg("'%s' is not in the fence exactly once", from);
+    out = calloc(1, n + strlen(to) + 1);
+    assert_non_null(out);
+    memcpy(out, text, (size_t)(at - text));
+    strcat(out, to);
+    strcat(out, at + strlen(from));
+    write_file(TMP_OVER, out);
+    free(out);
+    free(text);
+}
+
+/* Each line of the fence the policy pins: changed, the config does not
+ * hold (and the lint warns where a pattern lost its bound). */
+static void test_seed_fence_mutations(void **state)
+{
+    static const struct {
+        const char *from, *to, *want;
+    } m[] = {
+        { "    kept_value_types: single\n", "",
+          "kept_value_types is 'any' (the default), the policy requires 'single'" },
+        { "    declared_fields: true\n", "", "declared_fields is not true" },
+        { "      \"sglang:num_retractions\": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, "
+          "50, 75, 100]\n", "", "histogram_bounds has no set for 'sglang:num_retractions'" },
+        { "\"sglang:time_to_first_token_seconds\": [0.1, 0.2,",
+          "\"sglang:time_to_first_token_seconds\": [0.1, 0.25,",
+          "histogram_bounds of 'sglang:time_to_first_token_seconds' differ" },
+        { "#queue-req: [0-9]{1,6}(, #prealloc-req", "#queue-req: [0-9]+(, #prealloc-req",
+          "the log body rule is" },
+        { "|time_to_first_token_seconds|", "|time_to_first_token_seconds|patient_jane_doe_has_hiv|",
+          "metric.name is kept when it matches" },
+        { "^(log_prefill_stats|log_decode_stats)$", "^[a-z_][a-z0-9_]{0,63}$",
+          "log key 'code.function' has the value rule" },
+        { "|sglang\\\\.srt\\\\.server_args)$\")\n          - delete_key(attributes, \"code.function\")",
+          "|sglang(\\\\.[a-z_]+)*)$\")\n          - delete_key(attributes, \"code.function\")",
+          "log key 'log.logger' has the value rule" },
+    };
+    run r;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
+        write_fence_mutated(m[i].from, m[i].to);
+        spanfence(&r, SEED TMP_OVER SEED_POLICY);
+        if (r.code != 1 || strstr(r.out, m[i].want) == NULL)
+            fail_msg("mutation %zu: exit %d, want '%s' in:\n%s", i, r.code, m[i].want, r.out);
+    }
+    /* the lint: an unbounded digit run in the body rule, a word-shaped logger */
+    write_fence_mutated("#queue-req: [0-9]{1,6}(, #prealloc-req", "#queue-req: [0-9]+(, #prealloc-req");
+    spanfence(&r, SEED TMP_OVER);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "warning: log.body: '[0-9]+' repeats without a bound"));
+    spanfence(&r, SEED "configs/otelcol-seed-fence.yaml");
+    assert_int_equal(r.code, 0);
+    assert_null(strstr(r.out, "warning"));
+}
+
 /* The collector itself: refuses to start, before binding anything. */
 static void test_run_refuses_to_start(void **state)
 {
@@ -406,6 +504,8 @@ int main(void)
         cmocka_unit_test(test_validate_with_policy),
         cmocka_unit_test(test_unfenced_signal_violates),
         cmocka_unit_test(test_validate_violation),
+        cmocka_unit_test(test_seed_policy),
+        cmocka_unit_test(test_seed_fence_mutations),
         cmocka_unit_test(test_run_refuses_to_start),
         cmocka_unit_test(test_invalid_config_with_policy),
         cmocka_unit_test(test_invalid_policy),

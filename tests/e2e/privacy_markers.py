@@ -9,7 +9,11 @@
 # kept key given twice, span and event names (the shapes SGLang's names
 # take, and 1 MiB), scope name and version, both schema_urls, every string
 # of Resource.entity_refs, status message, trace_state, 1 MiB values, and
-# ids in their legitimate shape (32 hex digits can spell anything). What the
+# ids in their legitimate shape (32 hex digits can spell anything), and the
+# shapes that carry no text but bytes: arrays of doubles or ints whose bytes
+# spell a marker under kept number keys, arrays of 8-hex strings under bid,
+# 64 links and many events whose ids and times spell one, keys spelling
+# words (never named in the collector's log or /metrics). What the
 # gateway receives is decoded by python3-protobuf with the official schema
 # (privacy/otlp_schema.py): no marker may arrive. Control batches must
 # arrive with their legitimate values (counts, latencies, finish reasons,
@@ -23,6 +27,7 @@ sys.dont_write_bytecode = True     # no __pycache__ in the source tree
 
 import argparse                    # noqa: E402
 import base64
+import struct
 import copy
 import http.client
 import json
@@ -41,6 +46,8 @@ from google.protobuf import json_format  # noqa: E402
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MARK = "MRK"                       # never produced by spanfence (pseudonyms are lowercase hex)
 HEX_MARK = "c0ffee" * 5 + "42"     # 32 hex digits a client could choose as rid
+HEX8_MARK = "c0ffee4"              # + one digit: 8 hex digits, a bid's shape
+WORD_MARK = "mrkword"              # a lowercase key of the shape a key may be named by
 MIB = 1 << 20
 RID = "5f2b8e0c9a7d4e1f8b3c6a2d0e9f1a7b"
 KEY = "pseudonym-key-of-the-marker-test"
@@ -174,8 +181,16 @@ class Batches:
                     "span": ss.spans[0].attributes, "spanevent": ss.spans[3].events[0].attributes,
                     "link": ss.spans[3].links[0].attributes}[ctx]
 
+        def spelt_double(m):
+            return struct.unpack("<d", m[:8].encode())[0]
+
+        def spelt_int(m):
+            return struct.unpack("<q", m[:8].encode())[0]
+
         shapes = [
             ("string", lambda m: m), ("array of string", lambda m: [m]),
+            ("array of doubles spelling it", lambda m: [spelt_double(m), spelt_double(m)]),
+            ("array of ints spelling it", lambda m: [spelt_int(m)]),
             ("array, marker last", lambda m: ["stop", m]), ("array, int then marker", lambda m: [1, m]),
             ("kvlist", lambda m: {"k": m}), ("kvlist key", lambda m: {m: "v"}),
             ("bytes", lambda m: m.encode()), ("1 MiB", lambda m: m * (MIB // len(m))),
@@ -202,10 +217,45 @@ class Batches:
                 case("%s %s: marker first, legitimate later" % (ctx, key), first)
             # a key that is itself text
             case("%s: marker as a key" % ctx, lambda req, ctx=ctx: self.put(where(req, ctx).add(), mark(), "v"))
+        # one value per key: 8-hex strings under bid (each fits its rule)
+        case("spanevent bid: array of 8-hex strings",
+             lambda req: self.put(where(req, "spanevent").add(), "bid",
+                                  [HEX8_MARK + str(i) for i in range(8)]))
+        # bounded structure: 64 links, 64 events, their ids and times spelling
+        # markers past SGLang's first link and first event
+        def links(req):
+            loop = req.resource_spans[0].scope_spans[0].spans[3]
+            for _ in range(63):
+                m = mark()
+                ln = loop.links.add()
+                ln.trace_id, ln.span_id = (m * 2).encode(), m.encode()
+        case("64 links spelling markers", links)
+
+        def events(req):
+            loop = req.resource_spans[0].scope_spans[0].spans[3]
+            for i in range(3):          # within the cap: SGLang-shaped
+                ev = loop.events.add()
+                ev.time_unix_nano, ev.name = 1700000000100000000 + i, "schedule"
+            for _ in range(60):
+                ev = loop.events.add()
+                ev.time_unix_nano = struct.unpack("<Q", mark().encode())[0]
+                ev.name = "schedule"
+        case("64 events, times spelling markers past the cap", events)
+        # keys spelling words, of the shape [a-z0-9_.]: never named
+        for ctx in KEPT:
+            case("%s: a lowercase word as a key" % ctx,
+                 lambda req, ctx=ctx: self.put(where(req, ctx).add(),
+                                               "user.%s_%s.my_ssn" % (WORD_MARK, mark().lower()), "v"))
         # ids in their legitimate shape
         for key in ("rid", "gen_ai.request.id"):
             case("span %s: 32 hex chosen by the client" % key,
                  lambda req, key=key: self.put(where(req, "span").add(), key, HEX_MARK))
+        # rooms of every length leave as 16 hex digits (the length would say 4 bits)
+        def room(req, d):
+            kv = next(kv for kv in where(req, "span") if kv.key == "bootstrap_room")
+            kv.value.string_value = "0x" + "7" * d
+        for digits in (1, 2, 5, 9, 15):
+            case("span bootstrap_room: %d digits" % digits, lambda req, d=digits: room(req, d))
         case("span bootstrap_room: hex chosen by the client",
              lambda req: self.put(where(req, "span").add(), "bootstrap_room", "0x" + HEX_MARK[:16]))
         # names
@@ -364,7 +414,9 @@ def main():
             failures.append("the gateway got %d spans of %d" % (n, sent_spans))
         # no marker arrives
         for x in sink.inbox.items:
-            if MARK.encode() in x["body"] or HEX_MARK.encode() in x["body"] or HEX_MARK[:16].encode() in x["body"]:
+            if MARK.encode() in x["body"] or HEX_MARK.encode() in x["body"] or \
+               HEX_MARK[:16].encode() in x["body"] or HEX8_MARK.encode() in x["body"] or \
+               WORD_MARK.encode() in x["body"]:
                 failures.append("a marker arrived in the raw bytes")
         for r in got:
             for s in strings_of(r):
@@ -392,6 +444,11 @@ def main():
                     failures.append("control %s is %r, want %r" % (k, at.get(k), v))
             if sp.name != " Req redacted":
                 failures.append("control root name %r" % sp.name)
+        rooms = [v for r in got for rs in r.resource_spans for ss in rs.scope_spans for sp in ss.spans
+                 for k, v in attrs(sp.attributes).items() if k == "bootstrap_room"]
+        bad = [v for v in rooms if not re.fullmatch("0x[0-9a-f]{16}", str(v))]
+        if bad or len(rooms) < len(controls) + 5:
+            failures.append("bootstrap_room pseudonyms not of 16 hex digits: %r (of %d)" % (bad[:5], len(rooms)))
         if len(pseud) != 1:
             failures.append("the same rid gave %d pseudonyms: %s" % (len(pseud), sorted(pseud)))
         names = {sp.name for r in got for rs in r.resource_spans for ss in rs.scope_spans for sp in ss.spans
@@ -399,6 +456,7 @@ def main():
         for want in ("Scheduler [TP 0] (host:redacted | pid:redacted)", "tokenize", "decode_loop"):
             if want not in names:
                 failures.append("control name %r did not arrive (got %s)" % (want, sorted(names)))
+        capped_links, capped_events = [], []
         for r in got:
             for rs in r.resource_spans:
                 control = any(sp.trace_id == bytes([1]) * 16 for ss in rs.scope_spans for sp in ss.spans)
@@ -409,11 +467,33 @@ def main():
                         if sp.trace_id == bytes([1]) * 16 and sp.name == "decode_loop":
                             at = attrs(sp.attributes)
                             if at.get("decode_ct") != 63 or len(sp.events) != 1 or \
-                               attrs(sp.events[0].attributes) != KEPT["spanevent"]:
+                               attrs(sp.events[0].attributes) != KEPT["spanevent"] or \
+                               len(sp.links) != 1 or sp.dropped_links_count != 0:
                                 failures.append("control slice values: %r %r" % (at, sp.events))
+                        # the capped ones: what is over the cap is counted
+                        if sp.name == "decode_loop" and sp.trace_id != bytes([1]) * 16 and \
+                           (len(sp.links) > 1 or len(sp.events) > 4):
+                            failures.append("a span left with %d links and %d events"
+                                            % (len(sp.links), len(sp.events)))
+                        if sp.name == "decode_loop" and sp.dropped_links_count == 63 and \
+                           len(sp.links) == 1:
+                            capped_links.append(sp)
+                        if sp.name == "decode_loop" and sp.dropped_events_count == 60 and \
+                           len(sp.events) == 4:
+                            capped_events.append(sp)
+        if len(capped_links) != 1 or len(capped_events) != 1:
+            failures.append("capped spans: %d with 1 link and 63 dropped, %d with 4 events and 60 "
+                            "dropped" % (len(capped_links), len(capped_events)))
         metrics = col.metrics()
         if KEY in metrics:
             failures.append("the pseudonym key is in the metrics")
+        if MARK in metrics or WORD_MARK in metrics:
+            failures.append("a marker is in /metrics")
+        if P.metric_sum(metrics, "spanfence_processor_transform_dropped_span_links") != 63 or \
+           P.metric_sum(metrics, "spanfence_processor_transform_dropped_span_events") != 60:
+            failures.append("dropped links/events counted: %r %r" % (
+                P.metric_sum(metrics, "spanfence_processor_transform_dropped_span_links"),
+                P.metric_sum(metrics, "spanfence_processor_transform_dropped_span_events")))
         if P.metric_sum(metrics, "spanfence_processor_transform_failed_values") <= 0:
             failures.append("no failed values counted")
     finally:
@@ -423,7 +503,7 @@ def main():
         log = f.read()
     if KEY in log:
         failures.append("the pseudonym key is in the log")
-    if MARK in log:
+    if MARK in log or WORD_MARK in log:
         failures.append("a marker is in the log")
     print("privacy_markers: %d cases over grpc, http, json; schema from %s" % (len(cases), origin))
     for x in sorted(set(failures))[:40]:

@@ -35,11 +35,13 @@ import sys
 sys.dont_write_bytecode = True     # no __pycache__ in the source tree
 
 import argparse                    # noqa: E402
+import re
 import base64
 import http.client
 import json
 import os
 import shutil
+import struct
 import tempfile
 import time
 
@@ -55,6 +57,7 @@ from google.protobuf import json_format  # noqa: E402
 from google.protobuf import unknown_fields  # noqa: E402
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CARD = "4111111111111111"          # a card-length digit run; never a value of the controls
 MARK = "MRK"      # upper case: every rule of the fence admits lower case only, or a fixed text
 VM_ID = "cvm-privacy-0007"
 METHOD = {"logs": "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
@@ -66,9 +69,33 @@ LABELS = {"model_name": MODEL, "engine_type": "unified", "tp_rank": "0", "pp_ran
 UNITS = {"s", "1", "{token}", "{request}", "{token}/s"}
 
 
+# SGLang's scheduler statistics as it prints them (scheduler_metrics_mixin.py
+# log_prefill_stats / log_decode_stats: fields end with ", ")
 def stats_line(i):
-    return ("Prefill batch. #new-seq: %d, #new-token: %d, #cached-token: %d, token usage: 0.%02d, "
-            "#running-req: %d, #queue-req: %d" % (1 + i % 3, 7 * i + 3, 2 * i, i % 100, i % 5, i % 2))
+    if i % 2:
+        return ("Decode batch, #running-req: %d, #token: %d, token usage: 0.%02d, cuda graph: %s, "
+                "gen throughput (token/s): %d.%02d, #queue-req: %d, "
+                % (1 + i % 4, 100 + i, i % 100, "True" if i % 3 else "False", 40 + i, i % 100, i % 2))
+    return ("Prefill batch, #new-seq: %d, #new-token: %d, #cached-token: %d, token usage: 0.%02d, "
+            "#running-req: %d, #queue-req: %d, " % (1 + i % 3, 7 * i + 3, 2 * i, i % 100, i % 5, i % 2))
+
+
+# SGLang's TokenizerMetricsCollector buckets (collector.py): the fence pins them
+TTFT_BOUNDS = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400]
+E2E_BOUNDS = TTFT_BOUNDS + [600, 1200, 1800, 2400]
+ITL_BOUNDS = [0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060,
+              0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000]
+BOUNDS = {"sglang:time_to_first_token_seconds": TTFT_BOUNDS,
+          "sglang:e2e_request_latency_seconds": E2E_BOUNDS,
+          "sglang:inter_token_latency_seconds": ITL_BOUNDS}
+
+
+def counts_for(bounds):
+    """Four observations (0.045, 0.3, 0.7, 1.5 s) in these bounds' buckets."""
+    counts = [0] * (len(bounds) + 1)
+    for x in (0.045, 0.3, 0.7, 1.5):
+        counts[next((i for i, b in enumerate(bounds) if x <= b), len(bounds))] += 1
+    return counts
 
 
 def set_any(av, v):
@@ -183,9 +210,9 @@ class Batches:
             dp = m.histogram.data_points.add()
             dp.start_time_unix_nano = T0
             dp.time_unix_nano = t()
-            dp.count, dp.sum, dp.min, dp.max = 4, 1.776, 0.031, 1.5
-            dp.explicit_bounds.extend([0.01, 0.05, 0.1, 0.5, 1, 5])
-            dp.bucket_counts.extend([0, 2, 0, 1, 0, 1, 0])
+            dp.count, dp.sum, dp.min, dp.max = 4, 2.545, 0.045, 1.5
+            dp.explicit_bounds.extend(BOUNDS[name])
+            dp.bucket_counts.extend(counts_for(BOUNDS[name]))
             labels(dp)
             ex = dp.exemplars.add()
             ex.time_unix_nano = T0 + 5
@@ -194,7 +221,7 @@ class Batches:
             ex.span_id = bytes(range(1, 9))
             put(ex.filtered_attributes, "rid", "5f2b8e0c9a7d4e1f8b3c6a2d0e9f1a7b")
         m = sm.metrics.add()
-        m.name, m.unit = "sglang:request_latency_quantiles_seconds", "s"
+        m.name, m.unit = "sglang:eplb_balancedness", "1"
         dp = m.summary.data_points.add()
         dp.time_unix_nano = t()
         dp.count, dp.sum = 10, 4.5
@@ -203,7 +230,7 @@ class Batches:
             qv.quantile, qv.value = q, v
         labels(dp)
         m = sm.metrics.add()
-        m.name, m.unit = "sglang:prompt_len_tokens", "{token}"
+        m.name, m.unit = "sglang:prompt_tokens_histogram", "{token}"
         m.exponential_histogram.aggregation_temporality = 2
         dp = m.exponential_histogram.data_points.add()
         dp.time_unix_nano = t()
@@ -293,6 +320,53 @@ class Batches:
             ex.as_int, ex.time_unix_nano = 1, T0
             put(ex.filtered_attributes, "user", MARK)
         met("exemplar on a gauge point", gauge_exemplar)
+
+        # prose in the shapes the fence used to admit (lower case: a word
+        # pattern such as ^sglang(\.[a-z_]+)*$ lets it through)
+        word = MARK.lower()
+        both("scope name, words in a logger's shape",
+             lambda rx, sx: setattr(sx.scope, "name", "sglang.patient_reports." + word))
+        log("log.logger, words in a logger's shape",
+            lambda x: setattr(x.attributes[0].value, "string_value", "sglang.user_prompt.my_name_is_" + word))
+        log("log.logger, 8 KiB of words",
+            lambda x: setattr(x.attributes[0].value, "string_value", "sglang." + ("jane_doe_" + word) * 700))
+        log("code.function, words in a function's shape",
+            lambda x: setattr(x.attributes[1].value, "string_value", "summarise_my_medical_record_" + word))
+        met("metric name, words in SGLang's shape", lambda ms: setattr(ms[0], "name", "sglang:patient_jane_doe_" + word))
+        # a digit run of a card's length in a statistics line
+        log("statistics line, card-length digit run",
+            lambda x: setattr(x.body, "string_value", stats_line(1).replace("#token: ", "#token: " + CARD)))
+
+        # packed numbers: the point goes (its time moved by OLD: it must not arrive)
+        def dropped_point(fn):
+            def edit(ms):
+                p = points(first_of(ms, "histogram"))[0]
+                fn(p)
+                p.time_unix_nano += OLD
+            return edit
+
+        def spelt(n):
+            return [struct.unpack("<d", (word + "%05d" % i).encode())[0] for i in range(n)]
+
+        def bounds_spelling(p):         # increasing, consistent counts, not SGLang's set
+            del p.explicit_bounds[:]
+            del p.bucket_counts[:]
+            p.explicit_bounds.extend(spelt(3))
+            p.bucket_counts.extend([1, 1, 1, 1])
+        met("histogram bounds spelling a marker", dropped_point(bounds_spelling))
+
+        def bounds_unordered(p):        # bytes in any order, counts consistent
+            b = list(p.explicit_bounds)
+            b[0], b[1] = b[1], b[0]
+            del p.explicit_bounds[:]
+            p.explicit_bounds.extend(b)
+        met("histogram bounds out of order", dropped_point(bounds_unordered))
+
+        def counts_spelling(p):         # counts whose bytes spell it, not summing to count
+            n = len(p.bucket_counts)
+            del p.bucket_counts[:]
+            p.bucket_counts.extend([struct.unpack("<Q", (word + "%05d" % i).encode())[0] for i in range(n)])
+        met("histogram counts spelling a marker", dropped_point(counts_spelling))
         return out
 
     # -- hostile encodings of clean requests (content unchanged) -------------
@@ -501,7 +575,8 @@ def check_control(signal, item, metric, resource, scope, failures, label):
         lineno = got.pop("code.lineno", None)
         if got != want or not isinstance(lineno, int):
             failures.append("%s: log attributes %s" % (label, attrs_of(item.attributes)))
-        if item.body.WhichOneof("value") != "string_value" or not item.body.string_value.startswith("Prefill batch. "):
+        if item.body.WhichOneof("value") != "string_value" or \
+           not re.match("(Prefill|Decode) batch, ", item.body.string_value):
             failures.append("%s: a statistics body did not arrive: %s" % (label, item.body))
         if item.severity_text != "INFO" or item.severity_number != 9:
             failures.append("%s: severity %r %d" % (label, item.severity_text, item.severity_number))
@@ -514,7 +589,8 @@ def check_control(signal, item, metric, resource, scope, failures, label):
     if "exemplars" in item.DESCRIPTOR.fields_by_name and len(item.exemplars):
         failures.append("%s: %s exemplars left" % (label, metric.name))
     which = metric.WhichOneof("data")
-    if which == "histogram" and (list(item.bucket_counts) != [0, 2, 0, 1, 0, 1, 0] or item.count != 4):
+    if which == "histogram" and (list(item.bucket_counts) != counts_for(BOUNDS[metric.name]) or
+                                 item.count != 4):
         failures.append("%s: histogram %s" % (label, item))
     if which == "sum" and (not metric.sum.is_monotonic or metric.sum.aggregation_temporality != 2):
         failures.append("%s: sum %s" % (label, metric.sum))
@@ -578,6 +654,9 @@ def main():
                 if t == "json":
                     req = type(req).FromString(data)   # what the bytes say, as JSON
                 for tm, _, _, _, _ in items(signal, type(req).FromString(data)):
+                    if tm - (T0 + c * 1000) >= OLD:     # an item the fence must drop
+                        absent[signal].add(tm)
+                        continue
                     expect[signal][tm] = ("%s over %s" % (label, t), clean)
                     sent[signal] += 1
                 for i in range(old):
@@ -608,7 +687,7 @@ def main():
         for x in sink.inbox.items:
             if x["error"]:
                 failures.append("gateway: %s" % x["error"])
-            if MARK.encode() in x["body"] or MARK.lower().encode() in x["body"]:
+            if MARK.encode() in x["body"] or MARK.lower().encode() in x["body"] or CARD.encode() in x["body"]:
                 failures.append("a marker arrived in the raw bytes of %s" % x["path"])
         seen = {"logs": {}, "metrics": {}}
         for s in got:
@@ -625,7 +704,8 @@ def main():
                             failures.append("a marker arrived with %s: %r" % (
                                 expect[s].get(tm, ("item %d" % tm,))[0], v[:120]))
                     if tm in absent[s]:
-                        failures.append("an item under an old schema field arrived (%s)" % s)
+                        failures.append("an item that must not arrive arrived (%s: an old schema "
+                                        "field, or a point the fence drops)" % s)
                         continue
                     e = expect[s].get(tm)
                     if e is None:

@@ -6,7 +6,8 @@
  * it (types; hex, sets and patterns matched here with PCRE2, not the codec's
  * fast paths), one entry per key, every string within the bound, names and
  * scope names against their IsMatch (PCRE2), the other string fields empty,
- * no entity_refs. */
+ * no entity_refs; under kept_value_types: single no array at all; no span
+ * with more events or links than max_events_per_span / max_links_per_span. */
 #ifndef SF_FUZZ_CVM_RULES_H
 #define SF_FUZZ_CVM_RULES_H
 
@@ -138,6 +139,9 @@ static void cvm_check_attrs(sf_transform_ctx c, size_t n, sf_otlp_kv *const *kv)
         if (rule == NULL || kv[i]->value == NULL)
             fuzz_fail("%s key '%s' left without a rule or a value", sf_transform_ctx_name(c),
                       kv[i]->key);
+        if (kv[i]->value->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE &&
+            cvm_cfg->kept_value_types == SF_TRANSFORM_VALUES_SINGLE)
+            fuzz_fail("%s key '%s' left holding an array", sf_transform_ctx_name(c), kv[i]->key);
         if (kv[i]->value->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE) {
             const Opentelemetry__Proto__Common__V1__ArrayValue *a = kv[i]->value->array_value;
 
@@ -232,6 +236,12 @@ static void check_cvm_rules(const uint8_t *data, size_t size)
                     (sp->status != NULL && !cvm_empty(sp->status->message)))
                     fuzz_fail("span trace_state or status message left");
                 cvm_check_attrs(SF_TRANSFORM_SPAN, sp->n_attributes, sp->attributes);
+                if ((cvm_cfg->max_events_per_span > 0 &&
+                     sp->n_events > (size_t)cvm_cfg->max_events_per_span) ||
+                    (cvm_cfg->max_links_per_span > 0 &&
+                     sp->n_links > (size_t)cvm_cfg->max_links_per_span))
+                    fuzz_fail("a span left with %zu events and %zu links", sp->n_events,
+                              sp->n_links);
                 for (size_t e = 0; e < sp->n_events; e++) {
                     cvm_check_name(SF_OTLP_FIELD_EVENT_NAME, sp->events[e]->name);
                     cvm_check_attrs(SF_TRANSFORM_SPANEVENT, sp->events[e]->n_attributes,

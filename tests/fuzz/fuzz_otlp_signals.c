@@ -13,7 +13,11 @@
  * them) must give output that holds only what the policy allows, checked
  * on protobuf-c's tree, and the same output from the input as from its
  * canonical form (an edit sees what a decoder sees, not how the bytes
- * spelled it). */
+ * spelled it); kept attributes hold one value (single_values_only: no
+ * array, kvlist or bytes), and every histogram point that leaves holds
+ * numbers that are numbers (check_histograms: finite increasing bounds,
+ * one count more, counts summing to count; a metric named "h" only the
+ * bounds {1, 2}, checked by the kept count), the points dropped counted. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -126,6 +130,8 @@ static const sf_otlp_value_alt body_alt = { .types = SF_OTLP_VAL_STRING,
 static const sf_otlp_value_rule body_rule = { .n_alts = 1, .alts = &body_alt };
 static const sf_otlp_insert res_ins[] = { { .key = "vm.id", .value = "vm-1", .upsert = true } };
 static sf_otlp_edit edit;
+static const double h_values[] = { 1, 2 };
+static const sf_otlp_bounds h_bounds = { .metric = "h", .n = 2, .v = h_values };
 
 /* The filter's part of the edit: metrics whose name starts with 'd' go. */
 static int keep_metric(const void *ctx, void **state, const uint8_t *name, size_t len)
@@ -176,6 +182,53 @@ static size_t points_dropped(const Opentelemetry__Proto__Collector__Metrics__V1_
     return n;
 }
 
+/* Whether a histogram point holds numbers that are numbers (as the codec's
+ * check_histograms, here on protobuf-c's tree), and the set of "h". */
+static bool hist_ok(const char *metric, const Opentelemetry__Proto__Metrics__V1__HistogramDataPoint *dp)
+{
+    uint64_t total = 0;
+
+    for (size_t i = 0; i < dp->n_explicit_bounds; i++)
+        if (!isfinite(dp->explicit_bounds[i]) ||
+            (i > 0 && !(dp->explicit_bounds[i] > dp->explicit_bounds[i - 1])))
+            return false;
+    if (dp->n_explicit_bounds == 0 && dp->n_bucket_counts == 0)
+        return true;            /* no buckets: count and sum only */
+    if (strcmp(metric, "h") == 0 &&
+        (dp->n_explicit_bounds != 2 || dp->explicit_bounds[0] != 1 || dp->explicit_bounds[1] != 2))
+        return false;
+    for (size_t i = 0; i < dp->n_bucket_counts; i++) {
+        if (total + dp->bucket_counts[i] < total)
+            return false;
+        total += dp->bucket_counts[i];
+    }
+    return dp->n_bucket_counts == dp->n_explicit_bounds + 1 && total == dp->count;
+}
+
+/* The histogram points check_histograms must drop (of metrics the filter
+ * keeps), by protobuf-c's tree. */
+static size_t points_unfit(const Opentelemetry__Proto__Collector__Metrics__V1__ExportMetricsServiceRequest *req)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < req->n_resource_metrics; i++)
+        for (size_t j = 0; j < req->resource_metrics[i]->n_scope_metrics; j++) {
+            const Opentelemetry__Proto__Metrics__V1__ScopeMetrics *sm =
+                req->resource_metrics[i]->scope_metrics[j];
+
+            for (size_t k = 0; k < sm->n_metrics; k++) {
+                const Opentelemetry__Proto__Metrics__V1__Metric *m = sm->metrics[k];
+
+                if (m->name[0] == 'd' ||
+                    m->data_case != OPENTELEMETRY__PROTO__METRICS__V1__METRIC__DATA_HISTOGRAM)
+                    continue;
+                for (size_t q = 0; q < m->histogram->n_data_points; q++)
+                    n += !hist_ok(m->name, m->histogram->data_points[q]);
+            }
+        }
+    return n;
+}
+
 static void init_once(void)
 {
     static sf_otlp_keyset *ks[4];
@@ -192,7 +245,10 @@ static void init_once(void)
     edit.keys[SF_OTLP_LOG] = ks[1];
     edit.keys[SF_OTLP_DATAPOINT] = ks[2];
     edit.keys[SF_OTLP_METRIC] = ks[3];
-    edit.scalar_values_only = true;
+    edit.single_values_only = true;
+    edit.check_histograms = true;
+    edit.n_bounds = 1;
+    edit.bounds = &h_bounds;
     /* every governed string from the scope on: cleared (no field_fn) */
     for (int f = SF_OTLP_FIELD_SCOPE_NAME; f < SF_OTLP_FIELD_COUNT; f++)
         edit.fields |= SF_OTLP_FIELD_BIT(f);
@@ -215,7 +271,34 @@ static void check_attrs(kv_t **a, size_t n, const char *const *keys, size_t nk, 
     for (size_t i = 0; i < n; i++) {
         if (!key_in(a[i]->key, keys, nk))
             fail(who);
+        if (a[i]->value != NULL &&
+            (a[i]->value->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE ||
+             a[i]->value->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_KVLIST_VALUE ||
+             a[i]->value->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_BYTES_VALUE))
+            fail("a kept attribute holds more than one value");
     }
+}
+
+/* A histogram point that left: its numbers are numbers. */
+static void check_histogram_point(const Opentelemetry__Proto__Metrics__V1__HistogramDataPoint *dp)
+{
+    uint64_t total = 0;
+
+    if (dp->n_explicit_bounds == 0 && dp->n_bucket_counts == 0)
+        return;
+    if (dp->n_bucket_counts != dp->n_explicit_bounds + 1)
+        fail("histogram point: counts not one more than bounds");
+    for (size_t i = 0; i < dp->n_explicit_bounds; i++)
+        if (!isfinite(dp->explicit_bounds[i]) ||
+            (i > 0 && !(dp->explicit_bounds[i] > dp->explicit_bounds[i - 1])))
+            fail("histogram point: bounds not finite and increasing");
+    for (size_t i = 0; i < dp->n_bucket_counts; i++) {
+        if (total + dp->bucket_counts[i] < total)
+            fail("histogram point: counts overflow");
+        total += dp->bucket_counts[i];
+    }
+    if (total != dp->count)
+        fail("histogram point: counts do not sum to count");
 }
 
 static void check_resource(const Opentelemetry__Proto__Resource__V1__Resource *r)
@@ -320,6 +403,8 @@ static void check_metrics(const uint8_t *p, size_t n)
                     break;
                 case OPENTELEMETRY__PROTO__METRICS__V1__METRIC__DATA_HISTOGRAM:
                     POINTS(Opentelemetry__Proto__Metrics__V1__HistogramDataPoint, m->histogram)
+                    for (size_t q = 0; m->histogram != NULL && q < m->histogram->n_data_points; q++)
+                        check_histogram_point(m->histogram->data_points[q]);
                     break;
                 case OPENTELEMETRY__PROTO__METRICS__V1__METRIC__DATA_EXPONENTIAL_HISTOGRAM:
                     POINTS(Opentelemetry__Proto__Metrics__V1__ExponentialHistogramDataPoint,
@@ -374,6 +459,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bool faithful = false;      /* protobuf-c's tree packs back to the output */
     uint8_t *quiet = NULL;      /* the output with its NaNs made quiet */
     size_t dropped = 0;         /* points of the metrics the edit's filter drops */
+    size_t unfit = 0;           /* histogram points check_histograms drops */
     {
         ProtobufCMessage *m = s == SF_SIGNAL_LOGS
             ? (ProtobufCMessage *)opentelemetry__proto__collector__logs__v1__export_logs_service_request__unpack(NULL, out->len, out->data)
@@ -381,8 +467,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
         if (m == NULL || unknown_in(m) != 0)
             fail("output unreadable by protobuf-c or with unknown fields");
-        if (s == SF_SIGNAL_METRICS)
+        if (s == SF_SIGNAL_METRICS) {
             dropped = points_dropped((const void *)m);
+            unfit = points_unfit((const void *)m);
+        }
         /* protobuf-c's strings end at a NUL: then its tree (and the JSON
          * made from it) holds less than the bytes */
         if (protobuf_c_message_get_packed_size(m) == out->len) {
@@ -433,8 +521,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* the policy edit: on the input and on its canonical form alike */
     if (sf_otlp_rewrite_signal(s, in, len, 32, &edit, &e1, &st) != SF_OK)
         fail("the edit failed on a valid request");
-    if (st.filtered_items != dropped || st.spans != items - dropped)
+    if (st.filtered_items != dropped || st.spans + st.dropped_points != items - dropped)
         fail("the filter's counts disagree with protobuf-c's tree");
+    /* names ending at a NUL read shorter in protobuf-c's tree: judged only
+     * when its tree is the output whole */
+    if (faithful && st.dropped_points != unfit)
+        fail("the histogram points dropped disagree with protobuf-c's tree");
     if (sf_otlp_rewrite_signal(s, out->data, out->len, 32, &edit, &e2, &st) != SF_OK)
         fail("the edit failed on a valid request");
     if (e1->len != e2->len || memcmp(e1->data, e2->data, e1->len) != 0)

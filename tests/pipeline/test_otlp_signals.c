@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 #include "sf_alloc.h"
@@ -864,6 +865,124 @@ static void test_metrics_dropped_by_name(void **state)
 
 /* ---- inserts ------------------------------------------------------------------- */
 
+/* ---- numbers that are numbers: histogram points ------------------------------ */
+
+/* One HistogramDataPoint: count, bucket_counts and explicit_bounds, packed
+ * or one field an element. */
+static void hist_point(pb *b, uint64_t count, const uint64_t *counts, size_t nc,
+                       const double *bounds, size_t nb, bool packed_fields)
+{
+    pb_open(b, 1);
+    pb_fix64(b, 3, 2);
+    pb_fix64(b, 4, count);
+    if (packed_fields && nc > 0) {
+        pb_tag(b, 6, LEN);
+        pb_var(b, 8 * nc);
+        pb_raw(b, counts, 8 * nc);
+    }
+    for (size_t i = 0; !packed_fields && i < nc; i++)
+        pb_fix64(b, 6, counts[i]);
+    if (packed_fields && nb > 0) {
+        pb_tag(b, 7, LEN);
+        pb_var(b, 8 * nb);
+        pb_raw(b, bounds, 8 * nb);
+    }
+    for (size_t i = 0; !packed_fields && i < nb; i++)
+        pb_fix64(b, 7, dbits(bounds[i]));
+    pb_close(b);
+}
+
+static void test_metrics_histogram_numbers(void **state)
+{
+    static const double ttft[] = { 0.1, 1.0 };
+    static const sf_otlp_bounds set = { .metric = "sglang:time_to_first_token_seconds", .n = 2,
+                                        .v = ttft };
+    static const uint64_t good[] = { 1, 2, 0 };
+    static const double down[] = { 1.0, 0.1 };
+    double nan_b[2] = { 0.1, 0 }, spelt[2];
+    sf_otlp_edit e = { .check_histograms = true };
+    sf_otlp_stats st;
+    sf_buf *out = NULL;
+    pb in;
+    Opentelemetry__Proto__Collector__Metrics__V1__ExportMetricsServiceRequest *req;
+    Opentelemetry__Proto__Metrics__V1__Histogram *h;
+
+    (void)state;
+    nan_b[1] = NAN;
+    memcpy(&spelt[0], "MRK00001", 8);       /* increasing doubles spelling text */
+    memcpy(&spelt[1], "MRK00002", 8);
+    pb_init(&in);
+    pb_open(&in, 1);
+    pb_open(&in, 2);
+    pb_open(&in, 2);
+    pb_str(&in, 1, "sglang:time_to_first_token_seconds");
+    pb_open(&in, 9);
+    hist_point(&in, 3, good, 3, ttft, 2, true);            /* 0: kept */
+    hist_point(&in, 4, good, 3, ttft, 2, true);            /* 1: counts sum to 3, not 4 */
+    hist_point(&in, 3, good, 3, down, 2, true);            /* 2: decreasing */
+    hist_point(&in, 3, good, 2, ttft, 2, true);            /* 3: 2 counts for 2 bounds */
+    hist_point(&in, 3, good, 3, nan_b, 2, true);           /* 4: NaN */
+    hist_point(&in, 3, good, 3, spelt, 2, true);           /* 5: consistent, not the set */
+    hist_point(&in, 3, good, 3, ttft, 2, false);           /* 6: kept, unpacked */
+    hist_point(&in, 5, NULL, 0, NULL, 0, true);            /* 7: no buckets: kept */
+    pb_closen(&in, 4);
+
+    /* consistency alone: 5 (spelt, consistent) leaves */
+    assert_int_equal(rw_sig(SF_SIGNAL_METRICS, &in, &e, &out, &st), SF_OK);
+    assert_int_equal(st.dropped_points, 4);
+    assert_int_equal(st.spans, 4);
+    assert_non_null(memmem(out->data, out->len, "MRK0000", 7));
+    sf_buf_unref(out);
+
+    /* the declared set: 5 goes too */
+    e.n_bounds = 1;
+    e.bounds = &set;
+    assert_int_equal(rw_sig(SF_SIGNAL_METRICS, &in, &e, &out, &st), SF_OK);
+    assert_int_equal(st.dropped_points, 5);
+    assert_int_equal(st.spans, 3);
+    assert_null(memmem(out->data, out->len, "MRK0000", 7));
+    req = opentelemetry__proto__collector__metrics__v1__export_metrics_service_request__unpack(
+        NULL, out->len, out->data);
+    assert_non_null(req);
+    h = req->resource_metrics[0]->scope_metrics[0]->metrics[0]->histogram;
+    assert_int_equal(h->n_data_points, 3);
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(h->data_points[i]->n_explicit_bounds, 2);
+        assert_true(h->data_points[i]->explicit_bounds[1] == 1.0);
+        assert_int_equal(h->data_points[i]->count, 3);
+    }
+    assert_int_equal(h->data_points[2]->count, 5);
+    opentelemetry__proto__collector__metrics__v1__export_metrics_service_request__free_unpacked(
+        req, NULL);
+    /* what is left passes unchanged */
+    {
+        sf_buf *again = NULL;
+
+        assert_int_equal(sf_otlp_rewrite_signal(SF_SIGNAL_METRICS, out->data, out->len,
+                                                MAX_DEPTH, &e, &again, &st), SF_OK);
+        assert_int_equal(st.dropped_points, 0);
+        assert_int_equal(again->len, out->len);
+        sf_buf_unref(again);
+    }
+    sf_buf_unref(out);
+    /* a set for another metric: these points are checked for consistency only */
+    {
+        static const sf_otlp_bounds other = { .metric = "sglang:e2e_request_latency_seconds",
+                                              .n = 2, .v = ttft };
+
+        e.bounds = &other;
+        assert_int_equal(rw_sig(SF_SIGNAL_METRICS, &in, &e, &out, &st), SF_OK);
+        assert_int_equal(st.dropped_points, 4);
+        sf_buf_unref(out);
+    }
+    /* without check_histograms nothing is judged */
+    e.check_histograms = false;
+    assert_int_equal(rw_sig(SF_SIGNAL_METRICS, &in, &e, &out, &st), SF_OK);
+    assert_int_equal(st.dropped_points, 0);
+    assert_int_equal(st.spans, 8);
+    sf_buf_unref(out);
+}
+
 static void test_inserts(void **state)
 {
     static const sf_otlp_insert res_ins[] = { { "service.name", "vm-7", true, false },
@@ -993,6 +1112,7 @@ int main(void)
         cmocka_unit_test(test_metrics_old_fields_dropped),
         cmocka_unit_test(test_metrics_edit),
         cmocka_unit_test(test_metrics_dropped_by_name),
+        cmocka_unit_test(test_metrics_histogram_numbers),
         cmocka_unit_test(test_inserts),
         cmocka_unit_test(test_request_signal),
     };

@@ -1431,14 +1431,16 @@ static void test_edit_keep_attribute(void **state)
 }
 
 /* The removals are counted by context and key (drift), whatever order
- * the spans carry their attributes in: a key of an unsafe shape counts as
- * "other" (len 0), never under a safe key of the same bytes, and the pairs
- * past SF_OTLP_DRIFT_MAX are removed but not counted by key. */
+ * the spans carry their attributes in: a key the keyset lists is named by
+ * the keyset's own string; a key it does not list counts as "other" (key
+ * NULL) whatever its shape ("user.my_ssn_is_..." as much as "X-Up"), and
+ * the pairs past SF_OTLP_DRIFT_MAX are removed but not counted by key. */
 static const sf_otlp_drift *drift_of(const sf_otlp_stats *st, int ctx, const char *key)
 {
     for (size_t i = 0; i < st->n_drift; i++)
         if (st->drift[i].ctx == ctx && !st->drift[i].failed_rule &&
-            st->drift[i].len == strlen(key) && memcmp(st->drift[i].key, key, strlen(key)) == 0)
+            (key == NULL ? st->drift[i].key == NULL
+                         : st->drift[i].key != NULL && strcmp(st->drift[i].key, key) == 0))
             return &st->drift[i];
     return NULL;
 }
@@ -1446,17 +1448,32 @@ static const sf_otlp_drift *drift_of(const sf_otlp_stats *st, int ctx, const cha
 static void test_edit_drift_counted(void **state)
 {
     static const char *const order[][3] = {
-        { "x1", "x2", "X-Up" }, { "x2", "x1", "X-Up" }, { "x2", "x2", "x1" },
+        { "x1", "x2", "X-Up" }, { "x2", "x1", "user.jane_doe.ssn" }, { "x2", "x2", "x1" },
         { "X-Up", "x1", "x2" }, { "x1", "x1", "x2" },
     };
+    static char ynames[20][8];
+    const char *keys[23];
+    bool keep[23];
+    sf_otlp_keyset *ks;
     sf_otlp_edit e = { 0 };
     pb in;
     sf_otlp_stats st;
     sf_buf *out;
-    char key[8];
 
     (void)state;
-    e.keys[SF_OTLP_SPAN] = k_keys;
+    /* the config names k1 (kept), x1, x2 and y00..y19 (removed) */
+    keys[0] = "k1";
+    keys[1] = "x1";
+    keys[2] = "x2";
+    keep[0] = true;
+    keep[1] = keep[2] = false;
+    for (int i = 0; i < 20; i++) {
+        snprintf(ynames[i], sizeof(ynames[i]), "y%02d", i);
+        keys[3 + i] = ynames[i];
+        keep[3 + i] = false;
+    }
+    assert_int_equal(sf_otlp_keyset_create(23, keys, keep, false, &ks), SF_OK);
+    e.keys[SF_OTLP_SPAN] = ks;
     pb_init(&in);
     pb_open(&in, 1);
     pb_open(&in, 2);
@@ -1468,10 +1485,8 @@ static void test_edit_drift_counted(void **state)
         pb_close(&in);
     }
     pb_open(&in, 2);                    /* 20 more distinct keys: past the cap */
-    for (int i = 0; i < 20; i++) {
-        snprintf(key, sizeof(key), "y%02d", i);
-        kv_str(&in, 9, key, "v");
-    }
+    for (int i = 0; i < 20; i++)
+        kv_str(&in, 9, ynames[i], "v");
     pb_close(&in);
     pb_closen(&in, 2);
     out = rw_edit(in.d, in.n, &e, &st);
@@ -1480,12 +1495,15 @@ static void test_edit_drift_counted(void **state)
     assert_non_null(drift_of(&st, SF_OTLP_SPAN, "x1"));
     assert_int_equal(drift_of(&st, SF_OTLP_SPAN, "x1")->count, 6);
     assert_int_equal(drift_of(&st, SF_OTLP_SPAN, "x2")->count, 6);
-    assert_int_equal(drift_of(&st, SF_OTLP_SPAN, "")->count, 3);    /* X-Up: other */
+    assert_ptr_equal(drift_of(&st, SF_OTLP_SPAN, "x2")->key, keys[2]);  /* the keyset's */
+    assert_int_equal(drift_of(&st, SF_OTLP_SPAN, NULL)->count, 3);  /* X-Up, user...: other */
     assert_null(drift_of(&st, SF_OTLP_SPAN, "X-Up"));
+    assert_null(drift_of(&st, SF_OTLP_SPAN, "user.jane_doe.ssn"));
     assert_int_equal(drift_of(&st, SF_OTLP_SPAN, "y00")->count, 1);
     assert_int_equal(drift_of(&st, SF_OTLP_SPAN, "y12")->count, 1);
     assert_null(drift_of(&st, SF_OTLP_SPAN, "y13"));                /* the 17th pair */
     sf_buf_unref(out);
+    sf_otlp_keyset_destroy(ks);
 }
 
 /* An attribute string (key or value) holding a NUL is compared as the
@@ -1651,6 +1669,211 @@ static void test_edit_scalar_values_only(void **state)
     /* the same edit again changes nothing */
     expect_edit(&want, &e, &want, &st);
     assert_int_equal(st.removed_attributes, 0);
+}
+
+/* kept_value_types: single: one value per kept key. An array under a kept
+ * key (doubles whose IEEE bytes spell text, 8 a element) is removed, with
+ * or without a rule that each element would fit, and so are kvlists and
+ * bytes; single values stay. */
+static void test_edit_single_values_only(void **state)
+{
+    static const char *const keys[] = { "bid", "temperature", "top_k" };
+    static const bool keep[] = { true, true, true };
+    static const sf_otlp_value_alt dbl = { .types = SF_OTLP_VAL_DOUBLE | SF_OTLP_VAL_INT };
+    static const sf_otlp_value_alt hex8 = { .types = SF_OTLP_VAL_STRING,
+                                            .shape = SF_OTLP_STR_HEX, .min_len = 8,
+                                            .max_len = 8 };
+    static const sf_otlp_value_rule dbl_rule = { .n_alts = 1, .alts = &dbl };
+    static const sf_otlp_value_rule hex_rule = { .n_alts = 1, .alts = &hex8 };
+    static const sf_otlp_value_rule *const rules[] = { &hex_rule, &dbl_rule, NULL };
+    sf_otlp_keyset *ks;
+    sf_otlp_edit e = { .single_values_only = true };
+    sf_otlp_stats st;
+    pb in, want;
+    uint64_t spelt;
+
+    (void)state;
+    memcpy(&spelt, "my-name-", 8);
+    assert_int_equal(sf_otlp_keyset_create_with(3, keys, keep, rules, false, &ks), SF_OK);
+    e.keys[SF_OTLP_SPAN] = ks;
+    e.keys[SF_OTLP_SPANEVENT] = ks;
+    pb_init(&in);
+    open_span(&in);
+    pb_open(&in, 9);                            /* one double: kept */
+    pb_str(&in, 1, "temperature");
+    pb_open(&in, 2);
+    pb_fix64(&in, 4, 0x3fe0000000000000ull);
+    pb_closen(&in, 2);
+    pb_open(&in, 9);                            /* an array of doubles: removed */
+    pb_str(&in, 1, "temperature");
+    pb_open(&in, 2);
+    pb_open(&in, 5);
+    for (int i = 0; i < 3; i++) {
+        pb_open(&in, 1);
+        pb_fix64(&in, 4, spelt);
+        pb_close(&in);
+    }
+    pb_closen(&in, 3);
+    pb_open(&in, 9);                            /* an array under a key with no rule */
+    pb_str(&in, 1, "top_k");
+    pb_open(&in, 2);
+    pb_open(&in, 5);
+    pb_open(&in, 1);
+    pb_uint(&in, 3, 7);
+    pb_closen(&in, 4);
+    pb_open(&in, 9);                            /* bytes: removed */
+    pb_str(&in, 1, "top_k");
+    pb_open(&in, 2);
+    pb_bytes(&in, 7, "my-name-", 8);
+    pb_closen(&in, 2);
+    pb_open(&in, 11);                           /* an event's bid as 8-hex strings */
+    pb_open(&in, 3);
+    pb_str(&in, 1, "bid");
+    pb_open(&in, 2);
+    pb_open(&in, 5);
+    pb_open(&in, 1);
+    pb_str(&in, 1, "6d792d6e");
+    pb_close(&in);
+    pb_open(&in, 1);
+    pb_str(&in, 1, "616d652d");
+    pb_closen(&in, 4);
+    kv_str(&in, 3, "bid", "0a1b2c3d");         /* one of them: kept */
+    pb_closen(&in, 4);
+
+    pb_init(&want);
+    open_span(&want);
+    pb_open(&want, 9);
+    pb_str(&want, 1, "temperature");
+    pb_open(&want, 2);
+    pb_fix64(&want, 4, 0x3fe0000000000000ull);
+    pb_closen(&want, 2);
+    pb_uint(&want, 10, 3);
+    pb_open(&want, 11);
+    kv_str(&want, 3, "bid", "0a1b2c3d");
+    pb_uint(&want, 4, 1);
+    pb_closen(&want, 4);
+    expect_edit(&in, &e, &want, &st);
+    assert_int_equal(st.removed_attributes, 4);
+    /* scalar alone lets both arrays through */
+    e.single_values_only = false;
+    e.scalar_values_only = true;
+    {
+        sf_buf *out = rw_edit(in.d, in.n, &e, &st);
+
+        assert_int_equal(st.removed_attributes, 1);
+        size_t hits = 0;
+
+        for (size_t i = 0; i + 8 <= out->len; i++)
+            hits += memcmp(out->data + i, "my-name-", 8) == 0;
+        assert_int_equal(hits, 3);
+        sf_buf_unref(out);
+    }
+    sf_otlp_keyset_destroy(ks);
+}
+
+/* Caps on span.events and span.links: past the cap, occurrences are
+ * dropped and added to the span's dropped count (given or not); under it
+ * the span leaves as it came. */
+static void span_with(pb *b, int events, int links, uint64_t given_ev, int reps)
+{
+    for (int r = 0; r < reps; r++) {
+        pb_open(b, 2);
+        pb_bytes(b, 1, TID, 16);
+        pb_bytes(b, 2, SID, 8);
+        pb_str(b, 5, "decode_forward");
+        for (int i = 0; i < events; i++) {
+            pb_open(b, 11);
+            pb_fix64(b, 1, 0x6d792d6e616d652dull + (uint64_t)i);   /* spelt times */
+            pb_str(b, 2, "schedule");
+            pb_close(b);
+        }
+        if (given_ev > 0)
+            pb_uint(b, 12, given_ev);
+        for (int i = 0; i < links; i++) {
+            pb_open(b, 13);
+            pb_bytes(b, 1, TID, 16);
+            pb_bytes(b, 2, SID, 8);
+            pb_close(b);
+        }
+        pb_close(b);
+    }
+}
+
+static void test_edit_caps(void **state)
+{
+    sf_otlp_edit e = { 0 };
+    sf_otlp_stats st;
+    pb in, want;
+
+    (void)state;
+    e.cap[SF_OTLP_FIELD_SPAN_EVENTS] = 4;
+    e.cap[SF_OTLP_FIELD_SPAN_LINKS] = 1;
+    /* under the caps: as it came */
+    pb_init(&in);
+    pb_open(&in, 1);
+    pb_open(&in, 2);
+    span_with(&in, 4, 1, 0, 2);
+    pb_closen(&in, 2);
+    expect_edit(&in, &e, &in, &st);
+    assert_int_equal(st.capped[SF_OTLP_FIELD_SPAN_EVENTS], 0);
+
+    /* 6 events (2 dropped already) and 64 links, in two spans */
+    pb_init(&in);
+    pb_open(&in, 1);
+    pb_open(&in, 2);
+    span_with(&in, 6, 64, 2, 2);
+    pb_closen(&in, 2);
+    pb_init(&want);
+    pb_open(&want, 1);
+    pb_open(&want, 2);
+    for (int r = 0; r < 2; r++) {
+        pb_open(&want, 2);
+        pb_bytes(&want, 1, TID, 16);
+        pb_bytes(&want, 2, SID, 8);
+        pb_str(&want, 5, "decode_forward");
+        for (int i = 0; i < 4; i++) {
+            pb_open(&want, 11);
+            pb_fix64(&want, 1, 0x6d792d6e616d652dull + (uint64_t)i);
+            pb_str(&want, 2, "schedule");
+            pb_close(&want);
+        }
+        pb_uint(&want, 12, 4);
+        pb_open(&want, 13);
+        pb_bytes(&want, 1, TID, 16);
+        pb_bytes(&want, 2, SID, 8);
+        pb_close(&want);
+        pb_uint(&want, 14, 63);
+        pb_close(&want);
+    }
+    pb_closen(&want, 2);
+    expect_edit(&in, &e, &want, &st);
+    assert_int_equal(st.capped[SF_OTLP_FIELD_SPAN_EVENTS], 4);
+    assert_int_equal(st.capped[SF_OTLP_FIELD_SPAN_LINKS], 126);
+    assert_int_equal(st.spans, 2);
+    /* the output holds the caps: the same edit changes nothing */
+    expect_edit(&want, &e, &want, &st);
+    assert_int_equal(st.capped[SF_OTLP_FIELD_SPAN_LINKS], 0);
+    /* no cap: everything leaves */
+    memset(e.cap, 0, sizeof(e.cap));
+    expect_edit(&in, &e, &in, &st);
+
+    /* an over-cap event that is not valid still fails the request */
+    e.cap[SF_OTLP_FIELD_SPAN_EVENTS] = 1;
+    pb_init(&in);
+    pb_open(&in, 1);
+    pb_open(&in, 2);
+    pb_open(&in, 2);
+    pb_open(&in, 11);
+    pb_close(&in);
+    pb_open(&in, 11);
+    pb_bytes(&in, 2, "\xff", 1);               /* a name that is not UTF-8 */
+    pb_closen(&in, 4);
+    {
+        sf_buf *out = NULL;
+
+        assert_int_equal(sf_otlp_rewrite(in.d, in.n, MAX_DEPTH, &e, &out, &st), SF_INVALID);
+        assert_null(out);
+    }
 }
 
 static void test_edit_clear_fields(void **state)
@@ -2014,6 +2237,8 @@ int main(void)
         cmocka_unit_test(test_edit_drift_counted),
         cmocka_unit_test(test_edit_strings_with_nul),
         cmocka_unit_test(test_edit_scalar_values_only),
+        cmocka_unit_test(test_edit_single_values_only),
+        cmocka_unit_test(test_edit_caps),
         cmocka_unit_test(test_edit_clear_fields),
         cmocka_unit_test(test_edit_rename),
         cmocka_unit_test(test_edit_sees_meaning_not_encoding),

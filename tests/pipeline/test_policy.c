@@ -436,27 +436,89 @@ static void test_link_key_added(void **state)
 
 static void test_kept_value_types_any(void **state)
 {
-    char *y = replace(cvm_text, "    kept_value_types: scalar\n", "    kept_value_types: any\n");
+    char *y = replace(cvm_text, "    kept_value_types: single\n", "    kept_value_types: any\n");
     want w = { 0 };
 
     (void)state;
-    expect(&w, P ALLOWLIST "kept_value_types is 'any', the policy requires 'scalar': a kept key "
-           "could carry a kvlist or bytes value", line_of(y, "kept_value_types: any"), 23);
+    expect(&w, P ALLOWLIST "kept_value_types is 'any', the policy requires 'single': a kept key "
+           "could carry an array whose elements spell text", line_of(y, "kept_value_types: any"),
+           23);
     assert_check(y, SF_CONFIG, &w);
     free(y);
+}
+
+/* scalar lets an array of doubles (8 bytes of text an element) leave. */
+static void test_kept_value_types_scalar(void **state)
+{
+    char *y = replace(cvm_text, "    kept_value_types: single\n", "    kept_value_types: scalar\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "kept_value_types is 'scalar', the policy requires 'single': a kept "
+           "key could carry an array whose elements spell text",
+           line_of(y, "kept_value_types: scalar"), 23);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+/* A policy that asks for scalar is held by a config that says single. */
+static void test_kept_value_types_single_holds_scalar(void **state)
+{
+    char *p = replace(policy_text, "  kept_value_types: single\n", "  kept_value_types: scalar\n");
+    want w = { 0 };
+
+    (void)state;
+    assert_check_with(p, cvm_text, SF_OK, &w);
+    free(p);
 }
 
 /* The processor's default is any (upstream's behaviour). */
 static void test_kept_value_types_default(void **state)
 {
-    char *y = replace(cvm_text, "    kept_value_types: scalar\n", "");
+    char *y = replace(cvm_text, "    kept_value_types: single\n", "");
     want w = { 0 };
 
     (void)state;
     expect(&w, P ALLOWLIST "kept_value_types is 'any' (the default), the policy requires "
-           "'scalar': a kept key could carry a kvlist or bytes value",
+           "'single': a kept key could carry an array whose elements spell text",
            line_of(y, "  transform/allowlist:"), 3);
     assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+/* The caps on events and links: absent, or above the policy's. */
+static void test_event_cap_absent(void **state)
+{
+    char *y = replace(cvm_text, "    max_events_per_span: 4\n", "");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "max_events_per_span is not set: any number of span.events leave, "
+           "the policy allows 4 a span", line_of(y, "  transform/allowlist:"), 3);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_link_cap_raised(void **state)
+{
+    char *y = replace(cvm_text, "    max_links_per_span: 1\n", "    max_links_per_span: 64\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "max_links_per_span is 64, the policy allows at most 1",
+           line_of(y, "max_links_per_span: 64"), 25);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+/* A lower cap than the policy's holds it. */
+static void test_event_cap_lower(void **state)
+{
+    char *y = replace(cvm_text, "    max_events_per_span: 4\n", "    max_events_per_span: 2\n");
+    want w = { 0 };
+
+    (void)state;
+    assert_check(y, SF_OK, &w);
     free(y);
 }
 
@@ -1234,7 +1296,7 @@ static void test_policy_file_new_keys_errors(void **state)
         "exporter: {id: e, max_queue_size: 1, max_elapsed_time: 1s}\n";
     static const char *const wantv[] = {
         "p.yaml:3:21: allowlist.kept_value_types: unknown value 'scalars' (expected one of "
-        "'any', 'scalar')",
+        "'any', 'scalar', 'single')",
         "p.yaml:4:22: allowlist.clear_trace_state: invalid boolean 'yes' (expected true or false)",
         "p.yaml:8:9: allowlist.name_rules.span[0]: 'replacement' is required (\"\" for none)",
         "p.yaml:9:38: allowlist.name_rules.span[1]: unknown key 'flags'",
@@ -1770,7 +1832,12 @@ int main(void)
         cmocka_unit_test(test_link_allowlist_removed),
         cmocka_unit_test(test_link_key_added),
         cmocka_unit_test(test_kept_value_types_any),
+        cmocka_unit_test(test_kept_value_types_scalar),
+        cmocka_unit_test(test_kept_value_types_single_holds_scalar),
         cmocka_unit_test(test_kept_value_types_default),
+        cmocka_unit_test(test_event_cap_absent),
+        cmocka_unit_test(test_link_cap_raised),
+        cmocka_unit_test(test_event_cap_lower),
         cmocka_unit_test(test_span_trace_state_not_cleared),
         cmocka_unit_test(test_link_trace_state_not_cleared),
         cmocka_unit_test(test_name_rule_missing),

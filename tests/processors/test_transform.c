@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "tests/sf_torture.h"
+#include "tests/sf_test_stderr.h"
 
 #include "internal/sf_core.h"
 #include "transform_fixtures.h"
@@ -427,28 +428,67 @@ static char *transform_series(tfx *f)
     return buf;
 }
 
+/* Removed keys are named, in the series and the log line, only when the
+ * config names them: user.email, secret.token, prompt and the rest that
+ * the client chose count as 'other', whatever their shape. */
 static void test_removals_counted_by_key(void **state)
 {
     tfx *f = *state;
-    char *text;
+    char *text, *log;
 
+    sf_log_set_level(SF_LOG_WARN);
+    sf_test_stderr_begin();
     assert_int_equal(consume(f), SF_OK);
+    log = sf_test_stderr_end(NULL);
+    sf_log_set_level(SF_LOG_ERROR);
     text = transform_series(f);
-    /* user.email: span A and span D */
-    assert_non_null(strstr(text, "context=\"span\",key=\"user.email\",cause=\"not_kept\"} 2\n"));
-    assert_non_null(strstr(text, "context=\"resource\",key=\"secret.token\",cause=\"not_kept\"} 1\n"));
-    /* Gen_AI.Request.Model: not of the safe shape (größe.名前 is kept) */
-    assert_non_null(strstr(text, "context=\"span\",key=\"other\",cause=\"not_kept\"} 1\n"));
-    assert_non_null(strstr(text, "context=\"spanevent\",key=\"prompt\",cause=\"not_kept\"} 2\n"));
-    assert_null(strstr(text, "Gen_AI"));
+    /* user.email (A, D), Gen_AI.Request.Model and prompt (A) */
+    assert_non_null(strstr(text, "context=\"span\",key=\"other\",cause=\"not_kept\"} 4\n"));
+    assert_non_null(strstr(text, "context=\"resource\",key=\"other\",cause=\"not_kept\"} 2\n"));
+    assert_non_null(strstr(text, "context=\"spanevent\",key=\"other\",cause=\"not_kept\"} 4\n"));
+    assert_non_null(strstr(log, "removing span attribute 'other': the key is not kept"));
+    for (const char *w = "user.email\0secret.token\0prompt\0Gen_AI\0host.name\0"; *w;
+         w += strlen(w) + 1) {
+        if (strstr(text, w) != NULL || strstr(log, w) != NULL)
+            fail_msg("'%s' named in the series or the log", w);
+    }
     assert_null(strstr(text, "gen_ai.request.model"));     /* kept: never counted */
     assert_non_null(sf_transform_processor_type.metrics_help);
     assert_null(strstr(text, "# HELP"));                    /* the core writes it once */
     free(text);
+    free(log);
     assert_int_equal(consume_prefix(f, f->wire_len), SF_OK);    /* the same request again */
     text = transform_series(f);
-    assert_non_null(strstr(text, "context=\"span\",key=\"user.email\",cause=\"not_kept\"} 4\n"));
+    assert_non_null(strstr(text, "context=\"span\",key=\"other\",cause=\"not_kept\"} 8\n"));
     free(text);
+}
+
+/* A key the config names (delete_key) is named when it is removed. */
+static void test_removals_named_when_configured(void **state)
+{
+    tfx *f = *state;
+    static const char *const stmts[] = {
+        "keep_keys(resource.attributes, [])",
+        "delete_key(span.attributes, \"user.email\")",
+        "delete_key(spanevent.attributes, \"prompt\")",
+    };
+    char *text, *log;
+
+    use_program(f, stmts, 3, SF_ERROR_MODE_PROPAGATE);
+    sf_log_set_level(SF_LOG_WARN);
+    sf_test_stderr_begin();
+    assert_int_equal(consume(f), SF_OK);
+    log = sf_test_stderr_end(NULL);
+    sf_log_set_level(SF_LOG_ERROR);
+    text = transform_series(f);
+    assert_non_null(strstr(text, "context=\"span\",key=\"user.email\",cause=\"not_kept\"} 2\n"));
+    assert_non_null(strstr(text, "context=\"spanevent\",key=\"prompt\",cause=\"not_kept\"} 2\n"));
+    assert_non_null(strstr(text, "context=\"resource\",key=\"other\",cause=\"not_kept\"} 3\n"));
+    assert_non_null(strstr(log, "removing span attribute 'user.email': the key is not kept"));
+    assert_null(strstr(text, "secret.token"));
+    assert_null(strstr(log, "secret.token"));
+    free(text);
+    free(log);
 }
 
 /* ---- filter --------------------------------------------------------------- */
@@ -870,6 +910,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_keep_keys_everywhere, setup, teardown),
         cmocka_unit_test_setup_teardown(test_removals_counted_by_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_removals_named_when_configured, setup, teardown),
         cmocka_unit_test_setup_teardown(test_filtered_batch_packs_and_decodes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_empty_allowlist_drops_all_and_delete_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keep_keys_twice_intersects, setup, teardown),

@@ -341,6 +341,54 @@ static void test_pseudonyms(void **state)
     unload(&other);
 }
 
+/* Pseudonyms have a fixed length whatever the input's: a room "0x1" and a
+ * room of 16 digits both leave as "0x" and 16 hex digits (a client could
+ * otherwise send 4 bits a request in the length, and a 1-digit room has 16
+ * pseudonyms); hex ids leave as 32 digits, longer hex as 64. */
+static void test_pseudonym_lengths(void **state)
+{
+    static const char body[] =
+        "    pseudonym_key: 0123456789abcdefSECRETKEY\n"
+        "    trace_statements:\n"
+        "      - keep_keys(span.attributes, [\"bootstrap_room\"])\n"
+        "      - pseudonymize(span.attributes, \"bootstrap_room\")\n";
+    static const struct { const char *in; size_t prefix, digits; } cases[] = {
+        { "0x1", 2, 16 }, { "0x2", 2, 16 }, { "0x123456789", 2, 16 },
+        { "0x1f2e3d4c5b6a7980", 2, 16 }, { "0x" "0123456789abcdef0123", 2, 16 },
+        { "a", 0, 32 }, { "5f2b8e0c9a7d4e1f8b3c6a2d0e9f1a7b", 0, 32 },
+        { "5f2b8e0c9a7d4e1f8b3c6a2d0e9f1a7b5f2b8e0c9a7d4e1f8b3c6a2d0e9f1a", 0, 64 },
+        { "Room One", 0, 32 },
+    };
+    char first[2][80] = { "", "" };
+    run r;
+
+    (void)state;
+    assert_int_equal(load(&r, body), SF_OK);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char attrs[256], *out;
+        const char *at;
+        size_t n;
+
+        snprintf(attrs, sizeof(attrs), "[{\"key\":\"bootstrap_room\",\"value\":{\"stringValue\":"
+                 "\"%s\"}}]", cases[i].in);
+        out = apply_span(&r, "tokenize", attrs);
+        at = strstr(out, "\"key\":\"bootstrap_room\",\"value\":{\"stringValue\":\"");
+        assert_non_null(at);
+        at += strlen("\"key\":\"bootstrap_room\",\"value\":{\"stringValue\":\"");
+        n = strcspn(at, "\"");
+        if (n != cases[i].prefix + cases[i].digits ||
+            (cases[i].prefix && strncmp(at, "0x", 2) != 0) ||
+            strspn(at + cases[i].prefix, "0123456789abcdef") != cases[i].digits)
+            fail_msg("'%s' left as '%.*s'", cases[i].in, (int)n, at);
+        if (i < 2)
+            snprintf(first[i], sizeof(first[i]), "%.*s", (int)n, at);
+        sf_free(out);
+    }
+    /* 0x1 and 0x2: two pseudonyms of the same length */
+    assert_string_not_equal(first[0], first[1]);
+    unload(&r);
+}
+
 static void test_declared_mode_refuses_gaps(void **state)
 {
     static const char missing[] =
@@ -372,6 +420,17 @@ static void test_declared_mode_refuses_gaps(void **state)
     assert_int_equal(load(&r, shortkey), SF_CONFIG);
     HAS(r.errors, "pseudonym_key is shorter than 16 bytes");
     LACKS(r.errors, "tooSHORTsecret");
+    /* key quality: 16 bytes of one character, or of two, are refused */
+    for (int i = 0; i < 2; i++) {
+        static const char *const weak[] = { "aaaaaaaaaaaaaaaa", "abababababababababababababababab" };
+        char body[256];
+
+        snprintf(body, sizeof(body), "    pseudonym_key: %s\n    trace_statements:\n"
+                 "      - pseudonymize(span.attributes, \"rid\")\n", weak[i]);
+        assert_int_equal(load(&r, body), SF_CONFIG);
+        HAS(r.errors, "pseudonym_key has too few distinct bytes");
+        LACKS(r.errors, weak[i]);
+    }
 }
 
 static void test_condition_errors(void **state)
@@ -460,6 +519,7 @@ int main(void)
         cmocka_unit_test(test_declared_names_and_fields),
         cmocka_unit_test(test_declared_one_value_per_key_and_bound),
         cmocka_unit_test(test_pseudonyms),
+        cmocka_unit_test(test_pseudonym_lengths),
         cmocka_unit_test(test_declared_mode_refuses_gaps),
         cmocka_unit_test(test_condition_errors),
         cmocka_unit_test(test_replace_pattern_as_pcre2_substitutes),

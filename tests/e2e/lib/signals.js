@@ -66,14 +66,16 @@ const ENGINE_RESOURCE = {
 // The log attributes the seed fence keeps, with legitimate values.
 const LOG_KEEP = ['code.function', 'code.lineno', 'log.logger'];
 
-// Body shapes the seed fence lets out (SGLang's scheduler statistics).
+// Body shapes the seed fence lets out: SGLang's scheduler statistics as it
+// prints them (scheduler_metrics_mixin.py log_prefill_stats /
+// log_decode_stats: every field ends with ", ").
 function prefillLine(i) {
-  return `Prefill batch. #new-seq: ${1 + (i % 3)}, #new-token: ${7 * i + 3}, #cached-token: ${i * 2}, ` +
-    `token usage: 0.${String(i % 100).padStart(2, '0')}, #running-req: ${i % 5}, #queue-req: ${i % 2}`;
+  return `Prefill batch, #new-seq: ${1 + (i % 3)}, #new-token: ${7 * i + 3}, #cached-token: ${i * 2}, ` +
+    `token usage: 0.${String(i % 100).padStart(2, '0')}, #running-req: ${i % 5}, #queue-req: ${i % 2}, `;
 }
 function decodeLine(i) {
-  return `Decode batch. #running-req: ${1 + (i % 4)}, #token: ${100 + i}, token usage: 0.0${i % 10}, ` +
-    `gen throughput (token/s): ${(40 + i / 10).toFixed(2)}, #queue-req: 0`;
+  return `Decode batch, #running-req: ${1 + (i % 4)}, #token: ${100 + i}, token usage: 0.0${i % 10}, ` +
+    `cuda graph: ${i % 3 ? 'True' : 'False'}, gen throughput (token/s): ${(40 + i / 10).toFixed(2)}, #queue-req: 0, `;
 }
 
 // One log record description per i: kind 'stats' (body kept) or 'error'
@@ -163,6 +165,14 @@ function sglangSeries(k) {
     ['histogram', 'sglang:inter_token_latency_seconds', 's', [0.006, 0.007, 0.011]],
   ];
 }
+// SGLang's bucket bounds (TokenizerMetricsCollector): the fence pins them.
+const TTFT_BOUNDS = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400];
+const SGLANG_BOUNDS = {
+  'sglang:time_to_first_token_seconds': TTFT_BOUNDS,
+  'sglang:e2e_request_latency_seconds': [...TTFT_BOUNDS, 600, 1200, 1800, 2400],
+  'sglang:inter_token_latency_seconds': [0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030,
+    0.035, 0.040, 0.060, 0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000],
+};
 const HOSTILE_SERIES = [
   // a name that is free text, a description and unit quoting a request
   ['gauge', 'prompt tell me the secret', 'secret unit', 1],
@@ -192,7 +202,7 @@ async function sendMetrics(exporter, { scrapes = 2, resource = {}, prefix = 'm' 
     const opts = { unit, description: `${name} as SGLang describes it, with secret text tell me` };
     if (type === 'gauge') return meter.createGauge(name, opts);
     if (type === 'counter') return meter.createCounter(name, opts);
-    return meter.createHistogram(name, { ...opts, advice: { explicitBucketBoundaries: [0.01, 0.05, 0.1, 0.5, 1, 5] } });
+    return meter.createHistogram(name, { ...opts, advice: { explicitBucketBoundaries: SGLANG_BOUNDS[name] || [0.01, 0.05, 0.1, 0.5, 1, 5] } });
   });
   let last = null;
   for (let k = 0; k < scrapes; k++) {
