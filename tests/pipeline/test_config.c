@@ -160,9 +160,10 @@ static void test_valid_corpus(void **state)
 
 /* The shipped configs use trace_statements, whose parser lives in the
  * transform processor: until it is merged, those are the only errors. */
-/* A shipped config loads with no error and no warning, and has the one
- * traces pipeline through the allowlist into `exporter`. */
-static void check_shipped(const char *path, const char *exporter)
+/* A shipped config loads with no error and no warning, and has its
+ * pipelines (`n_pipelines`), the first the traces one through the
+ * allowlist into `exporter`. */
+static void check_shipped(const char *path, const char *exporter, size_t n_pipelines)
 {
     sf_diag *d = sf_diag_create(NULL);
     sf_config *cfg = NULL;
@@ -173,7 +174,7 @@ static void check_shipped(const char *path, const char *exporter)
     assert_int_equal(st, SF_OK);
     assert_non_null(sf_config_find(cfg, exporter));
     assert_non_null(sf_config_find(cfg, "transform/allowlist"));
-    assert_int_equal(cfg->n_pipelines, 1);
+    assert_int_equal(cfg->n_pipelines, n_pipelines);
     assert_int_equal(cfg->pipelines[0].n_exporters, 1);
     assert_string_equal(cfg->pipelines[0].exporters[0]->id, exporter);
     assert_string_equal(cfg->metrics_address, "127.0.0.1:8888");
@@ -187,8 +188,9 @@ static void test_shipped_configs(void **state)
     setenv("SPANFENCE_GATEWAY_ENDPOINT", "https://gateway.example", 1);
     setenv("SPANFENCE_GATEWAY_TOKEN", "t0ken", 1);
     setenv("SPANFENCE_PSEUDONYM_KEY", "pseudonym-key-for-the-tests", 1);
-    check_shipped(SF_SOURCE_DIR "/configs/default.yaml", "debug");
-    check_shipped(SF_SOURCE_DIR "/configs/cvm.yaml", "otlphttp/gateway");
+    check_shipped(SF_SOURCE_DIR "/configs/default.yaml", "debug", 1);
+    /* traces, and the engine's metrics and logs through transform/fence */
+    check_shipped(SF_SOURCE_DIR "/configs/cvm.yaml", "otlphttp/gateway", 3);
     unsetenv("SPANFENCE_GATEWAY_TOKEN");
     {
         sf_diag *d = sf_diag_create(NULL);

@@ -51,6 +51,9 @@ static char *slurp(const char *path)
 }
 
 static char *replace(const char *text, const char *from, const char *to);
+static char *replace_first(const char *text, const char *from, const char *to);
+static char *traces_only(const char *cvm);
+static char *cut_lines(const char *text, const char *from, const char *to);
 
 static int setup(void **state)
 {
@@ -60,13 +63,24 @@ static int setup(void **state)
     setenv("SPANFENCE_PSEUDONYM_KEY", "pseudonym-key-for-the-tests", 1);
     cvm_shipped = slurp(SF_SOURCE_DIR "/configs/cvm.yaml");
     policy_shipped = slurp(SF_SOURCE_DIR "/configs/cvm-policy.yaml");
-    cvm_text = replace(cvm_shipped, "    declared_fields: true\n", "    declared_fields: false\n");
+    /* The traces allowlist's mutations run on cvm.yaml without its logs and
+     * metrics (their fence's own mutations: test_cli's seed fence), and with
+     * the allowlist's declared mode off (the first declared_fields and
+     * max_string_length of each file are the allowlist's). */
     {
-        char *p = replace(policy_shipped, "\n  declared_fields: true\n",
-                          "\n  declared_fields: false\n");
+        char *t = traces_only(cvm_shipped);
 
-        policy_text = replace(p, "\n  max_string_length: 256\n", "\n  max_string_length: 0\n");
+        cvm_text = replace_first(t, "    declared_fields: true\n", "    declared_fields: false\n");
+        free(t);
+    }
+    {
+        char *q = cut_lines(policy_shipped, "\n# The fence of the logs and metrics pipelines",
+                            "\nreceivers:\n");
+        char *p = replace_first(q, "\n  declared_fields: true\n", "\n  declared_fields: false\n");
+
+        policy_text = replace_first(p, "\n  max_string_length: 256\n", "\n  max_string_length: 0\n");
         free(p);
+        free(q);
     }
     return 0;
 }
@@ -100,6 +114,69 @@ static char *replace(const char *text, const char *from, const char *to)
     memcpy(out + (at - text), to, tl);
     memcpy(out + (at - text) + tl, at + fl, n - (size_t)(at - text) - fl + 1);
     return out;
+}
+
+/* `text` with the first occurrence of `from` replaced by `to` (malloc'd). */
+static char *replace_first(const char *text, const char *from, const char *to)
+{
+    const char *at = strstr(text, from);
+    size_t fl = strlen(from), tl = strlen(to), n = strlen(text);
+    char *out;
+
+    if (at == NULL) {
+        fail_msg("mutation: '%s' is not in the text", from);
+        return NULL;
+    }
+    out = malloc(n - fl + tl + 1);
+    assert_non_null(out);
+    memcpy(out, text, (size_t)(at - text));
+    memcpy(out + (at - text), to, tl);
+    memcpy(out + (at - text) + tl, at + fl, n - (size_t)(at - text) - fl + 1);
+    return out;
+}
+
+/* Cut `text` from the line starting with `from` up to (not including) the
+ * line starting with `to` (malloc'd); both must be there, in that order. */
+static char *cut_lines(const char *text, const char *from, const char *to)
+{
+    const char *a = strstr(text, from), *b = a != NULL ? strstr(a, to) : NULL;
+    size_t n = strlen(text);
+    char *out;
+
+    if (a == NULL || b == NULL)
+        fail_msg("cut: '%s' .. '%s' is not in the text", from, to);
+    out = malloc(n - (size_t)(b - a) + 1);
+    assert_non_null(out);
+    memcpy(out, text, (size_t)(a - text));
+    memcpy(out + (a - text), b, n - (size_t)(b - text) + 1);
+    return out;
+}
+
+/* configs/cvm.yaml with its traces pipeline only: the prometheus and
+ * journald receivers, transform/fence, otlphttp/telemetry and the metrics
+ * and logs pipelines cut. */
+static char *traces_only(const char *cvm)
+{
+    const char *cuts[][2] = {
+        { "  # SGLang's metrics: `--enable-metrics`", "\nprocessors:\n" },
+        { "\n  # The fence of the logs and metrics pipelines", "\n\nexporters:\n" },
+        { "  # The same gateway for the engine's logs and metrics", "\nservice:\n" },
+        { "    metrics:\n      receivers: [prometheus]", "\nallowlist-end-never" },
+    };
+    char *t = strdup(cvm), *u;
+
+    assert_non_null(t);
+    for (size_t i = 0; i < 3; i++) {
+        u = cut_lines(t, cuts[i][0], cuts[i][1]);
+        free(t);
+        t = u;
+    }
+    /* the pipelines are last in the file: cut to its end */
+    u = strstr(t, cuts[3][0]);
+    if (u == NULL)
+        fail_msg("cut: '%s' is not in the text", cuts[3][0]);
+    *u = '\0';
+    return t;
 }
 
 /* 1-based line of the one occurrence of `needle` in `text`, so expected
@@ -1550,6 +1627,34 @@ static void test_declared_mutations_caught(void **state)
 
     (void)state;
     for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
+        char *t = traces_only(cvm_shipped);
+        char *y = replace(t, m[i].from, m[i].to);
+
+        assert_caught(policy_shipped, y, m[i].needle);
+        free(y);
+        free(t);
+    }
+}
+
+/* cvm.yaml as shipped carries logs and metrics through transform/fence,
+ * and cvm-policy.yaml pins that fence: a widened metric name set, another
+ * histogram bound, a rewritten value rule or an unbounded digit run in the
+ * body rule each fail the policy. */
+static void test_cvm_fence_pinned(void **state)
+{
+    static const struct { const char *from, *to, *needle; } m[] = {
+        { "|scrape_series_added)$\")", "|scrape_series_added|[a-z_]{1,64})$\")",
+          "metric.name is kept when it matches" },
+        { "\"sglang:num_retractions\": [0, 1, 2", "\"sglang:num_retractions\": [0, 1.5, 2",
+          "histogram_bounds of 'sglang:num_retractions' differ" },
+        { "where not attributes[\"_SYSTEMD_UNIT\"] == \"sglang.service\"",
+          "where not IsMatch(attributes[\"_SYSTEMD_UNIT\"], \"^sglang[.]service$\")",
+          "log key '_SYSTEMD_UNIT' has the value rule" },
+        { "#running-req: [0-9]{1,6}, #token", "#running-req: [0-9]+, #token", "the log body rule is" },
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
         char *y = replace(cvm_shipped, m[i].from, m[i].to);
 
         assert_caught(policy_shipped, y, m[i].needle);
@@ -1818,6 +1923,7 @@ int main(void)
         cmocka_unit_test(test_shipped_config_holds),
         cmocka_unit_test(test_declared_shipped_holds),
         cmocka_unit_test(test_declared_mutations_caught),
+        cmocka_unit_test(test_cvm_fence_pinned),
         cmocka_unit_test(test_order_does_not_matter),
         cmocka_unit_test(test_memory_limiter_not_pinned),
         cmocka_unit_test(test_add_key),
