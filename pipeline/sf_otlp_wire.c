@@ -309,6 +309,9 @@ typedef struct cx {
      * set does not list, by their bytes */
     uint64_t seen[8];
     size_t drift_next;          /* st->drift entry to try first (drift_note) */
+    /* per context and cause, 1 + the st->drift entry of the keys counted as
+     * `other` (0: none yet): most removals, counted without a call */
+    uint8_t drift_other[SF_OTLP_CTX_COUNT][2];
     const uint8_t **seen_key;
     size_t *seen_len;
     size_t n_seen, cap_seen;
@@ -1096,7 +1099,26 @@ static __attribute__((noinline)) void drift_note(cx *c, int ctx, const ks_slot *
         st->drift[st->n_drift++] = (sf_otlp_drift){ .ctx = (uint8_t)ctx, .failed_rule = failed,
                                                     .key = key, .count = 1 };
         c->drift_next = st->n_drift;
+        if (key == NULL && ctx < SF_OTLP_CTX_COUNT)
+            c->drift_other[ctx][failed] = (uint8_t)st->n_drift;
     }
+}
+
+/* drift_note, with the common case inline: a key the config does not name
+ * (counted as `other`) whose entry exists. At 512-span calls with the
+ * sample allowlist (7 of 12 span keys removed) the call alone was 6 % of
+ * the collector's instructions (callgrind). */
+static inline void drift_count(cx *c, int ctx, const ks_slot *e, bool failed)
+{
+    if (e == NULL && ctx >= 0 && ctx < SF_OTLP_CTX_COUNT && !c->discard) {
+        const unsigned i = c->drift_other[ctx][failed];
+
+        if (i > 0) {
+            c->st->drift[i - 1].count++;
+            return;
+        }
+    }
+    drift_note(c, ctx, e, failed);
 }
 
 /* one_value_per_key: forget the keys of the previous attribute list. */
@@ -2553,7 +2575,7 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
         keep = false;
         if (!c->discard) {
             c->len = mark;      /* written, then taken back */
-            drift_note(c, ctx, slot, true);
+            drift_count(c, ctx, slot, true);
         }
     } else if (keep && !c->discard && ((slot != NULL && slot->rule != NULL) || j.max_str != 0)) {
         /* the value as written (canonical): tag, length, AnyValue */
@@ -2572,7 +2594,7 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
             keep = false;
             c->len = mark;
             c->st->failed_values++;
-            drift_note(c, ctx, slot, true);
+            drift_count(c, ctx, slot, true);
         } else if (rule != NULL && rule->pseudonym) {
             c->len = mark;
             c->st->pseudonyms++;
@@ -2581,7 +2603,7 @@ static __attribute__((noinline)) sf_status kv_general(cx *c, int ctx, uint32_t n
                 return st;
         }
     } else if (!keep && !dup && judge != NULL) {
-        drift_note(c, ctx, slot, false);
+        drift_count(c, ctx, slot, false);
     }
     if (dup)
         c->st->duplicate_keys++;
@@ -2626,7 +2648,7 @@ static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, kvjudg
             match_kv(c, key, klen, &r);
         if (!keep || (j.scalar_only && r.cls == CLS_OTHER)) {
             *removed = true;
-            drift_note(c, ctx, e, keep);
+            drift_count(c, ctx, e, keep);
             return SF_OK;
         }
         if (j.dedupe) {
@@ -2649,7 +2671,7 @@ static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, kvjudg
                 (rule != NULL && rule->pseudonym && !pseudonym_value(c, q, end, pv, &pn))) {
                 *removed = true;
                 c->st->failed_values++;
-                drift_note(c, ctx, e, true);
+                drift_count(c, ctx, e, true);
                 return SF_OK;
             }
             if (rule != NULL && rule->pseudonym) {
@@ -2779,6 +2801,8 @@ static sf_status run(cx *c, unsigned root, const uint8_t *in, size_t len)
     error = c->st->error;
     memset(c->st, 0, sizeof(*c->st));
     c->st->error = error;
+    memset(c->drift_other, 0, sizeof(c->drift_other));
+    c->drift_next = 0;
     c->len = 0;
     c->matching = 0;
     c->budget = 2 * len + 4096;
