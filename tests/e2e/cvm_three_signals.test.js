@@ -18,13 +18,13 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { spawn, spawnSync } = require('node:child_process');
+const { spawnSync } = require('node:child_process');
 
 const deps = require('./lib/deps');
 const { SignalGateway } = require('./lib/signal_gateway');
 const { Spanfence, harness, freePort, waitUntil } = require('./lib/spanfence');
+const { startExposer } = require('./lib/exposer');
 
-const PY = '/usr/bin/python3';
 const JOURNAL_REMOTE = '/lib/systemd/systemd-journal-remote';
 const BOOT = '0123456789abcdef0123456789abcdef';
 const T0 = 1796000000000000;     // µs since the epoch
@@ -63,17 +63,6 @@ function moved(ports, journalDir, cursor) {
   swap('    units: [sglang]\n', `    units: [sglang]\n    directory: ${journalDir}\n    start_at: beginning\n`);
   swap('cursor_file: /var/lib/spanfence/journald.cursor', `cursor_file: ${cursor}`);
   return text;
-}
-
-async function startExposer(h, port) {
-  const proc = spawn(PY, [path.join(__dirname, 'prometheus_exposer.py'), String(port)],
-    { stdio: ['pipe', 'pipe', 'inherit'] });
-  h.onCleanup(() => { proc.stdin.end(); proc.kill(); });
-  let out = '';
-  proc.stdout.on('data', (c) => { out += c; });
-  await waitUntil(() => out.includes('\n') || proc.exitCode !== null, 'the exposer to start', 20000);
-  assert.equal(proc.exitCode, null, 'the exposer exited');
-  return JSON.parse(out.split('\n')[0]);
 }
 
 test('cvm.yaml carries the engine\'s metrics and logs through its fence, and they hold its policy', async () => {

@@ -24,9 +24,9 @@ const path = require('node:path');
 const { spawn } = require('node:child_process');
 
 const { Spanfence, harness, freePort, waitUntil } = require('./lib/spanfence');
+const { startExposer } = require('./lib/exposer');
 const { SignalGateway, root } = require('./lib/signal_gateway');
 
-const PY = '/usr/bin/python3';   // Debian's, with python3-prometheus-client
 const PROMETHEUS = '/usr/bin/prometheus';
 const NODE_EXPORTER = '/usr/bin/prometheus-node-exporter';
 // collectors whose series do not come and go between scrapes
@@ -94,18 +94,6 @@ service:
       processors: [filter/names, transform/fence]
       exporters: [otlphttp/gw]
 `;
-}
-
-// The exposer: its JSON line says what it holds.
-async function startExposer(h, port) {
-  const proc = spawn(PY, [path.join(__dirname, 'prometheus_exposer.py'), String(port)],
-    { stdio: ['pipe', 'pipe', 'inherit'] });
-  h.onCleanup(() => { proc.stdin.end(); proc.kill(); });
-  let out = '';
-  proc.stdout.on('data', (c) => { out += c; });
-  await waitUntil(() => out.includes('\n') || proc.exitCode !== null, 'the exposer to start', 20000);
-  assert.equal(proc.exitCode, null, 'the exposer exited');
-  return JSON.parse(out.split('\n')[0]);
 }
 
 // A target that answers 200 and a first line, then never ends its body.
