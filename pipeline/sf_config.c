@@ -286,9 +286,8 @@ static const sf_config_row metrics_rows[] = {
       .offset = offsetof(telemetry_metrics, address),
       .help = "host:port of the Prometheus metrics endpoint" },
     { .key = "readers", .type = SF_CFG_CUSTOM, .offset = offsetof(telemetry_metrics, readers),
-      .parse = keep_node, .help = "pull: {exporter: {prometheus: {host, port}}}, periodic: "
-                                  "{interval, exporter: {otlp: {protocol, endpoint}}} "
-                                  "(upstream's form)" },
+      .parse = keep_node, .sub = reader_rows,
+      .help = "a list of pull and periodic readers (upstream's form), each:" },
     { 0 }
 };
 
@@ -1882,7 +1881,9 @@ static void print_rows(const sf_config_row *rows, int indent)
                r->type == SF_CFG_ENUM ? " " : "", r->type == SF_CFG_ENUM ? r->choices : "",
                range, r->def ? ", default " : "", r->def ? r->def : "",
                r->help ? ": " : "", r->help ? r->help : "");
-        if ((r->type == SF_CFG_SECTION || r->type == SF_CFG_LIST) && r->sub)
+        /* a CUSTOM row with rows (readers: a list of them) shows them too */
+        if ((r->type == SF_CFG_SECTION || r->type == SF_CFG_LIST || r->type == SF_CFG_CUSTOM) &&
+            r->sub)
             print_rows(r->sub, indent + 2);
     }
 }
