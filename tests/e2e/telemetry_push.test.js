@@ -4,11 +4,11 @@
 // OTLP/HTTP exporter) and requests refused (malformed), then the pushes the
 // gateway receives, decoded by the independent decoder (protobufjs from the
 // official protos, lib/signal_gateway.js), carry the collector's counts:
-// accepted spans equal to what was sent, the refusals, the exporter's sent
-// spans; they come with the reader's header, gzip, at the reader's URL; the
-// fence of the config's first metrics pipeline (a filter dropping the
-// otelcol_process_* metrics) applies to them; and a reload (SIGHUP) keeps
-// the push going with the counts carried over. Every wait is on the
+// accepted spans equal to what was sent, the refused requests and spans,
+// the exporter's sent spans; they come with the reader's header, gzip, at
+// the reader's URL; the fence of the config's first metrics pipeline (a
+// filter dropping the otelcol_process_* metrics) applies to them; and a
+// reload (SIGHUP) keeps the push going with the counts carried over. Every wait is on the
 // gateway having received a push, or on the collector's own /metrics.
 'use strict';
 
@@ -96,11 +96,15 @@ test('the periodic reader pushes the collector\'s counts through the metrics fen
     const exporter = makeExporter('http-protobuf', { httpPort: ports.SF_HTTP_PORT, compression: 'none' });
     await sendSpans(exporter, { n: sent, batchSize: 10, prefix: 'push' });
     await exporter.shutdown();
-    // refusals: two malformed requests (a member given twice; not protobuf)
+    // refusals: two malformed requests, one of 3 spans (a span's name
+    // given twice: the whole request is refused), one not protobuf
     const post = (type, body) => fetch(`http://127.0.0.1:${ports.SF_HTTP_PORT}/v1/traces`, {
       method: 'POST', headers: { 'Content-Type': type }, body,
     });
-    let r = await post('application/json', '{"resourceSpans":[],"resourceSpans":[]}');
+    const span = (i, extra = '') => `{"traceId":"${'ab'.repeat(16)}","spanId":"${String(i).padStart(16, '0')}",` +
+      `"name":"s${i}","startTimeUnixNano":"1","endTimeUnixNano":"2"${extra}}`;
+    let r = await post('application/json', `{"resourceSpans":[{"scopeSpans":[{"spans":[${span(1)},` +
+      `${span(2, ',"name":"again"')},${span(3)}]}]}]}`);
     assert.equal(r.status, 400, await r.text());
     r = await post('application/x-protobuf', Buffer.from([0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f]));
     assert.equal(r.status, 400, await r.text());
@@ -108,6 +112,7 @@ test('the periodic reader pushes the collector\'s counts through the metrics fen
     const own = await sf.waitMetrics((m) => m.get('otelcol_exporter_sent_spans', { exporter: 'otlphttp/traces' }) === sent,
       'the spans exported');
     assert.equal(own.must('spanfence_receiver_refused_requests', { ...HTTP, reason: 'malformed' }), 2);
+    assert.equal(own.must('otelcol_receiver_refused_spans', { ...HTTP, reason: 'malformed' }), 3);
 
     // a push made after all that carries it
     const pushes = () => gw.of('metrics').filter((q) => q.status === 200);
@@ -124,6 +129,8 @@ test('the periodic reader pushes the collector\'s counts through the metrics fen
     assert.equal(pointValue(points, 'otelcol_receiver_accepted_spans', HTTP), sent, 'accepted spans as sent');
     assert.equal(pointValue(points, 'spanfence_receiver_refused_requests', { ...HTTP, reason: 'malformed' }), 2,
       'the refusals');
+    assert.equal(pointValue(points, 'otelcol_receiver_refused_spans', { ...HTTP, reason: 'malformed' }), 3,
+      'the refused spans');
     assert.equal(pointValue(points, 'otelcol_receiver_refused_spans', { ...HTTP, reason: 'queue_full' }), 0);
     assert.equal(pointValue(points, 'spanfence_receiver_requests', HTTP), own.must('spanfence_receiver_requests', HTTP));
     // counters are cumulative sums; the series' target labels as upstream's prometheus receiver sets them
@@ -160,6 +167,7 @@ test('the periodic reader pushes the collector\'s counts through the metrics fen
     const after = latest();
     assert.equal(pointValue(after, 'otelcol_receiver_accepted_spans', HTTP), sent, 'accepted spans after the reload');
     assert.equal(pointValue(after, 'spanfence_receiver_refused_requests', { ...HTTP, reason: 'malformed' }), 2);
+    assert.equal(pointValue(after, 'otelcol_receiver_refused_spans', { ...HTTP, reason: 'malformed' }), 3);
     assert.deepEqual([...new Set(after.map((p) => p.name))].filter((n) => n.startsWith('otelcol_process_')), []);
     await sf.stop();
   });
