@@ -8,16 +8,22 @@
 // the exporter's sent spans; they come with the reader's header, gzip, at
 // the reader's URL; the fence of the config's first metrics pipeline (a
 // filter dropping the otelcol_process_* metrics) applies to them; and a
-// reload (SIGHUP) keeps the push going with the counts carried over. Every wait is on the
-// gateway having received a push, or on the collector's own /metrics.
+// reload (SIGHUP) keeps the push going with the counts carried over. Then
+// over grpc (a @grpc/grpc-js MetricsService): the pull reader's endpoint
+// is the one pushed, with its names (_total), headers_list as metadata,
+// and no fence when the config has no metrics pipeline. Every wait is on
+// the gateway having received a push, or on the collector's own /metrics.
 'use strict';
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
 
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
-const { SignalGateway } = require('./lib/signal_gateway');
+const deps = require('./lib/deps');
+const { SignalGateway, decode } = require('./lib/signal_gateway');
 const { makeExporter, sendSpans } = require('./lib/senders');
+
+const grpc = deps.grpc();
 
 const KEY = 'push-key-7f3a$not-an-env-ref';
 
@@ -169,6 +175,94 @@ test('the periodic reader pushes the collector\'s counts through the metrics fen
     assert.equal(pointValue(after, 'spanfence_receiver_refused_requests', { ...HTTP, reason: 'malformed' }), 2);
     assert.equal(pointValue(after, 'otelcol_receiver_refused_spans', { ...HTTP, reason: 'malformed' }), 3);
     assert.deepEqual([...new Set(after.map((p) => p.name))].filter((n) => n.startsWith('otelcol_process_')), []);
+    await sf.stop();
+  });
+});
+
+// OTLP/gRPC MetricsService/Export: each call's body and metadata.
+function grpcMetricsSink() {
+  const got = [];
+  const server = new grpc.Server();
+  const path = '/opentelemetry.proto.collector.metrics.v1.MetricsService/Export';
+  server.addService({
+    Export: {
+      path, requestStream: false, responseStream: false,
+      requestSerialize: (b) => b, requestDeserialize: (b) => b,
+      responseSerialize: (b) => b, responseDeserialize: (b) => b,
+    },
+  }, {
+    Export: (call, cb) => {
+      got.push({ points: decode('metrics', call.request), key: call.metadata.get('x-api-key') });
+      for (const w of waiters.slice()) w();
+      cb(null, Buffer.alloc(0));
+    },
+  });
+  const waiters = [];
+  const waitFor = (pred, what, timeoutMs = 30000) => new Promise((resolve, reject) => {
+    if (pred()) return resolve();
+    const check = () => { if (pred()) { clearTimeout(timer); waiters.splice(waiters.indexOf(check), 1); resolve(); } };
+    const timer = setTimeout(() => { waiters.splice(waiters.indexOf(check), 1); reject(new Error(`grpc sink: timed out waiting for ${what}`)); }, timeoutMs);
+    waiters.push(check);
+  });
+  return new Promise((resolve, reject) => server.bindAsync('127.0.0.1:0',
+    grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve({
+      got, port, waitFor, close: () => Promise.resolve(server.forceShutdown()),
+    }))));
+}
+
+test('over grpc, from the pull reader\'s endpoint, with no metrics pipeline', async () => {
+  await harness('telemetry_push_grpc', async (h) => {
+    const sink = await grpcMetricsSink();
+    h.onCleanup(() => sink.close());
+    const gw = new SignalGateway('traces gateway');
+    await gw.start();
+    h.onCleanup(() => gw.stop());
+    const ports = { SF_HTTP_PORT: await freePort(), SF_METRICS_PORT: await freePort() };
+    const sf = h.track(new Spanfence({
+      dir: h.dir,
+      config: `receivers:
+  otlp:
+    protocols: {http: {endpoint: 127.0.0.1:${ports.SF_HTTP_PORT}}}
+exporters:
+  otlphttp/traces: {endpoint: 'http://127.0.0.1:${gw.port}', compression: none}
+service:
+  telemetry:
+    metrics:
+      readers:
+        - pull: {exporter: {prometheus: {host: 127.0.0.1, port: ${ports.SF_METRICS_PORT}}}}
+        - periodic:
+            interval: 1000
+            exporter:
+              otlp:
+                protocol: grpc
+                endpoint: http://127.0.0.1:${sink.port}
+                headers_list: "x-api-key=grpc%20key"
+  pipelines:
+    traces: {receivers: [otlp], exporters: [otlphttp/traces]}
+`,
+      grpcPort: ports.SF_HTTP_PORT, metricsPort: ports.SF_METRICS_PORT,
+    }));
+    await sf.start();
+    await sf.waitLog(/readers\[1\]: pushing the collector's own metrics .*\(grpc\).* with no processor/,
+      'the push said, unfenced (no metrics pipeline)');
+    const sent = 12;
+    const exporter = makeExporter('http-protobuf', { httpPort: ports.SF_HTTP_PORT, compression: 'none' });
+    await sendSpans(exporter, { n: sent, batchSize: 4, prefix: 'grpc-push' });
+    await exporter.shutdown();
+    const HTTP = { receiver: 'otlp', transport: 'http' };
+    // the pull reader names counters with _total: the push carries the endpoint's names
+    const value = (g) => {
+      const p = g.points.filter((x) => x.name === 'otelcol_receiver_accepted_spans_total' &&
+        x.attributes.receiver === 'otlp' && Object.keys(x.attributes).length === 2);
+      return p.length === 1 ? p[0].value : undefined;
+    };
+    await sink.waitFor(() => sink.got.length > 0 && value(sink.got[sink.got.length - 1]) === sent,
+      `a push with ${sent} accepted spans`);
+    const last = sink.got[sink.got.length - 1];
+    assert.deepEqual(last.key, ['grpc key'], 'headers_list as metadata, %-decoded');
+    assert.ok(last.points.some((p) => p.name === 'otelcol_process_uptime_seconds_total'),
+      'no fence: the process metrics go too');
+    assert.equal(sf.exit, null);
     await sf.stop();
   });
 });
