@@ -896,7 +896,7 @@ static bool push_add_header(loader *l, sf_config_push_reader *pr, const char *na
     return true;
 }
 
-/* `s` (len bytes) without the spaces around it, NUL-terminated in place. */
+/* `s` without the spaces around it (the end cut in place). */
 static char *trim(char *s)
 {
     size_t n;
