@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #define SF_CONFIG_MAX_FILE (4u << 20)
 #define SF_CONFIG_ARENA_CHUNK 16384
@@ -88,10 +90,46 @@ typedef struct pull_conf {
     pull_exporter exporter;
 } pull_conf;
 
+/* service.telemetry.metrics.readers[i].periodic, upstream's otelconf
+ * (v0.3, as the collector's service.telemetry reads it): an interval, a
+ * timeout, and one otlp exporter. */
+typedef struct push_header_conf {
+    char *name;
+    char *value;
+} push_header_conf;
+
+typedef struct otlp_push_conf {
+    bool present;
+    int protocol;               /* 0 http/protobuf, 1 grpc */
+    char *endpoint;
+    sf_cfg_list headers;        /* push_header_conf */
+    char *headers_list;
+    int compression;            /* 0 none, 1 gzip */
+    int64_t timeout;
+    bool insecure;
+    char *certificate, *client_certificate, *client_key;
+    int temporality;
+    int histogram_aggregation;
+} otlp_push_conf;
+
+typedef struct push_exporter {
+    bool present;
+    otlp_push_conf otlp;
+} push_exporter;
+
+typedef struct periodic_conf {
+    bool present;
+    int64_t interval, timeout;
+    push_exporter exporter;
+} periodic_conf;
+
 typedef struct reader_conf {
     pull_conf pull;
-    const sf_node *periodic;
+    periodic_conf periodic;
 } reader_conf;
+
+enum { PUSH_HTTP_PROTOBUF = 0, PUSH_GRPC = 1 };
+enum { PUSH_COMPRESSION_NONE = 0, PUSH_COMPRESSION_GZIP = 1 };
 
 static const sf_config_row prom_labels_rows[] = {
     { .key = "included", .type = SF_CFG_STRLIST, .offset = offsetof(prom_labels, included),
@@ -136,11 +174,90 @@ static const sf_config_row pull_rows[] = {
     { 0 }
 };
 
+static const sf_config_row push_header_rows[] = {
+    { .key = "name", .type = SF_CFG_STR, .offset = offsetof(push_header_conf, name),
+      .help = "header name" },
+    { .key = "value", .type = SF_CFG_STR, .offset = offsetof(push_header_conf, value),
+      .help = "its value (never logged; use ${env:VAR} for a secret)" },
+    { 0 }
+};
+
+#define OTELCONF_FORM "write exporter: {otlp: {protocol: http/protobuf, endpoint: URL}} " \
+                      "(otelconf v0.3, as the collector's service.telemetry reads it)"
+
+static const sf_config_row otlp_push_rows[] = {
+    { .key = "protocol", .type = SF_CFG_ENUM, .offset = offsetof(otlp_push_conf, protocol),
+      .choices = "http/protobuf|grpc", .upstream = "http/json",
+      .help = "http/protobuf or grpc (required)" },
+    { .key = "endpoint", .type = SF_CFG_STR, .offset = offsetof(otlp_push_conf, endpoint),
+      .help = "http/protobuf: the full URL (/v1/metrics when it has no path); grpc: "
+              "http://host:port, https://host:port or host:port (required)" },
+    { .key = "headers", .type = SF_CFG_LIST, .offset = offsetof(otlp_push_conf, headers),
+      .sub = push_header_rows, .elem_size = sizeof(push_header_conf),
+      .help = "headers sent with every push: [{name, value}]" },
+    { .key = "headers_list", .type = SF_CFG_STR, .offset = offsetof(otlp_push_conf, headers_list),
+      .help = "more headers as \"name=value,name2=value2\"" },
+    { .key = "compression", .type = SF_CFG_ENUM, .def = "none",
+      .offset = offsetof(otlp_push_conf, compression), .choices = "none|gzip",
+      .help = "request compression" },
+    { .key = "timeout", .type = SF_CFG_INT, .def = "10000", .offset = offsetof(otlp_push_conf, timeout),
+      .min = 1, .max = 3600000, .help = "time limit of one push request, in milliseconds" },
+    { .key = "insecure", .type = SF_CFG_BOOL, .def = "false",
+      .offset = offsetof(otlp_push_conf, insecure),
+      .help = "grpc to a host:port endpoint without TLS (a URL's scheme decides otherwise)" },
+    { .key = "certificate", .type = SF_CFG_STR, .offset = offsetof(otlp_push_conf, certificate),
+      .help = "PEM file of the CAs that sign the gateway's certificate" },
+    { .key = "client_certificate", .type = SF_CFG_STR,
+      .offset = offsetof(otlp_push_conf, client_certificate),
+      .help = "PEM client certificate for mutual TLS (with client_key)" },
+    { .key = "client_key", .type = SF_CFG_STR, .offset = offsetof(otlp_push_conf, client_key),
+      .help = "PEM private key of client_certificate" },
+    { .key = "temporality_preference", .type = SF_CFG_ENUM, .def = "cumulative",
+      .offset = offsetof(otlp_push_conf, temporality), .choices = "cumulative",
+      .upstream = "delta|lowmemory",
+      .help = "sums are pushed cumulative, as the metrics endpoint serves them" },
+    { .key = "default_histogram_aggregation", .type = SF_CFG_ENUM,
+      .def = "explicit_bucket_histogram", .offset = offsetof(otlp_push_conf, histogram_aggregation),
+      .choices = "explicit_bucket_histogram", .upstream = "base2_exponential_bucket_histogram",
+      .help = "histograms keep the buckets they are served with" },
+    { 0 }
+};
+
+static const sf_config_row push_exporter_rows[] = {
+    { .key = "otlp", .type = SF_CFG_SECTION, .offset = offsetof(push_exporter, otlp),
+      .sub = otlp_push_rows, .help = "push over OTLP (the only push exporter spanfence has)" },
+    { .key = "console", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
+      .help = "the console exporter is not supported by spanfence: read the metrics endpoint, "
+              "or push with otlp" },
+    { .key = "otlp_http", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
+      .help = OTELCONF_FORM },
+    { .key = "otlp_grpc", .type = SF_CFG_REJECT, .offset = SF_CFG_NO_FIELD,
+      .help = OTELCONF_FORM },
+    { 0 }
+};
+
+static const sf_config_row periodic_rows[] = {
+    { .key = "interval", .type = SF_CFG_INT, .def = "60000", .offset = offsetof(periodic_conf, interval),
+      .min = 1000, .max = 86400000,
+      .help = "milliseconds between pushes (at least 1000: each push is a scrape of the "
+              "metrics endpoint)" },
+    { .key = "timeout", .type = SF_CFG_INT, .def = "30000", .offset = offsetof(periodic_conf, timeout),
+      .min = 1, .max = 3600000,
+      .help = "milliseconds one push may take, retries included" },
+    { .key = "exporter", .type = SF_CFG_SECTION, .offset = offsetof(periodic_conf, exporter),
+      .sub = push_exporter_rows, .help = "where to push: {otlp: {protocol, endpoint, ...}}" },
+    { .key = "producers", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { .key = "cardinality_limits", .type = SF_CFG_IGNORE, .offset = SF_CFG_NO_FIELD },
+    { 0 }
+};
+
 static const sf_config_row reader_rows[] = {
     { .key = "pull", .type = SF_CFG_SECTION, .offset = offsetof(reader_conf, pull),
       .sub = pull_rows, .help = "a pull reader (Prometheus)" },
-    { .key = "periodic", .type = SF_CFG_CUSTOM, .offset = offsetof(reader_conf, periodic),
-      .parse = keep_node, .help = "refused: spanfence serves its metrics, it does not push them" },
+    { .key = "periodic", .type = SF_CFG_SECTION, .offset = offsetof(reader_conf, periodic),
+      .sub = periodic_rows,
+      .help = "a push reader: what the metrics endpoint serves, pushed over OTLP every "
+              "interval through the first metrics pipeline's processors" },
     { 0 }
 };
 
@@ -169,7 +286,8 @@ static const sf_config_row metrics_rows[] = {
       .offset = offsetof(telemetry_metrics, address),
       .help = "host:port of the Prometheus metrics endpoint" },
     { .key = "readers", .type = SF_CFG_CUSTOM, .offset = offsetof(telemetry_metrics, readers),
-      .parse = keep_node, .help = "pull: {exporter: {prometheus: {host, port}}} (upstream's form)" },
+      .parse = keep_node, .sub = reader_rows,
+      .help = "a list of pull and periodic readers (upstream's form), each:" },
     { 0 }
 };
 
@@ -732,10 +850,278 @@ static sf_status load_extensions(loader *l, const sf_node *defs, const sf_node *
     return l->ctx.oom ? SF_ENOMEM : SF_OK;
 }
 
+/* RFC 9110 token characters (a header name). */
+static bool is_token(const char *s)
+{
+    if (*s == '\0')
+        return false;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && strchr("!#$%&'*+-.^_`|~", *s) == NULL)
+            return false;
+    return true;
+}
+
+/* A header the push will send: a token name, a value without CR, LF or
+ * NUL. Values are secrets: never in a message. */
+static bool push_header_ok(loader *l, const sf_node *at, const char *sub, const char *name,
+                           const char *value)
+{
+    if (name == NULL || !is_token(name)) {
+        sf_cfg_error(&l->ctx, at, sub, "'%s' is not a header name", name ? name : "");
+        return false;
+    }
+    if (strcasecmp(name, "content-type") == 0 || strcasecmp(name, "content-encoding") == 0 ||
+        strcasecmp(name, "content-length") == 0 || strcasecmp(name, "transfer-encoding") == 0) {
+        sf_cfg_error(&l->ctx, at, sub, "header '%s' is set by the exporter itself", name);
+        return false;
+    }
+    if (value == NULL || strpbrk(value, "\r\n") != NULL) {
+        sf_cfg_error(&l->ctx, at, sub, "the value of header '%s' is missing or holds a line "
+                     "break", name);
+        return false;
+    }
+    return true;
+}
+
+static bool push_add_header(loader *l, sf_config_push_reader *pr, const char *name,
+                            size_t name_len, const char *value, size_t value_len)
+{
+    sf_config_push_header *h = &pr->headers[pr->n_headers];
+
+    h->name = sf_cfg_strdup(&l->ctx, name, name_len);
+    h->value = sf_cfg_strdup(&l->ctx, value, value_len);
+    if (h->name == NULL || h->value == NULL)
+        return false;
+    pr->n_headers++;
+    return true;
+}
+
+/* `s` without the spaces around it (the end cut in place). */
+static char *trim(char *s)
+{
+    size_t n;
+
+    while (isspace((unsigned char)*s))
+        s++;
+    n = strlen(s);
+    while (n > 0 && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}
+
+/* %XX decoded in place, as W3C baggage values are. */
+static void percent_decode(char *s)
+{
+    char *w = s;
+
+    for (const char *p = s; *p; p++) {
+        if (p[0] == '%' && isxdigit((unsigned char)p[1]) && isxdigit((unsigned char)p[2])) {
+            char hex[3] = { p[1], p[2], '\0' };
+
+            *w++ = (char)strtol(hex, NULL, 16);
+            p += 2;
+        } else {
+            *w++ = *p;
+        }
+    }
+    *w = '\0';
+}
+
+/* headers_list "k=v,k2=v2" (W3C baggage form, as upstream parses it:
+ * spaces around names and values trimmed, values %-decoded) into `pr`;
+ * a name `headers` also gives keeps the value `headers` gives. */
+static void push_headers_list(loader *l, const sf_node *at, const char *list,
+                              sf_config_push_reader *pr)
+{
+    const char *p = list;
+
+    while (*p != '\0') {
+        const char *end = strchr(p, ','), *eq;
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char *pair;
+
+        while (len > 0 && isspace((unsigned char)*p)) {
+            p++;
+            len--;
+        }
+        while (len > 0 && isspace((unsigned char)p[len - 1]))
+            len--;
+        if (len > 0) {
+            pair = sf_cfg_strdup(&l->ctx, p, len);
+            if (pair == NULL)
+                return;
+            eq = strchr(pair, '=');
+            if (eq == NULL || eq == pair || strchr(pair, ';') != NULL) {
+                sf_cfg_error(&l->ctx, at, "headers_list", "expected name=value pairs separated "
+                             "by commas");
+                return;
+            }
+            char *name = pair, *value = pair + (eq - pair) + 1;
+            bool given = false;
+
+            name[eq - pair] = '\0';
+            name = trim(name);
+            value = trim(value);
+            percent_decode(value);
+            if (!push_header_ok(l, at, "headers_list", name, value))
+                return;
+            for (size_t k = 0; k < pr->n_headers && !given; k++)
+                given = strcasecmp(pr->headers[k].name, name) == 0;
+            if (!given && !push_add_header(l, pr, name, strlen(name), value, strlen(value)))
+                return;
+        }
+        if (end == NULL)
+            break;
+        p = end + 1;
+    }
+}
+
+/* The otlp exporter's endpoint as the push will use it: http/protobuf a
+ * full http(s) URL (/v1/metrics when it has no path, as upstream's SDK),
+ * grpc host:port with TLS decided by the scheme or `insecure`. */
+static bool push_endpoint(loader *l, const sf_node *at, const otlp_push_conf *o,
+                          sf_config_push_reader *pr)
+{
+    const char *e = o->endpoint, *hostport, *slash;
+    bool https = strncasecmp(e, "https://", 8) == 0, http = strncasecmp(e, "http://", 7) == 0;
+    char buf[1100];
+
+    hostport = https ? e + 8 : http ? e + 7 : e;
+    slash = strchr(hostport, '/');
+    if (strlen(e) > 1000) {
+        sf_cfg_error(&l->ctx, at, "endpoint", "longer than 1000 bytes");
+        return false;
+    }
+    if (o->protocol == PUSH_HTTP_PROTOBUF) {
+        if ((!http && !https) || hostport[0] == '\0' || hostport[0] == '/' ||
+            strpbrk(e, " \t\r\n") != NULL) {
+            sf_cfg_error(&l->ctx, at, "endpoint", "'%s' is not an http:// or https:// URL (for "
+                         "http/protobuf the full URL, e.g. https://gateway:4318/v1/metrics)", e);
+            return false;
+        }
+        snprintf(buf, sizeof(buf), "%s%s", e, slash == NULL ? "/v1/metrics" : "");
+        pr->tls = https;
+    } else {
+        size_t hl = slash ? (size_t)(slash - hostport) : strlen(hostport);
+        char why[128];
+
+        snprintf(buf, sizeof(buf), "%.*s", (int)hl, hostport);
+        if ((slash != NULL && slash[1] != '\0') || strpbrk(buf, " \t\r\n") != NULL ||
+            sf_net_endpoint_problem(buf, why, sizeof(why)) != NULL) {
+            sf_cfg_error(&l->ctx, at, "endpoint", "'%s' is not a grpc endpoint (http://host:port, "
+                         "https://host:port or host:port)", e);
+            return false;
+        }
+        pr->tls = https || (!http && !o->insecure);
+    }
+    pr->endpoint = sf_cfg_strdup(&l->ctx, buf, strlen(buf));
+    return pr->endpoint != NULL;
+}
+
+/* readers[i].periodic: checked, and added to cfg->push_readers. */
+static sf_status load_periodic(loader *l, const sf_node *it, const periodic_conf *pc)
+{
+    const sf_node *pn = sf_node_get(it, "periodic");
+    const sf_node *on = sf_node_get(sf_node_get(pn, "exporter"), "otlp");
+    const otlp_push_conf *o = &pc->exporter.otlp;
+    const push_header_conf *hv = o->headers.v;
+    sf_config_push_reader *pr;
+    const char *const file_keys[] = { "certificate", "client_certificate", "client_key" };
+    char *const files[] = { o->certificate, o->client_certificate, o->client_key };
+    bool ok = true;
+
+    if (!o->present) {
+        sf_cfg_error(&l->ctx, pn, "periodic", "expected an otlp exporter (periodic: {exporter: "
+                     "{otlp: {protocol: http/protobuf, endpoint: URL}}})");
+        return SF_OK;
+    }
+    if (sf_node_get(on, "protocol") == NULL) {
+        sf_cfg_error(&l->ctx, on, "periodic.exporter.otlp", "'protocol' is required "
+                     "(http/protobuf or grpc)");
+        return SF_OK;
+    }
+    if (o->endpoint == NULL || o->endpoint[0] == '\0') {
+        sf_cfg_error(&l->ctx, on, "periodic.exporter.otlp", "'endpoint' is required");
+        return SF_OK;
+    }
+    pr = &l->cfg->push_readers[l->cfg->n_push_readers];
+    memset(pr, 0, sizeof(*pr));
+    pr->path = l->ctx.path;
+    pr->node = it;
+    pr->interval_ms = pc->interval;
+    pr->timeout_ms = pc->timeout;
+    pr->grpc = o->protocol == PUSH_GRPC;
+    pr->gzip = o->compression == PUSH_COMPRESSION_GZIP;
+    pr->export_timeout_ms = o->timeout;
+    pr->certificate = o->certificate;
+    pr->client_certificate = o->client_certificate;
+    pr->client_key = o->client_key;
+    l->ctx.path = sf_cfg_path_join(&l->ctx, pr->path, "periodic.exporter.otlp");
+    if (l->ctx.path == NULL)
+        return SF_ENOMEM;
+    ok = push_endpoint(l, sf_node_get(on, "endpoint"), o, pr);
+    for (int i = 0; i < 3; i++) {
+        const sf_node *at = sf_node_get(on, file_keys[i]);
+
+        if (files[i] != NULL && access(files[i], R_OK) != 0) {
+            char why[128];
+
+            sf_cfg_error(&l->ctx, at, file_keys[i], "cannot read '%s': %s", files[i],
+                         sf_net_errno_text(errno, why, sizeof(why)));
+            ok = false;
+        } else if (files[i] != NULL && ok && !pr->tls) {
+            sf_cfg_warn(&l->ctx, at, file_keys[i], "has no effect without TLS (%s)",
+                        pr->grpc ? "insecure: true or an http:// endpoint" : "an http:// URL");
+        }
+    }
+    if ((o->client_certificate == NULL) != (o->client_key == NULL)) {
+        sf_cfg_error(&l->ctx, on, NULL, "'client_certificate' and 'client_key' go together "
+                     "(mutual TLS)");
+        ok = false;
+    }
+    if (o->insecure && (!pr->grpc || strncasecmp(o->endpoint, "https://", 8) == 0 ||
+                        strncasecmp(o->endpoint, "http://", 7) == 0))
+        sf_cfg_warn(&l->ctx, sf_node_get(on, "insecure"), "insecure", "has no effect: the "
+                    "endpoint's scheme decides (https:// is TLS)");
+    pr->headers = sf_cfg_alloc(&l->ctx, (o->headers.n + (o->headers_list ?
+                                         strlen(o->headers_list) / 2 + 1 : 0) + 1) *
+                                        sizeof(*pr->headers));
+    if (pr->headers == NULL)
+        return SF_ENOMEM;
+    for (size_t i = 0; i < o->headers.n; i++) {
+        const sf_node *hs = sf_node_get(on, "headers");
+        const sf_node *at = hs && hs->kind == SF_NODE_SEQ && i < hs->n ? hs->items[i] : on;
+        char sub[32];
+
+        snprintf(sub, sizeof(sub), "headers[%zu]", i);
+        if (!push_header_ok(l, at, sub, hv[i].name, hv[i].value))
+            ok = false;
+        else if (!push_add_header(l, pr, hv[i].name, strlen(hv[i].name), hv[i].value,
+                                  strlen(hv[i].value)))
+            return SF_ENOMEM;
+    }
+    if (o->headers_list != NULL) {
+        size_t errors = sf_diag_errors(l->ctx.diag);
+
+        push_headers_list(l, sf_node_get(on, "headers_list"), o->headers_list, pr);
+        ok = ok && sf_diag_errors(l->ctx.diag) == errors;
+    }
+    if (l->ctx.oom)
+        return SF_ENOMEM;
+    if (ok && l->cfg->n_push_readers > 0) {
+        l->ctx.path = pr->path;
+        sf_cfg_error(&l->ctx, pn, "periodic", "only one periodic reader is supported");
+    } else if (ok) {
+        l->cfg->n_push_readers++;
+    }
+    return SF_OK;
+}
+
 /* service.telemetry.metrics.readers, upstream's current form: one pull
  * reader with a Prometheus exporter sets the metrics endpoint (replacing
- * `address`) and its naming. Push readers are refused: spanfence serves
- * its metrics, it sends nothing but spans. */
+ * `address`) and its naming; one periodic reader with an otlp exporter
+ * pushes what that endpoint serves (load_periodic; the command builds the
+ * push from cfg->push_readers). */
 static sf_status load_readers(loader *l, const sf_node *readers, const sf_node *service)
 {
     sf_config *cfg = l->cfg;
@@ -749,9 +1135,13 @@ static sf_status load_readers(loader *l, const sf_node *readers, const sf_node *
                      readers->kind == SF_NODE_MAP ? "a mapping" : "a single value");
         return SF_OK;
     }
+    cfg->push_readers = sf_cfg_alloc(&l->ctx, (readers->n + 1) * sizeof(*cfg->push_readers));
+    if (cfg->push_readers == NULL)
+        return SF_ENOMEM;
     for (size_t i = 0; i < readers->n; i++) {
         const sf_node *it = readers->items[i];
         reader_conf rc;
+        size_t errors;
         char sub[64], endpoint[300];
         const prom_conf *pc = &rc.pull.exporter.prometheus;
 
@@ -760,17 +1150,25 @@ static sf_status load_readers(loader *l, const sf_node *readers, const sf_node *
         l->ctx.path = sf_cfg_strdup(&l->ctx, sub, strlen(sub));
         if (l->ctx.path == NULL)
             return SF_ENOMEM;
+        errors = sf_diag_errors(l->ctx.diag);
         if (sf_cfg_decode(&l->ctx, reader_rows, it, &rc) == SF_ENOMEM)
             return SF_ENOMEM;
-        if (rc.periodic != NULL) {
-            sf_cfg_error(&l->ctx, rc.periodic, "periodic", "periodic (push) readers are not "
-                         "supported by spanfence: use a pull reader with a prometheus exporter "
-                         "and scrape it");
+        if (rc.periodic.present && rc.pull.present) {
+            sf_cfg_error(&l->ctx, it, NULL, "a reader is either pull or periodic, not both");
+            continue;
+        }
+        if (rc.periodic.present) {
+            /* what the rows refused is said; the rest needs them right */
+            if (sf_diag_errors(l->ctx.diag) == errors &&
+                load_periodic(l, it, &rc.periodic) == SF_ENOMEM)
+                return SF_ENOMEM;
             continue;
         }
         if (!rc.pull.present || !rc.pull.exporter.prometheus.present) {
             sf_cfg_error(&l->ctx, it, NULL, "expected a pull reader with a prometheus exporter "
-                         "(pull: {exporter: {prometheus: {host, port}}})");
+                         "(pull: {exporter: {prometheus: {host, port}}}) or a periodic reader "
+                         "with an otlp exporter (periodic: {exporter: {otlp: {protocol, "
+                         "endpoint}}})");
             continue;
         }
         if (found) {
@@ -876,6 +1274,22 @@ static sf_status load_service(loader *l, const sf_node *service)
     if (sc.telemetry.metrics.level != METRICS_LEVEL_NONE &&
         load_readers(l, sc.telemetry.metrics.readers, service) == SF_ENOMEM)
         return SF_ENOMEM;
+    if (sc.telemetry.metrics.level == METRICS_LEVEL_NONE) {
+        const sf_node *rs = sc.telemetry.metrics.readers;
+
+        /* a push reader pushes what the endpoint serves: with none, say so
+         * rather than push nothing unseen */
+        for (size_t i = 0; rs != NULL && rs->kind == SF_NODE_SEQ && i < rs->n; i++) {
+            const sf_node *pn = sf_node_get(rs->items[i], "periodic");
+
+            if (pn == NULL)
+                continue;
+            l->ctx.path = "service.telemetry.metrics.readers";
+            sf_cfg_error(&l->ctx, pn, NULL, "a periodic reader pushes the collector's own "
+                         "metrics, which level 'none' turns off (set level: normal or remove "
+                         "the reader)");
+        }
+    }
     if (load_extensions(l, sf_node_get(l->root, "extensions"), sc.extensions) == SF_ENOMEM)
         return SF_ENOMEM;
     return load_pipelines(l, skey, sc.pipelines);
@@ -1256,6 +1670,12 @@ const char *sf_config_uri_unsupported(const char *uri, char *buf, size_t size)
 sf_status sf_config_load_uris(const char *const *uris, size_t n, sf_diag *diag,
                               sf_config **out)
 {
+    return sf_config_load_uris_extra(uris, n, NULL, NULL, diag, out);
+}
+
+sf_status sf_config_load_uris_extra(const char *const *uris, size_t n, const char *extra_name,
+                                    const char *extra, sf_diag *diag, sf_config **out)
+{
     const char **names, **texts;
     char **owned;
     size_t *lens;
@@ -1264,10 +1684,10 @@ sf_status sf_config_load_uris(const char *const *uris, size_t n, sf_diag *diag,
     *out = NULL;
     if (n == 0)
         return SF_INVALID;
-    names = sf_calloc(n, sizeof(*names));
-    texts = sf_calloc(n, sizeof(*texts));
-    owned = sf_calloc(n, sizeof(*owned));
-    lens = sf_calloc(n, sizeof(*lens));
+    names = sf_calloc(n + 1, sizeof(*names));
+    texts = sf_calloc(n + 1, sizeof(*texts));
+    owned = sf_calloc(n + 1, sizeof(*owned));
+    lens = sf_calloc(n + 1, sizeof(*lens));
     if (names == NULL || texts == NULL || owned == NULL || lens == NULL) {
         st = SF_ENOMEM;
         goto out_free;
@@ -1310,8 +1730,13 @@ sf_status sf_config_load_uris(const char *const *uris, size_t n, sf_diag *diag,
                 st = SF_ENOMEM;
         }
     }
+    if (st == SF_OK && extra != NULL) {
+        names[n] = extra_name != NULL ? extra_name : "(extra)";
+        texts[n] = extra;
+        lens[n] = strlen(extra);
+    }
     if (st == SF_OK)
-        st = load_sources(names, texts, lens, n, diag, out);
+        st = load_sources(names, texts, lens, n + (extra != NULL), diag, out);
 out_free:
     for (size_t i = 0; owned != NULL && i < n; i++)
         sf_free(owned[i]);
@@ -1456,7 +1881,9 @@ static void print_rows(const sf_config_row *rows, int indent)
                r->type == SF_CFG_ENUM ? " " : "", r->type == SF_CFG_ENUM ? r->choices : "",
                range, r->def ? ", default " : "", r->def ? r->def : "",
                r->help ? ": " : "", r->help ? r->help : "");
-        if ((r->type == SF_CFG_SECTION || r->type == SF_CFG_LIST) && r->sub)
+        /* a CUSTOM row with rows (readers: a list of them) shows them too */
+        if ((r->type == SF_CFG_SECTION || r->type == SF_CFG_LIST || r->type == SF_CFG_CUSTOM) &&
+            r->sub)
             print_rows(r->sub, indent + 2);
     }
 }

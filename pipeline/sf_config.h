@@ -203,6 +203,31 @@ typedef struct sf_config_pipeline {
     const sf_node *node;
 } sf_config_pipeline;
 
+/* service.telemetry.metrics.readers[i].periodic with its otlp exporter
+ * (upstream's otelconf spelling), decoded and checked. The core runs no
+ * push of its own: the command turns it into components and a pipeline
+ * (pipeline/cli/telemetry_push.c). */
+typedef struct sf_config_push_header {
+    char *name;
+    char *value;                               /* after ${env} expansion: a secret */
+} sf_config_push_header;
+
+typedef struct sf_config_push_reader {
+    const char *path;                          /* "service.telemetry.metrics.readers[1]" */
+    const sf_node *node;                       /* the reader, for positions */
+    int64_t interval_ms;                       /* periodic.interval */
+    int64_t timeout_ms;                        /* periodic.timeout */
+    bool grpc;                                 /* protocol grpc, else http/protobuf */
+    char *endpoint;                            /* http: the full URL (/v1/metrics added
+                                                  when it has no path); grpc: host:port */
+    bool tls;                                  /* https://, or grpc without insecure */
+    bool gzip;                                 /* compression gzip, else none */
+    int64_t export_timeout_ms;                 /* exporter.otlp.timeout */
+    char *certificate, *client_certificate, *client_key;
+    size_t n_headers;                          /* headers, then headers_list */
+    sf_config_push_header *headers;
+} sf_config_push_reader;
+
 typedef struct sf_config {
     char *file;
     sf_node *root;
@@ -228,6 +253,8 @@ typedef struct sf_config {
     int log_level;                             /* service.telemetry.logs.level (sf_log_level) */
     bool log_json;                             /* service.telemetry.logs.encoding: json */
     sf_strlist log_outputs;                    /* output_paths; n == 0: stderr */
+    size_t n_push_readers;                     /* periodic readers: 0 or 1 */
+    sf_config_push_reader *push_readers;
 } sf_config;
 
 enum {
@@ -251,6 +278,10 @@ sf_status sf_config_load(const char *path, sf_diag *diag, sf_config **out);
  * an error naming the supported ones. Returns as sf_config_load. */
 sf_status sf_config_load_uris(const char *const *uris, size_t n, sf_diag *diag,
                               sf_config **out);
+/* Same, with YAML text `extra` merged last as a source named `extra_name`
+ * (both may be NULL: none), for a layer the command writes itself. */
+sf_status sf_config_load_uris_extra(const char *const *uris, size_t n, const char *extra_name,
+                                    const char *extra, sf_diag *diag, sf_config **out);
 /* The scheme of `uri` spanfence does not read ("http"), copied into buf, or
  * NULL when it reads it (a path, file:, env:, yaml:). */
 const char *sf_config_uri_unsupported(const char *uri, char *buf, size_t size);

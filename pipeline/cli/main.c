@@ -340,6 +340,41 @@ static sf_policy *load_policy(const char *path)
     return policy;
 }
 
+/* Load the sources; when they hold a periodic reader, load them again with
+ * the layer that runs it (telemetry_push.c) merged last, so its components
+ * are checked, printed and built as any other. `*diag` is replaced by the
+ * second load's (which says all the first one did). */
+static sf_status load_config(const cli *c, sf_diag **diag, sf_config **cfg)
+{
+    sf_diag *again;
+    char err[512], *layer;
+    sf_status st = sf_config_load_uris(c->sources, c->n_sources, *diag, cfg);
+
+    if (st != SF_OK || (*cfg)->n_push_readers == 0)
+        return st;
+    layer = sf_cli_push_layer(*cfg, err, sizeof(err));
+    if (layer == NULL) {
+        sf_diag_error(*diag, (*cfg)->push_readers[0].node, NULL, "%s", err);
+        sf_config_destroy(*cfg);
+        *cfg = NULL;
+        return SF_CONFIG;
+    }
+    sf_config_destroy(*cfg);
+    *cfg = NULL;
+    again = sf_diag_create(c->name);
+    if (again == NULL) {
+        sf_free(layer);
+        return SF_ENOMEM;
+    }
+    sf_diag_destroy(*diag);
+    *diag = again;
+    st = sf_config_load_uris_extra(c->sources, c->n_sources,
+                                   "service.telemetry.metrics.readers (periodic, synthesized)",
+                                   layer, again, cfg);
+    sf_free(layer);
+    return st;
+}
+
 /* Load, validate, check the policy (when given) and build: the path the
  * daemon and `validate` share. */
 static int load(const cli *c, sf_config **cfg, sf_service **svc)
@@ -360,7 +395,7 @@ static int load(const cli *c, sf_config **cfg, sf_service **svc)
         sf_policy_destroy(policy);
         return EXIT_INVALID;
     }
-    if (sf_config_load_uris(c->sources, c->n_sources, diag, cfg) == SF_OK) {
+    if (load_config(c, &diag, cfg) == SF_OK) {
         violated = policy != NULL && sf_policy_check(policy, *cfg, diag) != SF_OK;
         if (!violated && sf_service_create(*cfg, diag, svc) == SF_OK)
             rc = EXIT_OK;
@@ -678,6 +713,13 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
         *svc = nsvc;
         *cfg = ncfg;
         sf_info("reloaded: running with %s", c->name);
+        {
+            char push[1024];
+
+            sf_cli_push_describe(ncfg, push, sizeof(push));
+            if (push[0] != '\0')
+                sf_info("%s", push);
+        }
         sd_notifyf(0, "READY=1\nSTATUS=reloaded: running with %s", c->name);
         sf_overview_note_reload(true, "running the new configuration");
         return true;
@@ -778,6 +820,13 @@ static int run(cli *cp, int argc, char **argv)
         return rc;
     }
     if (rc != EXIT_OK || c.validate) {
+        char push[1024];
+
+        if (rc == EXIT_OK) {
+            sf_cli_push_describe(cfg, push, sizeof(push));
+            if (push[0] != '\0')
+                printf("%s\n", push);
+        }
         if (rc == EXIT_OK && c.policy != NULL)
             printf("%s: configuration is valid and holds policy %s\n", c.name, c.policy);
         else if (rc == EXIT_OK)
@@ -807,6 +856,13 @@ static int run(cli *cp, int argc, char **argv)
         minute_sample(&status, &zero, sf_now_ms());
     }
     sf_info("spanfence %s running with %s", SF_VERSION, c.name);
+    {
+        char push[1024];
+
+        sf_cli_push_describe(cfg, push, sizeof(push));
+        if (push[0] != '\0')
+            sf_info("%s", push);
+    }
     sd_notifyf(0, "READY=1\nMAINPID=%ld\nSTATUS=running with %s", (long)getpid(), c.name);
     /* the main loop turns at least every half watchdog interval (whole
      * seconds, at least 1), so the watchdog's thread sees it alive */

@@ -65,7 +65,7 @@ static void map_end(out *o)
 static bool secret_key(const char *key)
 {
     static const char *const exact[] = { "pseudonym_key", "api_key", "apikey", "authorization",
-                                         "key_pem", "bearer_token", "credentials" };
+                                         "key_pem", "bearer_token", "credentials", "headers_list" };
     static const char *const parts[] = { "password", "token", "secret" };
 
     for (size_t i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)

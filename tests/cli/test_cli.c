@@ -76,6 +76,22 @@ static void write_mutated(const char *from, const char *to)
     free(text);
 }
 
+/* `text` with `from` replaced by `to`, written to TMP_CONFIG. */
+static void write_mutated_text(const char *text, const char *from, const char *to)
+{
+    const char *at = strstr(text, from);
+    char *out;
+
+    assert_non_null(at);
+    out = calloc(1, strlen(text) + strlen(to) + 1);
+    assert_non_null(out);
+    memcpy(out, text, (size_t)(at - text));
+    strcat(out, to);
+    strcat(out, at + strlen(from));
+    write_file(TMP_CONFIG, out);
+    free(out);
+}
+
 static int line_in(const char *path, const char *needle)
 {
     FILE *f = fopen(path, "r");
@@ -192,6 +208,86 @@ static void test_config_merge(void **state)
     spanfence(&r, "validate --config " TMP_BASE " --set novalue");
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.out, "spanfence: --set 'novalue': expected KEY=VALUE"));
+}
+
+/* Upstream's periodic reader (otelconf's keys): validate accepts it and
+ * says what it will push through which fence; print-config shows the
+ * components it runs as, the header redacted; a bad reader is refused at
+ * its line; --set can change it like any key. */
+static const char push_yaml[] =
+    "receivers:\n"
+    "  otlp:\n"
+    "    protocols: {http: {endpoint: 127.0.0.1:4318}}\n"
+    "processors:\n"
+    "  filter/fence:\n"
+    "    metrics: {metric: ['IsMatch(name, \"^otelcol_process_\")']}\n"
+    "exporters:\n"
+    "  debug:\n"
+    "service:\n"
+    "  telemetry:\n"
+    "    metrics:\n"
+    "      readers:\n"
+    "        - periodic:\n"
+    "            interval: 5000\n"
+    "            exporter:\n"
+    "              otlp:\n"
+    "                protocol: http/protobuf\n"
+    "                endpoint: https://gw.example:4318/v1/metrics\n"
+    "                headers: [{name: x-api-key, value: push-secret-1}]\n"
+    "  pipelines:\n"
+    "    traces: {receivers: [otlp], exporters: [debug]}\n"
+    "    metrics: {receivers: [otlp], processors: [filter/fence], exporters: [debug]}\n";
+
+static void test_periodic_reader(void **state)
+{
+    run r;
+
+    (void)state;
+    write_file(TMP_BASE, push_yaml);
+    spanfence(&r, "validate --config " TMP_BASE);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "service.telemetry.metrics.readers[0]: pushing the "
+                                  "collector's own metrics (127.0.0.1:8888) every 5000 ms to "
+                                  "https://gw.example:4318/v1/metrics (http/protobuf) as pipeline "
+                                  "'metrics/spanfence_telemetry', through the processors of "
+                                  "pipeline 'metrics' (filter/fence)\n"));
+    assert_non_null(strstr(r.out, TMP_BASE ": configuration is valid\n"));
+    spanfence(&r, "print-config --config " TMP_BASE);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "  prometheus/spanfence_telemetry:\n"));
+    assert_non_null(strstr(r.out, "  otlphttp/spanfence_telemetry:\n"
+                                  "    metrics_endpoint: 'https://gw.example:4318/v1/metrics'\n"));
+    assert_non_null(strstr(r.out, "    metrics/spanfence_telemetry:\n"
+                                  "      receivers:\n      - prometheus/spanfence_telemetry\n"
+                                  "      processors:\n      - filter/fence\n"
+                                  "      exporters:\n      - otlphttp/spanfence_telemetry\n"));
+    assert_null(strstr(r.out, "push-secret-1"));
+    /* --set reaches the reader as any key (the interval, in ms) */
+    spanfence(&r, "validate --config " TMP_BASE
+                  " --set service.telemetry.metrics.address=127.0.0.1:9777");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "own metrics (127.0.0.1:9777) every 5000 ms"));
+    /* refused at its line, with what to write */
+    write_mutated_text(push_yaml, "protocol: http/protobuf", "protocol: http/json");
+    spanfence(&r, "validate --config " TMP_CONFIG);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, TMP_CONFIG ":17:27: service.telemetry.metrics.readers[0]."
+                                  "periodic.exporter.otlp.protocol: 'http/json' is not supported "
+                                  "by spanfence (use one of 'http/protobuf', 'grpc')\n"));
+    write_mutated_text(push_yaml, "interval: 5000", "interval: 500");
+    spanfence(&r, "validate --config " TMP_CONFIG);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, TMP_CONFIG ":14:23: service.telemetry.metrics.readers[0]."
+                                  "periodic.interval: value '500' is out of range (expected 1000 "
+                                  "to 86400000)\n"));
+    /* an id of the push's taken: said at the reader */
+    write_mutated_text(push_yaml, "  debug:\n", "  debug:\n  otlphttp/spanfence_telemetry: "
+                       "{endpoint: 'http://x'}\n");
+    spanfence(&r, "validate --config " TMP_CONFIG);
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, TMP_CONFIG ":14:11: service.telemetry.metrics.readers[0]: the "
+                                  "id 'otlphttp/spanfence_telemetry' is taken by the periodic "
+                                  "reader's components: rename yours\n"));
 }
 
 static void test_config_providers(void **state)
@@ -499,6 +595,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_usage),
         cmocka_unit_test(test_config_merge),
+        cmocka_unit_test(test_periodic_reader),
         cmocka_unit_test(test_config_providers),
         cmocka_unit_test(test_components_and_version),
         cmocka_unit_test(test_default_config),
