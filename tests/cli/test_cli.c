@@ -307,6 +307,47 @@ static void test_texts_name_every_signal(void **state)
     free(man);
 }
 
+/* print-config redacts the values of headers named like credentials (the
+ * list in pipeline/cli/print_config.c) and prints the others, which are
+ * identifiers (issue 37). */
+static void test_print_config_headers(void **state)
+{
+    static const char *const secret[] = {
+        "Authorization", "Proxy-Authorization", "X-Auth-Token", "X-Amz-Security-Token", "X-Api-Key",
+        "api_key", "Cookie", "X-Session-Id", "X-Client-Secret", "X-Signature", "x-goog-api-key",
+    };
+    static const char *const shown[] = { "x-vm-id", "X-Tenant", "X-Scope-OrgID", "User-Agent" };
+    char yaml[4096], want[128];
+    size_t n;
+    run r;
+
+    (void)state;
+    n = (size_t)snprintf(yaml, sizeof(yaml),
+                         "receivers:\n  otlp:\n    protocols:\n      grpc:\n"
+                         "exporters:\n  otlphttp:\n    endpoint: http://127.0.0.1:9\n"
+                         "    headers:\n");
+    for (size_t i = 0; i < sizeof(secret) / sizeof(secret[0]); i++)
+        n += (size_t)snprintf(yaml + n, sizeof(yaml) - n, "      %s: secret-%zu\n", secret[i], i);
+    for (size_t i = 0; i < sizeof(shown) / sizeof(shown[0]); i++)
+        n += (size_t)snprintf(yaml + n, sizeof(yaml) - n, "      %s: shown-%zu\n", shown[i], i);
+    snprintf(yaml + n, sizeof(yaml) - n,
+             "service:\n  pipelines:\n    traces:\n      receivers: [otlp]\n"
+             "      exporters: [otlphttp]\n");
+    write_file(TMP_CONFIG, yaml);
+    spanfence(&r, "print-config --config " TMP_CONFIG);
+    assert_int_equal(r.code, 0);
+    assert_null(strstr(r.out, "secret-"));
+    for (size_t i = 0; i < sizeof(secret) / sizeof(secret[0]); i++) {
+        snprintf(want, sizeof(want), "\n      %s: '[REDACTED]'\n", secret[i]);
+        assert_non_null(strstr(r.out, want));
+    }
+    for (size_t i = 0; i < sizeof(shown) / sizeof(shown[0]); i++) {
+        snprintf(want, sizeof(want), "\n      %s: shown-%zu\n", shown[i], i);
+        print_message("%s", want + 1);
+        assert_non_null(strstr(r.out, want));
+    }
+}
+
 /* Without --config the collector reads one absolute path, wherever it is
  * started from (here: the source tree, which has configs/default.yaml). */
 static void test_default_config(void **state)
@@ -470,6 +511,7 @@ int main(void)
         cmocka_unit_test(test_config_providers),
         cmocka_unit_test(test_components_and_version),
         cmocka_unit_test(test_texts_name_every_signal),
+        cmocka_unit_test(test_print_config_headers),
         cmocka_unit_test(test_default_config),
         cmocka_unit_test(test_validate_without_policy),
         cmocka_unit_test(test_validate_with_policy),
