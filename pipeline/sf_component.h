@@ -204,6 +204,11 @@ typedef enum sf_service_state {
 
 /* The state of the service `self` is part of (STOPPING when none). */
 sf_service_state sf_component_service_state(const sf_component *self);
+/* When that service became RUNNING (its readiness: every component
+ * started), as sf_wall_ms() and sf_now_ms() read then; false, nothing
+ * written, when it is not RUNNING. Thread-safe. */
+bool sf_component_service_running_since(const sf_component *self, int64_t *wall_ms,
+                                        int64_t *mono_ms);
 
 /* Extensions (health_check's check_collector_pipeline): the first
  * exporter of `self`'s service, in config order, with at least `threshold`

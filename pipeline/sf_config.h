@@ -289,6 +289,12 @@ const char *sf_config_uri_unsupported(const char *uri, char *buf, size_t size);
 sf_status sf_config_load_string(const char *name, const char *yaml, size_t len,
                                 sf_diag *diag, sf_config **out);
 void sf_config_destroy(sf_config *cfg);
+/* Expand ${env:VAR}, ${VAR}, ${env:VAR:-default} and $$ in `in` as the
+ * loader does in a scalar value, for a caller that needs one setting of a
+ * config and not the rest (trace-level's socket). On SF_OK *out is heap
+ * memory (sf_free); SF_CONFIG with *err (heap, sf_free) naming the problem
+ * ("environment variable 'X' is not set"); SF_ENOMEM. */
+sf_status sf_config_expand_env(const char *in, char **out, char **err);
 
 /* Find a component by id, or NULL. */
 sf_config_component *sf_config_find(const sf_config *cfg, const char *id);

@@ -201,14 +201,16 @@ static int b64_val(char c)
         return c - 'a' + 26;
     if (c >= '0' && c <= '9')
         return c - '0' + 52;
-    if (c == '+')
+    if (c == '+' || c == '-')
         return 62;
-    if (c == '/')
+    if (c == '/' || c == '_')
         return 63;
     return -1;
 }
 
-/* Standard alphabet, with or without padding. None of our libraries
+/* Standard or URL-safe alphabet (RFC 4648 4 and 5), with or without
+ * padding, as the proto3 JSON mapping reads bytes (python-protobuf's
+ * json_format takes both). None of our libraries
  * exports a base64 codec, hence the few lines here and in b64_encode(). */
 static sf_status get_base64(dec *d, json_object *v, ProtobufCBinaryData *out)
 {

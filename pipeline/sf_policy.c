@@ -23,6 +23,7 @@
 #include "internal/sf_core.h"
 #include "sf_sender.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -1442,28 +1443,41 @@ static void check_exporter(checker *k, const policy_exporter *pe, sf_signal sig)
     }
 }
 
-/* "127.0.0.1:4317", "localhost:4318", "[::1]:4317", "http://127.0.0.1:9";
- * an empty host (":4317") binds every interface. */
+/* "127.0.0.1:4317", "localhost:4318", "[::1]:4317", "http://127.0.0.1:9".
+ * Loopback is a numeric address, as inet_pton reads it, in 127.0.0.0/8,
+ * ::1 or ::ffff:127.0.0.0/104 (v4-mapped), or the exact name "localhost",
+ * which resolves to those (RFC 6761; nss-files and systemd-resolved answer
+ * it themselves). Any other name, "127.attacker.example" among them, could
+ * resolve anywhere and is not loopback; an empty host (":4317") binds every
+ * interface. */
 static bool is_loopback(const char *endpoint)
 {
     const char *s = strstr(endpoint, "://");
-    char host[256];
+    char host[INET6_ADDRSTRLEN + 1];
+    struct in_addr a4;
+    struct in6_addr a6;
     size_t n;
 
     s = s ? s + 3 : endpoint;
     if (*s == '[') {
-        const char *end = strchr(s, ']');
+        const char *end = strchr(++s, ']');
 
-        if (end == NULL)
+        if (end == NULL || (size_t)(end - s) >= sizeof(host))
             return false;
-        return (size_t)(end - s - 1) == 3 && strncmp(s + 1, "::1", 3) == 0;
+        memcpy(host, s, (size_t)(end - s));
+        host[end - s] = '\0';
+        if (inet_pton(AF_INET6, host, &a6) != 1)
+            return false;
+        return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
     }
     n = strcspn(s, ":/");
     if (n == 0 || n >= sizeof(host))
         return false;
     memcpy(host, s, n);
     host[n] = '\0';
-    return strcmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0;
+    if (strcmp(host, "localhost") == 0)
+        return true;
+    return inet_pton(AF_INET, host, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127;
 }
 
 static void check_endpoint(checker *k, const sf_node *at, const char *path, const char *endpoint)

@@ -66,6 +66,9 @@ struct sf_service {
     sf_metrics_server *metrics;
     bool started;
     _Atomic int state;               /* sf_service_state, read by extensions' threads */
+    /* when state became RUNNING (wall clock, monotonic); written before
+     * the state is stored, read only once RUNNING is seen */
+    int64_t running_since_wall_ms, running_since_ms;
     /* components an earlier config had and this one has not (reload),
      * with their final counts: collector-wide totals never go back, their
      * series stay on /metrics (marked retired), and a later config that
@@ -328,6 +331,8 @@ static sf_status start_all(sf_service *svc, sf_handover *h)
             atomic_store(&svc->exporting, true);
     }
     svc->started = true;
+    svc->running_since_wall_ms = sf_wall_ms();
+    svc->running_since_ms = sf_now_ms();
     atomic_store(&svc->state, SF_SERVICE_RUNNING);
     return SF_OK;
 
@@ -1141,6 +1146,16 @@ sf_service_state sf_component_service_state(const sf_component *self)
     if (self == NULL || self->service == NULL)
         return SF_SERVICE_STOPPING;
     return (sf_service_state)atomic_load(&self->service->state);
+}
+
+bool sf_component_service_running_since(const sf_component *self, int64_t *wall_ms,
+                                        int64_t *mono_ms)
+{
+    if (sf_component_service_state(self) != SF_SERVICE_RUNNING)
+        return false;
+    *wall_ms = self->service->running_since_wall_ms;
+    *mono_ms = self->service->running_since_ms;
+    return true;
 }
 
 void sf_component_totals(sf_component *self, sf_totals *out)

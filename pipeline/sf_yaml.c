@@ -174,6 +174,26 @@ out_free_buf:
     return st;
 }
 
+sf_status sf_config_expand_env(const char *in, char **out, char **err)
+{
+    sf_arena *arena = sf_arena_create(4096, 2 * SF_ENV_EXPAND_MAX);
+    char *res = NULL, *why = NULL;
+    size_t len;
+    sf_status st;
+
+    *out = NULL;
+    *err = NULL;
+    if (arena == NULL)
+        return SF_ENOMEM;
+    st = sf_env_expand(in, strlen(in), arena, &res, &len, &why);
+    if (st == SF_OK && (*out = sf_strdup(res)) == NULL)
+        st = SF_ENOMEM;
+    else if (st == SF_CONFIG && (*err = sf_strdup(why)) == NULL)
+        st = SF_ENOMEM;
+    sf_arena_destroy(arena);
+    return st;
+}
+
 /* ---- conversion ---------------------------------------------------------- */
 
 static const char *join(yconv *y, const char *base, const char *key)

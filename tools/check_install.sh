@@ -16,7 +16,8 @@ trap 'rm -rf "$dest"' EXIT
 fail() { echo "check_install: $*" >&2; exit 1; }
 
 DESTDIR=$dest cmake --install "$build" --prefix /usr >/dev/null
-for f in usr/bin/spanfence usr/share/man/man1/spanfence.1 usr/lib/sysusers.d/spanfence.conf \
+for f in usr/bin/spanfence usr/share/man/man1/spanfence.1.gz usr/lib/sysusers.d/spanfence.conf \
+         usr/share/doc/spanfence/changelog.gz usr/share/doc/spanfence/copyright \
          usr/lib/systemd/system/spanfence.service etc/spanfence/config.yaml; do
     [ -f "$dest/$f" ] || fail "$f was not installed"
 done
@@ -31,7 +32,7 @@ grep -q '^ExecReload=/usr/bin/spanfence reload --pid \$MAINPID --config /etc/spa
 grep -q '^ExecReload=/usr/bin/spanfence validate ' "$dest/usr/lib/systemd/system/spanfence.service" ||
     fail "ExecReload does not validate first"
 grep -q '^Type=notify$' "$dest/usr/lib/systemd/system/spanfence.service" || fail "the unit is not Type=notify"
-warn=$(groff -man -ww -z "$dest/usr/share/man/man1/spanfence.1" 2>&1) || true
+warn=$(zcat "$dest/usr/share/man/man1/spanfence.1.gz" | groff -man -ww -z 2>&1) || true
 [ -z "$warn" ] || fail "man page: $warn"
 if command -v systemd-analyze >/dev/null 2>&1; then
     unit=$dest/spanfence.service

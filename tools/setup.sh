@@ -23,6 +23,9 @@ pkgs=(build-essential cmake pkg-config
       # the TLS test's certificates, the install check (man page lint, unit verify),
       # tools/build_deb.sh (cpack -G DEB needs dpkg-shlibdeps)
       openssl groff-base systemd dpkg-dev
+      # the package test (tools/build_deb.sh): CPack's debug-symbols split
+      # reads `file`, then lintian and hardening-check (devscripts) judge it
+      file lintian devscripts
       # the independent decoder of the privacy differential test, and load tools
       python3 python3-protobuf python3-grpcio protobuf-compiler nghttp2-client
       # the HTTP/2 attackers of the receiver's abuse tests

@@ -182,7 +182,8 @@ static int print_components(void)
 
     printf("buildinfo:\n"
            "    command: spanfence\n"
-           "    description: OpenTelemetry trace collector for confidential VMs (traces only)\n"
+           "    description: OpenTelemetry collector for confidential VMs: traces, logs and metrics "
+           "through an allowlist\n"
            "    version: %s\n", SF_VERSION);
     for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
         printf("%s:\n", kinds[k].key);
@@ -193,11 +194,20 @@ static int print_components(void)
             if ((*t)->alias != NULL)
                 printf("      alias: %s\n", (*t)->alias);
             printf("      description: \"%s\"\n", (*t)->description ? (*t)->description : "");
-            if (kinds[k].kind == SF_KIND_EXTENSION)
+            if (kinds[k].kind == SF_KIND_EXTENSION) {
                 printf("      stability:\n        extension: Beta\n");
-            else
-                printf("      stability:\n        logs: Undefined\n        metrics: Undefined\n"
-                       "        traces: Beta\n");
+            } else {
+                /* Undefined: the type does not handle the signal (a
+                 * pipeline of it listing the type is refused); logs and
+                 * metrics, newer here than traces, are Alpha */
+                unsigned sig = (*t)->signals ? (*t)->signals : SF_SIGNALS_TRACES;
+
+                printf("      stability:\n        logs: %s\n        metrics: %s\n"
+                       "        traces: %s\n",
+                       sig & SF_SIGNALS_LOGS ? "Alpha" : "Undefined",
+                       sig & SF_SIGNALS_METRICS ? "Alpha" : "Undefined",
+                       sig & SF_SIGNALS_TRACES ? "Beta" : "Undefined");
+            }
         }
     }
     printf("connectors: []\n"

@@ -2,11 +2,14 @@
  * `otelcol print-config` (redacted mode): the effective config after every
  * --config / --set merge and ${env:...} expansion, each component's keys
  * with their defaults filled in from its type's config map, written as
- * YAML with libyaml's emitter. Secrets are never printed: header values,
- * keys that name a credential (pseudonym_key, *password*, *token*,
- * *secret*, api_key, authorization, key_pem) and the user:password part of
- * a URL are "[REDACTED]", whether written in the file or from the
- * environment. */
+ * YAML with libyaml's emitter. Secrets are never printed: keys that name a
+ * credential (pseudonym_key, *password*, *token*, *secret*, api_key,
+ * authorization, key_pem), the values of headers named like a credential
+ * (secret_header: *auth*, *token*, *secret*, *passw*, *key*, *cookie*,
+ * *session*, *credential*, *signature*) and the user:password part of a
+ * URL are "[REDACTED]", whether written in the file or from the
+ * environment. Other headers (x-vm-id, x-tenant) are identifiers and are
+ * printed. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
@@ -77,6 +80,50 @@ static bool secret_key(const char *key)
     return false;
 }
 
+/* Whether a header named `name` carries a credential: Authorization,
+ * Proxy-Authorization, Cookie, X-Api-Key, X-Auth-Token, X-Amz-Security-Token,
+ * X-Session-Id... Matched loosely on purpose: a header wrongly redacted
+ * costs a line of print-config, one wrongly printed a credential. */
+static bool secret_header(const char *name)
+{
+    static const char *const parts[] = { "auth", "token", "secret", "passw", "key", "cookie",
+                                         "session", "credential", "signature" };
+
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+        if (strcasestr(name, parts[i]) != NULL)
+            return true;
+    return secret_key(name);
+}
+
+static void emit_node(out *o, const sf_node *n, bool redact);
+
+/* A `headers` mapping: each value redacted when its header name is a
+ * credential's (or the whole when `redact`); anything but a mapping
+ * redacted whole. */
+static void emit_headers(out *o, const sf_node *n, bool redact)
+{
+    if (n == NULL || n->kind != SF_NODE_MAP) {
+        emit_node(o, n, true);
+        return;
+    }
+    map_start(o);
+    for (size_t i = 0; i < n->n; i++) {
+        scalar(o, n->keys[i]->text, n->keys[i]->plain);
+        emit_node(o, n->items[i], redact || secret_header(n->keys[i]->text));
+    }
+    map_end(o);
+}
+
+/* A key's value: a headers mapping by its header names, else redacted
+ * whole when `redact` or the key names a secret. */
+static void emit_value(out *o, const char *key, const sf_node *n, bool redact)
+{
+    if (strcmp(key, "headers") == 0)
+        emit_headers(o, n, redact);
+    else
+        emit_node(o, n, redact || secret_key(key));
+}
+
 /* A scalar as written, a URL without its user:password@ (sf_net.h). */
 static void emit_text(out *o, const sf_node *n)
 {
@@ -87,8 +134,8 @@ static void emit_text(out *o, const sf_node *n)
 }
 
 /* A node as written (after ${env} expansion); every scalar under it
- * redacted when `redact` (or under a key that names a secret, or a
- * `headers` mapping). */
+ * redacted when `redact` (or under a key that names a secret, or a header
+ * that does: emit_value). */
 static void emit_node(out *o, const sf_node *n, bool redact)
 {
     yaml_event_t ev;
@@ -116,8 +163,7 @@ static void emit_node(out *o, const sf_node *n, bool redact)
     map_start(o);
     for (size_t i = 0; i < n->n; i++) {
         scalar(o, n->keys[i]->text, n->keys[i]->plain);
-        emit_node(o, n->items[i], redact || secret_key(n->keys[i]->text) ||
-                                  strcmp(n->keys[i]->text, "headers") == 0);
+        emit_value(o, n->keys[i]->text, n->items[i], redact);
     }
     map_end(o);
 }
@@ -144,7 +190,7 @@ static void emit_rows(out *o, const sf_config_row *rows, const sf_node *value)
     map_start(o);
     for (const sf_config_row *r = rows; r->key != NULL; r++) {
         const sf_node *n = sf_node_get(map, r->key);
-        bool redact = secret_key(r->key) || strcmp(r->key, "headers") == 0;
+        bool redact = secret_key(r->key);
 
         if (r->type == SF_CFG_REJECT)
             continue;
@@ -164,7 +210,7 @@ static void emit_rows(out *o, const sf_config_row *rows, const sf_node *value)
                 emit(o, &ev, yaml_sequence_end_event_initialize(&ev));
         } else if (n != NULL) {
             scalar(o, r->key, true);
-            emit_node(o, n, redact);
+            emit_value(o, r->key, n, false);
         } else if (r->def != NULL && r->type != SF_CFG_IGNORE) {
             scalar(o, r->key, true);
             scalar(o, redact ? REDACTED : r->def, !redact);
@@ -178,8 +224,7 @@ static void emit_rows(out *o, const sf_config_row *rows, const sf_node *value)
         if (known)
             continue;
         scalar(o, map->keys[i]->text, map->keys[i]->plain);
-        emit_node(o, map->items[i], secret_key(map->keys[i]->text) ||
-                                    strcmp(map->keys[i]->text, "headers") == 0);
+        emit_value(o, map->keys[i]->text, map->items[i], false);
     }
     map_end(o);
 }

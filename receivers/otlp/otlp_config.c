@@ -100,11 +100,12 @@ static const sf_config_row http_rows[] = {
       .help = "URL path that accepts trace exports" },
     { .key = "metrics_url_path", .type = SF_CFG_STR, .def = "/v1/metrics",
       .offset = offsetof(sf_receiver_http_config, metrics_url_path),
-      .help = "metrics exports: accepted and dropped (counted) when a metrics pipeline lists "
-              "the receiver, else 404" },
+      .help = "URL path that accepts metrics exports when a metrics pipeline lists the "
+              "receiver (else 404)" },
     { .key = "logs_url_path", .type = SF_CFG_STR, .def = "/v1/logs",
       .offset = offsetof(sf_receiver_http_config, logs_url_path),
-      .help = "logs exports: the same, for logs pipelines" },
+      .help = "URL path that accepts logs exports when a logs pipeline lists the receiver "
+              "(else 404)" },
     { .key = "max_request_body_size", .type = SF_CFG_SIZE, .def = "20MiB",
       .offset = offsetof(sf_receiver_http_config, max_request_body_size),
       .help = "largest request body, after decompression", .min = 1024,

@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <cmocka.h>
 
+#include "internal/sf_core.h"
+
 #define TMP_CONFIG SF_BINARY_DIR "/test_cli_mutated.yaml"
 #define TMP_POLICY SF_BINARY_DIR "/test_cli_policy.yaml"
 #define TMP_BASE SF_BINARY_DIR "/test_cli_base.yaml"
@@ -20,7 +22,7 @@
 
 typedef struct run {
     int code;
-    char out[16384];        /* stdout and stderr, interleaved */
+    char out[65536];        /* stdout and stderr, interleaved */
 } run;
 
 static void spanfence(run *r, const char *args)
@@ -341,6 +343,113 @@ static void test_components_and_version(void **state)
     assert_non_null(strstr(r.out, "\nbuild: "));
 }
 
+/* The texts say what the build does (issue 37): `components` gives every
+ * signal a type handles a stability other than Undefined, and neither it,
+ * --help-config nor the man page's NAME says a handled signal is dropped
+ * or that spanfence handles traces only. */
+static void test_texts_name_every_signal(void **state)
+{
+    static const char *const wrong[] = {
+        "traces only", "accepted and dropped", "not exported", "trace collector",
+    };
+    static const char *const sig_names[] = { "traces", "logs", "metrics" };
+    static const unsigned sig_bits[] = { SF_SIGNALS_TRACES, SF_SIGNALS_LOGS, SF_SIGNALS_METRICS };
+    run r;
+    char *man;
+    FILE *f;
+    size_t n;
+
+    (void)state;
+    spanfence(&r, "components");
+    assert_int_equal(r.code, 0);
+    for (const sf_component_type *const *t = sf_registry; *t != NULL; t++) {
+        char head[128];
+        const char *at, *end;
+        unsigned sig = (*t)->signals ? (*t)->signals : SF_SIGNALS_TRACES;
+
+        if ((*t)->kind == SF_KIND_EXTENSION)
+            continue;
+        snprintf(head, sizeof(head), "    - name: %s\n", (*t)->name);
+        at = strstr(r.out, head);
+        assert_non_null(at);
+        end = strstr(at + 1, "    - name: ");
+        for (size_t i = 0; i < 3; i++) {
+            char line[64];
+            const char *l;
+
+            snprintf(line, sizeof(line), "        %s: ", sig_names[i]);
+            l = strstr(at, line);
+            assert_non_null(l);
+            assert_true(end == NULL || l < end);
+            print_message("%s %s: %.*s\n", (*t)->name, sig_names[i],
+                          (int)strcspn(l + strlen(line), "\n"), l + strlen(line));
+            assert_int_equal(strncmp(l + strlen(line), "Undefined", 9) != 0,
+                             (sig & sig_bits[i]) != 0);
+        }
+    }
+    for (size_t i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++)
+        assert_null(strstr(r.out, wrong[i]));
+    spanfence(&r, "--help-config");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "logs_url_path"));        /* the whole text came */
+    assert_non_null(strstr(r.out, "exporter debug"));
+    for (size_t i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++)
+        assert_null(strstr(r.out, wrong[i]));
+    f = fopen(SF_SOURCE_DIR "/tools/spanfence.1", "r");
+    assert_non_null(f);
+    man = malloc(1 << 16);
+    assert_non_null(man);
+    n = fread(man, 1, (1 << 16) - 1, f);
+    man[n] = '\0';
+    fclose(f);
+    assert_non_null(strstr(man, ".SH NAME\nspanfence \\- OpenTelemetry collector fencing traces, "
+                                "logs and metrics"));
+    for (size_t i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++)
+        assert_null(strstr(man, wrong[i]));
+    free(man);
+}
+
+/* print-config redacts the values of headers named like credentials (the
+ * list in pipeline/cli/print_config.c) and prints the others, which are
+ * identifiers (issue 37). */
+static void test_print_config_headers(void **state)
+{
+    static const char *const secret[] = {
+        "Authorization", "Proxy-Authorization", "X-Auth-Token", "X-Amz-Security-Token", "X-Api-Key",
+        "api_key", "Cookie", "X-Session-Id", "X-Client-Secret", "X-Signature", "x-goog-api-key",
+    };
+    static const char *const shown[] = { "x-vm-id", "X-Tenant", "X-Scope-OrgID", "User-Agent" };
+    char yaml[4096], want[128];
+    size_t n;
+    run r;
+
+    (void)state;
+    n = (size_t)snprintf(yaml, sizeof(yaml),
+                         "receivers:\n  otlp:\n    protocols:\n      grpc:\n"
+                         "exporters:\n  otlphttp:\n    endpoint: http://127.0.0.1:9\n"
+                         "    headers:\n");
+    for (size_t i = 0; i < sizeof(secret) / sizeof(secret[0]); i++)
+        n += (size_t)snprintf(yaml + n, sizeof(yaml) - n, "      %s: secret-%zu\n", secret[i], i);
+    for (size_t i = 0; i < sizeof(shown) / sizeof(shown[0]); i++)
+        n += (size_t)snprintf(yaml + n, sizeof(yaml) - n, "      %s: shown-%zu\n", shown[i], i);
+    snprintf(yaml + n, sizeof(yaml) - n,
+             "service:\n  pipelines:\n    traces:\n      receivers: [otlp]\n"
+             "      exporters: [otlphttp]\n");
+    write_file(TMP_CONFIG, yaml);
+    spanfence(&r, "print-config --config " TMP_CONFIG);
+    assert_int_equal(r.code, 0);
+    assert_null(strstr(r.out, "secret-"));
+    for (size_t i = 0; i < sizeof(secret) / sizeof(secret[0]); i++) {
+        snprintf(want, sizeof(want), "\n      %s: '[REDACTED]'\n", secret[i]);
+        assert_non_null(strstr(r.out, want));
+    }
+    for (size_t i = 0; i < sizeof(shown) / sizeof(shown[0]); i++) {
+        snprintf(want, sizeof(want), "\n      %s: shown-%zu\n", shown[i], i);
+        print_message("%s", want + 1);
+        assert_non_null(strstr(r.out, want));
+    }
+}
+
 /* Without --config the collector reads one absolute path, wherever it is
  * started from (here: the source tree, which has configs/default.yaml). */
 static void test_default_config(void **state)
@@ -598,6 +707,8 @@ int main(void)
         cmocka_unit_test(test_periodic_reader),
         cmocka_unit_test(test_config_providers),
         cmocka_unit_test(test_components_and_version),
+        cmocka_unit_test(test_texts_name_every_signal),
+        cmocka_unit_test(test_print_config_headers),
         cmocka_unit_test(test_default_config),
         cmocka_unit_test(test_validate_without_policy),
         cmocka_unit_test(test_validate_with_policy),

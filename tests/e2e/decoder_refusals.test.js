@@ -66,6 +66,13 @@ function span(extra = '') {
     `"startTimeUnixNano":"1","endTimeUnixNano":"2","attributes":[{"key":"gen_ai.request.id",` +
     `"value":{"stringValue":"0123"}}]${extra}}`;
 }
+// a span whose kept attribute holds bytes, as base64 text
+function bytesSpan(b64) {
+  const n = (nextId++).toString(16);
+  return `{"traceId":"${n.padStart(32, '0')}","spanId":"${n.padStart(16, '0')}","name":"decode_loop",` +
+    `"startTimeUnixNano":"1","endTimeUnixNano":"2","attributes":[{"key":"gen_ai.request.id",` +
+    `"value":{"bytesValue":"${b64}"}}]}`;
+}
 function request({ spans = [span()], resource = '', top = '' } = {}) {
   return `{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":` +
     `{"stringValue":"sglang"}}]${resource}},"scopeSpans":[{"scope":{"name":"sglang server"},` +
@@ -114,6 +121,16 @@ const CASES = [
     body: request({ spans: [span(',"events":[{"name":"\\ud83d\\ude00"}]')] }) },
   { name: 'lone surrogate in an unknown member', ref: 'protojson', spans: 1,
     body: request({ spans: [span(',"vendorExtension":"\\ud800"')] }) },
+  // proto3 JSON reads bytes in either base64 alphabet, padded or not
+  // (issue 37): the gateway gets the bytes json_format decoded
+  { name: 'bytesValue standard, padded', ref: 'json_format', spans: 1,
+    body: request({ spans: [bytesSpan('/+8=')] }) },
+  { name: 'bytesValue URL-safe, padded', ref: 'json_format', spans: 1,
+    body: request({ spans: [bytesSpan('_-8=')] }) },
+  { name: 'bytesValue URL-safe, unpadded', ref: 'json_format', spans: 1,
+    body: request({ spans: [bytesSpan('_-8')] }) },
+  { name: 'bytesValue URL-safe, longer', ref: 'json_format', spans: 1,
+    body: request({ spans: [bytesSpan('AP_-ABCD_w')] }) },
   { name: 'single-quoted member name', ref: 'json_format', spans: 0,
     body: request({ spans: [span(",'vendorExtension':1")] }) },
   { name: '\\u0000 in a member name', ref: 'json-c', spans: 1,

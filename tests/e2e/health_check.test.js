@@ -157,3 +157,49 @@ test('health_check: 503 while starting, reloading and shutting down, 200 while r
     assert.equal(await health(ports.SF_HEALTH_PORT), null, 'the endpoint is closed after exit');
   });
 });
+
+// upSince is the service's readiness, not the first probe's time: the
+// first probe comes a while after the collector is ready (a deliberate
+// pause: the quantity under test is elapsed time, no event is waited on),
+// and upSince is still the instant of the "running with" log line (the
+// state turns RUNNING just before it is logged). After a reload, the new
+// service's readiness (issue 37).
+test('health_check: upSince and uptime count from readiness, not from the first probe', async () => {
+  await harness('health_check', async (h) => {
+    const ports = {
+      SF_GRPC_PORT: await freePort(),
+      SF_HTTP_PORT: await freePort(),
+      SF_METRICS_PORT: await freePort(),
+      SF_HEALTH_PORT: await freePort(),
+      SF_DOWN_PORT: await freePort(),
+    };
+    const cfg = config(path.join(h.dir, 'out.jsonl'));
+    const env = Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)]));
+    const sf = h.track(new Spanfence({
+      dir: h.dir, config: cfg, env, grpcPort: ports.SF_GRPC_PORT, metricsPort: ports.SF_METRICS_PORT,
+    }));
+    const stamp = (re) => {
+      const line = sf.stderr().split('\n').filter((l) => re.test(l)).pop();
+      assert.ok(line, `no log line ${re}`);
+      return Date.parse(line.match(/^(\S+Z) /)[1]);
+    };
+    await sf.start();
+    await sf.waitLog(/ running with /, 'readiness');
+    const ready = stamp(/ running with /);
+    await sleep(1500);
+    const first = JSON.parse((await waitHealth(ports.SF_HEALTH_PORT, 200, 'once started')).body);
+    const since = Date.parse(first.upSince);
+    assert.ok(since <= ready && since > ready - 1000,
+      `upSince ${first.upSince} is not the readiness (${new Date(ready).toISOString()})`);
+    const up = Number(first.uptime.match(/^([\d.]+)s$/)?.[1]);
+    assert.ok(up >= 1.5, `uptime ${first.uptime} counts from the first probe, not from readiness`);
+
+    sf.proc.kill('SIGHUP');
+    await sf.waitLog(/reloaded: running with/, 'the reload to finish');
+    const reloaded = stamp(/reloaded: running with/);
+    const after = JSON.parse((await waitHealth(ports.SF_HEALTH_PORT, 200, 'after the reload')).body);
+    const since2 = Date.parse(after.upSince);
+    assert.ok(since2 > since && since2 <= reloaded,
+      `after the reload upSince ${after.upSince} is not the new readiness (${new Date(reloaded).toISOString()})`);
+  });
+});

@@ -270,6 +270,10 @@ test('4: README and compose launch SGLang as it takes its options today', () => 
   assert.match(engine, /\n      SGLANG_TRACE_LEVEL: "0"\n/);
   assert.match(engine, /\n      OTEL_RESOURCE_ATTRIBUTES: service\.instance\.id=/);
   assert.match(engine, /"--enable-trace",\s+"--otlp-traces-endpoint", "127\.0\.0\.1:4317"/);
+  // launch_server cannot start without a model (issue 37): from the
+  // environment, compose refusing to start without it; metrics on
+  assert.match(engine, /"sglang\.launch_server",\s+"--model-path", "\$\{SGLANG_MODEL_PATH:\?[^}]+\}"/);
+  assert.match(engine, /"--enable-metrics"/);
 });
 
 test('3: sd_notify: READY after the ports accept, RELOADING/READY around SIGHUP, a refused reload, STATUS, WATCHDOG, STOPPING', async () => {

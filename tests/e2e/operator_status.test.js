@@ -252,13 +252,13 @@ test('reload --pid: 0 when the new config runs, 1 when it is refused or cannot s
   });
 });
 
-test('print-config: defaults filled in, ${env:...} expanded, every secret redacted; its output validates', async () => {
+test('print-config: defaults filled in, ${env:...} expanded, every secret redacted, identifiers kept; its output validates', async () => {
   await harness('operator_status', async (h) => {
     const dir = path.join(h.dir, 'print');
     fs.mkdirSync(dir, { recursive: true });
     const cfg = path.join(dir, 'c.yaml');
     const secrets = ['gw-Token-1', 'engine-Key-2', 'url-Pass-3', 'pseudo-Key-4-0123456789abcdef0123456789abcdef',
-      'tenant-Header-5'];
+      'api-Header-5', 'cookie-Header-6'];
     fs.writeFileSync(cfg, `receivers:
   otlp:
     protocols:
@@ -275,7 +275,8 @@ processors:
 exporters:
   otlphttp/gw:
     endpoint: https://spanfence:\${env:SF_URL_PASS}@gw.example:4318
-    headers: {Authorization: "Bearer \${env:SF_GW_TOKEN}", X-Tenant: "${'tenant-Header-5'}"}
+    headers: {Authorization: "Bearer \${env:SF_GW_TOKEN}", X-Api-Key: "${secrets[4]}", Cookie: "s=${secrets[5]}",
+              X-Tenant: tenant-7, x-vm-id: "\${env:SF_VM_ID}"}
 extensions:
   trace_control:
     socket: ${dir}/tc.sock
@@ -294,7 +295,7 @@ service:
       exporters: [otlphttp/gw]
 `);
     const env = { ...process.env, SF_PRINT_PORT: '4999', SF_GW_TOKEN: secrets[0], SF_ENGINE_KEY: secrets[1],
-      SF_URL_PASS: secrets[2], SF_PSEUDO: secrets[3] };
+      SF_URL_PASS: secrets[2], SF_PSEUDO: secrets[3], SF_VM_ID: 'vm-0a1b' };
     const r = spawnSync(deps.spanfenceBin(), ['print-config', '--config', cfg, '--set', 'exporters.otlphttp/gw.timeout=7s'],
       { encoding: 'utf8', env, timeout: 60000 });
     assert.equal(r.status, 0, r.stderr);
@@ -302,6 +303,11 @@ service:
     assert.match(r.stdout, /^ {8}endpoint: 127\.0\.0\.1:4999$/m, 'the ${env:} value expanded');
     assert.match(r.stdout, /^ {4}endpoint: 'https:\/\/\[REDACTED\]@gw\.example:4318'$/m);
     assert.match(r.stdout, /^ {6}Authorization: '\[REDACTED\]'$/m);
+    assert.match(r.stdout, /^ {6}X-Api-Key: '\[REDACTED\]'$/m);
+    assert.match(r.stdout, /^ {6}Cookie: '\[REDACTED\]'$/m);
+    // identifiers are not credentials (issue 37)
+    assert.match(r.stdout, /^ {6}X-Tenant: tenant-7$/m);
+    assert.match(r.stdout, /^ {6}x-vm-id: 'vm-0a1b'$/m);   // quoted in the file: quoted
     assert.match(r.stdout, /^ {4}pseudonym_key: '\[REDACTED\]'$/m);
     assert.match(r.stdout, /^ {4}timeout: 7s$/m, 'the --set merged');
     assert.match(r.stdout, /^ {6}queue_size: 1000$/m, 'a default of the sending queue');

@@ -970,6 +970,53 @@ static void test_cli(void **state)
     assert_int_equal(engine_count(&f->eng), 2);
 }
 
+/* trace-level --config with the socket written as ${env:...}: only the
+ * socket's own reference is expanded, so a shell without the config's other
+ * variables (the gateway's token here) still reaches the collector, and an
+ * unset socket variable is the one error (issue 37). */
+static void test_cli_socket_from_env(void **state)
+{
+    fx *f = *state;
+    char args[512], err[2048], conf[160], line[200], text[8192], *at, *out;
+    FILE *in;
+    size_t n;
+
+    in = fopen(f->conf, "r");
+    assert_non_null(in);
+    n = fread(text, 1, sizeof(text) - 1, in);
+    fclose(in);
+    text[n] = '\0';
+    snprintf(line, sizeof(line), "    socket: %s\n", f->sock);
+    at = strstr(text, line);
+    assert_non_null(at);
+    snprintf(conf, sizeof(conf), "%s/env.yaml", f->dir);
+    in = fopen(conf, "w");
+    assert_non_null(in);
+    out = strstr(text, "    compression: none\n");
+    assert_non_null(out);
+    out += strlen("    compression: none\n");
+    fprintf(in, "%.*s    headers: {Authorization: \"Bearer ${env:SF_TEST_TC_TOKEN}\"}\n%.*s"
+            "    socket: ${env:SF_TEST_TC_DIR}/ctl.sock\n%s",
+            (int)(out - text), text, (int)(at - out), out, at + strlen(line));
+    fclose(in);
+    unsetenv("SF_TEST_TC_TOKEN");
+    setenv("SF_TEST_TC_DIR", f->dir, 1);
+    /* no collector yet: the expanded path is the one tried */
+    snprintf(args, sizeof(args), "status --config %s", conf);
+    assert_int_equal(run_cli(f, args, err, sizeof(err)), 1);
+    snprintf(line, sizeof(line), "spanfence: cannot reach the collector at '%s': ", f->sock);
+    assert_non_null(strstr(err, line));
+    assert_null(strstr(err, "not set"));
+    start(f);
+    assert_int_equal(run_cli(f, args, err, sizeof(err)), 0);
+    assert_string_equal(err, "");
+    unsetenv("SF_TEST_TC_DIR");
+    assert_int_equal(run_cli(f, args, err, sizeof(err)), 1);
+    assert_non_null(strstr(err, "extensions.trace_control.socket: environment variable "
+                                "'SF_TEST_TC_DIR' is not set\n"));
+    assert_null(strstr(err, "SF_TEST_TC_TOKEN"));
+}
+
 static void test_json_reader(void **state)
 {
     const char *j = "{\"a\":\"x\\u00e9\\n\",\"n\":-42,\"nest\":{\"k\":[1,2,{\"z\":null}]},"
@@ -1042,6 +1089,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_auto_revert_on_target_loss, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crash_then_restart_resets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_socket_from_env, setup, teardown),
     };
 
     signal(SIGPIPE, SIG_IGN);

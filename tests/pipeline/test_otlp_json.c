@@ -158,6 +158,8 @@ static void test_roundtrip_lenient_forms(void **state)
         "{'key':'d','value':{'double_value':'1.5'}},"
         "{'key':'i','value':{'doubleValue':2}},"
         "{'key':'b','value':{'bytes_value':'AAEC/w'}},"
+        "{'key':'u','value':{'bytesValue':'_-8='}},"     /* URL-safe alphabet */
+        "{'key':'v','value':{'bytesValue':'AP_-ABCD_w'}},"   /* and unpadded */
         "{'key':'s','value':{'stringValue':'x','futureValue':1,'boolValue':null}},"
         "{'key':'k','value':{'kvlist_value':{'values':[]}}}],"
         "'status':{'code':'STATUS_CODE_OK','message':null},"
@@ -174,6 +176,8 @@ static void test_roundtrip_lenient_forms(void **state)
         "{'key':'d','value':{'doubleValue':1.5}},"
         "{'key':'i','value':{'doubleValue':2}},"
         "{'key':'b','value':{'bytesValue':'AAEC/w=='}},"
+        "{'key':'u','value':{'bytesValue':'/+8='}},"
+        "{'key':'v','value':{'bytesValue':'AP/+ABCD/w=='}},"
         "{'key':'s','value':{'stringValue':'x'}},"
         "{'key':'k','value':{'kvlistValue':{}}}],"
         "'droppedEventsCount':8,'status':{'code':1}");
@@ -651,7 +655,7 @@ static void test_refuses_bad_ids_and_bytes(void **state)
             SPAN_PATH ".attributes[0].value.bytesValue: not valid base64");
     refused(f, span_json("'attributes':[{'key':'b','value':{'bytesValue':'AAA==='}}]"),
             SPAN_PATH ".attributes[0].value.bytesValue: not valid base64");
-    refused(f, span_json("'attributes':[{'key':'b','value':{'bytesValue':'AA-_'}}]"),
+    refused(f, span_json("'attributes':[{'key':'b','value':{'bytesValue':'AA.*'}}]"),
             SPAN_PATH ".attributes[0].value.bytesValue: not valid base64");
 }
 

@@ -1005,6 +1005,53 @@ static void test_receiver_all_interfaces(void **state)
     free(y);
 }
 
+/* The loopback rule: numeric 127.0.0.0/8, ::1 and v4-mapped 127/8 as
+ * inet_pton reads them, and the exact name localhost; any other name is
+ * refused, whatever it starts with (issue 37). */
+static void test_receiver_loopback_names(void **state)
+{
+    static const struct {
+        const char *endpoint;
+        bool loopback;
+    } cases[] = {
+        { "127.0.0.1:4317", true },
+        { "127.8.9.10:4317", true },
+        { "localhost:4317", true },
+        { "[::1]:4317", true },
+        { "[::ffff:127.0.0.1]:4317", true },
+        { "[0:0:0:0:0:0:0:1]:4317", true },
+        { "127.attacker.example:4317", false },
+        { "127.0.0.1.attacker.example:4317", false },
+        { "localhost.attacker.example:4317", false },
+        { "localhostx:4317", false },
+        { "127.1:4317", false },
+        { "128.0.0.1:4317", false },
+        { "0.0.0.0:4317", false },
+        { "[::]:4317", false },
+        { "[::2]:4317", false },
+        { "[::ffff:10.0.0.1]:4317", false },
+        { "[::1.attacker.example]:4317", false },
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char line[128];
+        char *y;
+        want w = { 0 };
+
+        snprintf(line, sizeof(line), "endpoint: '%s'", cases[i].endpoint);
+        y = replace(cvm_text, "endpoint: 127.0.0.1:4317", line);
+        print_message("%s\n", cases[i].endpoint);
+        if (!cases[i].loopback) {
+            expect(&w, P "receivers.otlp.protocols.grpc.endpoint: '%s' is not a loopback "
+                   "address: the policy allows loopback only", line_of(y, line), 19,
+                   cases[i].endpoint);
+        }
+        assert_check(y, cases[i].loopback ? SF_OK : SF_CONFIG, &w);
+        free(y);
+    }
+}
+
 /* A receiver spanfence does not run, in a metrics pipeline: its endpoints
  * are found in its settings. */
 static void test_foreign_receiver_all_interfaces(void **state)
@@ -1970,6 +2017,7 @@ int main(void)
         cmocka_unit_test(test_max_elapsed_time_zero),
         cmocka_unit_test(test_max_elapsed_time_longer),
         cmocka_unit_test(test_receiver_all_interfaces),
+        cmocka_unit_test(test_receiver_loopback_names),
         cmocka_unit_test(test_foreign_receiver_all_interfaces),
         cmocka_unit_test(test_receiver_not_in_policy),
         cmocka_unit_test(test_endpoint_not_from_env),

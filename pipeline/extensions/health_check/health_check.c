@@ -4,6 +4,7 @@
  * started, and 503 while the service starts, reloads (SIGHUP) or shuts
  * down, with the upstream collector's JSON body
  *   {"status":"Server available","upSince":"...","uptime":"1m2.5s"}
+ * (upSince: when the service became ready, not when first asked)
  * so a docker HEALTHCHECK or a probe written for otelcol works unchanged.
  * With check_collector_pipeline enabled it also answers 503 while an
  * exporter has failed exporter_failure_threshold sends within `interval`
@@ -36,8 +37,12 @@ typedef struct hc_server {
     char *path, *healthy, *unhealthy;   /* the owner's config, copied */
     sf_hc_pipeline_check pipeline;      /* the owner's check_collector_pipeline */
     bool failing;               /* the last answer said an exporter is failing */
-    int64_t up_since_wall_ms;   /* when it was first seen ready; 0: not ready */
+    /* upSince: the service's readiness (sf_component_service_running_since),
+     * or, after an unhealthy spell, the first answer healthy again; 0: not
+     * ready */
+    int64_t up_since_wall_ms;
     int64_t up_since_ms;        /* the same, monotonic, for uptime */
+    bool was_unhealthy;         /* this owner has been unhealthy while running */
     struct hc_server *next;     /* in `stopped` */
 } hc_server;
 
@@ -151,7 +156,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         s->failing = failing;
     }
     ready = ready && !failing;
-    if (ready && s->up_since_wall_ms == 0) {
+    if (failing)
+        s->was_unhealthy = true;
+    if (ready && s->up_since_wall_ms == 0 &&
+        (s->was_unhealthy ||
+         !sf_component_service_running_since(s->owner, &s->up_since_wall_ms, &s->up_since_ms))) {
         s->up_since_wall_ms = sf_wall_ms();
         s->up_since_ms = sf_now_ms();
     } else if (!ready) {
@@ -246,6 +255,7 @@ static sf_status server_attach(hc_server *s, sf_component *self, const sf_hc_con
     s->owner = self;
     s->pipeline = cfg->check_collector_pipeline;
     s->failing = false;
+    s->was_unhealthy = false;
     s->up_since_wall_ms = 0;            /* ready again is a new upSince */
     pthread_mutex_unlock(&s->lock);
     return SF_OK;

@@ -317,39 +317,52 @@ static yaml_node_t *yaml_get(yaml_document_t *doc, yaml_node_t *map, const char 
 }
 
 /* extensions.trace_control[/name].socket of the config file, read with
- * libyaml alone: the control verbs need only the socket, not the rest of
- * the config (whose ${env:...} values, such as the gateway's token, the
- * operator's shell does not have). NULL when it is not there as a plain
- * path; the caller then loads the whole config. */
-static char *socket_of_file(const char *path)
+ * libyaml alone and its ${env:...} expanded: the control verbs need only the
+ * socket, not the rest of the config (whose ${env:...} values, such as the
+ * gateway's token, the operator's shell does not have). *sock is NULL when
+ * it is not there as a plain scalar; the caller then loads the whole config.
+ * TL_FAILED (said on stderr) when its expansion fails. */
+static int socket_of_file(const char *path, char **sock)
 {
     FILE *f = fopen(path, "re");
     yaml_parser_t parser;
     yaml_document_t doc;
-    yaml_node_t *sock;
-    char *out = NULL;
+    yaml_node_t *node;
+    char *err = NULL;
+    int rc = TL_OK;
 
+    *sock = NULL;
     if (f == NULL)
-        return NULL;
+        return TL_OK;
     if (!yaml_parser_initialize(&parser)) {
         fclose(f);
-        return NULL;
+        return TL_OK;
     }
     yaml_parser_set_input_file(&parser, f);
     if (yaml_parser_load(&parser, &doc)) {
-        sock = yaml_get(&doc, yaml_get(&doc, yaml_get(&doc, yaml_document_get_root_node(&doc),
+        node = yaml_get(&doc, yaml_get(&doc, yaml_get(&doc, yaml_document_get_root_node(&doc),
                                                       "extensions", false),
                                        "trace_control", true),
                         "socket", false);
-        if (sock != NULL && sock->type == YAML_SCALAR_NODE &&
-            ((const char *)sock->data.scalar.value)[0] == '/' &&
-            strstr((const char *)sock->data.scalar.value, "${") == NULL)
-            out = sf_strdup((const char *)sock->data.scalar.value);
+        if (node != NULL && node->type == YAML_SCALAR_NODE) {
+            sf_status st = sf_config_expand_env((const char *)node->data.scalar.value, sock, &err);
+
+            if (st != SF_OK) {
+                fprintf(stderr, "spanfence: %s:%zu:%zu: extensions.trace_control.socket: %s\n",
+                        path, node->start_mark.line + 1, node->start_mark.column + 1,
+                        err ? err : "out of memory");
+                rc = TL_FAILED;
+            } else if ((*sock)[0] != '/') {
+                sf_free(*sock);         /* the full load says what is wrong */
+                *sock = NULL;
+            }
+            sf_free(err);
+        }
         yaml_document_delete(&doc);
     }
     yaml_parser_delete(&parser);
     fclose(f);
-    return out;
+    return rc;
 }
 
 int sf_cli_trace_level(int argc, char **argv)
@@ -362,8 +375,10 @@ int sf_cli_trace_level(int argc, char **argv)
     if (rc >= 0)
         return rc;
     if (a.config != NULL && !a.direct) {
-        char *sock = socket_of_file(a.config);
+        char *sock;
 
+        if (socket_of_file(a.config, &sock) != TL_OK)
+            return TL_FAILED;
         if (sock != NULL) {
             rc = ask(&a, sock);
             sf_free(sock);
