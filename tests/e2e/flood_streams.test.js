@@ -1,10 +1,15 @@
-// tests/e2e/flood_streams.test.js: 1,000 concurrent gRPC streams of ~555 KB
-// requests (10 connections x 100 streams, h2load) with the downstream up and
-// memory_limiter at 64 MiB. max_concurrent_streams (16 by default) makes the
-// client queue the rest, messages are read only once a worker slot holds the
-// call, so RSS stays under the limit (net of the idle process) and within
-// limit + 32 MiB in all; every call is answered, refusals (if any) are
+// tests/e2e/flood_streams.test.js: 2,000 gRPC calls of ~555 KB requests on
+// 10 connections, each with as many streams open as the server allows
+// (max_concurrent_streams, 16 by default: h2load -m 16), with the downstream
+// up and memory_limiter at 64 MiB. Messages are read only once a worker slot
+// holds the call, so RSS stays under the limit (net of the idle process) and
+// within limit + 32 MiB in all; every call is answered, refusals (if any) are
 // retryable and counted, and every accepted span reaches the sink.
+// The client asked for 100 streams a connection before: on a busy machine
+// h2load sent them before the server's SETTINGS arrived, and nghttp2 refused
+// the 84 over the limit with REFUSED_STREAM (RFC 9113 5.1.2), which a gRPC
+// client retries but h2load counts as errored: 336, 420 and 840 (4, 5 and 10
+// connections' worth) in full suite runs.
 'use strict';
 
 const test = require('node:test');
@@ -15,7 +20,7 @@ const flood = require('./lib/flood');
 
 const REQUESTS = 2000;
 
-test('1,000 concurrent streams with the downstream up stay under the limit', async (t) => {
+test('10 connections of 16 concurrent streams each with the downstream up stay under the limit', async (t) => {
   await harness('flood_streams', async (h) => {
     const { sf, sink, grpcPort } = await flood.startFlood(h, { limitMiB: flood.LIMIT_MIB, http: false });
     await sink.start();
@@ -24,9 +29,9 @@ test('1,000 concurrent streams with the downstream up stay under the limit', asy
     const idleKiB = sf.rssKiB();
 
     const s = flood.sampler(sf);
-    const r = await flood.h2load(flood.grpcFlood(grpcPort, file, { n: REQUESTS, c: 10, m: 100 }));
+    const r = await flood.h2load(flood.grpcFlood(grpcPort, file, { n: REQUESTS, c: 10, m: 16 }));
     const peaks = await s.stop();
-    t.diagnostic(`1,000 streams: ${r.done}/${REQUESTS} answered; idle RSS ${(idleKiB / 1024).toFixed(1)} MiB, ` +
+    t.diagnostic(`10 x 16 streams: ${r.done}/${REQUESTS} answered; idle RSS ${(idleKiB / 1024).toFixed(1)} MiB, ` +
       `peak ${(peaks.peakRssKiB / 1024).toFixed(1)} MiB, peak counted ${(peaks.peakCountedBytes / 1048576).toFixed(1)} MiB`);
 
     assert.equal(r.done, REQUESTS, `every call answered:\n${r.out.slice(-1500)}`);
