@@ -296,6 +296,7 @@ void sf_tc_publish(tc_ctx *x)
         p->at_start = w->at_start;
         memcpy(p->from_target_at_start, w->from_target_at_start,
                sizeof(p->from_target_at_start));
+        memcpy(p->engine_at_start, w->engine_at_start, sizeof(p->engine_at_start));
         p->last = w->closed;
     }
     pthread_mutex_unlock(&x->pub_mu);
@@ -324,7 +325,8 @@ static size_t window_metrics(tc_ctx *x, const char *ext, char *buf, size_t size,
             tc_counts c;
             uint64_t v[6];
 
-            sf_tc_counts_since(x, w, &p->at_start, p->from_target_at_start, &c);
+            sf_tc_counts_since(x, w, &p->at_start, p->from_target_at_start, p->engine_at_start,
+                               &c);
             v[0] = c.accepted;
             v[1] = c.exported;
             v[2] = c.lost;
@@ -409,7 +411,8 @@ static json_object *tc_status(sf_component *self)
             tc_counts c;
             int64_t left = p->end_mono - sf_now_ms();
 
-            sf_tc_counts_since(x, w, &p->at_start, p->from_target_at_start, &c);
+            sf_tc_counts_since(x, w, &p->at_start, p->from_target_at_start, p->engine_at_start,
+                               &c);
             json_object_object_add(win, "id", json_object_new_string(p->id));
             json_object_object_add(win, "level", json_object_new_int64(p->level));
             sf_time_format_utc(p->end_wall, when, sizeof(when));
@@ -427,6 +430,12 @@ static json_object *tc_status(sf_component *self)
                 json_object_object_add(win, "refused_from_target",
                                        json_object_new_uint64(c.from_target[1]));
             }
+            if (w->target->engine_log.receiver != NULL) {
+                json_object_object_add(win, "engine_dropped",
+                                       json_object_new_uint64(c.engine[TC_ENG_EVENTS]));
+                json_object_object_add(win, "engine_dropped_ops",
+                                       json_object_new_uint64(c.engine[TC_ENG_OPS]));
+            }
         }
         json_object_object_add(t, "window", win);
         if (p->last.valid && (last = json_object_new_object()) != NULL) {
@@ -438,6 +447,9 @@ static json_object *tc_status(sf_component *self)
             json_object_object_add(last, "exported", json_object_new_uint64(p->last.exported));
             json_object_object_add(last, "lost", json_object_new_uint64(p->last.lost));
             json_object_object_add(last, "queued", json_object_new_uint64(p->last.queued));
+            if (w->target->engine_log.receiver != NULL)
+                json_object_object_add(last, "engine_dropped",
+                                       json_object_new_uint64(p->last.engine_dropped));
             json_object_object_add(last, "complete", json_object_new_boolean(p->last.complete));
         }
         json_object_object_add(t, "last_window", last);
@@ -479,11 +491,18 @@ static size_t tc_metrics(sf_component *self, char *buf, size_t size)
 
 /* ---- lifecycle --------------------------------------------------------------------------- */
 
+static void free_drops(tc_ctx *x)
+{
+    for (size_t i = 0; i < x->cfg->targets.n; i++)
+        sf_tc_drops_free(&x->w[i].drops);
+}
+
 static sf_status tc_create(sf_component *self, const void *config)
 {
     const sf_tc_config *cfg = config;
     tc_ctx *x;
-    bool matching = false;
+    bool matching = false, reading = false;
+    sf_status st = SF_OK;
 
     if (cfg->markers.enabled && cfg->markers.pipeline != NULL &&
         !sf_component_has_traces_pipeline(self, cfg->markers.pipeline)) {
@@ -522,16 +541,43 @@ static sf_status tc_create(sf_component *self, const void *config)
     }
     x->next_enforce_mono = 0;       /* the first round runs at start */
     for (size_t i = 0; i < cfg->targets.n; i++) {
+        const sf_tc_engine_log *el = &cfg->targets.v[i].engine_log;
+
         x->w[i].target = &cfg->targets.v[i];
         atomic_store(&x->w[i].level_now, -1);
         x->w[i].recorded = TC_REC_NONE;
         if (cfg->targets.v[i].match.n > 0)
             matching = true;
+        if (el->receiver == NULL)
+            continue;
+        reading = true;
+        if (!sf_component_has_receiver(self, el->receiver, SF_SIGNAL_LOGS)) {
+            sf_error("extensions.%s: targets.%s.engine_log.receiver: '%s' is not a receiver of "
+                     "a logs pipeline of this config", sf_component_id(self),
+                     cfg->targets.v[i].id, el->receiver);
+            st = SF_CONFIG;
+        } else if ((st = sf_tc_drops_compile(el, &x->w[i].drops)) != SF_OK) {
+            sf_error("extensions.%s: targets.%s.engine_log.drops: cannot compile: %s",
+                     sf_component_id(self), cfg->targets.v[i].id, sf_status_str(st));
+        }
+        if (st != SF_OK) {
+            free_drops(x);
+            close(x->oob_fd);
+            pthread_mutex_destroy(&x->pub_mu);
+            sf_free(x->pub);
+            sf_free(x->w);
+            sf_free(x);
+            return st;
+        }
     }
     sf_component_set_ctx(self, x);
     /* No target with a match: no tap, so no cost at all on the data path. */
     if (matching)
         sf_component_set_span_tap(self, sf_tc_window_tap, x);
+    /* Likewise for engine logs; with one, a logs request costs an atomic
+     * load while no window of such a target is open. */
+    if (reading)
+        sf_component_set_log_tap(self, sf_tc_log_tap, x);
     return SF_OK;
 }
 
@@ -685,6 +731,7 @@ static void tc_destroy(sf_component *self)
     tc_shutdown(self);
     sf_tc_audit_free_pending(x);
     free_markers(x);
+    free_drops(x);
     close(x->oob_fd);
     pthread_mutex_destroy(&x->pub_mu);
     sf_free(x->pub);
@@ -730,6 +777,7 @@ static void parcel_free(tc_ctx *p)
         unlink(p->cfg->socket);
     sf_tc_audit_free_pending(p);
     free_markers(p);
+    free_drops(p);
     close(p->oob_fd);
     pthread_mutex_destroy(&p->pub_mu);
     sf_free(p->pub);
@@ -806,6 +854,14 @@ static void tc_resume(sf_component *self, void *parcel)
         for (int k = 0; k < 2; k++) {
             atomic_store(&w->from_target[k], atomic_load(&o->from_target[k]));
             w->from_target_at_start[k] = o->from_target_at_start[k];
+        }
+        for (int k = 0; k < TC_ENG_COUNT; k++) {
+            atomic_store(&w->engine[k], atomic_load(&o->engine[k]));
+            w->engine_at_start[k] = o->engine_at_start[k];
+        }
+        if (atomic_load(&o->log_counting) && w->target->engine_log.receiver != NULL) {
+            atomic_store(&w->log_counting, true);
+            atomic_fetch_add(&x->log_counting, 1);
         }
         if (atomic_load(&o->counting) && w->target->match.n > 0) {
             atomic_store(&w->counting, true);

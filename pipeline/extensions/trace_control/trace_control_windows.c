@@ -129,6 +129,12 @@ void sf_tc_window_out_of_band(tc_ctx *x)
  * match) from now. */
 void sf_tc_window_count_start(tc_ctx *x, tc_window *w)
 {
+    if (w->target->engine_log.receiver != NULL && !atomic_load(&w->log_counting)) {
+        for (int k = 0; k < TC_ENG_COUNT; k++)
+            w->engine_at_start[k] = atomic_load(&w->engine[k]);
+        atomic_store(&w->log_counting, true);
+        atomic_fetch_add(&x->log_counting, 1);
+    }
     if (w->target->match.n == 0 || atomic_load(&w->counting))
         return;
     for (int k = 0; k < 2; k++)
@@ -139,6 +145,10 @@ void sf_tc_window_count_start(tc_ctx *x, tc_window *w)
 
 void sf_tc_window_count_stop(tc_ctx *x, tc_window *w)
 {
+    if (atomic_load(&w->log_counting)) {
+        atomic_store(&w->log_counting, false);
+        atomic_fetch_sub(&x->log_counting, 1);
+    }
     if (!atomic_load(&w->counting))
         return;
     atomic_store(&w->counting, false);
@@ -147,11 +157,12 @@ void sf_tc_window_count_stop(tc_ctx *x, tc_window *w)
 
 void sf_tc_window_counts(tc_ctx *x, const tc_window *w, tc_counts *c)
 {
-    sf_tc_counts_since(x, w, &w->at_start, w->from_target_at_start, c);
+    sf_tc_counts_since(x, w, &w->at_start, w->from_target_at_start, w->engine_at_start, c);
 }
 
 void sf_tc_counts_since(tc_ctx *x, const tc_window *w, const sf_totals *at_start,
-                        const uint64_t *from_target_at_start, tc_counts *c)
+                        const uint64_t *from_target_at_start, const uint64_t *engine_at_start,
+                        tc_counts *c)
 {
     memset(c, 0, sizeof(*c));
     sf_component_totals(x->self, &c->now);
@@ -175,6 +186,8 @@ void sf_tc_counts_since(tc_ctx *x, const tc_window *w, const sf_totals *at_start
                at_start->refused[SF_REASON_PERMANENT_ERROR]);
     for (int k = 0; k < 2; k++)
         c->from_target[k] = atomic_load(&w->from_target[k]) - from_target_at_start[k];
+    for (int k = 0; k < TC_ENG_COUNT; k++)
+        c->engine[k] = atomic_load(&w->engine[k]) - engine_at_start[k];
 }
 
 /* A capture is complete when the engine took the level, nothing was lost
@@ -182,16 +195,18 @@ void sf_tc_counts_since(tc_ctx *x, const tc_window *w, const sf_totals *at_start
 static bool complete(const tc_window *w, const tc_counts *c)
 {
     return strncmp(w->cause, "set_", 4) != 0 && c->lost == 0 && c->exported == c->accepted &&
-           (w->target->match.n == 0 || c->from_target[1] == 0);
+           (w->target->match.n == 0 || c->from_target[1] == 0) &&
+           (w->target->engine_log.receiver == NULL ||
+            (c->engine[TC_ENG_EVENTS] == 0 && c->engine[TC_ENG_UNREAD] == 0));
 }
 
 /* ---- marker spans ------------------------------------------------------------- */
 
 typedef struct marker_attrs {
     size_t n;
-    sf_otlp_kv kv[24];
-    sf_otlp_any av[24];
-    sf_otlp_kv *p[24];
+    sf_otlp_kv kv[32];
+    sf_otlp_any av[32];
+    sf_otlp_kv *p[32];
 } marker_attrs;
 
 static sf_otlp_any *attr(marker_attrs *a, const char *key)
@@ -276,6 +291,10 @@ static sf_status marker_build(const tc_window *w, const tc_counts *c, uint8_t **
         if (w->target->match.n > 0) {
             attr_int(&sa, "spanfence.window.accepted_from_target", (int64_t)c->from_target[0]);
             attr_int(&sa, "spanfence.window.refused_from_target", (int64_t)c->from_target[1]);
+        }
+        if (w->target->engine_log.receiver != NULL) {
+            attr_int(&sa, "spanfence.window.engine_dropped", (int64_t)c->engine[TC_ENG_EVENTS]);
+            attr_int(&sa, "spanfence.window.engine_dropped_ops", (int64_t)c->engine[TC_ENG_OPS]);
         }
     }
     attr_bool(&sa, "spanfence.window.complete", done);
@@ -371,6 +390,27 @@ static void put_target_counts(json_object *rec, const tc_window *w, const tc_cou
     json_object_object_add(rec, "refused_from_target", json_object_new_uint64(c->from_target[1]));
 }
 
+/* "engine_log":"RECEIVER","engine_dropped":N,...: what the window's engine
+ * said it dropped (its drop messages, read from its log while the window
+ * was open or in its grace period). */
+static void put_engine_counts(json_object *rec, const tc_window *w, const tc_counts *c)
+{
+    const uint64_t *e = c->engine;
+
+    json_object_object_add(rec, "engine_log", json_object_new_string(
+        w->target->engine_log.receiver));
+    json_object_object_add(rec, "engine_dropped", json_object_new_uint64(e[TC_ENG_EVENTS]));
+    json_object_object_add(rec, "engine_dropped_ops", json_object_new_uint64(e[TC_ENG_OPS]));
+    json_object_object_add(rec, "engine_dropped_unsized",
+                           json_object_new_uint64(e[TC_ENG_EVENTS] - e[TC_ENG_SIZED]));
+    json_object_object_add(rec, "engine_dropped_note", json_object_new_string(
+        "engine_dropped counts the engine's drop messages (events); engine_dropped_ops adds the "
+        "numbers of those that say how many trace ops they dropped; engine_dropped_unsized "
+        "counts those that do not (the SDK's queue-full warning: at least one span each)"));
+    if (e[TC_ENG_UNREAD] > 0)
+        json_object_object_add(rec, "engine_log_unread", json_object_new_uint64(e[TC_ENG_UNREAD]));
+}
+
 /* The closing record, after the grace period: cause, and what the
  * collector as a whole accepted, exported and lost while the window was
  * open and in its grace period ("scope":"collector": every engine's spans);
@@ -450,6 +490,8 @@ sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status)
             put_reasons(rec, "send_failed", c.now.send_failed, w->at_start.send_failed);
             if (w->target->match.n > 0)
                 put_target_counts(rec, w, &c);
+            if (w->target->engine_log.receiver != NULL)
+                put_engine_counts(rec, w, &c);
             json_object_object_add(rec, "complete", json_object_new_boolean(complete(w, &c)));
         }
         json_object_object_add(rec, "marker", json_object_new_string(marker));
@@ -458,6 +500,7 @@ sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status)
             w->target->id, w->cause, !recovered && complete(w, &c) ? "complete" : "NOT complete");
     w->closed = (tc_closed){ .valid = true, .accepted = c.accepted, .exported = c.exported,
                              .lost = c.lost, .queued = queued,
+                             .engine_dropped = c.engine[TC_ENG_EVENTS],
                              .complete = !recovered && complete(w, &c),
                              .closed_wall = sf_wall_ms() };
     memcpy(w->closed.id, w->id, sizeof(w->closed.id));
