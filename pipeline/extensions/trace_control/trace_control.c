@@ -451,6 +451,8 @@ static json_object *tc_status(sf_component *self)
                 json_object_object_add(last, "engine_dropped",
                                        json_object_new_uint64(p->last.engine_dropped));
             json_object_object_add(last, "complete", json_object_new_boolean(p->last.complete));
+            json_object_object_add(last, "capture", json_object_new_string(
+                p->last.capture != NULL ? p->last.capture : "incomplete"));
         }
         json_object_object_add(t, "last_window", last);
     }

@@ -65,6 +65,7 @@ typedef struct tc_closed {
     uint64_t accepted, exported, lost, queued;
     uint64_t engine_dropped;
     bool complete;
+    const char *capture;            /* complete, complete at the collector, empty, incomplete */
     int64_t closed_wall;            /* epoch ms */
 } tc_closed;
 

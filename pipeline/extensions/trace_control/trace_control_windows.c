@@ -190,14 +190,35 @@ void sf_tc_counts_since(tc_ctx *x, const tc_window *w, const sf_totals *at_start
         c->engine[k] = atomic_load(&w->engine[k]) - engine_at_start[k];
 }
 
-/* A capture is complete when the engine took the level, nothing was lost
- * and everything accepted has been exported (nothing is still queued). */
+/* What a window's capture is worth, most serious first:
+ * - "incomplete": the engine did not take the level (cause set_*), or
+ *   spans were lost at the collector or are still queued, or the engine
+ *   said it dropped some (engine_dropped, or its log could not be read);
+ * - "empty": no span came from the target (by its match; without one, no
+ *   span at all): the engine's exporter may be broken, nothing shows;
+ * - "complete": none of that, and the engine's log (engine_log) said no
+ *   drop;
+ * - "complete at the collector": none of that, but the engine's own drops
+ *   could not be seen (no engine_log).
+ * complete() is true for the last two. */
+static const char *verdict(const tc_window *w, const tc_counts *c)
+{
+    uint64_t from_target = w->target->match.n > 0 ? c->from_target[0] + c->from_target[1]
+                                                  : c->accepted + c->refused;
+    bool have_log = w->target->engine_log.receiver != NULL;
+
+    if (strncmp(w->cause, "set_", 4) == 0 || c->lost > 0 || c->exported != c->accepted ||
+        (w->target->match.n > 0 && c->from_target[1] > 0) ||
+        (have_log && (c->engine[TC_ENG_EVENTS] > 0 || c->engine[TC_ENG_UNREAD] > 0)))
+        return "incomplete";
+    if (from_target == 0)
+        return "empty";
+    return have_log ? "complete" : "complete at the collector";
+}
+
 static bool complete(const tc_window *w, const tc_counts *c)
 {
-    return strncmp(w->cause, "set_", 4) != 0 && c->lost == 0 && c->exported == c->accepted &&
-           (w->target->match.n == 0 || c->from_target[1] == 0) &&
-           (w->target->engine_log.receiver == NULL ||
-            (c->engine[TC_ENG_EVENTS] == 0 && c->engine[TC_ENG_UNREAD] == 0));
+    return strncmp(verdict(w, c), "complete", 8) == 0;
 }
 
 /* ---- marker spans ------------------------------------------------------------- */
@@ -298,6 +319,7 @@ static sf_status marker_build(const tc_window *w, const tc_counts *c, uint8_t **
         }
     }
     attr_bool(&sa, "spanfence.window.complete", done);
+    attr_str(&sa, "spanfence.window.capture", c != NULL ? verdict(w, c) : "incomplete");
     attr_int(&sa, "spanfence.window.grace_ms", w->grace_ms);
     span.trace_id = (ProtobufCBinaryData){ 16, ids };
     span.span_id = (ProtobufCBinaryData){ 8, ids + 16 };
@@ -493,22 +515,23 @@ sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status)
             if (w->target->engine_log.receiver != NULL)
                 put_engine_counts(rec, w, &c);
             json_object_object_add(rec, "complete", json_object_new_boolean(complete(w, &c)));
+            json_object_object_add(rec, "capture", json_object_new_string(verdict(w, &c)));
         }
         json_object_object_add(rec, "marker", json_object_new_string(marker));
     }
     sf_info("trace_control: window '%s' on target '%s' closed (%s; capture %s)", w->id,
-            w->target->id, w->cause, !recovered && complete(w, &c) ? "complete" : "NOT complete");
+            w->target->id, w->cause, recovered ? "incomplete" : verdict(w, &c));
     w->closed = (tc_closed){ .valid = true, .accepted = c.accepted, .exported = c.exported,
                              .lost = c.lost, .queued = queued,
                              .engine_dropped = c.engine[TC_ENG_EVENTS],
                              .complete = !recovered && complete(w, &c),
+                             .capture = recovered ? "incomplete" : verdict(w, &c),
                              .closed_wall = sf_wall_ms() };
     memcpy(w->closed.id, w->id, sizeof(w->closed.id));
     memcpy(w->closed.cause, w->cause, sizeof(w->closed.cause));
     snprintf(w->last_close, sizeof(w->last_close), "last window '%s' closed (%s%s%s): %" PRIu64
              " spans accepted, %" PRIu64 " exported, %" PRIu64 " lost, %" PRIu64 " queued; "
              "capture %s", w->id, w->cause, w->note[0] ? ": " : "", w->note, c.accepted,
-             c.exported, c.lost, queued,
-             !recovered && complete(w, &c) ? "complete" : "NOT complete");
+             c.exported, c.lost, queued, recovered ? "incomplete" : verdict(w, &c));
     return sf_tc_audit_record(x, rec);
 }
