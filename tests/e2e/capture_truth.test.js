@@ -244,3 +244,46 @@ test('a window knows what the engine dropped: complete, empty, incomplete with e
     assert.doesNotMatch(sf.stderr(), /Queue is full|ZMQ send buffer|rid-3/, 'the engine\'s words stay in the extension');
   });
 });
+
+// The issue's "next window charged for an earlier loss": spans queued
+// before a window opens (here: another engine's, while the gateway answers
+// 503) and lost while it runs are the collector's loss, shown beside the
+// window's own (lost_collector, queued_before), not the window's: its own
+// spans all arrive and it is complete.
+test('a window is charged only for its own spans: an earlier backlog lost meanwhile is shown beside them', async () => {
+  const { tcSetup } = require('./lib/tc_fixture');
+  const peers = require('./lib/peers');
+  await harness('capture_truth', async (h) => {
+    const gw = new Gateway();
+    await gw.start();
+    h.onCleanup(() => gw.stop());
+    gw.setStatus(503);
+    const { sf, sock, waitRecords } = await tcSetup(h, 'backlog', {
+      exporters: `  otlphttp:\n    endpoint: ${gw.url}\n    compression: none\n` +
+        '    retry_on_failure: {initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 3s}',
+    });
+    const client = new peers.RawClient(sf.grpcPort);
+    h.onCleanup(() => client.close());
+    const EXP = { exporter: 'otlphttp' };
+    // 20 spans of no window, queued and retried against the 503s
+    assert.equal((await client.call(peers.serializedSpans(20, 'before').bytes)).code, peers.status.OK);
+    const r = await control(sock, { op: 'set', target: 'r1', level: 3, for_ms: 600000, reason: 'INC-4 backlog' });
+    assert.equal(r.ok, true, r.message);
+    // they are lost while the window runs
+    await sf.waitMetrics((m) => m.get('otelcol_exporter_send_failed_spans', EXP) === 20, 'the backlog lost', 30000);
+    gw.setStatus(200);
+    assert.equal((await client.call(peers.serializedSpans(10, 'own').bytes)).code, peers.status.OK);
+    await gw.waitFor(() => gw.spans.filter((s) => s.name.startsWith('own ')).length === 10, 'the window\'s 10 spans');
+    assert.equal((await control(sock, { op: 'reset', target: 'r1' })).ok, true);
+    const recs = await waitRecords((x) => x.some((y) => y.event === 'close'), 'the close record');
+    const close = recs.find((x) => x.event === 'close');
+    assert.equal(close.queued_before, 20, `the backlog was not queued when the window opened: ${JSON.stringify(close)}`);
+    assert.equal(close.accepted, 10);
+    assert.equal(close.exported, 10);
+    assert.equal(close.lost, 0, 'the earlier backlog is not the window\'s loss');
+    assert.equal(close.lost_collector, 20, 'the collector-wide loss, beside it');
+    assert.equal(close.queued, 0);
+    assert.equal(close.capture, 'complete at the collector');
+    assert.equal(close.complete, true);
+  });
+});

@@ -436,6 +436,7 @@ test('markers at the sink; auto-revert on loss; the grace period', async () => {
       'spanfence.window.refused': 0,
       'spanfence.window.failed': 10,
       'spanfence.window.lost': 10,
+      'spanfence.window.lost_collector': 10,
       'spanfence.window.complete': false,
       'spanfence.window.capture': 'incomplete',
       'spanfence.window.grace_ms': 5000,

@@ -38,8 +38,9 @@
  * - A window's end (expired, reset, loss, shutdown) resets the engine at
  *   once; its closing record waits grace_period, so spans of requests
  *   admitted during the window still count (0, and at shutdown: at once).
- *   With auto_revert, an open window whose losses (collector-wide refused,
- *   dropped, failed; and the target's own refused spans when it has a
+ *   With auto_revert, an open window whose losses (its own spans refused,
+ *   dropped or failed, not those queued before it opened: tc_own; and the
+ *   target's own refused spans when it has a
  *   `match`) pass max_lost_spans or max_loss_ratio ends early (cause
  *   "loss", the reason written).
  * - Markers: when a window closes, one span (service.name spanfence,
@@ -118,6 +119,7 @@ static void due(tc_ctx *x)
             sf_tc_window_end(x, w, "loss", why);
         else if (w->state == TC_RESETTING && now >= w->next_try_mono)
             sf_tc_engine_try_reset(x, w);
+        sf_tc_window_track(x, w);
         if (w->closing && sf_now_ms() >= w->close_due_mono)
             sf_tc_window_close(x, w, 0);
         if (w->marker != NULL && sf_now_ms() >= w->marker_next_mono)
@@ -146,6 +148,9 @@ static int64_t next_deadline(const tc_ctx *x)
             next = w->marker_next_mono;
         if (w->enforce_due)
             next = 0;
+        if (!w->own.ready && (w->state == TC_OPEN || w->state == TC_RESETTING || w->closing) &&
+            sf_now_ms() + TC_OWN_STEP < next)
+            next = sf_now_ms() + TC_OWN_STEP;
         open |= w->state == TC_OPEN;
     }
     if (open && x->cfg->auto_revert.enabled && x->next_loss_mono < next)
@@ -294,6 +299,7 @@ void sf_tc_publish(tc_ctx *x)
         p->end_wall = w->end_wall;
         p->end_mono = w->end_mono;
         p->at_start = w->at_start;
+        p->own = w->own;
         memcpy(p->from_target_at_start, w->from_target_at_start,
                sizeof(p->from_target_at_start));
         memcpy(p->engine_at_start, w->engine_at_start, sizeof(p->engine_at_start));
@@ -325,12 +331,12 @@ static size_t window_metrics(tc_ctx *x, const char *ext, char *buf, size_t size,
             tc_counts c;
             uint64_t v[6];
 
-            sf_tc_counts_since(x, w, &p->at_start, p->from_target_at_start, p->engine_at_start,
-                               &c);
+            sf_tc_counts_since(x, w, &p->at_start, &p->own, p->from_target_at_start,
+                               p->engine_at_start, &c);
             v[0] = c.accepted;
             v[1] = c.exported;
             v[2] = c.lost;
-            v[3] = c.accepted > c.exported + c.lost ? c.accepted - c.exported - c.lost : 0;
+            v[3] = c.accepted - c.exported - c.post_lost;
             v[4] = c.from_target[0];
             v[5] = c.from_target[1];
             for (size_t k = 0; k < (match ? 6u : 4u); k++)
@@ -411,8 +417,8 @@ static json_object *tc_status(sf_component *self)
             tc_counts c;
             int64_t left = p->end_mono - sf_now_ms();
 
-            sf_tc_counts_since(x, w, &p->at_start, p->from_target_at_start, p->engine_at_start,
-                               &c);
+            sf_tc_counts_since(x, w, &p->at_start, &p->own, p->from_target_at_start,
+                               p->engine_at_start, &c);
             json_object_object_add(win, "id", json_object_new_string(p->id));
             json_object_object_add(win, "level", json_object_new_int64(p->level));
             sf_time_format_utc(p->end_wall, when, sizeof(when));
@@ -423,7 +429,9 @@ static json_object *tc_status(sf_component *self)
             json_object_object_add(win, "exported", json_object_new_uint64(c.exported));
             json_object_object_add(win, "lost", json_object_new_uint64(c.lost));
             json_object_object_add(win, "queued", json_object_new_uint64(
-                c.accepted > c.exported + c.lost ? c.accepted - c.exported - c.lost : 0));
+                c.accepted - c.exported - c.post_lost));
+            json_object_object_add(win, "lost_collector",
+                                   json_object_new_uint64(c.lost_collector));
             if (w->target->match.n > 0) {
                 json_object_object_add(win, "accepted_from_target",
                                        json_object_new_uint64(c.from_target[0]));
@@ -833,6 +841,7 @@ static void tc_resume(sf_component *self, void *parcel)
         w->end_wall = o->end_wall;
         w->end_mono = o->end_mono;
         w->at_start = o->at_start;
+        w->own = o->own;
         w->next_try_mono = o->next_try_mono;
         w->delay = o->delay;
         w->reset_since_mono = o->reset_since_mono;

@@ -23,6 +23,7 @@
 #define TC_MARKER_WAIT 100
 #define TC_DRAIN_MAX 30000        /* a closing record waits at most 30 s for queued spans */
 #define TC_DRAIN_STEP 100
+#define TC_OWN_STEP 100           /* how often a window's backlog is looked at */
 
 /* Rows of tc_metric_rows: this extension's values in sf_counters. */
 enum { TC_ENGINE_FAILURES, TC_OPEN_WINDOWS, TC_AUDIT_PENDING, TC_OUT_OF_BAND };
@@ -54,6 +55,11 @@ typedef struct tc_counts {
     uint64_t accepted, exported, refused, dropped, send_failed, enqueue_failed, lost;
     uint64_t from_target[2];
     uint64_t engine[TC_ENG_COUNT];  /* targets with an engine_log */
+    /* lost: the window's own spans (accepted or refused while it was open
+     * or in its grace period): refused at once, or dropped or failed after
+     * they were queued (post_lost); lost_collector: every span the
+     * collector lost meanwhile, those queued before the window included */
+    uint64_t post_lost, lost_collector;
     sf_totals now;
 } tc_counts;
 
@@ -69,6 +75,19 @@ typedef struct tc_closed {
     int64_t closed_wall;            /* epoch ms */
 } tc_closed;
 
+/* A window's own spans leave the queues after those queued before it
+ * opened (`backlog`; the queues keep order): once as many have left, what
+ * leaves is the window's. `from`: the totals when the control thread first
+ * saw the backlog gone (`ready`; checked every TC_OWN_STEP ms; at once when
+ * nothing was queued). A loss between the opening and `from`, when spans
+ * of both left meanwhile, cannot be told apart: it is charged to the
+ * window (never a capture called complete that may have lost). */
+typedef struct tc_own {
+    uint64_t backlog;
+    bool ready;
+    sf_totals from;
+} tc_own;
+
 typedef struct tc_window {
     const sf_tc_target *target;
     tc_state state;
@@ -79,6 +98,7 @@ typedef struct tc_window {
     int64_t start_wall, end_wall;   /* epoch ms; end_wall: planned */
     int64_t end_mono;               /* CLOCK_MONOTONIC ms */
     sf_totals at_start;
+    tc_own own;
     /* targets with a match: spans from this engine, since start (written by
      * the tap on receiver threads), and their values when the window opened */
     _Atomic bool counting;
@@ -155,6 +175,7 @@ typedef struct tc_pub {
     char id[128];
     int64_t level, end_wall, end_mono;
     sf_totals at_start;
+    tc_own own;
     uint64_t from_target_at_start[2];
     uint64_t engine_at_start[TC_ENG_COUNT];
     tc_closed last;
@@ -205,8 +226,12 @@ void sf_tc_window_count_stop(tc_ctx *x, tc_window *w);
 void sf_tc_window_counts(tc_ctx *x, const tc_window *w, tc_counts *c);
 /* The same from the figures taken at a window's start (any thread). */
 void sf_tc_counts_since(tc_ctx *x, const tc_window *w, const sf_totals *at_start,
-                        const uint64_t *from_target_at_start, const uint64_t *engine_at_start,
-                        tc_counts *c);
+                        const tc_own *own, const uint64_t *from_target_at_start,
+                        const uint64_t *engine_at_start, tc_counts *c);
+/* Control thread: at open, what is queued before w (its backlog). */
+void sf_tc_window_own_start(tc_ctx *x, tc_window *w);
+/* Control thread: take w->own.from once w's backlog has left the queues. */
+void sf_tc_window_track(tc_ctx *x, tc_window *w);
 /* Control thread: copy every target's window into x->pub for the metrics
  * thread (status, per-window series; trace_control.c). */
 void sf_tc_publish(tc_ctx *x);

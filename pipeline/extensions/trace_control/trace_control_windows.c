@@ -157,13 +157,57 @@ void sf_tc_window_count_stop(tc_ctx *x, tc_window *w)
 
 void sf_tc_window_counts(tc_ctx *x, const tc_window *w, tc_counts *c)
 {
-    sf_tc_counts_since(x, w, &w->at_start, w->from_target_at_start, w->engine_at_start, c);
+    sf_tc_counts_since(x, w, &w->at_start, &w->own, w->from_target_at_start,
+                       w->engine_at_start, c);
+}
+
+static uint64_t sum_reasons(const uint64_t *v)
+{
+    uint64_t n = 0;
+
+    for (int r = 0; r < SF_REASON_COUNT; r++)
+        n += v[r];
+    return n;
+}
+
+/* Spans that left the exporters' queues: exported, or dropped or failed
+ * after they were queued (an exporter without a queue that failed a send
+ * counts it as send_failed, and the receiver refused it: not queued). */
+static uint64_t left_queues(const sf_totals *t)
+{
+    return t->exported + sum_reasons(t->dropped) + sum_reasons(t->send_failed) -
+           t->refused[SF_REASON_RETRIES_EXHAUSTED] - t->refused[SF_REASON_PERMANENT_ERROR];
+}
+
+void sf_tc_window_own_start(tc_ctx *x, tc_window *w)
+{
+    uint64_t out = left_queues(&w->at_start);
+
+    (void)x;
+    w->own.backlog = w->at_start.accepted > out ? w->at_start.accepted - out : 0;
+    w->own.ready = w->own.backlog == 0;
+    w->own.from = w->at_start;
+}
+
+void sf_tc_window_track(tc_ctx *x, tc_window *w)
+{
+    sf_totals now;
+
+    if (w->own.ready || (w->state != TC_OPEN && w->state != TC_RESETTING && !w->closing))
+        return;
+    sf_component_totals(x->self, &now);
+    if (left_queues(&now) - left_queues(&w->at_start) >= w->own.backlog) {
+        w->own.from = now;
+        w->own.ready = true;
+    }
 }
 
 void sf_tc_counts_since(tc_ctx *x, const tc_window *w, const sf_totals *at_start,
-                        const uint64_t *from_target_at_start, const uint64_t *engine_at_start,
-                        tc_counts *c)
+                        const tc_own *own, const uint64_t *from_target_at_start,
+                        const uint64_t *engine_at_start, tc_counts *c)
 {
+    uint64_t out, own_out, post = 0;
+
     memset(c, 0, sizeof(*c));
     sf_component_totals(x->self, &c->now);
     for (int r = 0; r < SF_REASON_COUNT; r++) {
@@ -172,18 +216,37 @@ void sf_tc_counts_since(tc_ctx *x, const tc_window *w, const sf_totals *at_start
         c->send_failed += c->now.send_failed[r] - at_start->send_failed[r];
     }
     c->accepted = c->now.accepted - at_start->accepted;
-    c->exported = c->now.exported - at_start->exported;
     c->enqueue_failed = c->now.enqueue_failed - at_start->enqueue_failed;
     /* A full queue refuses synchronously: its spans are in the receivers'
      * refused (queue_full) already, so enqueue_failed is not added again.
      * An exporter without a sending queue whose send failed counts the
      * spans as send_failed and the receiver refuses them with the same
      * reason (retries_exhausted, permanent_error): counted once. */
-    c->lost = c->refused + c->dropped + c->send_failed -
-              (c->now.refused[SF_REASON_RETRIES_EXHAUSTED] -
-               at_start->refused[SF_REASON_RETRIES_EXHAUSTED]) -
-              (c->now.refused[SF_REASON_PERMANENT_ERROR] -
-               at_start->refused[SF_REASON_PERMANENT_ERROR]);
+    c->lost_collector = c->refused + c->dropped + c->send_failed -
+                        (c->now.refused[SF_REASON_RETRIES_EXHAUSTED] -
+                         at_start->refused[SF_REASON_RETRIES_EXHAUSTED]) -
+                        (c->now.refused[SF_REASON_PERMANENT_ERROR] -
+                         at_start->refused[SF_REASON_PERMANENT_ERROR]);
+    /* The window's own: refused while it ran (they were received then),
+     * and what left the queues after its backlog, as many as it accepted;
+     * of those, the losses after own->from, and those before it that may
+     * have been its own (tc_own). */
+    out = left_queues(&c->now) - left_queues(at_start);
+    own_out = out > own->backlog ? out - own->backlog : 0;
+    if (own->ready) {
+        uint64_t gap = left_queues(&own->from) - left_queues(at_start) - own->backlog;
+        uint64_t gap_lost = (left_queues(&own->from) - own->from.exported) -
+                            (left_queues(at_start) - at_start->exported);
+
+        post = (gap_lost < gap ? gap_lost : gap) +
+               (left_queues(&c->now) - c->now.exported) -
+               (left_queues(&own->from) - own->from.exported);
+    }
+    if (own_out > c->accepted)
+        own_out = c->accepted;
+    c->post_lost = post < own_out ? post : own_out;
+    c->exported = own_out - c->post_lost;
+    c->lost = c->refused + c->post_lost;
     for (int k = 0; k < 2; k++)
         c->from_target[k] = atomic_load(&w->from_target[k]) - from_target_at_start[k];
     for (int k = 0; k < TC_ENG_COUNT; k++)
@@ -309,6 +372,7 @@ static sf_status marker_build(const tc_window *w, const tc_counts *c, uint8_t **
         attr_int(&sa, "spanfence.window.failed",
                  (int64_t)(c->dropped + c->send_failed + c->enqueue_failed));
         attr_int(&sa, "spanfence.window.lost", (int64_t)c->lost);
+        attr_int(&sa, "spanfence.window.lost_collector", (int64_t)c->lost_collector);
         if (w->target->match.n > 0) {
             attr_int(&sa, "spanfence.window.accepted_from_target", (int64_t)c->from_target[0]);
             attr_int(&sa, "spanfence.window.refused_from_target", (int64_t)c->from_target[1]);
@@ -461,10 +525,15 @@ sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status)
      * came after (the batch processor and the sending queue keep order):
      * once as many spans have been exported (or lost) since the window
      * opened, all of its own are out. */
+    sf_tc_window_track(x, w);
     c = w->at_end;
     sf_tc_window_counts(x, w, &now);
     c.exported = now.exported < c.accepted ? now.exported : c.accepted;
-    queued = c.accepted > c.exported + c.lost ? c.accepted - c.exported - c.lost : 0;
+    c.post_lost = now.post_lost < c.accepted - c.exported ? now.post_lost
+                                                          : c.accepted - c.exported;
+    c.lost = c.refused + c.post_lost;
+    c.lost_collector = now.lost_collector;
+    queued = c.accepted - c.exported - c.post_lost;
     if (queued > 0 && may_wait && t < w->drain_until_mono) {
         w->closing = true;
         w->close_due_mono = t + TC_DRAIN_STEP;
@@ -497,6 +566,10 @@ sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status)
             json_object_object_add(rec, "exported", json_object_new_uint64(c.exported));
             json_object_object_add(rec, "enqueue_failed", json_object_new_uint64(c.enqueue_failed));
             json_object_object_add(rec, "lost", json_object_new_uint64(c.lost));
+            /* beside the window's own: what the collector lost meanwhile,
+             * spans queued before the window opened included */
+            json_object_object_add(rec, "lost_collector", json_object_new_uint64(c.lost_collector));
+            json_object_object_add(rec, "queued_before", json_object_new_uint64(w->own.backlog));
             /* accepted by the end of the grace period, neither exported nor
              * lost when the record was written */
             json_object_object_add(rec, "queued", json_object_new_uint64(queued));
