@@ -223,9 +223,10 @@ bool sf_component_unhealthy_receiver(const sf_component *self, char *why, size_t
  * extensions) (all zero when `self` is not part of a service). */
 void sf_component_totals(sf_component *self, sf_totals *out);
 
-/* A span tap: told of every batch a receiver emitted, after it was counted,
- * with the request as received (`raw`, valid only during the call), its
- * span count, and whether it was accepted (SF_OK) or refused. Called on
+/* A span tap: told of every batch a receiver emitted, once its pipelines ran
+ * and just before the receiver counts it, with the request as received
+ * (`raw`, valid only during the call), its span count, and whether it was
+ * accepted (SF_OK) or refused. Called on
  * receiver threads, concurrently: it must not block, and should return at
  * once when it has nothing to do (it runs on every batch). */
 typedef void (*sf_span_tap_fn)(void *ctx, const uint8_t *raw, size_t len, size_t spans,
@@ -237,8 +238,8 @@ typedef void (*sf_span_tap_fn)(void *ctx, const uint8_t *raw, size_t len, size_t
  * warning. No effect when `ext` is not part of a service. */
 void sf_component_set_span_tap(sf_component *ext, sf_span_tap_fn fn, void *ctx);
 
-/* A log tap: told of every logs request a receiver emitted, after it was
- * counted, with the request as the receiver made it (`raw`, an
+/* A log tap: told of every logs request a receiver emitted, once its
+ * pipelines ran and just before the receiver counts it, with the request as the receiver made it (`raw`, an
  * ExportLogsServiceRequest, valid only during the call: the bytes before
  * any processor, so bodies a fence removes are still in it), the id of the
  * receiver, and whether it was accepted (SF_OK) or refused. Called on

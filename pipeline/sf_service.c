@@ -19,7 +19,8 @@
  *   client can act on; nothing is acknowledged before it is safely queued.
  * - Component contexts are read-only after start; counters are atomics.
  * - One optional span tap and one log tap (an extension's, set at its
- *   create): emit calls them after counting each traces (logs) request, on
+ *   create): emit calls them for each traces (logs) request, just before
+ *   it counts it on the receiver (so counts never run ahead of a tap), on
  *   the receiver thread, with the bytes as received (before any processor:
  *   the log tap sees bodies a fence removes); read-only once the service
  *   starts.
@@ -795,12 +796,9 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
     if (worst == SF_INVALID)
         sf_debug("receiver '%s': refused a malformed request: %s", receiver->id,
                  batch->stats.error != NULL ? batch->stats.error : "invalid");
-    if (worst == SF_OK) {
-        sf_count(&rc->accepted_spans, spans);
-    } else {
-        sf_count(&rc->refused_spans[reason_of(worst)], spans);
-        sf_count(&rc->refused_requests[reason_of(worst)], 1);
-    }
+    /* the taps first: once the receiver's counts show a request, the taps
+     * have seen it (a test, or an operator, waiting on one can rely on
+     * the other) */
     if (signal == SF_SIGNAL_TRACES && receiver->service != NULL &&
         receiver->service->tap != NULL)
         receiver->service->tap(receiver->service->tap_ctx, raw, raw_len, spans, worst == SF_OK);
@@ -808,6 +806,12 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
         receiver->service->log_tap != NULL)
         receiver->service->log_tap(receiver->service->log_tap_ctx, receiver->id, raw, raw_len,
                                    worst == SF_OK);
+    if (worst == SF_OK) {
+        sf_count(&rc->accepted_spans, spans);
+    } else {
+        sf_count(&rc->refused_spans[reason_of(worst)], spans);
+        sf_count(&rc->refused_requests[reason_of(worst)], 1);
+    }
     return worst;
 }
 

@@ -230,8 +230,15 @@ test('a window knows what the engine dropped: complete, empty, incomplete with e
     assert.equal(close.engine_dropped_ops, 17);
     assert.equal(close.complete, false);
     assert.equal(close.capture, 'incomplete');
-    const st = await fetch(`http://127.0.0.1:${ports.metrics}/status`).then((r) => r.json());
-    const last = st.extensions.find((e) => e.type === 'trace_control').status.targets[0].last_window;
+    // /status shows a window once the control thread has published it,
+    // just after its close record: wait for that one
+    let last = null;
+    for (const deadline = Date.now() + 30000; !(last && last.id === close.window);) {
+      if (Date.now() > deadline) throw new Error(`status never showed window ${close.window}: ${JSON.stringify(last)}`);
+      const st = await fetch(`http://127.0.0.1:${ports.metrics}/status`).then((r) => r.json());
+      last = st.extensions.find((e) => e.type === 'trace_control').status.targets[0].last_window;
+      if (!(last && last.id === close.window)) await sleep(50);
+    }
     assert.equal(last.engine_dropped, 2);
     assert.equal(last.capture, 'incomplete');
     await gw.waitFor(() => gw.spans.filter((s) => s.resource['service.name'] === 'spanfence').length === 3, 'three markers');
