@@ -278,6 +278,16 @@ test('a window is charged only for its own spans: an earlier backlog lost meanwh
     assert.equal(r.ok, true, r.message);
     // they are lost while the window runs
     await sf.waitMetrics((m) => m.get('otelcol_exporter_send_failed_spans', EXP) === 20, 'the backlog lost', 30000);
+    // and the window has seen its backlog leave (/status): what leaves from
+    // now on is its own (a loss it cannot tell apart is charged to it)
+    for (const deadline = Date.now() + 30000; ;) {
+      const st = await fetch(`http://127.0.0.1:${sf.metricsPort}/status`).then((r) => r.json());
+      const win = st.extensions.find((e) => e.type === 'trace_control').status.targets[0].window;
+      assert.equal(win.queued_before, 20, JSON.stringify(win));
+      if (win.queued_before_left) break;
+      if (Date.now() > deadline) throw new Error(`the window never saw its backlog leave: ${JSON.stringify(win)}`);
+      await sleep(50);
+    }
     gw.setStatus(200);
     assert.equal((await client.call(peers.serializedSpans(10, 'own').bytes)).code, peers.status.OK);
     await gw.waitFor(() => gw.spans.filter((s) => s.name.startsWith('own ')).length === 10, 'the window\'s 10 spans');

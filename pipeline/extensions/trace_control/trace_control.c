@@ -432,6 +432,10 @@ static json_object *tc_status(sf_component *self)
                 c.accepted - c.exported - c.post_lost));
             json_object_object_add(win, "lost_collector",
                                    json_object_new_uint64(c.lost_collector));
+            /* spans queued before the window opened, and whether they have
+             * left the queues (from then on what leaves is the window's) */
+            json_object_object_add(win, "queued_before", json_object_new_uint64(p->own.backlog));
+            json_object_object_add(win, "queued_before_left", json_object_new_boolean(p->own.ready));
             if (w->target->match.n > 0) {
                 json_object_object_add(win, "accepted_from_target",
                                        json_object_new_uint64(c.from_target[0]));
