@@ -228,9 +228,10 @@ bool sf_component_unhealthy_receiver(const sf_component *self, char *why, size_t
  * extensions) (all zero when `self` is not part of a service). */
 void sf_component_totals(sf_component *self, sf_totals *out);
 
-/* A span tap: told of every batch a receiver emitted, after it was counted,
- * with the request as received (`raw`, valid only during the call), its
- * span count, and whether it was accepted (SF_OK) or refused. Called on
+/* A span tap: told of every batch a receiver emitted, once its pipelines ran
+ * and just before the receiver counts it, with the request as received
+ * (`raw`, valid only during the call), its span count, and whether it was
+ * accepted (SF_OK) or refused. Called on
  * receiver threads, concurrently: it must not block, and should return at
  * once when it has nothing to do (it runs on every batch). */
 typedef void (*sf_span_tap_fn)(void *ctx, const uint8_t *raw, size_t len, size_t spans,
@@ -241,6 +242,21 @@ typedef void (*sf_span_tap_fn)(void *ctx, const uint8_t *raw, size_t len, size_t
  * outlive the service's receivers. A second tap replaces the first, with a
  * warning. No effect when `ext` is not part of a service. */
 void sf_component_set_span_tap(sf_component *ext, sf_span_tap_fn fn, void *ctx);
+
+/* A log tap: told of every logs request a receiver emitted, once its
+ * pipelines ran and just before the receiver counts it, with the request as the receiver made it (`raw`, an
+ * ExportLogsServiceRequest, valid only during the call: the bytes before
+ * any processor, so bodies a fence removes are still in it), the id of the
+ * receiver, and whether it was accepted (SF_OK) or refused. Called on
+ * receiver threads, concurrently: it must not block, and should return at
+ * once when it has nothing to do (it runs on every logs request). */
+typedef void (*sf_log_tap_fn)(void *ctx, const char *receiver, const uint8_t *raw, size_t len,
+                              bool accepted);
+
+/* Extensions, at create (before the service starts; read-only after): make
+ * `fn(ctx, ...)` the service's one log tap (NULL removes it); as
+ * sf_component_set_span_tap. */
+void sf_component_set_log_tap(sf_component *ext, sf_log_tap_fn fn, void *ctx);
 
 /* Extensions: hand one ExportTraceServiceRequest (`otlp`, copied) to the
  * traces pipeline `pipeline` (NULL: every traces pipeline) AFTER its
@@ -255,6 +271,9 @@ sf_status sf_component_inject(sf_component *self, const char *pipeline, const ui
 
 /* Whether the service of `c` (its config) has a traces pipeline `id`. */
 bool sf_component_has_traces_pipeline(const sf_component *c, const char *id);
+/* Whether the service of `c` has a receiver `id` that a pipeline of
+ * `signal` lists (its requests of that signal are then emitted). */
+bool sf_component_has_receiver(const sf_component *c, const char *id, sf_signal signal);
 
 /* Exporters, at start: the batching asked by a processor (its type's
  * describe_batching, the `batch` processor's) in a traces pipeline that

@@ -18,9 +18,12 @@
  *   are either queued (the client is told OK) or refused with a status the
  *   client can act on; nothing is acknowledged before it is safely queued.
  * - Component contexts are read-only after start; counters are atomics.
- * - One optional span tap (an extension's, set at its create): emit calls it
- *   after counting each batch, on the receiver thread, with the bytes as
- *   received; it is read-only once the service starts.
+ * - One optional span tap and one log tap (an extension's, set at its
+ *   create): emit calls them for each traces (logs) request, just before
+ *   it counts it on the receiver (so counts never run ahead of a tap), on
+ *   the receiver thread, with the bytes as received (before any processor:
+ *   the log tap sees bodies a fence removes); read-only once the service
+ *   starts.
  * - An extension may hand a request of its own to a traces pipeline after
  *   its processors (sf_component_inject: trace_control's window markers),
  *   from its own thread, only while the exporters run: the flag
@@ -78,6 +81,8 @@ struct sf_service {
     /* set before start, read-only after (see sf_component_set_span_tap) */
     sf_span_tap_fn tap;
     void *tap_ctx;
+    sf_log_tap_fn log_tap;          /* the same for logs requests */
+    void *log_tap_ctx;
     /* exporters started and not stopping: sf_component_inject may run;
      * `injecting` counts the injections under way, which stop_injecting
      * waits for before exporters stop */
@@ -796,15 +801,22 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
     if (worst == SF_INVALID)
         sf_debug("receiver '%s': refused a malformed request: %s", receiver->id,
                  batch->stats.error != NULL ? batch->stats.error : "invalid");
+    /* the taps first: once the receiver's counts show a request, the taps
+     * have seen it (a test, or an operator, waiting on one can rely on
+     * the other) */
+    if (signal == SF_SIGNAL_TRACES && receiver->service != NULL &&
+        receiver->service->tap != NULL)
+        receiver->service->tap(receiver->service->tap_ctx, raw, raw_len, spans, worst == SF_OK);
+    if (signal == SF_SIGNAL_LOGS && receiver->service != NULL &&
+        receiver->service->log_tap != NULL)
+        receiver->service->log_tap(receiver->service->log_tap_ctx, receiver->id, raw, raw_len,
+                                   worst == SF_OK);
     if (worst == SF_OK) {
         sf_count(&rc->accepted_spans, spans);
     } else {
         sf_count(&rc->refused_spans[reason_of(worst)], spans);
         sf_count(&rc->refused_requests[reason_of(worst)], 1);
     }
-    if (signal == SF_SIGNAL_TRACES && receiver->service != NULL &&
-        receiver->service->tap != NULL)
-        receiver->service->tap(receiver->service->tap_ctx, raw, raw_len, spans, worst == SF_OK);
     return worst;
 }
 
@@ -884,6 +896,18 @@ bool sf_component_has_traces_pipeline(const sf_component *c, const char *id)
     return false;
 }
 
+bool sf_component_has_receiver(const sf_component *c, const char *id, sf_signal signal)
+{
+    const sf_config *cfg = c->service != NULL ? c->service->cfg : NULL;
+
+    for (size_t p = 0; cfg != NULL && p < cfg->n_pipelines; p++)
+        for (size_t i = 0; cfg->pipelines[p].signal == signal &&
+                           i < cfg->pipelines[p].n_receivers; i++)
+            if (strcmp(cfg->pipelines[p].receivers[i]->id, id) == 0)
+                return true;
+    return false;
+}
+
 void sf_component_set_span_tap(sf_component *ext, sf_span_tap_fn fn, void *ctx)
 {
     sf_service *svc = ext->service;
@@ -895,6 +919,19 @@ void sf_component_set_span_tap(sf_component *ext, sf_span_tap_fn fn, void *ctx)
                 ext->id);
     svc->tap = fn;
     svc->tap_ctx = ctx;
+}
+
+void sf_component_set_log_tap(sf_component *ext, sf_log_tap_fn fn, void *ctx)
+{
+    sf_service *svc = ext->service;
+
+    if (svc == NULL)
+        return;
+    if (svc->log_tap != NULL && fn != NULL)
+        sf_warn("%s '%s' replaces the log tap set before it", sf_kind_name(ext->type->kind),
+                ext->id);
+    svc->log_tap = fn;
+    svc->log_tap_ctx = ctx;
 }
 
 void sf_component_refuse(sf_component *receiver, sf_transport transport, sf_signal signal,

@@ -137,9 +137,11 @@ test('status and --json: an open window\'s own counts move while spans arrive; t
     assert.equal(t.last_window.cause, 'reset');
     assert.equal(t.last_window.accepted, 15);
     assert.equal(t.last_window.complete, true, JSON.stringify(t.last_window));
+    assert.equal(t.last_window.capture, 'complete at the collector', 'no engine_log: the engine\'s own drops unseen');
     assert.equal(gw.spans.filter((s) => !s.name.startsWith('trace_control')).length, 15);
 
-    // a second window: the series keep its open one and the last closed one, no more
+    // a second window, with no span: empty, not complete; the series keep
+    // its open one and the last closed one, no more
     assert.equal((await set()).ok, true);
     assert.equal((await control(sock, { op: 'reset', target: 'r1' })).ok, true);
     doc = await waitStatus(sf, (d) => target(d, 'r1').last_window && target(d, 'r1').last_window.id !== first,
@@ -149,7 +151,8 @@ test('status and --json: an open window\'s own counts move while spans arrive; t
     const windows = new Set(m2.samples.filter((s) => s.name.startsWith('spanfence_trace_control_window_'))
       .map((s) => s.labels.window));
     assert.deepEqual([...windows], [second]);
-    assert.equal(m2.must('spanfence_trace_control_window_complete', { window: second }), 1);
+    assert.equal(m2.must('spanfence_trace_control_window_complete', { window: second }), 0, 'an empty window is not complete');
+    assert.equal(target(doc, 'r1').last_window.capture, 'empty');
     assert.equal(m2.get('spanfence_trace_control_window_spans', { state: 'open' }), undefined);
   });
 });

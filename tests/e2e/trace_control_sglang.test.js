@@ -436,7 +436,9 @@ test('markers at the sink; auto-revert on loss; the grace period', async () => {
       'spanfence.window.refused': 0,
       'spanfence.window.failed': 10,
       'spanfence.window.lost': 10,
+      'spanfence.window.lost_collector': 10,
       'spanfence.window.complete': false,
+      'spanfence.window.capture': 'incomplete',
       'spanfence.window.grace_ms': 5000,
     });
     assert.equal(mk.status.code, 2, 'an incomplete capture is an error span');
@@ -472,6 +474,7 @@ test('markers at the sink; auto-revert on loss; the grace period', async () => {
     assert.equal(mk.attributes['spanfence.window.exported'], 10);
     assert.equal(mk.attributes['spanfence.window.failed'], 0);
     assert.equal(mk.attributes['spanfence.window.complete'], true);
+    assert.equal(mk.attributes['spanfence.window.capture'], 'complete at the collector', 'no engine_log: the engine\'s side unseen');
     assert.equal(mk.status.code, 1);
     assert.notEqual(markers[0].traceId, markers[1].traceId);
 

@@ -606,9 +606,10 @@ static void test_closing_record_counts(void **state)
              "\"filter_failed\":0,\"memory_limit\":0,\"queue_full\":0,\"retries_exhausted\":0,"
              "\"permanent_error\":0,\"shutdown\":0,\"internal\":0,\"filtered\":0},"
              "\"target_scope\":\"match\",\"match\":{\"service.instance.id\":\"r1\"},"
-             "\"accepted_from_target\":0,\"refused_from_target\":0,\"complete\":true,"
-             "\"marker\":\"off\"}");
-    assert_non_null(strstr(r.line[1], sub));    /* these spans carry no resource */
+             "\"accepted_from_target\":0,\"refused_from_target\":0,\"complete\":false,"
+             "\"capture\":\"empty\",\"marker\":\"off\"}");
+    /* these spans carry no resource: none came from r1, the window is empty */
+    assert_non_null(strstr(r.line[1], sub));
 }
 
 /* One OTLP/HTTP request of up to 4 resources, each with `spans[i]` spans and
@@ -793,7 +794,7 @@ static void test_auto_revert_on_target_loss(void **state)
     assert_int_equal(int_field(r.line[1], "lost"), 3);
     assert_int_equal(int_field(r.line[1], "accepted_from_target"), 2);
     assert_int_equal(int_field(r.line[1], "refused_from_target"), 3);
-    assert_non_null(strstr(r.line[1], ",\"complete\":false,\"marker\":\"not sent\"}"));
+    assert_non_null(strstr(r.line[1], ",\"complete\":false,\"capture\":\"incomplete\",\"marker\":\"not sent\"}"));
     assert_field(r.line[2], "event", "reset");
     wait_levels(&f->eng, 2);
     assert_int_equal(f->eng.levels[1], 0);

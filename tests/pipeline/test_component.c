@@ -74,6 +74,8 @@ static void test_outside_a_service(void **state)
         assert_true(t.refused[r] == 0 && t.dropped[r] == 0 && t.send_failed[r] == 0);
 
     sf_component_set_span_tap(&c, tap, &c);     /* no service: no effect, no crash */
+    sf_component_set_log_tap(&c, NULL, &c);
+    assert_false(sf_component_has_receiver(&c, "journald", SF_SIGNAL_LOGS));
     memset(&b, 0x5a, sizeof(b));
     assert_false(sf_component_batching(&c, &b));
     for (size_t i = 0; i < sizeof(b); i++)

@@ -38,8 +38,9 @@
  * - A window's end (expired, reset, loss, shutdown) resets the engine at
  *   once; its closing record waits grace_period, so spans of requests
  *   admitted during the window still count (0, and at shutdown: at once).
- *   With auto_revert, an open window whose losses (collector-wide refused,
- *   dropped, failed; and the target's own refused spans when it has a
+ *   With auto_revert, an open window whose losses (its own spans refused,
+ *   dropped or failed, not those queued before it opened: tc_own; and the
+ *   target's own refused spans when it has a
  *   `match`) pass max_lost_spans or max_loss_ratio ends early (cause
  *   "loss", the reason written).
  * - Markers: when a window closes, one span (service.name spanfence,
@@ -118,6 +119,7 @@ static void due(tc_ctx *x)
             sf_tc_window_end(x, w, "loss", why);
         else if (w->state == TC_RESETTING && now >= w->next_try_mono)
             sf_tc_engine_try_reset(x, w);
+        sf_tc_window_track(x, w);
         if (w->closing && sf_now_ms() >= w->close_due_mono)
             sf_tc_window_close(x, w, 0);
         if (w->marker != NULL && sf_now_ms() >= w->marker_next_mono)
@@ -146,6 +148,9 @@ static int64_t next_deadline(const tc_ctx *x)
             next = w->marker_next_mono;
         if (w->enforce_due)
             next = 0;
+        if (!w->own.ready && (w->state == TC_OPEN || w->state == TC_RESETTING || w->closing) &&
+            sf_now_ms() + TC_OWN_STEP < next)
+            next = sf_now_ms() + TC_OWN_STEP;
         open |= w->state == TC_OPEN;
     }
     if (open && x->cfg->auto_revert.enabled && x->next_loss_mono < next)
@@ -294,8 +299,10 @@ void sf_tc_publish(tc_ctx *x)
         p->end_wall = w->end_wall;
         p->end_mono = w->end_mono;
         p->at_start = w->at_start;
+        p->own = w->own;
         memcpy(p->from_target_at_start, w->from_target_at_start,
                sizeof(p->from_target_at_start));
+        memcpy(p->engine_at_start, w->engine_at_start, sizeof(p->engine_at_start));
         p->last = w->closed;
     }
     pthread_mutex_unlock(&x->pub_mu);
@@ -324,11 +331,12 @@ static size_t window_metrics(tc_ctx *x, const char *ext, char *buf, size_t size,
             tc_counts c;
             uint64_t v[6];
 
-            sf_tc_counts_since(x, w, &p->at_start, p->from_target_at_start, &c);
+            sf_tc_counts_since(x, w, &p->at_start, &p->own, p->from_target_at_start,
+                               p->engine_at_start, &c);
             v[0] = c.accepted;
             v[1] = c.exported;
             v[2] = c.lost;
-            v[3] = c.accepted > c.exported + c.lost ? c.accepted - c.exported - c.lost : 0;
+            v[3] = c.accepted - c.exported - c.post_lost;
             v[4] = c.from_target[0];
             v[5] = c.from_target[1];
             for (size_t k = 0; k < (match ? 6u : 4u); k++)
@@ -409,7 +417,8 @@ static json_object *tc_status(sf_component *self)
             tc_counts c;
             int64_t left = p->end_mono - sf_now_ms();
 
-            sf_tc_counts_since(x, w, &p->at_start, p->from_target_at_start, &c);
+            sf_tc_counts_since(x, w, &p->at_start, &p->own, p->from_target_at_start,
+                               p->engine_at_start, &c);
             json_object_object_add(win, "id", json_object_new_string(p->id));
             json_object_object_add(win, "level", json_object_new_int64(p->level));
             sf_time_format_utc(p->end_wall, when, sizeof(when));
@@ -420,12 +429,24 @@ static json_object *tc_status(sf_component *self)
             json_object_object_add(win, "exported", json_object_new_uint64(c.exported));
             json_object_object_add(win, "lost", json_object_new_uint64(c.lost));
             json_object_object_add(win, "queued", json_object_new_uint64(
-                c.accepted > c.exported + c.lost ? c.accepted - c.exported - c.lost : 0));
+                c.accepted - c.exported - c.post_lost));
+            json_object_object_add(win, "lost_collector",
+                                   json_object_new_uint64(c.lost_collector));
+            /* spans queued before the window opened, and whether they have
+             * left the queues (from then on what leaves is the window's) */
+            json_object_object_add(win, "queued_before", json_object_new_uint64(p->own.backlog));
+            json_object_object_add(win, "queued_before_left", json_object_new_boolean(p->own.ready));
             if (w->target->match.n > 0) {
                 json_object_object_add(win, "accepted_from_target",
                                        json_object_new_uint64(c.from_target[0]));
                 json_object_object_add(win, "refused_from_target",
                                        json_object_new_uint64(c.from_target[1]));
+            }
+            if (w->target->engine_log.receiver != NULL) {
+                json_object_object_add(win, "engine_dropped",
+                                       json_object_new_uint64(c.engine[TC_ENG_EVENTS]));
+                json_object_object_add(win, "engine_dropped_ops",
+                                       json_object_new_uint64(c.engine[TC_ENG_OPS]));
             }
         }
         json_object_object_add(t, "window", win);
@@ -438,7 +459,12 @@ static json_object *tc_status(sf_component *self)
             json_object_object_add(last, "exported", json_object_new_uint64(p->last.exported));
             json_object_object_add(last, "lost", json_object_new_uint64(p->last.lost));
             json_object_object_add(last, "queued", json_object_new_uint64(p->last.queued));
+            if (w->target->engine_log.receiver != NULL)
+                json_object_object_add(last, "engine_dropped",
+                                       json_object_new_uint64(p->last.engine_dropped));
             json_object_object_add(last, "complete", json_object_new_boolean(p->last.complete));
+            json_object_object_add(last, "capture", json_object_new_string(
+                p->last.capture != NULL ? p->last.capture : "incomplete"));
         }
         json_object_object_add(t, "last_window", last);
     }
@@ -479,11 +505,18 @@ static size_t tc_metrics(sf_component *self, char *buf, size_t size)
 
 /* ---- lifecycle --------------------------------------------------------------------------- */
 
+static void free_drops(tc_ctx *x)
+{
+    for (size_t i = 0; i < x->cfg->targets.n; i++)
+        sf_tc_drops_free(&x->w[i].drops);
+}
+
 static sf_status tc_create(sf_component *self, const void *config)
 {
     const sf_tc_config *cfg = config;
     tc_ctx *x;
-    bool matching = false;
+    bool matching = false, reading = false;
+    sf_status st = SF_OK;
 
     if (cfg->markers.enabled && cfg->markers.pipeline != NULL &&
         !sf_component_has_traces_pipeline(self, cfg->markers.pipeline)) {
@@ -522,16 +555,43 @@ static sf_status tc_create(sf_component *self, const void *config)
     }
     x->next_enforce_mono = 0;       /* the first round runs at start */
     for (size_t i = 0; i < cfg->targets.n; i++) {
+        const sf_tc_engine_log *el = &cfg->targets.v[i].engine_log;
+
         x->w[i].target = &cfg->targets.v[i];
         atomic_store(&x->w[i].level_now, -1);
         x->w[i].recorded = TC_REC_NONE;
         if (cfg->targets.v[i].match.n > 0)
             matching = true;
+        if (el->receiver == NULL)
+            continue;
+        reading = true;
+        if (!sf_component_has_receiver(self, el->receiver, SF_SIGNAL_LOGS)) {
+            sf_error("extensions.%s: targets.%s.engine_log.receiver: '%s' is not a receiver of "
+                     "a logs pipeline of this config", sf_component_id(self),
+                     cfg->targets.v[i].id, el->receiver);
+            st = SF_CONFIG;
+        } else if ((st = sf_tc_drops_compile(el, &x->w[i].drops)) != SF_OK) {
+            sf_error("extensions.%s: targets.%s.engine_log.drops: cannot compile: %s",
+                     sf_component_id(self), cfg->targets.v[i].id, sf_status_str(st));
+        }
+        if (st != SF_OK) {
+            free_drops(x);
+            close(x->oob_fd);
+            pthread_mutex_destroy(&x->pub_mu);
+            sf_free(x->pub);
+            sf_free(x->w);
+            sf_free(x);
+            return st;
+        }
     }
     sf_component_set_ctx(self, x);
     /* No target with a match: no tap, so no cost at all on the data path. */
     if (matching)
         sf_component_set_span_tap(self, sf_tc_window_tap, x);
+    /* Likewise for engine logs; with one, a logs request costs an atomic
+     * load while no window of such a target is open. */
+    if (reading)
+        sf_component_set_log_tap(self, sf_tc_log_tap, x);
     return SF_OK;
 }
 
@@ -685,6 +745,7 @@ static void tc_destroy(sf_component *self)
     tc_shutdown(self);
     sf_tc_audit_free_pending(x);
     free_markers(x);
+    free_drops(x);
     close(x->oob_fd);
     pthread_mutex_destroy(&x->pub_mu);
     sf_free(x->pub);
@@ -730,6 +791,7 @@ static void parcel_free(tc_ctx *p)
         unlink(p->cfg->socket);
     sf_tc_audit_free_pending(p);
     free_markers(p);
+    free_drops(p);
     close(p->oob_fd);
     pthread_mutex_destroy(&p->pub_mu);
     sf_free(p->pub);
@@ -783,6 +845,7 @@ static void tc_resume(sf_component *self, void *parcel)
         w->end_wall = o->end_wall;
         w->end_mono = o->end_mono;
         w->at_start = o->at_start;
+        w->own = o->own;
         w->next_try_mono = o->next_try_mono;
         w->delay = o->delay;
         w->reset_since_mono = o->reset_since_mono;
@@ -806,6 +869,14 @@ static void tc_resume(sf_component *self, void *parcel)
         for (int k = 0; k < 2; k++) {
             atomic_store(&w->from_target[k], atomic_load(&o->from_target[k]));
             w->from_target_at_start[k] = o->from_target_at_start[k];
+        }
+        for (int k = 0; k < TC_ENG_COUNT; k++) {
+            atomic_store(&w->engine[k], atomic_load(&o->engine[k]));
+            w->engine_at_start[k] = o->engine_at_start[k];
+        }
+        if (atomic_load(&o->log_counting) && w->target->engine_log.receiver != NULL) {
+            atomic_store(&w->log_counting, true);
+            atomic_fetch_add(&x->log_counting, 1);
         }
         if (atomic_load(&o->counting) && w->target->match.n > 0) {
             atomic_store(&w->counting, true);

@@ -29,6 +29,29 @@ enum { SF_TC_GET = 0, SF_TC_POST };
 #define SF_TC_MAX_MATCH 8           /* attributes in a target's match */
 #define SF_TC_MAX_MATCH_LEN 256     /* bytes of one attribute name or value */
 
+#define SF_TC_MAX_DROP_PATTERNS 8
+
+/* Where a target's engine writes its log, and what in it says the engine
+ * dropped spans. The engine's own words are read through the core's log
+ * tap (the receiver's requests as it made them, before any processor), only
+ * while a window of the target is open or in its grace period; the text
+ * never leaves the extension, only counts do. */
+typedef struct sf_tc_engine_log {
+    char *receiver;             /* id of a receiver of a logs pipeline; NULL: none */
+    sf_strmap match;            /* log record (or resource) attributes, string values, that
+                                   mark the engine's records (_SYSTEMD_UNIT: sglang.service);
+                                   n == 0: every record of the receiver */
+    size_t n_drops;
+    char *drops[SF_TC_MAX_DROP_PATTERNS];  /* PCRE2 patterns of drop messages; a named group
+                                   `ops` is the number dropped; default: SGLang's two */
+} sf_tc_engine_log;
+
+/* SGLang's drop messages: the OpenTelemetry Python SDK's BatchSpanProcessor
+ * (said once, of unknown size), and SGLANG_TRACE_ASYNC=1's ZMQ buffer
+ * (observability/trace_async.py, with the number of trace ops dropped). */
+#define SF_TC_DROP_SDK_QUEUE "Queue is full, likely spans will be dropped"
+#define SF_TC_DROP_ZMQ "ZMQ send buffer full, dropping (?<ops>[0-9]+) trace ops for "
+
 typedef struct sf_tc_target {
     char *id;                   /* replica id: "r1" */
     char *endpoint;             /* the engine's trace-level URL */
@@ -41,6 +64,7 @@ typedef struct sf_tc_target {
     sf_strmap match;            /* resource attributes (string values) that mark this
                                    engine's spans: a window's closing record then also
                                    counts the spans accepted/refused from it; n == 0: none */
+    sf_tc_engine_log engine_log;
 } sf_tc_target;
 
 typedef struct sf_tc_targets {

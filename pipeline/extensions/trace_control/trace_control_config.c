@@ -14,6 +14,9 @@
 #include <strings.h>
 #include <ctype.h>
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 static const sf_config_row retry_rows[] = {
     { .key = "initial_interval", .type = SF_CFG_DURATION, .def = "1s",
       .offset = offsetof(sf_tc_retry, initial_interval), .min = 1, .max = 3600000,
@@ -112,7 +115,7 @@ static sf_status parse_levels(sf_cfg_ctx *ctx, const sf_node *node, void *field)
 }
 
 static const char *const target_keys[] = { "endpoint", "method", "level_in", "field", "match",
-                                           "headers", "tls" };
+                                           "headers", "tls", "engine_log" };
 static const char *const tls_keys[] = { "ca_file", "cert_file", "key_file",
                                         "insecure_skip_verify" };
 /* Headers libcurl sets from the request itself. */
@@ -317,6 +320,93 @@ static sf_status parse_tls(sf_cfg_ctx *ctx, const sf_node *v, const char *path, 
     return st;
 }
 
+/* One drop pattern: it must compile (PCRE2), and a group `ops`, when it
+ * has one, is the number the message says was dropped. */
+static sf_status drop_pattern(sf_cfg_ctx *ctx, const sf_node *it, const char *sub, char **out)
+{
+    sf_status st = scalar_of(ctx, it, sub, out);
+    pcre2_code *code;
+    int err;
+    PCRE2_SIZE at;
+    PCRE2_UCHAR msg[160];
+
+    if (st != SF_OK)
+        return st;
+    code = pcre2_compile((PCRE2_SPTR)*out, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &err, &at, NULL);
+    if (code != NULL) {
+        pcre2_code_free(code);
+        return SF_OK;
+    }
+    pcre2_get_error_message(err, msg, sizeof(msg));
+    sf_cfg_error(ctx, it, sub, "invalid pattern '%s' at offset %zu: %s", *out, (size_t)at,
+                 (const char *)msg);
+    return SF_CONFIG;
+}
+
+/* `engine_log`: {receiver, match, drops}: where the engine's log comes
+ * from and which of its messages say it dropped spans. */
+static sf_status parse_engine_log(sf_cfg_ctx *ctx, const sf_node *v, const char *path,
+                                  sf_tc_engine_log *el)
+{
+    sf_status st = SF_OK;
+    char sub[256];
+    bool drops = false;
+
+    if (v->kind != SF_NODE_MAP) {
+        sf_cfg_error(ctx, v, path, "expected a mapping (receiver, match, drops)");
+        return SF_CONFIG;
+    }
+    for (size_t j = 0; j < v->n; j++) {
+        const char *k = v->keys[j]->text;
+        const sf_node *it = v->items[j];
+        sf_status r = SF_OK;
+
+        snprintf(sub, sizeof(sub), "%s.%s", path, k);
+        if (strcmp(k, "receiver") == 0) {
+            r = scalar_of(ctx, it, sub, &el->receiver);
+        } else if (strcmp(k, "match") == 0) {
+            r = parse_match(ctx, it, sub, &el->match);
+        } else if (strcmp(k, "drops") == 0) {
+            drops = true;
+            if (it->kind != SF_NODE_SEQ || it->n == 0 || it->n > SF_TC_MAX_DROP_PATTERNS) {
+                sf_cfg_error(ctx, it, sub, "expected a list of 1 to %d patterns",
+                             SF_TC_MAX_DROP_PATTERNS);
+                r = SF_CONFIG;
+            }
+            for (size_t i = 0; r == SF_OK && i < it->n; i++) {
+                char isub[300];
+                sf_status pr;
+
+                snprintf(isub, sizeof(isub), "%s[%zu]", sub, i);
+                pr = drop_pattern(ctx, it->items[i], isub, &el->drops[el->n_drops]);
+                if (pr == SF_ENOMEM)
+                    return pr;
+                if (pr == SF_OK)
+                    el->n_drops++;
+                else
+                    st = pr;
+            }
+        } else {
+            sf_cfg_error(ctx, v->keys[j], sub, "unknown key '%s' (expected receiver, match, "
+                         "drops)", k);
+            r = SF_CONFIG;
+        }
+        if (r == SF_ENOMEM)
+            return r;
+        if (r != SF_OK)
+            st = r;
+    }
+    if (el->receiver == NULL && st == SF_OK) {
+        sf_cfg_error(ctx, v, path, "missing required key 'receiver'");
+        st = SF_CONFIG;
+    }
+    if (!drops) {
+        el->drops[el->n_drops++] = SF_TC_DROP_SDK_QUEUE;
+        el->drops[el->n_drops++] = SF_TC_DROP_ZMQ;
+    }
+    return st;
+}
+
 static sf_status parse_target(sf_cfg_ctx *ctx, const sf_node *key, const sf_node *map,
                               sf_tc_target *t)
 {
@@ -382,9 +472,12 @@ static sf_status parse_target(sf_cfg_ctx *ctx, const sf_node *key, const sf_node
         case 6:
             r = parse_tls(ctx, v, sub, t);
             break;
+        case 7:
+            r = parse_engine_log(ctx, v, sub, &t->engine_log);
+            break;
         default:
             sf_cfg_error(ctx, map->keys[i], sub, "unknown key '%s' (expected endpoint, method, "
-                         "level_in, field, match, headers, tls)", k);
+                         "level_in, field, match, headers, tls, engine_log)", k);
             r = SF_CONFIG;
         }
         if (r == SF_ENOMEM)
@@ -471,8 +564,11 @@ const sf_config_row sf_tc_config_map[] = {
     { .key = "targets", .type = SF_CFG_CUSTOM, .offset = offsetof(sf_tc_config, targets),
       .parse = parse_targets,
       .help = "replica id -> {endpoint, method: GET|POST, level_in: query, field, headers, tls, "
-              "match}; headers: sent to the engine (values from ${env:...}, never logged); "
-              "match: resource attributes (strings) of the engine's spans, counted per window" },
+              "match, engine_log}; headers: sent to the engine (values from ${env:...}, never "
+              "logged); match: resource attributes (strings) of the engine's spans, counted per "
+              "window; engine_log: {receiver: a logs receiver's id, match: attributes of the "
+              "engine's records, drops: PCRE2 patterns of its drop messages (group `ops`: the "
+              "number; default SGLang's two)}, counted per window as engine_dropped" },
     { 0 }
 };
 

@@ -14,12 +14,16 @@
 
 #include <json-c/json.h>
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 #define TC_RECORD_MAX 32768       /* a closing record with the largest match fits */
 #define TC_LINE_MAX 16384
 #define TC_MARKER_TRIES 600       /* a marker waits for the exporters at most 600 x 100 ms */
 #define TC_MARKER_WAIT 100
 #define TC_DRAIN_MAX 30000        /* a closing record waits at most 30 s for queued spans */
 #define TC_DRAIN_STEP 100
+#define TC_OWN_STEP 100           /* how often a window's backlog is looked at */
 
 /* Rows of tc_metric_rows: this extension's values in sf_counters. */
 enum { TC_ENGINE_FAILURES, TC_OPEN_WINDOWS, TC_AUDIT_PENDING, TC_OUT_OF_BAND };
@@ -29,10 +33,33 @@ typedef enum tc_state { TC_IDLE, TC_OPEN, TC_RESETTING, TC_FAILED } tc_state;
 /* recorded: what the audit log last said of a target's level in this run */
 enum { TC_REC_NONE = -2, TC_REC_UNKNOWN = -1 };
 
+/* What the engine said it dropped (engine_log), per target: drop messages
+ * (events), those that said how many (sized), the trace ops they said,
+ * and logs requests of its receiver that could not be read (unread). */
+enum { TC_ENG_EVENTS, TC_ENG_SIZED, TC_ENG_OPS, TC_ENG_UNREAD, TC_ENG_COUNT };
+
+/* A target's drop patterns, compiled (read-only after create). */
+typedef struct tc_drops {
+    size_t n;
+    pcre2_code *re[SF_TC_MAX_DROP_PATTERNS];
+    uint32_t ops_group[SF_TC_MAX_DROP_PATTERNS];   /* 0: the pattern has no `ops` */
+    pcre2_match_context *mctx;
+} tc_drops;
+
+typedef struct tc_engine_drops {
+    uint64_t events, sized, ops;
+} tc_engine_drops;
+
 /* What the collector (and the target, with a match) did since w opened. */
 typedef struct tc_counts {
     uint64_t accepted, exported, refused, dropped, send_failed, enqueue_failed, lost;
     uint64_t from_target[2];
+    uint64_t engine[TC_ENG_COUNT];  /* targets with an engine_log */
+    /* lost: the window's own spans (accepted or refused while it was open
+     * or in its grace period): refused at once, or dropped or failed after
+     * they were queued (post_lost); lost_collector: every span the
+     * collector lost meanwhile, those queued before the window included */
+    uint64_t post_lost, lost_collector;
     sf_totals now;
 } tc_counts;
 
@@ -42,9 +69,24 @@ typedef struct tc_closed {
     char id[128];
     char cause[16];
     uint64_t accepted, exported, lost, queued;
+    uint64_t engine_dropped;
     bool complete;
+    const char *capture;            /* complete, complete at the collector, empty, incomplete */
     int64_t closed_wall;            /* epoch ms */
 } tc_closed;
+
+/* A window's own spans leave the queues after those queued before it
+ * opened (`backlog`; the queues keep order): once as many have left, what
+ * leaves is the window's. `from`: the totals when the control thread first
+ * saw the backlog gone (`ready`; checked every TC_OWN_STEP ms; at once when
+ * nothing was queued). A loss between the opening and `from`, when spans
+ * of both left meanwhile, cannot be told apart: it is charged to the
+ * window (never a capture called complete that may have lost). */
+typedef struct tc_own {
+    uint64_t backlog;
+    bool ready;
+    sf_totals from;
+} tc_own;
 
 typedef struct tc_window {
     const sf_tc_target *target;
@@ -56,11 +98,18 @@ typedef struct tc_window {
     int64_t start_wall, end_wall;   /* epoch ms; end_wall: planned */
     int64_t end_mono;               /* CLOCK_MONOTONIC ms */
     sf_totals at_start;
+    tc_own own;
     /* targets with a match: spans from this engine, since start (written by
      * the tap on receiver threads), and their values when the window opened */
     _Atomic bool counting;
     _Atomic uint64_t from_target[2];    /* [0] accepted, [1] refused */
     uint64_t from_target_at_start[2];
+    /* targets with an engine_log: what its engine said it dropped since
+     * start (the log tap writes it on receiver threads), as from_target */
+    tc_drops drops;
+    _Atomic bool log_counting;
+    _Atomic uint64_t engine[TC_ENG_COUNT];
+    uint64_t engine_at_start[TC_ENG_COUNT];
     /* RESETTING */
     int64_t next_try_mono, delay, reset_since_mono;
     unsigned attempts;
@@ -126,7 +175,9 @@ typedef struct tc_pub {
     char id[128];
     int64_t level, end_wall, end_mono;
     sf_totals at_start;
+    tc_own own;
     uint64_t from_target_at_start[2];
+    uint64_t engine_at_start[TC_ENG_COUNT];
     tc_closed last;
 } tc_pub;
 
@@ -142,6 +193,7 @@ typedef struct tc_ctx {
     bool socket_bound;
     _Atomic bool stop;
     _Atomic unsigned counting;      /* windows whose spans the tap counts */
+    _Atomic unsigned log_counting;  /* windows whose engine's log the log tap reads */
     bool suspending;                /* reload: stop without closing windows */
     bool resumed;                   /* took over a suspended instance */
     bool stopping;                  /* close_all: no grace */
@@ -174,7 +226,12 @@ void sf_tc_window_count_stop(tc_ctx *x, tc_window *w);
 void sf_tc_window_counts(tc_ctx *x, const tc_window *w, tc_counts *c);
 /* The same from the figures taken at a window's start (any thread). */
 void sf_tc_counts_since(tc_ctx *x, const tc_window *w, const sf_totals *at_start,
-                        const uint64_t *from_target_at_start, tc_counts *c);
+                        const tc_own *own, const uint64_t *from_target_at_start,
+                        const uint64_t *engine_at_start, tc_counts *c);
+/* Control thread: at open, what is queued before w (its backlog). */
+void sf_tc_window_own_start(tc_ctx *x, tc_window *w);
+/* Control thread: take w->own.from once w's backlog has left the queues. */
+void sf_tc_window_track(tc_ctx *x, tc_window *w);
 /* Control thread: copy every target's window into x->pub for the metrics
  * thread (status, per-window series; trace_control.c). */
 void sf_tc_publish(tc_ctx *x);
@@ -188,6 +245,21 @@ sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status);
 void sf_tc_window_out_of_band(tc_ctx *x);
 /* Control thread: keep w->resting in step with its state. */
 void sf_tc_window_watch(tc_ctx *x, tc_window *w);
+
+/* ---- the engine's own log (trace_control_engine_log.c) ---- */
+
+/* Compile el's drop patterns into d (at create); SF_CONFIG, SF_ENOMEM. */
+sf_status sf_tc_drops_compile(const sf_tc_engine_log *el, tc_drops *d);
+void sf_tc_drops_free(tc_drops *d);
+/* The drop messages in one ExportLogsServiceRequest: the records of el's
+ * engine (its match) whose string body matches one of d's patterns.
+ * SF_INVALID for bytes that are not a logs request the codec takes. Any
+ * thread. */
+sf_status sf_tc_engine_log_scan(const sf_tc_engine_log *el, const tc_drops *d,
+                                const uint8_t *raw, size_t len, tc_engine_drops *out);
+/* Receiver threads, after every emitted logs request (sf_log_tap_fn). */
+void sf_tc_log_tap(void *ctx, const char *receiver, const uint8_t *raw, size_t len,
+                   bool accepted);
 
 /* ---- audit records (trace_control_audit.c) ---- */
 

@@ -129,6 +129,12 @@ void sf_tc_window_out_of_band(tc_ctx *x)
  * match) from now. */
 void sf_tc_window_count_start(tc_ctx *x, tc_window *w)
 {
+    if (w->target->engine_log.receiver != NULL && !atomic_load(&w->log_counting)) {
+        for (int k = 0; k < TC_ENG_COUNT; k++)
+            w->engine_at_start[k] = atomic_load(&w->engine[k]);
+        atomic_store(&w->log_counting, true);
+        atomic_fetch_add(&x->log_counting, 1);
+    }
     if (w->target->match.n == 0 || atomic_load(&w->counting))
         return;
     for (int k = 0; k < 2; k++)
@@ -139,6 +145,10 @@ void sf_tc_window_count_start(tc_ctx *x, tc_window *w)
 
 void sf_tc_window_count_stop(tc_ctx *x, tc_window *w)
 {
+    if (atomic_load(&w->log_counting)) {
+        atomic_store(&w->log_counting, false);
+        atomic_fetch_sub(&x->log_counting, 1);
+    }
     if (!atomic_load(&w->counting))
         return;
     atomic_store(&w->counting, false);
@@ -147,12 +157,57 @@ void sf_tc_window_count_stop(tc_ctx *x, tc_window *w)
 
 void sf_tc_window_counts(tc_ctx *x, const tc_window *w, tc_counts *c)
 {
-    sf_tc_counts_since(x, w, &w->at_start, w->from_target_at_start, c);
+    sf_tc_counts_since(x, w, &w->at_start, &w->own, w->from_target_at_start,
+                       w->engine_at_start, c);
+}
+
+static uint64_t sum_reasons(const uint64_t *v)
+{
+    uint64_t n = 0;
+
+    for (int r = 0; r < SF_REASON_COUNT; r++)
+        n += v[r];
+    return n;
+}
+
+/* Spans that left the exporters' queues: exported, or dropped or failed
+ * after they were queued (an exporter without a queue that failed a send
+ * counts it as send_failed, and the receiver refused it: not queued). */
+static uint64_t left_queues(const sf_totals *t)
+{
+    return t->exported + sum_reasons(t->dropped) + sum_reasons(t->send_failed) -
+           t->refused[SF_REASON_RETRIES_EXHAUSTED] - t->refused[SF_REASON_PERMANENT_ERROR];
+}
+
+void sf_tc_window_own_start(tc_ctx *x, tc_window *w)
+{
+    uint64_t out = left_queues(&w->at_start);
+
+    (void)x;
+    w->own.backlog = w->at_start.accepted > out ? w->at_start.accepted - out : 0;
+    w->own.ready = w->own.backlog == 0;
+    w->own.from = w->at_start;
+}
+
+void sf_tc_window_track(tc_ctx *x, tc_window *w)
+{
+    sf_totals now;
+
+    if (w->own.ready || (w->state != TC_OPEN && w->state != TC_RESETTING && !w->closing))
+        return;
+    sf_component_totals(x->self, &now);
+    if (left_queues(&now) - left_queues(&w->at_start) >= w->own.backlog) {
+        w->own.from = now;
+        w->own.ready = true;
+    }
 }
 
 void sf_tc_counts_since(tc_ctx *x, const tc_window *w, const sf_totals *at_start,
-                        const uint64_t *from_target_at_start, tc_counts *c)
+                        const tc_own *own, const uint64_t *from_target_at_start,
+                        const uint64_t *engine_at_start, tc_counts *c)
 {
+    uint64_t out, own_out, post = 0;
+
     memset(c, 0, sizeof(*c));
     sf_component_totals(x->self, &c->now);
     for (int r = 0; r < SF_REASON_COUNT; r++) {
@@ -161,37 +216,81 @@ void sf_tc_counts_since(tc_ctx *x, const tc_window *w, const sf_totals *at_start
         c->send_failed += c->now.send_failed[r] - at_start->send_failed[r];
     }
     c->accepted = c->now.accepted - at_start->accepted;
-    c->exported = c->now.exported - at_start->exported;
     c->enqueue_failed = c->now.enqueue_failed - at_start->enqueue_failed;
     /* A full queue refuses synchronously: its spans are in the receivers'
      * refused (queue_full) already, so enqueue_failed is not added again.
      * An exporter without a sending queue whose send failed counts the
      * spans as send_failed and the receiver refuses them with the same
      * reason (retries_exhausted, permanent_error): counted once. */
-    c->lost = c->refused + c->dropped + c->send_failed -
-              (c->now.refused[SF_REASON_RETRIES_EXHAUSTED] -
-               at_start->refused[SF_REASON_RETRIES_EXHAUSTED]) -
-              (c->now.refused[SF_REASON_PERMANENT_ERROR] -
-               at_start->refused[SF_REASON_PERMANENT_ERROR]);
+    c->lost_collector = c->refused + c->dropped + c->send_failed -
+                        (c->now.refused[SF_REASON_RETRIES_EXHAUSTED] -
+                         at_start->refused[SF_REASON_RETRIES_EXHAUSTED]) -
+                        (c->now.refused[SF_REASON_PERMANENT_ERROR] -
+                         at_start->refused[SF_REASON_PERMANENT_ERROR]);
+    /* The window's own: refused while it ran (they were received then),
+     * and what left the queues after its backlog, as many as it accepted;
+     * of those, the losses after own->from, and those before it that may
+     * have been its own (tc_own). */
+    out = left_queues(&c->now) - left_queues(at_start);
+    own_out = out > own->backlog ? out - own->backlog : 0;
+    if (own->ready) {
+        uint64_t gap = left_queues(&own->from) - left_queues(at_start) - own->backlog;
+        uint64_t gap_lost = (left_queues(&own->from) - own->from.exported) -
+                            (left_queues(at_start) - at_start->exported);
+
+        post = (gap_lost < gap ? gap_lost : gap) +
+               (left_queues(&c->now) - c->now.exported) -
+               (left_queues(&own->from) - own->from.exported);
+    }
+    if (own_out > c->accepted)
+        own_out = c->accepted;
+    c->post_lost = post < own_out ? post : own_out;
+    c->exported = own_out - c->post_lost;
+    c->lost = c->refused + c->post_lost;
     for (int k = 0; k < 2; k++)
         c->from_target[k] = atomic_load(&w->from_target[k]) - from_target_at_start[k];
+    for (int k = 0; k < TC_ENG_COUNT; k++)
+        c->engine[k] = atomic_load(&w->engine[k]) - engine_at_start[k];
 }
 
-/* A capture is complete when the engine took the level, nothing was lost
- * and everything accepted has been exported (nothing is still queued). */
+/* What a window's capture is worth, most serious first:
+ * - "incomplete": the engine did not take the level (cause set_*), or
+ *   spans were lost at the collector or are still queued, or the engine
+ *   said it dropped some (engine_dropped, or its log could not be read);
+ * - "empty": no span came from the target (by its match; without one, no
+ *   span at all): the engine's exporter may be broken, nothing shows;
+ * - "complete": none of that, and the engine's log (engine_log) said no
+ *   drop;
+ * - "complete at the collector": none of that, but the engine's own drops
+ *   could not be seen (no engine_log).
+ * complete() is true for the last two. */
+static const char *verdict(const tc_window *w, const tc_counts *c)
+{
+    uint64_t from_target = w->target->match.n > 0 ? c->from_target[0] + c->from_target[1]
+                                                  : c->accepted + c->refused;
+    bool have_log = w->target->engine_log.receiver != NULL;
+
+    if (strncmp(w->cause, "set_", 4) == 0 || c->lost > 0 || c->exported != c->accepted ||
+        (w->target->match.n > 0 && c->from_target[1] > 0) ||
+        (have_log && (c->engine[TC_ENG_EVENTS] > 0 || c->engine[TC_ENG_UNREAD] > 0)))
+        return "incomplete";
+    if (from_target == 0)
+        return "empty";
+    return have_log ? "complete" : "complete at the collector";
+}
+
 static bool complete(const tc_window *w, const tc_counts *c)
 {
-    return strncmp(w->cause, "set_", 4) != 0 && c->lost == 0 && c->exported == c->accepted &&
-           (w->target->match.n == 0 || c->from_target[1] == 0);
+    return strncmp(verdict(w, c), "complete", 8) == 0;
 }
 
 /* ---- marker spans ------------------------------------------------------------- */
 
 typedef struct marker_attrs {
     size_t n;
-    sf_otlp_kv kv[24];
-    sf_otlp_any av[24];
-    sf_otlp_kv *p[24];
+    sf_otlp_kv kv[32];
+    sf_otlp_any av[32];
+    sf_otlp_kv *p[32];
 } marker_attrs;
 
 static sf_otlp_any *attr(marker_attrs *a, const char *key)
@@ -273,12 +372,18 @@ static sf_status marker_build(const tc_window *w, const tc_counts *c, uint8_t **
         attr_int(&sa, "spanfence.window.failed",
                  (int64_t)(c->dropped + c->send_failed + c->enqueue_failed));
         attr_int(&sa, "spanfence.window.lost", (int64_t)c->lost);
+        attr_int(&sa, "spanfence.window.lost_collector", (int64_t)c->lost_collector);
         if (w->target->match.n > 0) {
             attr_int(&sa, "spanfence.window.accepted_from_target", (int64_t)c->from_target[0]);
             attr_int(&sa, "spanfence.window.refused_from_target", (int64_t)c->from_target[1]);
         }
+        if (w->target->engine_log.receiver != NULL) {
+            attr_int(&sa, "spanfence.window.engine_dropped", (int64_t)c->engine[TC_ENG_EVENTS]);
+            attr_int(&sa, "spanfence.window.engine_dropped_ops", (int64_t)c->engine[TC_ENG_OPS]);
+        }
     }
     attr_bool(&sa, "spanfence.window.complete", done);
+    attr_str(&sa, "spanfence.window.capture", c != NULL ? verdict(w, c) : "incomplete");
     attr_int(&sa, "spanfence.window.grace_ms", w->grace_ms);
     span.trace_id = (ProtobufCBinaryData){ 16, ids };
     span.span_id = (ProtobufCBinaryData){ 8, ids + 16 };
@@ -371,6 +476,27 @@ static void put_target_counts(json_object *rec, const tc_window *w, const tc_cou
     json_object_object_add(rec, "refused_from_target", json_object_new_uint64(c->from_target[1]));
 }
 
+/* "engine_log":"RECEIVER","engine_dropped":N,...: what the window's engine
+ * said it dropped (its drop messages, read from its log while the window
+ * was open or in its grace period). */
+static void put_engine_counts(json_object *rec, const tc_window *w, const tc_counts *c)
+{
+    const uint64_t *e = c->engine;
+
+    json_object_object_add(rec, "engine_log", json_object_new_string(
+        w->target->engine_log.receiver));
+    json_object_object_add(rec, "engine_dropped", json_object_new_uint64(e[TC_ENG_EVENTS]));
+    json_object_object_add(rec, "engine_dropped_ops", json_object_new_uint64(e[TC_ENG_OPS]));
+    json_object_object_add(rec, "engine_dropped_unsized",
+                           json_object_new_uint64(e[TC_ENG_EVENTS] - e[TC_ENG_SIZED]));
+    json_object_object_add(rec, "engine_dropped_note", json_object_new_string(
+        "engine_dropped counts the engine's drop messages (events); engine_dropped_ops adds the "
+        "numbers of those that say how many trace ops they dropped; engine_dropped_unsized "
+        "counts those that do not (the SDK's queue-full warning: at least one span each)"));
+    if (e[TC_ENG_UNREAD] > 0)
+        json_object_object_add(rec, "engine_log_unread", json_object_new_uint64(e[TC_ENG_UNREAD]));
+}
+
 /* The closing record, after the grace period: cause, and what the
  * collector as a whole accepted, exported and lost while the window was
  * open and in its grace period ("scope":"collector": every engine's spans);
@@ -399,10 +525,15 @@ sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status)
      * came after (the batch processor and the sending queue keep order):
      * once as many spans have been exported (or lost) since the window
      * opened, all of its own are out. */
+    sf_tc_window_track(x, w);
     c = w->at_end;
     sf_tc_window_counts(x, w, &now);
     c.exported = now.exported < c.accepted ? now.exported : c.accepted;
-    queued = c.accepted > c.exported + c.lost ? c.accepted - c.exported - c.lost : 0;
+    c.post_lost = now.post_lost < c.accepted - c.exported ? now.post_lost
+                                                          : c.accepted - c.exported;
+    c.lost = c.refused + c.post_lost;
+    c.lost_collector = now.lost_collector;
+    queued = c.accepted - c.exported - c.post_lost;
     if (queued > 0 && may_wait && t < w->drain_until_mono) {
         w->closing = true;
         w->close_due_mono = t + TC_DRAIN_STEP;
@@ -435,6 +566,10 @@ sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status)
             json_object_object_add(rec, "exported", json_object_new_uint64(c.exported));
             json_object_object_add(rec, "enqueue_failed", json_object_new_uint64(c.enqueue_failed));
             json_object_object_add(rec, "lost", json_object_new_uint64(c.lost));
+            /* beside the window's own: what the collector lost meanwhile,
+             * spans queued before the window opened included */
+            json_object_object_add(rec, "lost_collector", json_object_new_uint64(c.lost_collector));
+            json_object_object_add(rec, "queued_before", json_object_new_uint64(w->own.backlog));
             /* accepted by the end of the grace period, neither exported nor
              * lost when the record was written */
             json_object_object_add(rec, "queued", json_object_new_uint64(queued));
@@ -450,22 +585,26 @@ sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status)
             put_reasons(rec, "send_failed", c.now.send_failed, w->at_start.send_failed);
             if (w->target->match.n > 0)
                 put_target_counts(rec, w, &c);
+            if (w->target->engine_log.receiver != NULL)
+                put_engine_counts(rec, w, &c);
             json_object_object_add(rec, "complete", json_object_new_boolean(complete(w, &c)));
+            json_object_object_add(rec, "capture", json_object_new_string(verdict(w, &c)));
         }
         json_object_object_add(rec, "marker", json_object_new_string(marker));
     }
     sf_info("trace_control: window '%s' on target '%s' closed (%s; capture %s)", w->id,
-            w->target->id, w->cause, !recovered && complete(w, &c) ? "complete" : "NOT complete");
+            w->target->id, w->cause, recovered ? "incomplete" : verdict(w, &c));
     w->closed = (tc_closed){ .valid = true, .accepted = c.accepted, .exported = c.exported,
                              .lost = c.lost, .queued = queued,
+                             .engine_dropped = c.engine[TC_ENG_EVENTS],
                              .complete = !recovered && complete(w, &c),
+                             .capture = recovered ? "incomplete" : verdict(w, &c),
                              .closed_wall = sf_wall_ms() };
     memcpy(w->closed.id, w->id, sizeof(w->closed.id));
     memcpy(w->closed.cause, w->cause, sizeof(w->closed.cause));
     snprintf(w->last_close, sizeof(w->last_close), "last window '%s' closed (%s%s%s): %" PRIu64
              " spans accepted, %" PRIu64 " exported, %" PRIu64 " lost, %" PRIu64 " queued; "
              "capture %s", w->id, w->cause, w->note[0] ? ": " : "", w->note, c.accepted,
-             c.exported, c.lost, queued,
-             !recovered && complete(w, &c) ? "complete" : "NOT complete");
+             c.exported, c.lost, queued, recovered ? "incomplete" : verdict(w, &c));
     return sf_tc_audit_record(x, rec);
 }
