@@ -12,7 +12,7 @@ found=$(grep -n -E '^[[:space:]]*#[[:space:]]*include[[:space:]]*"(\.\./)*(pipel
     pipeline/*.c pipeline/*.h pipeline/internal/* pipeline/cli/* 2>/dev/null)
 if [ -n "$found" ]; then
     echo "$found"
-    echo "check_layout: the core includes component headers (README, Layout: the core knows components only through sf_component_type)" >&2
+    echo "check_layout: the core includes component headers (pipeline/README.md, Layout: the core knows components only through sf_component_type)" >&2
     exit 1
 fi
 echo "check_layout: the core includes no component header"

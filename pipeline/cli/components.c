@@ -3,8 +3,8 @@
  * upstream collector's distributions list theirs in components.go). It
  * sits with the command, not in the core: the core library knows
  * components only through sf_component_type and does not link them. Adding
- * a component type is one extern and one line here (README, Adding a
- * component). */
+ * a component type is one extern and one line here (pipeline/README.md,
+ * Adding a component). */
 #include "internal/sf_core.h"
 
 #include <stddef.h>

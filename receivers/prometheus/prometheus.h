@@ -7,7 +7,7 @@
 
 #include "sf_component.h"
 
-/* Spanfence's bounds where Prometheus has none by default (README). */
+/* Spanfence's bounds where Prometheus has none by default (receivers/README.md). */
 #define SF_PROM_DEFAULT_BODY_SIZE_LIMIT "16MiB"
 #define SF_PROM_MAX_TARGETS 64
 

@@ -260,9 +260,9 @@ test('10: a port in use is reported in one line', async () => {
   });
 });
 
-test('4: README and compose launch SGLang as it takes its options today', () => {
+test('4: the operators\' guide and compose launch SGLang as it takes its options today', () => {
   const src = process.env.SF_SOURCE_DIR || path.join(__dirname, '..', '..');
-  const readme = fs.readFileSync(path.join(src, 'README.md'), 'utf8');
+  const readme = fs.readFileSync(path.join(src, 'pipeline', 'extensions', 'trace_control', 'README.md'), 'utf8');
   const compose = fs.readFileSync(path.join(src, 'configs', 'compose.yaml'), 'utf8');
   assert.doesNotMatch(readme, /--oltp-traces-endpoint|--trace-level \d/, 'a flag SGLang does not have');
   assert.match(readme, /SGLANG_TRACE_LEVEL=0 OTEL_RESOURCE_ATTRIBUTES=service\.instance\.id=r1 \\\n +python3 -m sglang\.launch_server .*\\\n +--enable-trace --otlp-traces-endpoint 127\.0\.0\.1:4317/);
