@@ -1,11 +1,9 @@
 /* sf_process.h: process-wide library state the core owns, set up once at
  * start-up instead of by whichever component happens to come first:
  * libcurl's global init (curl_global_init is not thread-safe, and is never
- * undone: curl_global_cleanup is not thread-safe either) and gRPC's log
- * routing. libdeflate's counted allocator is set by its one user
- * (sf_compress.c). gRPC's
- * grpc_init() is reference-counted by design and stays with its users
- * (sf_grpc.h). */
+ * undone: curl_global_cleanup is not thread-safe either). libdeflate's
+ * counted allocator is set by its one user (sf_compress.c); gRPC core is the
+ * `otlp` exporter's (exporters/otlp_grpc/grpc_core.h). */
 #ifndef SF_PROCESS_H
 #define SF_PROCESS_H
 

@@ -20,7 +20,7 @@
  *   server sent a google.rpc.RetryInfo (grpc-status-details-bin), whose
  *   retry_delay is honoured; everything else is permanent. */
 #include "otlp_grpc.h"
-#include "sf_grpc.h"
+#include "grpc_core.h"
 #include "sf_time.h"
 
 #include <inttypes.h>

@@ -1,8 +1,7 @@
 /* tests/pipeline/test_process.c: the core's process-wide set-up
  * (pipeline/sf_process.c): SF_OK, done once however many threads ask at
- * the same time, libcurl usable after it, and gRPC's log routed into
- * sf_log's lines (prefixed "grpc: ", at the matching level, gRPC's debug
- * lines kept out unless spanfence logs at debug). */
+ * the same time, and libcurl usable after it. gRPC's log routing is the
+ * `otlp` exporter's (tests/exporters/test_grpc_core.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,11 +12,8 @@
 #include <string.h>
 
 #include <curl/curl.h>
-#include <grpc/support/log.h>
 
-#include "sf_log.h"
 #include "sf_process.h"
-#include "tests/sf_test_stderr.h"
 
 #define THREADS 8
 
@@ -54,30 +50,11 @@ static void test_curl_ready(void **state)
     curl_easy_cleanup(h);
 }
 
-static void test_grpc_log_routed(void **state)
-{
-    char *text;
-
-    (void)state;
-    sf_log_set_level(SF_LOG_INFO);
-    assert_int_equal(sf_process_init(), SF_OK);
-    sf_test_stderr_begin();
-    gpr_log(GPR_ERROR, "routed %d", 7);
-    gpr_log(GPR_DEBUG, "not at info");
-    text = sf_test_stderr_end(NULL);
-    /* one sf_log line, at error, with gRPC's message after "grpc: " */
-    assert_non_null(strstr(text, "Z error grpc: routed 7\n"));
-    assert_null(strstr(text, "not at info"));
-    assert_int_equal(strchr(text, '\n') - text + 1, (long)strlen(text));
-    free(text);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_once_from_many_threads),
         cmocka_unit_test(test_curl_ready),
-        cmocka_unit_test(test_grpc_log_routed),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

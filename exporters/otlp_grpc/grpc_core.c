@@ -1,18 +1,34 @@
-/* sf_grpc.c: gRPC core references for the gRPC receiver and exporter, and
- * the names of gRPC's status codes. The process-wide part (gRPC's log
- * routed into sf_log) is the core's start-up, sf_process_init(). */
-#include "sf_grpc.h"
+/* grpc_core.c: gRPC core references (grpc_core.h), gRPC's log routed into
+ * sf_log, and the names of gRPC's status codes. */
+#include "grpc_core.h"
 #include "sf_log.h"
-#include "sf_process.h"
+
+#include <pthread.h>
 
 #include <grpc/grpc.h>
 #include <grpc/status.h>
 #include <grpc/support/log.h>
 
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+
+static void grpc_log_to_sf(gpr_log_func_args *args)
+{
+    sf_log_level lvl = args->severity == GPR_LOG_SEVERITY_ERROR ? SF_LOG_ERROR
+                       : args->severity == GPR_LOG_SEVERITY_INFO ? SF_LOG_INFO : SF_LOG_DEBUG;
+    sf_log(lvl, "grpc: %s", args->message);
+}
+
+static void route_log(void)
+{
+    gpr_set_log_function(grpc_log_to_sf);
+}
+
 void sf_grpc_init(void)
 {
-    sf_process_init();      /* once: a component made by hand in a test may come first */
-    /* the level may have changed since (a reload) */
+    pthread_once(&log_once, route_log);
+    /* at the level set now (debug shows gRPC's debug lines, otherwise
+     * errors only): it may have changed since the last reference (a
+     * reload) */
     gpr_set_log_verbosity(sf_log_get_level() <= SF_LOG_DEBUG ? GPR_LOG_SEVERITY_DEBUG
                                                              : GPR_LOG_SEVERITY_ERROR);
     grpc_init();

@@ -1,6 +1,6 @@
-/* tests/pipeline/test_grpc.c: the gRPC core references the gRPC receiver
- * and exporter hold (pipeline/sf_grpc.c): sf_grpc_init does the
- * process-wide set-up first (gRPC's log routed into sf_log), takes a
+/* tests/exporters/test_grpc_core.c: the gRPC core references the `otlp`
+ * exporter holds (exporters/otlp_grpc/grpc_core.c): sf_grpc_init routes
+ * gRPC's log into sf_log (once, one line per message), takes a
  * reference (gRPC initialised while any is held, nested references
  * counted), picks up a log level set since (debug shows gRPC's debug
  * lines, otherwise errors only), the last sf_grpc_shutdown lets gRPC
@@ -17,7 +17,7 @@
 #include <grpc/grpc.h>
 #include <grpc/support/log.h>
 
-#include "sf_grpc.h"
+#include "exporters/otlp_grpc/grpc_core.h"
 #include "sf_log.h"
 #include "tests/sf_test_stderr.h"
 
@@ -80,6 +80,25 @@ static void test_log_level_followed(void **state)
     sf_log_set_level(SF_LOG_INFO);
 }
 
+static void test_grpc_log_routed(void **state)
+{
+    char *text;
+
+    (void)state;
+    sf_log_set_level(SF_LOG_INFO);
+    sf_grpc_init();
+    sf_test_stderr_begin();
+    gpr_log(GPR_ERROR, "routed %d", 7);
+    gpr_log(GPR_DEBUG, "not at info");
+    text = sf_test_stderr_end(NULL);
+    sf_grpc_shutdown();
+    /* one sf_log line, at error, with gRPC's message after "grpc: " */
+    assert_non_null(strstr(text, "Z error grpc: routed 7\n"));
+    assert_null(strstr(text, "not at info"));
+    assert_int_equal(strchr(text, '\n') - text + 1, (long)strlen(text));
+    free(text);
+}
+
 static void test_status_names(void **state)
 {
     static const char *const names[] = {
@@ -103,6 +122,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_log_level_followed),
+        cmocka_unit_test(test_grpc_log_routed),
         cmocka_unit_test(test_references),
         cmocka_unit_test(test_status_names),
     };
