@@ -40,7 +40,7 @@
  *   scratch); the edit is read-only, so calls run concurrently. */
 #include "sf_otlp_wire.h"
 #include "sf_alloc.h"
-#include "sf_request.h"
+#include "sf_buf.h"
 
 #include <math.h>
 #include <pthread.h>
