@@ -1,19 +1,15 @@
-/* sf_metrics.c: reason labels, the Prometheus text of every component's
- * counters (upstream's metric names, then each type's own rows), and the
- * /metrics endpoint (libmicrohttpd with its own polling thread; each scrape
- * renders the counters afresh), with /status: the same counters as one
- * JSON document (sf_overview.c) for `spanfence status`. */
+/* sf_metrics.c: reason labels, and the Prometheus text of every
+ * component's counters (upstream's metric names, then each type's own
+ * rows), rendered afresh for each scrape of the monitoring server's
+ * /metrics (sf_monitor.c). */
 #include "sf_metrics.h"
 #include "sf_alloc.h"
 #include "sf_dynbuf.h"
 #include "sf_log.h"
-#include "sf_net.h"
 #include "sf_time.h"
 #include "internal/sf_core.h"
-#include "internal/sf_metrics_server.h"
+#include "internal/sf_metrics_render.h"
 
-#include <json-c/json.h>
-#include <microhttpd.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -758,98 +754,4 @@ sf_status sf_metrics_render_style(sf_component *components, size_t n,
     }
     *out = sf_dynbuf_take(&t->buf, out_len);
     return *out != NULL ? SF_OK : SF_ENOMEM;
-}
-
-struct sf_metrics_server {
-    struct MHD_Daemon *daemon;
-    sf_service *svc;
-};
-
-static enum MHD_Result respond(struct MHD_Connection *conn, unsigned code, const char *type,
-                               char *body, size_t len, enum MHD_ResponseMemoryMode mode)
-{
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, mode);
-    enum MHD_Result ret;
-
-    if (r == NULL)
-        return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", type);
-    ret = MHD_queue_response(conn, code, r);
-    MHD_destroy_response(r);
-    return ret;
-}
-
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_size, void **req_cls)
-{
-    sf_metrics_server *m = cls;
-    char *body;
-    size_t len;
-    enum MHD_Result ret;
-
-    (void)version;
-    (void)upload_data;
-    if (*req_cls == NULL) {         /* headers only so far */
-        *req_cls = m;
-        return MHD_YES;
-    }
-    if (*upload_size != 0) {        /* ignore any body */
-        *upload_size = 0;
-        return MHD_YES;
-    }
-    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-        return respond(conn, 405, "text/plain", "method not allowed\n", 19,
-                       MHD_RESPMEM_PERSISTENT);
-    if (strcmp(url, "/healthz") == 0)
-        return respond(conn, 200, "text/plain", "ok\n", 3, MHD_RESPMEM_PERSISTENT);
-    if (strcmp(url, "/status") == 0) {
-        /* `spanfence status`: the same counters as one JSON document */
-        json_object *doc = sf_service_overview(m->svc);
-        const char *text = doc != NULL ? json_object_to_json_string_ext(
-                               doc, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
-                                       : NULL;
-
-        ret = text != NULL ? respond(conn, 200, "application/json", (char *)text, strlen(text),
-                                     MHD_RESPMEM_MUST_COPY)
-                           : respond(conn, 500, "text/plain", "out of memory\n", 14,
-                                     MHD_RESPMEM_PERSISTENT);
-        json_object_put(doc);
-        return ret;
-    }
-    if (strcmp(url, "/metrics") != 0)
-        return respond(conn, 404, "text/plain", "not found\n", 10, MHD_RESPMEM_PERSISTENT);
-    if (sf_service_render_metrics(m->svc, &body, &len) != SF_OK)
-        return respond(conn, 500, "text/plain", "out of memory\n", 14, MHD_RESPMEM_PERSISTENT);
-    ret = respond(conn, 200, "text/plain; version=0.0.4", body, len, MHD_RESPMEM_MUST_COPY);
-    sf_free(body);
-    return ret;
-}
-
-sf_status sf_metrics_server_start(const char *address, sf_service *svc, sf_metrics_server **out)
-{
-    sf_metrics_server *m;
-    sf_status st;
-
-    *out = NULL;
-    m = sf_calloc(1, sizeof(*m));
-    if (m == NULL)
-        return SF_ENOMEM;
-    m->svc = svc;
-    st = sf_net_http_listen("metrics", address, on_request, m, &m->daemon);
-    if (st != SF_OK) {
-        sf_free(m);
-        return st;
-    }
-    sf_info("metrics: serving /metrics on %s", address);
-    *out = m;
-    return SF_OK;
-}
-
-void sf_metrics_server_stop(sf_metrics_server *m)
-{
-    if (m == NULL)
-        return;
-    MHD_stop_daemon(m->daemon);
-    sf_free(m);
 }

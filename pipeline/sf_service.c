@@ -38,7 +38,8 @@
 #include "sf_service.h"
 #include "internal/sf_core.h"
 #include "internal/sf_config_int.h"
-#include "internal/sf_metrics_server.h"
+#include "internal/sf_metrics_render.h"
+#include "internal/sf_monitor.h"
 #include "sf_overview.h"
 #include "sf_sender.h"
 #include "sf_process.h"
@@ -66,7 +67,7 @@ struct sf_service {
     sf_component *components;        /* in config order; only those in use */
     size_t n_routes;
     sf_route *routes;
-    sf_metrics_server *metrics;
+    sf_monitor *monitor;
     bool started;
     _Atomic int state;               /* sf_service_state, read by extensions' threads */
     /* when state became RUNNING (wall clock, monotonic); written before
@@ -318,13 +319,26 @@ static void suspend_kind(sf_service *svc, sf_kind kind, sf_handover *h, sf_servi
  * again, except that with `h` (a reload) the components that can be
  * suspended are, into `h`, so their state (open windows, batches not sent,
  * a journal cursor) is not lost with this service. */
+static sf_status monitor_metrics(void *ctx, char **out, size_t *out_len)
+{
+    return sf_service_render_metrics(ctx, out, out_len);
+}
+
+static struct json_object *monitor_status(void *ctx)
+{
+    return sf_service_overview(ctx);
+}
+
 static sf_status start_all(sf_service *svc, sf_handover *h)
 {
     sf_status st;
     size_t k;
 
     if (svc->cfg->metrics_address != NULL) {
-        st = sf_metrics_server_start(svc->cfg->metrics_address, svc, &svc->metrics);
+        const sf_monitor_source src = { .ctx = svc, .metrics = monitor_metrics,
+                                        .status = monitor_status };
+
+        st = sf_monitor_start(svc->cfg->metrics_address, &src, &svc->monitor);
         if (st != SF_OK)
             goto out_suspend;
     }
@@ -351,8 +365,8 @@ out_stop:
         else
             shutdown_kind(svc, start_order[j]);
     }
-    sf_metrics_server_stop(svc->metrics);
-    svc->metrics = NULL;
+    sf_monitor_stop(svc->monitor);
+    svc->monitor = NULL;
     return st;
 
 out_suspend:
@@ -384,8 +398,8 @@ void sf_service_shutdown(sf_service *svc)
     shutdown_kind(svc, SF_KIND_EXPORTER);
     /* The metrics endpoint stays up until here so the final counts can be
      * scraped while queues drain. */
-    sf_metrics_server_stop(svc->metrics);
-    svc->metrics = NULL;
+    sf_monitor_stop(svc->monitor);
+    svc->monitor = NULL;
 }
 
 void sf_service_destroy(sf_service *svc)
@@ -585,8 +599,8 @@ sf_status sf_service_stop_for_reload(sf_service *svc, sf_service *next, sf_hando
         shutdown_kind(svc, SF_KIND_PROCESSOR);
         stop_injecting(svc);
         suspend_kind(svc, SF_KIND_EXPORTER, h, next);
-        sf_metrics_server_stop(svc->metrics);
-        svc->metrics = NULL;
+        sf_monitor_stop(svc->monitor);
+        svc->monitor = NULL;
     }
     for (size_t i = 0; i < svc->n_components + svc->n_retired; i++) {
         sf_component *c = i < svc->n_components ? &svc->components[i]

@@ -1,10 +1,13 @@
-/* internal/sf_metrics_server.h: the Prometheus renderer and the /metrics
- * HTTP endpoint (libmicrohttpd, one internal thread) serving
- * sf_service_render_metrics(). */
-#ifndef SF_METRICS_SERVER_H
-#define SF_METRICS_SERVER_H
+/* internal/sf_metrics_render.h: the Prometheus text renderer of the
+ * components' counters (served by the monitoring server, internal/sf_monitor.h,
+ * through the service). */
+#ifndef SF_METRICS_RENDER_H
+#define SF_METRICS_RENDER_H
 
-#include "../sf_service.h"
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../sf_status.h"
 
 struct sf_component;
 
@@ -32,11 +35,5 @@ sf_status sf_metrics_render(struct sf_component *components, size_t n, char **ou
                             size_t *out_len);
 sf_status sf_metrics_render_style(struct sf_component *components, size_t n,
                                   const sf_metrics_style *style, char **out, size_t *out_len);
-
-typedef struct sf_metrics_server sf_metrics_server;
-
-/* Listen on `address` ("host:port"). SF_IO when it cannot bind. */
-sf_status sf_metrics_server_start(const char *address, sf_service *svc, sf_metrics_server **out);
-void sf_metrics_server_stop(sf_metrics_server *m);   /* NULL is fine */
 
 #endif

@@ -1,0 +1,104 @@
+/* sf_monitor.c: the monitoring server (internal/sf_monitor.h). */
+#include "internal/sf_monitor.h"
+#include "sf_alloc.h"
+#include "sf_log.h"
+#include "sf_net.h"
+
+#include <string.h>
+
+#include <json-c/json.h>
+#include <microhttpd.h>
+
+struct sf_monitor {
+    struct MHD_Daemon *daemon;
+    sf_monitor_source src;
+};
+
+static enum MHD_Result respond(struct MHD_Connection *conn, unsigned code, const char *type,
+                               char *body, size_t len, enum MHD_ResponseMemoryMode mode)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, mode);
+    enum MHD_Result ret;
+
+    if (r == NULL)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    ret = MHD_queue_response(conn, code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_size, void **req_cls)
+{
+    sf_monitor *m = cls;
+    char *body;
+    size_t len;
+    enum MHD_Result ret;
+
+    (void)version;
+    (void)upload_data;
+    if (*req_cls == NULL) {         /* headers only so far */
+        *req_cls = m;
+        return MHD_YES;
+    }
+    if (*upload_size != 0) {        /* ignore any body */
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+        return respond(conn, 405, "text/plain", "method not allowed\n", 19,
+                       MHD_RESPMEM_PERSISTENT);
+    if (strcmp(url, "/healthz") == 0)
+        return respond(conn, 200, "text/plain", "ok\n", 3, MHD_RESPMEM_PERSISTENT);
+    if (strcmp(url, "/status") == 0) {
+        /* `spanfence status`: the same counters as one JSON document */
+        json_object *doc = m->src.status(m->src.ctx);
+        const char *text = doc != NULL ? json_object_to_json_string_ext(
+                               doc, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+                                       : NULL;
+
+        ret = text != NULL ? respond(conn, 200, "application/json", (char *)text, strlen(text),
+                                     MHD_RESPMEM_MUST_COPY)
+                           : respond(conn, 500, "text/plain", "out of memory\n", 14,
+                                     MHD_RESPMEM_PERSISTENT);
+        json_object_put(doc);
+        return ret;
+    }
+    if (strcmp(url, "/metrics") != 0)
+        return respond(conn, 404, "text/plain", "not found\n", 10, MHD_RESPMEM_PERSISTENT);
+    if (m->src.metrics(m->src.ctx, &body, &len) != SF_OK)
+        return respond(conn, 500, "text/plain", "out of memory\n", 14, MHD_RESPMEM_PERSISTENT);
+    ret = respond(conn, 200, "text/plain; version=0.0.4", body, len, MHD_RESPMEM_MUST_COPY);
+    sf_free(body);
+    return ret;
+}
+
+sf_status sf_monitor_start(const char *address, const sf_monitor_source *src, sf_monitor **out)
+{
+    sf_monitor *m;
+    sf_status st;
+
+    *out = NULL;
+    m = sf_calloc(1, sizeof(*m));
+    if (m == NULL)
+        return SF_ENOMEM;
+    m->src = *src;
+    st = sf_net_http_listen("metrics", address, on_request, m, &m->daemon);
+    if (st != SF_OK) {
+        sf_free(m);
+        return st;
+    }
+    sf_info("metrics: serving /metrics on %s", address);
+    *out = m;
+    return SF_OK;
+}
+
+void sf_monitor_stop(sf_monitor *m)
+{
+    if (m == NULL)
+        return;
+    MHD_stop_daemon(m->daemon);
+    sf_free(m);
+}
