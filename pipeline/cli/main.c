@@ -31,7 +31,7 @@
 #include "sf_config.h"
 #include "sf_log.h"
 #include "sf_overview.h"
-#include "sf_policy.h"
+#include "policy/sf_policy.h"
 #include "sf_sender.h"
 #include "sf_service.h"
 #include "sf_time.h"

@@ -18,7 +18,7 @@
 
 #include "sf_alloc.h"
 #include "sf_config.h"
-#include "sf_policy.h"
+#include "policy/sf_policy.h"
 
 #define CVM "configs/cvm.yaml"
 #define MAX_WANT 16
