@@ -1,7 +1,9 @@
 /* sf_overview.c: the collector at a glance (sf_overview.h), built with
- * json-c from the same counters /metrics renders, and the last reload's
- * result, which outlives the services a reload replaces. Every key is
- * always there (stable for scripts); by-reason maps hold every reason. */
+ * json-c from the same counters /metrics renders, and the command's
+ * history (the last reload's result, the config's sources, the last
+ * minute), a value the command owns and hands each service it runs, so
+ * it outlives the services a reload replaces. Every key is always there
+ * (stable for scripts); by-reason maps hold every reason. */
 #include "sf_overview.h"
 #include "sf_dynbuf.h"
 #include "sf_net.h"
@@ -19,44 +21,33 @@
 #define SF_VERSION "0.0.0"
 #endif
 
-static pthread_mutex_t reload_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    unsigned long count;
-    bool ok;
-    int64_t wall_ms;
-    char message[512];
-    int64_t recent_ms;              /* what the recent counts cover (0: none yet) */
-    uint64_t recent[3];             /* accepted, exported, lost in recent_ms */
-    char sources[1024];             /* the --config/--set sources running, "" unknown */
-    char policy[1024];              /* the --policy the running config holds, "" none */
-} last_reload;
-
-void sf_overview_note_recent(int64_t ms, uint64_t accepted, uint64_t exported, uint64_t lost)
+void sf_history_note_recent(sf_history *h, int64_t ms, uint64_t accepted, uint64_t exported,
+                            uint64_t lost)
 {
-    pthread_mutex_lock(&reload_mu);
-    last_reload.recent_ms = ms;
-    last_reload.recent[0] = accepted;
-    last_reload.recent[1] = exported;
-    last_reload.recent[2] = lost;
-    pthread_mutex_unlock(&reload_mu);
+    pthread_mutex_lock(&h->mu);
+    h->recent_ms = ms;
+    h->recent[0] = accepted;
+    h->recent[1] = exported;
+    h->recent[2] = lost;
+    pthread_mutex_unlock(&h->mu);
 }
 
-void sf_overview_note_config(const char *sources, const char *policy)
+void sf_history_note_config(sf_history *h, const char *sources, const char *policy)
 {
-    pthread_mutex_lock(&reload_mu);
-    snprintf(last_reload.sources, sizeof(last_reload.sources), "%s", sources ? sources : "");
-    snprintf(last_reload.policy, sizeof(last_reload.policy), "%s", policy ? policy : "");
-    pthread_mutex_unlock(&reload_mu);
+    pthread_mutex_lock(&h->mu);
+    snprintf(h->sources, sizeof(h->sources), "%s", sources ? sources : "");
+    snprintf(h->policy, sizeof(h->policy), "%s", policy ? policy : "");
+    pthread_mutex_unlock(&h->mu);
 }
 
-void sf_overview_note_reload(bool ok, const char *message)
+void sf_history_note_reload(sf_history *h, bool ok, const char *message)
 {
-    pthread_mutex_lock(&reload_mu);
-    last_reload.count++;
-    last_reload.ok = ok;
-    last_reload.wall_ms = sf_wall_ms();
-    snprintf(last_reload.message, sizeof(last_reload.message), "%s", message ? message : "");
-    pthread_mutex_unlock(&reload_mu);
+    pthread_mutex_lock(&h->mu);
+    h->count++;
+    h->ok = ok;
+    h->wall_ms = sf_wall_ms();
+    snprintf(h->message, sizeof(h->message), "%s", message ? message : "");
+    pthread_mutex_unlock(&h->mu);
 }
 
 static json_object *time_or_null(int64_t wall_ms)
@@ -69,20 +60,17 @@ static json_object *time_or_null(int64_t wall_ms)
     return json_object_new_string(buf);
 }
 
-static json_object *reload_object(void)
+/* `h` held by the caller */
+static json_object *reload_object(const sf_history *h)
 {
     json_object *o = json_object_new_object();
 
     if (o == NULL)
         return NULL;
-    pthread_mutex_lock(&reload_mu);
-    json_object_object_add(o, "count", json_object_new_uint64(last_reload.count));
-    json_object_object_add(o, "ok", last_reload.count ? json_object_new_boolean(last_reload.ok)
-                                                      : NULL);
-    json_object_object_add(o, "time", time_or_null(last_reload.wall_ms));
-    json_object_object_add(o, "message", last_reload.count
-                           ? json_object_new_string(last_reload.message) : NULL);
-    pthread_mutex_unlock(&reload_mu);
+    json_object_object_add(o, "count", json_object_new_uint64(h->count));
+    json_object_object_add(o, "ok", h->count ? json_object_new_boolean(h->ok) : NULL);
+    json_object_object_add(o, "time", time_or_null(h->wall_ms));
+    json_object_object_add(o, "message", h->count ? json_object_new_string(h->message) : NULL);
     return o;
 }
 
@@ -325,8 +313,9 @@ static json_object *totals_object(const sums *s)
 }
 
 json_object *sf_overview_build(sf_component *components, size_t n, sf_component *retired,
-                               size_t n_retired, const sf_config *cfg)
+                               size_t n_retired, const sf_config *cfg, sf_history *history)
 {
+    static sf_history none = SF_HISTORY_INIT;   /* a service no command runs */
     static const sf_kind kinds[] = { SF_KIND_RECEIVER, SF_KIND_PROCESSOR, SF_KIND_EXPORTER,
                                      SF_KIND_EXTENSION };
     static const char *const keys[] = { "receivers", "processors", "exporters", "extensions" };
@@ -339,26 +328,28 @@ json_object *sf_overview_build(sf_component *components, size_t n, sf_component 
     memset(s, 0, sizeof(s));
     json_object_object_add(doc, "version", json_object_new_string(SF_VERSION));
     json_object_object_add(doc, "time", time_or_null(sf_wall_ms()));
-    pthread_mutex_lock(&reload_mu);
-    json_object_object_add(doc, "config", last_reload.sources[0]
-                           ? json_object_new_string(last_reload.sources)
+    if (history == NULL)
+        history = &none;
+    pthread_mutex_lock(&history->mu);
+    json_object_object_add(doc, "config", history->sources[0]
+                           ? json_object_new_string(history->sources)
                            : cfg->file ? json_object_new_string(cfg->file) : NULL);
-    json_object_object_add(doc, "policy", last_reload.policy[0]
-                           ? json_object_new_string(last_reload.policy) : NULL);
+    json_object_object_add(doc, "policy", history->policy[0]
+                           ? json_object_new_string(history->policy) : NULL);
     {
-        json_object *r = last_reload.recent_ms > 0 ? json_object_new_object() : NULL;
+        json_object *r = history->recent_ms > 0 ? json_object_new_object() : NULL;
 
         if (r != NULL) {
             json_object_object_add(r, "seconds",
-                                   json_object_new_int64((last_reload.recent_ms + 500) / 1000));
-            add_u64(r, "accepted", last_reload.recent[0]);
-            add_u64(r, "exported", last_reload.recent[1]);
-            add_u64(r, "lost", last_reload.recent[2]);
+                                   json_object_new_int64((history->recent_ms + 500) / 1000));
+            add_u64(r, "accepted", history->recent[0]);
+            add_u64(r, "exported", history->recent[1]);
+            add_u64(r, "lost", history->recent[2]);
         }
         json_object_object_add(doc, "recent", r);
     }
-    pthread_mutex_unlock(&reload_mu);
-    json_object_object_add(doc, "reload", reload_object());
+    json_object_object_add(doc, "reload", reload_object(history));
+    pthread_mutex_unlock(&history->mu);
     pipes = json_object_new_array();
     for (size_t p = 0; p < cfg->n_pipelines && pipes != NULL; p++) {
         const sf_config_pipeline *pl = &cfg->pipelines[p];

@@ -63,6 +63,7 @@ typedef struct sf_route {
 
 struct sf_service {
     const sf_config *cfg;
+    sf_history *history;             /* the command's; NULL: none */
     size_t n_components;
     sf_component *components;        /* in config order; only those in use */
     size_t n_routes;
@@ -1235,5 +1236,10 @@ sf_status sf_service_render_metrics(sf_service *svc, char **out, size_t *out_len
 struct json_object *sf_service_overview(sf_service *svc)
 {
     return sf_overview_build(svc->components, svc->n_components, svc->retired, svc->n_retired,
-                             svc->cfg);
+                             svc->cfg, svc->history);
+}
+
+void sf_service_set_history(sf_service *svc, sf_history *history)
+{
+    svc->history = history;
 }

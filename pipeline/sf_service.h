@@ -74,5 +74,9 @@ sf_status sf_service_render_metrics(sf_service *svc, char **buf, size_t *len);
 /* The collector at a glance (sf_overview.h), or NULL for want of memory;
  * the caller puts it. Any thread. */
 struct json_object *sf_service_overview(sf_service *svc);
+/* The history (sf_overview.h) the overview shows: the command's, which
+ * outlives this service. Before sf_service_start. */
+struct sf_history;
+void sf_service_set_history(sf_service *svc, struct sf_history *history);
 
 #endif

@@ -56,6 +56,11 @@
 
 enum { EXIT_OK = 0, EXIT_INVALID = 1, EXIT_USAGE = 2 };
 
+/* What `run` has seen across reloads (the last reload's result, the
+ * config's sources, the last minute): the status document shows it, and
+ * it outlives every service a reload replaces. */
+static sf_history history = SF_HISTORY_INIT;
+
 static void usage(FILE *f)
 {
     fputs("usage: spanfence [--config URI]... [--set K=V]... [--policy FILE]   run the collector\n"
@@ -572,7 +577,7 @@ static void notify_status(sf_service *svc, minute *m, const char *note)
     old = &m->s[oldest];
     since = m->at[oldest];
     /* the same figures for `spanfence status` */
-    sf_overview_note_recent(t - since, now.accepted - old->accepted,
+    sf_history_note_recent(&history, t - since, now.accepted - old->accepted,
                             now.exported - old->exported, lost_of(&now) - lost_of(old));
     windows_note(svc, windows, sizeof(windows));
     sd_notifyf(0, "STATUS=%s%slast minute: %" PRIu64 " spans accepted, %" PRIu64 " exported, %"
@@ -701,7 +706,7 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
                  "configuration", c->name);
         sd_notifyf(0, "READY=1\nSTATUS=reload refused: %s is not valid; running the previous "
                    "configuration", c->name);
-        sf_overview_note_reload(false, "the new configuration is not valid (see the log); "
+        sf_history_note_reload(&history, false, "the new configuration is not valid (see the log); "
                                 "running the previous one");
         return true;
     }
@@ -711,11 +716,12 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
         sf_config_destroy(ncfg);
         sd_notify(0, "READY=1\nSTATUS=reload failed: out of memory; running the previous "
                   "configuration");
-        sf_overview_note_reload(false, "out of memory; running the previous configuration");
+        sf_history_note_reload(&history, false, "out of memory; running the previous configuration");
         return true;
     }
     sf_log_set_level((sf_log_level)ncfg->log_level);
     (void)configure_log(ncfg);
+    sf_service_set_history(nsvc, &history);
     if (sf_service_start_from(nsvc, h) == SF_OK) {
         sf_handover_release(h);
         sf_service_destroy(*svc);
@@ -731,7 +737,7 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
                 sf_info("%s", push);
         }
         sd_notifyf(0, "READY=1\nSTATUS=reloaded: running with %s", c->name);
-        sf_overview_note_reload(true, "running the new configuration");
+        sf_history_note_reload(&history, true, "running the new configuration");
         return true;
     }
     sf_error("reload: the new configuration could not start; starting the previous one again");
@@ -739,7 +745,7 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
     (void)configure_log(*cfg);
     diag = sf_diag_create(c->name);
     if (diag != NULL && sf_service_create(*cfg, diag, &again) == SF_OK &&
-        sf_service_start_from(again, h) == SF_OK)
+        (sf_service_set_history(again, &history), sf_service_start_from(again, h) == SF_OK))
         ok = true;
     if (diag != NULL) {
         sf_diag_print(diag);
@@ -757,7 +763,7 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
     *svc = again;
     sd_notifyf(0, "READY=1\nSTATUS=reload refused: the new configuration could not start; "
                "running the previous one");
-    sf_overview_note_reload(false, "the new configuration could not start (see the log); "
+    sf_history_note_reload(&history, false, "the new configuration could not start (see the log); "
                             "running the previous one");
     sf_info("running with the previous configuration of %s", c->name);
     return true;
@@ -852,13 +858,14 @@ static int run(cli *cp, int argc, char **argv)
         sf_config_destroy(cfg);
         return EXIT_INVALID;
     }
+    sf_service_set_history(svc, &history);
     if (sf_service_start(svc) != SF_OK) {
         sf_error("spanfence: could not start; exiting");
         sf_service_destroy(svc);
         sf_config_destroy(cfg);
         return EXIT_INVALID;
     }
-    sf_overview_note_config(c.name, c.policy);
+    sf_history_note_config(&history, c.name, c.policy);
     {
         sf_totals zero;     /* the last minute starts at start */
 
