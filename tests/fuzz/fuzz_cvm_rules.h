@@ -118,7 +118,7 @@ static bool cvm_scalar_fits(const sf_otlp_value_rule *r, const sf_otlp_any *v)
 }
 
 /* Attributes of context c: kept keys only, once each, values fitting. */
-static void cvm_check_attrs(sf_transform_ctx c, size_t n, sf_otlp_kv *const *kv)
+static void cvm_check_attrs(sf_otlp_ctx c, size_t n, sf_otlp_kv *const *kv)
 {
     const sf_transform_program *p = cvm_cfg->program;
 
@@ -133,7 +133,7 @@ static void cvm_check_attrs(sf_transform_ctx c, size_t n, sf_otlp_kv *const *kv)
         for (size_t o = 0; o < sf_transform_op_count(p, c); o++) {
             const sf_transform_op *op = sf_transform_op_get(p, c, o);
 
-            if (op->kind == SF_TRANSFORM_VALUE_RULE && strcmp(op->keys.keys[0], kv[i]->key) == 0)
+            if (op->kind == SF_RULE_VALUE && strcmp(op->keys.keys[0], kv[i]->key) == 0)
                 rule = op->rule;
         }
         if (rule == NULL || kv[i]->value == NULL)
@@ -161,11 +161,11 @@ static const char *cvm_field_pattern(sf_otlp_field f)
 {
     const sf_transform_program *p = cvm_cfg->program;
 
-    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++)
-        for (size_t o = 0; o < sf_transform_op_count(p, (sf_transform_ctx)c); o++) {
-            const sf_transform_op *op = sf_transform_op_get(p, (sf_transform_ctx)c, o);
+    for (int c = 0; c < SF_OTLP_CTX_COUNT; c++)
+        for (size_t o = 0; o < sf_transform_op_count(p, (sf_otlp_ctx)c); o++) {
+            const sf_transform_op *op = sf_transform_op_get(p, (sf_otlp_ctx)c, o);
 
-            if (op->kind == SF_TRANSFORM_SET_FIELD && op->field == f)
+            if (op->kind == SF_RULE_SET_FIELD && op->field == f)
                 return op->pattern;
         }
     return NULL;
@@ -210,7 +210,7 @@ static void check_cvm_rules(const uint8_t *data, size_t size)
         if (rs->resource != NULL) {
             if (rs->resource->n_entity_refs > 0)
                 fuzz_fail("entity_refs left");
-            cvm_check_attrs(SF_TRANSFORM_RESOURCE, rs->resource->n_attributes,
+            cvm_check_attrs(SF_OTLP_RESOURCE, rs->resource->n_attributes,
                             rs->resource->attributes);
         }
         for (size_t j = 0; j < rs->n_scope_spans; j++) {
@@ -225,7 +225,7 @@ static void check_cvm_rules(const uint8_t *data, size_t size)
                     !cvm_matches(cvm_field_pattern(SF_OTLP_FIELD_SCOPE_NAME), ss->scope->name,
                                  strlen(ss->scope->name)))
                     fuzz_fail("scope name '%s' left", ss->scope->name);
-                cvm_check_attrs(SF_TRANSFORM_SCOPE, ss->scope->n_attributes,
+                cvm_check_attrs(SF_OTLP_SCOPE, ss->scope->n_attributes,
                                 ss->scope->attributes);
             }
             for (size_t k = 0; k < ss->n_spans; k++) {
@@ -235,7 +235,7 @@ static void check_cvm_rules(const uint8_t *data, size_t size)
                 if (!cvm_empty(sp->trace_state) ||
                     (sp->status != NULL && !cvm_empty(sp->status->message)))
                     fuzz_fail("span trace_state or status message left");
-                cvm_check_attrs(SF_TRANSFORM_SPAN, sp->n_attributes, sp->attributes);
+                cvm_check_attrs(SF_OTLP_SPAN, sp->n_attributes, sp->attributes);
                 if ((cvm_cfg->max_events_per_span > 0 &&
                      sp->n_events > (size_t)cvm_cfg->max_events_per_span) ||
                     (cvm_cfg->max_links_per_span > 0 &&
@@ -244,13 +244,13 @@ static void check_cvm_rules(const uint8_t *data, size_t size)
                               sp->n_links);
                 for (size_t e = 0; e < sp->n_events; e++) {
                     cvm_check_name(SF_OTLP_FIELD_EVENT_NAME, sp->events[e]->name);
-                    cvm_check_attrs(SF_TRANSFORM_SPANEVENT, sp->events[e]->n_attributes,
+                    cvm_check_attrs(SF_OTLP_SPANEVENT, sp->events[e]->n_attributes,
                                     sp->events[e]->attributes);
                 }
                 for (size_t l = 0; l < sp->n_links; l++) {
                     if (!cvm_empty(sp->links[l]->trace_state))
                         fuzz_fail("link trace_state left");
-                    cvm_check_attrs(SF_TRANSFORM_LINK, sp->links[l]->n_attributes,
+                    cvm_check_attrs(SF_OTLP_LINK, sp->links[l]->n_attributes,
                                     sp->links[l]->attributes);
                 }
             }
