@@ -35,7 +35,7 @@ static void check_op(const char *text, size_t len, int group, const sf_transform
         fail(text, len, group, "unknown kind");
     if (op->ctx < SF_OTLP_RESOURCE || op->ctx >= SF_OTLP_CTX_COUNT)
         fail(text, len, group, "no context");
-    if (group != SF_TRANSFORM_CTX_NONE && op->ctx != (sf_otlp_ctx)group)
+    if ((sf_otlp_ctx)group != SF_TRANSFORM_CTX_NONE && op->ctx != (sf_otlp_ctx)group)
         fail(text, len, group, "context differs from its group");
     if (op->kind == SF_RULE_CLEAR_STATUS_MESSAGE && op->ctx != SF_OTLP_SPAN)
         fail(text, len, group, "status message outside span");

@@ -1379,8 +1379,8 @@ static void test_policy_file_errors(void **state)
     static const char *const wantv[] = {
         "p.yaml:1:1: allowlist: 'processor' is required",
         "p.yaml:2:3: allowlist: unknown key 'procesor' (did you mean 'processor'?)",
-        "p.yaml:3:15: allowlist.error_mode: unknown value 'fail' (expected one of 'propagate', "
-        "'ignore', 'silent')",
+        ("p.yaml:3:15: allowlist.error_mode: unknown value 'fail' (expected one of 'propagate', "
+         "'ignore', 'silent')"),
         "p.yaml:5:18: allowlist.keys.span: 'a' is listed more than once",
         "p.yaml:6:5: allowlist.keys: unknown key 'spanevents' (did you mean 'spanevent'?)",
         "p.yaml:7:1: exporter: 'id' is required",
