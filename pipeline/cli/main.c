@@ -61,28 +61,48 @@ enum { EXIT_OK = 0, EXIT_INVALID = 1, EXIT_USAGE = 2 };
  * it outlives every service a reload replaces. */
 static sf_history history = SF_HISTORY_INIT;
 
+/* The command's own verbs; component types bring theirs
+ * (sf_component_type.verbs). One table: spanfence --help lists both, and
+ * a verb is looked up in the command's first. */
+static int verb_validate(int argc, char **argv);
+static int verb_print_config(int argc, char **argv);
+static int verb_status(int argc, char **argv);
+static int verb_reload(int argc, char **argv);
+static int verb_components(int argc, char **argv);
+
+static const sf_cli_verb command_verbs[] = {
+    { "validate", "--config URI... [--set K=V]... [--policy FILE]",
+      "check a config and exit", verb_validate },
+    { "print-config", "--config URI... [--set K=V]...",
+      "the effective config, secrets redacted", verb_print_config },
+    { "status", "[--config FILE | --metrics HOST:PORT] [--json] [--all]",
+      "the running collector at a glance", verb_status },
+    { "reload", "--pid PID [--config FILE | --metrics HOST:PORT]",
+      "SIGHUP and wait for the outcome", verb_reload },
+    { "components", "", "list the component types (YAML)", verb_components },
+    { NULL, NULL, NULL, NULL },
+};
+
+static void usage_verbs(FILE *f, const sf_cli_verb *v)
+{
+    for (; v != NULL && v->name != NULL; v++) {
+        int w = 31 - (int)strlen(v->name);     /* the help starts in column 50 */
+
+        if ((int)strlen(v->usage) < w - 1)
+            fprintf(f, "       spanfence %s %-*s%s\n", v->name, w, v->usage, v->help);
+        else
+            fprintf(f, "       spanfence %s %s\n%49s%s\n", v->name, v->usage, "", v->help);
+    }
+}
+
 static void usage(FILE *f)
 {
-    fputs("usage: spanfence [--config URI]... [--set K=V]... [--policy FILE]   run the collector\n"
-          "       spanfence validate --config URI... [--set K=V]... [--policy FILE]\n"
-          "                                                 check a config and exit\n"
-          "       spanfence print-config --config URI... [--set K=V]...\n"
-          "                                                 the effective config (defaults\n"
-          "                                                 filled in, secrets redacted)\n"
-          "       spanfence status [--config FILE | --metrics HOST:PORT] [--json] [--all]\n"
-          "                                                 the running collector at a glance\n"
-          "       spanfence reload --pid PID [--config FILE | --metrics HOST:PORT]\n"
-          "                                                 SIGHUP and wait for the outcome\n"
-          "       spanfence components                      list the component types (YAML)\n"
-          "       spanfence --help-config                   list every component's keys\n",
+    fputs("usage: spanfence [--config URI]... [--set K=V]... [--policy FILE]   run the collector\n",
           f);
-    /* the subcommands component types bring (sf_component_type.verbs) */
+    usage_verbs(f, command_verbs);
     for (const sf_component_type *const *t = sf_registry; *t != NULL; t++)
-        for (const sf_cli_verb *v = (*t)->verbs; v != NULL && v->name != NULL; v++) {
-            int w = 40 - (int)strlen(v->name);
-
-            fprintf(f, "       spanfence %s %-*s%s\n", v->name, w > 0 ? w : 0, v->usage, v->help);
-        }
+        usage_verbs(f, (*t)->verbs);
+    fputs("       spanfence --help-config                   list every component's keys\n", f);
     fputs("       spanfence --help | --version\n"
           "\n"
           "options:\n"
@@ -238,14 +258,6 @@ static int parse_args(int argc, char **argv, cli *c)
     };
     int opt, rc;
 
-    if (argc == 2 && strcmp(argv[1], "components") == 0)
-        return print_components();
-    if (argc > 1 && (strcmp(argv[1], "validate") == 0 || strcmp(argv[1], "print-config") == 0)) {
-        c->validate = true;
-        c->print_config = strcmp(argv[1], "print-config") == 0;
-        argc--;
-        argv++;
-    }
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":c:p:hV", opts, NULL)) != -1) {
         switch (opt) {
@@ -775,7 +787,6 @@ static int run(cli *cp, int argc, char **argv)
     sigset_t sigs;
     sf_config *cfg;
     sf_service *svc;
-    const sf_cli_verb *verb;
     char what[512];
     size_t lost;
     sf_totals before[SF_SIGNAL_COUNT], after[SF_SIGNAL_COUNT];
@@ -786,12 +797,6 @@ static int run(cli *cp, int argc, char **argv)
     long every_s = STATUS_EVERY_S;
     int rc, sig;
 
-    if (argc > 1 && (verb = sf_registry_find_verb(argv[1])) != NULL)
-        return verb->run(argc - 1, argv + 1);
-    if (argc > 1 && strcmp(argv[1], "status") == 0)
-        return sf_cli_status(argc - 1, argv + 1, SF_DEFAULT_CONFIG);
-    if (argc > 1 && strcmp(argv[1], "reload") == 0)
-        return sf_cli_reload(argc - 1, argv + 1, SF_DEFAULT_CONFIG);
     rc = parse_args(argc, argv, cp);
     if (rc >= 0)
         return rc;
@@ -959,11 +964,58 @@ static int run(cli *cp, int argc, char **argv)
     return EXIT_OK;
 }
 
-int main(int argc, char **argv)
+/* run, validate and print-config: the collector's own command line. */
+static int collector(int argc, char **argv, bool validate, bool print_config)
 {
     static cli c;           /* static: the --set texts it owns, freed below */
-    int rc = run(&c, argc, argv);
+    int rc;
 
+    c.validate = validate;
+    c.print_config = print_config;
+    rc = run(&c, argc, argv);
     cli_release(&c);
     return rc;
+}
+
+static int verb_validate(int argc, char **argv)
+{
+    return collector(argc, argv, true, false);
+}
+
+static int verb_print_config(int argc, char **argv)
+{
+    return collector(argc, argv, true, true);
+}
+
+static int verb_status(int argc, char **argv)
+{
+    return sf_cli_status(argc, argv, SF_DEFAULT_CONFIG);
+}
+
+static int verb_reload(int argc, char **argv)
+{
+    return sf_cli_reload(argc, argv, SF_DEFAULT_CONFIG);
+}
+
+static int verb_components(int argc, char **argv)
+{
+    if (argc > 1) {
+        fprintf(stderr, "spanfence: components takes no argument (got '%s')\n", argv[1]);
+        return EXIT_USAGE;
+    }
+    return print_components();
+}
+
+int main(int argc, char **argv)
+{
+    const sf_cli_verb *verb = NULL;
+
+    for (const sf_cli_verb *v = command_verbs; argc > 1 && v->name != NULL; v++)
+        if (strcmp(argv[1], v->name) == 0)
+            verb = v;
+    if (verb == NULL && argc > 1)
+        verb = sf_registry_find_verb(argv[1]);
+    if (verb != NULL)
+        return verb->run(argc - 1, argv + 1);
+    return collector(argc, argv, false, false);
 }
