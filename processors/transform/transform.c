@@ -899,7 +899,7 @@ static void drift_report(sf_component *self, transform_ctx *t, const sf_otlp_sta
         pthread_mutex_unlock(&t->drift_lock);
         if (fresh)
             sf_warn("processor %s: removing %s attribute '%s': %s (logged once)",
-                    sf_component_id(self), sf_transform_ctx_name((sf_otlp_ctx)d->ctx),
+                    sf_component_id(self), sf_otlp_ctx_name((sf_otlp_ctx)d->ctx),
                     at != SIZE_MAX ? t->drift[at].key : "other",
                     d->failed_rule ? "its value does not fit its rule" : "the key is not kept");
     }
@@ -928,7 +928,7 @@ static size_t transform_metrics(sf_component *self, char *buf, size_t size)
                          "spanfence_processor_transform_removed_keys{processor=\"%s\","
                          "context=\"%s\",key=\"%s\",cause=\"%s\"} %llu\n",
                          sf_component_id(self),
-                         sf_transform_ctx_name((sf_otlp_ctx)t->drift[i].ctx),
+                         sf_otlp_ctx_name((sf_otlp_ctx)t->drift[i].ctx),
                          t->drift[i].key, t->drift[i].failed ? "failed_rule" : "not_kept",
                          (unsigned long long)atomic_load(&t->drift[i].count));
 

@@ -130,8 +130,6 @@ bool sf_transform_list_has(sf_signal list, sf_otlp_ctx c);
 
 /* ---- read-only accessors (policy validator); NULL program = empty -------- */
 
-/* "resource", "scope", "span", "spanevent", "link", "log", "metric", "datapoint". */
-const char *sf_transform_ctx_name(sf_otlp_ctx c);
 size_t sf_transform_op_count(const sf_transform_program *p, sf_otlp_ctx c);
 /* The i-th operation of context c, in the order they run; NULL past the end. */
 const sf_transform_op *sf_transform_op_get(const sf_transform_program *p, sf_otlp_ctx c,

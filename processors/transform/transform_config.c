@@ -39,18 +39,6 @@ struct sf_transform_program {
     sf_transform_op *ops[SF_OTLP_CTX_COUNT];
 };
 
-static const char *const ctx_names[SF_OTLP_CTX_COUNT] = {
-    [SF_OTLP_RESOURCE] = "resource",
-    [SF_OTLP_SCOPE] = "scope",
-    [SF_OTLP_SPAN] = "span",
-    [SF_OTLP_SPANEVENT] = "spanevent",
-    [SF_OTLP_LINK] = "link",
-    [SF_OTLP_LOG] = "log",
-    [SF_OTLP_METRIC] = "metric",
-    [SF_OTLP_DATAPOINT] = "datapoint",
-};
-
-#define CTX_BIT(c) (1u << (c))
 
 /* Each statement list, the contexts its statements may use (upstream's:
  * a log statement cannot name a span), and how a message says them. */
@@ -60,15 +48,15 @@ static const struct {
     const char *said;
 } lists[SF_SIGNAL_COUNT] = {
     [SF_SIGNAL_TRACES] = { "trace_statements",
-        CTX_BIT(SF_OTLP_RESOURCE) | CTX_BIT(SF_OTLP_SCOPE) | CTX_BIT(SF_OTLP_SPAN) |
-        CTX_BIT(SF_OTLP_SPANEVENT) | CTX_BIT(SF_OTLP_LINK),
+        SF_OTLP_CTX_BIT(SF_OTLP_RESOURCE) | SF_OTLP_CTX_BIT(SF_OTLP_SCOPE) | SF_OTLP_CTX_BIT(SF_OTLP_SPAN) |
+        SF_OTLP_CTX_BIT(SF_OTLP_SPANEVENT) | SF_OTLP_CTX_BIT(SF_OTLP_LINK),
         "resource, scope, span, spanevent or link" },
     [SF_SIGNAL_LOGS] = { "log_statements",
-        CTX_BIT(SF_OTLP_RESOURCE) | CTX_BIT(SF_OTLP_SCOPE) | CTX_BIT(SF_OTLP_LOG),
+        SF_OTLP_CTX_BIT(SF_OTLP_RESOURCE) | SF_OTLP_CTX_BIT(SF_OTLP_SCOPE) | SF_OTLP_CTX_BIT(SF_OTLP_LOG),
         "resource, scope or log" },
     [SF_SIGNAL_METRICS] = { "metric_statements",
-        CTX_BIT(SF_OTLP_RESOURCE) | CTX_BIT(SF_OTLP_SCOPE) |
-        CTX_BIT(SF_OTLP_METRIC) | CTX_BIT(SF_OTLP_DATAPOINT),
+        SF_OTLP_CTX_BIT(SF_OTLP_RESOURCE) | SF_OTLP_CTX_BIT(SF_OTLP_SCOPE) |
+        SF_OTLP_CTX_BIT(SF_OTLP_METRIC) | SF_OTLP_CTX_BIT(SF_OTLP_DATAPOINT),
         "resource, scope, metric or datapoint" },
 };
 
@@ -80,20 +68,15 @@ const char *sf_transform_list_name(sf_signal list)
 bool sf_transform_list_has(sf_signal list, sf_otlp_ctx c)
 {
     return list >= 0 && list < SF_SIGNAL_COUNT && c >= 0 && c < SF_OTLP_CTX_COUNT &&
-           (lists[list].contexts & CTX_BIT(c)) != 0;
-}
-
-const char *sf_transform_ctx_name(sf_otlp_ctx c)
-{
-    if (c < 0 || c >= SF_OTLP_CTX_COUNT)
-        return "none";
-    return ctx_names[c];
+           (lists[list].contexts & SF_OTLP_CTX_BIT(c)) != 0;
 }
 
 static sf_otlp_ctx ctx_lookup(const char *s, size_t len)
 {
     for (int c = 0; c < SF_OTLP_CTX_COUNT; c++) {
-        if (strlen(ctx_names[c]) == len && memcmp(ctx_names[c], s, len) == 0)
+        const char *name = sf_otlp_ctx_name((sf_otlp_ctx)c);
+
+        if (strlen(name) == len && memcmp(name, s, len) == 0)
             return (sf_otlp_ctx)c;
     }
     return SF_TRANSFORM_CTX_NONE;
@@ -366,14 +349,14 @@ static int parse_path(parser *p, path *out)
     if (prefix != SF_TRANSFORM_CTX_NONE && p->group != SF_TRANSFORM_CTX_NONE &&
         prefix != p->group)
         return fail(p, "path '%.*s' does not match context '%s'", len, src + out->start,
-                    ctx_names[p->group]);
+                    sf_otlp_ctx_name(p->group));
     if (prefix == SF_TRANSFORM_CTX_NONE && p->group == SF_TRANSFORM_CTX_NONE)
         return fail(p, "path '%.*s' needs a context prefix (%s) outside a group with "
                     "'context'", len, src + out->start, lists[p->list].said);
     out->ctx = prefix != SF_TRANSFORM_CTX_NONE ? prefix : p->group;
     if (!sf_transform_list_has(p->list, out->ctx))
         return fail(p, "path '%.*s': the %s context is not one of %s' contexts (%s)", len,
-                    src + out->start, ctx_names[out->ctx], lists[p->list].name,
+                    src + out->start, sf_otlp_ctx_name(out->ctx), lists[p->list].name,
                     lists[p->list].said);
     /* upstream's spelling: a metric has metadata, the other contexts attributes */
     if (out->kind == P_ATTRIBUTES && (out->ctx == SF_OTLP_METRIC) !=
@@ -1055,7 +1038,7 @@ static int parse_set_field(parser *p, sf_transform_op *op, const path *pa)
     op->field = field_of(pa);
     if (op->field == SF_OTLP_FIELD_NONE)
         return fail(p, "'%.*s' is not a field of the %s context that set can change (%s)",
-                    (int)(pa->end - pa->start), p->lx.src + pa->start, ctx_names[pa->ctx],
+                    (int)(pa->end - pa->start), p->lx.src + pa->start, sf_otlp_ctx_name(pa->ctx),
                     set_fields[p->list]);
     if (expect(p, T_COMMA, "','") != 0)
         return -1;
@@ -1118,13 +1101,13 @@ static int parse_set(parser *p, sf_transform_op *op, const path *pa)
         what = "status.message";
         if (pa->ctx != SF_OTLP_SPAN)
             return fail(p, "status.message exists only in the span context, not '%s'",
-                        ctx_names[pa->ctx]);
+                        sf_otlp_ctx_name(pa->ctx));
     } else if (pa->kind == P_TRACE_STATE) {
         op->kind = SF_RULE_CLEAR_TRACE_STATE;
         what = "trace_state";
         if (pa->ctx != SF_OTLP_SPAN && pa->ctx != SF_OTLP_LINK)
             return fail(p, "trace_state exists only in the span and link contexts, not '%s'",
-                        ctx_names[pa->ctx]);
+                        sf_otlp_ctx_name(pa->ctx));
     } else {
         return fail(p, "unsupported path '%.*s' for set: only status.message and trace_state "
                     "can be set", (int)(pa->end - pa->start), p->lx.src + pa->start);
@@ -1151,7 +1134,7 @@ static int parse_replace_pattern(parser *p, sf_transform_op *op, const path *pa)
                     (int)(pa->end - pa->start), p->lx.src + pa->start);
     if (pa->ctx != SF_OTLP_SPAN && pa->ctx != SF_OTLP_SPANEVENT)
         return fail(p, "replace_pattern rewrites span and span event names only, not '%s' "
-                    "names", ctx_names[pa->ctx]);
+                    "names", sf_otlp_ctx_name(pa->ctx));
     if (expect(p, T_COMMA, "','") != 0 || take_regex(p, &re, &re_tok) != 0 ||
         expect(p, T_COMMA, "','") != 0)
         return -1;
@@ -2023,7 +2006,7 @@ static int check_unique(sf_cfg_ctx *ctx, sf_signal list, const sf_transform_prog
                     strcmp(o->keys.keys[0], op->keys.keys[0]) == 0) {
                     sf_cfg_error(ctx, op->node, lname, "key '%s' has a second "
                                  "value rule in the %s context: join them into one condition",
-                                 op->keys.keys[0], sf_transform_ctx_name((sf_otlp_ctx)c));
+                                 op->keys.keys[0], sf_otlp_ctx_name((sf_otlp_ctx)c));
                     errors++;
                 }
             }
@@ -2049,7 +2032,7 @@ static int check_declared(sf_cfg_ctx *ctx, sf_signal list, const sf_transform_pr
         if (keep == NULL) {
             sf_cfg_error(ctx, at, lname, "declared_fields: the %s context has no "
                          "keep_keys (write keep_keys(%s, []) to keep none)",
-                         sf_transform_ctx_name((sf_otlp_ctx)c),
+                         sf_otlp_ctx_name((sf_otlp_ctx)c),
                          c == SF_OTLP_METRIC ? "metadata" : "attributes");
             errors++;
             continue;
@@ -2076,7 +2059,7 @@ static int check_declared(sf_cfg_ctx *ctx, sf_signal list, const sf_transform_pr
                     sf_cfg_error(ctx, op->node, lname, "declared_fields: %s key "
                                  "'%s' is kept without a value rule (delete_key(%s, "
                                  "\"%s\") where not ...)",
-                                 sf_transform_ctx_name((sf_otlp_ctx)c), key,
+                                 sf_otlp_ctx_name((sf_otlp_ctx)c), key,
                                  c == SF_OTLP_METRIC ? "metadata" : "attributes", key);
                     errors++;
                 }
@@ -2090,7 +2073,7 @@ static int check_declared(sf_cfg_ctx *ctx, sf_signal list, const sf_transform_pr
             sf_cfg_error(ctx, at, lname, "declared_fields: %s has no rule (%s in "
                          "the %s context)", sf_otlp_field_name(declared_fields[i].field),
                          declared_fields[i].statement,
-                         sf_transform_ctx_name(declared_fields[i].ctx));
+                         sf_otlp_ctx_name(declared_fields[i].ctx));
             errors++;
         }
     }
@@ -2105,8 +2088,8 @@ static int check_declared(sf_cfg_ctx *ctx, sf_signal list, const sf_transform_pr
         if (!sf_transform_clears_trace_state(p, (sf_otlp_ctx)c)) {
             sf_cfg_error(ctx, at, lname, "declared_fields: %s.trace_state has no "
                          "rule (set(trace_state, \"\") in the %s context)",
-                         sf_transform_ctx_name((sf_otlp_ctx)c),
-                         sf_transform_ctx_name((sf_otlp_ctx)c));
+                         sf_otlp_ctx_name((sf_otlp_ctx)c),
+                         sf_otlp_ctx_name((sf_otlp_ctx)c));
             errors++;
         }
     }
@@ -2194,7 +2177,7 @@ static void lint_program(sf_cfg_ctx *ctx, sf_signal list, const sf_transform_pro
                 continue;
             if (op->kind == SF_RULE_VALUE)
                 snprintf(what, sizeof(what), "%s key '%s'",
-                         sf_transform_ctx_name((sf_otlp_ctx)c), op->keys.keys[0]);
+                         sf_otlp_ctx_name((sf_otlp_ctx)c), op->keys.keys[0]);
             else
                 snprintf(what, sizeof(what), "%s", sf_otlp_field_name(op->field));
             for (size_t a = 0; a < op->rule->n_alts; a++)

@@ -126,10 +126,10 @@ static void cvm_check_attrs(sf_otlp_ctx c, size_t n, sf_otlp_kv *const *kv)
         const sf_otlp_value_rule *rule = NULL;
 
         if (!sf_transform_keeps_key(p, c, kv[i]->key))
-            fuzz_fail("%s key '%s' left", sf_transform_ctx_name(c), kv[i]->key);
+            fuzz_fail("%s key '%s' left", sf_otlp_ctx_name(c), kv[i]->key);
         for (size_t j = 0; j < i; j++)
             if (strcmp(kv[j]->key, kv[i]->key) == 0)
-                fuzz_fail("%s key '%s' left twice", sf_transform_ctx_name(c), kv[i]->key);
+                fuzz_fail("%s key '%s' left twice", sf_otlp_ctx_name(c), kv[i]->key);
         for (size_t o = 0; o < sf_transform_op_count(p, c); o++) {
             const sf_transform_op *op = sf_transform_op_get(p, c, o);
 
@@ -137,20 +137,20 @@ static void cvm_check_attrs(sf_otlp_ctx c, size_t n, sf_otlp_kv *const *kv)
                 rule = op->rule;
         }
         if (rule == NULL || kv[i]->value == NULL)
-            fuzz_fail("%s key '%s' left without a rule or a value", sf_transform_ctx_name(c),
+            fuzz_fail("%s key '%s' left without a rule or a value", sf_otlp_ctx_name(c),
                       kv[i]->key);
         if (kv[i]->value->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE &&
             cvm_cfg->kept_value_types == SF_TRANSFORM_VALUES_SINGLE)
-            fuzz_fail("%s key '%s' left holding an array", sf_transform_ctx_name(c), kv[i]->key);
+            fuzz_fail("%s key '%s' left holding an array", sf_otlp_ctx_name(c), kv[i]->key);
         if (kv[i]->value->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE) {
             const Opentelemetry__Proto__Common__V1__ArrayValue *a = kv[i]->value->array_value;
 
             for (size_t j = 0; a != NULL && j < a->n_values; j++)
                 if (!cvm_scalar_fits(rule, a->values[j]))
                     fuzz_fail("%s key '%s': element %zu does not fit its rule",
-                              sf_transform_ctx_name(c), kv[i]->key, j);
+                              sf_otlp_ctx_name(c), kv[i]->key, j);
         } else if (!cvm_scalar_fits(rule, kv[i]->value)) {
-            fuzz_fail("%s key '%s': the value does not fit its rule", sf_transform_ctx_name(c),
+            fuzz_fail("%s key '%s': the value does not fit its rule", sf_otlp_ctx_name(c),
                       kv[i]->key);
         }
     }

@@ -365,7 +365,7 @@ static void assert_only_allowed(sf_otlp_ctx c, sf_otlp_kv **kv, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (!is_allowed(c, kv[i]->key))
-            fail_msg("%s attribute '%s' is not allowlisted", sf_transform_ctx_name(c), kv[i]->key);
+            fail_msg("%s attribute '%s' is not allowlisted", sf_otlp_ctx_name(c), kv[i]->key);
     }
 }
 

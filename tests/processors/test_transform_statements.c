@@ -719,7 +719,7 @@ static void test_build_groups(void **state)
     assert_false(sf_transform_keeps_key(prog, SF_OTLP_SPANEVENT, "a"));
     assert_true(sf_transform_keeps_key(prog, SF_OTLP_SCOPE, "anything"));  /* unbounded */
     assert_true(sf_transform_clears_status_message(prog));
-    assert_string_equal(sf_transform_ctx_name(SF_OTLP_SPANEVENT), "spanevent");
+    assert_string_equal(sf_otlp_ctx_name(SF_OTLP_SPANEVENT), "spanevent");
 }
 
 static void test_build_flat_and_mixed(void **state)
