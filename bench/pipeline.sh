@@ -49,11 +49,8 @@ case "$exporter" in
     otlp)     config=bench/configs/pipeline_grpc.yaml ;;
     *) echo "pipeline.sh: SF_BENCH_EXPORTER must be otlphttp or otlp" >&2; exit 2 ;;
 esac
-pin_sf=() pin_peer=() pinning="none"
-if [ "${SF_BENCH_PIN:-1}" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
-    pin_sf=(taskset -c 0) pin_peer=(taskset -c 1)
-    pinning="the collector on CPU 0; sf_send and the sink on CPU 1"
-fi
+. bench/pin.sh
+bench_pin "the collector on CPU 0; sf_send and the sink on CPU 1"
 tmp=$(mktemp -d)
 sf_pid="" relay_pid="" sink_pid=""
 trap 'kill $sf_pid $relay_pid $sink_pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
