@@ -781,27 +781,12 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
     return true;
 }
 
-static int run(cli *cp, int argc, char **argv)
+/* The process, before any thread exists: glibc's malloc tuned for a
+ * collector, and the signals main's loop waits for blocked, so every
+ * thread inherits the mask and they reach sigtimedwait(), not a library's
+ * thread. */
+static void process_setup(sigset_t *sigs)
 {
-    cli c;
-    sigset_t sigs;
-    sf_config *cfg;
-    sf_service *svc;
-    char what[512];
-    size_t lost;
-    sf_totals before[SF_SIGNAL_COUNT], after[SF_SIGNAL_COUNT];
-    uint64_t shut, watchdog_usec = 0;
-    static minute status;
-    static watchdog wd;
-    bool ok;
-    long every_s = STATUS_EVERY_S;
-    int rc, sig;
-
-    rc = parse_args(argc, argv, cp);
-    if (rc >= 0)
-        return rc;
-    c = *cp;
-
     /* Keep glibc from hoarding what a flood freed (RSS is what the VM
      * pays for; the memory limiter trims too, see memory_limiter.c):
      * - blocks from 128 KiB up (request bodies, queued batches, arena
@@ -815,18 +800,154 @@ static int run(cli *cp, int argc, char **argv)
     mallopt(M_TRIM_THRESHOLD, 8 * 1024 * 1024);
     mallopt(M_ARENA_MAX, 1);
 
-    /* Before any thread exists, so every thread inherits the mask and the
-     * signals reach sigwait() below, not a gRPC thread. */
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGHUP);
-    sigaddset(&sigs, SIGUSR1);
-    sigaddset(&sigs, SIGUSR2);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    sigemptyset(sigs);
+    sigaddset(sigs, SIGINT);
+    sigaddset(sigs, SIGTERM);
+    sigaddset(sigs, SIGHUP);
+    sigaddset(sigs, SIGUSR1);
+    sigaddset(sigs, SIGUSR2);
+    pthread_sigmask(SIG_BLOCK, sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN);
+}
 
+/* validate and print-config: say what load() found. */
+static int report_validation(const cli *c, int rc, sf_config *cfg, sf_service *svc)
+{
+    char push[1024];
+
+    if (rc == EXIT_OK && c->print_config)
+        rc = sf_print_config(cfg, stdout) == 0 ? EXIT_OK : EXIT_INVALID;
+    else if (rc == EXIT_OK) {
+        sf_cli_push_describe(cfg, push, sizeof(push));
+        if (push[0] != '\0')
+            printf("%s\n", push);
+        if (c->policy != NULL)
+            printf("%s: configuration is valid and holds policy %s\n", c->name, c->policy);
+        else
+            printf("%s: configuration is valid\n", c->name);
+    }
+    sf_service_destroy(svc);
+    sf_config_destroy(cfg);
+    return rc;
+}
+
+/* Runs the started service until SIGINT or SIGTERM (returned), reloading
+ * on SIGHUP; -1 when a reload left nothing running. */
+static int serve(cli *c, const sigset_t *sigs, sf_config **cfg, sf_service **svc)
+{
+    static minute status;
+    static watchdog wd;
+    uint64_t watchdog_usec = 0;
+    long every_s = STATUS_EVERY_S;
+    int sig;
+
+    {
+        sf_totals zero;     /* the last minute starts at start */
+
+        sf_service_totals(*svc, &zero);
+        minute_sample(&status, &zero, sf_now_ms());
+    }
+    sd_notifyf(0, "READY=1\nMAINPID=%ld\nSTATUS=running with %s", (long)getpid(), c->name);
+    /* the main loop turns at least every half watchdog interval (whole
+     * seconds, at least 1), so the watchdog's thread sees it alive */
+    if (sd_watchdog_enabled(0, &watchdog_usec) > 0) {
+        if ((long)(watchdog_usec / 2000000u) < every_s)
+            every_s = watchdog_usec / 2000000u > 0 ? (long)(watchdog_usec / 2000000u) : 1;
+        watchdog_start(&wd, watchdog_usec);
+    }
+    for (;;) {
+        struct timespec wait = { .tv_sec = every_s };
+        bool ok;
+
+        atomic_store(&wd.beat, sf_now_ms());
+        sig = sigtimedwait(sigs, NULL, &wait);
+        atomic_store(&wd.beat, sf_now_ms());
+        if (sig < 0 && (errno == EAGAIN || errno == EINTR)) {
+            char note[320];
+
+            notify_status(*svc, &status, watchdog_note(&wd, note, sizeof(note)));
+            continue;
+        }
+        if (sig < 0)
+            sig = SIGTERM;
+        if (sig == SIGINT || sig == SIGTERM)
+            break;
+        atomic_store(&wd.reloading, sig == SIGHUP);
+        ok = sig != SIGHUP || reload(c, cfg, svc);
+        atomic_store(&wd.beat, sf_now_ms());
+        atomic_store(&wd.reloading, false);
+        if (!ok) {
+            watchdog_stop(&wd);
+            return -1;
+        }
+        if (sig == SIGUSR1)
+            log_totals(*svc);
+        if (sig == SIGUSR2)
+            sf_info("received SIGUSR2: ignored");
+    }
+    watchdog_stop(&wd);     /* systemd does not watch a stopping service */
+    return sig;
+}
+
+/* Stops the service after `sig` and says what was lost: items (spans, log
+ * records, metric points) the receivers acknowledged but the exporters
+ * could not send before their drain time ran out are lost work too, each
+ * signal said on its own. */
+static int stop(sf_service *svc, sf_config *cfg, int sig)
+{
+    static const char *const words[SF_SIGNAL_COUNT][2] = {
+        [SF_SIGNAL_TRACES] = { "span", "spans" },
+        [SF_SIGNAL_LOGS] = { "log record", "log records" },
+        [SF_SIGNAL_METRICS] = { "metric point", "metric points" },
+    };
+    sf_totals before[SF_SIGNAL_COUNT], after[SF_SIGNAL_COUNT];
+    char what[512];
+    size_t lost;
+
+    sf_info("received %s: stopping receivers, draining exporters",
+            sig == SIGINT ? "SIGINT" : "SIGTERM");
+    sd_notify(0, "STOPPING=1\nSTATUS=stopping: draining the exporters");
+    for (int s = 0; s < SF_SIGNAL_COUNT; s++)
+        sf_service_totals_signal(svc, (sf_signal)s, &before[s]);
+    sf_service_shutdown(svc);
+    for (int s = 0; s < SF_SIGNAL_COUNT; s++)
+        sf_service_totals_signal(svc, (sf_signal)s, &after[s]);
+    lost = sf_service_lost(svc, what, sizeof(what));
+    sf_service_destroy(svc);
+    sf_config_destroy(cfg);
+    for (int s = 0; s < SF_SIGNAL_COUNT; s++) {
+        uint64_t shut = after[s].send_failed[SF_REASON_SHUTDOWN] -
+                        before[s].send_failed[SF_REASON_SHUTDOWN];
+
+        if (shut > 0) {
+            sf_error("stopped, but %" PRIu64 " accepted %s could not be exported before the "
+                     "drain time ran out (dropped at shutdown)", shut, words[s][shut != 1]);
+            lost += (size_t)shut;
+        }
+    }
+    if (lost > 0) {
+        if (what[0] != '\0')
+            sf_error("stopped, but %s", what);
+        return EXIT_INVALID;
+    }
+    sf_info("stopped");
+    return EXIT_OK;
+}
+
+static int run(cli *cp, int argc, char **argv)
+{
+    cli c;
+    sigset_t sigs;
+    sf_config *cfg;
+    sf_service *svc;
+    int rc, sig;
+
+    rc = parse_args(argc, argv, cp);
+    if (rc >= 0)
+        return rc;
+    c = *cp;
+    process_setup(&sigs);
     rc = load(&c, &cfg, &svc);
     if (c.feature_gates != NULL && (rc != EXIT_OK || c.validate))
         fprintf(stderr, "spanfence: warning: --feature-gates '%s' has no effect: spanfence "
@@ -834,28 +955,8 @@ static int run(cli *cp, int argc, char **argv)
     else if (c.feature_gates != NULL)
         sf_warn("--feature-gates '%s' has no effect: spanfence has no feature gates",
                 c.feature_gates);
-    if (rc == EXIT_OK && c.print_config) {
-        rc = sf_print_config(cfg, stdout) == 0 ? EXIT_OK : EXIT_INVALID;
-        sf_service_destroy(svc);
-        sf_config_destroy(cfg);
-        return rc;
-    }
-    if (rc != EXIT_OK || c.validate) {
-        char push[1024];
-
-        if (rc == EXIT_OK) {
-            sf_cli_push_describe(cfg, push, sizeof(push));
-            if (push[0] != '\0')
-                printf("%s\n", push);
-        }
-        if (rc == EXIT_OK && c.policy != NULL)
-            printf("%s: configuration is valid and holds policy %s\n", c.name, c.policy);
-        else if (rc == EXIT_OK)
-            printf("%s: configuration is valid\n", c.name);
-        sf_service_destroy(svc);
-        sf_config_destroy(cfg);
-        return rc;
-    }
+    if (rc != EXIT_OK || c.validate)
+        return report_validation(&c, rc, cfg, svc);
 
     sf_log_set_level((sf_log_level)cfg->log_level);
     if (!configure_log(cfg)) {
@@ -871,12 +972,6 @@ static int run(cli *cp, int argc, char **argv)
         return EXIT_INVALID;
     }
     sf_history_note_config(&history, c.name, c.policy);
-    {
-        sf_totals zero;     /* the last minute starts at start */
-
-        sf_service_totals(svc, &zero);
-        minute_sample(&status, &zero, sf_now_ms());
-    }
     sf_info("spanfence %s running with %s", SF_VERSION, c.name);
     {
         char push[1024];
@@ -885,83 +980,13 @@ static int run(cli *cp, int argc, char **argv)
         if (push[0] != '\0')
             sf_info("%s", push);
     }
-    sd_notifyf(0, "READY=1\nMAINPID=%ld\nSTATUS=running with %s", (long)getpid(), c.name);
-    /* the main loop turns at least every half watchdog interval (whole
-     * seconds, at least 1), so the watchdog's thread sees it alive */
-    if (sd_watchdog_enabled(0, &watchdog_usec) > 0) {
-        if ((long)(watchdog_usec / 2000000u) < every_s)
-            every_s = watchdog_usec / 2000000u > 0 ? (long)(watchdog_usec / 2000000u) : 1;
-        watchdog_start(&wd, watchdog_usec);
-    }
-
-    for (;;) {
-        struct timespec wait = { .tv_sec = every_s };
-
-        atomic_store(&wd.beat, sf_now_ms());
-        sig = sigtimedwait(&sigs, NULL, &wait);
-        atomic_store(&wd.beat, sf_now_ms());
-        if (sig < 0 && (errno == EAGAIN || errno == EINTR)) {
-            char note[320];
-
-            notify_status(svc, &status, watchdog_note(&wd, note, sizeof(note)));
-            continue;
-        }
-        if (sig < 0)
-            sig = SIGTERM;
-        if (sig == SIGINT || sig == SIGTERM)
-            break;
-        atomic_store(&wd.reloading, sig == SIGHUP);
-        ok = sig != SIGHUP || reload(&c, &cfg, &svc);
-        atomic_store(&wd.beat, sf_now_ms());
-        atomic_store(&wd.reloading, false);
-        if (!ok) {
-            watchdog_stop(&wd);
-            sf_service_destroy(svc);
-            sf_config_destroy(cfg);
-            return EXIT_INVALID;
-        }
-        if (sig == SIGUSR1)
-            log_totals(svc);
-        if (sig == SIGUSR2)
-            sf_info("received SIGUSR2: ignored");
-    }
-
-    sf_info("received %s: stopping receivers, draining exporters",
-            sig == SIGINT ? "SIGINT" : "SIGTERM");
-    watchdog_stop(&wd);     /* systemd does not watch a stopping service */
-    sd_notify(0, "STOPPING=1\nSTATUS=stopping: draining the exporters");
-    for (int s = 0; s < SF_SIGNAL_COUNT; s++)
-        sf_service_totals_signal(svc, (sf_signal)s, &before[s]);
-    sf_service_shutdown(svc);
-    for (int s = 0; s < SF_SIGNAL_COUNT; s++)
-        sf_service_totals_signal(svc, (sf_signal)s, &after[s]);
-    lost = sf_service_lost(svc, what, sizeof(what));
-    sf_service_destroy(svc);
-    sf_config_destroy(cfg);
-    /* Items (spans, log records, metric points) the receivers
-     * acknowledged but the exporters could not send before their drain
-     * time ran out are lost work too, each signal said on its own. */
-    for (int s = 0; s < SF_SIGNAL_COUNT; s++) {
-        static const char *const words[SF_SIGNAL_COUNT][2] = {
-            [SF_SIGNAL_TRACES] = { "span", "spans" },
-            [SF_SIGNAL_LOGS] = { "log record", "log records" },
-            [SF_SIGNAL_METRICS] = { "metric point", "metric points" },
-        };
-
-        shut = after[s].send_failed[SF_REASON_SHUTDOWN] - before[s].send_failed[SF_REASON_SHUTDOWN];
-        if (shut > 0) {
-            sf_error("stopped, but %" PRIu64 " accepted %s could not be exported before the "
-                     "drain time ran out (dropped at shutdown)", shut, words[s][shut != 1]);
-            lost += (size_t)shut;
-        }
-    }
-    if (lost > 0) {
-        if (what[0] != '\0')
-            sf_error("stopped, but %s", what);
+    sig = serve(&c, &sigs, &cfg, &svc);
+    if (sig < 0) {
+        sf_service_destroy(svc);
+        sf_config_destroy(cfg);
         return EXIT_INVALID;
     }
-    sf_info("stopped");
-    return EXIT_OK;
+    return stop(svc, cfg, sig);
 }
 
 /* run, validate and print-config: the collector's own command line. */
