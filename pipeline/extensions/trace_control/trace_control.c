@@ -91,7 +91,7 @@ static void due(tc_ctx *x)
 {
     int64_t now = sf_now_ms();
     bool check_loss = false;
-    char why[256];
+    char why[512];
 
     if (x->next_enforce_mono != INT64_MAX && now >= x->next_enforce_mono) {
         for (size_t i = 0; i < x->cfg->targets.n; i++)
@@ -117,6 +117,10 @@ static void due(tc_ctx *x)
             sf_tc_window_end(x, w, "expired", NULL);
         else if (w->state == TC_OPEN && check_loss && sf_tc_window_losing(x, w, why, sizeof(why)))
             sf_tc_window_end(x, w, "loss", why);
+        else if (w->state == TC_OPEN && x->cfg->auto_revert.enabled &&
+                 sf_tc_latency_rising(w->lat, &x->cfg->auto_revert.max_latency_increase, why,
+                                      sizeof(why)))
+            sf_tc_window_end(x, w, "latency", why);
         else if (w->state == TC_RESETTING && now >= w->next_try_mono)
             sf_tc_engine_try_reset(x, w);
         sf_tc_window_track(x, w);
@@ -448,6 +452,13 @@ static json_object *tc_status(sf_component *self)
                 json_object_object_add(win, "engine_dropped_ops",
                                        json_object_new_uint64(c.engine[TC_ENG_OPS]));
             }
+            if (w->lat != NULL) {
+                tc_lat_view lv;
+
+                sf_tc_latency_view(w->lat, &lv);
+                json_object_object_add(win, "latency",
+                                       sf_tc_latency_json(&lv, &w->target->engine_metrics));
+            }
         }
         json_object_object_add(t, "window", win);
         if (p->last.valid && (last = json_object_new_object()) != NULL) {
@@ -462,6 +473,9 @@ static json_object *tc_status(sf_component *self)
             if (w->target->engine_log.receiver != NULL)
                 json_object_object_add(last, "engine_dropped",
                                        json_object_new_uint64(p->last.engine_dropped));
+            if (p->last.lat.valid)
+                json_object_object_add(last, "latency", sf_tc_latency_json(
+                    &p->last.lat, &w->target->engine_metrics));
             json_object_object_add(last, "complete", json_object_new_boolean(p->last.complete));
             json_object_object_add(last, "capture", json_object_new_string(
                 p->last.capture != NULL ? p->last.capture : "incomplete"));
@@ -507,15 +521,18 @@ static size_t tc_metrics(sf_component *self, char *buf, size_t size)
 
 static void free_drops(tc_ctx *x)
 {
-    for (size_t i = 0; i < x->cfg->targets.n; i++)
+    for (size_t i = 0; i < x->cfg->targets.n; i++) {
         sf_tc_drops_free(&x->w[i].drops);
+        sf_tc_latency_destroy(x->w[i].lat);     /* the engine's metrics, as its log */
+        x->w[i].lat = NULL;
+    }
 }
 
 static sf_status tc_create(sf_component *self, const void *config)
 {
     const sf_tc_config *cfg = config;
     tc_ctx *x;
-    bool matching = false, reading = false;
+    bool matching = false, reading = false, scraping = false;
     sf_status st = SF_OK;
 
     if (cfg->markers.enabled && cfg->markers.pipeline != NULL &&
@@ -562,10 +579,25 @@ static sf_status tc_create(sf_component *self, const void *config)
         x->w[i].recorded = TC_REC_NONE;
         if (cfg->targets.v[i].match.n > 0)
             matching = true;
-        if (el->receiver == NULL)
+        if (cfg->targets.v[i].engine_metrics.receiver != NULL) {
+            const sf_tc_engine_metrics *em = &cfg->targets.v[i].engine_metrics;
+
+            scraping = true;
+            if (!sf_component_has_receiver(self, em->receiver, SF_SIGNAL_METRICS)) {
+                sf_error("extensions.%s: targets.%s.engine_metrics.receiver: '%s' is not a "
+                         "receiver of a metrics pipeline of this config", sf_component_id(self),
+                         cfg->targets.v[i].id, em->receiver);
+                st = SF_CONFIG;
+            } else {
+                st = sf_tc_latency_create(em, &x->w[i].lat);
+            }
+        }
+        if (el->receiver == NULL && st == SF_OK)
             continue;
-        reading = true;
-        if (!sf_component_has_receiver(self, el->receiver, SF_SIGNAL_LOGS)) {
+        reading |= el->receiver != NULL;
+        if (st != SF_OK) {
+            ;   /* said above */
+        } else if (!sf_component_has_receiver(self, el->receiver, SF_SIGNAL_LOGS)) {
             sf_error("extensions.%s: targets.%s.engine_log.receiver: '%s' is not a receiver of "
                      "a logs pipeline of this config", sf_component_id(self),
                      cfg->targets.v[i].id, el->receiver);
@@ -592,6 +624,9 @@ static sf_status tc_create(sf_component *self, const void *config)
      * load while no window of such a target is open. */
     if (reading)
         sf_component_set_log_tap(self, sf_tc_log_tap, x);
+    /* And for the engine's metrics: one scrape, one decode per target. */
+    if (scraping)
+        sf_component_set_metrics_tap(self, sf_tc_metrics_tap, x);
     return SF_OK;
 }
 
@@ -835,6 +870,7 @@ static void tc_resume(sf_component *self, void *parcel)
         memcpy(w->last_close, o->last_close, sizeof(w->last_close));
         w->closed = o->closed;
         w->last_status = o->last_status;
+        sf_tc_latency_carry(w->lat, o->lat);
         if (o->state == TC_IDLE && !o->closing && o->marker == NULL)
             continue;
         memcpy(w->id, o->id, sizeof(w->id));
