@@ -417,6 +417,20 @@ static json_object *tc_status(sf_component *self)
         json_object_object_add(t, "level", lv >= 0 ? json_object_new_int64(lv) : NULL);
         sf_time_format_utc(at, when, sizeof(when));
         json_object_object_add(t, "level_set", at ? json_object_new_string(when) : NULL);
+        if (w->lat != NULL) {
+            /* whether its engine's histograms arrive at all, window or not */
+            json_object *em = json_object_new_object();
+            tc_lat_view lv;
+
+            sf_tc_latency_view(w->lat, &lv);
+            json_object_object_add(em, "receiver", json_object_new_string(
+                w->target->engine_metrics.receiver));
+            json_object_object_add(em, "job", json_object_new_string(
+                w->target->engine_metrics.job));
+            json_object_object_add(em, "scrapes", json_object_new_uint64(lv.scrapes));
+            json_object_object_add(em, "restarts", json_object_new_uint64(lv.restarts));
+            json_object_object_add(t, "engine_metrics", em);
+        }
         if (p->window && (win = json_object_new_object()) != NULL) {
             tc_counts c;
             int64_t left = p->end_mono - sf_now_ms();
