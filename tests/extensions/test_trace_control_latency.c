@@ -20,6 +20,7 @@
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb-c.h"
 #include "sf_service.h"
 #include "tests/sf_test.h"
+#include "tests/sf_torture.h"
 
 #define HEAD                                                                               \
     "receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:4318\n" \
@@ -519,6 +520,50 @@ static void test_tap(void **state)
     free(req);
 }
 
+/* A target's state and a scrape's decoding, every allocation failing in
+ * turn: an error, never a leak. */
+typedef struct torture_arg {
+    const uint8_t *req;
+    size_t len;
+} torture_arg;
+
+static sf_status torture_scenario(void *arg)
+{
+    static const char *const names[2] = { "t", "i" };
+    const torture_arg *a = arg;
+    sf_tc_engine_metrics em = { .receiver = "prometheus/sglang", .job = "sglang",
+                                .metric = { "t", "i" }, .baseline_scrapes = 4 };
+    tc_latency *l;
+    tc_hist h[2];
+    char inst[64];
+    sf_status st = sf_tc_latency_create(&em, &l);
+
+    if (st != SF_OK)
+        return st;
+    st = sf_tc_latency_scan(a->req, a->len, "sglang", names, 2, h, inst, sizeof(inst));
+    if (st == SF_OK) {
+        sf_tc_latency_scrape(l, h);
+        sf_tc_latency_open(l);
+        sf_tc_latency_scrape(l, h);
+    }
+    sf_tc_latency_destroy(l);
+    return st;
+}
+
+static void test_torture(void **state)
+{
+    static const uint64_t base[5] = { 1, 2, 3, 4, 5 };
+    torture_arg a;
+    uint8_t *req = scrape("other", base, &a.len);
+    const sf_torture t = { .name = "latency", .run = torture_scenario, .arg = &a,
+                           .expect = SF_OK };
+
+    (void)state;
+    a.req = req;
+    assert_true(sf_torture_run(&t) >= 3);
+    free(req);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -530,6 +575,7 @@ int main(void)
         cmocka_unit_test(test_series),
         cmocka_unit_test(test_scan),
         cmocka_unit_test(test_tap),
+        cmocka_unit_test(test_torture),
     };
 
     sf_log_set_level(SF_LOG_OFF);

@@ -417,20 +417,6 @@ static json_object *tc_status(sf_component *self)
         json_object_object_add(t, "level", lv >= 0 ? json_object_new_int64(lv) : NULL);
         sf_time_format_utc(at, when, sizeof(when));
         json_object_object_add(t, "level_set", at ? json_object_new_string(when) : NULL);
-        if (w->lat != NULL) {
-            /* whether its engine's histograms arrive at all, window or not */
-            json_object *em = json_object_new_object();
-            tc_lat_view lv;
-
-            sf_tc_latency_view(w->lat, &lv);
-            json_object_object_add(em, "receiver", json_object_new_string(
-                w->target->engine_metrics.receiver));
-            json_object_object_add(em, "job", json_object_new_string(
-                w->target->engine_metrics.job));
-            json_object_object_add(em, "scrapes", json_object_new_uint64(lv.scrapes));
-            json_object_object_add(em, "restarts", json_object_new_uint64(lv.restarts));
-            json_object_object_add(t, "engine_metrics", em);
-        }
         if (p->window && (win = json_object_new_object()) != NULL) {
             tc_counts c;
             int64_t left = p->end_mono - sf_now_ms();
@@ -475,6 +461,20 @@ static json_object *tc_status(sf_component *self)
             }
         }
         json_object_object_add(t, "window", win);
+        if (w->lat != NULL) {
+            /* whether its engine's histograms arrive at all, window or not */
+            json_object *em = json_object_new_object();
+            tc_lat_view lv;
+
+            sf_tc_latency_view(w->lat, &lv);
+            json_object_object_add(em, "receiver", json_object_new_string(
+                w->target->engine_metrics.receiver));
+            json_object_object_add(em, "job", json_object_new_string(
+                w->target->engine_metrics.job));
+            json_object_object_add(em, "scrapes", json_object_new_uint64(lv.scrapes));
+            json_object_object_add(em, "restarts", json_object_new_uint64(lv.restarts));
+            json_object_object_add(t, "engine_metrics", em);
+        }
         if (p->last.valid && (last = json_object_new_object()) != NULL) {
             json_object_object_add(last, "id", json_object_new_string(p->last.id));
             json_object_object_add(last, "cause", json_object_new_string(p->last.cause));
@@ -587,15 +587,26 @@ static sf_status tc_create(sf_component *self, const void *config)
     x->next_enforce_mono = 0;       /* the first round runs at start */
     for (size_t i = 0; i < cfg->targets.n; i++) {
         const sf_tc_engine_log *el = &cfg->targets.v[i].engine_log;
+        const sf_tc_engine_metrics *em = &cfg->targets.v[i].engine_metrics;
 
         x->w[i].target = &cfg->targets.v[i];
         atomic_store(&x->w[i].level_now, -1);
         x->w[i].recorded = TC_REC_NONE;
         if (cfg->targets.v[i].match.n > 0)
             matching = true;
-        if (cfg->targets.v[i].engine_metrics.receiver != NULL) {
-            const sf_tc_engine_metrics *em = &cfg->targets.v[i].engine_metrics;
-
+        if (el->receiver != NULL) {
+            reading = true;
+            if (!sf_component_has_receiver(self, el->receiver, SF_SIGNAL_LOGS)) {
+                sf_error("extensions.%s: targets.%s.engine_log.receiver: '%s' is not a receiver "
+                         "of a logs pipeline of this config", sf_component_id(self),
+                         cfg->targets.v[i].id, el->receiver);
+                st = SF_CONFIG;
+            } else if ((st = sf_tc_drops_compile(el, &x->w[i].drops)) != SF_OK) {
+                sf_error("extensions.%s: targets.%s.engine_log.drops: cannot compile: %s",
+                         sf_component_id(self), cfg->targets.v[i].id, sf_status_str(st));
+            }
+        }
+        if (st == SF_OK && em->receiver != NULL) {
             scraping = true;
             if (!sf_component_has_receiver(self, em->receiver, SF_SIGNAL_METRICS)) {
                 sf_error("extensions.%s: targets.%s.engine_metrics.receiver: '%s' is not a "
@@ -605,20 +616,6 @@ static sf_status tc_create(sf_component *self, const void *config)
             } else {
                 st = sf_tc_latency_create(em, &x->w[i].lat);
             }
-        }
-        if (el->receiver == NULL && st == SF_OK)
-            continue;
-        reading |= el->receiver != NULL;
-        if (st != SF_OK) {
-            ;   /* said above */
-        } else if (!sf_component_has_receiver(self, el->receiver, SF_SIGNAL_LOGS)) {
-            sf_error("extensions.%s: targets.%s.engine_log.receiver: '%s' is not a receiver of "
-                     "a logs pipeline of this config", sf_component_id(self),
-                     cfg->targets.v[i].id, el->receiver);
-            st = SF_CONFIG;
-        } else if ((st = sf_tc_drops_compile(el, &x->w[i].drops)) != SF_OK) {
-            sf_error("extensions.%s: targets.%s.engine_log.drops: cannot compile: %s",
-                     sf_component_id(self), cfg->targets.v[i].id, sf_status_str(st));
         }
         if (st != SF_OK) {
             free_drops(x);
