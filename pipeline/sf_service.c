@@ -83,10 +83,10 @@ struct sf_service {
     /* set before start, read-only after (see sf_component_set_span_tap) */
     sf_span_tap_fn tap;
     void *tap_ctx;
+    sf_metrics_tap_fn metrics_tap;  /* the same for metrics requests */
+    void *metrics_tap_ctx;
     sf_log_tap_fn log_tap;          /* the same for logs requests */
     void *log_tap_ctx;
-    sf_metrics_tap_fn metrics_tap;  /* and for metrics requests */
-    void *metrics_tap_ctx;
     /* exporters started and not stopping: sf_component_inject may run;
      * `injecting` counts the injections under way, which stop_injecting
      * waits for before exporters stop */

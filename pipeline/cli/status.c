@@ -297,8 +297,9 @@ static void print_windows(json_object *ext)
             if (get(w, "accepted_from_target") != NULL)
                 printf("; from the target %" PRIu64 " accepted, %" PRIu64 " refused",
                        u64(w, "accepted_from_target"), u64(w, "refused_from_target"));
-            print_latency(get(w, "latency"));
         }
+        if (w != NULL)
+            print_latency(get(w, "latency"));
         if (last != NULL)
             printf("\n    last window %s (%s, closed %s): %" PRIu64 " accepted, %" PRIu64
                    " exported, %" PRIu64 " lost, %" PRIu64 " queued: capture %s",

@@ -94,8 +94,8 @@ typedef struct sf_tc_target {
     sf_strmap match;            /* resource attributes (string values) that mark this
                                    engine's spans: a window's closing record then also
                                    counts the spans accepted/refused from it; n == 0: none */
-    sf_tc_engine_log engine_log;
     sf_tc_engine_metrics engine_metrics;
+    sf_tc_engine_log engine_log;
 } sf_tc_target;
 
 typedef struct sf_tc_targets {

@@ -112,6 +112,8 @@ typedef struct tc_window {
     _Atomic bool log_counting;
     _Atomic uint64_t engine[TC_ENG_COUNT];
     uint64_t engine_at_start[TC_ENG_COUNT];
+    /* targets with engine_metrics: the latency guard (trace_control_latency.c) */
+    tc_latency *lat;
     /* RESETTING */
     int64_t next_try_mono, delay, reset_since_mono;
     unsigned attempts;
@@ -149,8 +151,6 @@ typedef struct tc_window {
     /* taken over from the instance that ran before a reload: start() does
      * not recover this target from the audit log */
     bool carried;
-    /* targets with engine_metrics: the latency guard (trace_control_latency.c) */
-    tc_latency *lat;
 } tc_window;
 
 /* One control-socket connection, served by the poll loop without ever
