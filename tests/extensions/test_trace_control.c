@@ -604,7 +604,7 @@ static void test_closing_record_counts(void **state)
     assert_non_null(strstr(r.line[1], "\"refused\":{\"malformed\":0,"));
     snprintf(sub, sizeof(sub), "\"send_failed\":{\"malformed\":0,\"too_large\":0,"
              "\"filter_failed\":0,\"memory_limit\":0,\"queue_full\":0,\"retries_exhausted\":0,"
-             "\"permanent_error\":0,\"shutdown\":0,\"internal\":0,\"filtered\":0},"
+             "\"permanent_error\":0,\"shutdown\":0,\"internal\":0,\"filtered\":0,\"out_of_band\":0},"
              "\"target_scope\":\"match\",\"match\":{\"service.instance.id\":\"r1\"},"
              "\"accepted_from_target\":0,\"refused_from_target\":0,\"complete\":false,"
              "\"capture\":\"empty\",\"marker\":\"off\"}");
