@@ -102,6 +102,7 @@ static void op_set(tc_ctx *x, const char *req, size_t len, unsigned uid, reply *
     sf_component_totals(x->self, &w->at_start);
     sf_tc_window_own_start(x, w);
     sf_tc_window_count_start(x, w);
+    sf_tc_window_arrival_start(w);
     if (sf_tc_audit_open(x, w) != SF_OK) {
         sf_tc_window_count_stop(x, w);
         (void)prev;
