@@ -963,6 +963,12 @@ static bool tc_describe_windows(const void *config, sf_windows_desc *out)
                               .rest_interval = c->enforce_interval,
                               .rest_interval_key = "enforce_interval",
                               .grace = c->grace_period, .grace_key = "grace_period" };
+    for (size_t i = 0; i < c->targets.n && out->exports_out_of_band == NULL; i++)
+        if (c->targets.v[i].out_of_band != SF_TC_OOB_DROP) {
+            out->exports_out_of_band = c->targets.v[i].id;
+            snprintf(out->out_of_band_key, sizeof(out->out_of_band_key),
+                     "targets.%s.out_of_band", c->targets.v[i].id);
+        }
     return true;
 }
 
