@@ -252,7 +252,8 @@ void sf_component_set_span_tap(sf_component *ext, sf_span_tap_fn fn, void *ctx);
  * it refuses (false, with `reason` set) go nowhere: they are neither
  * accepted nor refused but counted on the receiver as dropped with that
  * reason (spanfence_receiver_dropped_spans{reason}), and the client is
- * told they were taken. The span tap still sees the request as received.
+ * told they were taken. The span tap still sees the request as received
+ * (its span count includes the dropped ones).
  * Called on receiver threads, concurrently: it must not block. */
 typedef struct sf_span_gate {
     bool (*armed)(void *ctx);

@@ -795,26 +795,30 @@ static bool gate_keeps(void *ctx, const uint8_t *rs, size_t len)
 
 /* Run the service's span gate on a traces batch: on a drop, the batch's
  * bytes become `*kept` (the caller frees it) and the dropped spans are
- * counted on `rc`. Without memory for the copy nothing is dropped. */
-static void run_gate(const sf_service *svc, sf_counters *rc, sf_request *batch, uint8_t **kept)
+ * counted on `rc`; how many. Without memory for the copy nothing is
+ * dropped. */
+static size_t run_gate(const sf_service *svc, sf_counters *rc, sf_request *batch, uint8_t **kept)
 {
     gate_call g = { .gate = &svc->gate, .max_depth = batch->max_depth };
-    size_t len = 0;
+    size_t len = 0, n = 0;
 
     *kept = NULL;
     if (svc->gate.keeps == NULL || (svc->gate.armed != NULL && !svc->gate.armed(svc->gate.ctx)) ||
         batch->raw_len == 0 || (*kept = sf_malloc(batch->raw_len)) == NULL)
-        return;
+        return 0;
     if (sf_otlp_drop_resources(batch->raw, batch->raw_len, gate_keeps, &g, *kept, &len) == 0) {
         sf_free(*kept);
         *kept = NULL;
-        return;
+        return 0;
     }
     for (int r = 0; r < SF_REASON_COUNT; r++)
-        if (g.dropped[r] > 0)
+        if (g.dropped[r] > 0) {
             sf_count(&rc->dropped_spans[r], g.dropped[r]);
+            n += g.dropped[r];
+        }
     batch->raw = *kept;
     batch->raw_len = len;
+    return n;
 }
 
 sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_request *batch)
@@ -824,12 +828,12 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
     const uint8_t *raw = batch->raw;    /* processors replace the batch's bytes */
     size_t raw_len = batch->raw_len;
     sf_status worst = SF_OK;
-    size_t spans = 0, routes = 0;
+    size_t spans = 0, routes = 0, gated = 0;
     uint8_t *kept = NULL;
 
     sf_count(&rc->requests, 1);
     if (signal == SF_SIGNAL_TRACES && receiver->service != NULL)
-        run_gate(receiver->service, rc, batch, &kept);
+        gated = run_gate(receiver->service, rc, batch, &kept);
     for (size_t i = 0; i < receiver->n_routes; i++) {
         sf_request copy, *b = batch;
         sf_status st;
@@ -874,7 +878,8 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
      * the other) */
     if (signal == SF_SIGNAL_TRACES && receiver->service != NULL &&
         receiver->service->tap != NULL)
-        receiver->service->tap(receiver->service->tap_ctx, raw, raw_len, spans, worst == SF_OK);
+        receiver->service->tap(receiver->service->tap_ctx, raw, raw_len, spans + gated,
+                               worst == SF_OK);
     if (signal == SF_SIGNAL_LOGS && receiver->service != NULL &&
         receiver->service->log_tap != NULL)
         receiver->service->log_tap(receiver->service->log_tap_ctx, receiver->id, raw, raw_len,
