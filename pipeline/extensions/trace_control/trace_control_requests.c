@@ -103,6 +103,9 @@ static void op_set(tc_ctx *x, const char *req, size_t len, unsigned uid, reply *
     sf_tc_window_own_start(x, w);
     sf_tc_window_count_start(x, w);
     sf_tc_window_arrival_start(w);
+    /* from now its spans are the window's, never dropped as out of band
+     * (the client may send them before the next turn's watch) */
+    atomic_store(&w->resting, false);
     if (sf_tc_audit_open(x, w) != SF_OK) {
         sf_tc_window_count_stop(x, w);
         (void)prev;
