@@ -253,7 +253,7 @@ static void print_windows(json_object *ext)
             /* whether the raised level shows at all, said within the window */
             if (strcmp(str(w, "arrival"), "none") == 0) {
                 printf("\n    no spans from %s since the level was raised ", str(t, "target"));
-                print_left((int64_t)u64(w, "since_open_ms"));
+                print_left((int64_t)u64(w, "since_open_ms") / 1000 * 1000);  /* whole s ago */
                 printf(" ago: check the engine's exporter");
             } else if (strcmp(str(w, "arrival"), "arriving") == 0) {
                 printf("\n    spans from %s arriving", str(t, "target"));
