@@ -253,7 +253,9 @@ void sf_component_set_span_tap(sf_component *ext, sf_span_tap_fn fn, void *ctx);
  * accepted nor refused but counted on the receiver as dropped with that
  * reason (spanfence_receiver_dropped_spans{reason}), and the client is
  * told they were taken. The span tap still sees the request as received
- * (its span count includes the dropped ones).
+ * (its span count includes the dropped ones). When an armed gate finds no
+ * memory to take the resources out, the request is refused (memory_limit,
+ * retryable): what the gate may drop never passes it unasked.
  * Called on receiver threads, concurrently: it must not block. */
 typedef struct sf_span_gate {
     bool (*armed)(void *ctx);

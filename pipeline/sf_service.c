@@ -794,31 +794,35 @@ static bool gate_keeps(void *ctx, const uint8_t *rs, size_t len)
 }
 
 /* Run the service's span gate on a traces batch: on a drop, the batch's
- * bytes become `*kept` (the caller frees it) and the dropped spans are
- * counted on `rc`; how many. Without memory for the copy nothing is
- * dropped. */
-static size_t run_gate(const sf_service *svc, sf_counters *rc, sf_request *batch, uint8_t **kept)
+ * bytes become `*kept` (the caller frees it), the dropped spans are
+ * counted on `rc` and added to *gated. SF_MEMLIMIT when an armed gate
+ * finds no memory for the copy: the request is then refused (retryably),
+ * never let through past the gate. */
+static sf_status run_gate(const sf_service *svc, sf_counters *rc, sf_request *batch,
+                          uint8_t **kept, size_t *gated)
 {
     gate_call g = { .gate = &svc->gate, .max_depth = batch->max_depth };
-    size_t len = 0, n = 0;
+    size_t len = 0;
 
     *kept = NULL;
     if (svc->gate.keeps == NULL || (svc->gate.armed != NULL && !svc->gate.armed(svc->gate.ctx)) ||
-        batch->raw_len == 0 || (*kept = sf_malloc(batch->raw_len)) == NULL)
-        return 0;
+        batch->raw_len == 0)
+        return SF_OK;
+    if ((*kept = sf_malloc(batch->raw_len)) == NULL)
+        return SF_MEMLIMIT;
     if (sf_otlp_drop_resources(batch->raw, batch->raw_len, gate_keeps, &g, *kept, &len) == 0) {
         sf_free(*kept);
         *kept = NULL;
-        return 0;
+        return SF_OK;
     }
     for (int r = 0; r < SF_REASON_COUNT; r++)
         if (g.dropped[r] > 0) {
             sf_count(&rc->dropped_spans[r], g.dropped[r]);
-            n += g.dropped[r];
+            *gated += g.dropped[r];
         }
     batch->raw = *kept;
     batch->raw_len = len;
-    return n;
+    return SF_OK;
 }
 
 sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_request *batch)
@@ -830,11 +834,15 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
     sf_status worst = SF_OK;
     size_t spans = 0, routes = 0, gated = 0;
     uint8_t *kept = NULL;
+    bool gate_failed = false;
 
     sf_count(&rc->requests, 1);
-    if (signal == SF_SIGNAL_TRACES && receiver->service != NULL)
-        gated = run_gate(receiver->service, rc, batch, &kept);
-    for (size_t i = 0; i < receiver->n_routes; i++) {
+    if (signal == SF_SIGNAL_TRACES && receiver->service != NULL &&
+        run_gate(receiver->service, rc, batch, &kept, &gated) != SF_OK) {
+        gate_failed = true;
+        worst = SF_MEMLIMIT;
+    }
+    for (size_t i = 0; !gate_failed && i < receiver->n_routes; i++) {
         sf_request copy, *b = batch;
         sf_status st;
 
@@ -866,9 +874,11 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
     }
     if (routes == 0) {
         /* No pipeline of the signal lists the receiver (receivers check
-         * sf_component_receives first): refused, never taken and lost. */
+         * sf_component_receives first), or the gate could not run:
+         * refused, never taken and lost. */
         sf_otlp_scan_signal(signal, batch->raw, batch->raw_len, batch->max_depth, &spans);
-        worst = SF_PERMANENT;
+        if (worst == SF_OK)
+            worst = SF_PERMANENT;
     }
     if (worst == SF_INVALID)
         sf_debug("receiver '%s': refused a malformed request: %s", receiver->id,
