@@ -143,6 +143,10 @@ test('a window whose engine sends nothing shows arrival none before it ends; spa
       { encoding: 'utf8', timeout: 60000 });
     assert.equal(screen.status, 0, screen.stderr);
     assert.match(screen.stdout, /^ {4}no spans from r1 since the level was raised \d+s ago: check the engine's exporter$/m);
+    // and so does `trace-level status` (the control socket)
+    const ts = await control(sock, { op: 'status' });
+    assert.equal(ts.windows.find((w) => w.target === 'r1').arrival, 'none', JSON.stringify(ts));
+    assert.match(ts.message, /^r1: .*; no spans from r1 since the level was raised \d+s ago: check the engine's exporter$/m);
 
     await engineSpans(5, 'late');
     doc = await waitStatus(sf, (d) => r1Of(d).window.arrival === 'arriving', 'arrival arriving');
