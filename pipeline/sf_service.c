@@ -834,15 +834,18 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
     sf_status worst = SF_OK;
     size_t spans = 0, routes = 0, gated = 0;
     uint8_t *kept = NULL;
-    bool gate_failed = false;
+    bool gated_all = false, gate_failed = false;
 
     sf_count(&rc->requests, 1);
-    if (signal == SF_SIGNAL_TRACES && receiver->service != NULL &&
-        run_gate(receiver->service, rc, batch, &kept, &gated) != SF_OK) {
-        gate_failed = true;
-        worst = SF_MEMLIMIT;
+    if (signal == SF_SIGNAL_TRACES && receiver->service != NULL) {
+        gate_failed = run_gate(receiver->service, rc, batch, &kept, &gated) != SF_OK;
+        if (gate_failed)
+            worst = SF_MEMLIMIT;
+        /* every resource gated: nothing goes on (no empty request for the
+         * exporters), and nothing is refused */
+        gated_all = kept != NULL && batch->raw_len == 0;
     }
-    for (size_t i = 0; !gate_failed && i < receiver->n_routes; i++) {
+    for (size_t i = 0; !gate_failed && !gated_all && i < receiver->n_routes; i++) {
         sf_request copy, *b = batch;
         sf_status st;
 
@@ -872,12 +875,12 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
         if (st == SF_INVALID)
             break;              /* the same bytes: every pipeline would refuse them */
     }
-    if (routes == 0) {
+    if (routes == 0 && !gated_all) {
         /* No pipeline of the signal lists the receiver (receivers check
          * sf_component_receives first), or the gate could not run:
          * refused, never taken and lost. */
         sf_otlp_scan_signal(signal, batch->raw, batch->raw_len, batch->max_depth, &spans);
-        if (worst == SF_OK)
+        if (!gate_failed)
             worst = SF_PERMANENT;
     }
     if (worst == SF_INVALID)

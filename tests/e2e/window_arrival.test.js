@@ -119,6 +119,7 @@ test('out of band under cvm.yaml\'s setting: counted, not exported, and not char
     m = await sf.metrics();
     assert.equal(m.must('spanfence_receiver_dropped_spans', { ...RCV, reason: 'out_of_band' }), 20, 'in-window spans are not dropped');
     assert.equal(gw.spans.filter((s) => s.name.startsWith('oob ')).length, 0, 'no out-of-band span reached the gateway');
+    assert.ok(gw.requests.every((q) => q.spans > 0), `an empty request reached the gateway: ${JSON.stringify(gw.requests.map((q) => q.spans))}`);
   });
 });
 

@@ -206,7 +206,7 @@ void sf_tc_window_arrival_check(tc_ctx *x, tc_window *w)
     if (w->state != TC_OPEN || w->arrival == TC_ARRIVAL_ARRIVING)
         return;
     a = sf_tc_arrival_of(x, w, w->open_mono, &w->at_start, w->from_target_at_start);
-    sf_tc_format_left(since, ago, sizeof(ago));
+    sf_tc_format_left(since / 1000 * 1000, ago, sizeof(ago));    /* whole seconds ago */
     if (a == TC_ARRIVAL_NONE && w->arrival == TC_ARRIVAL_WAITING) {
         sf_warn("trace_control: window '%s': no spans from target '%s' since the level was "
                 "raised to %" PRId64 " %s ago: check the engine's exporter", w->id,
