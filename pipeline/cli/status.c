@@ -264,6 +264,31 @@ static void print_latency(json_object *lat)
     }
 }
 
+/* An open window's other three questions, one line each (the arrival is
+ * said above): did the engine say it dropped spans, what did the whole
+ * collector lose meanwhile, and how did the engine's latency move. Each
+ * says so when it cannot be seen. */
+static void print_window_sides(json_object *t, json_object *w)
+{
+    if (get(w, "engine_log") == NULL)
+        printf("\n    the engine's own drops: not watched (no engine_log): complete at the "
+               "collector at best");
+    else if (u64(w, "engine_dropped") == 0)
+        printf("\n    the engine's own drops: none in its log (engine_log %s)",
+               str(w, "engine_log"));
+    else
+        printf("\n    the engine's own drops: it said %" PRIu64 " time%s in its log that it "
+               "dropped spans (%" PRIu64 " trace ops counted; engine_log %s): NOT complete",
+               u64(w, "engine_dropped"), u64(w, "engine_dropped") == 1 ? "" : "s",
+               u64(w, "engine_dropped_ops"), str(w, "engine_log"));
+    printf("\n    the collector: %" PRIu64 " of the window's spans lost, %" PRIu64
+           " collector-wide since it opened", u64(w, "lost"), u64(w, "lost_collector"));
+    if (get(w, "latency") != NULL)
+        print_latency(get(w, "latency"));
+    else if (get(t, "engine_metrics") == NULL)
+        printf("\n    latency: not watched (no engine_metrics)");
+}
+
 static void print_windows(json_object *ext)
 {
     json_object *targets = get(get(ext, "status"), "targets");
@@ -307,7 +332,7 @@ static void print_windows(json_object *ext)
             }
         }
         if (w != NULL)
-            print_latency(get(w, "latency"));
+            print_window_sides(t, w);
         if (u64(t, "out_of_band_spans") > 0)
             printf("\n    %" PRIu64 " spans out of band (level raised by someone else), %s",
                    u64(t, "out_of_band_spans"), strcmp(str(t, "out_of_band"), "drop") == 0

@@ -24,33 +24,12 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { spawnSync } = require('node:child_process');
 
 const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
 const { Engine, control } = require('./lib/engine');
 const { Gateway } = require('./lib/gateway');
-const deps = require('./lib/deps');
-const { RecordingExporter } = require('./lib/peers');
 
-const JOURNAL_REMOTE = '/lib/systemd/systemd-journal-remote';
-const BOOT = '0123456789abcdef0123456789abcdef';
-const SDK_QUEUE_FULL = 'Queue is full, likely spans will be dropped.';
-const zmqFull = (n, rid) => `ZMQ send buffer full, dropping ${n} trace ops for ${rid}`;
-
-let seq = 0;
-// Lines appended to the journal file by the real journal code.
-function journal(file, lines) {
-  const entries = lines.map(({ unit = 'sglang.service', message }) => {
-    const n = seq++;
-    const f = (k, v) => `${k}=${v}\n`;
-    return f('__REALTIME_TIMESTAMP', 1796000000000000 + n * 1000) + f('__MONOTONIC_TIMESTAMP', 1000 + n) +
-      f('_BOOT_ID', BOOT) + f('PRIORITY', '4') + f('_SYSTEMD_UNIT', unit) + f('SYSLOG_IDENTIFIER', 'python3') +
-      f('_PID', '4242') + f('MESSAGE', message) + '\n';
-  });
-  const r = spawnSync(JOURNAL_REMOTE, [`--output=${file}`, '-'], { input: entries.join('') });
-  assert.equal(r.status, 0, `systemd-journal-remote failed: ${r.stderr}`);
-  return lines.length;
-}
+const { JOURNAL_REMOTE, SDK_QUEUE_FULL, zmqFull, journal, engineSpans } = require('./lib/engine_sources');
 
 function config({ dir, engine, gw, grpc, metrics }) {
   return `receivers:
@@ -106,36 +85,6 @@ service:
       processors: [transform/fence]
       exporters: [debug]
 `;
-}
-
-// The stand-in engine's tracing: the real SDK with SGLang's settings
-// (sglang/srt/tracing: BatchSpanProcessor(schedule_delay_millis=500,
-// max_export_batch_size=64), the SDK's default queue of 2048), `n` spans
-// made at once as a burst of requests does. Returns {made, exported}.
-async function engineSpans(port, n, prefix) {
-  const api = deps.api();
-  const sdk = deps.sdk();
-  const { resourceFromAttributes } = deps.resources();
-  const { OTLPTraceExporter } = deps.grpcExporter();
-  // the JS SDK flushes a full queue as up to 2048 / 64 = 32 concurrent
-  // exports (Python's exports one batch at a time): room for all of them
-  const rec = new RecordingExporter(new OTLPTraceExporter({
-    url: `http://127.0.0.1:${port}`, timeoutMillis: 20000, concurrencyLimit: 64,
-  }));
-  const provider = new sdk.BasicTracerProvider({
-    resource: resourceFromAttributes({ 'service.name': 'sglang', 'service.instance.id': 'r1' }),
-    spanProcessors: [new sdk.BatchSpanProcessor(rec, {
-      maxQueueSize: 2048, maxExportBatchSize: 64, scheduledDelayMillis: 500, exportTimeoutMillis: 30000,
-    })],
-  });
-  const tracer = provider.getTracer('sglang', '0.5');
-  for (let i = 0; i < n; i++) {
-    tracer.startSpan(`${prefix} ${i}`, { kind: api.SpanKind.INTERNAL, attributes: { 'gen_ai.request.id': `${prefix}-${i}` } }).end();
-  }
-  await provider.forceFlush();
-  await provider.shutdown();
-  const exported = rec.results.filter((r) => r.code === 0).reduce((a, r) => a + r.spans, 0);
-  return { made: n, exported };
 }
 
 test('a window knows what the engine dropped: complete, empty, incomplete with engine_dropped', async () => {

@@ -144,7 +144,7 @@ test('a window whose engine sends nothing shows arrival none before it ends; spa
     // the screen says it plainly
     const screen = spawnSync(deps.spanfenceBin(), ['status', '--metrics', `127.0.0.1:${sf.metricsPort}`],
       { encoding: 'utf8', timeout: 60000 });
-    assert.equal(screen.status, 0, screen.stderr);
+    assert.equal(screen.status, 0, `status: ${screen.error || ""} signal ${screen.signal} ${screen.stderr}`);
     assert.match(screen.stdout, /^ {4}no spans from r1 since the level was raised \d+s ago: check the engine's exporter$/m);
     // and so does `trace-level status` (the control socket)
     const ts = await control(sock, { op: 'status' });

@@ -468,6 +468,8 @@ static json_object *tc_status(sf_component *self)
                                        json_object_new_uint64(c.from_target[1]));
             }
             if (w->target->engine_log.receiver != NULL) {
+                json_object_object_add(win, "engine_log",
+                                       json_object_new_string(w->target->engine_log.receiver));
                 json_object_object_add(win, "engine_dropped",
                                        json_object_new_uint64(c.engine[TC_ENG_EVENTS]));
                 json_object_object_add(win, "engine_dropped_ops",
