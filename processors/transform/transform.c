@@ -17,9 +17,14 @@
  * is dropped and counted); under ignore/silent that rule leaves the name as
  * it was (fail open, as upstream). */
 #define PCRE2_CODE_UNIT_WIDTH 8
+/* Ids are pseudonymized by HMAC-SHA256 on OpenSSL's SHA256_CTX with the
+ * key's pads hashed once (id_hmac): EVP_MAC costs twice as much an id, and
+ * a span has three. */
+#define OPENSSL_SUPPRESS_DEPRECATED
 #include "transform.h"
 
 #include <openssl/crypto.h>
+#include <openssl/sha.h>
 #include <openssl/evp.h>
 #include <openssl/core_names.h>
 #include <openssl/params.h>
@@ -56,7 +61,8 @@ _Static_assert((int)SF_TRANSFORM_TRACE_STATEMENTS == (int)SF_SIGNAL_TRACES &&
 /* The type's own series (sf_counters.values). */
 enum {
     TM_FAILED_VALUES, TM_DUPLICATE_KEYS, TM_RULES_SKIPPED, TM_PSEUDONYMS, TM_DROPPED_BODIES,
-    TM_DROPPED_EXEMPLARS, TM_CAPPED_EVENTS, TM_CAPPED_LINKS, TM_DROPPED_POINTS
+    TM_DROPPED_EXEMPLARS, TM_CAPPED_EVENTS, TM_CAPPED_LINKS, TM_DROPPED_POINTS,
+    TM_PSEUDONYMIZED_IDS, TM_CAPPED_SPANS, TM_CAPPED_RESOURCES, TM_CAPPED_SCOPES
 };
 
 /* Drift: the (context, key) pairs already logged, a bounded number. */
@@ -107,6 +113,9 @@ struct transform_ctx {
     size_t key_len;
     EVP_MAC *mac;               /* HMAC, and a context keyed with `key` */
     EVP_MAC_CTX *keyed;
+    /* pseudonymize_ids: SHA-256 after the key's inner and outer pad (HMAC's
+     * first block each), copied per id; cleansed at destroy */
+    SHA256_CTX id_inner, id_outer;
     _Atomic uint64_t rules_skipped;     /* failed rules (limits), any error mode */
     _Atomic uint64_t rules_reported;    /* ... of which counted and logged */
     sf_counters *counters;
@@ -201,6 +210,44 @@ static bool pseudonym_str(const void *ctx, void **state, const uint8_t *in, size
         memcpy(rs->last_out, out, *out_len);
         rs->last_out_len = *out_len;
     }
+    return true;
+}
+
+/* HMAC-SHA256(key, tag || in) from the key's hashed pads, into mac[32]. */
+static void id_hmac(const transform_ctx *t, uint8_t tag, const uint8_t *in, size_t len,
+                    uint8_t mac[32])
+{
+    SHA256_CTX h = t->id_inner;
+
+    SHA256_Update(&h, &tag, 1);
+    SHA256_Update(&h, in, len);
+    SHA256_Final(mac, &h);
+    h = t->id_outer;
+    SHA256_Update(&h, mac, 32);
+    SHA256_Final(mac, &h);
+    OPENSSL_cleanse(&h, sizeof(h));     /* held the keyed state */
+}
+
+/* A trace id's (16 bytes) or span id's (8) pseudonym: the HMAC of the id
+ * under a tag of its own ('T', 'S': never an attribute's pseudonym of the
+ * same bytes), truncated to the id's length, never all zero. The same id
+ * gets the same pseudonym in every span, request and signal (one key), so
+ * parents, children and links still meet. */
+static bool pseudonym_id(const void *ctx, void **state, const uint8_t *in, size_t len,
+                         uint8_t *out)
+{
+    const transform_ctx *t = ((const sig_part *)ctx)->t;
+    uint8_t mac[32], any = 0;
+
+    (void)state;
+    if (len != 16 && len != 8)
+        return false;
+    id_hmac(t, len == 16 ? 'T' : 'S', in, len, mac);
+    for (size_t i = 0; i < len; i++)
+        any |= mac[i];
+    if (any == 0)
+        mac[len - 1] = 1;       /* a valid id stays valid (2^-64) */
+    memcpy(out, mac, len);
     return true;
 }
 
@@ -762,7 +809,13 @@ static sf_status part_build(transform_ctx *t, sf_transform_list list)
     if (list == SF_TRANSFORM_TRACE_STATEMENTS) {
         sp->edit.cap[SF_OTLP_FIELD_SPAN_EVENTS] = (uint32_t)cfg->max_events_per_span;
         sp->edit.cap[SF_OTLP_FIELD_SPAN_LINKS] = (uint32_t)cfg->max_links_per_span;
+        sp->edit.cap[SF_OTLP_FIELD_SPANS] = (uint32_t)cfg->max_spans_per_request;
+        sp->edit.cap[SF_OTLP_FIELD_RESOURCE_SPANS] = (uint32_t)cfg->max_resources_per_request;
+        sp->edit.cap[SF_OTLP_FIELD_SCOPE_SPANS] = (uint32_t)cfg->max_scopes_per_resource;
     }
+    /* every signal's ids: a log record's trace_id and span_id name the
+     * same spans as the traces' */
+    sp->edit.id_fn = t->key != NULL && cfg->pseudonymize_ids ? pseudonym_id : NULL;
     sp->edit.max_string_length = t->max_string;
     sp->edit.rename_fn = rename_fn;
     sp->edit.field_fn = field_fn;
@@ -770,6 +823,29 @@ static sf_status part_build(transform_ctx *t, sf_transform_list list)
     sp->edit.pseudonym_fn = t->key != NULL ? pseudonym_str : NULL;
     sp->edit.pseudonym_int_fn = t->key != NULL ? pseudonym_int : NULL;
     sp->edit.release = release;
+    return SF_OK;
+}
+
+/* HMAC's two pads of the key (hashed first when longer than a block),
+ * each hashed as the first block of a SHA-256 that id_hmac continues. */
+static sf_status id_pads(transform_ctx *t)
+{
+    uint8_t k[SHA256_CBLOCK] = { 0 }, pad[SHA256_CBLOCK];
+
+    if (t->key_len > sizeof(k))
+        SHA256(t->key, t->key_len, k);
+    else
+        memcpy(k, t->key, t->key_len);
+    for (size_t i = 0; i < sizeof(pad); i++)
+        pad[i] = k[i] ^ 0x36;
+    SHA256_Init(&t->id_inner);
+    SHA256_Update(&t->id_inner, pad, sizeof(pad));
+    for (size_t i = 0; i < sizeof(pad); i++)
+        pad[i] = k[i] ^ 0x5c;
+    SHA256_Init(&t->id_outer);
+    SHA256_Update(&t->id_outer, pad, sizeof(pad));
+    OPENSSL_cleanse(k, sizeof(k));
+    OPENSSL_cleanse(pad, sizeof(pad));
     return SF_OK;
 }
 
@@ -813,6 +889,9 @@ static sf_status transform_create(sf_component *self, const void *config)
             st = SF_ENOMEM;
             goto out_destroy;
         }
+        st = id_pads(t);
+        if (st != SF_OK)
+            goto out_destroy;
     }
     for (int l = 0; l < SF_TRANSFORM_LIST_COUNT; l++) {
         st = part_build(t, (sf_transform_list)l);
@@ -854,6 +933,8 @@ static void transform_destroy(sf_component *self)
     sf_free(t->codes);
     EVP_MAC_CTX_free(t->keyed);
     EVP_MAC_free(t->mac);
+    OPENSSL_cleanse(&t->id_inner, sizeof(t->id_inner));
+    OPENSSL_cleanse(&t->id_outer, sizeof(t->id_outer));
     sf_transform_key_free(t->key, t->key_len);
     pcre2_match_context_free(t->mctx);
     pthread_mutex_destroy(&t->drift_lock);
@@ -1000,6 +1081,11 @@ static sf_status transform_consume(sf_component *self, sf_request *batch)
     sf_count(&counters->values[TM_CAPPED_EVENTS], batch->stats.capped[SF_OTLP_FIELD_SPAN_EVENTS]);
     sf_count(&counters->values[TM_CAPPED_LINKS], batch->stats.capped[SF_OTLP_FIELD_SPAN_LINKS]);
     sf_count(&counters->values[TM_DROPPED_POINTS], batch->stats.dropped_points);
+    sf_count(&counters->values[TM_PSEUDONYMIZED_IDS], batch->stats.pseudonymized_ids);
+    sf_count(&counters->values[TM_CAPPED_SPANS], batch->stats.capped_items);
+    sf_count(&counters->values[TM_CAPPED_RESOURCES],
+             batch->stats.capped[SF_OTLP_FIELD_RESOURCE_SPANS]);
+    sf_count(&counters->values[TM_CAPPED_SCOPES], batch->stats.capped[SF_OTLP_FIELD_SCOPE_SPANS]);
     if (batch->stats.n_drift > 0)
         drift_report(self, t, &batch->stats);
     sf_count(&counters->removed_attributes, batch->stats.removed_attributes);
@@ -1027,6 +1113,15 @@ static const sf_metric_row transform_metric_rows[] = {
     [TM_DROPPED_POINTS] = { .name = "spanfence_processor_transform_dropped_histogram_points",
       .help = "Histogram points dropped: bounds not finite and increasing, or not the declared "
               "set, or counts not summing to count." },
+    [TM_PSEUDONYMIZED_IDS] = { .name = "spanfence_processor_transform_pseudonymized_ids",
+      .help = "Trace and span ids replaced by their keyed pseudonym (pseudonymize_ids)." },
+    [TM_CAPPED_SPANS] = { .name = "spanfence_processor_transform_dropped_spans",
+      .help = "Spans dropped past max_spans_per_request, or with a resource or scope entry "
+              "dropped past its cap." },
+    [TM_CAPPED_RESOURCES] = { .name = "spanfence_processor_transform_dropped_resource_entries",
+      .help = "Resource entries (ResourceSpans) dropped past max_resources_per_request." },
+    [TM_CAPPED_SCOPES] = { .name = "spanfence_processor_transform_dropped_scope_entries",
+      .help = "Scope entries (ScopeSpans) dropped past max_scopes_per_resource." },
     { 0 }
 };
 
