@@ -1286,44 +1286,40 @@ static sf_status renamed(cx *c, unsigned f, const uint8_t **p, size_t *n)
  * an all-zero id (invalid, W3C) leaves as it is. */
 #define ID_MEMO 128             /* a power of two */
 struct id_memo {
-    uint8_t len;                /* 0: empty */
-    uint8_t in[16], out[16];
+    uint64_t in[2];             /* the id, zero-padded; len 0: empty */
+    uint8_t out[16];
+    uint8_t len;
 };
-
-/* The memo slot of id[0, n): a request's spans share their trace id, and a
- * parent's span id comes back as its children's parent_span_id. */
-static inline size_t id_slot(const uint8_t *id, size_t n)
-{
-    uint64_t w0, w1 = 0;
-
-    memcpy(&w0, id, 8);
-    if (n == 16)
-        memcpy(&w1, id + 8, 8);
-    return (size_t)(((w0 ^ (w1 + n)) * 0x9e3779b97f4a7c15ull) >> 57) & (ID_MEMO - 1);
-}
 
 static __attribute__((noinline)) sf_status put_id(cx *c, uint32_t tag, const uint8_t *id,
                                                   size_t n)
 {
     uint8_t out[16], *o;
-    uint8_t any = 0;
+    uint64_t w[2] = { 0, 0 };
 
-    for (size_t i = 0; i < n; i++)
-        any |= id[i];
-    if (any != 0) {
+    memcpy(&w[0], id, 8);
+    if (n == 16)
+        memcpy(&w[1], id + 8, 8);
+    if ((w[0] | w[1]) != 0) {
+        /* memoised by a hash of the id: a request's spans share their trace
+         * id, and a parent's span id comes back as its children's
+         * parent_span_id */
+        const size_t slot = (size_t)(((w[0] ^ (w[1] + n)) * 0x9e3779b97f4a7c15ull) >> 57) &
+                            (ID_MEMO - 1);
         struct id_memo *e;
 
         if (c->memo == NULL)
             c->memo = sf_calloc(ID_MEMO, sizeof(*c->memo));     /* NULL: no memo */
-        e = c->memo != NULL ? &c->memo[id_slot(id, n)] : NULL;
-        if (e != NULL && e->len == n && memcmp(e->in, id, n) == 0) {
-            memcpy(out, e->out, n);
+        e = c->memo != NULL ? &c->memo[slot] : NULL;
+        if (e != NULL && e->len == n && e->in[0] == w[0] && e->in[1] == w[1]) {
+            memcpy(out, e->out, 16);
         } else {
             if (!c->edit->id_fn(c->edit->ctx, &c->state, id, n, out))
                 return SF_FILTER;
             if (e != NULL) {
                 e->len = (uint8_t)n;
-                memcpy(e->in, id, n);
+                e->in[0] = w[0];
+                e->in[1] = w[1];
                 memcpy(e->out, out, n);
             }
         }
