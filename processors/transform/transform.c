@@ -17,17 +17,14 @@
  * is dropped and counted); under ignore/silent that rule leaves the name as
  * it was (fail open, as upstream). */
 #define PCRE2_CODE_UNIT_WIDTH 8
-/* Ids are pseudonymized by HMAC-SHA256 on OpenSSL's SHA256_CTX with the
- * key's pads hashed once (id_hmac): EVP_MAC costs twice as much an id, and
- * a span has three. */
+/* Pseudonyms are HMAC-SHA256 on OpenSSL's SHA256_CTX with the key's pads
+ * hashed once (hmac()): EVP_MAC costs more than twice as much a value, and
+ * with pseudonymize_ids a span has three. */
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include "transform.h"
 
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
-#include <openssl/evp.h>
-#include <openssl/core_names.h>
-#include <openssl/params.h>
 #include <pcre2.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -112,11 +109,9 @@ struct transform_ctx {
     size_t max_string;          /* the bound on every string field after its rules */
     uint8_t *key;               /* the pseudonym key, or NULL; cleansed at destroy */
     size_t key_len;
-    EVP_MAC *mac;               /* HMAC, and a context keyed with `key` */
-    EVP_MAC_CTX *keyed;
-    /* pseudonymize_ids: SHA-256 after the key's inner and outer pad (HMAC's
-     * first block each), copied per id; cleansed at destroy */
-    SHA256_CTX id_inner, id_outer;
+    /* SHA-256 after the key's inner and outer pad (HMAC's first block
+     * each), copied per value (hmac()); cleansed at destroy */
+    SHA256_CTX inner, outer;
     _Atomic uint64_t rules_skipped;     /* failed rules (limits), any error mode */
     _Atomic uint64_t rules_reported;    /* ... of which counted and logged */
     sf_counters *counters;
@@ -140,7 +135,6 @@ typedef struct rule_state rule_state;
 struct rule_state {
     pcre2_match_data *md;
     sf_otlp_text tmp;
-    EVP_MAC_CTX *mac;           /* a copy of the keyed context, or NULL */
     /* the last string pseudonymized and its pseudonym: SGLang's root span
      * carries the same id twice (rid, gen_ai.request.id) */
     uint8_t last_in[64], last_out[64];
@@ -148,7 +142,6 @@ struct rule_state {
 };
 
 static rule_state *state_get(const transform_ctx *t, void **state);
-static EVP_MAC_CTX *state_mac(const transform_ctx *t, void **state);
 
 static bool lower_hex(const uint8_t *s, size_t n)
 {
@@ -159,18 +152,22 @@ static bool lower_hex(const uint8_t *s, size_t n)
     return true;
 }
 
-/* HMAC-SHA256(key, tag || in) (OpenSSL's EVP_MAC), into mac[32]. The
- * keyed context is made once at create; each codec call copies it once
- * (state_mac) and re-initialises the copy per value without a key, which
- * reuses the key's precomputed pads. */
+/* HMAC-SHA256(key, tag || in), into mac[32]: the key's pads were hashed
+ * once at create (hmac_pads), each value continues copies of them. */
 static bool hmac(const transform_ctx *t, void **state, uint8_t tag, const uint8_t *in,
                  size_t len, uint8_t mac[32])
 {
-    EVP_MAC_CTX *m = state_mac(t, state);
-    size_t n = 0;
+    SHA256_CTX h = t->inner;
 
-    return m != NULL && EVP_MAC_init(m, NULL, 0, NULL) == 1 && EVP_MAC_update(m, &tag, 1) == 1 &&
-           EVP_MAC_update(m, in, len) == 1 && EVP_MAC_final(m, mac, &n, 32) == 1 && n == 32;
+    (void)state;
+    SHA256_Update(&h, &tag, 1);
+    SHA256_Update(&h, in, len);
+    SHA256_Final(mac, &h);
+    h = t->outer;
+    SHA256_Update(&h, mac, 32);
+    SHA256_Final(mac, &h);
+    OPENSSL_cleanse(&h, sizeof(h));     /* held the keyed state */
+    return true;
 }
 
 /* A string id's pseudonym, in its shape: lowercase hex of length 1..64
@@ -214,21 +211,6 @@ static bool pseudonym_str(const void *ctx, void **state, const uint8_t *in, size
     return true;
 }
 
-/* HMAC-SHA256(key, tag || in) from the key's hashed pads, into mac[32]. */
-static void id_hmac(const transform_ctx *t, uint8_t tag, const uint8_t *in, size_t len,
-                    uint8_t mac[32])
-{
-    SHA256_CTX h = t->id_inner;
-
-    SHA256_Update(&h, &tag, 1);
-    SHA256_Update(&h, in, len);
-    SHA256_Final(mac, &h);
-    h = t->id_outer;
-    SHA256_Update(&h, mac, 32);
-    SHA256_Final(mac, &h);
-    OPENSSL_cleanse(&h, sizeof(h));     /* held the keyed state */
-}
-
 /* A trace id's (16 bytes) or span id's (8) pseudonym: the HMAC of the id
  * under a tag of its own ('T', 'S': never an attribute's pseudonym of the
  * same bytes), truncated to the id's length, never all zero. The same id
@@ -240,10 +222,8 @@ static bool pseudonym_id(const void *ctx, void **state, const uint8_t *in, size_
     const transform_ctx *t = ((const sig_part *)ctx)->t;
     uint8_t mac[32], any = 0;
 
-    (void)state;
-    if (len != 16 && len != 8)
+    if ((len != 16 && len != 8) || !hmac(t, state, len == 16 ? 'T' : 'S', in, len, mac))
         return false;
-    id_hmac(t, len == 16 ? 'T' : 'S', in, len, mac);
     for (size_t i = 0; i < len; i++)
         any |= mac[i];
     if (any == 0)
@@ -290,23 +270,12 @@ static rule_state *state_get(const transform_ctx *t, void **state)
     return rs;
 }
 
-static EVP_MAC_CTX *state_mac(const transform_ctx *t, void **state)
-{
-    rule_state *rs = state_get(t, state);
-
-    if (rs == NULL || t->keyed == NULL)
-        return NULL;
-    if (rs->mac == NULL)
-        rs->mac = EVP_MAC_CTX_dup(t->keyed);
-    return rs->mac;
-}
 
 static void release(const void *ctx, void *state)
 {
     rule_state *rs = state;
 
     (void)ctx;
-    EVP_MAC_CTX_free(rs->mac);
     pcre2_match_data_free(rs->md);
     sf_free(rs->tmp.data);
     sf_free(rs);
@@ -828,8 +797,8 @@ static sf_status part_build(transform_ctx *t, sf_transform_list list)
 }
 
 /* HMAC's two pads of the key (hashed first when longer than a block),
- * each hashed as the first block of a SHA-256 that id_hmac continues. */
-static sf_status id_pads(transform_ctx *t)
+ * each hashed as the first block of a SHA-256 that hmac() continues. */
+static void hmac_pads(transform_ctx *t)
 {
     uint8_t k[SHA256_CBLOCK] = { 0 }, pad[SHA256_CBLOCK];
 
@@ -839,15 +808,14 @@ static sf_status id_pads(transform_ctx *t)
         memcpy(k, t->key, t->key_len);
     for (size_t i = 0; i < sizeof(pad); i++)
         pad[i] = k[i] ^ 0x36;
-    SHA256_Init(&t->id_inner);
-    SHA256_Update(&t->id_inner, pad, sizeof(pad));
+    SHA256_Init(&t->inner);
+    SHA256_Update(&t->inner, pad, sizeof(pad));
     for (size_t i = 0; i < sizeof(pad); i++)
         pad[i] = k[i] ^ 0x5c;
-    SHA256_Init(&t->id_outer);
-    SHA256_Update(&t->id_outer, pad, sizeof(pad));
+    SHA256_Init(&t->outer);
+    SHA256_Update(&t->outer, pad, sizeof(pad));
     OPENSSL_cleanse(k, sizeof(k));
     OPENSSL_cleanse(pad, sizeof(pad));
-    return SF_OK;
 }
 
 static sf_status transform_create(sf_component *self, const void *config)
@@ -879,21 +847,8 @@ static sf_status transform_create(sf_component *self, const void *config)
                  why != NULL ? why : "cannot be held");
         goto out_destroy;
     }
-    if (t->key != NULL) {
-        OSSL_PARAM params[] = {
-            OSSL_PARAM_construct_utf8_string("digest", (char *)"SHA256", 0), OSSL_PARAM_END
-        };
-
-        t->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-        t->keyed = t->mac != NULL ? EVP_MAC_CTX_new(t->mac) : NULL;
-        if (t->keyed == NULL || EVP_MAC_init(t->keyed, t->key, t->key_len, params) != 1) {
-            st = SF_ENOMEM;
-            goto out_destroy;
-        }
-        st = id_pads(t);
-        if (st != SF_OK)
-            goto out_destroy;
-    }
+    if (t->key != NULL)
+        hmac_pads(t);
     for (int l = 0; l < SF_TRANSFORM_LIST_COUNT; l++) {
         st = part_build(t, (sf_transform_list)l);
         if (st != SF_OK)
@@ -932,10 +887,8 @@ static void transform_destroy(sf_component *self)
     for (size_t i = 0; i < t->n_codes; i++)
         pcre2_code_free(t->codes[i]);
     sf_free(t->codes);
-    EVP_MAC_CTX_free(t->keyed);
-    EVP_MAC_free(t->mac);
-    OPENSSL_cleanse(&t->id_inner, sizeof(t->id_inner));
-    OPENSSL_cleanse(&t->id_outer, sizeof(t->id_outer));
+    OPENSSL_cleanse(&t->inner, sizeof(t->inner));
+    OPENSSL_cleanse(&t->outer, sizeof(t->outer));
     sf_transform_key_free(t->key, t->key_len);
     pcre2_match_context_free(t->mctx);
     pthread_mutex_destroy(&t->drift_lock);

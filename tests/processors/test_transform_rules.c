@@ -418,15 +418,17 @@ static void test_pseudonymized_ids(void **state)
         "    max_resources_per_request: 2\n"
         "    max_scopes_per_resource: 3\n"
         "    trace_statements:\n"
-        "      - keep_keys(span.attributes, [])\n";
+        "      - keep_keys(span.attributes, [\"rid\"])\n"
+        "      - pseudonymize(span.attributes, \"rid\")\n";
     static const char json[] =
         "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":["
         "{\"traceId\":\"0102030405060708090a0b0c0d0e0f10\",\"spanId\":\"1112131415161718\","
-        "\"name\":\"root\"},"
+        "\"name\":\"root\",\"attributes\":[{\"key\":\"rid\",\"value\":{\"stringValue\":"
+        "\"" RID "\"}}]},"
         "{\"traceId\":\"0102030405060708090a0b0c0d0e0f10\",\"spanId\":\"2122232425262728\","
         "\"parentSpanId\":\"1112131415161718\",\"name\":\"child\",\"links\":[{\"traceId\":"
         "\"0102030405060708090a0b0c0d0e0f10\",\"spanId\":\"1112131415161718\"}]}]}]}]}";
-    char tid[33], root[17], child[17], want[512], *out;
+    char tid[33], root[17], child[17], rid[65], want[512], *out;
     const sf_otlp_edit *e;
     run r;
 
@@ -434,6 +436,17 @@ static void test_pseudonymized_ids(void **state)
     hex_hmac("0123456789abcdefSECRETKEY", 'T', "0102030405060708090a0b0c0d0e0f10", tid);
     hex_hmac("0123456789abcdefSECRETKEY", 'S', "1112131415161718", root);
     hex_hmac("0123456789abcdefSECRETKEY", 'S', "2122232425262728", child);
+    {
+        /* an attribute's pseudonym is the same HMAC, tagged 's', of its text */
+        uint8_t mac[32];
+        unsigned int mlen = 0;
+        const char msg[] = "s" RID;
+
+        assert_non_null(HMAC(EVP_sha256(), "0123456789abcdefSECRETKEY", 25,
+                             (const uint8_t *)msg, strlen(msg), mac, &mlen));
+        for (size_t i = 0; i < 16; i++)
+            sprintf(rid + 2 * i, "%02x", mac[i]);
+    }
     assert_int_equal(load(&r, body), SF_OK);
     e = r.comp.type->edit(&r.comp, SF_SIGNAL_TRACES);
     assert_non_null(e->id_fn);
@@ -448,6 +461,8 @@ static void test_pseudonymized_ids(void **state)
              tid, child, root);
     HAS(out, want);
     snprintf(want, sizeof(want), "\"links\":[{\"traceId\":\"%s\",\"spanId\":\"%s\"}]", tid, root);
+    HAS(out, want);
+    snprintf(want, sizeof(want), "{\"key\":\"rid\",\"value\":{\"stringValue\":\"%s\"}}", rid);
     HAS(out, want);
     LACKS(out, "0102030405060708090a0b0c0d0e0f10");
     LACKS(out, "1112131415161718");
