@@ -61,11 +61,8 @@ gport=${SF_BENCH_GRPC_PORT:-14317}
 sport=${SF_BENCH_SINK_PORT:-14319}
 mport=${SF_BENCH_METRICS_PORT:-18888}
 fport=${SF_BENCH_FLOOR_PORT:-14321}
-pin_sf=() pin_peer=() pinning="none"
-if [ "${SF_BENCH_PIN:-1}" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
-    pin_sf=(taskset -c 0) pin_peer=(taskset -c 1)
-    pinning="the collector (and the floors' servers) on CPU 0; sf_send and the sink on CPU 1"
-fi
+. bench/pin.sh
+bench_pin "the collector (and the floors' servers) on CPU 0; sf_send and the sink on CPU 1"
 # The sink stands for a gateway outside the VM, but it shares CPU 1 with
 # sf_send: at SCHED_IDLE it runs only when sf_send has nothing to do, so
 # gunzipping a merged export never delays the load's reading of an answer

@@ -21,11 +21,8 @@ sink_port=${SF_BENCH_SINK_PORT:-14329}
 metrics_port=${SF_BENCH_METRICS_PORT:-18898}
 grpc_port=${SF_BENCH_GRPC_PORT:-14327}
 remote=/lib/systemd/systemd-journal-remote
-pin_sf=() pin_peer=() pinning="none"
-if [ "${SF_BENCH_PIN:-1}" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
-    pin_sf=(taskset -c 0) pin_peer=(taskset -c 1)
-    pinning="spanfence on CPU 0; the sink on CPU 1"
-fi
+. bench/pin.sh
+bench_pin "spanfence on CPU 0; the sink on CPU 1"
 [ -x "$remote" ] || { echo "journald.sh: $remote not found (systemd-journal-remote)" >&2; exit 1; }
 tmp=$(mktemp -d)
 sf_pid="" sink_pid=""

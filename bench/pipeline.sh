@@ -8,8 +8,10 @@
 #   bench/pipeline.sh [ROUNDS=5] [REQUESTS_PER_THREAD=200] [THREADS=2]
 #   SF_BENCH_COMPRESSION=none|gzip      exporter compression (default gzip)
 #   SF_BENCH_CONFIG=FILE                the collector's config with the otlphttp
-#       exporter (default bench/configs/pipeline.yaml; pipeline_cvm.yaml runs
-#       configs/cvm.yaml's transform instead of the sample allowlist)
+#       exporter (default bench/configs/pipeline.yaml)
+#   SF_BENCH_RULES=sample|cvm           the sample allowlist (default) or
+#       configs/cvm.yaml's transform/allowlist as it is now, put in place of
+#       the sample's at run time (set SPANFENCE_PSEUDONYM_KEY)
 #   SF_BENCH_EXPORTER=otlphttp|otlp     which exporter (default otlphttp). otlp
 #       sends OTLP/gRPC to a second spanfence as the sink
 #       (bench/configs/relay.yaml, not measured), which counts what arrives.
@@ -49,12 +51,23 @@ case "$exporter" in
     otlp)     config=bench/configs/pipeline_grpc.yaml ;;
     *) echo "pipeline.sh: SF_BENCH_EXPORTER must be otlphttp or otlp" >&2; exit 2 ;;
 esac
-pin_sf=() pin_peer=() pinning="none"
-if [ "${SF_BENCH_PIN:-1}" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
-    pin_sf=(taskset -c 0) pin_peer=(taskset -c 1)
-    pinning="the collector on CPU 0; sf_send and the sink on CPU 1"
-fi
+. bench/pin.sh
+bench_pin "the collector on CPU 0; sf_send and the sink on CPU 1"
 tmp=$(mktemp -d)
+case "${SF_BENCH_RULES:-sample}" in
+    sample) ;;
+    cvm)
+        # The production rules judge every field; the sample batch is not
+        # SGLang-shaped, so most of its keys and names fail them and go.
+        /usr/bin/python3 - "$config" configs/cvm.yaml >"$tmp/config.yaml" <<'PY' || exit 1
+import sys, yaml
+bench, cvm = (yaml.safe_load(open(f)) for f in sys.argv[1:3])
+bench["processors"]["transform/allowlist"] = cvm["processors"]["transform/allowlist"]
+print(yaml.safe_dump(bench, sort_keys=False))
+PY
+        config=$tmp/config.yaml ;;
+    *) echo "pipeline.sh: SF_BENCH_RULES must be sample or cvm" >&2; exit 2 ;;
+esac
 sf_pid="" relay_pid="" sink_pid=""
 trap 'kill $sf_pid $relay_pid $sink_pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 

@@ -24,11 +24,8 @@ http_port=${SF_BENCH_HTTP_PORT:-14318}
 sink_port=${SF_BENCH_SINK_PORT:-14319}
 metrics_port=${SF_BENCH_METRICS_PORT:-18888}
 health_port=${SF_BENCH_HEALTH_PORT:-14333}
-pin_sf=() pin_peer=() pinning="none"
-if [ "${SF_BENCH_PIN:-1}" = 1 ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
-    pin_sf=(taskset -c 0) pin_peer=(taskset -c 1)
-    pinning="spanfence on CPU 0; h2load and the sink on CPU 1"
-fi
+. bench/pin.sh
+bench_pin "spanfence on CPU 0; h2load and the sink on CPU 1"
 command -v h2load >/dev/null || { echo "signals.sh: h2load not found (nghttp2-client)" >&2; exit 1; }
 tmp=$(mktemp -d)
 sf_pid="" sink_pid=""

@@ -258,6 +258,19 @@ typedef void (*sf_log_tap_fn)(void *ctx, const char *receiver, const uint8_t *ra
  * sf_component_set_span_tap. */
 void sf_component_set_log_tap(sf_component *ext, sf_log_tap_fn fn, void *ctx);
 
+/* A metrics tap: told of every metrics request a receiver emitted (a
+ * scrape of the prometheus receiver is one), once its pipelines ran and
+ * just before the receiver counts it, as sf_log_tap_fn: `raw` is the
+ * ExportMetricsServiceRequest as the receiver made it (before any
+ * processor), valid only during the call. Receiver threads, concurrently:
+ * it must not block, and should return at once when it has nothing to do. */
+typedef void (*sf_metrics_tap_fn)(void *ctx, const char *receiver, const uint8_t *raw,
+                                  size_t len, bool accepted);
+
+/* Extensions, at create: make `fn(ctx, ...)` the service's one metrics tap
+ * (NULL removes it); as sf_component_set_span_tap. */
+void sf_component_set_metrics_tap(sf_component *ext, sf_metrics_tap_fn fn, void *ctx);
+
 /* Extensions: hand one ExportTraceServiceRequest (`otlp`, copied) to the
  * traces pipeline `pipeline` (NULL: every traces pipeline) AFTER its
  * processors: the codec writes its canonical form, unedited, and the

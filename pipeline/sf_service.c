@@ -83,6 +83,8 @@ struct sf_service {
     /* set before start, read-only after (see sf_component_set_span_tap) */
     sf_span_tap_fn tap;
     void *tap_ctx;
+    sf_metrics_tap_fn metrics_tap;  /* the same for metrics requests */
+    void *metrics_tap_ctx;
     sf_log_tap_fn log_tap;          /* the same for logs requests */
     void *log_tap_ctx;
     /* exporters started and not stopping: sf_component_inject may run;
@@ -826,6 +828,10 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
         receiver->service->log_tap != NULL)
         receiver->service->log_tap(receiver->service->log_tap_ctx, receiver->id, raw, raw_len,
                                    worst == SF_OK);
+    if (signal == SF_SIGNAL_METRICS && receiver->service != NULL &&
+        receiver->service->metrics_tap != NULL)
+        receiver->service->metrics_tap(receiver->service->metrics_tap_ctx, receiver->id, raw,
+                                       raw_len, worst == SF_OK);
     if (worst == SF_OK) {
         sf_count(&rc->accepted_spans, spans);
     } else {
@@ -947,6 +953,19 @@ void sf_component_set_log_tap(sf_component *ext, sf_log_tap_fn fn, void *ctx)
                 ext->id);
     svc->log_tap = fn;
     svc->log_tap_ctx = ctx;
+}
+
+void sf_component_set_metrics_tap(sf_component *ext, sf_metrics_tap_fn fn, void *ctx)
+{
+    sf_service *svc = ext->service;
+
+    if (svc == NULL)
+        return;
+    if (svc->metrics_tap != NULL && fn != NULL)
+        sf_warn("%s '%s' replaces the metrics tap set before it", sf_kind_name(ext->type->kind),
+                ext->id);
+    svc->metrics_tap = fn;
+    svc->metrics_tap_ctx = ctx;
 }
 
 void sf_component_refuse(sf_component *receiver, sf_transport transport, sf_signal signal,

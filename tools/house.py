@@ -26,7 +26,7 @@ def blank(text):
     return pat.sub(lambda m: re.sub(r'[^\n]', ' ', m.group(0)), text)
 
 def layer(f):
-    if f.startswith('pipeline/cli/'): return 'cli'
+    if f.startswith(('pipeline/cli/', 'pipeline/policy/')): return 'cli'     # the command and its library
     if f.startswith('pipeline/extensions/'): return 'component'
     if f.startswith('pipeline/'): return 'core'
     return 'component'

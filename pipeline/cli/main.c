@@ -61,28 +61,48 @@ enum { EXIT_OK = 0, EXIT_INVALID = 1, EXIT_USAGE = 2 };
  * it outlives every service a reload replaces. */
 static sf_history history = SF_HISTORY_INIT;
 
+/* The command's own verbs; component types bring theirs
+ * (sf_component_type.verbs). One table: spanfence --help lists both, and
+ * a verb is looked up in the command's first. */
+static int verb_validate(int argc, char **argv);
+static int verb_print_config(int argc, char **argv);
+static int verb_status(int argc, char **argv);
+static int verb_reload(int argc, char **argv);
+static int verb_components(int argc, char **argv);
+
+static const sf_cli_verb command_verbs[] = {
+    { "validate", "--config URI... [--set K=V]... [--policy FILE]",
+      "check a config and exit", verb_validate },
+    { "print-config", "--config URI... [--set K=V]...",
+      "the effective config, secrets redacted", verb_print_config },
+    { "status", "[--config FILE | --metrics HOST:PORT] [--json] [--all]",
+      "the running collector at a glance", verb_status },
+    { "reload", "--pid PID [--config FILE | --metrics HOST:PORT]",
+      "SIGHUP and wait for the outcome", verb_reload },
+    { "components", "", "list the component types (YAML)", verb_components },
+    { NULL, NULL, NULL, NULL },
+};
+
+static void usage_verbs(FILE *f, const sf_cli_verb *v)
+{
+    for (; v != NULL && v->name != NULL; v++) {
+        int w = 31 - (int)strlen(v->name);     /* the help starts in column 50 */
+
+        if ((int)strlen(v->usage) < w - 1)
+            fprintf(f, "       spanfence %s %-*s%s\n", v->name, w, v->usage, v->help);
+        else
+            fprintf(f, "       spanfence %s %s\n%49s%s\n", v->name, v->usage, "", v->help);
+    }
+}
+
 static void usage(FILE *f)
 {
-    fputs("usage: spanfence [--config URI]... [--set K=V]... [--policy FILE]   run the collector\n"
-          "       spanfence validate --config URI... [--set K=V]... [--policy FILE]\n"
-          "                                                 check a config and exit\n"
-          "       spanfence print-config --config URI... [--set K=V]...\n"
-          "                                                 the effective config (defaults\n"
-          "                                                 filled in, secrets redacted)\n"
-          "       spanfence status [--config FILE | --metrics HOST:PORT] [--json] [--all]\n"
-          "                                                 the running collector at a glance\n"
-          "       spanfence reload --pid PID [--config FILE | --metrics HOST:PORT]\n"
-          "                                                 SIGHUP and wait for the outcome\n"
-          "       spanfence components                      list the component types (YAML)\n"
-          "       spanfence --help-config                   list every component's keys\n",
+    fputs("usage: spanfence [--config URI]... [--set K=V]... [--policy FILE]   run the collector\n",
           f);
-    /* the subcommands component types bring (sf_component_type.verbs) */
+    usage_verbs(f, command_verbs);
     for (const sf_component_type *const *t = sf_registry; *t != NULL; t++)
-        for (const sf_cli_verb *v = (*t)->verbs; v != NULL && v->name != NULL; v++) {
-            int w = 40 - (int)strlen(v->name);
-
-            fprintf(f, "       spanfence %s %-*s%s\n", v->name, w > 0 ? w : 0, v->usage, v->help);
-        }
+        usage_verbs(f, (*t)->verbs);
+    fputs("       spanfence --help-config                   list every component's keys\n", f);
     fputs("       spanfence --help | --version\n"
           "\n"
           "options:\n"
@@ -238,14 +258,6 @@ static int parse_args(int argc, char **argv, cli *c)
     };
     int opt, rc;
 
-    if (argc == 2 && strcmp(argv[1], "components") == 0)
-        return print_components();
-    if (argc > 1 && (strcmp(argv[1], "validate") == 0 || strcmp(argv[1], "print-config") == 0)) {
-        c->validate = true;
-        c->print_config = strcmp(argv[1], "print-config") == 0;
-        argc--;
-        argv++;
-    }
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":c:p:hV", opts, NULL)) != -1) {
         switch (opt) {
@@ -769,34 +781,12 @@ static bool reload(const cli *c, sf_config **cfg, sf_service **svc)
     return true;
 }
 
-static int run(cli *cp, int argc, char **argv)
+/* The process, before any thread exists: glibc's malloc tuned for a
+ * collector, and the signals main's loop waits for blocked, so every
+ * thread inherits the mask and they reach sigtimedwait(), not a library's
+ * thread. */
+static void process_setup(sigset_t *sigs)
 {
-    cli c;
-    sigset_t sigs;
-    sf_config *cfg;
-    sf_service *svc;
-    const sf_cli_verb *verb;
-    char what[512];
-    size_t lost;
-    sf_totals before[SF_SIGNAL_COUNT], after[SF_SIGNAL_COUNT];
-    uint64_t shut, watchdog_usec = 0;
-    static minute status;
-    static watchdog wd;
-    bool ok;
-    long every_s = STATUS_EVERY_S;
-    int rc, sig;
-
-    if (argc > 1 && (verb = sf_registry_find_verb(argv[1])) != NULL)
-        return verb->run(argc - 1, argv + 1);
-    if (argc > 1 && strcmp(argv[1], "status") == 0)
-        return sf_cli_status(argc - 1, argv + 1, SF_DEFAULT_CONFIG);
-    if (argc > 1 && strcmp(argv[1], "reload") == 0)
-        return sf_cli_reload(argc - 1, argv + 1, SF_DEFAULT_CONFIG);
-    rc = parse_args(argc, argv, cp);
-    if (rc >= 0)
-        return rc;
-    c = *cp;
-
     /* Keep glibc from hoarding what a flood freed (RSS is what the VM
      * pays for; the memory limiter trims too, see memory_limiter.c):
      * - blocks from 128 KiB up (request bodies, queued batches, arena
@@ -810,77 +800,55 @@ static int run(cli *cp, int argc, char **argv)
     mallopt(M_TRIM_THRESHOLD, 8 * 1024 * 1024);
     mallopt(M_ARENA_MAX, 1);
 
-    /* Before any thread exists, so every thread inherits the mask and the
-     * signals reach sigwait() below, not a gRPC thread. */
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGHUP);
-    sigaddset(&sigs, SIGUSR1);
-    sigaddset(&sigs, SIGUSR2);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    sigemptyset(sigs);
+    sigaddset(sigs, SIGINT);
+    sigaddset(sigs, SIGTERM);
+    sigaddset(sigs, SIGHUP);
+    sigaddset(sigs, SIGUSR1);
+    sigaddset(sigs, SIGUSR2);
+    pthread_sigmask(SIG_BLOCK, sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN);
+}
 
-    rc = load(&c, &cfg, &svc);
-    if (c.feature_gates != NULL && (rc != EXIT_OK || c.validate))
-        fprintf(stderr, "spanfence: warning: --feature-gates '%s' has no effect: spanfence "
-                "has no feature gates\n", c.feature_gates);
-    else if (c.feature_gates != NULL)
-        sf_warn("--feature-gates '%s' has no effect: spanfence has no feature gates",
-                c.feature_gates);
-    if (rc == EXIT_OK && c.print_config) {
+/* validate and print-config: say what load() found. */
+static int report_validation(const cli *c, int rc, sf_config *cfg, sf_service *svc)
+{
+    char push[1024];
+
+    if (rc == EXIT_OK && c->print_config)
         rc = sf_print_config(cfg, stdout) == 0 ? EXIT_OK : EXIT_INVALID;
-        sf_service_destroy(svc);
-        sf_config_destroy(cfg);
-        return rc;
+    else if (rc == EXIT_OK) {
+        sf_cli_push_describe(cfg, push, sizeof(push));
+        if (push[0] != '\0')
+            printf("%s\n", push);
+        if (c->policy != NULL)
+            printf("%s: configuration is valid and holds policy %s\n", c->name, c->policy);
+        else
+            printf("%s: configuration is valid\n", c->name);
     }
-    if (rc != EXIT_OK || c.validate) {
-        char push[1024];
+    sf_service_destroy(svc);
+    sf_config_destroy(cfg);
+    return rc;
+}
 
-        if (rc == EXIT_OK) {
-            sf_cli_push_describe(cfg, push, sizeof(push));
-            if (push[0] != '\0')
-                printf("%s\n", push);
-        }
-        if (rc == EXIT_OK && c.policy != NULL)
-            printf("%s: configuration is valid and holds policy %s\n", c.name, c.policy);
-        else if (rc == EXIT_OK)
-            printf("%s: configuration is valid\n", c.name);
-        sf_service_destroy(svc);
-        sf_config_destroy(cfg);
-        return rc;
-    }
+/* Runs the started service until SIGINT or SIGTERM (returned), reloading
+ * on SIGHUP; -1 when a reload left nothing running. */
+static int serve(cli *c, const sigset_t *sigs, sf_config **cfg, sf_service **svc)
+{
+    static minute status;
+    static watchdog wd;
+    uint64_t watchdog_usec = 0;
+    long every_s = STATUS_EVERY_S;
+    int sig;
 
-    sf_log_set_level((sf_log_level)cfg->log_level);
-    if (!configure_log(cfg)) {
-        sf_service_destroy(svc);
-        sf_config_destroy(cfg);
-        return EXIT_INVALID;
-    }
-    sf_service_set_history(svc, &history);
-    if (sf_service_start(svc) != SF_OK) {
-        sf_error("spanfence: could not start; exiting");
-        sf_service_destroy(svc);
-        sf_config_destroy(cfg);
-        return EXIT_INVALID;
-    }
-    sf_history_note_config(&history, c.name, c.policy);
     {
         sf_totals zero;     /* the last minute starts at start */
 
-        sf_service_totals(svc, &zero);
+        sf_service_totals(*svc, &zero);
         minute_sample(&status, &zero, sf_now_ms());
     }
-    sf_info("spanfence %s running with %s", SF_VERSION, c.name);
-    {
-        char push[1024];
-
-        sf_cli_push_describe(cfg, push, sizeof(push));
-        if (push[0] != '\0')
-            sf_info("%s", push);
-    }
-    sd_notifyf(0, "READY=1\nMAINPID=%ld\nSTATUS=running with %s", (long)getpid(), c.name);
+    sd_notifyf(0, "READY=1\nMAINPID=%ld\nSTATUS=running with %s", (long)getpid(), c->name);
     /* the main loop turns at least every half watchdog interval (whole
      * seconds, at least 1), so the watchdog's thread sees it alive */
     if (sd_watchdog_enabled(0, &watchdog_usec) > 0) {
@@ -888,17 +856,17 @@ static int run(cli *cp, int argc, char **argv)
             every_s = watchdog_usec / 2000000u > 0 ? (long)(watchdog_usec / 2000000u) : 1;
         watchdog_start(&wd, watchdog_usec);
     }
-
     for (;;) {
         struct timespec wait = { .tv_sec = every_s };
+        bool ok;
 
         atomic_store(&wd.beat, sf_now_ms());
-        sig = sigtimedwait(&sigs, NULL, &wait);
+        sig = sigtimedwait(sigs, NULL, &wait);
         atomic_store(&wd.beat, sf_now_ms());
         if (sig < 0 && (errno == EAGAIN || errno == EINTR)) {
             char note[320];
 
-            notify_status(svc, &status, watchdog_note(&wd, note, sizeof(note)));
+            notify_status(*svc, &status, watchdog_note(&wd, note, sizeof(note)));
             continue;
         }
         if (sig < 0)
@@ -906,24 +874,39 @@ static int run(cli *cp, int argc, char **argv)
         if (sig == SIGINT || sig == SIGTERM)
             break;
         atomic_store(&wd.reloading, sig == SIGHUP);
-        ok = sig != SIGHUP || reload(&c, &cfg, &svc);
+        ok = sig != SIGHUP || reload(c, cfg, svc);
         atomic_store(&wd.beat, sf_now_ms());
         atomic_store(&wd.reloading, false);
         if (!ok) {
             watchdog_stop(&wd);
-            sf_service_destroy(svc);
-            sf_config_destroy(cfg);
-            return EXIT_INVALID;
+            return -1;
         }
         if (sig == SIGUSR1)
-            log_totals(svc);
+            log_totals(*svc);
         if (sig == SIGUSR2)
             sf_info("received SIGUSR2: ignored");
     }
+    watchdog_stop(&wd);     /* systemd does not watch a stopping service */
+    return sig;
+}
+
+/* Stops the service after `sig` and says what was lost: items (spans, log
+ * records, metric points) the receivers acknowledged but the exporters
+ * could not send before their drain time ran out are lost work too, each
+ * signal said on its own. */
+static int stop(sf_service *svc, sf_config *cfg, int sig)
+{
+    static const char *const words[SF_SIGNAL_COUNT][2] = {
+        [SF_SIGNAL_TRACES] = { "span", "spans" },
+        [SF_SIGNAL_LOGS] = { "log record", "log records" },
+        [SF_SIGNAL_METRICS] = { "metric point", "metric points" },
+    };
+    sf_totals before[SF_SIGNAL_COUNT], after[SF_SIGNAL_COUNT];
+    char what[512];
+    size_t lost;
 
     sf_info("received %s: stopping receivers, draining exporters",
             sig == SIGINT ? "SIGINT" : "SIGTERM");
-    watchdog_stop(&wd);     /* systemd does not watch a stopping service */
     sd_notify(0, "STOPPING=1\nSTATUS=stopping: draining the exporters");
     for (int s = 0; s < SF_SIGNAL_COUNT; s++)
         sf_service_totals_signal(svc, (sf_signal)s, &before[s]);
@@ -933,17 +916,10 @@ static int run(cli *cp, int argc, char **argv)
     lost = sf_service_lost(svc, what, sizeof(what));
     sf_service_destroy(svc);
     sf_config_destroy(cfg);
-    /* Items (spans, log records, metric points) the receivers
-     * acknowledged but the exporters could not send before their drain
-     * time ran out are lost work too, each signal said on its own. */
     for (int s = 0; s < SF_SIGNAL_COUNT; s++) {
-        static const char *const words[SF_SIGNAL_COUNT][2] = {
-            [SF_SIGNAL_TRACES] = { "span", "spans" },
-            [SF_SIGNAL_LOGS] = { "log record", "log records" },
-            [SF_SIGNAL_METRICS] = { "metric point", "metric points" },
-        };
+        uint64_t shut = after[s].send_failed[SF_REASON_SHUTDOWN] -
+                        before[s].send_failed[SF_REASON_SHUTDOWN];
 
-        shut = after[s].send_failed[SF_REASON_SHUTDOWN] - before[s].send_failed[SF_REASON_SHUTDOWN];
         if (shut > 0) {
             sf_error("stopped, but %" PRIu64 " accepted %s could not be exported before the "
                      "drain time ran out (dropped at shutdown)", shut, words[s][shut != 1]);
@@ -959,11 +935,112 @@ static int run(cli *cp, int argc, char **argv)
     return EXIT_OK;
 }
 
-int main(int argc, char **argv)
+static int run(cli *cp, int argc, char **argv)
+{
+    cli c;
+    sigset_t sigs;
+    sf_config *cfg;
+    sf_service *svc;
+    int rc, sig;
+
+    rc = parse_args(argc, argv, cp);
+    if (rc >= 0)
+        return rc;
+    c = *cp;
+    process_setup(&sigs);
+    rc = load(&c, &cfg, &svc);
+    if (c.feature_gates != NULL && (rc != EXIT_OK || c.validate))
+        fprintf(stderr, "spanfence: warning: --feature-gates '%s' has no effect: spanfence "
+                "has no feature gates\n", c.feature_gates);
+    else if (c.feature_gates != NULL)
+        sf_warn("--feature-gates '%s' has no effect: spanfence has no feature gates",
+                c.feature_gates);
+    if (rc != EXIT_OK || c.validate)
+        return report_validation(&c, rc, cfg, svc);
+
+    sf_log_set_level((sf_log_level)cfg->log_level);
+    if (!configure_log(cfg)) {
+        sf_service_destroy(svc);
+        sf_config_destroy(cfg);
+        return EXIT_INVALID;
+    }
+    sf_service_set_history(svc, &history);
+    if (sf_service_start(svc) != SF_OK) {
+        sf_error("spanfence: could not start; exiting");
+        sf_service_destroy(svc);
+        sf_config_destroy(cfg);
+        return EXIT_INVALID;
+    }
+    sf_history_note_config(&history, c.name, c.policy);
+    sf_info("spanfence %s running with %s", SF_VERSION, c.name);
+    {
+        char push[1024];
+
+        sf_cli_push_describe(cfg, push, sizeof(push));
+        if (push[0] != '\0')
+            sf_info("%s", push);
+    }
+    sig = serve(&c, &sigs, &cfg, &svc);
+    if (sig < 0) {
+        sf_service_destroy(svc);
+        sf_config_destroy(cfg);
+        return EXIT_INVALID;
+    }
+    return stop(svc, cfg, sig);
+}
+
+/* run, validate and print-config: the collector's own command line. */
+static int collector(int argc, char **argv, bool validate, bool print_config)
 {
     static cli c;           /* static: the --set texts it owns, freed below */
-    int rc = run(&c, argc, argv);
+    int rc;
 
+    c.validate = validate;
+    c.print_config = print_config;
+    rc = run(&c, argc, argv);
     cli_release(&c);
     return rc;
+}
+
+static int verb_validate(int argc, char **argv)
+{
+    return collector(argc, argv, true, false);
+}
+
+static int verb_print_config(int argc, char **argv)
+{
+    return collector(argc, argv, true, true);
+}
+
+static int verb_status(int argc, char **argv)
+{
+    return sf_cli_status(argc, argv, SF_DEFAULT_CONFIG);
+}
+
+static int verb_reload(int argc, char **argv)
+{
+    return sf_cli_reload(argc, argv, SF_DEFAULT_CONFIG);
+}
+
+static int verb_components(int argc, char **argv)
+{
+    if (argc > 1) {
+        fprintf(stderr, "spanfence: components takes no argument (got '%s')\n", argv[1]);
+        return EXIT_USAGE;
+    }
+    return print_components();
+}
+
+int main(int argc, char **argv)
+{
+    const sf_cli_verb *verb = NULL;
+
+    for (const sf_cli_verb *v = command_verbs; argc > 1 && v->name != NULL; v++)
+        if (strcmp(argv[1], v->name) == 0)
+            verb = v;
+    if (verb == NULL && argc > 1)
+        verb = sf_registry_find_verb(argv[1]);
+    if (verb != NULL)
+        return verb->run(argc - 1, argv + 1);
+    return collector(argc, argv, false, false);
 }

@@ -217,6 +217,53 @@ static void print_left(int64_t ms)
         printf("%" PRId64 "s", s);
 }
 
+/* "<= 50ms", "<= 1.5s", "> top bucket", "-": a bucket-bounded figure. */
+static void print_le(json_object *v)
+{
+    double d;
+
+    if (v == NULL) {
+        printf("-");
+        return;
+    }
+    if (json_object_is_type(v, json_type_string)) {
+        printf("> top bucket");
+        return;
+    }
+    d = json_object_get_double(v);
+    if (d < 1.0)
+        printf("<= %gms", d * 1000.0);
+    else
+        printf("<= %gs", d);
+}
+
+/* A window's engine latency (trace_control's engine_metrics): each
+ * metric's p50 and p99 before the window and during it, bucket-bounded. */
+static void print_latency(json_object *lat)
+{
+    static const char *const keys[] = { "ttft", "itl" };
+
+    if (lat == NULL)
+        return;
+    printf("\n    latency (bucket-bounded, before -> during, %" PRIu64 " scrapes%s):",
+           u64(lat, "scrapes"), u64(lat, "restarts") > 0 ? ", engine restarted" : "");
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        json_object *m = get(lat, keys[i]), *b = get(m, "before"), *d = get(m, "during");
+
+        if (m == NULL)
+            continue;
+        printf("%s %s p50 ", i ? ";" : "", keys[i]);
+        print_le(get(b, "p50_le"));
+        printf(" -> ");
+        print_le(get(d, "p50_le"));
+        printf(", p99 ");
+        print_le(get(b, "p99_le"));
+        printf(" -> ");
+        print_le(get(d, "p99_le"));
+        printf(" (%" PRIu64 " -> %" PRIu64 " samples)", u64(b, "samples"), u64(d, "samples"));
+    }
+}
+
 static void print_windows(json_object *ext)
 {
     json_object *targets = get(get(ext, "status"), "targets");
@@ -251,12 +298,16 @@ static void print_windows(json_object *ext)
                 printf("; from the target %" PRIu64 " accepted, %" PRIu64 " refused",
                        u64(w, "accepted_from_target"), u64(w, "refused_from_target"));
         }
+        if (w != NULL)
+            print_latency(get(w, "latency"));
         if (last != NULL)
             printf("\n    last window %s (%s, closed %s): %" PRIu64 " accepted, %" PRIu64
                    " exported, %" PRIu64 " lost, %" PRIu64 " queued: capture %s",
                    str(last, "id"), str(last, "cause"), str(last, "closed"), u64(last, "accepted"),
                    u64(last, "exported"), u64(last, "lost"), u64(last, "queued"),
                    json_object_get_boolean(get(last, "complete")) ? "complete" : "NOT complete");
+        if (last != NULL)
+            print_latency(get(last, "latency"));
         printf("\n");
     }
 }

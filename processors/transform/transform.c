@@ -33,24 +33,6 @@
 
 /* ---- keys ------------------------------------------------------------------ */
 
-/* The program's contexts are the codec's, in the same order. */
-_Static_assert((int)SF_TRANSFORM_RESOURCE == (int)SF_OTLP_RESOURCE &&
-               (int)SF_TRANSFORM_SCOPE == (int)SF_OTLP_SCOPE &&
-               (int)SF_TRANSFORM_SPAN == (int)SF_OTLP_SPAN &&
-               (int)SF_TRANSFORM_SPANEVENT == (int)SF_OTLP_SPANEVENT &&
-               (int)SF_TRANSFORM_LINK == (int)SF_OTLP_LINK &&
-               (int)SF_TRANSFORM_LOG == (int)SF_OTLP_LOG &&
-               (int)SF_TRANSFORM_METRIC == (int)SF_OTLP_METRIC &&
-               (int)SF_TRANSFORM_DATAPOINT == (int)SF_OTLP_DATAPOINT &&
-               (int)SF_TRANSFORM_CTX_COUNT == (int)SF_OTLP_CTX_COUNT,
-               "transform contexts and codec contexts differ");
-/* ... and its statement lists the signals, in their order. */
-_Static_assert((int)SF_TRANSFORM_TRACE_STATEMENTS == (int)SF_SIGNAL_TRACES &&
-               (int)SF_TRANSFORM_LOG_STATEMENTS == (int)SF_SIGNAL_LOGS &&
-               (int)SF_TRANSFORM_METRIC_STATEMENTS == (int)SF_SIGNAL_METRICS &&
-               (int)SF_TRANSFORM_LIST_COUNT == (int)SF_SIGNAL_COUNT,
-               "transform statement lists and signals differ");
-
 /* Bounds on one match, so a pattern cannot take unbounded time on a name. */
 #define SF_TRANSFORM_MATCH_LIMIT 100000
 #define SF_TRANSFORM_DEPTH_LIMIT 1000
@@ -89,10 +71,10 @@ typedef struct sig_part {
     transform_ctx *t;
     const sf_transform_program *prog;   /* NULL: the list was not written */
     bool active;                        /* the edit runs (else the signal passes as it is) */
-    sf_otlp_keyset *keys[SF_TRANSFORM_CTX_COUNT];
+    sf_otlp_keyset *keys[SF_OTLP_CTX_COUNT];
     /* per context, the compiled rules of the keys that have one */
-    sf_otlp_value_rule *vrules[SF_TRANSFORM_CTX_COUNT];
-    size_t n_vrules[SF_TRANSFORM_CTX_COUNT];
+    sf_otlp_value_rule *vrules[SF_OTLP_CTX_COUNT];
+    size_t n_vrules[SF_OTLP_CTX_COUNT];
     size_t n_frules[SF_OTLP_FIELD_COUNT];
     field_rule *frules[SF_OTLP_FIELD_COUNT];
     sf_otlp_value_rule body_rule;       /* the log body's condition, compiled */
@@ -101,7 +83,7 @@ typedef struct sig_part {
 
 struct transform_ctx {
     const sf_transform_config *cfg;
-    sig_part parts[SF_TRANSFORM_LIST_COUNT];
+    sig_part parts[SF_SIGNAL_COUNT];
     pcre2_code **codes;         /* every value-rule regex, to free */
     size_t n_codes;
     pcre2_match_context *mctx;
@@ -354,7 +336,7 @@ static sf_status alts_build(transform_ctx *t, const sf_otlp_value_rule *rule,
 
 /* The rule of `key` in context c: its value rule's alternatives (regexes
  * compiled) and whether it is pseudonymized; *out NULL when it has none. */
-static sf_status vrule_build(sig_part *sp, sf_transform_ctx c, const char *key,
+static sf_status vrule_build(sig_part *sp, sf_otlp_ctx c, const char *key,
                              sf_otlp_value_rule *slot, const sf_otlp_value_rule **out)
 {
     const sf_transform_program *p = sp->prog;
@@ -367,10 +349,10 @@ static sf_status vrule_build(sig_part *sp, sf_transform_ctx c, const char *key,
 
         if (op->keys.n != 1 || strcmp(op->keys.keys[0], key) != 0)
             continue;
-        if (op->kind == SF_TRANSFORM_PSEUDONYMIZE) {
+        if (op->kind == SF_RULE_PSEUDONYMIZE) {
             slot->pseudonym = true;
             any = true;
-        } else if (op->kind == SF_TRANSFORM_VALUE_RULE && slot->alts == NULL) {
+        } else if (op->kind == SF_RULE_VALUE && slot->alts == NULL) {
             sf_status st = alts_build(sp->t, op->rule, slot);
 
             if (st != SF_OK)
@@ -384,16 +366,16 @@ static sf_status vrule_build(sig_part *sp, sf_transform_ctx c, const char *key,
 }
 
 /* A context with nothing kept, or every key kept: is any key named? */
-static bool names_keys(sf_transform_op_kind k)
+static bool names_keys(sf_rule_kind k)
 {
-    return k == SF_TRANSFORM_KEEP_KEYS || k == SF_TRANSFORM_DELETE_KEY ||
-           k == SF_TRANSFORM_VALUE_RULE || k == SF_TRANSFORM_PSEUDONYMIZE;
+    return k == SF_RULE_KEEP_KEYS || k == SF_RULE_DELETE_KEY ||
+           k == SF_RULE_VALUE || k == SF_RULE_PSEUDONYMIZE;
 }
 
 /* Context c's statements as one keyset: every key a statement names, with
  * its verdict (sf_transform_keeps_key) and rule, and the verdict for the
  * others (*out stays NULL when c names none and no bound applies). */
-static sf_status keyset_build(sig_part *sp, sf_transform_ctx c, sf_otlp_keyset **out)
+static sf_status keyset_build(sig_part *sp, sf_otlp_ctx c, sf_otlp_keyset **out)
 {
     const sf_transform_program *p = sp->prog;
     size_t named = 0, n = 0;
@@ -630,15 +612,15 @@ static sf_status field_fn(const void *ctx, void **state, sf_otlp_field f, const 
  * the other fields; SF_OTLP_FIELD_NONE for the rest. */
 static sf_otlp_field op_field(const sf_transform_op *op)
 {
-    if (op->kind == SF_TRANSFORM_REPLACE_PATTERN)
-        return op->ctx == SF_TRANSFORM_SPAN ? SF_OTLP_FIELD_SPAN_NAME : SF_OTLP_FIELD_EVENT_NAME;
-    if (op->kind == SF_TRANSFORM_SET_FIELD && op->field != SF_OTLP_FIELD_ENTITY_REFS &&
+    if (op->kind == SF_RULE_REPLACE_PATTERN)
+        return op->ctx == SF_OTLP_SPAN ? SF_OTLP_FIELD_SPAN_NAME : SF_OTLP_FIELD_EVENT_NAME;
+    if (op->kind == SF_RULE_SET_FIELD && op->field != SF_OTLP_FIELD_ENTITY_REFS &&
         op->field != SF_OTLP_FIELD_LOG_BODY && op->field != SF_OTLP_FIELD_EXEMPLARS)
         return op->field;       /* the body and exemplars are not strings */
     return SF_OTLP_FIELD_NONE;
 }
 
-static sf_status frules_build(sig_part *sp, sf_transform_ctx c)
+static sf_status frules_build(sig_part *sp, sf_otlp_ctx c)
 {
     transform_ctx *t = sp->t;
     const sf_transform_program *p = sp->prog;
@@ -659,7 +641,7 @@ static sf_status frules_build(sig_part *sp, sf_transform_ctx c)
         sp->frules[f] = grown;
         r = &sp->frules[f][sp->n_frules[f]++];
         memset(r, 0, sizeof(*r));
-        r->kind = op->kind == SF_TRANSFORM_REPLACE_PATTERN ? FR_SUBSTITUTE
+        r->kind = op->kind == SF_RULE_REPLACE_PATTERN ? FR_SUBSTITUTE
                   : op->pattern != NULL ? FR_ALLOW : FR_SET;
         r->text = (PCRE2_SPTR)op->replacement;
         r->text_len = strlen(op->replacement);
@@ -696,7 +678,7 @@ static void transform_destroy(sf_component *self);
  * was not written stays inactive (the signal passes untouched, as
  * upstream), except traces (the edit always runs, as before there were
  * other lists) and in declared mode (nothing without a rule leaves). */
-static sf_status part_build(transform_ctx *t, sf_transform_list list)
+static sf_status part_build(transform_ctx *t, sf_signal list)
 {
     const sf_transform_config *cfg = t->cfg;
     sig_part *sp = &t->parts[list];
@@ -706,19 +688,19 @@ static sf_status part_build(transform_ctx *t, sf_transform_list list)
 
     sp->t = t;
     sp->prog = p;
-    sp->active = p != NULL || cfg->declared_fields || list == SF_TRANSFORM_TRACE_STATEMENTS;
+    sp->active = p != NULL || cfg->declared_fields || list == SF_SIGNAL_TRACES;
     if (!sp->active)
         return SF_OK;
-    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
-        if (!sf_transform_list_has(list, (sf_transform_ctx)c))
+    for (int c = 0; c < SF_OTLP_CTX_COUNT; c++) {
+        if (!sf_transform_list_has(list, (sf_otlp_ctx)c))
             continue;   /* a context of another signal */
-        st = keyset_build(sp, (sf_transform_ctx)c, &sp->keys[c]);
+        st = keyset_build(sp, (sf_otlp_ctx)c, &sp->keys[c]);
         if (st == SF_OK)
-            st = frules_build(sp, (sf_transform_ctx)c);
+            st = frules_build(sp, (sf_otlp_ctx)c);
         if (st != SF_OK)
             return st;
         sp->edit.keys[c] = sp->keys[c];
-        if (sf_transform_clears_trace_state(p, (sf_transform_ctx)c))
+        if (sf_transform_clears_trace_state(p, (sf_otlp_ctx)c))
             sp->edit.clear_trace_state |= SF_OTLP_CTX_BIT(c);
     }
     if (sp->n_frules[SF_OTLP_FIELD_SPAN_NAME] > 0)
@@ -735,7 +717,7 @@ static sf_status part_build(transform_ctx *t, sf_transform_list list)
      * keeps it (the fence's default, not upstream's: a body is where
      * prompts end up) */
     body = sf_transform_field_op(p, SF_OTLP_FIELD_LOG_BODY);
-    if (list == SF_TRANSFORM_LOG_STATEMENTS)
+    if (list == SF_SIGNAL_LOGS)
         sp->edit.fields |= SF_OTLP_FIELD_BIT(SF_OTLP_FIELD_LOG_BODY);
     if (body != NULL && body->rule != NULL) {
         st = alts_build(t, body->rule, &sp->body_rule);
@@ -745,7 +727,7 @@ static sf_status part_build(transform_ctx *t, sf_transform_list list)
     }
     /* exemplars of metrics that metric_statements judge leave only with
      * keep_exemplars(exemplars) (likewise the fence's default) */
-    if (list == SF_TRANSFORM_METRIC_STATEMENTS)
+    if (list == SF_SIGNAL_METRICS)
         sp->edit.fields |= SF_OTLP_FIELD_BIT(SF_OTLP_FIELD_EXEMPLARS);
     sp->edit.keep_exemplars = sf_transform_keeps_exemplars(p);
     if (cfg->declared_fields) {
@@ -754,7 +736,7 @@ static sf_status part_build(transform_ctx *t, sf_transform_list list)
         for (int f = SF_OTLP_FIELD_SCOPE_NAME; f < SF_OTLP_FIELD_COUNT; f++)
             sp->edit.fields |= SF_OTLP_FIELD_BIT(f);
         sp->edit.one_value_per_key = true;
-        if (p == NULL && list == SF_TRANSFORM_TRACE_STATEMENTS) {
+        if (p == NULL && list == SF_SIGNAL_TRACES) {
             /* traces with no trace_statements (declared mode only checks
              * the lists written): names empty, status message and
              * trace_state cleared, as the rules declared mode asks for */
@@ -766,17 +748,17 @@ static sf_status part_build(transform_ctx *t, sf_transform_list list)
     sp->edit.ctx = sp;
     sp->edit.clear_status_message = sf_transform_clears_status_message(p) ||
                                     (cfg->declared_fields && p == NULL &&
-                                     list == SF_TRANSFORM_TRACE_STATEMENTS);
+                                     list == SF_SIGNAL_TRACES);
     sp->edit.scalar_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SCALAR;
     sp->edit.single_values_only = cfg->kept_value_types == SF_TRANSFORM_VALUES_SINGLE;
-    if (list == SF_TRANSFORM_METRIC_STATEMENTS) {
+    if (list == SF_SIGNAL_METRICS) {
         /* numbers that are numbers: declared mode checks every histogram
          * point; histogram_bounds pins the bounds of the metrics it names */
         sp->edit.check_histograms = cfg->declared_fields || cfg->n_bounds > 0;
         sp->edit.n_bounds = cfg->n_bounds;
         sp->edit.bounds = cfg->bounds;
     }
-    if (list == SF_TRANSFORM_TRACE_STATEMENTS) {
+    if (list == SF_SIGNAL_TRACES) {
         sp->edit.cap[SF_OTLP_FIELD_SPAN_EVENTS] = (uint32_t)cfg->max_events_per_span;
         sp->edit.cap[SF_OTLP_FIELD_SPAN_LINKS] = (uint32_t)cfg->max_links_per_span;
         sp->edit.cap[SF_OTLP_FIELD_SPANS] = (uint32_t)cfg->max_spans_per_request;
@@ -849,8 +831,8 @@ static sf_status transform_create(sf_component *self, const void *config)
     }
     if (t->key != NULL)
         hmac_pads(t);
-    for (int l = 0; l < SF_TRANSFORM_LIST_COUNT; l++) {
-        st = part_build(t, (sf_transform_list)l);
+    for (int l = 0; l < SF_SIGNAL_COUNT; l++) {
+        st = part_build(t, (sf_signal)l);
         if (st != SF_OK)
             goto out_destroy;
     }
@@ -867,10 +849,10 @@ static void transform_destroy(sf_component *self)
 
     if (t == NULL)
         return;
-    for (int l = 0; l < SF_TRANSFORM_LIST_COUNT; l++) {
+    for (int l = 0; l < SF_SIGNAL_COUNT; l++) {
         sig_part *sp = &t->parts[l];
 
-        for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
+        for (int c = 0; c < SF_OTLP_CTX_COUNT; c++) {
             sf_otlp_keyset_destroy(sp->keys[c]);
             /* the alternatives each rule copied (vrule_build) */
             for (size_t i = 0; i < sp->n_vrules[c]; i++)
@@ -914,7 +896,7 @@ static const sf_otlp_edit *transform_edit(const sf_component *self, sf_signal si
  * At most SF_TRANSFORM_DRIFT_KEYS pairs are named; past that, removals
  * count under 'other' and nothing more is logged. The codec reports the
  * first SF_OTLP_DRIFT_MAX distinct pairs of each request. */
-#define DRIFT_NAMED (SF_TRANSFORM_DRIFT_KEYS - 2 * SF_TRANSFORM_CTX_COUNT)
+#define DRIFT_NAMED (SF_TRANSFORM_DRIFT_KEYS - 2 * SF_OTLP_CTX_COUNT)
 
 static size_t drift_slot(transform_ctx *t, uint8_t ctx, bool failed, const char *id, bool *fresh)
 {
@@ -952,7 +934,7 @@ static void drift_report(sf_component *self, transform_ctx *t, const sf_otlp_sta
         pthread_mutex_unlock(&t->drift_lock);
         if (fresh)
             sf_warn("processor %s: removing %s attribute '%s': %s (logged once)",
-                    sf_component_id(self), sf_transform_ctx_name((sf_transform_ctx)d->ctx),
+                    sf_component_id(self), sf_otlp_ctx_name((sf_otlp_ctx)d->ctx),
                     at != SIZE_MAX ? t->drift[at].key : "other",
                     d->failed_rule ? "its value does not fit its rule" : "the key is not kept");
     }
@@ -981,7 +963,7 @@ static size_t transform_metrics(sf_component *self, char *buf, size_t size)
                          "spanfence_processor_transform_removed_keys{processor=\"%s\","
                          "context=\"%s\",key=\"%s\",cause=\"%s\"} %llu\n",
                          sf_component_id(self),
-                         sf_transform_ctx_name((sf_transform_ctx)t->drift[i].ctx),
+                         sf_otlp_ctx_name((sf_otlp_ctx)t->drift[i].ctx),
                          t->drift[i].key, t->drift[i].failed ? "failed_rule" : "not_kept",
                          (unsigned long long)atomic_load(&t->drift[i].count));
 

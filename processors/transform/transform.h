@@ -11,46 +11,15 @@
 #include <stdint.h>
 
 #include "sf_component.h"
+#include "sf_describe.h"
+#include "sf_otlp_wire.h"
+#include "sf_signal.h"
 
-/* Where a statement applies; the order is the order of the OTLP tree. */
-typedef enum sf_transform_ctx {
-    SF_TRANSFORM_CTX_NONE = -1,     /* flat statements: context from the path prefix */
-    SF_TRANSFORM_RESOURCE = 0,
-    SF_TRANSFORM_SCOPE,
-    SF_TRANSFORM_SPAN,
-    SF_TRANSFORM_SPANEVENT,
-    SF_TRANSFORM_LINK,              /* spanfence extension */
-    SF_TRANSFORM_LOG,               /* log_statements: a log record */
-    SF_TRANSFORM_METRIC,            /* metric_statements: a metric (its metadata, name, ...) */
-    SF_TRANSFORM_DATAPOINT,         /* metric_statements: every data point (and exemplar) */
-    SF_TRANSFORM_CTX_COUNT
-} sf_transform_ctx;
-
-/* The statement lists of the processor, one program each; the order is
- * sf_signal's (pipeline/sf_signal.h). */
-typedef enum sf_transform_list {
-    SF_TRANSFORM_TRACE_STATEMENTS = 0,  /* resource, scope, span, spanevent, link */
-    SF_TRANSFORM_LOG_STATEMENTS,        /* resource, scope, log */
-    SF_TRANSFORM_METRIC_STATEMENTS,     /* resource, scope, metric, datapoint */
-    SF_TRANSFORM_LIST_COUNT
-} sf_transform_list;
-
-typedef enum sf_transform_op_kind {
-    SF_TRANSFORM_KEEP_KEYS,         /* keep_keys(<ctx>.attributes, [...]) */
-    SF_TRANSFORM_DELETE_KEY,        /* delete_key(<ctx>.attributes, "k") */
-    SF_TRANSFORM_CLEAR_STATUS_MESSAGE, /* set(span.status.message, "") */
-    SF_TRANSFORM_CLEAR_TRACE_STATE, /* set(<span|link>.trace_state, "") */
-    SF_TRANSFORM_REPLACE_PATTERN,   /* replace_pattern(<span|spanevent>.name, "re", "repl") */
-    SF_TRANSFORM_VALUE_RULE,        /* delete_key(attributes, "k") where not <condition>:
-                                     * a kept key's value must fit `rule` */
-    SF_TRANSFORM_PSEUDONYMIZE,      /* pseudonymize(attributes, "k") (spanfence): HMAC */
-    SF_TRANSFORM_SET_FIELD,         /* set(<name|version|schema_url|...>, "v")
-                                     * [where not IsMatch(<same>, "re")], set(entity_refs, []),
-                                     * set(exemplars, []) (dropped), set(body, nil)
-                                     * [where not <condition on body>]: `rule` keeps it */
-    SF_TRANSFORM_KEEP_EXEMPLARS     /* keep_exemplars(exemplars) (spanfence): exemplars leave,
-                                     * ids checked, filtered_attributes as the datapoint's */
-} sf_transform_op_kind;
+/* A statement's context is the codec's (sf_otlp_ctx), its statement list
+ * a signal (sf_signal: trace_statements, log_statements,
+ * metric_statements), its operation a rule kind (sf_rule_kind): the fence
+ * speaks the core's words, it declares none of its own. */
+#define SF_TRANSFORM_CTX_NONE ((sf_otlp_ctx)-1) /* flat statements: context from the path */
 
 /* What a kept attribute may hold (the `kept_value_types` option). */
 typedef enum sf_transform_value_types {
@@ -70,8 +39,8 @@ typedef struct sf_transform_keyset {
 } sf_transform_keyset;
 
 typedef struct sf_transform_op {
-    sf_transform_op_kind kind;
-    sf_transform_ctx ctx;
+    sf_rule_kind kind;
+    sf_otlp_ctx ctx;
     int error_mode;                 /* its group's SF_ERROR_MODE_*, or -1: the processor's */
     sf_transform_keyset keys;       /* KEEP_KEYS: the allowlist; DELETE_KEY: one key */
     /* REPLACE_PATTERN: a PCRE2 pattern (compiled once at load to check it,
@@ -138,12 +107,12 @@ typedef struct sf_transform_sink {
  * must carry a context prefix) into *op. On error returns SF_CONFIG and
  * writes a message quoting the statement into err (truncated to errlen);
  * *op is then unspecified. SF_ENOMEM when sink->alloc fails. */
-sf_status sf_transform_parse_statement(const char *text, size_t len, sf_transform_ctx group,
+sf_status sf_transform_parse_statement(const char *text, size_t len, sf_otlp_ctx group,
                                        const sf_transform_sink *sink, sf_transform_op *op,
                                        char *err, size_t errlen);
 /* The same for a statement of `list` (whose contexts it may use). */
-sf_status sf_transform_parse_in(sf_transform_list list, const char *text, size_t len,
-                                sf_transform_ctx group, const sf_transform_sink *sink,
+sf_status sf_transform_parse_in(sf_signal list, const char *text, size_t len,
+                                sf_otlp_ctx group, const sf_transform_sink *sink,
                                 sf_transform_op *op, char *err, size_t errlen);
 
 /* Build a program from the `trace_statements` node (either layout). Every
@@ -152,36 +121,34 @@ sf_status sf_transform_parse_in(sf_transform_list list, const char *text, size_t
 sf_status sf_transform_program_build(const sf_node *node, const sf_transform_sink *sink,
                                      sf_transform_program **out);
 /* The same for the node of `list`. */
-sf_status sf_transform_program_build_list(sf_transform_list list, const sf_node *node,
+sf_status sf_transform_program_build_list(sf_signal list, const sf_node *node,
                                           const sf_transform_sink *sink,
                                           sf_transform_program **out);
 /* "trace_statements", "log_statements", "metric_statements". */
-const char *sf_transform_list_name(sf_transform_list list);
+const char *sf_transform_list_name(sf_signal list);
 /* The program of `list` in cfg (NULL: the list was not written). */
 const sf_transform_program *sf_transform_program_of(const sf_transform_config *cfg,
-                                                    sf_transform_list list);
+                                                    sf_signal list);
 /* Whether context c belongs to `list`. */
-bool sf_transform_list_has(sf_transform_list list, sf_transform_ctx c);
+bool sf_transform_list_has(sf_signal list, sf_otlp_ctx c);
 
 /* ---- read-only accessors (policy validator); NULL program = empty -------- */
 
-/* "resource", "scope", "span", "spanevent", "link", "log", "metric", "datapoint". */
-const char *sf_transform_ctx_name(sf_transform_ctx c);
-size_t sf_transform_op_count(const sf_transform_program *p, sf_transform_ctx c);
+size_t sf_transform_op_count(const sf_transform_program *p, sf_otlp_ctx c);
 /* The i-th operation of context c, in the order they run; NULL past the end. */
-const sf_transform_op *sf_transform_op_get(const sf_transform_program *p, sf_transform_ctx c,
+const sf_transform_op *sf_transform_op_get(const sf_transform_program *p, sf_otlp_ctx c,
                                            size_t i);
 /* Whether `key` is in the set: exact, bytewise, case-sensitive. */
 bool sf_transform_keyset_has(const sf_transform_keyset *ks, const char *key);
 /* Whether at least one keep_keys bounds context c's attributes. */
-bool sf_transform_has_allowlist(const sf_transform_program *p, sf_transform_ctx c);
+bool sf_transform_has_allowlist(const sf_transform_program *p, sf_otlp_ctx c);
 /* Whether an attribute named `key` survives every operation of context c
  * (true for any key when c has no keep_keys: nothing bounds it). */
-bool sf_transform_keeps_key(const sf_transform_program *p, sf_transform_ctx c, const char *key);
+bool sf_transform_keeps_key(const sf_transform_program *p, sf_otlp_ctx c, const char *key);
 /* Whether span status messages are cleared. */
 bool sf_transform_clears_status_message(const sf_transform_program *p);
-/* Whether trace_state is cleared in context c (SF_TRANSFORM_SPAN or _LINK). */
-bool sf_transform_clears_trace_state(const sf_transform_program *p, sf_transform_ctx c);
+/* Whether trace_state is cleared in context c (SF_OTLP_SPAN or _LINK). */
+bool sf_transform_clears_trace_state(const sf_transform_program *p, sf_otlp_ctx c);
 /* The SET_FIELD operation of field f (the first), or NULL. */
 const sf_transform_op *sf_transform_field_op(const sf_transform_program *p, sf_otlp_field f);
 /* Whether keep_exemplars(exemplars) is in the datapoint context. */

@@ -35,22 +35,10 @@
 #include <string.h>
 
 struct sf_transform_program {
-    size_t n_ops[SF_TRANSFORM_CTX_COUNT];
-    sf_transform_op *ops[SF_TRANSFORM_CTX_COUNT];
+    size_t n_ops[SF_OTLP_CTX_COUNT];
+    sf_transform_op *ops[SF_OTLP_CTX_COUNT];
 };
 
-static const char *const ctx_names[SF_TRANSFORM_CTX_COUNT] = {
-    [SF_TRANSFORM_RESOURCE] = "resource",
-    [SF_TRANSFORM_SCOPE] = "scope",
-    [SF_TRANSFORM_SPAN] = "span",
-    [SF_TRANSFORM_SPANEVENT] = "spanevent",
-    [SF_TRANSFORM_LINK] = "link",
-    [SF_TRANSFORM_LOG] = "log",
-    [SF_TRANSFORM_METRIC] = "metric",
-    [SF_TRANSFORM_DATAPOINT] = "datapoint",
-};
-
-#define CTX_BIT(c) (1u << (c))
 
 /* Each statement list, the contexts its statements may use (upstream's:
  * a log statement cannot name a span), and how a message says them. */
@@ -58,43 +46,38 @@ static const struct {
     const char *name;
     unsigned contexts;
     const char *said;
-} lists[SF_TRANSFORM_LIST_COUNT] = {
-    [SF_TRANSFORM_TRACE_STATEMENTS] = { "trace_statements",
-        CTX_BIT(SF_TRANSFORM_RESOURCE) | CTX_BIT(SF_TRANSFORM_SCOPE) | CTX_BIT(SF_TRANSFORM_SPAN) |
-        CTX_BIT(SF_TRANSFORM_SPANEVENT) | CTX_BIT(SF_TRANSFORM_LINK),
+} lists[SF_SIGNAL_COUNT] = {
+    [SF_SIGNAL_TRACES] = { "trace_statements",
+        SF_OTLP_CTX_BIT(SF_OTLP_RESOURCE) | SF_OTLP_CTX_BIT(SF_OTLP_SCOPE) | SF_OTLP_CTX_BIT(SF_OTLP_SPAN) |
+        SF_OTLP_CTX_BIT(SF_OTLP_SPANEVENT) | SF_OTLP_CTX_BIT(SF_OTLP_LINK),
         "resource, scope, span, spanevent or link" },
-    [SF_TRANSFORM_LOG_STATEMENTS] = { "log_statements",
-        CTX_BIT(SF_TRANSFORM_RESOURCE) | CTX_BIT(SF_TRANSFORM_SCOPE) | CTX_BIT(SF_TRANSFORM_LOG),
+    [SF_SIGNAL_LOGS] = { "log_statements",
+        SF_OTLP_CTX_BIT(SF_OTLP_RESOURCE) | SF_OTLP_CTX_BIT(SF_OTLP_SCOPE) | SF_OTLP_CTX_BIT(SF_OTLP_LOG),
         "resource, scope or log" },
-    [SF_TRANSFORM_METRIC_STATEMENTS] = { "metric_statements",
-        CTX_BIT(SF_TRANSFORM_RESOURCE) | CTX_BIT(SF_TRANSFORM_SCOPE) |
-        CTX_BIT(SF_TRANSFORM_METRIC) | CTX_BIT(SF_TRANSFORM_DATAPOINT),
+    [SF_SIGNAL_METRICS] = { "metric_statements",
+        SF_OTLP_CTX_BIT(SF_OTLP_RESOURCE) | SF_OTLP_CTX_BIT(SF_OTLP_SCOPE) |
+        SF_OTLP_CTX_BIT(SF_OTLP_METRIC) | SF_OTLP_CTX_BIT(SF_OTLP_DATAPOINT),
         "resource, scope, metric or datapoint" },
 };
 
-const char *sf_transform_list_name(sf_transform_list list)
+const char *sf_transform_list_name(sf_signal list)
 {
-    return list >= 0 && list < SF_TRANSFORM_LIST_COUNT ? lists[list].name : "?";
+    return list >= 0 && list < SF_SIGNAL_COUNT ? lists[list].name : "?";
 }
 
-bool sf_transform_list_has(sf_transform_list list, sf_transform_ctx c)
+bool sf_transform_list_has(sf_signal list, sf_otlp_ctx c)
 {
-    return list >= 0 && list < SF_TRANSFORM_LIST_COUNT && c >= 0 && c < SF_TRANSFORM_CTX_COUNT &&
-           (lists[list].contexts & CTX_BIT(c)) != 0;
+    return list >= 0 && list < SF_SIGNAL_COUNT && c >= 0 && c < SF_OTLP_CTX_COUNT &&
+           (lists[list].contexts & SF_OTLP_CTX_BIT(c)) != 0;
 }
 
-const char *sf_transform_ctx_name(sf_transform_ctx c)
+static sf_otlp_ctx ctx_lookup(const char *s, size_t len)
 {
-    if (c < 0 || c >= SF_TRANSFORM_CTX_COUNT)
-        return "none";
-    return ctx_names[c];
-}
+    for (int c = 0; c < SF_OTLP_CTX_COUNT; c++) {
+        const char *name = sf_otlp_ctx_name((sf_otlp_ctx)c);
 
-static sf_transform_ctx ctx_lookup(const char *s, size_t len)
-{
-    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
-        if (strlen(ctx_names[c]) == len && memcmp(ctx_names[c], s, len) == 0)
-            return (sf_transform_ctx)c;
+        if (strlen(name) == len && memcmp(name, s, len) == 0)
+            return (sf_otlp_ctx)c;
     }
     return SF_TRANSFORM_CTX_NONE;
 }
@@ -115,8 +98,8 @@ typedef struct lexer {
 
 typedef struct parser {
     lexer lx;
-    sf_transform_list list;
-    sf_transform_ctx group;
+    sf_signal list;
+    sf_otlp_ctx group;
     const sf_transform_sink *sink;
     char problem[256];      /* first problem found, without the statement */
     int nomem;
@@ -281,7 +264,7 @@ typedef enum path_kind {
 
 typedef struct path {
     path_kind kind;
-    sf_transform_ctx ctx;
+    sf_otlp_ctx ctx;
     size_t start, end;          /* its text in the statement */
 } path;
 
@@ -290,7 +273,7 @@ static int parse_path(parser *p, path *out)
     const char *src = p->lx.src;
     size_t seg_start[4], seg_len[4];
     size_t n = 0, first;
-    sf_transform_ctx prefix;
+    sf_otlp_ctx prefix;
     int len;
 
     if (p->lx.kind != T_IDENT)
@@ -366,20 +349,20 @@ static int parse_path(parser *p, path *out)
     if (prefix != SF_TRANSFORM_CTX_NONE && p->group != SF_TRANSFORM_CTX_NONE &&
         prefix != p->group)
         return fail(p, "path '%.*s' does not match context '%s'", len, src + out->start,
-                    ctx_names[p->group]);
+                    sf_otlp_ctx_name(p->group));
     if (prefix == SF_TRANSFORM_CTX_NONE && p->group == SF_TRANSFORM_CTX_NONE)
         return fail(p, "path '%.*s' needs a context prefix (%s) outside a group with "
                     "'context'", len, src + out->start, lists[p->list].said);
     out->ctx = prefix != SF_TRANSFORM_CTX_NONE ? prefix : p->group;
     if (!sf_transform_list_has(p->list, out->ctx))
         return fail(p, "path '%.*s': the %s context is not one of %s' contexts (%s)", len,
-                    src + out->start, ctx_names[out->ctx], lists[p->list].name,
+                    src + out->start, sf_otlp_ctx_name(out->ctx), lists[p->list].name,
                     lists[p->list].said);
     /* upstream's spelling: a metric has metadata, the other contexts attributes */
-    if (out->kind == P_ATTRIBUTES && (out->ctx == SF_TRANSFORM_METRIC) !=
+    if (out->kind == P_ATTRIBUTES && (out->ctx == SF_OTLP_METRIC) !=
                                          SEG_IS(first, "metadata"))
         return fail(p, "unsupported path '%.*s': %s", len, src + out->start,
-                    out->ctx == SF_TRANSFORM_METRIC ? "a metric's attributes are its metadata"
+                    out->ctx == SF_OTLP_METRIC ? "a metric's attributes are its metadata"
                                                     : "only a metric has metadata");
 #undef SEG_IS
     return 0;
@@ -810,7 +793,7 @@ static int parse_attr_ref(parser *p, const char *key)
 
     if (p->lx.kind == T_IDENT && !tok_is(p, "attributes") && !tok_is(p, "metadata") &&
         !tok_is(p, "body")) {
-        sf_transform_ctx c = ctx_lookup(p->lx.src + p->lx.start, p->lx.end - p->lx.start);
+        sf_otlp_ctx c = ctx_lookup(p->lx.src + p->lx.start, p->lx.end - p->lx.start);
 
         if (c == SF_TRANSFORM_CTX_NONE || next(p) != T_DOT)
             return expected(p, what);
@@ -984,38 +967,38 @@ static sf_otlp_field field_of(const path *pa)
 {
     switch (pa->kind) {
     case P_NAME:
-        return pa->ctx == SF_TRANSFORM_SPAN ? SF_OTLP_FIELD_SPAN_NAME
-               : pa->ctx == SF_TRANSFORM_SPANEVENT ? SF_OTLP_FIELD_EVENT_NAME
-               : pa->ctx == SF_TRANSFORM_SCOPE ? SF_OTLP_FIELD_SCOPE_NAME
-               : pa->ctx == SF_TRANSFORM_METRIC ? SF_OTLP_FIELD_METRIC_NAME : SF_OTLP_FIELD_NONE;
+        return pa->ctx == SF_OTLP_SPAN ? SF_OTLP_FIELD_SPAN_NAME
+               : pa->ctx == SF_OTLP_SPANEVENT ? SF_OTLP_FIELD_EVENT_NAME
+               : pa->ctx == SF_OTLP_SCOPE ? SF_OTLP_FIELD_SCOPE_NAME
+               : pa->ctx == SF_OTLP_METRIC ? SF_OTLP_FIELD_METRIC_NAME : SF_OTLP_FIELD_NONE;
     case P_DESCRIPTION:
-        return pa->ctx == SF_TRANSFORM_METRIC ? SF_OTLP_FIELD_METRIC_DESCRIPTION
+        return pa->ctx == SF_OTLP_METRIC ? SF_OTLP_FIELD_METRIC_DESCRIPTION
                                               : SF_OTLP_FIELD_NONE;
     case P_UNIT:
-        return pa->ctx == SF_TRANSFORM_METRIC ? SF_OTLP_FIELD_METRIC_UNIT : SF_OTLP_FIELD_NONE;
+        return pa->ctx == SF_OTLP_METRIC ? SF_OTLP_FIELD_METRIC_UNIT : SF_OTLP_FIELD_NONE;
     case P_SEVERITY_TEXT:
-        return pa->ctx == SF_TRANSFORM_LOG ? SF_OTLP_FIELD_LOG_SEVERITY_TEXT : SF_OTLP_FIELD_NONE;
+        return pa->ctx == SF_OTLP_LOG ? SF_OTLP_FIELD_LOG_SEVERITY_TEXT : SF_OTLP_FIELD_NONE;
     case P_EVENT_NAME:
-        return pa->ctx == SF_TRANSFORM_LOG ? SF_OTLP_FIELD_LOG_EVENT_NAME : SF_OTLP_FIELD_NONE;
+        return pa->ctx == SF_OTLP_LOG ? SF_OTLP_FIELD_LOG_EVENT_NAME : SF_OTLP_FIELD_NONE;
     case P_BODY:
-        return pa->ctx == SF_TRANSFORM_LOG ? SF_OTLP_FIELD_LOG_BODY : SF_OTLP_FIELD_NONE;
+        return pa->ctx == SF_OTLP_LOG ? SF_OTLP_FIELD_LOG_BODY : SF_OTLP_FIELD_NONE;
     case P_EXEMPLARS:
-        return pa->ctx == SF_TRANSFORM_DATAPOINT ? SF_OTLP_FIELD_EXEMPLARS : SF_OTLP_FIELD_NONE;
+        return pa->ctx == SF_OTLP_DATAPOINT ? SF_OTLP_FIELD_EXEMPLARS : SF_OTLP_FIELD_NONE;
     case P_VERSION:
-        return pa->ctx == SF_TRANSFORM_SCOPE ? SF_OTLP_FIELD_SCOPE_VERSION : SF_OTLP_FIELD_NONE;
+        return pa->ctx == SF_OTLP_SCOPE ? SF_OTLP_FIELD_SCOPE_VERSION : SF_OTLP_FIELD_NONE;
     case P_SCHEMA_URL:
-        return pa->ctx == SF_TRANSFORM_RESOURCE ? SF_OTLP_FIELD_RESOURCE_SCHEMA_URL
-               : pa->ctx == SF_TRANSFORM_SCOPE ? SF_OTLP_FIELD_SCOPE_SCHEMA_URL
+        return pa->ctx == SF_OTLP_RESOURCE ? SF_OTLP_FIELD_RESOURCE_SCHEMA_URL
+               : pa->ctx == SF_OTLP_SCOPE ? SF_OTLP_FIELD_SCOPE_SCHEMA_URL
                : SF_OTLP_FIELD_NONE;
     case P_ENTITY_REFS:
-        return pa->ctx == SF_TRANSFORM_RESOURCE ? SF_OTLP_FIELD_ENTITY_REFS : SF_OTLP_FIELD_NONE;
+        return pa->ctx == SF_OTLP_RESOURCE ? SF_OTLP_FIELD_ENTITY_REFS : SF_OTLP_FIELD_NONE;
     default:
         return SF_OTLP_FIELD_NONE;
     }
 }
 
 /* The fields set can change, by statement list, for messages. */
-static const char *const set_fields[SF_TRANSFORM_LIST_COUNT] = {
+static const char *const set_fields[SF_SIGNAL_COUNT] = {
     "span and spanevent name; scope name, version, schema_url; resource schema_url, entity_refs",
     "log body, severity_text, event_name; scope name, version, schema_url; resource "
     "schema_url, entity_refs",
@@ -1051,11 +1034,11 @@ static int parse_set_field(parser *p, sf_transform_op *op, const path *pa)
 {
     int w;
 
-    op->kind = SF_TRANSFORM_SET_FIELD;
+    op->kind = SF_RULE_SET_FIELD;
     op->field = field_of(pa);
     if (op->field == SF_OTLP_FIELD_NONE)
         return fail(p, "'%.*s' is not a field of the %s context that set can change (%s)",
-                    (int)(pa->end - pa->start), p->lx.src + pa->start, ctx_names[pa->ctx],
+                    (int)(pa->end - pa->start), p->lx.src + pa->start, sf_otlp_ctx_name(pa->ctx),
                     set_fields[p->list]);
     if (expect(p, T_COMMA, "','") != 0)
         return -1;
@@ -1114,17 +1097,17 @@ static int parse_set(parser *p, sf_transform_op *op, const path *pa)
     if (pa->kind != P_STATUS_MESSAGE && pa->kind != P_TRACE_STATE && pa->kind != P_ATTRIBUTES)
         return parse_set_field(p, op, pa);   /* the string fields, body, exemplars */
     if (pa->kind == P_STATUS_MESSAGE) {
-        op->kind = SF_TRANSFORM_CLEAR_STATUS_MESSAGE;
+        op->kind = SF_RULE_CLEAR_STATUS_MESSAGE;
         what = "status.message";
-        if (pa->ctx != SF_TRANSFORM_SPAN)
+        if (pa->ctx != SF_OTLP_SPAN)
             return fail(p, "status.message exists only in the span context, not '%s'",
-                        ctx_names[pa->ctx]);
+                        sf_otlp_ctx_name(pa->ctx));
     } else if (pa->kind == P_TRACE_STATE) {
-        op->kind = SF_TRANSFORM_CLEAR_TRACE_STATE;
+        op->kind = SF_RULE_CLEAR_TRACE_STATE;
         what = "trace_state";
-        if (pa->ctx != SF_TRANSFORM_SPAN && pa->ctx != SF_TRANSFORM_LINK)
+        if (pa->ctx != SF_OTLP_SPAN && pa->ctx != SF_OTLP_LINK)
             return fail(p, "trace_state exists only in the span and link contexts, not '%s'",
-                        ctx_names[pa->ctx]);
+                        sf_otlp_ctx_name(pa->ctx));
     } else {
         return fail(p, "unsupported path '%.*s' for set: only status.message and trace_state "
                     "can be set", (int)(pa->end - pa->start), p->lx.src + pa->start);
@@ -1145,13 +1128,13 @@ static int parse_replace_pattern(parser *p, sf_transform_op *op, const path *pa)
     size_t re_tok = 0, repl_tok;
     char *re = NULL, *repl;
 
-    op->kind = SF_TRANSFORM_REPLACE_PATTERN;
+    op->kind = SF_RULE_REPLACE_PATTERN;
     if (pa->kind != P_NAME)
         return fail(p, "unsupported path '%.*s' for replace_pattern: only name",
                     (int)(pa->end - pa->start), p->lx.src + pa->start);
-    if (pa->ctx != SF_TRANSFORM_SPAN && pa->ctx != SF_TRANSFORM_SPANEVENT)
+    if (pa->ctx != SF_OTLP_SPAN && pa->ctx != SF_OTLP_SPANEVENT)
         return fail(p, "replace_pattern rewrites span and span event names only, not '%s' "
-                    "names", ctx_names[pa->ctx]);
+                    "names", sf_otlp_ctx_name(pa->ctx));
     if (expect(p, T_COMMA, "','") != 0 || take_regex(p, &re, &re_tok) != 0 ||
         expect(p, T_COMMA, "','") != 0)
         return -1;
@@ -1213,15 +1196,15 @@ static int parse(parser *p, sf_transform_op *op)
     if (fn == F_REPLACE_PATTERN)
         return parse_replace_pattern(p, op, &pa);
     if (fn == F_KEEP_EXEMPLARS) {
-        op->kind = SF_TRANSFORM_KEEP_EXEMPLARS;
-        if (pa.kind != P_EXEMPLARS || pa.ctx != SF_TRANSFORM_DATAPOINT)
+        op->kind = SF_RULE_KEEP_EXEMPLARS;
+        if (pa.kind != P_EXEMPLARS || pa.ctx != SF_OTLP_DATAPOINT)
             return fail(p, "unsupported path '%.*s' for keep_exemplars: only exemplars "
                         "(datapoint)", (int)(pa.end - pa.start), p->lx.src + pa.start);
         return parse_tail(p);
     }
 
-    op->kind = fn == F_KEEP_KEYS ? SF_TRANSFORM_KEEP_KEYS
-               : fn == F_PSEUDONYMIZE ? SF_TRANSFORM_PSEUDONYMIZE : SF_TRANSFORM_DELETE_KEY;
+    op->kind = fn == F_KEEP_KEYS ? SF_RULE_KEEP_KEYS
+               : fn == F_PSEUDONYMIZE ? SF_RULE_PSEUDONYMIZE : SF_RULE_DELETE_KEY;
     if (pa.kind != P_ATTRIBUTES)
         return fail(p, "unsupported path '%.*s' for %s: only attributes",
                     (int)(pa.end - pa.start), p->lx.src + pa.start,
@@ -1229,7 +1212,7 @@ static int parse(parser *p, sf_transform_op *op)
                                                                            : "delete_key");
     if (expect(p, T_COMMA, "','") != 0)
         return -1;
-    if (op->kind == SF_TRANSFORM_KEEP_KEYS) {
+    if (op->kind == SF_RULE_KEEP_KEYS) {
         if (parse_key_list(p, op) != 0)
             return -1;
     } else {
@@ -1245,7 +1228,7 @@ static int parse(parser *p, sf_transform_op *op)
         op->keys.n = 1;
         op->keys.keys = (const char *const *)key;
         next(p);
-        if (op->kind == SF_TRANSFORM_DELETE_KEY) {
+        if (op->kind == SF_RULE_DELETE_KEY) {
             int w = parse_where(p);
             sf_otlp_value_rule *rule;
 
@@ -1254,7 +1237,7 @@ static int parse(parser *p, sf_transform_op *op)
             if (parse_not_condition(p, *key, "a delete_key condition must read 'where not "
                                     "<what the value must be>'", &rule) != 0)
                 return -1;
-            op->kind = SF_TRANSFORM_VALUE_RULE;
+            op->kind = SF_RULE_VALUE;
             op->rule = rule;
             return 0;
         }
@@ -1281,20 +1264,20 @@ static const char supported_metric_statements[] =
     "set(<name|description|unit|version|schema_url>, \"value\") "
     "[where not IsMatch(<same>, \"regex\")], set(exemplars, []), keep_exemplars(exemplars), "
     "set(entity_refs, [])";
-static const char *const supported[SF_TRANSFORM_LIST_COUNT] = {
+static const char *const supported[SF_SIGNAL_COUNT] = {
     supported_statements, supported_log_statements, supported_metric_statements,
 };
 
-sf_status sf_transform_parse_statement(const char *text, size_t len, sf_transform_ctx group,
+sf_status sf_transform_parse_statement(const char *text, size_t len, sf_otlp_ctx group,
                                        const sf_transform_sink *sink, sf_transform_op *op,
                                        char *err, size_t errlen)
 {
-    return sf_transform_parse_in(SF_TRANSFORM_TRACE_STATEMENTS, text, len, group, sink, op, err,
+    return sf_transform_parse_in(SF_SIGNAL_TRACES, text, len, group, sink, op, err,
                                  errlen);
 }
 
-sf_status sf_transform_parse_in(sf_transform_list list, const char *text, size_t len,
-                                sf_transform_ctx group, const sf_transform_sink *sink,
+sf_status sf_transform_parse_in(sf_signal list, const char *text, size_t len,
+                                sf_otlp_ctx group, const sf_transform_sink *sink,
                                 sf_transform_op *op, char *err, size_t errlen)
 {
     parser p;
@@ -1345,7 +1328,7 @@ sf_status sf_transform_parse_in(sf_transform_list list, const char *text, size_t
 /* ---- program ---------------------------------------------------------------- */
 
 typedef struct builder {
-    sf_transform_list list;
+    sf_signal list;
     const sf_transform_sink *sink;
     sf_transform_program *prog;
     char *err;                  /* message buffer, errlen bytes */
@@ -1368,7 +1351,7 @@ static void report(builder *b, const sf_node *at, const char *subpath, const cha
     b->errors++;
 }
 
-static void add_statement(builder *b, const sf_node *node, sf_transform_ctx group,
+static void add_statement(builder *b, const sf_node *node, sf_otlp_ctx group,
                           int error_mode, const char *subpath)
 {
     sf_transform_op op;
@@ -1402,7 +1385,7 @@ static int scalar_is(const sf_node *n, const char *s)
 static void add_group(builder *b, const sf_node *map, size_t i)
 {
     const sf_node *statements = NULL;
-    sf_transform_ctx ctx = SF_TRANSFORM_CTX_NONE;
+    sf_otlp_ctx ctx = SF_TRANSFORM_CTX_NONE;
     int error_mode = -1, skip = 0;
     char sub[64], sub2[128];
 
@@ -1505,10 +1488,10 @@ static size_t longest_scalar(const sf_node *node)
 sf_status sf_transform_program_build(const sf_node *node, const sf_transform_sink *sink,
                                      sf_transform_program **out)
 {
-    return sf_transform_program_build_list(SF_TRANSFORM_TRACE_STATEMENTS, node, sink, out);
+    return sf_transform_program_build_list(SF_SIGNAL_TRACES, node, sink, out);
 }
 
-sf_status sf_transform_program_build_list(sf_transform_list list, const sf_node *node,
+sf_status sf_transform_program_build_list(sf_signal list, const sf_node *node,
                                           const sf_transform_sink *sink,
                                           sf_transform_program **out)
 {
@@ -1537,7 +1520,7 @@ sf_status sf_transform_program_build_list(sf_transform_list list, const sf_node 
         goto out_free_err;
     }
     total = count_statements(node);
-    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
+    for (int c = 0; c < SF_OTLP_CTX_COUNT; c++) {
         b.prog->ops[c] = sink->alloc(sink->ctx, (total ? total : 1) * sizeof(sf_transform_op));
         if (b.prog->ops[c] == NULL) {
             st = SF_ENOMEM;
@@ -1570,14 +1553,14 @@ out_free_err:
 
 /* ---- accessors ------------------------------------------------------------ */
 
-size_t sf_transform_op_count(const sf_transform_program *p, sf_transform_ctx c)
+size_t sf_transform_op_count(const sf_transform_program *p, sf_otlp_ctx c)
 {
-    if (p == NULL || c < 0 || c >= SF_TRANSFORM_CTX_COUNT)
+    if (p == NULL || c < 0 || c >= SF_OTLP_CTX_COUNT)
         return 0;
     return p->n_ops[c];
 }
 
-const sf_transform_op *sf_transform_op_get(const sf_transform_program *p, sf_transform_ctx c,
+const sf_transform_op *sf_transform_op_get(const sf_transform_program *p, sf_otlp_ctx c,
                                            size_t i)
 {
     if (i >= sf_transform_op_count(p, c))
@@ -1590,23 +1573,23 @@ bool sf_transform_keyset_has(const sf_transform_keyset *ks, const char *key)
     return sf_sorted_keys_has(ks->keys, ks->n, key);
 }
 
-bool sf_transform_has_allowlist(const sf_transform_program *p, sf_transform_ctx c)
+bool sf_transform_has_allowlist(const sf_transform_program *p, sf_otlp_ctx c)
 {
     for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
-        if (p->ops[c][i].kind == SF_TRANSFORM_KEEP_KEYS)
+        if (p->ops[c][i].kind == SF_RULE_KEEP_KEYS)
             return true;
     }
     return false;
 }
 
-bool sf_transform_keeps_key(const sf_transform_program *p, sf_transform_ctx c, const char *key)
+bool sf_transform_keeps_key(const sf_transform_program *p, sf_otlp_ctx c, const char *key)
 {
     for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
         const sf_transform_op *op = &p->ops[c][i];
 
-        if (op->kind == SF_TRANSFORM_KEEP_KEYS && !sf_transform_keyset_has(&op->keys, key))
+        if (op->kind == SF_RULE_KEEP_KEYS && !sf_transform_keyset_has(&op->keys, key))
             return false;
-        if (op->kind == SF_TRANSFORM_DELETE_KEY && sf_transform_keyset_has(&op->keys, key))
+        if (op->kind == SF_RULE_DELETE_KEY && sf_transform_keyset_has(&op->keys, key))
             return false;
     }
     return true;
@@ -1614,17 +1597,17 @@ bool sf_transform_keeps_key(const sf_transform_program *p, sf_transform_ctx c, c
 
 bool sf_transform_clears_status_message(const sf_transform_program *p)
 {
-    for (size_t i = 0; i < sf_transform_op_count(p, SF_TRANSFORM_SPAN); i++) {
-        if (p->ops[SF_TRANSFORM_SPAN][i].kind == SF_TRANSFORM_CLEAR_STATUS_MESSAGE)
+    for (size_t i = 0; i < sf_transform_op_count(p, SF_OTLP_SPAN); i++) {
+        if (p->ops[SF_OTLP_SPAN][i].kind == SF_RULE_CLEAR_STATUS_MESSAGE)
             return true;
     }
     return false;
 }
 
-bool sf_transform_clears_trace_state(const sf_transform_program *p, sf_transform_ctx c)
+bool sf_transform_clears_trace_state(const sf_transform_program *p, sf_otlp_ctx c)
 {
     for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
-        if (p->ops[c][i].kind == SF_TRANSFORM_CLEAR_TRACE_STATE)
+        if (p->ops[c][i].kind == SF_RULE_CLEAR_TRACE_STATE)
             return true;
     }
     return false;
@@ -1632,9 +1615,9 @@ bool sf_transform_clears_trace_state(const sf_transform_program *p, sf_transform
 
 const sf_transform_op *sf_transform_field_op(const sf_transform_program *p, sf_otlp_field f)
 {
-    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
-        for (size_t i = 0; i < sf_transform_op_count(p, (sf_transform_ctx)c); i++) {
-            if (p->ops[c][i].kind == SF_TRANSFORM_SET_FIELD && p->ops[c][i].field == f)
+    for (int c = 0; c < SF_OTLP_CTX_COUNT; c++) {
+        for (size_t i = 0; i < sf_transform_op_count(p, (sf_otlp_ctx)c); i++) {
+            if (p->ops[c][i].kind == SF_RULE_SET_FIELD && p->ops[c][i].field == f)
                 return &p->ops[c][i];
         }
     }
@@ -1643,20 +1626,20 @@ const sf_transform_op *sf_transform_field_op(const sf_transform_program *p, sf_o
 
 bool sf_transform_keeps_exemplars(const sf_transform_program *p)
 {
-    for (size_t i = 0; i < sf_transform_op_count(p, SF_TRANSFORM_DATAPOINT); i++) {
-        if (p->ops[SF_TRANSFORM_DATAPOINT][i].kind == SF_TRANSFORM_KEEP_EXEMPLARS)
+    for (size_t i = 0; i < sf_transform_op_count(p, SF_OTLP_DATAPOINT); i++) {
+        if (p->ops[SF_OTLP_DATAPOINT][i].kind == SF_RULE_KEEP_EXEMPLARS)
             return true;
     }
     return false;
 }
 
 const sf_transform_program *sf_transform_program_of(const sf_transform_config *cfg,
-                                                    sf_transform_list list)
+                                                    sf_signal list)
 {
     switch (list) {
-    case SF_TRANSFORM_TRACE_STATEMENTS:  return cfg->program;
-    case SF_TRANSFORM_LOG_STATEMENTS:    return cfg->log_program;
-    case SF_TRANSFORM_METRIC_STATEMENTS: return cfg->metric_program;
+    case SF_SIGNAL_TRACES:  return cfg->program;
+    case SF_SIGNAL_LOGS:    return cfg->log_program;
+    case SF_SIGNAL_METRICS: return cfg->metric_program;
     default:                             return NULL;
     }
 }
@@ -1672,12 +1655,12 @@ int sf_transform_op_error_mode(const sf_transform_config *cfg, const sf_transfor
 
 static size_t desc_count(const void *rules, sf_otlp_ctx c)
 {
-    return sf_transform_op_count(rules, (sf_transform_ctx)c);
+    return sf_transform_op_count(rules, (sf_otlp_ctx)c);
 }
 
 static bool desc_get(const void *rules, sf_otlp_ctx c, size_t i, sf_rule *out)
 {
-    const sf_transform_op *op = sf_transform_op_get(rules, (sf_transform_ctx)c, i);
+    const sf_transform_op *op = sf_transform_op_get(rules, (sf_otlp_ctx)c, i);
 
     if (op == NULL)
         return false;
@@ -1685,13 +1668,13 @@ static bool desc_get(const void *rules, sf_otlp_ctx c, size_t i, sf_rule *out)
                       .pattern = op->pattern, .replacement = op->replacement,
                       .node = op->node };
     switch (op->kind) {
-    case SF_TRANSFORM_KEEP_KEYS:            out->kind = SF_RULE_KEEP_KEYS; break;
-    case SF_TRANSFORM_DELETE_KEY:           out->kind = SF_RULE_DELETE_KEY; break;
-    case SF_TRANSFORM_CLEAR_STATUS_MESSAGE: out->kind = SF_RULE_CLEAR_STATUS_MESSAGE; break;
-    case SF_TRANSFORM_CLEAR_TRACE_STATE:    out->kind = SF_RULE_CLEAR_TRACE_STATE; break;
-    case SF_TRANSFORM_REPLACE_PATTERN:      out->kind = SF_RULE_REPLACE_PATTERN; break;
-    case SF_TRANSFORM_PSEUDONYMIZE:         out->kind = SF_RULE_PSEUDONYMIZE; break;
-    case SF_TRANSFORM_SET_FIELD:
+    case SF_RULE_KEEP_KEYS:            out->kind = SF_RULE_KEEP_KEYS; break;
+    case SF_RULE_DELETE_KEY:           out->kind = SF_RULE_DELETE_KEY; break;
+    case SF_RULE_CLEAR_STATUS_MESSAGE: out->kind = SF_RULE_CLEAR_STATUS_MESSAGE; break;
+    case SF_RULE_CLEAR_TRACE_STATE:    out->kind = SF_RULE_CLEAR_TRACE_STATE; break;
+    case SF_RULE_REPLACE_PATTERN:      out->kind = SF_RULE_REPLACE_PATTERN; break;
+    case SF_RULE_PSEUDONYMIZE:         out->kind = SF_RULE_PSEUDONYMIZE; break;
+    case SF_RULE_SET_FIELD:
         out->kind = SF_RULE_SET_FIELD;
         out->field = op->field;
         if (op->field == SF_OTLP_FIELD_LOG_BODY) {
@@ -1700,8 +1683,8 @@ static bool desc_get(const void *rules, sf_otlp_ctx c, size_t i, sf_rule *out)
             out->pattern = op->rule != NULL && w != NULL ? w + 7 : NULL;
         }
         break;
-    case SF_TRANSFORM_KEEP_EXEMPLARS:       out->kind = SF_RULE_KEEP_EXEMPLARS; break;
-    case SF_TRANSFORM_VALUE_RULE: {
+    case SF_RULE_KEEP_EXEMPLARS:       out->kind = SF_RULE_KEEP_EXEMPLARS; break;
+    case SF_RULE_VALUE: {
         const char *w = strstr(op->statement, " where ");
 
         out->kind = SF_RULE_VALUE;
@@ -1715,7 +1698,7 @@ static bool desc_get(const void *rules, sf_otlp_ctx c, size_t i, sf_rule *out)
 
 static bool desc_keeps_key(const void *rules, sf_otlp_ctx c, const char *key)
 {
-    return sf_transform_keeps_key(rules, (sf_transform_ctx)c, key);
+    return sf_transform_keeps_key(rules, (sf_otlp_ctx)c, key);
 }
 
 static bool desc_clears_status_message(const void *rules)
@@ -1725,7 +1708,7 @@ static bool desc_clears_status_message(const void *rules)
 
 static bool desc_clears_trace_state(const void *rules, sf_otlp_ctx c)
 {
-    return sf_transform_clears_trace_state(rules, (sf_transform_ctx)c);
+    return sf_transform_clears_trace_state(rules, (sf_otlp_ctx)c);
 }
 
 bool sf_transform_describe(const void *config, sf_allowlist_desc *out)
@@ -1762,7 +1745,7 @@ static void cfg_error(void *ctx, const sf_node *at, const char *subpath, const c
     sf_cfg_error(ctx, at, subpath, "%s", msg);
 }
 
-static sf_status parse_list(sf_transform_list list, sf_cfg_ctx *ctx, const sf_node *node,
+static sf_status parse_list(sf_signal list, sf_cfg_ctx *ctx, const sf_node *node,
                             void *field)
 {
     const sf_transform_sink sink = { .ctx = ctx, .alloc = cfg_alloc, .error = cfg_error };
@@ -1827,17 +1810,17 @@ static sf_status parse_bounds(sf_cfg_ctx *ctx, const sf_node *node, void *field)
 
 static sf_status parse_statements(sf_cfg_ctx *ctx, const sf_node *node, void *field)
 {
-    return parse_list(SF_TRANSFORM_TRACE_STATEMENTS, ctx, node, field);
+    return parse_list(SF_SIGNAL_TRACES, ctx, node, field);
 }
 
 static sf_status parse_log_statements(sf_cfg_ctx *ctx, const sf_node *node, void *field)
 {
-    return parse_list(SF_TRANSFORM_LOG_STATEMENTS, ctx, node, field);
+    return parse_list(SF_SIGNAL_LOGS, ctx, node, field);
 }
 
 static sf_status parse_metric_statements(sf_cfg_ctx *ctx, const sf_node *node, void *field)
 {
-    return parse_list(SF_TRANSFORM_METRIC_STATEMENTS, ctx, node, field);
+    return parse_list(SF_SIGNAL_METRICS, ctx, node, field);
 }
 
 /* How many distinct byte values k[0, n) holds. */
@@ -1922,62 +1905,62 @@ size_t sf_transform_max_string(const sf_transform_config *cfg)
 
 /* The string fields declared mode wants a rule for, and how it is said. */
 static const struct {
-    sf_transform_list list;
+    sf_signal list;
     sf_otlp_field field;
-    sf_transform_ctx ctx;
+    sf_otlp_ctx ctx;
     const char *statement;
 } declared_fields[] = {
-    { SF_TRANSFORM_TRACE_STATEMENTS, SF_OTLP_FIELD_SPAN_NAME, SF_TRANSFORM_SPAN,
+    { SF_SIGNAL_TRACES, SF_OTLP_FIELD_SPAN_NAME, SF_OTLP_SPAN,
       "set(name, \"...\") where not IsMatch(name, \"^(...)$\")" },
-    { SF_TRANSFORM_TRACE_STATEMENTS, SF_OTLP_FIELD_EVENT_NAME, SF_TRANSFORM_SPANEVENT,
+    { SF_SIGNAL_TRACES, SF_OTLP_FIELD_EVENT_NAME, SF_OTLP_SPANEVENT,
       "set(name, \"...\") where not IsMatch(name, \"^(...)$\")" },
-    { SF_TRANSFORM_LOG_STATEMENTS, SF_OTLP_FIELD_LOG_BODY, SF_TRANSFORM_LOG,
+    { SF_SIGNAL_LOGS, SF_OTLP_FIELD_LOG_BODY, SF_OTLP_LOG,
       "set(body, nil) [where not <what a body that leaves must be>]" },
-    { SF_TRANSFORM_LOG_STATEMENTS, SF_OTLP_FIELD_LOG_SEVERITY_TEXT, SF_TRANSFORM_LOG,
+    { SF_SIGNAL_LOGS, SF_OTLP_FIELD_LOG_SEVERITY_TEXT, SF_OTLP_LOG,
       "set(severity_text, \"\") [where not IsMatch(...)]" },
-    { SF_TRANSFORM_LOG_STATEMENTS, SF_OTLP_FIELD_LOG_EVENT_NAME, SF_TRANSFORM_LOG,
+    { SF_SIGNAL_LOGS, SF_OTLP_FIELD_LOG_EVENT_NAME, SF_OTLP_LOG,
       "set(event_name, \"\") [where not IsMatch(...)]" },
-    { SF_TRANSFORM_METRIC_STATEMENTS, SF_OTLP_FIELD_METRIC_NAME, SF_TRANSFORM_METRIC,
+    { SF_SIGNAL_METRICS, SF_OTLP_FIELD_METRIC_NAME, SF_OTLP_METRIC,
       "set(name, \"other\") where not IsMatch(name, \"^(...)$\")" },
-    { SF_TRANSFORM_METRIC_STATEMENTS, SF_OTLP_FIELD_METRIC_DESCRIPTION, SF_TRANSFORM_METRIC,
+    { SF_SIGNAL_METRICS, SF_OTLP_FIELD_METRIC_DESCRIPTION, SF_OTLP_METRIC,
       "set(description, \"\") [where not IsMatch(...)]" },
-    { SF_TRANSFORM_METRIC_STATEMENTS, SF_OTLP_FIELD_METRIC_UNIT, SF_TRANSFORM_METRIC,
+    { SF_SIGNAL_METRICS, SF_OTLP_FIELD_METRIC_UNIT, SF_OTLP_METRIC,
       "set(unit, \"\") [where not IsMatch(...)]" },
-    { SF_TRANSFORM_METRIC_STATEMENTS, SF_OTLP_FIELD_EXEMPLARS, SF_TRANSFORM_DATAPOINT,
+    { SF_SIGNAL_METRICS, SF_OTLP_FIELD_EXEMPLARS, SF_OTLP_DATAPOINT,
       "set(exemplars, []) or keep_exemplars(exemplars)" },
     /* every list: the resource's and the scope's */
-    { SF_TRANSFORM_LIST_COUNT, SF_OTLP_FIELD_SCOPE_NAME, SF_TRANSFORM_SCOPE,
+    { SF_SIGNAL_COUNT, SF_OTLP_FIELD_SCOPE_NAME, SF_OTLP_SCOPE,
       "set(name, \"\") [where not IsMatch(...)]" },
-    { SF_TRANSFORM_LIST_COUNT, SF_OTLP_FIELD_SCOPE_VERSION, SF_TRANSFORM_SCOPE,
+    { SF_SIGNAL_COUNT, SF_OTLP_FIELD_SCOPE_VERSION, SF_OTLP_SCOPE,
       "set(version, \"\") [where not IsMatch(...)]" },
-    { SF_TRANSFORM_LIST_COUNT, SF_OTLP_FIELD_RESOURCE_SCHEMA_URL, SF_TRANSFORM_RESOURCE,
+    { SF_SIGNAL_COUNT, SF_OTLP_FIELD_RESOURCE_SCHEMA_URL, SF_OTLP_RESOURCE,
       "set(schema_url, \"\") [where not IsMatch(...)]" },
-    { SF_TRANSFORM_LIST_COUNT, SF_OTLP_FIELD_SCOPE_SCHEMA_URL, SF_TRANSFORM_SCOPE,
+    { SF_SIGNAL_COUNT, SF_OTLP_FIELD_SCOPE_SCHEMA_URL, SF_OTLP_SCOPE,
       "set(schema_url, \"\") [where not IsMatch(...)]" },
-    { SF_TRANSFORM_LIST_COUNT, SF_OTLP_FIELD_ENTITY_REFS, SF_TRANSFORM_RESOURCE,
+    { SF_SIGNAL_COUNT, SF_OTLP_FIELD_ENTITY_REFS, SF_OTLP_RESOURCE,
       "set(entity_refs, [])" },
 };
 
 /* Whether a statement of context c governs string field f (exemplars: a
  * keep_exemplars does too). */
-static bool governs(const sf_transform_program *p, sf_transform_ctx c, sf_otlp_field f)
+static bool governs(const sf_transform_program *p, sf_otlp_ctx c, sf_otlp_field f)
 {
     for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
         const sf_transform_op *op = sf_transform_op_get(p, c, i);
 
-        if (op->kind == SF_TRANSFORM_SET_FIELD && op->field == f)
+        if (op->kind == SF_RULE_SET_FIELD && op->field == f)
             return true;
-        if (op->kind == SF_TRANSFORM_KEEP_EXEMPLARS && f == SF_OTLP_FIELD_EXEMPLARS)
+        if (op->kind == SF_RULE_KEEP_EXEMPLARS && f == SF_OTLP_FIELD_EXEMPLARS)
             return true;
     }
     return false;
 }
 
 /* The node of a kept key's keep_keys statement, for positions. */
-static const sf_transform_op *keep_op(const sf_transform_program *p, sf_transform_ctx c)
+static const sf_transform_op *keep_op(const sf_transform_program *p, sf_otlp_ctx c)
 {
     for (size_t i = 0; i < sf_transform_op_count(p, c); i++) {
-        if (sf_transform_op_get(p, c, i)->kind == SF_TRANSFORM_KEEP_KEYS)
+        if (sf_transform_op_get(p, c, i)->kind == SF_RULE_KEEP_KEYS)
             return sf_transform_op_get(p, c, i);
     }
     return NULL;
@@ -1986,24 +1969,24 @@ static const sf_transform_op *keep_op(const sf_transform_program *p, sf_transfor
 /* One value rule per key and context, one body rule, one exemplars rule:
  * two would be read as one by upstream but are easy to misread (the codec
  * holds one). Counts the errors; *pseudonyms when any key is. */
-static int check_unique(sf_cfg_ctx *ctx, sf_transform_list list, const sf_transform_program *p,
+static int check_unique(sf_cfg_ctx *ctx, sf_signal list, const sf_transform_program *p,
                         bool *pseudonyms)
 {
     const char *lname = lists[list].name;
     int errors = 0;
 
-    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
+    for (int c = 0; c < SF_OTLP_CTX_COUNT; c++) {
         const sf_transform_op *body = NULL, *exemplars = NULL;
 
-        for (size_t i = 0; i < sf_transform_op_count(p, (sf_transform_ctx)c); i++) {
-            const sf_transform_op *op = sf_transform_op_get(p, (sf_transform_ctx)c, i);
-            bool is_body = op->kind == SF_TRANSFORM_SET_FIELD &&
+        for (size_t i = 0; i < sf_transform_op_count(p, (sf_otlp_ctx)c); i++) {
+            const sf_transform_op *op = sf_transform_op_get(p, (sf_otlp_ctx)c, i);
+            bool is_body = op->kind == SF_RULE_SET_FIELD &&
                            op->field == SF_OTLP_FIELD_LOG_BODY;
-            bool is_exemplars = op->kind == SF_TRANSFORM_KEEP_EXEMPLARS ||
-                                (op->kind == SF_TRANSFORM_SET_FIELD &&
+            bool is_exemplars = op->kind == SF_RULE_KEEP_EXEMPLARS ||
+                                (op->kind == SF_RULE_SET_FIELD &&
                                  op->field == SF_OTLP_FIELD_EXEMPLARS);
 
-            if (op->kind == SF_TRANSFORM_PSEUDONYMIZE)
+            if (op->kind == SF_RULE_PSEUDONYMIZE)
                 *pseudonyms = true;
             if ((is_body && body != NULL) || (is_exemplars && exemplars != NULL)) {
                 sf_cfg_error(ctx, op->node, lname, "the %s has a second rule: write one "
@@ -2014,16 +1997,16 @@ static int check_unique(sf_cfg_ctx *ctx, sf_transform_list list, const sf_transf
                 body = op;
             if (is_exemplars)
                 exemplars = op;
-            if (op->kind != SF_TRANSFORM_VALUE_RULE)
+            if (op->kind != SF_RULE_VALUE)
                 continue;
             for (size_t j = 0; j < i; j++) {
-                const sf_transform_op *o = sf_transform_op_get(p, (sf_transform_ctx)c, j);
+                const sf_transform_op *o = sf_transform_op_get(p, (sf_otlp_ctx)c, j);
 
-                if (o->kind == SF_TRANSFORM_VALUE_RULE &&
+                if (o->kind == SF_RULE_VALUE &&
                     strcmp(o->keys.keys[0], op->keys.keys[0]) == 0) {
                     sf_cfg_error(ctx, op->node, lname, "key '%s' has a second "
                                  "value rule in the %s context: join them into one condition",
-                                 op->keys.keys[0], sf_transform_ctx_name((sf_transform_ctx)c));
+                                 op->keys.keys[0], sf_otlp_ctx_name((sf_otlp_ctx)c));
                     errors++;
                 }
             }
@@ -2035,78 +2018,78 @@ static int check_unique(sf_cfg_ctx *ctx, sf_transform_list list, const sf_transf
 /* Declared mode on the program of `list`: every context bounded, every
  * kept key with a value rule, every string field (and the body, the
  * exemplars) with a rule. */
-static int check_declared(sf_cfg_ctx *ctx, sf_transform_list list, const sf_transform_program *p,
+static int check_declared(sf_cfg_ctx *ctx, sf_signal list, const sf_transform_program *p,
                           const sf_node *at)
 {
     const char *lname = lists[list].name;
     int errors = 0;
 
-    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
-        const sf_transform_op *keep = keep_op(p, (sf_transform_ctx)c);
+    for (int c = 0; c < SF_OTLP_CTX_COUNT; c++) {
+        const sf_transform_op *keep = keep_op(p, (sf_otlp_ctx)c);
 
-        if (!sf_transform_list_has(list, (sf_transform_ctx)c))
+        if (!sf_transform_list_has(list, (sf_otlp_ctx)c))
             continue;
         if (keep == NULL) {
             sf_cfg_error(ctx, at, lname, "declared_fields: the %s context has no "
                          "keep_keys (write keep_keys(%s, []) to keep none)",
-                         sf_transform_ctx_name((sf_transform_ctx)c),
-                         c == SF_TRANSFORM_METRIC ? "metadata" : "attributes");
+                         sf_otlp_ctx_name((sf_otlp_ctx)c),
+                         c == SF_OTLP_METRIC ? "metadata" : "attributes");
             errors++;
             continue;
         }
-        for (size_t i = 0; i < sf_transform_op_count(p, (sf_transform_ctx)c); i++) {
-            const sf_transform_op *op = sf_transform_op_get(p, (sf_transform_ctx)c, i);
+        for (size_t i = 0; i < sf_transform_op_count(p, (sf_otlp_ctx)c); i++) {
+            const sf_transform_op *op = sf_transform_op_get(p, (sf_otlp_ctx)c, i);
 
-            if (op->kind != SF_TRANSFORM_KEEP_KEYS)
+            if (op->kind != SF_RULE_KEEP_KEYS)
                 continue;
             for (size_t k = 0; k < op->keys.n; k++) {
                 const char *key = op->keys.keys[k];
                 bool ruled = false;
 
-                if (!sf_transform_keeps_key(p, (sf_transform_ctx)c, key))
+                if (!sf_transform_keeps_key(p, (sf_otlp_ctx)c, key))
                     continue;
-                for (size_t j = 0; j < sf_transform_op_count(p, (sf_transform_ctx)c); j++) {
-                    const sf_transform_op *o = sf_transform_op_get(p, (sf_transform_ctx)c, j);
+                for (size_t j = 0; j < sf_transform_op_count(p, (sf_otlp_ctx)c); j++) {
+                    const sf_transform_op *o = sf_transform_op_get(p, (sf_otlp_ctx)c, j);
 
-                    ruled = ruled || ((o->kind == SF_TRANSFORM_VALUE_RULE ||
-                                       o->kind == SF_TRANSFORM_PSEUDONYMIZE) &&
+                    ruled = ruled || ((o->kind == SF_RULE_VALUE ||
+                                       o->kind == SF_RULE_PSEUDONYMIZE) &&
                                       strcmp(o->keys.keys[0], key) == 0);
                 }
                 if (!ruled) {
                     sf_cfg_error(ctx, op->node, lname, "declared_fields: %s key "
                                  "'%s' is kept without a value rule (delete_key(%s, "
                                  "\"%s\") where not ...)",
-                                 sf_transform_ctx_name((sf_transform_ctx)c), key,
-                                 c == SF_TRANSFORM_METRIC ? "metadata" : "attributes", key);
+                                 sf_otlp_ctx_name((sf_otlp_ctx)c), key,
+                                 c == SF_OTLP_METRIC ? "metadata" : "attributes", key);
                     errors++;
                 }
             }
         }
     }
     for (size_t i = 0; i < sizeof(declared_fields) / sizeof(declared_fields[0]); i++) {
-        if (declared_fields[i].list != list && declared_fields[i].list != SF_TRANSFORM_LIST_COUNT)
+        if (declared_fields[i].list != list && declared_fields[i].list != SF_SIGNAL_COUNT)
             continue;
         if (!governs(p, declared_fields[i].ctx, declared_fields[i].field)) {
             sf_cfg_error(ctx, at, lname, "declared_fields: %s has no rule (%s in "
                          "the %s context)", sf_otlp_field_name(declared_fields[i].field),
                          declared_fields[i].statement,
-                         sf_transform_ctx_name(declared_fields[i].ctx));
+                         sf_otlp_ctx_name(declared_fields[i].ctx));
             errors++;
         }
     }
-    if (list != SF_TRANSFORM_TRACE_STATEMENTS)
+    if (list != SF_SIGNAL_TRACES)
         return errors;
     if (!sf_transform_clears_status_message(p)) {
         sf_cfg_error(ctx, at, lname, "declared_fields: span.status.message has no "
                      "rule (set(status.message, \"\") in the span context)");
         errors++;
     }
-    for (int c = SF_TRANSFORM_SPAN; c <= SF_TRANSFORM_LINK; c += SF_TRANSFORM_LINK - SF_TRANSFORM_SPAN) {
-        if (!sf_transform_clears_trace_state(p, (sf_transform_ctx)c)) {
+    for (int c = SF_OTLP_SPAN; c <= SF_OTLP_LINK; c += SF_OTLP_LINK - SF_OTLP_SPAN) {
+        if (!sf_transform_clears_trace_state(p, (sf_otlp_ctx)c)) {
             sf_cfg_error(ctx, at, lname, "declared_fields: %s.trace_state has no "
                          "rule (set(trace_state, \"\") in the %s context)",
-                         sf_transform_ctx_name((sf_transform_ctx)c),
-                         sf_transform_ctx_name((sf_transform_ctx)c));
+                         sf_otlp_ctx_name((sf_otlp_ctx)c),
+                         sf_otlp_ctx_name((sf_otlp_ctx)c));
             errors++;
         }
     }
@@ -2175,26 +2158,26 @@ static void lint_pattern(sf_cfg_ctx *ctx, const sf_transform_op *op, const char 
 
 /* Warn on every unbounded repetition in a pattern that keeps a value or a
  * field: value rules of kept keys, IsMatch of set(...), the body rule. */
-static void lint_program(sf_cfg_ctx *ctx, sf_transform_list list, const sf_transform_program *p)
+static void lint_program(sf_cfg_ctx *ctx, sf_signal list, const sf_transform_program *p)
 {
     const char *lname = lists[list].name;
     char what[160];
 
-    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++) {
-        for (size_t i = 0; i < sf_transform_op_count(p, (sf_transform_ctx)c); i++) {
-            const sf_transform_op *op = sf_transform_op_get(p, (sf_transform_ctx)c, i);
+    for (int c = 0; c < SF_OTLP_CTX_COUNT; c++) {
+        for (size_t i = 0; i < sf_transform_op_count(p, (sf_otlp_ctx)c); i++) {
+            const sf_transform_op *op = sf_transform_op_get(p, (sf_otlp_ctx)c, i);
 
-            if (op->kind == SF_TRANSFORM_SET_FIELD && op->pattern != NULL) {
+            if (op->kind == SF_RULE_SET_FIELD && op->pattern != NULL) {
                 snprintf(what, sizeof(what), "the IsMatch that keeps %s",
                          sf_otlp_field_name(op->field));
                 lint_pattern(ctx, op, lname, what, op->pattern);
             }
-            if ((op->kind != SF_TRANSFORM_VALUE_RULE && op->kind != SF_TRANSFORM_SET_FIELD) ||
+            if ((op->kind != SF_RULE_VALUE && op->kind != SF_RULE_SET_FIELD) ||
                 op->rule == NULL)
                 continue;
-            if (op->kind == SF_TRANSFORM_VALUE_RULE)
+            if (op->kind == SF_RULE_VALUE)
                 snprintf(what, sizeof(what), "%s key '%s'",
-                         sf_transform_ctx_name((sf_transform_ctx)c), op->keys.keys[0]);
+                         sf_otlp_ctx_name((sf_otlp_ctx)c), op->keys.keys[0]);
             else
                 snprintf(what, sizeof(what), "%s", sf_otlp_field_name(op->field));
             for (size_t a = 0; a < op->rule->n_alts; a++)
@@ -2211,9 +2194,9 @@ sf_status sf_transform_check(sf_cfg_ctx *ctx, void *config)
     bool pseudonyms = false, any_list = false;
     int errors = 0;
 
-    for (int l = 0; l < SF_TRANSFORM_LIST_COUNT; l++) {
-        errors += check_unique(ctx, (sf_transform_list)l,
-                               sf_transform_program_of(cfg, (sf_transform_list)l), &pseudonyms);
+    for (int l = 0; l < SF_SIGNAL_COUNT; l++) {
+        errors += check_unique(ctx, (sf_signal)l,
+                               sf_transform_program_of(cfg, (sf_signal)l), &pseudonyms);
         any_list = any_list || sf_node_get(at, lists[l].name) != NULL;
     }
     if (cfg->pseudonym_key != NULL && cfg->pseudonym_key_file != NULL) {
@@ -2246,18 +2229,18 @@ sf_status sf_transform_check(sf_cfg_ctx *ctx, void *config)
         }
         sf_transform_key_free(key, n);
     }
-    for (int l = 0; l < SF_TRANSFORM_LIST_COUNT; l++)
-        lint_program(ctx, (sf_transform_list)l, sf_transform_program_of(cfg, (sf_transform_list)l));
+    for (int l = 0; l < SF_SIGNAL_COUNT; l++)
+        lint_program(ctx, (sf_signal)l, sf_transform_program_of(cfg, (sf_signal)l));
     if (!cfg->declared_fields)
         return errors ? SF_CONFIG : SF_OK;
     /* declared mode judges each list written (trace_statements also when
      * none is); a signal whose list is not written leaves with nothing but
      * its structure: no attribute, empty strings, no body, no exemplars */
-    for (int l = 0; l < SF_TRANSFORM_LIST_COUNT; l++) {
+    for (int l = 0; l < SF_SIGNAL_COUNT; l++) {
         if (sf_node_get(at, lists[l].name) != NULL ||
-            (l == SF_TRANSFORM_TRACE_STATEMENTS && !any_list))
-            errors += check_declared(ctx, (sf_transform_list)l,
-                                     sf_transform_program_of(cfg, (sf_transform_list)l), at);
+            (l == SF_SIGNAL_TRACES && !any_list))
+            errors += check_declared(ctx, (sf_signal)l,
+                                     sf_transform_program_of(cfg, (sf_signal)l), at);
     }
     return errors ? SF_CONFIG : SF_OK;
 }

@@ -127,7 +127,7 @@ static bool cvm_scalar_fits(const sf_otlp_value_rule *r, const sf_otlp_any *v)
 }
 
 /* Attributes of context c: kept keys only, once each, values fitting. */
-static void cvm_check_attrs(sf_transform_ctx c, size_t n, sf_otlp_kv *const *kv)
+static void cvm_check_attrs(sf_otlp_ctx c, size_t n, sf_otlp_kv *const *kv)
 {
     const sf_transform_program *p = cvm_cfg->program;
 
@@ -135,31 +135,31 @@ static void cvm_check_attrs(sf_transform_ctx c, size_t n, sf_otlp_kv *const *kv)
         const sf_otlp_value_rule *rule = NULL;
 
         if (!sf_transform_keeps_key(p, c, kv[i]->key))
-            fuzz_fail("%s key '%s' left", sf_transform_ctx_name(c), kv[i]->key);
+            fuzz_fail("%s key '%s' left", sf_otlp_ctx_name(c), kv[i]->key);
         for (size_t j = 0; j < i; j++)
             if (strcmp(kv[j]->key, kv[i]->key) == 0)
-                fuzz_fail("%s key '%s' left twice", sf_transform_ctx_name(c), kv[i]->key);
+                fuzz_fail("%s key '%s' left twice", sf_otlp_ctx_name(c), kv[i]->key);
         for (size_t o = 0; o < sf_transform_op_count(p, c); o++) {
             const sf_transform_op *op = sf_transform_op_get(p, c, o);
 
-            if (op->kind == SF_TRANSFORM_VALUE_RULE && strcmp(op->keys.keys[0], kv[i]->key) == 0)
+            if (op->kind == SF_RULE_VALUE && strcmp(op->keys.keys[0], kv[i]->key) == 0)
                 rule = op->rule;
         }
         if (rule == NULL || kv[i]->value == NULL)
-            fuzz_fail("%s key '%s' left without a rule or a value", sf_transform_ctx_name(c),
+            fuzz_fail("%s key '%s' left without a rule or a value", sf_otlp_ctx_name(c),
                       kv[i]->key);
         if (kv[i]->value->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE &&
             cvm_cfg->kept_value_types == SF_TRANSFORM_VALUES_SINGLE)
-            fuzz_fail("%s key '%s' left holding an array", sf_transform_ctx_name(c), kv[i]->key);
+            fuzz_fail("%s key '%s' left holding an array", sf_otlp_ctx_name(c), kv[i]->key);
         if (kv[i]->value->value_case == OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE) {
             const Opentelemetry__Proto__Common__V1__ArrayValue *a = kv[i]->value->array_value;
 
             for (size_t j = 0; a != NULL && j < a->n_values; j++)
                 if (!cvm_scalar_fits(rule, a->values[j]))
                     fuzz_fail("%s key '%s': element %zu does not fit its rule",
-                              sf_transform_ctx_name(c), kv[i]->key, j);
+                              sf_otlp_ctx_name(c), kv[i]->key, j);
         } else if (!cvm_scalar_fits(rule, kv[i]->value)) {
-            fuzz_fail("%s key '%s': the value does not fit its rule", sf_transform_ctx_name(c),
+            fuzz_fail("%s key '%s': the value does not fit its rule", sf_otlp_ctx_name(c),
                       kv[i]->key);
         }
     }
@@ -170,11 +170,11 @@ static const char *cvm_field_pattern(sf_otlp_field f)
 {
     const sf_transform_program *p = cvm_cfg->program;
 
-    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++)
-        for (size_t o = 0; o < sf_transform_op_count(p, (sf_transform_ctx)c); o++) {
-            const sf_transform_op *op = sf_transform_op_get(p, (sf_transform_ctx)c, o);
+    for (int c = 0; c < SF_OTLP_CTX_COUNT; c++)
+        for (size_t o = 0; o < sf_transform_op_count(p, (sf_otlp_ctx)c); o++) {
+            const sf_transform_op *op = sf_transform_op_get(p, (sf_otlp_ctx)c, o);
 
-            if (op->kind == SF_TRANSFORM_SET_FIELD && op->field == f)
+            if (op->kind == SF_RULE_SET_FIELD && op->field == f)
                 return op->pattern;
         }
     return NULL;
@@ -303,7 +303,7 @@ static void check_cvm_rules(const uint8_t *data, size_t size)
         if (rs->resource != NULL) {
             if (rs->resource->n_entity_refs > 0)
                 fuzz_fail("entity_refs left");
-            cvm_check_attrs(SF_TRANSFORM_RESOURCE, rs->resource->n_attributes,
+            cvm_check_attrs(SF_OTLP_RESOURCE, rs->resource->n_attributes,
                             rs->resource->attributes);
         }
         for (size_t j = 0; j < rs->n_scope_spans; j++) {
@@ -318,7 +318,7 @@ static void check_cvm_rules(const uint8_t *data, size_t size)
                     !cvm_matches(cvm_field_pattern(SF_OTLP_FIELD_SCOPE_NAME), ss->scope->name,
                                  strlen(ss->scope->name)))
                     fuzz_fail("scope name '%s' left", ss->scope->name);
-                cvm_check_attrs(SF_TRANSFORM_SCOPE, ss->scope->n_attributes,
+                cvm_check_attrs(SF_OTLP_SCOPE, ss->scope->n_attributes,
                                 ss->scope->attributes);
             }
             for (size_t k = 0; k < ss->n_spans; k++) {
@@ -335,7 +335,7 @@ static void check_cvm_rules(const uint8_t *data, size_t size)
                 if (!cvm_empty(sp->trace_state) ||
                     (sp->status != NULL && !cvm_empty(sp->status->message)))
                     fuzz_fail("span trace_state or status message left");
-                cvm_check_attrs(SF_TRANSFORM_SPAN, sp->n_attributes, sp->attributes);
+                cvm_check_attrs(SF_OTLP_SPAN, sp->n_attributes, sp->attributes);
                 if ((cvm_cfg->max_events_per_span > 0 &&
                      sp->n_events > (size_t)cvm_cfg->max_events_per_span) ||
                     (cvm_cfg->max_links_per_span > 0 &&
@@ -344,7 +344,7 @@ static void check_cvm_rules(const uint8_t *data, size_t size)
                               sp->n_links);
                 for (size_t e = 0; e < sp->n_events; e++) {
                     cvm_check_name(SF_OTLP_FIELD_EVENT_NAME, sp->events[e]->name);
-                    cvm_check_attrs(SF_TRANSFORM_SPANEVENT, sp->events[e]->n_attributes,
+                    cvm_check_attrs(SF_OTLP_SPANEVENT, sp->events[e]->n_attributes,
                                     sp->events[e]->attributes);
                 }
                 for (size_t l = 0; l < sp->n_links; l++) {
@@ -352,7 +352,7 @@ static void check_cvm_rules(const uint8_t *data, size_t size)
                         fuzz_fail("link trace_state left");
                     cvm_check_id(sp->links[l]->trace_id, in_ids, n_in, known);
                     cvm_check_id(sp->links[l]->span_id, in_ids, n_in, known);
-                    cvm_check_attrs(SF_TRANSFORM_LINK, sp->links[l]->n_attributes,
+                    cvm_check_attrs(SF_OTLP_LINK, sp->links[l]->n_attributes,
                                     sp->links[l]->attributes);
                 }
             }

@@ -29,21 +29,21 @@ static void fail(const char *text, size_t len, int group, const char *why)
 
 static void check_op(const char *text, size_t len, int group, const sf_transform_op *op)
 {
-    if (op->kind != SF_TRANSFORM_KEEP_KEYS && op->kind != SF_TRANSFORM_DELETE_KEY &&
-        op->kind != SF_TRANSFORM_CLEAR_STATUS_MESSAGE &&
-        op->kind != SF_TRANSFORM_CLEAR_TRACE_STATE && op->kind != SF_TRANSFORM_REPLACE_PATTERN)
+    if (op->kind != SF_RULE_KEEP_KEYS && op->kind != SF_RULE_DELETE_KEY &&
+        op->kind != SF_RULE_CLEAR_STATUS_MESSAGE &&
+        op->kind != SF_RULE_CLEAR_TRACE_STATE && op->kind != SF_RULE_REPLACE_PATTERN)
         fail(text, len, group, "unknown kind");
-    if (op->ctx < SF_TRANSFORM_RESOURCE || op->ctx >= SF_TRANSFORM_CTX_COUNT)
+    if (op->ctx < SF_OTLP_RESOURCE || op->ctx >= SF_OTLP_CTX_COUNT)
         fail(text, len, group, "no context");
-    if (group != SF_TRANSFORM_CTX_NONE && op->ctx != (sf_transform_ctx)group)
+    if ((sf_otlp_ctx)group != SF_TRANSFORM_CTX_NONE && op->ctx != (sf_otlp_ctx)group)
         fail(text, len, group, "context differs from its group");
-    if (op->kind == SF_TRANSFORM_CLEAR_STATUS_MESSAGE && op->ctx != SF_TRANSFORM_SPAN)
+    if (op->kind == SF_RULE_CLEAR_STATUS_MESSAGE && op->ctx != SF_OTLP_SPAN)
         fail(text, len, group, "status message outside span");
-    if (op->kind == SF_TRANSFORM_CLEAR_TRACE_STATE && op->ctx != SF_TRANSFORM_SPAN &&
-        op->ctx != SF_TRANSFORM_LINK)
+    if (op->kind == SF_RULE_CLEAR_TRACE_STATE && op->ctx != SF_OTLP_SPAN &&
+        op->ctx != SF_OTLP_LINK)
         fail(text, len, group, "trace_state outside span and link");
-    if (op->kind == SF_TRANSFORM_REPLACE_PATTERN) {
-        if (op->ctx != SF_TRANSFORM_SPAN && op->ctx != SF_TRANSFORM_SPANEVENT)
+    if (op->kind == SF_RULE_REPLACE_PATTERN) {
+        if (op->ctx != SF_OTLP_SPAN && op->ctx != SF_OTLP_SPANEVENT)
             fail(text, len, group, "replace_pattern outside span and spanevent");
         if (op->pattern == NULL || op->replacement == NULL)
             fail(text, len, group, "replace_pattern without its pattern or replacement");
@@ -52,7 +52,7 @@ static void check_op(const char *text, size_t len, int group, const sf_transform
     } else if (op->pattern != NULL || op->replacement != NULL) {
         fail(text, len, group, "a pattern on another kind");
     }
-    if (op->kind == SF_TRANSFORM_DELETE_KEY && op->keys.n != 1)
+    if (op->kind == SF_RULE_DELETE_KEY && op->keys.n != 1)
         fail(text, len, group, "delete_key without exactly one key");
     if (op->keys.n > 0 && op->keys.keys == NULL)
         fail(text, len, group, "keys missing");
@@ -86,7 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (text == NULL || arena == NULL)
         abort();
     memcpy(text, data, size);
-    for (int group = SF_TRANSFORM_CTX_NONE; group < SF_TRANSFORM_CTX_COUNT; group++) {
+    for (int group = SF_TRANSFORM_CTX_NONE; group < SF_OTLP_CTX_COUNT; group++) {
         for (size_t e = 0; e < sizeof(errlens) / sizeof(errlens[0]); e++) {
             char *err = malloc(errlens[e]);
             sf_transform_op op;
@@ -94,7 +94,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
             memset(err, 'X', errlens[e]);
             memset(&op, 0, sizeof(op));
-            st = sf_transform_parse_statement(text, size, (sf_transform_ctx)group, &sink, &op,
+            st = sf_transform_parse_statement(text, size, (sf_otlp_ctx)group, &sink, &op,
                                               err, errlens[e]);
             if (st == SF_OK)
                 check_op(text, size, group, &op);

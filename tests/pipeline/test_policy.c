@@ -1406,8 +1406,8 @@ static void test_policy_file_errors(void **state)
     static const char *const wantv[] = {
         "p.yaml:1:1: allowlist: 'processor' is required",
         "p.yaml:2:3: allowlist: unknown key 'procesor' (did you mean 'processor'?)",
-        "p.yaml:3:15: allowlist.error_mode: unknown value 'fail' (expected one of 'propagate', "
-        "'ignore', 'silent')",
+        ("p.yaml:3:15: allowlist.error_mode: unknown value 'fail' (expected one of 'propagate', "
+         "'ignore', 'silent')"),
         "p.yaml:5:18: allowlist.keys.span: 'a' is listed more than once",
         "p.yaml:6:5: allowlist.keys: unknown key 'spanevents' (did you mean 'spanevent'?)",
         "p.yaml:7:1: exporter: 'id' is required",
@@ -1621,6 +1621,41 @@ static void test_trace_control(void **state)
     assert_check(off, SF_CONFIG, &w);
     free(ok);
     free(off);
+}
+
+/* cvm.yaml as shipped with trace_control's latency guard on its
+ * prometheus receiver's sglang job (what the receiver's comment there
+ * gives) loads and holds the shipped policy; without engine_metrics the
+ * guard is refused, naming the target. */
+static void assert_caught(const char *policy, const char *yaml, const char *needle);
+
+static void test_trace_control_latency(void **state)
+{
+    static const char guard[] =
+        "    auto_revert:\n"
+        "      max_latency_increase: {ttft: 2x, itl: '+50ms', min_samples: 20}\n";
+    static const char em[] =
+        "        engine_metrics: {receiver: prometheus, job: sglang}\n";
+    static const char head[] =
+        "extensions:\n  trace_control:\n    socket: /run/tc.sock\n"
+        "    audit_log: /var/lib/tc.jsonl\n    levels: [0, 3]\n";
+    static const char r1[] =
+        "    targets:\n      r1:\n        endpoint: http://127.0.0.1:30000/set_trace_level\n";
+    char ext[1024], *ok, *missing;
+    want w = { 0 };
+
+    (void)state;
+    snprintf(ext, sizeof(ext), "\n%s%s%s%sservice:\n  extensions: [trace_control]\n", head,
+             guard, r1, em);
+    ok = replace(cvm_shipped, "\nservice:\n", ext);
+    snprintf(ext, sizeof(ext), "\n%s%s%sservice:\n  extensions: [trace_control]\n", head, guard,
+             r1);
+    missing = replace(cvm_shipped, "\nservice:\n", ext);
+    assert_check_with(policy_shipped, ok, SF_OK, &w);
+    assert_caught(policy_shipped, missing, "extensions.trace_control.auto_revert."
+                  "max_latency_increase: target 'r1' has no engine_metrics");
+    free(ok);
+    free(missing);
 }
 
 /* ---- declared mode's pins (the files as shipped) ------------------------------ */
@@ -2059,6 +2094,7 @@ int main(void)
         cmocka_unit_test(test_policy_file_unreadable),
         cmocka_unit_test(test_exporter_without_queue),
         cmocka_unit_test(test_trace_control),
+        cmocka_unit_test(test_trace_control_latency),
         cmocka_unit_test(test_alloc_failures),
         cmocka_unit_test_setup_teardown(test_otlp_exporter_holds, setup_grpc, teardown_grpc),
         cmocka_unit_test_setup_teardown(test_otlp_queue_size, setup_grpc, teardown_grpc),

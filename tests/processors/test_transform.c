@@ -38,12 +38,12 @@ static const char *const policy[] = {
 #define FIXTURE_SPANS 4         /* spans in mk_request() */
 
 /* Allowed keys per context, independent of the code under test. */
-static const char *const allowed[SF_TRANSFORM_CTX_COUNT][4] = {
-    [SF_TRANSFORM_RESOURCE] = { "service.name" },
-    [SF_TRANSFORM_SCOPE] = { "scope.keep" },
-    [SF_TRANSFORM_SPAN] = { SPAN_KEEP_A, "http.status_code", UNICODE_KEY },
-    [SF_TRANSFORM_SPANEVENT] = { "event.keep" },
-    [SF_TRANSFORM_LINK] = { "link.keep" },
+static const char *const allowed[SF_OTLP_CTX_COUNT][4] = {
+    [SF_OTLP_RESOURCE] = { "service.name" },
+    [SF_OTLP_SCOPE] = { "scope.keep" },
+    [SF_OTLP_SPAN] = { SPAN_KEEP_A, "http.status_code", UNICODE_KEY },
+    [SF_OTLP_SPANEVENT] = { "event.keep" },
+    [SF_OTLP_LINK] = { "link.keep" },
 };
 
 typedef struct tfx {
@@ -352,7 +352,7 @@ static void assert_attr_keys(sf_otlp_kv **kv, size_t n, size_t want, ...)
     va_end(ap);
 }
 
-static bool is_allowed(sf_transform_ctx c, const char *key)
+static bool is_allowed(sf_otlp_ctx c, const char *key)
 {
     for (size_t i = 0; i < 4 && allowed[c][i] != NULL; i++) {
         if (strcmp(allowed[c][i], key) == 0)
@@ -361,11 +361,11 @@ static bool is_allowed(sf_transform_ctx c, const char *key)
     return false;
 }
 
-static void assert_only_allowed(sf_transform_ctx c, sf_otlp_kv **kv, size_t n)
+static void assert_only_allowed(sf_otlp_ctx c, sf_otlp_kv **kv, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (!is_allowed(c, kv[i]->key))
-            fail_msg("%s attribute '%s' is not allowlisted", sf_transform_ctx_name(c), kv[i]->key);
+            fail_msg("%s attribute '%s' is not allowlisted", sf_otlp_ctx_name(c), kv[i]->key);
     }
 }
 
@@ -377,25 +377,25 @@ static void assert_request_filtered(const sf_otlp_request *req)
         const sf_otlp_resource_spans *rs = req->resource_spans[i];
 
         if (rs->resource)
-            assert_only_allowed(SF_TRANSFORM_RESOURCE, rs->resource->attributes,
+            assert_only_allowed(SF_OTLP_RESOURCE, rs->resource->attributes,
                                 rs->resource->n_attributes);
         for (size_t j = 0; j < rs->n_scope_spans; j++) {
             const sf_otlp_scope_spans *ss = rs->scope_spans[j];
 
             if (ss->scope)
-                assert_only_allowed(SF_TRANSFORM_SCOPE, ss->scope->attributes,
+                assert_only_allowed(SF_OTLP_SCOPE, ss->scope->attributes,
                                     ss->scope->n_attributes);
             for (size_t k = 0; k < ss->n_spans; k++) {
                 const sf_otlp_span *sp = ss->spans[k];
 
-                assert_only_allowed(SF_TRANSFORM_SPAN, sp->attributes, sp->n_attributes);
+                assert_only_allowed(SF_OTLP_SPAN, sp->attributes, sp->n_attributes);
                 if (sp->status)
                     assert_string_equal(sp->status->message, "");
                 for (size_t e = 0; e < sp->n_events; e++)
-                    assert_only_allowed(SF_TRANSFORM_SPANEVENT, sp->events[e]->attributes,
+                    assert_only_allowed(SF_OTLP_SPANEVENT, sp->events[e]->attributes,
                                         sp->events[e]->n_attributes);
                 for (size_t l = 0; l < sp->n_links; l++)
-                    assert_only_allowed(SF_TRANSFORM_LINK, sp->links[l]->attributes,
+                    assert_only_allowed(SF_OTLP_LINK, sp->links[l]->attributes,
                                         sp->links[l]->n_attributes);
             }
         }
@@ -853,7 +853,7 @@ static void test_group_error_mode_overrides(void **state)
 
     assert_int_equal(sf_transform_program_build(node, &s->sink, &prog), SF_OK);
     use_built(f, prog, SF_ERROR_MODE_IGNORE);
-    assert_int_equal(sf_transform_op_error_mode(&f->cfg, sf_transform_op_get(prog, SF_TRANSFORM_SPAN, 0)),
+    assert_int_equal(sf_transform_op_error_mode(&f->cfg, sf_transform_op_get(prog, SF_OTLP_SPAN, 0)),
                      SF_ERROR_MODE_PROPAGATE);
     span_at(&f->batch, 0, 1)->attributes[0]->value->string_value = "\xed\xa0\x80";
     assert_int_equal(consume(f), SF_FILTER);

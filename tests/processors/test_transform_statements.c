@@ -37,7 +37,7 @@ static int teardown(void **state)
     return 0;
 }
 
-static sf_status parse_in(pfx *f, sf_transform_ctx group, const char *text)
+static sf_status parse_in(pfx *f, sf_otlp_ctx group, const char *text)
 {
     f->err[0] = '\0';
     return sf_transform_parse_statement(text, strlen(text), group, &f->s.sink, &f->op, f->err,
@@ -52,7 +52,7 @@ static sf_status parse_in(pfx *f, sf_transform_ctx group, const char *text)
     "set(entity_refs, []), replace_pattern(name, \"regex\", \"replacement\")"
 
 /* Parse must fail with exactly `msg`, then the list of supported statements. */
-static void assert_parse_error(pfx *f, sf_transform_ctx group, const char *text, const char *msg)
+static void assert_parse_error(pfx *f, sf_otlp_ctx group, const char *text, const char *msg)
 {
     char want[1024];
 
@@ -78,11 +78,11 @@ static void test_keep_keys_unprefixed_in_group(void **state)
 {
     pfx *f = *state;
 
-    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN,
+    assert_int_equal(parse_in(f, SF_OTLP_SPAN,
                               "keep_keys(attributes, [\"gen_ai.request.model\", \"b\", \"a\", \"b\"])"),
                      SF_OK);
-    assert_int_equal(f->op.kind, SF_TRANSFORM_KEEP_KEYS);
-    assert_int_equal(f->op.ctx, SF_TRANSFORM_SPAN);
+    assert_int_equal(f->op.kind, SF_RULE_KEEP_KEYS);
+    assert_int_equal(f->op.ctx, SF_OTLP_SPAN);
     assert_int_equal(f->op.error_mode, -1);
     /* sorted bytewise, duplicates folded */
     assert_keys(&f->op.keys, 3, "a", "b", "gen_ai.request.model");
@@ -93,12 +93,12 @@ static void test_keep_keys_unprefixed_in_group(void **state)
 static void test_every_context_prefix(void **state)
 {
     pfx *f = *state;
-    static const struct { const char *stmt; sf_transform_ctx ctx; } cases[] = {
-        { "keep_keys(resource.attributes, [\"service.name\"])", SF_TRANSFORM_RESOURCE },
-        { "keep_keys(scope.attributes, [\"s\"])", SF_TRANSFORM_SCOPE },
-        { "keep_keys(span.attributes, [\"a\"])", SF_TRANSFORM_SPAN },
-        { "keep_keys(spanevent.attributes, [\"b\"])", SF_TRANSFORM_SPANEVENT },
-        { "keep_keys(link.attributes, [\"l\"])", SF_TRANSFORM_LINK },
+    static const struct { const char *stmt; sf_otlp_ctx ctx; } cases[] = {
+        { "keep_keys(resource.attributes, [\"service.name\"])", SF_OTLP_RESOURCE },
+        { "keep_keys(scope.attributes, [\"s\"])", SF_OTLP_SCOPE },
+        { "keep_keys(span.attributes, [\"a\"])", SF_OTLP_SPAN },
+        { "keep_keys(spanevent.attributes, [\"b\"])", SF_OTLP_SPANEVENT },
+        { "keep_keys(link.attributes, [\"l\"])", SF_OTLP_LINK },
     };
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -116,7 +116,7 @@ static void test_escapes_and_unicode(void **state)
 {
     pfx *f = *state;
 
-    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN,
+    assert_int_equal(parse_in(f, SF_OTLP_SPAN,
                               "keep_keys(attributes, [\"a\\\"b\", \"c\\\\d\", \"gr\xc3\xb6\xc3\x9f" "e\", \"\"])"),
                      SF_OK);
     /* strcmp order: "" < "a\"b" < "c\\d" < "größe" */
@@ -130,10 +130,10 @@ static void test_whitespace_between_tokens(void **state)
     assert_int_equal(parse_in(f, SF_TRANSFORM_CTX_NONE,
                               "  keep_keys ( span . attributes ,\n\t[ \"a\" ,\"b\"\r\n ] )  "),
                      SF_OK);
-    assert_int_equal(f->op.ctx, SF_TRANSFORM_SPAN);
+    assert_int_equal(f->op.ctx, SF_OTLP_SPAN);
     assert_keys(&f->op.keys, 2, "a", "b");
-    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN, "set( status.message , \"\" )"), SF_OK);
-    assert_int_equal(f->op.kind, SF_TRANSFORM_CLEAR_STATUS_MESSAGE);
+    assert_int_equal(parse_in(f, SF_OTLP_SPAN, "set( status.message , \"\" )"), SF_OK);
+    assert_int_equal(f->op.kind, SF_RULE_CLEAR_STATUS_MESSAGE);
 }
 
 static void test_empty_list_drops_all(void **state)
@@ -141,10 +141,10 @@ static void test_empty_list_drops_all(void **state)
     pfx *f = *state;
 
     assert_int_equal(parse_in(f, SF_TRANSFORM_CTX_NONE, "keep_keys(resource.attributes, [])"), SF_OK);
-    assert_int_equal(f->op.kind, SF_TRANSFORM_KEEP_KEYS);
+    assert_int_equal(f->op.kind, SF_RULE_KEEP_KEYS);
     assert_int_equal(f->op.keys.n, 0);
     assert_false(sf_transform_keyset_has(&f->op.keys, ""));
-    assert_int_equal(parse_in(f, SF_TRANSFORM_SCOPE, "keep_keys(attributes,[ ])"), SF_OK);
+    assert_int_equal(parse_in(f, SF_OTLP_SCOPE, "keep_keys(attributes,[ ])"), SF_OK);
     assert_int_equal(f->op.keys.n, 0);
 }
 
@@ -154,23 +154,23 @@ static void test_delete_key_and_set(void **state)
 
     assert_int_equal(parse_in(f, SF_TRANSFORM_CTX_NONE, "delete_key(spanevent.attributes, \"prompt\")"),
                      SF_OK);
-    assert_int_equal(f->op.kind, SF_TRANSFORM_DELETE_KEY);
-    assert_int_equal(f->op.ctx, SF_TRANSFORM_SPANEVENT);
+    assert_int_equal(f->op.kind, SF_RULE_DELETE_KEY);
+    assert_int_equal(f->op.ctx, SF_OTLP_SPANEVENT);
     assert_keys(&f->op.keys, 1, "prompt");
 
     assert_int_equal(parse_in(f, SF_TRANSFORM_CTX_NONE, "set(span.status.message, \"\")"), SF_OK);
-    assert_int_equal(f->op.kind, SF_TRANSFORM_CLEAR_STATUS_MESSAGE);
-    assert_int_equal(f->op.ctx, SF_TRANSFORM_SPAN);
+    assert_int_equal(f->op.kind, SF_RULE_CLEAR_STATUS_MESSAGE);
+    assert_int_equal(f->op.ctx, SF_OTLP_SPAN);
 
-    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN, "set(status.message, \"\")"), SF_OK);
-    assert_int_equal(f->op.kind, SF_TRANSFORM_CLEAR_STATUS_MESSAGE);
+    assert_int_equal(parse_in(f, SF_OTLP_SPAN, "set(status.message, \"\")"), SF_OK);
+    assert_int_equal(f->op.kind, SF_RULE_CLEAR_STATUS_MESSAGE);
 }
 
 static void test_keyset_is_case_sensitive_and_exact(void **state)
 {
     pfx *f = *state;
 
-    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN,
+    assert_int_equal(parse_in(f, SF_OTLP_SPAN,
                               "keep_keys(attributes, [\"http.method\", \"a\", \"zz\", \"m\", \"b\"])"),
                      SF_OK);
     assert_true(sf_transform_keyset_has(&f->op.keys, "http.method"));
@@ -189,12 +189,12 @@ static void test_error_unsupported_function(void **state)
 {
     pfx *f = *state;
 
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_all_patterns(attributes, \"value\", \"a\", \"b\")",
+    assert_parse_error(f, SF_OTLP_SPAN, "replace_all_patterns(attributes, \"value\", \"a\", \"b\")",
                        "unsupported function 'replace_all_patterns' in statement "
                        "'replace_all_patterns(attributes, \"value\", \"a\", \"b\")'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "Keep_keys(attributes, [\"a\"])",
+    assert_parse_error(f, SF_OTLP_SPAN, "Keep_keys(attributes, [\"a\"])",
                        "unsupported function 'Keep_keys' in statement 'Keep_keys(attributes, [\"a\"])'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "truncate_all(attributes, 10)",
+    assert_parse_error(f, SF_OTLP_SPAN, "truncate_all(attributes, 10)",
                        "unsupported function 'truncate_all' in statement 'truncate_all(attributes, 10)'");
 }
 
@@ -202,7 +202,7 @@ static void test_error_where_clause(void **state)
 {
     pfx *f = *state;
 
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "keep_keys(attributes, [\"a\"]) where name == \"x\"",
+    assert_parse_error(f, SF_OTLP_SPAN, "keep_keys(attributes, [\"a\"]) where name == \"x\"",
                        "where clauses are not supported on this statement (only on "
                        "delete_key and on set of a name, version or schema_url) in statement "
                        "'keep_keys(attributes, [\"a\"]) where name == \"x\"'");
@@ -216,12 +216,12 @@ static void test_error_paths(void **state)
 {
     pfx *f = *state;
 
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "set(attributes[\"x\"], \"\")",
+    assert_parse_error(f, SF_OTLP_SPAN, "set(attributes[\"x\"], \"\")",
                        "unsupported path 'attributes[\"x\"]' in statement 'set(attributes[\"x\"], \"\")'");
     assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "delete_key(span.attributes[\"a\"][\"b\"], \"a\")",
                        "unsupported path 'span.attributes[\"a\"][\"b\"]' in statement "
                        "'delete_key(span.attributes[\"a\"][\"b\"], \"a\")'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "keep_keys(attributes[\"x\", [\"a\"])",
+    assert_parse_error(f, SF_OTLP_SPAN, "keep_keys(attributes[\"x\", [\"a\"])",
                        "unbalanced '[' in path at column 11 in statement "
                        "'keep_keys(attributes[\"x\", [\"a\"])'");
     assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(span.name, [\"a\"])",
@@ -235,17 +235,17 @@ static void test_error_paths(void **state)
                        "path 'metric.attributes': the metric context is not one of "
                        "trace_statements' contexts (resource, scope, span, spanevent or link) "
                        "in statement 'keep_keys(metric.attributes, [])'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "keep_keys(status.message, [\"a\"])",
+    assert_parse_error(f, SF_OTLP_SPAN, "keep_keys(status.message, [\"a\"])",
                        "unsupported path 'status.message' for keep_keys: only attributes in statement "
                        "'keep_keys(status.message, [\"a\"])'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "set(attributes, \"\")",
+    assert_parse_error(f, SF_OTLP_SPAN, "set(attributes, \"\")",
                        "unsupported path 'attributes' for set: only status.message and trace_state "
                        "can be set in statement 'set(attributes, \"\")'");
     assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "set(link.name, \"\")",
                        "'link.name' is not a field of the link context that set can change "
                        "(span and spanevent name; scope name, version, schema_url; resource "
                        "schema_url, entity_refs) in statement 'set(link.name, \"\")'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "keep_keys(span., [])",
+    assert_parse_error(f, SF_OTLP_SPAN, "keep_keys(span., [])",
                        "expected a name after '.' at column 16 in statement 'keep_keys(span., [])'");
 }
 
@@ -253,10 +253,10 @@ static void test_error_context_mismatch(void **state)
 {
     pfx *f = *state;
 
-    assert_parse_error(f, SF_TRANSFORM_SPANEVENT, "keep_keys(span.attributes, [\"a\"])",
+    assert_parse_error(f, SF_OTLP_SPANEVENT, "keep_keys(span.attributes, [\"a\"])",
                        "path 'span.attributes' does not match context 'spanevent' in statement "
                        "'keep_keys(span.attributes, [\"a\"])'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "keep_keys(resource.attributes, [\"a\"])",
+    assert_parse_error(f, SF_OTLP_SPAN, "keep_keys(resource.attributes, [\"a\"])",
                        "path 'resource.attributes' does not match context 'span' in statement "
                        "'keep_keys(resource.attributes, [\"a\"])'");
     assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "keep_keys(attributes, [\"a\"])",
@@ -269,7 +269,7 @@ static void test_error_context_mismatch(void **state)
     assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "set(spanevent.status.message, \"\")",
                        "status.message exists only in the span context, not 'spanevent' in statement "
                        "'set(spanevent.status.message, \"\")'");
-    assert_parse_error(f, SF_TRANSFORM_RESOURCE, "set(status.message, \"\")",
+    assert_parse_error(f, SF_OTLP_RESOURCE, "set(status.message, \"\")",
                        "status.message exists only in the span context, not 'resource' in statement "
                        "'set(status.message, \"\")'");
 }
@@ -278,13 +278,13 @@ static void test_error_set_value(void **state)
 {
     pfx *f = *state;
 
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "set(status.message, \"redacted\")",
+    assert_parse_error(f, SF_OTLP_SPAN, "set(status.message, \"redacted\")",
                        "only the empty string \"\" is supported as the value of status.message in "
                        "statement 'set(status.message, \"redacted\")'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "set(status.message, nil)",
+    assert_parse_error(f, SF_OTLP_SPAN, "set(status.message, nil)",
                        "only the empty string \"\" is supported as the value of status.message in "
                        "statement 'set(status.message, nil)'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "set(status.message, \" \")",
+    assert_parse_error(f, SF_OTLP_SPAN, "set(status.message, \" \")",
                        "only the empty string \"\" is supported as the value of status.message in "
                        "statement 'set(status.message, \" \")'");
 }
@@ -372,14 +372,14 @@ static void test_blank_statement_not_terminated(void **state)
 
     assert_non_null(text);
     memcpy(text, blanks, sizeof(blanks) - 1);
-    assert_int_equal(sf_transform_parse_statement(text, sizeof(blanks) - 1, SF_TRANSFORM_SPAN,
+    assert_int_equal(sf_transform_parse_statement(text, sizeof(blanks) - 1, SF_OTLP_SPAN,
                                                   &f->s.sink, &f->op, f->err, sizeof(f->err)),
                      SF_CONFIG);
     assert_string_equal(f->err, "empty statement" SUPPORTED);
     free(text);
     /* Only len bytes count: the statement after the blanks is not read. */
     assert_int_equal(sf_transform_parse_statement("  set(status.message, \"\")", 2,
-                                                  SF_TRANSFORM_SPAN, &f->s.sink, &f->op,
+                                                  SF_OTLP_SPAN, &f->s.sink, &f->op,
                                                   f->err, sizeof(f->err)),
                      SF_CONFIG);
     assert_string_equal(f->err, "empty statement" SUPPORTED);
@@ -408,23 +408,23 @@ static void test_parse_out_of_memory(void **state)
 static void test_replace_pattern_forms(void **state)
 {
     pfx *f = *state;
-    static const struct { sf_transform_ctx group; const char *stmt; sf_transform_ctx ctx; } cases[] = {
-        { SF_TRANSFORM_SPAN, "replace_pattern(name, \"host:[^ |)]*\", \"host:redacted\")",
-          SF_TRANSFORM_SPAN },
+    static const struct { sf_otlp_ctx group; const char *stmt; sf_otlp_ctx ctx; } cases[] = {
+        { SF_OTLP_SPAN, "replace_pattern(name, \"host:[^ |)]*\", \"host:redacted\")",
+          SF_OTLP_SPAN },
         { SF_TRANSFORM_CTX_NONE, "replace_pattern(span.name, \"host:[^ |)]*\", \"host:redacted\")",
-          SF_TRANSFORM_SPAN },
-        { SF_TRANSFORM_SPAN, "replace_pattern(span.name, \"host:[^ |)]*\", \"host:redacted\")",
-          SF_TRANSFORM_SPAN },
-        { SF_TRANSFORM_SPANEVENT, "replace_pattern(name, \"host:[^ |)]*\", \"host:redacted\")",
-          SF_TRANSFORM_SPANEVENT },
+          SF_OTLP_SPAN },
+        { SF_OTLP_SPAN, "replace_pattern(span.name, \"host:[^ |)]*\", \"host:redacted\")",
+          SF_OTLP_SPAN },
+        { SF_OTLP_SPANEVENT, "replace_pattern(name, \"host:[^ |)]*\", \"host:redacted\")",
+          SF_OTLP_SPANEVENT },
         { SF_TRANSFORM_CTX_NONE,
           "replace_pattern(spanevent.name, \"host:[^ |)]*\", \"host:redacted\")",
-          SF_TRANSFORM_SPANEVENT },
+          SF_OTLP_SPANEVENT },
     };
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         assert_int_equal(parse_in(f, cases[i].group, cases[i].stmt), SF_OK);
-        assert_int_equal(f->op.kind, SF_TRANSFORM_REPLACE_PATTERN);
+        assert_int_equal(f->op.kind, SF_RULE_REPLACE_PATTERN);
         assert_int_equal(f->op.ctx, cases[i].ctx);
         assert_string_equal(f->op.pattern, "host:[^ |)]*");
         assert_string_equal(f->op.replacement, "host:redacted");
@@ -439,21 +439,21 @@ static void test_replace_pattern_escapes_and_groups(void **state)
 {
     pfx *f = *state;
 
-    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN,
+    assert_int_equal(parse_in(f, SF_OTLP_SPAN,
                               "replace_pattern(name, \"\\\\(pid:[0-9]+\\\\) \\\"x\\\"\", \"(pid:-)\")"),
                      SF_OK);
     assert_string_equal(f->op.pattern, "\\(pid:[0-9]+\\) \"x\"");
     assert_string_equal(f->op.replacement, "(pid:-)");
-    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN,
+    assert_int_equal(parse_in(f, SF_OTLP_SPAN,
                               "replace_pattern(name, \"(?s)(^| )(?<w>Req) (.*)\", "
                               "\"$1${w} ${3}$0 $$ $w${1}\")"), SF_OK);
     assert_string_equal(f->op.replacement, "$1${w} ${3}$0 $$ $w${1}");
     /* an empty replacement deletes what matches */
-    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"[0-9]\", \"\")"),
+    assert_int_equal(parse_in(f, SF_OTLP_SPAN, "replace_pattern(name, \"[0-9]\", \"\")"),
                      SF_OK);
     assert_string_equal(f->op.replacement, "");
     /* UTF-8 in both */
-    assert_int_equal(parse_in(f, SF_TRANSFORM_SPANEVENT,
+    assert_int_equal(parse_in(f, SF_OTLP_SPANEVENT,
                               "replace_pattern(name, \"gr\xc3\xb6\xc3\x9f" "e\", \"\xe2\x80\xa6\")"),
                      SF_OK);
     assert_string_equal(f->op.pattern, "gr\xc3\xb6\xc3\x9f" "e");
@@ -462,17 +462,17 @@ static void test_replace_pattern_escapes_and_groups(void **state)
 static void test_set_trace_state(void **state)
 {
     pfx *f = *state;
-    static const struct { sf_transform_ctx group; const char *stmt; sf_transform_ctx ctx; } cases[] = {
-        { SF_TRANSFORM_SPAN, "set(trace_state, \"\")", SF_TRANSFORM_SPAN },
-        { SF_TRANSFORM_LINK, "set(trace_state, \"\")", SF_TRANSFORM_LINK },
-        { SF_TRANSFORM_CTX_NONE, "set(span.trace_state, \"\")", SF_TRANSFORM_SPAN },
-        { SF_TRANSFORM_CTX_NONE, "set(link.trace_state, \"\")", SF_TRANSFORM_LINK },
-        { SF_TRANSFORM_LINK, "set( link . trace_state , \"\" )", SF_TRANSFORM_LINK },
+    static const struct { sf_otlp_ctx group; const char *stmt; sf_otlp_ctx ctx; } cases[] = {
+        { SF_OTLP_SPAN, "set(trace_state, \"\")", SF_OTLP_SPAN },
+        { SF_OTLP_LINK, "set(trace_state, \"\")", SF_OTLP_LINK },
+        { SF_TRANSFORM_CTX_NONE, "set(span.trace_state, \"\")", SF_OTLP_SPAN },
+        { SF_TRANSFORM_CTX_NONE, "set(link.trace_state, \"\")", SF_OTLP_LINK },
+        { SF_OTLP_LINK, "set( link . trace_state , \"\" )", SF_OTLP_LINK },
     };
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         assert_int_equal(parse_in(f, cases[i].group, cases[i].stmt), SF_OK);
-        assert_int_equal(f->op.kind, SF_TRANSFORM_CLEAR_TRACE_STATE);
+        assert_int_equal(f->op.kind, SF_RULE_CLEAR_TRACE_STATE);
         assert_int_equal(f->op.ctx, cases[i].ctx);
         assert_null(f->op.pattern);
         assert_null(f->op.replacement);
@@ -485,20 +485,20 @@ static void test_error_bad_regex(void **state)
 {
     pfx *f = *state;
 
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"a(b\", \"x\")",
+    assert_parse_error(f, SF_OTLP_SPAN, "replace_pattern(name, \"a(b\", \"x\")",
                        "invalid regular expression at column 27 (offset 3 of the pattern): "
                        "missing closing parenthesis in statement "
                        "'replace_pattern(name, \"a(b\", \"x\")'");
     /* the offset is in the unescaped pattern, the column in the statement */
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"\\\\d[z-a]\", \"x\")",
+    assert_parse_error(f, SF_OTLP_SPAN, "replace_pattern(name, \"\\\\d[z-a]\", \"x\")",
                        "invalid regular expression at column 30 (offset 5 of the pattern): "
                        "range out of order in character class in statement "
                        "'replace_pattern(name, \"\\\\d[z-a]\", \"x\")'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"*a\", \"x\")",
+    assert_parse_error(f, SF_OTLP_SPAN, "replace_pattern(name, \"*a\", \"x\")",
                        "invalid regular expression at column 24 (offset 0 of the pattern): "
                        "quantifier does not follow a repeatable item in statement "
                        "'replace_pattern(name, \"*a\", \"x\")'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"a\xff\", \"x\")",
+    assert_parse_error(f, SF_OTLP_SPAN, "replace_pattern(name, \"a\xff\", \"x\")",
                        "invalid regular expression at column 25 (offset 1 of the pattern): "
                        "UTF-8 error: illegal byte (0xfe or 0xff) in statement "
                        "'replace_pattern(name, \"a\xff\", \"x\")'");
@@ -509,28 +509,28 @@ static void test_error_bad_replacement(void **state)
     pfx *f = *state;
 
     /* "replace_pattern(name, \"(a)\", \"" is 1-30: the replacement's $ is column 31 */
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"(a)\", \"$9\")",
+    assert_parse_error(f, SF_OTLP_SPAN, "replace_pattern(name, \"(a)\", \"$9\")",
                        "the replacement refers to group '9' at column 31, which the pattern does "
                        "not have (it has 1 capture group) in statement "
                        "'replace_pattern(name, \"(a)\", \"$9\")'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"a\", \"x${1}\")",
+    assert_parse_error(f, SF_OTLP_SPAN, "replace_pattern(name, \"a\", \"x${1}\")",
                        "the replacement refers to group '1' at column 30, which the pattern does "
                        "not have (it has 0 capture groups) in statement "
                        "'replace_pattern(name, \"a\", \"x${1}\")'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN,
+    assert_parse_error(f, SF_OTLP_SPAN,
                        "replace_pattern(name, \"(?<host>h)(p)\", \"$$$host$nope\")",
                        "the replacement refers to group 'nope' at column 48, which the pattern "
                        "does not have (it has 2 capture groups) in statement "
                        "'replace_pattern(name, \"(?<host>h)(p)\", \"$$$host$nope\")'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"(a)\", \"x$\")",
+    assert_parse_error(f, SF_OTLP_SPAN, "replace_pattern(name, \"(a)\", \"x$\")",
                        "invalid replacement at column 33 (offset 2 of the replacement): "
                        "invalid replacement string in statement "
                        "'replace_pattern(name, \"(a)\", \"x$\")'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"(a)\", \"${1\")",
+    assert_parse_error(f, SF_OTLP_SPAN, "replace_pattern(name, \"(a)\", \"${1\")",
                        "invalid replacement at column 34 (offset 3 of the replacement): "
                        "expected closing curly bracket in replacement string in statement "
                        "'replace_pattern(name, \"(a)\", \"${1\")'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"(a)\", \"$%\")",
+    assert_parse_error(f, SF_OTLP_SPAN, "replace_pattern(name, \"(a)\", \"$%\")",
                        "invalid replacement at column 32 (offset 1 of the replacement): "
                        "invalid replacement string in statement "
                        "'replace_pattern(name, \"(a)\", \"$%\")'");
@@ -540,36 +540,36 @@ static void test_error_replace_pattern_form(void **state)
 {
     pfx *f = *state;
 
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"a\", \"b\", SHA256)",
+    assert_parse_error(f, SF_OTLP_SPAN, "replace_pattern(name, \"a\", \"b\", SHA256)",
                        "replace_pattern's optional function and format arguments are not "
                        "supported in statement 'replace_pattern(name, \"a\", \"b\", SHA256)'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN,
+    assert_parse_error(f, SF_OTLP_SPAN,
                        "replace_pattern(name, \"a\", \"b\", SHA256, \"%s\")",
                        "replace_pattern's optional function and format arguments are not "
                        "supported in statement 'replace_pattern(name, \"a\", \"b\", SHA256, \"%s\")'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(attributes, \"a\", \"b\")",
+    assert_parse_error(f, SF_OTLP_SPAN, "replace_pattern(attributes, \"a\", \"b\")",
                        "unsupported path 'attributes' for replace_pattern: only name in "
                        "statement 'replace_pattern(attributes, \"a\", \"b\")'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(status.message, \"a\", \"b\")",
+    assert_parse_error(f, SF_OTLP_SPAN, "replace_pattern(status.message, \"a\", \"b\")",
                        "unsupported path 'status.message' for replace_pattern: only name in "
                        "statement 'replace_pattern(status.message, \"a\", \"b\")'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(attributes[\"k\"], \"a\", \"b\")",
+    assert_parse_error(f, SF_OTLP_SPAN, "replace_pattern(attributes[\"k\"], \"a\", \"b\")",
                        "unsupported path 'attributes[\"k\"]' in statement "
                        "'replace_pattern(attributes[\"k\"], \"a\", \"b\")'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"a\")",
+    assert_parse_error(f, SF_OTLP_SPAN, "replace_pattern(name, \"a\")",
                        "expected ',' at column 26 in statement 'replace_pattern(name, \"a\")'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, a, \"b\")",
+    assert_parse_error(f, SF_OTLP_SPAN, "replace_pattern(name, a, \"b\")",
                        "expected a quoted regular expression at column 23 in statement "
                        "'replace_pattern(name, a, \"b\")'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"a\", [\"b\"])",
+    assert_parse_error(f, SF_OTLP_SPAN, "replace_pattern(name, \"a\", [\"b\"])",
                        "expected a quoted replacement at column 28 in statement "
                        "'replace_pattern(name, \"a\", [\"b\"])'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"a\", \"b\") where true",
+    assert_parse_error(f, SF_OTLP_SPAN, "replace_pattern(name, \"a\", \"b\") where true",
                        "where clauses are not supported on this statement (only on "
                        "delete_key and on set of a name, version or schema_url) in statement "
                        "'replace_pattern(name, \"a\", \"b\") where true'");
     /* syntax before the regex: a broken statement never reaches PCRE2 */
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"(\", \"b\"",
+    assert_parse_error(f, SF_OTLP_SPAN, "replace_pattern(name, \"(\", \"b\"",
                        "expected ')' at end of statement in statement "
                        "'replace_pattern(name, \"(\", \"b\"'");
 }
@@ -578,23 +578,23 @@ static void test_error_new_statements_context(void **state)
 {
     pfx *f = *state;
 
-    assert_parse_error(f, SF_TRANSFORM_RESOURCE, "replace_pattern(name, \"a\", \"b\")",
+    assert_parse_error(f, SF_OTLP_RESOURCE, "replace_pattern(name, \"a\", \"b\")",
                        "replace_pattern rewrites span and span event names only, not 'resource' "
                        "names in statement 'replace_pattern(name, \"a\", \"b\")'");
-    assert_parse_error(f, SF_TRANSFORM_SCOPE, "replace_pattern(name, \"a\", \"b\")",
+    assert_parse_error(f, SF_OTLP_SCOPE, "replace_pattern(name, \"a\", \"b\")",
                        "replace_pattern rewrites span and span event names only, not 'scope' "
                        "names in statement 'replace_pattern(name, \"a\", \"b\")'");
     assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "replace_pattern(link.name, \"a\", \"b\")",
                        "replace_pattern rewrites span and span event names only, not 'link' "
                        "names in statement 'replace_pattern(link.name, \"a\", \"b\")'");
-    assert_parse_error(f, SF_TRANSFORM_SPANEVENT, "replace_pattern(span.name, \"a\", \"b\")",
+    assert_parse_error(f, SF_OTLP_SPANEVENT, "replace_pattern(span.name, \"a\", \"b\")",
                        "path 'span.name' does not match context 'spanevent' in statement "
                        "'replace_pattern(span.name, \"a\", \"b\")'");
     assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "replace_pattern(name, \"a\", \"b\")",
                        "path 'name' needs a context prefix (resource, scope, span, spanevent or "
                        "link) outside a group with 'context' in statement "
                        "'replace_pattern(name, \"a\", \"b\")'");
-    assert_parse_error(f, SF_TRANSFORM_SPANEVENT, "set(trace_state, \"\")",
+    assert_parse_error(f, SF_OTLP_SPANEVENT, "set(trace_state, \"\")",
                        "trace_state exists only in the span and link contexts, not 'spanevent' "
                        "in statement 'set(trace_state, \"\")'");
     assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "set(resource.trace_state, \"\")",
@@ -610,16 +610,16 @@ static void test_error_trace_state_value(void **state)
 {
     pfx *f = *state;
 
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "set(trace_state, \"k=v\")",
+    assert_parse_error(f, SF_OTLP_SPAN, "set(trace_state, \"k=v\")",
                        "only the empty string \"\" is supported as the value of trace_state in "
                        "statement 'set(trace_state, \"k=v\")'");
-    assert_parse_error(f, SF_TRANSFORM_LINK, "set(trace_state, nil)",
+    assert_parse_error(f, SF_OTLP_LINK, "set(trace_state, nil)",
                        "only the empty string \"\" is supported as the value of trace_state in "
                        "statement 'set(trace_state, nil)'");
     assert_parse_error(f, SF_TRANSFORM_CTX_NONE, "set(link.trace_state, \" \")",
                        "only the empty string \"\" is supported as the value of trace_state in "
                        "statement 'set(link.trace_state, \" \")'");
-    assert_parse_error(f, SF_TRANSFORM_SPAN, "set(trace_state[\"k\"], \"\")",
+    assert_parse_error(f, SF_OTLP_SPAN, "set(trace_state[\"k\"], \"\")",
                        "unsupported path 'trace_state[\"k\"]' in statement "
                        "'set(trace_state[\"k\"], \"\")'");
 }
@@ -630,7 +630,7 @@ static void test_error_trace_state_value(void **state)
 static sf_status pattern_scenario(void *arg)
 {
     pfx *f = arg;
-    sf_status st = parse_in(f, SF_TRANSFORM_SPAN, PATTERN_STMT);
+    sf_status st = parse_in(f, SF_OTLP_SPAN, PATTERN_STMT);
 
     if (st == SF_ENOMEM)
         assert_string_equal(f->err, "out of memory");
@@ -648,14 +648,14 @@ static void test_replace_pattern_out_of_memory(void **state)
                            .expect = SF_ENOMEM };
     size_t base;
 
-    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN, stmt), SF_OK);
+    assert_int_equal(parse_in(f, SF_OTLP_SPAN, stmt), SF_OK);
     f->s.allocs = 0;
-    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN, stmt), SF_OK);
+    assert_int_equal(parse_in(f, SF_OTLP_SPAN, stmt), SF_OK);
     assert_int_equal(f->s.allocs, 3);
     for (int k = 1; k <= 3; k++) {
         f->s.allocs = 0;
         f->s.fail_alloc_after = k;
-        assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN, stmt), SF_ENOMEM);
+        assert_int_equal(parse_in(f, SF_OTLP_SPAN, stmt), SF_ENOMEM);
         assert_string_equal(f->err, "out of memory");
     }
     f->s.fail_alloc_after = 0;
@@ -664,7 +664,7 @@ static void test_replace_pattern_out_of_memory(void **state)
     assert_true(sf_torture_run(&t) >= 4);
     assert_int_equal(sf_alloc_in_use(), base);
     /* a bad pattern frees what it compiled too */
-    assert_int_equal(parse_in(f, SF_TRANSFORM_SPAN, "replace_pattern(name, \"(a)\", \"$2\")"),
+    assert_int_equal(parse_in(f, SF_OTLP_SPAN, "replace_pattern(name, \"(a)\", \"$2\")"),
                      SF_CONFIG);
     assert_int_equal(sf_alloc_in_use(), base);
 }
@@ -691,35 +691,35 @@ static void test_build_groups(void **state)
     assert_int_equal(s->n_errors, 0);
     assert_non_null(prog);
     cfg.program = prog;
-    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_RESOURCE), 1);
-    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_SCOPE), 0);
-    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_SPAN), 3);
-    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_SPANEVENT), 1);
-    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_LINK), 0);
-    assert_null(sf_transform_op_get(prog, SF_TRANSFORM_SPAN, 3));
+    assert_int_equal(sf_transform_op_count(prog, SF_OTLP_RESOURCE), 1);
+    assert_int_equal(sf_transform_op_count(prog, SF_OTLP_SCOPE), 0);
+    assert_int_equal(sf_transform_op_count(prog, SF_OTLP_SPAN), 3);
+    assert_int_equal(sf_transform_op_count(prog, SF_OTLP_SPANEVENT), 1);
+    assert_int_equal(sf_transform_op_count(prog, SF_OTLP_LINK), 0);
+    assert_null(sf_transform_op_get(prog, SF_OTLP_SPAN, 3));
 
-    const sf_transform_op *op = sf_transform_op_get(prog, SF_TRANSFORM_SPAN, 1);
-    assert_int_equal(op->kind, SF_TRANSFORM_CLEAR_STATUS_MESSAGE);
+    const sf_transform_op *op = sf_transform_op_get(prog, SF_OTLP_SPAN, 1);
+    assert_int_equal(op->kind, SF_RULE_CLEAR_STATUS_MESSAGE);
     assert_int_equal(op->error_mode, SF_ERROR_MODE_IGNORE);
     assert_int_equal(sf_transform_op_error_mode(&cfg, op), SF_ERROR_MODE_IGNORE);
     assert_ptr_equal(op->node, node->items[1]->items[2]->items[1]);
     assert_string_equal(op->statement, "set(status.message, \"\")");
 
-    op = sf_transform_op_get(prog, SF_TRANSFORM_RESOURCE, 0);
+    op = sf_transform_op_get(prog, SF_OTLP_RESOURCE, 0);
     assert_int_equal(op->error_mode, -1);
     assert_int_equal(sf_transform_op_error_mode(&cfg, op), SF_ERROR_MODE_PROPAGATE);
 
     /* accessors */
-    assert_true(sf_transform_has_allowlist(prog, SF_TRANSFORM_RESOURCE));
-    assert_false(sf_transform_has_allowlist(prog, SF_TRANSFORM_SCOPE));
-    assert_true(sf_transform_has_allowlist(prog, SF_TRANSFORM_SPANEVENT));
-    assert_true(sf_transform_keeps_key(prog, SF_TRANSFORM_SPAN, "a"));
-    assert_false(sf_transform_keeps_key(prog, SF_TRANSFORM_SPAN, "b"));     /* deleted after */
-    assert_false(sf_transform_keeps_key(prog, SF_TRANSFORM_SPAN, "c"));
-    assert_false(sf_transform_keeps_key(prog, SF_TRANSFORM_SPANEVENT, "a"));
-    assert_true(sf_transform_keeps_key(prog, SF_TRANSFORM_SCOPE, "anything"));  /* unbounded */
+    assert_true(sf_transform_has_allowlist(prog, SF_OTLP_RESOURCE));
+    assert_false(sf_transform_has_allowlist(prog, SF_OTLP_SCOPE));
+    assert_true(sf_transform_has_allowlist(prog, SF_OTLP_SPANEVENT));
+    assert_true(sf_transform_keeps_key(prog, SF_OTLP_SPAN, "a"));
+    assert_false(sf_transform_keeps_key(prog, SF_OTLP_SPAN, "b"));     /* deleted after */
+    assert_false(sf_transform_keeps_key(prog, SF_OTLP_SPAN, "c"));
+    assert_false(sf_transform_keeps_key(prog, SF_OTLP_SPANEVENT, "a"));
+    assert_true(sf_transform_keeps_key(prog, SF_OTLP_SCOPE, "anything"));  /* unbounded */
     assert_true(sf_transform_clears_status_message(prog));
-    assert_string_equal(sf_transform_ctx_name(SF_TRANSFORM_SPANEVENT), "spanevent");
+    assert_string_equal(sf_otlp_ctx_name(SF_OTLP_SPANEVENT), "spanevent");
 }
 
 static void test_build_flat_and_mixed(void **state)
@@ -738,22 +738,22 @@ static void test_build_flat_and_mixed(void **state)
 
     assert_int_equal(sf_transform_program_build(node, &s->sink, &prog), SF_OK);
     assert_int_equal(s->n_errors, 0);
-    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_RESOURCE), 1);
-    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_SCOPE), 1);
-    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_SPAN), 3);
-    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_SPANEVENT), 1);
-    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_LINK), 1);
+    assert_int_equal(sf_transform_op_count(prog, SF_OTLP_RESOURCE), 1);
+    assert_int_equal(sf_transform_op_count(prog, SF_OTLP_SCOPE), 1);
+    assert_int_equal(sf_transform_op_count(prog, SF_OTLP_SPAN), 3);
+    assert_int_equal(sf_transform_op_count(prog, SF_OTLP_SPANEVENT), 1);
+    assert_int_equal(sf_transform_op_count(prog, SF_OTLP_LINK), 1);
     /* order kept within a context */
-    assert_int_equal(sf_transform_op_get(prog, SF_TRANSFORM_SPAN, 0)->kind, SF_TRANSFORM_KEEP_KEYS);
-    assert_int_equal(sf_transform_op_get(prog, SF_TRANSFORM_SPAN, 1)->kind,
-                     SF_TRANSFORM_CLEAR_STATUS_MESSAGE);
-    assert_keys(&sf_transform_op_get(prog, SF_TRANSFORM_SPAN, 2)->keys, 2, "a", "z");
-    assert_keys(&sf_transform_op_get(prog, SF_TRANSFORM_RESOURCE, 0)->keys, 2,
+    assert_int_equal(sf_transform_op_get(prog, SF_OTLP_SPAN, 0)->kind, SF_RULE_KEEP_KEYS);
+    assert_int_equal(sf_transform_op_get(prog, SF_OTLP_SPAN, 1)->kind,
+                     SF_RULE_CLEAR_STATUS_MESSAGE);
+    assert_keys(&sf_transform_op_get(prog, SF_OTLP_SPAN, 2)->keys, 2, "a", "z");
+    assert_keys(&sf_transform_op_get(prog, SF_OTLP_RESOURCE, 0)->keys, 2,
                 "k8s.pod.name", "service.name");
     /* two keep_keys intersect */
-    assert_true(sf_transform_keeps_key(prog, SF_TRANSFORM_SPAN, "a"));
-    assert_false(sf_transform_keeps_key(prog, SF_TRANSFORM_SPAN, "z"));
-    assert_false(sf_transform_keeps_key(prog, SF_TRANSFORM_SCOPE, "s"));
+    assert_true(sf_transform_keeps_key(prog, SF_OTLP_SPAN, "a"));
+    assert_false(sf_transform_keeps_key(prog, SF_OTLP_SPAN, "z"));
+    assert_false(sf_transform_keeps_key(prog, SF_OTLP_SCOPE, "s"));
 }
 
 static void test_build_new_statements(void **state)
@@ -776,27 +776,27 @@ static void test_build_new_statements(void **state)
 
     assert_int_equal(sf_transform_program_build(node, &s->sink, &prog), SF_OK);
     assert_int_equal(s->n_errors, 0);
-    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_SPAN), 5);
-    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_SPANEVENT), 1);
-    assert_int_equal(sf_transform_op_count(prog, SF_TRANSFORM_LINK), 2);
+    assert_int_equal(sf_transform_op_count(prog, SF_OTLP_SPAN), 5);
+    assert_int_equal(sf_transform_op_count(prog, SF_OTLP_SPANEVENT), 1);
+    assert_int_equal(sf_transform_op_count(prog, SF_OTLP_LINK), 2);
     /* the replace_pattern rules of a context, in the order they run */
-    op = sf_transform_op_get(prog, SF_TRANSFORM_SPAN, 1);
-    assert_int_equal(op->kind, SF_TRANSFORM_REPLACE_PATTERN);
+    op = sf_transform_op_get(prog, SF_OTLP_SPAN, 1);
+    assert_int_equal(op->kind, SF_RULE_REPLACE_PATTERN);
     assert_string_equal(op->pattern, "host:[^ |)]*");
     assert_ptr_equal(op->node, node->items[0]->items[1]->items[1]);
-    op = sf_transform_op_get(prog, SF_TRANSFORM_SPAN, 3);
+    op = sf_transform_op_get(prog, SF_OTLP_SPAN, 3);
     assert_string_equal(op->pattern, "pid:[0-9]+");
-    op = sf_transform_op_get(prog, SF_TRANSFORM_SPAN, 4);
+    op = sf_transform_op_get(prog, SF_OTLP_SPAN, 4);
     assert_string_equal(op->replacement, "Req -");
-    assert_string_equal(sf_transform_op_get(prog, SF_TRANSFORM_SPANEVENT, 0)->pattern, "x");
-    assert_true(sf_transform_clears_trace_state(prog, SF_TRANSFORM_SPAN));
-    assert_true(sf_transform_clears_trace_state(prog, SF_TRANSFORM_LINK));
-    assert_false(sf_transform_clears_trace_state(prog, SF_TRANSFORM_SPANEVENT));
-    assert_false(sf_transform_clears_trace_state(NULL, SF_TRANSFORM_SPAN));
+    assert_string_equal(sf_transform_op_get(prog, SF_OTLP_SPANEVENT, 0)->pattern, "x");
+    assert_true(sf_transform_clears_trace_state(prog, SF_OTLP_SPAN));
+    assert_true(sf_transform_clears_trace_state(prog, SF_OTLP_LINK));
+    assert_false(sf_transform_clears_trace_state(prog, SF_OTLP_SPANEVENT));
+    assert_false(sf_transform_clears_trace_state(NULL, SF_OTLP_SPAN));
     /* none of them bounds or removes keys */
-    assert_true(sf_transform_keeps_key(prog, SF_TRANSFORM_SPAN, "a"));
-    assert_false(sf_transform_keeps_key(prog, SF_TRANSFORM_LINK, "a"));
-    assert_true(sf_transform_has_allowlist(prog, SF_TRANSFORM_LINK));
+    assert_true(sf_transform_keeps_key(prog, SF_OTLP_SPAN, "a"));
+    assert_false(sf_transform_keeps_key(prog, SF_OTLP_LINK, "a"));
+    assert_true(sf_transform_has_allowlist(prog, SF_OTLP_LINK));
     assert_false(sf_transform_clears_status_message(prog));
 }
 
@@ -807,13 +807,13 @@ static void test_build_null_and_empty(void **state)
 
     assert_int_equal(sf_transform_program_build(fx_null(&f->s), &f->s.sink, &prog), SF_OK);
     assert_non_null(prog);
-    for (int c = 0; c < SF_TRANSFORM_CTX_COUNT; c++)
+    for (int c = 0; c < SF_OTLP_CTX_COUNT; c++)
         assert_int_equal(sf_transform_op_count(prog, c), 0);
     assert_false(sf_transform_clears_status_message(prog));
     /* a NULL program (key absent) answers the same */
-    assert_int_equal(sf_transform_op_count(NULL, SF_TRANSFORM_SPAN), 0);
-    assert_false(sf_transform_has_allowlist(NULL, SF_TRANSFORM_SPAN));
-    assert_true(sf_transform_keeps_key(NULL, SF_TRANSFORM_SPAN, "x"));
+    assert_int_equal(sf_transform_op_count(NULL, SF_OTLP_SPAN), 0);
+    assert_false(sf_transform_has_allowlist(NULL, SF_OTLP_SPAN));
+    assert_true(sf_transform_keeps_key(NULL, SF_OTLP_SPAN, "x"));
     assert_int_equal(f->s.n_errors, 0);
 }
 

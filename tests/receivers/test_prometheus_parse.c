@@ -222,8 +222,8 @@ static void test_openmetrics_strict(void **state)
         "a  1\n# EOF\n",                            /* two spaces */
         "# a comment\n# EOF\n",
         "a 1 # {x=\"y\"}\n# EOF\n",                 /* an exemplar without a value */
-        "a 1 # {x=\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"} 1\n# EOF\n",
+        ("a 1 # {x=\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"} 1\n# EOF\n"),
         "# TYPE a untyped\n# EOF\n",               /* not an OpenMetrics type */
         "a{x=\"1\",} 1\n# EOF\n",
     };

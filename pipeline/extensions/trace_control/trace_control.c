@@ -91,7 +91,7 @@ static void due(tc_ctx *x)
 {
     int64_t now = sf_now_ms();
     bool check_loss = false;
-    char why[256];
+    char why[512];
 
     if (x->next_enforce_mono != INT64_MAX && now >= x->next_enforce_mono) {
         for (size_t i = 0; i < x->cfg->targets.n; i++)
@@ -117,6 +117,10 @@ static void due(tc_ctx *x)
             sf_tc_window_end(x, w, "expired", NULL);
         else if (w->state == TC_OPEN && check_loss && sf_tc_window_losing(x, w, why, sizeof(why)))
             sf_tc_window_end(x, w, "loss", why);
+        else if (w->state == TC_OPEN && x->cfg->auto_revert.enabled &&
+                 sf_tc_latency_rising(w->lat, &x->cfg->auto_revert.max_latency_increase, why,
+                                      sizeof(why)))
+            sf_tc_window_end(x, w, "latency", why);
         else if (w->state == TC_RESETTING && now >= w->next_try_mono)
             sf_tc_engine_try_reset(x, w);
         sf_tc_window_track(x, w);
@@ -448,8 +452,29 @@ static json_object *tc_status(sf_component *self)
                 json_object_object_add(win, "engine_dropped_ops",
                                        json_object_new_uint64(c.engine[TC_ENG_OPS]));
             }
+            if (w->lat != NULL) {
+                tc_lat_view lv;
+
+                sf_tc_latency_view(w->lat, &lv);
+                json_object_object_add(win, "latency",
+                                       sf_tc_latency_json(&lv, &w->target->engine_metrics));
+            }
         }
         json_object_object_add(t, "window", win);
+        if (w->lat != NULL) {
+            /* whether its engine's histograms arrive at all, window or not */
+            json_object *em = json_object_new_object();
+            tc_lat_view lv;
+
+            sf_tc_latency_view(w->lat, &lv);
+            json_object_object_add(em, "receiver", json_object_new_string(
+                w->target->engine_metrics.receiver));
+            json_object_object_add(em, "job", json_object_new_string(
+                w->target->engine_metrics.job));
+            json_object_object_add(em, "scrapes", json_object_new_uint64(lv.scrapes));
+            json_object_object_add(em, "restarts", json_object_new_uint64(lv.restarts));
+            json_object_object_add(t, "engine_metrics", em);
+        }
         if (p->last.valid && (last = json_object_new_object()) != NULL) {
             json_object_object_add(last, "id", json_object_new_string(p->last.id));
             json_object_object_add(last, "cause", json_object_new_string(p->last.cause));
@@ -462,6 +487,9 @@ static json_object *tc_status(sf_component *self)
             if (w->target->engine_log.receiver != NULL)
                 json_object_object_add(last, "engine_dropped",
                                        json_object_new_uint64(p->last.engine_dropped));
+            if (p->last.lat.valid)
+                json_object_object_add(last, "latency", sf_tc_latency_json(
+                    &p->last.lat, &w->target->engine_metrics));
             json_object_object_add(last, "complete", json_object_new_boolean(p->last.complete));
             json_object_object_add(last, "capture", json_object_new_string(
                 p->last.capture != NULL ? p->last.capture : "incomplete"));
@@ -507,15 +535,18 @@ static size_t tc_metrics(sf_component *self, char *buf, size_t size)
 
 static void free_drops(tc_ctx *x)
 {
-    for (size_t i = 0; i < x->cfg->targets.n; i++)
+    for (size_t i = 0; i < x->cfg->targets.n; i++) {
         sf_tc_drops_free(&x->w[i].drops);
+        sf_tc_latency_destroy(x->w[i].lat);     /* the engine's metrics, as its log */
+        x->w[i].lat = NULL;
+    }
 }
 
 static sf_status tc_create(sf_component *self, const void *config)
 {
     const sf_tc_config *cfg = config;
     tc_ctx *x;
-    bool matching = false, reading = false;
+    bool matching = false, reading = false, scraping = false;
     sf_status st = SF_OK;
 
     if (cfg->markers.enabled && cfg->markers.pipeline != NULL &&
@@ -556,23 +587,35 @@ static sf_status tc_create(sf_component *self, const void *config)
     x->next_enforce_mono = 0;       /* the first round runs at start */
     for (size_t i = 0; i < cfg->targets.n; i++) {
         const sf_tc_engine_log *el = &cfg->targets.v[i].engine_log;
+        const sf_tc_engine_metrics *em = &cfg->targets.v[i].engine_metrics;
 
         x->w[i].target = &cfg->targets.v[i];
         atomic_store(&x->w[i].level_now, -1);
         x->w[i].recorded = TC_REC_NONE;
         if (cfg->targets.v[i].match.n > 0)
             matching = true;
-        if (el->receiver == NULL)
-            continue;
-        reading = true;
-        if (!sf_component_has_receiver(self, el->receiver, SF_SIGNAL_LOGS)) {
-            sf_error("extensions.%s: targets.%s.engine_log.receiver: '%s' is not a receiver of "
-                     "a logs pipeline of this config", sf_component_id(self),
-                     cfg->targets.v[i].id, el->receiver);
-            st = SF_CONFIG;
-        } else if ((st = sf_tc_drops_compile(el, &x->w[i].drops)) != SF_OK) {
-            sf_error("extensions.%s: targets.%s.engine_log.drops: cannot compile: %s",
-                     sf_component_id(self), cfg->targets.v[i].id, sf_status_str(st));
+        if (el->receiver != NULL) {
+            reading = true;
+            if (!sf_component_has_receiver(self, el->receiver, SF_SIGNAL_LOGS)) {
+                sf_error("extensions.%s: targets.%s.engine_log.receiver: '%s' is not a receiver "
+                         "of a logs pipeline of this config", sf_component_id(self),
+                         cfg->targets.v[i].id, el->receiver);
+                st = SF_CONFIG;
+            } else if ((st = sf_tc_drops_compile(el, &x->w[i].drops)) != SF_OK) {
+                sf_error("extensions.%s: targets.%s.engine_log.drops: cannot compile: %s",
+                         sf_component_id(self), cfg->targets.v[i].id, sf_status_str(st));
+            }
+        }
+        if (st == SF_OK && em->receiver != NULL) {
+            scraping = true;
+            if (!sf_component_has_receiver(self, em->receiver, SF_SIGNAL_METRICS)) {
+                sf_error("extensions.%s: targets.%s.engine_metrics.receiver: '%s' is not a "
+                         "receiver of a metrics pipeline of this config", sf_component_id(self),
+                         cfg->targets.v[i].id, em->receiver);
+                st = SF_CONFIG;
+            } else {
+                st = sf_tc_latency_create(em, &x->w[i].lat);
+            }
         }
         if (st != SF_OK) {
             free_drops(x);
@@ -592,6 +635,9 @@ static sf_status tc_create(sf_component *self, const void *config)
      * load while no window of such a target is open. */
     if (reading)
         sf_component_set_log_tap(self, sf_tc_log_tap, x);
+    /* And for the engine's metrics: one scrape, one decode per target. */
+    if (scraping)
+        sf_component_set_metrics_tap(self, sf_tc_metrics_tap, x);
     return SF_OK;
 }
 
@@ -835,6 +881,7 @@ static void tc_resume(sf_component *self, void *parcel)
         memcpy(w->last_close, o->last_close, sizeof(w->last_close));
         w->closed = o->closed;
         w->last_status = o->last_status;
+        sf_tc_latency_carry(w->lat, o->lat);
         if (o->state == TC_IDLE && !o->closing && o->marker == NULL)
             continue;
         memcpy(w->id, o->id, sizeof(w->id));

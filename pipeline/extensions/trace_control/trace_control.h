@@ -52,6 +52,36 @@ typedef struct sf_tc_engine_log {
 #define SF_TC_DROP_SDK_QUEUE "Queue is full, likely spans will be dropped"
 #define SF_TC_DROP_ZMQ "ZMQ send buffer full, dropping (?<ops>[0-9]+) trace ops for "
 
+/* The engine's latency histograms, as a prometheus receiver scrapes them
+ * (trace_control_latency.c): the points of `metric[]` whose resource's
+ * service.name is `job`, bucket counts summed over their series. */
+enum { SF_TC_LAT_TTFT, SF_TC_LAT_ITL, SF_TC_LAT_COUNT };
+#define SF_TC_LAT_TTFT_METRIC "sglang:time_to_first_token_seconds"
+#define SF_TC_LAT_ITL_METRIC "sglang:inter_token_latency_seconds"
+#define SF_TC_MAX_BASELINE_SCRAPES 100
+
+typedef struct sf_tc_engine_metrics {
+    char *receiver;             /* id of a prometheus receiver of a metrics pipeline; NULL: none */
+    char *job;                  /* its scrape job (the points' service.name) */
+    char *metric[SF_TC_LAT_COUNT];  /* histogram names; default SGLang's */
+    int64_t baseline_scrapes;   /* scrapes before a window opens that make its baseline */
+} sf_tc_engine_metrics;
+
+/* auto_revert.max_latency_increase: per metric, how far its p50 or p99
+ * (bucket-bounded) may rise above the baseline: `ratio` times it ("2x"),
+ * or `add` seconds more ("+50ms"). */
+typedef struct sf_tc_latency_limit {
+    bool set;
+    bool is_ratio;
+    double value;               /* the ratio, or seconds */
+} sf_tc_latency_limit;
+
+typedef struct sf_tc_latency_limits {
+    bool present;
+    sf_tc_latency_limit m[SF_TC_LAT_COUNT];
+    int64_t min_samples;        /* before and during: fewer never end a window */
+} sf_tc_latency_limits;
+
 typedef struct sf_tc_target {
     char *id;                   /* replica id: "r1" */
     char *endpoint;             /* the engine's trace-level URL */
@@ -64,6 +94,7 @@ typedef struct sf_tc_target {
     sf_strmap match;            /* resource attributes (string values) that mark this
                                    engine's spans: a window's closing record then also
                                    counts the spans accepted/refused from it; n == 0: none */
+    sf_tc_engine_metrics engine_metrics;
     sf_tc_engine_log engine_log;
 } sf_tc_target;
 
@@ -89,6 +120,7 @@ typedef struct sf_tc_auto_revert {
     int64_t max_lost_spans;     /* a window ends early when more are lost */
     double max_loss_ratio;      /* ... or lost / received passes this */
     int64_t check_interval;     /* ms between checks while a window is open */
+    sf_tc_latency_limits max_latency_increase;  /* the latency guard (engine_metrics) */
 } sf_tc_auto_revert;
 
 typedef struct sf_tc_markers {
@@ -116,6 +148,15 @@ typedef struct sf_tc_config {
 } sf_tc_config;
 
 extern const sf_config_row sf_tc_config_map[];
+/* trace_control_latency_config.c: `engine_metrics` of a target, and
+ * auto_revert's `max_latency_increase` (CUSTOM row); their cross-checks. */
+sf_status sf_tc_parse_engine_metrics(sf_cfg_ctx *ctx, const sf_node *v, const char *path,
+                                     sf_tc_engine_metrics *em);
+sf_status sf_tc_parse_latency_limits(sf_cfg_ctx *ctx, const sf_node *node, void *field);
+sf_status sf_tc_check_latency(sf_cfg_ctx *ctx, const sf_tc_config *c);
+/* "2x" or "1.5x" (ratio), "+50ms", "+0.2s" (seconds added) into lim;
+ * false for anything else. */
+bool sf_tc_latency_limit_parse(const char *s, sf_tc_latency_limit *lim);
 sf_status sf_tc_check(sf_cfg_ctx *ctx, void *config);
 extern const sf_component_type sf_trace_control_extension_type;
 

@@ -40,6 +40,12 @@ static const sf_config_row auto_revert_rows[] = {
     { .key = "check_interval", .type = SF_CFG_DURATION, .def = "1s",
       .offset = offsetof(sf_tc_auto_revert, check_interval), .min = 1, .max = 60000,
       .help = "how often an open window's losses are checked" },
+    { .key = "max_latency_increase", .type = SF_CFG_CUSTOM,
+      .offset = offsetof(sf_tc_auto_revert, max_latency_increase),
+      .parse = sf_tc_parse_latency_limits,
+      .help = "{ttft: 2x, itl: '+50ms', min_samples: 20}: end a window (cause latency) when a "
+              "metric's p50 or p99 (bucket-bounded) during it rises above its baseline by the "
+              "ratio or the time given; needs every target's engine_metrics" },
     { 0 }
 };
 
@@ -115,7 +121,7 @@ static sf_status parse_levels(sf_cfg_ctx *ctx, const sf_node *node, void *field)
 }
 
 static const char *const target_keys[] = { "endpoint", "method", "level_in", "field", "match",
-                                           "headers", "tls", "engine_log" };
+                                           "headers", "tls", "engine_log", "engine_metrics" };
 static const char *const tls_keys[] = { "ca_file", "cert_file", "key_file",
                                         "insecure_skip_verify" };
 /* Headers libcurl sets from the request itself. */
@@ -475,9 +481,12 @@ static sf_status parse_target(sf_cfg_ctx *ctx, const sf_node *key, const sf_node
         case 7:
             r = parse_engine_log(ctx, v, sub, &t->engine_log);
             break;
+        case 8:
+            r = sf_tc_parse_engine_metrics(ctx, v, sub, &t->engine_metrics);
+            break;
         default:
             sf_cfg_error(ctx, map->keys[i], sub, "unknown key '%s' (expected endpoint, method, "
-                         "level_in, field, match, headers, tls, engine_log)", k);
+                         "level_in, field, match, headers, tls, engine_log, engine_metrics)", k);
             r = SF_CONFIG;
         }
         if (r == SF_ENOMEM)
@@ -568,7 +577,10 @@ const sf_config_row sf_tc_config_map[] = {
               "logged); match: resource attributes (strings) of the engine's spans, counted per "
               "window; engine_log: {receiver: a logs receiver's id, match: attributes of the "
               "engine's records, drops: PCRE2 patterns of its drop messages (group `ops`: the "
-              "number; default SGLang's two)}, counted per window as engine_dropped" },
+              "number; default SGLang's two)}, counted per window as engine_dropped; engine_metrics: "
+              "{receiver: a prometheus receiver's id, job: its job_name, ttft, itl: histogram "
+              "names (default SGLang's), baseline_scrapes: 5}: the engine's latency before and "
+              "during each window" },
     { 0 }
 };
 
@@ -693,6 +705,8 @@ sf_status sf_tc_check(sf_cfg_ctx *ctx, void *config)
             st = SF_CONFIG;
         }
     }
+    if (sf_tc_check_latency(ctx, c) != SF_OK)
+        st = SF_CONFIG;
     if (c->retry.initial_interval > c->retry.max_interval) {
         sf_cfg_error(ctx, sf_node_get(v, "retry_on_failure"), "retry_on_failure",
                      "'initial_interval' is longer than 'max_interval'");

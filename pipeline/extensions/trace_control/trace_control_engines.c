@@ -95,8 +95,9 @@ sf_status sf_tc_window_end(tc_ctx *x, tc_window *w, const char *cause, const cha
     snprintf(w->cause, sizeof(w->cause), "%s", cause);
     snprintf(w->note, sizeof(w->note), "%s", note ? note : "");
     w->grace_ms = x->stopping ? 0 : x->cfg->grace_period;
+    sf_tc_latency_end(w->lat);      /* its running figure: while the level was raised */
     /* an auto-revert cuts the operator's capture short: they must notice */
-    if (strcmp(cause, "loss") == 0)
+    if (strcmp(cause, "loss") == 0 || strcmp(cause, "latency") == 0)
         sf_warn("trace_control: window '%s' on target '%s' reverted early (auto_revert): %s; the "
                 "target goes back to level %" PRId64, w->id, w->target->id, note ? note : "",
                 x->cfg->resting_level);

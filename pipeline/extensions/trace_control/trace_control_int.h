@@ -7,6 +7,7 @@
 #define SF_TRACE_CONTROL_INT_H
 
 #include "trace_control.h"
+#include "trace_control_latency.h"
 
 #include <poll.h>
 #include <pthread.h>
@@ -72,6 +73,7 @@ typedef struct tc_closed {
     uint64_t engine_dropped;
     bool complete;
     const char *capture;            /* complete, complete at the collector, empty, incomplete */
+    tc_lat_view lat;                /* its engine's latency before and during it */
     int64_t closed_wall;            /* epoch ms */
 } tc_closed;
 
@@ -110,6 +112,8 @@ typedef struct tc_window {
     _Atomic bool log_counting;
     _Atomic uint64_t engine[TC_ENG_COUNT];
     uint64_t engine_at_start[TC_ENG_COUNT];
+    /* targets with engine_metrics: the latency guard (trace_control_latency.c) */
+    tc_latency *lat;
     /* RESETTING */
     int64_t next_try_mono, delay, reset_since_mono;
     unsigned attempts;
@@ -260,6 +264,12 @@ sf_status sf_tc_engine_log_scan(const sf_tc_engine_log *el, const tc_drops *d,
 /* Receiver threads, after every emitted logs request (sf_log_tap_fn). */
 void sf_tc_log_tap(void *ctx, const char *receiver, const uint8_t *raw, size_t len,
                    bool accepted);
+
+/* ---- the engine's latency (trace_control_latency.c) ---- */
+
+/* Receiver threads, after every emitted metrics request (sf_metrics_tap_fn). */
+void sf_tc_metrics_tap(void *ctx, const char *receiver, const uint8_t *raw, size_t len,
+                       bool accepted);
 
 /* ---- audit records (trace_control_audit.c) ---- */
 

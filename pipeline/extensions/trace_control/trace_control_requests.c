@@ -110,6 +110,7 @@ static void op_set(tc_ctx *x, const char *req, size_t len, unsigned uid, reply *
         return;
     }
     sf_tc_window_set_state(x, w, TC_OPEN);
+    sf_tc_latency_open(w->lat);     /* its baseline: the scrapes before now */
     st = sf_tc_engine_set(w->target, level, x->cfg->request_timeout, &ans);
     if (st != SF_OK) {
         sf_count(&sf_component_counters(x->self)->values[TC_ENGINE_FAILURES], 1);

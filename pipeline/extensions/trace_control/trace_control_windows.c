@@ -288,9 +288,9 @@ static bool complete(const tc_window *w, const tc_counts *c)
 
 typedef struct marker_attrs {
     size_t n;
-    sf_otlp_kv kv[32];
-    sf_otlp_any av[32];
-    sf_otlp_kv *p[32];
+    sf_otlp_kv kv[48];
+    sf_otlp_any av[48];
+    sf_otlp_kv *p[48];
 } marker_attrs;
 
 static sf_otlp_any *attr(marker_attrs *a, const char *key)
@@ -319,6 +319,14 @@ static void attr_int(marker_attrs *a, const char *key, int64_t v)
 
     av->value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE;
     av->int_value = v;
+}
+
+static void attr_double(marker_attrs *a, const char *key, double v)
+{
+    sf_otlp_any *av = attr(a, key);
+
+    av->value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_DOUBLE_VALUE;
+    av->double_value = v;
 }
 
 static void attr_bool(marker_attrs *a, const char *key, bool v)
@@ -380,6 +388,24 @@ static sf_status marker_build(const tc_window *w, const tc_counts *c, uint8_t **
         if (w->target->engine_log.receiver != NULL) {
             attr_int(&sa, "spanfence.window.engine_dropped", (int64_t)c->engine[TC_ENG_EVENTS]);
             attr_int(&sa, "spanfence.window.engine_dropped_ops", (int64_t)c->engine[TC_ENG_OPS]);
+        }
+    }
+    if (w->lat != NULL) {
+        /* the engine's latency before and during the window (bucket-bounded) */
+        const char *keys[12];
+        int kinds[12];
+        int64_t ints[12];
+        double dbls[12];
+        tc_lat_view lv;
+        size_t n;
+
+        sf_tc_latency_view(w->lat, &lv);
+        n = sf_tc_latency_attrs(&lv, keys, kinds, ints, dbls, 12);
+        for (size_t i = 0; i < n; i++) {
+            if (kinds[i] == 0)
+                attr_int(&sa, keys[i], ints[i]);
+            else
+                attr_double(&sa, keys[i], dbls[i]);
         }
     }
     attr_bool(&sa, "spanfence.window.complete", done);
@@ -553,7 +579,8 @@ sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status)
         if (w->note[0] != '\0') {
             if (status != 0)
                 json_object_object_add(rec, "status", json_object_new_int64(status));
-            json_object_object_add(rec, strcmp(w->cause, "loss") == 0 ? "revert_reason" : "error",
+            json_object_object_add(rec, strcmp(w->cause, "loss") == 0 ||
+                                   strcmp(w->cause, "latency") == 0 ? "revert_reason" : "error",
                                    json_object_new_string(w->note));
         }
         if (recovered) {
@@ -587,6 +614,13 @@ sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status)
                 put_target_counts(rec, w, &c);
             if (w->target->engine_log.receiver != NULL)
                 put_engine_counts(rec, w, &c);
+            if (w->lat != NULL) {
+                tc_lat_view lv;
+
+                sf_tc_latency_view(w->lat, &lv);
+                json_object_object_add(rec, "latency", sf_tc_latency_json(
+                    &lv, &w->target->engine_metrics));
+            }
             json_object_object_add(rec, "complete", json_object_new_boolean(complete(w, &c)));
             json_object_object_add(rec, "capture", json_object_new_string(verdict(w, &c)));
         }
@@ -600,6 +634,7 @@ sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status)
                              .complete = !recovered && complete(w, &c),
                              .capture = recovered ? "incomplete" : verdict(w, &c),
                              .closed_wall = sf_wall_ms() };
+    sf_tc_latency_view(w->lat, &w->closed.lat);
     memcpy(w->closed.id, w->id, sizeof(w->closed.id));
     memcpy(w->closed.cause, w->cause, sizeof(w->closed.cause));
     snprintf(w->last_close, sizeof(w->last_close), "last window '%s' closed (%s%s%s): %" PRIu64
