@@ -121,6 +121,7 @@ typedef struct policy_signal {
     char *body;                                 /* logs: "drop" or the condition after 'where' */
     int exemplars;                              /* metrics: EXEMPLARS_* */
     int kept_value_types;                       /* VALUES_* (any: not pinned) */
+    bool pseudonymize_ids;                      /* logs: the processor's pseudonymize_ids */
     sf_strmap histogram_bounds;                 /* metrics: name -> "b1, b2, ..." */
     policy_exporter exporter;
     /* as the allowlist section's */
@@ -384,6 +385,10 @@ static const sf_config_row metrics_value_rows[] = {
     { .key = "kept_value_types", .type = SF_CFG_ENUM, .def = "any",                           \
       .offset = offsetof(policy_signal, kept_value_types), .choices = "any|scalar|single",     \
       .help = "the processor's kept_value_types must be at least this (any: not pinned)" },   \
+    { .key = "pseudonymize_ids", .type = SF_CFG_BOOL, .def = "false",                          \
+      .offset = offsetof(policy_signal, pseudonymize_ids),                                     \
+      .help = "logs: log records' trace and span ids must leave as keyed pseudonyms (the "     \
+      "processor's pseudonymize_ids)" },                                                       \
     { .key = "keys", .type = SF_CFG_SECTION, .offset = offsetof(policy_signal, keys),          \
       .sub = keys_rows, .help = "per context, the exact key set of the " sig " statements "   \
       "(required: an absent context must have no keep_keys)" },                               \
@@ -1051,6 +1056,9 @@ static void check_compiled_signal(checker *k, const char *subj, const sf_allowli
         else if (rule && e->body_rule == NULL)
             violate(k, where, subj, "the compiled edit drops every log body, though the config "
                     "keeps some");
+        if (k->signal != NULL && k->signal->pseudonymize_ids && e->id_fn == NULL)
+            violate(k, where, subj, "pseudonymize_ids is off: log records' trace and span ids "
+                    "leave as the client chose them, the policy requires keyed pseudonyms");
     } else if (sig == SF_SIGNAL_METRICS) {
         if (!(e->fields & SF_OTLP_FIELD_BIT(SF_OTLP_FIELD_EXEMPLARS)))
             violate(k, where, subj, "the compiled edit does not govern exemplars");

@@ -543,6 +543,10 @@ static void test_validate_ids_and_caps_mutations(void **state)
           "max_resources_per_request is 64, the policy allows at most 2" },
         { "    max_scopes_per_resource: 4\n", "",
           "max_scopes_per_resource is not set: any number of resource.scope_spans leave" },
+        { "    # logs receiver's would have them) leave as the spans' pseudonyms\n"
+          "    pseudonym_key: ${env:SPANFENCE_PSEUDONYM_KEY}\n    pseudonymize_ids: true\n",
+          "    # logs receiver's would have them) leave as the spans' pseudonyms\n",
+          "processors.transform/fence: pseudonymize_ids is off: log records' trace and span ids" },
     };
     run r;
 
