@@ -977,9 +977,14 @@ static sf_status transform_consume(sf_component *self, sf_request *batch)
 {
     sf_counters *counters = sf_component_counters(self);
     transform_ctx *t = sf_component_ctx(self);
+    /* spans past a cap per request (or in an entry past one) left in the
+     * pass: received, counted as dropped (reason filtered, as the filter
+     * processor's), so every span received is still sent or counted */
+    const size_t capped = batch->edited_by == self && batch->edit_status == SF_OK
+                          ? batch->stats.capped_items : 0;
     sf_status st;
 
-    sf_count(&counters->incoming_items, batch->spans);
+    sf_count(&counters->incoming_items, batch->spans + capped);
     if (transform_edit(self, batch->signal) == NULL) {
         /* no statements for this signal: it passes as it came (upstream) */
         sf_count(&counters->outgoing_items, batch->spans);
@@ -1018,7 +1023,8 @@ static sf_status transform_consume(sf_component *self, sf_request *batch)
     sf_count(&counters->values[TM_CAPPED_LINKS], batch->stats.capped[SF_OTLP_FIELD_SPAN_LINKS]);
     sf_count(&counters->values[TM_DROPPED_POINTS], batch->stats.dropped_points);
     sf_count(&counters->values[TM_PSEUDONYMIZED_IDS], batch->stats.pseudonymized_ids);
-    sf_count(&counters->values[TM_CAPPED_SPANS], batch->stats.capped_items);
+    sf_count(&counters->values[TM_CAPPED_SPANS], capped);
+    sf_count(&counters->dropped_spans[SF_REASON_FILTERED], capped);
     sf_count(&counters->values[TM_CAPPED_RESOURCES],
              batch->stats.capped[SF_OTLP_FIELD_RESOURCE_SPANS]);
     sf_count(&counters->values[TM_CAPPED_SCOPES], batch->stats.capped[SF_OTLP_FIELD_SCOPE_SPANS]);

@@ -641,6 +641,11 @@ def main():
             have = P.metric_sum(metrics, "spanfence_processor_transform_" + name)
             if have != want:
                 failures.append("spanfence_processor_transform_%s is %r, want %d" % (name, have, want))
+        # ... and in the collector's accounting: received, dropped as filtered
+        capped = sum(d for _, _, d in OVER.values())
+        if P.metric_sum(metrics, "otelcol_processor_dropped_spans", reason="filtered") != capped:
+            failures.append("otelcol_processor_dropped_spans{reason=filtered} is %r, want %d" % (
+                P.metric_sum(metrics, "otelcol_processor_dropped_spans", reason="filtered"), capped))
         if (P.metric_sum(metrics, "spanfence_processor_transform_pseudonymized_ids") or 0) < sent_spans:
             failures.append("pseudonymized ids not counted")
         if KEY in metrics:
