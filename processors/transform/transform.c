@@ -252,7 +252,6 @@ static rule_state *state_get(const transform_ctx *t, void **state)
     return rs;
 }
 
-
 static void release(const void *ctx, void *state)
 {
     rule_state *rs = state;
