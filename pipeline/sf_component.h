@@ -243,6 +243,31 @@ typedef void (*sf_span_tap_fn)(void *ctx, const uint8_t *raw, size_t len, size_t
  * warning. No effect when `ext` is not part of a service. */
 void sf_component_set_span_tap(sf_component *ext, sf_span_tap_fn fn, void *ctx);
 
+/* A span gate: lets an extension keep a resource's spans out of the
+ * pipelines. Before a receiver runs a traces request through its
+ * pipelines, when `armed(ctx)` (cheap: an atomic load; NULL: always) says
+ * the gate may drop something now, `keeps(ctx, rs, len, &reason)` is asked
+ * of each ResourceSpans of the request (`rs`: the entry as on the wire, a
+ * request of its own, valid only during the call). The spans of an entry
+ * it refuses (false, with `reason` set) go nowhere: they are neither
+ * accepted nor refused but counted on the receiver as dropped with that
+ * reason (spanfence_receiver_dropped_spans{reason}), and the client is
+ * told they were taken. The span tap still sees the request as received
+ * (its span count includes the dropped ones). When an armed gate finds no
+ * memory to take the resources out, the request is refused (memory_limit,
+ * retryable): what the gate may drop never passes it unasked.
+ * Called on receiver threads, concurrently: it must not block. */
+typedef struct sf_span_gate {
+    bool (*armed)(void *ctx);
+    bool (*keeps)(void *ctx, const uint8_t *rs, size_t len, sf_reason *reason);
+    void *ctx;              /* must outlive the service's receivers */
+} sf_span_gate;
+
+/* Extensions, at create (before the service starts; read-only after): make
+ * `gate` (copied; NULL removes it) the service's one span gate; as
+ * sf_component_set_span_tap. */
+void sf_component_set_span_gate(sf_component *ext, const sf_span_gate *gate);
+
 /* A log tap: told of every logs request a receiver emitted, once its
  * pipelines ran and just before the receiver counts it, with the request as the receiver made it (`raw`, an
  * ExportLogsServiceRequest, valid only during the call: the bytes before

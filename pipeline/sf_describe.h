@@ -158,6 +158,11 @@ typedef struct sf_windows_desc {
     const char *rest_interval_key;  /* "enforce_interval" */
     int64_t grace;                  /* ms a window's spans are still counted after its end */
     const char *grace_key;          /* "grace_period" */
+    /* a target whose spans while it rests (raised out of band) are
+     * exported, with the key that says so ("targets.r1.out_of_band"),
+     * or NULL: every target keeps them in the VM */
+    const char *exports_out_of_band;
+    char out_of_band_key[128];
 } sf_windows_desc;
 
 /* ---- metrics of a type --------------------------------------------------- */

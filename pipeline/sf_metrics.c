@@ -206,6 +206,10 @@ static const metric_def metric_defs[] = {
       "Items (%s) accepted into the pipeline (filtered and queued for export).", NULL },
     { SF_KIND_RECEIVER, "otelcol_receiver_refused_%s", true, "counter", true, get_refused,
       "Items (%s) refused, by reason; the client was told so.", NULL },
+    { SF_KIND_RECEIVER, "spanfence_receiver_dropped_%s", true, "counter", true, get_dropped,
+      "Items (%s) received and dropped before any pipeline, by reason (out_of_band: spans of an "
+      "engine whose trace level was raised out of band, trace_control's out_of_band: drop); "
+      "the client was told they were taken.", NULL },
     { SF_KIND_RECEIVER, "spanfence_receiver_requests", false, "counter", false, get_requests,
       "Export requests received.", NULL },
     { SF_KIND_RECEIVER, "spanfence_receiver_refused_requests", false, "counter", true,

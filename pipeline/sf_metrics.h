@@ -6,6 +6,8 @@
  * pipeline's signal (spans, log records, metric points: the counters named
  * *_spans below count the items of their component's signal):
  *   received = receiver accepted + receiver refused (by reason)
+ *              + receiver dropped (by reason: an extension's span gate,
+ *                before any pipeline: out_of_band)
  *   accepted = exporter sent + exporter send_failed (by reason) + in queue */
 #ifndef SF_METRICS_H
 #define SF_METRICS_H
@@ -28,7 +30,8 @@
     X(PERMANENT_ERROR,    "permanent_error")               \
     X(SHUTDOWN,           "shutdown")                      \
     X(INTERNAL,           "internal")                      \
-    X(FILTERED,           "filtered")
+    X(FILTERED,           "filtered")                      \
+    X(OUT_OF_BAND,        "out_of_band")
 
 typedef enum sf_reason {
 #define SF_REASON_ENUM(e, label) SF_REASON_##e,

@@ -2988,6 +2988,36 @@ size_t sf_otlp_count_matching_spans(const uint8_t *data, size_t len, size_t n,
     return n == 0 ? stats.spans : c.matching;
 }
 
+size_t sf_otlp_drop_resources(const uint8_t *in, size_t len,
+                              bool (*keep)(void *ctx, const uint8_t *rs, size_t n), void *ctx,
+                              uint8_t *out, size_t *out_len)
+{
+    sf_otlp_stats stats;
+    cx c = { .max_depth = 256, .discard = 1 };
+    const uint8_t *p = in, *end = in + len;
+    size_t dropped = 0, w = 0;
+
+    memset(&stats, 0, sizeof(stats));
+    c.st = &stats;
+    while (in != NULL && p < end) {
+        fld f;
+
+        /* a top level that does not read as fields is the codec's to refuse */
+        if (next_field(&c, p, end, &f, 0) != SF_OK || f.wt == WT_EGROUP)
+            return 0;
+        if (f.num == 1 && f.wt == WT_LEN && !keep(ctx, f.start, (size_t)(f.end - f.start))) {
+            dropped++;
+        } else {
+            memcpy(out + w, f.start, (size_t)(f.end - f.start));
+            w += (size_t)(f.end - f.start);
+        }
+        p = f.end;
+    }
+    if (dropped > 0)
+        *out_len = w;
+    return dropped;
+}
+
 sf_status sf_otlp_rewrite_signal(sf_signal s, const uint8_t *in, size_t len, unsigned max_depth,
                                  const sf_otlp_edit *edit, sf_buf **out, sf_otlp_stats *stats)
 {

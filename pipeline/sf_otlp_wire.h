@@ -335,6 +335,18 @@ sf_status sf_otlp_scan_signal(sf_signal s, const uint8_t *in, size_t len, unsign
  * surrogates or code points past U+10FFFF): the codec's own check. */
 bool sf_otlp_utf8_valid(const uint8_t *p, size_t n);
 
+/* The traces request in[0, len) without the ResourceSpans `keep` refuses:
+ * keep(ctx, rs, n) is asked of each top-level resource_spans entry, `rs`
+ * being the entry as it is on the wire (its tag, length and payload: a
+ * request of its own); the entries it refuses are left out of `out` (at
+ * least `len` bytes, the caller's), everything else is copied as it is.
+ * Returns how many entries were left out, *out_len then the bytes written;
+ * 0 when none was, or when the top level does not read as fields (the
+ * codec refuses such a request later, whole). Thread-safe. */
+size_t sf_otlp_drop_resources(const uint8_t *in, size_t len,
+                              bool (*keep)(void *ctx, const uint8_t *rs, size_t n), void *ctx,
+                              uint8_t *out, size_t *out_len);
+
 /* Spans in the valid request data[0, len) whose resource carries all `n`
  * attributes keys[i] = values[i] (string values, compared bytewise; n == 0
  * matches every resource), with protobuf merge semantics. 0 for anything

@@ -212,6 +212,7 @@ static void component_entry(sf_component *c, json_object *list, sums *all)
             e = list != NULL ? json_object_new_object() : NULL;
             if (e == NULL) {
                 json_object_put(reasons(tk->refused_spans, s->refused));
+                json_object_put(reasons(tk->dropped_spans, s->dropped));
                 continue;
             }
             json_object_object_add(e, "id", json_object_new_string(c->id));
@@ -219,6 +220,8 @@ static void component_entry(sf_component *c, json_object *list, sums *all)
             add_signal(e, (sf_signal)sg);
             add_u64(e, "accepted", acc);
             json_object_object_add(e, "refused", reasons(tk->refused_spans, s->refused));
+            /* dropped before any pipeline (an extension's span gate) */
+            json_object_object_add(e, "dropped", reasons(tk->dropped_spans, s->dropped));
             add_u64(e, "requests", sf_counter_get(&tk->requests));
             json_object_array_add(list, e);
         }
@@ -289,7 +292,8 @@ static void component_entry(sf_component *c, json_object *list, sums *all)
 }
 
 /* One signal's totals: what was accepted, exported, queued, filtered on
- * purpose (a `filter` processor's drops: not a loss) and lost. */
+ * purpose (a `filter` processor's drops, and spans of an engine raised out
+ * of band that the receivers dropped: not a loss) and lost. */
 static json_object *totals_object(const sums *s)
 {
     json_object *o = json_object_new_object();
@@ -298,7 +302,8 @@ static json_object *totals_object(const sums *s)
     if (o == NULL)
         return NULL;
     for (int r = 0; r < SF_REASON_COUNT; r++)
-        lost += s->refused[r] + (r != SF_REASON_FILTERED ? s->dropped[r] : 0) +
+        lost += s->refused[r] +
+                (r != SF_REASON_FILTERED && r != SF_REASON_OUT_OF_BAND ? s->dropped[r] : 0) +
                 s->send_failed[r];
     add_u64(o, "accepted", s->accepted);
     add_u64(o, "exported", s->exported);

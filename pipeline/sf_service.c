@@ -23,7 +23,9 @@
  *   it counts it on the receiver (so counts never run ahead of a tap), on
  *   the receiver thread, with the bytes as received (before any processor:
  *   the log tap sees bodies a fence removes); read-only once the service
- *   starts.
+ *   starts. Likewise one optional span gate (trace_control's out-of-band
+ *   drop): asked before the pipelines run, it takes resources' spans out
+ *   of a traces request, counted as dropped on the receiver.
  * - An extension may hand a request of its own to a traces pipeline after
  *   its processors (sf_component_inject: trace_control's window markers),
  *   from its own thread, only while the exporters run: the flag
@@ -87,6 +89,7 @@ struct sf_service {
     void *metrics_tap_ctx;
     sf_log_tap_fn log_tap;          /* the same for logs requests */
     void *log_tap_ctx;
+    sf_span_gate gate;              /* the same; gate.keeps NULL: none */
     /* exporters started and not stopping: sf_component_inject may run;
      * `injecting` counts the injections under way, which stop_injecting
      * waits for before exporters stop */
@@ -770,6 +773,60 @@ static sf_status run_route(const sf_route *r, sf_request *batch)
     return worst;
 }
 
+/* The span gate's verdicts on one request: the spans of the entries it
+ * refused, by reason. An entry that is not valid on its own is kept (the
+ * codec then refuses the request whole), so what is dropped was valid. */
+typedef struct gate_call {
+    const sf_span_gate *gate;
+    unsigned max_depth;
+    size_t dropped[SF_REASON_COUNT];
+} gate_call;
+
+static bool gate_keeps(void *ctx, const uint8_t *rs, size_t len)
+{
+    gate_call *g = ctx;
+    sf_reason reason = SF_REASON_INTERNAL;
+    size_t spans = 0;
+
+    if (g->gate->keeps(g->gate->ctx, rs, len, &reason) || (unsigned)reason >= SF_REASON_COUNT ||
+        sf_otlp_scan(rs, len, g->max_depth, &spans) != SF_OK)
+        return true;
+    g->dropped[reason] += spans;
+    return false;
+}
+
+/* Run the service's span gate on a traces batch: on a drop, the batch's
+ * bytes become `*kept` (the caller frees it), the dropped spans are
+ * counted on `rc` and added to *gated. SF_MEMLIMIT when an armed gate
+ * finds no memory for the copy: the request is then refused (retryably),
+ * never let through past the gate. */
+static sf_status run_gate(const sf_service *svc, sf_counters *rc, sf_request *batch,
+                          uint8_t **kept, size_t *gated)
+{
+    gate_call g = { .gate = &svc->gate, .max_depth = batch->max_depth };
+    size_t len = 0;
+
+    *kept = NULL;
+    if (svc->gate.keeps == NULL || (svc->gate.armed != NULL && !svc->gate.armed(svc->gate.ctx)) ||
+        batch->raw_len == 0)
+        return SF_OK;
+    if ((*kept = sf_malloc(batch->raw_len)) == NULL)
+        return SF_MEMLIMIT;
+    if (sf_otlp_drop_resources(batch->raw, batch->raw_len, gate_keeps, &g, *kept, &len) == 0) {
+        sf_free(*kept);
+        *kept = NULL;
+        return SF_OK;
+    }
+    for (int r = 0; r < SF_REASON_COUNT; r++)
+        if (g.dropped[r] > 0) {
+            sf_count(&rc->dropped_spans[r], g.dropped[r]);
+            *gated += g.dropped[r];
+        }
+    batch->raw = *kept;
+    batch->raw_len = len;
+    return SF_OK;
+}
+
 sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_request *batch)
 {
     const sf_signal signal = batch->signal;
@@ -777,10 +834,20 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
     const uint8_t *raw = batch->raw;    /* processors replace the batch's bytes */
     size_t raw_len = batch->raw_len;
     sf_status worst = SF_OK;
-    size_t spans = 0, routes = 0;
+    size_t spans = 0, routes = 0, gated = 0;
+    uint8_t *kept = NULL;
+    bool gated_all = false, gate_failed = false;
 
     sf_count(&rc->requests, 1);
-    for (size_t i = 0; i < receiver->n_routes; i++) {
+    if (signal == SF_SIGNAL_TRACES && receiver->service != NULL) {
+        gate_failed = run_gate(receiver->service, rc, batch, &kept, &gated) != SF_OK;
+        if (gate_failed)
+            worst = SF_MEMLIMIT;
+        /* every resource gated: nothing goes on (no empty request for the
+         * exporters), and nothing is refused */
+        gated_all = kept != NULL && batch->raw_len == 0;
+    }
+    for (size_t i = 0; !gate_failed && !gated_all && i < receiver->n_routes; i++) {
         sf_request copy, *b = batch;
         sf_status st;
 
@@ -789,7 +856,8 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
         if (routes++ > 0) {
             /* Processors changed the first copy: start again from the
              * bytes as received. */
-            sf_request_init_signal(&copy, batch->arena, signal, raw, raw_len, batch->max_depth);
+            sf_request_init_signal(&copy, batch->arena, signal, batch->raw, batch->raw_len,
+                                   batch->max_depth);
             b = &copy;
         }
         st = run_route(receiver->routes[i], b);
@@ -809,11 +877,13 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
         if (st == SF_INVALID)
             break;              /* the same bytes: every pipeline would refuse them */
     }
-    if (routes == 0) {
+    if (routes == 0 && !gated_all) {
         /* No pipeline of the signal lists the receiver (receivers check
-         * sf_component_receives first): refused, never taken and lost. */
-        sf_otlp_scan_signal(signal, raw, raw_len, batch->max_depth, &spans);
-        worst = SF_PERMANENT;
+         * sf_component_receives first), or the gate could not run:
+         * refused, never taken and lost. */
+        sf_otlp_scan_signal(signal, batch->raw, batch->raw_len, batch->max_depth, &spans);
+        if (!gate_failed)
+            worst = SF_PERMANENT;
     }
     if (worst == SF_INVALID)
         sf_debug("receiver '%s': refused a malformed request: %s", receiver->id,
@@ -823,7 +893,8 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
      * the other) */
     if (signal == SF_SIGNAL_TRACES && receiver->service != NULL &&
         receiver->service->tap != NULL)
-        receiver->service->tap(receiver->service->tap_ctx, raw, raw_len, spans, worst == SF_OK);
+        receiver->service->tap(receiver->service->tap_ctx, raw, raw_len, spans + gated,
+                               worst == SF_OK);
     if (signal == SF_SIGNAL_LOGS && receiver->service != NULL &&
         receiver->service->log_tap != NULL)
         receiver->service->log_tap(receiver->service->log_tap_ctx, receiver->id, raw, raw_len,
@@ -837,6 +908,12 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
     } else {
         sf_count(&rc->refused_spans[reason_of(worst)], spans);
         sf_count(&rc->refused_requests[reason_of(worst)], 1);
+    }
+    if (kept != NULL) {
+        /* the receiver's bytes again: it may look at them once emit returns */
+        batch->raw = raw;
+        batch->raw_len = raw_len;
+        sf_free(kept);
     }
     return worst;
 }
@@ -940,6 +1017,18 @@ void sf_component_set_span_tap(sf_component *ext, sf_span_tap_fn fn, void *ctx)
                 ext->id);
     svc->tap = fn;
     svc->tap_ctx = ctx;
+}
+
+void sf_component_set_span_gate(sf_component *ext, const sf_span_gate *gate)
+{
+    sf_service *svc = ext->service;
+
+    if (svc == NULL)
+        return;
+    if (svc->gate.keeps != NULL && gate != NULL)
+        sf_warn("%s '%s' replaces the span gate set before it", sf_kind_name(ext->type->kind),
+                ext->id);
+    svc->gate = gate != NULL ? *gate : (sf_span_gate){ 0 };
 }
 
 void sf_component_set_log_tap(sf_component *ext, sf_log_tap_fn fn, void *ctx)

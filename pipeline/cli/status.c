@@ -297,9 +297,21 @@ static void print_windows(json_object *ext)
             if (get(w, "accepted_from_target") != NULL)
                 printf("; from the target %" PRIu64 " accepted, %" PRIu64 " refused",
                        u64(w, "accepted_from_target"), u64(w, "refused_from_target"));
+            /* whether the raised level shows at all, said within the window */
+            if (strcmp(str(w, "arrival"), "none") == 0) {
+                printf("\n    no spans from %s since the level was raised ", str(t, "target"));
+                print_left((int64_t)u64(w, "since_open_ms") / 1000 * 1000);  /* whole s ago */
+                printf(" ago: check the engine's exporter");
+            } else if (strcmp(str(w, "arrival"), "arriving") == 0) {
+                printf("\n    spans from %s arriving", str(t, "target"));
+            }
         }
         if (w != NULL)
             print_latency(get(w, "latency"));
+        if (u64(t, "out_of_band_spans") > 0)
+            printf("\n    %" PRIu64 " spans out of band (level raised by someone else), %s",
+                   u64(t, "out_of_band_spans"), strcmp(str(t, "out_of_band"), "drop") == 0
+                   ? "dropped in the VM" : "exported (out_of_band: count)");
         if (last != NULL)
             printf("\n    last window %s (%s, closed %s): %" PRIu64 " accepted, %" PRIu64
                    " exported, %" PRIu64 " lost, %" PRIu64 " queued: capture %s",

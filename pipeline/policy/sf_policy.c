@@ -107,7 +107,10 @@ typedef struct policy_trace_control {
     bool markers;
     bool auto_revert;
     bool enforce;
+    int out_of_band;                /* OOB_* */
 } policy_trace_control;
+
+enum { OOB_ANY = 0, OOB_DROP = 1 };
 
 /* The fence of the logs or the metrics pipelines: the processor whose
  * statements for that signal bound every such pipeline, its key sets, the
@@ -444,6 +447,10 @@ static const sf_config_row trace_control_rows[] = {
       .offset = offsetof(policy_trace_control, enforce),
       .help = "every trace_control extension sets idle engines to the resting level at an "
               "interval (enforce_interval not 0)" },
+    { .key = "out_of_band", .type = SF_CFG_ENUM, .def = "any",
+      .offset = offsetof(policy_trace_control, out_of_band), .choices = "any|drop",
+      .help = "drop: every target of a trace_control extension keeps the spans it sends while "
+              "it rests (its level raised out of band) in the VM (out_of_band: drop)" },
     { 0 }
 };
 
@@ -1661,6 +1668,11 @@ static void check_trace_control(checker *k)
             violate(k, node_at(v, wd.rest_interval_key) ? node_at(v, wd.rest_interval_key)
                     : c->node, subj, "'%s' is 0: the policy requires idle engines to be set to "
                     "the resting level at an interval", wd.rest_interval_key);
+        if (pt->out_of_band == OOB_DROP && wd.exports_out_of_band != NULL)
+            violate(k, node_at(v, wd.out_of_band_key) ? node_at(v, wd.out_of_band_key) : c->node,
+                    subj, "target '%s' exports the spans it sends while it rests: the policy "
+                    "requires 'out_of_band: drop' (a level raised out of band stays in the VM)",
+                    wd.exports_out_of_band);
     }
 }
 

@@ -567,6 +567,67 @@ static void test_validate_ids_and_caps_mutations(void **state)
     assert_int_equal(r.code, 0);
 }
 
+/* cvm.yaml's trace_control, as its comment gives it (uncommented), holds
+ * the policy; with a target that exports the spans it sends while it rests
+ * (out_of_band: count) it does not. */
+static void test_trace_control_out_of_band(void **state)
+{
+    static const char *const values[2] = { "drop", "count" };
+    char *text = calloc(1, 65536), *from, *end, *block, *b;
+    FILE *f = fopen(SF_SOURCE_DIR "/configs/cvm.yaml", "r");
+    char want[512];
+    run r;
+
+    (void)state;
+    assert_non_null(f);
+    assert_non_null(text);
+    assert_true(fread(text, 1, 65535, f) > 0);
+    fclose(f);
+    from = strstr(text, "# extensions:\n#   trace_control:\n");
+    assert_non_null(from);
+    end = strstr(from, "\n\n");
+    assert_non_null(end);
+    *end = '\0';
+    block = calloc(1, strlen(from) + 64);
+    assert_non_null(block);
+    b = block;
+    for (const char *l = from; *l != '\0';) {   /* "# " off every line */
+        const char *nl = strchr(l, '\n');
+        size_t n = nl ? (size_t)(nl - l) + 1 : strlen(l);
+
+        memcpy(b, l + 2, n - 2);
+        b += n - 2;
+        l += n;
+    }
+    setenv("SGLANG_API_KEY", "k3y", 1);
+    for (int i = 0; i < 2; i++) {
+        char *to = calloc(1, strlen(block) + 64), *at;
+
+        assert_non_null(to);
+        strcpy(to, block);
+        at = strstr(to, "out_of_band: drop");
+        assert_non_null(at);
+        memmove(at + 13 + strlen(values[i]), at + 17, strlen(at + 17) + 1);
+        memcpy(at + 13, values[i], strlen(values[i]));
+        write_mutated(from, to);
+        spanfence(&r, "validate --config " TMP_CONFIG " --policy configs/cvm-policy.yaml");
+        assert_int_equal(r.code, i);
+        if (i == 0) {
+            assert_non_null(strstr(r.out, "configuration is valid and holds policy"));
+        } else {
+            snprintf(want, sizeof(want), "%s:%d:22: policy: extensions.trace_control: target "
+                     "'r1' exports the spans it sends while it rests: the policy requires "
+                     "'out_of_band: drop'", TMP_CONFIG, line_in(TMP_CONFIG, "out_of_band: count"));
+            if (strstr(r.out, want) == NULL)
+                fail_msg("want '%s' in:\n%s", want, r.out);
+        }
+        free(to);
+    }
+    unsetenv("SGLANG_API_KEY");
+    free(block);
+    free(text);
+}
+
 /* cvm.yaml's logs or metrics pipeline rerouted by a second --config (as an
  * operator layering a config would) around the fence, to an exporter of
  * its own, no longer holds the policy: its items would leave unfenced. (A
@@ -761,6 +822,7 @@ int main(void)
         cmocka_unit_test(test_validate_ids_and_caps_mutations),
         cmocka_unit_test(test_seed_policy),
         cmocka_unit_test(test_seed_fence_mutations),
+        cmocka_unit_test(test_trace_control_out_of_band),
         cmocka_unit_test(test_run_refuses_to_start),
         cmocka_unit_test(test_invalid_config_with_policy),
         cmocka_unit_test(test_invalid_policy),

@@ -151,6 +151,7 @@ typedef struct fx {
     char dir[64];
     char sock[128], audit[128], conf[128];
     const char *exporter_extra;     /* more otlphttp settings, or NULL */
+    const char *r1_extra;           /* more settings of target r1, or NULL */
     bool live;                      /* markers and auto_revert as configured by `extra` */
     uint16_t otlp_port;
     sf_config *cfg;
@@ -172,7 +173,7 @@ static void write_config(fx *f, const char *extra)
             "    enforce_interval: 0s\n    grace_period: 0s\n%s%s"
             "    targets:\n"
             "      r1:\n        endpoint: http://127.0.0.1:%u/set_trace_level\n"
-            "        match: {service.instance.id: r1}\n"
+            "        match: {service.instance.id: r1}\n%s"
             "      r2:\n        endpoint: http://127.0.0.1:%u/set_trace_level\n"
             "        method: POST\n        level_in: query\n        field: level\n"
             "service:\n  extensions: [trace_control]\n"
@@ -180,7 +181,7 @@ static void write_config(fx *f, const char *extra)
             "  pipelines:\n    traces:\n      receivers: [otlp]\n      exporters: [otlphttp]\n",
             f->otlp_port, f->eng.port, f->exporter_extra ? f->exporter_extra : "", f->sock,
             f->audit, f->live ? "" : "    markers: {enabled: false}\n    auto_revert: {enabled: false}\n",
-            extra, f->eng.port, f->eng.port);
+            extra, f->eng.port, f->r1_extra ? f->r1_extra : "", f->eng.port);
     fclose(o);
 }
 
@@ -604,7 +605,7 @@ static void test_closing_record_counts(void **state)
     assert_non_null(strstr(r.line[1], "\"refused\":{\"malformed\":0,"));
     snprintf(sub, sizeof(sub), "\"send_failed\":{\"malformed\":0,\"too_large\":0,"
              "\"filter_failed\":0,\"memory_limit\":0,\"queue_full\":0,\"retries_exhausted\":0,"
-             "\"permanent_error\":0,\"shutdown\":0,\"internal\":0,\"filtered\":0},"
+             "\"permanent_error\":0,\"shutdown\":0,\"internal\":0,\"filtered\":0,\"out_of_band\":0},"
              "\"target_scope\":\"match\",\"match\":{\"service.instance.id\":\"r1\"},"
              "\"accepted_from_target\":0,\"refused_from_target\":0,\"complete\":false,"
              "\"capture\":\"empty\",\"marker\":\"off\"}");
@@ -755,6 +756,98 @@ static void test_closing_record_per_target(void **state)
     assert_int_equal(int_field(r.line[7], "accepted"), 4);
     assert_int_equal(int_field(r.line[7], "accepted_from_target"), 1);
     assert_int_equal(int_field(r.line[7], "refused_from_target"), 0);
+}
+
+/* out_of_band: drop: r1's spans while it rests go nowhere, counted on the
+ * receiver as dropped (reason out_of_band) and not accepted; another
+ * resource in the same request still leaves. The next window counts its
+ * own spans only: nothing of the dropped ones is charged to it. */
+static void test_out_of_band_dropped(void **state)
+{
+    fx *f = *state;
+    char msg[1024];
+    records r;
+    static const char *const mixed_ids[2] = { "r2", "r1" };
+    static const int mixed_spans[2] = { 4, 1 };
+    uint64_t dropped = 0, accepted = 0, posted = 0;
+
+    f->r1_extra = "        out_of_band: drop\n        arrival_timeout: 1s\n";
+    write_config(f, "");
+    start(f);
+    /* r1 rests once its resting level is recorded: from then on its spans
+     * are dropped (bounded; what was sent before that was exported) */
+    for (int i = 0; i < 500 && dropped == 0; i++) {
+        post_one(f, "r1", 1, 200);
+        posted++;
+        assert_true(metric_value(f, "spanfence_receiver_dropped_spans{receiver=\"otlp\","
+                                    "transport=\"http\",reason=\"out_of_band\"} ", &dropped));
+        if (dropped == 0)
+            usleep(20000);
+    }
+    assert_int_equal(dropped, 1);
+    assert_true(metric_value(f, "otelcol_receiver_accepted_spans{receiver=\"otlp\","
+                                "transport=\"http\"} ", &accepted));
+    assert_int_equal(accepted, posted - 1);
+    post_resources(f, 2, mixed_ids, mixed_spans, 200);  /* r2's 4 leave, r1's 1 does not */
+    assert_true(metric_value(f, "spanfence_receiver_dropped_spans{receiver=\"otlp\","
+                                "transport=\"http\",reason=\"out_of_band\"} ", &dropped));
+    assert_int_equal(dropped, 2);
+    assert_true(metric_value(f, "otelcol_receiver_accepted_spans{receiver=\"otlp\","
+                                "transport=\"http\"} ", &accepted));
+    assert_int_equal(accepted, posted - 1 + 4);
+    wait_sent(f, accepted);
+    /* a window: r1's spans leave again, and its record is its own */
+    assert_true(ask(f, "{\"op\":\"set\",\"target\":\"r1\",\"level\":3,\"for_ms\":600000,"
+                       "\"reason\":\"after out of band\"}", msg, sizeof(msg)));
+    post_one(f, "r1", 3, 200);
+    wait_sent(f, accepted + 3);
+    assert_true(ask(f, "{\"op\":\"reset\",\"target\":\"r1\"}", msg, sizeof(msg)));
+    assert_true(metric_value(f, "spanfence_receiver_dropped_spans{receiver=\"otlp\","
+                                "transport=\"http\",reason=\"out_of_band\"} ", &dropped));
+    assert_int_equal(dropped, 2);
+    read_audit(f, &r);
+    assert_int_equal(r.n, 3);                       /* open, close, reset */
+    assert_field(r.line[1], "event", "close");
+    assert_int_equal(int_field(r.line[1], "accepted"), 3);
+    assert_int_equal(int_field(r.line[1], "exported"), 3);
+    assert_int_equal(int_field(r.line[1], "lost"), 0);
+    assert_int_equal(int_field(r.line[1], "accepted_from_target"), 3);
+    assert_non_null(strstr(r.line[1], "\"complete\":true"));
+}
+
+/* A window whose engine sends nothing: its arrival turns none after
+ * arrival_timeout, written once to the audit log (no_arrival); spans then
+ * arriving flip it back. */
+static void test_arrival_none(void **state)
+{
+    fx *f = *state;
+    char msg[1024];
+    records r;
+    bool none = false;
+
+    f->r1_extra = "        arrival_timeout: 1s\n";
+    write_config(f, "");
+    start(f);
+    assert_true(ask(f, "{\"op\":\"set\",\"target\":\"r1\",\"level\":3,\"for_ms\":600000,"
+                       "\"reason\":\"silent engine\"}", msg, sizeof(msg)));
+    for (int i = 0; i < 1500 && !none; i++) {
+        read_audit(f, &r);
+        for (int k = 0; k < r.n; k++)
+            none = none || strstr(r.line[k], "{\"event\":\"no_arrival\",") == r.line[k];
+        if (!none)
+            usleep(20000);
+    }
+    assert_true(none);
+    assert_int_equal(r.n, 2);                       /* open, no_arrival */
+    assert_field(r.line[1], "target", "r1");
+    assert_true(int_field(r.line[1], "since_open_ms") >= 1000);
+    post_one(f, "r1", 2, 200);
+    wait_sent(f, 2);
+    assert_true(ask(f, "{\"op\":\"reset\",\"target\":\"r1\"}", msg, sizeof(msg)));
+    read_audit(f, &r);
+    assert_int_equal(r.n, 4);                       /* said once: open, no_arrival, close, reset */
+    assert_field(r.line[2], "event", "close");
+    assert_int_equal(int_field(r.line[2], "accepted_from_target"), 2);
 }
 
 /* auto_revert on the target's own losses: r1 (match) loses 3 of its 5
@@ -1088,6 +1181,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_closing_record_counts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_closing_record_per_target, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auto_revert_on_target_loss, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_out_of_band_dropped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_arrival_none, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crash_then_restart_resets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_socket_from_env, setup, teardown),

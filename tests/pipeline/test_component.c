@@ -75,6 +75,8 @@ static void test_outside_a_service(void **state)
 
     sf_component_set_span_tap(&c, tap, &c);     /* no service: no effect, no crash */
     sf_component_set_log_tap(&c, NULL, &c);
+    sf_component_set_span_gate(&c, NULL);
+    sf_component_set_span_gate(&c, &(sf_span_gate){ 0 });
     assert_false(sf_component_has_receiver(&c, "journald", SF_SIGNAL_LOGS));
     memset(&b, 0x5a, sizeof(b));
     assert_false(sf_component_batching(&c, &b));

@@ -311,6 +311,54 @@ static void test_merged_fields(void **state)
     assert_int_equal(count1(int_then_string, sizeof(int_then_string), "k.a", "x"), 1);
 }
 
+/* sf_otlp_drop_resources: keep() refuses r1's entries */
+static bool not_r1(void *ctx, const uint8_t *rs, size_t n)
+{
+    (*(int *)ctx)++;
+    return count1(rs, n, "service.instance.id", "r1") == 0;
+}
+
+static bool none(void *ctx, const uint8_t *rs, size_t n)
+{
+    (void)ctx;
+    (void)rs;
+    (void)n;
+    return false;
+}
+
+/* The fleet without r1's two entries is r2's and the unnamed one's, in
+ * order, as valid bytes; an unknown top-level field is copied; dropping
+ * everything leaves an empty (valid) request; a top level that does not
+ * read as fields, and a request where nothing is dropped, give 0. */
+static void test_drop_resources(void **state)
+{
+    static res rs[4];
+    uint8_t buf[4096], out[4096 + 8], in2[4096 + 8];
+    size_t len = build_fleet(rs, buf, sizeof(buf)), olen = 0, spans = 0;
+    int asked = 0;
+
+    (void)state;
+    assert_int_equal(sf_otlp_drop_resources(buf, len, not_r1, &asked, out, &olen), 2);
+    assert_int_equal(asked, 4);
+    assert_int_equal(sf_otlp_scan(out, olen, SF_OTLP_DEFAULT_MAX_DEPTH, &spans), SF_OK);
+    assert_int_equal(spans, 4 + 2);
+    assert_int_equal(count1(out, olen, "service.instance.id", "r1"), 0);
+    assert_int_equal(count1(out, olen, "service.instance.id", "r2"), 4);
+    /* an unknown varint field 9 after the entries is kept as it is */
+    memcpy(in2, buf, len);
+    in2[len] = 0x48;
+    in2[len + 1] = 0x07;
+    assert_int_equal(sf_otlp_drop_resources(in2, len + 2, not_r1, &asked, out, &olen), 2);
+    assert_true(olen >= 2 && out[olen - 2] == 0x48 && out[olen - 1] == 0x07);
+    assert_int_equal(sf_otlp_drop_resources(buf, len, none, NULL, out, &olen), 4);
+    assert_int_equal(olen, 0);
+    assert_int_equal(sf_otlp_scan(out, olen, SF_OTLP_DEFAULT_MAX_DEPTH, &spans), SF_OK);
+    /* nothing at all: nothing dropped */
+    assert_int_equal(sf_otlp_drop_resources(buf, 0, none, NULL, out, &olen), 0);
+    /* a cut inside the first entry's length: not fields, nothing dropped */
+    assert_int_equal(sf_otlp_drop_resources(buf, 1, none, NULL, out, &olen), 0);
+}
+
 static void test_malformed(void **state)
 {
     static res rs[4];
@@ -366,6 +414,7 @@ int main(void)
         cmocka_unit_test(test_non_string_values),
         cmocka_unit_test(test_merged_fields),
         cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_drop_resources),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1593,10 +1593,12 @@ static void test_alloc_failures(void **state)
 
 #define TC_EXT "extensions:\n  trace_control:\n    socket: /run/tc.sock\n" \
                "    audit_log: /var/lib/tc.jsonl\n    levels: [0, 3]\n" \
-               "    targets: {r1: {endpoint: \"http://127.0.0.1:30000/set_trace_level\"}}\n"
+               "    targets: {r1: {endpoint: \"http://127.0.0.1:30000/set_trace_level\", " \
+               "match: {service.instance.id: r1}, out_of_band: drop}}\n"
 
-/* A trace_control with the defaults holds; markers, auto_revert or
- * enforcement turned off is a violation each. */
+/* A trace_control with the defaults (and out_of_band: drop) holds;
+ * markers, auto_revert or enforcement turned off, or a target exporting its
+ * out-of-band spans, is a violation each. */
 static void test_trace_control(void **state)
 {
     char *ok = replace(cvm_text, "\nservice:\n",
@@ -1605,9 +1607,13 @@ static void test_trace_control(void **state)
                         "\n" TC_EXT "    markers: {enabled: false}\n"
                         "    auto_revert: {enabled: false}\n    enforce_interval: 0s\n"
                         "service:\n  extensions: [trace_control]\n");
+    char *off2 = replace(ok, "out_of_band: drop", "out_of_band: count");
+    const char *at = strstr(off2, "out_of_band: count") + strlen("out_of_band: "), *ls = at;
     want w = { 0 };
 
     (void)state;
+    while (ls > off2 && ls[-1] != '\n')
+        ls--;
     assert_check(ok, SF_OK, &w);
     expect(&w, P "extensions.trace_control: 'markers.enabled' is false: the policy requires each "
            "window to be announced in the capture (a marker span)",
@@ -1619,8 +1625,13 @@ static void test_trace_control(void **state)
            "engines to be set to the resting level at an interval",
            line_of(off, "enforce_interval: 0s"), 23);
     assert_check(off, SF_CONFIG, &w);
+    expect(&w, P "extensions.trace_control: target 'r1' exports the spans it sends while it "
+           "rests: the policy requires 'out_of_band: drop' (a level raised out of band stays in "
+           "the VM)", line_of(off2, "out_of_band: count"), (int)(at - ls) + 1);
+    assert_check(off2, SF_CONFIG, &w);
     free(ok);
     free(off);
+    free(off2);
 }
 
 /* cvm.yaml as shipped with trace_control's latency guard on its
@@ -1640,7 +1651,8 @@ static void test_trace_control_latency(void **state)
         "extensions:\n  trace_control:\n    socket: /run/tc.sock\n"
         "    audit_log: /var/lib/tc.jsonl\n    levels: [0, 3]\n";
     static const char r1[] =
-        "    targets:\n      r1:\n        endpoint: http://127.0.0.1:30000/set_trace_level\n";
+        "    targets:\n      r1:\n        endpoint: http://127.0.0.1:30000/set_trace_level\n"
+        "        match: {service.instance.id: r1}\n        out_of_band: drop\n";
     char ext[1024], *ok, *missing;
     want w = { 0 };
 

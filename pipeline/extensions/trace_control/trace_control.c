@@ -124,6 +124,7 @@ static void due(tc_ctx *x)
         else if (w->state == TC_RESETTING && now >= w->next_try_mono)
             sf_tc_engine_try_reset(x, w);
         sf_tc_window_track(x, w);
+        sf_tc_window_arrival_check(x, w);
         if (w->closing && sf_now_ms() >= w->close_due_mono)
             sf_tc_window_close(x, w, 0);
         if (w->marker != NULL && sf_now_ms() >= w->marker_next_mono)
@@ -152,6 +153,13 @@ static int64_t next_deadline(const tc_ctx *x)
             next = w->marker_next_mono;
         if (w->enforce_due)
             next = 0;
+        if (w->state == TC_OPEN && w->arrival != TC_ARRIVAL_ARRIVING) {
+            int64_t a = w->arrival == TC_ARRIVAL_WAITING
+                        ? w->open_mono + w->target->arrival_timeout : sf_now_ms() + TC_ARRIVAL_STEP;
+
+            if (a < next)
+                next = a;
+        }
         if (!w->own.ready && (w->state == TC_OPEN || w->state == TC_RESETTING || w->closing) &&
             sf_now_ms() + TC_OWN_STEP < next)
             next = sf_now_ms() + TC_OWN_STEP;
@@ -308,6 +316,7 @@ void sf_tc_publish(tc_ctx *x)
                sizeof(p->from_target_at_start));
         memcpy(p->engine_at_start, w->engine_at_start, sizeof(p->engine_at_start));
         p->last = w->closed;
+        p->open_mono = w->open_mono;
     }
     pthread_mutex_unlock(&x->pub_mu);
 }
@@ -417,6 +426,10 @@ static json_object *tc_status(sf_component *self)
         json_object_object_add(t, "level", lv >= 0 ? json_object_new_int64(lv) : NULL);
         sf_time_format_utc(at, when, sizeof(when));
         json_object_object_add(t, "level_set", at ? json_object_new_string(when) : NULL);
+        json_object_object_add(t, "out_of_band", json_object_new_string(
+            w->target->out_of_band == SF_TC_OOB_DROP ? "drop" : "count"));
+        json_object_object_add(t, "out_of_band_spans",
+                               json_object_new_uint64(atomic_load(&w->oob_spans)));
         if (p->window && (win = json_object_new_object()) != NULL) {
             tc_counts c;
             int64_t left = p->end_mono - sf_now_ms();
@@ -440,6 +453,14 @@ static json_object *tc_status(sf_component *self)
              * left the queues (from then on what leaves is the window's) */
             json_object_object_add(win, "queued_before", json_object_new_uint64(p->own.backlog));
             json_object_object_add(win, "queued_before_left", json_object_new_boolean(p->own.ready));
+            /* whether the raised level shows: spans from the target since the
+             * window opened (arriving), none yet (waiting), or none within
+             * arrival_timeout (none: the engine's exporter may be broken) */
+            json_object_object_add(win, "arrival", json_object_new_string(
+                sf_tc_arrival_names[sf_tc_arrival_of(x, w, p->open_mono, &p->at_start,
+                                                     p->from_target_at_start)]));
+            json_object_object_add(win, "since_open_ms",
+                                   json_object_new_int64(sf_now_ms() - p->open_mono));
             if (w->target->match.n > 0) {
                 json_object_object_add(win, "accepted_from_target",
                                        json_object_new_uint64(c.from_target[0]));
@@ -631,6 +652,15 @@ static sf_status tc_create(sf_component *self, const void *config)
     /* No target with a match: no tap, so no cost at all on the data path. */
     if (matching)
         sf_component_set_span_tap(self, sf_tc_window_tap, x);
+    /* Targets whose out-of-band spans stay in the VM: a gate that, while
+     * none of them rests, costs a few atomic loads per traces request. */
+    for (size_t i = 0; i < cfg->targets.n; i++)
+        if (cfg->targets.v[i].out_of_band == SF_TC_OOB_DROP) {
+            sf_component_set_span_gate(self, &(sf_span_gate){ .armed = sf_tc_gate_armed,
+                                                              .keeps = sf_tc_gate_keeps,
+                                                              .ctx = x });
+            break;
+        }
     /* Likewise for engine logs; with one, a logs request costs an atomic
      * load while no window of such a target is open. */
     if (reading)
@@ -891,6 +921,8 @@ static void tc_resume(sf_component *self, void *parcel)
         w->start_wall = o->start_wall;
         w->end_wall = o->end_wall;
         w->end_mono = o->end_mono;
+        w->open_mono = o->open_mono;
+        w->arrival = o->arrival;
         w->at_start = o->at_start;
         w->own = o->own;
         w->next_try_mono = o->next_try_mono;
@@ -978,6 +1010,12 @@ static bool tc_describe_windows(const void *config, sf_windows_desc *out)
                               .rest_interval = c->enforce_interval,
                               .rest_interval_key = "enforce_interval",
                               .grace = c->grace_period, .grace_key = "grace_period" };
+    for (size_t i = 0; i < c->targets.n && out->exports_out_of_band == NULL; i++)
+        if (c->targets.v[i].out_of_band != SF_TC_OOB_DROP) {
+            out->exports_out_of_band = c->targets.v[i].id;
+            snprintf(out->out_of_band_key, sizeof(out->out_of_band_key),
+                     "targets.%s.out_of_band", c->targets.v[i].id);
+        }
     return true;
 }
 

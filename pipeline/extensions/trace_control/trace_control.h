@@ -96,7 +96,15 @@ typedef struct sf_tc_target {
                                    counts the spans accepted/refused from it; n == 0: none */
     sf_tc_engine_metrics engine_metrics;
     sf_tc_engine_log engine_log;
+    int out_of_band;            /* SF_TC_OOB_*: spans (by match) while the target rests */
+    int64_t arrival_timeout;    /* ms after a window opens without a span from the target
+                                   before its arrival is `none` (warned, audited) */
 } sf_tc_target;
+
+/* out_of_band: count (counted, recorded, exported: the default) or drop
+ * (counted, recorded, and kept in the VM: dropped by the receivers with
+ * reason out_of_band; needs a match). */
+enum { SF_TC_OOB_COUNT = 0, SF_TC_OOB_DROP };
 
 typedef struct sf_tc_targets {
     size_t n;

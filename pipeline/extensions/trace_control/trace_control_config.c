@@ -121,7 +121,8 @@ static sf_status parse_levels(sf_cfg_ctx *ctx, const sf_node *node, void *field)
 }
 
 static const char *const target_keys[] = { "endpoint", "method", "level_in", "field", "match",
-                                           "headers", "tls", "engine_log", "engine_metrics" };
+                                           "headers", "tls", "engine_log", "engine_metrics",
+                                           "out_of_band", "arrival_timeout" };
 static const char *const tls_keys[] = { "ca_file", "cert_file", "key_file",
                                         "insecure_skip_verify" };
 /* Headers libcurl sets from the request itself. */
@@ -484,9 +485,27 @@ static sf_status parse_target(sf_cfg_ctx *ctx, const sf_node *key, const sf_node
         case 8:
             r = sf_tc_parse_engine_metrics(ctx, v, sub, &t->engine_metrics);
             break;
+        case 9:
+            r = scalar_of(ctx, v, sub, &s);
+            if (r == SF_OK && strcmp(s, "drop") == 0) {
+                t->out_of_band = SF_TC_OOB_DROP;
+            } else if (r == SF_OK && strcmp(s, "count") != 0) {
+                sf_cfg_error(ctx, v, sub, "invalid value '%s' (expected one of drop, count)", s);
+                r = SF_CONFIG;
+            }
+            break;
+        case 10:
+            r = scalar_of(ctx, v, sub, &s);
+            if (r == SF_OK && (sf_parse_duration(s, &t->arrival_timeout) != SF_OK ||
+                               t->arrival_timeout < 1000 || t->arrival_timeout > 3600000)) {
+                sf_cfg_error(ctx, v, sub, "invalid duration '%s' (expected 1s to 1h)", s);
+                r = SF_CONFIG;
+            }
+            break;
         default:
             sf_cfg_error(ctx, map->keys[i], sub, "unknown key '%s' (expected endpoint, method, "
-                         "level_in, field, match, headers, tls, engine_log, engine_metrics)", k);
+                         "level_in, field, match, headers, tls, engine_log, engine_metrics, "
+                         "out_of_band, arrival_timeout)", k);
             r = SF_CONFIG;
         }
         if (r == SF_ENOMEM)
@@ -496,6 +515,14 @@ static sf_status parse_target(sf_cfg_ctx *ctx, const sf_node *key, const sf_node
     }
     if (t->field == NULL)
         t->field = "level";
+    if (t->arrival_timeout == 0)
+        t->arrival_timeout = 10000;
+    if (t->out_of_band == SF_TC_OOB_DROP && t->match.n == 0 && st == SF_OK) {
+        snprintf(sub, sizeof(sub), "%s.out_of_band", key->text);
+        sf_cfg_error(ctx, sf_node_get(map, "out_of_band"), sub, "'drop' needs a 'match' (the "
+                     "attributes that tell the target's spans from the others')");
+        st = SF_CONFIG;
+    }
     if (t->endpoint == NULL && st == SF_OK) {
         snprintf(sub, sizeof(sub), "%s", key->text);
         sf_cfg_error(ctx, key, sub, "missing required key 'endpoint'");
@@ -580,7 +607,11 @@ const sf_config_row sf_tc_config_map[] = {
               "number; default SGLang's two)}, counted per window as engine_dropped; engine_metrics: "
               "{receiver: a prometheus receiver's id, job: its job_name, ttft, itl: histogram "
               "names (default SGLang's), baseline_scrapes: 5}: the engine's latency before and "
-              "during each window" },
+              "during each window; "
+              "out_of_band: count|drop, what becomes of the target's spans (by match) while it "
+              "rests (count: exported; drop: dropped by the receivers, reason out_of_band); "
+              "arrival_timeout (default 10s): after a window opens, how long without a span "
+              "from the target before its arrival is 'none' (warned and audited)" },
     { 0 }
 };
 

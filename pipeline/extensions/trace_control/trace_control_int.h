@@ -31,6 +31,11 @@ enum { TC_ENGINE_FAILURES, TC_OPEN_WINDOWS, TC_AUDIT_PENDING, TC_OUT_OF_BAND };
 
 typedef enum tc_state { TC_IDLE, TC_OPEN, TC_RESETTING, TC_FAILED } tc_state;
 
+/* Whether a window's spans come (tc_window.arrival): none yet, within the
+ * target's arrival_timeout; some came; none came within it. */
+enum { TC_ARRIVAL_WAITING, TC_ARRIVAL_ARRIVING, TC_ARRIVAL_NONE };
+#define TC_ARRIVAL_STEP 500       /* ms: how often a window with none is looked at again */
+
 /* recorded: what the audit log last said of a target's level in this run */
 enum { TC_REC_NONE = -2, TC_REC_UNKNOWN = -1 };
 
@@ -151,6 +156,10 @@ typedef struct tc_window {
     /* taken over from the instance that ran before a reload: start() does
      * not recover this target from the audit log */
     bool carried;
+    /* arrival (control thread): when the window opened (CLOCK_MONOTONIC
+     * ms), and what was last said of its spans (TC_ARRIVAL_*) */
+    int64_t open_mono;
+    int arrival;
 } tc_window;
 
 /* One control-socket connection, served by the poll loop without ever
@@ -183,6 +192,7 @@ typedef struct tc_pub {
     uint64_t from_target_at_start[2];
     uint64_t engine_at_start[TC_ENG_COUNT];
     tc_closed last;
+    int64_t open_mono;
 } tc_pub;
 
 typedef struct tc_ctx {
@@ -249,6 +259,23 @@ sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status);
 void sf_tc_window_out_of_band(tc_ctx *x);
 /* Control thread: keep w->resting in step with its state. */
 void sf_tc_window_watch(tc_ctx *x, tc_window *w);
+/* Receiver threads (sf_span_gate): whether a target that drops its
+ * out-of-band spans rests now; whether one ResourceSpans leaves (false:
+ * it is such a target's, dropped with reason out_of_band). */
+bool sf_tc_gate_armed(void *ctx);
+bool sf_tc_gate_keeps(void *ctx, const uint8_t *rs, size_t len, sf_reason *reason);
+
+/* Control thread, at open: w's arrival is watched from now. */
+void sf_tc_window_arrival_start(tc_window *w);
+/* The spans from w's target (by its match; without one, every span the
+ * collector took) since it opened: what /status shows as arrival
+ * (TC_ARRIVAL_*), from figures published at open (any thread). */
+int sf_tc_arrival_of(tc_ctx *x, const tc_window *w, int64_t open_mono,
+                     const sf_totals *at_start, const uint64_t *from_target_at_start);
+/* Control thread: say (log, audit) once when an open window's arrival
+ * turns none, and when spans then come. */
+void sf_tc_window_arrival_check(tc_ctx *x, tc_window *w);
+extern const char *const sf_tc_arrival_names[];
 
 /* ---- the engine's own log (trace_control_engine_log.c) ---- */
 

@@ -102,6 +102,10 @@ static void op_set(tc_ctx *x, const char *req, size_t len, unsigned uid, reply *
     sf_component_totals(x->self, &w->at_start);
     sf_tc_window_own_start(x, w);
     sf_tc_window_count_start(x, w);
+    sf_tc_window_arrival_start(w);
+    /* from now its spans are the window's, never dropped as out of band
+     * (the client may send them before the next turn's watch) */
+    atomic_store(&w->resting, false);
     if (sf_tc_audit_open(x, w) != SF_OK) {
         sf_tc_window_count_stop(x, w);
         (void)prev;
@@ -236,6 +240,10 @@ static void op_status(tc_ctx *x, reply *r)
         if (w->target->match.n > 0)
             sf_tc_add(r->buf, sizeof(r->buf), &r->len, ",\"accepted_from_target\":%" PRIu64
                       ",\"refused_from_target\":%" PRIu64, c.from_target[0], c.from_target[1]);
+        if (w->state == TC_OPEN)
+            sf_tc_add(r->buf, sizeof(r->buf), &r->len, ",\"arrival\":\"%s\"",
+                      sf_tc_arrival_names[sf_tc_arrival_of(x, w, w->open_mono, &w->at_start,
+                                                           w->from_target_at_start)]);
         sf_tc_add(r->buf, sizeof(r->buf), &r->len, "}");
         n++;
     }
@@ -274,6 +282,12 @@ static void op_status(tc_ctx *x, reply *r)
             if (w->target->match.n > 0)
                 sf_tc_add(text, sizeof(text), &tl, ", %" PRIu64 " from the target (%" PRIu64
                           " refused)", c.from_target[0], c.from_target[1]);
+            if (sf_tc_arrival_of(x, w, w->open_mono, &w->at_start, w->from_target_at_start) ==
+                TC_ARRIVAL_NONE) {
+                sf_tc_format_left((now - w->open_mono) / 1000 * 1000, left, sizeof(left));
+                sf_tc_add(text, sizeof(text), &tl, "; no spans from %s since the level was "
+                          "raised %s ago: check the engine's exporter", w->target->id, left);
+            }
         } else if (w->state == TC_RESETTING) {
             sf_tc_add(text, sizeof(text), &tl, "; window closed, reset to level %" PRId64 " pending "
                 "(%u attempts%s%s)", x->cfg->resting_level, w->attempts,

@@ -109,12 +109,16 @@ void sf_tc_window_out_of_band(tc_ctx *x)
         w->oob_next_mono = now + 1000;
         sf_count(&sf_component_counters(x->self)->values[TC_OUT_OF_BAND], (int64_t)n);
         sf_warn("trace_control: %" PRIu64 " spans from target '%s' while no window is open: its "
-                "trace level was changed out of band; setting it back to %" PRId64, n,
-                w->target->id, x->cfg->resting_level);
+                "trace level was changed out of band; setting it back to %" PRId64 "%s", n,
+                w->target->id, x->cfg->resting_level,
+                w->target->out_of_band == SF_TC_OOB_DROP ? " (the spans were dropped: "
+                "out_of_band: drop)" : "");
         rec = sf_tc_record_new("out_of_band", NULL, w->target->id);
         if (rec != NULL) {
             json_object_object_add(rec, "spans", json_object_new_uint64(n));
             json_object_object_add(rec, "level", json_object_new_int64(x->cfg->resting_level));
+            json_object_object_add(rec, "dropped", json_object_new_boolean(
+                w->target->out_of_band == SF_TC_OOB_DROP));
             sf_tc_record_time(rec, "time", sf_wall_ms());
             json_object_object_add(rec, "note", json_object_new_string(
                 "spans from the target while it rests: its level was raised by someone else; "
@@ -123,6 +127,105 @@ void sf_tc_window_out_of_band(tc_ctx *x)
         sf_tc_audit_record(x, rec);
         sf_tc_engine_enforce(x, w);
     }
+}
+
+static uint64_t sum_reasons(const uint64_t *v);
+
+/* The gate runs on every traces request: armed is a few atomic loads,
+ * and keeps matches only targets that drop and rest. A target whose level
+ * was raised out of band but is not yet seen resting (its state is not
+ * idle at the resting level: starting, failed) is not dropped: what is
+ * not known to be out of band is exported. */
+bool sf_tc_gate_armed(void *ctx)
+{
+    tc_ctx *x = ctx;
+
+    for (size_t i = 0; i < x->cfg->targets.n; i++)
+        if (x->w[i].target->out_of_band == SF_TC_OOB_DROP &&
+            atomic_load_explicit(&x->w[i].resting, memory_order_acquire))
+            return true;
+    return false;
+}
+
+bool sf_tc_gate_keeps(void *ctx, const uint8_t *rs, size_t len, sf_reason *reason)
+{
+    tc_ctx *x = ctx;
+
+    for (size_t i = 0; i < x->cfg->targets.n; i++) {
+        const sf_strmap *m = &x->w[i].target->match;
+
+        if (x->w[i].target->out_of_band != SF_TC_OOB_DROP ||
+            !atomic_load_explicit(&x->w[i].resting, memory_order_acquire) ||
+            sf_otlp_count_matching_spans(rs, len, m->n, (const char *const *)m->keys,
+                                         (const char *const *)m->values) == 0)
+            continue;
+        *reason = SF_REASON_OUT_OF_BAND;
+        return false;
+    }
+    return true;
+}
+
+/* ---- arrival: whether the raised level shows ------------------------------------ */
+
+const char *const sf_tc_arrival_names[] = { "waiting", "arriving", "none" };
+
+void sf_tc_window_arrival_start(tc_window *w)
+{
+    w->open_mono = sf_now_ms();
+    w->arrival = TC_ARRIVAL_WAITING;
+}
+
+int sf_tc_arrival_of(tc_ctx *x, const tc_window *w, int64_t open_mono,
+                     const sf_totals *at_start, const uint64_t *from_target_at_start)
+{
+    uint64_t n;
+
+    if (w->target->match.n > 0) {
+        n = atomic_load(&w->from_target[0]) + atomic_load(&w->from_target[1]) -
+            from_target_at_start[0] - from_target_at_start[1];
+    } else {
+        sf_totals now;
+
+        sf_component_totals(x->self, &now);
+        n = now.accepted - at_start->accepted + sum_reasons(now.refused) -
+            sum_reasons(at_start->refused);
+    }
+    if (n > 0)
+        return TC_ARRIVAL_ARRIVING;
+    return sf_now_ms() - open_mono >= w->target->arrival_timeout ? TC_ARRIVAL_NONE
+                                                                  : TC_ARRIVAL_WAITING;
+}
+
+void sf_tc_window_arrival_check(tc_ctx *x, tc_window *w)
+{
+    int64_t now = sf_now_ms(), since = now - w->open_mono;
+    int a;
+    char ago[32];
+    json_object *rec;
+
+    if (w->state != TC_OPEN || w->arrival == TC_ARRIVAL_ARRIVING)
+        return;
+    a = sf_tc_arrival_of(x, w, w->open_mono, &w->at_start, w->from_target_at_start);
+    sf_tc_format_left(since / 1000 * 1000, ago, sizeof(ago));    /* whole seconds ago */
+    if (a == TC_ARRIVAL_NONE && w->arrival == TC_ARRIVAL_WAITING) {
+        sf_warn("trace_control: window '%s': no spans from target '%s' since the level was "
+                "raised to %" PRId64 " %s ago: check the engine's exporter", w->id,
+                w->target->id, w->level, ago);
+        rec = sf_tc_record_new("no_arrival", w->id, w->target->id);
+        if (rec != NULL) {
+            json_object_object_add(rec, "level", json_object_new_int64(w->level));
+            json_object_object_add(rec, "since_open_ms", json_object_new_int64(since));
+            sf_tc_record_time(rec, "time", sf_wall_ms());
+            json_object_object_add(rec, "note", json_object_new_string(
+                "the engine took the level but no span from it arrived within arrival_timeout: "
+                "check the engine's exporter"));
+        }
+        sf_tc_audit_record(x, rec);
+    } else if (a == TC_ARRIVAL_ARRIVING && w->arrival == TC_ARRIVAL_NONE) {
+        sf_info("trace_control: window '%s': spans from target '%s' arriving, %s after the "
+                "level was raised", w->id, w->target->id, ago);
+    }
+    w->arrival = a;
 }
 
 /* Control thread: start counting the spans of w's target (when it has a

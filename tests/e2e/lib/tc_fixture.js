@@ -14,9 +14,10 @@ const { Engine } = require('./engine');
 // opts: grace, extraTarget (an Engine: target r2), match (r1 gets
 // match {service.instance.id: r1}), extra (more trace_control lines),
 // exporters (YAML under `exporters:`; its first key is the pipeline's),
-// processors (YAML under `processors:`; listed in the pipeline in order).
+// processors (YAML under `processors:`; listed in the pipeline in order),
+// r1 (more lines of target r1, each indented 8).
 function tcConfig({ dir, engine, extraTarget = null, grace = '0s', match = false, extra = '',
-  exporters = null, processors = null }) {
+  exporters = null, processors = null, r1 = '' }) {
   const exp = exporters || `  file:\n    path: ${path.join(dir, 'out.jsonl')}`;
   const procIds = processors ? [...processors.matchAll(/^  ([a-z_/]+):/mg)].map((m) => m[1]) : [];
   return `receivers:
@@ -40,7 +41,7 @@ extensions:
 ${extra}    targets:
       r1:
         endpoint: ${engine.url}
-${match ? '        match: {service.instance.id: r1}\n' : ''}${extraTarget ? `      r2:
+${match ? '        match: {service.instance.id: r1}\n' : ''}${r1}${extraTarget ? `      r2:
         endpoint: ${extraTarget.url}
 ` : ''}service:
   extensions: [trace_control]
