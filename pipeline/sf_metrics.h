@@ -62,7 +62,7 @@ void sf_failure_note(sf_failure_log *log, const char *detail);
 unsigned sf_failure_count(sf_failure_log *log, int64_t since_ms, char *detail, size_t size);
 
 /* Rows of a component type's own metrics (sf_metric_row, sf_describe.h). */
-#define SF_TYPE_METRICS_MAX 12
+#define SF_TYPE_METRICS_MAX 16
 
 typedef struct sf_counters {
     /* receivers */

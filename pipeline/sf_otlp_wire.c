@@ -303,6 +303,8 @@ typedef struct cx {
     uint8_t verdict[SF_OTLP_FIELD_COUNT]; /* per governed field: FV_* (field_verdict) */
     const sf_otlp_bounds *bounds; /* check_histograms: the current metric's set, or NULL */
     uint32_t caps[SF_OTLP_FIELD_COUNT]; /* per capped repeated field: the edit's cap, 0: none */
+    bool ids;                   /* trace and span ids leave as edit->id_fn makes them */
+    struct id_memo *memo;       /* ... and those made in this call (put_id), or NULL */
     sf_otlp_text name;          /* rename output */
     /* one_value_per_key: the keys of the current attribute list so far, by
      * keyset slot (slots below SEEN_SLOTS) or, past that and for keys the
@@ -352,6 +354,9 @@ static int field_verdict(const sf_otlp_edit *e, unsigned f)
         return e->fields & SF_OTLP_FIELD_BIT(f) ? FV_CLEAR : FV_AS_IS;
     case SF_OTLP_FIELD_SPAN_EVENTS:     /* capped (edit->cap), never cleared */
     case SF_OTLP_FIELD_SPAN_LINKS:
+    case SF_OTLP_FIELD_RESOURCE_SPANS:
+    case SF_OTLP_FIELD_SCOPE_SPANS:
+    case SF_OTLP_FIELD_SPANS:
     case SF_OTLP_FIELD_HISTOGRAM_BUCKETS:   /* checked whole (hist_fits), never rewritten */
         return FV_AS_IS;
     case SF_OTLP_FIELD_EXEMPLARS:
@@ -1275,6 +1280,62 @@ static sf_status renamed(cx *c, unsigned f, const uint8_t **p, size_t *n)
     return SF_OK;
 }
 
+/* A trace or span id id[0, n) (16 or 8 bytes) as edit->id_fn makes it: the
+ * same id the same pseudonym wherever it comes (a span's id, its children's
+ * parent_span_id, links to it, log records), so the trace's structure stays;
+ * an all-zero id (invalid, W3C) leaves as it is. */
+#define ID_MEMO 128             /* a power of two */
+struct id_memo {
+    uint64_t in[2];             /* the id, zero-padded; len 0: empty */
+    uint8_t out[16];
+    uint8_t len;
+};
+
+static __attribute__((noinline)) sf_status put_id(cx *c, uint32_t tag, const uint8_t *id,
+                                                  size_t n)
+{
+    uint8_t out[16], *o;
+    uint64_t w[2] = { 0, 0 };
+
+    memcpy(&w[0], id, 8);
+    if (n == 16)
+        memcpy(&w[1], id + 8, 8);
+    if ((w[0] | w[1]) != 0) {
+        /* memoised by a hash of the id: a request's spans share their trace
+         * id, and a parent's span id comes back as its children's
+         * parent_span_id */
+        const size_t slot = (size_t)(((w[0] ^ (w[1] + n)) * 0x9e3779b97f4a7c15ull) >> 57) &
+                            (ID_MEMO - 1);
+        struct id_memo *e;
+
+        if (c->memo == NULL)
+            c->memo = sf_calloc(ID_MEMO, sizeof(*c->memo));     /* NULL: no memo */
+        e = c->memo != NULL ? &c->memo[slot] : NULL;
+        if (e != NULL && e->len == n && e->in[0] == w[0] && e->in[1] == w[1]) {
+            memcpy(out, e->out, 16);
+        } else {
+            if (!c->edit->id_fn(c->edit->ctx, &c->state, id, n, out))
+                return SF_FILTER;
+            if (e != NULL) {
+                e->len = (uint8_t)n;
+                e->in[0] = w[0];
+                e->in[1] = w[1];
+                memcpy(e->out, out, n);
+            }
+        }
+        c->st->pseudonymized_ids++;
+        id = out;
+    }
+    if (reserve(c, n + 2) != SF_OK)
+        return SF_ENOMEM;
+    o = c->buf->data + c->len;
+    o += varint_put(o, tag);
+    *o++ = (uint8_t)n;
+    memcpy(o, id, n);
+    c->len = (size_t)(o + n - c->buf->data);
+    return SF_OK;
+}
+
 /* A scalar field of message m: its canonical bytes (nothing for a default). */
 static sf_status put_scalar(cx *c, const mdesc *m, uint32_t num, const uint8_t *val, uint64_t u)
 {
@@ -1294,6 +1355,8 @@ static sf_status put_scalar(cx *c, const mdesc *m, uint32_t num, const uint8_t *
         }
         if (n == 0 || c->discard)
             return SF_OK;
+        if (__builtin_expect(c->ids, 0) && (d->role == R_ID16 || d->role == R_ID8))
+            return put_id(c, tag, val, n);
         if (reserve(c, n + 16) != SF_OK)
             return SF_ENOMEM;
         o = c->buf->data + c->len;
@@ -1770,19 +1833,36 @@ attrs_inserted(cx *c, const mdesc *m, uint32_t num, const slot *sl, unsigned dep
     return SF_OK;
 }
 
+/* Whether the next occurrence of repeated field d (*reps so far in its
+ * message) is past the edit's cap on it: per message, but for spans per
+ * request (the spans kept so far). Nothing is, in what is not written (an
+ * entry already past a cap: its spans are all counted as capped). */
+static inline __attribute__((always_inline)) bool over_cap(const cx *c, const fdesc *d,
+                                                           uint32_t *reps)
+{
+    const uint32_t cap = c->caps[d->field];
+
+    if (cap == 0 || c->discard)
+        return false;
+    if (d->field == SF_OTLP_FIELD_SPANS)
+        return c->st->spans >= cap;
+    return ++*reps > cap;
+}
+
 /* The repeated field `num` of [first, last_end), each occurrence in order;
- * past the edit's cap on it, read and checked but not written (s->over). */
+ * past the edit's cap on it, read and checked but not written (s->over),
+ * the items it held counted apart (stats.capped_items), not as items. */
 static sf_status repeated(cx *c, const mdesc *m, uint32_t num, slot *s, unsigned depth,
                           uint64_t *removed, int *cls)
 {
     const fdesc *d = &m->f[num];
-    const uint32_t cap = d->field != SF_OTLP_FIELD_NONE ? c->caps[d->field] : 0;
     const uint8_t *p = s->first;
     uint32_t n = 0;
     fld f;
 
     while (p < s->last_end) {
         sf_status st = next_field(c, p, s->last_end, &f, 0);
+        const size_t items = c->st->spans;
         bool over;
 
         if (st != SF_OK)
@@ -1790,14 +1870,19 @@ static sf_status repeated(cx *c, const mdesc *m, uint32_t num, slot *s, unsigned
         p = f.end;
         if (f.num != num)
             continue;
-        over = cap != 0 && ++n > cap;
+        over = d->field != SF_OTLP_FIELD_NONE && over_cap(c, d, &n);
         c->discard += over;
         st = put_repeated(c, m, d, &f, depth, removed, cls);
         c->discard -= over;
         if (st != SF_OK)
             return st;
-        if (over && s->over < UINT32_MAX)
-            s->over++;
+        if (over) {
+            if (!c->discard)
+                c->st->capped_items += c->st->spans - items;
+            c->st->spans = items;
+            if (s->over < UINT32_MAX)
+                s->over++;
+        }
     }
     if (s->over > 0 && !c->discard)
         c->st->capped[d->field] += s->over;
@@ -2010,6 +2095,8 @@ static inline bool as_is(const cx *c, const mdesc *m, const fdesc *d, const fld 
     (void)m;
     if (d->field != SF_OTLP_FIELD_NONE && c->verdict[d->field] != FV_AS_IS)
         return false;
+    if (__builtin_expect(c->ids, 0) && (d->role == R_ID16 || d->role == R_ID8))
+        return false;           /* held, then put_id */
     return f->wt != WT_VARINT || (size_t)(f->end - f->val) == varint_size(f->u);
 }
 
@@ -2196,6 +2283,15 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
                     if (e != NULL)
                         seen |= 1u << num;
                 }
+                if (e != NULL && __builtin_expect(c->ids, 0) && (q == Q_ID16 || q == Q_ID8)) {
+                    /* in order and canonical: its pseudonym in its place */
+                    if ((st = run_flush(c, &run, run_end)) != SF_OK ||
+                        (st = put_id(c, *p, p + 2, p[1])) != SF_OK)
+                        return st;
+                    upto = num;
+                    p = e;
+                    continue;
+                }
                 if (e != NULL) {
                     if (run == NULL)
                         run = p;
@@ -2272,9 +2368,8 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
         } else if (d->child == SF_OTLP_MSG_KEY_VALUE && f.start[0] < 0x80) {
             p = f.start;        /* the run below takes this attribute too */
         } else {
-            /* past a cap (events, links): generic() drops and counts */
-            if (__builtin_expect(d->field != SF_OTLP_FIELD_NONE && c->caps[d->field] != 0 &&
-                                 ++reps > c->caps[d->field], 0))
+            /* past a cap (events, links, spans...): generic() drops and counts */
+            if (__builtin_expect(d->field != SF_OTLP_FIELD_NONE && over_cap(c, d, &reps), 0))
                 return SF_RESTART;
             st = put_repeated(c, m, d, &f, depth, &removed, &cls);
         }
@@ -2310,7 +2405,7 @@ static sf_status stream(cx *c, unsigned kind, const uint8_t *p, const uint8_t *e
 
                     if (rd_varint(&q, end, 5, &n) != 0 || n > (uint64_t)(end - q))
                         break;
-                    if (__builtin_expect(cap != 0 && ++reps > cap, 0))
+                    if (__builtin_expect(cap != 0, 0) && over_cap(c, d, &reps))
                         return SF_RESTART;
                     f.start = p;
                     f.val = q;
@@ -2779,6 +2874,7 @@ static sf_status run(cx *c, unsigned root, const uint8_t *in, size_t len)
         c->verdict[f] = (uint8_t)field_verdict(c->edit, f);
         c->caps[f] = c->edit != NULL ? c->edit->cap[f] : 0;
     }
+    c->ids = c->edit != NULL && c->edit->id_fn != NULL;
     for (unsigned k = 0; k < SF_OTLP_MSG_COUNT; k++) {
         const sf_otlp_edit *e = c->edit;
         const int ctx = schema[k].ctx;
@@ -2788,8 +2884,10 @@ static sf_status run(cx *c, unsigned root, const uint8_t *in, size_t len)
         if (e == NULL)
             continue;
         for (uint32_t num = 1; num < schema[k].n && num < 32; num++) {
-            if (schema[k].f[num].field != SF_OTLP_FIELD_NONE && !schema[k].f[num].repeated &&
-                field_verdict(e, schema[k].f[num].field) != FV_AS_IS)
+            const fdesc *d = &schema[k].f[num];
+
+            if (d->field != SF_OTLP_FIELD_NONE && !d->repeated &&
+                field_verdict(e, d->field) != FV_AS_IS)
                 c->held[k] |= 1u << num;
         }
     }
@@ -2835,6 +2933,7 @@ static sf_status rewrite(unsigned root, const uint8_t *in, size_t len, unsigned 
     if (edit != NULL && edit->release != NULL && c.state != NULL)
         edit->release(edit->ctx, c.state);
     sf_free(c.name.data);
+    sf_free(c.memo);
     sf_free(c.seen_key);
     sf_free(c.seen_len);
     if (out == NULL)

@@ -234,12 +234,20 @@ typedef struct sf_otlp_edit {
      * codec's general walk (slower than its streaming one). */
     size_t n_inserts[SF_OTLP_CTX_COUNT];
     const sf_otlp_insert *inserts[SF_OTLP_CTX_COUNT];
-    /* Per governed repeated field (span.events, span.links): at most this
-     * many occurrences in one message leave, 0: any number. The rest are
-     * read and checked, not written, added to the message's dropped count
-     * for that field (Span.dropped_events_count, ...) and counted in
-     * stats.capped. */
+    /* Per governed repeated field (span.events, span.links, a request's
+     * resource_spans, a ResourceSpans' scope_spans): at most this many
+     * occurrences in one message leave, 0: any number; for SPANS, at most
+     * this many spans in the request. The rest are read and checked, not
+     * written, added to the message's dropped count for that field when it
+     * has one (Span.dropped_events_count, ...) and counted in stats.capped;
+     * the spans they held in stats.capped_items. */
     uint32_t cap[SF_OTLP_FIELD_COUNT];
+    /* Trace and span ids (spans, their parents and links, log records,
+     * exemplars) leave as this makes them: into out[0, len) (len 16 or 8, the
+     * id's) a pseudonym of in[0, len), never all zero, the same for the
+     * same input on every call. NULL: ids leave as they came. All-zero ids
+     * (invalid) are not asked about; false fails the pass (SF_FILTER). */
+    bool (*id_fn)(const void *ctx, void **state, const uint8_t *in, size_t len, uint8_t *out);
     /* Metrics: histogram points (HistogramDataPoint) hold numbers that are
      * numbers, or are dropped (read and checked, not written) and counted
      * in stats.dropped_points: explicit_bounds finite and strictly
@@ -281,6 +289,8 @@ typedef struct sf_otlp_stats {
     size_t filter_failed_items; /* ... of them, of metrics it answered FAILED */
     uint64_t inserted;          /* attributes the edit's inserts added or upserted */
     uint64_t capped[SF_OTLP_FIELD_COUNT]; /* occurrences past the edit's cap, by field */
+    size_t capped_items;        /* spans in them (not in spans) */
+    uint64_t pseudonymized_ids; /* ids id_fn replaced */
     size_t dropped_points;      /* histogram points check_histograms dropped (not in spans) */
     uint64_t dropped_fields[SF_OTLP_MSG_COUNT]; /* unknown/obsolete fields, by message */
     const char *error;          /* on SF_INVALID: what was wrong (static text) */

@@ -36,7 +36,7 @@ sf_status sf_request_rewrite(sf_request *b, const sf_otlp_edit *edit, const void
 
     if (st != SF_OK) {
         if (b->wire == NULL)
-            b->spans = stats.spans + stats.filtered_items;
+            b->spans = stats.spans + stats.filtered_items + stats.capped_items;
         b->stats.error = stats.error;
         return st;
     }

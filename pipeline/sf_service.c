@@ -735,7 +735,7 @@ static sf_status run_route(const sf_route *r, sf_request *batch)
     sf_status st = sf_request_rewrite(batch, ed != NULL ? ed->type->edit(ed, batch->signal)
                                                         : NULL, ed);
 
-    batch->received = batch->spans + batch->stats.filtered_items;
+    batch->received = batch->spans + batch->stats.filtered_items + batch->stats.capped_items;
     if (st == SF_INVALID)
         return st;              /* nothing of a malformed request goes anywhere */
     if (st != SF_OK) {

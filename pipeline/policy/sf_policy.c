@@ -76,6 +76,10 @@ typedef struct policy_allowlist {
     int64_t max_string_length;                  /* 0: not pinned */
     int64_t max_events_per_span;                /* 0: not pinned */
     int64_t max_links_per_span;                 /* 0: not pinned */
+    int64_t max_spans_per_request;              /* 0: not pinned */
+    int64_t max_resources_per_request;          /* 0: not pinned */
+    int64_t max_scopes_per_resource;            /* 0: not pinned */
+    bool pseudonymize_ids;                      /* the processor's pseudonymize_ids */
     policy_keys pseudonymized;                  /* per context, the keys pseudonymized */
     policy_value_rules value_rules;
     sf_strmap field_values;                     /* "span.name" -> the value set */
@@ -120,6 +124,7 @@ typedef struct policy_signal {
     char *body;                                 /* logs: "drop" or the condition after 'where' */
     int exemplars;                              /* metrics: EXEMPLARS_* */
     int kept_value_types;                       /* VALUES_* (any: not pinned) */
+    bool pseudonymize_ids;                      /* logs: the processor's pseudonymize_ids */
     sf_strmap histogram_bounds;                 /* metrics: name -> "b1, b2, ..." */
     policy_exporter exporter;
     /* as the allowlist section's */
@@ -277,6 +282,22 @@ static const sf_config_row allowlist_rows[] = {
     { .key = "max_links_per_span", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 16,
       .offset = offsetof(policy_allowlist, max_links_per_span),
       .help = "spans must keep at most this many links (max_links_per_span; 0: not pinned)" },
+    { .key = "max_spans_per_request", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 24,
+      .offset = offsetof(policy_allowlist, max_spans_per_request),
+      .help = "a request must keep at most this many spans (the processor's "
+      "max_spans_per_request; 0: not pinned)" },
+    { .key = "max_resources_per_request", .type = SF_CFG_INT, .def = "0", .min = 0,
+      .max = 1 << 16, .offset = offsetof(policy_allowlist, max_resources_per_request),
+      .help = "a request must keep at most this many resource entries "
+      "(max_resources_per_request; 0: not pinned)" },
+    { .key = "max_scopes_per_resource", .type = SF_CFG_INT, .def = "0", .min = 0,
+      .max = 1 << 16, .offset = offsetof(policy_allowlist, max_scopes_per_resource),
+      .help = "a resource entry must keep at most this many scope entries "
+      "(max_scopes_per_resource; 0: not pinned)" },
+    { .key = "pseudonymize_ids", .type = SF_CFG_BOOL, .def = "false",
+      .offset = offsetof(policy_allowlist, pseudonymize_ids),
+      .help = "trace and span ids must leave as keyed pseudonyms (the processor's "
+      "pseudonymize_ids)" },
     { .key = "pseudonymized", .type = SF_CFG_SECTION,
       .offset = offsetof(policy_allowlist, pseudonymized), .sub = keys_rows,
       .help = "per context, the exact keys pseudonymize(attributes, \"k\") applies to" },
@@ -367,6 +388,10 @@ static const sf_config_row metrics_value_rows[] = {
     { .key = "kept_value_types", .type = SF_CFG_ENUM, .def = "any",                           \
       .offset = offsetof(policy_signal, kept_value_types), .choices = "any|scalar|single",     \
       .help = "the processor's kept_value_types must be at least this (any: not pinned)" },   \
+    { .key = "pseudonymize_ids", .type = SF_CFG_BOOL, .def = "false",                          \
+      .offset = offsetof(policy_signal, pseudonymize_ids),                                     \
+      .help = "logs: log records' trace and span ids must leave as keyed pseudonyms (the "     \
+      "processor's pseudonymize_ids)" },                                                       \
     { .key = "keys", .type = SF_CFG_SECTION, .offset = offsetof(policy_signal, keys),          \
       .sub = keys_rows, .help = "per context, the exact key set of the " sig " statements "   \
       "(required: an absent context must have no keep_keys)" },                               \
@@ -1038,6 +1063,9 @@ static void check_compiled_signal(checker *k, const char *subj, const sf_allowli
         else if (rule && e->body_rule == NULL)
             violate(k, where, subj, "the compiled edit drops every log body, though the config "
                     "keeps some");
+        if (k->signal != NULL && k->signal->pseudonymize_ids && e->id_fn == NULL)
+            violate(k, where, subj, "pseudonymize_ids is off: log records' trace and span ids "
+                    "leave as the client chose them, the policy requires keyed pseudonyms");
     } else if (sig == SF_SIGNAL_METRICS) {
         if (!(e->fields & SF_OTLP_FIELD_BIT(SF_OTLP_FIELD_EXEMPLARS)))
             violate(k, where, subj, "the compiled edit does not govern exemplars");
@@ -1067,7 +1095,8 @@ static void check_compiled_signal(checker *k, const char *subj, const sf_allowli
 /* A cap the policy pins (`key`, at most `want`; 0: not pinned) against the
  * compiled edit's cap `have` on governed field f (0: none). */
 static void check_cap(checker *k, const char *subj, const sf_config_component *c,
-                      const char *key, int64_t want, uint32_t have, sf_otlp_field f)
+                      const char *key, int64_t want, uint32_t have, sf_otlp_field f,
+                      const char *per)
 {
     const sf_node *value = sf_node_get(sf_node_get(k->cfg->root, "processors"), c->id);
     const sf_node *at = sf_node_get(value, key);
@@ -1076,7 +1105,7 @@ static void check_cap(checker *k, const char *subj, const sf_config_component *c
         return;
     if (have == 0)
         violate(k, at ? at : c->node, subj, "%s is not set: any number of %s leave, the policy "
-                "allows %lld a span", key, sf_otlp_field_name(f), (long long)want);
+                "allows %lld %s", key, sf_otlp_field_name(f), (long long)want, per);
     else
         violate(k, at ? at : c->node, subj, "%s is %u, the policy allows at most %lld", key,
                 have, (long long)want);
@@ -1157,9 +1186,24 @@ static void check_compiled(checker *k, const char *subj, const sf_config_compone
             violate(k, where, subj, "the compiled edit keeps array values, which the config "
                     "removes");
         check_cap(k, subj, c, "max_events_per_span", pa->max_events_per_span,
-                  e->cap[SF_OTLP_FIELD_SPAN_EVENTS], SF_OTLP_FIELD_SPAN_EVENTS);
+                  e->cap[SF_OTLP_FIELD_SPAN_EVENTS], SF_OTLP_FIELD_SPAN_EVENTS, "a span");
         check_cap(k, subj, c, "max_links_per_span", pa->max_links_per_span,
-                  e->cap[SF_OTLP_FIELD_SPAN_LINKS], SF_OTLP_FIELD_SPAN_LINKS);
+                  e->cap[SF_OTLP_FIELD_SPAN_LINKS], SF_OTLP_FIELD_SPAN_LINKS, "a span");
+        check_cap(k, subj, c, "max_spans_per_request", pa->max_spans_per_request,
+                  e->cap[SF_OTLP_FIELD_SPANS], SF_OTLP_FIELD_SPANS, "a request");
+        check_cap(k, subj, c, "max_resources_per_request", pa->max_resources_per_request,
+                  e->cap[SF_OTLP_FIELD_RESOURCE_SPANS], SF_OTLP_FIELD_RESOURCE_SPANS,
+                  "a request");
+        check_cap(k, subj, c, "max_scopes_per_resource", pa->max_scopes_per_resource,
+                  e->cap[SF_OTLP_FIELD_SCOPE_SPANS], SF_OTLP_FIELD_SCOPE_SPANS,
+                  "a resource entry");
+        if (pa->pseudonymize_ids && e->id_fn == NULL) {
+            const sf_node *value = sf_node_get(sf_node_get(k->cfg->root, "processors"), c->id);
+            const sf_node *at = sf_node_get(value, "pseudonymize_ids");
+
+            violate(k, at ? at : c->node, subj, "pseudonymize_ids is off: the client's trace "
+                    "and span ids leave as it chose them, the policy requires keyed pseudonyms");
+        }
     }
     if (c->type->destroy != NULL)
         c->type->destroy(&comp);

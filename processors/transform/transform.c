@@ -17,12 +17,14 @@
  * is dropped and counted); under ignore/silent that rule leaves the name as
  * it was (fail open, as upstream). */
 #define PCRE2_CODE_UNIT_WIDTH 8
+/* Pseudonyms are HMAC-SHA256 on OpenSSL's SHA256_CTX with the key's pads
+ * hashed once (hmac()): EVP_MAC costs more than twice as much a value, and
+ * with pseudonymize_ids a span has three. */
+#define OPENSSL_SUPPRESS_DEPRECATED
 #include "transform.h"
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/core_names.h>
-#include <openssl/params.h>
+#include <openssl/sha.h>
 #include <pcre2.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -38,8 +40,10 @@
 /* The type's own series (sf_counters.values). */
 enum {
     TM_FAILED_VALUES, TM_DUPLICATE_KEYS, TM_RULES_SKIPPED, TM_PSEUDONYMS, TM_DROPPED_BODIES,
-    TM_DROPPED_EXEMPLARS, TM_CAPPED_EVENTS, TM_CAPPED_LINKS, TM_DROPPED_POINTS
+    TM_DROPPED_EXEMPLARS, TM_CAPPED_EVENTS, TM_CAPPED_LINKS, TM_DROPPED_POINTS,
+    TM_PSEUDONYMIZED_IDS, TM_CAPPED_SPANS, TM_CAPPED_RESOURCES, TM_CAPPED_SCOPES, TM_COUNT
 };
+_Static_assert(TM_COUNT <= SF_TYPE_METRICS_MAX, "the transform's series do not fit sf_counters");
 
 /* Drift: the (context, key) pairs already logged, a bounded number. */
 #define SF_TRANSFORM_DRIFT_KEYS 256
@@ -87,8 +91,9 @@ struct transform_ctx {
     size_t max_string;          /* the bound on every string field after its rules */
     uint8_t *key;               /* the pseudonym key, or NULL; cleansed at destroy */
     size_t key_len;
-    EVP_MAC *mac;               /* HMAC, and a context keyed with `key` */
-    EVP_MAC_CTX *keyed;
+    /* SHA-256 after the key's inner and outer pad (HMAC's first block
+     * each), copied per value (hmac()); cleansed at destroy */
+    SHA256_CTX inner, outer;
     _Atomic uint64_t rules_skipped;     /* failed rules (limits), any error mode */
     _Atomic uint64_t rules_reported;    /* ... of which counted and logged */
     sf_counters *counters;
@@ -112,7 +117,6 @@ typedef struct rule_state rule_state;
 struct rule_state {
     pcre2_match_data *md;
     sf_otlp_text tmp;
-    EVP_MAC_CTX *mac;           /* a copy of the keyed context, or NULL */
     /* the last string pseudonymized and its pseudonym: SGLang's root span
      * carries the same id twice (rid, gen_ai.request.id) */
     uint8_t last_in[64], last_out[64];
@@ -120,7 +124,6 @@ struct rule_state {
 };
 
 static rule_state *state_get(const transform_ctx *t, void **state);
-static EVP_MAC_CTX *state_mac(const transform_ctx *t, void **state);
 
 static bool lower_hex(const uint8_t *s, size_t n)
 {
@@ -131,18 +134,22 @@ static bool lower_hex(const uint8_t *s, size_t n)
     return true;
 }
 
-/* HMAC-SHA256(key, tag || in) (OpenSSL's EVP_MAC), into mac[32]. The
- * keyed context is made once at create; each codec call copies it once
- * (state_mac) and re-initialises the copy per value without a key, which
- * reuses the key's precomputed pads. */
+/* HMAC-SHA256(key, tag || in), into mac[32]: the key's pads were hashed
+ * once at create (hmac_pads), each value continues copies of them. */
 static bool hmac(const transform_ctx *t, void **state, uint8_t tag, const uint8_t *in,
                  size_t len, uint8_t mac[32])
 {
-    EVP_MAC_CTX *m = state_mac(t, state);
-    size_t n = 0;
+    SHA256_CTX h = t->inner;
 
-    return m != NULL && EVP_MAC_init(m, NULL, 0, NULL) == 1 && EVP_MAC_update(m, &tag, 1) == 1 &&
-           EVP_MAC_update(m, in, len) == 1 && EVP_MAC_final(m, mac, &n, 32) == 1 && n == 32;
+    (void)state;
+    SHA256_Update(&h, &tag, 1);
+    SHA256_Update(&h, in, len);
+    SHA256_Final(mac, &h);
+    h = t->outer;
+    SHA256_Update(&h, mac, 32);
+    SHA256_Final(mac, &h);
+    OPENSSL_cleanse(&h, sizeof(h));     /* held the keyed state */
+    return true;
 }
 
 /* A string id's pseudonym, in its shape: lowercase hex of length 1..64
@@ -186,6 +193,27 @@ static bool pseudonym_str(const void *ctx, void **state, const uint8_t *in, size
     return true;
 }
 
+/* A trace id's (16 bytes) or span id's (8) pseudonym: the HMAC of the id
+ * under a tag of its own ('T', 'S': never an attribute's pseudonym of the
+ * same bytes), truncated to the id's length, never all zero. The same id
+ * gets the same pseudonym in every span, request and signal (one key), so
+ * parents, children and links still meet. */
+static bool pseudonym_id(const void *ctx, void **state, const uint8_t *in, size_t len,
+                         uint8_t *out)
+{
+    const transform_ctx *t = ((const sig_part *)ctx)->t;
+    uint8_t mac[32], any = 0;
+
+    if ((len != 16 && len != 8) || !hmac(t, state, len == 16 ? 'T' : 'S', in, len, mac))
+        return false;
+    for (size_t i = 0; i < len; i++)
+        any |= mac[i];
+    if (any == 0)
+        mac[len - 1] = 1;       /* a valid id stays valid (2^-64) */
+    memcpy(out, mac, len);
+    return true;
+}
+
 /* An int id's pseudonym: a non-negative int63 (bootstrap_room's shape). */
 static bool pseudonym_int(const void *ctx, void **state, int64_t in, int64_t *out)
 {
@@ -224,23 +252,11 @@ static rule_state *state_get(const transform_ctx *t, void **state)
     return rs;
 }
 
-static EVP_MAC_CTX *state_mac(const transform_ctx *t, void **state)
-{
-    rule_state *rs = state_get(t, state);
-
-    if (rs == NULL || t->keyed == NULL)
-        return NULL;
-    if (rs->mac == NULL)
-        rs->mac = EVP_MAC_CTX_dup(t->keyed);
-    return rs->mac;
-}
-
 static void release(const void *ctx, void *state)
 {
     rule_state *rs = state;
 
     (void)ctx;
-    EVP_MAC_CTX_free(rs->mac);
     pcre2_match_data_free(rs->md);
     sf_free(rs->tmp.data);
     sf_free(rs);
@@ -744,7 +760,13 @@ static sf_status part_build(transform_ctx *t, sf_signal list)
     if (list == SF_SIGNAL_TRACES) {
         sp->edit.cap[SF_OTLP_FIELD_SPAN_EVENTS] = (uint32_t)cfg->max_events_per_span;
         sp->edit.cap[SF_OTLP_FIELD_SPAN_LINKS] = (uint32_t)cfg->max_links_per_span;
+        sp->edit.cap[SF_OTLP_FIELD_SPANS] = (uint32_t)cfg->max_spans_per_request;
+        sp->edit.cap[SF_OTLP_FIELD_RESOURCE_SPANS] = (uint32_t)cfg->max_resources_per_request;
+        sp->edit.cap[SF_OTLP_FIELD_SCOPE_SPANS] = (uint32_t)cfg->max_scopes_per_resource;
     }
+    /* every signal's ids: a log record's trace_id and span_id name the
+     * same spans as the traces' */
+    sp->edit.id_fn = t->key != NULL && cfg->pseudonymize_ids ? pseudonym_id : NULL;
     sp->edit.max_string_length = t->max_string;
     sp->edit.rename_fn = rename_fn;
     sp->edit.field_fn = field_fn;
@@ -753,6 +775,28 @@ static sf_status part_build(transform_ctx *t, sf_signal list)
     sp->edit.pseudonym_int_fn = t->key != NULL ? pseudonym_int : NULL;
     sp->edit.release = release;
     return SF_OK;
+}
+
+/* HMAC's two pads of the key (hashed first when longer than a block),
+ * each hashed as the first block of a SHA-256 that hmac() continues. */
+static void hmac_pads(transform_ctx *t)
+{
+    uint8_t k[SHA256_CBLOCK] = { 0 }, pad[SHA256_CBLOCK];
+
+    if (t->key_len > sizeof(k))
+        SHA256(t->key, t->key_len, k);
+    else
+        memcpy(k, t->key, t->key_len);
+    for (size_t i = 0; i < sizeof(pad); i++)
+        pad[i] = k[i] ^ 0x36;
+    SHA256_Init(&t->inner);
+    SHA256_Update(&t->inner, pad, sizeof(pad));
+    for (size_t i = 0; i < sizeof(pad); i++)
+        pad[i] = k[i] ^ 0x5c;
+    SHA256_Init(&t->outer);
+    SHA256_Update(&t->outer, pad, sizeof(pad));
+    OPENSSL_cleanse(k, sizeof(k));
+    OPENSSL_cleanse(pad, sizeof(pad));
 }
 
 static sf_status transform_create(sf_component *self, const void *config)
@@ -784,18 +828,8 @@ static sf_status transform_create(sf_component *self, const void *config)
                  why != NULL ? why : "cannot be held");
         goto out_destroy;
     }
-    if (t->key != NULL) {
-        OSSL_PARAM params[] = {
-            OSSL_PARAM_construct_utf8_string("digest", (char *)"SHA256", 0), OSSL_PARAM_END
-        };
-
-        t->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-        t->keyed = t->mac != NULL ? EVP_MAC_CTX_new(t->mac) : NULL;
-        if (t->keyed == NULL || EVP_MAC_init(t->keyed, t->key, t->key_len, params) != 1) {
-            st = SF_ENOMEM;
-            goto out_destroy;
-        }
-    }
+    if (t->key != NULL)
+        hmac_pads(t);
     for (int l = 0; l < SF_SIGNAL_COUNT; l++) {
         st = part_build(t, (sf_signal)l);
         if (st != SF_OK)
@@ -834,8 +868,8 @@ static void transform_destroy(sf_component *self)
     for (size_t i = 0; i < t->n_codes; i++)
         pcre2_code_free(t->codes[i]);
     sf_free(t->codes);
-    EVP_MAC_CTX_free(t->keyed);
-    EVP_MAC_free(t->mac);
+    OPENSSL_cleanse(&t->inner, sizeof(t->inner));
+    OPENSSL_cleanse(&t->outer, sizeof(t->outer));
     sf_transform_key_free(t->key, t->key_len);
     pcre2_match_context_free(t->mctx);
     pthread_mutex_destroy(&t->drift_lock);
@@ -942,9 +976,14 @@ static sf_status transform_consume(sf_component *self, sf_request *batch)
 {
     sf_counters *counters = sf_component_counters(self);
     transform_ctx *t = sf_component_ctx(self);
+    /* spans past a cap per request (or in an entry past one) left in the
+     * pass: received, counted as dropped (reason filtered, as the filter
+     * processor's), so every span received is still sent or counted */
+    const size_t capped = batch->edited_by == self && batch->edit_status == SF_OK
+                          ? batch->stats.capped_items : 0;
     sf_status st;
 
-    sf_count(&counters->incoming_items, batch->spans);
+    sf_count(&counters->incoming_items, batch->spans + capped);
     if (transform_edit(self, batch->signal) == NULL) {
         /* no statements for this signal: it passes as it came (upstream) */
         sf_count(&counters->outgoing_items, batch->spans);
@@ -982,6 +1021,12 @@ static sf_status transform_consume(sf_component *self, sf_request *batch)
     sf_count(&counters->values[TM_CAPPED_EVENTS], batch->stats.capped[SF_OTLP_FIELD_SPAN_EVENTS]);
     sf_count(&counters->values[TM_CAPPED_LINKS], batch->stats.capped[SF_OTLP_FIELD_SPAN_LINKS]);
     sf_count(&counters->values[TM_DROPPED_POINTS], batch->stats.dropped_points);
+    sf_count(&counters->values[TM_PSEUDONYMIZED_IDS], batch->stats.pseudonymized_ids);
+    sf_count(&counters->values[TM_CAPPED_SPANS], capped);
+    sf_count(&counters->dropped_spans[SF_REASON_FILTERED], capped);
+    sf_count(&counters->values[TM_CAPPED_RESOURCES],
+             batch->stats.capped[SF_OTLP_FIELD_RESOURCE_SPANS]);
+    sf_count(&counters->values[TM_CAPPED_SCOPES], batch->stats.capped[SF_OTLP_FIELD_SCOPE_SPANS]);
     if (batch->stats.n_drift > 0)
         drift_report(self, t, &batch->stats);
     sf_count(&counters->removed_attributes, batch->stats.removed_attributes);
@@ -1009,6 +1054,15 @@ static const sf_metric_row transform_metric_rows[] = {
     [TM_DROPPED_POINTS] = { .name = "spanfence_processor_transform_dropped_histogram_points",
       .help = "Histogram points dropped: bounds not finite and increasing, or not the declared "
               "set, or counts not summing to count." },
+    [TM_PSEUDONYMIZED_IDS] = { .name = "spanfence_processor_transform_pseudonymized_ids",
+      .help = "Trace and span ids replaced by their keyed pseudonym (pseudonymize_ids)." },
+    [TM_CAPPED_SPANS] = { .name = "spanfence_processor_transform_dropped_spans",
+      .help = "Spans dropped past max_spans_per_request, or with a resource or scope entry "
+              "dropped past its cap." },
+    [TM_CAPPED_RESOURCES] = { .name = "spanfence_processor_transform_dropped_resource_entries",
+      .help = "Resource entries (ResourceSpans) dropped past max_resources_per_request." },
+    [TM_CAPPED_SCOPES] = { .name = "spanfence_processor_transform_dropped_scope_entries",
+      .help = "Scope entries (ScopeSpans) dropped past max_scopes_per_resource." },
     { 0 }
 };
 

@@ -73,6 +73,10 @@ typedef struct sf_transform_config {
     int64_t max_string_length;      /* 0: none (declared: SF_TRANSFORM_DECLARED_MAX_STRING) */
     int64_t max_events_per_span;    /* 0: any number (the codec's cap on span.events) */
     int64_t max_links_per_span;     /* 0: any number (span.links) */
+    int64_t max_spans_per_request;  /* 0: any number (the codec's cap on request.spans) */
+    int64_t max_resources_per_request; /* 0: any number (request.resource_spans) */
+    int64_t max_scopes_per_resource;   /* 0: any number (resource.scope_spans) */
+    bool pseudonymize_ids;          /* trace and span ids leave as keyed pseudonyms */
     /* histogram_bounds: per metric name, the explicit_bounds its points must
      * have (the codec's check_histograms); memory from sf_cfg_alloc */
     size_t n_bounds;

@@ -2207,6 +2207,11 @@ sf_status sf_transform_check(sf_cfg_ctx *ctx, void *config)
         sf_cfg_error(ctx, at, "trace_statements", "pseudonymize needs a key: pseudonym_key "
                      "(e.g. ${env:NAME}) or pseudonym_key_file");
         errors++;
+    } else if (cfg->pseudonymize_ids && cfg->pseudonym_key == NULL &&
+               cfg->pseudonym_key_file == NULL) {
+        sf_cfg_error(ctx, sf_node_get(at, "pseudonymize_ids"), NULL, "pseudonymize_ids needs a "
+                     "key: pseudonym_key (e.g. ${env:NAME}) or pseudonym_key_file");
+        errors++;
     } else if (cfg->pseudonym_key != NULL || cfg->pseudonym_key_file != NULL) {
         uint8_t *key = NULL;
         size_t n = 0;
@@ -2265,6 +2270,23 @@ const sf_config_row sf_transform_config_map[] = {
       .offset = offsetof(sf_transform_config, max_links_per_span),
       .help = "most links a span keeps; the rest are dropped and added to its "
               "dropped_links_count; 0: any number" },
+    { .key = "max_spans_per_request", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 24,
+      .offset = offsetof(sf_transform_config, max_spans_per_request),
+      .help = "most spans one request keeps, the first in its order; the rest are dropped "
+              "and counted (dropped_spans); 0: any number" },
+    { .key = "max_resources_per_request", .type = SF_CFG_INT, .def = "0", .min = 0,
+      .max = 1 << 16, .offset = offsetof(sf_transform_config, max_resources_per_request),
+      .help = "most resource entries (ResourceSpans) one request keeps; the rest are dropped "
+              "with their spans and counted; 0: any number" },
+    { .key = "max_scopes_per_resource", .type = SF_CFG_INT, .def = "0", .min = 0,
+      .max = 1 << 16, .offset = offsetof(sf_transform_config, max_scopes_per_resource),
+      .help = "most scope entries (ScopeSpans) one resource entry keeps; the rest are dropped "
+              "with their spans and counted; 0: any number" },
+    { .key = "pseudonymize_ids", .type = SF_CFG_BOOL, .def = "false",
+      .offset = offsetof(sf_transform_config, pseudonymize_ids),
+      .help = "trace and span ids (spans, parents, links, log records) leave as keyed "
+              "pseudonyms (HMAC-SHA256 with pseudonym_key, truncated to the id's length): "
+              "the same id, the same pseudonym; all-zero ids stay" },
     { .key = "histogram_bounds", .type = SF_CFG_CUSTOM,
       .offset = offsetof(sf_transform_config, n_bounds), .parse = parse_bounds,
       .help = "metric name -> [bounds]: its histogram points leave only with exactly these "

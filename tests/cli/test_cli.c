@@ -523,6 +523,50 @@ static void test_validate_violation(void **state)
     assert_string_equal(r.out, want);
 }
 
+/* Each line of cvm.yaml the policy pins for ids and request caps: changed,
+ * the config is still valid, but no longer holds the policy. */
+static void test_validate_ids_and_caps_mutations(void **state)
+{
+    static const struct {
+        const char *from, *to, *want;
+    } m[] = {
+        { "    pseudonymize_ids: true\n", "",
+          "pseudonymize_ids is off: the client's trace and span ids leave as it chose them" },
+        { "    pseudonymize_ids: true\n", "    pseudonymize_ids: false\n",
+          "pseudonymize_ids is off" },
+        { "    max_spans_per_request: 1024\n", "",
+          "max_spans_per_request is not set: any number of request.spans leave, the policy "
+          "allows 1024 a request" },
+        { "    max_spans_per_request: 1024\n", "    max_spans_per_request: 4096\n",
+          "max_spans_per_request is 4096, the policy allows at most 1024" },
+        { "    max_resources_per_request: 2\n", "    max_resources_per_request: 64\n",
+          "max_resources_per_request is 64, the policy allows at most 2" },
+        { "    max_scopes_per_resource: 4\n", "",
+          "max_scopes_per_resource is not set: any number of resource.scope_spans leave" },
+        { "    # logs receiver's would have them) leave as the spans' pseudonyms\n"
+          "    pseudonym_key: ${env:SPANFENCE_PSEUDONYM_KEY}\n    pseudonymize_ids: true\n",
+          "    # logs receiver's would have them) leave as the spans' pseudonyms\n",
+          "processors.transform/fence: pseudonymize_ids is off: log records' trace and span ids" },
+    };
+    run r;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
+        write_mutated(m[i].from, m[i].to);
+        spanfence(&r, "validate --config " TMP_CONFIG);
+        if (r.code != 0)
+            fail_msg("mutation %zu: not valid alone (exit %d):\n%s", i, r.code, r.out);
+        spanfence(&r, "validate --config " TMP_CONFIG " --policy configs/cvm-policy.yaml");
+        if (r.code != 1 || strstr(r.out, m[i].want) == NULL ||
+            strstr(r.out, ": 1 policy violation,") == NULL)
+            fail_msg("mutation %zu: exit %d, want '%s' in:\n%s", i, r.code, m[i].want, r.out);
+    }
+    /* lower caps hold it */
+    write_mutated("    max_spans_per_request: 1024\n", "    max_spans_per_request: 64\n");
+    spanfence(&r, "validate --config " TMP_CONFIG " --policy configs/cvm-policy.yaml");
+    assert_int_equal(r.code, 0);
+}
+
 /* cvm.yaml's trace_control, as its comment gives it (uncommented), holds
  * the policy; with a target that exports the spans it sends while it rests
  * (out_of_band: count) it does not. */
@@ -775,6 +819,7 @@ int main(void)
         cmocka_unit_test(test_validate_with_policy),
         cmocka_unit_test(test_unfenced_signal_violates),
         cmocka_unit_test(test_validate_violation),
+        cmocka_unit_test(test_validate_ids_and_caps_mutations),
         cmocka_unit_test(test_seed_policy),
         cmocka_unit_test(test_seed_fence_mutations),
         cmocka_unit_test(test_trace_control_out_of_band),

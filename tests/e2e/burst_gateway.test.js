@@ -4,7 +4,7 @@
 // one call of 100 spans in flight on each, back to back. Every call is
 // accepted, every acknowledged span arrives exactly once, the accounting
 // holds (accepted = sent + send_failed + queued) and RSS stays under the
-// memory limiter's limit.
+// memory limiter's limit. Span ids arrive as cvm.yaml's keyed pseudonyms.
 // The burst is sized from the config: its encoded bytes fit the queue
 // (sending_queue.queue_size, counted in bytes) whatever the gateway does,
 // and it is many times what a queue of 32 requests (the config before)
@@ -15,6 +15,7 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const crypto = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
 
@@ -27,6 +28,15 @@ const SPANS_PER_CALL = 100;
 const GATEWAY_DELAY_MS = 100;
 const EXP = { exporter: 'otlphttp/gateway' };
 const RCV = { receiver: 'otlp', transport: 'grpc' };
+const PSEUDONYM_KEY = 'burst-pseudonym-key-0123456789';
+
+// cvm.yaml's pseudonymize_ids: a span id leaves as HMAC-SHA256(key, 'S' ||
+// id), its first 8 bytes (the transform's; all-zero ids stay, none here)
+function pseudonymSpanId(hex) {
+  return crypto.createHmac('sha256', PSEUDONYM_KEY)
+    .update(Buffer.concat([Buffer.from('S'), Buffer.from(hex, 'hex')]))
+    .digest().subarray(0, 8).toString('hex');
+}
 
 function cvmConfig(grpcPort, httpPort, metricsPort) {
   const file = path.join(process.env.SF_SOURCE_DIR, 'configs', 'cvm.yaml');
@@ -67,7 +77,7 @@ test('cvm.yaml carries a burst behind a 100 ms gateway: every call accepted, eve
       env: {
         SPANFENCE_GATEWAY_ENDPOINT: `http://127.0.0.1:${gw.port}`,
         SPANFENCE_GATEWAY_TOKEN: 'burst-token',
-        SPANFENCE_PSEUDONYM_KEY: 'burst-pseudonym-key-0123456789',   // cvm.yaml's declared mode needs one
+        SPANFENCE_PSEUDONYM_KEY: PSEUDONYM_KEY,   // cvm.yaml's declared mode needs one
       },
     }));
     await sf.start();
@@ -138,7 +148,10 @@ test('cvm.yaml carries a burst behind a 100 ms gateway: every call accepted, eve
     assert.deepEqual(gw.duplicates(), [], 'a span arrived twice');
     assert.equal(gw.spans.length, acked.length, 'the gateway got exactly the acknowledged spans');
     const got = new Set(gw.spans.map((s) => s.spanId));
-    for (const id of acked) assert.ok(got.has(id), `acknowledged span ${id} lost`);
+    for (const id of acked) {
+      assert.ok(got.has(pseudonymSpanId(id)), `acknowledged span ${id} lost`);
+      assert.ok(!got.has(id), `span id ${id} left as the client chose it`);
+    }
     assert.ok(rss < cfg.limitMiB * 1024, `RSS ${rss} KiB over the limiter's ${cfg.limitMiB} MiB`);
 
     const ms = flat.map((r) => r.ms).sort((a, b) => a - b);

@@ -13,7 +13,13 @@
 # shapes that carry no text but bytes: arrays of doubles or ints whose bytes
 # spell a marker under kept number keys, arrays of 8-hex strings under bid,
 # 64 links and many events whose ids and times spell one, keys spelling
-# words (never named in the collector's log or /metrics). What the
+# words (never named in the collector's log or /metrics). Trace, span,
+# parent and link ids leave as keyed pseudonyms (cvm.yaml's pseudonymize_ids,
+# recomputed here with Python's hmac): none equals a sent id, a child's
+# parent is its parent's pseudonym, a link to a span of another request its
+# pseudonym, all-zero ids stay. Requests over the per-request caps (spans,
+# resource entries, scope entries) export up to the cap, the rest counted
+# in /metrics. What the
 # gateway receives is decoded by python3-protobuf with the official schema
 # (privacy/otlp_schema.py): no marker may arrive. Control batches must
 # arrive with their legitimate values (counts, latencies, finish reasons,
@@ -27,6 +33,8 @@ sys.dont_write_bytecode = True     # no __pycache__ in the source tree
 
 import argparse                    # noqa: E402
 import base64
+import hashlib
+import hmac
 import struct
 import copy
 import http.client
@@ -51,6 +59,25 @@ WORD_MARK = "mrkword"              # a lowercase key of the shape a key may be n
 MIB = 1 << 20
 RID = "5f2b8e0c9a7d4e1f8b3c6a2d0e9f1a7b"
 KEY = "pseudonym-key-of-the-marker-test"
+# cvm.yaml's caps per request, and the requests sent over them (their trace
+# ids: the cases use 2..251, the cross-request link 252)
+CAP_SPANS, CAP_RESOURCES, CAP_SCOPES = 1024, 2, 4
+OVER = {"spans": (253, CAP_SPANS + 76, 76), "resources": (254, 4 * (CAP_RESOURCES + 1), 4),
+        "scopes": (255, 4 * (CAP_SCOPES + 1), 4)}      # trace, spans sent, spans dropped
+LINKER = 252
+
+
+def pseudo_id(raw):
+    """The id cvm.yaml exports for `raw` (pseudonymize_ids): HMAC-SHA256(key,
+    'T' or 'S' || id) truncated to its length; empty and all-zero ids stay."""
+    if not raw or raw == bytes(len(raw)):
+        return raw
+    m = hmac.new(KEY.encode(), (b"T" if len(raw) == 16 else b"S") + raw, hashlib.sha256).digest()
+    m = m[:len(raw)]
+    return m if any(m) else m[:-1] + b"\x01"
+
+
+CTRL_TID, CTRL_ROOT = pseudo_id(bytes([1]) * 16), pseudo_id(bytes([1]) * 8)
 
 # The keys configs/cvm.yaml keeps, per context, with a legitimate value each
 # (what SGLang writes): the control values, and the types markers replace.
@@ -156,6 +183,45 @@ class Batches:
             self.put(ev.attributes.add(), k, v)
         ln = loop.links.add()
         ln.trace_id, ln.span_id = tid, bytes([3]) * 8
+        return req
+
+    def over_caps(self):
+        """(what, request) over each of cvm.yaml's caps per request: SGLang's
+        four spans repeated past max_spans_per_request, a resource entry more
+        than max_resources_per_request, a scope entry more than
+        max_scopes_per_resource (four spans each)."""
+        out = []
+        for what, (trace, n, _) in OVER.items():
+            req = self.sglang(trace=trace)
+            rs0 = req.resource_spans[0]
+            if what == "spans":
+                base = list(rs0.scope_spans[0].spans)
+                for i in range(4, n):
+                    sp = rs0.scope_spans[0].spans.add()
+                    sp.CopyFrom(base[i % 4])
+                    sp.span_id = struct.pack(">Q", (trace << 32) + i)
+            elif what == "resources":
+                for r in range(1, CAP_RESOURCES + 1):
+                    rs = req.resource_spans.add()
+                    rs.CopyFrom(rs0)
+                    for j, sp in enumerate(rs.scope_spans[0].spans):
+                        sp.span_id = struct.pack(">Q", (trace << 32) + 4 * r + j)
+            else:
+                for sc in range(1, CAP_SCOPES + 1):
+                    ss = rs0.scope_spans.add()
+                    ss.CopyFrom(rs0.scope_spans[0])
+                    for j, sp in enumerate(ss.spans):
+                        sp.span_id = struct.pack(">Q", (trace << 32) + 4 * sc + j)
+            out.append((what, req))
+        return out
+
+    def linker(self):
+        """A request whose slice links to the control trace's root span (a
+        span of another request), with all-zero ids on its tokenize span."""
+        req = self.sglang(trace=LINKER)
+        spans = req.resource_spans[0].scope_spans[0].spans
+        spans[3].links[0].trace_id, spans[3].links[0].span_id = bytes([1]) * 16, bytes([1]) * 8
+        spans[2].trace_id, spans[2].span_id, spans[2].parent_span_id = bytes(16), bytes(8), bytes(8)
         return req
 
     # ---- the cases: (label, request) with one marker each ----------------------
@@ -349,6 +415,68 @@ def attrs(lst):
     return d
 
 
+def spans_of(got):
+    return [sp for r in got for rs in r.resource_spans for ss in rs.scope_spans for sp in ss.spans]
+
+
+def check_ids(got, sent_ids):
+    """No exported id is one the client sent; every one is the pseudonym of
+    one it sent; the control traces keep their structure; a link across
+    requests and all-zero ids as they should be."""
+    fails = []
+    want_ids = {pseudo_id(x) for x in sent_ids}
+    for sp in spans_of(got):
+        ids = [sp.trace_id, sp.span_id, sp.parent_span_id] + \
+              [y for ln in sp.links for y in (ln.trace_id, ln.span_id)]
+        for x in ids:
+            if x and any(x) and x in sent_ids:
+                fails.append("an id left as it was sent: %s (span %r)" % (x.hex(), sp.name))
+            elif x not in want_ids and any(x):
+                fails.append("an id is no sent id's pseudonym: %s (span %r)" % (x.hex(), sp.name))
+    ctrl = [sp for sp in spans_of(got) if sp.trace_id == CTRL_TID]
+    by_name = {}
+    for sp in ctrl:
+        by_name.setdefault(sp.name, set()).add((sp.span_id, sp.parent_span_id))
+    thread = "Scheduler [TP 0] (host:redacted | pid:redacted)"
+    want = {" Req redacted": {(CTRL_ROOT, b"")},
+            thread: {(pseudo_id(bytes([2]) * 8), CTRL_ROOT)},
+            "tokenize": {(pseudo_id(bytes([3]) * 8), pseudo_id(bytes([2]) * 8))},
+            "decode_loop": {(pseudo_id(bytes([4]) * 8), pseudo_id(bytes([2]) * 8))}}
+    if by_name != want:
+        fails.append("control structure: %r" % {k: [(a.hex(), b.hex()) for a, b in v]
+                                                 for k, v in by_name.items()})
+    tok = pseudo_id(bytes([3]) * 8)
+    for sp in ctrl:
+        if sp.name == "decode_loop" and [(ln.trace_id, ln.span_id) for ln in sp.links] != [(CTRL_TID, tok)]:
+            fails.append("control link: %r" % [(ln.trace_id.hex(), ln.span_id.hex()) for ln in sp.links])
+    lt = pseudo_id(bytes([LINKER]) * 16)
+    linked = [sp for sp in spans_of(got) if sp.trace_id == lt and sp.name == "decode_loop"]
+    if len(linked) != 1 or [(ln.trace_id, ln.span_id) for ln in linked[0].links] != [(CTRL_TID, CTRL_ROOT)]:
+        fails.append("a link to a span of another request is not that span's pseudonym")
+    zero = [sp for sp in spans_of(got) if sp.trace_id == bytes(16)]
+    if len(zero) != 1 or zero[0].span_id != bytes(8) or zero[0].parent_span_id != bytes(8):
+        fails.append("all-zero ids did not stay: %d spans" % len(zero))
+    return fails
+
+
+def check_caps(got):
+    """Each request over a cap exports up to it: the first spans, resource
+    and scope entries, in order."""
+    fails = []
+    for what, (trace, n, dropped) in OVER.items():
+        tid = pseudo_id(bytes([trace]) * 16)
+        rss = [rs for r in got for rs in r.resource_spans
+               if any(sp.trace_id == tid for ss in rs.scope_spans for sp in ss.spans)]
+        spans = [sp for rs in rss for ss in rs.scope_spans for sp in ss.spans]
+        if len(spans) != n - dropped:
+            fails.append("over the %s cap: %d spans arrived, want %d" % (what, len(spans), n - dropped))
+        if what == "resources" and len(rss) != CAP_RESOURCES:
+            fails.append("over the resources cap: %d resource entries arrived" % len(rss))
+        if what == "scopes" and (len(rss) != 1 or len(rss[0].scope_spans) != CAP_SCOPES):
+            fails.append("over the scopes cap: %r scope entries arrived" % [len(rs.scope_spans) for rs in rss])
+    return fails
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
@@ -401,6 +529,19 @@ def main():
             assert ok, "control refused over " + t
             sent_spans += 4
             controls.append(t)
+        # a link across requests, then the requests over each cap, one per
+        # transport; their spans past a cap never arrive
+        extra = [("linker", b.linker())] + b.over_caps()
+        for (what, req), t in zip(extra, transports * 2):
+            ok = post_json(hport, to_json(req)) == 200 if t == "json" else sender.send(t, req.SerializeToString())[0]
+            assert ok, "%s refused over %s" % (what, t)
+            sent_spans += sum(len(ss.spans) for rs in req.resource_spans for ss in rs.scope_spans)
+            if what in OVER:
+                sent_spans -= OVER[what][2]
+        sent_ids = {x for _, req in cases + extra for rs in req.resource_spans for ss in rs.scope_spans
+                    for sp in ss.spans for x in [sp.trace_id, sp.span_id, sp.parent_span_id] +
+                    [y for ln in sp.links for y in (ln.trace_id, ln.span_id)]}
+        sent_ids |= {bytes([1]) * 16, bytes([1]) * 8, bytes([2]) * 8, bytes([3]) * 8, bytes([4]) * 8}
         sender.close()
         # every span is exported (rules never drop spans): wait for all of them
         got, deadline = [], time.time() + 120
@@ -414,6 +555,10 @@ def main():
             if n >= sent_spans or time.time() > deadline:
                 break
             time.sleep(0.1)
+        time.sleep(0.5)                 # a span past the expected count would be late
+        got = [Request.FromString(x["body"]) for x in list(sink.inbox.items)
+               if x["path"].endswith("/v1/traces")]
+        n = sum(len(ss.spans) for r in got for rs in r.resource_spans for ss in rs.scope_spans)
         if n != sent_spans:
             failures.append("the gateway got %d spans of %d" % (n, sent_spans))
         # no marker arrives
@@ -428,7 +573,7 @@ def main():
                     failures.append("a marker arrived: %r" % s[:120])
         # the controls arrive with their legitimate values
         roots = [sp for r in got for rs in r.resource_spans for ss in rs.scope_spans for sp in ss.spans
-                 if sp.trace_id == bytes([1]) * 16 and sp.span_id == bytes([1]) * 8]
+                 if sp.trace_id == CTRL_TID and sp.span_id == CTRL_ROOT]
         if len(roots) != len(controls):
             failures.append("%d control root spans of %d arrived" % (len(roots), len(controls)))
         pseud = set()
@@ -456,26 +601,26 @@ def main():
         if len(pseud) != 1:
             failures.append("the same rid gave %d pseudonyms: %s" % (len(pseud), sorted(pseud)))
         names = {sp.name for r in got for rs in r.resource_spans for ss in rs.scope_spans for sp in ss.spans
-                 if sp.trace_id == bytes([1]) * 16}
+                 if sp.trace_id == CTRL_TID}
         for want in ("Scheduler [TP 0] (host:redacted | pid:redacted)", "tokenize", "decode_loop"):
             if want not in names:
                 failures.append("control name %r did not arrive (got %s)" % (want, sorted(names)))
         capped_links, capped_events = [], []
         for r in got:
             for rs in r.resource_spans:
-                control = any(sp.trace_id == bytes([1]) * 16 for ss in rs.scope_spans for sp in ss.spans)
+                control = any(sp.trace_id == CTRL_TID for ss in rs.scope_spans for sp in ss.spans)
                 if control and attrs(rs.resource.attributes).get("service.name") != "sglang":
                     failures.append("service.name did not arrive")
                 for ss in rs.scope_spans:
                     for sp in ss.spans:
-                        if sp.trace_id == bytes([1]) * 16 and sp.name == "decode_loop":
+                        if sp.trace_id == CTRL_TID and sp.name == "decode_loop":
                             at = attrs(sp.attributes)
                             if at.get("decode_ct") != 63 or len(sp.events) != 1 or \
                                attrs(sp.events[0].attributes) != KEPT["spanevent"] or \
                                len(sp.links) != 1 or sp.dropped_links_count != 0:
                                 failures.append("control slice values: %r %r" % (at, sp.events))
                         # the capped ones: what is over the cap is counted
-                        if sp.name == "decode_loop" and sp.trace_id != bytes([1]) * 16 and \
+                        if sp.name == "decode_loop" and sp.trace_id != CTRL_TID and \
                            (len(sp.links) > 1 or len(sp.events) > 4):
                             failures.append("a span left with %d links and %d events"
                                             % (len(sp.links), len(sp.events)))
@@ -488,7 +633,21 @@ def main():
         if len(capped_links) != 1 or len(capped_events) != 1:
             failures.append("capped spans: %d with 1 link and 63 dropped, %d with 4 events and 60 "
                             "dropped" % (len(capped_links), len(capped_events)))
+        failures += check_ids(got, sent_ids)
+        failures += check_caps(got)
         metrics = col.metrics()
+        for name, want in (("dropped_spans", sum(d for _, _, d in OVER.values())),
+                           ("dropped_resource_entries", 1), ("dropped_scope_entries", 1)):
+            have = P.metric_sum(metrics, "spanfence_processor_transform_" + name)
+            if have != want:
+                failures.append("spanfence_processor_transform_%s is %r, want %d" % (name, have, want))
+        # ... and in the collector's accounting: received, dropped as filtered
+        capped = sum(d for _, _, d in OVER.values())
+        if P.metric_sum(metrics, "otelcol_processor_dropped_spans", reason="filtered") != capped:
+            failures.append("otelcol_processor_dropped_spans{reason=filtered} is %r, want %d" % (
+                P.metric_sum(metrics, "otelcol_processor_dropped_spans", reason="filtered"), capped))
+        if (P.metric_sum(metrics, "spanfence_processor_transform_pseudonymized_ids") or 0) < sent_spans:
+            failures.append("pseudonymized ids not counted")
         if KEY in metrics:
             failures.append("the pseudonym key is in the metrics")
         if MARK in metrics or WORD_MARK in metrics:

@@ -7,12 +7,21 @@
  * fast paths), one entry per key, every string within the bound, names and
  * scope names against their IsMatch (PCRE2), the other string fields empty,
  * no entity_refs; under kept_value_types: single no array at all; no span
- * with more events or links than max_events_per_span / max_links_per_span. */
+ * with more events or links than max_events_per_span / max_links_per_span;
+ * no request with more spans, resource or scope entries than its caps;
+ * under pseudonymize_ids every non-zero trace, span, parent and link id that
+ * leaves is the HMAC (OpenSSL's one-shot HMAC, the key set below) of one the
+ * input held as protobuf-c reads it: none leaves as it came (unless it is
+ * also the pseudonym of another), all-zero ids stay zero. */
 #ifndef SF_FUZZ_CVM_RULES_H
 #define SF_FUZZ_CVM_RULES_H
 
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <pcre2.h>
+
+#define CVM_FUZZ_KEY "the-fuzz-targets-pseudonym-key"
 
 static struct sf_component cvm_comp;
 static const sf_transform_config *cvm_cfg;
@@ -29,7 +38,7 @@ static void cvm_init_once(void)
     done = 1;
     setenv("SPANFENCE_GATEWAY_ENDPOINT", "https://gateway.example:4318", 1);
     setenv("SPANFENCE_GATEWAY_TOKEN", "fuzz", 1);
-    setenv("SPANFENCE_PSEUDONYM_KEY", "the-fuzz-targets-pseudonym-key", 1);
+    setenv("SPANFENCE_PSEUDONYM_KEY", CVM_FUZZ_KEY, 1);
     diag = sf_diag_create(NULL);
     if (sf_config_load(SF_SOURCE_DIR "/configs/cvm.yaml", diag, &cfg) != SF_OK) {
         sf_diag_print(diag);
@@ -188,9 +197,82 @@ static bool cvm_empty(const char *s)
     return s == NULL || s[0] == '\0';
 }
 
+/* The pseudonyms of the input's ids (trace, span, parent, link), as
+ * protobuf-c reads the input, into ids[0, *n) (16 bytes each, the first len
+ * used); false when there are more than max. */
+typedef struct cvm_id {
+    size_t len;
+    uint8_t v[16];
+} cvm_id;
+
+static void cvm_pseudo(ProtobufCBinaryData id, cvm_id *out)
+{
+    uint8_t msg[17], mac[32];
+    unsigned int mlen = 0;
+    bool any = false;
+
+    out->len = id.len;
+    if (id.len != 16 && id.len != 8)
+        return;
+    msg[0] = id.len == 16 ? 'T' : 'S';
+    memcpy(msg + 1, id.data, id.len);
+    if (HMAC(EVP_sha256(), CVM_FUZZ_KEY, (int)strlen(CVM_FUZZ_KEY), msg, id.len + 1, mac,
+             &mlen) == NULL)
+        abort();
+    for (size_t i = 0; i < id.len; i++)
+        any = any || mac[i] != 0;
+    if (!any)
+        mac[id.len - 1] = 1;
+    memcpy(out->v, mac, id.len);
+}
+
+static bool cvm_input_ids(const sf_otlp_request *req, cvm_id *ids, size_t max, size_t *n)
+{
+    *n = 0;
+    for (size_t i = 0; req != NULL && i < req->n_resource_spans; i++)
+        for (size_t j = 0; j < req->resource_spans[i]->n_scope_spans; j++)
+            for (size_t k = 0; k < req->resource_spans[i]->scope_spans[j]->n_spans; k++) {
+                const sf_otlp_span *sp = req->resource_spans[i]->scope_spans[j]->spans[k];
+                const ProtobufCBinaryData own[3] = { sp->trace_id, sp->span_id,
+                                                     sp->parent_span_id };
+
+                if (*n + 3 + 2 * sp->n_links > max)
+                    return false;
+                for (size_t x = 0; x < 3; x++)
+                    cvm_pseudo(own[x], &ids[(*n)++]);
+                for (size_t l = 0; l < sp->n_links; l++) {
+                    cvm_pseudo(sp->links[l]->trace_id, &ids[(*n)++]);
+                    cvm_pseudo(sp->links[l]->span_id, &ids[(*n)++]);
+                }
+            }
+    return true;
+}
+
+/* An exported id (under pseudonymize_ids, when the input's ids are known):
+ * all zero, or the pseudonym of one of the input's. */
+static void cvm_check_id(ProtobufCBinaryData id, const cvm_id *in, size_t n, bool known)
+{
+    bool zero = true;
+
+    if (!cvm_cfg->pseudonymize_ids || !known || id.len == 0)
+        return;
+    for (size_t i = 0; i < id.len; i++)
+        zero = zero && id.data[i] == 0;
+    if (zero)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (in[i].len == id.len && memcmp(in[i].v, id.data, id.len) == 0)
+            return;
+    fuzz_fail("an id of %zu bytes left that is no input id's pseudonym", id.len);
+}
+
 /* The input through cvm.yaml's transform; the output judged. */
 static void check_cvm_rules(const uint8_t *data, size_t size)
 {
+    static cvm_id in_ids[4096];
+    sf_otlp_request *in_req;
+    size_t n_in = 0, spans = 0;
+    bool known;
     sf_buf *out = NULL;
     sf_otlp_request *req;
 
@@ -202,8 +284,19 @@ static void check_cvm_rules(const uint8_t *data, size_t size)
         NULL, out->len, out->data);
     if (req == NULL)
         fuzz_fail("protobuf-c cannot read cvm.yaml's output");
+    in_req = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
+        NULL, size, data);
+    known = in_req != NULL && cvm_input_ids(in_req, in_ids, sizeof(in_ids) / sizeof(in_ids[0]),
+                                            &n_in);
+    if (cvm_cfg->max_resources_per_request > 0 &&
+        req->n_resource_spans > (size_t)cvm_cfg->max_resources_per_request)
+        fuzz_fail("a request left with %zu resource entries", req->n_resource_spans);
     for (size_t i = 0; i < req->n_resource_spans; i++) {
         const sf_otlp_resource_spans *rs = req->resource_spans[i];
+
+        if (cvm_cfg->max_scopes_per_resource > 0 &&
+            rs->n_scope_spans > (size_t)cvm_cfg->max_scopes_per_resource)
+            fuzz_fail("a resource entry left with %zu scope entries", rs->n_scope_spans);
 
         if (!cvm_empty(rs->schema_url))
             fuzz_fail("ResourceSpans.schema_url left");
@@ -231,6 +324,13 @@ static void check_cvm_rules(const uint8_t *data, size_t size)
             for (size_t k = 0; k < ss->n_spans; k++) {
                 const sf_otlp_span *sp = ss->spans[k];
 
+                if (cvm_cfg->max_spans_per_request > 0 &&
+                    ++spans > (size_t)cvm_cfg->max_spans_per_request)
+                    fuzz_fail("a request left with more than %lld spans",
+                              (long long)cvm_cfg->max_spans_per_request);
+                cvm_check_id(sp->trace_id, in_ids, n_in, known);
+                cvm_check_id(sp->span_id, in_ids, n_in, known);
+                cvm_check_id(sp->parent_span_id, in_ids, n_in, known);
                 cvm_check_name(SF_OTLP_FIELD_SPAN_NAME, sp->name);
                 if (!cvm_empty(sp->trace_state) ||
                     (sp->status != NULL && !cvm_empty(sp->status->message)))
@@ -250,6 +350,8 @@ static void check_cvm_rules(const uint8_t *data, size_t size)
                 for (size_t l = 0; l < sp->n_links; l++) {
                     if (!cvm_empty(sp->links[l]->trace_state))
                         fuzz_fail("link trace_state left");
+                    cvm_check_id(sp->links[l]->trace_id, in_ids, n_in, known);
+                    cvm_check_id(sp->links[l]->span_id, in_ids, n_in, known);
                     cvm_check_attrs(SF_OTLP_LINK, sp->links[l]->n_attributes,
                                     sp->links[l]->attributes);
                 }
@@ -258,6 +360,9 @@ static void check_cvm_rules(const uint8_t *data, size_t size)
     }
     opentelemetry__proto__collector__trace__v1__export_trace_service_request__free_unpacked(req,
                                                                                           NULL);
+    if (in_req != NULL)
+        opentelemetry__proto__collector__trace__v1__export_trace_service_request__free_unpacked(
+            in_req, NULL);
     sf_buf_unref(out);
 }
 

@@ -1876,6 +1876,333 @@ static void test_edit_caps(void **state)
     }
 }
 
+/* ---- ids as pseudonyms, caps per request -------------------------------------- */
+
+static unsigned id_calls;
+
+/* A stand-in for the transform's HMAC: each byte moved by the length and
+ * its position (the same input, the same output; never all zero here). */
+static bool test_id_fn(const void *ctx, void **state, const uint8_t *in, size_t len,
+                       uint8_t *out)
+{
+    (void)ctx;
+    (void)state;
+    id_calls++;
+    for (size_t i = 0; i < len; i++)
+        out[i] = (uint8_t)(in[i] ^ (0x40 + len + i));
+    return true;
+}
+
+static bool test_id_fail(const void *ctx, void **state, const uint8_t *in, size_t len,
+                         uint8_t *out)
+{
+    (void)ctx;
+    (void)state;
+    (void)in;
+    (void)len;
+    (void)out;
+    return false;
+}
+
+static void pseudo(const uint8_t *in, size_t len, uint8_t *out)
+{
+    for (size_t i = 0; i < len; i++)
+        out[i] = (uint8_t)(in[i] ^ (0x40 + len + i));
+}
+
+/* A span: trace, span and parent id (parent NULL: none), a name, links to
+ * (ltid, lsid). */
+static void id_span(pb *b, const uint8_t *tid, const uint8_t *sid, const uint8_t *parent,
+                    const uint8_t *ltid, const uint8_t *lsid)
+{
+    pb_open(b, 2);
+    pb_bytes(b, 1, tid, 16);
+    pb_bytes(b, 2, sid, 8);
+    if (parent != NULL)
+        pb_bytes(b, 4, parent, 8);
+    pb_str(b, 5, "decode_forward");
+    if (ltid != NULL) {
+        pb_open(b, 13);
+        pb_bytes(b, 1, ltid, 16);
+        pb_bytes(b, 2, lsid, 8);
+        pb_close(b);
+    }
+    pb_close(b);
+}
+
+/* pseudonymized ids: every trace, span, parent and link id through id_fn,
+ * the same id the same pseudonym (a child's parent is its parent's new
+ * span id, a link's ids those of the span it names), once per call for
+ * each distinct id; all-zero ids stay; canonical or not, in order or not */
+static void test_edit_ids(void **state)
+{
+    static const uint8_t tid2[16] = { 0xee, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0xff };
+    static const uint8_t child[8] = { 0x77, 1, 2, 3, 4, 5, 6, 7 };
+    static const uint8_t zero[16] = { 0 };
+    uint8_t ptid[16], psid[8], ptid2[16], pchild[8];
+    sf_otlp_edit e = { .id_fn = test_id_fn };
+    sf_otlp_stats st;
+    pb in, want;
+
+    (void)state;
+    pseudo(TID, 16, ptid);
+    pseudo(SID, 8, psid);
+    pseudo(tid2, 16, ptid2);
+    pseudo(child, 8, pchild);
+    /* a parent, its child, a span of another trace linking to the parent,
+     * and a span with all-zero ids */
+    pb_init(&in);
+    pb_open(&in, 1);
+    pb_open(&in, 2);
+    id_span(&in, TID, SID, NULL, NULL, NULL);
+    id_span(&in, TID, child, SID, NULL, NULL);
+    id_span(&in, tid2, SID, NULL, TID, SID);
+    id_span(&in, zero, zero, zero, zero, zero);
+    pb_closen(&in, 2);
+    pb_init(&want);
+    pb_open(&want, 1);
+    pb_open(&want, 2);
+    id_span(&want, ptid, psid, NULL, NULL, NULL);
+    id_span(&want, ptid, pchild, psid, NULL, NULL);
+    id_span(&want, ptid2, psid, NULL, ptid, psid);
+    id_span(&want, zero, zero, zero, zero, zero);
+    pb_closen(&want, 2);
+    id_calls = 0;
+    expect_edit(&in, &e, &want, &st);
+    assert_int_equal(st.pseudonymized_ids, 9);
+    assert_int_equal(id_calls, 4);              /* TID, SID, child, tid2 */
+    assert_int_equal(st.spans, 4);
+
+    /* out of order (parent before span id) and an id given twice: the
+     * general walk, the last id wins, the same pseudonyms */
+    pb_init(&in);
+    open_span(&in);
+    pb_bytes(&in, 4, SID, 8);
+    pb_bytes(&in, 2, TID + 8, 8);
+    pb_bytes(&in, 1, TID, 16);
+    pb_bytes(&in, 2, child, 8);
+    pb_str(&in, 5, "decode_forward");
+    pb_closen(&in, 3);
+    pb_init(&want);
+    open_span(&want);
+    pb_bytes(&want, 1, ptid, 16);
+    pb_bytes(&want, 2, pchild, 8);
+    pb_bytes(&want, 4, psid, 8);
+    pb_str(&want, 5, "decode_forward");
+    pb_closen(&want, 3);
+    expect_edit(&in, &e, &want, &st);
+    assert_int_equal(st.pseudonymized_ids, 3);
+
+    /* an id id_fn cannot make fails the request closed */
+    e.id_fn = test_id_fail;
+    {
+        sf_buf *out = NULL;
+
+        assert_int_equal(sf_otlp_rewrite(want.d, want.n, MAX_DEPTH, &e, &out, &st), SF_FILTER);
+        assert_null(out);
+    }
+    /* no id_fn: ids as they came */
+    e.id_fn = NULL;
+    expect_edit(&want, &e, &want, &st);
+    assert_int_equal(st.pseudonymized_ids, 0);
+}
+
+/* a log record's ids get the same pseudonyms as the spans' */
+static void test_edit_ids_logs(void **state)
+{
+    sf_otlp_edit e = { .id_fn = test_id_fn };
+    uint8_t ptid[16], psid[8];
+    sf_otlp_stats st;
+    sf_buf *out = NULL;
+    pb in, want;
+
+    (void)state;
+    pseudo(TID, 16, ptid);
+    pseudo(SID, 8, psid);
+    pb_init(&in);
+    pb_open(&in, 1);                            /* resource_logs */
+    pb_open(&in, 2);                            /* scope_logs */
+    pb_open(&in, 2);                            /* log_records */
+    pb_uint(&in, 2, 9);                         /* severity_number */
+    pb_bytes(&in, 9, TID, 16);
+    pb_bytes(&in, 10, SID, 8);
+    pb_closen(&in, 3);
+    pb_init(&want);
+    pb_open(&want, 1);
+    pb_open(&want, 2);
+    pb_open(&want, 2);
+    pb_uint(&want, 2, 9);
+    pb_bytes(&want, 9, ptid, 16);
+    pb_bytes(&want, 10, psid, 8);
+    pb_closen(&want, 3);
+    assert_int_equal(sf_otlp_rewrite_signal(SF_SIGNAL_LOGS, in.d, in.n, MAX_DEPTH, &e, &out, &st),
+                     SF_OK);
+    assert_int_equal(out->len, want.n);
+    assert_memory_equal(out->data, want.d, want.n);
+    assert_int_equal(st.pseudonymized_ids, 2);
+    sf_buf_unref(out);
+}
+
+/* `nres` resource entries of `nscope` scope entries of `nspans` spans each,
+ * span i of the request with span id byte 0 = i; only those for which
+ * keep(r, s, i) (NULL: all) */
+static void caps_request(pb *b, int nres, int nscope, int nspans,
+                         bool (*keep)(int r, int s, int i))
+{
+    int i = 0;
+
+    pb_init(b);
+    for (int r = 0; r < nres; r++) {
+        pb_open(b, 1);
+        for (int s = 0; s < nscope; s++) {
+            pb_open(b, 2);
+            pb_open(b, 1);
+            pb_str(b, 1, "sglang server");
+            pb_close(b);
+            for (int n = 0; n < nspans; n++, i++) {
+                uint8_t sid[8] = { (uint8_t)(i + 1), 2, 3, 4, 5, 6, 7, 8 };
+
+                if (keep != NULL && !keep(r, s, i))
+                    continue;
+                pb_open(b, 2);
+                pb_bytes(b, 1, TID, 16);
+                pb_bytes(b, 2, sid, 8);
+                pb_str(b, 5, "decode_forward");
+                pb_close(b);
+            }
+            pb_close(b);
+        }
+        pb_close(b);
+    }
+}
+
+static bool first3(int r, int s, int i)
+{
+    (void)r;
+    (void)s;
+    return i < 3;
+}
+
+static void scopes_cut(pb *b, int nres, int keep_scopes, int nscope, int nspans)
+{
+    int i = 0;
+
+    pb_init(b);
+    for (int r = 0; r < nres; r++) {
+        pb_open(b, 1);
+        for (int s = 0; s < nscope; s++) {
+            for (int n = 0; n < nspans; n++, i++)
+                ;
+            if (s >= keep_scopes)
+                continue;
+            pb_open(b, 2);
+            pb_open(b, 1);
+            pb_str(b, 1, "sglang server");
+            pb_close(b);
+            for (int n = 0; n < nspans; n++) {
+                uint8_t sid[8] = { (uint8_t)(i - nspans + n + 1), 2, 3, 4, 5, 6, 7, 8 };
+
+                pb_open(b, 2);
+                pb_bytes(b, 1, TID, 16);
+                pb_bytes(b, 2, sid, 8);
+                pb_str(b, 5, "decode_forward");
+                pb_close(b);
+            }
+            pb_close(b);
+        }
+        pb_close(b);
+    }
+}
+
+/* Caps per request: the first max spans of the request in its order, the
+ * first resource entries, the first scope entries of each resource; the
+ * rest read and checked, dropped, counted (entries by field, the spans
+ * they held as capped_items, never as spans) */
+static void test_edit_request_caps(void **state)
+{
+    sf_otlp_edit e = { 0 };
+    sf_otlp_stats st;
+    pb in, want;
+
+    (void)state;
+    caps_request(&in, 2, 2, 2, NULL);
+    /* under every cap: as it came */
+    e.cap[SF_OTLP_FIELD_SPANS] = 8;
+    e.cap[SF_OTLP_FIELD_RESOURCE_SPANS] = 2;
+    e.cap[SF_OTLP_FIELD_SCOPE_SPANS] = 2;
+    expect_edit(&in, &e, &in, &st);
+    assert_int_equal(st.spans, 8);
+    assert_int_equal(st.capped_items, 0);
+
+    /* 3 spans of 8: the entries stay, emptied */
+    memset(e.cap, 0, sizeof(e.cap));
+    e.cap[SF_OTLP_FIELD_SPANS] = 3;
+    caps_request(&want, 2, 2, 2, first3);
+    expect_edit(&in, &e, &want, &st);
+    assert_int_equal(st.spans, 3);
+    assert_int_equal(st.capped[SF_OTLP_FIELD_SPANS], 5);
+    assert_int_equal(st.capped_items, 5);
+    expect_edit(&want, &e, &want, &st);        /* the output holds the cap */
+    assert_int_equal(st.capped_items, 0);
+
+    /* one resource entry: the second goes with its 4 spans */
+    memset(e.cap, 0, sizeof(e.cap));
+    e.cap[SF_OTLP_FIELD_RESOURCE_SPANS] = 1;
+    caps_request(&want, 1, 2, 2, NULL);
+    expect_edit(&in, &e, &want, &st);
+    assert_int_equal(st.spans, 4);
+    assert_int_equal(st.capped[SF_OTLP_FIELD_RESOURCE_SPANS], 1);
+    assert_int_equal(st.capped_items, 4);
+
+    /* one scope entry a resource: each loses its second, 2 spans each */
+    memset(e.cap, 0, sizeof(e.cap));
+    e.cap[SF_OTLP_FIELD_SCOPE_SPANS] = 1;
+    scopes_cut(&want, 2, 1, 2, 2);
+    expect_edit(&in, &e, &want, &st);
+    assert_int_equal(st.spans, 4);
+    assert_int_equal(st.capped[SF_OTLP_FIELD_SCOPE_SPANS], 2);
+    assert_int_equal(st.capped_items, 4);
+
+    /* all three: the spans cap counts only spans inside kept entries */
+    e.cap[SF_OTLP_FIELD_RESOURCE_SPANS] = 1;
+    e.cap[SF_OTLP_FIELD_SPANS] = 1;
+    pb_init(&want);
+    pb_open(&want, 1);
+    pb_open(&want, 2);
+    pb_open(&want, 1);
+    pb_str(&want, 1, "sglang server");
+    pb_close(&want);
+    pb_open(&want, 2);
+    pb_bytes(&want, 1, TID, 16);
+    pb_bytes(&want, 2, ((const uint8_t[8]){ 1, 2, 3, 4, 5, 6, 7, 8 }), 8);
+    pb_str(&want, 5, "decode_forward");
+    pb_closen(&want, 3);
+    expect_edit(&in, &e, &want, &st);
+    assert_int_equal(st.spans, 1);
+    assert_int_equal(st.capped_items, 7);
+    assert_int_equal(st.capped[SF_OTLP_FIELD_SPANS], 1);
+    assert_int_equal(st.capped[SF_OTLP_FIELD_SCOPE_SPANS], 1);
+    assert_int_equal(st.capped[SF_OTLP_FIELD_RESOURCE_SPANS], 1);
+
+    /* a span past the cap that is not valid still fails the request */
+    memset(e.cap, 0, sizeof(e.cap));
+    e.cap[SF_OTLP_FIELD_SPANS] = 1;
+    pb_init(&in);
+    pb_open(&in, 1);
+    pb_open(&in, 2);
+    pb_open(&in, 2);
+    pb_close(&in);
+    pb_open(&in, 2);
+    pb_bytes(&in, 2, "\x01", 1);               /* a span id of 1 byte */
+    pb_closen(&in, 3);
+    {
+        sf_buf *out = NULL;
+
+        assert_int_equal(sf_otlp_rewrite(in.d, in.n, MAX_DEPTH, &e, &out, &st), SF_INVALID);
+        assert_null(out);
+    }
+}
+
 static void test_edit_clear_fields(void **state)
 {
     sf_otlp_edit e = { .clear_status_message = true,
@@ -2239,6 +2566,9 @@ int main(void)
         cmocka_unit_test(test_edit_scalar_values_only),
         cmocka_unit_test(test_edit_single_values_only),
         cmocka_unit_test(test_edit_caps),
+        cmocka_unit_test(test_edit_ids),
+        cmocka_unit_test(test_edit_ids_logs),
+        cmocka_unit_test(test_edit_request_caps),
         cmocka_unit_test(test_edit_clear_fields),
         cmocka_unit_test(test_edit_rename),
         cmocka_unit_test(test_edit_sees_meaning_not_encoding),

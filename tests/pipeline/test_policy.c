@@ -588,6 +588,33 @@ static void test_link_cap_raised(void **state)
     free(y);
 }
 
+/* Ids and the caps per request: pseudonymize_ids off, a cap raised. */
+static void test_ids_not_pseudonymized(void **state)
+{
+    char *y = replace(cvm_text, "    pseudonymize_ids: true\n", "    pseudonymize_ids: false\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "pseudonymize_ids is off: the client's trace and span ids leave as it "
+           "chose them, the policy requires keyed pseudonyms",
+           line_of(y, "pseudonymize_ids: false"), 23);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
+static void test_request_caps_raised(void **state)
+{
+    char *y = replace(cvm_text, "    max_resources_per_request: 2\n",
+                      "    max_resources_per_request: 3\n");
+    want w = { 0 };
+
+    (void)state;
+    expect(&w, P ALLOWLIST "max_resources_per_request is 3, the policy allows at most 2",
+           line_of(y, "max_resources_per_request: 3"), 32);
+    assert_check(y, SF_CONFIG, &w);
+    free(y);
+}
+
 /* A lower cap than the policy's holds it. */
 static void test_event_cap_lower(void **state)
 {
@@ -2038,6 +2065,8 @@ int main(void)
         cmocka_unit_test(test_event_cap_absent),
         cmocka_unit_test(test_link_cap_raised),
         cmocka_unit_test(test_event_cap_lower),
+        cmocka_unit_test(test_ids_not_pseudonymized),
+        cmocka_unit_test(test_request_caps_raised),
         cmocka_unit_test(test_span_trace_state_not_cleared),
         cmocka_unit_test(test_link_trace_state_not_cleared),
         cmocka_unit_test(test_name_rule_missing),

@@ -17,6 +17,8 @@
 #include <string.h>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <pcre2.h>
 
 #include "internal/sf_core.h"
@@ -389,6 +391,100 @@ static void test_pseudonym_lengths(void **state)
     unload(&r);
 }
 
+/* pseudonymize_ids: trace and span ids leave as HMAC-SHA256(key, tag ||
+ * id) truncated to their length (checked against OpenSSL's one-shot HMAC,
+ * 'T' for trace ids, 'S' for span ids): a child's parent is its parent's
+ * pseudonym; the caps reach the edit; without a key the config is refused */
+static void hex_hmac(const char *key, char tag, const char *hex_id, char *out)
+{
+    uint8_t msg[17], mac[32];
+    size_t n = strlen(hex_id) / 2;
+    unsigned int mlen = 0;
+
+    msg[0] = (uint8_t)tag;
+    for (size_t i = 0; i < n; i++)
+        sscanf(hex_id + 2 * i, "%2hhx", &msg[1 + i]);
+    assert_non_null(HMAC(EVP_sha256(), key, (int)strlen(key), msg, n + 1, mac, &mlen));
+    for (size_t i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", mac[i]);
+}
+
+static void test_pseudonymized_ids(void **state)
+{
+    static const char body[] =
+        "    pseudonym_key: 0123456789abcdefSECRETKEY\n"
+        "    pseudonymize_ids: true\n"
+        "    max_spans_per_request: 64\n"
+        "    max_resources_per_request: 2\n"
+        "    max_scopes_per_resource: 3\n"
+        "    trace_statements:\n"
+        "      - keep_keys(span.attributes, [\"rid\"])\n"
+        "      - pseudonymize(span.attributes, \"rid\")\n";
+    static const char json[] =
+        "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":["
+        "{\"traceId\":\"0102030405060708090a0b0c0d0e0f10\",\"spanId\":\"1112131415161718\","
+        "\"name\":\"root\",\"attributes\":[{\"key\":\"rid\",\"value\":{\"stringValue\":"
+        "\"" RID "\"}}]},"
+        "{\"traceId\":\"0102030405060708090a0b0c0d0e0f10\",\"spanId\":\"2122232425262728\","
+        "\"parentSpanId\":\"1112131415161718\",\"name\":\"child\",\"links\":[{\"traceId\":"
+        "\"0102030405060708090a0b0c0d0e0f10\",\"spanId\":\"1112131415161718\"}]}]}]}]}";
+    char tid[33], root[17], child[17], rid[65], want[512], *out;
+    const sf_otlp_edit *e;
+    run r;
+
+    (void)state;
+    hex_hmac("0123456789abcdefSECRETKEY", 'T', "0102030405060708090a0b0c0d0e0f10", tid);
+    hex_hmac("0123456789abcdefSECRETKEY", 'S', "1112131415161718", root);
+    hex_hmac("0123456789abcdefSECRETKEY", 'S', "2122232425262728", child);
+    {
+        /* an attribute's pseudonym is the same HMAC, tagged 's', of its text */
+        uint8_t mac[32];
+        unsigned int mlen = 0;
+        const char msg[] = "s" RID;
+
+        assert_non_null(HMAC(EVP_sha256(), "0123456789abcdefSECRETKEY", 25,
+                             (const uint8_t *)msg, strlen(msg), mac, &mlen));
+        for (size_t i = 0; i < 16; i++)
+            sprintf(rid + 2 * i, "%02x", mac[i]);
+    }
+    assert_int_equal(load(&r, body), SF_OK);
+    e = r.comp.type->edit(&r.comp, SF_SIGNAL_TRACES);
+    assert_non_null(e->id_fn);
+    assert_int_equal(e->cap[SF_OTLP_FIELD_SPANS], 64);
+    assert_int_equal(e->cap[SF_OTLP_FIELD_RESOURCE_SPANS], 2);
+    assert_int_equal(e->cap[SF_OTLP_FIELD_SCOPE_SPANS], 3);
+    out = apply(&r, json);
+    snprintf(want, sizeof(want), "\"traceId\":\"%s\",\"spanId\":\"%s\",\"name\":\"root\"", tid,
+             root);
+    HAS(out, want);
+    snprintf(want, sizeof(want), "\"traceId\":\"%s\",\"spanId\":\"%s\",\"parentSpanId\":\"%s\"",
+             tid, child, root);
+    HAS(out, want);
+    snprintf(want, sizeof(want), "\"links\":[{\"traceId\":\"%s\",\"spanId\":\"%s\"}]", tid, root);
+    HAS(out, want);
+    snprintf(want, sizeof(want), "{\"key\":\"rid\",\"value\":{\"stringValue\":\"%s\"}}", rid);
+    HAS(out, want);
+    LACKS(out, "0102030405060708090a0b0c0d0e0f10");
+    LACKS(out, "1112131415161718");
+    assert_int_equal(r.stats.pseudonymized_ids, 7);
+    sf_free(out);
+    unload(&r);
+
+    /* the setting needs the key, and the key its quality */
+    assert_int_equal(load(&r, "    pseudonymize_ids: true\n    trace_statements:\n"
+                              "      - keep_keys(span.attributes, [])\n"), SF_CONFIG);
+    HAS(r.errors, "pseudonymize_ids needs a key");
+    assert_int_equal(load(&r, "    pseudonym_key: aaaaaaaaaaaaaaaaaaaa\n    pseudonymize_ids: true\n"
+                              "    trace_statements:\n      - keep_keys(span.attributes, [])\n"),
+                     SF_CONFIG);
+    HAS(r.errors, "pseudonym_key has too few distinct bytes");
+    /* without it, ids leave as they came */
+    assert_int_equal(load(&r, "    trace_statements:\n      - keep_keys(span.attributes, [])\n"),
+                     SF_OK);
+    assert_null(r.comp.type->edit(&r.comp, SF_SIGNAL_TRACES)->id_fn);
+    unload(&r);
+}
+
 static void test_declared_mode_refuses_gaps(void **state)
 {
     static const char missing[] =
@@ -520,6 +616,7 @@ int main(void)
         cmocka_unit_test(test_declared_one_value_per_key_and_bound),
         cmocka_unit_test(test_pseudonyms),
         cmocka_unit_test(test_pseudonym_lengths),
+        cmocka_unit_test(test_pseudonymized_ids),
         cmocka_unit_test(test_declared_mode_refuses_gaps),
         cmocka_unit_test(test_condition_errors),
         cmocka_unit_test(test_replace_pattern_as_pcre2_substitutes),
