@@ -44,6 +44,8 @@
 #include <strings.h>
 #include <time.h>
 
+#include <sys/socket.h>
+
 #include "google/rpc/error_details.pb-c.h"
 #include "google/rpc/status.pb-c.h"
 
@@ -107,6 +109,10 @@ typedef struct otlpgrpc_worker {
     const uint8_t *body;
     size_t body_len, sent;      /* bytes of prefix + body handed to curl */
     bool body_sent;             /* the whole message is written */
+    /* h2c: the kept connection speaks HTTP/2 (see send_h2c) */
+    bool h2c_up;
+    bool refuse_new;            /* open no socket: reuse the kept connection or fail */
+    bool refused;               /* ... and a socket was refused */
     /* this call's reply */
     uint8_t *reply;             /* OTLPGRPC_REPLY_MAX bytes, prefix included */
     size_t reply_len;
@@ -324,6 +330,21 @@ static int on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_o
     return 0;
 }
 
+/* Opens the call's socket, unless the call must reuse the kept h2c
+ * connection (send_h2c): then no socket, so nothing is sent as HTTP/1.1. */
+static curl_socket_t on_open_socket(void *userp, curlsocktype purpose,
+                                    struct curl_sockaddr *addr)
+{
+    otlpgrpc_worker *w = userp;
+
+    (void)purpose;
+    if (w->refuse_new) {
+        w->refused = true;
+        return CURL_SOCKET_BAD;
+    }
+    return socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
+}
+
 /* The retry_delay of a google.rpc.RetryInfo in the status details, in ms
  * (at least 1), or -1 when the server sent none. */
 static int64_t retry_info_ms(const uint8_t *details, size_t len)
@@ -520,6 +541,44 @@ static CURLcode perform(otlpgrpc_worker *w)
     return rc;
 }
 
+/* One call over plaintext HTTP/2. libcurl 7.88 (Debian 12) cannot reuse
+ * an h2c connection made with prior knowledge: asked for prior knowledge
+ * again, it layers a second HTTP/2 filter on the connection and the call
+ * fails at once with "Error in the HTTP2 framing layer" (curl issue
+ * 10634, fixed in 8.0.0). So a call after one that went over HTTP/2 asks
+ * for plain HTTP/2, which takes the kept connection as it is; it must not
+ * open a new one (plain HTTP/2 over http:// would be HTTP/1.1 with an
+ * Upgrade, which gRPC servers refuse), so the socket callback refuses new
+ * sockets then, and a call that found no connection to reuse (the server
+ * closed it) goes again at once with prior knowledge, nothing sent, on a
+ * new connection, as does a call after one that failed. */
+static CURLcode send_h2c(otlpgrpc_worker *w)
+{
+    CURLcode rc;
+    long version = 0;
+
+    if (w->h2c_up) {
+        w->refuse_new = true;
+        w->refused = false;
+        curl_easy_setopt(w->curl, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_0);
+        rc = perform(w);
+        w->refuse_new = false;
+        curl_easy_setopt(w->curl, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+        if (!(w->refused && rc == CURLE_COULDNT_CONNECT))
+            goto out_note_version;
+    }
+    /* a new connection: an old one in the cache would be reused, and fail */
+    curl_easy_setopt(w->curl, CURLOPT_FRESH_CONNECT, 1L);
+    rc = perform(w);
+    curl_easy_setopt(w->curl, CURLOPT_FRESH_CONNECT, 0L);
+
+out_note_version:
+    w->h2c_up = rc == CURLE_OK &&
+                curl_easy_getinfo(w->curl, CURLINFO_HTTP_VERSION, &version) == CURLE_OK &&
+                version == CURL_HTTP_VERSION_2_0;
+    return rc;
+}
+
 /* The call's outcome: curl's, the server's grpc-status, or the HTTP
  * status of a reply without one. */
 static void read_result(otlpgrpc *x, otlpgrpc_worker *w, const sf_buf *buf, CURLcode rc,
@@ -593,17 +652,7 @@ static void otlpgrpc_send(void *exporter, unsigned worker, const sf_buf *buf,
     w->message[0] = '\0';
     w->details_len = 0;
     curl_easy_setopt(w->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(GRPC_PREFIX_LEN + len));
-    rc = perform(w);
-    if (rc == CURLE_HTTP2 && w->sent == 0) {
-        /* libcurl 7.88 leaves a connection unusable after some replies
-         * (a trailers-only one from gRPC core, for one): its next stream
-         * fails at once, before a byte is sent. Nothing reached the
-         * server: the call goes again on a new connection, which evicts
-         * the old one (CURLMOPT_MAXCONNECTS 1). */
-        curl_easy_setopt(w->curl, CURLOPT_FRESH_CONNECT, 1L);
-        rc = perform(w);
-        curl_easy_setopt(w->curl, CURLOPT_FRESH_CONNECT, 0L);
-    }
+    rc = x->cfg->tls.insecure ? send_h2c(w) : perform(w);
     w->body = NULL;
     read_result(x, w, buf, rc, res);
 }
@@ -777,6 +826,8 @@ static sf_status worker_init(otlpgrpc *x, otlpgrpc_worker *w)
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_reply) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_WRITEDATA, w) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, on_open_socket) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, w) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_HEADERDATA, w) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress) != CURLE_OK ||
@@ -786,6 +837,7 @@ static sf_status worker_init(otlpgrpc *x, otlpgrpc_worker *w)
         set_tls(c, &x->cfg->tls) != CURLE_OK)
         goto out_cleanup_curl;
     w->multi = curl_multi_init();
+    /* one connection per worker: a new one replaces the old */
     if (w->multi == NULL ||
         curl_multi_setopt(w->multi, CURLMOPT_MAXCONNECTS, 1L) != CURLM_OK)
         goto out_cleanup_curl;
