@@ -38,7 +38,7 @@
 
 #include "sample_allowlist.h"
 #include "sf_compress.h"
-#include "exporters/otlp_grpc/grpc_core.h"
+#include "tools/grpc_core.h"
 
 #define EXPORT_METHOD "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 #define SLOTS 8

@@ -2,8 +2,8 @@
  * start-up instead of by whichever component happens to come first:
  * libcurl's global init (curl_global_init is not thread-safe, and is never
  * undone: curl_global_cleanup is not thread-safe either). libdeflate's
- * counted allocator is set by its one user (sf_compress.c); gRPC core is the
- * `otlp` exporter's (exporters/otlp_grpc/grpc_core.h). */
+ * counted allocator is set by its one user (sf_compress.c). The collector
+ * does not use gRPC core (the `otlp` exporter is libcurl over HTTP/2). */
 #ifndef SF_PROCESS_H
 #define SF_PROCESS_H
 

@@ -31,7 +31,7 @@
 
 #include "../bench/sample_batch.h"
 #include "grpc_unary.h"
-#include "exporters/otlp_grpc/grpc_core.h"
+#include "tools/grpc_core.h"
 #include "sf_otlp_json.h"
 
 #define EXPORT_METHOD "/opentelemetry.proto.collector.trace.v1.TraceService/Export"

@@ -1,38 +1,50 @@
 /* exporters/otlp_grpc/otlp_grpc.c: the otlp (gRPC) exporter: sends encoded,
- * filtered batches as unary OTLP/gRPC Export calls with the gRPC core C API,
- * through the shared sending queue and retry engine (sf_sender.h).
+ * filtered batches as unary OTLP/gRPC Export calls, spoken with libcurl over
+ * HTTP/2 (no gRPC core), through the shared sending queue and retry engine
+ * (sf_sender.h).
  *
  * DESIGN
+ * Wire: a unary call is one HTTP/2 POST to the signal's Export method with
+ *   content-type application/grpc, te: trailers, grpc-timeout (the
+ *   configured timeout) and the configured headers as metadata; its body is
+ *   the message behind gRPC's 5-byte prefix (flag 1 and grpc-encoding: gzip
+ *   when compressed). The status comes from grpc-status, grpc-message
+ *   (percent-encoded) and grpc-status-details-bin (base64) in the trailers,
+ *   or in the headers of a trailers-only reply; libcurl hands both to the
+ *   header callback. A reply without grpc-status gets the gRPC spec's
+ *   status for its HTTP status (503 UNAVAILABLE, 404 UNIMPLEMENTED, ...),
+ *   and a transfer libcurl could not finish gets UNAVAILABLE (what gRPC
+ *   core says of a connection or handshake that fails), DEADLINE_EXCEEDED
+ *   when the timeout ran out, CANCELLED when shutdown cut it short.
+ *   Plaintext (tls.insecure) is h2c with prior knowledge; TLS negotiates h2
+ *   with ALPN.
  * Threads: consume() runs on receiver threads and only submits to the
  *   sender (never blocks, unless the queue is disabled). The sender's
  *   consumer threads call otlpgrpc_send() with their worker index; each
- *   worker owns one channel (with a local subchannel pool, so a TCP
- *   connection of its own) and one pluck completion queue. The consumer
- *   drives gRPC's I/O itself by plucking its call's tag, in 200 ms steps so
- *   it can cancel the call once the shutdown drain time is over. Channels
- *   and metadata are made in start() and read-only until destroy().
- * Secrets: configured metadata values may be bearer tokens. They are handed
- *   to gRPC as slices at start and never logged; gRPC's own tracing stays
- *   at its default (off).
+ *   worker owns one CURL easy handle (kept, so its connection is reused: a
+ *   TCP connection of its own, as gRPC core's local subchannel pool gave),
+ *   the multi handle that drives it in 200 ms steps so the call can be cut
+ *   short once the shutdown drain time is over, and a compressor. Handles
+ *   and headers are made in start() and read-only until destroy().
+ * Secrets: configured metadata values may be bearer tokens. They live only
+ *   in the curl header list (wiped before it is freed); CURLOPT_VERBOSE
+ *   stays off and no log line prints a header.
  * Results (OTLP/gRPC spec): OK is sent (a partial_success in the reply
  *   splits the count); UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED, OUT_OF_RANGE,
  *   DATA_LOSS and CANCELLED are retried, RESOURCE_EXHAUSTED only when the
  *   server sent a google.rpc.RetryInfo (grpc-status-details-bin), whose
  *   retry_delay is honoured; everything else is permanent. */
 #include "otlp_grpc.h"
-#include "grpc_core.h"
 #include "sf_time.h"
 
+#include <curl/curl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
-#include <grpc/byte_buffer_reader.h>
-#include <grpc/compression.h>
-#include <grpc/grpc.h>
-#include <grpc/grpc_security.h>
-#include <grpc/support/time.h>
+#include <sys/socket.h>
 
 #include "google/rpc/error_details.pb-c.h"
 #include "google/rpc/status.pb-c.h"
@@ -43,7 +55,6 @@ static const char *const export_methods[SF_SIGNAL_COUNT] = {
     [SF_SIGNAL_LOGS] = "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
     [SF_SIGNAL_METRICS] = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
 };
-#define STATUS_DETAILS_KEY "grpc-status-details-bin"
 #define RETRY_INFO_TYPE "type.googleapis.com/google.rpc.RetryInfo"
 /* Longest the shutdown drain may take, whatever the call deadline. */
 #define OTLPGRPC_DRAIN_MAX_MS 5000
@@ -53,20 +64,62 @@ static const char *const export_methods[SF_SIGNAL_COUNT] = {
  * long more for its status (the server may have the spans: counting them
  * dropped would be wrong); one still sending is cancelled at once. */
 #define OTLPGRPC_REPLY_GRACE_MS 2000
-/* gRPC's reconnect backoff grows to 120 s by default: a gateway that comes
- * back would stay unreachable long after the sender's own retries resumed. */
-#define OTLPGRPC_MAX_RECONNECT_BACKOFF_MS 5000
-/* Largest PEM file read for TLS. */
-#define OTLPGRPC_PEM_MAX (1024 * 1024)
 /* Longest server hint honoured (as the otlphttp exporter's Retry-After). */
 #define OTLPGRPC_RETRY_DELAY_MAX_MS 86400000LL
+/* A reply message larger than this is not a partial-success report we act
+ * on: the rest is read and discarded. */
+#define OTLPGRPC_REPLY_MAX 8192
+/* Decoded grpc-status-details-bin kept; a larger one is ignored. */
+#define OTLPGRPC_DETAILS_MAX 4096
+/* gRPC's length prefix: a compressed flag and a 32-bit big-endian length. */
+#define GRPC_PREFIX_LEN 5
+
+/* gRPC's status codes (grpc/status.h), by number. */
+enum {
+    GRPC_OK = 0, GRPC_CANCELLED = 1, GRPC_UNKNOWN = 2, GRPC_INVALID_ARGUMENT = 3,
+    GRPC_DEADLINE_EXCEEDED = 4, GRPC_NOT_FOUND = 5, GRPC_ALREADY_EXISTS = 6,
+    GRPC_PERMISSION_DENIED = 7, GRPC_RESOURCE_EXHAUSTED = 8, GRPC_FAILED_PRECONDITION = 9,
+    GRPC_ABORTED = 10, GRPC_OUT_OF_RANGE = 11, GRPC_UNIMPLEMENTED = 12, GRPC_INTERNAL = 13,
+    GRPC_UNAVAILABLE = 14, GRPC_DATA_LOSS = 15, GRPC_UNAUTHENTICATED = 16,
+};
+
+static const char *const grpc_status_names[] = {
+    "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+    "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+    "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+    "UNAUTHENTICATED",
+};
+
+static const char *grpc_status_name(int code)
+{
+    if (code < 0 || code >= (int)(sizeof(grpc_status_names) / sizeof(grpc_status_names[0])))
+        return "status";
+    return grpc_status_names[code];
+}
 
 typedef struct otlpgrpc otlpgrpc;
 
 typedef struct otlpgrpc_worker {
-    grpc_channel *channel;
-    grpc_completion_queue *cq;  /* pluck: only this worker's call lives on it */
+    otlpgrpc *x;
+    CURL *curl;
+    CURLM *multi;               /* drives `curl`, so the wait can be cut short */
     sf_compressor *zc;          /* NULL without compression */
+    /* this call's request: the prefix, then `body` */
+    uint8_t prefix[GRPC_PREFIX_LEN];
+    const uint8_t *body;
+    size_t body_len, sent;      /* bytes of prefix + body handed to curl */
+    bool body_sent;             /* the whole message is written */
+    /* h2c: the kept connection speaks HTTP/2 (see send_h2c) */
+    bool h2c_up;
+    bool refuse_new;            /* open no socket: reuse the kept connection or fail */
+    bool refused;               /* ... and a socket was refused */
+    /* this call's reply */
+    uint8_t *reply;             /* OTLPGRPC_REPLY_MAX bytes, prefix included */
+    size_t reply_len;
+    int grpc_status;            /* -1: no grpc-status seen */
+    char message[128];          /* grpc-message, percent-decoded, bounded */
+    uint8_t *details;           /* grpc-status-details-bin, decoded (OTLPGRPC_DETAILS_MAX) */
+    size_t details_len;
 } otlpgrpc_worker;
 
 struct otlpgrpc {
@@ -75,15 +128,12 @@ struct otlpgrpc {
     sf_signal signal;           /* of the pipelines this instance serves */
     const sf_otlpgrpc_config *cfg;
     sf_counters *counters;
-    char *target;               /* "dns:///host:port" */
+    char *url;                  /* http(s)://host:port/<method>; the override's name as host */
+    struct curl_slist *headers; /* holds secrets: wiped before freeing */
+    struct curl_slist *connect_to;  /* server_name_override: "NAME:PORT:HOST:PORT"; or NULL */
     sf_compression compression;
     int level;
     int64_t timeout_ms;
-    sf_sender *sender;
-    bool grpc_inited;
-    grpc_slice method;
-    size_t n_md;
-    grpc_metadata *md;          /* values hold secrets: never logged */
     unsigned n_workers;
     otlpgrpc_worker *workers;
 };
@@ -114,65 +164,243 @@ static void copy_printable(char *out, size_t cap, const char *in, size_t len)
 
 /* ---- reading the reply ------------------------------------------------------ */
 
-/* The retry_delay of a google.rpc.RetryInfo in the trailers, in ms (at least
- * 1), or -1 when the server sent none. */
-static int64_t retry_info_ms(const grpc_metadata_array *trailers)
+static int hex_value(char c)
 {
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* grpc-message is percent-encoded (gRPC's PROTOCOL-HTTP2); a '%' not
+ * followed by two hex digits is kept as it is, as gRPC's decoders do. */
+static void percent_decode(char *out, size_t cap, const char *in, size_t len)
+{
+    size_t o = 0;
+
+    for (size_t i = 0; i < len && o + 1 < cap; i++) {
+        int hi, lo;
+
+        if (in[i] == '%' && i + 2 < len && (hi = hex_value(in[i + 1])) >= 0 &&
+            (lo = hex_value(in[i + 2])) >= 0) {
+            out[o++] = (char)(hi << 4 | lo);
+            i += 2;
+        } else {
+            out[o++] = in[i];
+        }
+    }
+    out[o] = '\0';
+}
+
+static int b64_value(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+' || c == '-')
+        return 62;
+    if (c == '/' || c == '_')
+        return 63;
+    return -1;
+}
+
+/* A -bin metadata value: base64, padded or not (gRPC sends it unpadded).
+ * The decoded length, or -1 when it is not base64 or over `cap`. */
+static ssize_t b64_decode(uint8_t *out, size_t cap, const char *in, size_t len)
+{
+    uint32_t acc = 0;
+    size_t o = 0;
+    int bits = 0;
+
+    while (len > 0 && in[len - 1] == '=')
+        len--;
+    for (size_t i = 0; i < len; i++) {
+        int v = b64_value(in[i]);
+
+        if (v < 0)
+            return -1;
+        acc = acc << 6 | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (o >= cap)
+                return -1;
+            out[o++] = (uint8_t)(acc >> bits);
+        }
+    }
+    return (ssize_t)o;
+}
+
+/* A trimmed header value: `line` is "name: value\r\n"; NULL unless the
+ * name is `name`. */
+static const char *header_value(const char *line, size_t len, const char *name, size_t *vlen)
+{
+    size_t nl = strlen(name);
+    const char *v, *end = line + len;
+
+    if (len <= nl || strncasecmp(line, name, nl) != 0 || line[nl] != ':')
+        return NULL;
+    v = line + nl + 1;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    *vlen = (size_t)(end - v);
+    return v;
+}
+
+/* Headers and, after the body, trailers (libcurl passes HTTP/2 trailers
+ * here too): the last grpc-status, grpc-message and details seen win, so
+ * a trailers-only reply and a full one read the same. */
+static size_t on_header(char *data, size_t size, size_t n, void *userp)
+{
+    otlpgrpc_worker *w = userp;
+    size_t len = size * n, vlen;
+    const char *v;
+
+    if ((v = header_value(data, len, "grpc-status", &vlen)) != NULL) {
+        int code = 0;
+
+        for (size_t i = 0; i < vlen && code <= 1000; i++)
+            code = (v[i] >= '0' && v[i] <= '9') ? code * 10 + (v[i] - '0') : 1000 + 1;
+        w->grpc_status = vlen > 0 && code <= 1000 ? code : GRPC_UNKNOWN;
+    } else if ((v = header_value(data, len, "grpc-message", &vlen)) != NULL) {
+        percent_decode(w->message, sizeof(w->message), v, vlen);
+    } else if ((v = header_value(data, len, "grpc-status-details-bin", &vlen)) != NULL) {
+        ssize_t d = b64_decode(w->details, OTLPGRPC_DETAILS_MAX, v, vlen);
+
+        w->details_len = d > 0 ? (size_t)d : 0;
+    }
+    return len;
+}
+
+static size_t on_reply(char *data, size_t size, size_t n, void *userp)
+{
+    otlpgrpc_worker *w = userp;
+    size_t len = size * n, room = OTLPGRPC_REPLY_MAX - w->reply_len;
+
+    memcpy(w->reply + w->reply_len, data, len < room ? len : room);
+    w->reply_len += len < room ? len : room;
+    return len;
+}
+
+/* The request body: the prefix, then the message, copied as libcurl asks
+ * (no copy of the message made beforehand). */
+static size_t on_read(char *out, size_t size, size_t n, void *userp)
+{
+    otlpgrpc_worker *w = userp;
+    size_t cap = size * n, done = 0;
+
+    if (w->sent < GRPC_PREFIX_LEN) {
+        size_t k = GRPC_PREFIX_LEN - w->sent;
+
+        if (k > cap)
+            k = cap;
+        memcpy(out, w->prefix + w->sent, k);
+        w->sent += k;
+        done = k;
+    }
+    if (done < cap && w->sent >= GRPC_PREFIX_LEN) {
+        size_t off = w->sent - GRPC_PREFIX_LEN, k = w->body_len - off;
+
+        if (k > cap - done)
+            k = cap - done;
+        memcpy(out + done, w->body + off, k);
+        w->sent += k;
+        done += k;
+    }
+    return done;
+}
+
+/* Notes when the whole message is sent (the server may have the spans). */
+static int on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    otlpgrpc_worker *w = userp;
+
+    (void)dltotal, (void)dlnow;
+    if (ultotal > 0 && ulnow >= ultotal)
+        w->body_sent = true;
+    return 0;
+}
+
+/* Opens the call's socket, unless the call must reuse the kept h2c
+ * connection (send_h2c): then no socket, so nothing is sent as HTTP/1.1. */
+static curl_socket_t on_open_socket(void *userp, curlsocktype purpose,
+                                    struct curl_sockaddr *addr)
+{
+    otlpgrpc_worker *w = userp;
+
+    (void)purpose;
+    if (w->refuse_new) {
+        w->refused = true;
+        return CURL_SOCKET_BAD;
+    }
+    return socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
+}
+
+/* The retry_delay of a google.rpc.RetryInfo in the status details, in ms
+ * (at least 1), or -1 when the server sent none. */
+static int64_t retry_info_ms(const uint8_t *details, size_t len)
+{
+    Google__Rpc__Status *st;
     int64_t ms = -1;
 
-    for (size_t i = 0; i < trailers->count && ms < 0; i++) {
-        const grpc_metadata *m = &trailers->metadata[i];
-        Google__Rpc__Status *st;
+    if (len == 0)
+        return -1;
+    st = google__rpc__status__unpack(&pb_counted, len, details);
+    if (st == NULL)
+        return -1;
+    for (size_t d = 0; d < st->n_details && ms < 0; d++) {
+        Google__Protobuf__Any *any = st->details[d];
+        Google__Rpc__RetryInfo *ri;
 
-        if (grpc_slice_str_cmp(m->key, STATUS_DETAILS_KEY) != 0)
+        if (any->type_url == NULL || strcmp(any->type_url, RETRY_INFO_TYPE) != 0)
             continue;
-        st = google__rpc__status__unpack(&pb_counted, GRPC_SLICE_LENGTH(m->value),
-                                         GRPC_SLICE_START_PTR(m->value));
-        if (st == NULL)
+        ri = google__rpc__retry_info__unpack(&pb_counted, any->value.len, any->value.data);
+        if (ri == NULL)
             continue;
-        for (size_t d = 0; d < st->n_details && ms < 0; d++) {
-            Google__Protobuf__Any *any = st->details[d];
-            Google__Rpc__RetryInfo *ri;
+        ms = 1;     /* a RetryInfo without a delay still says "retry" */
+        if (ri->retry_delay != NULL && ri->retry_delay->seconds >= 0 &&
+            ri->retry_delay->nanos >= 0) {
+            int64_t s = ri->retry_delay->seconds;
 
-            if (any->type_url == NULL || strcmp(any->type_url, RETRY_INFO_TYPE) != 0)
-                continue;
-            ri = google__rpc__retry_info__unpack(&pb_counted, any->value.len, any->value.data);
-            if (ri == NULL)
-                continue;
-            ms = 1;     /* a RetryInfo without a delay still says "retry" */
-            if (ri->retry_delay != NULL && ri->retry_delay->seconds >= 0 &&
-                ri->retry_delay->nanos >= 0) {
-                int64_t s = ri->retry_delay->seconds;
-
-                if (s > OTLPGRPC_RETRY_DELAY_MAX_MS / 1000)
-                    ms = OTLPGRPC_RETRY_DELAY_MAX_MS;
-                else
-                    ms = s * 1000 + (ri->retry_delay->nanos + 999999) / 1000000;
-                if (ms < 1)
-                    ms = 1;
-            }
-            google__rpc__retry_info__free_unpacked(ri, &pb_counted);
+            if (s > OTLPGRPC_RETRY_DELAY_MAX_MS / 1000)
+                ms = OTLPGRPC_RETRY_DELAY_MAX_MS;
+            else
+                ms = s * 1000 + (ri->retry_delay->nanos + 999999) / 1000000;
+            if (ms < 1)
+                ms = 1;
         }
-        google__rpc__status__free_unpacked(st, &pb_counted);
+        google__rpc__retry_info__free_unpacked(ri, &pb_counted);
     }
+    google__rpc__status__free_unpacked(st, &pb_counted);
     return ms;
 }
 
-/* Spans an OK reply says the server rejected (OTLP partial_success). */
-static int64_t reply_rejected(otlpgrpc *x, grpc_byte_buffer *reply, const sf_buf *buf)
+/* Spans an OK reply says the server rejected (OTLP partial_success). A
+ * reply that is not one uncompressed message is not read: without
+ * grpc-accept-encoding the server sends it uncompressed. */
+static int64_t reply_rejected(otlpgrpc *x, const otlpgrpc_worker *w, const sf_buf *buf)
 {
-    grpc_byte_buffer_reader reader;
     sf_otlp_response *resp;
-    grpc_slice data;
     int64_t rejected = 0;
+    uint32_t mlen;
 
-    if (reply == NULL || !grpc_byte_buffer_reader_init(&reader, reply))
+    if (w->reply_len < GRPC_PREFIX_LEN || w->reply_len >= OTLPGRPC_REPLY_MAX || w->reply[0] != 0)
         return 0;
-    data = grpc_byte_buffer_reader_readall(&reader);
-    grpc_byte_buffer_reader_destroy(&reader);
+    mlen = (uint32_t)w->reply[1] << 24 | (uint32_t)w->reply[2] << 16 |
+           (uint32_t)w->reply[3] << 8 | w->reply[4];
+    if (mlen != w->reply_len - GRPC_PREFIX_LEN)
+        return 0;
     resp = opentelemetry__proto__collector__trace__v1__export_trace_service_response__unpack(
-        &pb_counted, GRPC_SLICE_LENGTH(data), GRPC_SLICE_START_PTR(data));
-    grpc_slice_unref(data);
+        &pb_counted, mlen, w->reply + GRPC_PREFIX_LEN);
     if (resp == NULL)
         return 0;
     if (resp->partial_success != NULL && resp->partial_success->rejected_spans > 0) {
@@ -189,25 +417,24 @@ static int64_t reply_rejected(otlpgrpc *x, grpc_byte_buffer *reply, const sf_buf
     return rejected;
 }
 
-static void map_status(grpc_status_code code, const grpc_metadata_array *trailers,
-                       const grpc_slice *details, sf_send_result *res)
+static void map_status(int code, const char *message, const otlpgrpc_worker *w,
+                       sf_send_result *res)
 {
-    int64_t hint = retry_info_ms(trailers);
+    int64_t hint = w != NULL ? retry_info_ms(w->details, w->details_len) : -1;
     char text[100];
 
-    copy_printable(text, sizeof(text), (const char *)GRPC_SLICE_START_PTR(*details),
-                   GRPC_SLICE_LENGTH(*details));
-    snprintf(res->detail, sizeof(res->detail), "grpc %s: %s", sf_grpc_status_name(code), text);
+    copy_printable(text, sizeof(text), message, strlen(message));
+    snprintf(res->detail, sizeof(res->detail), "grpc %s: %s", grpc_status_name(code), text);
     switch (code) {
-    case GRPC_STATUS_UNAVAILABLE:
-    case GRPC_STATUS_DEADLINE_EXCEEDED:
-    case GRPC_STATUS_ABORTED:
-    case GRPC_STATUS_OUT_OF_RANGE:
-    case GRPC_STATUS_DATA_LOSS:
-    case GRPC_STATUS_CANCELLED:         /* also ours, at shutdown: the sender drops it */
+    case GRPC_UNAVAILABLE:
+    case GRPC_DEADLINE_EXCEEDED:
+    case GRPC_ABORTED:
+    case GRPC_OUT_OF_RANGE:
+    case GRPC_DATA_LOSS:
+    case GRPC_CANCELLED:            /* also ours, at shutdown: the sender drops it */
         res->status = SF_RETRY;
         break;
-    case GRPC_STATUS_RESOURCE_EXHAUSTED:
+    case GRPC_RESOURCE_EXHAUSTED:
         /* Over a size limit the server sends no RetryInfo: resending the
          * same batch would fail the same way. */
         res->status = hint >= 0 ? SF_RETRY : SF_PERMANENT;
@@ -220,11 +447,167 @@ static void map_status(grpc_status_code code, const grpc_metadata_array *trailer
         res->retry_after_ms = hint;
 }
 
+/* gRPC's status for a reply without grpc-status (a proxy's answer), as
+ * gRPC's "HTTP to gRPC Status Code Mapping". */
+static int status_of_http(long http)
+{
+    switch (http) {
+    case 400: return GRPC_INTERNAL;
+    case 401: return GRPC_UNAUTHENTICATED;
+    case 403: return GRPC_PERMISSION_DENIED;
+    case 404: return GRPC_UNIMPLEMENTED;
+    case 429:
+    case 502:
+    case 503:
+    case 504: return GRPC_UNAVAILABLE;
+    default:  return GRPC_UNKNOWN;
+    }
+}
+
+/* gRPC's status for a transfer libcurl could not finish. */
+static int status_of_curl(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_OPERATION_TIMEDOUT:
+        return GRPC_DEADLINE_EXCEEDED;
+    case CURLE_ABORTED_BY_CALLBACK:     /* shutdown cut it short */
+        return GRPC_CANCELLED;
+    default:
+        /* no connection, a handshake that failed (the gateway may be
+         * mid-rotation), a reset stream: gRPC core's UNAVAILABLE */
+        return GRPC_UNAVAILABLE;
+    }
+}
+
 /* ---- one call --------------------------------------------------------------- */
 
-static gpr_timespec after_ms(int64_t ms)
+/* One call on the worker's multi handle, bounded by CURLOPT_TIMEOUT_MS
+ * (the call's deadline). Once shutdown's drain time is over the call ends
+ * within OTLPGRPC_POLL_MS, unless its message is sent whole: then it may
+ * wait OTLPGRPC_REPLY_GRACE_MS more for its status, so spans the server
+ * took are counted sent, not dropped. */
+static CURLcode perform(otlpgrpc_worker *w)
 {
-    return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(ms, GPR_TIMESPAN));
+    CURLcode rc = CURLE_OK;
+    int64_t give_up = 0;
+    int running = 1;
+
+    w->body_sent = false;
+    if (curl_multi_add_handle(w->multi, w->curl) != CURLM_OK)
+        return CURLE_OUT_OF_MEMORY;
+    for (;;) {
+        CURLMsg *msg;
+        int left;
+
+        if (curl_multi_perform(w->multi, &running) != CURLM_OK) {
+            rc = CURLE_OUT_OF_MEMORY;
+            break;
+        }
+        if ((msg = curl_multi_info_read(w->multi, &left)) != NULL && msg->msg == CURLMSG_DONE) {
+            rc = msg->data.result;
+            break;
+        }
+        if (running == 0) {         /* done without a message: cannot happen */
+            rc = CURLE_GOT_NOTHING;
+            break;
+        }
+        if (sf_sender_aborting(w->x->out.sender)) {
+            int64_t now = sf_now_ms();
+
+            if (!w->body_sent) {
+                rc = CURLE_ABORTED_BY_CALLBACK;
+                break;
+            }
+            if (give_up == 0) {
+                give_up = now + OTLPGRPC_REPLY_GRACE_MS;
+            } else if (now >= give_up) {
+                rc = CURLE_ABORTED_BY_CALLBACK;
+                break;
+            }
+        }
+        if (curl_multi_poll(w->multi, NULL, 0, OTLPGRPC_POLL_MS, NULL) != CURLM_OK) {
+            rc = CURLE_OUT_OF_MEMORY;
+            break;
+        }
+    }
+    if (rc == CURLE_ABORTED_BY_CALLBACK) {
+        /* Cut short: close the connection, so the server learns the call
+         * is cancelled now (libcurl would keep an HTTP/2 connection and
+         * its reset of the stream unsent), as gRPC core's cancel did. */
+        curl_easy_setopt(w->curl, CURLOPT_FORBID_REUSE, 1L);
+    }
+    curl_multi_remove_handle(w->multi, w->curl);
+    curl_easy_setopt(w->curl, CURLOPT_FORBID_REUSE, 0L);
+    return rc;
+}
+
+/* One call over plaintext HTTP/2. libcurl 7.88 (Debian 12) cannot reuse
+ * an h2c connection made with prior knowledge: asked for prior knowledge
+ * again, it layers a second HTTP/2 filter on the connection and the call
+ * fails at once with "Error in the HTTP2 framing layer" (curl issue
+ * 10634, fixed in 8.0.0). So a call after one that went over HTTP/2 asks
+ * for plain HTTP/2, which takes the kept connection as it is; it must not
+ * open a new one (plain HTTP/2 over http:// would be HTTP/1.1 with an
+ * Upgrade, which gRPC servers refuse), so the socket callback refuses new
+ * sockets then, and a call that found no connection to reuse (the server
+ * closed it) goes again at once with prior knowledge, nothing sent, on a
+ * new connection, as does a call after one that failed. */
+static CURLcode send_h2c(otlpgrpc_worker *w)
+{
+    CURLcode rc;
+    long version = 0;
+
+    if (w->h2c_up) {
+        w->refuse_new = true;
+        w->refused = false;
+        curl_easy_setopt(w->curl, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_0);
+        rc = perform(w);
+        w->refuse_new = false;
+        curl_easy_setopt(w->curl, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+        if (!(w->refused && rc == CURLE_COULDNT_CONNECT))
+            goto out_note_version;
+    }
+    /* a new connection: an old one in the cache would be reused, and fail */
+    curl_easy_setopt(w->curl, CURLOPT_FRESH_CONNECT, 1L);
+    rc = perform(w);
+    curl_easy_setopt(w->curl, CURLOPT_FRESH_CONNECT, 0L);
+
+out_note_version:
+    w->h2c_up = rc == CURLE_OK &&
+                curl_easy_getinfo(w->curl, CURLINFO_HTTP_VERSION, &version) == CURLE_OK &&
+                version == CURL_HTTP_VERSION_2_0;
+    return rc;
+}
+
+/* The call's outcome: curl's, the server's grpc-status, or the HTTP
+ * status of a reply without one. */
+static void read_result(otlpgrpc *x, otlpgrpc_worker *w, const sf_buf *buf, CURLcode rc,
+                        sf_send_result *res)
+{
+    long http = 0;
+    char text[64];
+
+    if (rc != CURLE_OK) {
+        map_status(status_of_curl(rc), curl_easy_strerror(rc), NULL, res);
+        return;
+    }
+    if (w->grpc_status == GRPC_OK) {
+        res->status = SF_OK;
+        res->rejected_spans = reply_rejected(x, w, buf);
+        return;
+    }
+    if (w->grpc_status > 0) {
+        map_status(w->grpc_status, w->message, w, res);
+        return;
+    }
+    /* No status: not a gRPC server's answer (a proxy's, or a stream
+     * closed early). */
+    curl_easy_getinfo(w->curl, CURLINFO_RESPONSE_CODE, &http);
+    if (http == 200)
+        snprintf(text, sizeof(text), "no grpc-status in the reply");
+    else
+        snprintf(text, sizeof(text), "http %ld without grpc-status", http);
+    map_status(http == 200 ? GRPC_UNKNOWN : status_of_http(http), text, NULL, res);
 }
 
 static void otlpgrpc_send(void *exporter, unsigned worker, const sf_buf *buf,
@@ -232,326 +615,266 @@ static void otlpgrpc_send(void *exporter, unsigned worker, const sf_buf *buf,
 {
     otlpgrpc *x = exporter;
     otlpgrpc_worker *w = &x->workers[worker];
-    grpc_metadata_array initial, trailers;
-    grpc_byte_buffer *request, *reply = NULL;
-    grpc_status_code code = GRPC_STATUS_UNKNOWN;
-    grpc_slice details = grpc_empty_slice(), payload;
-    grpc_op ops[6];
-    grpc_call *call;
-    grpc_call_error err;
-    bool cancelled = false;
-    int sent_tag, done_tag;
-    int64_t give_up = 0;
+    const uint8_t *body = buf->data;
+    size_t len = buf->len;
+    CURLcode rc;
 
-    if (w->channel == NULL) {   /* queue disabled and not started yet */
+    if (w->curl == NULL) {      /* queue disabled and not started yet */
         res->status = SF_RETRY;
         snprintf(res->detail, sizeof(res->detail), "exporter not started");
         return;
     }
-    call = grpc_channel_create_call(w->channel, NULL, GRPC_PROPAGATE_DEFAULTS, w->cq, x->method,
-                                    NULL, after_ms(x->timeout_ms), NULL);
-    if (call == NULL) {
-        res->status = SF_RETRY;
-        snprintf(res->detail, sizeof(res->detail), "grpc: cannot create a call");
-        return;
-    }
     if (w->zc != NULL) {
-        const uint8_t *z;
-        size_t zlen;
-        sf_status st = sf_compressor_run(w->zc, buf->data, buf->len, &z, &zlen);
+        sf_status st = sf_compressor_run(w->zc, buf->data, buf->len, &body, &len);
 
         if (st != SF_OK) {
             res->status = SF_RETRY;
             snprintf(res->detail, sizeof(res->detail), "%s: %s",
                      sf_compression_name(x->compression), sf_status_str(st));
-            grpc_call_unref(call);
             return;
         }
-        /* Already compressed: core sends it with the compressed flag and
-         * the channel's grpc-encoding, without compressing it again. */
-        payload = grpc_slice_from_copied_buffer((const char *)z, zlen);
-        request = grpc_raw_compressed_byte_buffer_create(&payload, 1, GRPC_COMPRESS_GZIP);
-    } else {
-        /* A copy: gRPC moves a sent buffer's slices out, and the sf_buf is
-         * shared with other exporters and retries. */
-        payload = grpc_slice_from_copied_buffer((const char *)buf->data, buf->len);
-        request = grpc_raw_byte_buffer_create(&payload, 1);
     }
-    grpc_slice_unref(payload);
-    grpc_metadata_array_init(&initial);
-    grpc_metadata_array_init(&trailers);
-
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[0].data.send_initial_metadata.count = x->n_md;
-    ops[0].data.send_initial_metadata.metadata = x->md;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = request;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &reply;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &trailers;
-    ops[5].data.recv_status_on_client.status = &code;
-    ops[5].data.recv_status_on_client.status_details = &details;
-    /* Two batches: sending (whose completion says the message is written)
-     * and receiving the status. */
-    err = grpc_call_start_batch(call, ops, 3, &sent_tag, NULL);
-    if (err != GRPC_CALL_OK) {
+    if (len > UINT32_MAX) {
         res->status = SF_PERMANENT;
-        snprintf(res->detail, sizeof(res->detail), "grpc: %s", grpc_call_error_to_string(err));
-        goto out_unref_call;
+        snprintf(res->detail, sizeof(res->detail), "grpc: message over 4 GiB");
+        return;
     }
-    err = grpc_call_start_batch(call, ops + 3, 3, &done_tag, NULL);
-    if (err != GRPC_CALL_OK) {
-        /* the sending batch is started: it must be seen before the call goes */
-        grpc_call_cancel(call, NULL);
-        while (grpc_completion_queue_pluck(w->cq, &sent_tag, after_ms(OTLPGRPC_POLL_MS),
-                                           NULL).type != GRPC_OP_COMPLETE)
-            ;
-        res->status = SF_PERMANENT;
-        snprintf(res->detail, sizeof(res->detail), "grpc: %s", grpc_call_error_to_string(err));
-        goto out_unref_call;
-    }
-    /* Both batches always complete (the deadline bounds them); cancelling
-     * only makes them complete sooner. Their tags must be seen before the
-     * call goes. Once shutdown's drain time is over, a call still sending
-     * is cancelled at once, one whose message is out gets
-     * OTLPGRPC_REPLY_GRACE_MS more for its status. */
-    for (;;) {
-        grpc_event ev = grpc_completion_queue_pluck(w->cq, &sent_tag, after_ms(OTLPGRPC_POLL_MS),
-                                                    NULL);
-
-        if (ev.type == GRPC_OP_COMPLETE)
-            break;
-        if (!cancelled && sf_sender_aborting(x->out.sender)) {
-            grpc_call_cancel(call, NULL);
-            cancelled = true;
-        }
-    }
-    for (;;) {
-        grpc_event ev = grpc_completion_queue_pluck(w->cq, &done_tag, after_ms(OTLPGRPC_POLL_MS),
-                                                    NULL);
-
-        if (ev.type == GRPC_OP_COMPLETE)
-            break;
-        if (!cancelled && sf_sender_aborting(x->out.sender)) {
-            int64_t now = sf_now_ms();
-
-            if (give_up == 0) {
-                give_up = now + OTLPGRPC_REPLY_GRACE_MS;
-            } else if (now >= give_up) {
-                grpc_call_cancel(call, NULL);
-                cancelled = true;
-            }
-        }
-    }
-    if (code == GRPC_STATUS_OK) {
-        res->status = SF_OK;
-        res->rejected_spans = reply_rejected(x, reply, buf);
-    } else {
-        map_status(code, &trailers, &details, res);
-    }
-
-out_unref_call:
-    grpc_metadata_array_destroy(&initial);
-    grpc_metadata_array_destroy(&trailers);
-    grpc_slice_unref(details);
-    if (reply != NULL)
-        grpc_byte_buffer_destroy(reply);
-    grpc_byte_buffer_destroy(request);
-    grpc_call_unref(call);
+    w->prefix[0] = w->zc != NULL ? 1 : 0;
+    w->prefix[1] = (uint8_t)(len >> 24);
+    w->prefix[2] = (uint8_t)(len >> 16);
+    w->prefix[3] = (uint8_t)(len >> 8);
+    w->prefix[4] = (uint8_t)len;
+    w->body = body;
+    w->body_len = len;
+    w->sent = 0;
+    w->reply_len = 0;
+    w->grpc_status = -1;
+    w->message[0] = '\0';
+    w->details_len = 0;
+    curl_easy_setopt(w->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(GRPC_PREFIX_LEN + len));
+    rc = x->cfg->tls.insecure ? send_h2c(w) : perform(w);
+    w->body = NULL;
+    read_result(x, w, buf, rc, res);
 }
 
 /* ---- setup and teardown ------------------------------------------------------ */
 
-static char *build_target(const char *endpoint)
+/* The endpoint's host and port (host:port or dns:///host:port, checked at
+ * load time); `host` keeps an IPv6 host's brackets. */
+static bool split_endpoint(const char *endpoint, const char **host, size_t *host_len,
+                           const char **port)
 {
-    static const char prefix[] = "dns:///";
-    size_t len = strlen(endpoint);
-    char *t;
+    const char *colon;
 
-    if (strncmp(endpoint, prefix, sizeof(prefix) - 1) == 0)
-        return sf_strdup(endpoint);
-    t = sf_malloc(sizeof(prefix) - 1 + len + 1);
-    if (t == NULL)
-        return NULL;
-    memcpy(t, prefix, sizeof(prefix) - 1);
-    memcpy(t + sizeof(prefix) - 1, endpoint, len + 1);
-    return t;
+    if (strncmp(endpoint, "dns:///", 7) == 0)
+        endpoint += 7;
+    colon = strrchr(endpoint, ':');
+    if (colon == NULL || colon == endpoint)
+        return false;
+    *host = endpoint;
+    *host_len = (size_t)(colon - endpoint);
+    *port = colon + 1;
+    return true;
 }
 
-/* A whole PEM file as a string; NULL (and logged) when it cannot be read. */
-static char *read_pem(const char *id, const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char *pem;
-    size_t n;
-
-    if (f == NULL) {
-        sf_error("exporter %s: cannot read '%s'", id, path);
-        return NULL;
-    }
-    pem = sf_malloc(OTLPGRPC_PEM_MAX + 1);
-    if (pem == NULL)
-        goto out_close;
-    n = fread(pem, 1, OTLPGRPC_PEM_MAX + 1, f);
-    if (ferror(f) || n > OTLPGRPC_PEM_MAX) {
-        sf_error("exporter %s: cannot read '%s' (unreadable or over %d bytes)", id, path,
-                 OTLPGRPC_PEM_MAX);
-        goto out_free_pem;
-    }
-    pem[n] = '\0';
-    fclose(f);
-    return pem;
-
-out_free_pem:
-    explicit_bzero(pem, OTLPGRPC_PEM_MAX + 1);
-    sf_free(pem);
-out_close:
-    fclose(f);
-    return NULL;
-}
-
-static void free_pem(char *pem)
-{
-    if (pem != NULL) {
-        explicit_bzero(pem, strlen(pem));
-        sf_free(pem);
-    }
-}
-
-static grpc_channel_credentials *make_credentials(otlpgrpc *x)
+/* The call's URL: http:// with tls.insecure (h2c), https:// otherwise, to
+ * the endpoint, or to server_name_override's name with CURLOPT_CONNECT_TO
+ * sending the connection to the endpoint (libcurl takes the SNI name and
+ * the name checked in the certificate from the URL). */
+static sf_status build_url(otlpgrpc *x)
 {
     const sf_otlp_tls_config *t = &x->cfg->tls;
-    grpc_ssl_pem_key_cert_pair pair;
-    grpc_channel_credentials *creds = NULL;
-    char *ca = NULL, *cert = NULL, *key = NULL;
+    const char *scheme = t->insecure ? "http" : "https", *host, *port;
+    const char *method = export_methods[x->signal];
+    const char *name = !t->insecure ? t->server_name_override : NULL;
+    size_t host_len, len;
+
+    if (!split_endpoint(x->cfg->endpoint, &host, &host_len, &port))
+        return SF_INVALID;
+    if (name != NULL) {
+        char *line;
+
+        len = strlen(name) + host_len + 2 * strlen(port) + 4;
+        if ((line = sf_malloc(len)) == NULL)
+            return SF_ENOMEM;
+        snprintf(line, len, "%s:%s:%.*s:%s", name, port, (int)host_len, host, port);
+        x->connect_to = curl_slist_append(NULL, line);     /* copies */
+        sf_free(line);
+        if (x->connect_to == NULL)
+            return SF_ENOMEM;
+        host = name;
+        host_len = strlen(name);
+    }
+    len = strlen(scheme) + 3 + host_len + 1 + strlen(port) + strlen(method) + 1;
+    if ((x->url = sf_malloc(len)) == NULL)
+        return SF_ENOMEM;
+    snprintf(x->url, len, "%s://%.*s:%s%s", scheme, (int)host_len, host, port, method);
+    return SF_OK;
+}
+
+static void free_headers(struct curl_slist *h)
+{
+    for (struct curl_slist *p = h; p != NULL; p = p->next)
+        explicit_bzero(p->data, strlen(p->data));
+    curl_slist_free_all(h);
+}
+
+static sf_status append_header(struct curl_slist **list, const char *name, const char *value)
+{
+    size_t len = strlen(name) + strlen(value) + 3;
+    char *line = sf_malloc(len);
+    struct curl_slist *l;
+
+    if (line == NULL)
+        return SF_ENOMEM;
+    /* "name;" is libcurl's spelling of a header with an empty value */
+    snprintf(line, len, value[0] ? "%s: %s" : "%s;", name, value);
+    l = curl_slist_append(*list, line);   /* copies */
+    explicit_bzero(line, len);
+    sf_free(line);
+    if (l == NULL)
+        return SF_ENOMEM;
+    *list = l;
+    return SF_OK;
+}
+
+/* The call's headers: gRPC's own, then the configured metadata. With
+ * server_name_override the :authority is the name alone, as grpc-go and
+ * gRPC core (grpc.ssl_target_name_override) send it; libcurl makes
+ * :authority of a Host header. */
+static sf_status build_headers(otlpgrpc *x)
+{
+    const sf_strmap *md = &x->cfg->headers;
+    struct curl_slist *h = NULL;
+    char timeout[24];
+
+    /* grpc-timeout: at most 8 digits; the config caps the timeout at 1 h */
+    snprintf(timeout, sizeof(timeout), "%" PRId64 "m", x->timeout_ms);
+    if (append_header(&h, "content-type", "application/grpc") != SF_OK ||
+        append_header(&h, "te", "trailers") != SF_OK ||
+        append_header(&h, "grpc-timeout", timeout) != SF_OK ||
+        /* no "Expect: 100-continue" round trip before each message */
+        curl_slist_append(h, "Expect:") == NULL)
+        goto out_free_headers;
+    if (x->compression == SF_COMPRESSION_GZIP &&
+        append_header(&h, "grpc-encoding", "gzip") != SF_OK)
+        goto out_free_headers;
+    if (!x->cfg->tls.insecure && x->cfg->tls.server_name_override != NULL &&
+        append_header(&h, "host", x->cfg->tls.server_name_override) != SF_OK)
+        goto out_free_headers;
+    for (size_t i = 0; i < md->n; i++) {
+        if (append_header(&h, md->keys[i], md->values[i] ? md->values[i] : "") != SF_OK)
+            goto out_free_headers;
+    }
+    x->headers = h;
+    return SF_OK;
+
+out_free_headers:
+    free_headers(h);
+    return SF_ENOMEM;
+}
+
+/* TLS with the exporter's settings: the CAs (default: the system's), the
+ * client certificate and key; libcurl verifies the peer and its name. */
+static CURLcode set_tls(CURL *c, const sf_otlp_tls_config *t)
+{
+    CURLcode rc;
 
     if (t->insecure)
-        return grpc_insecure_credentials_create();
-    if (t->ca_file != NULL && (ca = read_pem(x->id, t->ca_file)) == NULL)
-        goto out_free_pems;
-    if (t->cert_file != NULL && t->key_file != NULL) {
-        cert = read_pem(x->id, t->cert_file);
-        key = read_pem(x->id, t->key_file);
-        if (cert == NULL || key == NULL)
-            goto out_free_pems;
-        pair.cert_chain = cert;
-        pair.private_key = key;
+        return curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+    rc = curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    if (rc == CURLE_OK)
+        rc = curl_easy_setopt(c, CURLOPT_SSLVERSION, CURL_SSLVERSION_TLSv1_2);
+    if (rc == CURLE_OK && t->ca_file != NULL)
+        rc = curl_easy_setopt(c, CURLOPT_CAINFO, t->ca_file);
+    if (rc == CURLE_OK && t->cert_file != NULL && t->key_file != NULL) {
+        rc = curl_easy_setopt(c, CURLOPT_SSLCERT, t->cert_file);
+        if (rc == CURLE_OK)
+            rc = curl_easy_setopt(c, CURLOPT_SSLKEY, t->key_file);
     }
-    /* gRPC copies the PEM strings. */
-    creds = grpc_ssl_credentials_create(ca, key != NULL ? &pair : NULL, NULL, NULL);
-
-out_free_pems:
-    free_pem(key);
-    free_pem(cert);
-    free_pem(ca);
-    return creds;
+    return rc;
 }
 
-static void release_metadata(otlpgrpc *x)
+static sf_status worker_init(otlpgrpc *x, otlpgrpc_worker *w)
 {
-    for (size_t i = 0; i < x->n_md; i++) {
-        grpc_slice_unref(x->md[i].key);
-        grpc_slice_unref(x->md[i].value);
-    }
-    sf_free(x->md);
-    x->md = NULL;
-    x->n_md = 0;
-}
+    CURL *c;
 
-static sf_status build_metadata(otlpgrpc *x)
-{
-    const sf_strmap *h = &x->cfg->headers;
-
-    if (h->n == 0)
-        return SF_OK;
-    x->md = sf_calloc(h->n, sizeof(*x->md));
-    if (x->md == NULL)
-        return SF_ENOMEM;
-    for (size_t i = 0; i < h->n; i++) {
-        x->md[i].key = grpc_slice_from_copied_string(h->keys[i]);
-        x->md[i].value = grpc_slice_from_copied_string(h->values[i] ? h->values[i] : "");
-        x->n_md++;
-    }
+    w->x = x;
+    w->reply = sf_malloc(OTLPGRPC_REPLY_MAX);
+    w->details = sf_malloc(OTLPGRPC_DETAILS_MAX);
+    if (w->reply == NULL || w->details == NULL)
+        goto out_free_buffers;
+    if (x->compression != SF_COMPRESSION_NONE &&
+        (w->zc = sf_compressor_create(x->compression, x->level)) == NULL)
+        goto out_free_buffers;
+    c = curl_easy_init();
+    if (c == NULL)
+        goto out_free_buffers;
+    /* Fixed per handle; only the message changes per call. Never set
+     * CURLOPT_VERBOSE: it prints request headers, tokens included. */
+    if (curl_easy_setopt(c, CURLOPT_URL, x->url) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_POST, 1L) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, x->headers) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_USERAGENT, "spanfence/" SF_VERSION) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)x->timeout_ms) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)x->timeout_ms) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_QUICK_EXIT, 1L) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_READDATA, w) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_reply) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, w) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, on_open_socket) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, w) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, w) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress) != CURLE_OK ||
+        curl_easy_setopt(c, CURLOPT_XFERINFODATA, w) != CURLE_OK ||
+        (x->connect_to != NULL &&
+         curl_easy_setopt(c, CURLOPT_CONNECT_TO, x->connect_to) != CURLE_OK) ||
+        set_tls(c, &x->cfg->tls) != CURLE_OK)
+        goto out_cleanup_curl;
+    w->multi = curl_multi_init();
+    /* one connection per worker: a new one replaces the old */
+    if (w->multi == NULL ||
+        curl_multi_setopt(w->multi, CURLMOPT_MAXCONNECTS, 1L) != CURLM_OK)
+        goto out_cleanup_curl;
+    w->curl = c;
     return SF_OK;
+
+out_cleanup_curl:
+    curl_easy_cleanup(c);
+out_free_buffers:
+    sf_compressor_destroy(w->zc);
+    w->zc = NULL;
+    sf_free(w->details);
+    w->details = NULL;
+    sf_free(w->reply);
+    w->reply = NULL;
+    return SF_ENOMEM;
 }
 
-static sf_status open_channels(otlpgrpc *x)
+static void worker_release(otlpgrpc_worker *w)
 {
-    grpc_arg args[5];
-    grpc_channel_args cargs = { .num_args = 0, .args = args };
-    grpc_channel_credentials *creds;
-
-    memset(args, 0, sizeof(args));
-    /* A connection per worker: a shared one would serialise the workers'
-     * calls on one TCP stream and one gRPC I/O path. */
-    args[cargs.num_args].type = GRPC_ARG_INTEGER;
-    args[cargs.num_args].key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL;
-    args[cargs.num_args++].value.integer = 1;
-    args[cargs.num_args].type = GRPC_ARG_INTEGER;
-    args[cargs.num_args].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
-    args[cargs.num_args++].value.integer = OTLPGRPC_MAX_RECONNECT_BACKOFF_MS;
-    args[cargs.num_args].type = GRPC_ARG_STRING;
-    args[cargs.num_args].key = (char *)GRPC_ARG_PRIMARY_USER_AGENT_STRING;
-    args[cargs.num_args++].value.string = (char *)"spanfence/" SF_VERSION;
-    if (x->compression == SF_COMPRESSION_GZIP) {
-        args[cargs.num_args].type = GRPC_ARG_INTEGER;
-        args[cargs.num_args].key = (char *)GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM;
-        args[cargs.num_args++].value.integer = GRPC_COMPRESS_GZIP;
-    }
-    /* upstream's server_name_override (grpc-go's TLS ServerName): SNI, the
-     * name verified in the certificate, and, as grpc-go's authority from
-     * the credentials, the calls' :authority (core sets its default
-     * authority from this arg). */
-    if (!x->cfg->tls.insecure && x->cfg->tls.server_name_override != NULL) {
-        args[cargs.num_args].type = GRPC_ARG_STRING;
-        args[cargs.num_args].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
-        args[cargs.num_args++].value.string = x->cfg->tls.server_name_override;
-    }
-    creds = make_credentials(x);
-    if (creds == NULL)
-        return SF_IO;
-    for (unsigned i = 0; i < x->n_workers; i++) {
-        otlpgrpc_worker *w = &x->workers[i];
-
-        w->cq = grpc_completion_queue_create_for_pluck(NULL);
-        w->channel = grpc_channel_create(x->target, creds, &cargs);
-        if (x->compression != SF_COMPRESSION_NONE && w->zc == NULL &&
-            (w->zc = sf_compressor_create(x->compression, x->level)) == NULL) {
-            grpc_channel_credentials_release(creds);
-            return SF_ENOMEM;
-        }
-    }
-    grpc_channel_credentials_release(creds);
-    return SF_OK;
-}
-
-static void close_channels(otlpgrpc *x)
-{
-    for (unsigned i = 0; i < x->n_workers; i++) {
-        otlpgrpc_worker *w = &x->workers[i];
-
-        if (w->channel != NULL)
-            grpc_channel_destroy(w->channel);
-        w->channel = NULL;
-        if (w->cq != NULL) {
-            /* Every call's tag was plucked: the queue is empty. */
-            grpc_completion_queue_shutdown(w->cq);
-            grpc_completion_queue_destroy(w->cq);
-        }
-        w->cq = NULL;
-        sf_compressor_destroy(w->zc);
-        w->zc = NULL;
-    }
+    if (w->multi != NULL)
+        curl_multi_cleanup(w->multi);
+    w->multi = NULL;
+    if (w->curl != NULL)
+        curl_easy_cleanup(w->curl);
+    w->curl = NULL;
+    sf_compressor_destroy(w->zc);
+    w->zc = NULL;
+    sf_free(w->details);
+    w->details = NULL;
+    sf_free(w->reply);
+    w->reply = NULL;
 }
 
 /* ---- lifecycle ---------------------------------------------------------------- */
 
-/* No gRPC here: `spanfence validate` runs create, and gRPC starts threads. */
+/* No connections here: `spanfence validate` runs create. */
 static sf_status otlpgrpc_create(sf_component *self, const void *config)
 {
     const sf_otlpgrpc_config *c = config;
@@ -569,13 +892,10 @@ static sf_status otlpgrpc_create(sf_component *self, const void *config)
     x->timeout_ms = c->timeout > 0 ? c->timeout : 5000;
     x->out.drain_ms = x->timeout_ms < OTLPGRPC_DRAIN_MAX_MS ? x->timeout_ms : OTLPGRPC_DRAIN_MAX_MS;
     x->out.send_timeout_ms = x->timeout_ms;
-    x->target = build_target(c->endpoint);
-    if (x->target == NULL)
-        goto out_free_ctx;
     x->out.sender = sf_sender_create(x->id, &c->sending_queue, &c->retry_on_failure, otlpgrpc_send,
                                  x, x->counters);
     if (x->out.sender == NULL)
-        goto out_free_target;
+        goto out_free_ctx;
     x->n_workers = sf_sender_workers(x->out.sender);
     x->workers = sf_calloc(x->n_workers, sizeof(*x->workers));
     if (x->workers == NULL)
@@ -585,8 +905,6 @@ static sf_status otlpgrpc_create(sf_component *self, const void *config)
 
 out_destroy_sender:
     sf_sender_destroy(x->out.sender);
-out_free_target:
-    sf_free(x->target);
 out_free_ctx:
     sf_free(x);
     return SF_ENOMEM;
@@ -598,15 +916,19 @@ static sf_status otlpgrpc_start(sf_component *self)
     otlpgrpc *x = sf_component_ctx(self);
     sf_status st;
 
-    sf_grpc_init();
-    x->grpc_inited = true;
-    x->method = grpc_slice_from_static_string(export_methods[x->signal]);
-    st = build_metadata(x);
+    st = build_url(x);
+    if (st == SF_INVALID)
+        sf_error("exporter %s: endpoint '%s' is not host:port", x->id, x->cfg->endpoint);
     if (st != SF_OK)
         return st;
-    st = open_channels(x);
+    st = build_headers(x);
     if (st != SF_OK)
         return st;
+    for (unsigned i = 0; i < x->n_workers; i++) {
+        st = worker_init(x, &x->workers[i]);
+        if (st != SF_OK)
+            return st;
+    }
     return sf_sender_export_start(self);
 }
 
@@ -617,12 +939,12 @@ static void otlpgrpc_destroy(sf_component *self)
     if (x == NULL)
         return;
     sf_sender_destroy(x->out.sender);   /* joins the consumers: no call in flight after */
-    close_channels(x);
-    release_metadata(x);
-    if (x->grpc_inited)
-        sf_grpc_shutdown();
+    for (unsigned i = 0; i < x->n_workers; i++)
+        worker_release(&x->workers[i]);
+    free_headers(x->headers);
+    curl_slist_free_all(x->connect_to);
+    sf_free(x->url);
     sf_free(x->workers);
-    sf_free(x->target);
     sf_free(x);
     sf_component_set_ctx(self, NULL);
 }

@@ -240,9 +240,11 @@ sf_status sf_otlpgrpc_check(sf_cfg_ctx *ctx, void *config)
     if (check_endpoint(ctx, c->endpoint) != SF_OK)
         st = SF_CONFIG;
     if (c->compression == SF_COMPRESSION_ZSTD) {
-        /* Measured: core rewrites a "grpc-encoding: zstd" the call sends
-         * to "identity" (its compression enum has no zstd), so the peer
-         * would read zstd bytes as protobuf. */
+        /* Measured when the exporter was gRPC core: core rewrote a
+         * "grpc-encoding: zstd" to "identity" (its compression enum has no
+         * zstd). The exporter speaks HTTP/2 itself now and could send zstd,
+         * but gRPC core gateways (1.51, Debian's) still cannot read it, and
+         * the message and behaviour stay as they were (exporters/README.md). */
         sf_cfg_error(ctx, sf_node_get(sf_cfg_value(ctx), "compression"), "compression",
                      "zstd is not available on the otlp (gRPC) exporter: gRPC core 1.51 can "
                      "send only gzip or deflate; use gzip, or the otlphttp exporter for zstd");

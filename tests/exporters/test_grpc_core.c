@@ -1,10 +1,11 @@
-/* tests/exporters/test_grpc_core.c: the gRPC core references the `otlp`
- * exporter holds (exporters/otlp_grpc/grpc_core.c): sf_grpc_init routes
- * gRPC's log into sf_log (once, one line per message), takes a
- * reference (gRPC initialised while any is held, nested references
- * counted), picks up a log level set since (debug shows gRPC's debug
- * lines, otherwise errors only), the last sf_grpc_shutdown lets gRPC
- * go, and every gRPC status code has its name. */
+/* tests/exporters/test_grpc_core.c: the gRPC core references the tools
+ * and benches that speak gRPC core hold (tools/grpc_core.h; the collector's
+ * `otlp` exporter no longer uses gRPC core): sf_grpc_init routes gRPC's log
+ * into sf_log (once, one line per message), takes a reference (gRPC
+ * initialised while any is held, nested references counted), picks up a
+ * log level set since (debug shows gRPC's debug lines, otherwise errors
+ * only), the last sf_grpc_shutdown lets gRPC go, and every gRPC status code
+ * has its name. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,7 +18,7 @@
 #include <grpc/grpc.h>
 #include <grpc/support/log.h>
 
-#include "exporters/otlp_grpc/grpc_core.h"
+#include "tools/grpc_core.h"
 #include "sf_log.h"
 #include "tests/sf_test_stderr.h"
 
