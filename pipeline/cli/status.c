@@ -324,9 +324,17 @@ static void print_windows(json_object *ext)
                        u64(w, "accepted_from_target"), u64(w, "refused_from_target"));
             /* whether the raised level shows at all, said within the window */
             if (strcmp(str(w, "arrival"), "none") == 0) {
+                json_object *em = get(t, "engine_metrics");
+                double running = json_object_get_double(get(em, "running_reqs"));
+
                 printf("\n    no spans from %s since the level was raised ", str(t, "target"));
                 print_left((int64_t)u64(w, "since_open_ms") / 1000 * 1000);  /* whole s ago */
-                printf(" ago: check the engine's exporter");
+                if (running > 0)    /* the engine is busy: its requests make no spans */
+                    printf(" ago, while it runs %.0f requests (%.0f queued): the level did not "
+                           "take, or check the engine's exporter", running,
+                           json_object_get_double(get(em, "queued_reqs")));
+                else
+                    printf(" ago: check the engine's exporter");
             } else if (strcmp(str(w, "arrival"), "arriving") == 0) {
                 printf("\n    spans from %s arriving", str(t, "target"));
             }
@@ -342,7 +350,8 @@ static void print_windows(json_object *ext)
                    " exported, %" PRIu64 " lost, %" PRIu64 " queued: capture %s",
                    str(last, "id"), str(last, "cause"), str(last, "closed"), u64(last, "accepted"),
                    u64(last, "exported"), u64(last, "lost"), u64(last, "queued"),
-                   json_object_get_boolean(get(last, "complete")) ? "complete" : "NOT complete");
+                   get(last, "capture") != NULL ? str(last, "capture")
+                   : json_object_get_boolean(get(last, "complete")) ? "complete" : "NOT complete");
         if (last != NULL)
             print_latency(get(last, "latency"));
         printf("\n");

@@ -8,16 +8,20 @@ label model_name and their default bucket bounds), as SGLang's tokenizer
 manager records them: one observation per request (TTFT) or per token
 (ITL).
 
+Also SGLang's load gauges, sglang:num_running_reqs and sglang:num_queue_reqs
+(label model_name), 0 until set.
+
 Reads one command a line on stdin and answers each with one line, once
 done (the next scrape sees it):
   observe ttft|itl SECONDS COUNT   record COUNT observations of SECONDS
+  load RUNNING QUEUED              set the two gauges
 Prints "ready" first, then serves until its stdin closes.
 
   latency_exposer.py PORT
 """
 import sys
 
-from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Gauge, Histogram, start_http_server
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
@@ -38,6 +42,10 @@ def main():
                          labelnames=["model_name"], buckets=ITL_BUCKETS, registry=reg),
     }
     series = {k: h.labels(model_name=MODEL) for k, h in hist.items()}   # served from the start
+    running = Gauge("sglang:num_running_reqs", "The number of running requests.",
+                    labelnames=["model_name"], registry=reg).labels(model_name=MODEL)
+    queued = Gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.",
+                   labelnames=["model_name"], registry=reg).labels(model_name=MODEL)
     start_http_server(int(sys.argv[1]), addr="127.0.0.1", registry=reg)
     print("ready", flush=True)
     for line in sys.stdin:
@@ -45,6 +53,10 @@ def main():
         if len(words) == 4 and words[0] == "observe" and words[1] in series:
             for _ in range(int(words[3])):
                 series[words[1]].observe(float(words[2]))
+            print("ok", flush=True)
+        elif len(words) == 3 and words[0] == "load":
+            running.set(float(words[1]))
+            queued.set(float(words[2]))
             print("ok", flush=True)
         else:
             print("error: " + line.strip(), flush=True)

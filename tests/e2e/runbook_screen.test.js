@@ -73,6 +73,7 @@ extensions:
           receiver: journald
           match: {_SYSTEMD_UNIT: sglang.service}
         engine_metrics: {receiver: prometheus/sglang, job: sglang, baseline_scrapes: 3}
+        arrival_timeout: 1s
 service:
   extensions: [trace_control]
   telemetry:
@@ -169,6 +170,28 @@ test('one screen answers the runbook\'s four questions while a window is open', 
     assert.match(out, /^ {4}the collector: 0 of the window's spans lost, 0 collector-wide since it opened$/m);
     // latency, bucket-bounded: TTFT moved from the 100 ms bucket to the 200 ms one
     assert.match(out, /^ {4}latency \(bucket-bounded, before -> during, \d+ scrapes\): ttft p50 <= 100ms -> <= 200ms, p99 <= 100ms -> <= 200ms \([1-9]\d* -> 40 samples\); itl p50 <= 6ms -> <= 8ms, p99 <= 6ms -> <= 8ms \([1-9]\d* -> 40 samples\)$/m);
+    assert.equal((await control(path.join(dir, 'tc.sock'), { op: 'reset', target: 'r1' })).ok, true);
+
+    // A level that does not take: the engine runs requests (its gauges
+    // say so) but no span comes. The screen says it within the window.
+    const audit = path.join(dir, 'trace-audit.jsonl');
+    for (const deadline = Date.now() + 30000; !fs.readFileSync(audit, 'utf8').includes('"event":"close"');) {
+      if (Date.now() > deadline) throw new Error('no close record');
+      await sleep(50);
+    }
+    await lat.load(3, 1);
+    await scrapesAfterNow(2);
+    const r2 = await control(path.join(dir, 'tc.sock'),
+      { op: 'set', target: 'r1', level: 3, for_ms: 600000, reason: 'INC-36 level check' });
+    assert.equal(r2.ok, true, r2.message);
+    const t2 = await waitTarget((x) => x.window && x.window.arrival === 'none', 'arrival none');
+    assert.equal(t2.engine_metrics.running_reqs, 3);
+    assert.equal(t2.engine_metrics.queued_reqs, 1);
+    const screen2 = spawnSync(deps.spanfenceBin(), ['status', '--metrics', `127.0.0.1:${ports.metrics}`],
+      { encoding: 'utf8', timeout: 60000 });
+    assert.equal(screen2.status, 0, `status: ${screen2.error || ''} signal ${screen2.signal} ${screen2.stderr}`);
+    process.stdout.write(`--- spanfence status, a level that did not take ---\n${screen2.stdout}---\n`);
+    assert.match(screen2.stdout, /^ {4}no spans from r1 since the level was raised \d+s ago, while it runs 3 requests \(1 queued\): the level did not take, or check the engine's exporter$/m);
     assert.equal((await control(path.join(dir, 'tc.sock'), { op: 'reset', target: 'r1' })).ok, true);
   });
 });

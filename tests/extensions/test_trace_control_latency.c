@@ -450,7 +450,7 @@ static void test_scan(void **state)
     uint8_t *req = scrape("other", base, &len);
 
     (void)state;
-    assert_int_equal(sf_tc_latency_scan(req, len, "sglang", names, 2, h, inst, sizeof(inst)),
+    assert_int_equal(sf_tc_latency_scan(req, len, "sglang", names, 2, h, inst, sizeof(inst), NULL),
                      SF_OK);
     assert_string_equal(inst, "127.0.0.1:30000");
     assert_int_equal(h[0].n, 5);
@@ -458,18 +458,95 @@ static void test_scan(void **state)
     assert_int_equal(h[0].c[0], 3);         /* 1 + 2: the two series summed */
     assert_int_equal(h[0].c[4], 15);
     assert_int_equal(h[1].n, 0);            /* a gauge, not a histogram */
-    assert_int_equal(sf_tc_latency_scan(req, len, "nobody", names, 2, h, inst, sizeof(inst)),
+    assert_int_equal(sf_tc_latency_scan(req, len, "nobody", names, 2, h, inst, sizeof(inst), NULL),
                      SF_OK);
     assert_int_equal(h[0].n, 0);
     free(req);
     /* both resources of the job, same instance: both count */
     req = scrape("sglang", base, &len);
-    assert_int_equal(sf_tc_latency_scan(req, len, "sglang", names, 2, h, inst, sizeof(inst)),
+    assert_int_equal(sf_tc_latency_scan(req, len, "sglang", names, 2, h, inst, sizeof(inst), NULL),
                      SF_OK);
     assert_int_equal(h[0].c[0], 6);
     free(req);
     assert_int_equal(sf_tc_latency_scan((const uint8_t *)"\xff", 1, "sglang", names, 2, h, inst,
-                                        sizeof(inst)), SF_INVALID);
+                                        sizeof(inst), NULL), SF_INVALID);
+}
+
+/* SGLang's load gauges in a scrape: summed over their series (as_int and
+ * as_double alike), only for the job asked about. */
+static void test_scan_gauges(void **state)
+{
+    Opentelemetry__Proto__Collector__Metrics__V1__ExportMetricsServiceRequest req;
+    Opentelemetry__Proto__Metrics__V1__ResourceMetrics rm, *rmp = &rm;
+    Opentelemetry__Proto__Resource__V1__Resource res;
+    Opentelemetry__Proto__Metrics__V1__ScopeMetrics sm, *smp = &sm;
+    Opentelemetry__Proto__Metrics__V1__Metric mt[2], *mtp[2] = { &mt[0], &mt[1] };
+    Opentelemetry__Proto__Metrics__V1__Gauge g[2];
+    Opentelemetry__Proto__Metrics__V1__NumberDataPoint dp[3];
+    Opentelemetry__Proto__Metrics__V1__NumberDataPoint *run[2] = { &dp[0], &dp[1] }, *q = &dp[2];
+    pb_kv kv, *kvp = &kv;
+    pb_any av;
+    static const char *const names[2] = { "t", "i" };
+    tc_hist h[2];
+    tc_gauges gg;
+    char inst[64];
+    uint8_t *buf;
+    size_t len;
+
+    (void)state;
+    opentelemetry__proto__collector__metrics__v1__export_metrics_service_request__init(&req);
+    opentelemetry__proto__metrics__v1__resource_metrics__init(&rm);
+    opentelemetry__proto__resource__v1__resource__init(&res);
+    opentelemetry__proto__metrics__v1__scope_metrics__init(&sm);
+    opentelemetry__proto__common__v1__key_value__init(&kv);
+    opentelemetry__proto__common__v1__any_value__init(&av);
+    av.value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE;
+    av.string_value = "sglang";
+    kv.key = "service.name";
+    kv.value = &av;
+    res.n_attributes = 1;
+    res.attributes = &kvp;
+    for (int i = 0; i < 3; i++)
+        opentelemetry__proto__metrics__v1__number_data_point__init(&dp[i]);
+    dp[0].value_case = OPENTELEMETRY__PROTO__METRICS__V1__NUMBER_DATA_POINT__VALUE_AS_DOUBLE;
+    dp[0].as_double = 3;                /* tp_rank 0 */
+    dp[1].value_case = OPENTELEMETRY__PROTO__METRICS__V1__NUMBER_DATA_POINT__VALUE_AS_INT;
+    dp[1].as_int = 2;                   /* tp_rank 1 */
+    dp[2].value_case = OPENTELEMETRY__PROTO__METRICS__V1__NUMBER_DATA_POINT__VALUE_AS_DOUBLE;
+    dp[2].as_double = 7;
+    for (int i = 0; i < 2; i++) {
+        opentelemetry__proto__metrics__v1__metric__init(&mt[i]);
+        opentelemetry__proto__metrics__v1__gauge__init(&g[i]);
+        mt[i].data_case = OPENTELEMETRY__PROTO__METRICS__V1__METRIC__DATA_GAUGE;
+        mt[i].gauge = &g[i];
+    }
+    mt[0].name = "sglang:num_running_reqs";
+    g[0].n_data_points = 2;
+    g[0].data_points = run;
+    mt[1].name = "sglang:num_queue_reqs";
+    g[1].n_data_points = 1;
+    g[1].data_points = &q;
+    sm.n_metrics = 2;
+    sm.metrics = mtp;
+    rm.resource = &res;
+    rm.n_scope_metrics = 1;
+    rm.scope_metrics = &smp;
+    req.n_resource_metrics = 1;
+    req.resource_metrics = &rmp;
+    len = opentelemetry__proto__collector__metrics__v1__export_metrics_service_request__get_packed_size(&req);
+    buf = malloc(len);
+    assert_non_null(buf);
+    opentelemetry__proto__collector__metrics__v1__export_metrics_service_request__pack(&req, buf);
+
+    assert_int_equal(sf_tc_latency_scan(buf, len, "sglang", names, 2, h, inst, sizeof(inst), &gg),
+                     SF_OK);
+    assert_true(gg.have_running && gg.have_queued);
+    assert_true(gg.running == 5 && gg.queued == 7);
+    assert_int_equal(h[0].n, 0);
+    assert_int_equal(sf_tc_latency_scan(buf, len, "other", names, 2, h, inst, sizeof(inst), &gg),
+                     SF_OK);
+    assert_false(gg.have_running || gg.have_queued);
+    free(buf);
 }
 
 /* The metrics tap reads only the named receiver's requests, and wakes the
@@ -540,7 +617,7 @@ static sf_status torture_scenario(void *arg)
 
     if (st != SF_OK)
         return st;
-    st = sf_tc_latency_scan(a->req, a->len, "sglang", names, 2, h, inst, sizeof(inst));
+    st = sf_tc_latency_scan(a->req, a->len, "sglang", names, 2, h, inst, sizeof(inst), NULL);
     if (st == SF_OK) {
         sf_tc_latency_scrape(l, h);
         sf_tc_latency_open(l);
@@ -574,6 +651,7 @@ int main(void)
         cmocka_unit_test(test_exceeds),
         cmocka_unit_test(test_series),
         cmocka_unit_test(test_scan),
+        cmocka_unit_test(test_scan_gauges),
         cmocka_unit_test(test_tap),
         cmocka_unit_test(test_torture),
     };

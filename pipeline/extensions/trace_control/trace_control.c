@@ -496,6 +496,12 @@ static json_object *tc_status(sf_component *self)
                 w->target->engine_metrics.job));
             json_object_object_add(em, "scrapes", json_object_new_uint64(lv.scrapes));
             json_object_object_add(em, "restarts", json_object_new_uint64(lv.restarts));
+            /* the engine's load at the last scrape: busy without spans
+             * arriving means the level did not take */
+            json_object_object_add(em, "running_reqs", lv.load.have_running
+                                   ? json_object_new_double(lv.load.running) : NULL);
+            json_object_object_add(em, "queued_reqs", lv.load.have_queued
+                                   ? json_object_new_double(lv.load.queued) : NULL);
             json_object_object_add(t, "engine_metrics", em);
         }
         if (p->last.valid && (last = json_object_new_object()) != NULL) {

@@ -195,9 +195,23 @@ static void add_point(tc_hist *acc, const pb_hdp *p)
     (void)sf_tc_hist_add(acc, &h);
 }
 
+/* A gauge's points, summed (SGLang labels them by model and ranks). */
+static void add_gauge(const Opentelemetry__Proto__Metrics__V1__Metric *mt, bool *have, double *sum)
+{
+    for (size_t p = 0; p < mt->gauge->n_data_points; p++) {
+        const Opentelemetry__Proto__Metrics__V1__NumberDataPoint *dp = mt->gauge->data_points[p];
+
+        if (!*have)
+            *sum = 0;
+        *have = true;
+        *sum += dp->value_case == OPENTELEMETRY__PROTO__METRICS__V1__NUMBER_DATA_POINT__VALUE_AS_INT
+                ? (double)dp->as_int : dp->as_double;
+    }
+}
+
 sf_status sf_tc_latency_scan(const uint8_t *raw, size_t len, const char *job,
                              const char *const *names, size_t n_names, tc_hist *out,
-                             char *instance, size_t inst_size)
+                             char *instance, size_t inst_size, tc_gauges *gauges)
 {
     Opentelemetry__Proto__Collector__Metrics__V1__ExportMetricsServiceRequest *req;
     sf_arena *arena;
@@ -206,6 +220,8 @@ sf_status sf_tc_latency_scan(const uint8_t *raw, size_t len, const char *job,
 
     for (size_t m = 0; m < n_names; m++)
         out[m].n = 0;
+    if (gauges != NULL)
+        memset(gauges, 0, sizeof(*gauges));
     if (inst_size > 0)
         instance[0] = '\0';
     if (sf_otlp_scan_signal(SF_SIGNAL_METRICS, raw, len, SF_OTLP_DEFAULT_MAX_DEPTH, &items) !=
@@ -245,6 +261,13 @@ sf_status sf_tc_latency_scan(const uint8_t *raw, size_t len, const char *job,
             for (size_t k = 0; k < sm->n_metrics; k++) {
                 const Opentelemetry__Proto__Metrics__V1__Metric *mt = sm->metrics[k];
 
+                if (gauges != NULL && mt->name != NULL && mt->gauge != NULL &&
+                    mt->data_case == OPENTELEMETRY__PROTO__METRICS__V1__METRIC__DATA_GAUGE) {
+                    if (strcmp(mt->name, "sglang:num_running_reqs") == 0)
+                        add_gauge(mt, &gauges->have_running, &gauges->running);
+                    else if (strcmp(mt->name, "sglang:num_queue_reqs") == 0)
+                        add_gauge(mt, &gauges->have_queued, &gauges->queued);
+                }
                 if (mt->name == NULL || mt->data_case !=
                         OPENTELEMETRY__PROTO__METRICS__V1__METRIC__DATA_HISTOGRAM ||
                     mt->histogram == NULL)
@@ -375,6 +398,7 @@ static void view_locked(const tc_latency *l, tc_lat_view *v)
     v->scrapes = l->scrapes;
     v->restarts = l->restarts;
     v->window_scrapes = l->window_scrapes;
+    v->load = l->load;
     for (int m = 0; m < SF_TC_LAT_COUNT; m++) {
         sf_tc_lat_fig_of(&l->s[m].before, &v->before[m]);
         sf_tc_lat_fig_of(&l->s[m].during, &v->during[m]);
@@ -461,13 +485,14 @@ void sf_tc_metrics_tap(void *ctx, const char *receiver, const uint8_t *raw, size
         tc_window *w = &x->w[i];
         const sf_tc_engine_metrics *em = &w->target->engine_metrics;
         tc_hist h[SF_TC_LAT_COUNT];
+        tc_gauges g;
         char inst[256];
         bool other;
 
         if (w->lat == NULL || strcmp(em->receiver, receiver) != 0)
             continue;
         if (sf_tc_latency_scan(raw, len, em->job, (const char *const *)em->metric,
-                               SF_TC_LAT_COUNT, h, inst, sizeof(inst)) != SF_OK ||
+                               SF_TC_LAT_COUNT, h, inst, sizeof(inst), &g) != SF_OK ||
             (h[0].n == 0 && h[1].n == 0))
             continue;       /* another job's scrape, or no histogram of ours in it */
         /* one engine per target: a second instance of the job is not mixed in */
@@ -477,6 +502,8 @@ void sf_tc_metrics_tap(void *ctx, const char *receiver, const uint8_t *raw, size
         other = w->lat->instance[0] != '\0' && strcmp(w->lat->instance, inst) != 0;
         if (other)
             w->lat->other_instances++;
+        else if (g.have_running || g.have_queued)
+            w->lat->load = g;
         pthread_mutex_unlock(&w->lat->mu);
         if (other)
             continue;

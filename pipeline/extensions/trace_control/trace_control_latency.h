@@ -63,12 +63,23 @@ typedef struct tc_lat_series {
     tc_hist before, during;         /* of the window open (or last closed) */
 } tc_lat_series;
 
+/* The engine's own load in the same scrape: SGLang's gauges
+ * sglang:num_running_reqs and sglang:num_queue_reqs, summed over their
+ * series. Whether a raised level took shows beside the span flow: an
+ * engine running requests whose spans never come did not take it, or its
+ * exporter is broken. */
+typedef struct tc_gauges {
+    bool have_running, have_queued;
+    double running, queued;
+} tc_gauges;
+
 /* What a window shows of its engine's latency (status, records, marker). */
 typedef struct tc_lat_view {
     bool valid;                     /* the target has engine_metrics */
     bool window;                    /* before/during are a window's */
     uint64_t scrapes, restarts;     /* seen since the collector started */
     uint64_t window_scrapes;        /* of those, while the window counted */
+    tc_gauges load;                 /* the last scrape's (have_*: seen at all) */
     tc_lat_fig before[SF_TC_LAT_COUNT], during[SF_TC_LAT_COUNT];
 } tc_lat_view;
 
@@ -78,9 +89,11 @@ typedef struct tc_lat_view {
  * left out) into out[i] (n == 0: none). Only the first instance of the job
  * in the request counts (service.instance.id, copied into `instance`, ""
  * when none). SF_INVALID for bytes the codec refuses. Any thread. */
+
+/* gauges may be NULL. */
 sf_status sf_tc_latency_scan(const uint8_t *raw, size_t len, const char *job,
                              const char *const *names, size_t n_names, tc_hist *out,
-                             char *instance, size_t inst_size);
+                             char *instance, size_t inst_size, tc_gauges *gauges);
 
 /* A target's latency state: its series, written by the metrics tap on the
  * receiver's threads and read by the control and metrics threads, all
@@ -93,6 +106,7 @@ typedef struct tc_latency {
     bool counting;                  /* a window is open: deltas go to `during` */
     bool window;                    /* before/during belong to a window */
     uint64_t scrapes, restarts, window_scrapes, other_instances;
+    tc_gauges load;                 /* the last scrape's */
     _Atomic bool fresh;             /* a scrape came since the guard last looked */
 } tc_latency;
 

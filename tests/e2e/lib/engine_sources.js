@@ -89,6 +89,11 @@ async function startLatency(h, port) {
       proc.stdin.write(`observe ${metric} ${seconds} ${count}\n`);
       assert.equal(await next(), 'ok');
     },
+    // SGLang's gauges of requests running and waiting
+    async load(running, queued) {
+      proc.stdin.write(`load ${running} ${queued}\n`);
+      assert.equal(await next(), 'ok');
+    },
   };
 }
 
