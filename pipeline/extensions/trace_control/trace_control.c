@@ -263,7 +263,7 @@ static void *run(void *arg)
         /* Deadlines first: no client may hold a window past its end. */
         due(x);
         if (p[1].revents & POLLIN)
-            sf_tc_window_out_of_band(x);
+            sf_tc_engine_out_of_band(x);
         sf_tc_clients_io(x, p + 3, n);
         if (p[2].revents & POLLIN)
             sf_tc_clients_accept(x);

@@ -1,6 +1,7 @@
 /* pipeline/extensions/trace_control/trace_control_engines.c: what is asked
  * of the engines: a window's end and the reset to the resting level (with
- * retries), enforcement between windows, and auto_revert's loss check. */
+ * retries), enforcement between windows (and after spans out of band), and
+ * auto_revert's loss check. */
 #define _GNU_SOURCE
 #include "trace_control_int.h"
 #include "sf_time.h"
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- engines ---------------------------------------------------------------------- */
 
@@ -169,6 +171,44 @@ sf_status sf_tc_engine_enforce(tc_ctx *x, tc_window *w)
                 ans.detail);
     }
     return st;
+}
+
+void sf_tc_engine_out_of_band(tc_ctx *x)
+{
+    uint64_t v;
+    int64_t now = sf_now_ms();
+
+    if (read(x->oob_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+        sf_debug("trace_control: out-of-band wake-up read failed");
+    for (size_t i = 0; i < x->cfg->targets.n; i++) {
+        tc_window *w = &x->w[i];
+        uint64_t seen = atomic_load(&w->oob_spans), n = seen - atomic_load(&w->oob_seen);
+        json_object *rec;
+
+        if (n == 0 || now < w->oob_next_mono)
+            continue;
+        atomic_store(&w->oob_seen, seen);
+        w->oob_next_mono = now + 1000;
+        sf_count(&sf_component_counters(x->self)->values[TC_OUT_OF_BAND], (int64_t)n);
+        sf_warn("trace_control: %" PRIu64 " spans from target '%s' while no window is open: its "
+                "trace level was changed out of band; setting it back to %" PRId64 "%s", n,
+                w->target->id, x->cfg->resting_level,
+                w->target->out_of_band == SF_TC_OOB_DROP ? " (the spans were dropped: "
+                "out_of_band: drop)" : "");
+        rec = sf_tc_record_new("out_of_band", NULL, w->target->id);
+        if (rec != NULL) {
+            json_object_object_add(rec, "spans", json_object_new_uint64(n));
+            json_object_object_add(rec, "level", json_object_new_int64(x->cfg->resting_level));
+            json_object_object_add(rec, "dropped", json_object_new_boolean(
+                w->target->out_of_band == SF_TC_OOB_DROP));
+            sf_tc_record_time(rec, "time", sf_wall_ms());
+            json_object_object_add(rec, "note", json_object_new_string(
+                "spans from the target while it rests: its level was raised by someone else; "
+                "the resting level is set again"));
+        }
+        sf_tc_audit_record(x, rec);
+        sf_tc_engine_enforce(x, w);
+    }
 }
 
 /* auto_revert: the reason an open window must end now, or false. */

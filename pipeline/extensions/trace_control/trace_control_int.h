@@ -256,7 +256,7 @@ sf_status sf_tc_window_close(tc_ctx *x, tc_window *w, long status);
 
 /* Control thread: spans came out of band: record, warn, count, and set
  * the resting level again now. */
-void sf_tc_window_out_of_band(tc_ctx *x);
+void sf_tc_engine_out_of_band(tc_ctx *x);
 /* Control thread: keep w->resting in step with its state. */
 void sf_tc_window_watch(tc_ctx *x, tc_window *w);
 /* Receiver threads (sf_span_gate): whether a target that drops its
