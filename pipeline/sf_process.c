@@ -24,3 +24,26 @@ sf_status sf_process_init(void)
     }
     return SF_OK;
 }
+
+CURLcode sf_curl_post_options(CURL *c, const char *url, const struct curl_slist *headers,
+                              int64_t timeout_ms, curl_write_callback on_reply,
+                              curl_xferinfo_callback on_progress, void *ctx)
+{
+    CURLcode rc;
+
+    if ((rc = curl_easy_setopt(c, CURLOPT_URL, url)) != CURLE_OK ||
+        (rc = curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https")) != CURLE_OK ||
+        (rc = curl_easy_setopt(c, CURLOPT_POST, 1L)) != CURLE_OK ||
+        (rc = curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers)) != CURLE_OK ||
+        (rc = curl_easy_setopt(c, CURLOPT_USERAGENT, "spanfence/" SF_VERSION)) != CURLE_OK ||
+        (rc = curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)timeout_ms)) != CURLE_OK ||
+        (rc = curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms)) != CURLE_OK ||
+        (rc = curl_easy_setopt(c, CURLOPT_QUICK_EXIT, 1L)) != CURLE_OK ||
+        (rc = curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L)) != CURLE_OK ||
+        (rc = curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_reply)) != CURLE_OK ||
+        (rc = curl_easy_setopt(c, CURLOPT_WRITEDATA, ctx)) != CURLE_OK ||
+        (rc = curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L)) != CURLE_OK ||
+        (rc = curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress)) != CURLE_OK)
+        return rc;
+    return curl_easy_setopt(c, CURLOPT_XFERINFODATA, ctx);
+}

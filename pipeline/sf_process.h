@@ -9,10 +9,24 @@
 
 #include "sf_status.h"
 
+#include <stdint.h>
+
+#include <curl/curl.h>
+
 /* Set the libraries up; idempotent and thread-safe (pthread_once), but
  * meant for the main thread before any component starts:
  * sf_service_create() calls it, and so must a test that creates a
  * component by hand. SF_IO (logged) when libcurl cannot initialise. */
 sf_status sf_process_init(void);
+
+/* The options every exporter's libcurl handle shares: a POST to `url`
+ * (http or https only) with `headers`, spanfence's user agent, one
+ * timeout for connecting and for the whole call, no signals, a quick
+ * exit, the reply to on_reply(ctx) and progress to on_progress(ctx) (how
+ * a call is cut short at shutdown). Never CURLOPT_VERBOSE: it prints
+ * request headers, tokens included. The first failing option's code. */
+CURLcode sf_curl_post_options(CURL *c, const char *url, const struct curl_slist *headers,
+                              int64_t timeout_ms, curl_write_callback on_reply,
+                              curl_xferinfo_callback on_progress, void *ctx);
 
 #endif

@@ -35,6 +35,7 @@
  *   server sent a google.rpc.RetryInfo (grpc-status-details-bin), whose
  *   retry_delay is honoured; everything else is permanent. */
 #include "otlp_grpc.h"
+#include "sf_process.h"
 #include "sf_time.h"
 
 #include <curl/curl.h>
@@ -810,28 +811,15 @@ static sf_status worker_init(otlpgrpc *x, otlpgrpc_worker *w)
     c = curl_easy_init();
     if (c == NULL)
         goto out_free_buffers;
-    /* Fixed per handle; only the message changes per call. Never set
-     * CURLOPT_VERBOSE: it prints request headers, tokens included. */
-    if (curl_easy_setopt(c, CURLOPT_URL, x->url) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_POST, 1L) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, x->headers) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_USERAGENT, "spanfence/" SF_VERSION) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)x->timeout_ms) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)x->timeout_ms) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_QUICK_EXIT, 1L) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
+    /* Fixed per handle; only the message changes per call. */
+    if (sf_curl_post_options(c, x->url, x->headers, x->timeout_ms, on_reply, on_progress, w) !=
+            CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_READDATA, w) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_reply) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, w) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, on_open_socket) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, w) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_HEADERDATA, w) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_XFERINFODATA, w) != CURLE_OK ||
         (x->connect_to != NULL &&
          curl_easy_setopt(c, CURLOPT_CONNECT_TO, x->connect_to) != CURLE_OK) ||
         set_tls(c, &x->cfg->tls) != CURLE_OK)

@@ -20,6 +20,7 @@
  *   connection-level curl errors and HTTP 429/502/503/504 are retried
  *   (honouring Retry-After); everything else is permanent. */
 #include "otlp_http.h"
+#include "sf_process.h"
 #include "sf_time.h"
 
 #include <curl/curl.h>
@@ -480,22 +481,9 @@ static sf_status worker_init(otlphttp *x, otlphttp_worker *w)
     c = curl_easy_init();
     if (c == NULL)
         goto out_free_reply;
-    /* Fixed per handle; only the body changes per request. Never set
-     * CURLOPT_VERBOSE: it prints request headers, tokens included. */
-    if (curl_easy_setopt(c, CURLOPT_URL, x->url) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_POST, 1L) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, x->headers) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_USERAGENT, "spanfence/" SF_VERSION) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)x->timeout_ms) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)x->timeout_ms) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_QUICK_EXIT, 1L) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_reply) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, w) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress) != CURLE_OK ||
-        curl_easy_setopt(c, CURLOPT_XFERINFODATA, w) != CURLE_OK ||
+    /* Fixed per handle; only the body changes per request. */
+    if (sf_curl_post_options(c, x->url, x->headers, x->timeout_ms, on_reply, on_progress, w) !=
+            CURLE_OK ||
         (x->connect_to != NULL &&
          curl_easy_setopt(c, CURLOPT_CONNECT_TO, x->connect_to) != CURLE_OK) ||
         set_tls(c, x->tls) != CURLE_OK)
