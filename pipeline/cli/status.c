@@ -416,11 +416,24 @@ static void print_screen(json_object *doc, const char *endpoint, bool all)
     a = get(doc, "receivers");
     n = a != NULL ? json_object_array_length(a) : 0;
     for (size_t i = 0; i < n; i++) {
-        json_object *r = json_object_array_get_idx(a, i);
+        json_object *r = json_object_array_get_idx(a, i), *refused = get(r, "refused");
+        bool any = false, transport = str(r, "transport")[0] != '\0';
 
+        json_object_object_foreach(refused, k, v) {
+            (void)k;
+            any |= json_object_get_int64(v) != 0;
+        }
+        json_object *next = i + 1 < n ? json_object_array_get_idx(a, i + 1) : NULL;
+
+        /* every receiver has a spans row; an empty one of a receiver whose
+         * other rows say what it takes (journald: logs, prometheus:
+         * metrics) is noise */
+        if (!all && get(r, "signal") == NULL && u64(r, "accepted") == 0 && !any &&
+            next != NULL && get(next, "signal") != NULL && strcmp(str(next, "id"), str(r, "id")) == 0)
+            continue;
         printf("  receiver %s (%s%s%s): %" PRIu64 " accepted", str(r, "id"),
-               str(r, "transport"), get(r, "signal") != NULL ? ", " : "", str(r, "signal"),
-               u64(r, "accepted"));
+               str(r, "transport"), transport && get(r, "signal") != NULL ? ", " : "",
+               str(r, "signal"), u64(r, "accepted"));
         print_reasons(", refused: ", get(r, "refused"), all);
         printf("\n");
     }
