@@ -82,6 +82,48 @@ static void otlp_destroy(sf_component *self)
     sf_free(r);
 }
 
+static const char otlp_metrics_help[] =
+    "# HELP spanfence_receiver_reclaimed_requests Requests in progress answered UNAVAILABLE / "
+    "503 and freed because memory was short (reason memory_short: partial gRPC messages and "
+    "crawling HTTP uploads, the most bytes with the least recent progress first).\n"
+    "# TYPE spanfence_receiver_reclaimed_requests counter\n"
+    "# HELP spanfence_receiver_reclaimed_bytes Buffered bytes those reclaimed requests held.\n"
+    "# TYPE spanfence_receiver_reclaimed_bytes counter\n";
+
+/* The receiver's own series: what memory pressure took back, per transport. */
+static size_t otlp_metrics(sf_component *self, char *buf, size_t size)
+{
+    otlp_receiver *r = sf_component_ctx(self);
+    size_t len = 0;
+
+    if (size > 0)
+        buf[0] = '\0';
+    if (r == NULL)
+        return 0;
+    for (int t = 0; t < 2; t++) {
+        uint64_t calls = 0, bytes = 0;
+        const char *transport = t == 0 ? "grpc" : "http";
+        int n;
+
+        if (t == 0 && r->grpc != NULL)
+            sf_receiver_grpc_reclaimed(r->grpc, &calls, &bytes);
+        else if (t == 1 && r->http != NULL)
+            sf_receiver_http_reclaimed(r->http, &calls, &bytes);
+        else
+            continue;
+        n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
+                     "spanfence_receiver_reclaimed_requests{receiver=\"%s\",transport=\"%s\","
+                     "reason=\"memory_short\"} %llu\n"
+                     "spanfence_receiver_reclaimed_bytes{receiver=\"%s\",transport=\"%s\","
+                     "reason=\"memory_short\"} %llu\n",
+                     sf_component_id(self), transport, (unsigned long long)calls,
+                     sf_component_id(self), transport, (unsigned long long)bytes);
+        if (n > 0)
+            len += (size_t)n;
+    }
+    return len;
+}
+
 /* health_check: the gRPC listener failing to accept (fds, memory). */
 static bool otlp_unhealthy(sf_component *self, char *why, size_t size)
 {
@@ -108,4 +150,6 @@ const sf_component_type sf_otlp_receiver_type = {
     .destroy = otlp_destroy,
     .describe_listen = sf_otlp_receiver_describe_listen,
     .unhealthy = otlp_unhealthy,
+    .metrics = otlp_metrics,
+    .metrics_help = otlp_metrics_help,
 };

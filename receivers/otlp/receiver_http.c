@@ -1223,3 +1223,10 @@ void sf_receiver_http_destroy(sf_receiver_http *srv)
     pthread_cond_destroy(&srv->reaper_cv);
     sf_free(srv);
 }
+
+void sf_receiver_http_reclaimed(const sf_receiver_http *srv, uint64_t *requests, uint64_t *bytes)
+{
+    (void)srv;
+    *requests = 0;
+    *bytes = 0;
+}
