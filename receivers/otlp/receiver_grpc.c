@@ -132,6 +132,13 @@
  * (1/RECLAIM_HEADROOM), so the next complete call finds room even while
  * the holders take back what they can. */
 #define RECLAIM_HEADROOM 16
+/* A reclaimed call whose client has sent nothing on the connection for
+ * this long, with the window open and the connection read, is answered at
+ * once; others (waiting for our window, or a client busy with other
+ * streams) are counted from then on and answered UNAVAILABLE when
+ * complete, so a client that goes on gets its answer and its spans are
+ * counted (received = accepted + refused). */
+#define RECLAIM_STALL_MS 1000
 /* What a worker reads from one connection before serving the others:
  * READS_PER_TURN reads of READ_CHUNK. A chunk holds a 100-span call
  * (about 97 KB) whole, so such a call costs one recv(), not two. */
@@ -423,18 +430,27 @@ static void stream_drop_message(h2_stream *s)
  * worker's budget, or the only one (so one call always makes progress),
  * and never while memory is short (the tick lets it go on once it is not).
  * Streams that wait hold at most their window, partly received. */
-static bool budget_allows(const worker *w, const h2_stream *s)
+static bool worker_budget_allows(const worker *w, const h2_stream *s)
+{
+    return w->reserved == 0 || w->reserved + s->msg_len <= w->srv->budget;
+}
+
+/* Whether memory has room for a stream's whole message: not short, and
+ * the buffer itself would not take it past the soft limit (every complete
+ * call would then wait for it). */
+static bool memory_allows(const worker *w, const h2_stream *s)
 {
     size_t soft, hard;
 
-    if (w->reserved != 0 && w->reserved + s->msg_len > w->srv->budget)
-        return false;
     if (!sf_component_may_accept(w->srv->self))
         return false;
-    /* Nor when the buffer itself would take memory past the soft limit:
-     * that would make every complete call wait for it. */
     sf_alloc_limits(&soft, &hard);
     return soft == 0 || sf_alloc_in_use() + s->msg_len < soft;
+}
+
+static bool budget_allows(const worker *w, const h2_stream *s)
+{
+    return worker_budget_allows(w, s) && memory_allows(w, s);
 }
 
 static void stream_free(h2_stream *s)
@@ -519,6 +535,34 @@ static void worker_undefer(worker *w)
         h2_stream *s = w->deferred;
 
         deferred_unlink(w, s);
+        stream_consume(s);
+    }
+}
+
+/* At a tick: a waiting stream that the worker's budget would admit but
+ * memory has no room for is refused (counted from now on, its window
+ * returned, answered UNAVAILABLE when complete) rather than left waiting
+ * until STREAM_STALL_MS while memory stays short (counted as reclaimed
+ * when it held bytes). */
+static size_t stream_held(const h2_stream *s);
+
+static void worker_settle_deferred(worker *w)
+{
+    for (;;) {
+        h2_stream *s = w->deferred;
+        size_t held;
+
+        while (s != NULL && !(worker_budget_allows(w, s) && !memory_allows(w, s)))
+            s = s->next;
+        if (s == NULL)
+            return;
+        held = stream_held(s);
+        if (held > 0) {
+            atomic_fetch_add(&w->srv->reclaimed_calls, 1);
+            atomic_fetch_add(&w->srv->reclaimed_bytes, held);
+        }
+        deferred_unlink(w, s);
+        stream_start_refusing(s);
         stream_consume(s);
     }
 }
@@ -636,7 +680,7 @@ static bool reclaim_wanted(const sf_receiver_grpc *srv)
 }
 
 /* Memory is short, and a complete call would be refused for it: first
- * answer UNAVAILABLE and free the partial messages this worker holds, the
+ * refuse (UNAVAILABLE) and free the partial messages this worker holds, the
  * most bytes with the least recent progress first (bytes times the time
  * since their last byte), until memory is no longer short, with a headroom
  * (RECLAIM_HEADROOM), or none is left.
@@ -674,9 +718,15 @@ static size_t worker_reclaim(worker *w, const h2_stream *keep)
         atomic_fetch_add(&srv->reclaimed_calls, 1);
         atomic_fetch_add(&srv->reclaimed_bytes, held);
         freed += held;
-        stream_refuse(victim, SF_REASON_MEMORY_LIMIT, SF_RPC_UNAVAILABLE,
-                      "memory is short: this call's partial message was reclaimed (no recent "
-                      "progress); retry");
+        if (!victim->deferred && victim->c->out_len == 0 &&
+            now - victim->c->last_read_ms >= RECLAIM_STALL_MS) {
+            stream_refuse(victim, SF_REASON_MEMORY_LIMIT, SF_RPC_UNAVAILABLE,
+                          "memory is short: this call's partial message was reclaimed (no "
+                          "recent progress); retry");
+        } else {
+            stream_start_refusing(victim);
+            stream_consume(victim);     /* its window back: the rest is counted as it comes */
+        }
         conn_mark_dirty(victim->c);
     }
     return freed;
@@ -1532,8 +1582,10 @@ static void worker_tick(worker *w, int64_t now)
         sf_buf_pool_trim();
     if (!sf_component_may_accept(w->srv->self) && worker_reclaim(w, NULL) > 0)
         workers_poke(w, true);
-    /* Streams deferred while memory was short go on once it is not. */
+    /* Streams deferred while memory was short go on once it is not, or
+     * are refused while it stays short. */
     worker_undefer(w);
+    worker_settle_deferred(w);
     if (!w->listening && !w->stopping && now >= w->accept_resume_ms) {
         worker_listen(w, true);
         /* With no client waiting, no accept() would say the trouble is

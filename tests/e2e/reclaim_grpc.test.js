@@ -4,10 +4,11 @@
 // call the server ends opened again at once (h2_attack.py partial_hold):
 // 150 MiB of partial messages against a 64 MiB memory limit. Beside it a
 // well-behaved client makes 8-span calls at 10/s: >= 95 % of them are OK
-// during the attack (the held partial messages are answered UNAVAILABLE and
+// during the attack (the held partial messages are refused UNAVAILABLE and
 // freed before a complete call is refused, counted in
-// spanfence_receiver_reclaimed_*), every one after it; peak RSS stays within
-// the limit + 32 MiB and received = accepted + refused.
+// spanfence_receiver_reclaimed_*: at least what the attack held past the
+// limit), every one after it; peak RSS stays within the limit + 32 MiB and
+// received = accepted + refused.
 'use strict';
 
 const test = require('node:test');
@@ -53,13 +54,12 @@ test('partial gRPC messages held without progress pay for memory, not complete c
       '--conns', String(CONNS), '--streams', String(STREAMS), '--declare', String(DECLARE),
       '--send', String(SEND), '--seconds', String(BOUND_S)], BOUND_S);
     h.onCleanup(() => a.stop().catch(() => {}));
-    // The flood crossed the limit: more than the limit's worth reclaimed,
-    // every one of the attacker's first calls among them; the probe went on
-    // meanwhile.
-    const m = await sf.waitMetrics((x) => {
-      const r = fair.reclaimed(x, 'grpc');
-      return r.bytes >= 2 * limit && r.requests >= CONNS * STREAMS;
-    }, 'twice the limit reclaimed from the held partial messages', 90000);
+    // The flood crossed the limit, and what it held past the limit was
+    // reclaimed (counted memory never passes the hard limit); the probe went
+    // on meanwhile.
+    const past = CONNS * STREAMS * SEND - limit;
+    const m = await sf.waitMetrics((x) => fair.reclaimed(x, 'grpc').bytes >= past,
+      `${past} bytes reclaimed from the held partial messages`, 90000);
     await waitUntil(() => fair.tally(p.calls, 'attack').n >= PROBE_DURING, 'probe calls during the attack', 60000);
     assert.ok(a.running(), 'the attacker was still holding when the probe was counted');
     const st = await a.stop();
@@ -87,16 +87,14 @@ test('partial gRPC messages held without progress pay for memory, not complete c
       assert.ok(peaks.peakRssKiB <= (flood.LIMIT_MIB + flood.RSS_SLACK_MIB) * 1024,
         `peak RSS ${peaks.peakRssKiB} KiB over ${flood.LIMIT_MIB} + ${flood.RSS_SLACK_MIB} MiB`);
     }
-    // Accounting: every probe span accepted or refused, all accepted sent;
-    // the reclaimed calls are refused requests (memory_limit) of no span.
+    // Accounting: every probe span accepted or refused, all accepted sent
+    // (the attacker's messages, never complete, carry no span).
     const sent = p.calls.length * PROBE_SPANS;
     const fin = await sf.waitMetrics((x) => {
       const e = flood.exporterCounts(x);
       const c = flood.receiverCounts(x, 'grpc');
       return e.queued === 0 && e.sent === c.accepted && c.accepted + c.refusedTotal === sent;
     }, `received ${sent} = accepted + refused, all accepted sent`, 20000);
-    assert.ok(fin.must('spanfence_receiver_refused_requests', { receiver: 'otlp', transport: 'grpc',
-      reason: 'memory_limit' }) >= r.requests, 'each reclaimed call is a refused request');
     assert.equal((await sink.stats()).spans, flood.receiverCounts(fin, 'grpc').accepted);
     await sf.stop(20000);
   });
