@@ -84,15 +84,18 @@ static void otlp_destroy(sf_component *self)
 
 static const char otlp_metrics_help[] =
     "# HELP spanfence_receiver_reclaimed_requests Requests in progress answered UNAVAILABLE / "
-    "503 and freed because memory was short (reason memory_short: partial gRPC messages and "
-    "crawling HTTP uploads, the most bytes with the least recent progress first).\n"
+    "503 and freed for others, the most bytes with the least recent progress first: partial "
+    "gRPC messages and HTTP uploads when memory was short (reason memory_short), HTTP uploads "
+    "when the bodies' buffer budget was full (buffer_budget).\n"
     "# TYPE spanfence_receiver_reclaimed_requests counter\n"
     "# HELP spanfence_receiver_reclaimed_bytes Buffered bytes those reclaimed requests held.\n"
     "# TYPE spanfence_receiver_reclaimed_bytes counter\n";
 
-/* The receiver's own series: what memory pressure took back, per transport. */
+/* The receiver's own series: what was taken back from requests in
+ * progress, per transport and reason. */
 static size_t otlp_metrics(sf_component *self, char *buf, size_t size)
 {
+    static const char *const reasons[SF_OTLP_RECLAIM_COUNT] = { "memory_short", "buffer_budget" };
     otlp_receiver *r = sf_component_ctx(self);
     size_t len = 0;
 
@@ -100,26 +103,28 @@ static size_t otlp_metrics(sf_component *self, char *buf, size_t size)
         buf[0] = '\0';
     if (r == NULL)
         return 0;
-    for (int t = 0; t < 2; t++) {
-        uint64_t calls = 0, bytes = 0;
-        const char *transport = t == 0 ? "grpc" : "http";
-        int n;
+    for (int k = 0; k < SF_OTLP_RECLAIM_COUNT; k++) {
+        for (int t = 0; t < 2; t++) {
+            uint64_t calls = 0, bytes = 0;
+            const char *transport = t == 0 ? "grpc" : "http";
+            int n;
 
-        if (t == 0 && r->grpc != NULL)
-            sf_receiver_grpc_reclaimed(r->grpc, &calls, &bytes);
-        else if (t == 1 && r->http != NULL)
-            sf_receiver_http_reclaimed(r->http, &calls, &bytes);
-        else
-            continue;
-        n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
-                     "spanfence_receiver_reclaimed_requests{receiver=\"%s\",transport=\"%s\","
-                     "reason=\"memory_short\"} %llu\n"
-                     "spanfence_receiver_reclaimed_bytes{receiver=\"%s\",transport=\"%s\","
-                     "reason=\"memory_short\"} %llu\n",
-                     sf_component_id(self), transport, (unsigned long long)calls,
-                     sf_component_id(self), transport, (unsigned long long)bytes);
-        if (n > 0)
-            len += (size_t)n;
+            if (t == 0 && r->grpc != NULL && k == SF_OTLP_RECLAIM_MEMORY)
+                sf_receiver_grpc_reclaimed(r->grpc, &calls, &bytes);
+            else if (t == 1 && r->http != NULL)
+                sf_receiver_http_reclaimed(r->http, (sf_otlp_reclaim)k, &calls, &bytes);
+            else
+                continue;           /* gRPC has no bodies' budget */
+            n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
+                         "spanfence_receiver_reclaimed_requests{receiver=\"%s\",transport=\"%s\","
+                         "reason=\"%s\"} %llu\n"
+                         "spanfence_receiver_reclaimed_bytes{receiver=\"%s\",transport=\"%s\","
+                         "reason=\"%s\"} %llu\n",
+                         sf_component_id(self), transport, reasons[k], (unsigned long long)calls,
+                         sf_component_id(self), transport, reasons[k], (unsigned long long)bytes);
+            if (n > 0)
+                len += (size_t)n;
+        }
     }
     return len;
 }

@@ -48,7 +48,17 @@
  *   a connection).
  * - When memory is short the call is refused (UNAVAILABLE) and its spans
  *   are counted over its bytes (inflated first when gzip), so received =
- *   accepted + refused holds.
+ *   accepted + refused holds. But first the partial messages held pay for
+ *   it (worker_reclaim): the most bytes with the least recent progress
+ *   first, until 1/RECLAIM_HEADROOM of the soft limit is free. A call
+ *   whose client went silent is answered UNAVAILABLE at once; one waiting
+ *   for our window or still sending is counted from then on and answered
+ *   when complete. A complete call that still finds memory short waits
+ *   PARK_MS (parked) while the other workers, poked through an eventfd,
+ *   reclaim theirs; every worker also reclaims at its tick. A whole-message
+ *   buffer is not taken while memory has no room for it below the soft
+ *   limit (the stream waits on its window, and is refused at the tick if
+ *   memory stays short). Counted in spanfence_receiver_reclaimed_*.
  * - Connections are capped in all (max_connections, and at most what a
  *   quarter of the hard limit holds at CONN_COST each: an nghttp2 session
  *   is about 27 KiB, so 1,024 idle connections would take 40% of a 64 MiB
