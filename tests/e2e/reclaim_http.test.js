@@ -9,6 +9,7 @@
 // the attack and every one after it; peak RSS stays within the limit + 32 MiB
 // and received = accepted + refused. read_timeout and idle_timeout are 2
 // min, far past the attack, so no deadline frees a slot or a buffer here.
+// Twice: with the bodies' budget the bound, and with memory the bound.
 'use strict';
 
 const test = require('node:test');
@@ -71,11 +72,16 @@ function crawlers(port) {
   };
 }
 
-test('crawling HTTP uploads pay for the buffers they hold, not complete requests', async (t) => {
-  await harness('reclaim_http', async (h) => {
+// `maxBody`: max_request_body_size. At 20 MiB the bodies' budget (a quarter
+// of the hard limit, at least one body) fills before memory is short
+// (reason buffer_budget); at 64 MiB it is one body, past the soft limit, so
+// memory runs short first (memory_short).
+async function crawl(t, name, maxBody, reason) {
+  await harness(name, async (h) => {
     const limit = flood.LIMIT_MIB << 20;
     const { sf, sink, httpPort } = await flood.startFlood(h, { limitMiB: flood.LIMIT_MIB, grpc: true,
-      extraHttp: '        read_header_timeout: 2m\n        read_timeout: 2m\n        idle_timeout: 2m\n' });
+      extraHttp: '        read_header_timeout: 2m\n        read_timeout: 2m\n        idle_timeout: 2m\n' +
+        `        max_request_body_size: ${maxBody}\n` });
     await sink.start();
     const probeFile = path.join(h.dir, 'probe.pb');
     execFileSync(deps.sendBin(), ['--write', probeFile, '--spans', String(PROBE_SPANS)], { stdio: 'pipe' });
@@ -92,8 +98,9 @@ test('crawling HTTP uploads pay for the buffers they hold, not complete requests
     h.onCleanup(() => a.stop());
     // What the uploads held past the limit was reclaimed.
     const past = CONNS * BURST - limit;
-    const m = await sf.waitMetrics((x) => fair.reclaimed(x, 'http').bytes >= past,
-      `${past} bytes reclaimed from crawling uploads`, 90000);
+    const byReason = (x) => x.get('spanfence_receiver_reclaimed_bytes', { transport: 'http', reason }) || 0;
+    const m = await sf.waitMetrics((x) => byReason(x) >= past,
+      `${past} bytes reclaimed from crawling uploads (${reason})`, 90000);
     await waitUntil(() => fair.tally(p.calls, 'attack').n >= PROBE_DURING, 'probe calls during the attack', 60000);
     a.stop();
     phase = 'after';
@@ -134,4 +141,12 @@ test('crawling HTTP uploads pay for the buffers they hold, not complete requests
     assert.equal((await sink.stats()).spans, flood.receiverCounts(fin, 'http').accepted);
     await sf.stop(20000);
   });
+}
+
+test('crawling HTTP uploads pay for the buffers they hold when the bodies\' budget is full', async (t) => {
+  await crawl(t, 'reclaim_http_budget', '20MiB', 'buffer_budget');
+});
+
+test('crawling HTTP uploads pay for the memory they hold when memory is short', async (t) => {
+  await crawl(t, 'reclaim_http_memory', '64MiB', 'memory_short');
 });
