@@ -89,7 +89,14 @@ static const char otlp_metrics_help[] =
     "when the bodies' buffer budget was full (buffer_budget).\n"
     "# TYPE spanfence_receiver_reclaimed_requests counter\n"
     "# HELP spanfence_receiver_reclaimed_bytes Buffered bytes those reclaimed requests held.\n"
-    "# TYPE spanfence_receiver_reclaimed_bytes counter\n";
+    "# TYPE spanfence_receiver_reclaimed_bytes counter\n"
+    "# HELP spanfence_receiver_evicted_connections OTLP/HTTP connections closed to give their "
+    "slot to a new one past 512: the least progress first (headers incomplete, then uploads, "
+    "idle keep-alive last).\n"
+    "# TYPE spanfence_receiver_evicted_connections counter\n"
+    "# HELP spanfence_receiver_refused_connections New OTLP/HTTP connections answered 503 and "
+    "closed because every other slot was closing already.\n"
+    "# TYPE spanfence_receiver_refused_connections counter\n";
 
 /* The receiver's own series: what was taken back from requests in
  * progress, per transport and reason. */
@@ -125,6 +132,20 @@ static size_t otlp_metrics(sf_component *self, char *buf, size_t size)
             if (n > 0)
                 len += (size_t)n;
         }
+    }
+    if (r->http != NULL) {
+        uint64_t evicted, refused;
+        int n;
+
+        sf_receiver_http_slots(r->http, &evicted, &refused);
+        n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
+                     "spanfence_receiver_evicted_connections{receiver=\"%s\",transport=\"http\"} "
+                     "%llu\n"
+                     "spanfence_receiver_refused_connections{receiver=\"%s\",transport=\"http\"} "
+                     "%llu\n", sf_component_id(self), (unsigned long long)evicted,
+                     sf_component_id(self), (unsigned long long)refused);
+        if (n > 0)
+            len += (size_t)n;
     }
     return len;
 }

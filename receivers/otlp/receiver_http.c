@@ -26,11 +26,14 @@
  *   touched. Counted in spanfence_receiver_reclaimed_*{reason}.
  * - Fair connection handling (every client on loopback shares one address,
  *   so a per-address limit alone protects nothing): at most MAX_CONNECTIONS
- *   connections are served. A new connection past that evicts one that
- *   holds a slot without using it (idle between requests, headers still
- *   incomplete after a second, an upload crawling for 5 s), so idle
- *   keep-alive, slowloris and slow-upload clients cannot lock out a
- *   well-behaved one. A reaper enforces read_header_timeout, read_timeout
+ *   connections are served. A new connection past that takes the slot of
+ *   the one making the least progress (conn_victim: headers incomplete
+ *   first, then the upload with the least recent bytes, an idle keep-alive
+ *   connection last; no age shields a holder), answered 503 when it had a
+ *   request under way; a newcomer is refused (503, then closed, never a
+ *   reset) only when every other slot is closing already. So slowloris,
+ *   slow-upload and idle clients, reconnecting at once or not, cannot lock
+ *   out a well-behaved one. A reaper enforces read_header_timeout, read_timeout
  *   and idle_timeout as deadlines (libmicrohttpd's own timeout only counts
  *   inactivity, which a byte every few seconds defeats). On shutdown new
  *   connections are closed as they come (the accept policy), idle ones are
@@ -104,19 +107,19 @@
  * (so the client gets its answer); past it the connection is closed. */
 #define DISCARD_FACTOR 4
 /* Connections served at once; libmicrohttpd's own cap is CONNECTION_HEADROOM
- * higher, for evicted connections still closing. */
+ * higher, for evicted connections still closing (it closes a connection
+ * past its cap without a word: the headroom keeps that from happening
+ * while clients that reconnect at once churn the slots). */
 #define MAX_CONNECTIONS 512
-#define CONNECTION_HEADROOM 64
-/* Evictable when a new connection needs the slot: headers incomplete after
- * this long, or an upload still going after EVICT_BODY_MS. */
-#define EVICT_NEW_MS 1000
-#define EVICT_BODY_MS 5000
+#define CONNECTION_HEADROOM 512
 #define REAP_INTERVAL_MS 200
 #define SHUTDOWN_GRACE_MS 2000
 /* json-c's parse tree, per byte of OTLP/JSON (22x measured on the sample
  * batch); charged to the counted memory while a JSON body is decoded. */
 #define JSON_TREE_FACTOR 24
 
+/* Also the order in which a newcomer takes a slot: headers incomplete
+ * first, then an upload, then an idle keep-alive connection. */
 typedef enum { CS_NEW, CS_BODY, CS_IDLE } conn_state;
 
 /* One client connection (libmicrohttpd's socket context), in the server's
@@ -192,6 +195,8 @@ struct sf_receiver_http {
     bool stopping;              /* shutting down: new connections are closed (on_accept) */
     _Atomic uint64_t reclaimed[SF_OTLP_RECLAIM_COUNT];
     _Atomic uint64_t reclaimed_bytes[SF_OTLP_RECLAIM_COUNT];
+    _Atomic uint64_t evicted;       /* connections closed for a newcomer's slot */
+    _Atomic uint64_t refused_conns; /* newcomers answered 503: every slot was closing */
 };
 
 /* ---- arenas -------------------------------------------------------------- */
@@ -595,6 +600,17 @@ static bool memory_wanted(const sf_receiver_http *srv)
     return soft > 0 && sf_alloc_in_use() + soft / RECLAIM_HEADROOM >= soft;
 }
 
+/* Send `answer` (a whole HTTP response) now, ahead of libmicrohttpd, and
+ * close the connection. Under conn_lock. */
+static void conn_answer_close(sf_receiver_http *srv, http_conn *c, const char *answer, size_t len,
+                              const char *why)
+{
+    if (send(c->fd, answer, len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+        /* the peer is gone or not reading: closed all the same */
+    }
+    conn_evict(srv, c, why);
+}
+
 /* Answer 503 now to an upload refused for memory, and close its
  * connection. Under conn_lock. */
 static void answer_crawler(sf_receiver_http *srv, http_conn *c, const char *why)
@@ -607,10 +623,7 @@ static void answer_crawler(sf_receiver_http *srv, http_conn *c, const char *why)
     /* libmicrohttpd would answer only once the body is complete: the answer
      * goes out here, then the connection closes; the refusal is counted
      * when libmicrohttpd ends the request. */
-    if (send(c->fd, answer, sizeof(answer) - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
-        /* the peer is gone or not reading: closed all the same */
-    }
-    conn_evict(srv, c, why);
+    conn_answer_close(srv, c, answer, sizeof(answer) - 1, why);
 }
 
 /* While memory is short (a complete request would be refused) or the
@@ -1103,6 +1116,8 @@ static void conn_set_state(sf_receiver_http *srv, struct MHD_Connection *conn,
     pthread_mutex_unlock(&srv->conn_lock);
 }
 
+static void conn_make_room(sf_receiver_http *srv, http_conn *newcomer);
+
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
@@ -1125,6 +1140,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
             srv->conns->prev = c;
         srv->conns = c;
         srv->n_conns++;
+        conn_make_room(srv, c);
         pthread_mutex_unlock(&srv->conn_lock);
         *socket_context = c;
         return;
@@ -1149,50 +1165,76 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     *socket_context = NULL;
 }
 
-/* The connection holding a slot least usefully, or NULL: idle between
- * requests (oldest first), then headers incomplete past EVICT_NEW_MS, then
- * an upload going on past EVICT_BODY_MS. Under conn_lock. */
-static http_conn *conn_victim(sf_receiver_http *srv, int64_t now)
+/* The connection a newcomer takes the slot of (never `except`), or NULL
+ * when every other one is closing already: the least progress first, not
+ * the oldest. One whose request headers are still incomplete (the longest
+ * so first), then an upload (the least recent body bytes first), and only
+ * then a keep-alive connection between requests (idle longest first): a
+ * client that completes requests keeps its connection while any slot is
+ * held by one that does not. No age shields a holder (a client that
+ * reconnects at once would keep every slot younger than any). Under
+ * conn_lock. */
+static http_conn *conn_victim(sf_receiver_http *srv, const http_conn *except)
 {
-    static const struct { conn_state st; int64_t min_age; } order[] = {
-        { CS_IDLE, 0 }, { CS_NEW, EVICT_NEW_MS }, { CS_BODY, EVICT_BODY_MS },
-    };
+    http_conn *best = NULL;
+    int64_t best_key = 0;
 
-    for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
-        http_conn *best = NULL;
+    for (http_conn *c = srv->conns; c != NULL; c = c->next) {
+        int64_t key;
 
-        for (http_conn *c = srv->conns; c != NULL; c = c->next)
-            if (!c->evicted && c->state == order[k].st && now - c->since >= order[k].min_age &&
-                (best == NULL || c->since < best->since))
-                best = c;
-        if (best != NULL)
-            return best;
+        if (c->evicted || c == except)
+            continue;
+        key = c->state == CS_BODY && c->rq != NULL ? atomic_load(&c->rq->progress_ms) : c->since;
+        if (best == NULL || c->state < best->state ||
+            (c->state == best->state && key < best_key)) {
+            best = c;
+            best_key = key;
+        }
     }
-    return NULL;
+    return best;
 }
 
-/* A new connection: past MAX_CONNECTIONS it takes the slot of one that is
- * not using its own, or is refused when every slot is busy. */
+/* A connection past MAX_CONNECTIONS takes the slot of the one making the
+ * least progress, answered 503 when it had a request under way (an idle
+ * one is just closed, as keep-alive allows); when every other is closing
+ * already, the newcomer itself is answered 503 and closed, never reset.
+ * Under conn_lock. */
+static void conn_make_room(sf_receiver_http *srv, http_conn *newcomer)
+{
+    static const char busy[] =
+        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: " RETRY_AFTER "\r\n"
+        "Connection: close\r\nContent-Type: text/plain\r\nContent-Length: 67\r\n\r\n"
+        "too many connections: this one made the least progress; retry later";
+    http_conn *v;
+
+    if (srv->n_conns - srv->n_evicted <= MAX_CONNECTIONS)
+        return;
+    v = conn_victim(srv, newcomer);
+    if (v == NULL) {
+        atomic_fetch_add(&srv->refused_conns, 1);
+        conn_answer_close(srv, newcomer, busy, sizeof(busy) - 1, "every slot is closing");
+        return;
+    }
+    atomic_fetch_add(&srv->evicted, 1);
+    if (v->state == CS_IDLE)
+        conn_evict(srv, v, "idle, its slot is needed");
+    else
+        conn_answer_close(srv, v, busy, sizeof(busy) - 1, v->state == CS_NEW
+                          ? "headers incomplete, its slot is needed"
+                          : "upload with the least recent progress, its slot is needed");
+}
+
+/* New connections are closed while shutting down; slots are settled once
+ * a connection has its record (conn_make_room). */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t len)
 {
     sf_receiver_http *srv = cls;
-    enum MHD_Result ok = MHD_YES;
+    enum MHD_Result ok;
 
     (void)addr;
     (void)len;
     pthread_mutex_lock(&srv->conn_lock);
-    if (srv->stopping) {
-        ok = MHD_NO;
-    } else if (srv->n_conns - srv->n_evicted >= MAX_CONNECTIONS) {
-        http_conn *v = conn_victim(srv, sf_now_ms());
-
-        if (v != NULL)
-            conn_evict(srv, v, v->state == CS_IDLE ? "idle, its slot is needed"
-                               : v->state == CS_NEW ? "headers incomplete, its slot is needed"
-                                                    : "slow upload, its slot is needed");
-        else
-            ok = MHD_NO;
-    }
+    ok = srv->stopping ? MHD_NO : MHD_YES;
     pthread_mutex_unlock(&srv->conn_lock);
     return ok;
 }
@@ -1453,6 +1495,14 @@ void sf_receiver_http_destroy(sf_receiver_http *srv)
     pthread_mutex_destroy(&srv->conn_lock);
     pthread_cond_destroy(&srv->reaper_cv);
     sf_free(srv);
+}
+
+void sf_receiver_http_slots(const sf_receiver_http *srv, uint64_t *evicted, uint64_t *refused)
+{
+    sf_receiver_http *h = (sf_receiver_http *)srv;
+
+    *evicted = atomic_load(&h->evicted);
+    *refused = atomic_load(&h->refused_conns);
 }
 
 void sf_receiver_http_reclaimed(const sf_receiver_http *srv, sf_otlp_reclaim why,
