@@ -436,10 +436,8 @@ static void stream_drop_message(h2_stream *s)
     }
 }
 
-/* Whether a stream may take its whole message's buffer now: within the
- * worker's budget, or the only one (so one call always makes progress),
- * and never while memory is short (the tick lets it go on once it is not).
- * Streams that wait hold at most their window, partly received. */
+/* Whether a stream's whole message fits the worker's budget, or is the
+ * only one (so one call always makes progress). */
 static bool worker_budget_allows(const worker *w, const h2_stream *s)
 {
     return w->reserved == 0 || w->reserved + s->msg_len <= w->srv->budget;
@@ -458,6 +456,10 @@ static bool memory_allows(const worker *w, const h2_stream *s)
     return soft == 0 || sf_alloc_in_use() + s->msg_len < soft;
 }
 
+/* Whether a stream may take its whole message's buffer now: the worker's
+ * budget and memory allow it (the tick lets it go on once they do, or
+ * refuses it while memory stays short). Streams that wait hold at most
+ * their window, partly received. */
 static bool budget_allows(const worker *w, const h2_stream *s)
 {
     return worker_budget_allows(w, s) && memory_allows(w, s);
@@ -1870,6 +1872,11 @@ sf_status sf_receiver_grpc_start(sf_receiver_grpc *srv)
         worker_listen(w, true);
         if (!w->listening)
             return SF_IO;
+    }
+    /* Threads once every worker's eventfds exist: a worker pokes others. */
+    for (unsigned i = 0; i < srv->n_workers; i++) {
+        worker *w = &srv->workers[i];
+
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
             return SF_ENOMEM;
         w->running = true;

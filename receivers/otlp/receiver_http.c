@@ -65,6 +65,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <linux/tcp.h>              /* struct tcp_info with tcpi_bytes_received */
+#include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -112,6 +115,9 @@
  * while clients that reconnect at once churn the slots). */
 #define MAX_CONNECTIONS 512
 #define CONNECTION_HEADROOM 512
+/* How many of the oldest connections with headers incomplete a newcomer
+ * looks at for one with no bytes waiting (an ioctl each). */
+#define VICTIM_LOOK 8
 #define REAP_INTERVAL_MS 200
 #define SHUTDOWN_GRACE_MS 2000
 /* json-c's parse tree, per byte of OTLP/JSON (22x measured on the sample
@@ -1165,17 +1171,40 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     *socket_context = NULL;
 }
 
+/* What a connection with its headers incomplete is doing, as the kernel
+ * sees it: 0 sent nothing yet (a client between connect and its first
+ * write), 1 has bytes waiting unread (progress libmicrohttpd has not seen
+ * yet: a request sent whole, not yet parsed), 2 sent bytes that were all
+ * read, and its headers are still incomplete (it crawls). */
+static int conn_new_progress(const http_conn *c)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    int n = 0;
+
+    if (ioctl(c->fd, FIONREAD, &n) == 0 && n > 0)
+        return 1;
+    memset(&ti, 0, sizeof(ti));
+    if (getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_bytes_received == 0)
+        return 0;
+    return 2;
+}
+
 /* The connection a newcomer takes the slot of (never `except`), or NULL
  * when every other one is closing already: the least progress first, not
  * the oldest. One whose request headers are still incomplete (the longest
- * so first), then an upload (the least recent body bytes first), and only
- * then a keep-alive connection between requests (idle longest first): a
- * client that completes requests keeps its connection while any slot is
- * held by one that does not. No age shields a holder (a client that
- * reconnects at once would keep every slot younger than any). Under
- * conn_lock. */
+ * so first; among the VICTIM_LOOK oldest, one that sent bytes all read
+ * before one that sent nothing yet, before one with bytes waiting unread),
+ * then an upload (the least recent body bytes first), and only then a
+ * keep-alive connection between requests (idle longest first): a client
+ * that completes requests keeps its connection
+ * while any slot is held by one that does not. No age shields a holder (a
+ * client that reconnects at once would keep every slot younger than any).
+ * Under conn_lock. */
 static http_conn *conn_victim(sf_receiver_http *srv, const http_conn *except)
 {
+    http_conn *oldest[VICTIM_LOOK];
+    size_t n_oldest = 0;
     http_conn *best = NULL;
     int64_t best_key = 0;
 
@@ -1184,12 +1213,40 @@ static http_conn *conn_victim(sf_receiver_http *srv, const http_conn *except)
 
         if (c->evicted || c == except)
             continue;
+        if (c->state == CS_NEW) {
+            /* Keep the VICTIM_LOOK oldest, oldest first (insertion). */
+            size_t k = n_oldest < VICTIM_LOOK ? n_oldest++ : VICTIM_LOOK;
+
+            if (k == VICTIM_LOOK && c->since >= oldest[VICTIM_LOOK - 1]->since)
+                continue;
+            if (k == VICTIM_LOOK)
+                k = VICTIM_LOOK - 1;
+            while (k > 0 && oldest[k - 1]->since > c->since) {
+                oldest[k] = oldest[k - 1];
+                k--;
+            }
+            oldest[k] = c;
+            continue;
+        }
         key = c->state == CS_BODY && c->rq != NULL ? atomic_load(&c->rq->progress_ms) : c->since;
         if (best == NULL || c->state < best->state ||
             (c->state == best->state && key < best_key)) {
             best = c;
             best_key = key;
         }
+    }
+    if (n_oldest > 0) {
+        http_conn *silent = NULL;
+
+        for (size_t i = 0; i < n_oldest; i++) {
+            int p = conn_new_progress(oldest[i]);
+
+            if (p == 2)
+                return oldest[i];
+            if (p == 0 && silent == NULL)
+                silent = oldest[i];
+        }
+        return silent != NULL ? silent : oldest[0];
     }
     return best;
 }
@@ -1248,7 +1305,7 @@ static void *reaper_main(void *arg)
     while (!srv->reaper_stop) {
         int64_t now = sf_now_ms();
 
-        if (memory_wanted(srv)) {
+        if (!sf_component_may_accept(srv->self)) {
             /* Memory short: uploads that crawl give it back (the gRPC
              * receiver's calls may be the ones waiting for it). */
             pthread_mutex_unlock(&srv->conn_lock);
