@@ -82,6 +82,74 @@ static void otlp_destroy(sf_component *self)
     sf_free(r);
 }
 
+static const char otlp_metrics_help[] =
+    "# HELP spanfence_receiver_reclaimed_requests Requests in progress answered UNAVAILABLE / "
+    "503 and freed for others, the most bytes with the least recent progress first: partial "
+    "gRPC messages and HTTP uploads when memory was short (reason memory_short), HTTP uploads "
+    "when the bodies' buffer budget was full (buffer_budget).\n"
+    "# TYPE spanfence_receiver_reclaimed_requests counter\n"
+    "# HELP spanfence_receiver_reclaimed_bytes Buffered bytes those reclaimed requests held.\n"
+    "# TYPE spanfence_receiver_reclaimed_bytes counter\n"
+    "# HELP spanfence_receiver_evicted_connections OTLP/HTTP connections closed to give their "
+    "slot to a new one past 512: the least progress first (headers incomplete, then uploads, "
+    "idle keep-alive last).\n"
+    "# TYPE spanfence_receiver_evicted_connections counter\n"
+    "# HELP spanfence_receiver_refused_connections New OTLP/HTTP connections answered 503 and "
+    "closed because every other slot was closing already.\n"
+    "# TYPE spanfence_receiver_refused_connections counter\n";
+
+/* The receiver's own series: what was taken back from requests in
+ * progress, per transport and reason. */
+static size_t otlp_metrics(sf_component *self, char *buf, size_t size)
+{
+    static const char *const reasons[SF_OTLP_RECLAIM_COUNT] = { "memory_short", "buffer_budget" };
+    otlp_receiver *r = sf_component_ctx(self);
+    size_t len = 0;
+
+    if (size > 0)
+        buf[0] = '\0';
+    if (r == NULL)
+        return 0;
+    for (int k = 0; k < SF_OTLP_RECLAIM_COUNT; k++) {
+        for (int t = 0; t < 2; t++) {
+            uint64_t calls = 0, bytes = 0;
+            const char *transport = t == 0 ? "grpc" : "http";
+            int n;
+
+            if (t == 0 && r->grpc != NULL && k == SF_OTLP_RECLAIM_MEMORY)
+                sf_receiver_grpc_reclaimed(r->grpc, &calls, &bytes);
+            else if (t == 1 && r->http != NULL)
+                sf_receiver_http_reclaimed(r->http, (sf_otlp_reclaim)k, &calls, &bytes);
+            else
+                continue;           /* gRPC has no bodies' budget */
+            n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
+                         "spanfence_receiver_reclaimed_requests{receiver=\"%s\",transport=\"%s\","
+                         "reason=\"%s\"} %llu\n"
+                         "spanfence_receiver_reclaimed_bytes{receiver=\"%s\",transport=\"%s\","
+                         "reason=\"%s\"} %llu\n",
+                         sf_component_id(self), transport, reasons[k], (unsigned long long)calls,
+                         sf_component_id(self), transport, reasons[k], (unsigned long long)bytes);
+            if (n > 0)
+                len += (size_t)n;
+        }
+    }
+    if (r->http != NULL) {
+        uint64_t evicted, refused;
+        int n;
+
+        sf_receiver_http_slots(r->http, &evicted, &refused);
+        n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
+                     "spanfence_receiver_evicted_connections{receiver=\"%s\",transport=\"http\"} "
+                     "%llu\n"
+                     "spanfence_receiver_refused_connections{receiver=\"%s\",transport=\"http\"} "
+                     "%llu\n", sf_component_id(self), (unsigned long long)evicted,
+                     sf_component_id(self), (unsigned long long)refused);
+        if (n > 0)
+            len += (size_t)n;
+    }
+    return len;
+}
+
 /* health_check: the gRPC listener failing to accept (fds, memory). */
 static bool otlp_unhealthy(sf_component *self, char *why, size_t size)
 {
@@ -108,4 +176,6 @@ const sf_component_type sf_otlp_receiver_type = {
     .destroy = otlp_destroy,
     .describe_listen = sf_otlp_receiver_describe_listen,
     .unhealthy = otlp_unhealthy,
+    .metrics = otlp_metrics,
+    .metrics_help = otlp_metrics_help,
 };

@@ -61,6 +61,14 @@ typedef struct sf_otlp_receiver_config {
     int64_t max_value_depth;        /* AnyValue nesting cap, checked before decoding */
 } sf_otlp_receiver_config;
 
+/* Why a request in progress was answered (UNAVAILABLE / 503) and freed
+ * before it was complete (spanfence_receiver_reclaimed_*{reason}). */
+typedef enum sf_otlp_reclaim {
+    SF_OTLP_RECLAIM_MEMORY,         /* "memory_short": a complete call would be refused */
+    SF_OTLP_RECLAIM_BUDGET,         /* "buffer_budget": HTTP bodies' share of the limit is full */
+    SF_OTLP_RECLAIM_COUNT
+} sf_otlp_reclaim;
+
 extern const sf_config_row sf_otlp_receiver_config_map[];
 sf_status sf_otlp_receiver_check(sf_cfg_ctx *ctx, void *config);
 /* The type's describe_listen: the gRPC and HTTP endpoints configured

@@ -48,7 +48,17 @@
  *   a connection).
  * - When memory is short the call is refused (UNAVAILABLE) and its spans
  *   are counted over its bytes (inflated first when gzip), so received =
- *   accepted + refused holds.
+ *   accepted + refused holds. But first the partial messages held pay for
+ *   it (worker_reclaim): the most bytes with the least recent progress
+ *   first, until 1/RECLAIM_HEADROOM of the soft limit is free. A call
+ *   whose client went silent is answered UNAVAILABLE at once; one waiting
+ *   for our window or still sending is counted from then on and answered
+ *   when complete. A complete call that still finds memory short waits
+ *   PARK_MS (parked) while the other workers, poked through an eventfd,
+ *   reclaim theirs; every worker also reclaims at its tick. A whole-message
+ *   buffer is not taken while memory has no room for it below the soft
+ *   limit (the stream waits on its window, and is refused at the tick if
+ *   memory stays short). Counted in spanfence_receiver_reclaimed_*.
  * - Connections are capped in all (max_connections, and at most what a
  *   quarter of the hard limit holds at CONN_COST each: an nghttp2 session
  *   is about 27 KiB, so 1,024 idle connections would take 40% of a 64 MiB
@@ -124,6 +134,21 @@
 #define WRITE_STALL_MS 20000
 /* A call whose message makes no progress for this long is ended. */
 #define STREAM_STALL_MS 30000
+/* A complete call that finds memory short waits this long (parked) for
+ * the other workers to reclaim the partial messages they hold, before it
+ * is refused. Two ticks: every worker reclaims at its tick too. */
+#define PARK_MS (2 * TICK_MS)
+/* Reclaiming goes on until this share of the soft limit is free again
+ * (1/RECLAIM_HEADROOM), so the next complete call finds room even while
+ * the holders take back what they can. */
+#define RECLAIM_HEADROOM 16
+/* A reclaimed call whose client has sent nothing on the connection for
+ * this long, with the window open and the connection read, is answered at
+ * once; others (waiting for our window, or a client busy with other
+ * streams) are counted from then on and answered UNAVAILABLE when
+ * complete, so a client that goes on gets its answer and its spans are
+ * counted (received = accepted + refused). */
+#define RECLAIM_STALL_MS 1000
 /* What a worker reads from one connection before serving the others:
  * READS_PER_TURN reads of READ_CHUNK. A chunk holds a 100-span call
  * (about 97 KB) whole, so such a call costs one recv(), not two. */
@@ -178,6 +203,8 @@ typedef struct h2_stream {
     bool refusing;              /* memory refused: the message is counted, not kept */
     bool deferred;              /* holds unconsumed window (worker over budget) */
     bool reserved;              /* its buffer holds the whole message */
+    bool parked;                /* complete, waiting for memory (worker's parked list) */
+    int64_t park_deadline_ms;   /* refused if memory is still short then; 0: never parked */
     size_t hdr_bytes;
     int64_t deadline_ms;        /* grpc-timeout; 0: none */
     int64_t progress_ms;        /* last byte of its message, or its answer */
@@ -199,6 +226,7 @@ typedef struct h2_stream {
     bool data_sent;
     struct h2_stream *prev, *next;  /* the worker's deferred list */
     struct h2_stream *cprev, *cnext;    /* its connection's streams */
+    struct h2_stream *pprev, *pnext;    /* the worker's parked list */
 } h2_stream;
 
 struct h2_conn {
@@ -233,6 +261,7 @@ struct worker {
     bool running;
     int ep;
     int wake;                   /* eventfd: shutdown */
+    int poke;                   /* eventfd: another worker asks to reclaim, or has reclaimed */
     bool listening;             /* the listening socket is in ep */
     int64_t accept_resume_ms;
     int64_t accept_backoff_ms;
@@ -247,6 +276,8 @@ struct worker {
     size_t reserved;            /* whole-message buffers its streams hold */
     h2_stream *deferred;        /* streams waiting for budget, oldest first */
     h2_stream *deferred_tail;
+    h2_stream *parked;          /* complete calls waiting for memory */
+    _Atomic unsigned n_parked;
     bool stopping;
     int64_t stop_deadline_ms;
 };
@@ -270,9 +301,11 @@ struct sf_receiver_grpc {
     _Atomic int64_t accept_warned_ms;
     pthread_mutex_t peer_lock;
     uint16_t *peers;            /* connections per peer-address bucket, under peer_lock */
+    _Atomic uint64_t reclaimed_calls;   /* partial messages answered UNAVAILABLE and freed */
+    _Atomic uint64_t reclaimed_bytes;
 };
 
-static const char tag_listen, tag_wake;
+static const char tag_listen, tag_wake, tag_poke;
 
 /* ---- nghttp2's memory, counted --------------------------------------------- */
 
@@ -351,6 +384,37 @@ static void deferred_unlink(worker *w, h2_stream *s)
     s->deferred = false;
 }
 
+static void stream_unpark(h2_stream *s)
+{
+    worker *w = s->c->w;
+
+    if (!s->parked)
+        return;
+    if (s->pprev != NULL)
+        s->pprev->pnext = s->pnext;
+    else
+        w->parked = s->pnext;
+    if (s->pnext != NULL)
+        s->pnext->pprev = s->pprev;
+    s->pprev = s->pnext = NULL;
+    s->parked = false;
+    atomic_fetch_sub(&w->n_parked, 1);
+}
+
+static void stream_park(h2_stream *s)
+{
+    worker *w = s->c->w;
+
+    if (s->parked)
+        return;
+    s->parked = true;
+    s->pnext = w->parked;
+    if (w->parked != NULL)
+        w->parked->pprev = s;
+    w->parked = s;
+    atomic_fetch_add(&w->n_parked, 1);
+}
+
 static void stream_drop_message(h2_stream *s)
 {
     worker *w = s->c->w;
@@ -372,12 +436,33 @@ static void stream_drop_message(h2_stream *s)
     }
 }
 
-/* Whether a stream may take its whole message's buffer now: within the
- * worker's budget, or the only one (so one call always makes progress).
- * Streams that wait hold at most their window, partly received. */
-static bool budget_allows(const worker *w, const h2_stream *s)
+/* Whether a stream's whole message fits the worker's budget, or is the
+ * only one (so one call always makes progress). */
+static bool worker_budget_allows(const worker *w, const h2_stream *s)
 {
     return w->reserved == 0 || w->reserved + s->msg_len <= w->srv->budget;
+}
+
+/* Whether memory has room for a stream's whole message: not short, and
+ * the buffer itself would not take it past the soft limit (every complete
+ * call would then wait for it). */
+static bool memory_allows(const worker *w, const h2_stream *s)
+{
+    size_t soft, hard;
+
+    if (!sf_component_may_accept(w->srv->self))
+        return false;
+    sf_alloc_limits(&soft, &hard);
+    return soft == 0 || sf_alloc_in_use() + s->msg_len < soft;
+}
+
+/* Whether a stream may take its whole message's buffer now: the worker's
+ * budget and memory allow it (the tick lets it go on once they do, or
+ * refuses it while memory stays short). Streams that wait hold at most
+ * their window, partly received. */
+static bool budget_allows(const worker *w, const h2_stream *s)
+{
+    return worker_budget_allows(w, s) && memory_allows(w, s);
 }
 
 static void stream_free(h2_stream *s)
@@ -392,6 +477,7 @@ static void stream_free(h2_stream *s)
         s->cnext->cprev = s->cprev;
     c->streams--;
     deferred_unlink(c->w, s);
+    stream_unpark(s);
     stream_drop_message(s);
     if (s->z != NULL) {
         inflateEnd(s->z);
@@ -401,6 +487,17 @@ static void stream_free(h2_stream *s)
 }
 
 static void stream_start_refusing(h2_stream *s);
+
+/* Frames of `c` are due that no event of its own may flush (a
+ * WINDOW_UPDATE, an answer given on another connection's event). */
+static void conn_mark_dirty(h2_conn *c)
+{
+    if (c->dirty)
+        return;
+    c->dirty = true;
+    c->dirty_next = c->w->dirty;
+    c->w->dirty = c;
+}
 
 /* Return what a stream has received to its window (budget permitting;
  * otherwise it waits on the worker's deferred list). */
@@ -424,12 +521,7 @@ static void stream_consume(h2_stream *s)
         return;
     }
     deferred_unlink(w, s);
-    if (!s->c->dirty) {
-        /* Its WINDOW_UPDATE may be due to another connection's event. */
-        s->c->dirty = true;
-        s->c->dirty_next = w->dirty;
-        w->dirty = s->c;
-    }
+    conn_mark_dirty(s->c);
     if (!s->answered && !s->refusing && !s->reserved && s->messages == 1) {
         /* Within budget: the whole message's buffer, once. */
         if (sf_dynbuf_reserve(&s->msg, s->msg_len) == SF_OK) {
@@ -455,6 +547,34 @@ static void worker_undefer(worker *w)
         h2_stream *s = w->deferred;
 
         deferred_unlink(w, s);
+        stream_consume(s);
+    }
+}
+
+/* At a tick: a waiting stream that the worker's budget would admit but
+ * memory has no room for is refused (counted from now on, its window
+ * returned, answered UNAVAILABLE when complete) rather than left waiting
+ * until STREAM_STALL_MS while memory stays short (counted as reclaimed
+ * when it held bytes). */
+static size_t stream_held(const h2_stream *s);
+
+static void worker_settle_deferred(worker *w)
+{
+    for (;;) {
+        h2_stream *s = w->deferred;
+        size_t held;
+
+        while (s != NULL && !(worker_budget_allows(w, s) && !memory_allows(w, s)))
+            s = s->next;
+        if (s == NULL)
+            return;
+        held = stream_held(s);
+        if (held > 0) {
+            atomic_fetch_add(&w->srv->reclaimed_calls, 1);
+            atomic_fetch_add(&w->srv->reclaimed_bytes, held);
+        }
+        deferred_unlink(w, s);
+        stream_start_refusing(s);
         stream_consume(s);
     }
 }
@@ -508,6 +628,7 @@ static void stream_answer(h2_stream *s, int code, const char *why)
     if (s->answered)
         return;
     s->answered = true;
+    stream_unpark(s);
     s->status = code;
     s->progress_ms = sf_now_ms();
     c->ping_strikes = 0;            /* as gRPC: sending resets the ping strikes */
@@ -545,6 +666,100 @@ static void stream_refuse(h2_stream *s, sf_reason reason, int code, const char *
 {
     sf_component_refuse(s->c->w->srv->self, SF_TRANSPORT_GRPC, kind_signal(s->kind), 0, reason);
     stream_answer(s, code, why);
+}
+
+/* ---- reclaiming memory ---------------------------------------------------------- */
+
+/* The bytes a stream holds for a message that is not complete (its
+ * buffer): what reclaiming it would give back. */
+static size_t stream_held(const h2_stream *s)
+{
+    if (s->answered || s->refusing || s->parked || s->messages == 0 || s->msg_got >= s->msg_len)
+        return 0;
+    return sf_dynbuf_capacity(&s->msg);
+}
+
+/* Whether reclaiming should go on: memory short, or less than the
+ * headroom free below the soft limit. */
+static bool reclaim_wanted(const sf_receiver_grpc *srv)
+{
+    size_t soft, hard;
+
+    if (!sf_component_may_accept(srv->self))
+        return true;
+    sf_alloc_limits(&soft, &hard);
+    return soft > 0 && sf_alloc_in_use() + soft / RECLAIM_HEADROOM >= soft;
+}
+
+/* Memory is short, and a complete call would be refused for it: first
+ * refuse (UNAVAILABLE) and free the partial messages this worker holds, the
+ * most bytes with the least recent progress first (bytes times the time
+ * since their last byte), until memory is no longer short, with a headroom
+ * (RECLAIM_HEADROOM), or none is left.
+ * `keep` (the stream asking) is never taken. A client that stopped sending
+ * (held windows, then silence) thus pays for the memory it holds, not
+ * every client whose call is complete. Returns the bytes freed. */
+static size_t worker_reclaim(worker *w, const h2_stream *keep)
+{
+    sf_receiver_grpc *srv = w->srv;
+    int64_t now = sf_now_ms();
+    size_t freed = 0;
+
+    while (reclaim_wanted(srv)) {
+        h2_stream *victim = NULL;
+        uint64_t best = 0;
+        size_t held = 0;
+
+        for (h2_conn *c = w->conns; c != NULL; c = c->next) {
+            for (h2_stream *st = c->stream_list; st != NULL; st = st->cnext) {
+                size_t h = stream_held(st);
+                uint64_t score;
+
+                if (h == 0 || st == keep)
+                    continue;
+                score = (uint64_t)h * (uint64_t)(now - st->progress_ms + TICK_MS);
+                if (victim == NULL || score > best) {
+                    victim = st;
+                    best = score;
+                    held = h;
+                }
+            }
+        }
+        if (victim == NULL)
+            break;
+        atomic_fetch_add(&srv->reclaimed_calls, 1);
+        atomic_fetch_add(&srv->reclaimed_bytes, held);
+        freed += held;
+        if (!victim->deferred && victim->c->out_len == 0 &&
+            now - victim->c->last_read_ms >= RECLAIM_STALL_MS) {
+            stream_refuse(victim, SF_REASON_MEMORY_LIMIT, SF_RPC_UNAVAILABLE,
+                          "memory is short: this call's partial message was reclaimed (no "
+                          "recent progress); retry");
+        } else {
+            stream_start_refusing(victim);
+            stream_consume(victim);     /* its window back: the rest is counted as it comes */
+        }
+        conn_mark_dirty(victim->c);
+    }
+    return freed;
+}
+
+/* Ask the other workers to reclaim what they hold (or tell those with
+ * parked calls that memory was freed). */
+static void workers_poke(worker *self, bool parked_only)
+{
+    sf_receiver_grpc *srv = self->srv;
+    uint64_t one = 1;
+
+    for (unsigned i = 0; i < srv->n_workers; i++) {
+        worker *w = &srv->workers[i];
+
+        if (w == self || w->poke < 0 || (parked_only && atomic_load(&w->n_parked) == 0))
+            continue;
+        if (write(w->poke, &one, sizeof(one)) != sizeof(one)) {
+            /* The counter is full: a poke is pending anyway. */
+        }
+    }
 }
 
 /* Count spans over a refused message's bytes, inflating when compressed. */
@@ -624,8 +839,25 @@ static void stream_finish(h2_stream *s)
                       "grpc: the request message ended before its length");
         return;
     }
-    if (!s->refusing && !sf_component_may_accept(srv->self))
-        stream_start_refusing(s);
+    if (!s->refusing && !sf_component_may_accept(srv->self)) {
+        /* Memory is short: partial messages pay for it before a complete
+         * call is refused, this worker's now, the other workers' within
+         * PARK_MS (poked now, and each reclaims at its tick). */
+        worker_reclaim(w, s);
+        if (!sf_component_may_accept(srv->self)) {
+            int64_t now = sf_now_ms();
+
+            if (s->park_deadline_ms == 0) {
+                s->park_deadline_ms = now + PARK_MS;
+                workers_poke(w, false);
+            }
+            if (now < s->park_deadline_ms) {
+                stream_park(s);
+                return;
+            }
+            stream_start_refusing(s);
+        }
+    }
     if (s->refusing) {
         /* Refused before it is decoded; its spans are still counted, so
          * the refusal is visible in span terms. */
@@ -893,8 +1125,17 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
              * it is counted from now on instead of buffered (thousands of
              * streams' windows would otherwise fill memory to the hard
              * limit, where RSS passes it by the process's own size). */
-            if (!s->refusing && k > 0 && !sf_component_may_accept(c->w->srv->self))
-                stream_start_refusing(s);
+            if (!s->refusing && k > 0 && !sf_component_may_accept(c->w->srv->self)) {
+                /* Partial messages held without progress pay first. A
+                 * small message (its exact buffer, reclaimable itself
+                 * while partial) and the piece that completes a message
+                 * are kept: stream_finish then waits for memory, or
+                 * refuses. */
+                worker_reclaim(c->w, s);
+                if (s->msg_len > SMALL_MESSAGE && s->msg_got + k < s->msg_len &&
+                    !sf_component_may_accept(c->w->srv->self))
+                    stream_start_refusing(s);
+            }
             if (!s->refusing && k > 0 && sf_dynbuf_len(&s->msg) == 0 && !s->reserved &&
                 s->msg_len <= SMALL_MESSAGE)
                 (void)sf_dynbuf_reserve(&s->msg, s->msg_len);   /* small: exact at once */
@@ -1322,15 +1563,41 @@ static void do_accept(worker *w)
     }
 }
 
+/* Complete calls that waited for memory: served now, parked again, or
+ * refused once their PARK_MS is over. */
+static void worker_retry_parked(worker *w)
+{
+    h2_stream *s = w->parked;
+
+    w->parked = NULL;
+    while (s != NULL) {
+        h2_stream *next = s->pnext;
+
+        s->parked = false;
+        s->pprev = s->pnext = NULL;
+        atomic_fetch_sub(&w->n_parked, 1);
+        stream_finish(s);           /* may park it again, at the list's head */
+        conn_mark_dirty(s->c);
+        s = next;
+    }
+}
+
 /* Timers: handshake, keepalive, idle, age, stalled answers and output. */
 static void worker_tick(worker *w, int64_t now)
 {
     const sf_otlp_keepalive_server *ka = &w->srv->cfg->keepalive.server_parameters;
     h2_conn *next;
 
-    /* Idle output buffers are the first memory to give back. */
+    /* Idle output buffers are the first memory to give back, then the
+     * partial messages held longest without progress. */
     if (sf_alloc_under_pressure())
         sf_buf_pool_trim();
+    if (!sf_component_may_accept(w->srv->self) && worker_reclaim(w, NULL) > 0)
+        workers_poke(w, true);
+    /* Streams deferred while memory was short go on once it is not, or
+     * are refused while it stays short. */
+    worker_undefer(w);
+    worker_settle_deferred(w);
     if (!w->listening && !w->stopping && now >= w->accept_resume_ms) {
         worker_listen(w, true);
         /* With no client waiting, no accept() would say the trouble is
@@ -1413,6 +1680,15 @@ static void *worker_main(void *arg)
                     do_accept(w);
                 continue;
             }
+            if (p == &tag_poke) {
+                uint64_t v;
+                ssize_t r = read(w->poke, &v, sizeof(v));
+
+                (void)r;
+                if (!sf_component_may_accept(w->srv->self) && worker_reclaim(w, NULL) > 0)
+                    workers_poke(w, true);
+                continue;
+            }
             if (p == &tag_wake) {
                 uint64_t v;
                 ssize_t r = read(w->wake, &v, sizeof(v));
@@ -1445,6 +1721,8 @@ static void *worker_main(void *arg)
                     conn_close(c);
             }
         }
+        if (w->parked != NULL)
+            worker_retry_parked(w);
         now = sf_now_ms();
         if (now >= next_tick || w->stopping) {
             worker_tick(w, now);
@@ -1503,6 +1781,7 @@ sf_status sf_receiver_grpc_create(sf_component *self, const sf_receiver_grpc_con
     for (unsigned i = 0; i < srv->n_workers; i++) {
         srv->workers[i].ep = -1;
         srv->workers[i].wake = -1;
+        srv->workers[i].poke = -1;
     }
     pthread_mutex_init(&srv->peer_lock, NULL);
     srv->mem = (nghttp2_mem){ .mem_user_data = srv, .malloc = mem_malloc, .free = mem_free,
@@ -1579,17 +1858,25 @@ sf_status sf_receiver_grpc_start(sf_receiver_grpc *srv)
     for (unsigned i = 0; i < srv->n_workers; i++) {
         worker *w = &srv->workers[i];
         struct epoll_event ev = { .events = EPOLLIN, .data.ptr = (void *)&tag_wake };
+        struct epoll_event pev = { .events = EPOLLIN, .data.ptr = (void *)&tag_poke };
 
         w->srv = srv;
         w->arena = sf_arena_create(ARENA_CHUNK, srv->max_msg * 16 + ARENA_CHUNK);
         w->ep = epoll_create1(EPOLL_CLOEXEC);
         w->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (w->arena == NULL || w->ep < 0 || w->wake < 0 ||
-            epoll_ctl(w->ep, EPOLL_CTL_ADD, w->wake, &ev) != 0)
+        w->poke = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (w->arena == NULL || w->ep < 0 || w->wake < 0 || w->poke < 0 ||
+            epoll_ctl(w->ep, EPOLL_CTL_ADD, w->wake, &ev) != 0 ||
+            epoll_ctl(w->ep, EPOLL_CTL_ADD, w->poke, &pev) != 0)
             return SF_ENOMEM;       /* shutdown() cleans up what exists */
         worker_listen(w, true);
         if (!w->listening)
             return SF_IO;
+    }
+    /* Threads once every worker's eventfds exist: a worker pokes others. */
+    for (unsigned i = 0; i < srv->n_workers; i++) {
+        worker *w = &srv->workers[i];
+
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
             return SF_ENOMEM;
         w->running = true;
@@ -1611,6 +1898,7 @@ void sf_receiver_grpc_shutdown(sf_receiver_grpc *srv)
         if (w->running && write(w->wake, &one, sizeof(one)) != sizeof(one))
             sf_warn("receiver '%s': cannot wake a gRPC worker", sf_component_id(srv->self));
     }
+    /* All joined before any fd closes: a worker may poke another's. */
     for (unsigned i = 0; i < srv->n_workers; i++) {
         worker *w = &srv->workers[i];
 
@@ -1618,6 +1906,10 @@ void sf_receiver_grpc_shutdown(sf_receiver_grpc *srv)
             pthread_join(w->thread, NULL);
             w->running = false;
         }
+    }
+    for (unsigned i = 0; i < srv->n_workers; i++) {
+        worker *w = &srv->workers[i];
+
         while (w->conns != NULL)
             conn_close(w->conns);
         worker_bury(w);
@@ -1625,7 +1917,9 @@ void sf_receiver_grpc_shutdown(sf_receiver_grpc *srv)
             close(w->ep);
         if (w->wake >= 0)
             close(w->wake);
-        w->ep = w->wake = -1;
+        if (w->poke >= 0)
+            close(w->poke);
+        w->ep = w->wake = w->poke = -1;
         w->listening = false;
     }
     if (srv->lfd >= 0) {
@@ -1640,6 +1934,14 @@ void sf_receiver_grpc_shutdown(sf_receiver_grpc *srv)
         nghttp2_option_del(srv->opt);
         srv->opt = NULL;
     }
+}
+
+void sf_receiver_grpc_reclaimed(const sf_receiver_grpc *srv, uint64_t *calls, uint64_t *bytes)
+{
+    sf_receiver_grpc *s = (sf_receiver_grpc *)srv;
+
+    *calls = atomic_load(&s->reclaimed_calls);
+    *bytes = atomic_load(&s->reclaimed_bytes);
 }
 
 bool sf_receiver_grpc_accepting(const sf_receiver_grpc *srv)

