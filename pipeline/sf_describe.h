@@ -59,8 +59,8 @@ typedef struct sf_listen_desc {
 } sf_listen_desc;
 
 /* OTLP/HTTP's path for traces (the specification's default): the otlp
- * receiver's default traces_url_path, and what the otlphttp exporter
- * appends to its endpoint. */
+ * receiver's default traces_url_path (a config default must be a
+ * constant; sf_signal_http_path() says the same). */
 #define SF_OTLP_TRACES_PATH "/v1/traces"
 
 /* ---- processors: attribute rules --------------------------------------- */

@@ -50,12 +50,6 @@
 #include "google/rpc/error_details.pb-c.h"
 #include "google/rpc/status.pb-c.h"
 
-/* The Export method of each signal's service, by sf_signal. */
-static const char *const export_methods[SF_SIGNAL_COUNT] = {
-    [SF_SIGNAL_TRACES] = "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
-    [SF_SIGNAL_LOGS] = "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
-    [SF_SIGNAL_METRICS] = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
-};
 #define RETRY_INFO_TYPE "type.googleapis.com/google.rpc.RetryInfo"
 /* Longest the shutdown drain may take, whatever the call deadline. */
 #define OTLPGRPC_DRAIN_MAX_MS 5000
@@ -686,7 +680,7 @@ static sf_status build_url(otlpgrpc *x)
 {
     const sf_otlp_tls_config *t = &x->cfg->tls;
     const char *scheme = t->insecure ? "http" : "https", *host, *port;
-    const char *method = export_methods[x->signal];
+    const char *method = sf_signal_grpc_method(x->signal);
     const char *name = !t->insecure ? t->server_name_override : NULL;
     size_t host_len, len;
 

@@ -299,8 +299,8 @@ static void otlphttp_send(void *exporter, unsigned worker, const sf_buf *buf,
 static char *build_url(const sf_otlphttp_config *c, sf_signal signal)
 {
     const char *own = sf_otlphttp_signal_endpoint(c, signal);
-    const char *name = sf_signal_name(signal);
-    size_t len, nl = strlen(name);
+    const char *path = sf_signal_http_path(signal);
+    size_t len, nl = strlen(path);
     char *url;
 
     if (own != NULL && own[0] != '\0')
@@ -308,12 +308,11 @@ static char *build_url(const sf_otlphttp_config *c, sf_signal signal)
     len = strlen(c->endpoint);
     while (len > 0 && c->endpoint[len - 1] == '/')
         len--;
-    url = sf_malloc(len + 4 + nl + 1);
+    url = sf_malloc(len + nl + 1);
     if (url == NULL)
         return NULL;
     memcpy(url, c->endpoint, len);
-    memcpy(url + len, "/v1/", 4);
-    memcpy(url + len + 4, name, nl + 1);
+    memcpy(url + len, path, nl + 1);
     return url;
 }
 

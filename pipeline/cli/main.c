@@ -896,11 +896,6 @@ static int serve(cli *c, const sigset_t *sigs, sf_config **cfg, sf_service **svc
  * signal said on its own. */
 static int stop(sf_service *svc, sf_config *cfg, int sig)
 {
-    static const char *const words[SF_SIGNAL_COUNT][2] = {
-        [SF_SIGNAL_TRACES] = { "span", "spans" },
-        [SF_SIGNAL_LOGS] = { "log record", "log records" },
-        [SF_SIGNAL_METRICS] = { "metric point", "metric points" },
-    };
     sf_totals before[SF_SIGNAL_COUNT], after[SF_SIGNAL_COUNT];
     char what[512];
     size_t lost;
@@ -922,7 +917,8 @@ static int stop(sf_service *svc, sf_config *cfg, int sig)
 
         if (shut > 0) {
             sf_error("stopped, but %" PRIu64 " accepted %s could not be exported before the "
-                     "drain time ran out (dropped at shutdown)", shut, words[s][shut != 1]);
+                     "drain time ran out (dropped at shutdown)", shut,
+                     sf_signal_noun((sf_signal)s, shut != 1));
             lost += (size_t)shut;
         }
     }

@@ -25,6 +25,7 @@
 #include "sf_alloc.h"
 #include "sf_arena.h"
 #include "sf_cli.h"
+#include "sf_signal.h"
 #include "sf_dynbuf.h"
 
 enum { ST_OK = 0, ST_FAILED = 1, ST_USAGE = 2 };
@@ -376,15 +377,14 @@ static void print_screen(json_object *doc, const char *endpoint, bool all)
                u64(reload, "count"), str(reload, "message"));
     /* each signal's accounting: spans always, log records and metric
      * points when a pipeline carries them */
-    for (size_t k = 0; k < 3; k++) {
-        static const char *const items[3] = { "spans", "log_records", "metric_points" };
-        static const char *const words[3] = { "spans", "log records", "metric points" };
-        json_object *it = k == 0 ? spans : get(doc, items[k]);
+    for (int k = 0; k < SF_SIGNAL_COUNT; k++) {
+        json_object *it = k == 0 ? spans : get(doc, sf_signal_items((sf_signal)k));
 
         if (it == NULL && k > 0)
             continue;
         printf("%s since start: %" PRIu64 " accepted, %" PRIu64 " exported, %" PRIu64
-               " queued, %" PRIu64 " lost", words[k], u64(it, "accepted"), u64(it, "exported"),
+               " queued, %" PRIu64 " lost", sf_signal_noun((sf_signal)k, true),
+               u64(it, "accepted"), u64(it, "exported"),
                u64(it, "queued"), u64(it, "lost"));
         print_reasons("; refused: ", get(it, "refused"), all);
         print_reasons("; dropped: ", get(it, "dropped"), all);
