@@ -133,48 +133,11 @@ static int on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_o
  * reply, so spans the server took are counted sent, not dropped. */
 static CURLcode perform(otlphttp_worker *w)
 {
-    CURLcode rc = CURLE_OK;
-    int64_t give_up = 0;
-    int running = 1;
+    CURLcode rc;
 
     w->body_sent = false;
-    if (curl_multi_add_handle(w->multi, w->curl) != CURLM_OK)
-        return CURLE_OUT_OF_MEMORY;
-    for (;;) {
-        CURLMsg *msg;
-        int left;
-
-        if (curl_multi_perform(w->multi, &running) != CURLM_OK) {
-            rc = CURLE_OUT_OF_MEMORY;
-            break;
-        }
-        if ((msg = curl_multi_info_read(w->multi, &left)) != NULL && msg->msg == CURLMSG_DONE) {
-            rc = msg->data.result;
-            break;
-        }
-        if (running == 0) {         /* done without a message: cannot happen */
-            rc = CURLE_GOT_NOTHING;
-            break;
-        }
-        if (sf_sender_aborting(w->x->out.sender)) {
-            int64_t now = sf_now_ms();
-
-            if (!w->body_sent) {
-                rc = CURLE_ABORTED_BY_CALLBACK;
-                break;
-            }
-            if (give_up == 0) {
-                give_up = now + OTLPHTTP_REPLY_GRACE_MS;
-            } else if (now >= give_up) {
-                rc = CURLE_ABORTED_BY_CALLBACK;
-                break;
-            }
-        }
-        if (curl_multi_poll(w->multi, NULL, 0, OTLPHTTP_POLL_MS, NULL) != CURLM_OK) {
-            rc = CURLE_OUT_OF_MEMORY;
-            break;
-        }
-    }
+    rc = sf_curl_perform(w->multi, w->curl, w->x->out.sender, &w->body_sent, OTLPHTTP_POLL_MS,
+                         OTLPHTTP_REPLY_GRACE_MS);
     curl_multi_remove_handle(w->multi, w->curl);
     return rc;
 }
