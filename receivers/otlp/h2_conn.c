@@ -1,0 +1,835 @@
+/* receivers/otlp/h2_conn.c: the HTTP/2 connection of the OTLP/gRPC
+ * server on libnghttp2: session setup and callbacks, stream state, the
+ * flow-control windows and the worker's budget, the connection's output,
+ * its timers (handshake, keepalive, idle, age, stalled answers and
+ * output), and the reclaim of held partial messages when memory is short.
+ * It calls the gRPC call (grpc_call.h) when a stream's headers or message
+ * are in, and the event layer (h2_server.h) for connection caps and pokes.
+ * The design is in receiver_grpc.c's head comment. */
+#include "h2_conn.h"
+#include "grpc_call.h"
+#include "h2_server.h"
+#include "otlp_answer.h"
+#include "sf_time.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Window a stream opens with (and keeps while its worker is over budget).
+ * Large enough for an engine's usual call to arrive whole: with 64 KiB a
+ * 100-span call (about 97 KB) waited for a WINDOW_UPDATE each time, one
+ * more send, wake-up and read per call (engine benchmark: 4-10% more
+ * collector CPU per call and a higher p50). gRPC core and grpc-go grow
+ * their windows past this by BDP probing. */
+#define STREAM_WINDOW (256 * 1024)
+/* Connection window: returned at once, so large enough for many streams. */
+#define CONN_WINDOW (4 * 1024 * 1024)
+/* nghttp2 flood limits (CVE-2023-44487, CVE-2024-28182). A client that
+ * cancels calls faster than this, sustained, gets GOAWAY. */
+#define RST_BURST 200
+#define RST_RATE 50
+#define MAX_CONTINUATIONS 8
+#define MAX_SETTINGS 32
+#define MAX_OUTBOUND_ACK 100
+/* A connection that has not sent its HTTP/2 preface by then is closed. */
+#define HANDSHAKE_TIMEOUT_MS 10000
+/* An answer not written by then is cancelled (RST_STREAM CANCEL). */
+#define REPLY_TIMEOUT_MS 10000
+/* Output that has not drained for this long closes the connection. */
+#define WRITE_STALL_MS 20000
+/* A call whose message makes no progress for this long is ended. */
+#define STREAM_STALL_MS 30000
+/* Reclaiming goes on until this share of the soft limit is free again
+ * (1/RECLAIM_HEADROOM), so the next complete call finds room even while
+ * the holders take back what they can. */
+#define RECLAIM_HEADROOM 16
+/* A reclaimed call whose client has sent nothing on the connection for
+ * this long, with the window open and the connection read, is answered at
+ * once; others (waiting for our window, or a client busy with other
+ * streams) are counted from then on and answered UNAVAILABLE when
+ * complete, so a client that goes on gets its answer and its spans are
+ * counted (received = accepted + refused). */
+#define RECLAIM_STALL_MS 1000
+/* What a worker reads from one connection before serving the others:
+ * READS_PER_TURN reads of READ_CHUNK. A chunk holds a 100-span call
+ * (about 97 KB) whole, so such a call costs one recv(), not two. */
+#define READ_CHUNK (128 * 1024)
+/* Frames are gathered for one send() while this much room is left. */
+#define OUT_FRAME_MAX (16384 + 64)
+#define READS_PER_TURN 2
+/* Output a connection may have waiting (it is not read meanwhile). */
+#define MAX_PENDING_OUT (1024 * 1024)
+/* Pings a client may send too often before GOAWAY too_many_pings (gRPC's). */
+#define MAX_PING_STRIKES 2
+/* grpc/status.h's, which otlp_answer.h has no use for. */
+#define RPC_DEADLINE_EXCEEDED 4
+
+/* ---- nghttp2's memory, counted ------------------------------------------------- */
+
+void *h2_mem_malloc(size_t size, void *ud) { (void)ud; return sf_calloc_unlimited(1, size); }
+void h2_mem_free(void *p, void *ud) { (void)ud; sf_free(p); }
+void *h2_mem_calloc(size_t n, size_t size, void *ud)
+{
+    (void)ud;
+    return sf_calloc_unlimited(n, size);
+}
+void *h2_mem_realloc(void *p, size_t size, void *ud)
+{
+    (void)ud;
+    return sf_realloc_unlimited(p, size);
+}
+
+/* ---- streams ------------------------------------------------------------------- */
+
+static void deferred_unlink(worker *w, h2_stream *s)
+{
+    if (!s->deferred)
+        return;
+    if (s->prev != NULL)
+        s->prev->next = s->next;
+    else
+        w->deferred = s->next;
+    if (s->next != NULL)
+        s->next->prev = s->prev;
+    else
+        w->deferred_tail = s->prev;
+    s->prev = s->next = NULL;
+    s->deferred = false;
+}
+
+void h2_stream_unpark(h2_stream *s)
+{
+    worker *w = s->c->w;
+
+    if (!s->parked)
+        return;
+    if (s->pprev != NULL)
+        s->pprev->pnext = s->pnext;
+    else
+        w->parked = s->pnext;
+    if (s->pnext != NULL)
+        s->pnext->pprev = s->pprev;
+    s->pprev = s->pnext = NULL;
+    s->parked = false;
+    atomic_fetch_sub(&w->n_parked, 1);
+}
+
+void h2_stream_park(h2_stream *s)
+{
+    worker *w = s->c->w;
+
+    if (s->parked)
+        return;
+    s->parked = true;
+    s->pnext = w->parked;
+    if (w->parked != NULL)
+        w->parked->pprev = s;
+    w->parked = s;
+    atomic_fetch_add(&w->n_parked, 1);
+}
+
+void h2_stream_drop_message(h2_stream *s)
+{
+    worker *w = s->c->w;
+
+    /* Kept for the next call when small enough: a fresh buffer from 128 KiB
+     * up is an mmap, paid a page fault per 4 KiB and a munmap per call
+     * (measured: 4x the CPU per span of gRPC core's receiver without it). */
+    if (s->msg.buf != NULL && sf_dynbuf_capacity(&s->msg) <= SPARE_MAX_BYTES &&
+        w->n_spare < SPARES) {
+        sf_dynbuf_reset(&s->msg);
+        w->spare[w->n_spare++] = s->msg;
+        sf_dynbuf_init(&s->msg, w->srv->max_msg);
+    } else {
+        sf_dynbuf_release(&s->msg);
+    }
+    if (s->reserved) {
+        s->c->w->reserved -= s->msg_len;
+        s->reserved = false;
+    }
+}
+
+/* Whether a stream's whole message fits the worker's budget, or is the
+ * only one (so one call always makes progress). */
+static bool worker_budget_allows(const worker *w, const h2_stream *s)
+{
+    return w->reserved == 0 || w->reserved + s->msg_len <= w->srv->budget;
+}
+
+/* Whether memory has room for a stream's whole message: not short, and
+ * the buffer itself would not take it past the soft limit (every complete
+ * call would then wait for it). */
+static bool memory_allows(const worker *w, const h2_stream *s)
+{
+    size_t soft, hard;
+
+    if (!sf_component_may_accept(w->srv->self))
+        return false;
+    sf_alloc_limits(&soft, &hard);
+    return soft == 0 || sf_alloc_in_use() + s->msg_len < soft;
+}
+
+/* Whether a stream may take its whole message's buffer now: the worker's
+ * budget and memory allow it (the tick lets it go on once they do, or
+ * refuses it while memory stays short). Streams that wait hold at most
+ * their window, partly received. */
+static bool budget_allows(const worker *w, const h2_stream *s)
+{
+    return worker_budget_allows(w, s) && memory_allows(w, s);
+}
+
+static void stream_free(h2_stream *s)
+{
+    h2_conn *c = s->c;
+
+    if (s->cprev != NULL)
+        s->cprev->cnext = s->cnext;
+    else
+        c->stream_list = s->cnext;
+    if (s->cnext != NULL)
+        s->cnext->cprev = s->cprev;
+    c->streams--;
+    deferred_unlink(c->w, s);
+    h2_stream_unpark(s);
+    h2_stream_drop_message(s);
+    if (s->z != NULL) {
+        inflateEnd(s->z);
+        sf_free(s->z);
+    }
+    sf_free(s);
+}
+
+/* Frames of `c` are due that no event of its own may flush (a
+ * WINDOW_UPDATE, an answer given on another connection's event). */
+static void conn_mark_dirty(h2_conn *c)
+{
+    if (c->dirty)
+        return;
+    c->dirty = true;
+    c->dirty_next = c->w->dirty;
+    c->w->dirty = c;
+}
+
+/* Return what a stream has received to its window (budget permitting;
+ * otherwise it waits on the worker's deferred list). */
+void h2_stream_consume(h2_stream *s)
+{
+    worker *w = s->c->w;
+
+    if (s->unconsumed == 0)
+        return;
+    if (!s->answered && !s->refusing && !s->reserved && s->messages == 1 &&
+        !budget_allows(w, s)) {
+        if (!s->deferred) {
+            s->deferred = true;
+            s->prev = w->deferred_tail;
+            if (w->deferred_tail != NULL)
+                w->deferred_tail->next = s;
+            else
+                w->deferred = s;
+            w->deferred_tail = s;
+        }
+        return;
+    }
+    deferred_unlink(w, s);
+    conn_mark_dirty(s->c);
+    if (!s->answered && !s->refusing && !s->reserved && s->messages == 1) {
+        /* Within budget: the whole message's buffer, once. */
+        if (sf_dynbuf_reserve(&s->msg, s->msg_len) == SF_OK) {
+            s->reserved = true;
+            w->reserved += s->msg_len;
+            /* Its buffer is there: open the window to the whole message,
+             * one WINDOW_UPDATE instead of one per 32 KiB. */
+            if (s->msg_len > STREAM_WINDOW)
+                nghttp2_session_set_local_window_size(s->c->ng, NGHTTP2_FLAG_NONE, s->id,
+                                                      (int32_t)(s->msg_len + 5));
+        } else {
+            grpc_stream_start_refusing(s);
+        }
+    }
+    nghttp2_session_consume_stream(s->c->ng, s->id, s->unconsumed);
+    s->unconsumed = 0;
+}
+
+/* Budget freed: let waiting streams go on, oldest first. */
+void h2_worker_undefer(worker *w)
+{
+    while (w->deferred != NULL && budget_allows(w, w->deferred)) {
+        h2_stream *s = w->deferred;
+
+        deferred_unlink(w, s);
+        h2_stream_consume(s);
+    }
+}
+
+/* At a tick: a waiting stream that the worker's budget would admit but
+ * memory has no room for is refused (counted from now on, its window
+ * returned, answered UNAVAILABLE when complete) rather than left waiting
+ * until STREAM_STALL_MS while memory stays short (counted as reclaimed
+ * when it held bytes). */
+static size_t stream_held(const h2_stream *s);
+
+static void worker_settle_deferred(worker *w)
+{
+    for (;;) {
+        h2_stream *s = w->deferred;
+        size_t held;
+
+        while (s != NULL && !(worker_budget_allows(w, s) && !memory_allows(w, s)))
+            s = s->next;
+        if (s == NULL)
+            return;
+        held = stream_held(s);
+        if (held > 0) {
+            atomic_fetch_add(&w->srv->reclaimed_calls, 1);
+            atomic_fetch_add(&w->srv->reclaimed_bytes, held);
+        }
+        deferred_unlink(w, s);
+        grpc_stream_start_refusing(s);
+        h2_stream_consume(s);
+    }
+}
+
+/* ---- reclaiming memory --------------------------------------------------------- */
+
+/* The bytes a stream holds for a message that is not complete (its
+ * buffer): what reclaiming it would give back. */
+static size_t stream_held(const h2_stream *s)
+{
+    if (s->answered || s->refusing || s->parked || s->messages == 0 || s->msg_got >= s->msg_len)
+        return 0;
+    return sf_dynbuf_capacity(&s->msg);
+}
+
+/* Whether reclaiming should go on: memory short, or less than the
+ * headroom free below the soft limit. */
+static bool reclaim_wanted(const sf_receiver_grpc *srv)
+{
+    size_t soft, hard;
+
+    if (!sf_component_may_accept(srv->self))
+        return true;
+    sf_alloc_limits(&soft, &hard);
+    return soft > 0 && sf_alloc_in_use() + soft / RECLAIM_HEADROOM >= soft;
+}
+
+/* Memory is short, and a complete call would be refused for it: first
+ * refuse (UNAVAILABLE) and free the partial messages this worker holds, the
+ * most bytes with the least recent progress first (bytes times the time
+ * since their last byte), until memory is no longer short, with a headroom
+ * (RECLAIM_HEADROOM), or none is left.
+ * `keep` (the stream asking) is never taken. A client that stopped sending
+ * (held windows, then silence) thus pays for the memory it holds, not
+ * every client whose call is complete. Returns the bytes freed. */
+size_t h2_worker_reclaim(worker *w, const h2_stream *keep)
+{
+    sf_receiver_grpc *srv = w->srv;
+    int64_t now = sf_now_ms();
+    size_t freed = 0;
+
+    while (reclaim_wanted(srv)) {
+        h2_stream *victim = NULL;
+        uint64_t best = 0;
+        size_t held = 0;
+
+        for (h2_conn *c = w->conns; c != NULL; c = c->next) {
+            for (h2_stream *st = c->stream_list; st != NULL; st = st->cnext) {
+                size_t h = stream_held(st);
+                uint64_t score;
+
+                if (h == 0 || st == keep)
+                    continue;
+                score = (uint64_t)h * (uint64_t)(now - st->progress_ms + TICK_MS);
+                if (victim == NULL || score > best) {
+                    victim = st;
+                    best = score;
+                    held = h;
+                }
+            }
+        }
+        if (victim == NULL)
+            break;
+        atomic_fetch_add(&srv->reclaimed_calls, 1);
+        atomic_fetch_add(&srv->reclaimed_bytes, held);
+        freed += held;
+        if (!victim->deferred && victim->c->out_len == 0 &&
+            now - victim->c->last_read_ms >= RECLAIM_STALL_MS) {
+            grpc_stream_refuse(victim, SF_REASON_MEMORY_LIMIT, SF_RPC_UNAVAILABLE,
+                          "memory is short: this call's partial message was reclaimed (no "
+                          "recent progress); retry");
+        } else {
+            grpc_stream_start_refusing(victim);
+            h2_stream_consume(victim);     /* its window back: the rest is counted as it comes */
+        }
+        conn_mark_dirty(victim->c);
+    }
+    return freed;
+}
+
+/* ---- nghttp2 callbacks --------------------------------------------------------- */
+
+static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
+{
+    h2_conn *c = ud;
+    h2_stream *s;
+
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    if (c->w->stopping)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    s = sf_calloc_unlimited(1, sizeof(*s));
+    if (s == NULL)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    s->id = f->hd.stream_id;
+    s->c = c;
+    s->kind = KIND_OTHER;
+    s->progress_ms = sf_now_ms();
+    sf_dynbuf_init(&s->msg, c->w->srv->max_msg);
+    nghttp2_session_set_stream_user_data(ng, s->id, s);
+    s->cnext = c->stream_list;
+    if (c->stream_list != NULL)
+        c->stream_list->cprev = s;
+    c->stream_list = s;
+    c->streams++;
+    c->calls++;
+    return 0;
+}
+
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
+{
+    h2_conn *c = ud;
+    const sf_otlp_keepalive_enforcement *kp = &c->w->srv->cfg->keepalive.enforcement_policy;
+    h2_stream *s;
+
+    switch (f->hd.type) {
+    case NGHTTP2_SETTINGS:
+        c->preface = true;
+        return 0;
+    case NGHTTP2_PING:
+        if (f->hd.flags & NGHTTP2_FLAG_ACK) {
+            c->ping_sent_ms = 0;
+            return 0;
+        }
+        /* enforcement_policy, as gRPC: a ping sooner than min_time after the
+         * last one, or with no call open unless permitted, is a strike. */
+        if ((c->streams == 0 && !kp->permit_without_stream) ||
+            (c->client_ping_ms != 0 && c->last_read_ms - c->client_ping_ms < kp->min_time))
+            c->ping_strikes++;
+        c->client_ping_ms = c->last_read_ms;
+        if (c->ping_strikes > MAX_PING_STRIKES) {
+            static const char debug[] = "too_many_pings";
+
+            nghttp2_submit_goaway(ng, NGHTTP2_FLAG_NONE,
+                                  nghttp2_session_get_last_proc_stream_id(ng),
+                                  NGHTTP2_ENHANCE_YOUR_CALM, (const uint8_t *)debug,
+                                  sizeof(debug) - 1);
+            c->closing = true;
+        }
+        return 0;
+    case NGHTTP2_HEADERS:
+        s = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+        if (s == NULL)
+            return 0;
+        if (f->headers.cat == NGHTTP2_HCAT_REQUEST)
+            grpc_stream_headers_done(s);
+        if (f->hd.flags & NGHTTP2_FLAG_END_STREAM)
+            grpc_stream_finish(s);
+        return 0;
+    case NGHTTP2_DATA:
+        s = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+        if (s != NULL && (f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+            grpc_stream_finish(s);
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code, void *ud)
+{
+    h2_conn *c = ud;
+    h2_stream *s = nghttp2_session_get_stream_user_data(ng, id);
+
+    (void)error_code;
+    if (s == NULL)
+        return 0;
+    nghttp2_session_set_stream_user_data(ng, id, NULL);
+    stream_free(s);
+    if (c->streams == 0)
+        c->idle_since_ms = sf_now_ms();
+    h2_worker_undefer(c->w);
+    return 0;
+}
+
+/* ---- connections --------------------------------------------------------------- */
+
+/* Close now; the struct is freed at the end of the worker's turn (an event
+ * of this turn may still point at it). */
+void h2_conn_close(h2_conn *c)
+{
+    worker *w = c->w;
+
+    if (c->dead)
+        return;
+    c->dead = true;
+    /* nghttp2_session_del does not call on_stream_close. */
+    while (c->stream_list != NULL)
+        stream_free(c->stream_list);
+    nghttp2_session_del(c->ng);
+    sf_dynbuf_release(&c->pend);
+    epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    h2_caps_give(w->srv, c->peer_bucket);
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        w->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    w->n_conns--;
+    c->next = w->graveyard;
+    w->graveyard = c;
+    h2_worker_undefer(w);
+}
+
+/* Send what connections owe that no event of theirs will flush. */
+void h2_worker_flush_dirty(worker *w)
+{
+    while (w->dirty != NULL) {
+        h2_conn *c = w->dirty;
+
+        w->dirty = c->dirty_next;
+        c->dirty = false;
+        if (!c->dead && !h2_conn_flush(c))
+            h2_conn_close(c);
+    }
+}
+
+void h2_worker_bury(worker *w)
+{
+    while (w->graveyard != NULL) {
+        h2_conn *c = w->graveyard;
+
+        w->graveyard = c->next;
+        sf_free(c);
+    }
+}
+
+static void conn_want_out(h2_conn *c, bool on)
+{
+    /* While output waits the connection is not read: EPOLLOUT only. */
+    struct epoll_event ev = { .events = on ? EPOLLOUT : EPOLLIN, .data.ptr = c };
+
+    if (c->want_out == on)
+        return;
+    c->want_out = on;
+    epoll_ctl(c->w->ep, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* Write what nghttp2 has to send. false: the connection is to be closed. */
+/* Keep output the socket did not take; c->out points at it. */
+static bool conn_keep(h2_conn *c, const uint8_t *p, size_t n)
+{
+    if (n == 0)
+        return true;
+    if (sf_dynbuf_add(&c->pend, p, n) != SF_OK)
+        return false;
+    c->out = (const uint8_t *)sf_dynbuf_ptr(&c->pend);
+    c->out_len = sf_dynbuf_len(&c->pend);
+    c->out_since_ms = sf_now_ms();
+    return true;
+}
+
+/* Write what nghttp2 has to send, its frames gathered into one send() (an
+ * answer is three frames; a send each cost a wake-up each in the client),
+ * keeping what the socket does not take. false: close the connection. */
+bool h2_conn_flush(h2_conn *c)
+{
+    worker *w = c->w;
+
+    for (;;) {
+        const uint8_t *p = w->obuf;
+        size_t n = 0;
+        ssize_t k;
+
+        if (c->out_len > 0) {
+            p = c->out;
+            n = c->out_len;
+        } else {
+            while (n + OUT_FRAME_MAX <= sizeof(w->obuf)) {
+                const uint8_t *d;
+                ssize_t m = nghttp2_session_mem_send(c->ng, &d);
+
+                if (m < 0)
+                    return false;
+                if (m == 0)
+                    break;
+                if (n + (size_t)m > sizeof(w->obuf)) {     /* larger than any frame we send */
+                    if (!conn_keep(c, w->obuf, n) || !conn_keep(c, d, (size_t)m))
+                        return false;
+                    break;
+                }
+                memcpy(w->obuf + n, d, (size_t)m);
+                n += (size_t)m;
+            }
+            if (c->out_len > 0)
+                continue;
+            if (n == 0)
+                break;
+        }
+        k = send(c->fd, p, n, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            return false;
+        if (k < 0)
+            k = 0;
+        if (p == w->obuf) {
+            if ((size_t)k == n)
+                continue;
+            if (!conn_keep(c, w->obuf + k, n - (size_t)k))
+                return false;
+            conn_want_out(c, true);
+            return true;
+        }
+        c->out += k;
+        c->out_len -= (size_t)k;
+        if (c->out_len == 0) {
+            sf_dynbuf_release(&c->pend);
+            continue;
+        }
+        conn_want_out(c, true);
+        return true;
+    }
+    conn_want_out(c, false);
+    if (c->closing)
+        return false;
+    return nghttp2_session_want_read(c->ng) || nghttp2_session_want_write(c->ng);
+}
+
+/* Read a bounded amount, then let the worker serve other connections.
+ * false: the connection is to be closed. */
+bool h2_conn_read(h2_conn *c)
+{
+    uint8_t buf[READ_CHUNK];
+
+    if (c->out_len > 0)
+        return true;                /* answers wait to be written: no more input */
+    for (int i = 0; i < READS_PER_TURN; i++) {
+        ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return true;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        c->last_read_ms = sf_now_ms();
+        if (nghttp2_session_mem_recv(c->ng, buf, (size_t)n) < 0)
+            return false;
+        if ((size_t)n < sizeof(buf) || c->closing)
+            return true;
+    }
+    return true;
+}
+
+/* How much a connection with no call open is worth keeping: one that
+ * never sent its preface least, then one that never made a call, then one
+ * that has (a client between calls). */
+static unsigned conn_worth(const h2_conn *c)
+{
+    return (c->preface ? 1u : 0u) + (c->calls > 0 ? 2u : 0u);
+}
+
+/* The worker's connection with no call open to give up first: the least
+ * worth keeping, idle longest among those. */
+h2_conn *h2_conn_idlest(worker *w, h2_conn *except)
+{
+    h2_conn *best = NULL;
+
+    for (h2_conn *c = w->conns; c != NULL; c = c->next)
+        if (c != except && c->streams == 0 &&
+            (best == NULL || conn_worth(c) < conn_worth(best) ||
+             (conn_worth(c) == conn_worth(best) && c->idle_since_ms < best->idle_since_ms)))
+            best = c;
+    return best;
+}
+
+void h2_conn_goaway(h2_conn *c, uint32_t code)
+{
+    if (c->goaway)
+        return;
+    c->goaway = true;
+    c->goaway_ms = sf_now_ms();
+    nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->ng),
+                          code, NULL, 0);
+}
+
+h2_conn *h2_conn_new(worker *w, int fd, uint32_t bucket)
+{
+    sf_receiver_grpc *srv = w->srv;
+    h2_conn *c = sf_calloc_unlimited(1, sizeof(*c));
+    nghttp2_settings_entry iv[] = {
+        { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, (uint32_t)srv->cfg->max_concurrent_streams },
+        { NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, STREAM_WINDOW },
+        { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, MAX_HEADER_LIST },
+        { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
+    };
+    struct epoll_event ev = { .events = EPOLLIN };
+
+    if (c == NULL)
+        return NULL;
+    c->w = w;
+    c->fd = fd;
+    c->peer_bucket = bucket;
+    c->opened_ms = c->idle_since_ms = c->last_read_ms = sf_now_ms();
+    sf_dynbuf_init(&c->pend, MAX_PENDING_OUT);
+    if (nghttp2_session_server_new3(&c->ng, srv->cbs, c, srv->opt, &srv->mem) != 0) {
+        sf_free(c);
+        return NULL;
+    }
+    if (nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0 ||
+        nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0, CONN_WINDOW) != 0) {
+        nghttp2_session_del(c->ng);
+        sf_free(c);
+        return NULL;
+    }
+    ev.data.ptr = c;
+    if (epoll_ctl(w->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        nghttp2_session_del(c->ng);
+        sf_free(c);
+        return NULL;
+    }
+    c->next = w->conns;
+    if (w->conns != NULL)
+        w->conns->prev = c;
+    w->conns = c;
+    w->n_conns++;
+    return c;
+}
+
+/* ---- timers -------------------------------------------------------------------- */
+
+/* Complete calls that waited for memory: served now, parked again, or
+ * refused once their PARK_MS is over. */
+void h2_worker_retry_parked(worker *w)
+{
+    h2_stream *s = w->parked;
+
+    w->parked = NULL;
+    while (s != NULL) {
+        h2_stream *next = s->pnext;
+
+        s->parked = false;
+        s->pprev = s->pnext = NULL;
+        atomic_fetch_sub(&w->n_parked, 1);
+        grpc_stream_finish(s);           /* may park it again, at the list's head */
+        conn_mark_dirty(s->c);
+        s = next;
+    }
+}
+
+/* Timers: handshake, keepalive, idle, age, stalled answers and output. */
+void h2_worker_tick(worker *w, int64_t now)
+{
+    const sf_otlp_keepalive_server *ka = &w->srv->cfg->keepalive.server_parameters;
+    h2_conn *next;
+
+    /* Idle output buffers are the first memory to give back, then the
+     * partial messages held longest without progress. */
+    if (sf_alloc_under_pressure())
+        sf_buf_pool_trim();
+    if (!sf_component_may_accept(w->srv->self) && h2_worker_reclaim(w, NULL) > 0)
+        h2_workers_poke(w, true);
+    /* Streams deferred while memory was short go on once it is not, or
+     * are refused while it stays short. */
+    h2_worker_undefer(w);
+    worker_settle_deferred(w);
+    if (!w->listening && !w->stopping && now >= w->accept_resume_ms) {
+        h2_worker_listen(w, true);
+        /* With no client waiting, no accept() would say the trouble is
+         * over: an fd to spare says it. */
+        if (atomic_load(&w->srv->accept_failing)) {
+            int fd = dup(w->srv->lfd);
+
+            if (fd >= 0) {
+                close(fd);
+                if (atomic_exchange(&w->srv->accept_failing, false) &&
+                    atomic_exchange(&w->srv->accept_warned, false))
+                    sf_info("receiver '%s': OTLP/gRPC accepting connections again",
+                            sf_component_id(w->srv->self));
+            }
+        }
+    }
+    for (h2_conn *c = w->conns; c != NULL; c = next) {
+        bool close_now = false;
+
+        next = c->next;
+        if (!c->preface && now - c->opened_ms >= HANDSHAKE_TIMEOUT_MS)
+            close_now = true;
+        if (c->out_len > 0 && now - c->out_since_ms >= WRITE_STALL_MS)
+            close_now = true;
+        if (c->ping_sent_ms != 0 && now - c->ping_sent_ms >= ka->timeout)
+            close_now = true;
+        if (c->goaway && ka->max_connection_age_grace > 0 && c->streams > 0 &&
+            now - c->goaway_ms >= ka->max_connection_age_grace)
+            close_now = true;
+        if (c->goaway && c->streams == 0 && c->out_len == 0)
+            close_now = true;
+        if (w->stopping && now >= w->stop_deadline_ms)
+            close_now = true;
+        if (close_now) {
+            h2_conn_close(c);
+            continue;
+        }
+        if (ka->time > 0 && c->ping_sent_ms == 0 && c->preface && now - c->last_read_ms >= ka->time) {
+            if (nghttp2_submit_ping(c->ng, NGHTTP2_FLAG_NONE, NULL) == 0)
+                c->ping_sent_ms = now;
+        }
+        if (ka->max_connection_idle > 0 && c->streams == 0 &&
+            now - c->idle_since_ms >= ka->max_connection_idle)
+            h2_conn_goaway(c, NGHTTP2_NO_ERROR);
+        if (ka->max_connection_age > 0 && now - c->opened_ms >= ka->max_connection_age)
+            h2_conn_goaway(c, NGHTTP2_NO_ERROR);
+        if (w->stopping)
+            h2_conn_goaway(c, NGHTTP2_NO_ERROR);
+        /* Calls: an answer the peer does not take, a deadline passed, a
+         * message that stopped coming. */
+        for (h2_stream *st = c->stream_list; st != NULL; st = st->cnext) {
+            if (st->answered && now - st->progress_ms >= REPLY_TIMEOUT_MS)
+                nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+            else if (!st->answered && st->deadline_ms != 0 && now >= st->deadline_ms)
+                grpc_stream_answer(st, RPC_DEADLINE_EXCEEDED, "deadline exceeded");
+            else if (!st->answered && now - st->progress_ms >= STREAM_STALL_MS)
+                grpc_stream_answer(st, SF_RPC_UNAVAILABLE, "request message stalled");
+        }
+        if (!h2_conn_flush(c))
+            h2_conn_close(c);
+    }
+}
+
+/* ---- setup --------------------------------------------------------------------- */
+
+sf_status h2_setup_nghttp2(sf_receiver_grpc *srv)
+{
+    if (nghttp2_session_callbacks_new(&srv->cbs) != 0 || nghttp2_option_new(&srv->opt) != 0)
+        return SF_ENOMEM;
+    nghttp2_session_callbacks_set_on_begin_headers_callback(srv->cbs, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(srv->cbs, grpc_on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(srv->cbs, grpc_on_data_chunk);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(srv->cbs, on_frame_recv);
+    nghttp2_session_callbacks_set_on_stream_close_callback(srv->cbs, on_stream_close);
+    nghttp2_option_set_no_auto_window_update(srv->opt, 1);
+    nghttp2_option_set_stream_reset_rate_limit(srv->opt, RST_BURST, RST_RATE);
+    nghttp2_option_set_max_continuations(srv->opt, MAX_CONTINUATIONS);
+    nghttp2_option_set_max_settings(srv->opt, MAX_SETTINGS);
+    nghttp2_option_set_max_outbound_ack(srv->opt, MAX_OUTBOUND_ACK);
+    /* Closed streams kept for priority bookkeeping cost memory per reset. */
+    nghttp2_option_set_no_closed_streams(srv->opt, 1);
+    nghttp2_option_set_max_deflate_dynamic_table_size(srv->opt, 256);
+    return SF_OK;
+}

@@ -1,0 +1,180 @@
+/* receivers/otlp/h2_conn.h: the OTLP/gRPC server's state (server, worker,
+ * connection, stream), shared by its three files (h2_server.c, h2_conn.c,
+ * receiver_grpc.c), and what the HTTP/2 connection (h2_conn.c) offers them. */
+#ifndef SF_RECEIVERS_OTLP_H2_CONN_H
+#define SF_RECEIVERS_OTLP_H2_CONN_H
+
+#include "receiver_grpc.h"
+#include "sf_arena.h"
+#include "sf_dynbuf.h"
+#include "sf_otlp_count.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <nghttp2/nghttp2.h>
+#include <zlib.h>
+
+/* Decoded request headers, like gRPC's default (names + values + 32 each). */
+#define MAX_HEADER_LIST 16384
+/* A complete call that finds memory short waits this long (parked) for
+ * the other workers to reclaim the partial messages they hold, before it
+ * is refused. Two ticks: every worker reclaims at its tick too. */
+#define PARK_MS (2 * TICK_MS)
+#define TICK_MS 100
+/* Message buffers a worker keeps between calls, and the largest it keeps. */
+#define SPARES 2
+#define SPARE_MAX_BYTES ((size_t)1024 * 1024)
+
+typedef struct worker worker;
+typedef struct h2_conn h2_conn;
+
+enum { KIND_EXPORT, KIND_METRICS, KIND_LOGS, KIND_OTHER };
+
+enum { ENC_IDENTITY, ENC_GZIP, ENC_DEFLATE, ENC_OTHER };
+
+typedef struct h2_stream {
+    int32_t id;
+    h2_conn *c;
+    uint8_t kind;
+    uint8_t enc;
+    char enc_name[24];
+    bool post, grpc_type;       /* :method POST, content-type application/grpc* */
+    bool answered;              /* an answer was submitted; further data ignored */
+    bool refusing;              /* memory refused: the message is counted, not kept */
+    bool deferred;              /* holds unconsumed window (worker over budget) */
+    bool reserved;              /* its buffer holds the whole message */
+    bool parked;                /* complete, waiting for memory (worker's parked list) */
+    int64_t park_deadline_ms;   /* refused if memory is still short then; 0: never parked */
+    size_t hdr_bytes;
+    int64_t deadline_ms;        /* grpc-timeout; 0: none */
+    int64_t progress_ms;        /* last byte of its message, or its answer */
+    /* the gRPC message framing */
+    uint8_t prefix[5];
+    unsigned prefix_got;
+    unsigned messages;
+    uint8_t flags;
+    uint32_t msg_len;
+    size_t msg_got;
+    size_t unconsumed;          /* bytes received but not yet returned to the window */
+    sf_dynbuf msg;
+    sf_span_counter counter;    /* refusing */
+    z_stream *z;                /* refusing a compressed message: inflated to count */
+    bool z_failed;
+    /* the answer */
+    int status;
+    char message[200];
+    bool data_sent;
+    struct h2_stream *prev, *next;  /* the worker's deferred list */
+    struct h2_stream *cprev, *cnext;    /* its connection's streams */
+    struct h2_stream *pprev, *pnext;    /* the worker's parked list */
+} h2_stream;
+
+struct h2_conn {
+    worker *w;
+    int fd;
+    nghttp2_session *ng;
+    uint32_t peer_bucket;
+    bool preface;               /* a SETTINGS frame arrived */
+    bool goaway;                /* graceful GOAWAY sent */
+    bool closing;               /* close once output is flushed */
+    bool want_out;              /* EPOLLOUT registered */
+    bool dirty;                 /* on the worker's dirty list */
+    h2_conn *dirty_next;
+    unsigned streams;           /* open streams */
+    unsigned calls;             /* streams it has opened */
+    h2_stream *stream_list;
+    bool dead;                  /* closed; freed at the end of the worker's turn */
+    int64_t opened_ms, idle_since_ms, last_read_ms, goaway_ms;
+    int64_t ping_sent_ms;       /* keepalive ping outstanding since; 0: none */
+    int64_t client_ping_ms;     /* last client ping */
+    unsigned ping_strikes;
+    const uint8_t *out;         /* output not yet written, in pend */
+    size_t out_len;
+    sf_dynbuf pend;
+    int64_t out_since_ms;
+    h2_conn *prev, *next;
+};
+
+struct worker {
+    sf_receiver_grpc *srv;
+    pthread_t thread;
+    bool running;
+    int ep;
+    int wake;                   /* eventfd: shutdown */
+    int poke;                   /* eventfd: another worker asks to reclaim, or has reclaimed */
+    bool listening;             /* the listening socket is in ep */
+    int64_t accept_resume_ms;
+    int64_t accept_backoff_ms;
+    sf_arena *arena;
+    h2_conn *conns;
+    h2_conn *graveyard;         /* closed this turn: events may still name them */
+    h2_conn *dirty;             /* have frames to send that no event of theirs will flush */
+    uint8_t obuf[64 * 1024];    /* a connection's frames, gathered for one send() */
+    sf_dynbuf spare[SPARES];    /* message buffers kept between calls */
+    unsigned n_spare;
+    unsigned n_conns;
+    size_t reserved;            /* whole-message buffers its streams hold */
+    h2_stream *deferred;        /* streams waiting for budget, oldest first */
+    h2_stream *deferred_tail;
+    h2_stream *parked;          /* complete calls waiting for memory */
+    _Atomic unsigned n_parked;
+    bool stopping;
+    int64_t stop_deadline_ms;
+};
+
+struct sf_receiver_grpc {
+    sf_component *self;
+    const sf_receiver_grpc_config *cfg;
+    unsigned max_depth;
+    size_t max_msg;
+    size_t budget;              /* per worker */
+    unsigned max_conns;         /* max_connections, within the memory limit */
+    int lfd;
+    unsigned n_workers;
+    worker *workers;
+    nghttp2_session_callbacks *cbs;
+    nghttp2_option *opt;
+    nghttp2_mem mem;
+    _Atomic unsigned n_conns;
+    _Atomic bool accept_failing;
+    _Atomic bool accept_warned;     /* a warning is out, not yet followed by "again" */
+    _Atomic int64_t accept_warned_ms;
+    pthread_mutex_t peer_lock;
+    uint16_t *peers;            /* connections per peer-address bucket, under peer_lock */
+    _Atomic uint64_t reclaimed_calls;   /* partial messages answered UNAVAILABLE and freed */
+    _Atomic uint64_t reclaimed_bytes;
+};
+
+/* nghttp2's memory, counted (sf_calloc_unlimited, never refused). */
+void *h2_mem_malloc(size_t size, void *ud);
+void h2_mem_free(void *p, void *ud);
+void *h2_mem_calloc(size_t n, size_t size, void *ud);
+void *h2_mem_realloc(void *p, size_t size, void *ud);
+/* The session callbacks and options every connection shares. */
+sf_status h2_setup_nghttp2(sf_receiver_grpc *srv);
+
+/* Streams: the worker's parked list, a message's buffer, its window. */
+void h2_stream_park(h2_stream *s);
+void h2_stream_unpark(h2_stream *s);
+void h2_stream_drop_message(h2_stream *s);
+void h2_stream_consume(h2_stream *s);
+void h2_worker_undefer(worker *w);
+size_t h2_worker_reclaim(worker *w, const h2_stream *keep);
+
+/* Connections. */
+h2_conn *h2_conn_new(worker *w, int fd, uint32_t bucket);
+void h2_conn_close(h2_conn *c);
+bool h2_conn_flush(h2_conn *c);
+bool h2_conn_read(h2_conn *c);
+h2_conn *h2_conn_idlest(worker *w, h2_conn *except);
+void h2_conn_goaway(h2_conn *c, uint32_t code);
+void h2_worker_flush_dirty(worker *w);
+void h2_worker_bury(worker *w);
+void h2_worker_retry_parked(worker *w);
+void h2_worker_tick(worker *w, int64_t now);
+
+#endif
