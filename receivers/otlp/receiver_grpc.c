@@ -94,9 +94,6 @@
 #include <nghttp2/nghttp2.h>
 #include <zlib.h>
 
-#define EXPORT_METHOD "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-#define METRICS_METHOD "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
-#define LOGS_METHOD "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
 
 /* Messages up to this size get their exact buffer at once, before the
  * budget is asked (h2_stream_consume asks it for the larger ones). */
@@ -478,8 +475,19 @@ int grpc_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *n
     if (s->hdr_bytes > MAX_HEADER_LIST)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;   /* RST_STREAM: nothing kept */
     if (IS(name, ":path")) {
-        s->kind = IS(value, EXPORT_METHOD) ? KIND_EXPORT : IS(value, METRICS_METHOD) ? KIND_METRICS
-                : IS(value, LOGS_METHOD) ? KIND_LOGS : KIND_OTHER;
+        /* the signals' Export methods (sf_signal.c), by kind */
+        static const int kinds[SF_SIGNAL_COUNT] = {
+            [SF_SIGNAL_TRACES] = KIND_EXPORT, [SF_SIGNAL_LOGS] = KIND_LOGS,
+            [SF_SIGNAL_METRICS] = KIND_METRICS,
+        };
+
+        s->kind = KIND_OTHER;
+        for (int g = 0; g < SF_SIGNAL_COUNT; g++) {
+            const char *m = sf_signal_grpc_method((sf_signal)g);
+
+            if (valuelen == strlen(m) && memcmp(value, m, valuelen) == 0)
+                s->kind = kinds[g];
+        }
     } else if (IS(name, ":method")) {
         s->post = IS(value, "POST");
     } else if (IS(name, "content-type")) {
