@@ -35,7 +35,7 @@
  *   server sent a google.rpc.RetryInfo (grpc-status-details-bin), whose
  *   retry_delay is honoured; everything else is permanent. */
 #include "otlp_grpc.h"
-#include "sf_process.h"
+#include "sf_curl.h"
 #include "sf_time.h"
 
 #include <curl/curl.h>

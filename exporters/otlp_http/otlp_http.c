@@ -20,7 +20,7 @@
  *   connection-level curl errors and HTTP 429/502/503/504 are retried
  *   (honouring Retry-After); everything else is permanent. */
 #include "otlp_http.h"
-#include "sf_process.h"
+#include "sf_curl.h"
 #include "sf_time.h"
 
 #include <curl/curl.h>
