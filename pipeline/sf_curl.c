@@ -1,7 +1,11 @@
 /* sf_curl.c: what the exporters' libcurl handles share (sf_curl.h). */
 #include "sf_curl.h"
+#include "sf_alloc.h"
 #include "sf_sender.h"
 #include "sf_time.h"
+
+#include <stdio.h>
+#include <string.h>
 
 CURLcode sf_curl_post_options(CURL *c, const char *url, const struct curl_slist *headers,
                               int64_t timeout_ms, curl_write_callback on_reply,
@@ -57,4 +61,30 @@ CURLcode sf_curl_perform(CURLM *multi, CURL *curl, const struct sf_sender *sende
         if (curl_multi_poll(multi, NULL, 0, poll_ms, NULL) != CURLM_OK)
             return CURLE_OUT_OF_MEMORY;
     }
+}
+
+sf_status sf_curl_header_add(struct curl_slist **list, const char *name, const char *value,
+                             bool send_empty)
+{
+    size_t len = strlen(name) + strlen(value) + 3;
+    char *line = sf_malloc(len);
+    struct curl_slist *l;
+
+    if (line == NULL)
+        return SF_ENOMEM;
+    snprintf(line, len, value[0] || !send_empty ? "%s: %s" : "%s;", name, value);
+    l = curl_slist_append(*list, line);   /* copies */
+    explicit_bzero(line, len);
+    sf_free(line);
+    if (l == NULL)
+        return SF_ENOMEM;
+    *list = l;
+    return SF_OK;
+}
+
+void sf_curl_headers_free(struct curl_slist *list)
+{
+    for (struct curl_slist *p = list; p != NULL; p = p->next)
+        explicit_bzero(p->data, strlen(p->data));
+    curl_slist_free_all(list);
 }

@@ -9,6 +9,8 @@
 
 #include <curl/curl.h>
 
+#include "sf_status.h"
+
 /* The options every exporter's libcurl handle shares: a POST to `url`
  * (http or https only) with `headers`, spanfence's user agent, one
  * timeout for connecting and for the whole call, no signals, a quick
@@ -29,5 +31,14 @@ CURLcode sf_curl_post_options(CURL *c, const char *url, const struct curl_slist 
 struct sf_sender;
 CURLcode sf_curl_perform(CURLM *multi, CURL *curl, const struct sf_sender *sender,
                          const bool *body_sent, int poll_ms, int grace_ms);
+
+/* Appends the header `name: value` to *list (libcurl copies it; the copy
+ * made here is wiped: values may be credentials). An empty value is sent
+ * empty ("name;") when send_empty, else "name:" disables libcurl's own
+ * header of that name (Expect). SF_ENOMEM, *list unchanged. */
+sf_status sf_curl_header_add(struct curl_slist **list, const char *name, const char *value,
+                             bool send_empty);
+/* Wipes every header (they may hold credentials) and frees the list. */
+void sf_curl_headers_free(struct curl_slist *list);
 
 #endif

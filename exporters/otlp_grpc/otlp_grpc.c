@@ -670,32 +670,6 @@ static sf_status build_url(otlpgrpc *x)
     return SF_OK;
 }
 
-static void free_headers(struct curl_slist *h)
-{
-    for (struct curl_slist *p = h; p != NULL; p = p->next)
-        explicit_bzero(p->data, strlen(p->data));
-    curl_slist_free_all(h);
-}
-
-static sf_status append_header(struct curl_slist **list, const char *name, const char *value)
-{
-    size_t len = strlen(name) + strlen(value) + 3;
-    char *line = sf_malloc(len);
-    struct curl_slist *l;
-
-    if (line == NULL)
-        return SF_ENOMEM;
-    /* "name;" is libcurl's spelling of a header with an empty value */
-    snprintf(line, len, value[0] ? "%s: %s" : "%s;", name, value);
-    l = curl_slist_append(*list, line);   /* copies */
-    explicit_bzero(line, len);
-    sf_free(line);
-    if (l == NULL)
-        return SF_ENOMEM;
-    *list = l;
-    return SF_OK;
-}
-
 /* The call's headers: gRPC's own, then the configured metadata. With
  * server_name_override the :authority is the name alone, as grpc-go and
  * gRPC core (grpc.ssl_target_name_override) send it; libcurl makes
@@ -708,27 +682,27 @@ static sf_status build_headers(otlpgrpc *x)
 
     /* grpc-timeout: at most 8 digits; the config caps the timeout at 1 h */
     snprintf(timeout, sizeof(timeout), "%" PRId64 "m", x->timeout_ms);
-    if (append_header(&h, "content-type", "application/grpc") != SF_OK ||
-        append_header(&h, "te", "trailers") != SF_OK ||
-        append_header(&h, "grpc-timeout", timeout) != SF_OK ||
+    if (sf_curl_header_add(&h, "content-type", "application/grpc", true) != SF_OK ||
+        sf_curl_header_add(&h, "te", "trailers", true) != SF_OK ||
+        sf_curl_header_add(&h, "grpc-timeout", timeout, true) != SF_OK ||
         /* no "Expect: 100-continue" round trip before each message */
         curl_slist_append(h, "Expect:") == NULL)
         goto out_free_headers;
     if (x->compression == SF_COMPRESSION_GZIP &&
-        append_header(&h, "grpc-encoding", "gzip") != SF_OK)
+        sf_curl_header_add(&h, "grpc-encoding", "gzip", true) != SF_OK)
         goto out_free_headers;
     if (!x->cfg->tls.insecure && x->cfg->tls.server_name_override != NULL &&
-        append_header(&h, "host", x->cfg->tls.server_name_override) != SF_OK)
+        sf_curl_header_add(&h, "host", x->cfg->tls.server_name_override, true) != SF_OK)
         goto out_free_headers;
     for (size_t i = 0; i < md->n; i++) {
-        if (append_header(&h, md->keys[i], md->values[i] ? md->values[i] : "") != SF_OK)
+        if (sf_curl_header_add(&h, md->keys[i], md->values[i] ? md->values[i] : "", true) != SF_OK)
             goto out_free_headers;
     }
     x->headers = h;
     return SF_OK;
 
 out_free_headers:
-    free_headers(h);
+    sf_curl_headers_free(h);
     return SF_ENOMEM;
 }
 
@@ -886,7 +860,7 @@ static void otlpgrpc_destroy(sf_component *self)
     sf_sender_destroy(x->out.sender);   /* joins the consumers: no call in flight after */
     for (unsigned i = 0; i < x->n_workers; i++)
         worker_release(&x->workers[i]);
-    free_headers(x->headers);
+    sf_curl_headers_free(x->headers);
     curl_slist_free_all(x->connect_to);
     sf_free(x->url);
     sf_free(x->workers);

@@ -340,31 +340,6 @@ out_cleanup:
     return st;
 }
 
-static void free_headers(struct curl_slist *h)
-{
-    for (struct curl_slist *p = h; p != NULL; p = p->next)
-        explicit_bzero(p->data, strlen(p->data));
-    curl_slist_free_all(h);
-}
-
-static sf_status append_header(struct curl_slist **list, const char *name, const char *value)
-{
-    size_t len = strlen(name) + strlen(value) + 3;
-    char *line = sf_malloc(len);
-    struct curl_slist *l;
-
-    if (line == NULL)
-        return SF_ENOMEM;
-    snprintf(line, len, "%s: %s", name, value);
-    l = curl_slist_append(*list, line);   /* copies */
-    explicit_bzero(line, len);
-    sf_free(line);
-    if (l == NULL)
-        return SF_ENOMEM;
-    *list = l;
-    return SF_OK;
-}
-
 static bool has_header(const sf_strmap *headers, const char *name)
 {
     for (size_t i = 0; i < headers->n; i++)
@@ -379,27 +354,27 @@ static sf_status build_headers(otlphttp *x, const sf_otlphttp_config *c, const c
 {
     struct curl_slist *h = NULL;
 
-    if (append_header(&h, "Content-Type", "application/x-protobuf") != SF_OK)
+    if (sf_curl_header_add(&h, "Content-Type", "application/x-protobuf", false) != SF_OK)
         goto out_free_headers;
     if (x->compression != SF_COMPRESSION_NONE &&
-        append_header(&h, "Content-Encoding", sf_compression_name(x->compression)) != SF_OK)
+        sf_curl_header_add(&h, "Content-Encoding", sf_compression_name(x->compression), false) != SF_OK)
         goto out_free_headers;
     /* no "Expect: 100-continue" round trip before each body */
-    if (append_header(&h, "Expect", "") != SF_OK)
+    if (sf_curl_header_add(&h, "Expect", "", false) != SF_OK)
         goto out_free_headers;
     if (host != NULL && !has_header(&c->headers, "Host") &&
-        append_header(&h, "Host", host) != SF_OK)
+        sf_curl_header_add(&h, "Host", host, false) != SF_OK)
         goto out_free_headers;
     for (size_t i = 0; i < c->headers.n; i++) {
-        if (append_header(&h, c->headers.keys[i],
-                          c->headers.values[i] ? c->headers.values[i] : "") != SF_OK)
+        if (sf_curl_header_add(&h, c->headers.keys[i],
+                          c->headers.values[i] ? c->headers.values[i] : "", false) != SF_OK)
             goto out_free_headers;
     }
     x->headers = h;
     return SF_OK;
 
 out_free_headers:
-    free_headers(h);
+    sf_curl_headers_free(h);
     return SF_ENOMEM;
 }
 
@@ -542,7 +517,7 @@ out_release_workers:
 out_destroy_sender:
     sf_sender_destroy(x->out.sender);
 out_free_headers:
-    free_headers(x->headers);
+    sf_curl_headers_free(x->headers);
 out_free_url:
     curl_slist_free_all(x->connect_to);
     sf_free(x->url);
@@ -561,7 +536,7 @@ static void otlphttp_destroy(sf_component *self)
     for (unsigned i = 0; i < x->n_workers; i++)
         worker_release(&x->workers[i]);
     sf_free(x->workers);
-    free_headers(x->headers);
+    sf_curl_headers_free(x->headers);
     curl_slist_free_all(x->connect_to);
     sf_free(x->url);
     sf_free(x);
