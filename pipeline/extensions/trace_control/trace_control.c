@@ -153,6 +153,10 @@ static int64_t next_deadline(const tc_ctx *x)
             next = w->marker_next_mono;
         if (w->enforce_due)
             next = 0;
+        /* spans out of band not yet recorded (one record a second): their
+         * record is due then, whether or not more come */
+        if (atomic_load(&w->oob_spans) != atomic_load(&w->oob_seen) && w->oob_next_mono < next)
+            next = w->oob_next_mono;
         if (w->state == TC_OPEN && w->arrival != TC_ARRIVAL_ARRIVING) {
             int64_t a = w->arrival == TC_ARRIVAL_WAITING
                         ? w->open_mono + w->target->arrival_timeout : sf_now_ms() + TC_ARRIVAL_STEP;
@@ -262,8 +266,7 @@ static void *run(void *arg)
             break;
         /* Deadlines first: no client may hold a window past its end. */
         due(x);
-        if (p[1].revents & POLLIN)
-            sf_tc_engine_out_of_band(x);
+        sf_tc_engine_out_of_band(x);    /* woken for it, or a record held back is due */
         sf_tc_clients_io(x, p + 3, n);
         if (p[2].revents & POLLIN)
             sf_tc_clients_accept(x);
