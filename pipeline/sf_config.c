@@ -1247,7 +1247,8 @@ static sf_status load_service(loader *l, const sf_node *service)
         return st;
     cfg->log_level = sc.telemetry.logs.level;
     cfg->metrics_detailed = sc.telemetry.metrics.level == METRICS_LEVEL_DETAILED;
-    if (sc.telemetry.metrics.level != METRICS_LEVEL_NONE) {
+    /* address NULL: it was not a string, and the decode said so */
+    if (sc.telemetry.metrics.level != METRICS_LEVEL_NONE && sc.telemetry.metrics.address != NULL) {
         const sf_node *an = sf_node_get(sf_node_get(sf_node_get(service, "telemetry"), "metrics"),
                                         "address");
 
