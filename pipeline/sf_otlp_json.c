@@ -1304,6 +1304,10 @@ static json_object *jdouble(double x)
         return json_object_new_string("NaN");
     if (isinf(x))
         return json_object_new_string(x > 0 ? "Infinity" : "-Infinity");
+    /* "-0" would read back as the integer 0 (json-c), +0.0: the fraction
+     * keeps it a double, and its sign */
+    if (x == 0 && signbit(x))
+        return json_object_new_double_s(x, "-0.0");
     for (int prec = 15; prec <= 17; prec++) {
         snprintf(buf, sizeof(buf), "%.*g", prec, x);
         if (strtod(buf, NULL) == x)
