@@ -177,7 +177,11 @@ static uint64_t get_enqfail(sf_counters *c, int r) { (void)r; return sf_counter_
 static uint64_t get_retries(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->retries); }
 static uint64_t get_qsize(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queue_size); }
 static uint64_t get_qcap(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queue_capacity); }
-static uint64_t get_queued(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queued_spans); }
+static uint64_t get_queued(sf_counters *c, int r)
+{
+    (void)r;
+    return (uint64_t)atomic_load_explicit(&c->queued_spans, memory_order_acquire);
+}
 
 /* Which label a metric has beyond the component's: none, reason, message. */
 enum { BY_NONE = 0, BY_REASON = 1, BY_MESSAGE = 2, BY_SIGNAL = 3 };
@@ -229,6 +233,19 @@ static const metric_def metric_defs[] = {
       "Items (%s) dropped by the processor, by reason (filter_failed: failed closed).", NULL },
     { SF_KIND_PROCESSOR, "spanfence_processor_removed_attributes", false, "counter", false,
       get_removed, "Attributes removed because their key is not allowlisted.", NULL },
+    /* The exporters' gauges come before their counters: a send ends by
+     * counting sent (or failed) and only then taking its spans off
+     * queued_spans (sf_sender.c), so a scrape that reads queued before
+     * sent never shows a finished send in neither (accepted = sent +
+     * failed + queued holds in every scrape once calls stop; read in the
+     * other order, a scrape taken as the last send ended showed its spans
+     * gone from queued and not yet sent). */
+    { SF_KIND_EXPORTER, "otelcol_exporter_queue_size", false, "gauge", false, get_qsize,
+      "Batches waiting in the sending queue.", "data_type" },
+    { SF_KIND_EXPORTER, "otelcol_exporter_queue_capacity", false, "gauge", false, get_qcap,
+      "Capacity of the sending queue, in batches.", "data_type" },
+    { SF_KIND_EXPORTER, "spanfence_exporter_queued_%s", true, "gauge", false, get_queued,
+      "Items (%s) accepted and not yet sent or failed (waiting, in flight or in backoff).", NULL },
     { SF_KIND_EXPORTER, "otelcol_exporter_sent_%s", true, "counter", false, get_sent,
       "Items (%s) delivered to the destination.", NULL },
     { SF_KIND_EXPORTER, "otelcol_exporter_send_failed_%s", true, "counter", true, get_failed,
@@ -237,12 +254,6 @@ static const metric_def metric_defs[] = {
       "Items (%s) refused because the sending queue was full.", NULL },
     { SF_KIND_EXPORTER, "spanfence_exporter_retries", false, "counter", false, get_retries,
       "Send attempts retried.", NULL },
-    { SF_KIND_EXPORTER, "otelcol_exporter_queue_size", false, "gauge", false, get_qsize,
-      "Batches waiting in the sending queue.", "data_type" },
-    { SF_KIND_EXPORTER, "otelcol_exporter_queue_capacity", false, "gauge", false, get_qcap,
-      "Capacity of the sending queue, in batches.", "data_type" },
-    { SF_KIND_EXPORTER, "spanfence_exporter_queued_%s", true, "gauge", false, get_queued,
-      "Items (%s) accepted and not yet sent or failed (waiting, in flight or in backoff).", NULL },
     { SF_KIND_EXTENSION, "spanfence_extension_injected_spans", false, "counter", false,
       get_accepted,
       "Spans an extension made (trace_control's window markers), taken by the exporters.", NULL },

@@ -49,6 +49,8 @@
  * Counting order: queued_spans goes up before a batch becomes visible to a
  *   consumer and down only after sent/send_failed went up, so at any
  *   quiescent point  submitted OK = sent + send_failed + queued_spans.
+ *   The decrement is a release and /metrics reads queued_spans (acquire)
+ *   before sent and send_failed, so no scrape misses a finished send.
  * Priority: a consumer's work comes in lumps (a merged request of
  *   thousands of spans compressed in one go), the receivers' in small
  *   pieces the engine waits on. Consumers run at SCHED_IDLE while the
@@ -222,14 +224,14 @@ static void finish_sent(sf_sender *s, const sf_buf *buf, int64_t rejected)
     sf_count(&s->counters->sent_spans, n - (uint64_t)rejected);
     if (rejected > 0)
         sf_count(&s->counters->send_failed_spans[SF_REASON_PERMANENT_ERROR], (uint64_t)rejected);
-    atomic_fetch_sub_explicit(&s->counters->queued_spans, (int64_t)n, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&s->counters->queued_spans, (int64_t)n, memory_order_release);
 }
 
 static void finish_failed(sf_sender *s, const sf_buf *buf, sf_reason reason)
 {
     sf_count(&s->counters->send_failed_spans[reason], buf->spans);
     atomic_fetch_sub_explicit(&s->counters->queued_spans, (int64_t)buf->spans,
-                              memory_order_relaxed);
+                              memory_order_release);
 }
 
 /* ---- reload: keeping batches --------------------------------------------- */

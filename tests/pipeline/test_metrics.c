@@ -74,6 +74,16 @@ static void test_endpoint(void **state)
     assert_non_null(strstr(a.body, "otelcol_receiver_accepted_spans{receiver=\"otlp\","
                                    "transport=\"http\"} 5\n"));
     assert_non_null(strstr(a.body, "otelcol_exporter_sent_spans{exporter=\"debug\"} 5\n"));
+    /* queued is read before sent and failed: a send that ends during the
+     * scrape is then in one of them, never in neither (sf_metrics.c) */
+    {
+        const char *queued = strstr(a.body, "spanfence_exporter_queued_spans{");
+        const char *sent = strstr(a.body, "otelcol_exporter_sent_spans{");
+        const char *failed = strstr(a.body, "otelcol_exporter_send_failed_spans{");
+
+        assert_non_null(queued);
+        assert_true(queued < sent && queued < failed);
+    }
     free(a.body);
 
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/healthz", mport);
