@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 # bench/startup.py: start-up and idle memory of the collector. For each
 # config, prints the time from launching it to its OTLP/gRPC port accepting a
-# connection (median and range of RUNS starts), the idle RSS of the same
+# connection (median and range of RUNS starts) and the CPU its threads ran
+# until then (/proc/<pid>/task/*/schedstat), the idle RSS of the same
 # starts (median and range, 0.3 s after listening), split into anonymous
 # memory (heap, thread stacks, the rest) and the file-backed pages touched by
 # library (/proc/<pid>/smaps of the last start), the threads, and once the
@@ -89,10 +90,22 @@ def rollup(pid):
     return {l.split(":")[0]: int(l.split()[1]) for l in text.splitlines()[1:] if l.endswith("kB")}
 
 
+def cpu_ms(pid):
+    """CPU the process's threads have run so far (schedstat: ns on a CPU,
+    finer than utime + stime's ticks; threads that ended are not counted)."""
+    total = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            total += int(open(f"/proc/{pid}/task/{t}/schedstat").read().split()[0])
+        except (OSError, IndexError):
+            pass
+    return total / 1e6
+
+
 def measure(name):
     cmd, extra = (shlex.split(peer), {}) if peer else command(name)
     env = dict(os.environ, **extra)
-    times, rss, smaps, kib, threads = [], [], "", {}, 0
+    times, cpu, rss, smaps, kib, threads = [], [], [], "", {}, 0
     for _ in range(runs):
         if listening():
             sys.exit(f"startup.py: something already listens on port {port}")
@@ -105,6 +118,7 @@ def measure(name):
                          f"({' '.join(cmd)})")
             time.sleep(0.0002)
         times.append((time.monotonic() - t0) * 1000)
+        cpu.append(cpu_ms(p.pid))
         time.sleep(0.3)
         smaps = open(f"/proc/{p.pid}/smaps").read()
         kib = rollup(p.pid)
@@ -119,6 +133,8 @@ def measure(name):
     print(f"  start to listening: {statistics.median(times):.1f} ms median, range "
           f"{min(times):.1f}-{max(times):.1f} ms, {runs} starts (pinning: "
           f"{'collector on CPU 0, this script on CPU 1' if pin else 'none'})")
+    print(f"  its CPU until listening: {statistics.median(cpu):.1f} ms median, range "
+          f"{min(cpu):.1f}-{max(cpu):.1f} (the wall time above waits for a busy machine too)")
     print(f"  idle RSS: {statistics.median(rss):.1f} MiB median, range {min(rss):.1f}-{max(rss):.1f}; "
           f"the last: {kib['Anonymous'] / 1024:.1f} MiB anonymous, "
           f"{(kib['Rss'] - kib['Anonymous']) / 1024:.1f} MiB file-backed "
