@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,11 +61,6 @@ static const struct sf_crypto_fns *api(void)
 {
     pthread_once(&once, load);
     return &fns;
-}
-
-bool sf_libcrypto_loaded(void)
-{
-    return atomic_load(&loaded);
 }
 
 void OPENSSL_cleanse(void *ptr, size_t len)

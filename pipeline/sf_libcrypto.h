@@ -13,13 +13,11 @@
  * the process with the reason (it is asked at create or in a status
  * request, never with data in flight, and an unhashed pseudonym must not
  * leave). OPENSSL_cleanse without libcrypto loaded is explicit_bzero: a
- * wipe needs no library. libcrypto3 is a dependency of the package. */
+ * wipe needs no library. The package depends on libssl3 (Debian's
+ * package of libcrypto.so.3). */
 #ifndef SF_LIBCRYPTO_H
 #define SF_LIBCRYPTO_H
 
-#include <stdbool.h>
-
-/* Whether libcrypto is loaded (for tests: nothing loads it but a hash). */
-bool sf_libcrypto_loaded(void);
+/* Nothing to call: libcrypto's own functions are the interface. */
 
 #endif

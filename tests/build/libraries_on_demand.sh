@@ -11,7 +11,7 @@
 # The binary exports none of the functions it forwards (they must not
 # interpose on the libraries' own calls).
 set -u
-bin=$1 src=$2
+bin=$(realpath "$1") src=$2
 fails=0
 bad() { echo "libraries_on_demand: $*" >&2; fails=$((fails + 1)); }
 
