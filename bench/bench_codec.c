@@ -2,8 +2,8 @@
  * SGLang-like batch of bench/sample_batch.h: the floors the end-to-end
  * figures are compared with. Prints spans per CPU-second for each stage
  * (median of `rounds` rounds, CPU time of this thread), then the exporters'
- * compression (gzip on libdeflate at levels 1 and 6, zstd at 1 and 3) of
- * the allowlisted batch, for the sample batch and for the same spans with
+ * compression (gzip on libdeflate at levels 1 and 6, zstd at 1 and 3, and
+ * zlib's gzip at levels 1-6 to compare with) of the allowlisted batch, for the sample batch and for the same spans with
  * high-entropy ids: bytes per span and CPU per span, median [min-max].
  *   bench_codec [spans=512] [rounds=5] [only stages whose name has this]
  * ("compress" selects the compression table alone). The "sglang:" stages
@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <zlib.h>
 
 #include "sample_allowlist.h"
 #include "sf_compress.h"
@@ -280,8 +282,55 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* zlib's gzip of one buffer, the stream reused (deflateReset) as a
+ * sender worker would: what the exporters' libdeflate is measured against.
+ * The compressed length, or 0. */
+static size_t zlib_gzip(z_stream *z, const uint8_t *in, size_t len, uint8_t *out, size_t cap)
+{
+    if (deflateReset(z) != Z_OK)
+        return 0;
+    z->next_in = (Bytef *)in;
+    z->avail_in = (uInt)len;
+    z->next_out = out;
+    z->avail_out = (uInt)cap;
+    return deflate(z, Z_FINISH) == Z_STREAM_END ? cap - z->avail_out : 0;
+}
+
+static int bench_zlib(const sf_buf *filtered, long spans, int rounds, int level)
+{
+    z_stream z = { 0 };
+    double t[32];
+    size_t zlen = 0, cap;
+    uint8_t *out;
+
+    if (deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return -1;
+    cap = deflateBound(&z, filtered->len);
+    if ((out = malloc(cap)) == NULL)
+        return -1;
+    for (int r = 0; r < rounds; r++) {
+        double t0 = cpu_now();
+
+        for (long i = 0; i < 20; i++) {
+            if ((zlen = zlib_gzip(&z, filtered->data, filtered->len, out, cap)) == 0)
+                return -1;
+            sink += out[zlen - 1];
+        }
+        t[r] = (cpu_now() - t0) * 1e9 / (double)(spans * 20);
+    }
+    qsort(t, (size_t)rounds, sizeof(double), cmp_double);
+    printf("  zlib gzip level %-2d %7.1f B/span (%4.1fx)  %7.0f ns/span [%.0f-%.0f]  %9.0f spans/CPU-s\n",
+           level, (double)zlen / (double)spans, (double)filtered->len / (double)zlen,
+           t[rounds / 2], t[0], t[rounds - 1], 1e9 / t[rounds / 2]);
+    deflateEnd(&z);
+    free(out);
+    return 0;
+}
+
 /* The exporters' compression of the allowlisted batch (what they send),
- * each compressor reused across iterations as a sender worker does. */
+ * each compressor reused across iterations as a sender worker does; then
+ * zlib's gzip at levels 1 to 6 beside it (the exporters' gzip is
+ * libdeflate's: compare the ratio and the cost). */
 static int bench_compression(const char *label, const uint8_t *data, size_t len, long spans,
                              int rounds)
 {
@@ -321,6 +370,9 @@ static int bench_compression(const char *label, const uint8_t *data, size_t len,
                1e9 / t[rounds / 2]);
         sf_compressor_destroy(c);
     }
+    for (int level = 1; level <= 6; level++)
+        if (bench_zlib(filtered, spans, rounds, level) != 0)
+            return -1;
     sf_buf_unref(filtered);
     return 0;
 }

@@ -36,6 +36,7 @@
  *   retry_delay is honoured; everything else is permanent. */
 #include "otlp_grpc.h"
 #include "sf_curl.h"
+#include "sf_libcurl.h"
 #include "sf_time.h"
 
 #include <curl/curl.h>
@@ -799,6 +800,12 @@ static sf_status otlpgrpc_create(sf_component *self, const void *config)
     const sf_otlpgrpc_config *c = config;
     otlpgrpc *x;
 
+    /* libcurl is loaded when a component needs it (sf_libcurl.h): a
+     * missing one is a config-time error */
+    if (sf_libcurl_load() != SF_OK) {
+        sf_error("exporter %s: %s", sf_component_id(self), sf_libcurl_error());
+        return SF_IO;
+    }
     x = sf_calloc(1, sizeof(*x));
     if (x == NULL)
         return SF_ENOMEM;

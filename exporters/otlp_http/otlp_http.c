@@ -21,6 +21,7 @@
  *   (honouring Retry-After); everything else is permanent. */
 #include "otlp_http.h"
 #include "sf_curl.h"
+#include "sf_libcurl.h"
 #include "sf_time.h"
 
 #include <curl/curl.h>
@@ -81,8 +82,8 @@ struct otlphttp {
 
 /* ---- library setup ------------------------------------------------------ */
 
-/* curl_global_init and libdeflate's counted allocator are the core's, done
- * at start-up (sf_process.h). */
+/* libcurl is loaded and initialised by create (sf_libcurl.h); libdeflate's
+ * counted allocator is set by the core (sf_compress.c). */
 
 static void *pb_alloc(void *data, size_t size)
 {
@@ -460,6 +461,12 @@ static sf_status otlphttp_create(sf_component *self, const void *config)
     unsigned i = 0;
     sf_status st = SF_ENOMEM;
 
+    /* libcurl is loaded when a component needs it (sf_libcurl.h): a
+     * missing one is a config-time error */
+    if (sf_libcurl_load() != SF_OK) {
+        sf_error("exporter %s: %s", sf_component_id(self), sf_libcurl_error());
+        return SF_IO;
+    }
     x = sf_calloc(1, sizeof(*x));
     if (x == NULL)
         return SF_ENOMEM;

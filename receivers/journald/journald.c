@@ -25,6 +25,7 @@
  * 1 MiB. */
 #include "journald.h"
 
+#include "sf_libsystemd.h"
 #include "sf_time.h"
 
 #include <errno.h>
@@ -509,9 +510,15 @@ static const char *position(journald_receiver *r)
 
 static sf_status jd_create(sf_component *self, const void *config)
 {
-    journald_receiver *r = sf_calloc(1, sizeof(*r));
+    journald_receiver *r;
 
-    if (r == NULL)
+    /* libsystemd is loaded when a component needs it (sf_libsystemd.h): a
+     * missing one is a config-time error */
+    if (sf_libsystemd_load() != SF_OK) {
+        sf_error("receiver %s: %s", sf_component_id(self), sf_libsystemd_error());
+        return SF_IO;
+    }
+    if ((r = sf_calloc(1, sizeof(*r))) == NULL)
         return SF_ENOMEM;
     r->self = self;
     r->cfg = config;

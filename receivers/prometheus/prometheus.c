@@ -20,6 +20,7 @@
 #include "prom_parse.h"
 
 #include "sf_dynbuf.h"
+#include "sf_libcurl.h"
 #include "sf_time.h"
 
 #include <curl/curl.h>
@@ -467,10 +468,16 @@ static void prom_destroy(sf_component *self);
 static sf_status prom_create(sf_component *self, const void *config)
 {
     const sf_prometheus_receiver_config *cfg = config;
-    prom_receiver *r = sf_calloc(1, sizeof(*r));
+    prom_receiver *r;
     size_t n = 0;
 
-    if (r == NULL)
+    /* libcurl is loaded when a component needs it (sf_libcurl.h): a
+     * missing one is a config-time error */
+    if (sf_libcurl_load() != SF_OK) {
+        sf_error("receiver %s: %s", sf_component_id(self), sf_libcurl_error());
+        return SF_IO;
+    }
+    if ((r = sf_calloc(1, sizeof(*r))) == NULL)
         return SF_ENOMEM;
     r->self = self;
     r->cfg = cfg;
