@@ -223,13 +223,17 @@ static bool pseudonym_id(const void *ctx, void **state, const uint8_t *in, size_
  * or two (~50 against ~110 ns an id). Where the CPU has no SHA extensions
  * (or under valgrind, which hides them) ids_fn is NULL and each id goes
  * through pseudonym_id. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
 #include <immintrin.h>
 #define SF_SHA_NI 1
 /* unrolled (the lanes' arrays live in registers only when every index is
- * a constant: O3 here, the build's O2 elsewhere) */
+ * a constant: GCC's O3 here, the build's O2 elsewhere) */
+#if defined(__clang__)
+#define SHA_NI __attribute__((target("sha,sse4.1,ssse3")))
+#else
 #define SHA_NI __attribute__((target("sha,sse4.1,ssse3"), optimize("O3")))
+#endif
 
 static const uint32_t sha256_k[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
