@@ -312,6 +312,7 @@ typedef struct cx {
     int ahead_level;
     const uint8_t *ahead_mark;  /* the middle span of those looked at last */
     uint32_t memo_age;          /* ids_ahead calls so far */
+    size_t memo_mask;           /* its slots less one */
     sf_otlp_text name;          /* rename output */
     /* one_value_per_key: the keys of the current attribute list so far, by
      * keyset slot (slots below SEEN_SLOTS) or, past that and for keys the
@@ -1294,7 +1295,7 @@ static sf_status renamed(cx *c, unsigned f, const uint8_t **p, size_t *n)
  * the call by a hash of the id, two slots a hash: a request's spans share
  * their trace id, and a parent's span id comes back as its children's
  * parent_span_id. */
-#define ID_MEMO 256             /* a power of two */
+#define ID_MEMO 256             /* slots at most (a power of two); fewer for a short request */
 #define IDS_AHEAD 48            /* ids asked of ids_fn at once, at most */
 #define IDS_AHEAD_SPANS 24      /* spans looked at ahead for them */
 struct id_memo {
@@ -1308,7 +1309,7 @@ static inline size_t memo_slot(const uint64_t w[2], size_t n)
 {
     /* both words multiplied: ids of repeated bytes (w[0] == w[1]) spread */
     return (size_t)((w[0] * 0x9e3779b97f4a7c15ull ^ (w[1] + n) * 0xc2b2ae3d27d4eb4full) >> 56) &
-           (ID_MEMO - 1);
+           (ID_MEMO - 1);       /* then & c->memo_mask */
 }
 
 static inline void id_words(const uint8_t *id, size_t n, uint64_t w[2])
@@ -1322,7 +1323,7 @@ static inline void id_words(const uint8_t *id, size_t n, uint64_t w[2])
 /* The memo's entry for the id w (n bytes), or NULL. */
 static inline struct id_memo *memo_find(const cx *c, const uint64_t w[2], size_t n)
 {
-    const size_t slot = memo_slot(w, n);
+    const size_t slot = memo_slot(w, n) & c->memo_mask;
 
     for (size_t i = 0; i < 2; i++) {
         struct id_memo *e = &c->memo[slot ^ i];
@@ -1335,7 +1336,7 @@ static inline struct id_memo *memo_find(const cx *c, const uint64_t w[2], size_t
 
 static void memo_put(cx *c, const uint64_t w[2], size_t n, const uint8_t *out)
 {
-    const size_t slot = memo_slot(w, n);
+    const size_t slot = memo_slot(w, n) & c->memo_mask;
     struct id_memo *e = &c->memo[slot];
 
     if (e->len != 0 && (c->memo[slot ^ 1].len == 0 || c->memo[slot ^ 1].age < e->age))
@@ -1501,8 +1502,15 @@ static __attribute__((noinline)) sf_status put_id(cx *c, uint32_t tag, const uin
     if ((w[0] | w[1]) != 0) {
         const struct id_memo *e = NULL;
 
-        if (c->memo == NULL)
-            c->memo = sf_calloc(ID_MEMO, sizeof(*c->memo));     /* NULL: no memo */
+        if (c->memo == NULL) {
+            /* a slot per 64 bytes of request (a span of SGLang's is ~1 KB) */
+            size_t slots = 16;
+
+            while (slots < ID_MEMO && slots * 64 < (size_t)(c->in_end - c->in))
+                slots *= 2;
+            c->memo = sf_calloc(slots, sizeof(*c->memo));       /* NULL: no memo */
+            c->memo_mask = slots - 1;
+        }
         if (c->memo != NULL) {
             e = memo_find(c, w, n);
             if (e == NULL && c->edit->ids_fn != NULL) {
