@@ -313,6 +313,9 @@ typedef struct cx {
     const uint8_t *ahead_mark;  /* the middle span of those looked at last */
     uint32_t memo_age;          /* ids_ahead calls so far */
     size_t memo_mask;           /* its slots less one */
+    bool has_last_trace;        /* put_id: the last trace id made (never all zero) */
+    uint64_t last_trace[2];
+    uint8_t last_trace_out[16];
     sf_otlp_text name;          /* rename output */
     /* one_value_per_key: the keys of the current attribute list so far, by
      * keyset slot (slots below SEEN_SLOTS) or, past that and for keys the
@@ -1320,10 +1323,11 @@ static inline void id_words(const uint8_t *id, size_t n, uint64_t w[2])
         memcpy(&w[1], id + 8, 8);
 }
 
-/* The memo's entry for the id w (n bytes), or NULL. */
-static inline struct id_memo *memo_find(const cx *c, const uint64_t w[2], size_t n)
+/* The memo's entry for the id w (n bytes) whose memo_slot is `hash`, or NULL. */
+static inline struct id_memo *memo_find_at(const cx *c, const uint64_t w[2], size_t n,
+                                           size_t hash)
 {
-    const size_t slot = memo_slot(w, n) & c->memo_mask;
+    const size_t slot = hash & c->memo_mask;
 
     for (size_t i = 0; i < 2; i++) {
         struct id_memo *e = &c->memo[slot ^ i];
@@ -1332,6 +1336,11 @@ static inline struct id_memo *memo_find(const cx *c, const uint64_t w[2], size_t
             return e;
     }
     return NULL;
+}
+
+static inline struct id_memo *memo_find(const cx *c, const uint64_t w[2], size_t n)
+{
+    return memo_find_at(c, w, n, memo_slot(w, n));
 }
 
 static void memo_put(cx *c, const uint64_t w[2], size_t n, const uint8_t *out)
@@ -1474,7 +1483,7 @@ static sf_status ids_ahead(cx *c, const uint8_t *id, size_t n)
                 for (size_t i = 0; i < count && !listed; i++)
                     listed = words[i][0] == w[0] && words[i][1] == w[1] && lens[i] == len;
             }
-            if (!listed && (w[0] | w[1]) != 0 && memo_find(c, w, len) == NULL) {
+            if (!listed && (w[0] | w[1]) != 0 && memo_find_at(c, w, len, slot) == NULL) {
                 hashed[slot >> 6] |= 1ull << (slot & 63);
                 in[count] = sp + 2;
                 lens[count] = (uint8_t)len;
@@ -1499,7 +1508,11 @@ static __attribute__((noinline)) sf_status put_id(cx *c, uint32_t tag, const uin
     uint64_t w[2];
 
     id_words(id, n, w);
-    if ((w[0] | w[1]) != 0) {
+    if (n == 16 && w[0] == c->last_trace[0] && w[1] == c->last_trace[1] && c->has_last_trace) {
+        /* the trace id of the span before (a request's spans follow each other) */
+        c->st->pseudonymized_ids++;
+        id = c->last_trace_out;
+    } else if ((w[0] | w[1]) != 0) {
         const struct id_memo *e = NULL;
 
         if (c->memo == NULL) {
@@ -1530,6 +1543,12 @@ static __attribute__((noinline)) sf_status put_id(cx *c, uint32_t tag, const uin
                 memo_put(c, w, n, out);
         }
         c->st->pseudonymized_ids++;
+        if (n == 16) {
+            c->has_last_trace = true;
+            c->last_trace[0] = w[0];
+            c->last_trace[1] = w[1];
+            memcpy(c->last_trace_out, out, 16);
+        }
         id = out;
     }
     if (reserve(c, n + 2) != SF_OK)
