@@ -1394,6 +1394,7 @@ static bool ahead_span(cx *c, const uint8_t **sp, const uint8_t **se)
                 goto out_none;
             if (tag == tags[l] && l == 2) {
                 c->ahead_pos[l] = p + v;
+                __builtin_prefetch(p + v);      /* the next span's first bytes */
                 *sp = p;
                 *se = p + v;
                 return true;
