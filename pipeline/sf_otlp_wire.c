@@ -304,8 +304,8 @@ typedef struct cx {
     const sf_otlp_bounds *bounds; /* check_histograms: the current metric's set, or NULL */
     uint32_t caps[SF_OTLP_FIELD_COUNT]; /* per capped repeated field: the edit's cap, 0: none */
     bool ids;                   /* trace and span ids leave as edit->id_fn makes them */
-    const uint8_t *in, *in_end; /* the request */
     struct id_memo *memo;       /* ... and those made in this call (put_id), or NULL */
+    const uint8_t *in, *in_end; /* the request */
     /* ids_ahead: where the spans not yet looked at start, by level (the
      * request, its ResourceSpans, their ScopeSpans); level -1: none left */
     const uint8_t *ahead_pos[3], *ahead_end[3];

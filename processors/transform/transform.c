@@ -19,7 +19,9 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 /* Pseudonyms are HMAC-SHA256 on OpenSSL's SHA256_CTX with the key's pads
  * hashed once (hmac()): EVP_MAC costs more than twice as much a value, and
- * with pseudonymize_ids a span has three. */
+ * with pseudonymize_ids a span has three. Ids the codec asks for together
+ * continue the same pads four at a time on the SHA extensions
+ * (pseudonym_ids). */
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include "transform.h"
 
