@@ -305,6 +305,17 @@ typedef struct cx {
     uint32_t caps[SF_OTLP_FIELD_COUNT]; /* per capped repeated field: the edit's cap, 0: none */
     bool ids;                   /* trace and span ids leave as edit->id_fn makes them */
     struct id_memo *memo;       /* ... and those made in this call (put_id), or NULL */
+    const uint8_t *in, *in_end; /* the request */
+    /* ids_ahead: where the spans not yet looked at start, by level (the
+     * request, its ResourceSpans, their ScopeSpans); level -1: none left */
+    const uint8_t *ahead_pos[3], *ahead_end[3];
+    int ahead_level;
+    const uint8_t *ahead_mark;  /* the middle span of those looked at last */
+    uint32_t memo_age;          /* ids_ahead calls so far */
+    size_t memo_mask;           /* its slots less one */
+    bool has_last_trace;        /* put_id: the last trace id made (never all zero) */
+    uint64_t last_trace[2];
+    uint8_t last_trace_out[16];
     sf_otlp_text name;          /* rename output */
     /* one_value_per_key: the keys of the current attribute list so far, by
      * keyset slot (slots below SEEN_SLOTS) or, past that and for keys the
@@ -1283,47 +1294,262 @@ static sf_status renamed(cx *c, unsigned f, const uint8_t **p, size_t *n)
 /* A trace or span id id[0, n) (16 or 8 bytes) as edit->id_fn makes it: the
  * same id the same pseudonym wherever it comes (a span's id, its children's
  * parent_span_id, links to it, log records), so the trace's structure stays;
- * an all-zero id (invalid, W3C) leaves as it is. */
-#define ID_MEMO 128             /* a power of two */
+ * an all-zero id (invalid, W3C) leaves as it is. Made ids are memoised for
+ * the call by a hash of the id, two slots a hash: a request's spans share
+ * their trace id, and a parent's span id comes back as its children's
+ * parent_span_id. */
+#define ID_MEMO 256             /* slots at most (a power of two); fewer for a short request */
+#define IDS_AHEAD 48            /* ids asked of ids_fn at once, at most */
+#define IDS_AHEAD_SPANS 24      /* spans looked at ahead for them */
 struct id_memo {
     uint64_t in[2];             /* the id, zero-padded; len 0: empty */
     uint8_t out[16];
     uint8_t len;
+    uint32_t age;               /* c->memo_age when made: the older of two slots goes */
 };
+
+static inline size_t memo_slot(const uint64_t w[2], size_t n)
+{
+    /* both words multiplied: ids of repeated bytes (w[0] == w[1]) spread */
+    return (size_t)((w[0] * 0x9e3779b97f4a7c15ull ^ (w[1] + n) * 0xc2b2ae3d27d4eb4full) >> 56) &
+           (ID_MEMO - 1);       /* then & c->memo_mask */
+}
+
+static inline void id_words(const uint8_t *id, size_t n, uint64_t w[2])
+{
+    w[1] = 0;
+    memcpy(&w[0], id, 8);
+    if (n == 16)
+        memcpy(&w[1], id + 8, 8);
+}
+
+/* The memo's entry for the id w (n bytes) whose memo_slot is `hash`, or NULL. */
+static inline struct id_memo *memo_find_at(const cx *c, const uint64_t w[2], size_t n,
+                                           size_t hash)
+{
+    const size_t slot = hash & c->memo_mask;
+
+    for (size_t i = 0; i < 2; i++) {
+        struct id_memo *e = &c->memo[slot ^ i];
+
+        if (e->len == n && e->in[0] == w[0] && e->in[1] == w[1])
+            return e;
+    }
+    return NULL;
+}
+
+static inline struct id_memo *memo_find(const cx *c, const uint64_t w[2], size_t n)
+{
+    return memo_find_at(c, w, n, memo_slot(w, n));
+}
+
+static void memo_put(cx *c, const uint64_t w[2], size_t n, const uint8_t *out)
+{
+    const size_t slot = memo_slot(w, n) & c->memo_mask;
+    struct id_memo *e = &c->memo[slot];
+
+    if (e->len != 0 && (c->memo[slot ^ 1].len == 0 || c->memo[slot ^ 1].age < e->age))
+        e = &c->memo[slot ^ 1];
+    e->len = (uint8_t)n;
+    e->age = c->memo_age;
+    e->in[0] = w[0];
+    e->in[1] = w[1];
+    memcpy(e->out, out, n);
+}
+
+/* The next span of the traces request ahead (ids_ahead), into [*sp, *se);
+ * false when none is left or what is left does not read (the pass itself
+ * says why). */
+static bool ahead_span(cx *c, const uint8_t **sp, const uint8_t **se)
+{
+    /* per level, the tag of the field holding the next level:
+     * resource_spans (1), scope_spans (2), spans (2) */
+    static const uint8_t tags[3] = { 1 << 3 | WT_LEN, 2 << 3 | WT_LEN, 2 << 3 | WT_LEN };
+
+    while (c->ahead_level >= 0) {
+        const int l = c->ahead_level;
+        const uint8_t *p = c->ahead_pos[l], *end = c->ahead_end[l];
+        uint64_t tag, v;
+
+        if (p >= end) {
+            c->ahead_level--;
+            continue;
+        }
+        if (rd_varint(&p, end, 5, &tag) != 0)
+            break;
+        switch (tag & 7) {
+        case WT_VARINT:
+            if (rd_varint(&p, end, 10, &v) != 0)
+                goto out_none;
+            break;
+        case WT_I64:
+        case WT_I32:
+            v = (tag & 7) == WT_I64 ? 8 : 4;
+            if (v > (uint64_t)(end - p))
+                goto out_none;
+            p += v;
+            break;
+        case WT_LEN:
+            if (rd_varint(&p, end, 5, &v) != 0 || v > (uint64_t)(end - p))
+                goto out_none;
+            if (tag == tags[l] && l == 2) {
+                c->ahead_pos[l] = p + v;
+                __builtin_prefetch(p + v);      /* the next span's first bytes */
+                *sp = p;
+                *se = p + v;
+                return true;
+            }
+            if (tag == tags[l]) {
+                c->ahead_pos[l] = p + v;
+                c->ahead_level = l + 1;
+                c->ahead_pos[l + 1] = p;
+                c->ahead_end[l + 1] = p + v;
+                continue;
+            }
+            p += v;
+            break;
+        default:
+            goto out_none;
+        }
+        c->ahead_pos[l] = p;
+    }
+out_none:
+    c->ahead_level = -1;
+    return false;
+}
+
+/* id[0, n) is not in the memo: its pseudonym and those of the ids of the
+ * next spans of a traces request (their leading trace_id, span_id and
+ * parent_span_id, as canonical encoders write them) are made by one
+ * ids_fn call and memoised. Spans that end before `id` are
+ * passed over; an id ahead that never comes (a span dropped) cost work,
+ * not bytes. */
+static sf_status ids_ahead(cx *c, const uint8_t *id, size_t n)
+{
+    const uint8_t *in[IDS_AHEAD];
+    uint8_t lens[IDS_AHEAD], out[IDS_AHEAD][16];
+    uint64_t words[IDS_AHEAD][2];
+    uint64_t hashed[ID_MEMO / 64] = { 0 };     /* the memo slots of those listed */
+    size_t count = 0, spans = 0;
+    const bool inside = (uintptr_t)id >= (uintptr_t)c->in && (uintptr_t)id < (uintptr_t)c->in_end;
+    const uint8_t *sp, *se;
+
+    c->memo_age++;
+    in[0] = id;
+    lens[0] = (uint8_t)n;
+    id_words(id, n, words[0]);
+    hashed[memo_slot(words[0], n) >> 6] |= 1ull << (memo_slot(words[0], n) & 63);
+    count = 1;
+    /* a trace id followed by its span id (a link's, a log record's) */
+    if (n == 16 && inside && c->in_end - id >= 16 + 2 + 8 && (id[16] == (2 << 3 | WT_LEN) ||
+        id[16] == (10 << 3 | WT_LEN)) && id[17] == 8) {
+        id_words(id + 18, 8, words[1]);
+        if ((words[1][0] | words[1][1]) != 0 && memo_find(c, words[1], 8) == NULL) {
+            in[1] = id + 18;
+            lens[1] = 8;
+            hashed[memo_slot(words[1], 8) >> 6] |= 1ull << (memo_slot(words[1], 8) & 63);
+            count = 2;
+        }
+    }
+    /* the spans looked at last are still ahead (a link's id missed): not
+     * further, or their ids would leave the memo before the pass came */
+    if (inside && (uintptr_t)id < (uintptr_t)c->ahead_mark)
+        spans = IDS_AHEAD_SPANS;
+    while (spans < IDS_AHEAD_SPANS && count <= IDS_AHEAD - 3 && ahead_span(c, &sp, &se)) {
+        if (inside && (uintptr_t)se <= (uintptr_t)id)
+            continue;           /* behind the pass */
+        if (++spans == IDS_AHEAD_SPANS / 2)
+            c->ahead_mark = sp;
+        /* fields 1 to 4 in order, each once: three ids a span at most */
+        for (unsigned last = 0; se - sp >= 10 && (sp[0] >> 3) > last && (sp[0] & 7) == WT_LEN;) {
+            const unsigned num = sp[0] >> 3;
+            const size_t len = num == 1 ? 16 : 8;
+            uint64_t w[2], v;
+            size_t slot;
+            bool listed = false;
+
+            last = num;
+            if (num == 3) {                     /* trace_state */
+                sp++;
+                if (rd_varint(&sp, se, 5, &v) != 0 || v > (uint64_t)(se - sp))
+                    break;
+                sp += v;
+                continue;
+            }
+            if (num > 4 || sp[1] != len || (size_t)(se - sp) < 2 + len)
+                break;
+            id_words(sp + 2, len, w);
+            slot = memo_slot(w, len);
+            if (hashed[slot >> 6] >> (slot & 63) & 1) {
+                for (size_t i = 0; i < count && !listed; i++)
+                    listed = words[i][0] == w[0] && words[i][1] == w[1] && lens[i] == len;
+            }
+            if (!listed && (w[0] | w[1]) != 0 && memo_find_at(c, w, len, slot) == NULL) {
+                hashed[slot >> 6] |= 1ull << (slot & 63);
+                in[count] = sp + 2;
+                lens[count] = (uint8_t)len;
+                words[count][0] = w[0];
+                words[count][1] = w[1];
+                count++;
+            }
+            sp += 2 + len;
+        }
+    }
+    if (!c->edit->ids_fn(c->edit->ctx, &c->state, in, lens, count, out))
+        return SF_FILTER;
+    for (size_t i = 0; i < count; i++)
+        memo_put(c, words[i], lens[i], out[i]);
+    return SF_OK;
+}
 
 static __attribute__((noinline)) sf_status put_id(cx *c, uint32_t tag, const uint8_t *id,
                                                   size_t n)
 {
     uint8_t out[16], *o;
-    uint64_t w[2] = { 0, 0 };
+    uint64_t w[2];
 
-    memcpy(&w[0], id, 8);
-    if (n == 16)
-        memcpy(&w[1], id + 8, 8);
-    if ((w[0] | w[1]) != 0) {
-        /* memoised by a hash of the id: a request's spans share their trace
-         * id, and a parent's span id comes back as its children's
-         * parent_span_id */
-        const size_t slot = (size_t)(((w[0] ^ (w[1] + n)) * 0x9e3779b97f4a7c15ull) >> 57) &
-                            (ID_MEMO - 1);
-        struct id_memo *e;
+    id_words(id, n, w);
+    if (n == 16 && w[0] == c->last_trace[0] && w[1] == c->last_trace[1] && c->has_last_trace) {
+        /* the trace id of the span before (a request's spans follow each other) */
+        c->st->pseudonymized_ids++;
+        id = c->last_trace_out;
+    } else if ((w[0] | w[1]) != 0) {
+        const struct id_memo *e = NULL;
 
-        if (c->memo == NULL)
-            c->memo = sf_calloc(ID_MEMO, sizeof(*c->memo));     /* NULL: no memo */
-        e = c->memo != NULL ? &c->memo[slot] : NULL;
-        if (e != NULL && e->len == n && e->in[0] == w[0] && e->in[1] == w[1]) {
+        if (c->memo == NULL) {
+            /* a slot per 64 bytes of request (a span of SGLang's is ~1 KB) */
+            size_t slots = 16;
+
+            while (slots < ID_MEMO && slots * 64 < (size_t)(c->in_end - c->in))
+                slots *= 2;
+            c->memo = sf_calloc(slots, sizeof(*c->memo));       /* NULL: no memo */
+            c->memo_mask = slots - 1;
+        }
+        if (c->memo != NULL) {
+            e = memo_find(c, w, n);
+            if (e == NULL && c->edit->ids_fn != NULL) {
+                sf_status st = ids_ahead(c, id, n);
+
+                if (st != SF_OK)
+                    return st;
+                e = memo_find(c, w, n);
+            }
+        }
+        if (e != NULL) {
             memcpy(out, e->out, 16);
         } else {
             if (!c->edit->id_fn(c->edit->ctx, &c->state, id, n, out))
                 return SF_FILTER;
-            if (e != NULL) {
-                e->len = (uint8_t)n;
-                e->in[0] = w[0];
-                e->in[1] = w[1];
-                memcpy(e->out, out, n);
-            }
+            if (c->memo != NULL)
+                memo_put(c, w, n, out);
         }
         c->st->pseudonymized_ids++;
+        if (n == 16) {
+            c->has_last_trace = true;
+            c->last_trace[0] = w[0];
+            c->last_trace[1] = w[1];
+            memcpy(c->last_trace_out, out, 16);
+        }
         id = out;
     }
     if (reserve(c, n + 2) != SF_OK)
@@ -2918,6 +3144,12 @@ static sf_status rewrite(unsigned root, const uint8_t *in, size_t len, unsigned 
 
     c.st = stats != NULL ? stats : &local;
     memset(c.st, 0, sizeof(*c.st));
+    c.in = in;
+    c.in_end = in != NULL ? in + len : in;
+    /* ids_ahead walks the spans of a traces request */
+    c.ahead_level = root == SF_OTLP_MSG_REQUEST && in != NULL ? 0 : -1;
+    c.ahead_pos[0] = c.in;
+    c.ahead_end[0] = c.in_end;
     if (out != NULL) {
         *out = NULL;
         if (len > SIZE_MAX / 4)

@@ -248,6 +248,13 @@ typedef struct sf_otlp_edit {
      * same input on every call. NULL: ids leave as they came. All-zero ids
      * (invalid) are not asked about; false fails the pass (SF_FILTER). */
     bool (*id_fn)(const void *ctx, void **state, const uint8_t *in, size_t len, uint8_t *out);
+    /* Optional, with id_fn: what id_fn makes of n ids at once, out[i][0,
+     * lens[i]) for in[i][0, lens[i]) (each 16 or 8; none all zero), where
+     * that costs less than n calls. The codec asks it about the ids of the
+     * spans ahead in a traces request with the one it needs; NULL: one
+     * id_fn call an id. */
+    bool (*ids_fn)(const void *ctx, void **state, const uint8_t *const *in, const uint8_t *lens,
+                   size_t n, uint8_t (*out)[16]);
     /* Metrics: histogram points (HistogramDataPoint) hold numbers that are
      * numbers, or are dropped (read and checked, not written) and counted
      * in stats.dropped_points: explicit_bounds finite and strictly

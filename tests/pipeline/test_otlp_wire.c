@@ -2007,6 +2007,125 @@ static void test_edit_ids(void **state)
     assert_int_equal(st.pseudonymized_ids, 0);
 }
 
+static unsigned ids_calls, ids_asked;
+
+/* test_id_fn for several ids at once (the edit's ids_fn) */
+static bool test_ids_fn(const void *ctx, void **state, const uint8_t *const *in,
+                        const uint8_t *lens, size_t n, uint8_t (*out)[16])
+{
+    (void)ctx;
+    (void)state;
+    ids_calls++;
+    ids_asked += (unsigned)n;
+    for (size_t i = 0; i < n; i++) {
+        assert_true(lens[i] == 16 || lens[i] == 8);
+        pseudo(in[i], lens[i], out[i]);
+    }
+    return true;
+}
+
+static bool test_ids_fail(const void *ctx, void **state, const uint8_t *const *in,
+                          const uint8_t *lens, size_t n, uint8_t (*out)[16])
+{
+    (void)ctx;
+    (void)state;
+    (void)in;
+    (void)lens;
+    (void)n;
+    (void)out;
+    return false;
+}
+
+/* ids_fn: the ids of the spans ahead are asked at once, and what leaves is
+ * byte for byte what id_fn alone makes: two resources of two scopes of 40
+ * spans (four a trace, each child's parent the one before it), some with
+ * a trace_state, links to other traces, all-zero ids, a span with its
+ * fields out of order (the general walk, from the start); each distinct id
+ * made once */
+static void test_edit_ids_ahead(void **state)
+{
+    sf_otlp_edit alone = { .id_fn = test_id_fn };
+    sf_otlp_edit ahead = { .id_fn = test_id_fn, .ids_fn = test_ids_fn };
+    static const uint8_t zero[16] = { 0 };
+    sf_otlp_stats st, st_alone;
+    sf_buf *want, *out;
+    unsigned alone_calls;
+    pb in;
+    int i = 0;
+
+    (void)state;
+    pb_init(&in);
+    for (int r = 0; r < 2; r++) {
+        pb_open(&in, 1);
+        for (int s = 0; s < 2; s++) {
+            pb_open(&in, 2);
+            for (int k = 0; k < 40; k++, i++) {
+                uint8_t tid[16], sid[8], parent[8], ltid[16], lsid[8];
+
+                memset(tid, 0x10 + i / 4, sizeof(tid));
+                memset(sid, 0, sizeof(sid));
+                sid[0] = (uint8_t)i;
+                sid[7] = 0x5a;
+                memcpy(parent, sid, sizeof(parent));
+                parent[0] = (uint8_t)(i - 1);
+                memset(ltid, 0xc0 + i, sizeof(ltid));
+                ltid[0] = 0xee;                 /* no trace of the request's */
+                memcpy(lsid, sid, sizeof(lsid));
+                lsid[1] = 0xcc;
+                pb_open(&in, 2);
+                if (i == 13) {                  /* out of order */
+                    pb_bytes(&in, 2, sid, 8);
+                    pb_bytes(&in, 1, tid, 16);
+                } else if (i == 17) {           /* all zero */
+                    pb_bytes(&in, 1, zero, 16);
+                    pb_bytes(&in, 2, zero, 8);
+                } else {
+                    pb_bytes(&in, 1, tid, 16);
+                    pb_bytes(&in, 2, sid, 8);
+                }
+                if (i % 5 == 0)
+                    pb_str(&in, 3, "k=v");
+                if (i % 4 != 0)
+                    pb_bytes(&in, 4, parent, 8);
+                pb_str(&in, 5, "decode_forward");
+                if (i % 7 == 0) {
+                    pb_open(&in, 13);
+                    pb_bytes(&in, 1, ltid, 16);
+                    pb_bytes(&in, 2, lsid, 8);
+                    pb_close(&in);
+                }
+                pb_close(&in);
+            }
+            pb_close(&in);
+        }
+        pb_close(&in);
+    }
+    id_calls = 0;
+    want = rw_edit(in.d, in.n, &alone, &st_alone);
+    alone_calls = id_calls;
+    /* 40 trace ids, 160 span ids (159 spans', the zero span's id as its
+     * child's parent), 23 links of two new ids each */
+    assert_int_equal(alone_calls, 40 + 160 + 2 * 23);
+    id_calls = ids_calls = ids_asked = 0;
+    out = rw_edit(in.d, in.n, &ahead, &st);
+    print_message("ahead: %u calls for %u ids\n", ids_calls, ids_asked);
+    assert_int_equal(out->len, want->len);
+    assert_memory_equal(out->data, want->data, want->len);
+    assert_int_equal(st.pseudonymized_ids, st_alone.pseudonymized_ids);
+    /* every id through ids_fn (a link's two together), each once */
+    assert_int_equal(id_calls, 0);
+    assert_int_equal(ids_asked, alone_calls);
+    assert_true(ids_calls <= 23 + 160 / 12);    /* the links, a call per dozen spans */
+    sf_buf_unref(out);
+    sf_buf_unref(want);
+
+    /* an id ids_fn cannot make fails the request closed */
+    ahead.ids_fn = test_ids_fail;
+    out = NULL;
+    assert_int_equal(sf_otlp_rewrite(in.d, in.n, MAX_DEPTH, &ahead, &out, &st), SF_FILTER);
+    assert_null(out);
+}
+
 /* a log record's ids get the same pseudonyms as the spans' */
 static void test_edit_ids_logs(void **state)
 {
@@ -2568,6 +2687,7 @@ int main(void)
         cmocka_unit_test(test_edit_caps),
         cmocka_unit_test(test_edit_ids),
         cmocka_unit_test(test_edit_ids_logs),
+        cmocka_unit_test(test_edit_ids_ahead),
         cmocka_unit_test(test_edit_request_caps),
         cmocka_unit_test(test_edit_clear_fields),
         cmocka_unit_test(test_edit_rename),
