@@ -29,10 +29,20 @@ static void fail(const char *text, size_t len, int group, const char *why)
 
 static void check_op(const char *text, size_t len, int group, const sf_transform_op *op)
 {
-    if (op->kind != SF_RULE_KEEP_KEYS && op->kind != SF_RULE_DELETE_KEY &&
-        op->kind != SF_RULE_CLEAR_STATUS_MESSAGE &&
-        op->kind != SF_RULE_CLEAR_TRACE_STATE && op->kind != SF_RULE_REPLACE_PATTERN)
+    switch (op->kind) {
+    case SF_RULE_KEEP_KEYS:
+    case SF_RULE_DELETE_KEY:
+    case SF_RULE_CLEAR_STATUS_MESSAGE:
+    case SF_RULE_CLEAR_TRACE_STATE:
+    case SF_RULE_REPLACE_PATTERN:
+    case SF_RULE_VALUE:
+    case SF_RULE_PSEUDONYMIZE:
+    case SF_RULE_SET_FIELD:
+    case SF_RULE_KEEP_EXEMPLARS:
+        break;
+    default:
         fail(text, len, group, "unknown kind");
+    }
     if (op->ctx < SF_OTLP_RESOURCE || op->ctx >= SF_OTLP_CTX_COUNT)
         fail(text, len, group, "no context");
     if ((sf_otlp_ctx)group != SF_TRANSFORM_CTX_NONE && op->ctx != (sf_otlp_ctx)group)
@@ -42,18 +52,38 @@ static void check_op(const char *text, size_t len, int group, const sf_transform
     if (op->kind == SF_RULE_CLEAR_TRACE_STATE && op->ctx != SF_OTLP_SPAN &&
         op->ctx != SF_OTLP_LINK)
         fail(text, len, group, "trace_state outside span and link");
+    if (op->kind == SF_RULE_KEEP_EXEMPLARS && op->ctx != SF_OTLP_DATAPOINT)
+        fail(text, len, group, "keep_exemplars outside datapoint");
     if (op->kind == SF_RULE_REPLACE_PATTERN) {
         if (op->ctx != SF_OTLP_SPAN && op->ctx != SF_OTLP_SPANEVENT)
             fail(text, len, group, "replace_pattern outside span and spanevent");
         if (op->pattern == NULL || op->replacement == NULL)
             fail(text, len, group, "replace_pattern without its pattern or replacement");
-        if (op->keys.n != 0)
-            fail(text, len, group, "replace_pattern with keys");
+    } else if (op->kind == SF_RULE_SET_FIELD) {
+        /* set(<field>, "v") [where not IsMatch(<field>, "re")]: a field,
+         * its value; the body's condition is a rule, not a pattern */
+        if (op->field == SF_OTLP_FIELD_NONE)
+            fail(text, len, group, "set without its field");
+        if (op->replacement == NULL)
+            fail(text, len, group, "set without its value");
+        if (op->field == SF_OTLP_FIELD_LOG_BODY && op->pattern != NULL)
+            fail(text, len, group, "a pattern on the body");
     } else if (op->pattern != NULL || op->replacement != NULL) {
         fail(text, len, group, "a pattern on another kind");
     }
-    if (op->kind == SF_RULE_DELETE_KEY && op->keys.n != 1)
-        fail(text, len, group, "delete_key without exactly one key");
+    if (op->kind != SF_RULE_SET_FIELD && op->field != SF_OTLP_FIELD_NONE)
+        fail(text, len, group, "a field on another kind");
+    if (op->kind == SF_RULE_VALUE && op->rule == NULL)
+        fail(text, len, group, "a value rule without its condition");
+    if (op->rule != NULL && op->kind != SF_RULE_VALUE &&
+        !(op->kind == SF_RULE_SET_FIELD && op->field == SF_OTLP_FIELD_LOG_BODY))
+        fail(text, len, group, "a condition on another kind");
+    if ((op->kind == SF_RULE_DELETE_KEY || op->kind == SF_RULE_VALUE ||
+         op->kind == SF_RULE_PSEUDONYMIZE) && op->keys.n != 1)
+        fail(text, len, group, "a one-key statement without exactly one key");
+    if ((op->kind != SF_RULE_KEEP_KEYS && op->kind != SF_RULE_DELETE_KEY &&
+         op->kind != SF_RULE_VALUE && op->kind != SF_RULE_PSEUDONYMIZE) && op->keys.n != 0)
+        fail(text, len, group, "keys on a statement of no attributes");
     if (op->keys.n > 0 && op->keys.keys == NULL)
         fail(text, len, group, "keys missing");
     for (size_t i = 0; i < op->keys.n; i++) {
