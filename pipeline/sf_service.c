@@ -477,6 +477,7 @@ static void add_counters(const sf_component_type *type, sf_counters *dst, sf_cou
         ADD(dropped_fields[m]);
     ADD(unexported[0]);
     ADD(unexported[1]);
+    ADD(refused_share);
 #undef ADD
     for (size_t i = 0; type != NULL && type->metric_rows != NULL && type->metric_rows[i].name; i++)
         if (!type->metric_rows[i].gauge)
@@ -858,6 +859,7 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
              * bytes as received. */
             sf_request_init_signal(&copy, batch->arena, signal, batch->raw, batch->raw_len,
                                    batch->max_depth);
+            copy.client = batch->client;
             b = &copy;
         }
         st = run_route(receiver->routes[i], b);
@@ -870,8 +872,10 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
                     sf_count(&rc->dropped_fields[m], b->stats.dropped_fields[m]);
             }
         }
-        if (b != batch)
+        if (b != batch) {
+            batch->over_share = batch->over_share || b->over_share;
             sf_request_release(b);
+        }
         if (severity(st) > severity(worst))
             worst = st;
         if (st == SF_INVALID)
@@ -908,6 +912,8 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
     } else {
         sf_count(&rc->refused_spans[reason_of(worst)], spans);
         sf_count(&rc->refused_requests[reason_of(worst)], 1);
+        if (worst == SF_FULL && batch->over_share)
+            sf_count(&rc->refused_share, 1);
     }
     if (kept != NULL) {
         /* the receiver's bytes again: it may look at them once emit returns */
