@@ -251,7 +251,7 @@ static const metric_def metric_defs[] = {
     { SF_KIND_EXPORTER, "spanfence_exporter_queued_%s", true, "gauge", false, get_queued,
       "Items (%s) accepted and not yet sent or failed (waiting, in flight or in backoff).", NULL },
     { SF_KIND_EXPORTER, "spanfence_exporter_queue_clients", false, "gauge", false, get_qclients,
-      "Clients sharing the sending queue: holding some of it, or sending in the last second (per connection from loopback, per address otherwise).", "data_type" },
+      "Clients sharing the sending queue: holding some of it, or sending in the last 10 s (per connection from loopback, per address otherwise).", "data_type" },
     { SF_KIND_EXPORTER, "spanfence_exporter_queue_share", false, "gauge", false, get_qshare,
       "Room in the sending queue (its units) each client may hold while the queue is over half full: capacity / clients, at least a 64th.", "data_type" },
     { SF_KIND_EXTENSION, "spanfence_extension_injected_spans", false, "counter", false,

@@ -56,14 +56,14 @@ static bool active(const share_entry *e, int64_t now)
     return e->client != 0 && (e->held > 0 || now - e->last_ms < SF_SHARE_IDLE_MS);
 }
 
-/* One pass: the entry of `client` (or NULL), the first reusable entry, and
- * the clients active now. Under mu. */
+/* One pass: the entry of `client` (or NULL), the entry a newcomer takes
+ * (a free or idle one, else the least recently seen one holding nothing,
+ * else NULL), and the clients active now. Under mu. */
 static share_entry *scan(sf_share *sh, uint64_t client, int64_t now, share_entry **spare,
                          size_t *n_active)
 {
-    share_entry *found = NULL;
+    share_entry *found = NULL, *idle = NULL, *oldest = NULL;
 
-    *spare = NULL;
     *n_active = 0;
     for (size_t i = 0; i < SF_SHARE_SLOTS; i++) {
         share_entry *e = &sh->e[i];
@@ -72,9 +72,12 @@ static share_entry *scan(sf_share *sh, uint64_t client, int64_t now, share_entry
             found = e;
         if (active(e, now))
             (*n_active)++;
-        else if (*spare == NULL && e->held == 0)
-            *spare = e;
+        else if (idle == NULL)
+            idle = e;           /* inactive: holds nothing */
+        if (e->held == 0 && e->client != client && (oldest == NULL || e->last_ms < oldest->last_ms))
+            oldest = e;
     }
+    *spare = idle != NULL ? idle : oldest;
     return found;
 }
 
@@ -101,11 +104,13 @@ bool sf_share_take(sf_share *sh, uint64_t client, size_t size, size_t used)
     pthread_mutex_lock(&sh->mu);
     e = scan(sh, client, now, &spare, &n);
     if (e == NULL && spare != NULL) {
-        /* a newcomer: one more active client from now on */
+        /* a newcomer: one more active client from now on, unless it takes
+         * the entry of one still counted */
+        if (!active(spare, now))
+            n++;
         e = spare;
         e->client = client;
         e->held = 0;
-        n++;
     }
     if (e == NULL) {
         ok = !pressed;          /* the table is full of clients holding units */

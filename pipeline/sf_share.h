@@ -8,13 +8,17 @@
  * within its share: max(capacity / active clients, capacity / SF_SHARE_FLOOR_DIV).
  * A client holding nothing is never refused for its share (only the
  * capacity bounds it), so every client makes progress. Active: holding
- * units, or seen in the last SF_SHARE_IDLE_MS (a moderate client whose calls
- * have all drained still counts while it keeps calling).
+ * units, or seen in the last SF_SHARE_IDLE_MS: a moderate client whose calls
+ * have all drained keeps its share between exports (the OTel SDKs' batch
+ * processors export every 5 s when not full), so a flooder cannot fill the
+ * queue in the gaps and leave it no room.
  *
  * Client 0 is "no client" (the collector's own requests: a scrape, the
  * journal, injected markers): never charged, never refused for a share.
- * A client that finds the table full (SF_SHARE_SLOTS clients holding units)
- * is admitted uncharged below half full and refused above it. Thread-safe:
+ * A newcomer takes the entry of a client gone idle, else of the one seen
+ * least recently that holds nothing; one that finds every entry holding
+ * units (SF_SHARE_SLOTS clients with batches queued) is admitted uncharged
+ * below half full and refused above it. Thread-safe:
  * one mutex, one pass over the table per call. */
 #ifndef SF_SHARE_H
 #define SF_SHARE_H
@@ -24,7 +28,7 @@
 #include <stdint.h>
 
 #define SF_SHARE_SLOTS 256
-#define SF_SHARE_IDLE_MS 1000
+#define SF_SHARE_IDLE_MS 10000
 #define SF_SHARE_FLOOR_DIV 64
 
 typedef struct sf_share sf_share;

@@ -104,6 +104,25 @@ static void test_table_full(void **state)
     sf_share_destroy(sh);
 }
 
+/* Every entry taken by clients that hold nothing but called lately: a
+ * newcomer takes the one seen least recently, and is charged there. */
+static void test_table_of_recent_clients(void **state)
+{
+    sf_share *sh = sf_share_create(100000);
+
+    (void)state;
+    for (uint64_t c = 1; c <= SF_SHARE_SLOTS; c++) {
+        assert_true(sf_share_take(sh, c, 1, 0));
+        sf_share_give(sh, c, 1);
+    }
+    assert_int_equal(sf_share_clients(sh), SF_SHARE_SLOTS);
+    assert_true(sf_share_take(sh, 5000, 60000, 0));
+    assert_int_equal(sf_share_clients(sh), SF_SHARE_SLOTS);
+    /* charged: over its share once the queue is over half full */
+    assert_false(sf_share_take(sh, 5000, 1, 60000));
+    sf_share_destroy(sh);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -112,6 +131,7 @@ int main(void)
         cmocka_unit_test(test_empty_client_and_nobody),
         cmocka_unit_test(test_floor),
         cmocka_unit_test(test_table_full),
+        cmocka_unit_test(test_table_of_recent_clients),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
