@@ -44,6 +44,7 @@
 #include "internal/sf_monitor.h"
 #include "sf_overview.h"
 #include "sf_sender.h"
+#include "sf_share.h"
 #include "sf_process.h"
 #include "sf_time.h"
 
@@ -828,6 +829,27 @@ static sf_status run_gate(const sf_service *svc, sf_counters *rc, sf_request *ba
     return SF_OK;
 }
 
+/* A sending queue of an exporter of `receiver`'s pipelines of `signal`
+ * that `client` is over its share of (sf_share_over), or NULL: its request
+ * is then refused before the codec runs, so a flooder's refused calls cost
+ * a count of their spans, not a decode. */
+static sf_component *over_share(const sf_component *receiver, sf_signal signal, uint64_t client)
+{
+    for (size_t i = 0; client != 0 && i < receiver->n_routes; i++) {
+        const sf_route *r = receiver->routes[i];
+
+        for (size_t j = 0; r->signal == signal && j < r->n_exporters; j++) {
+            sf_component *e = r->exporters[j];
+            int64_t used = atomic_load_explicit(&e->counters.queue_size, memory_order_relaxed);
+
+            if (e->counters.share != NULL &&
+                sf_share_over(e->counters.share, client, used > 0 ? (size_t)used : 0))
+                return e;
+        }
+    }
+    return NULL;
+}
+
 sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_request *batch)
 {
     const sf_signal signal = batch->signal;
@@ -838,9 +860,16 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
     size_t spans = 0, routes = 0, gated = 0;
     uint8_t *kept = NULL;
     bool gated_all = false, gate_failed = false;
+    sf_component *full;
 
     sf_count(&rc->requests, 1);
-    if (signal == SF_SIGNAL_TRACES && receiver->service != NULL) {
+    if ((full = over_share(receiver, signal, batch->client)) != NULL) {
+        /* counted as the exporter's queue would have: enqueue-failed */
+        sf_otlp_scan_signal(signal, batch->raw, batch->raw_len, batch->max_depth, &spans);
+        sf_count(&full->counters.enqueue_failed_spans, spans);
+        batch->over_share = true;
+        worst = SF_FULL;
+    } else if (signal == SF_SIGNAL_TRACES && receiver->service != NULL) {
         gate_failed = run_gate(receiver->service, rc, batch, &kept, &gated) != SF_OK;
         if (gate_failed)
             worst = SF_MEMLIMIT;
@@ -848,7 +877,7 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
          * exporters), and nothing is refused */
         gated_all = kept != NULL && batch->raw_len == 0;
     }
-    for (size_t i = 0; !gate_failed && !gated_all && i < receiver->n_routes; i++) {
+    for (size_t i = 0; full == NULL && !gate_failed && !gated_all && i < receiver->n_routes; i++) {
         sf_request copy, *b = batch;
         sf_status st;
 
@@ -881,7 +910,7 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
         if (st == SF_INVALID)
             break;              /* the same bytes: every pipeline would refuse them */
     }
-    if (routes == 0 && !gated_all) {
+    if (routes == 0 && !gated_all && full == NULL) {
         /* No pipeline of the signal lists the receiver (receivers check
          * sf_component_receives first), or the gate could not run:
          * refused, never taken and lost. */

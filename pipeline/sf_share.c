@@ -125,6 +125,21 @@ bool sf_share_take(sf_share *sh, uint64_t client, size_t size, size_t used)
     return ok;
 }
 
+bool sf_share_over(sf_share *sh, uint64_t client, size_t used)
+{
+    share_entry *e, *spare;
+    size_t n;
+    bool over;
+
+    if (sh == NULL || client == 0 || used + 1 <= sh->capacity / 2)
+        return false;
+    pthread_mutex_lock(&sh->mu);
+    e = scan(sh, client, sf_now_ms(), &spare, &n);
+    over = e != NULL && e->held > 0 && e->held + 1 > fair_of(sh, n);
+    pthread_mutex_unlock(&sh->mu);
+    return over;
+}
+
 void sf_share_charge(sf_share *sh, uint64_t client, size_t size)
 {
     share_entry *e, *spare;

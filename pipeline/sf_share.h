@@ -42,6 +42,10 @@ void sf_share_destroy(sf_share *sh);        /* NULL ok */
  * sf_share_give). False only when the resource is over half full and the
  * client would pass its share. */
 bool sf_share_take(sf_share *sh, uint64_t client, size_t size, size_t used);
+/* Whether `client` is over its share now, the resource holding `used`
+ * units: any further take would be refused. Lets a caller refuse before
+ * doing the work the take would follow (decoding a request). */
+bool sf_share_over(sf_share *sh, uint64_t client, size_t used);
 /* Charge `size` units without asking (batches handed over by a reload). */
 void sf_share_charge(sf_share *sh, uint64_t client, size_t size);
 /* `size` units of `client` left the resource (never below zero). */

@@ -36,6 +36,11 @@ static void test_flooder_refused_first(void **state)
     assert_true(sf_share_take(sh, 9, 10, 50));      /* a newcomer holds nothing */
     assert_int_equal(sf_share_clients(sh), 2);
     assert_int_equal(sf_share_fair(sh), 50);
+    assert_true(sf_share_over(sh, 7, 60));
+    assert_false(sf_share_over(sh, 7, 49));         /* one more stays within half: no pressure */
+    assert_false(sf_share_over(sh, 9, 60));
+    assert_false(sf_share_over(sh, 0, 99));
+    assert_false(sf_share_over(sh, 12345, 99));     /* unknown: holds nothing */
     assert_false(sf_share_take(sh, 7, 1, 60));      /* 51 > 50 */
     assert_true(sf_share_take(sh, 9, 10, 60));      /* 20 <= 50 */
     assert_true(sf_share_take(sh, 9, 30, 70));      /* 50 <= 50 */
