@@ -90,9 +90,10 @@ typedef struct sf_counters {
     _Atomic int64_t queue_capacity;               /* otelcol_exporter_queue_capacity */
     _Atomic int64_t queued_spans;                 /* spanfence_exporter_queued_spans (incl. in flight) */
     /* the sending queue's room by client (sf_share.h), for the gauges
-     * spanfence_exporter_queue_clients and _queue_share: set by the sender
-     * at create and cleared when it is destroyed, read on the metrics
-     * thread, which stops before exporters are destroyed */
+     * spanfence_exporter_queue_clients and _queue_share, and emit's check
+     * before the codec: set by the sender at create and cleared when it is
+     * destroyed, read on the metrics thread and the receivers', which stop
+     * before exporters are destroyed */
     struct sf_share *share;
     sf_failure_log failures;                      /* the latest failed sends (health_check) */
     /* the type's own series (type->metrics, sf_describe.h), by row */
