@@ -2,19 +2,21 @@
 // clients (issue 33). The exporter's drain is known and bounded: one
 // consumer, merged requests of at most MERGE_MAX spans, a destination
 // (sf_sink) that answers each one DELAY_MS late, so it drains at most
-// MERGE_MAX / DELAY_MS spans/s. A flooder (sf_send, one connection) sends
-// valid 2,000-span calls at 5x that rate (and at least 5x what it drained); beside it an engine-rate client
-// (20 k spans/s in 100-span calls, its own connection) sees >= 99 % of its
-// calls OK: once the queue is over half full the flooder may hold only its
-// share (capacity / 2 clients), so the engine's calls still find room. The
+// MERGE_MAX / DELAY_MS spans/s. An engine-rate client (20 k spans/s in
+// 100-span calls, its own connection) runs; beside it a flooder (sf_send,
+// one connection) sends valid 2,000-span calls at 5x that bound (and must
+// offer at least 5x what was drained). The engine sees >= 99 % of its calls
+// OK: once the queue is over half full the flooder may hold only its share
+// (capacity / 2 clients), so the engine's calls still find room. The
 // flooder was refused for its share (spanfence_receiver_refused_share_requests),
 // every refused call is counted (refused_requests{queue_full} = the calls the
 // clients saw refused), and the accounting is exact at the end:
 // accepted = sent + send_failed + queued.
 // The property needs the drain above twice the engine's rate (each of two
-// clients gets half of it): on a machine so short of CPU that the
-// exporter's consumer (nice +5 while it has a backlog) cannot keep up with
-// a 50 ms gateway, the test fails on that premise, saying so.
+// clients gets half of it), and a flood of 5x the drain: on a machine so
+// short of CPU that the exporter's consumer (nice +5 while it has a
+// backlog) cannot keep up with a 50 ms gateway, or sf_send cannot make the
+// flood, the test fails on that premise, saying so.
 'use strict';
 
 const test = require('node:test');
