@@ -20,6 +20,7 @@ sf_buf *sf_buf_create(size_t len)
     b->len = len;
     b->cap = len;
     b->spans = 0;
+    b->client = 0;
     return b;
 }
 
@@ -161,6 +162,7 @@ sf_buf *sf_buf_take(size_t len)
     atomic_store_explicit(&b->refs, 1, memory_order_relaxed);
     b->len = len;
     b->spans = 0;
+    b->client = 0;
     return b;
 }
 
@@ -186,6 +188,7 @@ sf_buf *sf_buf_resize(sf_buf *b, size_t used, size_t cap)
     memcpy(n->data, b->data, used < cap ? used : cap);
     n->len = b->len;
     n->spans = b->spans;
+    n->client = b->client;
     sf_buf_unref(b);
     return n;
 }

@@ -17,6 +17,8 @@ typedef struct sf_buf {
     size_t cap;                 /* bytes data can hold */
     size_t spans;               /* items encoded in data: spans, log records or metric
                                  * data points, by the request's signal */
+    uint64_t client;            /* who sent them (sf_request.client): sending
+                                 * queues share their room by it (sf_share.h) */
     uint8_t data[];
 } sf_buf;
 

@@ -6,6 +6,7 @@
 #include "sf_alloc.h"
 #include "sf_dynbuf.h"
 #include "sf_log.h"
+#include "sf_share.h"
 #include "sf_time.h"
 #include "internal/sf_core.h"
 #include "internal/sf_metrics_render.h"
@@ -182,6 +183,9 @@ static uint64_t get_queued(sf_counters *c, int r)
     (void)r;
     return (uint64_t)atomic_load_explicit(&c->queued_spans, memory_order_acquire);
 }
+static uint64_t get_refused_share(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->refused_share); }
+static uint64_t get_qclients(sf_counters *c, int r) { (void)r; return c->share != NULL ? sf_share_clients(c->share) : 0; }
+static uint64_t get_qshare(sf_counters *c, int r) { (void)r; return c->share != NULL ? sf_share_fair(c->share) : 0; }
 
 /* Which label a metric has beyond the component's: none, reason, message. */
 enum { BY_NONE = 0, BY_REASON = 1, BY_MESSAGE = 2, BY_SIGNAL = 3 };
@@ -225,6 +229,9 @@ static const metric_def metric_defs[] = {
     { SF_KIND_RECEIVER, "spanfence_receiver_unexported_requests", false, "counter", BY_SIGNAL,
       get_unexported,
       "OTLP metrics and logs requests refused (gRPC UNIMPLEMENTED, HTTP 404): no pipeline of the signal lists the receiver.", NULL },
+    { SF_KIND_RECEIVER, "spanfence_receiver_refused_share_requests", false, "counter", false,
+      get_refused_share,
+      "Export requests refused (counted under reason queue_full) because their client held more than its share of a sending queue over half full.", NULL },
     { SF_KIND_PROCESSOR, "otelcol_processor_incoming_items", false, "counter", false, get_incoming,
       "Items that entered the processor.", "otel_signal" },
     { SF_KIND_PROCESSOR, "otelcol_processor_outgoing_items", false, "counter", false, get_outgoing,
@@ -254,6 +261,10 @@ static const metric_def metric_defs[] = {
       "Items (%s) refused because the sending queue was full.", NULL },
     { SF_KIND_EXPORTER, "spanfence_exporter_retries", false, "counter", false, get_retries,
       "Send attempts retried.", NULL },
+    { SF_KIND_EXPORTER, "spanfence_exporter_queue_clients", false, "gauge", false, get_qclients,
+      "Clients sharing the sending queue: holding some of it, or sending in the last 10 s (per connection from loopback, per address otherwise).", "data_type" },
+    { SF_KIND_EXPORTER, "spanfence_exporter_queue_share", false, "gauge", false, get_qshare,
+      "Room in the sending queue (its units) each client may hold while the queue is over half full: capacity / clients, at least a 64th.", "data_type" },
     { SF_KIND_EXTENSION, "spanfence_extension_injected_spans", false, "counter", false,
       get_accepted,
       "Spans an extension made (trace_control's window markers), taken by the exporters.", NULL },

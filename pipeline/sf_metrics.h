@@ -73,6 +73,9 @@ typedef struct sf_counters {
     _Atomic uint64_t dropped_fields[SF_OTLP_MSG_COUNT]; /* spanfence_receiver_dropped_fields{message} */
     _Atomic uint64_t unexported[2];               /* spanfence_receiver_unexported_requests{signal}:
                                                      [0] metrics, [1] logs */
+    _Atomic uint64_t refused_share;               /* spanfence_receiver_refused_share_requests:
+                                                     of refused_requests{queue_full}, those
+                                                     whose client was over its share */
     /* processors */
     _Atomic uint64_t incoming_items;              /* otelcol_processor_incoming_items */
     _Atomic uint64_t outgoing_items;              /* otelcol_processor_outgoing_items */
@@ -86,6 +89,12 @@ typedef struct sf_counters {
     _Atomic int64_t queue_size;                   /* otelcol_exporter_queue_size (batches) */
     _Atomic int64_t queue_capacity;               /* otelcol_exporter_queue_capacity */
     _Atomic int64_t queued_spans;                 /* spanfence_exporter_queued_spans (incl. in flight) */
+    /* the sending queue's room by client (sf_share.h), for the gauges
+     * spanfence_exporter_queue_clients and _queue_share, and emit's check
+     * before the codec: set by the sender at create and cleared when it is
+     * destroyed, read on the metrics thread and the receivers', which stop
+     * before exporters are destroyed */
+    struct sf_share *share;
     sf_failure_log failures;                      /* the latest failed sends (health_check) */
     /* the type's own series (type->metrics, sf_describe.h), by row */
     _Atomic uint64_t values[SF_TYPE_METRICS_MAX];  /* gauges: int64_t, two's complement */

@@ -3,11 +3,13 @@
 #include "sf_log.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -169,4 +171,61 @@ const char *sf_net_url_redacted(const char *url, char *buf, size_t size)
         return url;
     snprintf(buf, size, "%.*s[REDACTED]%s", (int)(sep + 3 - url), url, at);
     return buf;
+}
+
+/* ---- clients -------------------------------------------------------------- */
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+uint64_t sf_net_client_key(const struct sockaddr *peer)
+{
+    static const uint8_t mapped_loopback[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+    uint64_t h = 14695981039346656037ull;
+    const uint8_t *addr;
+    size_t n;
+    uint16_t port;
+    bool loopback;
+
+    if (peer == NULL)
+        return 0;
+    if (peer->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)peer;
+
+        addr = (const uint8_t *)&in->sin_addr;
+        n = 4;
+        port = in->sin_port;
+        loopback = addr[0] == 127;
+    } else if (peer->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)peer;
+
+        addr = in6->sin6_addr.s6_addr;
+        n = 16;
+        port = in6->sin6_port;
+        loopback = IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) ||
+                   (memcmp(addr, mapped_loopback, 12) == 0 && addr[12] == 127);
+    } else {
+        return 0;
+    }
+    h = fnv1a(h, &peer->sa_family, sizeof(peer->sa_family));
+    h = fnv1a(h, addr, n);
+    if (loopback)
+        h = fnv1a(h, &port, sizeof(port));
+    return h != 0 ? h : 1;
+}
+
+uint64_t sf_net_client_of_fd(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0)
+        return 0;
+    return sf_net_client_key((const struct sockaddr *)&ss);
 }

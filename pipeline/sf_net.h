@@ -35,6 +35,16 @@ const char *sf_net_errno_text(int err, char *buf, size_t size);
  * itself when it has none. */
 const char *sf_net_url_redacted(const char *url, char *buf, size_t size);
 
+/* The client a receiver's peer counts as, for the sending queues' fair
+ * shares (sf_share.h, sf_request.client): its address, so a host is one
+ * client however many connections it opens; but on loopback, where every
+ * local process (the engine, a flooder, a sidecar) has the same address,
+ * its address and port: one client per connection. Never 0 for an IPv4 or
+ * IPv6 peer; 0 (nobody in particular) for NULL or another family. */
+uint64_t sf_net_client_key(const struct sockaddr *peer);
+/* The same for the peer of connected socket `fd` (getpeername). */
+uint64_t sf_net_client_of_fd(int fd);
+
 /* A small HTTP endpoint of the collector's own (/metrics, health_check):
  * libmicrohttpd on its own polling thread, at most 16 connections idle at
  * most 10 s, answering with `handler` and `cls`. `what` names it in the

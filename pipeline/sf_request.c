@@ -84,6 +84,7 @@ sf_status sf_request_encode(sf_request *b, sf_buf **out)
             return st;
     }
     b->wire->spans = b->spans;
+    b->wire->client = b->client;
     *out = sf_buf_ref(b->wire);
     return SF_OK;
 }

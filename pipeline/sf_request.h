@@ -53,6 +53,13 @@ typedef struct sf_request {
     const void *edited_by;      /* the component whose edit made `wire` (NULL: none) */
     sf_status edit_status;      /* that pass's status, when the core ran it for edited_by */
     sf_otlp_request *req;       /* `wire` decoded (sf_request_tree, traces), read-only */
+    /* Who sent the request, for the sending queues' fair shares
+     * (sf_share.h): sf_net_client_key of the peer, set by the receiver
+     * after sf_request_init; 0: nobody in particular (the collector's own). */
+    uint64_t client;
+    /* Set by a sending queue that refused the batch (SF_FULL) because its
+     * client was over its share, not because the queue was full. */
+    bool over_share;
 } sf_request;
 
 /* Default cap on AnyValue nesting (arrays / key-value lists in values). */

@@ -70,6 +70,7 @@
 #include "sf_alloc.h"
 #include "sf_log.h"
 #include "sf_queue.h"
+#include "sf_share.h"
 #include "sf_thread.h"
 #include "sf_time.h"
 
@@ -102,6 +103,7 @@ struct sf_sender {
     void *exporter;
     sf_counters *counters;
     sf_queue *queue;            /* NULL with the queue disabled */
+    sf_share *share;            /* the queue's room by client; with `queue` */
     unsigned n_workers;
     unsigned n_started;
     sf_consumer *consumers;
@@ -209,8 +211,10 @@ static size_t size_in(int sizer, const sf_buf *buf)
  * queue's sizer units). */
 static void count_dequeued(sf_sender *s, const sf_buf *buf)
 {
-    atomic_fetch_sub_explicit(&s->counters->queue_size, (int64_t)size_in(s->q.sizer, buf),
-                              memory_order_relaxed);
+    size_t size = size_in(s->q.sizer, buf);
+
+    atomic_fetch_sub_explicit(&s->counters->queue_size, (int64_t)size, memory_order_relaxed);
+    sf_share_give(s->share, buf->client, size);
 }
 
 static void finish_sent(sf_sender *s, const sf_buf *buf, int64_t rejected)
@@ -822,6 +826,9 @@ sf_sender *sf_sender_create(const char *id, const sf_queue_config *q, const sf_r
         s->queue = sf_queue_create((size_t)s->q.queue_size);
         if (s->queue == NULL)
             goto out_free_id;
+        s->share = sf_share_create((size_t)s->q.queue_size);
+        if (s->share == NULL)
+            goto out_destroy_queue;
         s->consumers = sf_calloc(s->n_workers, sizeof(*s->consumers));
         if (s->consumers == NULL)
             goto out_destroy_queue;
@@ -837,6 +844,7 @@ sf_sender *sf_sender_create(const char *id, const sf_queue_config *q, const sf_r
     if (sf_cond_init(&s->done_cv) != 0)
         goto out_destroy_abort_cv;
     atomic_store(&counters->queue_capacity, s->q.enabled ? s->q.queue_size : 0);
+    counters->share = s->share;
     return s;
 
 out_destroy_abort_cv:
@@ -850,6 +858,7 @@ out_destroy_mu:
 out_free_consumers:
     sf_free(s->consumers);
 out_destroy_queue:
+    sf_share_destroy(s->share);
     sf_queue_destroy(s->queue);
 out_free_id:
     sf_free(s->id);
@@ -966,7 +975,9 @@ sf_status sf_sender_start(sf_sender *s)
     return SF_OK;
 }
 
-sf_status sf_sender_submit(sf_sender *s, sf_buf *buf)
+/* sf_sender_submit, saying whether a refusal (SF_FULL) was for the
+ * client's share of the queue rather than the queue's capacity. */
+static sf_status submit(sf_sender *s, sf_buf *buf, bool *over_share)
 {
     sf_counters *k = s->counters;
     size_t size;
@@ -1000,12 +1011,22 @@ sf_status sf_sender_submit(sf_sender *s, sf_buf *buf)
         return SF_PERMANENT;
     }
 
-    sf_buf_ref(buf);
     size = size_in(s->q.sizer, buf);
+    if (!sf_share_take(s->share, buf->client, size, sf_queue_used(s->queue))) {
+        /* over half full, and this client holds more than its share: it
+         * waits for its own batches to drain, the others still get in */
+        *over_share = true;
+        sf_count(&k->enqueue_failed_spans, buf->spans);
+        sf_debug("exporter %s: a client over its share of the sending queue, refusing %zu spans",
+                 s->id, buf->spans);
+        return SF_FULL;
+    }
+    sf_buf_ref(buf);
     atomic_fetch_add_explicit(&k->queued_spans, (int64_t)buf->spans, memory_order_relaxed);
     atomic_fetch_add_explicit(&k->queue_size, (int64_t)size, memory_order_relaxed);
     st = sf_queue_push_sized(s->queue, buf, size);
     if (st != SF_OK) {
+        sf_share_give(s->share, buf->client, size);
         atomic_fetch_sub_explicit(&k->queue_size, (int64_t)size, memory_order_relaxed);
         atomic_fetch_sub_explicit(&k->queued_spans, (int64_t)buf->spans, memory_order_relaxed);
         if (st == SF_FULL) {
@@ -1015,6 +1036,13 @@ sf_status sf_sender_submit(sf_sender *s, sf_buf *buf)
         sf_buf_unref(buf);
     }
     return st;
+}
+
+sf_status sf_sender_submit(sf_sender *s, sf_buf *buf)
+{
+    bool over_share = false;
+
+    return submit(s, buf, &over_share);
 }
 
 /* Close the queue, give the consumers up to wait_ms to finish what they
@@ -1084,6 +1112,9 @@ void sf_sender_destroy(sf_sender *s)
     pthread_mutex_destroy(&s->mu);
     free_parts(s);
     sf_free(s->consumers);
+    if (s->counters->share == s->share)
+        s->counters->share = NULL;
+    sf_share_destroy(s->share);
     sf_queue_destroy(s->queue);
     sf_free(s->id);
     sf_free(s);
@@ -1119,7 +1150,7 @@ sf_status sf_sender_submit_request(sf_sender *s, sf_request *batch)
     st = sf_request_encode(batch, &buf);
     if (st != SF_OK)
         return st;
-    st = sf_sender_submit(s, buf);
+    st = submit(s, buf, &batch->over_share);
     sf_buf_unref(buf);
     return st;
 }
@@ -1190,9 +1221,12 @@ void sf_sender_adopt(sf_sender *s, sf_sender_parcel *p)
     }
     atomic_fetch_add_explicit(&s->counters->queued_spans, (int64_t)p->spans,
                               memory_order_relaxed);
-    for (size_t i = 0; i < p->n; i++)
-        atomic_fetch_add_explicit(&s->counters->queue_size, (int64_t)size_in(s->q.sizer, p->bufs[i]),
-                                  memory_order_relaxed);
+    for (size_t i = 0; i < p->n; i++) {
+        size_t size = size_in(s->q.sizer, p->bufs[i]);
+
+        atomic_fetch_add_explicit(&s->counters->queue_size, (int64_t)size, memory_order_relaxed);
+        sf_share_charge(s->share, p->bufs[i]->client, size);
+    }
     s->adopted = p;
     s->next_adopted = 0;
 }

@@ -44,6 +44,7 @@
 #include "internal/sf_monitor.h"
 #include "sf_overview.h"
 #include "sf_sender.h"
+#include "sf_share.h"
 #include "sf_process.h"
 #include "sf_time.h"
 
@@ -477,6 +478,7 @@ static void add_counters(const sf_component_type *type, sf_counters *dst, sf_cou
         ADD(dropped_fields[m]);
     ADD(unexported[0]);
     ADD(unexported[1]);
+    ADD(refused_share);
 #undef ADD
     for (size_t i = 0; type != NULL && type->metric_rows != NULL && type->metric_rows[i].name; i++)
         if (!type->metric_rows[i].gauge)
@@ -827,6 +829,27 @@ static sf_status run_gate(const sf_service *svc, sf_counters *rc, sf_request *ba
     return SF_OK;
 }
 
+/* A sending queue of an exporter of `receiver`'s pipelines of `signal`
+ * that `client` is over its share of (sf_share_over), or NULL: its request
+ * is then refused before the codec runs, so a flooder's refused calls cost
+ * a count of their spans, not a decode. */
+static sf_component *over_share(const sf_component *receiver, sf_signal signal, uint64_t client)
+{
+    for (size_t i = 0; client != 0 && i < receiver->n_routes; i++) {
+        const sf_route *r = receiver->routes[i];
+
+        for (size_t j = 0; r->signal == signal && j < r->n_exporters; j++) {
+            sf_component *e = r->exporters[j];
+            int64_t used = atomic_load_explicit(&e->counters.queue_size, memory_order_relaxed);
+
+            if (e->counters.share != NULL &&
+                sf_share_over(e->counters.share, client, used > 0 ? (size_t)used : 0))
+                return e;
+        }
+    }
+    return NULL;
+}
+
 sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_request *batch)
 {
     const sf_signal signal = batch->signal;
@@ -837,9 +860,16 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
     size_t spans = 0, routes = 0, gated = 0;
     uint8_t *kept = NULL;
     bool gated_all = false, gate_failed = false;
+    sf_component *full;
 
     sf_count(&rc->requests, 1);
-    if (signal == SF_SIGNAL_TRACES && receiver->service != NULL) {
+    if ((full = over_share(receiver, signal, batch->client)) != NULL) {
+        /* counted as the exporter's queue would have: enqueue-failed */
+        sf_otlp_scan_signal(signal, batch->raw, batch->raw_len, batch->max_depth, &spans);
+        sf_count(&full->counters.enqueue_failed_spans, spans);
+        batch->over_share = true;
+        worst = SF_FULL;
+    } else if (signal == SF_SIGNAL_TRACES && receiver->service != NULL) {
         gate_failed = run_gate(receiver->service, rc, batch, &kept, &gated) != SF_OK;
         if (gate_failed)
             worst = SF_MEMLIMIT;
@@ -847,7 +877,7 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
          * exporters), and nothing is refused */
         gated_all = kept != NULL && batch->raw_len == 0;
     }
-    for (size_t i = 0; !gate_failed && !gated_all && i < receiver->n_routes; i++) {
+    for (size_t i = 0; full == NULL && !gate_failed && !gated_all && i < receiver->n_routes; i++) {
         sf_request copy, *b = batch;
         sf_status st;
 
@@ -858,6 +888,7 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
              * bytes as received. */
             sf_request_init_signal(&copy, batch->arena, signal, batch->raw, batch->raw_len,
                                    batch->max_depth);
+            copy.client = batch->client;
             b = &copy;
         }
         st = run_route(receiver->routes[i], b);
@@ -870,14 +901,16 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
                     sf_count(&rc->dropped_fields[m], b->stats.dropped_fields[m]);
             }
         }
-        if (b != batch)
+        if (b != batch) {
+            batch->over_share = batch->over_share || b->over_share;
             sf_request_release(b);
+        }
         if (severity(st) > severity(worst))
             worst = st;
         if (st == SF_INVALID)
             break;              /* the same bytes: every pipeline would refuse them */
     }
-    if (routes == 0 && !gated_all) {
+    if (routes == 0 && !gated_all && full == NULL) {
         /* No pipeline of the signal lists the receiver (receivers check
          * sf_component_receives first), or the gate could not run:
          * refused, never taken and lost. */
@@ -908,6 +941,8 @@ sf_status sf_component_emit(sf_component *receiver, sf_transport transport, sf_r
     } else {
         sf_count(&rc->refused_spans[reason_of(worst)], spans);
         sf_count(&rc->refused_requests[reason_of(worst)], 1);
+        if (worst == SF_FULL && batch->over_share)
+            sf_count(&rc->refused_share, 1);
     }
     if (kept != NULL) {
         /* the receiver's bytes again: it may look at them once emit returns */

@@ -84,6 +84,7 @@
 #include "h2_server.h"
 #include "otlp_answer.h"
 #include "sf_arena.h"
+#include "sf_net.h"
 #include "sf_otlp_count.h"
 #include "sf_time.h"
 #include "sf_zlib.h"
@@ -326,6 +327,7 @@ void grpc_stream_finish(h2_stream *s)
     /* The codec's pass inside emit is also the validation: a malformed
      * request comes back SF_INVALID with nothing of it queued. */
     sf_request_init_signal(&batch, w->arena, kind_signal(s->kind), bytes, len, srv->max_depth);
+    batch.client = sf_net_client_of_fd(s->c->fd);   /* the queues' shares */
     st = sf_component_emit(srv->self, SF_TRANSPORT_GRPC, &batch);
     if (st == SF_INVALID) {
         char why[160];

@@ -966,6 +966,15 @@ static size_t refused_spans(sf_receiver_http *srv, http_req *rq, const sf_reques
     return counted_spans(rq);
 }
 
+/* The client the connection counts as (sf_net_client_key). */
+static uint64_t client_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+
+    return ci != NULL ? sf_net_client_key(ci->client_addr) : 0;
+}
+
 /* Refuse a whole body now, counting its spans. */
 static enum MHD_Result refuse_counted(sf_receiver_http *srv, struct MHD_Connection *conn,
                                       http_req *rq, sf_status st, const char *msg,
@@ -1058,6 +1067,7 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
     if (st == SF_OK) {
         /* The codec's pass inside emit is also the validation. */
         sf_request_init_signal(&batch, arena, rq->signal, data, len, srv->max_depth);
+        batch.client = client_of(conn);     /* the queues' shares */
         st = sf_component_emit(srv->self, SF_TRANSPORT_HTTP, &batch);
         if (st == SF_INVALID)
             snprintf(err, sizeof(err), "request is not a valid %s: %s",

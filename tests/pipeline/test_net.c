@@ -1,6 +1,7 @@
 /* tests/pipeline/test_net.c: endpoint strings (sf_net.h): host:port split
  * with IPv4, names and bracketed IPv6; malformed ones refused; numeric
- * resolution to the socket address a server binds. */
+ * resolution to the socket address a server binds; the client a peer
+ * counts as for the queues' shares. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -161,6 +162,47 @@ static void test_url_redacted(void **state)
                         "gw.example:4317");
 }
 
+/* A peer's client key: per address from another host (two connections of
+ * one host are one client), per address and port on loopback (each local
+ * connection a client of its own), IPv6 and v4-mapped loopback alike. */
+static void test_client_key(void **state)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET }, b;
+    struct sockaddr_in6 c = { .sin6_family = AF_INET6 }, d;
+    struct sockaddr_un { sa_family_t family; char path[8]; } u = { AF_UNIX, "x" };
+
+    (void)state;
+    inet_pton(AF_INET, "10.1.2.3", &a.sin_addr);
+    a.sin_port = htons(40000);
+    b = a;
+    b.sin_port = htons(40001);
+    assert_int_not_equal(sf_net_client_key((struct sockaddr *)&a), 0);
+    assert_true(sf_net_client_key((struct sockaddr *)&a) == sf_net_client_key((struct sockaddr *)&b));
+    inet_pton(AF_INET, "10.1.2.4", &b.sin_addr);
+    assert_false(sf_net_client_key((struct sockaddr *)&a) == sf_net_client_key((struct sockaddr *)&b));
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    inet_pton(AF_INET, "127.0.0.1", &b.sin_addr);
+    b.sin_port = htons(40000);
+    assert_true(sf_net_client_key((struct sockaddr *)&a) == sf_net_client_key((struct sockaddr *)&b));
+    b.sin_port = htons(40001);
+    assert_false(sf_net_client_key((struct sockaddr *)&a) == sf_net_client_key((struct sockaddr *)&b));
+    inet_pton(AF_INET6, "::1", &c.sin6_addr);
+    c.sin6_port = htons(5);
+    d = c;
+    d.sin6_port = htons(6);
+    assert_false(sf_net_client_key((struct sockaddr *)&c) == sf_net_client_key((struct sockaddr *)&d));
+    inet_pton(AF_INET6, "::ffff:127.0.0.1", &d.sin6_addr);
+    c = d;
+    c.sin6_port = htons(5);
+    assert_false(sf_net_client_key((struct sockaddr *)&c) == sf_net_client_key((struct sockaddr *)&d));
+    inet_pton(AF_INET6, "2001:db8::1", &c.sin6_addr);
+    d = c;
+    assert_true(sf_net_client_key((struct sockaddr *)&c) == sf_net_client_key((struct sockaddr *)&d));
+    assert_int_equal(sf_net_client_key((struct sockaddr *)&u), 0);
+    assert_int_equal(sf_net_client_key(NULL), 0);
+    assert_int_equal(sf_net_client_of_fd(-1), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -170,6 +212,7 @@ int main(void)
         cmocka_unit_test(test_url_redacted),
         cmocka_unit_test(test_split_strict_port),
         cmocka_unit_test(test_http_listen),
+        cmocka_unit_test(test_client_key),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,6 +27,7 @@
 #include "sf_alloc.h"
 #include "sf_log.h"
 #include "sf_sender.h"
+#include "sf_share.h"
 #include "sf_thread.h"
 #include "sf_time.h"
 #include "tests/sf_torture.h"
@@ -392,6 +393,56 @@ static void test_full_queue_refuses_and_counts(void **state)
     assert_int_equal(submit(x, 1), SF_STOPPED);
     assert_int_equal(sf_counter_get(&x->k.enqueue_failed_spans), 5);
     assert_invariant(x);
+}
+
+static sf_status submit_from(fixture *x, uint64_t client, size_t spans)
+{
+    sf_buf *b = sf_buf_create(8);
+    sf_status st;
+
+    assert_non_null(b);
+    memset(b->data, (int)spans, 8);
+    b->spans = spans;
+    b->client = client;
+    st = sf_sender_submit(x->s, b);
+    if (st == SF_OK)
+        x->submitted_ok += spans;
+    sf_buf_unref(b);
+    return st;
+}
+
+/* The queue's room is shared between clients (sf_share.h): over half full
+ * a client holding its share (10 / 2 clients) is refused, counted as
+ * enqueue-failed, while the other still gets in up to the capacity; the
+ * gauges show two clients and a share of 5; once the queue drains the
+ * first client's room is back. */
+static void test_queue_shares_between_clients(void **state)
+{
+    fixture *x = *state;
+
+    make_sender(x);             /* not started: nothing leaves the queue */
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(submit_from(x, 7, 1), SF_OK);
+    assert_int_equal(submit_from(x, 9, 1), SF_OK);      /* 6: over half full */
+    assert_int_equal(submit_from(x, 7, 1), SF_FULL);    /* 7 holds 5 of 10 / 2 */
+    assert_int_equal(sf_counter_get(&x->k.enqueue_failed_spans), 1);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(submit_from(x, 9, 1), SF_OK);
+    assert_int_equal(submit_from(x, 9, 1), SF_FULL);    /* 9 holds 5: its share */
+    assert_int_equal(submit_from(x, 0, 1), SF_FULL);    /* nobody's: the queue is full */
+    assert_int_equal(atomic_load(&x->k.queue_size), 10);
+    assert_non_null(x->k.share);
+    assert_int_equal(sf_share_clients(x->k.share), 2);
+    assert_int_equal(sf_share_fair(x->k.share), 5);
+    assert_invariant(x);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    SF_TEST_WAIT_FOR(atomic_load(&x->k.queued_spans) == 0);
+    assert_int_equal(submit_from(x, 7, 1), SF_OK);
+    SF_TEST_WAIT_FOR(atomic_load(&x->k.queued_spans) == 0);
+    assert_invariant(x);
+    sf_sender_destroy(x->s);
+    x->s = NULL;
+    assert_null(x->k.share);
 }
 
 static void test_shutdown_drains_queue(void **state)
@@ -798,6 +849,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_retry_after_honoured, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retry_after_capped_by_max_elapsed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_queue_refuses_and_counts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queue_shares_between_clients, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_drains_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_interrupts_backoff, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_with_stuck_send, setup, teardown),

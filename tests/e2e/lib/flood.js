@@ -73,15 +73,17 @@ function httpFlood(port, file, { n, c }) {
     '-H', 'content-type: application/x-protobuf', `http://127.0.0.1:${port}/v1/traces`];
 }
 
-// sf_sink on a fixed port: start() (again after stop()), stats().
+// sf_sink on a fixed port: start() (again after stop()), stats(); `args`:
+// its faults (['-d', '50']: each answer 50 ms late).
 class Sink {
-  constructor(port) {
+  constructor(port, args = []) {
     this.port = port;
+    this.args = args;
     this.proc = null;
   }
 
   async start() {
-    this.proc = spawn(deps.sinkBin(), ['-p', String(this.port)], { stdio: 'ignore' });
+    this.proc = spawn(deps.sinkBin(), ['-p', String(this.port), ...this.args], { stdio: 'ignore' });
     const deadline = Date.now() + 10000;
     while (!(await canConnect(this.port))) {
       if (Date.now() > deadline) throw new Error(`sf_sink did not listen on ${this.port}`);

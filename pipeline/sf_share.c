@@ -1,0 +1,199 @@
+/* sf_share.c: fair shares of a bounded resource between clients (sf_share.h).
+ *
+ * DESIGN
+ * A fixed table of SF_SHARE_SLOTS entries under one mutex, scanned whole on
+ * each call: a sending queue sees at most a few thousand calls a second and
+ * a scan of 256 entries is well under a microsecond, which a hash table
+ * would save only by being harder to keep exact. An entry is the client's
+ * key, the units it holds and when it last called; it is reused once it
+ * holds nothing and has been idle SF_SHARE_IDLE_MS, never while it holds
+ * units, so what is charged to a key is given back to the same entry. */
+#include "sf_share.h"
+#include "sf_alloc.h"
+#include "sf_time.h"
+
+#include <pthread.h>
+
+typedef struct share_entry {
+    uint64_t client;            /* 0: free */
+    size_t held;
+    int64_t last_ms;
+} share_entry;
+
+struct sf_share {
+    pthread_mutex_t mu;
+    size_t capacity;
+    share_entry e[SF_SHARE_SLOTS];
+};
+
+sf_share *sf_share_create(size_t capacity)
+{
+    sf_share *sh;
+
+    if (capacity == 0)
+        return NULL;
+    sh = sf_calloc(1, sizeof(*sh));
+    if (sh == NULL)
+        return NULL;
+    if (pthread_mutex_init(&sh->mu, NULL) != 0) {
+        sf_free(sh);
+        return NULL;
+    }
+    sh->capacity = capacity;
+    return sh;
+}
+
+void sf_share_destroy(sf_share *sh)
+{
+    if (sh == NULL)
+        return;
+    pthread_mutex_destroy(&sh->mu);
+    sf_free(sh);
+}
+
+static bool active(const share_entry *e, int64_t now)
+{
+    return e->client != 0 && (e->held > 0 || now - e->last_ms < SF_SHARE_IDLE_MS);
+}
+
+/* One pass: the entry of `client` (or NULL), the entry a newcomer takes
+ * (a free or idle one, else the least recently seen one holding nothing,
+ * else NULL), and the clients active now. Under mu. */
+static share_entry *scan(sf_share *sh, uint64_t client, int64_t now, share_entry **spare,
+                         size_t *n_active)
+{
+    share_entry *found = NULL, *idle = NULL, *oldest = NULL;
+
+    *n_active = 0;
+    for (size_t i = 0; i < SF_SHARE_SLOTS; i++) {
+        share_entry *e = &sh->e[i];
+
+        if (e->client == client && client != 0)
+            found = e;
+        if (active(e, now))
+            (*n_active)++;
+        else if (idle == NULL)
+            idle = e;           /* inactive: holds nothing */
+        if (e->held == 0 && e->client != client && (oldest == NULL || e->last_ms < oldest->last_ms))
+            oldest = e;
+    }
+    *spare = idle != NULL ? idle : oldest;
+    return found;
+}
+
+/* Each active client's share, with `n` of them. */
+static size_t fair_of(const sf_share *sh, size_t n)
+{
+    size_t fair = sh->capacity / (n > 0 ? n : 1);
+    size_t floor = sh->capacity / SF_SHARE_FLOOR_DIV;
+
+    return fair > floor ? fair : floor > 0 ? floor : 1;
+}
+
+bool sf_share_take(sf_share *sh, uint64_t client, size_t size, size_t used)
+{
+    bool pressed = used + size > sh->capacity / 2;
+    int64_t now;
+    share_entry *e, *spare;
+    size_t n;
+    bool ok = true;
+
+    if (sh == NULL || client == 0)
+        return true;
+    now = sf_now_ms();
+    pthread_mutex_lock(&sh->mu);
+    e = scan(sh, client, now, &spare, &n);
+    if (e == NULL && spare != NULL) {
+        /* a newcomer: one more active client from now on, unless it takes
+         * the entry of one still counted */
+        if (!active(spare, now))
+            n++;
+        e = spare;
+        e->client = client;
+        e->held = 0;
+    }
+    if (e == NULL) {
+        ok = !pressed;          /* the table is full of clients holding units */
+    } else {
+        e->last_ms = now;
+        if (pressed && e->held > 0 && e->held + size > fair_of(sh, n))
+            ok = false;
+        else
+            e->held += size;
+    }
+    pthread_mutex_unlock(&sh->mu);
+    return ok;
+}
+
+bool sf_share_over(sf_share *sh, uint64_t client, size_t used)
+{
+    share_entry *e, *spare;
+    size_t n;
+    bool over;
+
+    if (sh == NULL || client == 0 || used + 1 <= sh->capacity / 2)
+        return false;
+    pthread_mutex_lock(&sh->mu);
+    e = scan(sh, client, sf_now_ms(), &spare, &n);
+    over = e != NULL && e->held > 0 && e->held + 1 > fair_of(sh, n);
+    pthread_mutex_unlock(&sh->mu);
+    return over;
+}
+
+void sf_share_charge(sf_share *sh, uint64_t client, size_t size)
+{
+    share_entry *e, *spare;
+    int64_t now;
+    size_t n;
+
+    if (sh == NULL || client == 0)
+        return;
+    now = sf_now_ms();
+    pthread_mutex_lock(&sh->mu);
+    e = scan(sh, client, now, &spare, &n);
+    if (e == NULL && spare != NULL) {
+        e = spare;
+        e->client = client;
+        e->held = 0;
+    }
+    if (e != NULL) {
+        e->held += size;
+        e->last_ms = now;
+    }
+    pthread_mutex_unlock(&sh->mu);
+}
+
+void sf_share_give(sf_share *sh, uint64_t client, size_t size)
+{
+    if (sh == NULL || client == 0)
+        return;
+    pthread_mutex_lock(&sh->mu);
+    for (size_t i = 0; i < SF_SHARE_SLOTS; i++) {
+        share_entry *e = &sh->e[i];
+
+        if (e->client == client) {
+            /* uncharged units (admitted while the table was full) give
+             * back nothing they did not take */
+            e->held = e->held > size ? e->held - size : 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&sh->mu);
+}
+
+size_t sf_share_clients(sf_share *sh)
+{
+    int64_t now = sf_now_ms();
+    size_t n = 0;
+
+    pthread_mutex_lock(&sh->mu);
+    for (size_t i = 0; i < SF_SHARE_SLOTS; i++)
+        n += active(&sh->e[i], now);
+    pthread_mutex_unlock(&sh->mu);
+    return n;
+}
+
+size_t sf_share_fair(sf_share *sh)
+{
+    return fair_of(sh, sf_share_clients(sh));
+}

@@ -1,0 +1,143 @@
+/* tests/pipeline/test_share.c: a bounded resource's fair shares between
+ * clients (sf_share.h): nobody refused at most half full; above it, a
+ * client over capacity / clients refused while a moderate one still gets
+ * in; a client holding nothing always admitted; given-back units free the
+ * room; client 0 never charged; a full table of clients. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "sf_share.h"
+
+/* Below half full nobody is refused, whatever it holds. */
+static void test_no_pressure(void **state)
+{
+    sf_share *sh = sf_share_create(100);
+
+    (void)state;
+    assert_non_null(sh);
+    for (size_t used = 0; used + 10 <= 50; used += 10)
+        assert_true(sf_share_take(sh, 1, 10, used));
+    assert_int_equal(sf_share_clients(sh), 1);
+    assert_int_equal(sf_share_fair(sh), 100);
+    sf_share_destroy(sh);
+}
+
+/* Two clients: the flooder holding 50 of 100 is refused past its half;
+ * the moderate one, holding 10, still gets in; both counted active. */
+static void test_flooder_refused_first(void **state)
+{
+    sf_share *sh = sf_share_create(100);
+
+    (void)state;
+    assert_true(sf_share_take(sh, 7, 50, 0));       /* to half full: no pressure */
+    assert_true(sf_share_take(sh, 9, 10, 50));      /* a newcomer holds nothing */
+    assert_int_equal(sf_share_clients(sh), 2);
+    assert_int_equal(sf_share_fair(sh), 50);
+    assert_true(sf_share_over(sh, 7, 60));
+    assert_false(sf_share_over(sh, 7, 49));         /* one more stays within half: no pressure */
+    assert_false(sf_share_over(sh, 9, 60));
+    assert_false(sf_share_over(sh, 0, 99));
+    assert_false(sf_share_over(sh, 12345, 99));     /* unknown: holds nothing */
+    assert_false(sf_share_take(sh, 7, 1, 60));      /* 51 > 50 */
+    assert_true(sf_share_take(sh, 9, 10, 60));      /* 20 <= 50 */
+    assert_true(sf_share_take(sh, 9, 30, 70));      /* 50 <= 50 */
+    assert_false(sf_share_take(sh, 9, 1, 100));
+    /* the flooder's batches drain: room for it again */
+    sf_share_give(sh, 7, 10);
+    assert_true(sf_share_take(sh, 7, 10, 90));
+    /* giving back more than held stops at zero */
+    sf_share_give(sh, 9, 1000);
+    assert_true(sf_share_take(sh, 9, 50, 90));
+    sf_share_destroy(sh);
+}
+
+/* A client holding nothing is admitted even far over half full (the
+ * capacity is the queue's to enforce); client 0 is never refused or
+ * counted. */
+static void test_empty_client_and_nobody(void **state)
+{
+    sf_share *sh = sf_share_create(100);
+
+    (void)state;
+    assert_true(sf_share_take(sh, 1, 90, 0));
+    assert_true(sf_share_take(sh, 2, 5, 90));
+    assert_true(sf_share_take(sh, 0, 5, 95));
+    assert_true(sf_share_take(sh, 0, 5, 99));
+    assert_int_equal(sf_share_clients(sh), 2);
+    sf_share_give(sh, 0, 5);
+    sf_share_charge(sh, 0, 5);
+    assert_int_equal(sf_share_clients(sh), 2);
+    sf_share_destroy(sh);
+}
+
+/* The share never falls under a 64th of the capacity: with 200 active
+ * clients each may still hold 1000 / 64 = 15 units. */
+static void test_floor(void **state)
+{
+    sf_share *sh = sf_share_create(1000);
+
+    (void)state;
+    for (uint64_t c = 1; c <= 200; c++)
+        assert_true(sf_share_take(sh, c, 1, 0));
+    assert_int_equal(sf_share_clients(sh), 200);
+    assert_int_equal(sf_share_fair(sh), 1000 / SF_SHARE_FLOOR_DIV);
+    assert_true(sf_share_take(sh, 1, 14, 600));     /* 15 */
+    assert_false(sf_share_take(sh, 1, 1, 600));     /* 16 */
+    sf_share_destroy(sh);
+}
+
+/* More clients holding units than the table has entries: the newcomer is
+ * admitted uncharged below half full, refused above; once an entry's units
+ * are given back it is still held for the idle time, never reused while it
+ * holds units. */
+static void test_table_full(void **state)
+{
+    sf_share *sh = sf_share_create(100000);
+
+    (void)state;
+    for (uint64_t c = 1; c <= SF_SHARE_SLOTS; c++)
+        assert_true(sf_share_take(sh, c, 1, 0));
+    assert_int_equal(sf_share_clients(sh), SF_SHARE_SLOTS);
+    assert_true(sf_share_take(sh, 5000, 1, 10));
+    assert_false(sf_share_take(sh, 5000, 1, 60000));
+    /* the charges of those in the table are untouched */
+    sf_share_give(sh, 5000, 1);
+    assert_int_equal(sf_share_clients(sh), SF_SHARE_SLOTS);
+    sf_share_destroy(sh);
+}
+
+/* Every entry taken by clients that hold nothing but called lately: a
+ * newcomer takes the one seen least recently, and is charged there. */
+static void test_table_of_recent_clients(void **state)
+{
+    sf_share *sh = sf_share_create(100000);
+
+    (void)state;
+    for (uint64_t c = 1; c <= SF_SHARE_SLOTS; c++) {
+        assert_true(sf_share_take(sh, c, 1, 0));
+        sf_share_give(sh, c, 1);
+    }
+    assert_int_equal(sf_share_clients(sh), SF_SHARE_SLOTS);
+    assert_true(sf_share_take(sh, 5000, 60000, 0));
+    assert_int_equal(sf_share_clients(sh), SF_SHARE_SLOTS);
+    /* charged: over its share once the queue is over half full */
+    assert_false(sf_share_take(sh, 5000, 1, 60000));
+    sf_share_destroy(sh);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_no_pressure),
+        cmocka_unit_test(test_flooder_refused_first),
+        cmocka_unit_test(test_empty_client_and_nobody),
+        cmocka_unit_test(test_floor),
+        cmocka_unit_test(test_table_full),
+        cmocka_unit_test(test_table_of_recent_clients),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
