@@ -11,6 +11,7 @@
 #include "internal/sf_config_int.h"
 #include "internal/sf_core.h"
 #include "sf_dynbuf.h"
+#include "sf_encoding.h"
 #include "sf_net.h"
 #include "sf_sender.h"
 
@@ -909,24 +910,6 @@ static char *trim(char *s)
     return s;
 }
 
-/* %XX decoded in place, as W3C baggage values are. */
-static void percent_decode(char *s)
-{
-    char *w = s;
-
-    for (const char *p = s; *p; p++) {
-        if (p[0] == '%' && isxdigit((unsigned char)p[1]) && isxdigit((unsigned char)p[2])) {
-            char hex[3] = { p[1], p[2], '\0' };
-
-            *w++ = (char)strtol(hex, NULL, 16);
-            p += 2;
-        } else {
-            *w++ = *p;
-        }
-    }
-    *w = '\0';
-}
-
 /* headers_list "k=v,k2=v2" (W3C baggage form, as upstream parses it:
  * spaces around names and values trimmed, values %-decoded) into `pr`;
  * a name `headers` also gives keeps the value `headers` gives. */
@@ -962,7 +945,7 @@ static void push_headers_list(loader *l, const sf_node *at, const char *list,
             name[eq - pair] = '\0';
             name = trim(name);
             value = trim(value);
-            percent_decode(value);
+            sf_percent_decode(value, strlen(value) + 1, value, strlen(value));  /* in place */
             if (!push_header_ok(l, at, "headers_list", name, value))
                 return;
             for (size_t k = 0; k < pr->n_headers && !given; k++)

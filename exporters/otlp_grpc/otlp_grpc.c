@@ -36,6 +36,7 @@
  *   retry_delay is honoured; everything else is permanent. */
 #include "otlp_grpc.h"
 #include "sf_curl.h"
+#include "sf_encoding.h"
 #include "sf_time.h"
 
 #include <curl/curl.h>
@@ -159,79 +160,6 @@ static void copy_printable(char *out, size_t cap, const char *in, size_t len)
 
 /* ---- reading the reply ------------------------------------------------------ */
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* grpc-message is percent-encoded (gRPC's PROTOCOL-HTTP2); a '%' not
- * followed by two hex digits is kept as it is, as gRPC's decoders do. */
-static void percent_decode(char *out, size_t cap, const char *in, size_t len)
-{
-    size_t o = 0;
-
-    for (size_t i = 0; i < len && o + 1 < cap; i++) {
-        int hi, lo;
-
-        if (in[i] == '%' && i + 2 < len && (hi = hex_value(in[i + 1])) >= 0 &&
-            (lo = hex_value(in[i + 2])) >= 0) {
-            out[o++] = (char)(hi << 4 | lo);
-            i += 2;
-        } else {
-            out[o++] = in[i];
-        }
-    }
-    out[o] = '\0';
-}
-
-static int b64_value(char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+' || c == '-')
-        return 62;
-    if (c == '/' || c == '_')
-        return 63;
-    return -1;
-}
-
-/* A -bin metadata value: base64, padded or not (gRPC sends it unpadded).
- * The decoded length, or -1 when it is not base64 or over `cap`. */
-static ssize_t b64_decode(uint8_t *out, size_t cap, const char *in, size_t len)
-{
-    uint32_t acc = 0;
-    size_t o = 0;
-    int bits = 0;
-
-    while (len > 0 && in[len - 1] == '=')
-        len--;
-    for (size_t i = 0; i < len; i++) {
-        int v = b64_value(in[i]);
-
-        if (v < 0)
-            return -1;
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            if (o >= cap)
-                return -1;
-            out[o++] = (uint8_t)(acc >> bits);
-        }
-    }
-    return (ssize_t)o;
-}
-
 /* A trimmed header value: `line` is "name: value\r\n"; NULL unless the
  * name is `name`. */
 static const char *header_value(const char *line, size_t len, const char *name, size_t *vlen)
@@ -266,9 +194,11 @@ static size_t on_header(char *data, size_t size, size_t n, void *userp)
             code = (v[i] >= '0' && v[i] <= '9') ? code * 10 + (v[i] - '0') : 1000 + 1;
         w->grpc_status = vlen > 0 && code <= 1000 ? code : GRPC_UNKNOWN;
     } else if ((v = header_value(data, len, "grpc-message", &vlen)) != NULL) {
-        percent_decode(w->message, sizeof(w->message), v, vlen);
+        /* percent-encoded (gRPC's PROTOCOL-HTTP2) */
+        sf_percent_decode(w->message, sizeof(w->message), v, vlen);
     } else if ((v = header_value(data, len, "grpc-status-details-bin", &vlen)) != NULL) {
-        ssize_t d = b64_decode(w->details, OTLPGRPC_DETAILS_MAX, v, vlen);
+        /* a -bin value is base64, padded or not (gRPC sends it unpadded) */
+        ssize_t d = sf_base64_decode(w->details, OTLPGRPC_DETAILS_MAX, v, vlen);
 
         w->details_len = d > 0 ? (size_t)d : 0;
     }
