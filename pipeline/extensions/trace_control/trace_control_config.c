@@ -350,52 +350,32 @@ static sf_status drop_pattern(sf_cfg_ctx *ctx, const sf_node *it, const char *su
     return SF_CONFIG;
 }
 
-/* `engine_log`: {receiver, match, drops}: where the engine's log comes
- * from and which of its messages say it dropped spans. */
-static sf_status parse_engine_log(sf_cfg_ctx *ctx, const sf_node *v, const char *path,
-                                  sf_tc_engine_log *el)
+sf_status sf_tc_parse_map(sf_cfg_ctx *ctx, const sf_node *v, const char *path,
+                          const char *const *keys, size_t n_keys, sf_tc_key_fn fn, void *arg)
 {
     sf_status st = SF_OK;
-    char sub[256];
-    bool drops = false;
+    char sub[256], names[256] = "";
 
+    for (size_t w = 0; w < n_keys; w++)
+        snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", w ? ", " : "",
+                 keys[w]);
     if (v->kind != SF_NODE_MAP) {
-        sf_cfg_error(ctx, v, path, "expected a mapping (receiver, match, drops)");
+        sf_cfg_error(ctx, v, path, "expected a mapping (%s)", names);
         return SF_CONFIG;
     }
     for (size_t j = 0; j < v->n; j++) {
         const char *k = v->keys[j]->text;
-        const sf_node *it = v->items[j];
-        sf_status r = SF_OK;
+        sf_status r;
+        size_t w;
 
         snprintf(sub, sizeof(sub), "%s.%s", path, k);
-        if (strcmp(k, "receiver") == 0) {
-            r = scalar_of(ctx, it, sub, &el->receiver);
-        } else if (strcmp(k, "match") == 0) {
-            r = parse_match(ctx, it, sub, &el->match);
-        } else if (strcmp(k, "drops") == 0) {
-            drops = true;
-            if (it->kind != SF_NODE_SEQ || it->n == 0 || it->n > SF_TC_MAX_DROP_PATTERNS) {
-                sf_cfg_error(ctx, it, sub, "expected a list of 1 to %d patterns",
-                             SF_TC_MAX_DROP_PATTERNS);
-                r = SF_CONFIG;
-            }
-            for (size_t i = 0; r == SF_OK && i < it->n; i++) {
-                char isub[300];
-                sf_status pr;
-
-                snprintf(isub, sizeof(isub), "%s[%zu]", sub, i);
-                pr = drop_pattern(ctx, it->items[i], isub, &el->drops[el->n_drops]);
-                if (pr == SF_ENOMEM)
-                    return pr;
-                if (pr == SF_OK)
-                    el->n_drops++;
-                else
-                    st = pr;
-            }
+        for (w = 0; w < n_keys; w++)
+            if (strcmp(k, keys[w]) == 0)
+                break;
+        if (w < n_keys) {
+            r = fn(ctx, v->items[j], sub, w, arg);
         } else {
-            sf_cfg_error(ctx, v->keys[j], sub, "unknown key '%s' (expected receiver, match, "
-                         "drops)", k);
+            sf_cfg_error(ctx, v->keys[j], sub, "unknown key '%s' (expected %s)", k, names);
             r = SF_CONFIG;
         }
         if (r == SF_ENOMEM)
@@ -403,11 +383,67 @@ static sf_status parse_engine_log(sf_cfg_ctx *ctx, const sf_node *v, const char 
         if (r != SF_OK)
             st = r;
     }
+    return st;
+}
+
+static const char *const engine_log_keys[] = { "receiver", "match", "drops" };
+
+typedef struct engine_log_read {
+    sf_tc_engine_log *el;
+    bool drops;                 /* `drops` given: no default patterns */
+} engine_log_read;
+
+static sf_status engine_log_key(sf_cfg_ctx *ctx, const sf_node *it, const char *sub, size_t w,
+                                void *arg)
+{
+    engine_log_read *rd = arg;
+    sf_tc_engine_log *el = rd->el;
+    sf_status st = SF_OK;
+
+    if (w == 0)
+        return scalar_of(ctx, it, sub, &el->receiver);
+    if (w == 1)
+        return parse_match(ctx, it, sub, &el->match);
+    rd->drops = true;
+    if (it->kind != SF_NODE_SEQ || it->n == 0 || it->n > SF_TC_MAX_DROP_PATTERNS) {
+        sf_cfg_error(ctx, it, sub, "expected a list of 1 to %d patterns",
+                     SF_TC_MAX_DROP_PATTERNS);
+        return SF_CONFIG;
+    }
+    for (size_t i = 0; i < it->n; i++) {
+        char isub[300];
+        sf_status pr;
+
+        snprintf(isub, sizeof(isub), "%s[%zu]", sub, i);
+        pr = drop_pattern(ctx, it->items[i], isub, &el->drops[el->n_drops]);
+        if (pr == SF_ENOMEM)
+            return pr;
+        if (pr == SF_OK)
+            el->n_drops++;
+        else
+            st = pr;
+    }
+    return st;
+}
+
+/* `engine_log`: {receiver, match, drops}: where the engine's log comes
+ * from and which of its messages say it dropped spans. */
+static sf_status parse_engine_log(sf_cfg_ctx *ctx, const sf_node *v, const char *path,
+                                  sf_tc_engine_log *el)
+{
+    engine_log_read rd = { .el = el };
+    sf_status st;
+
+    st = sf_tc_parse_map(ctx, v, path, engine_log_keys,
+                         sizeof(engine_log_keys) / sizeof(engine_log_keys[0]), engine_log_key,
+                         &rd);
+    if (v->kind != SF_NODE_MAP || st == SF_ENOMEM)
+        return st;
     if (el->receiver == NULL && st == SF_OK) {
         sf_cfg_error(ctx, v, path, "missing required key 'receiver'");
         st = SF_CONFIG;
     }
-    if (!drops) {
+    if (!rd.drops) {
         el->drops[el->n_drops++] = SF_TC_DROP_SDK_QUEUE;
         el->drops[el->n_drops++] = SF_TC_DROP_ZMQ;
     }
