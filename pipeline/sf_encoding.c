@@ -1,4 +1,4 @@
-/* sf_encoding.c: hex digits, percent-escapes and base64 (see sf_encoding.h). */
+/* sf_encoding.c: hex digits, percent-escapes, printable copies and base64 (see sf_encoding.h). */
 #include "sf_encoding.h"
 
 int sf_hex_digit(char c)
@@ -29,6 +29,15 @@ size_t sf_percent_decode(char *out, size_t cap, const char *in, size_t len)
     }
     out[o] = '\0';
     return o;
+}
+
+void sf_printable_copy(char *out, size_t cap, const char *in, size_t len)
+{
+    size_t i;
+
+    for (i = 0; i + 1 < cap && i < len && in[i]; i++)
+        out[i] = ((unsigned char)in[i] < 0x20 || in[i] == 0x7f) ? '?' : in[i];
+    out[i] = '\0';
 }
 
 /* Both alphabets at once: '+' '/' (standard) and '-' '_' (URL-safe). */

@@ -19,6 +19,11 @@ int sf_hex_digit(char c);
  * `in` (the text only shrinks). The length written, without the NUL. */
 size_t sf_percent_decode(char *out, size_t cap, const char *in, size_t len);
 
+/* A peer's words for a log line: in[0, len), up to a NUL, into out[0, cap)
+ * (cap > 0), NUL-terminated and cut at cap - 1 bytes, each control byte
+ * (below 0x20, and DEL) written '?'. */
+void sf_printable_copy(char *out, size_t cap, const char *in, size_t len);
+
 /* How many bytes base64 text decodes to, or -1 when it cannot be base64.
  * Either alphabet (RFC 4648 sections 4 and 5), with or without padding:
  * at most two '=' and then only on a whole quartet, never a lone sixth

@@ -1,6 +1,7 @@
-/* tests/pipeline/test_encoding.c: hex digits, percent-escapes and base64
- * (sf_encoding.h), the one codec OTLP/JSON bytes, gRPC's -bin metadata,
- * grpc-message and header lists share. */
+/* tests/pipeline/test_encoding.c: hex digits, percent-escapes, printable
+ * copies of a peer's words and base64 (sf_encoding.h), the one codec that
+ * OTLP/JSON bytes, gRPC's -bin metadata, grpc-message and header lists
+ * share. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -48,6 +49,21 @@ static void test_percent_decode(void **state)
     assert_string_equal(pct("%41%42%43", 3), "AB");
     assert_int_equal(sf_percent_decode(s, sizeof(s), s, strlen(s)), 5);
     assert_string_equal(s, "a b,c");   /* in place */
+}
+
+static void test_printable_copy(void **state)
+{
+    char out[8];
+
+    (void)state;
+    sf_printable_copy(out, sizeof(out), "ok\x1b[2J\x7f", 8);
+    assert_string_equal(out, "ok?[2J?");
+    sf_printable_copy(out, sizeof(out), "a long message", 14);
+    assert_string_equal(out, "a long ");        /* cut at cap - 1 */
+    sf_printable_copy(out, sizeof(out), "ab\0cd", 5);
+    assert_string_equal(out, "ab");             /* up to a NUL */
+    sf_printable_copy(out, sizeof(out), "abcd", 2);
+    assert_string_equal(out, "ab");
 }
 
 /* decode `in` into a buffer of `cap`, returning what sf_base64_decode()
@@ -132,6 +148,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hex_digit),
         cmocka_unit_test(test_percent_decode),
+        cmocka_unit_test(test_printable_copy),
         cmocka_unit_test(test_base64_decode),
         cmocka_unit_test(test_base64_decoded_len),
         cmocka_unit_test(test_base64_round_trip),
