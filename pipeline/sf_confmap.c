@@ -126,6 +126,25 @@ void *sf_cfg_alloc(sf_cfg_ctx *ctx, size_t size)
     return p;
 }
 
+void *sf_cfg_list_alloc(sf_cfg_ctx *ctx, const sf_node *node, const char *what, size_t size,
+                        sf_status *st)
+{
+    void *items;
+
+    *st = SF_OK;
+    if (node->kind == SF_NODE_SCALAR && node->is_null)
+        return NULL;
+    if (node->kind != SF_NODE_SEQ) {
+        sf_cfg_error(ctx, node, NULL, "expected a list of %s", what);
+        *st = SF_CONFIG;
+        return NULL;
+    }
+    items = sf_cfg_alloc(ctx, (node->n ? node->n : 1) * size);
+    if (items == NULL)
+        *st = SF_ENOMEM;
+    return items;
+}
+
 char *sf_cfg_strdup(sf_cfg_ctx *ctx, const char *s, size_t len)
 {
     char *p = sf_arena_strndup(ctx->arena, s, len);

@@ -182,16 +182,9 @@ static sf_status parse_rules(sf_cfg_ctx *ctx, const sf_node *node, void *field)
     sf_status st = SF_OK;
 
     memset(out, 0, sizeof(*out));
-    if (node->kind == SF_NODE_SCALAR && node->is_null)
-        return SF_OK;
-    if (node->kind != SF_NODE_SEQ) {
-        sf_cfg_error(ctx, node, NULL, "expected a list of {pattern, replacement} mappings");
-        return SF_CONFIG;
-    }
-    out->v = sf_cfg_alloc(ctx, (node->n ? node->n : 1) * sizeof(*out->v));
+    out->v = sf_cfg_list_alloc(ctx, node, "{pattern, replacement} mappings", sizeof(*out->v), &st);
     if (out->v == NULL)
-        return SF_ENOMEM;
-    memset(out->v, 0, (node->n ? node->n : 1) * sizeof(*out->v));
+        return st;
     out->node = node;
     out->n = node->n;
     for (size_t i = 0; i < node->n && st != SF_ENOMEM; i++) {
