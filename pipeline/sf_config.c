@@ -362,16 +362,6 @@ typedef struct loader {
     bool *valid;
 } loader;
 
-static const sf_node *key_node(const sf_node *map, const char *key)
-{
-    if (map == NULL || map->kind != SF_NODE_MAP)
-        return NULL;
-    for (size_t i = 0; i < map->n; i++)
-        if (strcmp(map->keys[i]->text, key) == 0)
-            return map->keys[i];
-    return NULL;
-}
-
 static bool is_empty(const sf_node *n)
 {
     return n == NULL || (n->kind == SF_NODE_SCALAR && n->is_null);
@@ -663,7 +653,7 @@ static sf_status load_pipeline_list(loader *l, sf_config_pipeline *p, sf_kind ki
 
 static sf_status load_pipelines(loader *l, const sf_node *service_key, const sf_node *pipelines)
 {
-    const sf_node *pkey = key_node(sf_node_get(l->root, "service"), "pipelines");
+    const sf_node *pkey = sf_node_key(sf_node_get(l->root, "service"), "pipelines");
     sf_config *cfg = l->cfg;
     bool any = false;
 
@@ -1207,7 +1197,7 @@ static sf_status load_readers(loader *l, const sf_node *readers, const sf_node *
 
 static sf_status load_service(loader *l, const sf_node *service)
 {
-    const sf_node *skey = key_node(l->root, "service");
+    const sf_node *skey = sf_node_key(l->root, "service");
     service_conf sc;
     sf_config *cfg = l->cfg;
     sf_status st;

@@ -59,6 +59,8 @@ typedef struct sf_node {
 
 /* Value for `key` in a MAP node, or NULL. */
 const sf_node *sf_node_get(const sf_node *map, const char *key);
+/* The key node itself (where an error about the key points), or NULL. */
+const sf_node *sf_node_key(const sf_node *map, const char *key);
 
 /* ---- diagnostics ------------------------------------------------------ */
 
