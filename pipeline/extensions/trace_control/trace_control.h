@@ -160,7 +160,7 @@ extern const sf_config_row sf_tc_config_map[];
  * `sub` its path ("path.key") for errors. */
 typedef sf_status (*sf_tc_key_fn)(sf_cfg_ctx *ctx, const sf_node *v, const char *sub, size_t w,
                                   void *arg);
-/* The one loop over a target's sub-mappings (engine_log, engine_metrics):
+/* The one loop over a target's sub-mappings (tls, engine_log, engine_metrics):
  * `v` must be a mapping and each of its keys one of keys[0, n_keys), both
  * said in the error naming the keys; each key goes to `fn`. SF_ENOMEM at
  * once; otherwise every key is read and SF_CONFIG comes back when any

@@ -281,50 +281,30 @@ static sf_status parse_headers(sf_cfg_ctx *ctx, const sf_node *v, const char *pa
     return st;
 }
 
+static sf_status tls_key(sf_cfg_ctx *ctx, const sf_node *it, const char *sub, size_t w,
+                         void *arg)
+{
+    sf_tc_target *t = arg;
+
+    switch (w) {
+    case 0: return scalar_of(ctx, it, sub, &t->ca_file);
+    case 1: return scalar_of(ctx, it, sub, &t->cert_file);
+    case 2: return scalar_of(ctx, it, sub, &t->key_file);
+    default:
+        if (it->kind == SF_NODE_SCALAR && it->plain && strcmp(it->text, "true") == 0) {
+            t->insecure_skip_verify = true;
+        } else if (!(it->kind == SF_NODE_SCALAR && it->plain && strcmp(it->text, "false") == 0)) {
+            sf_cfg_error(ctx, it, sub, "expected true or false");
+            return SF_CONFIG;
+        }
+        return SF_OK;
+    }
+}
+
 static sf_status parse_tls(sf_cfg_ctx *ctx, const sf_node *v, const char *path, sf_tc_target *t)
 {
-    sf_status st = SF_OK;
-    char sub[256];
-
-    if (v->kind != SF_NODE_MAP) {
-        sf_cfg_error(ctx, v, path, "expected a mapping (ca_file, cert_file, key_file, "
-                     "insecure_skip_verify)");
-        return SF_CONFIG;
-    }
-    for (size_t j = 0; j < v->n; j++) {
-        const char *k = v->keys[j]->text;
-        const sf_node *it = v->items[j];
-        size_t w;
-        sf_status r = SF_OK;
-
-        snprintf(sub, sizeof(sub), "%s.%s", path, k);
-        for (w = 0; w < sizeof(tls_keys) / sizeof(tls_keys[0]); w++)
-            if (strcmp(k, tls_keys[w]) == 0)
-                break;
-        switch (w) {
-        case 0: r = scalar_of(ctx, it, sub, &t->ca_file); break;
-        case 1: r = scalar_of(ctx, it, sub, &t->cert_file); break;
-        case 2: r = scalar_of(ctx, it, sub, &t->key_file); break;
-        case 3:
-            if (it->kind == SF_NODE_SCALAR && it->plain && strcmp(it->text, "true") == 0) {
-                t->insecure_skip_verify = true;
-            } else if (!(it->kind == SF_NODE_SCALAR && it->plain &&
-                         strcmp(it->text, "false") == 0)) {
-                sf_cfg_error(ctx, it, sub, "expected true or false");
-                r = SF_CONFIG;
-            }
-            break;
-        default:
-            sf_cfg_error(ctx, v->keys[j], sub, "unknown key '%s' (expected ca_file, cert_file, "
-                         "key_file, insecure_skip_verify)", k);
-            r = SF_CONFIG;
-        }
-        if (r == SF_ENOMEM)
-            return r;
-        if (r != SF_OK)
-            st = r;
-    }
-    return st;
+    return sf_tc_parse_map(ctx, v, path, tls_keys, sizeof(tls_keys) / sizeof(tls_keys[0]),
+                           tls_key, t);
 }
 
 /* One drop pattern: it must compile (PCRE2), and a group `ops`, when it
