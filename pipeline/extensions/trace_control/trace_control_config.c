@@ -394,10 +394,84 @@ static sf_status parse_engine_log(sf_cfg_ctx *ctx, const sf_node *v, const char 
     return st;
 }
 
+/* One key of a target (target_keys[w]). */
+static sf_status target_setting(sf_cfg_ctx *ctx, const sf_node *v, const char *sub, size_t w,
+                                void *arg)
+{
+    sf_tc_target *t = arg;
+    char *s = NULL;
+    sf_status r = SF_OK;
+
+    switch (w) {
+    case 0:
+        r = scalar_of(ctx, v, sub, &t->endpoint);
+        break;
+    case 1:
+    case 2:
+        r = scalar_of(ctx, v, sub, &s);
+        if (r != SF_OK)
+            break;
+        if (w == 1 && strcasecmp(s, "GET") == 0)
+            t->method = SF_TC_GET;
+        else if (w == 1 && strcasecmp(s, "POST") == 0)
+            t->method = SF_TC_POST;
+        else if (w == 2 && strcmp(s, "query") == 0)
+            ;
+        else if (w == 2 && strcmp(s, "json") == 0) {
+            /* SGLang's handler reads the query only and answers a body-only
+             * request 400; no engine spanfence supports reads a body. */
+            sf_cfg_error(ctx, v, sub, "'json' is not supported: SGLang's /set_trace_level "
+                         "reads the level from the query parameter only (level_in: query)");
+            r = SF_CONFIG;
+        } else {
+            sf_cfg_error(ctx, v, sub, "invalid value '%s' (expected one of %s)", s,
+                         w == 1 ? "GET, POST" : "query");
+            r = SF_CONFIG;
+        }
+        break;
+    case 3:
+        r = scalar_of(ctx, v, sub, &t->field);
+        break;
+    case 4:
+        r = parse_match(ctx, v, sub, &t->match);
+        break;
+    case 5:
+        r = parse_headers(ctx, v, sub, &t->headers);
+        break;
+    case 6:
+        r = parse_tls(ctx, v, sub, t);
+        break;
+    case 7:
+        r = parse_engine_log(ctx, v, sub, &t->engine_log);
+        break;
+    case 8:
+        r = sf_tc_parse_engine_metrics(ctx, v, sub, &t->engine_metrics);
+        break;
+    case 9:
+        r = scalar_of(ctx, v, sub, &s);
+        if (r == SF_OK && strcmp(s, "drop") == 0) {
+            t->out_of_band = SF_TC_OOB_DROP;
+        } else if (r == SF_OK && strcmp(s, "count") != 0) {
+            sf_cfg_error(ctx, v, sub, "invalid value '%s' (expected one of drop, count)", s);
+            r = SF_CONFIG;
+        }
+        break;
+    case 10:
+        r = scalar_of(ctx, v, sub, &s);
+        if (r == SF_OK && (sf_parse_duration(s, &t->arrival_timeout) != SF_OK ||
+                           t->arrival_timeout < 1000 || t->arrival_timeout > 3600000)) {
+            sf_cfg_error(ctx, v, sub, "invalid duration '%s' (expected 1s to 1h)", s);
+            r = SF_CONFIG;
+        }
+        break;
+    }
+    return r;
+}
+
 static sf_status parse_target(sf_cfg_ctx *ctx, const sf_node *key, const sf_node *map,
                               sf_tc_target *t)
 {
-    sf_status st = SF_OK;
+    sf_status st;
     char sub[192];
 
     t->id = sf_cfg_strdup(ctx, key->text, key->len);
@@ -409,90 +483,10 @@ static sf_status parse_target(sf_cfg_ctx *ctx, const sf_node *key, const sf_node
                      is_null(map) ? "an empty value" : kind_text(map));
         return SF_CONFIG;
     }
-    for (size_t i = 0; i < map->n; i++) {
-        const char *k = map->keys[i]->text;
-        const sf_node *v = map->items[i];
-        size_t w;
-        char *s = NULL;
-        sf_status r = SF_OK;
-
-        snprintf(sub, sizeof(sub), "%s.%s", key->text, k);
-        for (w = 0; w < sizeof(target_keys) / sizeof(target_keys[0]); w++)
-            if (strcmp(k, target_keys[w]) == 0)
-                break;
-        switch (w) {
-        case 0:
-            r = scalar_of(ctx, v, sub, &t->endpoint);
-            break;
-        case 1:
-        case 2:
-            r = scalar_of(ctx, v, sub, &s);
-            if (r != SF_OK)
-                break;
-            if (w == 1 && strcasecmp(s, "GET") == 0)
-                t->method = SF_TC_GET;
-            else if (w == 1 && strcasecmp(s, "POST") == 0)
-                t->method = SF_TC_POST;
-            else if (w == 2 && strcmp(s, "query") == 0)
-                ;
-            else if (w == 2 && strcmp(s, "json") == 0) {
-                /* SGLang's handler reads the query only and answers a body-only
-                 * request 400; no engine spanfence supports reads a body. */
-                sf_cfg_error(ctx, v, sub, "'json' is not supported: SGLang's /set_trace_level "
-                             "reads the level from the query parameter only (level_in: query)");
-                r = SF_CONFIG;
-            } else {
-                sf_cfg_error(ctx, v, sub, "invalid value '%s' (expected one of %s)", s,
-                             w == 1 ? "GET, POST" : "query");
-                r = SF_CONFIG;
-            }
-            break;
-        case 3:
-            r = scalar_of(ctx, v, sub, &t->field);
-            break;
-        case 4:
-            r = parse_match(ctx, v, sub, &t->match);
-            break;
-        case 5:
-            r = parse_headers(ctx, v, sub, &t->headers);
-            break;
-        case 6:
-            r = parse_tls(ctx, v, sub, t);
-            break;
-        case 7:
-            r = parse_engine_log(ctx, v, sub, &t->engine_log);
-            break;
-        case 8:
-            r = sf_tc_parse_engine_metrics(ctx, v, sub, &t->engine_metrics);
-            break;
-        case 9:
-            r = scalar_of(ctx, v, sub, &s);
-            if (r == SF_OK && strcmp(s, "drop") == 0) {
-                t->out_of_band = SF_TC_OOB_DROP;
-            } else if (r == SF_OK && strcmp(s, "count") != 0) {
-                sf_cfg_error(ctx, v, sub, "invalid value '%s' (expected one of drop, count)", s);
-                r = SF_CONFIG;
-            }
-            break;
-        case 10:
-            r = scalar_of(ctx, v, sub, &s);
-            if (r == SF_OK && (sf_parse_duration(s, &t->arrival_timeout) != SF_OK ||
-                               t->arrival_timeout < 1000 || t->arrival_timeout > 3600000)) {
-                sf_cfg_error(ctx, v, sub, "invalid duration '%s' (expected 1s to 1h)", s);
-                r = SF_CONFIG;
-            }
-            break;
-        default:
-            sf_cfg_error(ctx, map->keys[i], sub, "unknown key '%s' (expected endpoint, method, "
-                         "level_in, field, match, headers, tls, engine_log, engine_metrics, "
-                         "out_of_band, arrival_timeout)", k);
-            r = SF_CONFIG;
-        }
-        if (r == SF_ENOMEM)
-            return r;
-        if (r != SF_OK)
-            st = r;
-    }
+    st = sf_tc_parse_map(ctx, map, key->text, target_keys,
+                         sizeof(target_keys) / sizeof(target_keys[0]), target_setting, t);
+    if (st == SF_ENOMEM)
+        return st;
     if (t->field == NULL)
         t->field = "level";
     if (t->arrival_timeout == 0)

@@ -1,6 +1,6 @@
 /* pipeline/extensions/trace_control/trace_control_keys.c: the one loop
- * over a target's sub-mappings (sf_tc_parse_map, trace_control.h), read by
- * tls and engine_log (trace_control_config.c) and engine_metrics
+ * over a target's mappings (sf_tc_parse_map, trace_control.h), read by the
+ * target, tls and engine_log (trace_control_config.c) and engine_metrics
  * (trace_control_latency_config.c). A file of its own so that neither of
  * those calls the other back. */
 #include "trace_control.h"
