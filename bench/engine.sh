@@ -72,8 +72,6 @@ command -v chrt >/dev/null && chrt -i 0 true 2>/dev/null && idle_sink=(chrt -i 0
 tmp=$(mktemp -d)
 sf_pid="" sink_pid="" floor_pid=""
 trap 'kill $sf_pid $sink_pid $floor_pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
-ticks=$(getconf CLK_TCK)
-cpu_of() { awk -v t="$ticks" '{print ($14+$15)/t}' "/proc/$1/stat"; }
 faults_of() { awk '{print $10 + $12}' "/proc/$1/stat"; }     # minor + major page faults
 # The middle value; of an even count, the mean of the two middle ones.
 median() { sort -g | awk '{a[NR]=$1} END {if (!NR) print "-"; else if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2] + a[NR/2+1]) / 2}'; }

@@ -18,6 +18,8 @@
 #   SF_FLOOD_GRPC_CONNS=4 SF_FLOOD_GRPC_STREAMS=16   the gRPC flood's shape
 #       (h2load -c, -m); e.g. 1000 and 1 for many connections of one call
 #   SF_FLOOD_TRANSPORTS="grpc http"                  which floods to run
+#   SF_BENCH_PIN=1|0   spanfence on CPU 0, h2load, sf_send and the sink on CPU 1
+#       (default 1 with 2 CPUs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 requests=${1:-2000}
@@ -28,6 +30,8 @@ export SF_FLOOD_HTTP_PORT=${SF_FLOOD_HTTP_PORT:-16318}
 export SF_FLOOD_SINK_PORT=${SF_FLOOD_SINK_PORT:-16319}
 export SF_FLOOD_METRICS_PORT=${SF_FLOOD_METRICS_PORT:-18890}
 spans=570
+. bench/pin.sh
+bench_pin "spanfence on CPU 0; h2load, sf_send and the sink on CPU 1"
 grpc_conns=${SF_FLOOD_GRPC_CONNS:-4}
 grpc_streams=${SF_FLOOD_GRPC_STREAMS:-16}
 transports=${SF_FLOOD_TRANSPORTS:-grpc http}
@@ -43,7 +47,7 @@ metric() {  # NAME [LABEL_FILTER...] -> sum of the matching series
         awk -v m="$1" -v f="${2:-}" -v g="${3:-}" '$1 ~ "^"m"({|$)" && index($1, f) && index($1, g) {s+=$2} END {printf "%.0f\n", s+0}'
 }
 sink_up() {
-    "$build/sf_sink" -p "$SF_FLOOD_SINK_PORT" >/dev/null 2>&1 & sink_pid=$!
+    "${pin_peer[@]}" "$build/sf_sink" -p "$SF_FLOOD_SINK_PORT" >/dev/null 2>&1 & sink_pid=$!
     for _ in $(seq 100); do curl -s "http://127.0.0.1:$SF_FLOOD_SINK_PORT/stats" >/dev/null && return; sleep 0.05; done
 }
 sink_down() { kill -9 $sink_pid 2>/dev/null || true; wait $sink_pid 2>/dev/null || true; sink_pid=""; }
@@ -58,7 +62,7 @@ flood_args() {  # transport n -> h2load arguments
 }
 one_ok() {  # transport -> exit 0 when one request is accepted
     if [ "$1" = grpc ]; then
-        "$build/sf_send" --endpoint "127.0.0.1:$SF_FLOOD_GRPC_PORT" --spans $spans --requests 1 >/dev/null 2>&1
+        "${pin_peer[@]}" "$build/sf_send" --endpoint "127.0.0.1:$SF_FLOOD_GRPC_PORT" --spans $spans --requests 1 >/dev/null 2>&1
     else
         [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/x-protobuf' \
               --data-binary @"$tmp/request.pb" "http://127.0.0.1:$SF_FLOOD_HTTP_PORT/v1/traces")" = 200 ]
@@ -69,7 +73,7 @@ rate() {  # transport seconds -> accepted spans/s with a healthy downstream
     [ "$1" = http ] || [ "$grpc_conns" -le $n ] || n=$grpc_conns     # h2load: -n >= -c
     a0=$(metric otelcol_receiver_accepted_spans "transport=\"$1\""); t0=$(now_ms)
     # shellcheck disable=SC2046
-    h2load $(flood_args "$1" $n) >/dev/null 2>&1 || true
+    "${pin_peer[@]}" h2load $(flood_args "$1" $n) >/dev/null 2>&1 || true
     t1=$(now_ms); a1=$(metric otelcol_receiver_accepted_spans "transport=\"$1\"")
     echo $(( (a1 - a0) * 1000 / (t1 - t0 > 0 ? t1 - t0 : 1) ))
 }
@@ -77,12 +81,12 @@ rate() {  # transport seconds -> accepted spans/s with a healthy downstream
 "$build/sf_send" --write "$tmp/request.grpc" --grpc-frame --spans $spans >/dev/null
 "$build/sf_send" --write "$tmp/request.pb" --spans $spans >/dev/null
 sink_up
-"$build/spanfence" --config bench/configs/flood.yaml 2>"$tmp/sf.err" &
+"${pin_sf[@]}" "$build/spanfence" --config bench/configs/flood.yaml 2>"$tmp/sf.err" &
 sf_pid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$SF_FLOOD_METRICS_PORT/metrics" >/dev/null && break; sleep 0.1; done
 sleep 0.5
 idle_kib=$(awk '/^VmRSS/{print $2}' /proc/$sf_pid/status)
-echo "spanfence: memory_limiter limit_mib $SF_FLOOD_LIMIT_MIB, idle RSS $((idle_kib / 1024)) MiB; $requests requests of $(stat -c %s "$tmp/request.pb") bytes ($spans spans) per transport"
+echo "spanfence: memory_limiter limit_mib $SF_FLOOD_LIMIT_MIB, idle RSS $((idle_kib / 1024)) MiB; $requests requests of $(stat -c %s "$tmp/request.pb") bytes ($spans spans) per transport; pinning: $pinning"
 declare -A healthy
 for tr in $transports; do healthy[$tr]=$(rate $tr); done
 echo "healthy downstream (spans/s accepted):$(for tr in $transports; do printf ' %s %s' $tr "${healthy[$tr]}"; done)"
@@ -93,7 +97,7 @@ for tr in $transports; do
     acc0=$(metric otelcol_receiver_accepted_spans "transport=\"$tr\"")
     ref0=$(metric otelcol_receiver_refused_spans "transport=\"$tr\"")
     # shellcheck disable=SC2046
-    h2load $(flood_args $tr "$requests") >"$tmp/h2.out" 2>&1 & h_pid=$!
+    "${pin_peer[@]}" h2load $(flood_args $tr "$requests") >"$tmp/h2.out" 2>&1 & h_pid=$!
     max_rss=0; max_counted=0; n=0
     while kill -0 $h_pid 2>/dev/null; do
         r=$(awk '/^VmRSS/{print $2}' /proc/$sf_pid/status); [ "$r" -gt "$max_rss" ] && max_rss=$r

@@ -27,8 +27,6 @@ bench_pin "spanfence on CPU 0; the sink on CPU 1"
 tmp=$(mktemp -d)
 sf_pid="" sink_pid=""
 trap 'kill $sf_pid $sink_pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
-ticks=$(getconf CLK_TCK)
-cpu_of() { awk -v t="$ticks" '{print ($14+$15)/t}' "/proc/$1/stat"; }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 metric() {
     curl -s "http://127.0.0.1:$metrics_port/metrics" | awk -v n="$1" '

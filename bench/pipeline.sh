@@ -71,8 +71,6 @@ esac
 sf_pid="" relay_pid="" sink_pid=""
 trap 'kill $sf_pid $relay_pid $sink_pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
-ticks=$(getconf CLK_TCK)
-cpu_of() { awk -v t="$ticks" '{print ($14+$15)/t}' "/proc/$1/stat"; }
 kib_of() { awk -v k="$2" '$1==k":"{print $2}' "/proc/$1/status"; }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 range() { sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%.0f-%.0f", lo, hi}'; }

@@ -12,6 +12,7 @@
 #   bench/prom_scrape.sh [SERIES=10000] [SCRAPES=6]
 #   SF_BENCH_WRAP="perf record -g -o perf.data --"   run spanfence under a profiler
 #                                                    (the CPU figures are then the wrapper's)
+#   SF_BENCH_PIN=1|0   spanfence on CPU 0, the exposer and the sink on CPU 1 (default 1 with 2 CPUs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 series=${1:-10000}
@@ -24,9 +25,9 @@ grpc_port=${SF_BENCH_GRPC_PORT:-14317}
 tmp=$(mktemp -d)
 sf_pid="" sink_pid="" expo_pid=""
 trap 'kill $sf_pid $sink_pid $expo_pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
+. bench/pin.sh
+bench_pin "spanfence on CPU 0; the exposer and the sink on CPU 1"
 
-ticks=$(getconf CLK_TCK)
-cpu_of() { awk -v t="$ticks" '{print ($14+$15)/t}' "/proc/$1/stat"; }
 metric() {
     curl -s "http://127.0.0.1:$metrics_port/metrics" | awk -v n="$1" '
         $1 == n || index($1, n "{") == 1 { s += $NF } END { printf "%.0f\n", s }'
@@ -61,9 +62,9 @@ for h in range(hists):
 print("\n".join(out))
 EOF
 samples=$(grep -vc '^#' "$tmp/www/metrics")
-(cd "$tmp/www" && exec /usr/bin/python3 -m http.server "$expo_port" --bind 127.0.0.1 >/dev/null 2>&1) &
+(cd "$tmp/www" && exec "${pin_peer[@]}" /usr/bin/python3 -m http.server "$expo_port" --bind 127.0.0.1 >/dev/null 2>&1) &
 expo_pid=$!
-"$build/sf_sink" -p "$sink_port" >"$tmp/sink.out" 2>"$tmp/sink.err" &
+"${pin_peer[@]}" "$build/sf_sink" -p "$sink_port" >"$tmp/sink.out" 2>"$tmp/sink.err" &
 sink_pid=$!
 cat >"$tmp/config.yaml" <<EOF
 receivers:
@@ -95,7 +96,7 @@ service:
       receivers: [prometheus]
       exporters: [otlphttp]
 EOF
-${SF_BENCH_WRAP:-} "$build/spanfence" --config "$tmp/config.yaml" 2>"$tmp/sf.err" &
+"${pin_sf[@]}" ${SF_BENCH_WRAP:-} "$build/spanfence" --config "$tmp/config.yaml" 2>"$tmp/sf.err" &
 sf_pid=$!
 wait_scrapes() {   # until N scrapes were sent whole (the receiver accepted them)
     local want=$1 deadline=$((SECONDS + 60))
@@ -112,9 +113,9 @@ wait_scrapes $((n0 + scrapes))
 c1=$(cpu_of "$sf_pid"); n1=$(metric spanfence_receiver_prometheus_scrapes)
 up=$(curl -s "http://127.0.0.1:$metrics_port/metrics" | awk '/^spanfence_receiver_prometheus_up/ {print $NF}')
 [ "$up" = 1 ] || { echo "prom_scrape.sh: the target is not up" >&2; cat "$tmp/sf.err" >&2; exit 1; }
-awk -v c0="$c0" -v c1="$c1" -v n=$((n1 - n0)) -v s="$samples" -v bytes="$(stat -c %s "$tmp/www/metrics")" 'BEGIN {
+awk -v c0="$c0" -v c1="$c1" -v pin="$pinning" -v n=$((n1 - n0)) -v s="$samples" -v bytes="$(stat -c %s "$tmp/www/metrics")" 'BEGIN {
     cpu = (c1 - c0) / n
-    printf "prometheus receiver: %d samples (%d bytes) per scrape, %d scrapes\n", s, bytes, n
+    printf "prometheus receiver: %d samples (%d bytes) per scrape, %d scrapes; pinning: %s\n", s, bytes, n, pin
     printf "  CPU per scrape: %.1f ms; per series: %.2f us; %.0f series per CPU-second\n",
            cpu * 1000, cpu / s * 1e6, (cpu > 0 ? s / cpu : 0)
 }'

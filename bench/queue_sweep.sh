@@ -16,6 +16,7 @@
 #   ["32 1000"], QSIZE_items ["4096 65536"], QSIZE_bytes ["4194304 134217728"]
 #   SIZES ["8 100 512"] spans per call   RATES ["20000 100000"] spans/s
 #   DELAYS ["0 100"] ms   MERGE ["on off"]   CONSUMERS [10]   CONNECTIONS [8]
+#   SF_BENCH_PIN [1]: spanfence on CPU 0, sf_send and the sink on CPU 1 (with 2 CPUs)
 #   BUILD [build]   ports: SF_BENCH_GRPC_PORT (14317), SF_BENCH_SINK_PORT
 #   (14319), SF_BENCH_METRICS_PORT (18888)
 # Prints one line per cell and, at the end, the merging cells that refused
@@ -37,6 +38,8 @@ mport=${SF_BENCH_METRICS_PORT:-18888}
 declare -A qsizes=([requests]="${QSIZE_requests:-32 1000}" [items]="${QSIZE_items:-4096 65536}"
                    [bytes]="${QSIZE_bytes:-4194304 134217728}")
 tmp=$(mktemp -d)
+. bench/pin.sh
+bench_pin "spanfence on CPU 0; sf_send and the sink on CPU 1"
 sf_pid="" sink_pid=""
 trap 'kill $sf_pid $sink_pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 wait_port() { for _ in $(seq 200); do (echo >/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; return 1; }
@@ -88,6 +91,7 @@ keeps_up() {   # $1 merge, $2 delay, $3 calls/s, $4 spans per call
         print (n * 1000 / d * per >= c) ? "yes" : "no" }'
 }
 
+echo "pinning: $pinning"
 printf '%-8s %10s %5s %7s %5s %5s | %7s %7s %8s | %s\n' sizer queue spans rate delay merge \
        calls refused exp/call "gateway keeps up"
 bad=()
@@ -98,9 +102,9 @@ for sizer in "${sizers[@]}"; do
         for delay in "${delays[@]}"; do
           for merge in "${merges[@]}"; do
             config "$sizer" "$qsize" "$merge" >"$tmp/q.yaml"
-            "$build/sf_sink" -p "$sport" -d "$delay" >/dev/null 2>&1 &
+            "${pin_peer[@]}" "$build/sf_sink" -p "$sport" -d "$delay" >/dev/null 2>&1 &
             sink_pid=$!
-            "$build/spanfence" --config "$tmp/q.yaml" 2>"$tmp/sf.err" &
+            "${pin_sf[@]}" "$build/spanfence" --config "$tmp/q.yaml" 2>"$tmp/sf.err" &
             sf_pid=$!
             if ! wait_port "$sport" || ! wait_port "$gport" || ! wait_port "$mport"; then
                 echo "queue_sweep.sh: the collector or the sink did not start:" >&2
@@ -109,7 +113,8 @@ for sizer in "${sizers[@]}"; do
             fi
             per_thread=$(awk -v r="$rate" -v s="$spans" -v c="$conns" 'BEGIN{printf "%.3f", r / s / c}')
             r0=$(sink_requests)
-            "$build/sf_send" --endpoint "127.0.0.1:$gport" --spans "$spans" --threads "$conns" \
+            "${pin_peer[@]}" "$build/sf_send" --endpoint "127.0.0.1:$gport" --spans "$spans" \
+                --threads "$conns" \
                 --rate "$per_thread" --duration "$secs" >"$tmp/send.out" 2>&1 || true
             for _ in $(seq 1200); do [ "$(queued)" = 0 ] && break; sleep 0.05; done
             r1=$(sink_requests)

@@ -31,8 +31,6 @@ tmp=$(mktemp -d)
 sf_pid="" sink_pid=""
 trap 'kill $sf_pid $sink_pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
-ticks=$(getconf CLK_TCK)
-cpu_of() { awk -v t="$ticks" '{print ($14+$15)/t}' "/proc/$1/stat"; }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 range() { sort -g | awk 'NR==1{lo=$1} {hi=$1} END {printf "%.0f-%.0f", lo, hi}'; }
 # metric NAME [EXPORTER]: the sum of the series NAME (of EXPORTER)

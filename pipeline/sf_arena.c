@@ -176,3 +176,22 @@ ProtobufCAllocator *sf_arena_pb_allocator(sf_arena *a)
 {
     return &a->pb;
 }
+
+static void *pb_counted_alloc(void *data, size_t size)
+{
+    (void)data;
+    return sf_malloc(size);
+}
+
+static void pb_counted_free(void *data, void *p)
+{
+    (void)data;
+    sf_free(p);
+}
+
+ProtobufCAllocator *sf_pb_counted_allocator(void)
+{
+    static ProtobufCAllocator counted = { .alloc = pb_counted_alloc, .free = pb_counted_free };
+
+    return &counted;
+}

@@ -32,5 +32,8 @@ size_t sf_arena_used(const sf_arena *a);
 /* A protobuf-c allocator backed by `a` (free is a no-op). The returned
  * struct lives inside the arena object: valid until sf_arena_destroy(). */
 ProtobufCAllocator *sf_arena_pb_allocator(sf_arena *a);
+/* protobuf-c's allocator on the counted heap (sf_malloc, sf_free), no
+ * arena: for a small message unpacked and freed on its own (a reply). */
+ProtobufCAllocator *sf_pb_counted_allocator(void);
 
 #endif

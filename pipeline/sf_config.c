@@ -11,6 +11,7 @@
 #include "internal/sf_config_int.h"
 #include "internal/sf_core.h"
 #include "sf_dynbuf.h"
+#include "sf_encoding.h"
 #include "sf_net.h"
 #include "sf_sender.h"
 
@@ -361,16 +362,6 @@ typedef struct loader {
     bool *valid;
 } loader;
 
-static const sf_node *key_node(const sf_node *map, const char *key)
-{
-    if (map == NULL || map->kind != SF_NODE_MAP)
-        return NULL;
-    for (size_t i = 0; i < map->n; i++)
-        if (strcmp(map->keys[i]->text, key) == 0)
-            return map->keys[i];
-    return NULL;
-}
-
 static bool is_empty(const sf_node *n)
 {
     return n == NULL || (n->kind == SF_NODE_SCALAR && n->is_null);
@@ -662,7 +653,7 @@ static sf_status load_pipeline_list(loader *l, sf_config_pipeline *p, sf_kind ki
 
 static sf_status load_pipelines(loader *l, const sf_node *service_key, const sf_node *pipelines)
 {
-    const sf_node *pkey = key_node(sf_node_get(l->root, "service"), "pipelines");
+    const sf_node *pkey = sf_node_key(sf_node_get(l->root, "service"), "pipelines");
     sf_config *cfg = l->cfg;
     bool any = false;
 
@@ -909,24 +900,6 @@ static char *trim(char *s)
     return s;
 }
 
-/* %XX decoded in place, as W3C baggage values are. */
-static void percent_decode(char *s)
-{
-    char *w = s;
-
-    for (const char *p = s; *p; p++) {
-        if (p[0] == '%' && isxdigit((unsigned char)p[1]) && isxdigit((unsigned char)p[2])) {
-            char hex[3] = { p[1], p[2], '\0' };
-
-            *w++ = (char)strtol(hex, NULL, 16);
-            p += 2;
-        } else {
-            *w++ = *p;
-        }
-    }
-    *w = '\0';
-}
-
 /* headers_list "k=v,k2=v2" (W3C baggage form, as upstream parses it:
  * spaces around names and values trimmed, values %-decoded) into `pr`;
  * a name `headers` also gives keeps the value `headers` gives. */
@@ -962,7 +935,7 @@ static void push_headers_list(loader *l, const sf_node *at, const char *list,
             name[eq - pair] = '\0';
             name = trim(name);
             value = trim(value);
-            percent_decode(value);
+            sf_percent_decode(value, strlen(value) + 1, value, strlen(value));  /* in place */
             if (!push_header_ok(l, at, "headers_list", name, value))
                 return;
             for (size_t k = 0; k < pr->n_headers && !given; k++)
@@ -1224,7 +1197,7 @@ static sf_status load_readers(loader *l, const sf_node *readers, const sf_node *
 
 static sf_status load_service(loader *l, const sf_node *service)
 {
-    const sf_node *skey = key_node(l->root, "service");
+    const sf_node *skey = sf_node_key(l->root, "service");
     service_conf sc;
     sf_config *cfg = l->cfg;
     sf_status st;

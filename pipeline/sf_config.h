@@ -59,6 +59,8 @@ typedef struct sf_node {
 
 /* Value for `key` in a MAP node, or NULL. */
 const sf_node *sf_node_get(const sf_node *map, const char *key);
+/* The key node itself (where an error about the key points), or NULL. */
+const sf_node *sf_node_key(const sf_node *map, const char *key);
 
 /* ---- diagnostics ------------------------------------------------------ */
 
@@ -164,6 +166,13 @@ sf_status sf_cfg_check_server_name(sf_cfg_ctx *ctx, const sf_node *tls, const ch
 /* Memory that lives as long as the loaded config (freed with it). */
 void *sf_cfg_alloc(sf_cfg_ctx *ctx, size_t size);
 char *sf_cfg_strdup(sf_cfg_ctx *ctx, const char *s, size_t len);
+/* The start of a CUSTOM row that reads a list: the zeroed array of `node`'s
+ * items, `size` bytes each, living as long as the config. NULL with
+ * *st = SF_OK when the value is null (an empty list); NULL with SF_CONFIG,
+ * reported as "expected a list of <what>", when it is not a sequence; NULL
+ * with SF_ENOMEM. */
+void *sf_cfg_list_alloc(sf_cfg_ctx *ctx, const sf_node *node, const char *what, size_t size,
+                        sf_status *st);
 /* The key node of the component (or section) being checked, for positions. */
 const sf_node *sf_cfg_node(const sf_cfg_ctx *ctx);
 /* In a check callback: the component's value mapping (NULL when it has no

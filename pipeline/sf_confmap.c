@@ -126,6 +126,25 @@ void *sf_cfg_alloc(sf_cfg_ctx *ctx, size_t size)
     return p;
 }
 
+void *sf_cfg_list_alloc(sf_cfg_ctx *ctx, const sf_node *node, const char *what, size_t size,
+                        sf_status *st)
+{
+    void *items;
+
+    *st = SF_OK;
+    if (node->kind == SF_NODE_SCALAR && node->is_null)
+        return NULL;
+    if (node->kind != SF_NODE_SEQ) {
+        sf_cfg_error(ctx, node, NULL, "expected a list of %s", what);
+        *st = SF_CONFIG;
+        return NULL;
+    }
+    items = sf_cfg_alloc(ctx, (node->n ? node->n : 1) * size);
+    if (items == NULL)
+        *st = SF_ENOMEM;
+    return items;
+}
+
 char *sf_cfg_strdup(sf_cfg_ctx *ctx, const char *s, size_t len)
 {
     char *p = sf_arena_strndup(ctx->arena, s, len);
@@ -140,14 +159,29 @@ const sf_node *sf_cfg_node(const sf_cfg_ctx *ctx)
     return ctx->node;
 }
 
-const sf_node *sf_node_get(const sf_node *map, const char *key)
+/* The index of `key` in a MAP node, or -1. */
+static ssize_t node_index(const sf_node *map, const char *key)
 {
     if (map == NULL || map->kind != SF_NODE_MAP)
-        return NULL;
+        return -1;
     for (size_t i = 0; i < map->n; i++)
         if (strcmp(map->keys[i]->text, key) == 0)
-            return map->items[i];
-    return NULL;
+            return (ssize_t)i;
+    return -1;
+}
+
+const sf_node *sf_node_get(const sf_node *map, const char *key)
+{
+    ssize_t i = node_index(map, key);
+
+    return i < 0 ? NULL : map->items[i];
+}
+
+const sf_node *sf_node_key(const sf_node *map, const char *key)
+{
+    ssize_t i = node_index(map, key);
+
+    return i < 0 ? NULL : map->keys[i];
 }
 
 /* ---- did you mean -------------------------------------------------------- */

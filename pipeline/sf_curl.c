@@ -7,9 +7,47 @@
 #include <stdio.h>
 #include <string.h>
 
+sf_status sf_curl_call_init(sf_curl_call *call, size_t cap)
+{
+    memset(call, 0, sizeof(*call));
+    call->reply = sf_malloc(cap);
+    if (call->reply == NULL)
+        return SF_ENOMEM;
+    call->cap = cap;
+    return SF_OK;
+}
+
+void sf_curl_call_release(sf_curl_call *call)
+{
+    sf_free(call->reply);
+    memset(call, 0, sizeof(*call));
+}
+
+/* The reply, kept up to the call's room; the rest is read and let go. */
+static size_t on_reply(char *data, size_t size, size_t n, void *userp)
+{
+    sf_curl_call *call = userp;
+    size_t len = size * n, room = call->cap - call->reply_len;
+
+    memcpy(call->reply + call->reply_len, data, len < room ? len : room);
+    call->reply_len += len < room ? len : room;
+    return len;
+}
+
+/* Notes when the whole body is sent (the server may have the items). */
+static int on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    sf_curl_call *call = userp;
+
+    (void)dltotal, (void)dlnow;
+    if (ultotal > 0 && ulnow >= ultotal)
+        call->body_sent = true;
+    return 0;
+}
+
 CURLcode sf_curl_post_options(CURL *c, const char *url, const struct curl_slist *headers,
-                              int64_t timeout_ms, curl_write_callback on_reply,
-                              curl_xferinfo_callback on_progress, void *ctx)
+                              int64_t timeout_ms, sf_curl_call *call)
 {
     CURLcode rc;
 
@@ -23,19 +61,20 @@ CURLcode sf_curl_post_options(CURL *c, const char *url, const struct curl_slist 
         (rc = curl_easy_setopt(c, CURLOPT_QUICK_EXIT, 1L)) != CURLE_OK ||
         (rc = curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L)) != CURLE_OK ||
         (rc = curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_reply)) != CURLE_OK ||
-        (rc = curl_easy_setopt(c, CURLOPT_WRITEDATA, ctx)) != CURLE_OK ||
+        (rc = curl_easy_setopt(c, CURLOPT_WRITEDATA, call)) != CURLE_OK ||
         (rc = curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L)) != CURLE_OK ||
         (rc = curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress)) != CURLE_OK)
         return rc;
-    return curl_easy_setopt(c, CURLOPT_XFERINFODATA, ctx);
+    return curl_easy_setopt(c, CURLOPT_XFERINFODATA, call);
 }
 
 CURLcode sf_curl_perform(CURLM *multi, CURL *curl, const struct sf_sender *sender,
-                         const bool *body_sent, int poll_ms, int grace_ms)
+                         sf_curl_call *call, int poll_ms, int grace_ms)
 {
     int64_t give_up = 0;
     int running = 1;
 
+    call->body_sent = false;
     if (curl_multi_add_handle(multi, curl) != CURLM_OK)
         return CURLE_OUT_OF_MEMORY;
     for (;;) {
@@ -51,7 +90,7 @@ CURLcode sf_curl_perform(CURLM *multi, CURL *curl, const struct sf_sender *sende
         if (sf_sender_aborting(sender)) {
             int64_t now = sf_now_ms();
 
-            if (!*body_sent)
+            if (!call->body_sent)
                 return CURLE_ABORTED_BY_CALLBACK;
             if (give_up == 0)
                 give_up = now + grace_ms;

@@ -150,13 +150,20 @@ out_oom:
     d->oom = true;
 }
 
+/* A message at a YAML node's place (none when `at` is NULL). */
+static void record_at_node(sf_diag *d, const sf_node *at, bool warning, const char *path,
+                           const char *fmt, va_list ap)
+{
+    record(d, at ? at->file : NULL, at ? at->source : 0, at ? at->line : 0, at ? at->col : 0,
+           warning, path, fmt, ap);
+}
+
 void sf_diag_error(sf_diag *d, const sf_node *at, const char *path, const char *fmt, ...)
 {
     va_list ap;
 
     va_start(ap, fmt);
-    record(d, at ? at->file : NULL, at ? at->source : 0, at ? at->line : 0, at ? at->col : 0,
-           false, path, fmt, ap);
+    record_at_node(d, at, false, path, fmt, ap);
     va_end(ap);
 }
 
@@ -165,8 +172,7 @@ void sf_diag_warn(sf_diag *d, const sf_node *at, const char *path, const char *f
     va_list ap;
 
     va_start(ap, fmt);
-    record(d, at ? at->file : NULL, at ? at->source : 0, at ? at->line : 0, at ? at->col : 0,
-           true, path, fmt, ap);
+    record_at_node(d, at, true, path, fmt, ap);
     va_end(ap);
 }
 

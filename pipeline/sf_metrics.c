@@ -23,6 +23,15 @@
 #define SF_VERSION "0.0.0"
 #endif
 
+uint64_t sf_reasons_sum(const uint64_t v[SF_REASON_COUNT])
+{
+    uint64_t n = 0;
+
+    for (int r = 0; r < SF_REASON_COUNT; r++)
+        n += v[r];
+    return n;
+}
+
 const char *sf_reason_label(sf_reason r)
 {
     switch (r) {

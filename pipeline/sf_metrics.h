@@ -111,6 +111,9 @@ typedef struct sf_totals {
     uint64_t enqueue_failed;                      /* exporters: refused by a full queue */
 } sf_totals;
 
+/* The spans of one by-reason row of sf_totals, all reasons summed. */
+uint64_t sf_reasons_sum(const uint64_t v[SF_REASON_COUNT]);
+
 /* The `batch` processor's series, as upstream v0.120's batchprocessor has
  * them (otelcol_processor_batch_*), labelled by the processor. Merging
  * happens in the sending queues of the exporters the processor's pipeline

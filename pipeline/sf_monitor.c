@@ -14,20 +14,6 @@ struct sf_monitor {
     sf_monitor_source src;
 };
 
-static enum MHD_Result respond(struct MHD_Connection *conn, unsigned code, const char *type,
-                               char *body, size_t len, enum MHD_ResponseMemoryMode mode)
-{
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, mode);
-    enum MHD_Result ret;
-
-    if (r == NULL)
-        return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", type);
-    ret = MHD_queue_response(conn, code, r);
-    MHD_destroy_response(r);
-    return ret;
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **req_cls)
@@ -39,19 +25,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
     (void)version;
     (void)upload_data;
-    if (*req_cls == NULL) {         /* headers only so far */
-        *req_cls = m;
-        return MHD_YES;
-    }
-    if (*upload_size != 0) {        /* ignore any body */
-        *upload_size = 0;
-        return MHD_YES;
-    }
-    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-        return respond(conn, 405, "text/plain", "method not allowed\n", 19,
-                       MHD_RESPMEM_PERSISTENT);
+    if (!sf_net_http_get_begin(conn, method, upload_size, req_cls, m, &ret))
+        return ret;
     if (strcmp(url, "/healthz") == 0)
-        return respond(conn, 200, "text/plain", "ok\n", 3, MHD_RESPMEM_PERSISTENT);
+        return sf_net_http_respond(conn, 200, "text/plain", "ok\n", 3);
     if (strcmp(url, "/status") == 0) {
         /* `spanfence status`: the same counters as one JSON document */
         json_object *doc = m->src.status(m->src.ctx);
@@ -59,18 +36,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                doc, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
                                        : NULL;
 
-        ret = text != NULL ? respond(conn, 200, "application/json", (char *)text, strlen(text),
-                                     MHD_RESPMEM_MUST_COPY)
-                           : respond(conn, 500, "text/plain", "out of memory\n", 14,
-                                     MHD_RESPMEM_PERSISTENT);
+        ret = text != NULL
+                  ? sf_net_http_respond(conn, 200, "application/json", text, strlen(text))
+                  : sf_net_http_respond(conn, 500, "text/plain", "out of memory\n", 14);
         json_object_put(doc);
         return ret;
     }
     if (strcmp(url, "/metrics") != 0)
-        return respond(conn, 404, "text/plain", "not found\n", 10, MHD_RESPMEM_PERSISTENT);
+        return sf_net_http_respond(conn, 404, "text/plain", "not found\n", 10);
     if (m->src.metrics(m->src.ctx, &body, &len) != SF_OK)
-        return respond(conn, 500, "text/plain", "out of memory\n", 14, MHD_RESPMEM_PERSISTENT);
-    ret = respond(conn, 200, "text/plain; version=0.0.4", body, len, MHD_RESPMEM_MUST_COPY);
+        return sf_net_http_respond(conn, 500, "text/plain", "out of memory\n", 14);
+    ret = sf_net_http_respond(conn, 200, "text/plain; version=0.0.4", body, len);
     sf_free(body);
     return ret;
 }

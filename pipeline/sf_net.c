@@ -229,3 +229,37 @@ uint64_t sf_net_client_of_fd(int fd)
         return 0;
     return sf_net_client_key((const struct sockaddr *)&ss);
 }
+
+enum MHD_Result sf_net_http_respond(struct MHD_Connection *conn, unsigned code, const char *type,
+                                    const char *body, size_t len)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body,
+                                                             MHD_RESPMEM_MUST_COPY);
+    enum MHD_Result ret;
+
+    if (r == NULL)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    ret = MHD_queue_response(conn, code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+bool sf_net_http_get_begin(struct MHD_Connection *conn, const char *method, size_t *upload_size,
+                           void **req_cls, void *cls, enum MHD_Result *ret)
+{
+    *ret = MHD_YES;
+    if (*req_cls == NULL) {         /* headers only so far */
+        *req_cls = cls;
+        return false;
+    }
+    if (*upload_size != 0) {        /* any body is ignored */
+        *upload_size = 0;
+        return false;
+    }
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        *ret = sf_net_http_respond(conn, 405, "text/plain", "method not allowed\n", 19);
+        return false;
+    }
+    return true;
+}

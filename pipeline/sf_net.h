@@ -3,6 +3,7 @@
 #ifndef SF_NET_H
 #define SF_NET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -53,5 +54,16 @@ uint64_t sf_net_client_of_fd(int fd);
 sf_status sf_net_http_listen(const char *what, const char *endpoint,
                              MHD_AccessHandlerCallback handler, void *cls,
                              struct MHD_Daemon **out);
+/* Answer `code` with Content-Type `type` and `body` (copied). MHD_NO when
+ * the response cannot be made. */
+enum MHD_Result sf_net_http_respond(struct MHD_Connection *conn, unsigned code, const char *type,
+                                    const char *body, size_t len);
+/* The start of a GET endpoint's handler (the monitoring server's and
+ * health_check's): false while the request is still coming (its headers,
+ * then any body, which is read and ignored) or when the method is neither
+ * GET nor HEAD (405 is queued), with *ret what the handler returns; true
+ * when the handler answers now. `cls` marks the request as begun. */
+bool sf_net_http_get_begin(struct MHD_Connection *conn, const char *method, size_t *upload_size,
+                           void **req_cls, void *cls, enum MHD_Result *ret);
 
 #endif

@@ -14,6 +14,7 @@
 #include "sf_otlp_json.h"
 #include "sf_otlp_wire.h"
 #include "sf_alloc.h"
+#include "sf_encoding.h"
 #include "opentelemetry/proto/collector/logs/v1/logs_service.pb-c.h"
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb-c.h"
 
@@ -152,17 +153,6 @@ static sf_status get_string(dec *d, json_object *v, char **out)
     return get_string_ex(d, v, false, out);
 }
 
-static int hex_val(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* traceId / spanId / parentSpanId: hex, not base64 (an OTLP exception). */
 static sf_status get_hex_id(dec *d, json_object *v, size_t nbytes, ProtobufCBinaryData *out)
 {
@@ -183,7 +173,7 @@ static sf_status get_hex_id(dec *d, json_object *v, size_t nbytes, ProtobufCBina
     if (p == NULL)
         return oom(d);
     for (size_t i = 0; i < nbytes; i++) {
-        int hi = hex_val(s[2 * i]), lo = hex_val(s[2 * i + 1]);
+        int hi = sf_hex_digit(s[2 * i]), lo = sf_hex_digit(s[2 * i + 1]);
         if (hi < 0 || lo < 0)
             return fail(d, "not %zu hex digits", 2 * nbytes);
         p[i] = (uint8_t)(hi << 4 | lo);
@@ -193,69 +183,33 @@ static sf_status get_hex_id(dec *d, json_object *v, size_t nbytes, ProtobufCBina
     return SF_OK;
 }
 
-static int b64_val(char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+' || c == '-')
-        return 62;
-    if (c == '/' || c == '_')
-        return 63;
-    return -1;
-}
-
 /* Standard or URL-safe alphabet (RFC 4648 4 and 5), with or without
  * padding, as the proto3 JSON mapping reads bytes (python-protobuf's
- * json_format takes both). None of our libraries
- * exports a base64 codec, hence the few lines here and in b64_encode(). */
+ * json_format takes both): sf_base64_decode(). */
 static sf_status get_base64(dec *d, json_object *v, ProtobufCBinaryData *out)
 {
-    static const size_t tail_bytes[4] = { 0, 0, 1, 2 };
     const char *s;
-    size_t n, pad = 0, m, len, o = 0;
+    size_t n;
+    ssize_t len;
     uint8_t *p;
-    uint32_t acc = 0;
 
     if (!json_object_is_type(v, json_type_string))
         return fail(d, "expected a base64 string");
     s = json_object_get_string(v);
     n = (size_t)json_object_get_string_len(v);
-    while (pad < 2 && pad < n && s[n - 1 - pad] == '=')
-        pad++;
-    m = n - pad;
-    if ((pad > 0 && n % 4 != 0) || m % 4 == 1)
+    len = sf_base64_decoded_len(s, n);
+    if (len < 0)
         return fail(d, "not valid base64");
-    len = m / 4 * 3 + tail_bytes[m % 4];
     out->len = 0;
     out->data = NULL;
     if (len == 0)
         return SF_OK;
-    p = sf_arena_alloc(d->arena, len);
+    p = sf_arena_alloc(d->arena, (size_t)len);
     if (p == NULL)
         return oom(d);
-    for (size_t i = 0; i < m; i++) {
-        int c = b64_val(s[i]);
-        if (c < 0)
-            return fail(d, "not valid base64");
-        acc = acc << 6 | (uint32_t)c;
-        if (i % 4 == 3) {
-            p[o++] = (uint8_t)(acc >> 16);
-            p[o++] = (uint8_t)(acc >> 8);
-            p[o++] = (uint8_t)acc;
-            acc = 0;
-        }
-    }
-    if (m % 4 == 2) {
-        p[o++] = (uint8_t)(acc >> 4);
-    } else if (m % 4 == 3) {
-        p[o++] = (uint8_t)(acc >> 10);
-        p[o++] = (uint8_t)(acc >> 2);
-    }
-    out->len = o;
+    if (sf_base64_decode(p, (size_t)len, s, n) != len)
+        return fail(d, "not valid base64");
+    out->len = (size_t)len;
     out->data = p;
     return SF_OK;
 }
@@ -874,7 +828,7 @@ static unsigned hex4(const char *s)
     unsigned v = 0;
 
     for (int i = 0; i < 4; i++)
-        v = v << 4 | (unsigned)hex_val(s[i]);
+        v = v << 4 | (unsigned)sf_hex_digit(s[i]);
     return v;
 }
 
@@ -1268,29 +1222,15 @@ static void add_hex(enc *e, json_object *o, const char *key, const ProtobufCBina
 
 static json_object *b64_encode(const ProtobufCBinaryData *b)
 {
-    static const char alphabet[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t n = b->len, o = 0;
     char *buf;
     json_object *v;
 
-    if (n > (size_t)INT_MAX / 4 * 3 - 3)
+    if (b->len > (size_t)INT_MAX / 4 * 3 - 3)
         return NULL;
-    buf = sf_malloc((n + 2) / 3 * 4 + 1);
+    buf = sf_malloc(SF_BASE64_ENCODED_LEN(b->len) + 1);
     if (buf == NULL)
         return NULL;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t acc = (uint32_t)b->data[i] << 16;
-        if (i + 1 < n)
-            acc |= (uint32_t)b->data[i + 1] << 8;
-        if (i + 2 < n)
-            acc |= b->data[i + 2];
-        buf[o++] = alphabet[acc >> 18];
-        buf[o++] = alphabet[(acc >> 12) & 63];
-        buf[o++] = i + 1 < n ? alphabet[(acc >> 6) & 63] : '=';
-        buf[o++] = i + 2 < n ? alphabet[acc & 63] : '=';
-    }
-    v = json_object_new_string_len(buf, (int)o);
+    v = json_object_new_string_len(buf, (int)sf_base64_encode(buf, b->data, b->len));
     sf_free(buf);
     return v;
 }

@@ -35,8 +35,10 @@
  *   server sent a google.rpc.RetryInfo (grpc-status-details-bin), whose
  *   retry_delay is honoured; everything else is permanent. */
 #include "otlp_grpc.h"
+#include "sf_arena.h"
 #include "sf_curl.h"
 #include "sf_libcurl.h"
+#include "sf_encoding.h"
 #include "sf_time.h"
 
 #include <curl/curl.h>
@@ -104,14 +106,12 @@ typedef struct otlpgrpc_worker {
     uint8_t prefix[GRPC_PREFIX_LEN];
     const uint8_t *body;
     size_t body_len, sent;      /* bytes of prefix + body handed to curl */
-    bool body_sent;             /* the whole message is written */
     /* h2c: the kept connection speaks HTTP/2 (see send_h2c) */
     bool h2c_up;
     bool refuse_new;            /* open no socket: reuse the kept connection or fail */
     bool refused;               /* ... and a socket was refused */
     /* this call's reply */
-    uint8_t *reply;             /* OTLPGRPC_REPLY_MAX bytes, prefix included */
-    size_t reply_len;
+    sf_curl_call call;          /* OTLPGRPC_REPLY_MAX bytes, prefix included */
     int grpc_status;            /* -1: no grpc-status seen */
     char message[128];          /* grpc-message, percent-decoded, bounded */
     uint8_t *details;           /* grpc-status-details-bin, decoded (OTLPGRPC_DETAILS_MAX) */
@@ -134,104 +134,7 @@ struct otlpgrpc {
     otlpgrpc_worker *workers;
 };
 
-static void *pb_alloc(void *data, size_t size)
-{
-    (void)data;
-    return sf_malloc(size);
-}
-
-static void pb_free(void *data, void *p)
-{
-    (void)data;
-    sf_free(p);
-}
-
-static ProtobufCAllocator pb_counted = { .alloc = pb_alloc, .free = pb_free };
-
-/* Copy the server's words, bounded and without control characters. */
-static void copy_printable(char *out, size_t cap, const char *in, size_t len)
-{
-    size_t i;
-
-    for (i = 0; i + 1 < cap && i < len && in[i]; i++)
-        out[i] = ((unsigned char)in[i] < 0x20 || in[i] == 0x7f) ? '?' : in[i];
-    out[i] = '\0';
-}
-
 /* ---- reading the reply ------------------------------------------------------ */
-
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* grpc-message is percent-encoded (gRPC's PROTOCOL-HTTP2); a '%' not
- * followed by two hex digits is kept as it is, as gRPC's decoders do. */
-static void percent_decode(char *out, size_t cap, const char *in, size_t len)
-{
-    size_t o = 0;
-
-    for (size_t i = 0; i < len && o + 1 < cap; i++) {
-        int hi, lo;
-
-        if (in[i] == '%' && i + 2 < len && (hi = hex_value(in[i + 1])) >= 0 &&
-            (lo = hex_value(in[i + 2])) >= 0) {
-            out[o++] = (char)(hi << 4 | lo);
-            i += 2;
-        } else {
-            out[o++] = in[i];
-        }
-    }
-    out[o] = '\0';
-}
-
-static int b64_value(char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+' || c == '-')
-        return 62;
-    if (c == '/' || c == '_')
-        return 63;
-    return -1;
-}
-
-/* A -bin metadata value: base64, padded or not (gRPC sends it unpadded).
- * The decoded length, or -1 when it is not base64 or over `cap`. */
-static ssize_t b64_decode(uint8_t *out, size_t cap, const char *in, size_t len)
-{
-    uint32_t acc = 0;
-    size_t o = 0;
-    int bits = 0;
-
-    while (len > 0 && in[len - 1] == '=')
-        len--;
-    for (size_t i = 0; i < len; i++) {
-        int v = b64_value(in[i]);
-
-        if (v < 0)
-            return -1;
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            if (o >= cap)
-                return -1;
-            out[o++] = (uint8_t)(acc >> bits);
-        }
-    }
-    return (ssize_t)o;
-}
 
 /* A trimmed header value: `line` is "name: value\r\n"; NULL unless the
  * name is `name`. */
@@ -267,22 +170,14 @@ static size_t on_header(char *data, size_t size, size_t n, void *userp)
             code = (v[i] >= '0' && v[i] <= '9') ? code * 10 + (v[i] - '0') : 1000 + 1;
         w->grpc_status = vlen > 0 && code <= 1000 ? code : GRPC_UNKNOWN;
     } else if ((v = header_value(data, len, "grpc-message", &vlen)) != NULL) {
-        percent_decode(w->message, sizeof(w->message), v, vlen);
+        /* percent-encoded (gRPC's PROTOCOL-HTTP2) */
+        sf_percent_decode(w->message, sizeof(w->message), v, vlen);
     } else if ((v = header_value(data, len, "grpc-status-details-bin", &vlen)) != NULL) {
-        ssize_t d = b64_decode(w->details, OTLPGRPC_DETAILS_MAX, v, vlen);
+        /* a -bin value is base64, padded or not (gRPC sends it unpadded) */
+        ssize_t d = sf_base64_decode(w->details, OTLPGRPC_DETAILS_MAX, v, vlen);
 
         w->details_len = d > 0 ? (size_t)d : 0;
     }
-    return len;
-}
-
-static size_t on_reply(char *data, size_t size, size_t n, void *userp)
-{
-    otlpgrpc_worker *w = userp;
-    size_t len = size * n, room = OTLPGRPC_REPLY_MAX - w->reply_len;
-
-    memcpy(w->reply + w->reply_len, data, len < room ? len : room);
-    w->reply_len += len < room ? len : room;
     return len;
 }
 
@@ -314,18 +209,6 @@ static size_t on_read(char *out, size_t size, size_t n, void *userp)
     return done;
 }
 
-/* Notes when the whole message is sent (the server may have the spans). */
-static int on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
-                       curl_off_t ulnow)
-{
-    otlpgrpc_worker *w = userp;
-
-    (void)dltotal, (void)dlnow;
-    if (ultotal > 0 && ulnow >= ultotal)
-        w->body_sent = true;
-    return 0;
-}
-
 /* Opens the call's socket, unless the call must reuse the kept h2c
  * connection (send_h2c): then no socket, so nothing is sent as HTTP/1.1. */
 static curl_socket_t on_open_socket(void *userp, curlsocktype purpose,
@@ -350,7 +233,7 @@ static int64_t retry_info_ms(const uint8_t *details, size_t len)
 
     if (len == 0)
         return -1;
-    st = google__rpc__status__unpack(&pb_counted, len, details);
+    st = google__rpc__status__unpack(sf_pb_counted_allocator(), len, details);
     if (st == NULL)
         return -1;
     for (size_t d = 0; d < st->n_details && ms < 0; d++) {
@@ -359,7 +242,8 @@ static int64_t retry_info_ms(const uint8_t *details, size_t len)
 
         if (any->type_url == NULL || strcmp(any->type_url, RETRY_INFO_TYPE) != 0)
             continue;
-        ri = google__rpc__retry_info__unpack(&pb_counted, any->value.len, any->value.data);
+        ri = google__rpc__retry_info__unpack(sf_pb_counted_allocator(), any->value.len,
+                                             any->value.data);
         if (ri == NULL)
             continue;
         ms = 1;     /* a RetryInfo without a delay still says "retry" */
@@ -374,9 +258,9 @@ static int64_t retry_info_ms(const uint8_t *details, size_t len)
             if (ms < 1)
                 ms = 1;
         }
-        google__rpc__retry_info__free_unpacked(ri, &pb_counted);
+        google__rpc__retry_info__free_unpacked(ri, sf_pb_counted_allocator());
     }
-    google__rpc__status__free_unpacked(st, &pb_counted);
+    google__rpc__status__free_unpacked(st, sf_pb_counted_allocator());
     return ms;
 }
 
@@ -389,27 +273,28 @@ static int64_t reply_rejected(otlpgrpc *x, const otlpgrpc_worker *w, const sf_bu
     int64_t rejected = 0;
     uint32_t mlen;
 
-    if (w->reply_len < GRPC_PREFIX_LEN || w->reply_len >= OTLPGRPC_REPLY_MAX || w->reply[0] != 0)
+    if (w->call.reply_len < GRPC_PREFIX_LEN || w->call.reply_len >= OTLPGRPC_REPLY_MAX ||
+        w->call.reply[0] != 0)
         return 0;
-    mlen = (uint32_t)w->reply[1] << 24 | (uint32_t)w->reply[2] << 16 |
-           (uint32_t)w->reply[3] << 8 | w->reply[4];
-    if (mlen != w->reply_len - GRPC_PREFIX_LEN)
+    mlen = (uint32_t)w->call.reply[1] << 24 | (uint32_t)w->call.reply[2] << 16 |
+           (uint32_t)w->call.reply[3] << 8 | w->call.reply[4];
+    if (mlen != w->call.reply_len - GRPC_PREFIX_LEN)
         return 0;
     resp = opentelemetry__proto__collector__trace__v1__export_trace_service_response__unpack(
-        &pb_counted, mlen, w->reply + GRPC_PREFIX_LEN);
+        sf_pb_counted_allocator(), mlen, w->call.reply + GRPC_PREFIX_LEN);
     if (resp == NULL)
         return 0;
     if (resp->partial_success != NULL && resp->partial_success->rejected_spans > 0) {
         const char *m = resp->partial_success->error_message ? resp->partial_success->error_message : "";
         char msg[201];
 
-        copy_printable(msg, sizeof(msg), m, strlen(m));
+        sf_printable_copy(msg, sizeof(msg), m, strlen(m));
         rejected = resp->partial_success->rejected_spans;
         sf_warn("exporter %s: server rejected %" PRId64 " of %zu %s: %s", x->id, rejected,
                 buf->spans, sf_signal_items(x->signal), msg[0] ? msg : "(no message)");
     }
     opentelemetry__proto__collector__trace__v1__export_trace_service_response__free_unpacked(
-        resp, &pb_counted);
+        resp, sf_pb_counted_allocator());
     return rejected;
 }
 
@@ -419,7 +304,7 @@ static void map_status(int code, const char *message, const otlpgrpc_worker *w,
     int64_t hint = w != NULL ? retry_info_ms(w->details, w->details_len) : -1;
     char text[100];
 
-    copy_printable(text, sizeof(text), message, strlen(message));
+    sf_printable_copy(text, sizeof(text), message, strlen(message));
     snprintf(res->detail, sizeof(res->detail), "grpc %s: %s", grpc_status_name(code), text);
     switch (code) {
     case GRPC_UNAVAILABLE:
@@ -486,8 +371,7 @@ static CURLcode perform(otlpgrpc_worker *w)
 {
     CURLcode rc;
 
-    w->body_sent = false;
-    rc = sf_curl_perform(w->multi, w->curl, w->x->out.sender, &w->body_sent, OTLPGRPC_POLL_MS,
+    rc = sf_curl_perform(w->multi, w->curl, w->x->out.sender, &w->call, OTLPGRPC_POLL_MS,
                          OTLPGRPC_REPLY_GRACE_MS);
     if (rc == CURLE_ABORTED_BY_CALLBACK) {
         /* Cut short: close the connection, so the server learns the call
@@ -606,7 +490,7 @@ static void otlpgrpc_send(void *exporter, unsigned worker, const sf_buf *buf,
     w->body = body;
     w->body_len = len;
     w->sent = 0;
-    w->reply_len = 0;
+    w->call.reply_len = 0;
     w->grpc_status = -1;
     w->message[0] = '\0';
     w->details_len = 0;
@@ -733,9 +617,8 @@ static sf_status worker_init(otlpgrpc *x, otlpgrpc_worker *w)
     CURL *c;
 
     w->x = x;
-    w->reply = sf_malloc(OTLPGRPC_REPLY_MAX);
     w->details = sf_malloc(OTLPGRPC_DETAILS_MAX);
-    if (w->reply == NULL || w->details == NULL)
+    if (sf_curl_call_init(&w->call, OTLPGRPC_REPLY_MAX) != SF_OK || w->details == NULL)
         goto out_free_buffers;
     if (x->compression != SF_COMPRESSION_NONE &&
         (w->zc = sf_compressor_create(x->compression, x->level)) == NULL)
@@ -744,8 +627,7 @@ static sf_status worker_init(otlpgrpc *x, otlpgrpc_worker *w)
     if (c == NULL)
         goto out_free_buffers;
     /* Fixed per handle; only the message changes per call. */
-    if (sf_curl_post_options(c, x->url, x->headers, x->timeout_ms, on_reply, on_progress, w) !=
-            CURLE_OK ||
+    if (sf_curl_post_options(c, x->url, x->headers, x->timeout_ms, &w->call) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_READDATA, w) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK ||
@@ -771,8 +653,7 @@ out_free_buffers:
     w->zc = NULL;
     sf_free(w->details);
     w->details = NULL;
-    sf_free(w->reply);
-    w->reply = NULL;
+    sf_curl_call_release(&w->call);
     return SF_ENOMEM;
 }
 
@@ -788,8 +669,7 @@ static void worker_release(otlpgrpc_worker *w)
     w->zc = NULL;
     sf_free(w->details);
     w->details = NULL;
-    sf_free(w->reply);
-    w->reply = NULL;
+    sf_curl_call_release(&w->call);
 }
 
 /* ---- lifecycle ---------------------------------------------------------------- */

@@ -20,8 +20,10 @@
  *   connection-level curl errors and HTTP 429/502/503/504 are retried
  *   (honouring Retry-After); everything else is permanent. */
 #include "otlp_http.h"
+#include "sf_arena.h"
 #include "sf_curl.h"
 #include "sf_libcurl.h"
+#include "sf_encoding.h"
 #include "sf_time.h"
 
 #include <curl/curl.h>
@@ -58,10 +60,8 @@ typedef struct otlphttp_worker {
     otlphttp *x;
     CURL *curl;
     CURLM *multi;               /* drives `curl`, so the wait can be cut short */
-    bool body_sent;             /* this request's body is sent whole */
     sf_compressor *zc;          /* NULL without compression */
-    uint8_t *reply;             /* OTLPHTTP_REPLY_MAX bytes */
-    size_t reply_len;
+    sf_curl_call call;          /* the reply: OTLPHTTP_REPLY_MAX bytes */
 } otlphttp_worker;
 
 struct otlphttp {
@@ -85,43 +85,7 @@ struct otlphttp {
 /* libcurl is loaded and initialised by create (sf_libcurl.h); libdeflate's
  * counted allocator is set by the core (sf_compress.c). */
 
-static void *pb_alloc(void *data, size_t size)
-{
-    (void)data;
-    return sf_malloc(size);
-}
-
-static void pb_free(void *data, void *p)
-{
-    (void)data;
-    sf_free(p);
-}
-
-static ProtobufCAllocator pb_counted = { .alloc = pb_alloc, .free = pb_free };
-
 /* ---- one request ---------------------------------------------------------- */
-
-static size_t on_reply(char *data, size_t size, size_t n, void *userp)
-{
-    otlphttp_worker *w = userp;
-    size_t len = size * n, room = OTLPHTTP_REPLY_MAX - w->reply_len;
-
-    memcpy(w->reply + w->reply_len, data, len < room ? len : room);
-    w->reply_len += len < room ? len : room;
-    return len;
-}
-
-/* Notes when the whole body is sent (the server may have the spans). */
-static int on_progress(void *userp, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
-                       curl_off_t ulnow)
-{
-    otlphttp_worker *w = userp;
-
-    (void)dltotal, (void)dlnow;
-    if (ultotal > 0 && ulnow >= ultotal)
-        w->body_sent = true;
-    return 0;
-}
 
 /* One transfer on the worker's multi handle. The whole attempt (name
  * lookup, connect, TLS, body, reply) is bounded by CURLOPT_TIMEOUT_MS: the
@@ -136,8 +100,7 @@ static CURLcode perform(otlphttp_worker *w)
 {
     CURLcode rc;
 
-    w->body_sent = false;
-    rc = sf_curl_perform(w->multi, w->curl, w->x->out.sender, &w->body_sent, OTLPHTTP_POLL_MS,
+    rc = sf_curl_perform(w->multi, w->curl, w->x->out.sender, &w->call, OTLPHTTP_POLL_MS,
                          OTLPHTTP_REPLY_GRACE_MS);
     curl_multi_remove_handle(w->multi, w->curl);
     return rc;
@@ -173,30 +136,26 @@ static int64_t reply_rejected(otlphttp *x, otlphttp_worker *w, const sf_buf *buf
     const char *ctype = NULL;
     int64_t rejected = 0;
 
-    if (w->reply_len == 0 || w->reply_len >= OTLPHTTP_REPLY_MAX)
+    if (w->call.reply_len == 0 || w->call.reply_len >= OTLPHTTP_REPLY_MAX)
         return 0;
     if (curl_easy_getinfo(w->curl, CURLINFO_CONTENT_TYPE, &ctype) != CURLE_OK || ctype == NULL ||
         strncasecmp(ctype, "application/x-protobuf", 22) != 0)
         return 0;
     resp = opentelemetry__proto__collector__trace__v1__export_trace_service_response__unpack(
-        &pb_counted, w->reply_len, w->reply);
+        sf_pb_counted_allocator(), w->call.reply_len, w->call.reply);
     if (resp == NULL)
         return 0;
     if (resp->partial_success != NULL && resp->partial_success->rejected_spans > 0) {
         char msg[201];
         const char *m = resp->partial_success->error_message ? resp->partial_success->error_message : "";
-        size_t i;
 
-        /* the server's words, bounded and without control characters */
-        for (i = 0; i + 1 < sizeof(msg) && m[i]; i++)
-            msg[i] = ((unsigned char)m[i] < 0x20 || m[i] == 0x7f) ? '?' : m[i];
-        msg[i] = '\0';
+        sf_printable_copy(msg, sizeof(msg), m, strlen(m));
         rejected = resp->partial_success->rejected_spans;
         sf_warn("exporter %s: server rejected %" PRId64 " of %zu %s: %s", x->id, rejected,
                 buf->spans, sf_signal_items(x->signal), msg[0] ? msg : "(no message)");
     }
     opentelemetry__proto__collector__trace__v1__export_trace_service_response__free_unpacked(
-        resp, &pb_counted);
+        resp, sf_pb_counted_allocator());
     return rejected;
 }
 
@@ -221,7 +180,7 @@ static void otlphttp_send(void *exporter, unsigned worker, const sf_buf *buf,
             return;
         }
     }
-    w->reply_len = 0;
+    w->call.reply_len = 0;
     curl_easy_setopt(w->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     curl_easy_setopt(w->curl, CURLOPT_POSTFIELDS, body);
     rc = perform(w);
@@ -410,18 +369,16 @@ static sf_status worker_init(otlphttp *x, otlphttp_worker *w)
     CURL *c;
 
     w->x = x;
-    w->reply = sf_malloc(OTLPHTTP_REPLY_MAX);
-    if (w->reply == NULL)
+    if (sf_curl_call_init(&w->call, OTLPHTTP_REPLY_MAX) != SF_OK)
         return SF_ENOMEM;
     if (x->compression != SF_COMPRESSION_NONE &&
         (w->zc = sf_compressor_create(x->compression, x->level)) == NULL)
-        goto out_free_reply;
+        goto out_release_call;
     c = curl_easy_init();
     if (c == NULL)
-        goto out_free_reply;
+        goto out_release_call;
     /* Fixed per handle; only the body changes per request. */
-    if (sf_curl_post_options(c, x->url, x->headers, x->timeout_ms, on_reply, on_progress, w) !=
-            CURLE_OK ||
+    if (sf_curl_post_options(c, x->url, x->headers, x->timeout_ms, &w->call) != CURLE_OK ||
         (x->connect_to != NULL &&
          curl_easy_setopt(c, CURLOPT_CONNECT_TO, x->connect_to) != CURLE_OK) ||
         set_tls(c, x->tls) != CURLE_OK)
@@ -434,11 +391,10 @@ static sf_status worker_init(otlphttp *x, otlphttp_worker *w)
 
 out_cleanup_curl:
     curl_easy_cleanup(c);
-out_free_reply:
+out_release_call:
     sf_compressor_destroy(w->zc);
     w->zc = NULL;
-    sf_free(w->reply);
-    w->reply = NULL;
+    sf_curl_call_release(&w->call);
     return SF_ENOMEM;
 }
 
@@ -448,7 +404,7 @@ static void worker_release(otlphttp_worker *w)
     curl_easy_cleanup(w->curl);
     sf_compressor_destroy(w->zc);
     w->zc = NULL;
-    sf_free(w->reply);
+    sf_curl_call_release(&w->call);
 }
 
 /* ---- lifecycle ------------------------------------------------------------ */

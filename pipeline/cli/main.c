@@ -500,18 +500,10 @@ typedef struct minute {
     size_t n, next;
 } minute;
 
-static uint64_t sum_reasons(const uint64_t *v)
-{
-    uint64_t n = 0;
-
-    for (int r = 0; r < SF_REASON_COUNT; r++)
-        n += v[r];
-    return n;
-}
-
 static uint64_t lost_of(const sf_totals *t)
 {
-    return sum_reasons(t->refused) + sum_reasons(t->dropped) + sum_reasons(t->send_failed);
+    return sf_reasons_sum(t->refused) + sf_reasons_sum(t->dropped) +
+           sf_reasons_sum(t->send_failed);
 }
 
 /* Keep `now` as a sample when the last one is STATUS_EVERY_S old (or there

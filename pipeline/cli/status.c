@@ -196,6 +196,19 @@ static void print_reasons(const char *what, json_object *map, bool all)
     }
 }
 
+/* Whether a map of counts (refused, dropped) has one that is not 0. */
+static bool any_nonzero(json_object *map)
+{
+    if (map == NULL || !json_object_is_type(map, json_type_object))
+        return false;
+    json_object_object_foreach(map, k, v) {
+        (void)k;
+        if (json_object_get_int64(v) != 0)
+            return true;
+    }
+    return false;
+}
+
 static void print_ids(json_object *a)
 {
     size_t n = a != NULL ? json_object_array_length(a) : 0;
@@ -417,12 +430,7 @@ static void print_screen(json_object *doc, const char *endpoint, bool all)
     n = a != NULL ? json_object_array_length(a) : 0;
     for (size_t i = 0; i < n; i++) {
         json_object *r = json_object_array_get_idx(a, i), *refused = get(r, "refused");
-        bool any = false, transport = str(r, "transport")[0] != '\0';
-
-        json_object_object_foreach(refused, k, v) {
-            (void)k;
-            any |= json_object_get_int64(v) != 0;
-        }
+        bool any = any_nonzero(refused), transport = str(r, "transport")[0] != '\0';
         json_object *next = i + 1 < n ? json_object_array_get_idx(a, i + 1) : NULL;
 
         /* every receiver has a spans row; an empty one of a receiver whose
@@ -434,19 +442,15 @@ static void print_screen(json_object *doc, const char *endpoint, bool all)
         printf("  receiver %s (%s%s%s): %" PRIu64 " accepted", str(r, "id"),
                str(r, "transport"), transport && get(r, "signal") != NULL ? ", " : "",
                str(r, "signal"), u64(r, "accepted"));
-        print_reasons(", refused: ", get(r, "refused"), all);
+        print_reasons(", refused: ", refused, all);
         printf("\n");
     }
     a = get(doc, "processors");
     n = a != NULL ? json_object_array_length(a) : 0;
     for (size_t i = 0; i < n; i++) {
         json_object *p = json_object_array_get_idx(a, i), *d = get(p, "dropped");
-        bool any = false;
+        bool any = any_nonzero(d);
 
-        json_object_object_foreach(d, k, v) {
-            (void)k;
-            any |= json_object_get_int64(v) != 0;
-        }
         if (!any && !all && get(p, "allowlist") == NULL)
             continue;
         printf("  processor %s%s%s%s:", str(p, "id"), get(p, "signal") != NULL ? " (" : "",

@@ -182,16 +182,9 @@ static sf_status parse_rules(sf_cfg_ctx *ctx, const sf_node *node, void *field)
     sf_status st = SF_OK;
 
     memset(out, 0, sizeof(*out));
-    if (node->kind == SF_NODE_SCALAR && node->is_null)
-        return SF_OK;
-    if (node->kind != SF_NODE_SEQ) {
-        sf_cfg_error(ctx, node, NULL, "expected a list of {pattern, replacement} mappings");
-        return SF_CONFIG;
-    }
-    out->v = sf_cfg_alloc(ctx, (node->n ? node->n : 1) * sizeof(*out->v));
+    out->v = sf_cfg_list_alloc(ctx, node, "{pattern, replacement} mappings", sizeof(*out->v), &st);
     if (out->v == NULL)
-        return SF_ENOMEM;
-    memset(out->v, 0, (node->n ? node->n : 1) * sizeof(*out->v));
+        return st;
     out->node = node;
     out->n = node->n;
     for (size_t i = 0; i < node->n && st != SF_ENOMEM; i++) {
@@ -475,16 +468,6 @@ static const sf_config_row policy_rows[] = {
 
 enum { VALUES_ANY = 0, VALUES_SCALAR = 1, VALUES_SINGLE = 2 }; /* kept_value_types' choices */
 
-static const sf_node *key_node(const sf_node *map, const char *key)
-{
-    if (map == NULL || map->kind != SF_NODE_MAP)
-        return NULL;
-    for (size_t i = 0; i < map->n; i++)
-        if (strcmp(map->keys[i]->text, key) == 0)
-            return map->keys[i];
-    return NULL;
-}
-
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -540,7 +523,7 @@ static void check_exporter_policy(const policy_exporter *pe, const char *path, c
 static void check_signal_policy(policy_signal *ps, const char *name, const sf_node *root,
                                 sf_diag *diag)
 {
-    const sf_node *sec = sf_node_get(root, name), *at = key_node(root, name);
+    const sf_node *sec = sf_node_get(root, name), *at = sf_node_key(root, name);
     const sf_node *keys = sf_node_get(sec, "keys");
     char path[64];
 
@@ -560,7 +543,7 @@ static void check_signal_policy(policy_signal *ps, const char *name, const sf_no
     if (!ps->exporter.present)
         sf_diag_error(diag, at, name, "'exporter' is required");
     else
-        check_exporter_policy(&ps->exporter, path, key_node(sec, "exporter"),
+        check_exporter_policy(&ps->exporter, path, sf_node_key(sec, "exporter"),
                               sf_node_get(sec, "exporter"), diag);
 }
 
@@ -575,7 +558,7 @@ static void check_policy(sf_policy *p, const sf_node *root, sf_diag *diag)
     if (!c->allowlist.present)
         sf_diag_error(diag, root, NULL, "missing required section 'allowlist'");
     else if (c->allowlist.processor == NULL || c->allowlist.processor[0] == '\0')
-        sf_diag_error(diag, key_node(root, "allowlist"), "allowlist", "'processor' is required");
+        sf_diag_error(diag, sf_node_key(root, "allowlist"), "allowlist", "'processor' is required");
     if (c->allowlist.present) {
         for (int i = 0; i < SF_OTLP_CTX_COUNT; i++) {
             const char *name = sf_otlp_ctx_name((sf_otlp_ctx)i);
@@ -586,13 +569,13 @@ static void check_policy(sf_policy *p, const sf_node *root, sf_diag *diag)
             check_list(diag, path, sf_node_get(keys, name), &c->allowlist.keys.ctx[i]);
         }
         if (!any)
-            sf_diag_error(diag, keys ? key_node(al, "keys") : key_node(root, "allowlist"),
+            sf_diag_error(diag, keys ? sf_node_key(al, "keys") : sf_node_key(root, "allowlist"),
                           "allowlist", "'keys' must pin at least one context");
     }
     if (!c->exporter.present) {
         sf_diag_error(diag, root, NULL, "missing required section 'exporter'");
     } else {
-        check_exporter_policy(&c->exporter, "exporter", key_node(root, "exporter"), ex, diag);
+        check_exporter_policy(&c->exporter, "exporter", sf_node_key(root, "exporter"), ex, diag);
     }
     check_list(diag, "receivers.ids", sf_node_get(sf_node_get(root, "receivers"), "ids"),
                &c->receivers.ids);
@@ -709,7 +692,7 @@ static void violate(checker *k, const sf_node *at, const char *subject, const ch
 static const sf_config_component *find_in(const sf_config *cfg, const char *section,
                                           const char *id)
 {
-    const sf_node *key = key_node(sf_node_get(cfg->root, section), id);
+    const sf_node *key = sf_node_key(sf_node_get(cfg->root, section), id);
 
     for (size_t i = 0; key && i < cfg->n_components; i++)
         if (cfg->components[i].node == key)
@@ -1219,7 +1202,7 @@ static void check_allowlist(checker *k)
 
     snprintf(subj, sizeof(subj), "processors.%s", pa->processor);
     if (c == NULL) {
-        violate(k, key_node(k->cfg->root, "processors"), subj,
+        violate(k, sf_node_key(k->cfg->root, "processors"), subj,
                 "the allowlist processor is not defined");
         return;
     }
@@ -1229,7 +1212,7 @@ static void check_allowlist(checker *k)
         return;
     }
     value = sf_node_get(sf_node_get(k->cfg->root, "processors"), c->id);
-    statements = key_node(value, "trace_statements");
+    statements = sf_node_key(value, "trace_statements");
     if (statements == NULL)
         statements = c->node;
     if (al.error_mode != pa->error_mode) {
@@ -1318,7 +1301,7 @@ static void check_pipelines(checker *k)
             violate(k, p->node, subj, "a second traces pipeline: the policy allows exactly one");
         if (p->signal == SF_SIGNAL_TRACES &&
             !runs((const sf_config_component *const *)p->processors, p->n_processors, proc)) {
-            const sf_node *at = key_node(pv, "processors");
+            const sf_node *at = sf_node_key(pv, "processors");
 
             violate(k, at ? at : p->node, subj, "does not run processor '%s'", proc);
         }
@@ -1336,7 +1319,7 @@ static void check_pipelines(checker *k)
         }
         if (p == k->main &&
             !runs((const sf_config_component *const *)p->exporters, p->n_exporters, exp)) {
-            const sf_node *at = key_node(pv, "exporters");
+            const sf_node *at = sf_node_key(pv, "exporters");
 
             violate(k, at ? at : p->node, subj, "does not export to '%s'", exp);
         }
@@ -1412,7 +1395,7 @@ static void check_exporter(checker *k, const policy_exporter *pe, sf_signal sig)
 
     snprintf(subj, sizeof(subj), "exporters.%s", pe->id);
     if (c == NULL) {
-        violate(k, key_node(k->cfg->root, "exporters"), subj, "the %s exporter is not defined",
+        violate(k, sf_node_key(k->cfg->root, "exporters"), subj, "the %s exporter is not defined",
                 sf_signal_name(sig));
         return;
     }
@@ -1572,7 +1555,7 @@ static const sf_node *node_at_path(const sf_node *value, const sf_node *key, con
         next = sf_node_get(value, part);
         if (next == NULL)
             return key;
-        key = key_node(value, part);
+        key = sf_node_key(value, part);
         value = next;
         path += n + (path[n] == '.');
     }
@@ -1596,7 +1579,7 @@ static void check_receivers(checker *k)
         for (size_t i = 0; i < pr->ids.n; i++)
             if (!runs((const sf_config_component *const *)k->main->receivers,
                       k->main->n_receivers, pr->ids.v[i]))
-                violate(k, list ? key_node(pv, "receivers") : k->main->node, subj,
+                violate(k, list ? sf_node_key(pv, "receivers") : k->main->node, subj,
                         "does not use receiver '%s' pinned by the policy", pr->ids.v[i]);
     }
     if (!pr->loopback_only || section == NULL || section->kind != SF_NODE_MAP)
@@ -1702,7 +1685,7 @@ static void check_signal_processor(checker *k, sf_signal sig, const policy_signa
 
     snprintf(subj, sizeof(subj), "processors.%s", ps->processor);
     if (c == NULL) {
-        violate(k, key_node(k->cfg->root, "processors"), subj, "the %s fence processor is not "
+        violate(k, sf_node_key(k->cfg->root, "processors"), subj, "the %s fence processor is not "
                 "defined", sf_signal_name(sig));
         return;
     }
@@ -1712,7 +1695,7 @@ static void check_signal_processor(checker *k, sf_signal sig, const policy_signa
         return;
     }
     value = sf_node_get(sf_node_get(k->cfg->root, "processors"), c->id);
-    statements = key_node(value, list);
+    statements = sf_node_key(value, list);
     if (al.signal_rules[sig] == NULL) {
         violate(k, c->node, subj, "has no %s: the policy fences %s with them", list,
                 sf_signal_name(sig));
@@ -1823,7 +1806,7 @@ static void check_signal(checker *k, sf_signal sig, const policy_signal *ps)
         }
         if (!runs((const sf_config_component *const *)p->processors, p->n_processors,
                   ps->processor)) {
-            const sf_node *at = key_node(pv, "processors");
+            const sf_node *at = sf_node_key(pv, "processors");
 
             violate(k, at ? at : p->node, subj, "does not run processor '%s'", ps->processor);
         }
@@ -1834,7 +1817,7 @@ static void check_signal(checker *k, sf_signal sig, const policy_signal *ps)
                         list->items[j]->text, ps->exporter.id);
         if (!runs((const sf_config_component *const *)p->exporters, p->n_exporters,
                   ps->exporter.id)) {
-            const sf_node *at = key_node(pv, "exporters");
+            const sf_node *at = sf_node_key(pv, "exporters");
 
             violate(k, at ? at : p->node, subj, "does not export to '%s'", ps->exporter.id);
         }

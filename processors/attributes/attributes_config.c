@@ -172,20 +172,14 @@ static int parse_action(sf_cfg_ctx *ctx, const sf_node *it, const char *sub, sf_
 static sf_status parse_actions(sf_cfg_ctx *ctx, const sf_node *node, void *field)
 {
     sf_attr_actions *out = field;
+    sf_status st;
     int errors = 0;
     char sub[64];
 
     memset(out, 0, sizeof(*out));
-    if (node->kind == SF_NODE_SCALAR && node->is_null)
-        return SF_OK;
-    if (node->kind != SF_NODE_SEQ) {
-        sf_cfg_error(ctx, node, NULL, "expected a list of actions ({key, action, value})");
-        return SF_CONFIG;
-    }
-    out->v = sf_cfg_alloc(ctx, (node->n ? node->n : 1) * sizeof(*out->v));
+    out->v = sf_cfg_list_alloc(ctx, node, "actions ({key, action, value})", sizeof(*out->v), &st);
     if (out->v == NULL)
-        return SF_ENOMEM;
-    memset(out->v, 0, (node->n ? node->n : 1) * sizeof(*out->v));
+        return st;
     out->n = node->n;
     for (size_t i = 0; i < node->n; i++) {
         snprintf(sub, sizeof(sub), "[%zu]", i);

@@ -168,19 +168,15 @@ bad:
 static sf_status parse_conds(sf_cfg_ctx *ctx, const sf_node *node, void *field)
 {
     sf_filter_conds *out = field;
+    sf_status st;
     int errors = 0;
-    char sub[32];
+    char sub[32], what[192];
 
     memset(out, 0, sizeof(*out));
-    if (node->kind == SF_NODE_SCALAR && node->is_null)
-        return SF_OK;
-    if (node->kind != SF_NODE_SEQ) {
-        sf_cfg_error(ctx, node, NULL, "expected a list of conditions (%s)", conditions_help);
-        return SF_CONFIG;
-    }
-    out->v = sf_cfg_alloc(ctx, (node->n ? node->n : 1) * sizeof(*out->v));
+    snprintf(what, sizeof(what), "conditions (%s)", conditions_help);
+    out->v = sf_cfg_list_alloc(ctx, node, what, sizeof(*out->v), &st);
     if (out->v == NULL)
-        return SF_ENOMEM;
+        return st;
     out->n = node->n;
     for (size_t i = 0; i < node->n; i++) {
         snprintf(sub, sizeof(sub), "[%zu]", i);

@@ -16,6 +16,7 @@
  * when it ends) and the next source is asked. */
 #include "resourcedetection.h"
 
+#include "sf_encoding.h"
 #include "sf_otlp_wire.h"
 #include "sf_time.h"
 
@@ -85,17 +86,6 @@ static sf_status rd_add(rd_ctx *x, const char *key, size_t klen, const char *val
     return SF_OK;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* s[0, *n) trimmed of spaces and tabs on both ends. */
 static const char *trim(const char *s, size_t *n)
 {
@@ -152,8 +142,8 @@ static sf_status detect_env(rd_ctx *x, char *why, size_t size)
         v = trim(eq + 1, &vlen);
         for (size_t i = 0; i < vlen; i++) {
             if (v[i] == '%') {
-                int hi = i + 2 < vlen ? hexval(v[i + 1]) : -1;
-                int lo = hi >= 0 ? hexval(v[i + 2]) : -1;
+                int hi = i + 2 < vlen ? sf_hex_digit(v[i + 1]) : -1;
+                int lo = hi >= 0 ? sf_hex_digit(v[i + 2]) : -1;
 
                 if (hi < 0 || lo < 0) {
                     snprintf(why, size, "OTEL_RESOURCE_ATTRIBUTES: member %zu has a bad "

@@ -42,20 +42,15 @@ static char *term(sf_cfg_ctx *ctx, const char *field, const char *value, const c
 static sf_status parse_names(sf_cfg_ctx *ctx, const sf_node *node, sf_strlist *out,
                              const char *field, bool unit)
 {
+    sf_status st;
     int errors = 0;
     char sub[32];
 
     memset(out, 0, sizeof(*out));
-    if (node->kind == SF_NODE_SCALAR && node->is_null)
-        return SF_OK;
-    if (node->kind != SF_NODE_SEQ) {
-        sf_cfg_error(ctx, node, NULL, "expected a list of %s", unit ? "unit names" :
-                     "syslog identifiers");
-        return SF_CONFIG;
-    }
-    out->v = sf_cfg_alloc(ctx, (node->n ? node->n : 1) * sizeof(*out->v));
+    out->v = sf_cfg_list_alloc(ctx, node, unit ? "unit names" : "syslog identifiers",
+                               sizeof(*out->v), &st);
     if (out->v == NULL)
-        return SF_ENOMEM;
+        return st;
     for (size_t i = 0; i < node->n; i++) {
         const sf_node *it = node->items[i];
         const char *dot;
@@ -99,20 +94,14 @@ static sf_status parse_identifiers(sf_cfg_ctx *ctx, const sf_node *node, void *f
 static sf_status parse_matches(sf_cfg_ctx *ctx, const sf_node *node, void *field)
 {
     sf_jd_matches *out = field;
+    sf_status st;
     int errors = 0;
     char sub[96];
 
     memset(out, 0, sizeof(*out));
-    if (node->kind == SF_NODE_SCALAR && node->is_null)
-        return SF_OK;
-    if (node->kind != SF_NODE_SEQ) {
-        sf_cfg_error(ctx, node, NULL, "expected a list of mappings (FIELD: value)");
-        return SF_CONFIG;
-    }
-    out->v = sf_cfg_alloc(ctx, (node->n ? node->n : 1) * sizeof(*out->v));
+    out->v = sf_cfg_list_alloc(ctx, node, "mappings (FIELD: value)", sizeof(*out->v), &st);
     if (out->v == NULL)
-        return SF_ENOMEM;
-    memset(out->v, 0, (node->n ? node->n : 1) * sizeof(*out->v));
+        return st;
     out->n = node->n;
     for (size_t i = 0; i < node->n; i++) {
         const sf_node *m = node->items[i];

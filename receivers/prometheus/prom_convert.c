@@ -400,6 +400,26 @@ static bool ends_with(const char *s, const char *suffix)
 
 /* ---- families ------------------------------------------------------------------ */
 
+/* Room for one more pointer in the arena array at *arrp that holds n:
+ * its capacity is a power of two from 8, so it grows when n is 0 or
+ * reaches one. `arrp` points at the message's `T **data_points` (pointers
+ * to messages share one representation). false when out of memory. */
+static bool room_for_one(conv *c, void *arrp, size_t n)
+{
+    void **old, **np;
+
+    if (n != 0 && (n < 8 || (n & (n - 1)) != 0))
+        return true;
+    np = alloc(c, (n ? n * 2 : 8) * sizeof(*np));
+    if (np == NULL)
+        return false;
+    memcpy(&old, arrp, sizeof(old));
+    if (n)
+        memcpy(np, old, n * sizeof(*np));
+    memcpy(arrp, &np, sizeof(np));
+    return true;
+}
+
 static void add_number_point(conv *c, pb_metric *m, pb_ndp *p)
 {
     pb_ndp ***pts;
@@ -412,19 +432,8 @@ static void add_number_point(conv *c, pb_metric *m, pb_ndp *p)
         pts = &m->sum->data_points;
         n = &m->sum->n_data_points;
     }
-    /* capacity is a power of two from 8: grow when n is one */
-    if (*n >= 8 && (*n & (*n - 1)) == 0) {
-        pb_ndp **np = alloc(c, *n * 2 * sizeof(*np));
-
-        if (np == NULL)
-            return;
-        memcpy(np, *pts, *n * sizeof(*np));
-        *pts = np;
-    } else if (*n == 0) {
-        *pts = alloc(c, 8 * sizeof(**pts));
-        if (*pts == NULL)
-            return;
-    }
+    if (!room_for_one(c, pts, *n))
+        return;
     (*pts)[(*n)++] = p;
     c->st->points++;
 }
@@ -551,7 +560,6 @@ static void convert_sum(conv *c, const sf_prom_family *f, const uint32_t *idx, s
 static void convert_histogram(conv *c, const sf_prom_family *f, const uint32_t *idx, size_t n)
 {
     pb_metric *m = new_metric(c, f->name, f);
-    size_t cap = 0;
 
     if (m == NULL)
         return;
@@ -638,18 +646,8 @@ static void convert_histogram(conv *c, const sf_prom_family *f, const uint32_t *
         p->time_unix_nano = point_time(c, count ? count : first);
         p->start_time_unix_nano = start_time(c, series_key(f->name, first, "le"),
                                              (double)p->count, p->time_unix_nano, created, group);
-        if (m->histogram->n_data_points == cap) {
-            pb_hdp **np;
-
-            cap = cap ? cap * 2 : 8;
-            np = alloc(c, cap * sizeof(*np));
-            if (np == NULL)
-                return;
-            if (m->histogram->n_data_points)
-                memcpy(np, m->histogram->data_points,
-                       m->histogram->n_data_points * sizeof(*np));
-            m->histogram->data_points = np;
-        }
+        if (!room_for_one(c, &m->histogram->data_points, m->histogram->n_data_points))
+            return;
         m->histogram->data_points[m->histogram->n_data_points++] = p;
         c->st->points++;
         i = j;
@@ -659,7 +657,6 @@ static void convert_histogram(conv *c, const sf_prom_family *f, const uint32_t *
 static void convert_summary(conv *c, const sf_prom_family *f, const uint32_t *idx, size_t n)
 {
     pb_metric *m = new_metric(c, f->name, f);
-    size_t cap = 0;
 
     if (m == NULL)
         return;
@@ -726,17 +723,8 @@ static void convert_summary(conv *c, const sf_prom_family *f, const uint32_t *id
         p->time_unix_nano = point_time(c, count);
         p->start_time_unix_nano = start_time(c, series_key(f->name, first, "quantile"),
                                              (double)p->count, p->time_unix_nano, created, group);
-        if (m->summary->n_data_points == cap) {
-            pb_sdp **np;
-
-            cap = cap ? cap * 2 : 8;
-            np = alloc(c, cap * sizeof(*np));
-            if (np == NULL)
-                return;
-            if (m->summary->n_data_points)
-                memcpy(np, m->summary->data_points, m->summary->n_data_points * sizeof(*np));
-            m->summary->data_points = np;
-        }
+        if (!room_for_one(c, &m->summary->data_points, m->summary->n_data_points))
+            return;
         m->summary->data_points[m->summary->n_data_points++] = p;
         c->st->points++;
         i = j;

@@ -17,6 +17,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 
 const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, otlphttp } = require('./lib/config');
 const { Gateway } = require('./lib/gateway');
 const peers = require('./lib/peers');
 
@@ -33,49 +34,24 @@ test('batch processor metrics: size and timeout triggers, send size histograms, 
     const portSize = await freePort();
     const portTimeout = await freePort();
     const metricsPort = await freePort();
-    const config = `receivers:
-  otlp/size:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:${portSize}
-  otlp/timeout:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:${portTimeout}
-processors:
-  batch/size:
-    send_batch_size: 30
-    timeout: 30s
-  batch/timeout:
-    send_batch_size: 1000
-    timeout: 200ms
-exporters:
-  otlphttp/size:
-    endpoint: ${gwSize.url}
-    compression: none
-  otlphttp/timeout:
-    endpoint: ${gwTimeout.url}
-    compression: none
-service:
-  telemetry:
-    metrics:
-      level: detailed
-      readers:
-        - pull:
-            exporter:
-              prometheus:
-                host: 127.0.0.1
-                port: ${metricsPort}
-  pipelines:
-    traces/size:
-      receivers: [otlp/size]
-      processors: [batch/size]
-      exporters: [otlphttp/size]
-    traces/timeout:
-      receivers: [otlp/timeout]
-      processors: [batch/timeout]
-      exporters: [otlphttp/timeout]
-`;
+    const config = collectorConfig({
+      receivers: { 'otlp/size': otlpReceiver({ grpc: portSize }), 'otlp/timeout': otlpReceiver({ grpc: portTimeout }) },
+      processors: {
+        'batch/size': { send_batch_size: 30, timeout: '30s' },
+        'batch/timeout': { send_batch_size: 1000, timeout: '200ms' },
+      },
+      exporters: { 'otlphttp/size': otlphttp(gwSize.url), 'otlphttp/timeout': otlphttp(gwTimeout.url) },
+      telemetry: {
+        metrics: {
+          level: 'detailed',
+          readers: [{ pull: { exporter: { prometheus: { host: '127.0.0.1', port: metricsPort } } } }],
+        },
+      },
+      pipelines: {
+        'traces/size': { receivers: ['otlp/size'], processors: ['batch/size'], exporters: ['otlphttp/size'] },
+        'traces/timeout': { receivers: ['otlp/timeout'], processors: ['batch/timeout'], exporters: ['otlphttp/timeout'] },
+      },
+    });
     const sf = h.track(new Spanfence({ dir: h.dir, config, grpcPort: portSize, metricsPort }));
     await sf.start();
 

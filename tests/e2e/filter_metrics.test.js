@@ -12,6 +12,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, otlphttp } = require('./lib/config');
 const proto = require('./lib/proto');
 const { SignalGateway } = require('./lib/signal_gateway');
 
@@ -31,40 +32,27 @@ function metric(name, points, description) {
 const request = (...metrics) => len(1, len(2, Buffer.concat(metrics.map((m) => len(2, m)))));
 
 function config() {
-  return `receivers:
-  otlp:
-    protocols:
-      http:
-        endpoint: 127.0.0.1:\${env:SF_HTTP_PORT}
-processors:
-  memory_limiter: {check_interval: 1s, limit_mib: 256}
-  filter/names:
-    error_mode: ignore
-    metrics:
-      metric:
-        - 'IsMatch(name, "^debug\\\\.")'
-        - 'name == "sglang:prompt_dump"'
-        - 'name == "go_goroutines"'
-exporters:
-  otlphttp/metrics:
-    endpoint: http://127.0.0.1:\${env:SF_HTTP_SINK}
-    compression: none
-  otlphttp/traces:
-    endpoint: http://127.0.0.1:\${env:SF_HTTP_SINK}
-    compression: none
-service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [otlphttp/traces]
-    metrics:
-      receivers: [otlp]
-      processors: [memory_limiter, filter/names]
-      exporters: [otlphttp/metrics]
-`;
+  return collectorConfig({
+    receivers: { otlp: otlpReceiver({ http: '${env:SF_HTTP_PORT}' }) },
+    processors: {
+      memory_limiter: { check_interval: '1s', limit_mib: 256 },
+      'filter/names': {
+        error_mode: 'ignore',
+        metrics: {
+          metric: ['IsMatch(name, "^debug\\\\.")', 'name == "sglang:prompt_dump"', 'name == "go_goroutines"'],
+        },
+      },
+    },
+    exporters: {
+      'otlphttp/metrics': otlphttp('http://127.0.0.1:${env:SF_HTTP_SINK}'),
+      'otlphttp/traces': otlphttp('http://127.0.0.1:${env:SF_HTTP_SINK}'),
+    },
+    metricsPort: '${env:SF_METRICS_PORT}',
+    pipelines: {
+      traces: { receivers: ['otlp'], exporters: ['otlphttp/traces'] },
+      metrics: { receivers: ['otlp'], processors: ['memory_limiter', 'filter/names'], exporters: ['otlphttp/metrics'] },
+    },
+  });
 }
 
 const has = (buf, text) => buf.includes(Buffer.from(text));

@@ -22,6 +22,7 @@ const { execFile } = require('node:child_process');
 const deps = require('./lib/deps');
 const { Sink } = require('./lib/flood');
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, otlphttp } = require('./lib/config');
 
 const QUEUE = 32;
 const SPANS_PER_CALL = 8;
@@ -32,38 +33,28 @@ const EXP = { exporter: 'otlphttp/traces' };
 const RCV = { receiver: 'otlp', transport: 'grpc' };
 
 function config(grpcPort, metricsPort, gatewayPort) {
-  return `
-receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:${grpcPort}
-processors:
-  transform/allowlist:
-    error_mode: propagate
-    trace_statements:
-      - context: span
-        statements:
-          - keep_keys(attributes, ["gen_ai.request.id", "gen_ai.usage.prompt_tokens"])
-          - set(status.message, "")
-exporters:
-  otlphttp/traces:
-    endpoint: http://127.0.0.1:${gatewayPort}
-    compression: gzip
-    retry_on_failure:
-      max_elapsed_time: 60s
-    sending_queue:
-      queue_size: ${QUEUE}
-service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:${metricsPort}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [transform/allowlist]
-      exporters: [otlphttp/traces]
-`;
+  return collectorConfig({
+    receivers: { otlp: otlpReceiver({ grpc: grpcPort }) },
+    processors: {
+      'transform/allowlist': {
+        error_mode: 'propagate',
+        trace_statements: [{
+          context: 'span',
+          statements: ['keep_keys(attributes, ["gen_ai.request.id", "gen_ai.usage.prompt_tokens"])',
+                       'set(status.message, "")'],
+        }],
+      },
+    },
+    exporters: {
+      'otlphttp/traces': otlphttp(gatewayPort, {
+        compression: 'gzip', retry_on_failure: { max_elapsed_time: '60s' }, sending_queue: { queue_size: QUEUE },
+      }),
+    },
+    metricsPort,
+    pipelines: {
+      traces: { receivers: ['otlp'], processors: ['transform/allowlist'], exporters: ['otlphttp/traces'] },
+    },
+  });
 }
 
 function send(args) {

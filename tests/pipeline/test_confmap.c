@@ -31,6 +31,7 @@ typedef struct tconf {
     inner sec;
     int custom;
     sf_cfg_list items;
+    struct { int64_t *v; size_t n; } levels;
 } tconf;
 
 typedef struct item {
@@ -45,6 +46,20 @@ static sf_status parse_custom(sf_cfg_ctx *ctx, const sf_node *node, void *field)
         return SF_CONFIG;
     }
     *(int *)field = 42;
+    return SF_OK;
+}
+
+/* A CUSTOM list as components read theirs (sf_cfg_list_alloc). */
+static sf_status parse_levels(sf_cfg_ctx *ctx, const sf_node *node, void *field)
+{
+    struct { int64_t *v; size_t n; } *out = field;
+    sf_status st;
+
+    out->v = sf_cfg_list_alloc(ctx, node, "levels", sizeof(*out->v), &st);
+    if (out->v == NULL)
+        return st;
+    for (size_t i = 0; i < node->n; i++)
+        out->v[out->n++] = strtoll(node->items[i]->text, NULL, 10);
     return SF_OK;
 }
 
@@ -85,6 +100,8 @@ static const sf_config_row rows[] = {
     { .key = "check_only", .type = SF_CFG_ENUM, .offset = SF_CFG_NO_FIELD, .choices = "tcp" },
     { .key = "items", .type = SF_CFG_LIST, .offset = offsetof(tconf, items), .sub = item_rows,
       .elem_size = sizeof(item) },
+    { .key = "levels", .type = SF_CFG_CUSTOM, .offset = offsetof(tconf, levels),
+      .parse = parse_levels },
     { 0 }
 };
 
@@ -245,6 +262,25 @@ static void test_list_of_mappings(void **state)
                         "t.yaml:2:10: x.items: expected a list of mappings, got a mapping");
 }
 
+static void test_custom_list(void **state)
+{
+    fx *f = *state;
+
+    assert_int_equal(decode(f, "x:\n  levels: [3, 0, 7]\n"), SF_OK);
+    assert_int_equal(f->c.levels.n, 3);
+    assert_int_equal(f->c.levels.v[0], 3);
+    assert_int_equal(f->c.levels.v[2], 7);
+    assert_int_equal(decode(f, "x:\n  levels:\n"), SF_OK);    /* null: an empty list */
+    assert_null(f->c.levels.v);
+    assert_int_equal(f->c.levels.n, 0);
+    assert_int_equal(decode(f, "x:\n  levels: []\n"), SF_OK);
+    assert_int_equal(f->c.levels.n, 0);
+    assert_int_equal(sf_diag_count(f->t.diag), 0);
+    assert_int_equal(decode(f, "x:\n  levels: 3\n"), SF_CONFIG);
+    assert_string_equal(sf_diag_message(f->t.diag, 0),
+                        "t.yaml:2:11: x.levels: expected a list of levels");
+}
+
 static void test_list_item_error(void **state)
 {
     fx *f = *state;
@@ -356,6 +392,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reject_and_ignore, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_a_mapping, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_of_mappings, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_custom_list, setup, teardown),
         cmocka_unit_test(test_suggest),
     };
 

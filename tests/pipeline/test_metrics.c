@@ -40,6 +40,18 @@ static sf_test_http_answer get(const char *method, const char *url)
     return sf_test_http_request(method, url, "text/plain", NULL, NULL, 0);
 }
 
+static void test_reasons_sum(void **state)
+{
+    sf_totals t = { 0 };
+
+    (void)state;
+    assert_int_equal(sf_reasons_sum(t.dropped), 0);
+    t.dropped[0] = 2;
+    t.dropped[SF_REASON_COUNT - 1] = 40;
+    t.refused[1] = 1000;            /* another row: not counted */
+    assert_int_equal(sf_reasons_sum(t.dropped), 42);
+}
+
 static void test_endpoint(void **state)
 {
     char yaml[1024], url[128], traces[128];
@@ -108,6 +120,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reason_labels),
+        cmocka_unit_test(test_reasons_sum),
         cmocka_unit_test(test_endpoint),
     };
     int rc;

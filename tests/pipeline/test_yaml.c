@@ -66,6 +66,12 @@ static void test_positions_and_kinds(void **state)
     assert_true(sf_node_get(a, "b")->plain);
     assert_false(sf_node_get(a, "c")->plain);
     assert_string_equal(text_at(a, "c"), "q");
+    /* the key node, for errors about the key: where the key is written */
+    assert_int_equal(sf_node_key(a, "c")->line, 3);
+    assert_int_equal(sf_node_key(a, "c")->col, 3);
+    assert_string_equal(sf_node_key(a, "c")->text, "c");
+    assert_null(sf_node_key(a, "nope"));
+    assert_null(sf_node_key(sf_node_get(a, "b"), "b"));     /* not a mapping */
     s = sf_node_get(f->root, "s");
     assert_int_equal(s->kind, SF_NODE_SEQ);
     assert_int_equal(s->n, 3);

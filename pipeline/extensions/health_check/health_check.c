@@ -59,21 +59,6 @@ typedef struct hc_ctx {
 static pthread_mutex_t stopped_lock = PTHREAD_MUTEX_INITIALIZER;
 static hc_server *stopped;
 
-static enum MHD_Result respond(struct MHD_Connection *conn, unsigned code, const char *type,
-                               const char *body, size_t len)
-{
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body,
-                                                             MHD_RESPMEM_MUST_COPY);
-    enum MHD_Result ret;
-
-    if (r == NULL)
-        return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", type);
-    ret = MHD_queue_response(conn, code, r);
-    MHD_destroy_response(r);
-    return ret;
-}
-
 /* Go's time.Duration String() for the uptime: "1h2m3.5s", "850ms". */
 static void format_uptime(int64_t ms, char *out, size_t size)
 {
@@ -126,16 +111,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
     (void)version;
     (void)upload_data;
-    if (*req_cls == NULL) {             /* headers only so far */
-        *req_cls = s;
-        return MHD_YES;
-    }
-    if (*upload_size != 0) {            /* any body is ignored */
-        *upload_size = 0;
-        return MHD_YES;
-    }
-    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-        return respond(conn, 405, "text/plain", "method not allowed\n", 19);
+    if (!sf_net_http_get_begin(conn, method, upload_size, req_cls, s, &ret))
+        return ret;
 
     pthread_mutex_lock(&s->lock);
     known = s->path != NULL && strcmp(url, s->path) == 0;
@@ -169,9 +146,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     fixed = ready ? s->healthy : s->unhealthy;
     code = ready ? 200 : 503;
     if (!known) {
-        ret = respond(conn, 404, "text/plain", "not found\n", 10);
+        ret = sf_net_http_respond(conn, 404, "text/plain", "not found\n", 10);
     } else if (fixed != NULL) {
-        ret = respond(conn, code, "text/plain", fixed, strlen(fixed));
+        ret = sf_net_http_respond(conn, code, "text/plain", fixed, strlen(fixed));
     } else {
         if (ready) {
             format_rfc3339(s->up_since_wall_ms, since, sizeof(since));
@@ -185,7 +162,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         snprintf(body, sizeof(body), "{\"status\":\"%s\",\"upSince\":\"%s\",\"uptime\":\"%s\"%s%s%s}",
                  ready ? "Server available" : "Server not available", since, uptime,
                  failing ? ",\"error\":\"" : "", why_json, failing ? "\"" : "");
-        ret = respond(conn, code, "application/json", body, strlen(body));
+        ret = sf_net_http_respond(conn, code, "application/json", body, strlen(body));
     }
     pthread_mutex_unlock(&s->lock);
     return ret;

@@ -823,13 +823,10 @@ static void free_markers(tc_ctx *x)
     }
 }
 
-static void tc_destroy(sf_component *self)
+/* What a context holds besides its thread and socket (tc_destroy after
+ * tc_shutdown, parcel_free after closing the socket). */
+static void ctx_free(tc_ctx *x)
 {
-    tc_ctx *x = sf_component_ctx(self);
-
-    if (x == NULL)
-        return;
-    tc_shutdown(self);
     sf_tc_audit_free_pending(x);
     free_markers(x);
     free_drops(x);
@@ -838,6 +835,16 @@ static void tc_destroy(sf_component *self)
     sf_free(x->pub);
     sf_free(x->w);
     sf_free(x);
+}
+
+static void tc_destroy(sf_component *self)
+{
+    tc_ctx *x = sf_component_ctx(self);
+
+    if (x == NULL)
+        return;
+    tc_shutdown(self);
+    ctx_free(x);
     sf_component_set_ctx(self, NULL);
 }
 
@@ -876,14 +883,7 @@ static void parcel_free(tc_ctx *p)
         close(p->listen_fd);
     if (p->socket_bound)
         unlink(p->cfg->socket);
-    sf_tc_audit_free_pending(p);
-    free_markers(p);
-    free_drops(p);
-    close(p->oob_fd);
-    pthread_mutex_destroy(&p->pub_mu);
-    sf_free(p->pub);
-    sf_free(p->w);
-    sf_free(p);
+    ctx_free(p);
 }
 
 /* The next instance (self, created, not started) takes over what the

@@ -156,6 +156,17 @@ typedef struct sf_tc_config {
 } sf_tc_config;
 
 extern const sf_config_row sf_tc_config_map[];
+/* One key of a mapping read by sf_tc_parse_map(): keys[w] is its name,
+ * `sub` its path ("path.key") for errors. */
+typedef sf_status (*sf_tc_key_fn)(sf_cfg_ctx *ctx, const sf_node *v, const char *sub, size_t w,
+                                  void *arg);
+/* The one loop over a target's mappings (the target, tls, engine_log,
+ * engine_metrics; trace_control_keys.c): `v` must be a mapping and each of
+ * its keys one of keys[0, n_keys), both said in the error naming the keys;
+ * each key goes to `fn`. SF_ENOMEM at once; otherwise every key is read
+ * and SF_CONFIG comes back when any failed. */
+sf_status sf_tc_parse_map(sf_cfg_ctx *ctx, const sf_node *v, const char *path,
+                          const char *const *keys, size_t n_keys, sf_tc_key_fn fn, void *arg);
 /* trace_control_latency_config.c: `engine_metrics` of a target, and
  * auto_revert's `max_latency_increase` (CUSTOM row); their cross-checks. */
 sf_status sf_tc_parse_engine_metrics(sf_cfg_ctx *ctx, const sf_node *v, const char *path,

@@ -281,50 +281,30 @@ static sf_status parse_headers(sf_cfg_ctx *ctx, const sf_node *v, const char *pa
     return st;
 }
 
+static sf_status tls_key(sf_cfg_ctx *ctx, const sf_node *it, const char *sub, size_t w,
+                         void *arg)
+{
+    sf_tc_target *t = arg;
+
+    switch (w) {
+    case 0: return scalar_of(ctx, it, sub, &t->ca_file);
+    case 1: return scalar_of(ctx, it, sub, &t->cert_file);
+    case 2: return scalar_of(ctx, it, sub, &t->key_file);
+    default:
+        if (it->kind == SF_NODE_SCALAR && it->plain && strcmp(it->text, "true") == 0) {
+            t->insecure_skip_verify = true;
+        } else if (!(it->kind == SF_NODE_SCALAR && it->plain && strcmp(it->text, "false") == 0)) {
+            sf_cfg_error(ctx, it, sub, "expected true or false");
+            return SF_CONFIG;
+        }
+        return SF_OK;
+    }
+}
+
 static sf_status parse_tls(sf_cfg_ctx *ctx, const sf_node *v, const char *path, sf_tc_target *t)
 {
-    sf_status st = SF_OK;
-    char sub[256];
-
-    if (v->kind != SF_NODE_MAP) {
-        sf_cfg_error(ctx, v, path, "expected a mapping (ca_file, cert_file, key_file, "
-                     "insecure_skip_verify)");
-        return SF_CONFIG;
-    }
-    for (size_t j = 0; j < v->n; j++) {
-        const char *k = v->keys[j]->text;
-        const sf_node *it = v->items[j];
-        size_t w;
-        sf_status r = SF_OK;
-
-        snprintf(sub, sizeof(sub), "%s.%s", path, k);
-        for (w = 0; w < sizeof(tls_keys) / sizeof(tls_keys[0]); w++)
-            if (strcmp(k, tls_keys[w]) == 0)
-                break;
-        switch (w) {
-        case 0: r = scalar_of(ctx, it, sub, &t->ca_file); break;
-        case 1: r = scalar_of(ctx, it, sub, &t->cert_file); break;
-        case 2: r = scalar_of(ctx, it, sub, &t->key_file); break;
-        case 3:
-            if (it->kind == SF_NODE_SCALAR && it->plain && strcmp(it->text, "true") == 0) {
-                t->insecure_skip_verify = true;
-            } else if (!(it->kind == SF_NODE_SCALAR && it->plain &&
-                         strcmp(it->text, "false") == 0)) {
-                sf_cfg_error(ctx, it, sub, "expected true or false");
-                r = SF_CONFIG;
-            }
-            break;
-        default:
-            sf_cfg_error(ctx, v->keys[j], sub, "unknown key '%s' (expected ca_file, cert_file, "
-                         "key_file, insecure_skip_verify)", k);
-            r = SF_CONFIG;
-        }
-        if (r == SF_ENOMEM)
-            return r;
-        if (r != SF_OK)
-            st = r;
-    }
-    return st;
+    return sf_tc_parse_map(ctx, v, path, tls_keys, sizeof(tls_keys) / sizeof(tls_keys[0]),
+                           tls_key, t);
 }
 
 /* One drop pattern: it must compile (PCRE2), and a group `ops`, when it
@@ -350,74 +330,148 @@ static sf_status drop_pattern(sf_cfg_ctx *ctx, const sf_node *it, const char *su
     return SF_CONFIG;
 }
 
+static const char *const engine_log_keys[] = { "receiver", "match", "drops" };
+
+typedef struct engine_log_read {
+    sf_tc_engine_log *el;
+    bool drops;                 /* `drops` given: no default patterns */
+} engine_log_read;
+
+static sf_status engine_log_key(sf_cfg_ctx *ctx, const sf_node *it, const char *sub, size_t w,
+                                void *arg)
+{
+    engine_log_read *rd = arg;
+    sf_tc_engine_log *el = rd->el;
+    sf_status st = SF_OK;
+
+    if (w == 0)
+        return scalar_of(ctx, it, sub, &el->receiver);
+    if (w == 1)
+        return parse_match(ctx, it, sub, &el->match);
+    rd->drops = true;
+    if (it->kind != SF_NODE_SEQ || it->n == 0 || it->n > SF_TC_MAX_DROP_PATTERNS) {
+        sf_cfg_error(ctx, it, sub, "expected a list of 1 to %d patterns",
+                     SF_TC_MAX_DROP_PATTERNS);
+        return SF_CONFIG;
+    }
+    for (size_t i = 0; i < it->n; i++) {
+        char isub[300];
+        sf_status pr;
+
+        snprintf(isub, sizeof(isub), "%s[%zu]", sub, i);
+        pr = drop_pattern(ctx, it->items[i], isub, &el->drops[el->n_drops]);
+        if (pr == SF_ENOMEM)
+            return pr;
+        if (pr == SF_OK)
+            el->n_drops++;
+        else
+            st = pr;
+    }
+    return st;
+}
+
 /* `engine_log`: {receiver, match, drops}: where the engine's log comes
  * from and which of its messages say it dropped spans. */
 static sf_status parse_engine_log(sf_cfg_ctx *ctx, const sf_node *v, const char *path,
                                   sf_tc_engine_log *el)
 {
-    sf_status st = SF_OK;
-    char sub[256];
-    bool drops = false;
+    engine_log_read rd = { .el = el };
+    sf_status st;
 
-    if (v->kind != SF_NODE_MAP) {
-        sf_cfg_error(ctx, v, path, "expected a mapping (receiver, match, drops)");
-        return SF_CONFIG;
-    }
-    for (size_t j = 0; j < v->n; j++) {
-        const char *k = v->keys[j]->text;
-        const sf_node *it = v->items[j];
-        sf_status r = SF_OK;
-
-        snprintf(sub, sizeof(sub), "%s.%s", path, k);
-        if (strcmp(k, "receiver") == 0) {
-            r = scalar_of(ctx, it, sub, &el->receiver);
-        } else if (strcmp(k, "match") == 0) {
-            r = parse_match(ctx, it, sub, &el->match);
-        } else if (strcmp(k, "drops") == 0) {
-            drops = true;
-            if (it->kind != SF_NODE_SEQ || it->n == 0 || it->n > SF_TC_MAX_DROP_PATTERNS) {
-                sf_cfg_error(ctx, it, sub, "expected a list of 1 to %d patterns",
-                             SF_TC_MAX_DROP_PATTERNS);
-                r = SF_CONFIG;
-            }
-            for (size_t i = 0; r == SF_OK && i < it->n; i++) {
-                char isub[300];
-                sf_status pr;
-
-                snprintf(isub, sizeof(isub), "%s[%zu]", sub, i);
-                pr = drop_pattern(ctx, it->items[i], isub, &el->drops[el->n_drops]);
-                if (pr == SF_ENOMEM)
-                    return pr;
-                if (pr == SF_OK)
-                    el->n_drops++;
-                else
-                    st = pr;
-            }
-        } else {
-            sf_cfg_error(ctx, v->keys[j], sub, "unknown key '%s' (expected receiver, match, "
-                         "drops)", k);
-            r = SF_CONFIG;
-        }
-        if (r == SF_ENOMEM)
-            return r;
-        if (r != SF_OK)
-            st = r;
-    }
+    st = sf_tc_parse_map(ctx, v, path, engine_log_keys,
+                         sizeof(engine_log_keys) / sizeof(engine_log_keys[0]), engine_log_key,
+                         &rd);
+    if (v->kind != SF_NODE_MAP || st == SF_ENOMEM)
+        return st;
     if (el->receiver == NULL && st == SF_OK) {
         sf_cfg_error(ctx, v, path, "missing required key 'receiver'");
         st = SF_CONFIG;
     }
-    if (!drops) {
+    if (!rd.drops) {
         el->drops[el->n_drops++] = SF_TC_DROP_SDK_QUEUE;
         el->drops[el->n_drops++] = SF_TC_DROP_ZMQ;
     }
     return st;
 }
 
+/* One key of a target (target_keys[w]). */
+static sf_status target_setting(sf_cfg_ctx *ctx, const sf_node *v, const char *sub, size_t w,
+                                void *arg)
+{
+    sf_tc_target *t = arg;
+    char *s = NULL;
+    sf_status r = SF_OK;
+
+    switch (w) {
+    case 0:
+        r = scalar_of(ctx, v, sub, &t->endpoint);
+        break;
+    case 1:
+    case 2:
+        r = scalar_of(ctx, v, sub, &s);
+        if (r != SF_OK)
+            break;
+        if (w == 1 && strcasecmp(s, "GET") == 0)
+            t->method = SF_TC_GET;
+        else if (w == 1 && strcasecmp(s, "POST") == 0)
+            t->method = SF_TC_POST;
+        else if (w == 2 && strcmp(s, "query") == 0)
+            ;
+        else if (w == 2 && strcmp(s, "json") == 0) {
+            /* SGLang's handler reads the query only and answers a body-only
+             * request 400; no engine spanfence supports reads a body. */
+            sf_cfg_error(ctx, v, sub, "'json' is not supported: SGLang's /set_trace_level "
+                         "reads the level from the query parameter only (level_in: query)");
+            r = SF_CONFIG;
+        } else {
+            sf_cfg_error(ctx, v, sub, "invalid value '%s' (expected one of %s)", s,
+                         w == 1 ? "GET, POST" : "query");
+            r = SF_CONFIG;
+        }
+        break;
+    case 3:
+        r = scalar_of(ctx, v, sub, &t->field);
+        break;
+    case 4:
+        r = parse_match(ctx, v, sub, &t->match);
+        break;
+    case 5:
+        r = parse_headers(ctx, v, sub, &t->headers);
+        break;
+    case 6:
+        r = parse_tls(ctx, v, sub, t);
+        break;
+    case 7:
+        r = parse_engine_log(ctx, v, sub, &t->engine_log);
+        break;
+    case 8:
+        r = sf_tc_parse_engine_metrics(ctx, v, sub, &t->engine_metrics);
+        break;
+    case 9:
+        r = scalar_of(ctx, v, sub, &s);
+        if (r == SF_OK && strcmp(s, "drop") == 0) {
+            t->out_of_band = SF_TC_OOB_DROP;
+        } else if (r == SF_OK && strcmp(s, "count") != 0) {
+            sf_cfg_error(ctx, v, sub, "invalid value '%s' (expected one of drop, count)", s);
+            r = SF_CONFIG;
+        }
+        break;
+    case 10:
+        r = scalar_of(ctx, v, sub, &s);
+        if (r == SF_OK && (sf_parse_duration(s, &t->arrival_timeout) != SF_OK ||
+                           t->arrival_timeout < 1000 || t->arrival_timeout > 3600000)) {
+            sf_cfg_error(ctx, v, sub, "invalid duration '%s' (expected 1s to 1h)", s);
+            r = SF_CONFIG;
+        }
+        break;
+    }
+    return r;
+}
+
 static sf_status parse_target(sf_cfg_ctx *ctx, const sf_node *key, const sf_node *map,
                               sf_tc_target *t)
 {
-    sf_status st = SF_OK;
+    sf_status st;
     char sub[192];
 
     t->id = sf_cfg_strdup(ctx, key->text, key->len);
@@ -429,90 +483,10 @@ static sf_status parse_target(sf_cfg_ctx *ctx, const sf_node *key, const sf_node
                      is_null(map) ? "an empty value" : kind_text(map));
         return SF_CONFIG;
     }
-    for (size_t i = 0; i < map->n; i++) {
-        const char *k = map->keys[i]->text;
-        const sf_node *v = map->items[i];
-        size_t w;
-        char *s = NULL;
-        sf_status r = SF_OK;
-
-        snprintf(sub, sizeof(sub), "%s.%s", key->text, k);
-        for (w = 0; w < sizeof(target_keys) / sizeof(target_keys[0]); w++)
-            if (strcmp(k, target_keys[w]) == 0)
-                break;
-        switch (w) {
-        case 0:
-            r = scalar_of(ctx, v, sub, &t->endpoint);
-            break;
-        case 1:
-        case 2:
-            r = scalar_of(ctx, v, sub, &s);
-            if (r != SF_OK)
-                break;
-            if (w == 1 && strcasecmp(s, "GET") == 0)
-                t->method = SF_TC_GET;
-            else if (w == 1 && strcasecmp(s, "POST") == 0)
-                t->method = SF_TC_POST;
-            else if (w == 2 && strcmp(s, "query") == 0)
-                ;
-            else if (w == 2 && strcmp(s, "json") == 0) {
-                /* SGLang's handler reads the query only and answers a body-only
-                 * request 400; no engine spanfence supports reads a body. */
-                sf_cfg_error(ctx, v, sub, "'json' is not supported: SGLang's /set_trace_level "
-                             "reads the level from the query parameter only (level_in: query)");
-                r = SF_CONFIG;
-            } else {
-                sf_cfg_error(ctx, v, sub, "invalid value '%s' (expected one of %s)", s,
-                             w == 1 ? "GET, POST" : "query");
-                r = SF_CONFIG;
-            }
-            break;
-        case 3:
-            r = scalar_of(ctx, v, sub, &t->field);
-            break;
-        case 4:
-            r = parse_match(ctx, v, sub, &t->match);
-            break;
-        case 5:
-            r = parse_headers(ctx, v, sub, &t->headers);
-            break;
-        case 6:
-            r = parse_tls(ctx, v, sub, t);
-            break;
-        case 7:
-            r = parse_engine_log(ctx, v, sub, &t->engine_log);
-            break;
-        case 8:
-            r = sf_tc_parse_engine_metrics(ctx, v, sub, &t->engine_metrics);
-            break;
-        case 9:
-            r = scalar_of(ctx, v, sub, &s);
-            if (r == SF_OK && strcmp(s, "drop") == 0) {
-                t->out_of_band = SF_TC_OOB_DROP;
-            } else if (r == SF_OK && strcmp(s, "count") != 0) {
-                sf_cfg_error(ctx, v, sub, "invalid value '%s' (expected one of drop, count)", s);
-                r = SF_CONFIG;
-            }
-            break;
-        case 10:
-            r = scalar_of(ctx, v, sub, &s);
-            if (r == SF_OK && (sf_parse_duration(s, &t->arrival_timeout) != SF_OK ||
-                               t->arrival_timeout < 1000 || t->arrival_timeout > 3600000)) {
-                sf_cfg_error(ctx, v, sub, "invalid duration '%s' (expected 1s to 1h)", s);
-                r = SF_CONFIG;
-            }
-            break;
-        default:
-            sf_cfg_error(ctx, map->keys[i], sub, "unknown key '%s' (expected endpoint, method, "
-                         "level_in, field, match, headers, tls, engine_log, engine_metrics, "
-                         "out_of_band, arrival_timeout)", k);
-            r = SF_CONFIG;
-        }
-        if (r == SF_ENOMEM)
-            return r;
-        if (r != SF_OK)
-            st = r;
-    }
+    st = sf_tc_parse_map(ctx, map, key->text, target_keys,
+                         sizeof(target_keys) / sizeof(target_keys[0]), target_setting, t);
+    if (st == SF_ENOMEM)
+        return st;
     if (t->field == NULL)
         t->field = "level";
     if (t->arrival_timeout == 0)

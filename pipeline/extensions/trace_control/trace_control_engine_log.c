@@ -52,9 +52,8 @@ void sf_tc_drops_free(tc_drops *d)
     memset(d, 0, sizeof(*d));
 }
 
-/* The string value of attribute `key` in `kv`, or NULL. */
-static const char *str_attr(Opentelemetry__Proto__Common__V1__KeyValue **kv, size_t n,
-                            const char *key)
+const char *sf_tc_str_attr(Opentelemetry__Proto__Common__V1__KeyValue *const *kv, size_t n,
+                           const char *key)
 {
     for (size_t i = 0; i < n; i++)
         if (kv[i]->key != NULL && strcmp(kv[i]->key, key) == 0 && kv[i]->value != NULL &&
@@ -70,10 +69,10 @@ static bool is_engines(const sf_strmap *m, const Opentelemetry__Proto__Logs__V1_
                        const Opentelemetry__Proto__Resource__V1__Resource *res)
 {
     for (size_t i = 0; i < m->n; i++) {
-        const char *v = str_attr(r->attributes, r->n_attributes, m->keys[i]);
+        const char *v = sf_tc_str_attr(r->attributes, r->n_attributes, m->keys[i]);
 
         if (v == NULL && res != NULL)
-            v = str_attr(res->attributes, res->n_attributes, m->keys[i]);
+            v = sf_tc_str_attr(res->attributes, res->n_attributes, m->keys[i]);
         if (v == NULL || strcmp(v, m->values[i]) != 0)
             return false;
     }

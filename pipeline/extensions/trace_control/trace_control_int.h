@@ -279,6 +279,12 @@ extern const char *const sf_tc_arrival_names[];
 
 /* ---- the engine's own log (trace_control_engine_log.c) ---- */
 
+struct Opentelemetry__Proto__Common__V1__KeyValue;
+/* The string value of attribute `key` in kv[0, n), or NULL (an attribute
+ * of another type counts as missing). Read by the log and latency scans. */
+const char *sf_tc_str_attr(struct Opentelemetry__Proto__Common__V1__KeyValue *const *kv, size_t n,
+                           const char *key);
+
 /* Compile el's drop patterns into d (at create); SF_CONFIG, SF_ENOMEM. */
 sf_status sf_tc_drops_compile(const sf_tc_engine_log *el, tc_drops *d);
 void sf_tc_drops_free(tc_drops *d);

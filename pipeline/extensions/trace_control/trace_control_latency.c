@@ -167,17 +167,6 @@ bool sf_tc_latency_exceeds(const char *key, const sf_tc_latency_limit *lim, int6
 
 /* ---- decoding a scrape ---------------------------------------------------------------------- */
 
-static const char *str_attr(Opentelemetry__Proto__Common__V1__KeyValue **kv, size_t n,
-                            const char *key)
-{
-    for (size_t i = 0; i < n; i++)
-        if (kv[i]->key != NULL && strcmp(kv[i]->key, key) == 0 && kv[i]->value != NULL &&
-            kv[i]->value->value_case ==
-                OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE)
-            return kv[i]->value->string_value;
-    return NULL;
-}
-
 /* One point into acc (its series summed). A point of other bounds than
  * acc's, or with more buckets than we keep, is left out. */
 static void add_point(tc_hist *acc, const pb_hdp *p)
@@ -241,8 +230,9 @@ sf_status sf_tc_latency_scan(const uint8_t *raw, size_t len, const char *job,
         const char *svc = NULL, *inst = NULL;
 
         if (rm->resource != NULL) {
-            svc = str_attr(rm->resource->attributes, rm->resource->n_attributes, "service.name");
-            inst = str_attr(rm->resource->attributes, rm->resource->n_attributes,
+            svc = sf_tc_str_attr(rm->resource->attributes, rm->resource->n_attributes,
+                                 "service.name");
+            inst = sf_tc_str_attr(rm->resource->attributes, rm->resource->n_attributes,
                             "service.instance.id");
         }
         if (svc == NULL || strcmp(svc, job) != 0)

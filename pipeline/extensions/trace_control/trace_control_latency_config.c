@@ -39,6 +39,42 @@ static bool int_in(const char *s, int64_t lo, int64_t hi, int64_t *out)
     return true;
 }
 
+static const char *const engine_metrics_keys[] = { "receiver", "job", "ttft", "itl",
+                                                    "baseline_scrapes" };
+
+static sf_status engine_metrics_key(sf_cfg_ctx *ctx, const sf_node *it, const char *sub,
+                                    size_t w, void *arg)
+{
+    sf_tc_engine_metrics *em = arg;
+    sf_status r;
+
+    switch (w) {
+    case 0:
+        r = string_of(ctx, it, sub, &em->receiver);
+        if (r == SF_OK && strcmp(em->receiver, "prometheus") != 0 &&
+            strncmp(em->receiver, "prometheus/", 11) != 0) {
+            sf_cfg_error(ctx, it, sub, "'%s' is not a prometheus receiver (engine_metrics "
+                         "reads the histograms a prometheus receiver scrapes)", em->receiver);
+            r = SF_CONFIG;
+        }
+        return r;
+    case 1:
+        return string_of(ctx, it, sub, &em->job);
+    case 2:
+        return string_of(ctx, it, sub, &em->metric[SF_TC_LAT_TTFT]);
+    case 3:
+        return string_of(ctx, it, sub, &em->metric[SF_TC_LAT_ITL]);
+    default:
+        if (it->kind != SF_NODE_SCALAR || !it->plain ||
+            !int_in(it->text, 1, SF_TC_MAX_BASELINE_SCRAPES, &em->baseline_scrapes)) {
+            sf_cfg_error(ctx, it, sub, "invalid value '%s' (expected an integer 1 to %d)",
+                         it->kind == SF_NODE_SCALAR ? it->text : "", SF_TC_MAX_BASELINE_SCRAPES);
+            return SF_CONFIG;
+        }
+        return SF_OK;
+    }
+}
+
 /* `engine_metrics`: {receiver, job, ttft, itl, baseline_scrapes}. The
  * receiver must be a prometheus receiver (its id is `prometheus` or
  * `prometheus/<name>`); that the config has it in a metrics pipeline is
@@ -46,53 +82,14 @@ static bool int_in(const char *s, int64_t lo, int64_t hi, int64_t *out)
 sf_status sf_tc_parse_engine_metrics(sf_cfg_ctx *ctx, const sf_node *v, const char *path,
                                      sf_tc_engine_metrics *em)
 {
-    sf_status st = SF_OK;
-    char sub[256];
+    sf_status st;
 
     em->baseline_scrapes = 5;
-    if (v->kind != SF_NODE_MAP) {
-        sf_cfg_error(ctx, v, path, "expected a mapping (receiver, job, ttft, itl, "
-                     "baseline_scrapes)");
-        return SF_CONFIG;
-    }
-    for (size_t j = 0; j < v->n; j++) {
-        const char *k = v->keys[j]->text;
-        const sf_node *it = v->items[j];
-        sf_status r = SF_OK;
-
-        snprintf(sub, sizeof(sub), "%s.%s", path, k);
-        if (strcmp(k, "receiver") == 0) {
-            r = string_of(ctx, it, sub, &em->receiver);
-            if (r == SF_OK && strcmp(em->receiver, "prometheus") != 0 &&
-                strncmp(em->receiver, "prometheus/", 11) != 0) {
-                sf_cfg_error(ctx, it, sub, "'%s' is not a prometheus receiver (engine_metrics "
-                             "reads the histograms a prometheus receiver scrapes)", em->receiver);
-                r = SF_CONFIG;
-            }
-        } else if (strcmp(k, "job") == 0) {
-            r = string_of(ctx, it, sub, &em->job);
-        } else if (strcmp(k, "ttft") == 0) {
-            r = string_of(ctx, it, sub, &em->metric[SF_TC_LAT_TTFT]);
-        } else if (strcmp(k, "itl") == 0) {
-            r = string_of(ctx, it, sub, &em->metric[SF_TC_LAT_ITL]);
-        } else if (strcmp(k, "baseline_scrapes") == 0) {
-            if (it->kind != SF_NODE_SCALAR || !it->plain ||
-                !int_in(it->text, 1, SF_TC_MAX_BASELINE_SCRAPES, &em->baseline_scrapes)) {
-                sf_cfg_error(ctx, it, sub, "invalid value '%s' (expected an integer 1 to %d)",
-                             it->kind == SF_NODE_SCALAR ? it->text : "",
-                             SF_TC_MAX_BASELINE_SCRAPES);
-                r = SF_CONFIG;
-            }
-        } else {
-            sf_cfg_error(ctx, v->keys[j], sub, "unknown key '%s' (expected receiver, job, ttft, "
-                         "itl, baseline_scrapes)", k);
-            r = SF_CONFIG;
-        }
-        if (r == SF_ENOMEM)
-            return r;
-        if (r != SF_OK)
-            st = r;
-    }
+    st = sf_tc_parse_map(ctx, v, path, engine_metrics_keys,
+                         sizeof(engine_metrics_keys) / sizeof(engine_metrics_keys[0]),
+                         engine_metrics_key, em);
+    if (v->kind != SF_NODE_MAP || st == SF_ENOMEM)
+        return st;
     if (st == SF_OK && (em->receiver == NULL || em->job == NULL)) {
         sf_cfg_error(ctx, v, path, "missing required key '%s'",
                      em->receiver == NULL ? "receiver" : "job");

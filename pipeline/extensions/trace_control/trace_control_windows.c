@@ -91,8 +91,6 @@ void sf_tc_window_watch(tc_ctx *x, tc_window *w)
                           w->recorded == x->cfg->resting_level, memory_order_release);
 }
 
-static uint64_t sum_reasons(const uint64_t *v);
-
 /* The gate runs on every traces request: armed is a few atomic loads,
  * and keeps matches only targets that drop and rest. A target whose level
  * was raised out of band but is not yet seen resting (its state is not
@@ -149,8 +147,8 @@ int sf_tc_arrival_of(tc_ctx *x, const tc_window *w, int64_t open_mono,
         sf_totals now;
 
         sf_component_totals(x->self, &now);
-        n = now.accepted - at_start->accepted + sum_reasons(now.refused) -
-            sum_reasons(at_start->refused);
+        n = now.accepted - at_start->accepted + sf_reasons_sum(now.refused) -
+            sf_reasons_sum(at_start->refused);
     }
     if (n > 0)
         return TC_ARRIVAL_ARRIVING;
@@ -226,21 +224,12 @@ void sf_tc_window_counts(tc_ctx *x, const tc_window *w, tc_counts *c)
                        w->engine_at_start, c);
 }
 
-static uint64_t sum_reasons(const uint64_t *v)
-{
-    uint64_t n = 0;
-
-    for (int r = 0; r < SF_REASON_COUNT; r++)
-        n += v[r];
-    return n;
-}
-
 /* Spans that left the exporters' queues: exported, or dropped or failed
  * after they were queued (an exporter without a queue that failed a send
  * counts it as send_failed, and the receiver refused it: not queued). */
 static uint64_t left_queues(const sf_totals *t)
 {
-    return t->exported + sum_reasons(t->dropped) + sum_reasons(t->send_failed) -
+    return t->exported + sf_reasons_sum(t->dropped) + sf_reasons_sum(t->send_failed) -
            t->refused[SF_REASON_RETRIES_EXHAUSTED] - t->refused[SF_REASON_PERMANENT_ERROR];
 }
 

@@ -12,6 +12,7 @@ const path = require('node:path');
 const { spawn } = require('node:child_process');
 
 const deps = require('./deps');
+const { collectorConfig, otlpReceiver, otlphttp } = require('./config');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -269,38 +270,36 @@ class Spanfence {
 // The config of the brief, with our ports and knobs filled in.
 function pipelineConfig({ queueSize = 32, numConsumers = 2, retry = {}, maxRecvMiB } = {}) {
   const r = { initial_interval: '100ms', max_interval: '500ms', max_elapsed_time: '60s', ...retry };
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}${maxRecvMiB ? `\n        max_recv_msg_size_mib: ${maxRecvMiB}` : ''}
-processors:
-  transform/allowlist:
-    error_mode: propagate
-    trace_statements:
-      - context: span
-        statements:
-          - keep_keys(attributes, ["gen_ai.request.id", "gen_ai.usage.prompt_tokens"])
-          - set(status.message, "")
-      - context: spanevent
-        statements:
-          - keep_keys(attributes, ["bid", "batch_size"])
-exporters:
-  otlphttp/gateway:
-    endpoint: http://127.0.0.1:\${env:SF_GATEWAY_PORT}
-    compression: gzip
-    sending_queue: {queue_size: ${queueSize}, num_consumers: ${numConsumers}}
-    retry_on_failure: {initial_interval: ${r.initial_interval}, max_interval: ${r.max_interval}, max_elapsed_time: ${r.max_elapsed_time}}
-service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [transform/allowlist]
-      exporters: [otlphttp/gateway]
-`;
+  return collectorConfig({
+    receivers: {
+      otlp: otlpReceiver({
+        grpc: '${env:SF_GRPC_PORT}',
+        grpcExtra: maxRecvMiB ? { max_recv_msg_size_mib: maxRecvMiB } : {},
+      }),
+    },
+    processors: {
+      'transform/allowlist': {
+        error_mode: 'propagate',
+        trace_statements: [
+          { context: 'span',
+            statements: ['keep_keys(attributes, ["gen_ai.request.id", "gen_ai.usage.prompt_tokens"])',
+                         'set(status.message, "")'] },
+          { context: 'spanevent', statements: ['keep_keys(attributes, ["bid", "batch_size"])'] },
+        ],
+      },
+    },
+    exporters: {
+      'otlphttp/gateway': otlphttp('http://127.0.0.1:${env:SF_GATEWAY_PORT}', {
+        compression: 'gzip',
+        sending_queue: { queue_size: queueSize, num_consumers: numConsumers },
+        retry_on_failure: r,
+      }),
+    },
+    metricsPort: '${env:SF_METRICS_PORT}',
+    pipelines: {
+      traces: { receivers: ['otlp'], processors: ['transform/allowlist'], exporters: ['otlphttp/gateway'] },
+    },
+  });
 }
 
 // Starts spanfence with pipelineConfig(opts) against `gateway`, on free ports.

@@ -1,0 +1,86 @@
+// tests/e2e/lib/config.js: the collector configs of the e2e tests, built
+// from objects instead of YAML typed inline in each test. collectorConfig()
+// lays out the OpenTelemetry Collector's sections (receivers, processors,
+// exporters, extensions, service: telemetry and pipelines), with the
+// telemetry address from `metricsPort`; otlpReceiver() and otlphttp() are
+// the pieces most tests repeat. yaml() writes block YAML: mappings and
+// lists as blocks, lists of short scalars in flow style ([otlp, batch]),
+// strings plain unless YAML would read them as something else (then
+// double-quoted, JSON's escapes being YAML's).
+'use strict';
+
+// Strings YAML would not read back as the same string when written plain:
+// empty, led by an indicator, padded, with ': ' or ' #', ending in ':', or
+// spelling a null, a boolean or a number. In a flow list [a, b] the flow
+// indicators ,[]{} must be quoted too.
+const PLAIN_UNSAFE = /^$|^[\s\-?:,[\]{}#&*!|>'"%@`]|\s$|: |\s#|:$|[\n\t]/;
+const NOT_A_STRING = /^(~|null|true|false|yes|no|on|off|y|n)$|^[-+]?(\d[\d_]*(\.\d*)?|\.\d+)([eE][-+]?\d+)?$|^0x[0-9a-f]+$|^0o[0-7]+$|^[-+]?\.(inf|nan)$/i;
+const FLOW_UNSAFE = /[,[\]{}]/;
+
+function scalar(v, flow = false) {
+  if (v === null || v === undefined) return '';
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+  const s = String(v);
+  return PLAIN_UNSAFE.test(s) || NOT_A_STRING.test(s) || (flow && FLOW_UNSAFE.test(s))
+    ? JSON.stringify(s) : s;
+}
+
+const isMap = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+const isScalar = (v) => !isMap(v) && !Array.isArray(v);
+
+// Block YAML of `value` (a mapping at the top), indented by `depth` steps.
+function yaml(value, depth = 0) {
+  const pad = '  '.repeat(depth);
+  let out = '';
+  for (const [k, v] of Object.entries(value)) {
+    if (v === undefined) continue;
+    if (isMap(v)) {
+      out += Object.keys(v).length ? `${pad}${k}:\n${yaml(v, depth + 1)}` : `${pad}${k}: {}\n`;
+    } else if (Array.isArray(v) && v.every((x) => isScalar(x) && scalar(x, true) === scalar(x))) {
+      out += `${pad}${k}: [${v.map((x) => scalar(x, true)).join(', ')}]\n`;
+    } else if (Array.isArray(v)) {
+      out += `${pad}${k}:\n`;
+      for (const item of v) {
+        // "- " then the item's first line; its other lines under it
+        const body = isMap(item) ? yaml(item, depth + 2) : `${'  '.repeat(depth + 2)}${scalar(item)}\n`;
+        out += `${pad}  - ${body.slice(pad.length + 4)}`;
+      }
+    } else {
+      const s = scalar(v);
+      out += s === '' ? `${pad}${k}:\n` : `${pad}${k}: ${s}\n`;
+    }
+  }
+  return out;
+}
+
+// The otlp receiver on loopback: grpc and/or http ports, each with extra
+// settings merged in (e.g. {grpc: 4317, grpcExtra: {max_recv_msg_size_mib: 1}}).
+function otlpReceiver({ grpc, http, grpcExtra = {}, httpExtra = {} }) {
+  const protocols = {};
+  if (grpc !== undefined) protocols.grpc = { endpoint: `127.0.0.1:${grpc}`, ...grpcExtra };
+  if (http !== undefined) protocols.http = { endpoint: `127.0.0.1:${http}`, ...httpExtra };
+  return { protocols };
+}
+
+// An otlphttp exporter to `endpoint` (a URL, or a loopback port), without
+// compression unless `extra` says otherwise.
+function otlphttp(endpoint, extra = {}) {
+  const url = typeof endpoint === 'number' ? `http://127.0.0.1:${endpoint}` : endpoint;
+  return { endpoint: url, compression: 'none', ...extra };
+}
+
+// A whole config. `pipelines`: {id: {receivers, processors, exporters}};
+// `telemetry` replaces the default {metrics: {address: 127.0.0.1:metricsPort}}
+// (none without a metricsPort). Sections left undefined are not written.
+function collectorConfig({ receivers, processors, exporters, extensions, pipelines,
+                           metricsPort, telemetry, serviceExtensions }) {
+  const service = {
+    extensions: serviceExtensions,
+    telemetry: telemetry ?? (metricsPort === undefined ? undefined
+      : { metrics: { address: `127.0.0.1:${metricsPort}` } }),
+    pipelines,
+  };
+  return yaml({ receivers, processors, exporters, extensions, service });
+}
+
+module.exports = { yaml, collectorConfig, otlpReceiver, otlphttp };
