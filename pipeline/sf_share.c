@@ -90,9 +90,45 @@ static size_t fair_of(const sf_share *sh, size_t n)
     return fair > floor ? fair : floor > 0 ? floor : 1;
 }
 
+/* The room owed to the active clients other than `self` that hold less
+ * than half their share (a moderate client: an engine beside a flooder):
+ * up to half its share each. Clients nearer their share are owed nothing:
+ * they have room in use, and reserving the rest of theirs refused clients
+ * of equal rates while the queue had room. Under mu. */
+static size_t owed_to_others(const sf_share *sh, const share_entry *self, size_t fair,
+                             int64_t now)
+{
+    size_t owed = 0;
+
+    for (size_t i = 0; i < SF_SHARE_SLOTS; i++) {
+        const share_entry *e = &sh->e[i];
+
+        if (e != self && active(e, now) && e->held * 2 < fair)
+            owed += fair / 2 - e->held;
+    }
+    return owed;
+}
+
+/* Whether `e` adding `size` units to a resource holding `used` passes its
+ * share where it matters: it holds some already, more than its share
+ * after, and what it adds eats into the room owed to moderate clients.
+ * (Refusing every client over its share above half full refused 7 % of
+ * the calls of eight equal connections at a queue of 32 that a slow
+ * consumer kept over half full, with room to spare.) Under mu. */
+static bool passes_share(const sf_share *sh, const share_entry *e, size_t size, size_t used,
+                         size_t n, int64_t now)
+{
+    size_t fair = fair_of(sh, n);
+
+    if (e->held == 0 || e->held + size <= fair)
+        return false;
+    return used + size + owed_to_others(sh, e, fair, now) > sh->capacity;
+}
+
+
 bool sf_share_take(sf_share *sh, uint64_t client, size_t size, size_t used)
 {
-    bool pressed = used + size > sh->capacity / 2;
+    bool pressed;
     int64_t now;
     share_entry *e, *spare;
     size_t n;
@@ -100,6 +136,7 @@ bool sf_share_take(sf_share *sh, uint64_t client, size_t size, size_t used)
 
     if (sh == NULL || client == 0)
         return true;
+    pressed = used + size > sh->capacity / 2;
     now = sf_now_ms();
     pthread_mutex_lock(&sh->mu);
     e = scan(sh, client, now, &spare, &n);
@@ -116,7 +153,7 @@ bool sf_share_take(sf_share *sh, uint64_t client, size_t size, size_t used)
         ok = !pressed;          /* the table is full of clients holding units */
     } else {
         e->last_ms = now;
-        if (pressed && e->held > 0 && e->held + size > fair_of(sh, n))
+        if (pressed && passes_share(sh, e, size, used, n, now))
             ok = false;
         else
             e->held += size;
@@ -128,14 +165,16 @@ bool sf_share_take(sf_share *sh, uint64_t client, size_t size, size_t used)
 bool sf_share_over(sf_share *sh, uint64_t client, size_t used)
 {
     share_entry *e, *spare;
+    int64_t now;
     size_t n;
     bool over;
 
     if (sh == NULL || client == 0 || used + 1 <= sh->capacity / 2)
         return false;
+    now = sf_now_ms();
     pthread_mutex_lock(&sh->mu);
-    e = scan(sh, client, sf_now_ms(), &spare, &n);
-    over = e != NULL && e->held > 0 && e->held + 1 > fair_of(sh, n);
+    e = scan(sh, client, now, &spare, &n);
+    over = e != NULL && passes_share(sh, e, 1, used, n, now);
     pthread_mutex_unlock(&sh->mu);
     return over;
 }

@@ -4,8 +4,13 @@
  *
  * A small table of clients, each holding some of the resource's units. While
  * the resource is at most half full nobody is refused for a share; above
- * that, a client that already holds units may add more only while it stays
- * within its share: max(capacity / active clients, capacity / SF_SHARE_FLOOR_DIV).
+ * that, a client that already holds units and would pass its share,
+ * max(capacity / active clients, capacity / SF_SHARE_FLOOR_DIV), is refused
+ * when what it adds eats into the room owed to the moderate clients (those
+ * holding less than half their share: each is owed its share less what it
+ * holds): a flooder beside an engine keeps the engine's share free, while
+ * clients of equal rates, each near its share, are not refused for being a
+ * little ahead while the queue has room.
  * A client holding nothing is never refused for its share (only the
  * capacity bounds it), so every client makes progress. Active: holding
  * units, or seen in the last SF_SHARE_IDLE_MS: a moderate client whose calls
@@ -40,7 +45,7 @@ void sf_share_destroy(sf_share *sh);        /* NULL ok */
 /* Whether `client` may add `size` units to the resource, which holds `used`
  * units now; on true they are charged to the client (give them back with
  * sf_share_give). False only when the resource is over half full and the
- * client would pass its share. */
+ * client would pass its share into the room owed to moderate clients. */
 bool sf_share_take(sf_share *sh, uint64_t client, size_t size, size_t used);
 /* Whether `client` is over its share now, the resource holding `used`
  * units: any further take would be refused. Lets a caller refuse before

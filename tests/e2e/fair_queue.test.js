@@ -199,20 +199,27 @@ test('a flooder at 5x the drain is refused for its share; an engine-rate client 
     // The flood was a flood, kept the queue at half full (where the share
     // applies) for most of the engine's calls, and was refused for its
     // share.
-    assert.ok(pressed >= 0.8 * samples.length,
-      `the queue was at half full in ${pressed} of ${samples.length} samples`);
-    assert.ok(floodOffered >= 5 * drained,
-      `the flooder offered ${Math.round(floodOffered)} spans/s, not 5x the drain (${Math.round(drained)})`);
     assert.ok(floodRefused > 0 && refusedShare > 0, 'the flooder was never refused for its share');
-    // The premise: the exporter drained at least twice the engine's rate
-    // (2 clients, half each). Below that no fair split carries the engine
-    // (it is then over its own half of the drain); said plainly, as the
-    // cause, rather than as the engine's refusals.
-    assert.ok(drained >= 2 * ENGINE_RATE * ENGINE_SPANS,
-      `the exporter drained ${Math.round(drained)} spans/s, under twice the engine's ` +
-      `${ENGINE_RATE * ENGINE_SPANS}: its consumer was starved of CPU, not held to ${DRAIN_MAX}`);
-    // The engine-rate client: >= 99 % OK.
-    assert.ok(ok >= 0.99 * ENGINE_CALLS, `engine-rate client: ${ok} of ${ENGINE_CALLS} OK`);
+    // The rates (the flood's, the drain's, the engine's share of it) are the
+    // machine's under a sanitizer, several times slower: there the share's
+    // refusals and the accounting are checked, not the rates.
+    if (flood.sanitized) {
+      t.diagnostic('sanitizer build: the rate premises and the engine\'s 99 % not checked (they measure the sanitizer)');
+    } else {
+      assert.ok(pressed >= 0.8 * samples.length,
+        `the queue was at half full in ${pressed} of ${samples.length} samples`);
+      assert.ok(floodOffered >= 5 * drained,
+        `the flooder offered ${Math.round(floodOffered)} spans/s, not 5x the drain (${Math.round(drained)})`);
+      // The premise: the exporter drained at least twice the engine's rate
+      // (2 clients, half each). Below that no fair split carries the engine
+      // (it is then over its own half of the drain); said plainly, as the
+      // cause, rather than as the engine's refusals.
+      assert.ok(drained >= 2 * ENGINE_RATE * ENGINE_SPANS,
+        `the exporter drained ${Math.round(drained)} spans/s, under twice the engine's ` +
+        `${ENGINE_RATE * ENGINE_SPANS}: its consumer was starved of CPU, not held to ${DRAIN_MAX}`);
+      // The engine-rate client: >= 99 % OK.
+      assert.ok(ok >= 0.99 * ENGINE_CALLS, `engine-rate client: ${ok} of ${ENGINE_CALLS} OK`);
+    }
     // Every refused call counted, in calls and spans; share refusals among them.
     assert.equal(refusedCalls, floodRefused + engineRefused.length, 'refused calls counted');
     assert.equal(refusedSpans, floodRefused * FLOOD_SPANS + engineRefused.length * ENGINE_SPANS);
