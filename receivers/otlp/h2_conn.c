@@ -67,6 +67,36 @@
 #define MAX_PING_STRIKES 2
 /* grpc/status.h's, which otlp_answer.h has no use for. */
 #define RPC_DEADLINE_EXCEEDED 4
+/* Frames that cost work and carry nothing, per connection: a burst, then
+ * a rate a second; past it GOAWAY ENHANCE_YOUR_CALM (h2_conn_calm). The
+ * clients we serve send few of any: a WINDOW_UPDATE now and then for our
+ * five-byte answers, no empty DATA without END_STREAM, no PRIORITY (gRPC
+ * libraries do not), and cause no resets but by error. Newer nghttp2
+ * (1.57's stream reset limit counts only the client's RST_STREAM; 1.64's
+ * "glitch" limit) does part of this; 1.52 counts none of these. Floods of
+ * them cost 129-186 % CPU from four connections (issue 33). Server-sent
+ * resets are those with an error code (MadeYouReset's shapes, CVE-2025-8671:
+ * window overflow, bad headers, DATA past content-length, frames on a
+ * closed stream), not NO_ERROR after an early answer. */
+#define LIM_WINDOW_UPDATE_BURST 1000
+#define LIM_WINDOW_UPDATE_RATE 1000
+#define LIM_EMPTY_DATA_BURST 100
+#define LIM_EMPTY_DATA_RATE 100
+#define LIM_PRIORITY_BURST 100
+#define LIM_PRIORITY_RATE 100
+#define LIM_RESETS_BURST 200
+#define LIM_RESETS_RATE 50
+/* Decompression per connection: bytes inflated a second, as much banked
+ * at most. A message is let through whenever the balance is positive (a
+ * new connection's first at once, whatever its size) and charged after,
+ * so the balance may go as far into debt. zlib inflates zeros at 250-500
+ * MB/s a core (less on a loaded machine): four connections flooding bombs
+ * cost well under a quarter of one. An engine's calls (about 1 KB a span)
+ * reach this at 8,000 spans/s compressed on one connection. */
+#define LIM_INFLATE_RATE ((int64_t)8 << 20)
+/* Calls refused for it, each within 1 s of the last, before the
+ * connection is closed: the client does not slow down. */
+#define LIM_INFLATE_STRIKES 8
 
 /* ---- nghttp2's memory, counted ------------------------------------------------- */
 
@@ -399,6 +429,14 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
     return 0;
 }
 
+/* Take one from a flood bucket; past it the connection is closed. */
+static void conn_limit(h2_conn *c, sf_otlp_bucket *b, int64_t burst, int64_t rate,
+                       sf_otlp_close why)
+{
+    if (!sf_otlp_bucket_take(b, 1, rate, burst, c->last_read_ms))
+        h2_conn_calm(c, why);
+}
+
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
     h2_conn *c = ud;
@@ -406,6 +444,14 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
     h2_stream *s;
 
     switch (f->hd.type) {
+    case NGHTTP2_WINDOW_UPDATE:
+        conn_limit(c, &c->lim_window_update, LIM_WINDOW_UPDATE_BURST, LIM_WINDOW_UPDATE_RATE,
+                   SF_OTLP_CLOSE_WINDOW_UPDATE);
+        return 0;
+    case NGHTTP2_PRIORITY:
+        conn_limit(c, &c->lim_priority, LIM_PRIORITY_BURST, LIM_PRIORITY_RATE,
+                   SF_OTLP_CLOSE_PRIORITY);
+        return 0;
     case NGHTTP2_SETTINGS:
         c->preface = true;
         return 0;
@@ -440,6 +486,10 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
             grpc_stream_finish(s);
         return 0;
     case NGHTTP2_DATA:
+        /* No payload (padding is not payload) and no END_STREAM: nothing. */
+        if (f->hd.length <= f->data.padlen && !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+            conn_limit(c, &c->lim_empty_data, LIM_EMPTY_DATA_BURST, LIM_EMPTY_DATA_RATE,
+                       SF_OTLP_CLOSE_EMPTY_DATA);
         s = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
         if (s != NULL && (f->hd.flags & NGHTTP2_FLAG_END_STREAM))
             grpc_stream_finish(s);
@@ -447,6 +497,17 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
     default:
         return 0;
     }
+}
+
+/* Resets we send with an error code: the client's frames made them. */
+static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
+{
+    h2_conn *c = ud;
+
+    (void)ng;
+    if (f->hd.type == NGHTTP2_RST_STREAM && f->rst_stream.error_code != NGHTTP2_NO_ERROR)
+        conn_limit(c, &c->lim_resets, LIM_RESETS_BURST, LIM_RESETS_RATE, SF_OTLP_CLOSE_RESETS);
+    return 0;
 }
 
 static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code, void *ud)
@@ -669,6 +730,46 @@ void h2_conn_goaway(h2_conn *c, uint32_t code)
                           code, NULL, 0);
 }
 
+void h2_conn_calm(h2_conn *c, sf_otlp_close why)
+{
+    const char *label = sf_otlp_close_label(why);
+
+    if (c->calmed)
+        return;
+    c->calmed = true;
+    c->goaway = true;
+    c->goaway_ms = sf_now_ms();
+    c->closing = true;
+    atomic_fetch_add(&c->w->srv->closed[why], 1);
+    nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->ng),
+                          NGHTTP2_ENHANCE_YOUR_CALM, (const uint8_t *)label, strlen(label));
+    conn_mark_dirty(c);
+    sf_debug("receiver '%s': OTLP/gRPC: closing a connection (%s)",
+             sf_component_id(c->w->srv->self), label);
+}
+
+bool h2_conn_inflate_open(h2_conn *c)
+{
+    int64_t now = sf_now_ms();
+
+    if (sf_otlp_bucket_open(&c->lim_inflate, LIM_INFLATE_RATE, LIM_INFLATE_RATE, now))
+        return true;
+    if (now - c->inflate_strike_ms > 1000)
+        c->inflate_strikes = 0;
+    c->inflate_strike_ms = now;
+    if (++c->inflate_strikes > LIM_INFLATE_STRIKES)
+        h2_conn_calm(c, SF_OTLP_CLOSE_DECOMPRESSION);
+    return false;
+}
+
+void h2_conn_inflate_charge(h2_conn *c, size_t n)
+{
+    int64_t most = (int64_t)c->w->srv->max_msg > LIM_INFLATE_RATE ? (int64_t)c->w->srv->max_msg
+                                                                   : LIM_INFLATE_RATE;
+
+    sf_otlp_bucket_charge(&c->lim_inflate, n > (size_t)most ? most : (int64_t)n, most);
+}
+
 h2_conn *h2_conn_new(worker *w, int fd, uint32_t bucket)
 {
     sf_receiver_grpc *srv = w->srv;
@@ -687,6 +788,11 @@ h2_conn *h2_conn_new(worker *w, int fd, uint32_t bucket)
     c->fd = fd;
     c->peer_bucket = bucket;
     c->opened_ms = c->idle_since_ms = c->last_read_ms = sf_now_ms();
+    sf_otlp_bucket_init(&c->lim_window_update, LIM_WINDOW_UPDATE_BURST, c->opened_ms);
+    sf_otlp_bucket_init(&c->lim_empty_data, LIM_EMPTY_DATA_BURST, c->opened_ms);
+    sf_otlp_bucket_init(&c->lim_priority, LIM_PRIORITY_BURST, c->opened_ms);
+    sf_otlp_bucket_init(&c->lim_resets, LIM_RESETS_BURST, c->opened_ms);
+    sf_otlp_bucket_init(&c->lim_inflate, 1, c->opened_ms);
     sf_dynbuf_init(&c->pend, MAX_PENDING_OUT);
     if (nghttp2_session_server_new3(&c->ng, srv->cbs, c, srv->opt, &srv->mem) != 0) {
         sf_free(c);
@@ -823,6 +929,7 @@ sf_status h2_setup_nghttp2(sf_receiver_grpc *srv)
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(srv->cbs, grpc_on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(srv->cbs, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(srv->cbs, on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(srv->cbs, on_frame_send);
     nghttp2_option_set_no_auto_window_update(srv->opt, 1);
     nghttp2_option_set_stream_reset_rate_limit(srv->opt, RST_BURST, RST_RATE);
     nghttp2_option_set_max_continuations(srv->opt, MAX_CONTINUATIONS);

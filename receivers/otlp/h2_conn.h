@@ -4,6 +4,7 @@
 #ifndef SF_RECEIVERS_OTLP_H2_CONN_H
 #define SF_RECEIVERS_OTLP_H2_CONN_H
 
+#include "otlp_limit.h"
 #include "receiver_grpc.h"
 #include "sf_arena.h"
 #include "sf_dynbuf.h"
@@ -64,6 +65,7 @@ typedef struct h2_stream {
     sf_span_counter counter;    /* refusing */
     z_stream *z;                /* refusing a compressed message: inflated to count */
     bool z_failed;
+    size_t z_out;               /* bytes inflated to count (at most max_msg) */
     /* the answer */
     int status;
     char message[200];
@@ -96,6 +98,12 @@ struct h2_conn {
     size_t out_len;
     sf_dynbuf pend;
     int64_t out_since_ms;
+    /* Flood limits (h2_conn.c): frames that cost us work and bring
+     * nothing, and the bytes its calls make us inflate. */
+    sf_otlp_bucket lim_window_update, lim_empty_data, lim_priority, lim_resets, lim_inflate;
+    unsigned inflate_strikes;   /* calls refused for lim_inflate, the last within 1 s of each other */
+    int64_t inflate_strike_ms;
+    bool calmed;                /* closed for a limit: GOAWAY ENHANCE_YOUR_CALM sent */
     h2_conn *prev, *next;
 };
 
@@ -147,6 +155,7 @@ struct sf_receiver_grpc {
     uint16_t *peers;            /* connections per peer-address bucket, under peer_lock */
     _Atomic uint64_t reclaimed_calls;   /* partial messages answered UNAVAILABLE and freed */
     _Atomic uint64_t reclaimed_bytes;
+    _Atomic uint64_t closed[SF_OTLP_CLOSE_COUNT];  /* connections closed for a flood limit */
 };
 
 /* nghttp2's memory, counted (sf_calloc_unlimited, never refused). */
@@ -172,6 +181,15 @@ bool h2_conn_flush(h2_conn *c);
 bool h2_conn_read(h2_conn *c);
 h2_conn *h2_conn_idlest(worker *w, h2_conn *except);
 void h2_conn_goaway(h2_conn *c, uint32_t code);
+/* Close for a flood limit: GOAWAY ENHANCE_YOUR_CALM saying `why`, counted
+ * once; the connection is read no more and closes once that is out. */
+void h2_conn_calm(h2_conn *c, sf_otlp_close why);
+/* Whether the connection may inflate another message now (its
+ * decompression bucket is not in debt); a call refused for it is a strike,
+ * and one refused persistently closes the connection (h2_conn_calm). */
+bool h2_conn_inflate_open(h2_conn *c);
+/* Charge `n` bytes inflated for the connection's calls. */
+void h2_conn_inflate_charge(h2_conn *c, size_t n);
 void h2_worker_flush_dirty(worker *w);
 void h2_worker_bury(worker *w);
 void h2_worker_retry_parked(worker *w);

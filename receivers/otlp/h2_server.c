@@ -456,6 +456,11 @@ void sf_receiver_grpc_reclaimed(const sf_receiver_grpc *srv, uint64_t *calls, ui
     *bytes = atomic_load(&s->reclaimed_bytes);
 }
 
+uint64_t sf_receiver_grpc_closed(const sf_receiver_grpc *srv, sf_otlp_close why)
+{
+    return atomic_load(&((sf_receiver_grpc *)srv)->closed[why]);
+}
+
 bool sf_receiver_grpc_accepting(const sf_receiver_grpc *srv)
 {
     return !atomic_load(&((sf_receiver_grpc *)srv)->accept_failing);

@@ -207,6 +207,11 @@ static void stream_count(h2_stream *s, const uint8_t *p, size_t n)
     }
     if (s->z_failed)
         return;
+    /* A bomb is not inflated past the size limit just to count it. */
+    if (s->z_out > s->c->w->srv->max_msg) {
+        s->z_failed = true;
+        return;
+    }
     if (s->z == NULL) {
         s->z = sf_calloc_unlimited(1, sizeof(*s->z));
         if (s->z == NULL || inflateInit2(s->z, s->enc == ENC_GZIP ? 15 + 16 : 15) != Z_OK) {
@@ -225,6 +230,10 @@ static void stream_count(h2_stream *s, const uint8_t *p, size_t n)
         s->z->avail_out = sizeof(out);
         zr = inflate(s->z, Z_NO_FLUSH);
         sf_span_counter_feed(&s->counter, out, sizeof(out) - s->z->avail_out);
+        s->z_out += sizeof(out) - s->z->avail_out;
+        h2_conn_inflate_charge(s->c, sizeof(out) - s->z->avail_out);
+        if (s->z_out > s->c->w->srv->max_msg)
+            break;
         if (zr != Z_OK) {
             s->z_failed = zr != Z_STREAM_END;
             break;
@@ -303,7 +312,17 @@ void grpc_stream_finish(h2_stream *s)
     bytes = (const uint8_t *)sf_dynbuf_ptr(&s->msg);
     len = sf_dynbuf_len(&s->msg);
     if (s->flags & 1) {
+        /* Decompression is paid per connection: a client inflating more
+         * than its share a second is refused before it costs more. */
+        if (!h2_conn_inflate_open(s->c)) {
+            grpc_stream_refuse(s, SF_REASON_TOO_LARGE, SF_RPC_RESOURCE_EXHAUSTED,
+                               "decompression rate of this connection exceeded: send less "
+                               "compressed data a second, or uncompressed; retry later");
+            return;
+        }
         st = sf_inflate(bytes, len, srv->max_msg, &inflated, &len);
+        h2_conn_inflate_charge(s->c, st == SF_OK ? len : st == SF_TOOBIG ? srv->max_msg
+                                                                         : sf_dynbuf_len(&s->msg));
         if (st == SF_TOOBIG) {
             grpc_stream_refuse(s, SF_REASON_TOO_LARGE, SF_RPC_RESOURCE_EXHAUSTED,
                           "grpc: received message after decompression larger than max");

@@ -78,6 +78,7 @@
 
 #include "google/rpc/status.pb-c.h"
 #include "otlp_answer.h"
+#include "otlp_limit.h"
 #include "sf_compress.h"
 #include "sf_net.h"
 #include "sf_otlp_count.h"
@@ -123,6 +124,14 @@
 /* json-c's parse tree, per byte of OTLP/JSON (22x measured on the sample
  * batch); charged to the counted memory while a JSON body is decoded. */
 #define JSON_TREE_FACTOR 24
+/* Decompression per connection, as the gRPC server's (h2_conn.c): bytes
+ * inflated a second, as much banked at most; a body is let through
+ * whenever the balance is positive (a new connection's first at once) and
+ * charged after;
+ * past it 429, and after LIM_INFLATE_STRIKES such answers each within 1 s
+ * of the last, the 429 closes the connection. */
+#define LIM_INFLATE_RATE ((int64_t)8 << 20)
+#define LIM_INFLATE_STRIKES 8
 
 /* Also the order in which a newcomer takes a slot: headers incomplete
  * first, then an upload, then an idle keep-alive connection. */
@@ -138,6 +147,10 @@ typedef struct http_conn {
     conn_state state;
     int64_t since;              /* entered `state`, monotonic ms */
     bool evicted;               /* shut down by us, not yet closed */
+    /* Its thread's alone (finish()): the bytes its bodies inflated. */
+    sf_otlp_bucket lim_inflate;
+    unsigned inflate_strikes;
+    int64_t inflate_strike_ms;
 } http_conn;
 
 enum { CT_PROTO, CT_JSON };
@@ -203,6 +216,7 @@ struct sf_receiver_http {
     _Atomic uint64_t reclaimed_bytes[SF_OTLP_RECLAIM_COUNT];
     _Atomic uint64_t evicted;       /* connections closed for a newcomer's slot */
     _Atomic uint64_t refused_conns; /* newcomers answered 503: every slot was closing */
+    _Atomic uint64_t closed[SF_OTLP_CLOSE_COUNT];  /* connections closed for a limit */
 };
 
 /* ---- arenas -------------------------------------------------------------- */
@@ -999,12 +1013,43 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
     }
     if (rq->ce != CE_IDENTITY) {
         const char *why = NULL;
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        http_conn *hc = ci != NULL ? ci->socket_context : NULL;
+        int64_t burst = LIM_INFLATE_RATE;
+        int64_t most = (int64_t)srv->max_body > burst ? (int64_t)srv->max_body : burst;
 
+        /* Decompression is paid per connection: past its share a second,
+         * refused before it costs more; closed if the client goes on. */
+        if (hc != NULL && !sf_otlp_bucket_open(&hc->lim_inflate, LIM_INFLATE_RATE, burst,
+                                               sf_now_ms())) {
+            int64_t now = sf_now_ms();
+            unsigned flags = 0;
+
+            if (now - hc->inflate_strike_ms > 1000)
+                hc->inflate_strikes = 0;
+            hc->inflate_strike_ms = now;
+            if (++hc->inflate_strikes > LIM_INFLATE_STRIKES) {
+                flags = SEND_CLOSE;
+                atomic_fetch_add(&srv->closed[SF_OTLP_CLOSE_DECOMPRESSION], 1);
+                hc->inflate_strikes = 0;
+            }
+            sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, rq->signal, 0,
+                                SF_REASON_TOO_LARGE);
+            return send_rpc_status_ex(conn, rq, 429, SF_RPC_RESOURCE_EXHAUSTED,
+                                      "decompression rate of this connection exceeded: send "
+                                      "less compressed data a second, or uncompressed; retry "
+                                      "later", flags);
+        }
         if (rq->ce == CE_ZSTD)
             st = sf_unzstd(BODY(rq), sf_dynbuf_len(&rq->body), srv->max_body, &inflated, &len,
                            &why);
         else
             st = sf_inflate(BODY(rq), sf_dynbuf_len(&rq->body), srv->max_body, &inflated, &len);
+        if (hc != NULL)
+            sf_otlp_bucket_charge(&hc->lim_inflate, st == SF_OK ? (int64_t)len
+                                  : st == SF_TOOBIG ? (int64_t)srv->max_body
+                                  : (int64_t)sf_dynbuf_len(&rq->body), most);
         if (st == SF_ENOMEM)
             return refuse_counted(srv, conn, rq, SF_ENOMEM, NULL,
                                   SF_REASON_MEMORY_LIMIT);
@@ -1140,6 +1185,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         c->fd = ci->connect_fd;
         c->state = CS_NEW;
         c->since = sf_now_ms();
+        sf_otlp_bucket_init(&c->lim_inflate, 1, c->since);
         pthread_mutex_lock(&srv->conn_lock);
         c->next = srv->conns;
         if (srv->conns != NULL)
@@ -1560,6 +1606,11 @@ void sf_receiver_http_slots(const sf_receiver_http *srv, uint64_t *evicted, uint
 
     *evicted = atomic_load(&h->evicted);
     *refused = atomic_load(&h->refused_conns);
+}
+
+uint64_t sf_receiver_http_closed(const sf_receiver_http *srv, sf_otlp_close why)
+{
+    return atomic_load(&((sf_receiver_http *)srv)->closed[why]);
 }
 
 void sf_receiver_http_reclaimed(const sf_receiver_http *srv, sf_otlp_reclaim why,

