@@ -180,6 +180,10 @@ typedef struct http_req {
     const char *refuse_msg;
     sf_reason refuse_reason;
     bool refusal_counted;
+    /* Answered ahead of libmicrohttpd (conn_answer_close), under conn_lock:
+     * a refusal is counted when its connection ends only then (the
+     * client could read it). */
+    bool answered_raw;
     size_t discarded;           /* body bytes read and dropped after a refusal */
     size_t expect;              /* Content-Length, when given and within the limit */
     /* The spans of a refused body, counted as it streams past. */
@@ -625,8 +629,12 @@ static bool memory_wanted(const sf_receiver_http *srv)
 static void conn_answer_close(sf_receiver_http *srv, http_conn *c, const char *answer, size_t len,
                               const char *why)
 {
+    if (c->evicted)
+        return;                     /* closing already: it had its answer, or none is due */
     if (send(c->fd, answer, len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
         /* the peer is gone or not reading: closed all the same */
+    } else if (c->rq != NULL) {
+        c->rq->answered_raw = true;
     }
     conn_evict(srv, c, why);
 }
@@ -1169,6 +1177,32 @@ static void conn_set_state(sf_receiver_http *srv, struct MHD_Connection *conn,
 
 static void conn_make_room(sf_receiver_http *srv, http_conn *newcomer);
 
+/* Whether we shut the connection down (evicted, answered ahead, deadline). */
+static bool conn_closing(sf_receiver_http *srv, struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    http_conn *c = ci != NULL ? ci->socket_context : NULL;
+    bool closing;
+
+    if (c == NULL)
+        return false;
+    pthread_mutex_lock(&srv->conn_lock);
+    closing = c->evicted;
+    pthread_mutex_unlock(&srv->conn_lock);
+    return closing;
+}
+
+static bool rq_answered_raw(sf_receiver_http *srv, const http_req *rq)
+{
+    bool raw;
+
+    pthread_mutex_lock(&srv->conn_lock);
+    raw = rq->answered_raw;
+    pthread_mutex_unlock(&srv->conn_lock);
+    return raw;
+}
+
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
@@ -1399,6 +1433,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
     (void)version;
     if (rq == NULL) {
+        /* A request pipelined behind one answered ahead of libmicrohttpd
+         * (its connection shut down): nobody would read its answer, so it
+         * is not taken, nor counted. */
+        if (conn_closing(srv, conn))
+            return MHD_NO;
         conn_set_state(srv, conn, CS_BODY);
         return begin(srv, conn, url, method, req_cls);
     }
@@ -1412,6 +1451,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (rq->responded)
         return MHD_YES;
+    /* Complete, on a connection closed under it without an answer (a
+     * deadline, shutdown): its answer could not be read, so it is neither
+     * served nor counted. */
+    if (conn_closing(srv, conn) && !rq_answered_raw(srv, rq))
+        return MHD_NO;
     pthread_mutex_lock(&rq->lock);
     if (rq->refuse_http != 0) {
         pthread_mutex_unlock(&rq->lock);
@@ -1430,6 +1474,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 {
     sf_receiver_http *srv = cls;
     http_req *rq = *req_cls;
+    bool raw;
 
     (void)toe;
     conn_set_state(srv, conn, CS_IDLE);
@@ -1439,9 +1484,15 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     if (rq->conn != NULL && rq->conn->rq == rq)
         rq->conn->rq = NULL;
     rq->conn = NULL;
+    raw = rq->answered_raw;
     pthread_mutex_unlock(&srv->conn_lock);
     pthread_mutex_destroy(&rq->lock);
-    count_refusal(srv, rq);         /* refused, and the connection ended first */
+    /* Refused, and the connection ended first: counted only when the
+     * refusal was answered ahead of libmicrohttpd (a crawler's 503).
+     * Otherwise the client never read an answer (it left, or a deadline
+     * closed the connection): not counted as received at all. */
+    if (raw)
+        count_refusal(srv, rq);
     atomic_fetch_sub(&srv->buffered, rq->reserved);
     if (rq->z != NULL) {
         inflateEnd(rq->z);

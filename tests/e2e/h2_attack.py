@@ -446,7 +446,73 @@ def partial_hold(args):
     return stats
 
 
+def pipeline(args):
+    # Not an attack: --calls complete Export calls sent at once on one
+    # connection (more than the server's max_concurrent_streams), then
+    # every answer read: grpc-status per call, or RST_STREAM
+    # REFUSED_STREAM for the calls past the limit. Prints what came back
+    # ("answered", "ok", "refused_stream", "unanswered").
+    body = open(args.body, 'rb').read()
+    msg = b'\x00' + struct.pack('>I', len(body)) + body
+    c = Framed(args.port)
+    dec = hpack.Decoder()
+    sids = []
+    for _ in range(args.calls):
+        sid = c.stream_id()
+        sids.append(sid)
+        c.queue(frame(HEADERS, END_HEADERS, sid, plain_block(args.port)))
+        for off in range(0, len(msg), 16384):
+            last = off + 16384 >= len(msg)
+            c.queue(frame(DATA, END_STREAM if last else 0, sid, msg[off:off + 16384]))
+    status = {}
+    refused = set()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and len(status) + len(refused) < len(sids):
+        try:
+            while c.pending:
+                n = c.sock.send(c.pending)
+                c.pending = c.pending[n:]
+        except BlockingIOError:
+            pass
+        select.select([c.sock], [c.sock] if c.pending else [], [], 0.05)
+        try:
+            d = c.sock.recv(65536)
+            if not d:
+                break
+            c.inbuf += d
+        except BlockingIOError:
+            pass
+        while len(c.inbuf) >= 9:
+            length = int.from_bytes(c.inbuf[:3], 'big')
+            if len(c.inbuf) < 9 + length:
+                break
+            ftype, flags = c.inbuf[3], c.inbuf[4]
+            sid = int.from_bytes(c.inbuf[5:9], 'big') & 0x7fffffff
+            payload = c.inbuf[9:9 + length]
+            c.inbuf = c.inbuf[9 + length:]
+            if ftype == SETTINGS and not flags & ACK:
+                c.pending += frame(SETTINGS, ACK, 0)
+            elif ftype == HEADERS:
+                assert flags & END_HEADERS, 'the answers fit one HEADERS frame'
+                for k, v in dec.decode(payload):
+                    k = k.decode() if isinstance(k, bytes) else k
+                    v = v.decode() if isinstance(v, bytes) else v
+                    if k == 'grpc-status':
+                        status[sid] = int(v)
+            elif ftype == RST_STREAM and sid not in status:
+                code = struct.unpack('>I', payload)[0]
+                if code == 7:               # REFUSED_STREAM: not processed
+                    refused.add(sid)
+    c.close()
+    ok = sum(1 for v in status.values() if v == 0)
+    return {'frames': 2 * len(sids), 'connects': 1, 'closed_by_server': 0,
+            'spans': ok * args.spans_per_call, 'answered': len(status), 'ok': ok,
+            'refused_stream': len(refused),
+            'unanswered': len(sids) - len(status) - len(refused)}
+
+
 ATTACKS = {
+    'pipeline': pipeline,
     'partial_hold': partial_hold,
     'rapid_reset': rapid_reset,
     'window_update_flood': window_update_flood,
