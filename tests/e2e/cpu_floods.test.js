@@ -37,8 +37,6 @@ const PROBE_SPANS = 8;
 const PROBE_EVERY_MS = 50;
 const ATTACK_S = 6;
 const AFTER_MS = 5000;
-const CPU_MAX = 0.25;
-const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
 
 // Each attack: its rate in all (frames a second; bombs: calls a second),
 // so its cost is the same on a fast machine and a slow one, and well past
@@ -57,13 +55,6 @@ const ATTACKS = {
   gzip_bomb_http: { http: true, rate: 16, reason: 'decompression' },
 };
 const CONNS = 4;
-
-// utime + stime of a process, in seconds.
-function cpuSeconds(pid) {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) / CLK_TCK;
-}
 
 function runAttacker(spec, port) {
   return new Promise((resolve, reject) => {
@@ -181,10 +172,9 @@ async function attack(t, name) {
     while (p.calls.length < 5) await sleep(20);
     const s = flood.sampler(sf);
     phase = 'attack';
-    const cpu0 = cpuSeconds(sf.pid);
-    const w0 = Date.now();
+    const meter = flood.cpuMeter(sf);
     const a = spec.http ? await httpBombs(port, spec.rate) : await runAttacker(spec, port);
-    const cpu = (cpuSeconds(sf.pid) - cpu0) / ((Date.now() - w0) / 1000);
+    const cpu = meter.stop();
     phase = 'settling';
     await sleep(AFTER_MS);
     phase = 'after';
@@ -200,15 +190,14 @@ async function attack(t, name) {
     for (const x of during.concat(after)) if (!x.ok) failures[x.what] = (failures[x.what] || 0) + 1;
     const m0 = await sf.metrics();
     const closedN = closed(m0) - closedBefore;
-    t.diagnostic(`${name}: collector CPU over the attack ${(cpu * 100).toFixed(1)} % of one core ` +
-      `(limit ${CPU_MAX * 100} %); ${closedN} connections closed (${spec.reason}); attacker ${JSON.stringify(a)}; ` +
+    t.diagnostic(`${name}: ${flood.cpuText(cpu)}; ${closedN} connections closed (${spec.reason}); attacker ${JSON.stringify(a)}; ` +
       `probe ${okDuring}/${during.length} OK during, ${after.filter((x) => x.ok).length}/${after.length} after; ` +
       `peak RSS ${(peaks.peakRssKiB / 1024).toFixed(1)} MiB` +
       (Object.keys(failures).length ? `; failures ${JSON.stringify(failures)}` : ''));
 
     assert.ok(a.connects > 0 && a.frames > 0, 'the attacker ran');
     assert.ok(closedN > 0, `the flood crossed its limit: closed_connections{reason="${spec.reason}"} rose`);
-    assert.ok(cpu <= CPU_MAX, `collector CPU over the attack ${(cpu * 100).toFixed(1)} % > ${CPU_MAX * 100} % of one core`);
+    flood.assertCpu(t, cpu);
     assert.ok(during.length > 0, 'probe calls during the attack');
     assert.ok(okDuring >= 0.95 * during.length, `probe during the attack: ${okDuring}/${during.length} OK`);
     assert.deepEqual(after.filter((x) => !x.ok), [], 'every probe call OK from 5 s after the attack');
