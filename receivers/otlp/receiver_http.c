@@ -999,6 +999,45 @@ static enum MHD_Result refuse_counted(sf_receiver_http *srv, struct MHD_Connecti
     return send_answer(conn, rq, st, msg);
 }
 
+/* The record of a libmicrohttpd connection, or NULL (untracked). */
+static http_conn *conn_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+    return ci != NULL ? ci->socket_context : NULL;
+}
+
+/* Whether the connection may inflate another body now (its bucket is not
+ * in debt). A body refused for it is a strike; past LIM_INFLATE_STRIKES,
+ * each within 1 s of the last, *close says to close the connection
+ * (counted). Its own thread's. */
+static bool conn_inflate_open(sf_receiver_http *srv, http_conn *hc, bool *close)
+{
+    int64_t now = sf_now_ms();
+
+    if (sf_otlp_bucket_open(&hc->lim_inflate, LIM_INFLATE_RATE, LIM_INFLATE_RATE, now))
+        return true;
+    if (now - hc->inflate_strike_ms > 1000)
+        hc->inflate_strikes = 0;
+    hc->inflate_strike_ms = now;
+    if (++hc->inflate_strikes > LIM_INFLATE_STRIKES) {
+        *close = true;
+        atomic_fetch_add(&srv->closed[SF_OTLP_CLOSE_DECOMPRESSION], 1);
+        hc->inflate_strikes = 0;
+    }
+    return false;
+}
+
+/* Charge what a body inflated (a whole body at most, so one costs its size). */
+static void conn_inflate_charge(sf_receiver_http *srv, http_conn *hc, size_t n)
+{
+    int64_t most = (int64_t)srv->max_body > LIM_INFLATE_RATE ? (int64_t)srv->max_body
+                                                             : LIM_INFLATE_RATE;
+
+    sf_otlp_bucket_charge(&hc->lim_inflate, n > (size_t)most ? most : (int64_t)n, most);
+}
+
 static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn,
                               http_req *rq)
 {
@@ -1021,33 +1060,18 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
     }
     if (rq->ce != CE_IDENTITY) {
         const char *why = NULL;
-        const union MHD_ConnectionInfo *ci =
-            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-        http_conn *hc = ci != NULL ? ci->socket_context : NULL;
-        int64_t burst = LIM_INFLATE_RATE;
-        int64_t most = (int64_t)srv->max_body > burst ? (int64_t)srv->max_body : burst;
+        http_conn *hc = conn_of(conn);
+        bool close = false;
 
         /* Decompression is paid per connection: past its share a second,
          * refused before it costs more; closed if the client goes on. */
-        if (hc != NULL && !sf_otlp_bucket_open(&hc->lim_inflate, LIM_INFLATE_RATE, burst,
-                                               sf_now_ms())) {
-            int64_t now = sf_now_ms();
-            unsigned flags = 0;
-
-            if (now - hc->inflate_strike_ms > 1000)
-                hc->inflate_strikes = 0;
-            hc->inflate_strike_ms = now;
-            if (++hc->inflate_strikes > LIM_INFLATE_STRIKES) {
-                flags = SEND_CLOSE;
-                atomic_fetch_add(&srv->closed[SF_OTLP_CLOSE_DECOMPRESSION], 1);
-                hc->inflate_strikes = 0;
-            }
+        if (hc != NULL && !conn_inflate_open(srv, hc, &close)) {
             sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, rq->signal, 0,
                                 SF_REASON_TOO_LARGE);
             return send_rpc_status_ex(conn, rq, 429, SF_RPC_RESOURCE_EXHAUSTED,
                                       "decompression rate of this connection exceeded: send "
                                       "less compressed data a second, or uncompressed; retry "
-                                      "later", flags);
+                                      "later", close ? SEND_CLOSE : 0);
         }
         if (rq->ce == CE_ZSTD)
             st = sf_unzstd(BODY(rq), sf_dynbuf_len(&rq->body), srv->max_body, &inflated, &len,
@@ -1055,9 +1079,8 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
         else
             st = sf_inflate(BODY(rq), sf_dynbuf_len(&rq->body), srv->max_body, &inflated, &len);
         if (hc != NULL)
-            sf_otlp_bucket_charge(&hc->lim_inflate, st == SF_OK ? (int64_t)len
-                                  : st == SF_TOOBIG ? (int64_t)srv->max_body
-                                  : (int64_t)sf_dynbuf_len(&rq->body), most);
+            conn_inflate_charge(srv, hc, st == SF_OK ? len : st == SF_TOOBIG ? srv->max_body
+                                                           : sf_dynbuf_len(&rq->body));
         if (st == SF_ENOMEM)
             return refuse_counted(srv, conn, rq, SF_ENOMEM, NULL,
                                   SF_REASON_MEMORY_LIMIT);
@@ -1180,9 +1203,7 @@ static void conn_make_room(sf_receiver_http *srv, http_conn *newcomer);
 /* Whether we shut the connection down (evicted, answered ahead, deadline). */
 static bool conn_closing(sf_receiver_http *srv, struct MHD_Connection *conn)
 {
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    http_conn *c = ci != NULL ? ci->socket_context : NULL;
+    http_conn *c = conn_of(conn);
     bool closing;
 
     if (c == NULL)
