@@ -3,12 +3,11 @@
  * flow-control windows and the worker's budget, the connection's output,
  * its timers (handshake, keepalive, idle, age, stalled answers and
  * output), and the reclaim of held partial messages when memory is short.
- * It calls the gRPC call (grpc_call.h) when a stream's headers or message
- * are in, and the event layer (h2_server.h) for connection caps and pokes.
+ * It calls up into the gRPC call when a stream's headers or message are
+ * in, and into the event layer for connection caps and pokes, only through
+ * the table the event layer filled (h2_up, h2_conn.h).
  * The design is in receiver_grpc.c's head comment. */
 #include "h2_conn.h"
-#include "grpc_call.h"
-#include "h2_server.h"
 #include "otlp_answer.h"
 #include "sf_time.h"
 
@@ -114,6 +113,17 @@ void *h2_mem_realloc(void *p, size_t size, void *ud)
 }
 
 /* ---- streams ------------------------------------------------------------------- */
+
+/* The gRPC call a stream belongs to (h2_up). */
+static const h2_up *up_of(const h2_stream *s)
+{
+    return s->c->w->srv->up;
+}
+
+void h2_workers_poke_others(worker *self, bool parked_only)
+{
+    self->srv->up->workers_poke(self, parked_only);
+}
 
 static void deferred_unlink(worker *w, h2_stream *s)
 {
@@ -278,7 +288,7 @@ void h2_stream_consume(h2_stream *s)
                 nghttp2_session_set_local_window_size(s->c->ng, NGHTTP2_FLAG_NONE, s->id,
                                                       (int32_t)(s->msg_len + 5));
         } else {
-            grpc_stream_start_refusing(s);
+            up_of(s)->start_refusing(s);
         }
     }
     nghttp2_session_consume_stream(s->c->ng, s->id, s->unconsumed);
@@ -319,7 +329,7 @@ static void worker_settle_deferred(worker *w)
             atomic_fetch_add(&w->srv->reclaimed_bytes, held);
         }
         deferred_unlink(w, s);
-        grpc_stream_start_refusing(s);
+        up_of(s)->start_refusing(s);
         h2_stream_consume(s);
     }
 }
@@ -388,11 +398,11 @@ size_t h2_worker_reclaim(worker *w, const h2_stream *keep)
         freed += held;
         if (!victim->deferred && victim->c->out_len == 0 &&
             now - victim->c->last_read_ms >= RECLAIM_STALL_MS) {
-            grpc_stream_refuse(victim, SF_REASON_MEMORY_LIMIT, SF_RPC_UNAVAILABLE,
+            up_of(victim)->refuse(victim, SF_REASON_MEMORY_LIMIT, SF_RPC_UNAVAILABLE,
                           "memory is short: this call's partial message was reclaimed (no "
                           "recent progress); retry");
         } else {
-            grpc_stream_start_refusing(victim);
+            up_of(victim)->start_refusing(victim);
             h2_stream_consume(victim);     /* its window back: the rest is counted as it comes */
         }
         conn_mark_dirty(victim->c);
@@ -481,9 +491,9 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
         if (s == NULL)
             return 0;
         if (f->headers.cat == NGHTTP2_HCAT_REQUEST)
-            grpc_stream_headers_done(s);
+            up_of(s)->headers_done(s);
         if (f->hd.flags & NGHTTP2_FLAG_END_STREAM)
-            grpc_stream_finish(s);
+            up_of(s)->finish(s);
         return 0;
     case NGHTTP2_DATA:
         /* No payload (padding is not payload) and no END_STREAM: nothing. */
@@ -492,7 +502,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
                        SF_OTLP_CLOSE_EMPTY_DATA);
         s = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
         if (s != NULL && (f->hd.flags & NGHTTP2_FLAG_END_STREAM))
-            grpc_stream_finish(s);
+            up_of(s)->finish(s);
         return 0;
     default:
         return 0;
@@ -544,7 +554,7 @@ void h2_conn_close(h2_conn *c)
     sf_dynbuf_release(&c->pend);
     epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
-    h2_caps_give(w->srv, c->peer_bucket);
+    w->srv->up->caps_give(w->srv, c->peer_bucket);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -833,7 +843,7 @@ void h2_worker_retry_parked(worker *w)
         s->parked = false;
         s->pprev = s->pnext = NULL;
         atomic_fetch_sub(&w->n_parked, 1);
-        grpc_stream_finish(s);           /* may park it again, at the list's head */
+        up_of(s)->finish(s);           /* may park it again, at the list's head */
         conn_mark_dirty(s->c);
         s = next;
     }
@@ -850,13 +860,13 @@ void h2_worker_tick(worker *w, int64_t now)
     if (sf_alloc_under_pressure())
         sf_buf_pool_trim();
     if (!sf_component_may_accept(w->srv->self) && h2_worker_reclaim(w, NULL) > 0)
-        h2_workers_poke(w, true);
+        w->srv->up->workers_poke(w, true);
     /* Streams deferred while memory was short go on once it is not, or
      * are refused while it stays short. */
     h2_worker_undefer(w);
     worker_settle_deferred(w);
     if (!w->listening && !w->stopping && now >= w->accept_resume_ms) {
-        h2_worker_listen(w, true);
+        w->srv->up->worker_listen(w, true);
         /* With no client waiting, no accept() would say the trouble is
          * over: an fd to spare says it. */
         if (atomic_load(&w->srv->accept_failing)) {
@@ -909,9 +919,9 @@ void h2_worker_tick(worker *w, int64_t now)
             if (st->answered && now - st->progress_ms >= REPLY_TIMEOUT_MS)
                 nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
             else if (!st->answered && st->deadline_ms != 0 && now >= st->deadline_ms)
-                grpc_stream_answer(st, RPC_DEADLINE_EXCEEDED, "deadline exceeded");
+                up_of(st)->answer(st, RPC_DEADLINE_EXCEEDED, "deadline exceeded");
             else if (!st->answered && now - st->progress_ms >= STREAM_STALL_MS)
-                grpc_stream_answer(st, SF_RPC_UNAVAILABLE, "request message stalled");
+                up_of(st)->answer(st, SF_RPC_UNAVAILABLE, "request message stalled");
         }
         if (!h2_conn_flush(c))
             h2_conn_close(c);
@@ -925,8 +935,8 @@ sf_status h2_setup_nghttp2(sf_receiver_grpc *srv)
     if (nghttp2_session_callbacks_new(&srv->cbs) != 0 || nghttp2_option_new(&srv->opt) != 0)
         return SF_ENOMEM;
     nghttp2_session_callbacks_set_on_begin_headers_callback(srv->cbs, on_begin_headers);
-    nghttp2_session_callbacks_set_on_header_callback(srv->cbs, grpc_on_header);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(srv->cbs, grpc_on_data_chunk);
+    nghttp2_session_callbacks_set_on_header_callback(srv->cbs, srv->up->on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(srv->cbs, srv->up->on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(srv->cbs, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(srv->cbs, on_stream_close);
     nghttp2_session_callbacks_set_on_frame_send_callback(srv->cbs, on_frame_send);

@@ -1,6 +1,9 @@
 /* receivers/otlp/h2_conn.h: the OTLP/gRPC server's state (server, worker,
  * connection, stream), shared by its three files (h2_server.c, h2_conn.c,
- * receiver_grpc.c), and what the HTTP/2 connection (h2_conn.c) offers them. */
+ * receiver_grpc.c), what the HTTP/2 connection (h2_conn.c) offers them, and
+ * the table it calls up through (h2_up): the connection layer calls neither
+ * of the others, so the three files call in one direction (event layer ->
+ * call -> connection, event layer -> connection). */
 #ifndef SF_RECEIVERS_OTLP_H2_CONN_H
 #define SF_RECEIVERS_OTLP_H2_CONN_H
 
@@ -134,8 +137,30 @@ struct worker {
     int64_t stop_deadline_ms;
 };
 
+/* What the HTTP/2 connection calls up into: the gRPC call (receiver_grpc.c,
+ * grpc_call.h) and the event layer (h2_server.c), filled by the event layer
+ * before any worker starts, as libuv's handles reach their owners through
+ * the callbacks set on them and h2o's connections through
+ * h2o_conn_callbacks_t. */
+typedef struct h2_up {
+    /* the gRPC call: headers and message in, answers and refusals out */
+    nghttp2_on_header_callback on_header;
+    nghttp2_on_data_chunk_recv_callback on_data_chunk;
+    void (*headers_done)(h2_stream *s);
+    void (*finish)(h2_stream *s);
+    void (*answer)(h2_stream *s, int code, const char *why);
+    void (*refuse)(h2_stream *s, sf_reason reason, int code, const char *why);
+    void (*start_refusing)(h2_stream *s);
+    /* the event layer: connection caps, pokes between workers, the
+     * listening socket in a worker's epoll set */
+    void (*caps_give)(sf_receiver_grpc *srv, uint32_t bucket);
+    void (*workers_poke)(worker *self, bool parked_only);
+    void (*worker_listen)(worker *w, bool on);
+} h2_up;
+
 struct sf_receiver_grpc {
     sf_component *self;
+    const h2_up *up;            /* set at create, read-only after */
     const sf_receiver_grpc_config *cfg;
     unsigned max_depth;
     size_t max_msg;
@@ -173,6 +198,9 @@ void h2_stream_drop_message(h2_stream *s);
 void h2_stream_consume(h2_stream *s);
 void h2_worker_undefer(worker *w);
 size_t h2_worker_reclaim(worker *w, const h2_stream *keep);
+/* Ask the other workers to reclaim (or, parked_only, tell those with
+ * parked calls that memory was freed), through the event layer. */
+void h2_workers_poke_others(worker *self, bool parked_only);
 
 /* Connections. */
 h2_conn *h2_conn_new(worker *w, int fd, uint32_t bucket);

@@ -2,7 +2,8 @@
  * OTLP/gRPC server: its headers, the 5-byte message framing (compression
  * flag), grpc-status and its trailers, and a complete message turned into
  * an OTLP request for the core (sf_component_emit). The HTTP/2 connection
- * it runs on is h2_conn.c (which calls in through grpc_call.h); sockets,
+ * it runs on is h2_conn.c (which calls up through the h2_up table h2_server.c
+ * fills with grpc_call.h's functions); sockets,
  * accept, workers and caps are h2_server.c. The server is unary Export over
  * HTTP/2 on libnghttp2 (Debian's, which gets security fixes), in
  * spanfence's own epoll loop. gRPC core stays on the exporter side only.
@@ -81,7 +82,6 @@
 #include "receiver_grpc.h"
 #include "grpc_call.h"
 #include "h2_conn.h"
-#include "h2_server.h"
 #include "otlp_answer.h"
 #include "sf_arena.h"
 #include "sf_otlp_count.h"
@@ -292,7 +292,7 @@ void grpc_stream_finish(h2_stream *s)
 
             if (s->park_deadline_ms == 0) {
                 s->park_deadline_ms = now + PARK_MS;
-                h2_workers_poke(w, false);
+                h2_workers_poke_others(w, false);
             }
             if (now < s->park_deadline_ms) {
                 h2_stream_park(s);
