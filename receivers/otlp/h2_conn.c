@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -93,6 +94,9 @@
  * cost well under a quarter of one. An engine's calls (about 1 KB a span)
  * reach this at 8,000 spans/s compressed on one connection. */
 #define LIM_INFLATE_RATE ((int64_t)8 << 20)
+/* Connections a newcomer past the caps looks at, the least progress
+ * first, for one with no bytes waiting unread (an ioctl each). */
+#define VICTIM_LOOK 8
 /* Calls refused for it, each within 1 s of the last, before the
  * connection is closed: the client does not slow down. */
 #define LIM_INFLATE_STRIKES 8
@@ -728,6 +732,59 @@ h2_conn *h2_conn_idlest(worker *w, h2_conn *except)
              (conn_worth(c) == conn_worth(best) && c->idle_since_ms < best->idle_since_ms)))
             best = c;
     return best;
+}
+
+/* How far a connection is from making progress, for a newcomer past the
+ * caps: 0 calls open and none waiting for memory complete (partial
+ * messages held, answers not read), 1 no preface yet, 2 idle without a
+ * call yet, 3 idle between calls; and within a rank, since when (the
+ * oldest first). */
+static unsigned conn_rank(const h2_conn *c, int64_t *since)
+{
+    if (c->streams > 0) {
+        *since = c->last_read_ms;
+        return 0;
+    }
+    *since = c->preface ? c->idle_since_ms : c->opened_ms;
+    return !c->preface ? 1 : c->calls == 0 ? 2 : 3;
+}
+
+h2_conn *h2_conn_victim(worker *w, h2_conn *except)
+{
+    const h2_conn *passed[VICTIM_LOOK];
+    unsigned n_passed = 0;
+
+    while (n_passed < VICTIM_LOOK) {
+        h2_conn *best = NULL;
+        unsigned best_rank = 0;
+        int64_t best_since = 0;
+        int waiting = 0;
+
+        for (h2_conn *c = w->conns; c != NULL; c = c->next) {
+            bool skip = c == except || c->closing;
+            unsigned rank;
+            int64_t since;
+
+            for (unsigned i = 0; i < n_passed && !skip; i++)
+                skip = passed[i] == c;
+            for (const h2_stream *st = c->stream_list; st != NULL && !skip; st = st->cnext)
+                skip = st->parked;
+            if (skip)
+                continue;
+            rank = conn_rank(c, &since);
+            if (best == NULL || rank < best_rank || (rank == best_rank && since < best_since)) {
+                best = c;
+                best_rank = rank;
+                best_since = since;
+            }
+        }
+        /* Bytes it sent wait unread: progress not seen yet (a client
+         * whose call arrived whole with its connection). */
+        if (best == NULL || ioctl(best->fd, FIONREAD, &waiting) != 0 || waiting == 0)
+            return best;
+        passed[n_passed++] = best;
+    }
+    return NULL;
 }
 
 void h2_conn_goaway(h2_conn *c, uint32_t code)

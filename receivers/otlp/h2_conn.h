@@ -181,6 +181,7 @@ struct sf_receiver_grpc {
     _Atomic uint64_t reclaimed_calls;   /* partial messages answered UNAVAILABLE and freed */
     _Atomic uint64_t reclaimed_bytes;
     _Atomic uint64_t closed[SF_OTLP_CLOSE_COUNT];  /* connections closed for a flood limit */
+    _Atomic uint64_t evicted;   /* connections closed to give a newcomer their place */
 };
 
 /* nghttp2's memory, counted (sf_calloc_unlimited, never refused). */
@@ -208,6 +209,13 @@ void h2_conn_close(h2_conn *c);
 bool h2_conn_flush(h2_conn *c);
 bool h2_conn_read(h2_conn *c);
 h2_conn *h2_conn_idlest(worker *w, h2_conn *except);
+/* The worker's connection making the least progress, for a newcomer past
+ * the caps (never `except`): calls open with none complete (partial
+ * messages held, answers not read; silent longest first), then no preface
+ * yet, then idle (one that never made a call first). No age shields a
+ * holder; one with a call waiting for memory, or with bytes waiting
+ * unread, is passed over. NULL when none is left. */
+h2_conn *h2_conn_victim(worker *w, h2_conn *except);
 void h2_conn_goaway(h2_conn *c, uint32_t code);
 /* Close for a flood limit: GOAWAY ENHANCE_YOUR_CALM saying `why`, counted
  * once; the connection is read no more and closes once that is out. */

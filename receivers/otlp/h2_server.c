@@ -170,11 +170,15 @@ static void do_accept(worker *w)
         bucket = peer_bucket_of(&ss);
         if (!caps_take(srv, bucket, &peer_full)) {
             /* Over a cap: the new connection takes the place of the
-             * worker's longest-idle one, if it has one. */
-            h2_conn *idle = h2_conn_idlest(w, NULL);
+             * worker's connection making the least progress (calls held
+             * open without progress, then handshakes, then idle ones),
+             * if it has one. */
+            h2_conn *idle = h2_conn_victim(w, NULL);
 
-            if (idle != NULL)
+            if (idle != NULL) {
                 h2_conn_close(idle);
+                atomic_fetch_add(&srv->evicted, 1);
+            }
             if (idle == NULL || !caps_take(srv, bucket, &peer_full)) {
                 close(fd);
                 continue;
@@ -471,6 +475,11 @@ void sf_receiver_grpc_reclaimed(const sf_receiver_grpc *srv, uint64_t *calls, ui
 
     *calls = atomic_load(&s->reclaimed_calls);
     *bytes = atomic_load(&s->reclaimed_bytes);
+}
+
+uint64_t sf_receiver_grpc_evicted(const sf_receiver_grpc *srv)
+{
+    return atomic_load(&((sf_receiver_grpc *)srv)->evicted);
 }
 
 uint64_t sf_receiver_grpc_closed(const sf_receiver_grpc *srv, sf_otlp_close why)

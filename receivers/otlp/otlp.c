@@ -90,9 +90,10 @@ static const char otlp_metrics_help[] =
     "# TYPE spanfence_receiver_reclaimed_requests counter\n"
     "# HELP spanfence_receiver_reclaimed_bytes Buffered bytes those reclaimed requests held.\n"
     "# TYPE spanfence_receiver_reclaimed_bytes counter\n"
-    "# HELP spanfence_receiver_evicted_connections OTLP/HTTP connections closed to give their "
-    "slot to a new one past 512: the least progress first (headers incomplete, then uploads, "
-    "idle keep-alive last).\n"
+    "# HELP spanfence_receiver_evicted_connections Connections closed to give their slot to a "
+    "new one past the caps, the least progress first: OTLP/HTTP past 512 (headers incomplete, "
+    "then uploads, idle keep-alive last); OTLP/gRPC past max_connections (idle ones, then "
+    "ones whose calls went silent).\n"
     "# TYPE spanfence_receiver_evicted_connections counter\n"
     "# HELP spanfence_receiver_refused_connections New OTLP/HTTP connections answered 503 and "
     "closed because every other slot was closing already.\n"
@@ -157,6 +158,15 @@ static size_t otlp_metrics(sf_component *self, char *buf, size_t size)
             if (n > 0)
                 len += (size_t)n;
         }
+    }
+    if (r->grpc != NULL) {
+        int n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
+                         "spanfence_receiver_evicted_connections{receiver=\"%s\",transport=\"grpc\"} "
+                         "%llu\n", sf_component_id(self),
+                         (unsigned long long)sf_receiver_grpc_evicted(r->grpc));
+
+        if (n > 0)
+            len += (size_t)n;
     }
     if (r->http != NULL) {
         uint64_t evicted, refused;

@@ -25,5 +25,8 @@ void sf_receiver_grpc_reclaimed(const sf_receiver_grpc *srv, uint64_t *calls, ui
 /* Connections closed with GOAWAY ENHANCE_YOUR_CALM for crossing a flood
  * limit, for `why` (spanfence_receiver_closed_connections). Thread-safe. */
 uint64_t sf_receiver_grpc_closed(const sf_receiver_grpc *srv, sf_otlp_close why);
+/* Connections closed to give their place to a newcomer past the caps
+ * (spanfence_receiver_evicted_connections). Thread-safe. */
+uint64_t sf_receiver_grpc_evicted(const sf_receiver_grpc *srv);
 
 #endif

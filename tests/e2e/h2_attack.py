@@ -414,9 +414,15 @@ def partial_hold(args):
         stats['bytes'] += len(payload)
         stats['frames'] += 1 + (len(payload) + 16383) // 16384
 
-    deadline = time.monotonic() + args.seconds
+    start = time.monotonic()
+    deadline = start + args.seconds
     while time.monotonic() < deadline and not stop[0]:
         while len(conns) < args.conns:
+            # --connect-rate: past the first --conns, at most that many
+            # connections a second
+            if args.connect_rate and stats['connects'] >= \
+                    args.conns + args.connect_rate * (time.monotonic() - start):
+                break
             try:
                 c = Framed(args.port)
             except OSError:
@@ -543,6 +549,8 @@ def main():
                    help='partial_hold: the message length each call declares')
     p.add_argument('--send', type=int, default=240 << 10,
                    help='partial_hold: the bytes of it sent, then silence')
+    p.add_argument('--connect-rate', type=float, default=0,
+                   help='partial_hold: at most this many reconnections a second')
     p.add_argument('--rate', type=float, default=0,
                    help='flood attacks: at most this many frames (gzip_bomb: calls) a second in all')
     args = p.parse_args()
