@@ -38,6 +38,9 @@ const BOUND_S = 120;
 // Reconnects at once, but at most this many a second in all (unbounded,
 // the churn is the machine's speed: 2,800 a second here).
 const CONNECT_RATE = 1000;
+// grpc-js's words for a call whose connection failed or was lost before an
+// answer (the server's own refusals say why in their details).
+const TRANSPORT_FAILURE = /No connection established|Connection dropped|ECONNRESET|EPIPE|Connection closed|Call cancelled/;
 
 // A call every everyMs, each on a new gRPC connection, until stopped.
 function freshProbe(port, body, phase) {
@@ -103,7 +106,13 @@ test('silent gRPC connections past the slots give way to clients that make progr
     assert.ok(during.ok >= 0.95 * during.n, `probe during the attack: ${during.ok}/${during.n} OK`);
     assert.equal(after.ok, after.n, `every probe call after the attack OK: ${JSON.stringify(after.failures)}`);
     // Accounting: the attacker's messages, never complete, carry no span.
-    const sent = p.calls.length * PROBE_SPANS;
+    // A probe call whose connection was taken before it was read (the
+    // attack's first burst: 560 connections at once, a newcomer's
+    // handshake not yet begun) got no answer and is not counted as
+    // received; every call answered is.
+    const unanswered = p.calls.filter((x) => !x.ok && TRANSPORT_FAILURE.test(x.what)).length;
+    t.diagnostic(`probe calls in all ${p.calls.length}, ${unanswered} never answered (connection lost)`);
+    const sent = (p.calls.length - unanswered) * PROBE_SPANS;
     await sf.waitMetrics((x) => {
       const e = flood.exporterCounts(x);
       const c = flood.receiverCounts(x, 'grpc');
