@@ -67,17 +67,14 @@
 #define MAX_PING_STRIKES 2
 /* grpc/status.h's, which otlp_answer.h has no use for. */
 #define RPC_DEADLINE_EXCEEDED 4
-/* Frames that cost work and carry nothing, per connection: a burst, then
- * a rate a second; past it GOAWAY ENHANCE_YOUR_CALM (h2_conn_calm). The
- * clients we serve send few of any: a WINDOW_UPDATE now and then for our
- * five-byte answers, no empty DATA without END_STREAM, no PRIORITY (gRPC
- * libraries do not), and cause no resets but by error. Newer nghttp2
- * (1.57's stream reset limit counts only the client's RST_STREAM; 1.64's
- * "glitch" limit) does part of this; 1.52 counts none of these. Floods of
- * them cost 129-186 % CPU from four connections (issue 33). Server-sent
- * resets are those with an error code (MadeYouReset's shapes, CVE-2025-8671:
- * window overflow, bad headers, DATA past content-length, frames on a
- * closed stream), not NO_ERROR after an early answer. */
+/* Frames that cost work and bring nothing, per connection: a burst, then a
+ * rate a second; past it GOAWAY ENHANCE_YOUR_CALM (h2_conn_calm). Our
+ * clients send few: a WINDOW_UPDATE now and then for five-byte answers, no
+ * empty DATA without END_STREAM, no PRIORITY, no frame we must reset. Of
+ * these nghttp2 1.52 limits only the client's own RST_STREAM (above);
+ * floods of the rest cost 129-186 % CPU from four connections (issue 33).
+ * Our resets count when they carry an error code (MadeYouReset's shapes,
+ * CVE-2025-8671), not NO_ERROR after an early answer. */
 #define LIM_WINDOW_UPDATE_BURST 1000
 #define LIM_WINDOW_UPDATE_RATE 1000
 #define LIM_EMPTY_DATA_BURST 100
@@ -86,20 +83,18 @@
 #define LIM_PRIORITY_RATE 100
 #define LIM_RESETS_BURST 200
 #define LIM_RESETS_RATE 50
-/* Decompression per connection: bytes inflated a second, as much banked
- * at most. A message is let through whenever the balance is positive (a
- * new connection's first at once, whatever its size) and charged after,
- * so the balance may go as far into debt. zlib inflates zeros at 250-500
- * MB/s a core (less on a loaded machine): four connections flooding bombs
- * cost well under a quarter of one. An engine's calls (about 1 KB a span)
- * reach this at 8,000 spans/s compressed on one connection. */
+/* Decompression: bytes inflated a second, as much banked at most; a
+ * message goes through whenever the balance is positive (a new
+ * connection's first at once) and is charged after, into debt. Zeros
+ * inflate at 250-500 MB/s a core: four connections of bombs cost well
+ * under a quarter of one; an engine's calls (1 KB a span) reach it at
+ * 8,000 spans/s compressed on one connection. Refused calls, each within
+ * 1 s of the last, before the connection is closed: LIM_INFLATE_STRIKES. */
 #define LIM_INFLATE_RATE ((int64_t)8 << 20)
+#define LIM_INFLATE_STRIKES 8
 /* Connections a newcomer past the caps looks at, the least progress
  * first, for one with no bytes waiting unread (an ioctl each). */
 #define VICTIM_LOOK 8
-/* Calls refused for it, each within 1 s of the last, before the
- * connection is closed: the client does not slow down. */
-#define LIM_INFLATE_STRIKES 8
 
 /* ---- nghttp2's memory, counted ------------------------------------------------- */
 
