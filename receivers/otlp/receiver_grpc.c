@@ -69,7 +69,14 @@
  *   is about 27 KiB, so 1,024 idle connections would take 40% of a 64 MiB
  *   limit and push the memory limiter into refusing real calls) and per
  *   peer address (max_connections_per_peer): a connection past a cap takes the place of
- *   the worker's longest-idle connection (no call open), or is closed.
+ *   the worker's connection making the least progress (h2_conn_victim: calls
+ *   held open without progress, then handshakes, then idle ones; not one
+ *   whose bytes wait unread), or is closed.
+ * - CPU floods are bounded per connection (h2_conn.c LIM_*): WINDOW_UPDATE,
+ *   empty DATA, PRIORITY and the resets we send past a rate get GOAWAY
+ *   ENHANCE_YOUR_CALM; a call's decompression past a rate is refused
+ *   RESOURCE_EXHAUSTED before it is inflated, the connection closed if its
+ *   client goes on (spanfence_receiver_closed_connections).
  *   One that has not sent its preface within HANDSHAKE_TIMEOUT_MS is
  *   closed; keepalive server_parameters and enforcement_policy keep their
  *   gRPC meaning (ping after `time`, close after `timeout`, GOAWAY after

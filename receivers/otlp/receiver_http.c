@@ -13,7 +13,11 @@
  *   refused body is still read, so the client gets its answer, and its
  *   spans are counted as it streams past (sf_otlp_count.h, protobuf or
  *   OTLP/JSON; gzip/deflate/zstd decompressed piecewise), never held:
- *   received = accepted + refused.
+ *   received = accepted + refused. A refusal is counted once its answer
+ *   could be read: one whose connection ends first (a deadline, the client
+ *   gone) is not counted at all, unless a 503 went out ahead of
+ *   libmicrohttpd (conn_answer_close); nor is a request pipelined behind
+ *   such a 503.
  * - Fair shares of memory (reclaim()): when memory is short, or the budget
  *   has no room for a body's next bytes, the uploads in progress holding
  *   the most bytes with the least recent progress are refused and their
@@ -39,7 +43,9 @@
  *   connections are closed as they come (the accept policy), idle ones are
  *   closed, and uploads in progress get SHUTDOWN_GRACE_MS.
  * - Decompression is bounded by the same size limit while inflating (a gzip
- *   or zstd bomb gets 413 after producing at most that many bytes); zstd
+ *   or zstd bomb gets 413 after producing at most that many bytes), and per
+ *   connection by a rate (LIM_INFLATE_RATE: 429 past it, the connection
+ *   closed if its client goes on); zstd
  *   windows are limited to 8 MiB (RFC 9659), so a frame header cannot make
  *   the decoder reserve more.
  * - Decoding uses an arena from a small pool (one per thread in steady
@@ -127,9 +133,8 @@
 /* Decompression per connection, as the gRPC server's (h2_conn.c): bytes
  * inflated a second, as much banked at most; a body is let through
  * whenever the balance is positive (a new connection's first at once) and
- * charged after;
- * past it 429, and after LIM_INFLATE_STRIKES such answers each within 1 s
- * of the last, the 429 closes the connection. */
+ * charged after. Past it 429, and after LIM_INFLATE_STRIKES such answers
+ * each within 1 s of the last, the 429 closes the connection. */
 #define LIM_INFLATE_RATE ((int64_t)8 << 20)
 #define LIM_INFLATE_STRIKES 8
 
