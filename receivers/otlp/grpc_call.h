@@ -1,6 +1,8 @@
 /* receivers/otlp/grpc_call.h: what the gRPC call (receiver_grpc.c) offers
  * the HTTP/2 connection (h2_conn.c): its header and data callbacks, and the
- * answers and refusals of a call. */
+ * answers and refusals of a call. The event layer (h2_server.c) puts them in
+ * the h2_up table the connection calls up through; receiver_grpc.c calls
+ * them directly. */
 #ifndef SF_RECEIVERS_OTLP_GRPC_CALL_H
 #define SF_RECEIVERS_OTLP_GRPC_CALL_H
 

@@ -3,12 +3,11 @@
  * flow-control windows and the worker's budget, the connection's output,
  * its timers (handshake, keepalive, idle, age, stalled answers and
  * output), and the reclaim of held partial messages when memory is short.
- * It calls the gRPC call (grpc_call.h) when a stream's headers or message
- * are in, and the event layer (h2_server.h) for connection caps and pokes.
+ * It calls up into the gRPC call when a stream's headers or message are
+ * in, and into the event layer for connection caps and pokes, only through
+ * the table the event layer filled (h2_up, h2_conn.h).
  * The design is in receiver_grpc.c's head comment. */
 #include "h2_conn.h"
-#include "grpc_call.h"
-#include "h2_server.h"
 #include "otlp_answer.h"
 #include "sf_time.h"
 
@@ -16,6 +15,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -67,6 +67,34 @@
 #define MAX_PING_STRIKES 2
 /* grpc/status.h's, which otlp_answer.h has no use for. */
 #define RPC_DEADLINE_EXCEEDED 4
+/* Frames that cost work and bring nothing, per connection: a burst, then a
+ * rate a second; past it GOAWAY ENHANCE_YOUR_CALM (h2_conn_calm). Our
+ * clients send few: a WINDOW_UPDATE now and then for five-byte answers, no
+ * empty DATA without END_STREAM, no PRIORITY, no frame we must reset. Of
+ * these nghttp2 1.52 limits only the client's own RST_STREAM (above);
+ * floods of the rest cost 129-186 % CPU from four connections (issue 33).
+ * Our resets count when they carry an error code (MadeYouReset's shapes,
+ * CVE-2025-8671), not NO_ERROR after an early answer. */
+#define LIM_WINDOW_UPDATE_BURST 1000
+#define LIM_WINDOW_UPDATE_RATE 1000
+#define LIM_EMPTY_DATA_BURST 100
+#define LIM_EMPTY_DATA_RATE 100
+#define LIM_PRIORITY_BURST 100
+#define LIM_PRIORITY_RATE 100
+#define LIM_RESETS_BURST 200
+#define LIM_RESETS_RATE 50
+/* Decompression: bytes inflated a second, as much banked at most; a
+ * message goes through whenever the balance is positive (a new
+ * connection's first at once) and is charged after, into debt. Zeros
+ * inflate at 250-500 MB/s a core: four connections of bombs cost well
+ * under a quarter of one; an engine's calls (1 KB a span) reach it at
+ * 8,000 spans/s compressed on one connection. Refused calls, each within
+ * 1 s of the last, before the connection is closed: LIM_INFLATE_STRIKES. */
+#define LIM_INFLATE_RATE ((int64_t)8 << 20)
+#define LIM_INFLATE_STRIKES 8
+/* Connections a newcomer past the caps looks at, the least progress
+ * first, for one with no bytes waiting unread (an ioctl each). */
+#define VICTIM_LOOK 8
 
 /* ---- nghttp2's memory, counted ------------------------------------------------- */
 
@@ -84,6 +112,17 @@ void *h2_mem_realloc(void *p, size_t size, void *ud)
 }
 
 /* ---- streams ------------------------------------------------------------------- */
+
+/* The gRPC call a stream belongs to (h2_up). */
+static const h2_up *up_of(const h2_stream *s)
+{
+    return s->c->w->srv->up;
+}
+
+void h2_workers_poke_others(worker *self, bool parked_only)
+{
+    self->srv->up->workers_poke(self, parked_only);
+}
 
 static void deferred_unlink(worker *w, h2_stream *s)
 {
@@ -248,7 +287,7 @@ void h2_stream_consume(h2_stream *s)
                 nghttp2_session_set_local_window_size(s->c->ng, NGHTTP2_FLAG_NONE, s->id,
                                                       (int32_t)(s->msg_len + 5));
         } else {
-            grpc_stream_start_refusing(s);
+            up_of(s)->start_refusing(s);
         }
     }
     nghttp2_session_consume_stream(s->c->ng, s->id, s->unconsumed);
@@ -289,7 +328,7 @@ static void worker_settle_deferred(worker *w)
             atomic_fetch_add(&w->srv->reclaimed_bytes, held);
         }
         deferred_unlink(w, s);
-        grpc_stream_start_refusing(s);
+        up_of(s)->start_refusing(s);
         h2_stream_consume(s);
     }
 }
@@ -358,11 +397,11 @@ size_t h2_worker_reclaim(worker *w, const h2_stream *keep)
         freed += held;
         if (!victim->deferred && victim->c->out_len == 0 &&
             now - victim->c->last_read_ms >= RECLAIM_STALL_MS) {
-            grpc_stream_refuse(victim, SF_REASON_MEMORY_LIMIT, SF_RPC_UNAVAILABLE,
+            up_of(victim)->refuse(victim, SF_REASON_MEMORY_LIMIT, SF_RPC_UNAVAILABLE,
                           "memory is short: this call's partial message was reclaimed (no "
                           "recent progress); retry");
         } else {
-            grpc_stream_start_refusing(victim);
+            up_of(victim)->start_refusing(victim);
             h2_stream_consume(victim);     /* its window back: the rest is counted as it comes */
         }
         conn_mark_dirty(victim->c);
@@ -399,6 +438,14 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
     return 0;
 }
 
+/* Take one from a flood bucket; past it the connection is closed. */
+static void conn_limit(h2_conn *c, sf_otlp_bucket *b, int64_t burst, int64_t rate,
+                       sf_otlp_close why)
+{
+    if (!sf_otlp_bucket_take(b, 1, rate, burst, c->last_read_ms))
+        h2_conn_calm(c, why);
+}
+
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
     h2_conn *c = ud;
@@ -406,6 +453,14 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
     h2_stream *s;
 
     switch (f->hd.type) {
+    case NGHTTP2_WINDOW_UPDATE:
+        conn_limit(c, &c->lim_window_update, LIM_WINDOW_UPDATE_BURST, LIM_WINDOW_UPDATE_RATE,
+                   SF_OTLP_CLOSE_WINDOW_UPDATE);
+        return 0;
+    case NGHTTP2_PRIORITY:
+        conn_limit(c, &c->lim_priority, LIM_PRIORITY_BURST, LIM_PRIORITY_RATE,
+                   SF_OTLP_CLOSE_PRIORITY);
+        return 0;
     case NGHTTP2_SETTINGS:
         c->preface = true;
         return 0;
@@ -435,18 +490,33 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
         if (s == NULL)
             return 0;
         if (f->headers.cat == NGHTTP2_HCAT_REQUEST)
-            grpc_stream_headers_done(s);
+            up_of(s)->headers_done(s);
         if (f->hd.flags & NGHTTP2_FLAG_END_STREAM)
-            grpc_stream_finish(s);
+            up_of(s)->finish(s);
         return 0;
     case NGHTTP2_DATA:
+        /* No payload (padding is not payload) and no END_STREAM: nothing. */
+        if (f->hd.length <= f->data.padlen && !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+            conn_limit(c, &c->lim_empty_data, LIM_EMPTY_DATA_BURST, LIM_EMPTY_DATA_RATE,
+                       SF_OTLP_CLOSE_EMPTY_DATA);
         s = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
         if (s != NULL && (f->hd.flags & NGHTTP2_FLAG_END_STREAM))
-            grpc_stream_finish(s);
+            up_of(s)->finish(s);
         return 0;
     default:
         return 0;
     }
+}
+
+/* Resets we send with an error code: the client's frames made them. */
+static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
+{
+    h2_conn *c = ud;
+
+    (void)ng;
+    if (f->hd.type == NGHTTP2_RST_STREAM && f->rst_stream.error_code != NGHTTP2_NO_ERROR)
+        conn_limit(c, &c->lim_resets, LIM_RESETS_BURST, LIM_RESETS_RATE, SF_OTLP_CLOSE_RESETS);
+    return 0;
 }
 
 static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code, void *ud)
@@ -483,7 +553,7 @@ void h2_conn_close(h2_conn *c)
     sf_dynbuf_release(&c->pend);
     epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
-    h2_caps_give(w->srv, c->peer_bucket);
+    w->srv->up->caps_give(w->srv, c->peer_bucket);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -659,6 +729,59 @@ h2_conn *h2_conn_idlest(worker *w, h2_conn *except)
     return best;
 }
 
+/* How far a connection is from making progress, for a newcomer past the
+ * caps: 0 calls open and none waiting for memory complete (partial
+ * messages held, answers not read), 1 no preface yet, 2 idle without a
+ * call yet, 3 idle between calls; and within a rank, since when (the
+ * oldest first). */
+static unsigned conn_rank(const h2_conn *c, int64_t *since)
+{
+    if (c->streams > 0) {
+        *since = c->last_read_ms;
+        return 0;
+    }
+    *since = c->preface ? c->idle_since_ms : c->opened_ms;
+    return !c->preface ? 1 : c->calls == 0 ? 2 : 3;
+}
+
+h2_conn *h2_conn_victim(worker *w, h2_conn *except)
+{
+    const h2_conn *passed[VICTIM_LOOK];
+    unsigned n_passed = 0;
+
+    while (n_passed < VICTIM_LOOK) {
+        h2_conn *best = NULL;
+        unsigned best_rank = 0;
+        int64_t best_since = 0;
+        int waiting = 0;
+
+        for (h2_conn *c = w->conns; c != NULL; c = c->next) {
+            bool skip = c == except || c->closing;
+            unsigned rank;
+            int64_t since;
+
+            for (unsigned i = 0; i < n_passed && !skip; i++)
+                skip = passed[i] == c;
+            for (const h2_stream *st = c->stream_list; st != NULL && !skip; st = st->cnext)
+                skip = st->parked;
+            if (skip)
+                continue;
+            rank = conn_rank(c, &since);
+            if (best == NULL || rank < best_rank || (rank == best_rank && since < best_since)) {
+                best = c;
+                best_rank = rank;
+                best_since = since;
+            }
+        }
+        /* Bytes it sent wait unread: progress not seen yet (a client
+         * whose call arrived whole with its connection). */
+        if (best == NULL || ioctl(best->fd, FIONREAD, &waiting) != 0 || waiting == 0)
+            return best;
+        passed[n_passed++] = best;
+    }
+    return NULL;
+}
+
 void h2_conn_goaway(h2_conn *c, uint32_t code)
 {
     if (c->goaway)
@@ -667,6 +790,46 @@ void h2_conn_goaway(h2_conn *c, uint32_t code)
     c->goaway_ms = sf_now_ms();
     nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->ng),
                           code, NULL, 0);
+}
+
+void h2_conn_calm(h2_conn *c, sf_otlp_close why)
+{
+    const char *label = sf_otlp_close_label(why);
+
+    if (c->calmed)
+        return;
+    c->calmed = true;
+    c->goaway = true;
+    c->goaway_ms = sf_now_ms();
+    c->closing = true;
+    atomic_fetch_add(&c->w->srv->closed[why], 1);
+    nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->ng),
+                          NGHTTP2_ENHANCE_YOUR_CALM, (const uint8_t *)label, strlen(label));
+    conn_mark_dirty(c);
+    sf_debug("receiver '%s': OTLP/gRPC: closing a connection (%s)",
+             sf_component_id(c->w->srv->self), label);
+}
+
+bool h2_conn_inflate_open(h2_conn *c)
+{
+    int64_t now = sf_now_ms();
+
+    if (sf_otlp_bucket_open(&c->lim_inflate, LIM_INFLATE_RATE, LIM_INFLATE_RATE, now))
+        return true;
+    if (now - c->inflate_strike_ms > 1000)
+        c->inflate_strikes = 0;
+    c->inflate_strike_ms = now;
+    if (++c->inflate_strikes > LIM_INFLATE_STRIKES)
+        h2_conn_calm(c, SF_OTLP_CLOSE_DECOMPRESSION);
+    return false;
+}
+
+void h2_conn_inflate_charge(h2_conn *c, size_t n)
+{
+    int64_t most = (int64_t)c->w->srv->max_msg > LIM_INFLATE_RATE ? (int64_t)c->w->srv->max_msg
+                                                                   : LIM_INFLATE_RATE;
+
+    sf_otlp_bucket_charge(&c->lim_inflate, n > (size_t)most ? most : (int64_t)n, most);
 }
 
 h2_conn *h2_conn_new(worker *w, int fd, uint32_t bucket)
@@ -687,6 +850,11 @@ h2_conn *h2_conn_new(worker *w, int fd, uint32_t bucket)
     c->fd = fd;
     c->peer_bucket = bucket;
     c->opened_ms = c->idle_since_ms = c->last_read_ms = sf_now_ms();
+    sf_otlp_bucket_init(&c->lim_window_update, LIM_WINDOW_UPDATE_BURST, c->opened_ms);
+    sf_otlp_bucket_init(&c->lim_empty_data, LIM_EMPTY_DATA_BURST, c->opened_ms);
+    sf_otlp_bucket_init(&c->lim_priority, LIM_PRIORITY_BURST, c->opened_ms);
+    sf_otlp_bucket_init(&c->lim_resets, LIM_RESETS_BURST, c->opened_ms);
+    sf_otlp_bucket_init(&c->lim_inflate, 1, c->opened_ms);
     sf_dynbuf_init(&c->pend, MAX_PENDING_OUT);
     if (nghttp2_session_server_new3(&c->ng, srv->cbs, c, srv->opt, &srv->mem) != 0) {
         sf_free(c);
@@ -727,7 +895,7 @@ void h2_worker_retry_parked(worker *w)
         s->parked = false;
         s->pprev = s->pnext = NULL;
         atomic_fetch_sub(&w->n_parked, 1);
-        grpc_stream_finish(s);           /* may park it again, at the list's head */
+        up_of(s)->finish(s);           /* may park it again, at the list's head */
         conn_mark_dirty(s->c);
         s = next;
     }
@@ -744,13 +912,13 @@ void h2_worker_tick(worker *w, int64_t now)
     if (sf_alloc_under_pressure())
         sf_buf_pool_trim();
     if (!sf_component_may_accept(w->srv->self) && h2_worker_reclaim(w, NULL) > 0)
-        h2_workers_poke(w, true);
+        w->srv->up->workers_poke(w, true);
     /* Streams deferred while memory was short go on once it is not, or
      * are refused while it stays short. */
     h2_worker_undefer(w);
     worker_settle_deferred(w);
     if (!w->listening && !w->stopping && now >= w->accept_resume_ms) {
-        h2_worker_listen(w, true);
+        w->srv->up->worker_listen(w, true);
         /* With no client waiting, no accept() would say the trouble is
          * over: an fd to spare says it. */
         if (atomic_load(&w->srv->accept_failing)) {
@@ -803,9 +971,9 @@ void h2_worker_tick(worker *w, int64_t now)
             if (st->answered && now - st->progress_ms >= REPLY_TIMEOUT_MS)
                 nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
             else if (!st->answered && st->deadline_ms != 0 && now >= st->deadline_ms)
-                grpc_stream_answer(st, RPC_DEADLINE_EXCEEDED, "deadline exceeded");
+                up_of(st)->answer(st, RPC_DEADLINE_EXCEEDED, "deadline exceeded");
             else if (!st->answered && now - st->progress_ms >= STREAM_STALL_MS)
-                grpc_stream_answer(st, SF_RPC_UNAVAILABLE, "request message stalled");
+                up_of(st)->answer(st, SF_RPC_UNAVAILABLE, "request message stalled");
         }
         if (!h2_conn_flush(c))
             h2_conn_close(c);
@@ -819,10 +987,11 @@ sf_status h2_setup_nghttp2(sf_receiver_grpc *srv)
     if (nghttp2_session_callbacks_new(&srv->cbs) != 0 || nghttp2_option_new(&srv->opt) != 0)
         return SF_ENOMEM;
     nghttp2_session_callbacks_set_on_begin_headers_callback(srv->cbs, on_begin_headers);
-    nghttp2_session_callbacks_set_on_header_callback(srv->cbs, grpc_on_header);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(srv->cbs, grpc_on_data_chunk);
+    nghttp2_session_callbacks_set_on_header_callback(srv->cbs, srv->up->on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(srv->cbs, srv->up->on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(srv->cbs, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(srv->cbs, on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(srv->cbs, on_frame_send);
     nghttp2_option_set_no_auto_window_update(srv->opt, 1);
     nghttp2_option_set_stream_reset_rate_limit(srv->opt, RST_BURST, RST_RATE);
     nghttp2_option_set_max_continuations(srv->opt, MAX_CONTINUATIONS);

@@ -1,9 +1,13 @@
 /* receivers/otlp/h2_conn.h: the OTLP/gRPC server's state (server, worker,
  * connection, stream), shared by its three files (h2_server.c, h2_conn.c,
- * receiver_grpc.c), and what the HTTP/2 connection (h2_conn.c) offers them. */
+ * receiver_grpc.c), what the HTTP/2 connection (h2_conn.c) offers them, and
+ * the table it calls up through (h2_up): the connection layer calls neither
+ * of the others, so the three files call in one direction (event layer ->
+ * call -> connection, event layer -> connection). */
 #ifndef SF_RECEIVERS_OTLP_H2_CONN_H
 #define SF_RECEIVERS_OTLP_H2_CONN_H
 
+#include "otlp_limit.h"
 #include "receiver_grpc.h"
 #include "sf_arena.h"
 #include "sf_dynbuf.h"
@@ -64,6 +68,7 @@ typedef struct h2_stream {
     sf_span_counter counter;    /* refusing */
     z_stream *z;                /* refusing a compressed message: inflated to count */
     bool z_failed;
+    size_t z_out;               /* bytes inflated to count (at most max_msg) */
     /* the answer */
     int status;
     char message[200];
@@ -96,6 +101,12 @@ struct h2_conn {
     size_t out_len;
     sf_dynbuf pend;
     int64_t out_since_ms;
+    /* Flood limits (h2_conn.c): frames that cost us work and bring
+     * nothing, and the bytes its calls make us inflate. */
+    sf_otlp_bucket lim_window_update, lim_empty_data, lim_priority, lim_resets, lim_inflate;
+    unsigned inflate_strikes;   /* calls refused for lim_inflate, the last within 1 s of each other */
+    int64_t inflate_strike_ms;
+    bool calmed;                /* closed for a limit: GOAWAY ENHANCE_YOUR_CALM sent */
     h2_conn *prev, *next;
 };
 
@@ -126,8 +137,30 @@ struct worker {
     int64_t stop_deadline_ms;
 };
 
+/* What the HTTP/2 connection calls up into: the gRPC call (receiver_grpc.c,
+ * grpc_call.h) and the event layer (h2_server.c), filled by the event layer
+ * before any worker starts, as libuv's handles reach their owners through
+ * the callbacks set on them and h2o's connections through
+ * h2o_conn_callbacks_t. */
+typedef struct h2_up {
+    /* the gRPC call: headers and message in, answers and refusals out */
+    nghttp2_on_header_callback on_header;
+    nghttp2_on_data_chunk_recv_callback on_data_chunk;
+    void (*headers_done)(h2_stream *s);
+    void (*finish)(h2_stream *s);
+    void (*answer)(h2_stream *s, int code, const char *why);
+    void (*refuse)(h2_stream *s, sf_reason reason, int code, const char *why);
+    void (*start_refusing)(h2_stream *s);
+    /* the event layer: connection caps, pokes between workers, the
+     * listening socket in a worker's epoll set */
+    void (*caps_give)(sf_receiver_grpc *srv, uint32_t bucket);
+    void (*workers_poke)(worker *self, bool parked_only);
+    void (*worker_listen)(worker *w, bool on);
+} h2_up;
+
 struct sf_receiver_grpc {
     sf_component *self;
+    const h2_up *up;            /* set at create, read-only after */
     const sf_receiver_grpc_config *cfg;
     unsigned max_depth;
     size_t max_msg;
@@ -147,6 +180,8 @@ struct sf_receiver_grpc {
     uint16_t *peers;            /* connections per peer-address bucket, under peer_lock */
     _Atomic uint64_t reclaimed_calls;   /* partial messages answered UNAVAILABLE and freed */
     _Atomic uint64_t reclaimed_bytes;
+    _Atomic uint64_t closed[SF_OTLP_CLOSE_COUNT];  /* connections closed for a flood limit */
+    _Atomic uint64_t evicted;   /* connections closed to give a newcomer their place */
 };
 
 /* nghttp2's memory, counted (sf_calloc_unlimited, never refused). */
@@ -164,6 +199,9 @@ void h2_stream_drop_message(h2_stream *s);
 void h2_stream_consume(h2_stream *s);
 void h2_worker_undefer(worker *w);
 size_t h2_worker_reclaim(worker *w, const h2_stream *keep);
+/* Ask the other workers to reclaim (or, parked_only, tell those with
+ * parked calls that memory was freed), through the event layer. */
+void h2_workers_poke_others(worker *self, bool parked_only);
 
 /* Connections. */
 h2_conn *h2_conn_new(worker *w, int fd, uint32_t bucket);
@@ -171,7 +209,23 @@ void h2_conn_close(h2_conn *c);
 bool h2_conn_flush(h2_conn *c);
 bool h2_conn_read(h2_conn *c);
 h2_conn *h2_conn_idlest(worker *w, h2_conn *except);
+/* The worker's connection making the least progress, for a newcomer past
+ * the caps (never `except`): calls open with none complete (partial
+ * messages held, answers not read; silent longest first), then no preface
+ * yet, then idle (one that never made a call first). No age shields a
+ * holder; one with a call waiting for memory, or with bytes waiting
+ * unread, is passed over. NULL when none is left. */
+h2_conn *h2_conn_victim(worker *w, h2_conn *except);
 void h2_conn_goaway(h2_conn *c, uint32_t code);
+/* Close for a flood limit: GOAWAY ENHANCE_YOUR_CALM saying `why`, counted
+ * once; the connection is read no more and closes once that is out. */
+void h2_conn_calm(h2_conn *c, sf_otlp_close why);
+/* Whether the connection may inflate another message now (its
+ * decompression bucket is not in debt); a call refused for it is a strike,
+ * and one refused persistently closes the connection (h2_conn_calm). */
+bool h2_conn_inflate_open(h2_conn *c);
+/* Charge `n` bytes inflated for the connection's calls. */
+void h2_conn_inflate_charge(h2_conn *c, size_t n);
 void h2_worker_flush_dirty(worker *w);
 void h2_worker_bury(worker *w);
 void h2_worker_retry_parked(worker *w);

@@ -3,10 +3,11 @@
  * their epoll loops and eventfds (wake, poke), the connection caps (in all
  * and per peer address) and the receiver's lifecycle (create, start,
  * shutdown, destroy). It hands accepted sockets, readiness and ticks to the
- * HTTP/2 connection (h2_conn.h). The design is in receiver_grpc.c's head
- * comment. */
+ * HTTP/2 connection (h2_conn.h), and fills the table that connection calls
+ * up through (h2_up) with its own functions and the gRPC call's. The
+ * design is in receiver_grpc.c's head comment. */
 #define _GNU_SOURCE                 /* accept4, sched_getaffinity, CPU_COUNT */
-#include "h2_server.h"
+#include "grpc_call.h"
 #include "h2_conn.h"
 #include "sf_arena.h"
 #include "sf_net.h"
@@ -76,7 +77,7 @@ static bool caps_take(sf_receiver_grpc *srv, uint32_t bucket, bool *peer_full)
     return ok;
 }
 
-void h2_caps_give(sf_receiver_grpc *srv, uint32_t bucket)
+static void caps_give(sf_receiver_grpc *srv, uint32_t bucket)
 {
     pthread_mutex_lock(&srv->peer_lock);
     srv->peers[bucket]--;
@@ -88,7 +89,7 @@ void h2_caps_give(sf_receiver_grpc *srv, uint32_t bucket)
 
 /* Ask the other workers to reclaim what they hold (or tell those with
  * parked calls that memory was freed). */
-void h2_workers_poke(worker *self, bool parked_only)
+static void workers_poke(worker *self, bool parked_only)
 {
     sf_receiver_grpc *srv = self->srv;
     uint64_t one = 1;
@@ -131,7 +132,7 @@ static void accept_pause(worker *w, int err)
     }
 }
 
-void h2_worker_listen(worker *w, bool on)
+static void worker_listen(worker *w, bool on)
 {
     struct epoll_event ev = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = (void *)&tag_listen };
 
@@ -169,11 +170,15 @@ static void do_accept(worker *w)
         bucket = peer_bucket_of(&ss);
         if (!caps_take(srv, bucket, &peer_full)) {
             /* Over a cap: the new connection takes the place of the
-             * worker's longest-idle one, if it has one. */
-            h2_conn *idle = h2_conn_idlest(w, NULL);
+             * worker's connection making the least progress (calls held
+             * open without progress, then handshakes, then idle ones),
+             * if it has one. */
+            h2_conn *idle = h2_conn_victim(w, NULL);
 
-            if (idle != NULL)
+            if (idle != NULL) {
                 h2_conn_close(idle);
+                atomic_fetch_add(&srv->evicted, 1);
+            }
             if (idle == NULL || !caps_take(srv, bucket, &peer_full)) {
                 close(fd);
                 continue;
@@ -183,7 +188,7 @@ static void do_accept(worker *w)
         c = h2_conn_new(w, fd, bucket);
         if (c == NULL) {
             close(fd);
-            h2_caps_give(srv, bucket);
+            caps_give(srv, bucket);
             continue;
         }
         if (!h2_conn_flush(c))
@@ -218,7 +223,7 @@ static void *worker_main(void *arg)
 
                 (void)r;
                 if (!sf_component_may_accept(w->srv->self) && h2_worker_reclaim(w, NULL) > 0)
-                    h2_workers_poke(w, true);
+                    workers_poke(w, true);
                 continue;
             }
             if (p == &tag_wake) {
@@ -229,7 +234,7 @@ static void *worker_main(void *arg)
                 if (!w->stopping) {
                     w->stopping = true;
                     w->stop_deadline_ms = sf_now_ms() + SHUTDOWN_GRACE_MS;
-                    h2_worker_listen(w, false);
+                    worker_listen(w, false);
                     for (h2_conn *c = w->conns; c != NULL; c = c->next)
                         h2_conn_goaway(c, NGHTTP2_NO_ERROR);
                 }
@@ -288,6 +293,21 @@ static unsigned worker_count(int64_t configured)
     return n < 1 ? 1 : n > AUTO_WORKERS_MAX ? AUTO_WORKERS_MAX : (unsigned)n;
 }
 
+/* What the HTTP/2 connection calls up into: the gRPC call's functions and
+ * this layer's. */
+static const h2_up up = {
+    .on_header = grpc_on_header,
+    .on_data_chunk = grpc_on_data_chunk,
+    .headers_done = grpc_stream_headers_done,
+    .finish = grpc_stream_finish,
+    .answer = grpc_stream_answer,
+    .refuse = grpc_stream_refuse,
+    .start_refusing = grpc_stream_start_refusing,
+    .caps_give = caps_give,
+    .workers_poke = workers_poke,
+    .worker_listen = worker_listen,
+};
+
 sf_status sf_receiver_grpc_create(sf_component *self, const sf_receiver_grpc_config *cfg,
                                   unsigned max_depth, sf_receiver_grpc **out)
 {
@@ -297,6 +317,7 @@ sf_status sf_receiver_grpc_create(sf_component *self, const sf_receiver_grpc_con
     if (srv == NULL)
         return SF_ENOMEM;
     srv->self = self;
+    srv->up = &up;
     srv->cfg = cfg;
     srv->max_depth = max_depth;
     srv->max_msg = (size_t)cfg->max_recv_msg_size_mib * 1024 * 1024;
@@ -381,7 +402,7 @@ sf_status sf_receiver_grpc_start(sf_receiver_grpc *srv)
             epoll_ctl(w->ep, EPOLL_CTL_ADD, w->wake, &ev) != 0 ||
             epoll_ctl(w->ep, EPOLL_CTL_ADD, w->poke, &pev) != 0)
             return SF_ENOMEM;       /* shutdown() cleans up what exists */
-        h2_worker_listen(w, true);
+        worker_listen(w, true);
         if (!w->listening)
             return SF_IO;
     }
@@ -454,6 +475,16 @@ void sf_receiver_grpc_reclaimed(const sf_receiver_grpc *srv, uint64_t *calls, ui
 
     *calls = atomic_load(&s->reclaimed_calls);
     *bytes = atomic_load(&s->reclaimed_bytes);
+}
+
+uint64_t sf_receiver_grpc_evicted(const sf_receiver_grpc *srv)
+{
+    return atomic_load(&((sf_receiver_grpc *)srv)->evicted);
+}
+
+uint64_t sf_receiver_grpc_closed(const sf_receiver_grpc *srv, sf_otlp_close why)
+{
+    return atomic_load(&((sf_receiver_grpc *)srv)->closed[why]);
 }
 
 bool sf_receiver_grpc_accepting(const sf_receiver_grpc *srv)

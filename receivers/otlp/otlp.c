@@ -90,13 +90,19 @@ static const char otlp_metrics_help[] =
     "# TYPE spanfence_receiver_reclaimed_requests counter\n"
     "# HELP spanfence_receiver_reclaimed_bytes Buffered bytes those reclaimed requests held.\n"
     "# TYPE spanfence_receiver_reclaimed_bytes counter\n"
-    "# HELP spanfence_receiver_evicted_connections OTLP/HTTP connections closed to give their "
-    "slot to a new one past 512: the least progress first (headers incomplete, then uploads, "
-    "idle keep-alive last).\n"
+    "# HELP spanfence_receiver_evicted_connections Connections closed to give their slot to a "
+    "new one past the caps, the least progress first: OTLP/HTTP past 512 (headers incomplete, "
+    "then uploads, idle keep-alive last); OTLP/gRPC past max_connections (idle ones, then "
+    "ones whose calls went silent).\n"
     "# TYPE spanfence_receiver_evicted_connections counter\n"
     "# HELP spanfence_receiver_refused_connections New OTLP/HTTP connections answered 503 and "
     "closed because every other slot was closing already.\n"
-    "# TYPE spanfence_receiver_refused_connections counter\n";
+    "# TYPE spanfence_receiver_refused_connections counter\n"
+    "# HELP spanfence_receiver_closed_connections Connections closed for crossing a rate limit: "
+    "gRPC frames that bring nothing (window_update_flood, empty_data_flood, priority_flood, "
+    "reset_flood: GOAWAY ENHANCE_YOUR_CALM) and, on both transports, calls refused again and "
+    "again for the connection's decompression rate (decompression).\n"
+    "# TYPE spanfence_receiver_closed_connections counter\n";
 
 /* The receiver's own series: what was taken back from requests in
  * progress, per transport and reason. */
@@ -132,6 +138,35 @@ static size_t otlp_metrics(sf_component *self, char *buf, size_t size)
             if (n > 0)
                 len += (size_t)n;
         }
+    }
+    for (int k = 0; k < SF_OTLP_CLOSE_COUNT; k++) {
+        for (int t = 0; t < 2; t++) {
+            uint64_t n_closed;
+            int n;
+
+            /* The frame floods are HTTP/2's: gRPC only. */
+            if (t == 0 && r->grpc != NULL)
+                n_closed = sf_receiver_grpc_closed(r->grpc, (sf_otlp_close)k);
+            else if (t == 1 && r->http != NULL && k == SF_OTLP_CLOSE_DECOMPRESSION)
+                n_closed = sf_receiver_http_closed(r->http, (sf_otlp_close)k);
+            else
+                continue;
+            n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
+                         "spanfence_receiver_closed_connections{receiver=\"%s\",transport=\"%s\","
+                         "reason=\"%s\"} %llu\n", sf_component_id(self), t == 0 ? "grpc" : "http",
+                         sf_otlp_close_label((sf_otlp_close)k), (unsigned long long)n_closed);
+            if (n > 0)
+                len += (size_t)n;
+        }
+    }
+    if (r->grpc != NULL) {
+        int n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
+                         "spanfence_receiver_evicted_connections{receiver=\"%s\",transport=\"grpc\"} "
+                         "%llu\n", sf_component_id(self),
+                         (unsigned long long)sf_receiver_grpc_evicted(r->grpc));
+
+        if (n > 0)
+            len += (size_t)n;
     }
     if (r->http != NULL) {
         uint64_t evicted, refused;

@@ -2,7 +2,8 @@
  * OTLP/gRPC server: its headers, the 5-byte message framing (compression
  * flag), grpc-status and its trailers, and a complete message turned into
  * an OTLP request for the core (sf_component_emit). The HTTP/2 connection
- * it runs on is h2_conn.c (which calls in through grpc_call.h); sockets,
+ * it runs on is h2_conn.c (which calls up through the h2_up table h2_server.c
+ * fills with grpc_call.h's functions); sockets,
  * accept, workers and caps are h2_server.c. The server is unary Export over
  * HTTP/2 on libnghttp2 (Debian's, which gets security fixes), in
  * spanfence's own epoll loop. gRPC core stays on the exporter side only.
@@ -68,7 +69,14 @@
  *   is about 27 KiB, so 1,024 idle connections would take 40% of a 64 MiB
  *   limit and push the memory limiter into refusing real calls) and per
  *   peer address (max_connections_per_peer): a connection past a cap takes the place of
- *   the worker's longest-idle connection (no call open), or is closed.
+ *   the worker's connection making the least progress (h2_conn_victim: calls
+ *   held open without progress, then handshakes, then idle ones; not one
+ *   whose bytes wait unread), or is closed.
+ * - CPU floods are bounded per connection (h2_conn.c LIM_*): WINDOW_UPDATE,
+ *   empty DATA, PRIORITY and the resets we send past a rate get GOAWAY
+ *   ENHANCE_YOUR_CALM; a call's decompression past a rate is refused
+ *   RESOURCE_EXHAUSTED before it is inflated, the connection closed if its
+ *   client goes on (spanfence_receiver_closed_connections).
  *   One that has not sent its preface within HANDSHAKE_TIMEOUT_MS is
  *   closed; keepalive server_parameters and enforcement_policy keep their
  *   gRPC meaning (ping after `time`, close after `timeout`, GOAWAY after
@@ -81,7 +89,6 @@
 #include "receiver_grpc.h"
 #include "grpc_call.h"
 #include "h2_conn.h"
-#include "h2_server.h"
 #include "otlp_answer.h"
 #include "sf_arena.h"
 #include "sf_net.h"
@@ -208,6 +215,11 @@ static void stream_count(h2_stream *s, const uint8_t *p, size_t n)
     }
     if (s->z_failed)
         return;
+    /* A bomb is not inflated past the size limit just to count it. */
+    if (s->z_out > s->c->w->srv->max_msg) {
+        s->z_failed = true;
+        return;
+    }
     if (s->z == NULL) {
         s->z = sf_calloc_unlimited(1, sizeof(*s->z));
         if (s->z == NULL || inflateInit2(s->z, s->enc == ENC_GZIP ? 15 + 16 : 15) != Z_OK) {
@@ -226,6 +238,10 @@ static void stream_count(h2_stream *s, const uint8_t *p, size_t n)
         s->z->avail_out = sizeof(out);
         zr = inflate(s->z, Z_NO_FLUSH);
         sf_span_counter_feed(&s->counter, out, sizeof(out) - s->z->avail_out);
+        s->z_out += sizeof(out) - s->z->avail_out;
+        h2_conn_inflate_charge(s->c, sizeof(out) - s->z->avail_out);
+        if (s->z_out > s->c->w->srv->max_msg)
+            break;
         if (zr != Z_OK) {
             s->z_failed = zr != Z_STREAM_END;
             break;
@@ -284,7 +300,7 @@ void grpc_stream_finish(h2_stream *s)
 
             if (s->park_deadline_ms == 0) {
                 s->park_deadline_ms = now + PARK_MS;
-                h2_workers_poke(w, false);
+                h2_workers_poke_others(w, false);
             }
             if (now < s->park_deadline_ms) {
                 h2_stream_park(s);
@@ -304,7 +320,17 @@ void grpc_stream_finish(h2_stream *s)
     bytes = (const uint8_t *)sf_dynbuf_ptr(&s->msg);
     len = sf_dynbuf_len(&s->msg);
     if (s->flags & 1) {
+        /* Decompression is paid per connection: a client inflating more
+         * than its share a second is refused before it costs more. */
+        if (!h2_conn_inflate_open(s->c)) {
+            grpc_stream_refuse(s, SF_REASON_TOO_LARGE, SF_RPC_RESOURCE_EXHAUSTED,
+                               "decompression rate of this connection exceeded: send less "
+                               "compressed data a second, or uncompressed; retry later");
+            return;
+        }
         st = sf_inflate(bytes, len, srv->max_msg, &inflated, &len);
+        h2_conn_inflate_charge(s->c, st == SF_OK ? len : st == SF_TOOBIG ? srv->max_msg
+                                                                         : sf_dynbuf_len(&s->msg));
         if (st == SF_TOOBIG) {
             grpc_stream_refuse(s, SF_REASON_TOO_LARGE, SF_RPC_RESOURCE_EXHAUSTED,
                           "grpc: received message after decompression larger than max");

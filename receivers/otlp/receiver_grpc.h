@@ -3,6 +3,7 @@
 #define SF_RECEIVERS_OTLP_RECEIVER_GRPC_H
 
 #include "otlp.h"
+#include "otlp_limit.h"
 
 typedef struct sf_receiver_grpc sf_receiver_grpc;
 
@@ -21,5 +22,11 @@ bool sf_receiver_grpc_accepting(const sf_receiver_grpc *srv);
 /* Partial messages answered UNAVAILABLE and freed because memory was short
  * (spanfence_receiver_reclaimed_*), and the bytes they held. Thread-safe. */
 void sf_receiver_grpc_reclaimed(const sf_receiver_grpc *srv, uint64_t *calls, uint64_t *bytes);
+/* Connections closed with GOAWAY ENHANCE_YOUR_CALM for crossing a flood
+ * limit, for `why` (spanfence_receiver_closed_connections). Thread-safe. */
+uint64_t sf_receiver_grpc_closed(const sf_receiver_grpc *srv, sf_otlp_close why);
+/* Connections closed to give their place to a newcomer past the caps
+ * (spanfence_receiver_evicted_connections). Thread-safe. */
+uint64_t sf_receiver_grpc_evicted(const sf_receiver_grpc *srv);
 
 #endif

@@ -13,7 +13,11 @@
  *   refused body is still read, so the client gets its answer, and its
  *   spans are counted as it streams past (sf_otlp_count.h, protobuf or
  *   OTLP/JSON; gzip/deflate/zstd decompressed piecewise), never held:
- *   received = accepted + refused.
+ *   received = accepted + refused. A refusal is counted once its answer
+ *   could be read: one whose connection ends first (a deadline, the client
+ *   gone) is not counted at all, unless a 503 went out ahead of
+ *   libmicrohttpd (conn_answer_close); nor is a request pipelined behind
+ *   such a 503.
  * - Fair shares of memory (reclaim()): when memory is short, or the budget
  *   has no room for a body's next bytes, the uploads in progress holding
  *   the most bytes with the least recent progress are refused and their
@@ -39,7 +43,9 @@
  *   connections are closed as they come (the accept policy), idle ones are
  *   closed, and uploads in progress get SHUTDOWN_GRACE_MS.
  * - Decompression is bounded by the same size limit while inflating (a gzip
- *   or zstd bomb gets 413 after producing at most that many bytes); zstd
+ *   or zstd bomb gets 413 after producing at most that many bytes), and per
+ *   connection by a rate (LIM_INFLATE_RATE: 429 past it, the connection
+ *   closed if its client goes on); zstd
  *   windows are limited to 8 MiB (RFC 9659), so a frame header cannot make
  *   the decoder reserve more.
  * - Decoding uses an arena from a small pool (one per thread in steady
@@ -78,6 +84,7 @@
 
 #include "google/rpc/status.pb-c.h"
 #include "otlp_answer.h"
+#include "otlp_limit.h"
 #include "sf_compress.h"
 #include "sf_net.h"
 #include "sf_otlp_count.h"
@@ -123,6 +130,13 @@
 /* json-c's parse tree, per byte of OTLP/JSON (22x measured on the sample
  * batch); charged to the counted memory while a JSON body is decoded. */
 #define JSON_TREE_FACTOR 24
+/* Decompression per connection, as the gRPC server's (h2_conn.c): bytes
+ * inflated a second, as much banked at most; a body is let through
+ * whenever the balance is positive (a new connection's first at once) and
+ * charged after. Past it 429, and after LIM_INFLATE_STRIKES such answers
+ * each within 1 s of the last, the 429 closes the connection. */
+#define LIM_INFLATE_RATE ((int64_t)8 << 20)
+#define LIM_INFLATE_STRIKES 8
 
 /* Also the order in which a newcomer takes a slot: headers incomplete
  * first, then an upload, then an idle keep-alive connection. */
@@ -138,6 +152,10 @@ typedef struct http_conn {
     conn_state state;
     int64_t since;              /* entered `state`, monotonic ms */
     bool evicted;               /* shut down by us, not yet closed */
+    /* Its thread's alone (finish()): the bytes its bodies inflated. */
+    sf_otlp_bucket lim_inflate;
+    unsigned inflate_strikes;
+    int64_t inflate_strike_ms;
 } http_conn;
 
 enum { CT_PROTO, CT_JSON };
@@ -167,6 +185,10 @@ typedef struct http_req {
     const char *refuse_msg;
     sf_reason refuse_reason;
     bool refusal_counted;
+    /* Answered ahead of libmicrohttpd (conn_answer_close), under conn_lock:
+     * a refusal is counted when its connection ends only then (the
+     * client could read it). */
+    bool answered_raw;
     size_t discarded;           /* body bytes read and dropped after a refusal */
     size_t expect;              /* Content-Length, when given and within the limit */
     /* The spans of a refused body, counted as it streams past. */
@@ -203,6 +225,7 @@ struct sf_receiver_http {
     _Atomic uint64_t reclaimed_bytes[SF_OTLP_RECLAIM_COUNT];
     _Atomic uint64_t evicted;       /* connections closed for a newcomer's slot */
     _Atomic uint64_t refused_conns; /* newcomers answered 503: every slot was closing */
+    _Atomic uint64_t closed[SF_OTLP_CLOSE_COUNT];  /* connections closed for a limit */
 };
 
 /* ---- arenas -------------------------------------------------------------- */
@@ -611,8 +634,12 @@ static bool memory_wanted(const sf_receiver_http *srv)
 static void conn_answer_close(sf_receiver_http *srv, http_conn *c, const char *answer, size_t len,
                               const char *why)
 {
+    if (c->evicted)
+        return;                     /* closing already: it had its answer, or none is due */
     if (send(c->fd, answer, len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
         /* the peer is gone or not reading: closed all the same */
+    } else if (c->rq != NULL) {
+        c->rq->answered_raw = true;
     }
     conn_evict(srv, c, why);
 }
@@ -986,6 +1013,45 @@ static enum MHD_Result refuse_counted(sf_receiver_http *srv, struct MHD_Connecti
     return send_answer(conn, rq, st, msg);
 }
 
+/* The record of a libmicrohttpd connection, or NULL (untracked). */
+static http_conn *conn_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+    return ci != NULL ? ci->socket_context : NULL;
+}
+
+/* Whether the connection may inflate another body now (its bucket is not
+ * in debt). A body refused for it is a strike; past LIM_INFLATE_STRIKES,
+ * each within 1 s of the last, *close says to close the connection
+ * (counted). Its own thread's. */
+static bool conn_inflate_open(sf_receiver_http *srv, http_conn *hc, bool *close)
+{
+    int64_t now = sf_now_ms();
+
+    if (sf_otlp_bucket_open(&hc->lim_inflate, LIM_INFLATE_RATE, LIM_INFLATE_RATE, now))
+        return true;
+    if (now - hc->inflate_strike_ms > 1000)
+        hc->inflate_strikes = 0;
+    hc->inflate_strike_ms = now;
+    if (++hc->inflate_strikes > LIM_INFLATE_STRIKES) {
+        *close = true;
+        atomic_fetch_add(&srv->closed[SF_OTLP_CLOSE_DECOMPRESSION], 1);
+        hc->inflate_strikes = 0;
+    }
+    return false;
+}
+
+/* Charge what a body inflated (a whole body at most, so one costs its size). */
+static void conn_inflate_charge(sf_receiver_http *srv, http_conn *hc, size_t n)
+{
+    int64_t most = (int64_t)srv->max_body > LIM_INFLATE_RATE ? (int64_t)srv->max_body
+                                                             : LIM_INFLATE_RATE;
+
+    sf_otlp_bucket_charge(&hc->lim_inflate, n > (size_t)most ? most : (int64_t)n, most);
+}
+
 static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn,
                               http_req *rq)
 {
@@ -1008,12 +1074,27 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
     }
     if (rq->ce != CE_IDENTITY) {
         const char *why = NULL;
+        http_conn *hc = conn_of(conn);
+        bool close = false;
 
+        /* Decompression is paid per connection: past its share a second,
+         * refused before it costs more; closed if the client goes on. */
+        if (hc != NULL && !conn_inflate_open(srv, hc, &close)) {
+            sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, rq->signal, 0,
+                                SF_REASON_TOO_LARGE);
+            return send_rpc_status_ex(conn, rq, 429, SF_RPC_RESOURCE_EXHAUSTED,
+                                      "decompression rate of this connection exceeded: send "
+                                      "less compressed data a second, or uncompressed; retry "
+                                      "later", close ? SEND_CLOSE : 0);
+        }
         if (rq->ce == CE_ZSTD)
             st = sf_unzstd(BODY(rq), sf_dynbuf_len(&rq->body), srv->max_body, &inflated, &len,
                            &why);
         else
             st = sf_inflate(BODY(rq), sf_dynbuf_len(&rq->body), srv->max_body, &inflated, &len);
+        if (hc != NULL)
+            conn_inflate_charge(srv, hc, st == SF_OK ? len : st == SF_TOOBIG ? srv->max_body
+                                                           : sf_dynbuf_len(&rq->body));
         if (st == SF_ENOMEM)
             return refuse_counted(srv, conn, rq, SF_ENOMEM, NULL,
                                   SF_REASON_MEMORY_LIMIT);
@@ -1134,6 +1215,30 @@ static void conn_set_state(sf_receiver_http *srv, struct MHD_Connection *conn,
 
 static void conn_make_room(sf_receiver_http *srv, http_conn *newcomer);
 
+/* Whether we shut the connection down (evicted, answered ahead, deadline). */
+static bool conn_closing(sf_receiver_http *srv, struct MHD_Connection *conn)
+{
+    http_conn *c = conn_of(conn);
+    bool closing;
+
+    if (c == NULL)
+        return false;
+    pthread_mutex_lock(&srv->conn_lock);
+    closing = c->evicted;
+    pthread_mutex_unlock(&srv->conn_lock);
+    return closing;
+}
+
+static bool rq_answered_raw(sf_receiver_http *srv, const http_req *rq)
+{
+    bool raw;
+
+    pthread_mutex_lock(&srv->conn_lock);
+    raw = rq->answered_raw;
+    pthread_mutex_unlock(&srv->conn_lock);
+    return raw;
+}
+
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
@@ -1150,6 +1255,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         c->fd = ci->connect_fd;
         c->state = CS_NEW;
         c->since = sf_now_ms();
+        sf_otlp_bucket_init(&c->lim_inflate, 1, c->since);
         pthread_mutex_lock(&srv->conn_lock);
         c->next = srv->conns;
         if (srv->conns != NULL)
@@ -1363,6 +1469,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
     (void)version;
     if (rq == NULL) {
+        /* A request pipelined behind one answered ahead of libmicrohttpd
+         * (its connection shut down): nobody would read its answer, so it
+         * is not taken, nor counted. */
+        if (conn_closing(srv, conn))
+            return MHD_NO;
         conn_set_state(srv, conn, CS_BODY);
         return begin(srv, conn, url, method, req_cls);
     }
@@ -1376,6 +1487,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (rq->responded)
         return MHD_YES;
+    /* Complete, on a connection closed under it without an answer (a
+     * deadline, shutdown): its answer could not be read, so it is neither
+     * served nor counted. */
+    if (conn_closing(srv, conn) && !rq_answered_raw(srv, rq))
+        return MHD_NO;
     pthread_mutex_lock(&rq->lock);
     if (rq->refuse_http != 0) {
         pthread_mutex_unlock(&rq->lock);
@@ -1394,6 +1510,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 {
     sf_receiver_http *srv = cls;
     http_req *rq = *req_cls;
+    bool raw;
 
     (void)toe;
     conn_set_state(srv, conn, CS_IDLE);
@@ -1403,9 +1520,15 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     if (rq->conn != NULL && rq->conn->rq == rq)
         rq->conn->rq = NULL;
     rq->conn = NULL;
+    raw = rq->answered_raw;
     pthread_mutex_unlock(&srv->conn_lock);
     pthread_mutex_destroy(&rq->lock);
-    count_refusal(srv, rq);         /* refused, and the connection ended first */
+    /* Refused, and the connection ended first: counted only when the
+     * refusal was answered ahead of libmicrohttpd (a crawler's 503).
+     * Otherwise the client never read an answer (it left, or a deadline
+     * closed the connection): not counted as received at all. */
+    if (raw)
+        count_refusal(srv, rq);
     atomic_fetch_sub(&srv->buffered, rq->reserved);
     if (rq->z != NULL) {
         inflateEnd(rq->z);
@@ -1570,6 +1693,11 @@ void sf_receiver_http_slots(const sf_receiver_http *srv, uint64_t *evicted, uint
 
     *evicted = atomic_load(&h->evicted);
     *refused = atomic_load(&h->refused_conns);
+}
+
+uint64_t sf_receiver_http_closed(const sf_receiver_http *srv, sf_otlp_close why)
+{
+    return atomic_load(&((sf_receiver_http *)srv)->closed[why]);
 }
 
 void sf_receiver_http_reclaimed(const sf_receiver_http *srv, sf_otlp_reclaim why,

@@ -3,6 +3,7 @@
 #define SF_RECEIVERS_OTLP_RECEIVER_HTTP_H
 
 #include "otlp.h"
+#include "otlp_limit.h"
 
 typedef struct sf_receiver_http sf_receiver_http;
 
@@ -22,5 +23,8 @@ void sf_receiver_http_destroy(sf_receiver_http *srv);
 void sf_receiver_http_slots(const sf_receiver_http *srv, uint64_t *evicted, uint64_t *refused);
 void sf_receiver_http_reclaimed(const sf_receiver_http *srv, sf_otlp_reclaim why,
                                 uint64_t *requests, uint64_t *bytes);
+/* Connections closed for crossing a rate limit, for `why`
+ * (spanfence_receiver_closed_connections). Thread-safe. */
+uint64_t sf_receiver_http_closed(const sf_receiver_http *srv, sf_otlp_close why);
 
 #endif

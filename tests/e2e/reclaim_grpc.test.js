@@ -50,6 +50,7 @@ test('partial gRPC messages held without progress pay for memory, not complete c
     await waitUntil(() => p.calls.length >= 5, 'the probe started');
     const s = flood.sampler(sf);
     phase = 'attack';
+    const meter = flood.cpuMeter(sf);
     const a = fair.attacker(PYTHON, [ATTACKER, 'partial_hold', '--port', String(grpcPort),
       '--conns', String(CONNS), '--streams', String(STREAMS), '--declare', String(DECLARE),
       '--send', String(SEND), '--seconds', String(BOUND_S)], BOUND_S);
@@ -63,6 +64,7 @@ test('partial gRPC messages held without progress pay for memory, not complete c
     await waitUntil(() => fair.tally(p.calls, 'attack').n >= PROBE_DURING, 'probe calls during the attack', 60000);
     assert.ok(a.running(), 'the attacker was still holding when the probe was counted');
     const st = await a.stop();
+    const cpu = meter.stop();
     phase = 'after';
     const afterFrom = p.calls.length;
     await waitUntil(() => p.calls.length >= afterFrom + PROBE_AFTER, 'probe calls after the attack', 60000);
@@ -72,13 +74,15 @@ test('partial gRPC messages held without progress pay for memory, not complete c
     const during = fair.tally(p.calls, 'attack');
     const after = fair.tally(p.calls, 'after');
     const r = fair.reclaimed(m, 'grpc');
-    t.diagnostic(`attacker ${JSON.stringify(st)}; reclaimed ${r.requests} calls, ` +
+    t.diagnostic(`${flood.cpuText(cpu)}; ` +
+      `attacker ${JSON.stringify(st)}; reclaimed ${r.requests} calls, ` +
       `${(r.bytes / 1048576).toFixed(0)} MiB; probe ${during.ok}/${during.n} OK during, ` +
       `${after.ok}/${after.n} after; peak RSS ${(peaks.peakRssKiB / 1024).toFixed(1)} MiB, counted ` +
       `${(peaks.peakCountedBytes / 1048576).toFixed(1)} MiB` +
       (Object.keys(during.failures).length ? `; failures ${JSON.stringify(during.failures)}` : ''));
 
     assert.ok(st.held_peak > limit, `the attacker held ${st.held_peak} bytes, more than the limit`);
+    flood.assertCpu(t, cpu);
     assert.ok(during.ok >= 0.95 * during.n, `probe during the attack: ${during.ok}/${during.n} OK`);
     assert.equal(after.ok, after.n, `every probe call after the attack OK: ${JSON.stringify(after.failures)}`);
     if (flood.sanitized) {

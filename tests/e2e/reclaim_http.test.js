@@ -94,6 +94,7 @@ async function crawl(t, name, maxBody, reason) {
     await waitUntil(() => p.calls.length >= 5, 'the probe started');
     const s = flood.sampler(sf);
     phase = 'attack';
+    const meter = flood.cpuMeter(sf);
     const a = crawlers(httpPort);
     h.onCleanup(() => a.stop());
     // What the uploads held past the limit was reclaimed.
@@ -103,6 +104,7 @@ async function crawl(t, name, maxBody, reason) {
       `${past} bytes reclaimed from crawling uploads (${reason})`, 90000);
     await waitUntil(() => fair.tally(p.calls, 'attack').n >= PROBE_DURING, 'probe calls during the attack', 60000);
     a.stop();
+    const cpu = meter.stop();
     phase = 'after';
     const afterFrom = p.calls.length;
     await waitUntil(() => p.calls.length >= afterFrom + PROBE_AFTER, 'probe calls after the attack', 60000);
@@ -112,7 +114,8 @@ async function crawl(t, name, maxBody, reason) {
     const during = fair.tally(p.calls, 'attack');
     const after = fair.tally(p.calls, 'after');
     const r = fair.reclaimed(m, 'http');
-    t.diagnostic(`crawlers ${JSON.stringify(a.st)}; reclaimed ${r.requests} uploads, ` +
+    t.diagnostic(`${flood.cpuText(cpu)}; ` +
+      `crawlers ${JSON.stringify(a.st)}; reclaimed ${r.requests} uploads, ` +
       `${(r.bytes / 1048576).toFixed(0)} MiB (${JSON.stringify(['memory_short', 'buffer_budget'].map((why) =>
         m.get('spanfence_receiver_reclaimed_requests', { transport: 'http', reason: why })))}); probe ` +
       `${during.ok}/${during.n} OK during, ${after.ok}/${after.n} after; peak RSS ` +
@@ -121,6 +124,7 @@ async function crawl(t, name, maxBody, reason) {
 
     assert.ok(a.st.bytes > limit, `the uploads sent ${a.st.bytes} bytes, more than the limit`);
     assert.ok(a.st.answered503 > 0, 'a reclaimed upload is answered 503 before it is closed');
+    flood.assertCpu(t, cpu);
     assert.ok(during.ok >= 0.95 * during.n, `probe during the attack: ${during.ok}/${during.n} OK`);
     assert.equal(after.ok, after.n, `every probe request after the attack OK: ${JSON.stringify(after.failures)}`);
     if (flood.sanitized) {
