@@ -26,9 +26,9 @@ static void test_no_pressure(void **state)
 }
 
 /* Two clients: the flooder holding 50 of 100 (its share) may go on only
- * while the moderate one, holding 10, keeps the room it is owed (half its
- * share, 25, less its 10); then it is refused and the moderate one still
- * gets in; both counted active. */
+ * while the moderate one, holding 10, keeps the room it is owed (its share
+ * less its 10: 40); then it is refused and the moderate one still gets in;
+ * both counted active. */
 static void test_flooder_refused_first(void **state)
 {
     sf_share *sh = sf_share_create(100);
@@ -39,17 +39,17 @@ static void test_flooder_refused_first(void **state)
     assert_int_equal(sf_share_clients(sh), 2);
     assert_int_equal(sf_share_fair(sh), 50);
     assert_false(sf_share_over(sh, 7, 49));         /* one more stays within half: no pressure */
-    assert_false(sf_share_over(sh, 7, 84));         /* 84 + 1 + 15 owed = 100 */
-    assert_true(sf_share_over(sh, 7, 85));          /* 85 + 1 + 15 > 100 */
-    assert_false(sf_share_over(sh, 9, 85));
+    assert_false(sf_share_over(sh, 7, 59));         /* 59 + 1 + 40 owed = 100 */
+    assert_true(sf_share_over(sh, 7, 60));          /* 60 + 1 + 40 > 100 */
+    assert_false(sf_share_over(sh, 9, 60));
     assert_false(sf_share_over(sh, 0, 99));
     assert_false(sf_share_over(sh, 12345, 99));     /* unknown: holds nothing */
-    assert_true(sf_share_take(sh, 7, 24, 60));      /* 74 held, 84 used: 84 + 15 <= 100 */
-    assert_false(sf_share_take(sh, 7, 1, 85));
-    assert_true(sf_share_take(sh, 9, 10, 85));      /* 20 <= 50 */
-    assert_true(sf_share_take(sh, 9, 30, 95));      /* 50 <= 50 (the queue's capacity is its own) */
-    /* no longer moderate: nothing owed to it, the flooder may fill the room */
-    sf_share_give(sh, 7, 30);
+    assert_false(sf_share_take(sh, 7, 1, 60));
+    assert_true(sf_share_take(sh, 9, 10, 60));      /* 20 <= 50 */
+    assert_true(sf_share_take(sh, 9, 30, 70));      /* 50 <= 50 */
+    assert_false(sf_share_take(sh, 9, 1, 100));
+    /* the flooder's batches drain: room for it again */
+    sf_share_give(sh, 7, 10);
     assert_true(sf_share_take(sh, 7, 10, 90));
     /* giving back more than held stops at zero */
     sf_share_give(sh, 9, 1000);
@@ -60,7 +60,7 @@ static void test_flooder_refused_first(void **state)
 /* Eight clients of equal rates on a queue of 32 (share 4), each near its
  * share: one a little ahead is not refused while the queue has room; once
  * a moderate client (holding less than half its share) is among them, the
- * room it is owed (up to half its share) is kept free. (The rule "over its
+ * room it is owed (its share less what it holds) is kept free. (The rule "over its
  * share above half full" refused 7 % of eight equal connections' calls at
  * a queue a slow consumer kept over half full, with room to spare.) */
 static void test_equal_clients_a_little_ahead(void **state)
@@ -80,20 +80,18 @@ static void test_equal_clients_a_little_ahead(void **state)
         assert_true(sf_share_take(sh, 1, 1, used));
         used++;
     }
-    /* clients 2 and 3 drain to nothing: each is owed 2 (half its share) */
+    /* clients 2 and 3 drain to nothing: each is owed its share, 4 */
     sf_share_give(sh, 2, 3);
     sf_share_give(sh, 3, 3);
     used -= 6;                              /* 23 */
-    for (int i = 0; i < 5; i++) {           /* to 28: 27 + 1 + 4 <= 32 */
-        assert_true(sf_share_take(sh, 1, 1, used));
-        used++;
-    }
-    assert_true(sf_share_over(sh, 1, used));        /* 28 + 1 + 4 > 32 */
+    assert_true(sf_share_take(sh, 1, 1, used));     /* 23 + 1 + 8 <= 32 */
+    used++;
+    assert_true(sf_share_over(sh, 1, used));        /* 24 + 1 + 8 > 32 */
     assert_false(sf_share_take(sh, 1, 1, used));
     assert_false(sf_share_over(sh, 4, used));       /* 3 + 1 <= its share */
-    assert_true(sf_share_take(sh, 2, 2, used));     /* the moderate ones get their room */
-    used += 2;
-    assert_true(sf_share_take(sh, 3, 2, used));
+    assert_true(sf_share_take(sh, 2, 4, used));     /* the moderate ones get their room */
+    used += 4;
+    assert_true(sf_share_take(sh, 3, 4, used));
     sf_share_destroy(sh);
 }
 
