@@ -870,9 +870,29 @@ static inline __attribute__((always_inline)) sf_status close_len(cx *c, size_t h
 
 /* ---- merging ---------------------------------------------------------------- */
 
+/* Whether [p, end) is a whole sequence of fields: each occurrence of a
+ * singular message must be one on its own, as a decoder parses each and
+ * merges the results; concatenated, a field cut short at the end of one
+ * occurrence would run on into the next and be read as whole. */
+static sf_status whole_fields(cx *c, const uint8_t *p, const uint8_t *end)
+{
+    fld f;
+
+    while (p < end) {
+        sf_status st = next_field(c, p, end, &f, 0);
+
+        if (st != SF_OK)
+            return st;
+        if (f.wt == WT_EGROUP)
+            return bad(c, "end of group outside a group");
+        p = f.end;
+    }
+    return SF_OK;
+}
+
 /* The payloads of every LEN field `num` in [p, end), concatenated into *out
  * (sf_malloc'd, the caller frees): what protobuf makes of a singular
- * message given several times. */
+ * message given several times, each occurrence whole on its own. */
 static __attribute__((noinline)) sf_status
 gather(cx *c, const uint8_t *p, const uint8_t *end, uint32_t num, size_t total, uint8_t **out)
 {
@@ -894,6 +914,12 @@ gather(cx *c, const uint8_t *p, const uint8_t *end, uint32_t num, size_t total, 
         }
         p = f.end;
         if (f.num == num && f.wt == WT_LEN) {
+            sf_status st = whole_fields(c, f.val, f.val + f.u);
+
+            if (st != SF_OK) {
+                sf_free(buf);
+                return st;
+            }
             memcpy(buf + at, f.val, (size_t)f.u);
             at += (size_t)f.u;
         }

@@ -341,7 +341,7 @@ static sf_otlp_edit every_feature = {
 static void check_edit_sees_meaning(const uint8_t *data, size_t size)
 {
     sf_buf *canon = NULL, *direct = NULL, *via = NULL;
-    sf_otlp_stats a, b;
+    sf_otlp_stats a = { 0 }, b = { 0 };
 
     keysets_make();
     every_feature.keys[SF_OTLP_RESOURCE] = allow_keys;
@@ -350,11 +350,17 @@ static void check_edit_sees_meaning(const uint8_t *data, size_t size)
     every_feature.keys[SF_OTLP_SPANEVENT] = deny_keys;
     if (sf_otlp_rewrite(data, size, SF_OTLP_DEFAULT_MAX_DEPTH, NULL, &canon, NULL) != SF_OK)
         fuzz_fail("the codec refuses what its scan accepts");
-    if (sf_otlp_rewrite(data, size, SF_OTLP_DEFAULT_MAX_DEPTH, &every_feature, &direct, &a) !=
-            SF_OK ||
-        sf_otlp_rewrite(canon->data, canon->len, SF_OTLP_DEFAULT_MAX_DEPTH, &every_feature, &via,
-                        &b) != SF_OK)
-        fuzz_fail("the edit fails on a valid request");
+    {
+        sf_status s1 = sf_otlp_rewrite(data, size, SF_OTLP_DEFAULT_MAX_DEPTH, &every_feature,
+                                       &direct, &a);
+        sf_status s2 = sf_otlp_rewrite(canon->data, canon->len, SF_OTLP_DEFAULT_MAX_DEPTH,
+                                       &every_feature, &via, &b);
+
+        if (s1 != SF_OK || s2 != SF_OK)
+            fuzz_fail("the edit fails on a valid request (%s on the input: %s; %s on its "
+                      "canonical form: %s)", sf_status_name(s1), a.error ? a.error : "-",
+                      sf_status_name(s2), b.error ? b.error : "-");
+    }
     if (direct->len != via->len || memcmp(direct->data, via->data, via->len) != 0)
         fuzz_fail("the edit of the input differs from the edit of its canonical form "
                   "(%zu vs %zu bytes)", direct->len, via->len);

@@ -1104,6 +1104,52 @@ static const char *const bad_utf8[] = {
     "\xff",
 };
 
+/* A span (its span id ahead of its trace id: out of order, so the codec
+ * reads it whole and merges what is given twice) whose status is given
+ * twice, the first occurrence ending in a field cut short: its length runs
+ * on into the second. A decoder parses each occurrence and merges them, so
+ * it refuses the request (python3-protobuf: DecodeError); concatenated
+ * first, the two read as one whole message (found by fuzz_otlp_proto in
+ * CI: the scan and the plain pass took it, an edit clearing status
+ * messages refused it). `cut`: the first occurrence cut short, else whole. */
+static void status_twice(pb *b, bool cut)
+{
+    static const uint8_t cut1[] = { 0x12, 0x05, 'a', 'b' };     /* message: 5 bytes, 2 here */
+    static const uint8_t cut2[] = { 'c', 'd', 'e', 0x18, 0x01 };/* ... the rest, code 1 */
+    static const uint8_t whole1[] = { 0x12, 0x02, 'a', 'b' };
+    static const uint8_t whole2[] = { 0x18, 0x01 };
+    static const uint8_t tid[16] = { 1 }, sid[8] = { 2 };
+
+    pb_init(b);
+    pb_open(b, 1);
+    pb_open(b, 2);
+    pb_open(b, 2);
+    pb_bytes(b, 2, sid, sizeof(sid));
+    pb_bytes(b, 1, tid, sizeof(tid));
+    pb_bytes(b, 15, cut ? cut1 : whole1, cut ? sizeof(cut1) : sizeof(whole1));
+    pb_bytes(b, 15, cut ? cut2 : whole2, cut ? sizeof(cut2) : sizeof(whole2));
+    pb_closen(b, 3);
+}
+
+static void test_merged_occurrence_cut_short(void **state)
+{
+    sf_otlp_edit e = { .clear_status_message = true };
+    sf_otlp_stats st;
+    sf_buf *out = NULL;
+    pb in;
+
+    (void)state;
+    status_twice(&in, true);
+    expect_invalid(&in, "a status whose first occurrence is cut short");
+    assert_int_equal(sf_otlp_rewrite(in.d, in.n, MAX_DEPTH, &e, &out, &st), SF_INVALID);
+    assert_null(out);
+    /* each occurrence whole: merged, with or without the edit */
+    status_twice(&in, false);
+    assert_int_equal(sf_otlp_scan(in.d, in.n, MAX_DEPTH, NULL), SF_OK);
+    assert_int_equal(sf_otlp_rewrite(in.d, in.n, MAX_DEPTH, &e, &out, &st), SF_OK);
+    sf_buf_unref(out);
+}
+
 static void test_refusals(void **state)
 {
     static void (*const span_cases[])(pb *) = {
@@ -2678,6 +2724,7 @@ int main(void)
         cmocka_unit_test(test_key_value_fields),
         cmocka_unit_test(test_fields_out_of_order),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_merged_occurrence_cut_short),
         cmocka_unit_test(test_depth),
         cmocka_unit_test(test_edit_keep_attribute),
         cmocka_unit_test(test_edit_drift_counted),
