@@ -90,43 +90,51 @@ static size_t fair_of(const sf_share *sh, size_t n)
     return fair > floor ? fair : floor > 0 ? floor : 1;
 }
 
-/* The room owed to the active clients other than `self` that hold less
- * than half their share (a moderate client: an engine beside a flooder):
- * each one's share less what it holds. Clients nearer their share are owed
- * nothing: they have room in use, and reserving the rest of theirs refused
- * clients of equal rates while the queue had room. (Half a share owed was
- * too little: an engine at 20 k spans/s beside a flooder needs most of its
- * share while the queue is that full, and lost 12 % of its calls.) Under mu. */
-static size_t owed_to_others(const sf_share *sh, const share_entry *self, size_t fair,
-                             int64_t now)
+/* What the active clients other than `self` hold in all, how many they are,
+ * and the room owed to those of them that hold less than half their share
+ * (a moderate client: an engine beside a flooder): each one's share less
+ * what it holds. Under mu. */
+typedef struct others {
+    size_t held, n, owed;
+} others;
+
+static others others_of(const sf_share *sh, const share_entry *self, size_t fair, int64_t now)
 {
-    size_t owed = 0;
+    others o = { 0, 0, 0 };
 
     for (size_t i = 0; i < SF_SHARE_SLOTS; i++) {
         const share_entry *e = &sh->e[i];
 
-        if (e != self && active(e, now) && e->held * 2 < fair)
-            owed += fair - e->held;
+        if (e == self || !active(e, now))
+            continue;
+        o.held += e->held;
+        o.n++;
+        if (e->held * 2 < fair)
+            o.owed += fair - e->held;
     }
-    return owed;
+    return o;
 }
 
 /* Whether `e` adding `size` units to a resource holding `used` passes its
  * share where it matters: it holds some already, more than its share
- * after, and what it adds eats into the room owed to moderate clients.
- * (Refusing every client over its share above half full refused 7 % of
- * the calls of eight equal connections at a queue of 32 that a slow
- * consumer kept over half full, with room to spare.) Under mu. */
+ * after, more than twice what the others hold on average (a flooder, not
+ * one of several clients of equal rates a batch or two ahead of the rest:
+ * eight equal connections on a queue of 32, a share of 4, were refused a
+ * call now and then at a queue a slow consumer kept over half full), and
+ * what it adds eats into the room owed to moderate clients. Under mu. */
 static bool passes_share(const sf_share *sh, const share_entry *e, size_t size, size_t used,
                          size_t n, int64_t now)
 {
     size_t fair = fair_of(sh, n);
+    others o;
 
-    if (e->held == 0 || e->held + size <= fair)
+    if (fair < SF_SHARE_MIN || e->held == 0 || e->held + size <= fair)
         return false;
-    return used + size + owed_to_others(sh, e, fair, now) > sh->capacity;
+    o = others_of(sh, e, fair, now);
+    if (o.n > 0 && (e->held + size) * o.n <= 2 * o.held)
+        return false;
+    return used + size + o.owed > sh->capacity;
 }
-
 
 bool sf_share_take(sf_share *sh, uint64_t client, size_t size, size_t used)
 {

@@ -5,8 +5,9 @@
  * A small table of clients, each holding some of the resource's units. While
  * the resource is at most half full nobody is refused for a share; above
  * that, a client that already holds units and would pass its share,
- * max(capacity / active clients, capacity / SF_SHARE_FLOOR_DIV), is refused
- * when what it adds eats into the room owed to the moderate clients (those
+ * max(capacity / active clients, capacity / SF_SHARE_FLOOR_DIV), and hold
+ * more than twice what the other clients hold on average, is refused when
+ * what it adds eats into the room owed to the moderate clients (those
  * holding less than half their share: each is owed its share less what it
  * holds): a flooder beside an engine keeps the engine's share free, while
  * clients of equal rates, each near its share, are not refused for being a
@@ -35,6 +36,11 @@
 #define SF_SHARE_SLOTS 256
 #define SF_SHARE_IDLE_MS 10000
 #define SF_SHARE_FLOOR_DIV 64
+/* A share of fewer units than this is within the timing noise of clients
+ * of equal rates (a batch or two each way): a queue that small, for that
+ * many clients, is not divided, only its capacity applies (the seed's 32
+ * requests between eight connections: a share of 4). */
+#define SF_SHARE_MIN 8
 
 typedef struct sf_share sf_share;
 

@@ -412,28 +412,29 @@ static sf_status submit_from(fixture *x, uint64_t client, size_t spans)
 }
 
 /* The queue's room is shared between clients (sf_share.h): over half full
- * a client holding its share (10 / 2 clients) is refused, counted as
+ * a client holding its share (20 / 2 clients) is refused, counted as
  * enqueue-failed, while the other still gets in up to the capacity; the
- * gauges show two clients and a share of 5; once the queue drains the
+ * gauges show two clients and a share of 10; once the queue drains the
  * first client's room is back. */
 static void test_queue_shares_between_clients(void **state)
 {
     fixture *x = *state;
 
+    x->q.queue_size = 20;       /* a share of 10: enough units to divide (SF_SHARE_MIN) */
     make_sender(x);             /* not started: nothing leaves the queue */
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 10; i++)
         assert_int_equal(submit_from(x, 7, 1), SF_OK);
-    assert_int_equal(submit_from(x, 9, 1), SF_OK);      /* 6: over half full */
-    assert_int_equal(submit_from(x, 7, 1), SF_FULL);    /* 7 holds 5 of 10 / 2 */
+    assert_int_equal(submit_from(x, 9, 1), SF_OK);      /* 11: over half full */
+    assert_int_equal(submit_from(x, 7, 1), SF_FULL);    /* 7 holds 10 of 20 / 2 */
     assert_int_equal(sf_counter_get(&x->k.enqueue_failed_spans), 1);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 9; i++)
         assert_int_equal(submit_from(x, 9, 1), SF_OK);
-    assert_int_equal(submit_from(x, 9, 1), SF_FULL);    /* 9 holds 5: its share */
+    assert_int_equal(submit_from(x, 9, 1), SF_FULL);    /* the queue is full */
     assert_int_equal(submit_from(x, 0, 1), SF_FULL);    /* nobody's: the queue is full */
-    assert_int_equal(atomic_load(&x->k.queue_size), 10);
+    assert_int_equal(atomic_load(&x->k.queue_size), 20);
     assert_non_null(x->k.share);
     assert_int_equal(sf_share_clients(x->k.share), 2);
-    assert_int_equal(sf_share_fair(x->k.share), 5);
+    assert_int_equal(sf_share_fair(x->k.share), 10);
     assert_invariant(x);
     assert_int_equal(sf_sender_start(x->s), SF_OK);
     SF_TEST_WAIT_FOR(atomic_load(&x->k.queued_spans) == 0);

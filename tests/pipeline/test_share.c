@@ -47,7 +47,9 @@ static void test_flooder_refused_first(void **state)
     assert_false(sf_share_take(sh, 7, 1, 60));
     assert_true(sf_share_take(sh, 9, 10, 60));      /* 20 <= 50 */
     assert_true(sf_share_take(sh, 9, 30, 70));      /* 50 <= 50 */
-    assert_false(sf_share_take(sh, 9, 1, 100));
+    /* past its share but not twice what the other holds: the share does not
+     * refuse it (a full queue does, by its capacity) */
+    assert_false(sf_share_over(sh, 9, 100));
     /* the flooder's batches drain: room for it again */
     sf_share_give(sh, 7, 10);
     assert_true(sf_share_take(sh, 7, 10, 90));
@@ -57,41 +59,89 @@ static void test_flooder_refused_first(void **state)
     sf_share_destroy(sh);
 }
 
-/* Eight clients of equal rates on a queue of 32 (share 4), each near its
- * share: one a little ahead is not refused while the queue has room; once
- * a moderate client (holding less than half its share) is among them, the
- * room it is owed (its share less what it holds) is kept free. (The rule "over its
- * share above half full" refused 7 % of eight equal connections' calls at
- * a queue a slow consumer kept over half full, with room to spare.) */
+/* Eight clients of equal rates on a queue of 64 (share 8), each near its
+ * share: one ahead is not refused while the queue has room; once a
+ * moderate client (holding less than half its share) is among them, the
+ * room it is owed (its share less what it holds) is kept free. (The rule
+ * "over its share above half full" refused 7 % of eight equal connections'
+ * calls at a queue a slow consumer kept over half full, with room to
+ * spare.) */
 static void test_equal_clients_a_little_ahead(void **state)
+{
+    sf_share *sh = sf_share_create(64);
+    size_t used = 0;
+
+    (void)state;
+    for (uint64_t c = 1; c <= 8; c++) {
+        assert_true(sf_share_take(sh, c, 6, used));
+        used += 6;
+    }
+    assert_int_equal(sf_share_fair(sh), 8);
+    /* 48 of 64: client 1 goes to 16, twice its share; nobody is owed room */
+    for (int i = 0; i < 5; i++) {
+        assert_false(sf_share_over(sh, 1, used));
+        assert_true(sf_share_take(sh, 1, 2, used));
+        used += 2;
+    }
+    /* clients 2 and 3 drain to nothing: each is owed its share, 8 */
+    sf_share_give(sh, 2, 6);
+    sf_share_give(sh, 3, 6);
+    used -= 12;                             /* 46 */
+    assert_true(sf_share_take(sh, 1, 2, used));     /* 46 + 2 + 16 <= 64 */
+    used += 2;
+    assert_true(sf_share_over(sh, 1, used));        /* 48 + 1 + 16 > 64 */
+    assert_false(sf_share_take(sh, 1, 1, used));
+    assert_false(sf_share_over(sh, 4, used));       /* 6 + 1 <= its share */
+    assert_true(sf_share_take(sh, 2, 8, used));     /* the moderate ones get their room */
+    used += 8;
+    assert_true(sf_share_take(sh, 3, 8, used));
+    sf_share_destroy(sh);
+}
+
+/* Eight clients of equal rates, one a batch ahead while another has just
+ * drained (owed its share): the one ahead holds 10 against the others'
+ * average of 6.9, not twice it, so it is not refused though what it adds
+ * eats into the room owed; at twice the average it is. */
+static void test_a_batch_ahead_is_not_a_flooder(void **state)
+{
+    sf_share *sh = sf_share_create(64);
+    size_t used = 0;
+
+    (void)state;
+    for (uint64_t c = 1; c <= 8; c++) {
+        assert_true(sf_share_take(sh, c, c == 8 ? 1 : 8, used));
+        used += c == 8 ? 1 : 8;
+    }
+    sf_share_give(sh, 8, 1);
+    used--;                                 /* 56: client 8 owed 8 */
+    assert_false(sf_share_over(sh, 1, used));       /* 9 * 7 <= 2 * 48 */
+    assert_true(sf_share_take(sh, 1, 2, used));
+    used += 2;
+    for (uint64_t c = 2; c <= 7; c++)       /* the others drain to 2: average 12/7 */
+        sf_share_give(sh, c, 6);
+    used -= 36;                             /* 22 */
+    assert_false(sf_share_over(sh, 1, used));       /* under half full */
+    assert_true(sf_share_over(sh, 1, 40));          /* 11 * 7 > 2 * 12, 40 + 1 + 8 + 6 * 6 > 64 */
+    sf_share_destroy(sh);
+}
+
+/* A queue too small to divide: eight clients, a share of 4 units, under
+ * SF_SHARE_MIN: only the capacity applies, however uneven they are. */
+static void test_too_small_to_divide(void **state)
 {
     sf_share *sh = sf_share_create(32);
     size_t used = 0;
 
     (void)state;
-    for (uint64_t c = 1; c <= 8; c++) {
-        assert_true(sf_share_take(sh, c, 3, used));
-        used += 3;
+    for (uint64_t c = 2; c <= 8; c++) {
+        assert_true(sf_share_take(sh, c, 1, used));
+        used++;
     }
     assert_int_equal(sf_share_fair(sh), 4);
-    /* 24 of 32: client 1 goes to 8, twice its share; nobody is owed room */
-    for (int i = 0; i < 5; i++) {
-        assert_false(sf_share_over(sh, 1, used));
+    while (used < 32) {
         assert_true(sf_share_take(sh, 1, 1, used));
         used++;
     }
-    /* clients 2 and 3 drain to nothing: each is owed its share, 4 */
-    sf_share_give(sh, 2, 3);
-    sf_share_give(sh, 3, 3);
-    used -= 6;                              /* 23 */
-    assert_true(sf_share_take(sh, 1, 1, used));     /* 23 + 1 + 8 <= 32 */
-    used++;
-    assert_true(sf_share_over(sh, 1, used));        /* 24 + 1 + 8 > 32 */
-    assert_false(sf_share_take(sh, 1, 1, used));
-    assert_false(sf_share_over(sh, 4, used));       /* 3 + 1 <= its share */
-    assert_true(sf_share_take(sh, 2, 4, used));     /* the moderate ones get their room */
-    used += 4;
-    assert_true(sf_share_take(sh, 3, 4, used));
     sf_share_destroy(sh);
 }
 
@@ -175,6 +225,8 @@ int main(void)
         cmocka_unit_test(test_no_pressure),
         cmocka_unit_test(test_flooder_refused_first),
         cmocka_unit_test(test_equal_clients_a_little_ahead),
+        cmocka_unit_test(test_a_batch_ahead_is_not_a_flooder),
+        cmocka_unit_test(test_too_small_to_divide),
         cmocka_unit_test(test_empty_client_and_nobody),
         cmocka_unit_test(test_floor),
         cmocka_unit_test(test_table_full),
