@@ -136,6 +136,7 @@
  * charged after. Past it 429, and after LIM_INFLATE_STRIKES such answers
  * each within 1 s of the last, the 429 closes the connection. */
 #define LIM_INFLATE_RATE ((int64_t)8 << 20)
+#define LIM_INFLATE_BURST ((int64_t)32 << 20)
 #define LIM_INFLATE_STRIKES 8
 
 /* Also the order in which a newcomer takes a slot: headers incomplete
@@ -1030,7 +1031,7 @@ static bool conn_inflate_open(sf_receiver_http *srv, http_conn *hc, bool *close)
 {
     int64_t now = sf_now_ms();
 
-    if (sf_otlp_bucket_open(&hc->lim_inflate, LIM_INFLATE_RATE, LIM_INFLATE_RATE, now))
+    if (sf_otlp_bucket_open(&hc->lim_inflate, LIM_INFLATE_RATE, LIM_INFLATE_BURST, now))
         return true;
     if (now - hc->inflate_strike_ms > 1000)
         hc->inflate_strikes = 0;
