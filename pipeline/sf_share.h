@@ -8,7 +8,7 @@
  * max(capacity / active clients, capacity / SF_SHARE_FLOOR_DIV), and hold
  * more than twice what the other clients hold on average, is refused when
  * what it adds eats into the room owed to the moderate clients (those
- * holding less than half their share: each is owed its share less what it
+ * holding less than their share: each is owed its share less what it
  * holds): a flooder beside an engine keeps the engine's share free, while
  * clients of equal rates, each near its share, are not refused for being a
  * little ahead while the queue has room.

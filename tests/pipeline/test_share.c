@@ -60,12 +60,12 @@ static void test_flooder_refused_first(void **state)
 }
 
 /* Eight clients of equal rates on a queue of 64 (share 8), each near its
- * share: one ahead is not refused while the queue has room; once a
- * moderate client (holding less than half its share) is among them, the
- * room it is owed (its share less what it holds) is kept free. (The rule
- * "over its share above half full" refused 7 % of eight equal connections'
- * calls at a queue a slow consumer kept over half full, with room to
- * spare.) */
+ * share: one ahead is not refused up to twice the others' average, though
+ * they are owed room (each under its share is owed the rest of it); past
+ * that, what it adds may not eat their room, and they still get in; two
+ * that drained are owed their whole share. (The rule "over its share above
+ * half full" refused 7 % of eight equal connections' calls at a queue a
+ * slow consumer kept over half full, with room to spare.) */
 static void test_equal_clients_a_little_ahead(void **state)
 {
     sf_share *sh = sf_share_create(64);
@@ -77,21 +77,25 @@ static void test_equal_clients_a_little_ahead(void **state)
         used += 6;
     }
     assert_int_equal(sf_share_fair(sh), 8);
-    /* 48 of 64: client 1 goes to 16, twice its share; nobody is owed room */
-    for (int i = 0; i < 5; i++) {
+    /* 48 of 64: client 1 runs ahead to 12, twice the others' average */
+    for (int i = 0; i < 3; i++) {
         assert_false(sf_share_over(sh, 1, used));
         assert_true(sf_share_take(sh, 1, 2, used));
         used += 2;
     }
-    /* clients 2 and 3 drain to nothing: each is owed its share, 8 */
-    sf_share_give(sh, 2, 6);
-    sf_share_give(sh, 3, 6);
-    used -= 12;                             /* 46 */
-    assert_true(sf_share_take(sh, 1, 2, used));     /* 46 + 2 + 16 <= 64 */
-    used += 2;
-    assert_true(sf_share_over(sh, 1, used));        /* 48 + 1 + 16 > 64 */
-    assert_false(sf_share_take(sh, 1, 1, used));
+    /* 54: past twice the average, and 54 + 2 + 7 * 2 owed > 64 */
+    assert_true(sf_share_over(sh, 1, used));
+    assert_false(sf_share_take(sh, 1, 2, used));
     assert_false(sf_share_over(sh, 4, used));       /* 6 + 1 <= its share */
+    for (uint64_t c = 2; c <= 8; c++) {             /* the others get in */
+        assert_true(sf_share_take(sh, c, 1, used));
+        used++;
+    }
+    /* 61: clients 2 and 3 drain to nothing, each owed its share, 8 */
+    sf_share_give(sh, 2, 7);
+    sf_share_give(sh, 3, 7);
+    used -= 14;                                     /* 47 */
+    assert_true(sf_share_over(sh, 1, used));        /* 47 + 1 + 16 + 5 * 1 > 64 */
     assert_true(sf_share_take(sh, 2, 8, used));     /* the moderate ones get their room */
     used += 8;
     assert_true(sf_share_take(sh, 3, 8, used));
