@@ -13,10 +13,13 @@
 // clients saw refused), and the accounting is exact at the end:
 // accepted = sent + send_failed + queued.
 // The property needs the drain above twice the engine's rate (each of two
-// clients gets half of it), and a flood of 5x the drain: on a machine so
-// short of CPU that the exporter's consumer (nice +5 while it has a
-// backlog) cannot keep up with a 50 ms gateway, or sf_send cannot make the
-// flood, the test fails on that premise, saying so.
+// clients gets half of it), and a flood of 5x the drain: when sf_send cannot
+// make the flood, or the consumer cannot keep up with a 50 ms gateway though
+// the collector had the CPU (its threads waited for one less than they
+// ran), the test fails on that premise, saying so. When they waited longer
+// (a machine busy with other work: stress-ng, a sanitizer), the rates are
+// the machine's: printed, not asserted; the share's refusals and the
+// accounting are checked all the same.
 'use strict';
 
 const test = require('node:test');
@@ -131,6 +134,8 @@ test('a flooder at 5x the drain is refused for its share; an engine-rate client 
     const samples = [];
     let gauges = null;
     let flooder = null;
+    let consumer = null;
+    let whole = null;
     let sampling = true;
     const sampler = (async () => {
       while (sampling) {
@@ -147,6 +152,8 @@ test('a flooder at 5x the drain is refused for its share; an engine-rate client 
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       results.push(call());
       if (i === FLOOD_AFTER) {
+        consumer = flood.schedMeter(sf, 'sf-export');
+        whole = flood.schedMeter(sf);
         flooder = runSend(['--endpoint', `127.0.0.1:${grpcPort}`, '--spans', String(FLOOD_SPANS),
           '--threads', '1', '--rate', String(FLOOD_RATE), '--duration', String(FLOOD_S)]);
       }
@@ -154,6 +161,8 @@ test('a flooder at 5x the drain is refused for its share; an engine-rate client 
     }
     const codes = await Promise.all(results);
     const engineS = (Date.now() - start) / 1000;
+    const cons = consumer.stop();
+    const all = whole.stop();
     sampling = false;
     await sampler;
     const floodRunning = flooder !== null;
@@ -194,7 +203,9 @@ test('a flooder at 5x the drain is refused for its share; an engine-rate client 
       `refused calls ${refusedCalls} (share ${refusedShare}); queue at half in ${pressed} of ` +
       `${samples.length} samples; ` +
       `gauges mid-run: clients ${gauges && gauges.get('spanfence_exporter_queue_clients', EXP)}, ` +
-      `share ${gauges && gauges.get('spanfence_exporter_queue_share', EXP)}`);
+      `share ${gauges && gauges.get('spanfence_exporter_queue_share', EXP)}; ` +
+      `consumer ran ${cons.run.toFixed(2)} s, waited for a CPU ${cons.wait.toFixed(2)} s of ` +
+      `${cons.wall.toFixed(2)} s; all threads ran ${all.run.toFixed(2)} s, waited ${all.wait.toFixed(2)} s`);
 
     // The flood was a flood, kept the queue at half full (where the share
     // applies) for most of the engine's calls, and was refused for its
@@ -203,8 +214,17 @@ test('a flooder at 5x the drain is refused for its share; an engine-rate client 
     // The rates (the flood's, the drain's, the engine's share of it) are the
     // machine's under a sanitizer, several times slower: there the share's
     // refusals and the accounting are checked, not the rates.
+    // So are they on a machine whose other work keeps the collector off the
+    // CPU (stress-ng beside it): its threads then wait for a CPU longer than
+    // they run (measured idle: 0.5-0.8 s of waiting a second of running;
+    // under `stress-ng --cpu 2 --vm 1`: 3-8 s), the drain falls to what the
+    // scheduler gives a consumer at nice +5, and no split carries the engine.
+    const starved = all.wait > all.run;
     if (flood.sanitized) {
       t.diagnostic('sanitizer build: the rate premises and the engine\'s 99 % not checked (they measure the sanitizer)');
+    } else if (starved) {
+      t.diagnostic(`the collector waited for a CPU ${all.wait.toFixed(2)} s and ran ${all.run.toFixed(2)} s: ` +
+        'the machine bounds the rates; the rate premises and the engine\'s 99 % not checked');
     } else {
       assert.ok(pressed >= 0.8 * samples.length,
         `the queue was at half full in ${pressed} of ${samples.length} samples`);

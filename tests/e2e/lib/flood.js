@@ -162,6 +162,43 @@ function cpuMeter(sf) {
     },
   };
 }
+// Per-thread scheduler figures of a process (/proc/PID/task/TID/schedstat:
+// ns on the CPU, ns waiting on a run queue), summed over the threads whose
+// name (comm) starts with `prefix` ('' for all).
+function schedOf(pid, prefix) {
+  let run = 0;
+  let wait = 0;
+  let threads = 0;
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const comm = fs.readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
+      if (!comm.startsWith(prefix)) continue;
+      const f = fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').trim().split(' ');
+      run += Number(f[0]);
+      wait += Number(f[1]);
+      threads++;
+    } catch (_) { /* the thread ended */ }
+  }
+  return { run: run / 1e9, wait: wait / 1e9, threads };
+}
+// How long the collector's threads named `prefix...` ran and waited for a
+// CPU between start and stop(): {run, wait, wall} in seconds, and
+// `starved`, the share of the wall time they spent runnable but not
+// running. A machine whose other work (stress-ng, parallel tests) keeps
+// them off the CPU shows here, apart from anything the collector does.
+function schedMeter(sf, prefix = '') {
+  const s0 = schedOf(sf.pid, prefix);
+  const w0 = Date.now();
+  return {
+    stop() {
+      const s1 = schedOf(sf.pid, prefix);
+      const wall = (Date.now() - w0) / 1000;
+      const wait = s1.wait - s0.wait;
+      return { run: s1.run - s0.run, wait, wall, starved: wall > 0 ? wait / wall : 0 };
+    },
+  };
+}
+
 // "collector CPU over the attack: 3.2 % of one core (1.1 s in 34.0 s)"
 function cpuText(m) {
   return `collector CPU over the attack ${(m.cpu * 100).toFixed(1)} % of one core ` +
@@ -229,7 +266,7 @@ service:
 
 module.exports = {
   SPANS_PER_REQUEST, EXPORT_PATH, sanitized, writePayload, h2load, grpcFlood, httpFlood, Sink,
-  sampler, receiverCounts, RETRYABLE, floodConfig, CPU_MAX, cpuMeter, cpuText, assertCpu,
+  sampler, receiverCounts, RETRYABLE, floodConfig, CPU_MAX, cpuMeter, schedMeter, cpuText, assertCpu,
 };
 
 // ---- flood, then recovery (flood_grpc / flood_http) -------------------------
