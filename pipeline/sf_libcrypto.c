@@ -9,7 +9,8 @@
 #define OPENSSL_SUPPRESS_DEPRECATED     /* SHA256_Init & co., as transform.c */
 #include "sf_libcrypto.h"
 
-#include <dlfcn.h>
+#include "sf_dl.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -38,22 +39,21 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct sf_crypto_fns fns;
 static atomic_bool loaded;
 
+static const sf_dl_sym syms[] = {
+#define SF_CRYPTO_ROW(name) SF_DL_SYM(struct sf_crypto_fns, name),
+    SF_CRYPTO_FUNCS(SF_CRYPTO_ROW)
+#undef SF_CRYPTO_ROW
+    { NULL, 0 }
+};
+
 static void load(void)
 {
-    void *lib = dlopen(SF_LIBCRYPTO_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        fprintf(stderr, "spanfence: cannot load %s (Debian: libssl3), needed to hash: %s\n",
-                SF_LIBCRYPTO_SONAME, dlerror());
+    char error[256];
+
+    if (!sf_dl_load(SF_LIBCRYPTO_SONAME, "libssl3", syms, &fns, error, sizeof error)) {
+        fprintf(stderr, "spanfence: %s, needed to hash\n", error);
         abort();
     }
-    /* dlsym's void * to a function pointer: what POSIX defines dlsym for */
-#define SF_CRYPTO_SYM(name)                                                         \
-    if ((fns.name = (__typeof__(name) *)dlsym(lib, #name)) == NULL) {               \
-        fprintf(stderr, "spanfence: %s lacks %s\n", SF_LIBCRYPTO_SONAME, #name);    \
-        abort();                                                                    \
-    }
-    SF_CRYPTO_FUNCS(SF_CRYPTO_SYM)
-#undef SF_CRYPTO_SYM
     atomic_store(&loaded, true);        /* open for the process's life */
 }
 

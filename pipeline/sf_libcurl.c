@@ -9,7 +9,8 @@
  * and none does (libcurl is opened RTLD_LOCAL, after the link). */
 #include "sf_libcurl.h"
 
-#include <dlfcn.h>
+#include "sf_dl.h"
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -46,22 +47,17 @@ static struct sf_curl_fns fns;
 static bool loaded;
 static char load_error[256];
 
+static const sf_dl_sym syms[] = {
+#define SF_CURL_ROW(name) SF_DL_SYM(struct sf_curl_fns, name),
+    SF_CURL_FUNCS(SF_CURL_ROW)
+#undef SF_CURL_ROW
+    { NULL, 0 }
+};
+
 static void load(void)
 {
-    void *lib = dlopen(SF_LIBCURL_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        snprintf(load_error, sizeof load_error, "cannot load %s (Debian: libcurl4): %s",
-                 SF_LIBCURL_SONAME, dlerror());
+    if (!sf_dl_load(SF_LIBCURL_SONAME, "libcurl4", syms, &fns, load_error, sizeof load_error))
         return;
-    }
-    /* dlsym's void * to a function pointer: what POSIX defines dlsym for */
-#define SF_CURL_SYM(name)                                                           \
-    if ((fns.name = (__typeof__(name) *)dlsym(lib, #name)) == NULL) {               \
-        snprintf(load_error, sizeof load_error, "%s lacks %s", SF_LIBCURL_SONAME, #name); \
-        return;                                                                     \
-    }
-    SF_CURL_FUNCS(SF_CURL_SYM)
-#undef SF_CURL_SYM
     /* Never undone (curl_global_cleanup is not thread-safe); the library
      * stays open for the process's life. */
     CURLcode rc = fns.curl_global_init(CURL_GLOBAL_DEFAULT);

@@ -8,7 +8,8 @@
 #define _GNU_SOURCE             /* vasprintf */
 #include "sf_libsystemd.h"
 
-#include <dlfcn.h>
+#include "sf_dl.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -68,25 +69,20 @@ static struct sf_journal_fns fns;
 static bool loaded;
 static char load_error[256];
 
+static const sf_dl_sym syms[] = {
+#define SF_JOURNAL_ROW(name, params, args) SF_DL_SYM(struct sf_journal_fns, name),
+    SF_JOURNAL_FUNCS(SF_JOURNAL_ROW)
+#undef SF_JOURNAL_ROW
+    SF_DL_SYM(struct sf_journal_fns, sd_journal_close),
+    SF_DL_SYM(struct sf_journal_fns, sd_id128_to_string),
+    { NULL, 0 }
+};
+
 static void load(void)
 {
-    void *lib = dlopen(SF_LIBSYSTEMD_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        snprintf(load_error, sizeof load_error, "cannot load %s (Debian: libsystemd0): %s",
-                 SF_LIBSYSTEMD_SONAME, dlerror());
-        return;
-    }
-    /* dlsym's void * to a function pointer: what POSIX defines dlsym for */
-#define SF_JOURNAL_SYM(name, params, args)                                                  \
-    if ((fns.name = (__typeof__(name) *)dlsym(lib, #name)) == NULL) {                       \
-        snprintf(load_error, sizeof load_error, "%s lacks %s", SF_LIBSYSTEMD_SONAME, #name); \
-        return;                                                                             \
-    }
-    SF_JOURNAL_FUNCS(SF_JOURNAL_SYM)
-    SF_JOURNAL_SYM(sd_journal_close, , )
-    SF_JOURNAL_SYM(sd_id128_to_string, , )
-#undef SF_JOURNAL_SYM
-    loaded = true;      /* open for the process's life */
+    if (sf_dl_load(SF_LIBSYSTEMD_SONAME, "libsystemd0", syms, &fns, load_error,
+                   sizeof load_error))
+        loaded = true;      /* open for the process's life */
 }
 
 static const struct sf_journal_fns *api(void)
