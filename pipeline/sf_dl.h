@@ -19,6 +19,14 @@ typedef struct sf_dl_sym {
 /* The row for the pointer FIELD of struct TYPE, named as the function. */
 #define SF_DL_SYM(type, field) { #field, offsetof(type, field) }
 
+/* For a file's X-macro list of functions: SF_DL_FIELD declares a pointer of
+ * the function's own type, as the library's header declares it (in
+ * __typeof__'s parentheses a function-like macro of the same name, as
+ * libcurl's typecheck-gcc.h has, does not apply); SF_DL_ROW is its row, in
+ * the struct the file names SF_DL_FNS. */
+#define SF_DL_FIELD(name) __typeof__(name) *name;
+#define SF_DL_ROW(name) SF_DL_SYM(SF_DL_FNS, name),
+
 /* Opens SONAME (dlopen RTLD_NOW | RTLD_LOCAL, never closed: the library
  * stays for the process's life) and stores the address of each function of
  * SYMS, up to a row with no name, at its offset in FNS. false when the

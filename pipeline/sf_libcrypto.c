@@ -30,19 +30,16 @@
     X(SHA256) X(SHA256_Init) X(SHA256_Update) X(SHA256_Final)
 
 struct sf_crypto_fns {
-#define SF_CRYPTO_FIELD(name) __typeof__(name) *name;
-    SF_CRYPTO_FUNCS(SF_CRYPTO_FIELD)
-#undef SF_CRYPTO_FIELD
+    SF_CRYPTO_FUNCS(SF_DL_FIELD)
 };
+#define SF_DL_FNS struct sf_crypto_fns
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct sf_crypto_fns fns;
 static atomic_bool loaded;
 
 static const sf_dl_sym syms[] = {
-#define SF_CRYPTO_ROW(name) SF_DL_SYM(struct sf_crypto_fns, name),
-    SF_CRYPTO_FUNCS(SF_CRYPTO_ROW)
-#undef SF_CRYPTO_ROW
+    SF_CRYPTO_FUNCS(SF_DL_ROW)
     { NULL, 0 }
 };
 

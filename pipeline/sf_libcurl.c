@@ -33,14 +33,11 @@
     X(curl_slist_append) X(curl_slist_free_all) \
     X(curl_url) X(curl_url_cleanup) X(curl_url_get) X(curl_url_set)
 
-/* One pointer per function, of the function's own type (as <curl/curl.h>
- * declares it); the name in parentheses so that typecheck-gcc.h's macros
- * of the same names do not apply. */
+/* One pointer per function, of the function's own type (SF_DL_FIELD) */
 struct sf_curl_fns {
-#define SF_CURL_FIELD(name) __typeof__(name) *name;
-    SF_CURL_FUNCS(SF_CURL_FIELD)
-#undef SF_CURL_FIELD
+    SF_CURL_FUNCS(SF_DL_FIELD)
 };
+#define SF_DL_FNS struct sf_curl_fns
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct sf_curl_fns fns;
@@ -48,9 +45,7 @@ static bool loaded;
 static char load_error[256];
 
 static const sf_dl_sym syms[] = {
-#define SF_CURL_ROW(name) SF_DL_SYM(struct sf_curl_fns, name),
-    SF_CURL_FUNCS(SF_CURL_ROW)
-#undef SF_CURL_ROW
+    SF_CURL_FUNCS(SF_DL_ROW)
     { NULL, 0 }
 };
 

@@ -57,12 +57,13 @@
     X(sd_id128_get_boot, (sd_id128_t *ret), (ret))
 
 struct sf_journal_fns {
-#define SF_JOURNAL_FIELD(name, params, args) __typeof__(name) *name;
+#define SF_JOURNAL_FIELD(name, params, args) SF_DL_FIELD(name)
     SF_JOURNAL_FUNCS(SF_JOURNAL_FIELD)
 #undef SF_JOURNAL_FIELD
-    __typeof__(sd_journal_close) *sd_journal_close;
-    __typeof__(sd_id128_to_string) *sd_id128_to_string;
+    SF_DL_FIELD(sd_journal_close)
+    SF_DL_FIELD(sd_id128_to_string)
 };
+#define SF_DL_FNS struct sf_journal_fns
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct sf_journal_fns fns;
@@ -70,11 +71,11 @@ static bool loaded;
 static char load_error[256];
 
 static const sf_dl_sym syms[] = {
-#define SF_JOURNAL_ROW(name, params, args) SF_DL_SYM(struct sf_journal_fns, name),
+#define SF_JOURNAL_ROW(name, params, args) SF_DL_ROW(name)
     SF_JOURNAL_FUNCS(SF_JOURNAL_ROW)
 #undef SF_JOURNAL_ROW
-    SF_DL_SYM(struct sf_journal_fns, sd_journal_close),
-    SF_DL_SYM(struct sf_journal_fns, sd_id128_to_string),
+    SF_DL_ROW(sd_journal_close)
+    SF_DL_ROW(sd_id128_to_string)
     { NULL, 0 }
 };
 
