@@ -3,7 +3,8 @@
 // lays out the OpenTelemetry Collector's sections (receivers, processors,
 // exporters, extensions, service: telemetry and pipelines), with the
 // telemetry address from `metricsPort`; otlpReceiver() and otlphttp() are
-// the pieces most tests repeat. yaml() writes block YAML: mappings and
+// the pieces most tests repeat, allowlist() their transform, envPort() a
+// port from the environment. yaml() writes block YAML: mappings and
 // lists as blocks, lists of short scalars in flow style ([otlp, batch]),
 // strings plain unless YAML would read them as something else (then
 // double-quoted, JSON's escapes being YAML's).
@@ -62,6 +63,25 @@ function otlpReceiver({ grpc, http, grpcExtra = {}, httpExtra = {} }) {
   return { protocols };
 }
 
+// A port the test hands the collector in its environment (SF_<NAME>_PORT),
+// as the config reads it: envPort('GRPC') is ${env:SF_GRPC_PORT}.
+const envPort = (name) => `\${env:SF_${name}_PORT}`;
+
+// The transform/allowlist most tests run: span attributes gen_ai.request.id
+// and gen_ai.usage.prompt_tokens kept and status messages cleared, span
+// event attributes bid and batch_size kept; errors propagate.
+function allowlist() {
+  return {
+    error_mode: 'propagate',
+    trace_statements: [
+      { context: 'span',
+        statements: ['keep_keys(attributes, ["gen_ai.request.id", "gen_ai.usage.prompt_tokens"])',
+                     'set(status.message, "")'] },
+      { context: 'spanevent', statements: ['keep_keys(attributes, ["bid", "batch_size"])'] },
+    ],
+  };
+}
+
 // An otlphttp exporter to `endpoint` (a URL, or a loopback port), without
 // compression unless `extra` says otherwise.
 function otlphttp(endpoint, extra = {}) {
@@ -83,4 +103,4 @@ function collectorConfig({ receivers, processors, exporters, extensions, pipelin
   return yaml({ receivers, processors, exporters, extensions, service });
 }
 
-module.exports = { yaml, collectorConfig, otlpReceiver, otlphttp };
+module.exports = { yaml, collectorConfig, otlpReceiver, otlphttp, envPort, allowlist };
