@@ -26,7 +26,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
-const { collectorConfig, otlpReceiver, otlphttp } = require('./lib/config');
+const { collectorConfig, otlpReceiver, otlphttp, traceControl } = require('./lib/config');
 const { Engine, control } = require('./lib/engine');
 const { Gateway } = require('./lib/gateway');
 
@@ -46,12 +46,7 @@ function config({ dir, engine, gw, grpc, metrics }) {
     },
     exporters: { otlphttp: otlphttp(gw.url), debug: null },
     extensions: {
-      trace_control: {
-        socket: path.join(dir, 'tc.sock'),
-        audit_log: path.join(dir, 'trace-audit.jsonl'),
-        levels: [0, 3],
-        resting_level: 0,
-        max_window: '10m',
+      trace_control: traceControl(dir, {
         shutdown_timeout: '2s',
         enforce_interval: '0s',
         grace_period: '0s',
@@ -63,7 +58,7 @@ function config({ dir, engine, gw, grpc, metrics }) {
             engine_log: { receiver: 'journald', match: { _SYSTEMD_UNIT: 'sglang.service' } },
           },
         },
-      },
+      }),
     },
     metricsPort: metrics,
     serviceExtensions: ['trace_control'],

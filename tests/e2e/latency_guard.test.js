@@ -24,7 +24,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 
 const { Spanfence, harness, freePort, sleep, waitUntil } = require('./lib/spanfence');
-const { collectorConfig, otlpReceiver, otlphttp } = require('./lib/config');
+const { collectorConfig, otlpReceiver, otlphttp, traceControl, prometheusScrape } = require('./lib/config');
 const { Engine, control } = require('./lib/engine');
 const { Gateway } = require('./lib/gateway');
 const deps = require('./lib/deps');
@@ -36,21 +36,11 @@ function config({ dir, engine, gw, grpc, metrics, exposer }) {
   return collectorConfig({
     receivers: {
       otlp: otlpReceiver({ grpc }),
-      'prometheus/sglang': {
-        config: {
-          global: { scrape_interval: '1s', scrape_timeout: '1s' },
-          scrape_configs: [{ job_name: 'sglang', static_configs: [{ targets: [`127.0.0.1:${exposer}`] }] }],
-        },
-      },
+      'prometheus/sglang': prometheusScrape(exposer),
     },
     exporters: { otlphttp: otlphttp(gw.url), debug: null },
     extensions: {
-      trace_control: {
-        socket: path.join(dir, 'tc.sock'),
-        audit_log: path.join(dir, 'trace-audit.jsonl'),
-        levels: [0, 3],
-        resting_level: 0,
-        max_window: '10m',
+      trace_control: traceControl(dir, {
         shutdown_timeout: '2s',
         enforce_interval: '0s',
         grace_period: '0s',
@@ -61,7 +51,7 @@ function config({ dir, engine, gw, grpc, metrics, exposer }) {
             engine_metrics: { receiver: 'prometheus/sglang', job: 'sglang', baseline_scrapes: 3 },
           },
         },
-      },
+      }),
     },
     metricsPort: metrics,
     serviceExtensions: ['trace_control'],

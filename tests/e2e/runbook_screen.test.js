@@ -19,7 +19,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 
 const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
-const { collectorConfig, otlpReceiver, otlphttp } = require('./lib/config');
+const { collectorConfig, otlpReceiver, otlphttp, traceControl, prometheusScrape } = require('./lib/config');
 const { Engine, control } = require('./lib/engine');
 const { Gateway } = require('./lib/gateway');
 const deps = require('./lib/deps');
@@ -30,12 +30,7 @@ function config({ dir, engine, gw, grpc, metrics, exposer }) {
     receivers: {
       otlp: otlpReceiver({ grpc }),
       journald: { directory: path.join(dir, 'journal'), start_at: 'beginning', units: ['sglang'] },
-      'prometheus/sglang': {
-        config: {
-          global: { scrape_interval: '1s', scrape_timeout: '1s' },
-          scrape_configs: [{ job_name: 'sglang', static_configs: [{ targets: [`127.0.0.1:${exposer}`] }] }],
-        },
-      },
+      'prometheus/sglang': prometheusScrape(exposer),
     },
     processors: {
       'transform/fence': {
@@ -45,12 +40,7 @@ function config({ dir, engine, gw, grpc, metrics, exposer }) {
     },
     exporters: { otlphttp: otlphttp(gw.url), debug: null },
     extensions: {
-      trace_control: {
-        socket: path.join(dir, 'tc.sock'),
-        audit_log: path.join(dir, 'trace-audit.jsonl'),
-        levels: [0, 3],
-        resting_level: 0,
-        max_window: '10m',
+      trace_control: traceControl(dir, {
         shutdown_timeout: '2s',
         enforce_interval: '0s',
         grace_period: '0s',
@@ -63,7 +53,7 @@ function config({ dir, engine, gw, grpc, metrics, exposer }) {
             arrival_timeout: '1s',
           },
         },
-      },
+      }),
     },
     metricsPort: metrics,
     serviceExtensions: ['trace_control'],

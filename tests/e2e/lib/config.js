@@ -4,11 +4,14 @@
 // exporters, extensions, service: telemetry and pipelines), with the
 // telemetry address from `metricsPort`; otlpReceiver() and otlphttp() are
 // the pieces most tests repeat, allowlist() their transform, envPort() a
-// port from the environment. yaml() writes block YAML: mappings and
+// port from the environment, traceControl() and prometheusScrape() the
+// engine tests' extension and scrape. yaml() writes block YAML: mappings and
 // lists as blocks, lists of short scalars in flow style ([otlp, batch]),
 // strings plain unless YAML would read them as something else (then
 // double-quoted, JSON's escapes being YAML's).
 'use strict';
+
+const path = require('node:path');
 
 // Strings YAML would not read back as the same string when written plain:
 // empty, led by an indicator, padded, with ': ' or ' #', ending in ':', or
@@ -82,6 +85,31 @@ function allowlist() {
   };
 }
 
+// The trace_control extension of an engine test, its socket and audit log
+// in `dir`: levels 0 and 3, resting at 0, windows up to 10 minutes;
+// `settings` adds to it or replaces (timeouts, targets, auto_revert).
+function traceControl(dir, settings) {
+  return {
+    socket: path.join(dir, 'tc.sock'),
+    audit_log: path.join(dir, 'trace-audit.jsonl'),
+    levels: [0, 3],
+    resting_level: 0,
+    max_window: '10m',
+    ...settings,
+  };
+}
+
+// A prometheus receiver scraping the engine's exposer on loopback `port`
+// every second, as job `job`.
+function prometheusScrape(port, job = 'sglang') {
+  return {
+    config: {
+      global: { scrape_interval: '1s', scrape_timeout: '1s' },
+      scrape_configs: [{ job_name: job, static_configs: [{ targets: [`127.0.0.1:${port}`] }] }],
+    },
+  };
+}
+
 // An otlphttp exporter to `endpoint` (a URL, or a loopback port), without
 // compression unless `extra` says otherwise.
 function otlphttp(endpoint, extra = {}) {
@@ -103,4 +131,6 @@ function collectorConfig({ receivers, processors, exporters, extensions, pipelin
   return yaml({ receivers, processors, exporters, extensions, service });
 }
 
-module.exports = { yaml, collectorConfig, otlpReceiver, otlphttp, envPort, allowlist };
+module.exports = {
+  yaml, collectorConfig, otlpReceiver, otlphttp, envPort, allowlist, traceControl, prometheusScrape,
+};
