@@ -197,8 +197,7 @@ test('a window is charged only for its own spans: an earlier backlog lost meanwh
     h.onCleanup(() => gw.stop());
     gw.setStatus(503);
     const { sf, sock, waitRecords } = await tcSetup(h, 'backlog', {
-      exporters: `  otlphttp:\n    endpoint: ${gw.url}\n    compression: none\n` +
-        '    retry_on_failure: {initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 3s}',
+      exporters: { otlphttp: otlphttp(gw.url, { retry_on_failure: { initial_interval: '100ms', max_interval: '200ms', max_elapsed_time: '3s' } }) },
     });
     const client = new peers.RawClient(sf.grpcPort);
     h.onCleanup(() => client.close());
