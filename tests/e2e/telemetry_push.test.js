@@ -215,26 +215,24 @@ test('over grpc, from the pull reader\'s endpoint, with no metrics pipeline', as
     const ports = { SF_HTTP_PORT: await freePort(), SF_METRICS_PORT: await freePort() };
     const sf = h.track(new Spanfence({
       dir: h.dir,
-      config: `receivers:
-  otlp:
-    protocols: {http: {endpoint: 127.0.0.1:${ports.SF_HTTP_PORT}}}
-exporters:
-  otlphttp/traces: {endpoint: 'http://127.0.0.1:${gw.port}', compression: none}
-service:
-  telemetry:
-    metrics:
-      readers:
-        - pull: {exporter: {prometheus: {host: 127.0.0.1, port: ${ports.SF_METRICS_PORT}}}}
-        - periodic:
-            interval: 1000
-            exporter:
-              otlp:
-                protocol: grpc
-                endpoint: http://127.0.0.1:${sink.port}
-                headers_list: "x-api-key=grpc%20key"
-  pipelines:
-    traces: {receivers: [otlp], exporters: [otlphttp/traces]}
-`,
+      config: collectorConfig({
+        receivers: { otlp: otlpReceiver({ http: ports.SF_HTTP_PORT }) },
+        exporters: { 'otlphttp/traces': otlphttp(gw.port) },
+        telemetry: {
+          metrics: {
+            readers: [
+              { pull: { exporter: { prometheus: { host: '127.0.0.1', port: ports.SF_METRICS_PORT } } } },
+              { periodic: {
+                interval: 1000,
+                exporter: {
+                  otlp: { protocol: 'grpc', endpoint: `http://127.0.0.1:${sink.port}`, headers_list: 'x-api-key=grpc%20key' },
+                },
+              } },
+            ],
+          },
+        },
+        pipelines: { traces: { receivers: ['otlp'], exporters: ['otlphttp/traces'] } },
+      }),
       grpcPort: ports.SF_HTTP_PORT, metricsPort: ports.SF_METRICS_PORT,
     }));
     await sf.start();
