@@ -11,9 +11,6 @@
 
 #include "sf_dl.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,35 +31,29 @@ struct sf_crypto_fns {
 };
 #define SF_DL_FNS struct sf_crypto_fns
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct sf_crypto_fns fns;
-static atomic_bool loaded;
 
 static const sf_dl_sym syms[] = {
     SF_CRYPTO_FUNCS(SF_DL_ROW)
     { NULL, 0 }
 };
 
-static void load(void)
-{
-    char error[256];
-
-    if (!sf_dl_load(SF_LIBCRYPTO_SONAME, "libssl3", syms, &fns, error, sizeof error)) {
-        fprintf(stderr, "spanfence: %s, needed to hash\n", error);
-        abort();
-    }
-    atomic_store(&loaded, true);        /* open for the process's life */
-}
+static sf_dl_lib lib = SF_DL_LIB(SF_LIBCRYPTO_SONAME, "libssl3", syms, &fns, NULL);
 
 static const struct sf_crypto_fns *api(void)
 {
-    pthread_once(&once, load);
-    return &fns;
+    const struct sf_crypto_fns *f = sf_dl_api(&lib);
+
+    if (f == NULL) {
+        fprintf(stderr, "spanfence: %s, needed to hash\n", lib.error);
+        abort();
+    }
+    return f;
 }
 
 void OPENSSL_cleanse(void *ptr, size_t len)
 {
-    if (atomic_load(&loaded))
+    if (sf_dl_loaded(&lib))
         fns.OPENSSL_cleanse(ptr, len);
     else
         explicit_bzero(ptr, len);

@@ -11,7 +11,6 @@
 
 #include "sf_dl.h"
 
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -39,35 +38,31 @@ struct sf_curl_fns {
 };
 #define SF_DL_FNS struct sf_curl_fns
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct sf_curl_fns fns;
-static bool loaded;
-static char load_error[256];
 
 static const sf_dl_sym syms[] = {
     SF_CURL_FUNCS(SF_DL_ROW)
     { NULL, 0 }
 };
 
-static void load(void)
+/* Never undone (curl_global_cleanup is not thread-safe). */
+static bool global_init(sf_dl_lib *l)
 {
-    if (!sf_dl_load(SF_LIBCURL_SONAME, "libcurl4", syms, &fns, load_error, sizeof load_error))
-        return;
-    /* Never undone (curl_global_cleanup is not thread-safe); the library
-     * stays open for the process's life. */
     CURLcode rc = fns.curl_global_init(CURL_GLOBAL_DEFAULT);
+
     if (rc != CURLE_OK) {
-        snprintf(load_error, sizeof load_error, "libcurl initialisation failed: %s",
+        snprintf(l->error, sizeof(l->error), "libcurl initialisation failed: %s",
                  fns.curl_easy_strerror(rc));
-        return;
+        return false;
     }
-    loaded = true;
+    return true;
 }
+
+static sf_dl_lib lib = SF_DL_LIB(SF_LIBCURL_SONAME, "libcurl4", syms, &fns, global_init);
 
 static const struct sf_curl_fns *api(void)
 {
-    pthread_once(&once, load);
-    return loaded ? &fns : NULL;
+    return sf_dl_api(&lib);
 }
 
 sf_status sf_libcurl_load(void)
@@ -77,7 +72,7 @@ sf_status sf_libcurl_load(void)
 
 const char *sf_libcurl_error(void)
 {
-    return load_error;
+    return lib.error;
 }
 
 /* ---- the forwarders: a function that makes something returns what

@@ -12,7 +12,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -65,10 +64,7 @@ struct sf_journal_fns {
 };
 #define SF_DL_FNS struct sf_journal_fns
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct sf_journal_fns fns;
-static bool loaded;
-static char load_error[256];
 
 static const sf_dl_sym syms[] = {
 #define SF_JOURNAL_ROW(name, params, args) SF_DL_ROW(name)
@@ -79,17 +75,11 @@ static const sf_dl_sym syms[] = {
     { NULL, 0 }
 };
 
-static void load(void)
-{
-    if (sf_dl_load(SF_LIBSYSTEMD_SONAME, "libsystemd0", syms, &fns, load_error,
-                   sizeof load_error))
-        loaded = true;      /* open for the process's life */
-}
+static sf_dl_lib lib = SF_DL_LIB(SF_LIBSYSTEMD_SONAME, "libsystemd0", syms, &fns, NULL);
 
 static const struct sf_journal_fns *api(void)
 {
-    pthread_once(&once, load);
-    return loaded ? &fns : NULL;
+    return sf_dl_api(&lib);
 }
 
 sf_status sf_libsystemd_load(void)
@@ -99,7 +89,7 @@ sf_status sf_libsystemd_load(void)
 
 const char *sf_libsystemd_error(void)
 {
-    return load_error;
+    return lib.error;
 }
 
 #define SF_JOURNAL_FORWARD(name, params, args)              \
