@@ -54,6 +54,17 @@ const char *sf_cfg_path_join(sf_cfg_ctx *ctx, const char *base, const char *key)
     return p;
 }
 
+sf_status sf_cfg_path_item(sf_cfg_ctx *ctx, const char *base, size_t i)
+{
+    char idx[32];
+    const char *path;
+
+    snprintf(idx, sizeof(idx), "[%zu]", i);
+    path = sf_cfg_path_join(ctx, base, idx);
+    ctx->path = path != NULL ? path : base;
+    return path != NULL ? SF_OK : SF_ENOMEM;
+}
+
 static void report(sf_cfg_ctx *ctx, bool warning, const sf_node *at, const char *subpath,
                    const char *fmt, va_list ap)
 {
@@ -564,15 +575,10 @@ static sf_status decode_list(sf_cfg_ctx *ctx, const sf_config_row *row, const sf
     memset(out->v, 0, (v->n ? v->n : 1) * row->elem_size);
     for (size_t i = 0; i < v->n; i++) {
         const sf_node *it = v->items[i];
-        char idx[32];
         sf_status r;
 
-        snprintf(idx, sizeof(idx), "[%zu]", i);
-        ctx->path = sf_cfg_path_join(ctx, path, idx);
-        if (ctx->path == NULL) {
-            ctx->path = path;
+        if (sf_cfg_path_item(ctx, path, i) != SF_OK)
             return SF_ENOMEM;
-        }
         if (it->kind != SF_NODE_MAP) {
             sf_cfg_error(ctx, it, NULL, "expected a mapping, got %s",
                          it->kind == SF_NODE_SCALAR ? "a single value" : kind_text(it));
