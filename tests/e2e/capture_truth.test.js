@@ -26,45 +26,20 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
-const { collectorConfig, otlpReceiver, otlphttp, traceControl } = require('./lib/config');
+const { engineCollector, otlphttp } = require('./lib/config');
 const { Engine, control } = require('./lib/engine');
 const { Gateway } = require('./lib/gateway');
 
 const { JOURNAL_REMOTE, SDK_QUEUE_FULL, zmqFull, journal, engineSpans } = require('./lib/engine_sources');
 
-function config({ dir, engine, gw, grpc, metrics }) {
-  return collectorConfig({
-    receivers: {
-      otlp: otlpReceiver({ grpc }),
-      journald: { directory: path.join(dir, 'journal'), start_at: 'beginning', units: ['sglang', 'other'] },
-    },
-    processors: {
-      'transform/fence': {
-        error_mode: 'propagate',
-        log_statements: [{ context: 'log', statements: ['set(body, nil)'] }],
-      },
-    },
-    exporters: { otlphttp: otlphttp(gw.url), debug: null },
-    extensions: {
-      trace_control: traceControl(dir, {
-        shutdown_timeout: '2s',
-        enforce_interval: '0s',
-        grace_period: '0s',
-        auto_revert: { enabled: false },
-        targets: {
-          r1: {
-            endpoint: engine.url,
-            match: { 'service.instance.id': 'r1' },
-            engine_log: { receiver: 'journald', match: { _SYSTEMD_UNIT: 'sglang.service' } },
-          },
-        },
-      }),
-    },
-    metricsPort: metrics,
-    serviceExtensions: ['trace_control'],
-    pipelines: {
-      traces: { receivers: ['otlp'], exporters: ['otlphttp'] },
-      logs: { receivers: ['journald'], processors: ['transform/fence'], exporters: ['debug'] },
+function config(opts) {
+  return engineCollector({
+    ...opts,
+    journal: ['sglang', 'other'],
+    tc: { auto_revert: { enabled: false } },
+    r1: {
+      match: { 'service.instance.id': 'r1' },
+      engine_log: { receiver: 'journald', match: { _SYSTEMD_UNIT: 'sglang.service' } },
     },
   });
 }

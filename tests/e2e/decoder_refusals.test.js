@@ -20,7 +20,7 @@ const { execFileSync } = require('node:child_process');
 
 const { Gateway } = require('./lib/gateway');
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
-const { collectorConfig, otlpReceiver, envPort } = require('./lib/config');
+const { collectorConfig, otlpReceiver, envPort, allowlist } = require('./lib/config');
 const raw = require('./lib/rawhttp');
 
 const PYTHON = '/usr/bin/python3';   // Debian's, with python3-protobuf
@@ -30,13 +30,7 @@ function config(gatewayPort) {
   return collectorConfig({
     receivers: { otlp: otlpReceiver({ http: envPort('HTTP') }) },
     processors: {
-      'transform/allowlist': {
-        error_mode: 'propagate',
-        trace_statements: [
-          { context: 'resource', statements: ['keep_keys(attributes, ["service.name"])'] },
-          { context: 'span', statements: ['keep_keys(attributes, ["gen_ai.request.id"])'] },
-        ],
-      },
+      'transform/allowlist': allowlist({ resource: ['service.name'], span: ['gen_ai.request.id'] }),
     },
     exporters: {
       'otlphttp/gateway': {

@@ -14,7 +14,7 @@ const assert = require('node:assert/strict');
 
 const { OtlpGrpcServer, status: S } = require('./lib/grpc_server');
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
-const { collectorConfig, otlpReceiver, envPort } = require('./lib/config');
+const { collectorConfig, otlpReceiver, envPort, allowlist } = require('./lib/config');
 const peers = require('./lib/peers');
 
 const EXP = { exporter: 'otlp/upstream' };
@@ -24,10 +24,7 @@ function config(upstreamPort) {
   return collectorConfig({
     receivers: { otlp: otlpReceiver({ grpc: envPort('GRPC') }) },
     processors: {
-      'transform/allowlist': {
-        error_mode: 'propagate',
-        trace_statements: [{ context: 'span', statements: ['keep_keys(attributes, ["gen_ai.request.id"])'] }],
-      },
+      'transform/allowlist': allowlist({ span: ['gen_ai.request.id'] }),
     },
     exporters: {
       'otlp/upstream': {

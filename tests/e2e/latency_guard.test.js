@@ -24,7 +24,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 
 const { Spanfence, harness, freePort, sleep, waitUntil } = require('./lib/spanfence');
-const { collectorConfig, otlpReceiver, otlphttp, traceControl, prometheusScrape } = require('./lib/config');
+const { engineCollector } = require('./lib/config');
 const { Engine, control } = require('./lib/engine');
 const { Gateway } = require('./lib/gateway');
 const deps = require('./lib/deps');
@@ -32,33 +32,11 @@ const { startLatency } = require('./lib/engine_sources');
 
 const SCRAPE_MS = 1000;
 
-function config({ dir, engine, gw, grpc, metrics, exposer }) {
-  return collectorConfig({
-    receivers: {
-      otlp: otlpReceiver({ grpc }),
-      'prometheus/sglang': prometheusScrape(exposer),
-    },
-    exporters: { otlphttp: otlphttp(gw.url), debug: null },
-    extensions: {
-      trace_control: traceControl(dir, {
-        shutdown_timeout: '2s',
-        enforce_interval: '0s',
-        grace_period: '0s',
-        auto_revert: { max_latency_increase: { ttft: '2x', itl: '+50ms', min_samples: 20 } },
-        targets: {
-          r1: {
-            endpoint: engine.url,
-            engine_metrics: { receiver: 'prometheus/sglang', job: 'sglang', baseline_scrapes: 3 },
-          },
-        },
-      }),
-    },
-    metricsPort: metrics,
-    serviceExtensions: ['trace_control'],
-    pipelines: {
-      traces: { receivers: ['otlp'], exporters: ['otlphttp'] },
-      metrics: { receivers: ['prometheus/sglang'], exporters: ['debug'] },
-    },
+function config(opts) {
+  return engineCollector({
+    ...opts,
+    tc: { auto_revert: { max_latency_increase: { ttft: '2x', itl: '+50ms', min_samples: 20 } } },
+    r1: { engine_metrics: { receiver: 'prometheus/sglang', job: 'sglang', baseline_scrapes: 3 } },
   });
 }
 

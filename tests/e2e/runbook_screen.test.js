@@ -19,48 +19,21 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 
 const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
-const { collectorConfig, otlpReceiver, otlphttp, traceControl, prometheusScrape } = require('./lib/config');
+const { engineCollector } = require('./lib/config');
 const { Engine, control } = require('./lib/engine');
 const { Gateway } = require('./lib/gateway');
 const deps = require('./lib/deps');
 const { JOURNAL_REMOTE, zmqFull, journal, engineSpans, startLatency } = require('./lib/engine_sources');
 
-function config({ dir, engine, gw, grpc, metrics, exposer }) {
-  return collectorConfig({
-    receivers: {
-      otlp: otlpReceiver({ grpc }),
-      journald: { directory: path.join(dir, 'journal'), start_at: 'beginning', units: ['sglang'] },
-      'prometheus/sglang': prometheusScrape(exposer),
-    },
-    processors: {
-      'transform/fence': {
-        error_mode: 'propagate',
-        log_statements: [{ context: 'log', statements: ['set(body, nil)'] }],
-      },
-    },
-    exporters: { otlphttp: otlphttp(gw.url), debug: null },
-    extensions: {
-      trace_control: traceControl(dir, {
-        shutdown_timeout: '2s',
-        enforce_interval: '0s',
-        grace_period: '0s',
-        targets: {
-          r1: {
-            endpoint: engine.url,
-            match: { 'service.instance.id': 'r1' },
-            engine_log: { receiver: 'journald', match: { _SYSTEMD_UNIT: 'sglang.service' } },
-            engine_metrics: { receiver: 'prometheus/sglang', job: 'sglang', baseline_scrapes: 3 },
-            arrival_timeout: '1s',
-          },
-        },
-      }),
-    },
-    metricsPort: metrics,
-    serviceExtensions: ['trace_control'],
-    pipelines: {
-      traces: { receivers: ['otlp'], exporters: ['otlphttp'] },
-      logs: { receivers: ['journald'], processors: ['transform/fence'], exporters: ['debug'] },
-      metrics: { receivers: ['prometheus/sglang'], exporters: ['debug'] },
+function config(opts) {
+  return engineCollector({
+    ...opts,
+    journal: ['sglang'],
+    r1: {
+      match: { 'service.instance.id': 'r1' },
+      engine_log: { receiver: 'journald', match: { _SYSTEMD_UNIT: 'sglang.service' } },
+      engine_metrics: { receiver: 'prometheus/sglang', job: 'sglang', baseline_scrapes: 3 },
+      arrival_timeout: '1s',
     },
   });
 }

@@ -20,7 +20,7 @@ const path = require('node:path');
 
 const { Gateway } = require('./lib/gateway');
 const { Spanfence, harness, freePort, sleep, waitUntil } = require('./lib/spanfence');
-const { collectorConfig, otlpReceiver, otlphttp, envPort } = require('./lib/config');
+const { collectorConfig, otlpReceiver, otlphttp, envPort, allowlist } = require('./lib/config');
 const peers = require('./lib/peers');
 
 const EXP = { exporter: 'otlphttp/gateway' };
@@ -31,10 +31,7 @@ function config({ filePath = null, invalid = false, timeout = '1h' } = {}) {
     receivers: { otlp: otlpReceiver({ grpc: envPort('GRPC'), http: envPort('HTTP') }) },
     processors: {
       batch: { timeout, send_batch_size: 1000000 },
-      'transform/allowlist': {
-        error_mode: 'propagate',
-        trace_statements: [{ context: 'span', statements: ['keep_keys(attributes, ["gen_ai.request.id"])'] }],
-      },
+      'transform/allowlist': allowlist({ span: ['gen_ai.request.id'] }),
     },
     exporters: {
       'otlphttp/gateway': otlphttp(`http://127.0.0.1:${envPort('GATEWAY')}`, {

@@ -33,7 +33,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { execFile } = require('node:child_process');
 
-const { collectorConfig, otlpReceiver, otlphttp, envPort, traceControl } = require('./lib/config');
+const { collectorConfig, otlpReceiver, otlphttp, envPort, traceControl, allowlist } = require('./lib/config');
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
 const { Engine, control } = require('./lib/engine');
 const { Gateway } = require('./lib/gateway');
@@ -60,13 +60,7 @@ function config({ dir, targets, gateway = null, tc = {} }) {
   return collectorConfig({
     receivers: { otlp: otlpReceiver({ grpc: envPort('GRPC') }) },
     processors: {
-      'transform/allowlist': {
-        error_mode: 'propagate',
-        trace_statements: [
-          { context: 'resource', statements: ['keep_keys(attributes, ["service.name"])'] },
-          { context: 'span', statements: ['keep_keys(attributes, ["gen_ai.request.id"])'] },
-        ],
-      },
+      'transform/allowlist': allowlist({ resource: ['service.name'], span: ['gen_ai.request.id'] }),
     },
     exporters,
     extensions: {

@@ -5,7 +5,7 @@
 // telemetry address from `metricsPort`; otlpReceiver() and otlphttp() are
 // the pieces most tests repeat, allowlist() their transform, envPort() a
 // port from the environment, traceControl() and prometheusScrape() the
-// engine tests' extension and scrape. yaml() writes block YAML: mappings and
+// engine tests' extension and scrape, engineCollector() their collector. yaml() writes block YAML: mappings and
 // lists as blocks, lists of short scalars in flow style ([otlp, batch]),
 // strings plain unless YAML would read them as something else (then
 // double-quoted, JSON's escapes being YAML's).
@@ -72,8 +72,18 @@ const envPort = (name) => `\${env:SF_${name}_PORT}`;
 
 // The transform/allowlist most tests run: span attributes gen_ai.request.id
 // and gen_ai.usage.prompt_tokens kept and status messages cleared, span
-// event attributes bid and batch_size kept; errors propagate.
-function allowlist() {
+// event attributes bid and batch_size kept; errors propagate. With `keys`
+// ({context: [key, ...]}), an allowlist that keeps those keys and does
+// nothing else.
+function allowlist(keys) {
+  if (keys !== undefined) {
+    return {
+      error_mode: 'propagate',
+      trace_statements: Object.entries(keys).map(([context, k]) => ({
+        context, statements: [`keep_keys(attributes, [${k.map((x) => JSON.stringify(x)).join(', ')}])`],
+      })),
+    };
+  }
   return {
     error_mode: 'propagate',
     trace_statements: [
@@ -110,6 +120,48 @@ function prometheusScrape(port, job = 'sglang') {
   };
 }
 
+// The collector of the engine tests (capture_truth, latency_guard,
+// runbook_screen): spans over gRPC (port `grpc`) to the gateway `gw`;
+// trace_control on target r1 (`engine`; `r1` adds to the target's settings,
+// `tc` to the extension's), quick to shut down, enforcing nothing, with no
+// grace period; with `journal` (the engine's units), the journal in
+// dir/journal read, bodies cleared, to debug; with `exposer` (the engine's
+// metrics port), its metrics scraped to debug.
+function engineCollector({ dir, engine, gw, grpc, metrics, journal = null, exposer = null,
+                           r1 = {}, tc = {} }) {
+  const receivers = { otlp: otlpReceiver({ grpc }) };
+  const pipelines = { traces: { receivers: ['otlp'], exporters: ['otlphttp'] } };
+  let processors;
+  if (journal !== null) {
+    receivers.journald = { directory: path.join(dir, 'journal'), start_at: 'beginning', units: journal };
+    processors = {
+      'transform/fence': {
+        error_mode: 'propagate',
+        log_statements: [{ context: 'log', statements: ['set(body, nil)'] }],
+      },
+    };
+    pipelines.logs = { receivers: ['journald'], processors: ['transform/fence'], exporters: ['debug'] };
+  }
+  if (exposer !== null) {
+    receivers['prometheus/sglang'] = prometheusScrape(exposer);
+    pipelines.metrics = { receivers: ['prometheus/sglang'], exporters: ['debug'] };
+  }
+  return collectorConfig({
+    receivers,
+    processors,
+    exporters: { otlphttp: otlphttp(gw.url), debug: null },
+    extensions: {
+      trace_control: traceControl(dir, {
+        shutdown_timeout: '2s', enforce_interval: '0s', grace_period: '0s', ...tc,
+        targets: { r1: { endpoint: engine.url, ...r1 } },
+      }),
+    },
+    metricsPort: metrics,
+    serviceExtensions: ['trace_control'],
+    pipelines,
+  });
+}
+
 // An otlphttp exporter to `endpoint` (a URL, or a loopback port), without
 // compression unless `extra` says otherwise.
 function otlphttp(endpoint, extra = {}) {
@@ -133,4 +185,5 @@ function collectorConfig({ receivers, processors, exporters, extensions, pipelin
 
 module.exports = {
   yaml, collectorConfig, otlpReceiver, otlphttp, envPort, allowlist, traceControl, prometheusScrape,
+  engineCollector,
 };
