@@ -173,6 +173,12 @@ char *sf_cfg_strdup(sf_cfg_ctx *ctx, const char *s, size_t len);
  * with SF_ENOMEM. */
 void *sf_cfg_list_alloc(sf_cfg_ctx *ctx, const sf_node *node, const char *what, size_t size,
                         sf_status *st);
+/* For a CUSTOM row that reads a mapping into an sf_strmap: room in `m` for
+ * `n` pairs, living as long as the config; SF_ENOMEM. _add appends copies
+ * of the scalars `key` and `value` (within that room); SF_ENOMEM. */
+sf_status sf_cfg_strmap_alloc(sf_cfg_ctx *ctx, sf_strmap *m, size_t n);
+sf_status sf_cfg_strmap_add(sf_cfg_ctx *ctx, sf_strmap *m, const sf_node *key,
+                            const sf_node *value);
 /* The key node of the component (or section) being checked, for positions. */
 const sf_node *sf_cfg_node(const sf_cfg_ctx *ctx);
 /* In a check callback: the component's value mapping (NULL when it has no

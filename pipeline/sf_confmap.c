@@ -54,6 +54,17 @@ const char *sf_cfg_path_join(sf_cfg_ctx *ctx, const char *base, const char *key)
     return p;
 }
 
+sf_status sf_cfg_path_item(sf_cfg_ctx *ctx, const char *base, size_t i)
+{
+    char idx[32];
+    const char *path;
+
+    snprintf(idx, sizeof(idx), "[%zu]", i);
+    path = sf_cfg_path_join(ctx, base, idx);
+    ctx->path = path != NULL ? path : base;
+    return path != NULL ? SF_OK : SF_ENOMEM;
+}
+
 static void report(sf_cfg_ctx *ctx, bool warning, const sf_node *at, const char *subpath,
                    const char *fmt, va_list ap)
 {
@@ -152,6 +163,24 @@ char *sf_cfg_strdup(sf_cfg_ctx *ctx, const char *s, size_t len)
     if (p == NULL)
         ctx->oom = true;
     return p;
+}
+
+sf_status sf_cfg_strmap_alloc(sf_cfg_ctx *ctx, sf_strmap *m, size_t n)
+{
+    m->keys = sf_cfg_alloc(ctx, (n ? n : 1) * sizeof(*m->keys));
+    m->values = sf_cfg_alloc(ctx, (n ? n : 1) * sizeof(*m->values));
+    return m->keys != NULL && m->values != NULL ? SF_OK : SF_ENOMEM;
+}
+
+sf_status sf_cfg_strmap_add(sf_cfg_ctx *ctx, sf_strmap *m, const sf_node *key,
+                            const sf_node *value)
+{
+    m->keys[m->n] = sf_cfg_strdup(ctx, key->text, key->len);
+    m->values[m->n] = sf_cfg_strdup(ctx, value->text, value->len);
+    if (m->keys[m->n] == NULL || m->values[m->n] == NULL)
+        return SF_ENOMEM;
+    m->n++;
+    return SF_OK;
 }
 
 const sf_node *sf_cfg_node(const sf_cfg_ctx *ctx)
@@ -516,9 +545,7 @@ static sf_status decode_strmap(sf_cfg_ctx *ctx, const sf_node *v, sf_strmap *out
                      v->kind == SF_NODE_SCALAR ? "a single value" : kind_text(v));
         return SF_CONFIG;
     }
-    out->keys = sf_cfg_alloc(ctx, (v->n ? v->n : 1) * sizeof(*out->keys));
-    out->values = sf_cfg_alloc(ctx, (v->n ? v->n : 1) * sizeof(*out->values));
-    if (out->keys == NULL || out->values == NULL)
+    if (sf_cfg_strmap_alloc(ctx, out, v->n) != SF_OK)
         return SF_ENOMEM;
     for (size_t i = 0; i < v->n; i++) {
         const sf_node *it = v->items[i];
@@ -528,11 +555,8 @@ static sf_status decode_strmap(sf_cfg_ctx *ctx, const sf_node *v, sf_strmap *out
             st = SF_CONFIG;
             continue;
         }
-        out->keys[out->n] = sf_cfg_strdup(ctx, v->keys[i]->text, v->keys[i]->len);
-        out->values[out->n] = sf_cfg_strdup(ctx, it->text, it->len);
-        if (ctx->oom)
+        if (sf_cfg_strmap_add(ctx, out, v->keys[i], it) != SF_OK)
             return SF_ENOMEM;
-        out->n++;
     }
     return st;
 }
@@ -564,15 +588,10 @@ static sf_status decode_list(sf_cfg_ctx *ctx, const sf_config_row *row, const sf
     memset(out->v, 0, (v->n ? v->n : 1) * row->elem_size);
     for (size_t i = 0; i < v->n; i++) {
         const sf_node *it = v->items[i];
-        char idx[32];
         sf_status r;
 
-        snprintf(idx, sizeof(idx), "[%zu]", i);
-        ctx->path = sf_cfg_path_join(ctx, path, idx);
-        if (ctx->path == NULL) {
-            ctx->path = path;
+        if (sf_cfg_path_item(ctx, path, i) != SF_OK)
             return SF_ENOMEM;
-        }
         if (it->kind != SF_NODE_MAP) {
             sf_cfg_error(ctx, it, NULL, "expected a mapping, got %s",
                          it->kind == SF_NODE_SCALAR ? "a single value" : kind_text(it));

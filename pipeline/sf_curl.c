@@ -1,9 +1,14 @@
 /* sf_curl.c: what the exporters' libcurl handles share (sf_curl.h). */
 #include "sf_curl.h"
 #include "sf_alloc.h"
+#include "sf_arena.h"
+#include "sf_encoding.h"
+#include "sf_log.h"
+#include "sf_request.h"
 #include "sf_sender.h"
 #include "sf_time.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -100,6 +105,30 @@ CURLcode sf_curl_perform(CURLM *multi, CURL *curl, const struct sf_sender *sende
         if (curl_multi_poll(multi, NULL, 0, poll_ms, NULL) != CURLM_OK)
             return CURLE_OUT_OF_MEMORY;
     }
+}
+
+int64_t sf_curl_reply_rejected(const char *id, sf_signal signal, size_t items, const uint8_t *msg,
+                               size_t len)
+{
+    sf_otlp_response *resp;
+    int64_t rejected = 0;
+
+    resp = opentelemetry__proto__collector__trace__v1__export_trace_service_response__unpack(
+        sf_pb_counted_allocator(), len, msg);
+    if (resp == NULL)
+        return 0;
+    if (resp->partial_success != NULL && resp->partial_success->rejected_spans > 0) {
+        const char *m = resp->partial_success->error_message ? resp->partial_success->error_message : "";
+        char text[201];
+
+        sf_printable_copy(text, sizeof(text), m, strlen(m));
+        rejected = resp->partial_success->rejected_spans;
+        sf_warn("exporter %s: server rejected %" PRId64 " of %zu %s: %s", id, rejected, items,
+                sf_signal_items(signal), text[0] ? text : "(no message)");
+    }
+    opentelemetry__proto__collector__trace__v1__export_trace_service_response__free_unpacked(
+        resp, sf_pb_counted_allocator());
+    return rejected;
 }
 
 sf_status sf_curl_header_add(struct curl_slist **list, const char *name, const char *value,

@@ -11,6 +11,7 @@
 
 #include <curl/curl.h>
 
+#include "sf_signal.h"
 #include "sf_status.h"
 
 /* What one call of an exporter worker brings back, embedded in the worker:
@@ -49,6 +50,14 @@ CURLcode sf_curl_post_options(CURL *c, const char *url, const struct curl_slist 
 struct sf_sender;
 CURLcode sf_curl_perform(CURLM *multi, CURL *curl, const struct sf_sender *sender,
                          sf_curl_call *call, int poll_ms, int grace_ms);
+
+/* The items the server says it rejected in `msg` (`len` bytes), the OTLP
+ * Export response of a call (partial_success: one layout for every
+ * signal), warned about as exporter `id`'s with the `items` the call sent;
+ * 0 when the response says none or does not decode. The caller has
+ * unwrapped the message (the gRPC exporter its frame). */
+int64_t sf_curl_reply_rejected(const char *id, sf_signal signal, size_t items, const uint8_t *msg,
+                               size_t len);
 
 /* Appends the header `name: value` to *list (libcurl copies it; the copy
  * made here is wiped: values may be credentials). An empty value is sent

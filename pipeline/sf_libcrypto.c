@@ -9,10 +9,8 @@
 #define OPENSSL_SUPPRESS_DEPRECATED     /* SHA256_Init & co., as transform.c */
 #include "sf_libcrypto.h"
 
-#include <dlfcn.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdbool.h>
+#include "sf_dl.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,43 +27,33 @@
     X(SHA256) X(SHA256_Init) X(SHA256_Update) X(SHA256_Final)
 
 struct sf_crypto_fns {
-#define SF_CRYPTO_FIELD(name) __typeof__(name) *name;
-    SF_CRYPTO_FUNCS(SF_CRYPTO_FIELD)
-#undef SF_CRYPTO_FIELD
+    SF_CRYPTO_FUNCS(SF_DL_FIELD)
+};
+#define SF_DL_FNS struct sf_crypto_fns
+
+static struct sf_crypto_fns fns;
+
+static const sf_dl_sym syms[] = {
+    SF_CRYPTO_FUNCS(SF_DL_ROW)
+    { NULL, 0 }
 };
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static struct sf_crypto_fns fns;
-static atomic_bool loaded;
-
-static void load(void)
-{
-    void *lib = dlopen(SF_LIBCRYPTO_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        fprintf(stderr, "spanfence: cannot load %s (Debian: libssl3), needed to hash: %s\n",
-                SF_LIBCRYPTO_SONAME, dlerror());
-        abort();
-    }
-    /* dlsym's void * to a function pointer: what POSIX defines dlsym for */
-#define SF_CRYPTO_SYM(name)                                                         \
-    if ((fns.name = (__typeof__(name) *)dlsym(lib, #name)) == NULL) {               \
-        fprintf(stderr, "spanfence: %s lacks %s\n", SF_LIBCRYPTO_SONAME, #name);    \
-        abort();                                                                    \
-    }
-    SF_CRYPTO_FUNCS(SF_CRYPTO_SYM)
-#undef SF_CRYPTO_SYM
-    atomic_store(&loaded, true);        /* open for the process's life */
-}
+static sf_dl_lib lib = SF_DL_LIB(SF_LIBCRYPTO_SONAME, "libssl3", syms, &fns, NULL);
 
 static const struct sf_crypto_fns *api(void)
 {
-    pthread_once(&once, load);
-    return &fns;
+    const struct sf_crypto_fns *f = sf_dl_api(&lib);
+
+    if (f == NULL) {
+        fprintf(stderr, "spanfence: %s, needed to hash\n", lib.error);
+        abort();
+    }
+    return f;
 }
 
 void OPENSSL_cleanse(void *ptr, size_t len)
 {
-    if (atomic_load(&loaded))
+    if (sf_dl_loaded(&lib))
         fns.OPENSSL_cleanse(ptr, len);
     else
         explicit_bzero(ptr, len);

@@ -9,8 +9,8 @@
  * and none does (libcurl is opened RTLD_LOCAL, after the link). */
 #include "sf_libcurl.h"
 
-#include <dlfcn.h>
-#include <pthread.h>
+#include "sf_dl.h"
+
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -32,51 +32,37 @@
     X(curl_slist_append) X(curl_slist_free_all) \
     X(curl_url) X(curl_url_cleanup) X(curl_url_get) X(curl_url_set)
 
-/* One pointer per function, of the function's own type (as <curl/curl.h>
- * declares it); the name in parentheses so that typecheck-gcc.h's macros
- * of the same names do not apply. */
+/* One pointer per function, of the function's own type (SF_DL_FIELD) */
 struct sf_curl_fns {
-#define SF_CURL_FIELD(name) __typeof__(name) *name;
-    SF_CURL_FUNCS(SF_CURL_FIELD)
-#undef SF_CURL_FIELD
+    SF_CURL_FUNCS(SF_DL_FIELD)
+};
+#define SF_DL_FNS struct sf_curl_fns
+
+static struct sf_curl_fns fns;
+
+static const sf_dl_sym syms[] = {
+    SF_CURL_FUNCS(SF_DL_ROW)
+    { NULL, 0 }
 };
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static struct sf_curl_fns fns;
-static bool loaded;
-static char load_error[256];
-
-static void load(void)
+/* Never undone (curl_global_cleanup is not thread-safe). */
+static bool global_init(sf_dl_lib *l)
 {
-    void *lib = dlopen(SF_LIBCURL_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        snprintf(load_error, sizeof load_error, "cannot load %s (Debian: libcurl4): %s",
-                 SF_LIBCURL_SONAME, dlerror());
-        return;
-    }
-    /* dlsym's void * to a function pointer: what POSIX defines dlsym for */
-#define SF_CURL_SYM(name)                                                           \
-    if ((fns.name = (__typeof__(name) *)dlsym(lib, #name)) == NULL) {               \
-        snprintf(load_error, sizeof load_error, "%s lacks %s", SF_LIBCURL_SONAME, #name); \
-        return;                                                                     \
-    }
-    SF_CURL_FUNCS(SF_CURL_SYM)
-#undef SF_CURL_SYM
-    /* Never undone (curl_global_cleanup is not thread-safe); the library
-     * stays open for the process's life. */
     CURLcode rc = fns.curl_global_init(CURL_GLOBAL_DEFAULT);
+
     if (rc != CURLE_OK) {
-        snprintf(load_error, sizeof load_error, "libcurl initialisation failed: %s",
+        snprintf(l->error, sizeof(l->error), "libcurl initialisation failed: %s",
                  fns.curl_easy_strerror(rc));
-        return;
+        return false;
     }
-    loaded = true;
+    return true;
 }
+
+static sf_dl_lib lib = SF_DL_LIB(SF_LIBCURL_SONAME, "libcurl4", syms, &fns, global_init);
 
 static const struct sf_curl_fns *api(void)
 {
-    pthread_once(&once, load);
-    return loaded ? &fns : NULL;
+    return sf_dl_api(&lib);
 }
 
 sf_status sf_libcurl_load(void)
@@ -86,7 +72,7 @@ sf_status sf_libcurl_load(void)
 
 const char *sf_libcurl_error(void)
 {
-    return load_error;
+    return lib.error;
 }
 
 /* ---- the forwarders: a function that makes something returns what

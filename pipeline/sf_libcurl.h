@@ -23,7 +23,7 @@
 
 #include "sf_status.h"
 
-/* Loads and initialises libcurl once (thread-safe: pthread_once); the
+/* Loads and initialises libcurl once (thread-safe: sf_dl_api); the
  * main thread calls it before the components start, from the create of a
  * component that uses libcurl. SF_IO when libcurl.so.4 (Debian: libcurl4)
  * or one of its functions is missing, or curl_global_init fails; the

@@ -8,10 +8,10 @@
 #define _GNU_SOURCE             /* vasprintf */
 #include "sf_libsystemd.h"
 
-#include <dlfcn.h>
+#include "sf_dl.h"
+
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -56,43 +56,30 @@
     X(sd_id128_get_boot, (sd_id128_t *ret), (ret))
 
 struct sf_journal_fns {
-#define SF_JOURNAL_FIELD(name, params, args) __typeof__(name) *name;
+#define SF_JOURNAL_FIELD(name, params, args) SF_DL_FIELD(name)
     SF_JOURNAL_FUNCS(SF_JOURNAL_FIELD)
 #undef SF_JOURNAL_FIELD
-    __typeof__(sd_journal_close) *sd_journal_close;
-    __typeof__(sd_id128_to_string) *sd_id128_to_string;
+    SF_DL_FIELD(sd_journal_close)
+    SF_DL_FIELD(sd_id128_to_string)
+};
+#define SF_DL_FNS struct sf_journal_fns
+
+static struct sf_journal_fns fns;
+
+static const sf_dl_sym syms[] = {
+#define SF_JOURNAL_ROW(name, params, args) SF_DL_ROW(name)
+    SF_JOURNAL_FUNCS(SF_JOURNAL_ROW)
+#undef SF_JOURNAL_ROW
+    SF_DL_ROW(sd_journal_close)
+    SF_DL_ROW(sd_id128_to_string)
+    { NULL, 0 }
 };
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static struct sf_journal_fns fns;
-static bool loaded;
-static char load_error[256];
-
-static void load(void)
-{
-    void *lib = dlopen(SF_LIBSYSTEMD_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        snprintf(load_error, sizeof load_error, "cannot load %s (Debian: libsystemd0): %s",
-                 SF_LIBSYSTEMD_SONAME, dlerror());
-        return;
-    }
-    /* dlsym's void * to a function pointer: what POSIX defines dlsym for */
-#define SF_JOURNAL_SYM(name, params, args)                                                  \
-    if ((fns.name = (__typeof__(name) *)dlsym(lib, #name)) == NULL) {                       \
-        snprintf(load_error, sizeof load_error, "%s lacks %s", SF_LIBSYSTEMD_SONAME, #name); \
-        return;                                                                             \
-    }
-    SF_JOURNAL_FUNCS(SF_JOURNAL_SYM)
-    SF_JOURNAL_SYM(sd_journal_close, , )
-    SF_JOURNAL_SYM(sd_id128_to_string, , )
-#undef SF_JOURNAL_SYM
-    loaded = true;      /* open for the process's life */
-}
+static sf_dl_lib lib = SF_DL_LIB(SF_LIBSYSTEMD_SONAME, "libsystemd0", syms, &fns, NULL);
 
 static const struct sf_journal_fns *api(void)
 {
-    pthread_once(&once, load);
-    return loaded ? &fns : NULL;
+    return sf_dl_api(&lib);
 }
 
 sf_status sf_libsystemd_load(void)
@@ -102,7 +89,7 @@ sf_status sf_libsystemd_load(void)
 
 const char *sf_libsystemd_error(void)
 {
-    return load_error;
+    return lib.error;
 }
 
 #define SF_JOURNAL_FORWARD(name, params, args)              \

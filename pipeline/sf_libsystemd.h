@@ -17,7 +17,7 @@
 
 #include "sf_status.h"
 
-/* Loads libsystemd once (thread-safe: pthread_once); the journald
+/* Loads libsystemd once (thread-safe: sf_dl_api); the journald
  * receiver's create calls it on the main thread. SF_IO when
  * libsystemd.so.0 (Debian: libsystemd0) or one of its functions is
  * missing; the reason in sf_libsystemd_error(). */

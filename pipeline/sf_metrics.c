@@ -187,11 +187,7 @@ static uint64_t get_enqfail(sf_counters *c, int r) { (void)r; return sf_counter_
 static uint64_t get_retries(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->retries); }
 static uint64_t get_qsize(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queue_size); }
 static uint64_t get_qcap(sf_counters *c, int r) { (void)r; return (uint64_t)atomic_load(&c->queue_capacity); }
-static uint64_t get_queued(sf_counters *c, int r)
-{
-    (void)r;
-    return (uint64_t)atomic_load_explicit(&c->queued_spans, memory_order_acquire);
-}
+static uint64_t get_queued(sf_counters *c, int r) { (void)r; return sf_counters_queued(c); }
 static uint64_t get_refused_share(sf_counters *c, int r) { (void)r; return sf_counter_get(&c->refused_share); }
 static uint64_t get_qclients(sf_counters *c, int r) { (void)r; return c->share != NULL ? sf_share_clients(c->share) : 0; }
 static uint64_t get_qshare(sf_counters *c, int r) { (void)r; return c->share != NULL ? sf_share_fair(c->share) : 0; }
@@ -249,13 +245,8 @@ static const metric_def metric_defs[] = {
       "Items (%s) dropped by the processor, by reason (filter_failed: failed closed).", NULL },
     { SF_KIND_PROCESSOR, "spanfence_processor_removed_attributes", false, "counter", false,
       get_removed, "Attributes removed because their key is not allowlisted.", NULL },
-    /* The exporters' gauges come before their counters: a send ends by
-     * counting sent (or failed) and only then taking its spans off
-     * queued_spans (sf_sender.c), so a scrape that reads queued before
-     * sent never shows a finished send in neither (accepted = sent +
-     * failed + queued holds in every scrape once calls stop; read in the
-     * other order, a scrape taken as the last send ended showed its spans
-     * gone from queued and not yet sent). */
+    /* The exporters' gauges come before their counters: queued is read
+     * before sent and send_failed (sf_counters_queued says why). */
     { SF_KIND_EXPORTER, "otelcol_exporter_queue_size", false, "gauge", false, get_qsize,
       "Batches waiting in the sending queue.", "data_type" },
     { SF_KIND_EXPORTER, "otelcol_exporter_queue_capacity", false, "gauge", false, get_qcap,

@@ -156,4 +156,17 @@ static inline uint64_t sf_counter_get(_Atomic uint64_t *c)
     return atomic_load_explicit(c, memory_order_relaxed);
 }
 
+/* An exporter's items accepted and not yet sent or failed (queued_spans),
+ * for /metrics and the status document. Read it before sent_spans and
+ * send_failed_spans: a send ends by counting sent (or failed) and only then
+ * taking its items off queued_spans (sf_sender.c, with release), so a reader
+ * in this order sees a send that ends meanwhile in one of them, never in
+ * neither (accepted = sent + failed + queued holds in every read once calls
+ * stop; in the other order, a read as the last send ended showed its items
+ * gone from queued and not yet sent). */
+static inline uint64_t sf_counters_queued(sf_counters *c)
+{
+    return (uint64_t)atomic_load_explicit(&c->queued_spans, memory_order_acquire);
+}
+
 #endif

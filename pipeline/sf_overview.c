@@ -241,10 +241,8 @@ static void component_entry(sf_component *c, json_object *list, sums *all)
         json_object_array_add(list, e);
         return;
     case SF_KIND_EXPORTER: {
-        /* queued first, then sent and send_failed (below): a send that
-         * ends meanwhile is in one of them, never in neither (as on
-         * /metrics, sf_metrics.c) */
-        uint64_t queued = (uint64_t)atomic_load_explicit(&k->queued_spans, memory_order_acquire);
+        /* queued first, then sent and send_failed (below): sf_counters_queued */
+        uint64_t queued = sf_counters_queued(k);
         uint64_t sent = sf_counter_get(&k->sent_spans);
         uint64_t enq = sf_counter_get(&k->enqueue_failed_spans);
 

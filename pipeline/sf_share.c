@@ -142,11 +142,30 @@ static bool passes_share(const sf_share *sh, const share_entry *e, size_t size, 
     return used + size + o.owed > sh->capacity;
 }
 
+/* The client's entry, or the spare one a newcomer takes; NULL when the
+ * table is full of clients holding units. *n: the active clients, one more
+ * for a newcomer unless it takes the entry of one still counted. Under
+ * sh->mu. */
+static share_entry *entry_for(sf_share *sh, uint64_t client, int64_t now, size_t *n)
+{
+    share_entry *spare;
+    share_entry *e = scan(sh, client, now, &spare, n);
+
+    if (e == NULL && spare != NULL) {
+        if (!active(spare, now))
+            (*n)++;
+        e = spare;
+        e->client = client;
+        e->held = 0;
+    }
+    return e;
+}
+
 bool sf_share_take(sf_share *sh, uint64_t client, size_t size, size_t used)
 {
     bool pressed;
     int64_t now;
-    share_entry *e, *spare;
+    share_entry *e;
     size_t n;
     bool ok = true;
 
@@ -155,16 +174,7 @@ bool sf_share_take(sf_share *sh, uint64_t client, size_t size, size_t used)
     pressed = used + size > sh->capacity / 2;
     now = sf_now_ms();
     pthread_mutex_lock(&sh->mu);
-    e = scan(sh, client, now, &spare, &n);
-    if (e == NULL && spare != NULL) {
-        /* a newcomer: one more active client from now on, unless it takes
-         * the entry of one still counted */
-        if (!active(spare, now))
-            n++;
-        e = spare;
-        e->client = client;
-        e->held = 0;
-    }
+    e = entry_for(sh, client, now, &n);
     if (e == NULL) {
         ok = !pressed;          /* the table is full of clients holding units */
     } else {
@@ -197,7 +207,7 @@ bool sf_share_over(sf_share *sh, uint64_t client, size_t used)
 
 void sf_share_charge(sf_share *sh, uint64_t client, size_t size)
 {
-    share_entry *e, *spare;
+    share_entry *e;
     int64_t now;
     size_t n;
 
@@ -205,12 +215,7 @@ void sf_share_charge(sf_share *sh, uint64_t client, size_t size)
         return;
     now = sf_now_ms();
     pthread_mutex_lock(&sh->mu);
-    e = scan(sh, client, now, &spare, &n);
-    if (e == NULL && spare != NULL) {
-        e = spare;
-        e->client = client;
-        e->held = 0;
-    }
+    e = entry_for(sh, client, now, &n);
     if (e != NULL) {
         e->held += size;
         e->last_ms = now;

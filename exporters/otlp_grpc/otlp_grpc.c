@@ -269,8 +269,6 @@ static int64_t retry_info_ms(const uint8_t *details, size_t len)
  * grpc-accept-encoding the server sends it uncompressed. */
 static int64_t reply_rejected(otlpgrpc *x, const otlpgrpc_worker *w, const sf_buf *buf)
 {
-    sf_otlp_response *resp;
-    int64_t rejected = 0;
     uint32_t mlen;
 
     if (w->call.reply_len < GRPC_PREFIX_LEN || w->call.reply_len >= OTLPGRPC_REPLY_MAX ||
@@ -280,22 +278,8 @@ static int64_t reply_rejected(otlpgrpc *x, const otlpgrpc_worker *w, const sf_bu
            (uint32_t)w->call.reply[3] << 8 | w->call.reply[4];
     if (mlen != w->call.reply_len - GRPC_PREFIX_LEN)
         return 0;
-    resp = opentelemetry__proto__collector__trace__v1__export_trace_service_response__unpack(
-        sf_pb_counted_allocator(), mlen, w->call.reply + GRPC_PREFIX_LEN);
-    if (resp == NULL)
-        return 0;
-    if (resp->partial_success != NULL && resp->partial_success->rejected_spans > 0) {
-        const char *m = resp->partial_success->error_message ? resp->partial_success->error_message : "";
-        char msg[201];
-
-        sf_printable_copy(msg, sizeof(msg), m, strlen(m));
-        rejected = resp->partial_success->rejected_spans;
-        sf_warn("exporter %s: server rejected %" PRId64 " of %zu %s: %s", x->id, rejected,
-                buf->spans, sf_signal_items(x->signal), msg[0] ? msg : "(no message)");
-    }
-    opentelemetry__proto__collector__trace__v1__export_trace_service_response__free_unpacked(
-        resp, sf_pb_counted_allocator());
-    return rejected;
+    return sf_curl_reply_rejected(x->id, x->signal, buf->spans, w->call.reply + GRPC_PREFIX_LEN,
+                                  mlen);
 }
 
 static void map_status(int code, const char *message, const otlpgrpc_worker *w,

@@ -132,31 +132,14 @@ static bool curl_retryable(CURLcode rc)
 /* Spans a 2xx reply says the server rejected (OTLP partial_success). */
 static int64_t reply_rejected(otlphttp *x, otlphttp_worker *w, const sf_buf *buf)
 {
-    sf_otlp_response *resp;
     const char *ctype = NULL;
-    int64_t rejected = 0;
 
     if (w->call.reply_len == 0 || w->call.reply_len >= OTLPHTTP_REPLY_MAX)
         return 0;
     if (curl_easy_getinfo(w->curl, CURLINFO_CONTENT_TYPE, &ctype) != CURLE_OK || ctype == NULL ||
         strncasecmp(ctype, "application/x-protobuf", 22) != 0)
         return 0;
-    resp = opentelemetry__proto__collector__trace__v1__export_trace_service_response__unpack(
-        sf_pb_counted_allocator(), w->call.reply_len, w->call.reply);
-    if (resp == NULL)
-        return 0;
-    if (resp->partial_success != NULL && resp->partial_success->rejected_spans > 0) {
-        char msg[201];
-        const char *m = resp->partial_success->error_message ? resp->partial_success->error_message : "";
-
-        sf_printable_copy(msg, sizeof(msg), m, strlen(m));
-        rejected = resp->partial_success->rejected_spans;
-        sf_warn("exporter %s: server rejected %" PRId64 " of %zu %s: %s", x->id, rejected,
-                buf->spans, sf_signal_items(x->signal), msg[0] ? msg : "(no message)");
-    }
-    opentelemetry__proto__collector__trace__v1__export_trace_service_response__free_unpacked(
-        resp, sf_pb_counted_allocator());
-    return rejected;
+    return sf_curl_reply_rejected(x->id, x->signal, buf->spans, w->call.reply, w->call.reply_len);
 }
 
 static void otlphttp_send(void *exporter, unsigned worker, const sf_buf *buf,

@@ -35,6 +35,10 @@ sf_status sf_cfg_decode(sf_cfg_ctx *ctx, const sf_config_row *rows, const sf_nod
 /* "a.b" + "c" -> "a.b.c"; "" + "c" -> "c"; a `key` starting with '[' is
  * appended without a dot. Arena memory; NULL (and ctx->oom) on no memory. */
 const char *sf_cfg_path_join(sf_cfg_ctx *ctx, const char *base, const char *key);
+/* ctx->path set to `base` and the index of item `i` ("base[i]"), for
+ * decoding the item i of a list at `base`; SF_ENOMEM with ctx->path left at
+ * base. The caller sets ctx->path back to base after the item. */
+sf_status sf_cfg_path_item(sf_cfg_ctx *ctx, const char *base, size_t i);
 
 /* The closest of `n` candidates to `word` for a did-you-mean hint: a
  * case-insensitive match, else the nearest within edit distance 2. NULL if

@@ -189,15 +189,10 @@ static sf_status parse_rules(sf_cfg_ctx *ctx, const sf_node *node, void *field)
     out->n = node->n;
     for (size_t i = 0; i < node->n && st != SF_ENOMEM; i++) {
         const sf_node *it = node->items[i];
-        char idx[32];
         sf_status rs;
 
-        snprintf(idx, sizeof(idx), "[%zu]", i);
-        ctx->path = sf_cfg_path_join(ctx, base, idx);
-        if (ctx->path == NULL) {
-            ctx->path = base;
+        if (sf_cfg_path_item(ctx, base, i) != SF_OK)
             return SF_ENOMEM;
-        }
         rs = sf_cfg_decode(ctx, rule_rows, it, &out->v[i]);
         if (rs == SF_OK && out->v[i].pattern == NULL) {
             sf_cfg_error(ctx, it, NULL, "'pattern' is required");

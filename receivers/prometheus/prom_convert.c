@@ -398,6 +398,47 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
+/* Whether `s` is one of the parts of a histogram's or summary's point: a
+ * bucket (`label` "le": NAME_bucket{le}) or a quantile (NAME{quantile}). */
+static bool is_part(const sf_prom_family *f, const sf_prom_sample *s, const char *label)
+{
+    if (!has_label(s, label))
+        return false;
+    return strcmp(label, "le") == 0 ? ends_with(s->name, "_bucket") : strcmp(s->name, f->name) == 0;
+}
+
+/* The samples of one histogram or summary point: idx[i..end), which share
+ * every label but `label`; how many (`group`) and how many are parts, and
+ * its _sum, _count and _created samples and its first. */
+typedef struct point_group {
+    size_t end, group, parts;
+    const sf_prom_sample *sum, *count, *created, *first;
+} point_group;
+
+static point_group scan_point(const conv *c, const sf_prom_family *f, const uint32_t *idx,
+                              size_t i, size_t n, const char *label)
+{
+    point_group g = { .end = i };
+
+    for (; g.end < n && labels_cmp(&c->r->samples[idx[i]], &c->r->samples[idx[g.end]], label) == 0;
+         g.end++) {
+        const sf_prom_sample *s = &c->r->samples[idx[g.end]];
+
+        g.group++;
+        if (is_part(f, s, label))
+            g.parts++;
+        else if (ends_with(s->name, "_sum"))
+            g.sum = s;
+        else if (ends_with(s->name, "_count"))
+            g.count = s;
+        else if (ends_with(s->name, "_created"))
+            g.created = s;
+        if (g.first == NULL)
+            g.first = s;
+    }
+    return g;
+}
+
 /* ---- families ------------------------------------------------------------------ */
 
 /* Room for one more pointer in the arena array at *arrp that holds n:
@@ -570,29 +611,13 @@ static void convert_histogram(conv *c, const sf_prom_family *f, const uint32_t *
     opentelemetry__proto__metrics__v1__histogram__init(m->histogram);
     m->histogram->aggregation_temporality = CUMULATIVE;
     for (size_t i = 0; i < n && !c->oom;) {
-        size_t j = i, nb = 0;
-        const sf_prom_sample *sum = NULL, *count = NULL, *created = NULL, *first = NULL;
+        point_group g = scan_point(c, f, idx, i, n, "le");
+        size_t j = g.end, nb = g.parts, group = g.group;
+        const sf_prom_sample *sum = g.sum, *count = g.count, *created = g.created, *first = g.first;
         pb_hdp *p;
         double prev = 0, inf_count = NAN, last_le = -INFINITY;
         bool bad = false;
-        size_t group = 0;
 
-        for (; j < n && labels_cmp(&c->r->samples[idx[i]], &c->r->samples[idx[j]], "le") == 0;
-             j++) {
-            const sf_prom_sample *s = &c->r->samples[idx[j]];
-
-            group++;
-            if (ends_with(s->name, "_bucket") && has_label(s, "le"))
-                nb++;
-            else if (ends_with(s->name, "_sum"))
-                sum = s;
-            else if (ends_with(s->name, "_count"))
-                count = s;
-            else if (ends_with(s->name, "_created"))
-                created = s;
-            if (first == NULL)
-                first = s;
-        }
         p = alloc(c, sizeof(*p));
         if (p == NULL)
             return;
@@ -605,7 +630,7 @@ static void convert_histogram(conv *c, const sf_prom_family *f, const uint32_t *
             const sf_prom_sample *s = &c->r->samples[idx[k]];
             double le;
 
-            if (!ends_with(s->name, "_bucket") || !has_label(s, "le"))
+            if (!is_part(f, s, "le"))
                 continue;
             le = le_of(s, "le");
             if (isnan(le) || le <= last_le || !(s->value >= prev) || s->value >= 1.8e19) {
@@ -666,27 +691,11 @@ static void convert_summary(conv *c, const sf_prom_family *f, const uint32_t *id
         return;
     opentelemetry__proto__metrics__v1__summary__init(m->summary);
     for (size_t i = 0; i < n && !c->oom;) {
-        size_t j = i, nq = 0, group = 0;
-        const sf_prom_sample *sum = NULL, *count = NULL, *created = NULL, *first = NULL;
+        point_group g = scan_point(c, f, idx, i, n, "quantile");
+        size_t j = g.end, nq = g.parts, group = g.group;
+        const sf_prom_sample *sum = g.sum, *count = g.count, *created = g.created, *first = g.first;
         pb_sdp *p;
 
-        for (; j < n &&
-               labels_cmp(&c->r->samples[idx[i]], &c->r->samples[idx[j]], "quantile") == 0;
-             j++) {
-            const sf_prom_sample *s = &c->r->samples[idx[j]];
-
-            group++;
-            if (strcmp(s->name, f->name) == 0 && has_label(s, "quantile"))
-                nq++;
-            else if (ends_with(s->name, "_sum"))
-                sum = s;
-            else if (ends_with(s->name, "_count"))
-                count = s;
-            else if (ends_with(s->name, "_created"))
-                created = s;
-            if (first == NULL)
-                first = s;
-        }
         p = alloc(c, sizeof(*p));
         if (p == NULL)
             return;
@@ -699,7 +708,7 @@ static void convert_summary(conv *c, const sf_prom_family *f, const uint32_t *id
             pb_vaq *q;
             double qv;
 
-            if (strcmp(s->name, f->name) != 0 || !has_label(s, "quantile"))
+            if (!is_part(f, s, "quantile"))
                 continue;
             qv = le_of(s, "quantile");
             if (isnan(qv))

@@ -26,65 +26,22 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
+const { engineCollector, otlphttp } = require('./lib/config');
 const { Engine, control } = require('./lib/engine');
 const { Gateway } = require('./lib/gateway');
 
 const { JOURNAL_REMOTE, SDK_QUEUE_FULL, zmqFull, journal, engineSpans } = require('./lib/engine_sources');
 
-function config({ dir, engine, gw, grpc, metrics }) {
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:${grpc}
-  journald:
-    directory: ${path.join(dir, 'journal')}
-    start_at: beginning
-    units: [sglang, other]
-processors:
-  transform/fence:
-    error_mode: propagate
-    log_statements:
-      - context: log
-        statements:
-          - set(body, nil)
-exporters:
-  otlphttp:
-    endpoint: ${gw.url}
-    compression: none
-  debug:
-extensions:
-  trace_control:
-    socket: ${path.join(dir, 'tc.sock')}
-    audit_log: ${path.join(dir, 'trace-audit.jsonl')}
-    levels: [0, 3]
-    resting_level: 0
-    max_window: 10m
-    shutdown_timeout: 2s
-    enforce_interval: 0s
-    grace_period: 0s
-    auto_revert: {enabled: false}
-    targets:
-      r1:
-        endpoint: ${engine.url}
-        match: {service.instance.id: r1}
-        engine_log:
-          receiver: journald
-          match: {_SYSTEMD_UNIT: sglang.service}
-service:
-  extensions: [trace_control]
-  telemetry:
-    metrics:
-      address: 127.0.0.1:${metrics}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [otlphttp]
-    logs:
-      receivers: [journald]
-      processors: [transform/fence]
-      exporters: [debug]
-`;
+function config(opts) {
+  return engineCollector({
+    ...opts,
+    journal: ['sglang', 'other'],
+    tc: { auto_revert: { enabled: false } },
+    r1: {
+      match: { 'service.instance.id': 'r1' },
+      engine_log: { receiver: 'journald', match: { _SYSTEMD_UNIT: 'sglang.service' } },
+    },
+  });
 }
 
 test('a window knows what the engine dropped: complete, empty, incomplete with engine_dropped', async () => {
@@ -215,8 +172,7 @@ test('a window is charged only for its own spans: an earlier backlog lost meanwh
     h.onCleanup(() => gw.stop());
     gw.setStatus(503);
     const { sf, sock, waitRecords } = await tcSetup(h, 'backlog', {
-      exporters: `  otlphttp:\n    endpoint: ${gw.url}\n    compression: none\n` +
-        '    retry_on_failure: {initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 3s}',
+      exporters: { otlphttp: otlphttp(gw.url, { retry_on_failure: { initial_interval: '100ms', max_interval: '200ms', max_elapsed_time: '3s' } }) },
     });
     const client = new peers.RawClient(sf.grpcPort);
     h.onCleanup(() => client.close());

@@ -26,6 +26,7 @@ const { Gateway, unzstd } = require('./lib/gateway');
 const { OtlpGrpcServer } = require('./lib/grpc_server');
 const { GrpcTap } = require('./lib/taps');
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, otlphttp, envPort, allowlist } = require('./lib/config');
 const deps = require('./lib/deps');
 const peers = require('./lib/peers');
 const senders = require('./lib/senders');
@@ -39,35 +40,6 @@ const ZSTD_MAGIC = '28b52ffd';
 
 const zstd = (buf, args = []) =>
   execFileSync('zstd', ['-q', '-c', ...args], { input: buf, maxBuffer: 256 * 1024 * 1024 });
-
-const ALLOWLIST = `processors:
-  transform/allowlist:
-    error_mode: propagate
-    trace_statements:
-      - context: span
-        statements:
-          - keep_keys(attributes, ["gen_ai.request.id", "gen_ai.usage.prompt_tokens"])
-          - set(status.message, "")
-      - context: spanevent
-        statements:
-          - keep_keys(attributes, ["bid", "batch_size"])
-`;
-
-function receivers(httpExtra = '') {
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-      http:
-        endpoint: 127.0.0.1:\${env:SF_HTTP_PORT}
-${httpExtra}`;
-}
-
-const telemetry = `  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-`;
 
 async function collector(h, name, config) {
   const grpcPort = await freePort();
@@ -172,33 +144,29 @@ test('zstd in over OTLP/HTTP; otlphttp zstd, otlphttp gzip level 6 and otlp gzip
     await upTap.start();
     h.onCleanup(() => upTap.stop());
 
-    const { sf, grpcPort, httpPort } = await collector(h, 'spanfence', `${receivers()}${ALLOWLIST}exporters:
-  otlphttp/zstd:
-    endpoint: http://127.0.0.1:${gwZ.port}
-    compression: zstd
-    compression_params: {level: 3}
-    timeout: 60s
-    retry_on_failure: {initial_interval: 100ms, max_interval: 500ms, max_elapsed_time: 60s}
-  otlphttp/gzip6:
-    endpoint: http://127.0.0.1:${gwG.port}
-    compression: gzip
-    compression_params: {level: 6}
-    timeout: 60s
-    retry_on_failure: {initial_interval: 100ms, max_interval: 500ms, max_elapsed_time: 60s}
-  otlp/gzip9:
-    endpoint: 127.0.0.1:${upTap.port}
-    tls: {insecure: true}
-    compression: gzip
-    compression_params: {level: 9}
-    timeout: 60s
-    retry_on_failure: {initial_interval: 100ms, max_interval: 500ms, max_elapsed_time: 60s}
-service:
-${telemetry}  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [transform/allowlist]
-      exporters: [otlphttp/zstd, otlphttp/gzip6, otlp/gzip9]
-`);
+    const { sf, grpcPort, httpPort } = await collector(h, 'spanfence', collectorConfig({
+      receivers: { otlp: otlpReceiver({ grpc: envPort('GRPC'), http: envPort('HTTP') }) },
+      processors: { 'transform/allowlist': allowlist() },
+      exporters: {
+        'otlphttp/zstd': otlphttp(gwZ.port, {
+          compression: 'zstd', compression_params: { level: 3 }, timeout: '60s', retry_on_failure: { initial_interval: '100ms', max_interval: '500ms', max_elapsed_time: '60s' },
+        }),
+        'otlphttp/gzip6': otlphttp(gwG.port, {
+          compression: 'gzip', compression_params: { level: 6 }, timeout: '60s', retry_on_failure: { initial_interval: '100ms', max_interval: '500ms', max_elapsed_time: '60s' },
+        }),
+        'otlp/gzip9': {
+          endpoint: `127.0.0.1:${upTap.port}`, tls: { insecure: true }, compression: 'gzip',
+          compression_params: { level: 9 }, timeout: '60s', retry_on_failure: { initial_interval: '100ms', max_interval: '500ms', max_elapsed_time: '60s' },
+        },
+      },
+      metricsPort: envPort('METRICS'),
+      pipelines: {
+        traces: {
+          receivers: ['otlp'], processors: ['transform/allowlist'],
+          exporters: ['otlphttp/zstd', 'otlphttp/gzip6', 'otlp/gzip9'],
+        },
+      },
+    }));
 
     const sentAll = [];
     for (const json of [false, true]) {
@@ -270,19 +238,15 @@ test('hostile zstd: bomb, refused body counted, corrupt, truncated, window, zstd
     await gw.start();
     h.onCleanup(() => gw.stop());
     const limit = 64 * KiB;
-    const { sf, grpcPort, httpPort } = await collector(h, 'spanfence', `${receivers(`        max_request_body_size: 64KiB
-`)}exporters:
-  otlphttp/gateway:
-    endpoint: http://127.0.0.1:${gw.port}
-    compression: none
-    timeout: 60s
-    retry_on_failure: {initial_interval: 100ms, max_interval: 500ms, max_elapsed_time: 60s}
-service:
-${telemetry}  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [otlphttp/gateway]
-`);
+    const { sf, grpcPort, httpPort } = await collector(h, 'spanfence', collectorConfig({
+      receivers: {
+        otlp: otlpReceiver({ grpc: envPort('GRPC'), http: envPort('HTTP'),
+          httpExtra: { max_request_body_size: '64KiB' } }),
+      },
+      exporters: { 'otlphttp/gateway': otlphttp(gw.port, { timeout: '60s', retry_on_failure: { initial_interval: '100ms', max_interval: '500ms', max_elapsed_time: '60s' } }) },
+      metricsPort: envPort('METRICS'),
+      pipelines: { traces: { receivers: ['otlp'], exporters: ['otlphttp/gateway'] } },
+    }));
     const alive = (what) => assert.equal(sf.exit, null, `spanfence exited after ${what}: ${JSON.stringify(sf.exit)}`);
     const HTTP = { receiver: 'otlp', transport: 'http' };
 

@@ -20,41 +20,33 @@ const { execFileSync } = require('node:child_process');
 
 const { Gateway } = require('./lib/gateway');
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, envPort, allowlist } = require('./lib/config');
 const raw = require('./lib/rawhttp');
 
 const PYTHON = '/usr/bin/python3';   // Debian's, with python3-protobuf
 const SOURCE_DIR = process.env.SF_SOURCE_DIR || path.resolve(__dirname, '..', '..');
 
 function config(gatewayPort) {
-  return `receivers:
-  otlp:
-    protocols:
-      http:
-        endpoint: 127.0.0.1:\${env:SF_HTTP_PORT}
-processors:
-  transform/allowlist:
-    error_mode: propagate
-    trace_statements:
-      - context: resource
-        statements:
-          - keep_keys(attributes, ["service.name"])
-      - context: span
-        statements:
-          - keep_keys(attributes, ["gen_ai.request.id"])
-exporters:
-  otlphttp/gateway:
-    endpoint: http://127.0.0.1:${gatewayPort}
-    sending_queue: {queue_size: 32, num_consumers: 1}
-service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [transform/allowlist]
-      exporters: [otlphttp/gateway]
-`;
+  return collectorConfig({
+    receivers: { otlp: otlpReceiver({ http: envPort('HTTP') }) },
+    processors: {
+      'transform/allowlist': allowlist({ resource: ['service.name'], span: ['gen_ai.request.id'] }),
+    },
+    exporters: {
+      'otlphttp/gateway': {
+        endpoint: `http://127.0.0.1:${gatewayPort}`,
+        sending_queue: { queue_size: 32, num_consumers: 1 },
+      },
+    },
+    metricsPort: envPort('METRICS'),
+    pipelines: {
+      traces: {
+        receivers: ['otlp'],
+        processors: ['transform/allowlist'],
+        exporters: ['otlphttp/gateway'],
+      },
+    },
+  });
 }
 
 // ---- the JSON cases ---------------------------------------------------------

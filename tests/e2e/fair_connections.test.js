@@ -54,7 +54,7 @@ function trickle(sock, bytes, everyMs, tracker) {
 test('idle, slowloris and slow-upload clients do not starve a well-behaved one', async (t) => {
   await harness('fair_connections', async (h) => {
     const { sf, sink, grpcPort, httpPort } = await flood.startFlood(h, { limitMiB: 256,
-      extraHttp: '        read_header_timeout: 2m\n        read_timeout: 2m\n        idle_timeout: 2m\n' });
+      httpExtra: { read_header_timeout: '2m', read_timeout: '2m', idle_timeout: '2m' } });
     await sink.start();
     const file = flood.writePayload(h.dir);
     const body = fs.readFileSync(file);

@@ -27,6 +27,7 @@ const assert = require('node:assert/strict');
 const { spawn } = require('node:child_process');
 
 const { Spanfence, freePort, harness } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, otlphttp, envPort } = require('./lib/config');
 const deps = require('./lib/deps');
 const flood = require('./lib/flood');
 const peers = require('./lib/peers');
@@ -46,31 +47,21 @@ const EXP = { exporter: 'otlphttp/sink' };
 const RCV = { receiver: 'otlp', transport: 'grpc' };
 
 function config() {
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-exporters:
-  otlphttp/sink:
-    endpoint: http://127.0.0.1:\${env:SF_SINK_PORT}
-    compression: none
-    timeout: 5s
-    sending_queue:
-      sizer: items
-      queue_size: ${QUEUE_SPANS}
-      num_consumers: 1
-      batch: {sizer: items, min_size: ${MERGE_MAX}, max_size: ${MERGE_MAX}, flush_timeout: ${DELAY_MS}ms}
-    retry_on_failure: {initial_interval: 100ms, max_interval: 500ms, max_elapsed_time: 0}
-service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [otlphttp/sink]
-`;
+  return collectorConfig({
+    receivers: { otlp: otlpReceiver({ grpc: envPort('GRPC') }) },
+    exporters: {
+      'otlphttp/sink': otlphttp(`http://127.0.0.1:${envPort('SINK')}`, {
+        timeout: '5s',
+        sending_queue: {
+          sizer: 'items', queue_size: QUEUE_SPANS, num_consumers: 1,
+          batch: { sizer: 'items', min_size: MERGE_MAX, max_size: MERGE_MAX, flush_timeout: `${DELAY_MS}ms` },
+        },
+        retry_on_failure: { initial_interval: '100ms', max_interval: '500ms', max_elapsed_time: 0 },
+      }),
+    },
+    metricsPort: envPort('METRICS'),
+    pipelines: { traces: { receivers: ['otlp'], exporters: ['otlphttp/sink'] } },
+  });
 }
 
 // sf_send's summary: {requests, ok, statuses: {NAME: n}}.

@@ -93,7 +93,7 @@ async function keepalive(port) {
 test('slowloris connections past the slots give way to clients that make progress', async (t) => {
   await harness('fair_slots', async (h) => {
     const { sf, sink, httpPort } = await flood.startFlood(h, { limitMiB: flood.LIMIT_MIB,
-      extraHttp: '        read_header_timeout: 2m\n        read_timeout: 2m\n        idle_timeout: 2m\n' });
+      httpExtra: { read_header_timeout: '2m', read_timeout: '2m', idle_timeout: '2m' } });
     await sink.start();
     const probeFile = path.join(h.dir, 'probe.pb');
     execFileSync(deps.sendBin(), ['--write', probeFile, '--spans', String(PROBE_SPANS)], { stdio: 'pipe' });

@@ -14,6 +14,7 @@ const path = require('node:path');
 const zlib = require('node:zlib');
 
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, envPort, allowlist } = require('./lib/config');
 const senders = require('./lib/senders');
 const check = require('./lib/check');
 
@@ -25,41 +26,23 @@ const FORMATS = {
 };
 
 function config(dirs) {
-  const exporters = Object.entries(FORMATS).map(([format, f]) => `  file/${format}:
-    path: ${path.join(dirs[format], 'spans.gz')}
-    format: ${format}
-    compression: gzip
-    flush_interval: 50ms
-    max_lines: ${f.maxLines}
-    rotation: {max_megabytes: 64, max_backups: 0}
-`).join('');
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-processors:
-  transform/allowlist:
-    error_mode: propagate
-    trace_statements:
-      - context: span
-        statements:
-          - keep_keys(attributes, ["gen_ai.request.id", "gen_ai.usage.prompt_tokens"])
-          - set(status.message, "")
-      - context: spanevent
-        statements:
-          - keep_keys(attributes, ["bid", "batch_size"])
-exporters:
-${exporters}service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [transform/allowlist]
-      exporters: [${Object.keys(FORMATS).map((f) => `file/${f}`).join(', ')}]
-`;
+  const exporters = Object.fromEntries(Object.entries(FORMATS).map(([format, f]) => [`file/${format}`, {
+    path: path.join(dirs[format], 'spans.gz'),
+    format,
+    compression: 'gzip',
+    flush_interval: '50ms',
+    max_lines: f.maxLines,
+    rotation: { max_megabytes: 64, max_backups: 0 },
+  }]));
+  return collectorConfig({
+    receivers: { otlp: otlpReceiver({ grpc: envPort('GRPC') }) },
+    processors: { 'transform/allowlist': allowlist() },
+    exporters,
+    metricsPort: envPort('METRICS'),
+    pipelines: {
+      traces: { receivers: ['otlp'], processors: ['transform/allowlist'], exporters: Object.keys(exporters) },
+    },
+  });
 }
 
 const BACKUP = /^spans-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d\.\d{3}\.gz$/;

@@ -14,43 +14,39 @@ const assert = require('node:assert/strict');
 
 const { OtlpGrpcServer, status: S } = require('./lib/grpc_server');
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, envPort, allowlist } = require('./lib/config');
 const peers = require('./lib/peers');
 
 const EXP = { exporter: 'otlp/upstream' };
 const RCV = { receiver: 'otlp', transport: 'grpc' };
 
 function config(upstreamPort) {
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-processors:
-  transform/allowlist:
-    error_mode: propagate
-    trace_statements:
-      - context: span
-        statements:
-          - keep_keys(attributes, ["gen_ai.request.id"])
-exporters:
-  otlp/upstream:
-    endpoint: 127.0.0.1:${upstreamPort}
-    tls: {insecure: true}
-    compression: gzip
-    timeout: 2s
-    # one call per batch, as the counts below expect: no merging
-    sending_queue: {queue_size: 100, num_consumers: 2, batch: {enabled: false}}
-    retry_on_failure: {initial_interval: 100ms, max_interval: 300ms, randomization_factor: 0, max_elapsed_time: 120s}
-service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [transform/allowlist]
-      exporters: [otlp/upstream]
-`;
+  return collectorConfig({
+    receivers: { otlp: otlpReceiver({ grpc: envPort('GRPC') }) },
+    processors: {
+      'transform/allowlist': allowlist({ span: ['gen_ai.request.id'] }),
+    },
+    exporters: {
+      'otlp/upstream': {
+        endpoint: `127.0.0.1:${upstreamPort}`,
+        tls: { insecure: true },
+        compression: 'gzip',
+        timeout: '2s',
+        // one call per batch, as the counts below expect: no merging
+        sending_queue: { queue_size: 100, num_consumers: 2, batch: { enabled: false } },
+        retry_on_failure: {
+          initial_interval: '100ms',
+          max_interval: '300ms',
+          randomization_factor: 0,
+          max_elapsed_time: '120s',
+        },
+      },
+    },
+    metricsPort: envPort('METRICS'),
+    pipelines: {
+      traces: { receivers: ['otlp'], processors: ['transform/allowlist'], exporters: ['otlp/upstream'] },
+    },
+  });
 }
 
 function counts(m) {

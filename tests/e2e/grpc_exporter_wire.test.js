@@ -25,6 +25,7 @@ const http2 = require('node:http2');
 const zlib = require('node:zlib');
 
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, envPort } = require('./lib/config');
 const peers = require('./lib/peers');
 
 const EXP = { exporter: 'otlp/upstream' };
@@ -72,29 +73,27 @@ function wireGateway() {
 }
 
 function config(port) {
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-exporters:
-  otlp/upstream:
-    endpoint: 127.0.0.1:${port}
-    tls: {insecure: true}
-    compression: gzip
-    timeout: 3s
-    headers: {x-tenant: cvm-7}
-    sending_queue: {queue_size: 100, num_consumers: 1, batch: {enabled: false}}
-    retry_on_failure: {initial_interval: 50ms, max_interval: 100ms, randomization_factor: 0, max_elapsed_time: 60s}
-service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [otlp/upstream]
-`;
+  return collectorConfig({
+    receivers: { otlp: otlpReceiver({ grpc: envPort('GRPC') }) },
+    exporters: {
+      'otlp/upstream': {
+        endpoint: `127.0.0.1:${port}`,
+        tls: { insecure: true },
+        compression: 'gzip',
+        timeout: '3s',
+        headers: { 'x-tenant': 'cvm-7' },
+        sending_queue: { queue_size: 100, num_consumers: 1, batch: { enabled: false } },
+        retry_on_failure: {
+          initial_interval: '50ms',
+          max_interval: '100ms',
+          randomization_factor: 0,
+          max_elapsed_time: '60s',
+        },
+      },
+    },
+    metricsPort: envPort('METRICS'),
+    pipelines: { traces: { receivers: ['otlp'], exporters: ['otlp/upstream'] } },
+  });
 }
 
 function counts(m) {

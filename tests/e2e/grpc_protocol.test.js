@@ -17,6 +17,7 @@ const path = require('node:path');
 const { execFile, execFileSync } = require('node:child_process');
 
 const { Spanfence, freePort, harness, sleep } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, envPort } = require('./lib/config');
 const deps = require('./lib/deps');
 
 const SPANS = 8;
@@ -24,23 +25,17 @@ const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
 const SETTINGS = Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]);
 
 function config() {
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-        max_recv_msg_size_mib: 1
-        keepalive:
-          server_parameters: {time: 1s, timeout: 1s}
-exporters:
-  debug: {verbosity: basic}
-service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces: {receivers: [otlp], exporters: [debug]}
-`;
+  return collectorConfig({
+    receivers: {
+      otlp: otlpReceiver({ grpc: envPort('GRPC'), grpcExtra: {
+        max_recv_msg_size_mib: 1,
+        keepalive: { server_parameters: { time: '1s', timeout: '1s' } },
+      } }),
+    },
+    exporters: { debug: { verbosity: 'basic' } },
+    metricsPort: envPort('METRICS'),
+    pipelines: { traces: { receivers: ['otlp'], exporters: ['debug'] } },
+  });
 }
 
 test('gRPC peers get gRPC\'s answers, each refusal counted', async (t) => {

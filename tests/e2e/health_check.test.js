@@ -19,35 +19,24 @@ const path = require('node:path');
 const { execFileSync } = require('node:child_process');
 
 const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, envPort } = require('./lib/config');
 
 function config(fifo) {
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-      http:
-        endpoint: 127.0.0.1:\${env:SF_HTTP_PORT}
-exporters:
-  file:
-    path: ${fifo}
-  otlphttp/down:
-    endpoint: http://127.0.0.1:\${env:SF_DOWN_PORT}
-    timeout: 3s
-    retry_on_failure: {initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 60s}
-extensions:
-  health_check:
-    endpoint: 127.0.0.1:\${env:SF_HEALTH_PORT}
-service:
-  extensions: [health_check]
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [file, otlphttp/down]
-`;
+  return collectorConfig({
+    receivers: { otlp: otlpReceiver({ grpc: envPort('GRPC'), http: envPort('HTTP') }) },
+    exporters: {
+      file: { path: fifo },
+      'otlphttp/down': {
+        endpoint: `http://127.0.0.1:${envPort('DOWN')}`,
+        timeout: '3s',
+        retry_on_failure: { initial_interval: '100ms', max_interval: '200ms', max_elapsed_time: '60s' },
+      },
+    },
+    extensions: { health_check: { endpoint: `127.0.0.1:${envPort('HEALTH')}` } },
+    metricsPort: envPort('METRICS'),
+    serviceExtensions: ['health_check'],
+    pipelines: { traces: { receivers: ['otlp'], exporters: ['file', 'otlphttp/down'] } },
+  });
 }
 
 async function health(port, p = '/') {

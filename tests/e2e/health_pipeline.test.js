@@ -19,6 +19,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 
 const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver } = require('./lib/config');
 const { Gateway } = require('./lib/gateway');
 const peers = require('./lib/peers');
 
@@ -52,34 +53,25 @@ test('health_check check_collector_pipeline: 503 while an exporter keeps failing
     const metricsPort = await freePort();
     const pipePort = await freePort();
     const plainPort = await freePort();
-    const config = `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:${grpcPort}
-exporters:
-  otlphttp/gw:
-    endpoint: ${gw.url}
-    retry_on_failure: {initial_interval: 50ms, max_interval: 100ms, max_elapsed_time: 120s}
-extensions:
-  health_check/pipeline:
-    endpoint: 127.0.0.1:${pipePort}
-    check_collector_pipeline:
-      enabled: true
-      interval: 5s
-      exporter_failure_threshold: 3
-  health_check/plain:
-    endpoint: 127.0.0.1:${plainPort}
-service:
-  extensions: [health_check/pipeline, health_check/plain]
-  telemetry:
-    metrics:
-      address: 127.0.0.1:${metricsPort}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [otlphttp/gw]
-`;
+    const config = collectorConfig({
+      receivers: { otlp: otlpReceiver({ grpc: grpcPort }) },
+      exporters: {
+        'otlphttp/gw': {
+          endpoint: gw.url,
+          retry_on_failure: { initial_interval: '50ms', max_interval: '100ms', max_elapsed_time: '120s' },
+        },
+      },
+      extensions: {
+        'health_check/pipeline': {
+          endpoint: `127.0.0.1:${pipePort}`,
+          check_collector_pipeline: { enabled: true, interval: '5s', exporter_failure_threshold: 3 },
+        },
+        'health_check/plain': { endpoint: `127.0.0.1:${plainPort}` },
+      },
+      serviceExtensions: ['health_check/pipeline', 'health_check/plain'],
+      metricsPort,
+      pipelines: { traces: { receivers: ['otlp'], exporters: ['otlphttp/gw'] } },
+    });
     const sf = h.track(new Spanfence({ dir: h.dir, config, grpcPort, metricsPort }));
     await sf.start();
 

@@ -13,6 +13,7 @@ const zlib = require('node:zlib');
 
 const { Gateway } = require('./lib/gateway');
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, otlphttp, envPort, allowlist } = require('./lib/config');
 const peers = require('./lib/peers');
 const senders = require('./lib/senders');
 const raw = require('./lib/rawhttp');
@@ -21,39 +22,22 @@ const MiB = 1024 * 1024;
 const EXP = { exporter: 'otlphttp/gateway' };
 
 function config(gatewayPort) {
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-      http:
-        endpoint: 127.0.0.1:\${env:SF_HTTP_PORT}
-processors:
-  transform/allowlist:
-    error_mode: propagate
-    trace_statements:
-      - context: span
-        statements:
-          - keep_keys(attributes, ["gen_ai.request.id", "gen_ai.usage.prompt_tokens"])
-          - set(status.message, "")
-      - context: spanevent
-        statements:
-          - keep_keys(attributes, ["bid", "batch_size"])
-exporters:
-  otlphttp/gateway:
-    endpoint: http://127.0.0.1:${gatewayPort}
-    sending_queue: {queue_size: 32, num_consumers: 2}
-    retry_on_failure: {initial_interval: 100ms, max_interval: 500ms, max_elapsed_time: 60s}
-service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [transform/allowlist]
-      exporters: [otlphttp/gateway]
-`;
+  return collectorConfig({
+    receivers: { otlp: otlpReceiver({ grpc: envPort('GRPC'), http: envPort('HTTP') }) },
+    processors: { 'transform/allowlist': allowlist() },
+    exporters: {
+      // the exporter's own default compression
+      'otlphttp/gateway': otlphttp(gatewayPort, {
+        compression: undefined,
+        sending_queue: { queue_size: 32, num_consumers: 2 },
+        retry_on_failure: { initial_interval: '100ms', max_interval: '500ms', max_elapsed_time: '60s' },
+      }),
+    },
+    metricsPort: envPort('METRICS'),
+    pipelines: {
+      traces: { receivers: ['otlp'], processors: ['transform/allowlist'], exporters: ['otlphttp/gateway'] },
+    },
+  });
 }
 
 const post = raw.postHead;

@@ -31,6 +31,7 @@ const { spawnSync } = require('node:child_process');
 
 const { SignalGateway } = require('./lib/signal_gateway');
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, otlphttp } = require('./lib/config');
 
 const JOURNAL_REMOTE = '/lib/systemd/systemd-journal-remote';
 const BOOT = '0123456789abcdef0123456789abcdef';
@@ -45,44 +46,30 @@ const STATS_RE = '^\\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}( TP[
   'token usage: [0-9.]+, gen throughput \\(token/s\\): [0-9.]+, #queue-req: [0-9]+)$';
 const ottl = (re) => re.replace(/\\/g, '\\\\');
 
-function config({ dir, cursor, gateway, grpc, metrics, maxBatch = 7, queue = '' }) {
-  return `
-receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:${grpc}
-  journald:
-    directory: ${dir}
-    start_at: beginning
-    units: [sglang]
-    priority: info
-${cursor ? `    cursor_file: ${cursor}\n` : ''}    max_batch_records: ${maxBatch}
-processors:
-  transform/fence:
-    error_mode: propagate
-    log_statements:
-      - context: resource
-        statements:
-          - keep_keys(attributes, [])
-      - context: log
-        statements:
-          - keep_keys(attributes, ["_SYSTEMD_UNIT", "SYSLOG_IDENTIFIER", "_PID"])
-          - 'set(body, nil) where not IsMatch(body, "${ottl(STATS_RE)}")'
-exporters:
-  otlphttp:
-    endpoint: ${gateway}
-    compression: none${queue}
-service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:${metrics}
-  pipelines:
-    logs:
-      receivers: [otlp, journald]
-      processors: [transform/fence]
-      exporters: [otlphttp]
-`;
+function config({ dir, cursor, gateway, grpc, metrics, maxBatch = 7, queue = {} }) {
+  return collectorConfig({
+    receivers: {
+      otlp: otlpReceiver({ grpc }),
+      journald: {
+        directory: dir, start_at: 'beginning', units: ['sglang'], priority: 'info',
+        cursor_file: cursor || undefined, max_batch_records: maxBatch,
+      },
+    },
+    processors: {
+      'transform/fence': {
+        error_mode: 'propagate',
+        log_statements: [
+          { context: 'resource', statements: ['keep_keys(attributes, [])'] },
+          { context: 'log',
+            statements: ['keep_keys(attributes, ["_SYSTEMD_UNIT", "SYSLOG_IDENTIFIER", "_PID"])',
+                         `set(body, nil) where not IsMatch(body, "${ottl(STATS_RE)}")`] },
+        ],
+      },
+    },
+    exporters: { otlphttp: otlphttp(gateway, queue) },
+    metricsPort: metrics,
+    pipelines: { logs: { receivers: ['otlp', 'journald'], processors: ['transform/fence'], exporters: ['otlphttp'] } },
+  });
 }
 
 // The records of the test, by number: what the journal gets, and what must
@@ -265,8 +252,10 @@ test('journald: a full queue holds the batch and the cursor; sent again, nothing
     const ports = { grpc: await freePort(), metrics: await freePort() };
     const cfg = config({
       dir, cursor: path.join(h.dir, 'journald.cursor'), gateway: gw.url, ...ports, maxBatch: 2,
-      queue: '\n    sending_queue: {queue_size: 1, num_consumers: 1}' +
-             '\n    retry_on_failure: {initial_interval: 50ms, max_interval: 100ms, max_elapsed_time: 120s}',
+      queue: {
+        sending_queue: { queue_size: 1, num_consumers: 1 },
+        retry_on_failure: { initial_interval: '50ms', max_interval: '100ms', max_elapsed_time: '120s' },
+      },
     });
     const written = append(file, batch(['decode', 'prefill', 'prompt', 'decode', 'decode', 'warning',
       'prefill', 'decode', 'prompt', 'decode', 'decode', 'prefill']));

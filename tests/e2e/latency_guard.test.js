@@ -24,6 +24,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 
 const { Spanfence, harness, freePort, sleep, waitUntil } = require('./lib/spanfence');
+const { engineCollector } = require('./lib/config');
 const { Engine, control } = require('./lib/engine');
 const { Gateway } = require('./lib/gateway');
 const deps = require('./lib/deps');
@@ -31,55 +32,12 @@ const { startLatency } = require('./lib/engine_sources');
 
 const SCRAPE_MS = 1000;
 
-function config({ dir, engine, gw, grpc, metrics, exposer }) {
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:${grpc}
-  prometheus/sglang:
-    config:
-      global:
-        scrape_interval: 1s
-        scrape_timeout: 1s
-      scrape_configs:
-        - job_name: sglang
-          static_configs:
-            - targets: ["127.0.0.1:${exposer}"]
-exporters:
-  otlphttp:
-    endpoint: ${gw.url}
-    compression: none
-  debug:
-extensions:
-  trace_control:
-    socket: ${path.join(dir, 'tc.sock')}
-    audit_log: ${path.join(dir, 'trace-audit.jsonl')}
-    levels: [0, 3]
-    resting_level: 0
-    max_window: 10m
-    shutdown_timeout: 2s
-    enforce_interval: 0s
-    grace_period: 0s
-    auto_revert:
-      max_latency_increase: {ttft: 2x, itl: '+50ms', min_samples: 20}
-    targets:
-      r1:
-        endpoint: ${engine.url}
-        engine_metrics: {receiver: prometheus/sglang, job: sglang, baseline_scrapes: 3}
-service:
-  extensions: [trace_control]
-  telemetry:
-    metrics:
-      address: 127.0.0.1:${metrics}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [otlphttp]
-    metrics:
-      receivers: [prometheus/sglang]
-      exporters: [debug]
-`;
+function config(opts) {
+  return engineCollector({
+    ...opts,
+    tc: { auto_revert: { max_latency_increase: { ttft: '2x', itl: '+50ms', min_samples: 20 } } },
+    r1: { engine_metrics: { receiver: 'prometheus/sglang', job: 'sglang', baseline_scrapes: 3 } },
+  });
 }
 
 test('the latency guard: a window ends when its engine\'s latency rises, runs on when it is flat or the samples are few', async () => {

@@ -171,8 +171,8 @@ test('7: a window closed while its spans are still batched waits for them: compl
     h.onCleanup(() => gw.stop());
     const { sf, sock, waitRecords } = await setup(h, 'complete', {
       grace: '1s',
-      processors: '  batch:\n    timeout: 3s',
-      exporters: `  otlphttp:\n    endpoint: ${gw.url}\n    sending_queue: {queue_size: 64}`,
+      processors: { batch: { timeout: '3s' } },
+      exporters: { otlphttp: { endpoint: gw.url, sending_queue: { queue_size: 64 } } },
     });
     await sf.waitLog(/grace_period: warning: 1000ms is shorter than the timeout \(3000ms\) of processor 'batch'/,
       'the grace_period warning');
@@ -226,8 +226,10 @@ test('9: SIGTERM with accepted spans still queued exits 1 (work lost), as --help
     h.onCleanup(() => gw.stop());
     gw.setStatus(503);
     const { sf } = await setup(h, 'lost', {
-      exporters: `  otlphttp:\n    endpoint: ${gw.url}\n    timeout: 1s\n    sending_queue: {queue_size: 64}\n` +
-        '    retry_on_failure: {initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 10m}',
+      exporters: {
+        otlphttp: { endpoint: gw.url, timeout: '1s', sending_queue: { queue_size: 64 },
+          retry_on_failure: { initial_interval: '100ms', max_interval: '200ms', max_elapsed_time: '10m' } },
+      },
     });
     await peers.sendSdkSpans({ port: sf.grpcPort, n: 20 });
     await sf.waitMetrics((m) => m.get('otelcol_receiver_accepted_spans') === 20, '20 spans accepted');
@@ -341,7 +343,9 @@ test('5: trace-level status --config needs only the socket, not the gateway\'s e
   await harness('operator_day', async (h) => {
     const { sf, sock } = await setup(h, 'noenv', {
       env: { GATEWAY_TOKEN: 's3cret' },
-      exporters: '  otlphttp:\n    endpoint: http://127.0.0.1:9\n    headers: {Authorization: "Bearer ${env:GATEWAY_TOKEN}"}',
+      exporters: {
+        otlphttp: { endpoint: 'http://127.0.0.1:9', headers: { Authorization: 'Bearer ${env:GATEWAY_TOKEN}' } },
+      },
     });
     assert.equal((await set(sock)).ok, true);
     const env = { ...process.env };

@@ -76,8 +76,10 @@ async function gatewaySetup(h, name, extra = {}) {
   const fx = await tcSetup(h, name, {
     match: true,
     env: { GATEWAY_TOKEN: TOKEN },
-    exporters: `  otlphttp:\n    endpoint: ${gw.url}\n    sending_queue: {queue_size: 64}\n` +
-      '    headers: {Authorization: "Bearer ${env:GATEWAY_TOKEN}"}',
+    exporters: {
+      otlphttp: { endpoint: gw.url, sending_queue: { queue_size: 64 },
+        headers: { Authorization: 'Bearer ${env:GATEWAY_TOKEN}' } },
+    },
     ...extra,
   });
   return { gw, ...fx };
@@ -176,8 +178,10 @@ test('the watchdog is fed while the pipeline makes progress: a gateway down (ret
     gw.setStatus(503);
     const { sf } = await tcSetup(h, 'watchdog', {
       env: { NOTIFY_SOCKET: n.path, WATCHDOG_USEC: '2000000' },
-      exporters: `  otlphttp:\n    endpoint: ${gw.url}\n    timeout: 1s\n    sending_queue: {queue_size: 64}\n` +
-        '    retry_on_failure: {initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 10m}',
+      exporters: {
+        otlphttp: { endpoint: gw.url, timeout: '1s', sending_queue: { queue_size: 64 },
+          retry_on_failure: { initial_interval: '100ms', max_interval: '200ms', max_elapsed_time: '10m' } },
+      },
     });
     await peers.sendSdkSpans({ port: sf.grpcPort, n: 4 });
     await sf.waitMetrics((m) => m.get('spanfence_exporter_retries') >= 3, 'retries against the down gateway');
@@ -208,8 +212,9 @@ test('the watchdog is fed while the pipeline makes progress: a gateway down (ret
 test('reload --pid: 0 when the new config runs, 1 when it is refused or cannot start (port in use)', async () => {
   await harness('operator_status', async (h) => {
     const { sf } = await tcSetup(h, 'reload', {
-      processors: '  transform/allow:\n    trace_statements:\n      - context: span\n        statements:\n' +
-        '          - keep_keys(attributes, ["model"])',
+      processors: {
+        'transform/allow': { trace_statements: [{ context: 'span', statements: ['keep_keys(attributes, ["model"])'] }] },
+      },
     });
     const before = statusJson(sf).processors[0].allowlist;
     assert.match(before.sha256, /^[0-9a-f]{64}$/);

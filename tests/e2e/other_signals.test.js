@@ -13,31 +13,19 @@ const assert = require('node:assert/strict');
 const deps = require('./lib/deps');
 const { Gateway } = require('./lib/gateway');
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, envPort } = require('./lib/config');
 const peers = require('./lib/peers');
 const { rawCall } = require('./lib/grpc_raw');
 
 const grpc = deps.grpc();
 
 function config() {
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-      http:
-        endpoint: 127.0.0.1:\${env:SF_HTTP_PORT}
-exporters:
-  otlphttp:
-    endpoint: http://127.0.0.1:\${env:SF_GATEWAY_PORT}
-service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [otlphttp]
-`;
+  return collectorConfig({
+    receivers: { otlp: otlpReceiver({ grpc: envPort('GRPC'), http: envPort('HTTP') }) },
+    exporters: { otlphttp: { endpoint: `http://127.0.0.1:${envPort('GATEWAY')}` } },
+    metricsPort: envPort('METRICS'),
+    pipelines: { traces: { receivers: ['otlp'], exporters: ['otlphttp'] } },
+  });
 }
 
 test('metrics and logs to a receiver no pipeline of theirs lists: refused with why and counted, never accepted', async () => {

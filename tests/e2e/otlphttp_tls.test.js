@@ -14,6 +14,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver } = require('./lib/config');
 const peers = require('./lib/peers');
 const { makePki, tlsGateway } = require('./lib/tls');
 
@@ -26,40 +27,29 @@ test('otlphttp tls: private CA, mutual TLS, wrong CA refused as permanent, min_v
     h.onCleanup(() => [plain, mutual, old].forEach((g) => g.server.close()));
     const grpcPort = await freePort();
     const metricsPort = await freePort();
-    const retry = 'retry_on_failure: {initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 60s}' +
+    const exporter = (endpoint, tls) => ({
+      endpoint, tls,
+      retry_on_failure: { initial_interval: '100ms', max_interval: '200ms', max_elapsed_time: '60s' },
       // one request per batch, as the counts below expect: no merging
-      '\n    sending_queue: {batch: {enabled: false}}';
-    const config = `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:${grpcPort}
-exporters:
-  otlphttp/private_ca:
-    endpoint: https://localhost:${plain.port}
-    tls: {ca_file: ${pki.ca}}
-    ${retry}
-  otlphttp/mtls:
-    endpoint: https://127.0.0.1:${mutual.port}
-    tls: {ca_file: ${pki.ca}, cert_file: ${pki.clientCert}, key_file: ${pki.clientKey}, min_version: "1.2"}
-    ${retry}
-  otlphttp/wrong_ca:
-    endpoint: https://localhost:${plain.port}
-    tls: {ca_file: ${pki.otherCa}}
-    ${retry}
-  otlphttp/tls13:
-    endpoint: https://localhost:${old.port}
-    tls: {ca_file: ${pki.ca}, min_version: "1.3"}
-    ${retry}
-service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:${metricsPort}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [otlphttp/private_ca, otlphttp/mtls, otlphttp/wrong_ca, otlphttp/tls13]
-`;
+      sending_queue: { batch: { enabled: false } },
+    });
+    const config = collectorConfig({
+      receivers: { otlp: otlpReceiver({ grpc: grpcPort }) },
+      exporters: {
+        'otlphttp/private_ca': exporter(`https://localhost:${plain.port}`, { ca_file: pki.ca }),
+        'otlphttp/mtls': exporter(`https://127.0.0.1:${mutual.port}`,
+          { ca_file: pki.ca, cert_file: pki.clientCert, key_file: pki.clientKey, min_version: '1.2' }),
+        'otlphttp/wrong_ca': exporter(`https://localhost:${plain.port}`, { ca_file: pki.otherCa }),
+        'otlphttp/tls13': exporter(`https://localhost:${old.port}`, { ca_file: pki.ca, min_version: '1.3' }),
+      },
+      metricsPort,
+      pipelines: {
+        traces: {
+          receivers: ['otlp'],
+          exporters: ['otlphttp/private_ca', 'otlphttp/mtls', 'otlphttp/wrong_ca', 'otlphttp/tls13'],
+        },
+      },
+    });
     const sf = h.track(new Spanfence({ dir: h.dir, config, grpcPort, metricsPort }));
     await sf.start();
     const { results } = await peers.sendSdkSpans({ port: grpcPort, n: 20, batchSize: 10 });

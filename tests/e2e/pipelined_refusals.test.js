@@ -20,6 +20,7 @@ const path = require('node:path');
 const { spawn, execFileSync } = require('node:child_process');
 
 const { Spanfence, freePort, harness, sleep } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, otlphttp, envPort } = require('./lib/config');
 const deps = require('./lib/deps');
 const flood = require('./lib/flood');
 const rawhttp = require('./lib/rawhttp');
@@ -30,29 +31,19 @@ const N = 40;
 const SPANS = 8;
 
 function config() {
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-      http:
-        endpoint: 127.0.0.1:\${env:SF_HTTP_PORT}
-        read_timeout: 2s
-exporters:
-  otlphttp/down:
-    endpoint: http://127.0.0.1:\${env:SF_DOWN_PORT}
-    compression: none
-    sending_queue: {queue_size: 1, num_consumers: 1}
-    retry_on_failure: {initial_interval: 1s, max_interval: 1s, max_elapsed_time: 0}
-service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [otlphttp/down]
-`;
+  return collectorConfig({
+    receivers: {
+      otlp: otlpReceiver({ grpc: envPort('GRPC'), http: envPort('HTTP'), httpExtra: { read_timeout: '2s' } }),
+    },
+    exporters: {
+      'otlphttp/down': otlphttp(`http://127.0.0.1:${envPort('DOWN')}`, {
+        sending_queue: { queue_size: 1, num_consumers: 1 },
+        retry_on_failure: { initial_interval: '1s', max_interval: '1s', max_elapsed_time: 0 },
+      }),
+    },
+    metricsPort: envPort('METRICS'),
+    pipelines: { traces: { receivers: ['otlp'], exporters: ['otlphttp/down'] } },
+  });
 }
 
 function counts(m, transport) {

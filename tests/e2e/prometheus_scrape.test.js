@@ -24,6 +24,7 @@ const path = require('node:path');
 const { spawn } = require('node:child_process');
 
 const { Spanfence, harness, freePort, waitUntil } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, otlphttp, envPort } = require('./lib/config');
 const { startExposer } = require('./lib/exposer');
 const { SignalGateway, root } = require('./lib/signal_gateway');
 
@@ -36,64 +37,56 @@ const Req = root.opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRe
 const KEPT = ['model_name', 'engine_type', 'tp_rank', 'pp_rank', 'cache_source', 'replica'];
 
 function config() {
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-  prometheus:
-    config:
-      global:
-        scrape_interval: 1s
-        scrape_timeout: 1s
-      scrape_configs:
-        - job_name: sglang
-          static_configs:
-            - targets: ["127.0.0.1:\${env:SF_EXPOSER_PORT}"]
-              labels: {replica: r1}
-        - job_name: hang
-          static_configs:
-            - targets: ["127.0.0.1:\${env:SF_HANG_PORT}"]
-        - job_name: limited
-          sample_limit: 10
-          static_configs:
-            - targets: ["127.0.0.1:\${env:SF_EXPOSER_PORT}"]
-        - job_name: big
-          body_size_limit: 1KiB
-          static_configs:
-            - targets: ["127.0.0.1:\${env:SF_EXPOSER_PORT}"]
-        - job_name: node
-          static_configs:
-            - targets: ["127.0.0.1:\${env:SF_NODE_PORT}"]
-processors:
-  filter/names:
-    error_mode: ignore
-    metrics:
-      metric:
-        - 'name == "sglang:num_queue_reqs"'
-  transform/fence:
-    error_mode: ignore
-    metric_statements:
-      - context: datapoint
-        statements:
-          - keep_keys(attributes, ${JSON.stringify(KEPT)})
-exporters:
-  otlphttp/gw:
-    endpoint: http://127.0.0.1:\${env:SF_GATEWAY_PORT}
-    compression: none
-service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [otlphttp/gw]
-    metrics:
-      receivers: [prometheus]
-      processors: [filter/names, transform/fence]
-      exporters: [otlphttp/gw]
-`;
+  return collectorConfig({
+    receivers: {
+      otlp: otlpReceiver({ grpc: envPort('GRPC') }),
+      prometheus: {
+        config: {
+          global: { scrape_interval: '1s', scrape_timeout: '1s' },
+          scrape_configs: [
+            {
+              job_name: 'sglang',
+              static_configs: [{ targets: [`127.0.0.1:${envPort('EXPOSER')}`], labels: { replica: 'r1' } }],
+            },
+            { job_name: 'hang', static_configs: [{ targets: [`127.0.0.1:${envPort('HANG')}`] }] },
+            {
+              job_name: 'limited',
+              sample_limit: 10,
+              static_configs: [{ targets: [`127.0.0.1:${envPort('EXPOSER')}`] }],
+            },
+            {
+              job_name: 'big',
+              body_size_limit: '1KiB',
+              static_configs: [{ targets: [`127.0.0.1:${envPort('EXPOSER')}`] }],
+            },
+            { job_name: 'node', static_configs: [{ targets: [`127.0.0.1:${envPort('NODE')}`] }] },
+          ],
+        },
+      },
+    },
+    processors: {
+      'filter/names': { error_mode: 'ignore', metrics: { metric: ['name == "sglang:num_queue_reqs"'] } },
+      'transform/fence': {
+        error_mode: 'ignore',
+        metric_statements: [
+          {
+            context: 'datapoint',
+            statements: [`keep_keys(attributes, ${JSON.stringify(KEPT)})`],
+          },
+        ],
+      },
+    },
+    exporters: { 'otlphttp/gw': otlphttp(`http://127.0.0.1:${envPort('GATEWAY')}`) },
+    metricsPort: envPort('METRICS'),
+    pipelines: {
+      traces: { receivers: ['otlp'], exporters: ['otlphttp/gw'] },
+      metrics: {
+        receivers: ['prometheus'],
+        processors: ['filter/names', 'transform/fence'],
+        exporters: ['otlphttp/gw'],
+      },
+    },
+  });
 }
 
 // A target that answers 200 and a first line, then never ends its body.

@@ -80,8 +80,8 @@ async function crawl(t, name, maxBody, reason) {
   await harness(name, async (h) => {
     const limit = flood.LIMIT_MIB << 20;
     const { sf, sink, httpPort } = await flood.startFlood(h, { limitMiB: flood.LIMIT_MIB, grpc: true,
-      extraHttp: '        read_header_timeout: 2m\n        read_timeout: 2m\n        idle_timeout: 2m\n' +
-        `        max_request_body_size: ${maxBody}\n` });
+      httpExtra: { read_header_timeout: '2m', read_timeout: '2m', idle_timeout: '2m',
+        max_request_body_size: maxBody } });
     await sink.start();
     const probeFile = path.join(h.dir, 'probe.pb');
     execFileSync(deps.sendBin(), ['--write', probeFile, '--spans', String(PROBE_SPANS)], { stdio: 'pipe' });

@@ -14,26 +14,18 @@ const fs = require('node:fs');
 
 const { Gateway } = require('./lib/gateway');
 const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, otlphttp, envPort } = require('./lib/config');
 const peers = require('./lib/peers');
 
 function config(id) {
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-exporters:
-  otlphttp/${id}:
-    endpoint: http://127.0.0.1:\${env:SF_GATEWAY_PORT}
-    compression: none
-    sending_queue: {queue_size: 1000, num_consumers: 2}
-service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces: {receivers: [otlp], exporters: [otlphttp/${id}]}
-`;
+  return collectorConfig({
+    receivers: { otlp: otlpReceiver({ grpc: envPort('GRPC') }) },
+    exporters: {
+      [`otlphttp/${id}`]: otlphttp(`http://127.0.0.1:${envPort('GATEWAY')}`, { sending_queue: { queue_size: 1000, num_consumers: 2 } }),
+    },
+    metricsPort: envPort('METRICS'),
+    pipelines: { traces: { receivers: ['otlp'], exporters: [`otlphttp/${id}`] } },
+  });
 }
 
 // The exporter series of `id` now: {sent, failed, queued, retired}.

@@ -19,78 +19,23 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 
 const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
+const { engineCollector } = require('./lib/config');
 const { Engine, control } = require('./lib/engine');
 const { Gateway } = require('./lib/gateway');
 const deps = require('./lib/deps');
 const { JOURNAL_REMOTE, zmqFull, journal, engineSpans, startLatency } = require('./lib/engine_sources');
 
-function config({ dir, engine, gw, grpc, metrics, exposer }) {
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:${grpc}
-  journald:
-    directory: ${path.join(dir, 'journal')}
-    start_at: beginning
-    units: [sglang]
-  prometheus/sglang:
-    config:
-      global:
-        scrape_interval: 1s
-        scrape_timeout: 1s
-      scrape_configs:
-        - job_name: sglang
-          static_configs:
-            - targets: ["127.0.0.1:${exposer}"]
-processors:
-  transform/fence:
-    error_mode: propagate
-    log_statements:
-      - context: log
-        statements:
-          - set(body, nil)
-exporters:
-  otlphttp:
-    endpoint: ${gw.url}
-    compression: none
-  debug:
-extensions:
-  trace_control:
-    socket: ${path.join(dir, 'tc.sock')}
-    audit_log: ${path.join(dir, 'trace-audit.jsonl')}
-    levels: [0, 3]
-    resting_level: 0
-    max_window: 10m
-    shutdown_timeout: 2s
-    enforce_interval: 0s
-    grace_period: 0s
-    targets:
-      r1:
-        endpoint: ${engine.url}
-        match: {service.instance.id: r1}
-        engine_log:
-          receiver: journald
-          match: {_SYSTEMD_UNIT: sglang.service}
-        engine_metrics: {receiver: prometheus/sglang, job: sglang, baseline_scrapes: 3}
-        arrival_timeout: 1s
-service:
-  extensions: [trace_control]
-  telemetry:
-    metrics:
-      address: 127.0.0.1:${metrics}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [otlphttp]
-    logs:
-      receivers: [journald]
-      processors: [transform/fence]
-      exporters: [debug]
-    metrics:
-      receivers: [prometheus/sglang]
-      exporters: [debug]
-`;
+function config(opts) {
+  return engineCollector({
+    ...opts,
+    journal: ['sglang'],
+    r1: {
+      match: { 'service.instance.id': 'r1' },
+      engine_log: { receiver: 'journald', match: { _SYSTEMD_UNIT: 'sglang.service' } },
+      engine_metrics: { receiver: 'prometheus/sglang', job: 'sglang', baseline_scrapes: 3 },
+      arrival_timeout: '1s',
+    },
+  });
 }
 
 test('one screen answers the runbook\'s four questions while a window is open', async () => {

@@ -17,27 +17,18 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 const { Spanfence, harness, freePort, waitUntil } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, envPort } = require('./lib/config');
 const peers = require('./lib/peers');
 
-function receiverAndMetrics() {
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-`;
-}
-
-function telemetry(exporter) {
-  return `service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [${exporter}]
-`;
+// Each case's config: the otlp receiver over gRPC and one traces pipeline
+// to the exporter `id` with `settings`.
+function config(id, settings) {
+  return collectorConfig({
+    receivers: { otlp: otlpReceiver({ grpc: envPort('GRPC') }) },
+    exporters: { [id]: settings },
+    metricsPort: envPort('METRICS'),
+    pipelines: { traces: { receivers: ['otlp'], exporters: [id] } },
+  });
 }
 
 async function start(h, config, extra = {}) {
@@ -89,13 +80,12 @@ test('a DNS server that never answers: attempts bounded by the timeout, SIGTERM 
     // timeout whatever the machine's speed.
     fs.writeFileSync(resolv, `nameserver ${dns.addr}\noptions timeout:30 attempts:5\n`);
     const exp = 'otlphttp/blackhole';
-    const sf = await start(h, `${receiverAndMetrics()}exporters:
-  ${exp}:
-    endpoint: http://gateway.blackhole.invalid:4318
-    timeout: 2s
-    sending_queue: {queue_size: 8, num_consumers: 1}
-    retry_on_failure: {initial_interval: 100ms, max_interval: 100ms, max_elapsed_time: 1s}
-${telemetry(exp)}`, {
+    const sf = await start(h, config(exp, {
+      endpoint: 'http://gateway.blackhole.invalid:4318',
+      timeout: '2s',
+      sending_queue: { queue_size: 8, num_consumers: 1 },
+      retry_on_failure: { initial_interval: '100ms', max_interval: '100ms', max_elapsed_time: '1s' },
+    }), {
       wrap: ['unshare', '-m', 'sh', '-c', 'mount --bind "$0" /etc/resolv.conf && exec "$@"', resolv],
     });
     const client = new peers.RawClient(sf.grpcPort);
@@ -151,10 +141,7 @@ test('the file exporter\'s directory removed: failures counted, never sent; reop
     const dir = path.join(h.dir, 'capture');
     fs.mkdirSync(dir);
     const file = path.join(dir, 'spans.jsonl');
-    const sf = await start(h, `${receiverAndMetrics()}exporters:
-  file:
-    path: ${file}
-${telemetry('file')}`);
+    const sf = await start(h, config('file', { path: file }));
     const client = new peers.RawClient(sf.grpcPort);
     h.onCleanup(() => client.close());
     const EXP = { exporter: 'file' };
@@ -209,12 +196,11 @@ test('SIGTERM with requests in flight that the gateway has: counted sent, not dr
     // 5 s drain, inside the 8 s request timeout.
     gw.replyDelayMs = 6500;
     const exp = 'otlphttp/slow';
-    const sf = await start(h, `${receiverAndMetrics()}exporters:
-  ${exp}:
-    endpoint: http://127.0.0.1:${gw.port}
-    timeout: 8s
-    sending_queue: {queue_size: 16, num_consumers: 4}
-${telemetry(exp)}`);
+    const sf = await start(h, config(exp, {
+      endpoint: `http://127.0.0.1:${gw.port}`,
+      timeout: '8s',
+      sending_queue: { queue_size: 16, num_consumers: 4 },
+    }));
     const client = new peers.RawClient(sf.grpcPort);
     h.onCleanup(() => client.close());
     const acked = [];

@@ -27,6 +27,7 @@ const { execFileSync } = require('node:child_process');
 
 const { SignalGateway } = require('./lib/signal_gateway');
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, otlphttp, envPort } = require('./lib/config');
 const flood = require('./lib/flood');
 const senders = require('./lib/senders');
 const S = require('./lib/signals');
@@ -49,37 +50,21 @@ const RCV = { receiver: 'otlp' };
 const exp = (signal) => ({ exporter: `otlphttp/${signal}` });
 
 function config() {
-  const exporters = SIGNALS.map((s) => `  otlphttp/${s}:
-    endpoint: http://127.0.0.1:\${env:SF_GW_${s.toUpperCase()}_PORT}
-    compression: none
-    timeout: 5s
-    sending_queue: {sizer: bytes, queue_size: ${QUEUE_BYTES}, num_consumers: 4}
-    retry_on_failure: {initial_interval: 100ms, max_interval: 500ms, max_elapsed_time: 0}
-`).join('');
-  const pipelines = SIGNALS.map((s) => `    ${s}:
-      receivers: [otlp]
-      processors: [memory_limiter, batch]
-      exporters: [otlphttp/${s}]
-`).join('');
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-      http:
-        endpoint: 127.0.0.1:\${env:SF_HTTP_PORT}
-processors:
-  memory_limiter:
-    check_interval: 100ms
-    limit_mib: ${LIMIT_MIB}
-  batch:
-exporters:
-${exporters}service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-${pipelines}`;
+  const exporters = Object.fromEntries(SIGNALS.map((s) => [`otlphttp/${s}`,
+    otlphttp(`http://127.0.0.1:${envPort(`GW_${s.toUpperCase()}`)}`, {
+      timeout: '5s',
+      sending_queue: { sizer: 'bytes', queue_size: QUEUE_BYTES, num_consumers: 4 },
+      retry_on_failure: { initial_interval: '100ms', max_interval: '500ms', max_elapsed_time: 0 },
+    })]));
+  const pipelines = Object.fromEntries(SIGNALS.map((s) => [s,
+    { receivers: ['otlp'], processors: ['memory_limiter', 'batch'], exporters: [`otlphttp/${s}`] }]));
+  return collectorConfig({
+    receivers: { otlp: otlpReceiver({ grpc: envPort('GRPC'), http: envPort('HTTP') }) },
+    processors: { memory_limiter: { check_interval: '100ms', limit_mib: LIMIT_MIB }, batch: null },
+    exporters,
+    metricsPort: envPort('METRICS'),
+    pipelines,
+  });
 }
 
 // The flood's request, gRPC-framed; returns {file, items per request}.

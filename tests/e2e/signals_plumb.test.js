@@ -16,6 +16,7 @@ const http = require('node:http');
 
 const deps = require('./lib/deps');
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, otlphttp, envPort } = require('./lib/config');
 const proto = require('./lib/proto');
 const { rawCall } = require('./lib/grpc_raw');
 
@@ -85,44 +86,29 @@ function grpcSink() {
 }
 
 function config() {
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-      http:
-        endpoint: 127.0.0.1:\${env:SF_HTTP_PORT}
-processors:
-  memory_limiter: {check_interval: 1s, limit_mib: 256}
-  batch:
-exporters:
-  otlphttp/traces:
-    endpoint: http://127.0.0.1:\${env:SF_HTTP_SINK}
-    compression: none
-  otlphttp/logs:
-    endpoint: http://127.0.0.1:\${env:SF_HTTP_SINK}
-    compression: none
-  otlp/metrics:
-    endpoint: 127.0.0.1:\${env:SF_GRPC_SINK}
-    tls: {insecure: true}
-    compression: none
-service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [otlphttp/traces]
-    logs:
-      receivers: [otlp]
-      processors: [memory_limiter, batch]
-      exporters: [otlphttp/logs]
-    metrics:
-      receivers: [otlp]
-      processors: [memory_limiter, batch]
-      exporters: [otlp/metrics]
-`;
+  return collectorConfig({
+    receivers: { otlp: otlpReceiver({ grpc: envPort('GRPC'), http: envPort('HTTP') }) },
+    processors: { memory_limiter: { check_interval: '1s', limit_mib: 256 }, batch: null },
+    exporters: {
+      'otlphttp/traces': otlphttp('http://127.0.0.1:${env:SF_HTTP_SINK}'),
+      'otlphttp/logs': otlphttp('http://127.0.0.1:${env:SF_HTTP_SINK}'),
+      'otlp/metrics': { endpoint: '127.0.0.1:${env:SF_GRPC_SINK}', tls: { insecure: true }, compression: 'none' },
+    },
+    metricsPort: envPort('METRICS'),
+    pipelines: {
+      traces: { receivers: ['otlp'], exporters: ['otlphttp/traces'] },
+      logs: {
+        receivers: ['otlp'],
+        processors: ['memory_limiter', 'batch'],
+        exporters: ['otlphttp/logs'],
+      },
+      metrics: {
+        receivers: ['otlp'],
+        processors: ['memory_limiter', 'batch'],
+        exporters: ['otlp/metrics'],
+      },
+    },
+  });
 }
 
 const has = (buf, text) => buf.includes(Buffer.from(text));

@@ -20,46 +20,37 @@ const path = require('node:path');
 
 const { Gateway } = require('./lib/gateway');
 const { Spanfence, harness, freePort, sleep, waitUntil } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, otlphttp, envPort, allowlist } = require('./lib/config');
 const peers = require('./lib/peers');
 
 const EXP = { exporter: 'otlphttp/gateway' };
 const RCV = { receiver: 'otlp', transport: 'grpc' };
 
 function config({ filePath = null, invalid = false, timeout = '1h' } = {}) {
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-      http:
-        endpoint: 127.0.0.1:\${env:SF_HTTP_PORT}
-processors:
-  batch:
-    timeout: ${timeout}
-    send_batch_size: 1000000
-  transform/allowlist:
-    error_mode: propagate
-    trace_statements:
-      - context: span
-        statements:
-          - keep_keys(attributes, ["gen_ai.request.id"])
-exporters:
-  otlphttp/gateway:
-    endpoint: http://127.0.0.1:\${env:SF_GATEWAY_PORT}
-    sending_queue: {queue_size: 1000, num_consumers: 2}
-    retry_on_failure: {initial_interval: 100ms, max_interval: 500ms, max_elapsed_time: 60s}
-${filePath ? `  file:
-    path: ${filePath}
-` : ''}service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [transform/allowlist, batch]
-      exporters: [otlphttp/gateway${filePath ? ', file' : ''}]
-${invalid ? '      no_such_key: 1\n' : ''}`;
+  return collectorConfig({
+    receivers: { otlp: otlpReceiver({ grpc: envPort('GRPC'), http: envPort('HTTP') }) },
+    processors: {
+      batch: { timeout, send_batch_size: 1000000 },
+      'transform/allowlist': allowlist({ span: ['gen_ai.request.id'] }),
+    },
+    exporters: {
+      'otlphttp/gateway': otlphttp(`http://127.0.0.1:${envPort('GATEWAY')}`, {
+        compression: undefined,     // the exporter's own default
+        sending_queue: { queue_size: 1000, num_consumers: 2 },
+        retry_on_failure: { initial_interval: '100ms', max_interval: '500ms', max_elapsed_time: '60s' },
+      }),
+      file: filePath ? { path: filePath } : undefined,
+    },
+    metricsPort: envPort('METRICS'),
+    pipelines: {
+      traces: {
+        receivers: ['otlp'],
+        processors: ['transform/allowlist', 'batch'],
+        exporters: filePath ? ['otlphttp/gateway', 'file'] : ['otlphttp/gateway'],
+        no_such_key: invalid ? 1 : undefined,
+      },
+    },
+  });
 }
 
 function counts(m) {

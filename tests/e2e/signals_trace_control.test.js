@@ -187,10 +187,15 @@ test('a new config that cannot start (its port is taken): the previous one runs 
     fs.mkdirSync(path.join(dir, 'audit'), { recursive: true });
     const grpcPort = await freePort();
     const metricsPort = await freePort();
-    const cfg = (port) => config({ dir, engine })
-      .replace('127.0.0.1:${env:SF_GRPC_PORT}', `127.0.0.1:${port}`)
-      .replace(/exporters:\n  file:\n    path: .*\n/, `exporters:\n  otlphttp:\n    endpoint: http://127.0.0.1:${gw.port}\n    retry_on_failure: {initial_interval: 100ms, max_interval: 300ms, max_elapsed_time: 120s}\n`)
-      .replace('exporters: [file]', 'exporters: [otlphttp]');
+    const cfg = (port) => config({
+      dir, engine, grpc: port,
+      exporters: {
+        otlphttp: {
+          endpoint: `http://127.0.0.1:${gw.port}`,
+          retry_on_failure: { initial_interval: '100ms', max_interval: '300ms', max_elapsed_time: '120s' },
+        },
+      },
+    });
     const sf = h.track(new Spanfence({
       dir: h.dir,
       name: 'fallback',

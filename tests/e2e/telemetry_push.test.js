@@ -19,6 +19,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, otlphttp, envPort } = require('./lib/config');
 const deps = require('./lib/deps');
 const { SignalGateway, decode } = require('./lib/signal_gateway');
 const { makeExporter, sendSpans } = require('./lib/senders');
@@ -28,49 +29,43 @@ const grpc = deps.grpc();
 const KEY = 'push-key-7f3a$not-an-env-ref';
 
 function config() {
-  return `receivers:
-  otlp:
-    protocols:
-      http:
-        endpoint: 127.0.0.1:\${env:SF_HTTP_PORT}
-processors:
-  filter/fence:
-    error_mode: ignore
-    metrics:
-      metric:
-        - 'IsMatch(name, "^otelcol_process_")'
-exporters:
-  otlphttp/traces:
-    endpoint: http://127.0.0.1:\${env:SF_GW}
-    compression: none
-  otlphttp/metrics:
-    endpoint: http://127.0.0.1:\${env:SF_GW}
-    compression: none
-service:
-  telemetry:
-    resource: {service.name: spanfence-under-test}
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-      readers:
-        - periodic:
-            interval: 1000
-            timeout: 5000
-            exporter:
-              otlp:
-                protocol: http/protobuf
-                endpoint: http://127.0.0.1:\${env:SF_GW}/v1/metrics
-                compression: gzip
-                timeout: 5000
-                headers: [{name: x-api-key, value: "\${env:SF_PUSH_KEY}"}]
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [otlphttp/traces]
-    metrics:
-      receivers: [otlp]
-      processors: [filter/fence]
-      exporters: [otlphttp/metrics]
-`;
+  return collectorConfig({
+    receivers: { otlp: otlpReceiver({ http: envPort('HTTP') }) },
+    processors: {
+      'filter/fence': { error_mode: 'ignore', metrics: { metric: ['IsMatch(name, "^otelcol_process_")'] } },
+    },
+    exporters: {
+      'otlphttp/traces': otlphttp('http://127.0.0.1:${env:SF_GW}'),
+      'otlphttp/metrics': otlphttp('http://127.0.0.1:${env:SF_GW}'),
+    },
+    telemetry: {
+      resource: { 'service.name': 'spanfence-under-test' },
+      metrics: {
+        address: `127.0.0.1:${envPort('METRICS')}`,
+        readers: [
+          {
+            periodic: {
+              interval: 1000,
+              timeout: 5000,
+              exporter: {
+                otlp: {
+                  protocol: 'http/protobuf',
+                  endpoint: 'http://127.0.0.1:${env:SF_GW}/v1/metrics',
+                  compression: 'gzip',
+                  timeout: 5000,
+                  headers: [{ name: 'x-api-key', value: '${env:SF_PUSH_KEY}' }],
+                },
+              },
+            },
+          },
+        ],
+      },
+    },
+    pipelines: {
+      traces: { receivers: ['otlp'], exporters: ['otlphttp/traces'] },
+      metrics: { receivers: ['otlp'], processors: ['filter/fence'], exporters: ['otlphttp/metrics'] },
+    },
+  });
 }
 
 // The value of `name` with exactly the attributes `attrs` in one push (its
@@ -220,26 +215,24 @@ test('over grpc, from the pull reader\'s endpoint, with no metrics pipeline', as
     const ports = { SF_HTTP_PORT: await freePort(), SF_METRICS_PORT: await freePort() };
     const sf = h.track(new Spanfence({
       dir: h.dir,
-      config: `receivers:
-  otlp:
-    protocols: {http: {endpoint: 127.0.0.1:${ports.SF_HTTP_PORT}}}
-exporters:
-  otlphttp/traces: {endpoint: 'http://127.0.0.1:${gw.port}', compression: none}
-service:
-  telemetry:
-    metrics:
-      readers:
-        - pull: {exporter: {prometheus: {host: 127.0.0.1, port: ${ports.SF_METRICS_PORT}}}}
-        - periodic:
-            interval: 1000
-            exporter:
-              otlp:
-                protocol: grpc
-                endpoint: http://127.0.0.1:${sink.port}
-                headers_list: "x-api-key=grpc%20key"
-  pipelines:
-    traces: {receivers: [otlp], exporters: [otlphttp/traces]}
-`,
+      config: collectorConfig({
+        receivers: { otlp: otlpReceiver({ http: ports.SF_HTTP_PORT }) },
+        exporters: { 'otlphttp/traces': otlphttp(gw.port) },
+        telemetry: {
+          metrics: {
+            readers: [
+              { pull: { exporter: { prometheus: { host: '127.0.0.1', port: ports.SF_METRICS_PORT } } } },
+              { periodic: {
+                interval: 1000,
+                exporter: {
+                  otlp: { protocol: 'grpc', endpoint: `http://127.0.0.1:${sink.port}`, headers_list: 'x-api-key=grpc%20key' },
+                },
+              } },
+            ],
+          },
+        },
+        pipelines: { traces: { receivers: ['otlp'], exporters: ['otlphttp/traces'] } },
+      }),
       grpcPort: ports.SF_HTTP_PORT, metricsPort: ports.SF_METRICS_PORT,
     }));
     await sf.start();

@@ -17,6 +17,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 
 const { Spanfence, harness, freePort, sleep } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver } = require('./lib/config');
 const peers = require('./lib/peers');
 const { makePki, tlsGateway, tlsGrpcGateway } = require('./lib/tls');
 
@@ -29,40 +30,27 @@ test('tls.server_name_override: SNI and verification use the name, the address s
     h.onCleanup(() => { httpGw.server.close(); grpcGw.server.close(); });
     const grpcPort = await freePort();
     const metricsPort = await freePort();
-    const retry = 'retry_on_failure: {initial_interval: 100ms, max_interval: 200ms, max_elapsed_time: 2s}' +
+    const exporter = (endpoint, tls) => ({
+      endpoint, tls,
+      retry_on_failure: { initial_interval: '100ms', max_interval: '200ms', max_elapsed_time: '2s' },
       // one request per batch, as the counts below expect: no merging
-      '\n    sending_queue: {batch: {enabled: false}}';
-    const config = `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:${grpcPort}
-exporters:
-  otlphttp/plain:
-    endpoint: https://127.0.0.1:${httpGw.port}
-    tls: {ca_file: ${pki.ca}}
-    ${retry}
-  otlphttp/override:
-    endpoint: https://127.0.0.1:${httpGw.port}
-    tls: {ca_file: ${pki.ca}, server_name_override: gateway.internal}
-    ${retry}
-  otlp/plain:
-    endpoint: 127.0.0.1:${grpcGw.port}
-    tls: {ca_file: ${pki.ca}}
-    ${retry}
-  otlp/override:
-    endpoint: 127.0.0.1:${grpcGw.port}
-    tls: {ca_file: ${pki.ca}, server_name_override: gateway.internal}
-    ${retry}
-service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:${metricsPort}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [otlphttp/plain, otlphttp/override, otlp/plain, otlp/override]
-`;
+      sending_queue: { batch: { enabled: false } },
+    });
+    const config = collectorConfig({
+      receivers: { otlp: otlpReceiver({ grpc: grpcPort }) },
+      exporters: {
+        'otlphttp/plain': exporter(`https://127.0.0.1:${httpGw.port}`, { ca_file: pki.ca }),
+        'otlphttp/override': exporter(`https://127.0.0.1:${httpGw.port}`,
+          { ca_file: pki.ca, server_name_override: 'gateway.internal' }),
+        'otlp/plain': exporter(`127.0.0.1:${grpcGw.port}`, { ca_file: pki.ca }),
+        'otlp/override': exporter(`127.0.0.1:${grpcGw.port}`,
+          { ca_file: pki.ca, server_name_override: 'gateway.internal' }),
+      },
+      metricsPort,
+      pipelines: {
+        traces: { receivers: ['otlp'], exporters: ['otlphttp/plain', 'otlphttp/override', 'otlp/plain', 'otlp/override'] },
+      },
+    });
     const sf = h.track(new Spanfence({ dir: h.dir, config, grpcPort, metricsPort }));
     await sf.start();
     const { results } = await peers.sendSdkSpans({ port: grpcPort, n: 20, batchSize: 10 });

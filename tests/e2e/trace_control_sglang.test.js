@@ -33,6 +33,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { execFile } = require('node:child_process');
 
+const { collectorConfig, otlpReceiver, otlphttp, envPort, traceControl, allowlist } = require('./lib/config');
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
 const { Engine, control } = require('./lib/engine');
 const { Gateway } = require('./lib/gateway');
@@ -42,55 +43,41 @@ const deps = require('./lib/deps');
 const KEY = 'sk-e2e-4f1d7c0a9b';        // the engine's --api-key
 const WRONG = 'sk-e2e-wrong-77e3';
 
-// targets: {id: {url, headers, field, method}}
-function config({ dir, targets, gateway = null, tc = '' }) {
-  const t = Object.entries(targets).map(([id, o]) => `      ${id}:
-        endpoint: ${o.url}
-${o.method ? `        method: ${o.method}\n` : ''}${o.field ? `        field: ${o.field}\n` : ''}${o.headers ? `        headers: {Authorization: "${o.headers}"}\n` : ''}${o.tls ? `        tls: ${o.tls}\n` : ''}`).join('');
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-processors:
-  transform/allowlist:
-    error_mode: propagate
-    trace_statements:
-      - context: resource
-        statements:
-          - keep_keys(attributes, ["service.name"])
-      - context: span
-        statements:
-          - keep_keys(attributes, ["gen_ai.request.id"])
-exporters:
-${gateway ? `  otlphttp:
-    endpoint: ${gateway.url}
-    compression: none
-    retry_on_failure: {initial_interval: 100ms, max_interval: 300ms, max_elapsed_time: 20s}
-` : `  file:
-    path: ${path.join(dir, 'out.jsonl')}
-`}extensions:
-  trace_control:
-    socket: ${path.join(dir, 'tc.sock')}
-    audit_log: ${path.join(dir, 'trace-audit.jsonl')}
-    levels: [0, 3]
-    resting_level: 0
-    max_window: 10m
-    request_timeout: 5s
-    shutdown_timeout: 5s
-    retry_on_failure: {initial_interval: 50ms, max_interval: 200ms}
-${tc}    targets:
-${t}service:
-  extensions: [trace_control]
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [transform/allowlist]
-      exporters: [${gateway ? 'otlphttp' : 'file'}]
-`;
+// targets: {id: {url, headers, field, method, tls}}; tc: more trace_control
+// settings.
+function config({ dir, targets, gateway = null, tc = {} }) {
+  const t = Object.fromEntries(Object.entries(targets).map(([id, o]) => [id, {
+    endpoint: o.url,
+    method: o.method,
+    field: o.field,
+    headers: o.headers ? { Authorization: o.headers } : undefined,
+    tls: o.tls,
+  }]));
+  const exporters = gateway
+    ? { otlphttp: otlphttp(gateway.url, {
+      retry_on_failure: { initial_interval: '100ms', max_interval: '300ms', max_elapsed_time: '20s' } }) }
+    : { file: { path: path.join(dir, 'out.jsonl') } };
+  return collectorConfig({
+    receivers: { otlp: otlpReceiver({ grpc: envPort('GRPC') }) },
+    processors: {
+      'transform/allowlist': allowlist({ resource: ['service.name'], span: ['gen_ai.request.id'] }),
+    },
+    exporters,
+    extensions: {
+      trace_control: traceControl(dir, {
+        request_timeout: '5s',
+        shutdown_timeout: '5s',
+        retry_on_failure: { initial_interval: '50ms', max_interval: '200ms' },
+        ...tc,
+        targets: t,
+      }),
+    },
+    serviceExtensions: ['trace_control'],
+    metricsPort: envPort('METRICS'),
+    pipelines: {
+      traces: { receivers: ['otlp'], processors: ['transform/allowlist'], exporters: Object.keys(exporters) },
+    },
+  });
 }
 
 async function start(h, name, opts, env = {}) {
@@ -144,7 +131,7 @@ test('api key from the environment; 401 and 400 reported at once and blocking no
       r3: { url: good.url, headers: 'Bearer ${env:SGLANG_API_KEY}', field: 'lvl' },
     };
     const env = { SGLANG_API_KEY: KEY, SGLANG_WRONG_KEY: WRONG };
-    const tc = '    grace_period: 0s\n    enforce_interval: 0s\n    markers: {enabled: false}\n';
+    const tc = { grace_period: '0s', enforce_interval: '0s', markers: { enabled: false } };
     const { sf, sock, records } = await start(h, 'keys', { targets, tc }, env);
 
     // At start: r1 is set to 0 with the key; r2 is refused (401), r3's
@@ -246,11 +233,11 @@ test('https engines: tls.ca_file, insecure_skip_verify, and a certificate that d
     h.onCleanup(() => engine.stop());
     assert.match(engine.url, /^https:/);
     const targets = {
-      r1: { url: engine.url, headers: 'Bearer ${env:SGLANG_API_KEY}', tls: `{ca_file: ${pem}}` },
-      r2: { url: engine.url, headers: 'Bearer ${env:SGLANG_API_KEY}', tls: '{insecure_skip_verify: true}' },
+      r1: { url: engine.url, headers: 'Bearer ${env:SGLANG_API_KEY}', tls: { ca_file: pem } },
+      r2: { url: engine.url, headers: 'Bearer ${env:SGLANG_API_KEY}', tls: { insecure_skip_verify: true } },
       r3: { url: engine.url, headers: 'Bearer ${env:SGLANG_API_KEY}' },
     };
-    const tc = '    grace_period: 0s\n    enforce_interval: 0s\n    markers: {enabled: false}\n';
+    const tc = { grace_period: '0s', enforce_interval: '0s', markers: { enabled: false } };
     const { sf, sock, records } = await start(h, 'tls', { targets, tc }, { SGLANG_API_KEY: KEY });
     const recs = await waitRecords(records, (r) => r.length >= 3, 'one record per target at start');
     const by = Object.fromEntries(recs.map((r) => [r.target, r]));
@@ -281,7 +268,7 @@ test('a failed reset is cleared by reset once the engine takes it; a reset never
       r1: { url: e1.url, headers: 'Bearer ${env:SGLANG_API_KEY}' },
       r2: { url: e2.url },
     };
-    const tc = '    grace_period: 0s\n    enforce_interval: 0s\n    reset_timeout: 1s\n    markers: {enabled: false}\n';
+    const tc = { grace_period: '0s', enforce_interval: '0s', reset_timeout: '1s', markers: { enabled: false } };
     const { sf, sock, records } = await start(h, 'failed', { targets, tc }, { SGLANG_API_KEY: KEY });
     await waitRecords(records, (r) => r.filter((x) => x.event === 'enforce').length === 2, 'both targets at rest');
 
@@ -329,7 +316,7 @@ test('the resting level is enforced at start and after the engine restarts at le
     await engine.start();
     h.onCleanup(() => engine.stop());
     assert.equal(engine.level, 3);
-    const tc = '    enforce_interval: 200ms\n    markers: {enabled: false}\n';
+    const tc = { enforce_interval: '200ms', markers: { enabled: false } };
     const { sf, records } = await start(h, 'enforce', { targets: { r1: { url: engine.url } }, tc });
 
     await engine.waitFor(() => engine.level === 0, 'the resting level at start');
@@ -383,8 +370,8 @@ test('markers at the sink; auto-revert on loss; the grace period', async () => {
     const gw = new Gateway();
     await gw.start();
     h.onCleanup(() => gw.stop());
-    const tc = '    grace_period: 5s\n    enforce_interval: 0s\n' +
-               '    auto_revert: {max_lost_spans: 5, max_loss_ratio: 1, check_interval: 100ms}\n';
+    const tc = { grace_period: '5s', enforce_interval: '0s',
+      auto_revert: { max_lost_spans: 5, max_loss_ratio: 1, check_interval: '100ms' } };
     const { sf, sock, grpcPort, records } = await start(h, 'markers', { targets: { r1: { url: engine.url } }, gateway: gw, tc });
     const client = new peers.RawClient(grpcPort);
     h.onCleanup(() => client.close());
@@ -499,7 +486,7 @@ test('a window a crash left open: reset at the next start, its marker sent once 
     const gw = new Gateway();
     await gw.start();
     h.onCleanup(() => gw.stop());
-    const tc = '    grace_period: 0s\n    enforce_interval: 0s\n';
+    const tc = { grace_period: '0s', enforce_interval: '0s' };
     const { sf, sock, records } = await start(h, 'crash', { targets: { r1: { url: engine.url } }, gateway: gw, tc });
     await waitRecords(records, (r) => r.length === 1, 'enforce at start');
     assert.equal((await set(sock, 'r1', 600000, 'INC-10 crash')).ok, true);

@@ -16,52 +16,31 @@ const path = require('node:path');
 const { OtlpGrpcServer } = require('./lib/grpc_server');
 const { HttpTap, GrpcTap } = require('./lib/taps');
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
+const { collectorConfig, otlpReceiver, envPort, allowlist } = require('./lib/config');
 const senders = require('./lib/senders');
 const check = require('./lib/check');
 
 const N = 12;   // spans per sender combination
 
 function config({ exporterCompression, upstreamPort, filePath }) {
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-      http:
-        endpoint: 127.0.0.1:\${env:SF_HTTP_PORT}
-processors:
-  transform/allowlist:
-    error_mode: propagate
-    trace_statements:
-      - context: span
-        statements:
-          - keep_keys(attributes, ["gen_ai.request.id", "gen_ai.usage.prompt_tokens"])
-          - set(status.message, "")
-      - context: spanevent
-        statements:
-          - keep_keys(attributes, ["bid", "batch_size"])
-exporters:
-  otlp/upstream:
-    endpoint: 127.0.0.1:${upstreamPort}
-    tls:
-      insecure: true
-    compression: ${exporterCompression}
-    sending_queue: {queue_size: 64, num_consumers: 2}
-    retry_on_failure: {initial_interval: 100ms, max_interval: 500ms, max_elapsed_time: 60s}
-  file/out:
-    path: ${filePath}
-    format: json
-    flush_interval: 100ms
-service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [transform/allowlist]
-      exporters: [otlp/upstream, file/out]
-`;
+  return collectorConfig({
+    receivers: { otlp: otlpReceiver({ grpc: envPort('GRPC'), http: envPort('HTTP') }) },
+    processors: { 'transform/allowlist': allowlist() },
+    exporters: {
+      'otlp/upstream': {
+        endpoint: `127.0.0.1:${upstreamPort}`,
+        tls: { insecure: true },
+        compression: exporterCompression,
+        sending_queue: { queue_size: 64, num_consumers: 2 },
+        retry_on_failure: { initial_interval: '100ms', max_interval: '500ms', max_elapsed_time: '60s' },
+      },
+      'file/out': { path: filePath, format: 'json', flush_interval: '100ms' },
+    },
+    metricsPort: envPort('METRICS'),
+    pipelines: {
+      traces: { receivers: ['otlp'], processors: ['transform/allowlist'], exporters: ['otlp/upstream', 'file/out'] },
+    },
+  });
 }
 
 async function runOnce(h, exporterCompression) {

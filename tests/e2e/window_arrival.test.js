@@ -21,6 +21,7 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 
 const { harness, sleep } = require('./lib/spanfence');
+const { otlphttp } = require('./lib/config');
 const { control } = require('./lib/engine');
 const { tcSetup } = require('./lib/tc_fixture');
 const { Gateway } = require('./lib/gateway');
@@ -62,8 +63,8 @@ async function setup(h, name) {
   h.onCleanup(() => gw.stop());
   const fx = await tcSetup(h, name, {
     match: true,
-    r1: `        out_of_band: ${cvmOutOfBand()}\n        arrival_timeout: 1s\n`,
-    exporters: `  otlphttp:\n    endpoint: ${gw.url}\n    compression: none`,
+    r1: { out_of_band: cvmOutOfBand(), arrival_timeout: '1s' },
+    exporters: { otlphttp: otlphttp(gw.url) },
   });
   const engineSpans = (n, prefix) => peers.sendSpansThrough(makeExporter('grpc', { grpcPort: fx.sf.grpcPort }),
     { n, prefix, resource: { 'service.instance.id': 'r1' } });

@@ -187,9 +187,7 @@ static sf_status parse_match(sf_cfg_ctx *ctx, const sf_node *v, const char *path
         sf_cfg_error(ctx, v, path, "%zu attributes (at most %d)", v->n, SF_TC_MAX_MATCH);
         return SF_CONFIG;
     }
-    m->keys = sf_cfg_alloc(ctx, v->n * sizeof(char *));
-    m->values = sf_cfg_alloc(ctx, v->n * sizeof(char *));
-    if (m->keys == NULL || m->values == NULL)
+    if (sf_cfg_strmap_alloc(ctx, m, v->n) != SF_OK)
         return SF_ENOMEM;
     for (size_t j = 0; j < v->n; j++) {
         const sf_node *k = v->keys[j], *it = v->items[j];
@@ -212,11 +210,8 @@ static sf_status parse_match(sf_cfg_ctx *ctx, const sf_node *v, const char *path
             st = SF_CONFIG;
             continue;
         }
-        m->keys[m->n] = sf_cfg_strdup(ctx, k->text, k->len);
-        m->values[m->n] = sf_cfg_strdup(ctx, it->text, it->len);
-        if (m->keys[m->n] == NULL || m->values[m->n] == NULL)
+        if (sf_cfg_strmap_add(ctx, m, k, it) != SF_OK)
             return SF_ENOMEM;
-        m->n++;
     }
     return st;
 }
@@ -244,9 +239,7 @@ static sf_status parse_headers(sf_cfg_ctx *ctx, const sf_node *v, const char *pa
         sf_cfg_error(ctx, v, path, "expected a mapping of header names to values");
         return SF_CONFIG;
     }
-    m->keys = sf_cfg_alloc(ctx, (v->n ? v->n : 1) * sizeof(char *));
-    m->values = sf_cfg_alloc(ctx, (v->n ? v->n : 1) * sizeof(char *));
-    if (m->keys == NULL || m->values == NULL)
+    if (sf_cfg_strmap_alloc(ctx, m, v->n) != SF_OK)
         return SF_ENOMEM;
     for (size_t j = 0; j < v->n; j++) {
         const sf_node *k = v->keys[j], *it = v->items[j];
@@ -272,11 +265,8 @@ static sf_status parse_headers(sf_cfg_ctx *ctx, const sf_node *v, const char *pa
             st = SF_CONFIG;
             continue;
         }
-        m->keys[m->n] = sf_cfg_strdup(ctx, k->text, k->len);
-        m->values[m->n] = sf_cfg_strdup(ctx, it->text, it->len);
-        if (m->keys[m->n] == NULL || m->values[m->n] == NULL)
+        if (sf_cfg_strmap_add(ctx, m, k, it) != SF_OK)
             return SF_ENOMEM;
-        m->n++;
     }
     return st;
 }

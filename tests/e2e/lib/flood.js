@@ -13,6 +13,7 @@ const { spawn, execFileSync } = require('node:child_process');
 
 const deps = require('./deps');
 const { canConnect, sleep } = require('./spanfence');
+const { collectorConfig, otlpReceiver, otlphttp, envPort } = require('./config');
 
 const SPANS_PER_REQUEST = 570;   // 554 KB with the sample batch
 const EXPORT_PATH = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
@@ -233,35 +234,25 @@ function receiverCounts(m, transport) {
 
 // The flood config: memory_limiter at limitMiB, a queue too large to be the
 // bound, retries that never give up, one otlphttp exporter to the sink.
-function floodConfig({ limitMiB = 64, grpc = true, http = true, extraGrpc = '', extraHttp = '' } = {}) {
-  return `receivers:
-  otlp:
-    protocols:
-${grpc ? `      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-${extraGrpc}` : ''}${http ? `      http:
-        endpoint: 127.0.0.1:\${env:SF_HTTP_PORT}
-${extraHttp}` : ''}processors:
-  memory_limiter:
-    check_interval: 100ms
-    limit_mib: ${limitMiB}
-exporters:
-  otlphttp/sink:
-    endpoint: http://127.0.0.1:\${env:SF_SINK_PORT}
-    compression: none
-    timeout: 5s
-    sending_queue: {queue_size: 100000, num_consumers: 4}
-    retry_on_failure: {initial_interval: 100ms, max_interval: 500ms, max_elapsed_time: 0}
-service:
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [memory_limiter]
-      exporters: [otlphttp/sink]
-`;
+function floodConfig({ limitMiB = 64, grpc = true, http = true, grpcExtra = {}, httpExtra = {} } = {}) {
+  return collectorConfig({
+    receivers: {
+      otlp: otlpReceiver({ grpc: grpc ? envPort('GRPC') : undefined, grpcExtra,
+        http: http ? envPort('HTTP') : undefined, httpExtra }),
+    },
+    processors: { memory_limiter: { check_interval: '100ms', limit_mib: limitMiB } },
+    exporters: {
+      'otlphttp/sink': otlphttp(`http://127.0.0.1:${envPort('SINK')}`, {
+        timeout: '5s',
+        sending_queue: { queue_size: 100000, num_consumers: 4 },
+        retry_on_failure: { initial_interval: '100ms', max_interval: '500ms', max_elapsed_time: 0 },
+      }),
+    },
+    metricsPort: envPort('METRICS'),
+    pipelines: {
+      traces: { receivers: ['otlp'], processors: ['memory_limiter'], exporters: ['otlphttp/sink'] },
+    },
+  });
 }
 
 module.exports = {

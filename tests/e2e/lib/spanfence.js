@@ -12,7 +12,7 @@ const path = require('node:path');
 const { spawn } = require('node:child_process');
 
 const deps = require('./deps');
-const { collectorConfig, otlpReceiver, otlphttp } = require('./config');
+const { collectorConfig, otlpReceiver, otlphttp, envPort, allowlist } = require('./config');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -273,29 +273,19 @@ function pipelineConfig({ queueSize = 32, numConsumers = 2, retry = {}, maxRecvM
   return collectorConfig({
     receivers: {
       otlp: otlpReceiver({
-        grpc: '${env:SF_GRPC_PORT}',
+        grpc: envPort('GRPC'),
         grpcExtra: maxRecvMiB ? { max_recv_msg_size_mib: maxRecvMiB } : {},
       }),
     },
-    processors: {
-      'transform/allowlist': {
-        error_mode: 'propagate',
-        trace_statements: [
-          { context: 'span',
-            statements: ['keep_keys(attributes, ["gen_ai.request.id", "gen_ai.usage.prompt_tokens"])',
-                         'set(status.message, "")'] },
-          { context: 'spanevent', statements: ['keep_keys(attributes, ["bid", "batch_size"])'] },
-        ],
-      },
-    },
+    processors: { 'transform/allowlist': allowlist() },
     exporters: {
-      'otlphttp/gateway': otlphttp('http://127.0.0.1:${env:SF_GATEWAY_PORT}', {
+      'otlphttp/gateway': otlphttp(`http://127.0.0.1:${envPort('GATEWAY')}`, {
         compression: 'gzip',
         sending_queue: { queue_size: queueSize, num_consumers: numConsumers },
         retry_on_failure: r,
       }),
     },
-    metricsPort: '${env:SF_METRICS_PORT}',
+    metricsPort: envPort('METRICS'),
     pipelines: {
       traces: { receivers: ['otlp'], processors: ['transform/allowlist'], exporters: ['otlphttp/gateway'] },
     },

@@ -10,49 +10,44 @@ const path = require('node:path');
 
 const { Spanfence, freePort, sleep } = require('./spanfence');
 const { Engine } = require('./engine');
+const { collectorConfig, otlpReceiver, envPort, traceControl } = require('./config');
 
 // opts: grace, extraTarget (an Engine: target r2), match (r1 gets
-// match {service.instance.id: r1}), extra (more trace_control lines),
-// exporters (YAML under `exporters:`; its first key is the pipeline's),
-// processors (YAML under `processors:`; listed in the pipeline in order),
-// r1 (more lines of target r1, each indented 8).
-function tcConfig({ dir, engine, extraTarget = null, grace = '0s', match = false, extra = '',
-  exporters = null, processors = null, r1 = '' }) {
-  const exp = exporters || `  file:\n    path: ${path.join(dir, 'out.jsonl')}`;
-  const procIds = processors ? [...processors.matchAll(/^  ([a-z_/]+):/mg)].map((m) => m[1]) : [];
-  return `receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:\${env:SF_GRPC_PORT}
-${processors ? `processors:\n${processors}\n` : ''}exporters:
-${exp}
-extensions:
-  trace_control:
-    socket: ${path.join(dir, 'tc.sock')}
-    audit_log: ${path.join(dir, 'audit', 'trace-audit.jsonl')}
-    levels: [0, 3]
-    resting_level: 0
-    max_window: 10m
-    shutdown_timeout: 1s
-    retry_on_failure: {initial_interval: 100ms, max_interval: 300ms}
-    enforce_interval: 0s
-    grace_period: ${grace}
-${extra}    targets:
-      r1:
-        endpoint: ${engine.url}
-${match ? '        match: {service.instance.id: r1}\n' : ''}${r1}${extraTarget ? `      r2:
-        endpoint: ${extraTarget.url}
-` : ''}service:
-  extensions: [trace_control]
-  telemetry:
-    metrics:
-      address: 127.0.0.1:\${env:SF_METRICS_PORT}
-  pipelines:
-    traces:
-      receivers: [otlp]
-${procIds.length ? `      processors: [${procIds.join(', ')}]\n` : ''}      exporters: [${exp.match(/^  ([a-z_/]+):/m)[1]}]
-`;
+// match {service.instance.id: r1}), extra (more trace_control settings),
+// exporters ({id: settings}; the first is the pipeline's), processors
+// ({id: settings}; listed in the pipeline in order), r1 (more settings of
+// target r1), grpc (the receiver's port; else SF_GRPC_PORT's).
+function tcConfig({ dir, engine, extraTarget = null, grace = '0s', match = false, extra = {},
+  exporters = null, processors = null, r1 = {}, grpc = envPort('GRPC') }) {
+  const exp = exporters || { file: { path: path.join(dir, 'out.jsonl') } };
+  return collectorConfig({
+    receivers: { otlp: otlpReceiver({ grpc }) },
+    processors: processors || undefined,
+    exporters: exp,
+    extensions: {
+      trace_control: traceControl(dir, {
+        audit_log: path.join(dir, 'audit', 'trace-audit.jsonl'),
+        shutdown_timeout: '1s',
+        retry_on_failure: { initial_interval: '100ms', max_interval: '300ms' },
+        enforce_interval: '0s',
+        grace_period: grace,
+        ...extra,
+        targets: {
+          r1: { endpoint: engine.url, match: match ? { 'service.instance.id': 'r1' } : undefined, ...r1 },
+          r2: extraTarget ? { endpoint: extraTarget.url } : undefined,
+        },
+      }),
+    },
+    serviceExtensions: ['trace_control'],
+    metricsPort: envPort('METRICS'),
+    pipelines: {
+      traces: {
+        receivers: ['otlp'],
+        processors: processors ? Object.keys(processors) : undefined,
+        exporters: [Object.keys(exp)[0]],
+      },
+    },
+  });
 }
 
 // Starts it in h's scratch dir under `name`. opts: tcConfig's, and env,
