@@ -3,7 +3,8 @@
 # config, prints the time from launching it to its OTLP/gRPC port accepting a
 # connection and to its READY log line ("spanfence ... running with": every
 # listener up), median and range of RUNS starts, the CPU its threads ran
-# until each (/proc/<pid>/task/*/schedstat), the idle RSS of the same
+# until each (/proc/<pid>/task/*/schedstat) and 0.3 s later (what the whole
+# start cost, work done after READY included), the idle RSS of the same
 # starts (median and range, 0.3 s after listening), split into anonymous
 # memory (heap, thread stacks, the rest) and the file-backed pages touched by
 # library (/proc/<pid>/smaps of the last start), the threads, and once the
@@ -115,7 +116,7 @@ class Figures:
     def __init__(self, cmd):
         self.cmd = cmd
         self.listen, self.listen_cpu, self.ready, self.ready_cpu = [], [], [], []
-        self.rss, self.smaps, self.kib, self.threads = [], "", {}, 0
+        self.rss, self.idle_cpu, self.smaps, self.kib, self.threads = [], [], "", {}, 0
 
 
 def start_once(f, env):
@@ -149,6 +150,7 @@ def start_once(f, env):
             sys.exit(f"startup.py: the collector never listened on port {port} "
                      f"({' '.join(f.cmd)}): {log.decode(errors='replace')[-2000:]}")
     time.sleep(0.3)
+    f.idle_cpu.append(cpu_ms(p.pid))
     f.smaps = open(f"/proc/{p.pid}/smaps").read()
     f.kib = rollup(p.pid)
     f.rss.append(f.kib["Rss"] / 1024)
@@ -211,6 +213,7 @@ def measure(name):
                         ("  its CPU until then, ms", "listen_cpu"),
                         ("wall to READY log line, ms", "ready"),
                         ("  its CPU until then, ms", "ready_cpu"),
+                        ("its CPU 0.3 s after, idle, ms", "idle_cpu"),
                         ("idle RSS (0.3 s after), MiB", "rss")):
         print(f"  {label:34}" + "".join(f"{med(getattr(f, attr)):>{w}}" for f in figs))
     by_library(figs[0])

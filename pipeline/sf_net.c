@@ -234,8 +234,10 @@ static sf_status run_queue(void)
     return st;
 }
 
-/* The deferral thread: runs the queue at READY or LATER_WAIT_MS after
- * the start began, whichever comes first. */
+/* The deferral thread: runs the queue LATER_WAIT_MS after the start
+ * began unless READY came first (then the main thread runs it, in
+ * sf_net_http_run_deferred: its CPU is the main thread's, and the thread
+ * ends having done nothing). */
 static void *later_main(void *arg)
 {
     int64_t deadline = sf_deadline_ms(LATER_WAIT_MS);
@@ -244,7 +246,8 @@ static void *later_main(void *arg)
     pthread_mutex_lock(&later_lock);
     while (!ready && sf_cond_wait_until(&later_cv, &later_lock, deadline))
         ;
-    later_status = run_queue();
+    if (!ready)
+        later_status = run_queue();
     pthread_mutex_unlock(&later_lock);
     return NULL;
 }
@@ -261,6 +264,8 @@ void sf_net_http_defer(void)
 
 sf_status sf_net_http_run_deferred(void)
 {
+    sf_status st;
+
     pthread_mutex_lock(&later_lock);
     if (!later_running) {
         pthread_mutex_unlock(&later_lock);
@@ -268,12 +273,15 @@ sf_status sf_net_http_run_deferred(void)
     }
     ready = true;
     pthread_cond_signal(&later_cv);
+    st = run_queue();       /* empty when the thread ran it */
     pthread_mutex_unlock(&later_lock);
     pthread_join(later_thread, NULL);
     pthread_mutex_lock(&later_lock);
     later_running = false;
+    if (later_status != SF_OK)
+        st = later_status;
     pthread_mutex_unlock(&later_lock);
-    return later_status;
+    return st;
 }
 
 /* Queue `l` when deferring (true), else false: the caller starts now. */
