@@ -256,6 +256,8 @@ void sf_net_http_defer(void)
 {
     pthread_mutex_lock(&later_lock);
     if (!later_running && sf_cond_init(&later_cv) == 0) {
+        ready = false;
+        later_status = SF_OK;
         later_running = pthread_create(&later_thread, NULL, later_main, NULL) == 0;
         deferring = later_running;  /* without the thread: every start at once */
     }
