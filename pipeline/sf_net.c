@@ -189,6 +189,7 @@ static pthread_cond_t later_cv;
 static later laters[LATER_MAX];
 static size_t n_later;
 static bool deferring, ready, later_running;
+static int64_t later_deadline;
 static sf_status later_status = SF_OK;
 static pthread_t later_thread;
 
@@ -234,17 +235,15 @@ static sf_status run_queue(void)
     return st;
 }
 
-/* The deferral thread: runs the queue LATER_WAIT_MS after the start
- * began unless READY came first (then the main thread runs it, in
- * sf_net_http_run_deferred: its CPU is the main thread's, and the thread
- * ends having done nothing). */
+/* The deferral thread, started by the first start queued: runs the queue
+ * LATER_WAIT_MS after the deferral began unless READY came first (then the
+ * main thread runs it, in sf_net_http_run_deferred: its CPU is the main
+ * thread's, and the thread ends having done nothing). */
 static void *later_main(void *arg)
 {
-    int64_t deadline = sf_deadline_ms(LATER_WAIT_MS);
-
     (void)arg;
     pthread_mutex_lock(&later_lock);
-    while (!ready && sf_cond_wait_until(&later_cv, &later_lock, deadline))
+    while (!ready && sf_cond_wait_until(&later_cv, &later_lock, later_deadline))
         ;
     if (!ready)
         later_status = run_queue();
@@ -255,28 +254,29 @@ static void *later_main(void *arg)
 void sf_net_http_defer(void)
 {
     pthread_mutex_lock(&later_lock);
-    if (!later_running && sf_cond_init(&later_cv) == 0) {
+    if (!later_running) {
+        deferring = true;
         ready = false;
         later_status = SF_OK;
-        later_running = pthread_create(&later_thread, NULL, later_main, NULL) == 0;
-        deferring = later_running;  /* without the thread: every start at once */
+        later_deadline = sf_deadline_ms(LATER_WAIT_MS);
     }
     pthread_mutex_unlock(&later_lock);
 }
 
 sf_status sf_net_http_run_deferred(void)
 {
+    bool joined;
     sf_status st;
 
     pthread_mutex_lock(&later_lock);
-    if (!later_running) {
-        pthread_mutex_unlock(&later_lock);
-        return SF_OK;
-    }
     ready = true;
-    pthread_cond_signal(&later_cv);
+    joined = later_running;
+    if (joined)
+        pthread_cond_signal(&later_cv);
     st = run_queue();       /* empty when the thread ran it */
     pthread_mutex_unlock(&later_lock);
+    if (!joined)
+        return st;
     pthread_join(later_thread, NULL);
     pthread_mutex_lock(&later_lock);
     later_running = false;
@@ -286,13 +286,17 @@ sf_status sf_net_http_run_deferred(void)
     return st;
 }
 
-/* Queue `l` when deferring (true), else false: the caller starts now. */
+/* Queue `l` when deferring (true), else false: the caller starts now. The
+ * first queued start starts the deferral thread; without it, or with the
+ * queue full, every start runs at once. */
 static bool queue_later(const later *l)
 {
     bool queued = false;
 
     pthread_mutex_lock(&later_lock);
-    if (deferring && n_later < LATER_MAX) {
+    if (deferring && !later_running && sf_cond_init(&later_cv) == 0)
+        later_running = pthread_create(&later_thread, NULL, later_main, NULL) == 0;
+    if (deferring && later_running && n_later < LATER_MAX) {
         laters[n_later++] = *l;
         queued = true;
     }
