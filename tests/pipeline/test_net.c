@@ -217,6 +217,38 @@ static void test_http_deferred(void **state)
     assert_int_equal(connect_to(port), -1);  /* closed with its daemon */
 }
 
+/* A start that takes longer than the deferral's 100 ms (an exporter
+ * waiting on a FIFO): the endpoint's daemon starts then, without READY, and
+ * answers the connection waiting in its backlog (health_check's 503 while
+ * starting); READY then finds nothing left to start. */
+static void test_http_deferred_past_wait(void **state)
+{
+    struct MHD_Daemon *d = NULL;
+    unsigned port = free_port();
+    char endpoint[64], answer[256] = "";
+    const char get[] = "GET / HTTP/1.0\r\n\r\n";
+    size_t got = 0;
+    ssize_t n;
+    int fd;
+
+    (void)state;
+    snprintf(endpoint, sizeof(endpoint), "127.0.0.1:%u", port);
+    sf_net_http_defer();
+    assert_int_equal(sf_net_http_listen("test", endpoint, answer_ok, NULL, &d), SF_OK);
+    fd = connect_to(port);
+    assert_true(fd >= 0);
+    assert_int_equal(send(fd, get, sizeof(get) - 1, 0), (ssize_t)(sizeof(get) - 1));
+    /* blocks until a daemon answers: the deferral thread's, READY never came */
+    while (got < sizeof(answer) - 1 && (n = recv(fd, answer + got, sizeof(answer) - 1 - got, 0)) > 0)
+        got += (size_t)n;
+    close(fd);
+    assert_non_null(strstr(answer, " 200 "));
+    assert_int_equal(sf_net_http_run_deferred(), SF_OK);
+    assert_non_null(d);
+    sf_net_http_stop(&d);
+    assert_null(d);
+}
+
 /* A credential in a URL never reaches print-config or the status document. */
 static void test_url_redacted(void **state)
 {
@@ -284,6 +316,7 @@ int main(void)
         cmocka_unit_test(test_split_strict_port),
         cmocka_unit_test(test_http_listen),
         cmocka_unit_test(test_http_deferred),
+        cmocka_unit_test(test_http_deferred_past_wait),
         cmocka_unit_test(test_client_key),
     };
 
