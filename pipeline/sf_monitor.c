@@ -75,6 +75,6 @@ void sf_monitor_stop(sf_monitor *m)
 {
     if (m == NULL)
         return;
-    MHD_stop_daemon(m->daemon);
+    sf_net_http_stop(&m->daemon);
     sf_free(m);
 }

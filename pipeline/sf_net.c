@@ -1,11 +1,15 @@
-/* sf_net.c: endpoint parsing and resolution. */
+/* sf_net.c: endpoint parsing and resolution; the HTTP endpoints' sockets
+ * and their daemons' starts. */
 #include "sf_net.h"
+#include "sf_libmicrohttpd.h"
 #include "sf_log.h"
+#include "sf_time.h"
 
 #include <ctype.h>
 #include <stdbool.h>
 #include <errno.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,35 +135,229 @@ const char *sf_net_errno_text(int err, char *buf, size_t size)
     return buf;
 }
 
+sf_status sf_net_http_bind(const char *endpoint, int *fd_out, char *why, size_t why_size)
+{
+    struct sockaddr_storage addr;
+    socklen_t alen;
+    int fd, one = 1;
+
+    *fd_out = -1;
+    if (sf_net_resolve(endpoint, &addr, &alen) != SF_OK) {
+        snprintf(why, why_size, "does not resolve");
+        return SF_INVALID;
+    }
+    fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        goto fail;
+    /* what libmicrohttpd does with a socket of its own: a port in
+     * TIME_WAIT is free, an IPv6 address is IPv6 alone */
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (addr.ss_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr *)&addr, alen) != 0 || listen(fd, SOMAXCONN) != 0)
+        goto fail;
+    *fd_out = fd;
+    return SF_OK;
+fail:
+    sf_net_errno_text(errno, why, why_size);
+    if (fd >= 0)
+        close(fd);
+    return SF_IO;
+}
+
+/* ---- starts after READY (sf_net.h). The queue and the starts it runs
+ * are under later_lock: a stop (sf_net_http_cancel) waits for a start the
+ * deferral thread is running, then finds it done. */
+#define LATER_MAX 16
+/* how long a start may hold the HTTP endpoints back: past it (a start
+ * waiting on a FIFO, a slow exporter) they serve anyway, health_check's 503
+ * "while starting" included */
+#define LATER_WAIT_MS 100
+
+typedef struct {
+    struct MHD_Daemon **daemon;     /* where the daemon goes: the entry's key */
+    int fd;
+    sf_net_http_start_fn start;     /* a receiver's own start, or NULL: */
+    void *arg;
+    const char *what;               /* a small endpoint's (sf_net_http_listen) */
+    MHD_AccessHandlerCallback handler;
+    void *cls;
+} later;
+
+static pthread_mutex_t later_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t later_cv;
+static later laters[LATER_MAX];
+static size_t n_later;
+static bool deferring, ready, later_running;
+static int64_t later_deadline;
+static sf_status later_status = SF_OK;
+static pthread_t later_thread;
+
+static sf_status small_start(const later *l)
+{
+    *l->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_INTERNAL_THREAD,
+                                  0, NULL, NULL, l->handler, l->cls,
+                                  MHD_OPTION_LISTEN_SOCKET, (MHD_socket)l->fd,
+                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)16,
+                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+    if (*l->daemon == NULL) {
+        const char *why = sf_libmicrohttpd_error();
+
+        sf_error("%s: cannot serve HTTP%s%s", l->what, why[0] ? ": " : "", why);
+        close(l->fd);       /* a daemon that failed to start leaves it open */
+        return SF_IO;
+    }
+    return SF_OK;
+}
+
+static sf_status run_one(const later *l)
+{
+    return l->start != NULL ? l->start(l->arg, l->fd) : small_start(l);
+}
+
+/* Ends the deferral and runs the queue in order (later_lock held). */
+static sf_status run_queue(void)
+{
+    sf_status st = SF_OK;
+
+    deferring = false;
+    for (size_t i = 0; i < n_later; i++) {
+        if (st == SF_OK && sf_libmicrohttpd_load() != SF_OK) {
+            sf_error("%s: %s", laters[i].what, sf_libmicrohttpd_error());
+            st = SF_IO;
+        }
+        if (st == SF_OK)
+            st = run_one(&laters[i]);
+        else
+            close(laters[i].fd);    /* never started: nobody else holds it */
+    }
+    n_later = 0;
+    return st;
+}
+
+/* The deferral thread, started by the first start queued: runs the queue
+ * LATER_WAIT_MS after the deferral began unless READY came first (then the
+ * main thread runs it, in sf_net_http_run_deferred: its CPU is the main
+ * thread's, and the thread ends having done nothing). */
+static void *later_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&later_lock);
+    while (!ready && sf_cond_wait_until(&later_cv, &later_lock, later_deadline))
+        ;
+    if (!ready)
+        later_status = run_queue();
+    pthread_mutex_unlock(&later_lock);
+    return NULL;
+}
+
+void sf_net_http_defer(void)
+{
+    pthread_mutex_lock(&later_lock);
+    if (!later_running) {
+        deferring = true;
+        ready = false;
+        later_status = SF_OK;
+        later_deadline = sf_deadline_ms(LATER_WAIT_MS);
+    }
+    pthread_mutex_unlock(&later_lock);
+}
+
+sf_status sf_net_http_run_deferred(void)
+{
+    bool joined;
+    sf_status st;
+
+    pthread_mutex_lock(&later_lock);
+    ready = true;
+    joined = later_running;
+    if (joined)
+        pthread_cond_signal(&later_cv);
+    st = run_queue();       /* empty when the thread ran it */
+    pthread_mutex_unlock(&later_lock);
+    if (!joined)
+        return st;
+    pthread_join(later_thread, NULL);
+    pthread_mutex_lock(&later_lock);
+    later_running = false;
+    if (later_status != SF_OK)
+        st = later_status;
+    pthread_mutex_unlock(&later_lock);
+    return st;
+}
+
+/* Queue `l` when deferring (true), else false: the caller starts now. The
+ * first queued start starts the deferral thread; without it, or with the
+ * queue full, every start runs at once. */
+static bool queue_later(const later *l)
+{
+    bool queued = false;
+
+    pthread_mutex_lock(&later_lock);
+    if (deferring && !later_running && sf_cond_init(&later_cv) == 0)
+        later_running = pthread_create(&later_thread, NULL, later_main, NULL) == 0;
+    if (deferring && later_running && n_later < LATER_MAX) {
+        laters[n_later++] = *l;
+        queued = true;
+    }
+    pthread_mutex_unlock(&later_lock);
+    return queued;
+}
+
+bool sf_net_http_cancel(struct MHD_Daemon **daemon)
+{
+    bool found = false;
+
+    pthread_mutex_lock(&later_lock);
+    for (size_t i = 0; i < n_later; i++) {
+        if (laters[i].daemon != daemon)
+            continue;
+        close(laters[i].fd);
+        memmove(laters + i, laters + i + 1, (n_later - i - 1) * sizeof(laters[0]));
+        n_later--;
+        found = true;
+        break;
+    }
+    pthread_mutex_unlock(&later_lock);
+    return found;
+}
+
+sf_status sf_net_http_start_on(struct MHD_Daemon **daemon, const char *what,
+                               sf_net_http_start_fn start, void *arg, int fd)
+{
+    later l = { .daemon = daemon, .fd = fd, .start = start, .arg = arg, .what = what };
+
+    *daemon = NULL;
+    if (queue_later(&l))
+        return SF_OK;
+    return run_one(&l);
+}
+
 sf_status sf_net_http_listen(const char *what, const char *endpoint,
                              MHD_AccessHandlerCallback handler, void *cls,
                              struct MHD_Daemon **out)
 {
-    struct sockaddr_storage addr;
-    socklen_t alen;
+    later l = { .daemon = out, .what = what, .handler = handler, .cls = cls };
     char why[128];
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_INTERNAL_THREAD;
+    sf_status st;
 
     *out = NULL;
-    if (sf_net_resolve(endpoint, &addr, &alen) != SF_OK) {
+    st = sf_net_http_bind(endpoint, &l.fd, why, sizeof(why));
+    if (st == SF_INVALID)
         sf_error("%s: cannot resolve '%s'", what, endpoint);
-        return SF_INVALID;
-    }
-    if (addr.ss_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    if (sf_net_bind_problem(endpoint, why, sizeof(why)) != NULL) {
+    else if (st != SF_OK)
         sf_error("%s: cannot listen on '%s': %s", what, endpoint, why);
-        return SF_IO;
-    }
-    *out = MHD_start_daemon(flags, 0, NULL, NULL, handler, cls,
-                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)16,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
-    if (*out == NULL) {
-        sf_error("%s: cannot listen on '%s'", what, endpoint);
-        return SF_IO;
-    }
-    return SF_OK;
+    if (st != SF_OK || queue_later(&l))
+        return st;
+    return small_start(&l);
+}
+
+void sf_net_http_stop(struct MHD_Daemon **daemon)
+{
+    if (sf_net_http_cancel(daemon) || *daemon == NULL)
+        return;
+    MHD_stop_daemon(*daemon);       /* joins its thread: no request after this */
+    *daemon = NULL;
 }
 
 const char *sf_net_url_redacted(const char *url, char *buf, size_t size)

@@ -30,6 +30,7 @@
 #include "sf_cli.h"
 #include "sf_config.h"
 #include "sf_log.h"
+#include "sf_net.h"
 #include "sf_overview.h"
 #include "policy/sf_policy.h"
 #include "sf_sender.h"
@@ -841,6 +842,12 @@ static int serve(cli *c, const sigset_t *sigs, sf_config **cfg, sf_service **svc
         minute_sample(&status, &zero, sf_now_ms());
     }
     sd_notifyf(0, "READY=1\nMAINPID=%ld\nSTATUS=running with %s", (long)getpid(), c->name);
+    /* the HTTP endpoints, listening since the start, get their daemons now
+     * (sf_libmicrohttpd.h: loading it was half of a start) */
+    if (sf_net_http_run_deferred() != SF_OK) {
+        sf_error("spanfence: could not start the HTTP endpoints; exiting");
+        return -1;
+    }
     /* the main loop turns at least every half watchdog interval (whole
      * seconds, at least 1), so the watchdog's thread sees it alive */
     if (sd_watchdog_enabled(0, &watchdog_usec) > 0) {
@@ -953,6 +960,7 @@ static int run(cli *cp, int argc, char **argv)
         return EXIT_INVALID;
     }
     sf_service_set_history(svc, &history);
+    sf_net_http_defer();    /* until READY: see serve() */
     if (sf_service_start(svc) != SF_OK) {
         sf_error("spanfence: could not start; exiting");
         sf_service_destroy(svc);

@@ -89,6 +89,7 @@
 #include "sf_net.h"
 #include "sf_otlp_count.h"
 #include "sf_dynbuf.h"
+#include "sf_libmicrohttpd.h"
 #include "sf_log.h"
 #include "sf_otlp_json.h"
 #include "sf_time.h"
@@ -1580,34 +1581,19 @@ sf_status sf_receiver_http_create(sf_component *self, const sf_receiver_http_con
     return SF_OK;
 }
 
-sf_status sf_receiver_http_start(sf_receiver_http *srv)
+/* The daemon's start on the receiver's listening socket: at start, or
+ * after READY (sf_net_http_start_on). On error `fd` is closed. */
+static sf_status start_daemon(void *arg, int fd)
 {
-    struct sockaddr_storage addr;
-    socklen_t alen;
+    sf_receiver_http *srv = arg;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
                      MHD_USE_ITC;
     /* libmicrohttpd's timeout counts inactivity only; the reaper enforces
      * the deadlines. This one is the backstop. */
     unsigned idle_s = (unsigned)((srv->cfg->idle_timeout + 999) / 1000);
-    size_t soft, hard;
 
-    if (sf_net_resolve(srv->cfg->endpoint, &addr, &alen) != SF_OK) {
-        sf_error("receiver '%s': cannot resolve '%s'", sf_component_id(srv->self),
-                 srv->cfg->endpoint);
-        return SF_IO;
-    }
-    if (addr.ss_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    /* The bodies' budget: BUFFER_BUDGET bodies, within a share of the hard
-     * limit (the rest is the queue's and the batches'), never less than
-     * one body. */
-    sf_alloc_limits(&soft, &hard);
-    srv->budget = srv->max_body * BUFFER_BUDGET;
-    if (hard > 0 && hard / BUDGET_SHARE < srv->budget)
-        srv->budget = hard / BUDGET_SHARE > srv->max_body ? hard / BUDGET_SHARE : srv->max_body;
-    srv->stopping = false;
     srv->daemon = MHD_start_daemon(flags, 0, on_accept, srv, on_request, srv,
-                                   MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                                   MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
                                    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)THREADS,
                                    MHD_OPTION_CONNECTION_LIMIT,
                                    (unsigned)(MAX_CONNECTIONS + CONNECTION_HEADROOM),
@@ -1620,12 +1606,11 @@ sf_status sf_receiver_http_start(sf_receiver_http *srv)
                                    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
                                    MHD_OPTION_END);
     if (srv->daemon == NULL) {
-        char why[128];
+        const char *why = sf_libmicrohttpd_error();
 
-        sf_error("receiver '%s': cannot listen for OTLP/HTTP on '%s': %s",
-                 sf_component_id(srv->self), srv->cfg->endpoint,
-                 sf_net_bind_problem(srv->cfg->endpoint, why, sizeof(why)) ? why
-                 : "address in use or invalid");
+        sf_error("receiver '%s': cannot serve OTLP/HTTP on '%s'%s%s", sf_component_id(srv->self),
+                 srv->cfg->endpoint, why[0] ? ": " : "", why);
+        close(fd);      /* a daemon that failed to start leaves it open */
         return SF_IO;
     }
     if (pthread_create(&srv->reaper, NULL, reaper_main, srv) != 0) {
@@ -1634,6 +1619,38 @@ sf_status sf_receiver_http_start(sf_receiver_http *srv)
         return SF_ENOMEM;
     }
     srv->reaper_running = true;
+    return SF_OK;
+}
+
+sf_status sf_receiver_http_start(sf_receiver_http *srv)
+{
+    char why[128];
+    size_t soft, hard;
+    sf_status st;
+    int fd;
+
+    /* The bodies' budget: BUFFER_BUDGET bodies, within a share of the hard
+     * limit (the rest is the queue's and the batches'), never less than
+     * one body. */
+    sf_alloc_limits(&soft, &hard);
+    srv->budget = srv->max_body * BUFFER_BUDGET;
+    if (hard > 0 && hard / BUDGET_SHARE < srv->budget)
+        srv->budget = hard / BUDGET_SHARE > srv->max_body ? hard / BUDGET_SHARE : srv->max_body;
+    srv->stopping = false;
+    st = sf_net_http_bind(srv->cfg->endpoint, &fd, why, sizeof(why));
+    if (st == SF_INVALID) {
+        sf_error("receiver '%s': cannot resolve '%s'", sf_component_id(srv->self),
+                 srv->cfg->endpoint);
+        return SF_IO;
+    }
+    if (st != SF_OK) {
+        sf_error("receiver '%s': cannot listen for OTLP/HTTP on '%s': %s",
+                 sf_component_id(srv->self), srv->cfg->endpoint, why);
+        return SF_IO;
+    }
+    st = sf_net_http_start_on(&srv->daemon, "the OTLP/HTTP receiver", start_daemon, srv, fd);
+    if (st != SF_OK)
+        return st;
     sf_info("receiver '%s': OTLP/HTTP listening on %s%s", sf_component_id(srv->self),
             srv->cfg->endpoint, srv->cfg->traces_url_path);
     return SF_OK;
@@ -1644,8 +1661,8 @@ void sf_receiver_http_shutdown(sf_receiver_http *srv)
     int64_t until = sf_now_ms() + SHUTDOWN_GRACE_MS;
     bool busy;
 
-    if (srv->daemon == NULL)
-        return;
+    if (sf_net_http_cancel(&srv->daemon) || srv->daemon == NULL)
+        return;     /* never started, or stopped */
     /* Close new connections as they come (not MHD_quiesce_daemon: with
      * the epoll worker pool it races the workers' own removal of the listen
      * socket, and libmicrohttpd 0.9.75 aborts the process on the ENOENT,

@@ -1,7 +1,9 @@
 #!/bin/sh
-# tests/build/libraries_on_demand.sh BINARY SOURCE_DIR: libcurl, libsystemd
-# and libcrypto are not linked (pipeline/sf_libcurl.c, sf_libsystemd.c,
-# sf_libcrypto.c) and are loaded only by a config that uses them. `validate`
+# tests/build/libraries_on_demand.sh BINARY SOURCE_DIR: libcurl, libsystemd,
+# libcrypto and libmicrohttpd are not linked (pipeline/sf_libcurl.c,
+# sf_libsystemd.c, sf_libcrypto.c, sf_libmicrohttpd.c); the first three are
+# loaded only by a config that uses them, libmicrohttpd only by a start
+# (never by `validate`: the HTTP endpoints' daemons start after READY). `validate`
 # runs the components' create, where they load, and LD_DEBUG=files names
 # every object the loader maps, dlopen'ed ones included:
 #   configs/default.yaml (OTLP in, debug out): none of the three;
@@ -16,19 +18,19 @@ fails=0
 bad() { echo "libraries_on_demand: $*" >&2; fails=$((fails + 1)); }
 
 needed=$(readelf -dW "$bin" | awk '/\(NEEDED\)/ {print $NF}')
-for lib in libcurl libsystemd libcrypto libssl; do
+for lib in libcurl libsystemd libcrypto libssl libmicrohttpd libgnutls; do
     echo "$needed" | grep -q "\[$lib\." && bad "$bin links $lib"
 done
 exported=$(readelf --dyn-syms -W "$bin" | awk '$7 != "UND" {print $8}' |
-           grep -E '^(curl_|sd_|SHA256|EVP_|OPENSSL_)')
+           grep -E '^(curl_|sd_|SHA256|EVP_|OPENSSL_|MHD_)')
 [ -z "$exported" ] || bad "$bin exports $(echo $exported)"
 
-# loaded NAME... : the libraries among libcurl, libsystemd, libcrypto that
+# loaded NAME... : the libraries among libcurl, libsystemd, libcrypto, libmicrohttpd that
 # `validate` with the rest of the arguments maps, in that order
 loaded() {
     out=$(LD_DEBUG=files "$bin" validate "$@" 2>&1)
     echo "$out" | grep -q 'configuration is valid' || { bad "not valid: $*: $out"; return; }
-    for lib in libcurl libsystemd libcrypto; do
+    for lib in libcurl libsystemd libcrypto libmicrohttpd; do
         echo "$out" | grep -q "file=$lib\.so" && printf '%s ' "$lib"
     done
 }

@@ -1,7 +1,7 @@
 /* tests/pipeline/test_net.c: endpoint strings (sf_net.h): host:port split
  * with IPv4, names and bracketed IPv6; malformed ones refused; numeric
  * resolution to the socket address a server binds; the client a peer
- * counts as for the queues' shares. */
+ * counts as for the queues' shares; the HTTP endpoints' start after READY. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +12,8 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "sf_net.h"
 
@@ -146,6 +148,107 @@ static void test_http_listen(void **state)
     assert_null(d2);
 }
 
+/* A free loopback port (bound and closed: nothing else here takes it). */
+static unsigned free_port(void)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+static int connect_to(unsigned port)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    assert_true(fd >= 0);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The collector's start (sf_net_http_defer): an endpoint listens at once
+ * and gets its daemon at READY (sf_net_http_run_deferred). Before, a
+ * connection is accepted into the backlog and no daemon runs; a stop
+ * before READY drops the start and frees the port; at READY the daemon
+ * starts and answers the connection made before it. */
+static void test_http_deferred(void **state)
+{
+    struct MHD_Daemon *d = NULL, *dropped = NULL;
+    unsigned port = free_port(), port2 = free_port();
+    char endpoint[64], endpoint2[64], answer[256] = "";
+    const char get[] = "GET / HTTP/1.0\r\n\r\n";
+    size_t got = 0;
+    ssize_t n;
+    int fd;
+
+    (void)state;
+    snprintf(endpoint, sizeof(endpoint), "127.0.0.1:%u", port);
+    snprintf(endpoint2, sizeof(endpoint2), "127.0.0.1:%u", port2);
+    sf_net_http_defer();
+    assert_int_equal(sf_net_http_listen("test", endpoint, answer_ok, NULL, &d), SF_OK);
+    assert_null(d);                         /* no daemon yet */
+    assert_int_equal(sf_net_http_listen("test", endpoint2, answer_ok, NULL, &dropped), SF_OK);
+    fd = connect_to(port);
+    assert_true(fd >= 0);                   /* the port accepts already */
+    assert_int_equal(send(fd, get, sizeof(get) - 1, 0), (ssize_t)(sizeof(get) - 1));
+    sf_net_http_stop(&dropped);             /* stopped before READY */
+    assert_null(dropped);
+    assert_int_equal(connect_to(port2), -1);
+    assert_int_equal(sf_net_http_run_deferred(), SF_OK);
+    assert_non_null(d);
+    while (got < sizeof(answer) - 1 && (n = recv(fd, answer + got, sizeof(answer) - 1 - got, 0)) > 0)
+        got += (size_t)n;
+    close(fd);
+    assert_non_null(strstr(answer, " 200 "));
+    assert_non_null(strstr(answer, "\r\n\r\nok"));
+    assert_null(dropped);                   /* a dropped start does not run */
+    sf_net_http_stop(&d);
+    assert_null(d);
+    assert_int_equal(connect_to(port), -1);  /* closed with its daemon */
+}
+
+/* A start that takes longer than the deferral's 100 ms (an exporter
+ * waiting on a FIFO): the endpoint's daemon starts then, without READY, and
+ * answers the connection waiting in its backlog (health_check's 503 while
+ * starting); READY then finds nothing left to start. */
+static void test_http_deferred_past_wait(void **state)
+{
+    struct MHD_Daemon *d = NULL;
+    unsigned port = free_port();
+    char endpoint[64], answer[256] = "";
+    const char get[] = "GET / HTTP/1.0\r\n\r\n";
+    size_t got = 0;
+    ssize_t n;
+    int fd;
+
+    (void)state;
+    snprintf(endpoint, sizeof(endpoint), "127.0.0.1:%u", port);
+    sf_net_http_defer();
+    assert_int_equal(sf_net_http_listen("test", endpoint, answer_ok, NULL, &d), SF_OK);
+    fd = connect_to(port);
+    assert_true(fd >= 0);
+    assert_int_equal(send(fd, get, sizeof(get) - 1, 0), (ssize_t)(sizeof(get) - 1));
+    /* blocks until a daemon answers: the deferral thread's, READY never came */
+    while (got < sizeof(answer) - 1 && (n = recv(fd, answer + got, sizeof(answer) - 1 - got, 0)) > 0)
+        got += (size_t)n;
+    close(fd);
+    assert_non_null(strstr(answer, " 200 "));
+    assert_int_equal(sf_net_http_run_deferred(), SF_OK);
+    assert_non_null(d);
+    sf_net_http_stop(&d);
+    assert_null(d);
+}
+
 /* A credential in a URL never reaches print-config or the status document. */
 static void test_url_redacted(void **state)
 {
@@ -212,6 +315,8 @@ int main(void)
         cmocka_unit_test(test_url_redacted),
         cmocka_unit_test(test_split_strict_port),
         cmocka_unit_test(test_http_listen),
+        cmocka_unit_test(test_http_deferred),
+        cmocka_unit_test(test_http_deferred_past_wait),
         cmocka_unit_test(test_client_key),
     };
 

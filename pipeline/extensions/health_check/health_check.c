@@ -172,8 +172,7 @@ static void server_stop(hc_server *s)
 {
     if (s == NULL)
         return;
-    if (s->daemon != NULL)
-        MHD_stop_daemon(s->daemon);     /* joins its thread: no request after this */
+    sf_net_http_stop(&s->daemon);   /* joins its thread: no request after this */
     pthread_mutex_destroy(&s->lock);
     sf_free(s->endpoint);
     sf_free(s->path);
