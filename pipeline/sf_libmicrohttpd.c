@@ -6,8 +6,8 @@
  * program does not export them; the library is opened RTLD_LOCAL). */
 #include "sf_libmicrohttpd.h"
 
-#include <dlfcn.h>
-#include <pthread.h>
+#include "sf_dl.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -36,44 +36,32 @@
     X(MHD_destroy_response, void, (struct MHD_Response *r), (r), )                             \
     X(MHD_quiesce_daemon, MHD_socket, (struct MHD_Daemon *d), (d), MHD_INVALID_SOCKET)
 
+/* One pointer per function, of the function's own type (SF_DL_FIELD) */
 struct sf_mhd_fns {
-#define SF_MHD_FIELD(name, ret, params, args, fail) __typeof__(name) *name;
+#define SF_MHD_FIELD(name, ret, params, args, fail) SF_DL_FIELD(name)
     SF_MHD_FUNCS(SF_MHD_FIELD)
 #undef SF_MHD_FIELD
-    __typeof__(MHD_start_daemon_va) *MHD_start_daemon_va;
-    __typeof__(MHD_get_connection_info) *MHD_get_connection_info;
+    SF_DL_FIELD(MHD_start_daemon_va)
+    SF_DL_FIELD(MHD_get_connection_info)
+};
+#define SF_DL_FNS struct sf_mhd_fns
+
+static struct sf_mhd_fns fns;
+
+static const sf_dl_sym syms[] = {
+#define SF_MHD_ROW(name, ret, params, args, fail) SF_DL_ROW(name)
+    SF_MHD_FUNCS(SF_MHD_ROW)
+#undef SF_MHD_ROW
+    SF_DL_ROW(MHD_start_daemon_va)
+    SF_DL_ROW(MHD_get_connection_info)
+    { NULL, 0 }
 };
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static struct sf_mhd_fns fns;
-static bool loaded;
-static char load_error[256];
-
-static void load(void)
-{
-    void *lib = dlopen(SF_LIBMICROHTTPD_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        snprintf(load_error, sizeof load_error, "cannot load %s (Debian: libmicrohttpd12): %s",
-                 SF_LIBMICROHTTPD_SONAME, dlerror());
-        return;
-    }
-    /* dlsym's void * to a function pointer: what POSIX defines dlsym for */
-#define SF_MHD_SYM(name, ret, params, args, fail)                                              \
-    if ((fns.name = (__typeof__(name) *)dlsym(lib, #name)) == NULL) {                          \
-        snprintf(load_error, sizeof load_error, "%s lacks %s", SF_LIBMICROHTTPD_SONAME, #name); \
-        return;                                                                                \
-    }
-    SF_MHD_FUNCS(SF_MHD_SYM)
-    SF_MHD_SYM(MHD_start_daemon_va, , , , )
-    SF_MHD_SYM(MHD_get_connection_info, , , , )
-#undef SF_MHD_SYM
-    loaded = true;      /* open for the process's life */
-}
+static sf_dl_lib lib = SF_DL_LIB(SF_LIBMICROHTTPD_SONAME, "libmicrohttpd12", syms, &fns, NULL);
 
 static const struct sf_mhd_fns *api(void)
 {
-    pthread_once(&once, load);
-    return loaded ? &fns : NULL;
+    return sf_dl_api(&lib);
 }
 
 sf_status sf_libmicrohttpd_load(void)
@@ -83,7 +71,7 @@ sf_status sf_libmicrohttpd_load(void)
 
 const char *sf_libmicrohttpd_error(void)
 {
-    return load_error;
+    return lib.error;
 }
 
 #define SF_MHD_FORWARD(name, ret, params, args, fail)      \
