@@ -83,18 +83,6 @@
 #define LIM_PRIORITY_RATE 100
 #define LIM_RESETS_BURST 200
 #define LIM_RESETS_RATE 50
-/* Decompression: bytes inflated a second, as much banked at most; a
- * message goes through whenever the balance is positive (a new
- * connection's first at once) and is charged after, into debt. Zeros
- * inflate at 250-500 MB/s a core: four connections of bombs cost under a
- * quarter of one (at 32 MiB/s each, 38-40 %); an engine's calls (1 KB a
- * span) reach the rate at 8,000 spans/s compressed on one connection, and
- * bursts bank up to LIM_INFLATE_BURST (a burst of the rate alone refused
- * the OpenTelemetry JS SDK's gzip batches in e2e/transports_matrix in CI). Refused calls, each within
- * 1 s of the last, before the connection is closed: LIM_INFLATE_STRIKES. */
-#define LIM_INFLATE_RATE ((int64_t)8 << 20)
-#define LIM_INFLATE_BURST ((int64_t)32 << 20)
-#define LIM_INFLATE_STRIKES 8
 /* Connections a newcomer past the caps looks at, the least progress
  * first, for one with no bytes waiting unread (an ioctl each). */
 #define VICTIM_LOOK 8
@@ -813,26 +801,16 @@ void h2_conn_calm(h2_conn *c, sf_otlp_close why)
              sf_component_id(c->w->srv->self), label);
 }
 
-bool h2_conn_inflate_open(h2_conn *c)
+bool h2_conn_inflate_open(h2_conn *c, unsigned *slot)
 {
-    int64_t now = sf_now_ms();
+    bool close;
 
-    if (sf_otlp_bucket_open(&c->lim_inflate, LIM_INFLATE_RATE, LIM_INFLATE_BURST, now))
+    if (sf_otlp_inflate_open(c->w->srv->clients, c->client, c->opened_ms, sf_now_ms(), slot,
+                             &close))
         return true;
-    if (now - c->inflate_strike_ms > 1000)
-        c->inflate_strikes = 0;
-    c->inflate_strike_ms = now;
-    if (++c->inflate_strikes > LIM_INFLATE_STRIKES)
+    if (close)
         h2_conn_calm(c, SF_OTLP_CLOSE_DECOMPRESSION);
     return false;
-}
-
-void h2_conn_inflate_charge(h2_conn *c, size_t n)
-{
-    int64_t most = (int64_t)c->w->srv->max_msg > LIM_INFLATE_RATE ? (int64_t)c->w->srv->max_msg
-                                                                   : LIM_INFLATE_RATE;
-
-    sf_otlp_bucket_charge(&c->lim_inflate, n > (size_t)most ? most : (int64_t)n, most);
 }
 
 h2_conn *h2_conn_new(worker *w, int fd, uint32_t bucket)
@@ -857,7 +835,6 @@ h2_conn *h2_conn_new(worker *w, int fd, uint32_t bucket)
     sf_otlp_bucket_init(&c->lim_empty_data, LIM_EMPTY_DATA_BURST, c->opened_ms);
     sf_otlp_bucket_init(&c->lim_priority, LIM_PRIORITY_BURST, c->opened_ms);
     sf_otlp_bucket_init(&c->lim_resets, LIM_RESETS_BURST, c->opened_ms);
-    sf_otlp_bucket_init(&c->lim_inflate, 1, c->opened_ms);
     sf_dynbuf_init(&c->pend, MAX_PENDING_OUT);
     if (nghttp2_session_server_new3(&c->ng, srv->cbs, c, srv->opt, &srv->mem) != 0) {
         sf_free(c);

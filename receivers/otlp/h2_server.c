@@ -191,6 +191,7 @@ static void do_accept(worker *w)
             caps_give(srv, bucket);
             continue;
         }
+        c->client = sf_net_client_key((const struct sockaddr *)&ss);
         if (!h2_conn_flush(c))
             h2_conn_close(c);
     }
@@ -309,7 +310,8 @@ static const h2_up up = {
 };
 
 sf_status sf_receiver_grpc_create(sf_component *self, const sf_receiver_grpc_config *cfg,
-                                  unsigned max_depth, sf_receiver_grpc **out)
+                                  unsigned max_depth, sf_otlp_clients *clients,
+                                  sf_receiver_grpc **out)
 {
     sf_receiver_grpc *srv = sf_calloc(1, sizeof(*srv));
 
@@ -320,6 +322,7 @@ sf_status sf_receiver_grpc_create(sf_component *self, const sf_receiver_grpc_con
     srv->up = &up;
     srv->cfg = cfg;
     srv->max_depth = max_depth;
+    srv->clients = clients;
     srv->max_msg = (size_t)cfg->max_recv_msg_size_mib * 1024 * 1024;
     srv->lfd = -1;
     srv->n_workers = worker_count(cfg->workers);

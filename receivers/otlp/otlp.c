@@ -11,6 +11,7 @@ typedef struct otlp_receiver {
     const sf_otlp_receiver_config *cfg;
     sf_receiver_grpc *grpc;
     sf_receiver_http *http;
+    sf_otlp_clients *clients;   /* both servers': decompression per client */
 } otlp_receiver;
 
 static sf_status otlp_create(sf_component *self, const void *config)
@@ -24,16 +25,29 @@ static sf_status otlp_create(sf_component *self, const void *config)
     if (r == NULL)
         return SF_ENOMEM;
     r->cfg = cfg;
+    {
+        /* A client's debt is bounded by the largest message either server
+         * inflates. */
+        size_t most = (size_t)cfg->protocols.grpc.max_recv_msg_size_mib * 1024 * 1024;
+
+        if ((size_t)cfg->protocols.http.max_request_body_size > most)
+            most = (size_t)cfg->protocols.http.max_request_body_size;
+        r->clients = sf_otlp_clients_create(most);
+        if (r->clients == NULL) {
+            st = SF_ENOMEM;
+            goto out_free;
+        }
+    }
     if (cfg->protocols.grpc.present) {
         st = sf_receiver_grpc_create(self, &cfg->protocols.grpc, (unsigned)cfg->max_value_depth,
-                                 &r->grpc);
+                                 r->clients, &r->grpc);
         if (st != SF_OK)
             goto out_free;
         transports |= 1u << SF_TRANSPORT_GRPC;
     }
     if (cfg->protocols.http.present) {
         st = sf_receiver_http_create(self, &cfg->protocols.http, (unsigned)cfg->max_value_depth,
-                                 &r->http);
+                                 r->clients, &r->http);
         if (st != SF_OK)
             goto out_free;
         transports |= 1u << SF_TRANSPORT_HTTP;
@@ -44,6 +58,7 @@ static sf_status otlp_create(sf_component *self, const void *config)
 
 out_free:
     sf_receiver_grpc_destroy(r->grpc);
+    sf_otlp_clients_destroy(r->clients);
     sf_free(r);
     return st;
 }
@@ -79,6 +94,7 @@ static void otlp_destroy(sf_component *self)
         return;
     sf_receiver_http_destroy(r->http);
     sf_receiver_grpc_destroy(r->grpc);
+    sf_otlp_clients_destroy(r->clients);
     sf_free(r);
 }
 

@@ -1,7 +1,44 @@
 /* receivers/otlp/otlp_limit.c: the token bucket of the `otlp` receiver's
- * per-connection rate limits, and the names of the reasons a connection is
- * closed for crossing one. */
+ * per-connection rate limits, its table of clients (decompression per
+ * client), and the names of the reasons a connection is closed for
+ * crossing one.
+ *
+ * DESIGN
+ * The clients' table is open addressing over SF_OTLP_CLIENT_SLOTS entries
+ * under one mutex: a client lives within CLIENT_PROBE entries of its hash,
+ * so a call looks at no more than that many, whatever the table holds. A
+ * newcomer that finds no free entry there takes the one seen least
+ * recently that owes nothing (an owing entry handed to another client
+ * would forgive its debt); when all of them owe, it shares the overflow
+ * entry with every other such client. Decompression is asked under the
+ * lock (sf_otlp_inflate_open) and charged after without it: the balance is
+ * an atomic that the refill updates by compare-and-swap, and an entry with
+ * an inflate under way is never handed on. */
 #include "otlp_limit.h"
+#include "sf_alloc.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* Entries a client may live in, from its hash on. */
+#define CLIENT_PROBE 16
+
+typedef struct client_entry {
+    uint64_t key;               /* 0: free. Under mu */
+    int64_t seen_ms;            /* last looked up. Under mu */
+    /* decompression */
+    _Atomic int64_t tokens;     /* the balance, charged without mu */
+    int64_t last_ms;            /* refilled as of. Under mu */
+    _Atomic unsigned inflating; /* opened, not yet charged */
+    unsigned strikes;           /* refusals, each within 1 s of the last. Under mu */
+    int64_t strike_ms;
+} client_entry;
+
+struct sf_otlp_clients {
+    pthread_mutex_t mu;
+    int64_t debt_max;
+    client_entry e[SF_OTLP_CLIENT_SLOTS + 1];   /* the last: the overflow */
+};
 
 const char *sf_otlp_close_label(sf_otlp_close why)
 {
@@ -59,4 +96,184 @@ bool sf_otlp_bucket_open(sf_otlp_bucket *b, int64_t rate, int64_t burst, int64_t
 void sf_otlp_bucket_charge(sf_otlp_bucket *b, int64_t n, int64_t debt_max)
 {
     b->tokens = b->tokens - n < -debt_max ? -debt_max : b->tokens - n;
+}
+
+/* ---- the clients' table ------------------------------------------------------ */
+
+sf_otlp_clients *sf_otlp_clients_create(size_t debt_max)
+{
+    sf_otlp_clients *t = sf_calloc(1, sizeof(*t));
+
+    if (t == NULL)
+        return NULL;
+    if (pthread_mutex_init(&t->mu, NULL) != 0) {
+        sf_free(t);
+        return NULL;
+    }
+    t->debt_max = (int64_t)debt_max > SF_OTLP_INFLATE_RATE ? (int64_t)debt_max
+                                                            : SF_OTLP_INFLATE_RATE;
+    t->e[SF_OTLP_CLIENT_SLOTS].key = 1;     /* never free */
+    atomic_store(&t->e[SF_OTLP_CLIENT_SLOTS].tokens, 1);
+    return t;
+}
+
+void sf_otlp_clients_destroy(sf_otlp_clients *t)
+{
+    if (t == NULL)
+        return;
+    pthread_mutex_destroy(&t->mu);
+    sf_free(t);
+}
+
+/* What `e`'s balance would be after a refill at `now` (not stored). */
+static int64_t entry_balance(const client_entry *e, int64_t now)
+{
+    int64_t dt = now - e->last_ms, tokens = atomic_load(&e->tokens);
+
+    if (dt <= 0)
+        return tokens;
+    if (dt > SF_OTLP_INFLATE_BURST * 2 / SF_OTLP_INFLATE_RATE * 1000)
+        return SF_OTLP_INFLATE_BURST;
+    return tokens + dt * SF_OTLP_INFLATE_RATE / 1000;
+}
+
+/* Refill `e`'s balance for the time since the last refill, as
+ * bucket_refill, clamping a debt charged past debt_max. Under mu. */
+static void entry_refill(client_entry *e, int64_t debt_max, int64_t now)
+{
+    int64_t dt = now - e->last_ms, add, old, nw;
+
+    if (dt > INT64_MAX / SF_OTLP_INFLATE_RATE)
+        dt = INT64_MAX / SF_OTLP_INFLATE_RATE;
+    add = dt > 0 ? dt * SF_OTLP_INFLATE_RATE / 1000 : 0;
+    if (add > 0)
+        e->last_ms = add >= SF_OTLP_INFLATE_BURST ? now
+                   : e->last_ms + add * 1000 / SF_OTLP_INFLATE_RATE;
+    old = atomic_load(&e->tokens);
+    do {
+        int64_t b = old < -debt_max ? -debt_max : old;
+
+        nw = b > SF_OTLP_INFLATE_BURST - add ? SF_OTLP_INFLATE_BURST : b + add;
+    } while (nw != old && !atomic_compare_exchange_weak(&e->tokens, &old, nw));
+}
+
+/* Whether `e` may be handed to another client: it owes nothing. */
+static bool entry_owes_nothing(const client_entry *e, int64_t now)
+{
+    return atomic_load(&e->inflating) == 0 && entry_balance(e, now) > 0;
+}
+
+static void entry_take(client_entry *e, uint64_t key, int64_t now)
+{
+    e->key = key;
+    e->last_ms = now;
+    atomic_store(&e->tokens, 1);    /* a new client's first message at once */
+    e->strikes = 0;
+    e->strike_ms = 0;
+}
+
+/* The entry of `key`, taken for it when it has none (*fresh): within
+ * CLIENT_PROBE of its hash, a free one or the least recently seen one that
+ * owes nothing; else the overflow. Under mu. */
+static client_entry *entry_find(sf_otlp_clients *t, uint64_t key, int64_t now, bool *fresh)
+{
+    size_t home = (size_t)(key ^ key >> 32);
+    client_entry *spare = NULL, *e = &t->e[SF_OTLP_CLIENT_SLOTS];
+
+    if (key == 0)
+        return e;                   /* no client: the overflow */
+    for (size_t i = 0; i < CLIENT_PROBE; i++) {
+        client_entry *c = &t->e[(home + i) % SF_OTLP_CLIENT_SLOTS];
+
+        if (c->key == key) {
+            c->seen_ms = now;
+            return c;
+        }
+        if (c->key == 0) {
+            spare = c;              /* none is freed: `key` is not further on */
+            break;
+        }
+        if ((spare == NULL || (spare->key != 0 && c->seen_ms < spare->seen_ms)) &&
+                   entry_owes_nothing(c, now)) {
+            spare = c;
+        }
+    }
+    if (spare != NULL) {
+        entry_take(spare, key, now);
+        *fresh = true;
+        e = spare;
+    }
+    e->seen_ms = now;
+    return e;
+}
+
+static client_entry *entry_of(sf_otlp_clients *t, uint64_t key, int64_t now)
+{
+    bool fresh;
+
+    return entry_find(t, key, now, &fresh);
+}
+
+static unsigned entry_slot(const sf_otlp_clients *t, const client_entry *e)
+{
+    return (unsigned)(e - t->e);
+}
+
+/* Charge `n` to `e`, within the bound. */
+static void entry_charge(const sf_otlp_clients *t, client_entry *e, size_t n)
+{
+    int64_t c = n > (size_t)t->debt_max ? t->debt_max : (int64_t)n;
+    int64_t old = atomic_fetch_sub(&e->tokens, c) - c;
+
+    while (old < -t->debt_max &&
+           !atomic_compare_exchange_weak(&e->tokens, &old, -t->debt_max))
+        ;
+}
+
+bool sf_otlp_inflate_open(sf_otlp_clients *t, uint64_t client, int64_t since_ms, int64_t now_ms,
+                          unsigned *slot, bool *close)
+{
+    client_entry *e;
+    bool ok, fresh = false;
+
+    *close = false;
+    pthread_mutex_lock(&t->mu);
+    e = entry_find(t, client, now_ms, &fresh);
+    if (fresh && since_ms < now_ms)
+        e->last_ms = since_ms;      /* banked since its connection opened */
+    entry_refill(e, t->debt_max, now_ms);
+    ok = atomic_load(&e->tokens) > 0;
+    if (ok) {
+        atomic_fetch_add(&e->inflating, 1);
+        *slot = entry_slot(t, e);
+    } else {
+        if (now_ms - e->strike_ms > 1000)
+            e->strikes = 0;
+        e->strike_ms = now_ms;
+        if (++e->strikes > SF_OTLP_INFLATE_STRIKES) {
+            *close = true;
+            e->strikes = 0;
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    return ok;
+}
+
+void sf_otlp_inflate_charge(sf_otlp_clients *t, unsigned slot, size_t n)
+{
+    client_entry *e = &t->e[slot];
+
+    entry_charge(t, e, n);
+    atomic_fetch_sub(&e->inflating, 1);
+}
+
+void sf_otlp_inflate_charge_client(sf_otlp_clients *t, uint64_t client, size_t n, int64_t now_ms)
+{
+    client_entry *e;
+
+    pthread_mutex_lock(&t->mu);
+    e = entry_of(t, client, now_ms);
+    entry_refill(e, t->debt_max, now_ms);       /* what it banked until now is its own */
+    entry_charge(t, e, n);
+    pthread_mutex_unlock(&t->mu);
 }

@@ -7,9 +7,12 @@
 
 typedef struct sf_receiver_grpc sf_receiver_grpc;
 
-/* Allocate (no threads, no socket). */
+/* Allocate (no threads, no socket). `clients` is the receiver's table
+ * (decompression per client), shared with its HTTP server; it outlives the
+ * server. */
 sf_status sf_receiver_grpc_create(sf_component *self, const sf_receiver_grpc_config *cfg,
-                              unsigned max_depth, sf_receiver_grpc **out);
+                              unsigned max_depth, sf_otlp_clients *clients,
+                              sf_receiver_grpc **out);
 /* Bind and start the worker threads (nghttp2, one epoll loop each). SF_IO when the port cannot be bound. */
 sf_status sf_receiver_grpc_start(sf_receiver_grpc *srv);
 /* Stop accepting, let calls in flight finish (a grace period, then cancel),

@@ -44,8 +44,9 @@
  *   closed, and uploads in progress get SHUTDOWN_GRACE_MS.
  * - Decompression is bounded by the same size limit while inflating (a gzip
  *   or zstd bomb gets 413 after producing at most that many bytes), and per
- *   connection by a rate (LIM_INFLATE_RATE: 429 past it, the connection
- *   closed if its client goes on); zstd
+ *   client by a rate shared with the gRPC server (otlp_limit.h
+ *   SF_OTLP_INFLATE_*: 429 past it, the connection closed if its client
+ *   goes on); zstd
  *   windows are limited to 8 MiB (RFC 9659), so a frame header cannot make
  *   the decoder reserve more.
  * - Decoding uses an arena from a small pool (one per thread in steady
@@ -130,14 +131,6 @@
 /* json-c's parse tree, per byte of OTLP/JSON (22x measured on the sample
  * batch); charged to the counted memory while a JSON body is decoded. */
 #define JSON_TREE_FACTOR 24
-/* Decompression per connection, as the gRPC server's (h2_conn.c): bytes
- * inflated a second, as much banked at most; a body is let through
- * whenever the balance is positive (a new connection's first at once) and
- * charged after. Past it 429, and after LIM_INFLATE_STRIKES such answers
- * each within 1 s of the last, the 429 closes the connection. */
-#define LIM_INFLATE_RATE ((int64_t)8 << 20)
-#define LIM_INFLATE_BURST ((int64_t)32 << 20)
-#define LIM_INFLATE_STRIKES 8
 
 /* Also the order in which a newcomer takes a slot: headers incomplete
  * first, then an upload, then an idle keep-alive connection. */
@@ -153,10 +146,8 @@ typedef struct http_conn {
     conn_state state;
     int64_t since;              /* entered `state`, monotonic ms */
     bool evicted;               /* shut down by us, not yet closed */
-    /* Its thread's alone (finish()): the bytes its bodies inflated. */
-    sf_otlp_bucket lim_inflate;
-    unsigned inflate_strikes;
-    int64_t inflate_strike_ms;
+    uint64_t client;            /* sf_net_client_key of its peer: shares and limits */
+    int64_t opened;             /* monotonic ms */
 } http_conn;
 
 enum { CT_PROTO, CT_JSON };
@@ -210,6 +201,7 @@ struct sf_receiver_http {
     struct MHD_Daemon *daemon;
     _Atomic size_t buffered;    /* bytes of request bodies being gathered */
     size_t budget;
+    sf_otlp_clients *clients;   /* the receiver's, shared with its gRPC server */
     pthread_mutex_t pool_lock;
     sf_arena *pool[ARENA_POOL];
     size_t n_pool;
@@ -1023,36 +1015,6 @@ static http_conn *conn_of(struct MHD_Connection *conn)
     return ci != NULL ? ci->socket_context : NULL;
 }
 
-/* Whether the connection may inflate another body now (its bucket is not
- * in debt). A body refused for it is a strike; past LIM_INFLATE_STRIKES,
- * each within 1 s of the last, *close says to close the connection
- * (counted). Its own thread's. */
-static bool conn_inflate_open(sf_receiver_http *srv, http_conn *hc, bool *close)
-{
-    int64_t now = sf_now_ms();
-
-    if (sf_otlp_bucket_open(&hc->lim_inflate, LIM_INFLATE_RATE, LIM_INFLATE_BURST, now))
-        return true;
-    if (now - hc->inflate_strike_ms > 1000)
-        hc->inflate_strikes = 0;
-    hc->inflate_strike_ms = now;
-    if (++hc->inflate_strikes > LIM_INFLATE_STRIKES) {
-        *close = true;
-        atomic_fetch_add(&srv->closed[SF_OTLP_CLOSE_DECOMPRESSION], 1);
-        hc->inflate_strikes = 0;
-    }
-    return false;
-}
-
-/* Charge what a body inflated (a whole body at most, so one costs its size). */
-static void conn_inflate_charge(sf_receiver_http *srv, http_conn *hc, size_t n)
-{
-    int64_t most = (int64_t)srv->max_body > LIM_INFLATE_RATE ? (int64_t)srv->max_body
-                                                             : LIM_INFLATE_RATE;
-
-    sf_otlp_bucket_charge(&hc->lim_inflate, n > (size_t)most ? most : (int64_t)n, most);
-}
-
 static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn,
                               http_req *rq)
 {
@@ -1077,14 +1039,20 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
         const char *why = NULL;
         http_conn *hc = conn_of(conn);
         bool close = false;
+        unsigned slot;
 
-        /* Decompression is paid per connection: past its share a second,
+        /* Decompression is paid per client: past its share a second,
          * refused before it costs more; closed if the client goes on. */
-        if (hc != NULL && !conn_inflate_open(srv, hc, &close)) {
+        int64_t now = sf_now_ms();
+
+        if (!sf_otlp_inflate_open(srv->clients, hc != NULL ? hc->client : 0,
+                                  hc != NULL ? hc->opened : now, now, &slot, &close)) {
+            if (close)
+                atomic_fetch_add(&srv->closed[SF_OTLP_CLOSE_DECOMPRESSION], 1);
             sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, rq->signal, 0,
                                 SF_REASON_TOO_LARGE);
             return send_rpc_status_ex(conn, rq, 429, SF_RPC_RESOURCE_EXHAUSTED,
-                                      "decompression rate of this connection exceeded: send "
+                                      "decompression rate of this client exceeded: send "
                                       "less compressed data a second, or uncompressed; retry "
                                       "later", close ? SEND_CLOSE : 0);
         }
@@ -1093,9 +1061,8 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
                            &why);
         else
             st = sf_inflate(BODY(rq), sf_dynbuf_len(&rq->body), srv->max_body, &inflated, &len);
-        if (hc != NULL)
-            conn_inflate_charge(srv, hc, st == SF_OK ? len : st == SF_TOOBIG ? srv->max_body
-                                                           : sf_dynbuf_len(&rq->body));
+        sf_otlp_inflate_charge(srv->clients, slot, st == SF_OK ? len : st == SF_TOOBIG
+                               ? srv->max_body : sf_dynbuf_len(&rq->body));
         if (st == SF_ENOMEM)
             return refuse_counted(srv, conn, rq, SF_ENOMEM, NULL,
                                   SF_REASON_MEMORY_LIMIT);
@@ -1149,7 +1116,7 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
     if (st == SF_OK) {
         /* The codec's pass inside emit is also the validation. */
         sf_request_init_signal(&batch, arena, rq->signal, data, len, srv->max_depth);
-        batch.client = client_of(conn);     /* the queues' shares */
+        batch.client = conn_of(conn) != NULL ? conn_of(conn)->client : client_of(conn);
         st = sf_component_emit(srv->self, SF_TRANSPORT_HTTP, &batch);
         if (st == SF_INVALID)
             snprintf(err, sizeof(err), "request is not a valid %s: %s",
@@ -1256,7 +1223,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         c->fd = ci->connect_fd;
         c->state = CS_NEW;
         c->since = sf_now_ms();
-        sf_otlp_bucket_init(&c->lim_inflate, 1, c->since);
+        c->client = client_of(conn);
+        c->opened = c->since;
         pthread_mutex_lock(&srv->conn_lock);
         c->next = srv->conns;
         if (srv->conns != NULL)
@@ -1554,7 +1522,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 /* ---- lifecycle --------------------------------------------------------------- */
 
 sf_status sf_receiver_http_create(sf_component *self, const sf_receiver_http_config *cfg,
-                              unsigned max_depth, sf_receiver_http **out)
+                              unsigned max_depth, sf_otlp_clients *clients,
+                              sf_receiver_http **out)
 {
     sf_receiver_http *srv = sf_calloc(1, sizeof(*srv));
 
@@ -1564,6 +1533,7 @@ sf_status sf_receiver_http_create(sf_component *self, const sf_receiver_http_con
     srv->self = self;
     srv->cfg = cfg;
     srv->max_depth = max_depth;
+    srv->clients = clients;
     srv->max_body = (size_t)cfg->max_request_body_size;
     srv->budget = srv->max_body * BUFFER_BUDGET;
     pthread_mutex_init(&srv->pool_lock, NULL);

@@ -7,9 +7,10 @@
 
 typedef struct sf_receiver_http sf_receiver_http;
 
-/* Allocate (no threads, no socket). */
+/* Allocate (no threads, no socket). `clients` as sf_receiver_grpc_create. */
 sf_status sf_receiver_http_create(sf_component *self, const sf_receiver_http_config *cfg,
-                              unsigned max_depth, sf_receiver_http **out);
+                              unsigned max_depth, sf_otlp_clients *clients,
+                              sf_receiver_http **out);
 /* Bind and start serving. SF_IO when the address cannot be bound. */
 sf_status sf_receiver_http_start(sf_receiver_http *srv);
 /* Stop accepting and finish requests in progress. Safe if never started. */
