@@ -900,12 +900,19 @@ static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *d
                               size_t *size)
 {
     size_t n = *size;
+    bool incomplete;
 
     *size = 0;
     atomic_store(&rq->progress_ms, sf_now_ms());
     if (rq->refuse_http != 0)       /* count and discard the rest, up to a point */
         return discard(srv, rq, data, n);
-    if (!sf_component_may_accept(srv->self)) {
+    /* A body this chunk does not complete (its Content-Length is further
+     * on, or unknown) leaves the headroom below the soft limit free, for
+     * requests that are complete: uploads that crawl may fill memory only
+     * to there, and the next one reclaims from them, not a whole request
+     * arriving beside them. */
+    incomplete = rq->expect == 0 || sf_dynbuf_len(&rq->body) + n < rq->expect;
+    if (incomplete ? memory_wanted(srv) : !sf_component_may_accept(srv->self)) {
         /* Uploads that crawl pay first (this one just made progress). */
         pthread_mutex_unlock(&rq->lock);
         reclaim(srv, rq, 0);
@@ -916,7 +923,7 @@ static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *d
     /* Memory is still short: the body would be refused when complete, so it
      * is counted from now on and its buffer given back, instead of bodies
      * admitted before filling memory on to the hard limit. */
-    if (!sf_component_may_accept(srv->self)) {
+    if (incomplete ? memory_wanted(srv) : !sf_component_may_accept(srv->self)) {
         refuse_later(srv, rq, SF_MEMLIMIT, NULL, SF_REASON_MEMORY_LIMIT);
         count_feed(srv, rq, (const uint8_t *)data, n);
         rq->discarded += n;
