@@ -162,6 +162,16 @@ void h2_stream_park(h2_stream *s)
     atomic_fetch_add(&w->n_parked, 1);
 }
 
+static size_t stream_held(const h2_stream *s);
+
+/* What the stream holds, charged to its client's share (otlp_limit.h):
+ * after anything that changes its buffer or whether it is partial. */
+static void stream_hold(h2_stream *s)
+{
+    sf_otlp_hold_set(s->c->w->srv->clients, s->c->client, &s->hold, stream_held(s),
+                     s->c->last_read_ms);
+}
+
 void h2_stream_drop_message(h2_stream *s)
 {
     worker *w = s->c->w;
@@ -181,6 +191,7 @@ void h2_stream_drop_message(h2_stream *s)
         s->c->w->reserved -= s->msg_len;
         s->reserved = false;
     }
+    stream_hold(s);
 }
 
 /* Whether a stream's whole message fits the worker's budget, or is the
@@ -244,9 +255,18 @@ static void conn_mark_dirty(h2_conn *c)
     c->w->dirty = c;
 }
 
+static void stream_consume(h2_stream *s);
+
 /* Return what a stream has received to its window (budget permitting;
- * otherwise it waits on the worker's deferred list). */
+ * otherwise it waits on the worker's deferred list), and charge what it
+ * holds now. */
 void h2_stream_consume(h2_stream *s)
+{
+    stream_consume(s);
+    stream_hold(s);
+}
+
+static void stream_consume(h2_stream *s)
 {
     worker *w = s->c->w;
 
@@ -301,8 +321,6 @@ void h2_worker_undefer(worker *w)
  * returned, answered UNAVAILABLE when complete) rather than left waiting
  * until STREAM_STALL_MS while memory stays short (counted as reclaimed
  * when it held bytes). */
-static size_t stream_held(const h2_stream *s);
-
 static void worker_settle_deferred(worker *w)
 {
     for (;;) {
@@ -317,6 +335,8 @@ static void worker_settle_deferred(worker *w)
         if (held > 0) {
             atomic_fetch_add(&w->srv->reclaimed_calls, 1);
             atomic_fetch_add(&w->srv->reclaimed_bytes, held);
+            sf_otlp_reclaimed(w->srv->clients, 0, sf_otlp_over_share(w->srv->clients,
+                                                                     s->c->client));
         }
         deferred_unlink(w, s);
         up_of(s)->start_refusing(s);
@@ -348,14 +368,31 @@ static bool reclaim_wanted(const sf_receiver_grpc *srv)
 }
 
 /* Memory is short, and a complete call would be refused for it: first
- * refuse (UNAVAILABLE) and free the partial messages this worker holds, the
- * most bytes with the least recent progress first (bytes times the time
- * since their last byte), until memory is no longer short, with a headroom
- * (RECLAIM_HEADROOM), or none is left.
- * `keep` (the stream asking) is never taken. A client that stopped sending
- * (held windows, then silence) thus pays for the memory it holds, not
- * every client whose call is complete. Returns the bytes freed. */
+ * refuse (UNAVAILABLE) and free the partial messages this worker holds:
+ * those of clients over their share of the held bytes first (otlp_limit.h),
+ * and within that the most bytes with the least recent progress first
+ * (bytes times the time since their last byte), until memory is no longer
+ * short, with a headroom (RECLAIM_HEADROOM), or none is left.
+ * `keep` (the stream asking) is never taken, and when its client is over
+ * its share only clients over theirs pay for it. A client that stopped
+ * sending (held windows, then silence), or that holds more than its share,
+ * thus pays for the memory it holds, not every client whose call is
+ * complete. Returns the bytes freed. */
+static size_t worker_reclaim(worker *w, const h2_stream *keep, bool keep_over);
+
 size_t h2_worker_reclaim(worker *w, const h2_stream *keep)
+{
+    return worker_reclaim(w, keep, keep != NULL &&
+                          sf_otlp_over_share(w->srv->clients, keep->c->client));
+}
+
+size_t h2_worker_reclaim_over(worker *w)
+{
+    return worker_reclaim(w, NULL, true);
+}
+
+/* `keep_over`: clients over their share only. */
+static size_t worker_reclaim(worker *w, const h2_stream *keep, bool keep_over)
 {
     sf_receiver_grpc *srv = w->srv;
     int64_t now = sf_now_ms();
@@ -365,26 +402,45 @@ size_t h2_worker_reclaim(worker *w, const h2_stream *keep)
         h2_stream *victim = NULL;
         uint64_t best = 0;
         size_t held = 0;
+        bool victim_over = false;
 
         for (h2_conn *c = w->conns; c != NULL; c = c->next) {
+            int over = -1;          /* its client over its share: asked once, if it holds */
+
             for (h2_stream *st = c->stream_list; st != NULL; st = st->cnext) {
                 size_t h = stream_held(st);
                 uint64_t score;
 
                 if (h == 0 || st == keep)
                     continue;
+                if (over < 0)
+                    over = sf_otlp_over_share(srv->clients, c->client);
+                if (keep_over && !over)
+                    continue;
+                if (victim_over && !over)
+                    continue;
                 score = (uint64_t)h * (uint64_t)(now - st->progress_ms + TICK_MS);
-                if (victim == NULL || score > best) {
+                if (victim == NULL || (over && !victim_over) || score > best) {
                     victim = st;
                     best = score;
                     held = h;
+                    victim_over = over;
                 }
             }
         }
         if (victim == NULL)
             break;
+        if (!victim_over && sf_otlp_any_over_share(srv->clients)) {
+            /* A client over its share holds elsewhere (another worker's,
+             * the HTTP server's): it pays first, asked by its owner's tick
+             * and pokes; the HTTP server is asked now. */
+            if (srv->peer_reclaim != NULL)
+                srv->peer_reclaim(srv->peer);
+            break;
+        }
         atomic_fetch_add(&srv->reclaimed_calls, 1);
         atomic_fetch_add(&srv->reclaimed_bytes, held);
+        sf_otlp_reclaimed(srv->clients, 0, victim_over);
         freed += held;
         if (!victim->deferred && victim->c->out_len == 0 &&
             now - victim->c->last_read_ms >= RECLAIM_STALL_MS) {

@@ -65,6 +65,7 @@ typedef struct h2_stream {
     size_t msg_got;
     size_t unconsumed;          /* bytes received but not yet returned to the window */
     sf_dynbuf msg;
+    sf_otlp_hold hold;          /* its buffer while partial, charged to its client's share */
     sf_span_counter counter;    /* refusing */
     z_stream *z;                /* refusing a compressed message: inflated to count */
     bool z_failed;
@@ -116,6 +117,7 @@ struct worker {
     int ep;
     int wake;                   /* eventfd: shutdown */
     int poke;                   /* eventfd: another worker asks to reclaim, or has reclaimed */
+    _Atomic bool peer_asked;    /* the HTTP server asks (sf_receiver_grpc_reclaim_soon) */
     bool listening;             /* the listening socket is in ep */
     int64_t accept_resume_ms;
     int64_t accept_backoff_ms;
@@ -165,6 +167,8 @@ struct sf_receiver_grpc {
     size_t max_msg;
     size_t budget;              /* per worker */
     sf_otlp_clients *clients;   /* the receiver's, shared with its HTTP server */
+    sf_otlp_reclaim_fn peer_reclaim;    /* the HTTP server's reclaim_soon, or NULL */
+    void *peer;
     unsigned max_conns;         /* max_connections, within the memory limit */
     int lfd;
     unsigned n_workers;
@@ -199,6 +203,8 @@ void h2_stream_drop_message(h2_stream *s);
 void h2_stream_consume(h2_stream *s);
 void h2_worker_undefer(worker *w);
 size_t h2_worker_reclaim(worker *w, const h2_stream *keep);
+/* The same for the HTTP server: clients over their share only. */
+size_t h2_worker_reclaim_over(worker *w);
 /* Ask the other workers to reclaim (or, parked_only, tell those with
  * parked calls that memory was freed), through the event layer. */
 void h2_workers_poke_others(worker *self, bool parked_only);

@@ -105,6 +105,25 @@ static void workers_poke(worker *self, bool parked_only)
     }
 }
 
+void sf_receiver_grpc_reclaim_soon(void *server)
+{
+    sf_receiver_grpc *srv = server;
+    uint64_t one = 1;
+
+    for (unsigned i = 0; i < srv->n_workers; i++) {
+        atomic_store(&srv->workers[i].peer_asked, true);
+        if (srv->workers[i].poke >= 0 && write(srv->workers[i].poke, &one, sizeof(one)) < 0) {
+            /* The counter is full: a poke is pending anyway. */
+        }
+    }
+}
+
+void sf_receiver_grpc_set_peer(sf_receiver_grpc *srv, sf_otlp_reclaim_fn fn, void *peer)
+{
+    srv->peer_reclaim = fn;
+    srv->peer = peer;
+}
+
 static void accept_pause(worker *w, int err)
 {
     sf_receiver_grpc *srv = w->srv;
@@ -223,6 +242,11 @@ static void *worker_main(void *arg)
                 ssize_t r = read(w->poke, &v, sizeof(v));
 
                 (void)r;
+                /* Asked by the HTTP server: clients over their share pay
+                 * (its headroom below the soft limit counts too); by
+                 * another worker: anyone, while memory is short. */
+                if (atomic_exchange(&w->peer_asked, false) && h2_worker_reclaim_over(w) > 0)
+                    workers_poke(w, true);
                 if (!sf_component_may_accept(w->srv->self) && h2_worker_reclaim(w, NULL) > 0)
                     workers_poke(w, true);
                 continue;

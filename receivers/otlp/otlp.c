@@ -52,6 +52,11 @@ static sf_status otlp_create(sf_component *self, const void *config)
             goto out_free;
         transports |= 1u << SF_TRANSPORT_HTTP;
     }
+    if (r->grpc != NULL && r->http != NULL) {
+        /* The shares span both servers: each asks the other to reclaim. */
+        sf_receiver_grpc_set_peer(r->grpc, sf_receiver_http_reclaim_soon, r->http);
+        sf_receiver_http_set_peer(r->http, sf_receiver_grpc_reclaim_soon, r->grpc);
+    }
     sf_component_set_transports(self, transports);
     sf_component_set_ctx(self, r);
     return SF_OK;
@@ -66,9 +71,13 @@ out_free:
 static sf_status otlp_start(sf_component *self)
 {
     otlp_receiver *r = sf_component_ctx(self);
-
     sf_status st = SF_OK;
+    size_t soft, hard;
 
+    /* The shares of held memory are at least a part of the soft limit (the
+     * memory limiter's refusals start there). */
+    sf_alloc_limits(&soft, &hard);
+    sf_otlp_clients_set_capacity(r->clients, soft);
     if (r->grpc != NULL)
         st = sf_receiver_grpc_start(r->grpc);
     if (st == SF_OK && r->http != NULL)
@@ -118,7 +127,22 @@ static const char otlp_metrics_help[] =
     "gRPC frames that bring nothing (window_update_flood, empty_data_flood, priority_flood, "
     "reset_flood: GOAWAY ENHANCE_YOUR_CALM) and, on both transports, calls refused again and "
     "again for the connection's decompression rate (decompression).\n"
-    "# TYPE spanfence_receiver_closed_connections counter\n";
+    "# TYPE spanfence_receiver_closed_connections counter\n"
+    "# HELP spanfence_receiver_reclaimed_share_requests Reclaimed requests (as "
+    "spanfence_receiver_reclaimed_requests) whose client held more than its share of the "
+    "bytes held for incomplete messages (share over) or not (under): over-share clients are "
+    "reclaimed first.\n"
+    "# TYPE spanfence_receiver_reclaimed_share_requests counter\n"
+    "# HELP spanfence_receiver_memory_share_bytes Each client's share of the memory held for "
+    "incomplete messages (gRPC message buffers, HTTP upload bodies): what they hold / clients "
+    "holding, at least a 32nd of the soft memory limit; 0 without a limit.\n"
+    "# TYPE spanfence_receiver_memory_share_bytes gauge\n"
+    "# HELP spanfence_receiver_memory_clients Clients (a loopback connection, else a peer "
+    "address) holding bytes for incomplete messages.\n"
+    "# TYPE spanfence_receiver_memory_clients gauge\n"
+    "# HELP spanfence_receiver_memory_held_bytes Bytes held for incomplete messages, both "
+    "transports.\n"
+    "# TYPE spanfence_receiver_memory_held_bytes gauge\n";
 
 /* The receiver's own series: what was taken back from requests in
  * progress, per transport and reason. */
@@ -174,6 +198,34 @@ static size_t otlp_metrics(sf_component *self, char *buf, size_t size)
             if (n > 0)
                 len += (size_t)n;
         }
+    }
+    {
+        size_t share, clients, held;
+        int n;
+
+        for (int t = 0; t < 2; t++) {
+            if ((t == 0 && r->grpc == NULL) || (t == 1 && r->http == NULL))
+                continue;
+            for (int over = 1; over >= 0; over--) {
+                n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
+                             "spanfence_receiver_reclaimed_share_requests{receiver=\"%s\","
+                             "transport=\"%s\",share=\"%s\"} %llu\n", sf_component_id(self),
+                             t == 0 ? "grpc" : "http", over ? "over" : "under",
+                             (unsigned long long)sf_otlp_reclaimed_count(r->clients,
+                                                                         (unsigned)t, over));
+                if (n > 0)
+                    len += (size_t)n;
+            }
+        }
+        sf_otlp_share_state(r->clients, &share, &clients, &held);
+        n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
+                     "spanfence_receiver_memory_share_bytes{receiver=\"%s\"} %zu\n"
+                     "spanfence_receiver_memory_clients{receiver=\"%s\"} %zu\n"
+                     "spanfence_receiver_memory_held_bytes{receiver=\"%s\"} %zu\n",
+                     sf_component_id(self), share, sf_component_id(self), clients,
+                     sf_component_id(self), held);
+        if (n > 0)
+            len += (size_t)n;
     }
     if (r->grpc != NULL) {
         int n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,

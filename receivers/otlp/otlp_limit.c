@@ -22,6 +22,12 @@
 
 /* Entries a client may live in, from its hash on. */
 #define CLIENT_PROBE 16
+/* A new client's balance: its first messages at once, whatever their size
+ * (the first is charged into debt), and a few small ones that come in the
+ * same millisecond as its connection (an SDK's concurrent batches on a
+ * fresh connection: with one byte, the second was refused in
+ * e2e/transports_matrix now and then). */
+#define INFLATE_FIRST (SF_OTLP_INFLATE_RATE / 8)
 
 typedef struct client_entry {
     uint64_t key;               /* 0: free. Under mu */
@@ -29,14 +35,19 @@ typedef struct client_entry {
     /* decompression */
     _Atomic int64_t tokens;     /* the balance, charged without mu */
     int64_t last_ms;            /* refilled as of. Under mu */
+    bool banked;                /* last_ms set by its first inflate (a connection's opening) */
     _Atomic unsigned inflating; /* opened, not yet charged */
     unsigned strikes;           /* refusals, each within 1 s of the last. Under mu */
     int64_t strike_ms;
+    size_t held;                /* bytes of its incomplete messages. Under mu */
 } client_entry;
 
 struct sf_otlp_clients {
     pthread_mutex_t mu;
     int64_t debt_max;
+    size_t capacity;            /* what the shares divide; 0: no shares. Under mu */
+    size_t held, n_holding;     /* in all, and the entries holding bytes. Under mu */
+    _Atomic uint64_t reclaimed[2][2];   /* [transport][over its share] */
     client_entry e[SF_OTLP_CLIENT_SLOTS + 1];   /* the last: the overflow */
 };
 
@@ -113,7 +124,7 @@ sf_otlp_clients *sf_otlp_clients_create(size_t debt_max)
     t->debt_max = (int64_t)debt_max > SF_OTLP_INFLATE_RATE ? (int64_t)debt_max
                                                             : SF_OTLP_INFLATE_RATE;
     t->e[SF_OTLP_CLIENT_SLOTS].key = 1;     /* never free */
-    atomic_store(&t->e[SF_OTLP_CLIENT_SLOTS].tokens, 1);
+    atomic_store(&t->e[SF_OTLP_CLIENT_SLOTS].tokens, INFLATE_FIRST);
     return t;
 }
 
@@ -157,25 +168,27 @@ static void entry_refill(client_entry *e, int64_t debt_max, int64_t now)
     } while (nw != old && !atomic_compare_exchange_weak(&e->tokens, &old, nw));
 }
 
-/* Whether `e` may be handed to another client: it owes nothing. */
+/* Whether `e` may be handed to another client: it owes nothing and holds
+ * nothing (what it holds is given back to it). */
 static bool entry_owes_nothing(const client_entry *e, int64_t now)
 {
-    return atomic_load(&e->inflating) == 0 && entry_balance(e, now) > 0;
+    return e->held == 0 && atomic_load(&e->inflating) == 0 && entry_balance(e, now) > 0;
 }
 
 static void entry_take(client_entry *e, uint64_t key, int64_t now)
 {
     e->key = key;
     e->last_ms = now;
-    atomic_store(&e->tokens, 1);    /* a new client's first message at once */
+    e->banked = false;
+    atomic_store(&e->tokens, INFLATE_FIRST);
     e->strikes = 0;
     e->strike_ms = 0;
 }
 
-/* The entry of `key`, taken for it when it has none (*fresh): within
- * CLIENT_PROBE of its hash, a free one or the least recently seen one that
- * owes nothing; else the overflow. Under mu. */
-static client_entry *entry_find(sf_otlp_clients *t, uint64_t key, int64_t now, bool *fresh)
+/* The entry of `key`, taken for it when it has none: within CLIENT_PROBE
+ * of its hash, a free one or the least recently seen one that owes
+ * nothing; else the overflow. Under mu. */
+static client_entry *entry_of(sf_otlp_clients *t, uint64_t key, int64_t now)
 {
     size_t home = (size_t)(key ^ key >> 32);
     client_entry *spare = NULL, *e = &t->e[SF_OTLP_CLIENT_SLOTS];
@@ -200,18 +213,10 @@ static client_entry *entry_find(sf_otlp_clients *t, uint64_t key, int64_t now, b
     }
     if (spare != NULL) {
         entry_take(spare, key, now);
-        *fresh = true;
         e = spare;
     }
     e->seen_ms = now;
     return e;
-}
-
-static client_entry *entry_of(sf_otlp_clients *t, uint64_t key, int64_t now)
-{
-    bool fresh;
-
-    return entry_find(t, key, now, &fresh);
 }
 
 static unsigned entry_slot(const sf_otlp_clients *t, const client_entry *e)
@@ -234,13 +239,18 @@ bool sf_otlp_inflate_open(sf_otlp_clients *t, uint64_t client, int64_t since_ms,
                           unsigned *slot, bool *close)
 {
     client_entry *e;
-    bool ok, fresh = false;
+    bool ok;
 
     *close = false;
     pthread_mutex_lock(&t->mu);
-    e = entry_find(t, client, now_ms, &fresh);
-    if (fresh && since_ms < now_ms)
-        e->last_ms = since_ms;      /* banked since its connection opened */
+    e = entry_of(t, client, now_ms);
+    if (!e->banked) {
+        /* its first inflate (the entry may be older: what it holds was
+         * charged first): banked since its connection opened */
+        e->banked = true;
+        if (since_ms < now_ms && atomic_load(&e->tokens) == INFLATE_FIRST)
+            e->last_ms = since_ms;
+    }
     entry_refill(e, t->debt_max, now_ms);
     ok = atomic_load(&e->tokens) > 0;
     if (ok) {
@@ -273,7 +283,105 @@ void sf_otlp_inflate_charge_client(sf_otlp_clients *t, uint64_t client, size_t n
 
     pthread_mutex_lock(&t->mu);
     e = entry_of(t, client, now_ms);
+    e->banked = true;
     entry_refill(e, t->debt_max, now_ms);       /* what it banked until now is its own */
     entry_charge(t, e, n);
     pthread_mutex_unlock(&t->mu);
+}
+
+/* ---- shares of held memory ----------------------------------------------------- */
+
+void sf_otlp_clients_set_capacity(sf_otlp_clients *t, size_t capacity)
+{
+    pthread_mutex_lock(&t->mu);
+    t->capacity = capacity;
+    pthread_mutex_unlock(&t->mu);
+}
+
+void sf_otlp_hold_set(sf_otlp_clients *t, uint64_t client, sf_otlp_hold *h, size_t bytes,
+                      int64_t now_ms)
+{
+    client_entry *e;
+
+    if (bytes == h->bytes)
+        return;
+    pthread_mutex_lock(&t->mu);
+    if (h->bytes > 0) {
+        e = &t->e[h->slot];         /* held: the same entry (not handed on) */
+    } else {
+        e = entry_of(t, client, now_ms);
+        h->slot = entry_slot(t, e);
+    }
+    if (e->held == 0)
+        t->n_holding++;
+    e->held = e->held - h->bytes + bytes;
+    t->held = t->held - h->bytes + bytes;
+    if (e->held == 0)
+        t->n_holding--;
+    h->bytes = bytes;
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* Each holding client's share of the held bytes. Under mu. */
+static size_t share_of(const sf_otlp_clients *t)
+{
+    size_t fair, floor;
+
+    if (t->capacity == 0)
+        return SIZE_MAX;
+    fair = t->n_holding > 0 ? t->held / t->n_holding : 0;
+    floor = t->capacity / SF_OTLP_SHARE_FLOOR_DIV;
+    return fair > floor ? fair : floor;
+}
+
+bool sf_otlp_over_share(sf_otlp_clients *t, uint64_t client)
+{
+    size_t home = (size_t)(client ^ client >> 32);
+    const client_entry *e = &t->e[SF_OTLP_CLIENT_SLOTS];
+    bool over;
+
+    pthread_mutex_lock(&t->mu);
+    if (client != 0) {
+        for (size_t i = 0; i < CLIENT_PROBE; i++) {
+            const client_entry *c = &t->e[(home + i) % SF_OTLP_CLIENT_SLOTS];
+
+            if (c->key == client || c->key == 0) {
+                e = c;
+                break;
+            }
+        }
+    }
+    over = e->held > share_of(t);
+    pthread_mutex_unlock(&t->mu);
+    return over;
+}
+
+bool sf_otlp_any_over_share(sf_otlp_clients *t)
+{
+    bool any = false;
+
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i <= SF_OTLP_CLIENT_SLOTS && !any; i++)
+        any = t->e[i].held > share_of(t);
+    pthread_mutex_unlock(&t->mu);
+    return any;
+}
+
+void sf_otlp_share_state(sf_otlp_clients *t, size_t *share, size_t *clients, size_t *held)
+{
+    pthread_mutex_lock(&t->mu);
+    *share = t->capacity == 0 ? 0 : share_of(t);
+    *clients = t->n_holding;
+    *held = t->held;
+    pthread_mutex_unlock(&t->mu);
+}
+
+void sf_otlp_reclaimed(sf_otlp_clients *t, unsigned transport, bool over)
+{
+    atomic_fetch_add(&t->reclaimed[transport & 1][over], 1);
+}
+
+uint64_t sf_otlp_reclaimed_count(sf_otlp_clients *t, unsigned transport, bool over)
+{
+    return atomic_load(&t->reclaimed[transport & 1][over]);
 }

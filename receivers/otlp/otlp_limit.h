@@ -93,4 +93,50 @@ void sf_otlp_inflate_charge(sf_otlp_clients *t, unsigned slot, size_t n);
  * spans counted). One lock. */
 void sf_otlp_inflate_charge_client(sf_otlp_clients *t, uint64_t client, size_t n, int64_t now_ms);
 
+/* Shares of the memory the receivers hold for incomplete messages (gRPC
+ * streams' message buffers, HTTP upload bodies), per client, across both
+ * servers. A client's share of the held bytes is what they hold in all /
+ * the clients holding, and never less than capacity /
+ * SF_OTLP_SHARE_FLOOR_DIV (the soft memory limit's 32nd: 1.6 MiB of 64 MiB),
+ * so a client holding a message or two of ordinary size is never over it,
+ * however many small holders a flooder's connections make; no share (nobody
+ * over) without a limit. When memory is short or the HTTP bodies' budget
+ * is full, the servers reclaim from clients over their share first, and a
+ * client over its share reclaims only from others over theirs (else it is
+ * refused itself). Clients that find no entry of their own hold in the
+ * shared overflow entry, which is then as one client. */
+#define SF_OTLP_SHARE_FLOOR_DIV 32
+
+/* What one message in progress holds, charged to its client's entry
+ * (slot). Zeroed: nothing. */
+typedef struct sf_otlp_hold {
+    size_t bytes;
+    unsigned slot;
+} sf_otlp_hold;
+
+/* The bytes the shares divide (0: none, nobody is over a share). */
+void sf_otlp_clients_set_capacity(sf_otlp_clients *t, size_t capacity);
+/* `h` (a message of `client`) now holds `bytes`. No lock when unchanged. */
+void sf_otlp_hold_set(sf_otlp_clients *t, uint64_t client, sf_otlp_hold *h, size_t bytes,
+                      int64_t now_ms);
+/* Whether `client` holds more than its share now. One lock. */
+bool sf_otlp_over_share(sf_otlp_clients *t, uint64_t client);
+/* Whether any client holds more than its share now. One lock, a pass. */
+bool sf_otlp_any_over_share(sf_otlp_clients *t);
+/* The gauges: each client's share in bytes, the clients holding bytes,
+ * and the bytes held in all. */
+void sf_otlp_share_state(sf_otlp_clients *t, size_t *share, size_t *clients, size_t *held);
+/* Ask the receiver's other server to reclaim the partial messages of
+ * clients over their share soon (while memory is short or less than the
+ * headroom is free): the shares span both servers, so a client of one
+ * under its share is not refused while a client of the other holds more
+ * than its share. Never blocks. */
+typedef void (*sf_otlp_reclaim_fn)(void *server);
+
+/* A message of a client `over` its share, or not, was reclaimed, over
+ * `transport` (0 gRPC, 1 HTTP); and how many so far
+ * (spanfence_receiver_reclaimed_share_requests). Thread-safe. */
+void sf_otlp_reclaimed(sf_otlp_clients *t, unsigned transport, bool over);
+uint64_t sf_otlp_reclaimed_count(sf_otlp_clients *t, unsigned transport, bool over);
+
 #endif

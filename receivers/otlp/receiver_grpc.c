@@ -304,6 +304,9 @@ void grpc_stream_finish(h2_stream *s)
             if (s->park_deadline_ms == 0) {
                 s->park_deadline_ms = now + PARK_MS;
                 h2_workers_poke_others(w, false);
+                if (srv->peer_reclaim != NULL &&
+                    !sf_otlp_over_share(srv->clients, s->c->client))
+                    srv->peer_reclaim(srv->peer);   /* the HTTP uploads too */
             }
             if (now < s->park_deadline_ms) {
                 h2_stream_park(s);

@@ -28,6 +28,13 @@ void sf_receiver_grpc_reclaimed(const sf_receiver_grpc *srv, uint64_t *calls, ui
 /* Connections closed with GOAWAY ENHANCE_YOUR_CALM for crossing a flood
  * limit, for `why` (spanfence_receiver_closed_connections). Thread-safe. */
 uint64_t sf_receiver_grpc_closed(const sf_receiver_grpc *srv, sf_otlp_close why);
+/* Ask every worker to reclaim the partial messages of clients over their
+ * share now (while memory is short or less than the headroom is free): the
+ * HTTP server's requests under their share may be the ones waiting. Never
+ * blocks. */
+void sf_receiver_grpc_reclaim_soon(void *srv);
+/* The HTTP server's, called when a complete call waits for memory. */
+void sf_receiver_grpc_set_peer(sf_receiver_grpc *srv, sf_otlp_reclaim_fn fn, void *peer);
 /* Connections closed to give their place to a newcomer past the caps
  * (spanfence_receiver_evicted_connections). Thread-safe. */
 uint64_t sf_receiver_grpc_evicted(const sf_receiver_grpc *srv);

@@ -19,10 +19,12 @@
  *   libmicrohttpd (conn_answer_close); nor is a request pipelined behind
  *   such a 503.
  * - Fair shares of memory (reclaim()): when memory is short, or the budget
- *   has no room for a body's next bytes, the uploads in progress holding
- *   the most bytes with the least recent progress are refused and their
- *   buffers freed first, before a request that is complete (or sending) is
- *   refused; one that sent nothing for RECLAIM_STALL_MS (it crawls) is
+ *   has no room for a body's next bytes, the uploads in progress of clients
+ *   holding more than their share of the held bytes (otlp_limit.h, shared
+ *   with the gRPC server), then the others, the most bytes with the least
+ *   recent progress first, are refused and their buffers freed, before a
+ *   request that is complete (or sending) is refused; a client over its
+ *   share takes only from others over theirs; one that sent nothing for RECLAIM_STALL_MS (it crawls) is
  *   answered 503 at once and closed. A thread may reclaim another's
  *   request: each request has a lock, taken within conn_lock by the
  *   reclaimer and around gather() by its own thread (which never holds it
@@ -128,6 +130,12 @@
 #define VICTIM_LOOK 8
 #define REAP_INTERVAL_MS 200
 #define SHUTDOWN_GRACE_MS 2000
+/* A request under its share that finds memory short, with nothing of this
+ * server's left to reclaim, waits this long at most for the gRPC server to
+ * reclaim its partial messages (as a gRPC call parks, PARK_MS), asking
+ * again every PEER_POKE_MS. */
+#define PEER_WAIT_MS 200
+#define PEER_POKE_MS 2
 /* json-c's parse tree, per byte of OTLP/JSON (22x measured on the sample
  * batch); charged to the counted memory while a JSON body is decoded. */
 #define JSON_TREE_FACTOR 24
@@ -161,6 +169,8 @@ typedef struct http_req {
     pthread_mutex_t lock;
     http_conn *conn;            /* its connection's record, under conn_lock */
     _Atomic size_t held;        /* `reserved` while reclaimable, else 0 */
+    uint64_t client;            /* its connection's (sf_net_client_key) */
+    sf_otlp_hold hold;          /* `held`, charged to its client's share (rq_hold) */
     _Atomic int64_t progress_ms;    /* the last body bytes */
     bool finishing;             /* the body is complete: no longer reclaimable */
     sf_signal signal;           /* of the path: /v1/traces, /v1/logs, /v1/metrics */
@@ -202,6 +212,9 @@ struct sf_receiver_http {
     _Atomic size_t buffered;    /* bytes of request bodies being gathered */
     size_t budget;
     sf_otlp_clients *clients;   /* the receiver's, shared with its gRPC server */
+    sf_otlp_reclaim_fn peer_reclaim;    /* the gRPC server's reclaim_soon, or NULL */
+    void *peer;
+    _Atomic bool reclaim_asked; /* by the gRPC server: the reaper reclaims at once */
     pthread_mutex_t pool_lock;
     sf_arena *pool[ARENA_POOL];
     size_t n_pool;
@@ -324,6 +337,15 @@ static enum MHD_Result send_answer(struct MHD_Connection *conn, http_req *rq, sf
 }
 
 /* ---- request handling ------------------------------------------------------ */
+
+/* The client the connection counts as (sf_net_client_key). */
+static uint64_t client_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+
+    return ci != NULL ? sf_net_client_key(ci->client_addr) : 0;
+}
 
 /* ---- request headers ---- */
 
@@ -585,6 +607,14 @@ static void count_refusal(sf_receiver_http *srv, http_req *rq)
                         rq->refuse_reason);
 }
 
+/* Charge what `rq` holds now (`held`) to its client's share of the held
+ * bytes (otlp_limit.h), after every change of `held`. Under rq->lock, or
+ * its thread's alone. */
+static void rq_hold(sf_receiver_http *srv, http_req *rq)
+{
+    sf_otlp_hold_set(srv->clients, rq->client, &rq->hold, atomic_load(&rq->held), sf_now_ms());
+}
+
 /* Remember a refusal decided before or during the upload; it is answered
  * (and counted) when the upload ends. */
 static enum MHD_Result refuse_later(sf_receiver_http *srv, http_req *rq, sf_status st,
@@ -602,6 +632,7 @@ static enum MHD_Result refuse_later(sf_receiver_http *srv, http_req *rq, sf_stat
     atomic_fetch_sub(&srv->buffered, rq->reserved);
     rq->reserved = 0;
     atomic_store(&rq->held, 0);
+    rq_hold(srv, rq);
     sf_dynbuf_release(&rq->body);
     return MHD_YES;
 }
@@ -660,11 +691,14 @@ static void answer_crawler(sf_receiver_http *srv, http_conn *c, const char *why)
  * client whose request is complete. One that sent nothing for
  * RECLAIM_STALL_MS is answered 503 and closed at once; one still sending
  * is answered when its body is complete (or by the reaper once it
- * stalls), so its spans are counted. True when any was refused. Takes
+ * stalls), so its spans are counted. Clients over their share of the held
+ * bytes pay first; when `keep`'s client is over its share, or `over_only`
+ * (the gRPC server asks), only they do. True when any was refused. Takes
  * conn_lock, then the victim's lock: call it holding neither. */
-static bool reclaim(sf_receiver_http *srv, const http_req *keep, size_t want)
+static bool reclaim(sf_receiver_http *srv, const http_req *keep, size_t want, bool over_only)
 {
     bool any = false;
+    bool keep_over = over_only || (keep != NULL && sf_otlp_over_share(srv->clients, keep->client));
 
     for (;;) {
         sf_otlp_reclaim why;
@@ -672,6 +706,7 @@ static bool reclaim(sf_receiver_http *srv, const http_req *keep, size_t want)
         http_req *rq;
         uint64_t best = 0;
         int64_t now = sf_now_ms();
+        bool victim_over = false;
 
         if (memory_wanted(srv))
             why = SF_OTLP_RECLAIM_MEMORY;
@@ -683,21 +718,36 @@ static bool reclaim(sf_receiver_http *srv, const http_req *keep, size_t want)
         for (http_conn *c = srv->conns; c != NULL; c = c->next) {
             size_t h;
             uint64_t score;
+            bool over;
 
             if (c->rq == NULL || c->rq == keep || c->evicted)
                 continue;
             h = atomic_load(&c->rq->held);
             if (h == 0)
                 continue;
+            /* Clients over their share of the held bytes first; one over
+             * its share takes only from others over theirs. */
+            over = sf_otlp_over_share(srv->clients, c->client);
+            if ((keep_over || victim_over) && !over)
+                continue;
             score = (uint64_t)h * (uint64_t)(now - atomic_load(&c->rq->progress_ms) +
                                              REAP_INTERVAL_MS);
-            if (victim == NULL || score > best) {
+            if (victim == NULL || (over && !victim_over) || score > best) {
                 victim = c;
                 best = score;
+                victim_over = over;
             }
         }
         if (victim == NULL) {
             pthread_mutex_unlock(&srv->conn_lock);
+            break;
+        }
+        if (!victim_over && sf_otlp_any_over_share(srv->clients)) {
+            /* A client over its share holds in the gRPC server: it pays
+             * first (asked now). */
+            pthread_mutex_unlock(&srv->conn_lock);
+            if (srv->peer_reclaim != NULL)
+                srv->peer_reclaim(srv->peer);
             break;
         }
         rq = victim->rq;
@@ -705,6 +755,7 @@ static bool reclaim(sf_receiver_http *srv, const http_req *keep, size_t want)
         if (!rq->finishing && rq->refuse_http == 0 && rq->reserved > 0) {
             atomic_fetch_add(&srv->reclaimed[why], 1);
             atomic_fetch_add(&srv->reclaimed_bytes[why], rq->reserved);
+            sf_otlp_reclaimed(srv->clients, 1, victim_over);
             refuse_later(srv, rq, SF_MEMLIMIT, NULL, SF_REASON_MEMORY_LIMIT);
             /* A crawler is answered and closed now; an upload still
              * sending, when its body is complete (or by the reaper, once
@@ -716,10 +767,36 @@ static bool reclaim(sf_receiver_http *srv, const http_req *keep, size_t want)
             any = true;
         }
         atomic_store(&rq->held, 0);     /* not picked again */
+        rq_hold(srv, rq);
         pthread_mutex_unlock(&rq->lock);
         pthread_mutex_unlock(&srv->conn_lock);
     }
     return any;
+}
+
+/* Memory is still short (`incomplete`: or less than the headroom free) for
+ * `rq` after this server's own reclaim: when its client is under its share
+ * and the gRPC server holds partial messages, ask it to reclaim them and
+ * wait for it, at most PEER_WAIT_MS. Call it holding no lock. */
+static void reclaim_peer(sf_receiver_http *srv, const http_req *rq, bool incomplete)
+{
+    int64_t until = sf_now_ms() + PEER_WAIT_MS;
+    size_t share, clients, held;
+
+    if (srv->peer_reclaim == NULL || sf_otlp_over_share(srv->clients, rq->client))
+        return;
+    for (;;) {
+        struct timespec ts = { 0, PEER_POKE_MS * 1000000L };
+
+        sf_otlp_share_state(srv->clients, &share, &clients, &held);
+        if (held <= atomic_load(&srv->buffered) || !sf_otlp_any_over_share(srv->clients))
+            return;                 /* the gRPC server holds nothing it would give */
+        if (!(incomplete ? memory_wanted(srv) : !sf_component_may_accept(srv->self)) ||
+            sf_now_ms() >= until)
+            return;
+        srv->peer_reclaim(srv->peer);
+        nanosleep(&ts, NULL);
+    }
 }
 
 /* OTLP of a signal no pipeline listing the receiver carries (metrics or
@@ -858,6 +935,7 @@ static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         http_conn *c = ci != NULL ? ci->socket_context : NULL;
 
+        rq->client = c != NULL ? c->client : client_of(conn);
         if (c != NULL) {
             pthread_mutex_lock(&srv->conn_lock);
             c->rq = rq;
@@ -874,7 +952,7 @@ static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
     /* Memory short: crawling uploads pay first; else refuse before
      * buffering any of the body. */
     if (!sf_component_may_accept(srv->self))
-        reclaim(srv, rq, 0);
+        reclaim(srv, rq, 0, false);
     if (!sf_component_may_accept(srv->self))
         return refuse_later(srv, rq, SF_MEMLIMIT, NULL,
                             SF_REASON_MEMORY_LIMIT);
@@ -913,9 +991,11 @@ static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *d
      * arriving beside them. */
     incomplete = rq->expect == 0 || sf_dynbuf_len(&rq->body) + n < rq->expect;
     if (incomplete ? memory_wanted(srv) : !sf_component_may_accept(srv->self)) {
-        /* Uploads that crawl pay first (this one just made progress). */
+        /* Uploads that crawl pay first (this one just made progress), then
+         * the gRPC server's partial messages. */
         pthread_mutex_unlock(&rq->lock);
-        reclaim(srv, rq, 0);
+        reclaim(srv, rq, 0, false);
+        reclaim_peer(srv, rq, incomplete);
         pthread_mutex_lock(&rq->lock);
         if (rq->refuse_http != 0)
             return discard(srv, rq, data, n);
@@ -954,7 +1034,7 @@ static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *d
             if (atomic_load(&srv->buffered) + more > srv->budget) {
                 /* The budget is full: uploads that crawl pay first. */
                 pthread_mutex_unlock(&rq->lock);
-                reclaim(srv, rq, more);
+                reclaim(srv, rq, more, false);
                 pthread_mutex_lock(&rq->lock);
                 if (rq->refuse_http != 0)
                     return discard(srv, rq, data, n);
@@ -968,6 +1048,7 @@ static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *d
             }
             rq->reserved = ncap;
             atomic_store(&rq->held, ncap);
+            rq_hold(srv, rq);
         }
         if (sf_dynbuf_reserve(&rq->body, ncap) != SF_OK) {
             refuse_later(srv, rq, SF_ENOMEM, NULL, SF_REASON_MEMORY_LIMIT);
@@ -991,15 +1072,6 @@ static size_t refused_spans(sf_receiver_http *srv, http_req *rq, const sf_reques
     count_start(rq);
     count_feed(srv, rq, BODY(rq), sf_dynbuf_len(&rq->body));
     return counted_spans(rq);
-}
-
-/* The client the connection counts as (sf_net_client_key). */
-static uint64_t client_of(struct MHD_Connection *conn)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-
-    return ci != NULL ? sf_net_client_key(ci->client_addr) : 0;
 }
 
 /* Refuse a whole body now, counting its spans. */
@@ -1036,7 +1108,9 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
     size_t charged = 0, soft, hard;
 
     if (!sf_component_may_accept(srv->self))
-        reclaim(srv, rq, 0);        /* uploads that crawl pay first */
+        reclaim(srv, rq, 0, false);        /* uploads that crawl pay first */
+    if (!sf_component_may_accept(srv->self))
+        reclaim_peer(srv, rq, false);   /* then the gRPC server's partial messages */
     if (!sf_component_may_accept(srv->self)) {
         /* Memory became short during the upload: refuse, counting spans. */
         return refuse_counted(srv, conn, rq, SF_MEMLIMIT, NULL,
@@ -1396,12 +1470,15 @@ static void *reaper_main(void *arg)
     pthread_mutex_lock(&srv->conn_lock);
     while (!srv->reaper_stop) {
         int64_t now = sf_now_ms();
+        bool asked = atomic_exchange(&srv->reclaim_asked, false);
+        bool short_now = !sf_component_may_accept(srv->self);
 
-        if (!sf_component_may_accept(srv->self)) {
+        if (asked || short_now) {
             /* Memory short: uploads that crawl give it back (the gRPC
-             * receiver's calls may be the ones waiting for it). */
+             * receiver's calls may be the ones waiting for it; asked by
+             * it: the uploads of clients over their share). */
             pthread_mutex_unlock(&srv->conn_lock);
-            reclaim(srv, NULL, 0);
+            reclaim(srv, NULL, 0, !short_now);
             pthread_mutex_lock(&srv->conn_lock);
             now = sf_now_ms();
         }
@@ -1477,6 +1554,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     /* Complete: no longer reclaimable, its thread's alone from here. */
     rq->finishing = true;
     atomic_store(&rq->held, 0);
+    rq_hold(srv, rq);
     pthread_mutex_unlock(&rq->lock);
     return finish(srv, conn, rq);
 }
@@ -1506,6 +1584,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     if (raw)
         count_refusal(srv, rq);
     atomic_fetch_sub(&srv->buffered, rq->reserved);
+    atomic_store(&rq->held, 0);
+    rq_hold(srv, rq);
     if (rq->z != NULL) {
         inflateEnd(rq->z);
         sf_free(rq->z);
@@ -1663,6 +1743,20 @@ void sf_receiver_http_destroy(sf_receiver_http *srv)
     pthread_mutex_destroy(&srv->conn_lock);
     pthread_cond_destroy(&srv->reaper_cv);
     sf_free(srv);
+}
+
+void sf_receiver_http_reclaim_soon(void *server)
+{
+    sf_receiver_http *srv = server;
+
+    atomic_store(&srv->reclaim_asked, true);
+    pthread_cond_signal(&srv->reaper_cv);
+}
+
+void sf_receiver_http_set_peer(sf_receiver_http *srv, sf_otlp_reclaim_fn fn, void *peer)
+{
+    srv->peer_reclaim = fn;
+    srv->peer = peer;
 }
 
 void sf_receiver_http_slots(const sf_receiver_http *srv, uint64_t *evicted, uint64_t *refused)

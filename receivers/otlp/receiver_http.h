@@ -24,6 +24,12 @@ void sf_receiver_http_destroy(sf_receiver_http *srv);
 void sf_receiver_http_slots(const sf_receiver_http *srv, uint64_t *evicted, uint64_t *refused);
 void sf_receiver_http_reclaimed(const sf_receiver_http *srv, sf_otlp_reclaim why,
                                 uint64_t *requests, uint64_t *bytes);
+/* Ask the reaper to reclaim uploads in progress now (the gRPC server's
+ * calls under their share may be waiting for memory). Never blocks. */
+void sf_receiver_http_reclaim_soon(void *srv);
+/* The gRPC server's, asked when a request under its share finds memory
+ * short and this server has nothing left to reclaim. */
+void sf_receiver_http_set_peer(sf_receiver_http *srv, sf_otlp_reclaim_fn fn, void *peer);
 /* Connections closed for crossing a rate limit, for `why`
  * (spanfence_receiver_closed_connections). Thread-safe. */
 uint64_t sf_receiver_http_closed(const sf_receiver_http *srv, sf_otlp_close why);
