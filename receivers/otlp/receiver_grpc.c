@@ -54,7 +54,10 @@
  * - When memory is short the call is refused (UNAVAILABLE) and its spans
  *   are counted over its bytes (inflated first when gzip), so received =
  *   accepted + refused holds. But first the partial messages held pay for
- *   it (h2_worker_reclaim): the most bytes with the least recent progress
+ *   it (h2_worker_reclaim): those of clients over their share of the bytes
+ *   held for incomplete messages (otlp_limit.h, shared with the HTTP
+ *   server, which a worker asks to reclaim when the client over its share
+ *   holds there), then the most bytes with the least recent progress
  *   first, until 1/RECLAIM_HEADROOM of the soft limit is free. A call
  *   whose client went silent is answered UNAVAILABLE at once; one waiting
  *   for our window or still sending is counted from then on and answered
