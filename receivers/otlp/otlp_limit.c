@@ -1,6 +1,7 @@
 /* receivers/otlp/otlp_limit.c: the token bucket of the `otlp` receiver's
  * per-connection rate limits, its table of clients (decompression per
- * client), and the names of the reasons a connection is closed for
+ * client, and each client's share of the memory held for incomplete
+ * messages), and the names of the reasons a connection is closed for
  * crossing one.
  *
  * DESIGN
@@ -13,7 +14,10 @@
  * entry with every other such client. Decompression is asked under the
  * lock (sf_otlp_inflate_open) and charged after without it: the balance is
  * an atomic that the refill updates by compare-and-swap, and an entry with
- * an inflate under way is never handed on. */
+ * an inflate under way is never handed on. Held bytes (the shares) are
+ * charged under the lock, and an entry holding any is not handed on
+ * either, so a message gives back to the entry it charged (its slot); the
+ * totals make a share one division, a client's standing one probe. */
 #include "otlp_limit.h"
 #include "sf_alloc.h"
 
@@ -45,7 +49,7 @@ typedef struct client_entry {
 struct sf_otlp_clients {
     pthread_mutex_t mu;
     int64_t debt_max;
-    size_t capacity;            /* what the shares divide; 0: no shares. Under mu */
+    size_t capacity;            /* the soft limit, the shares' floor; 0: no shares. Under mu */
     size_t held, n_holding;     /* in all, and the entries holding bytes. Under mu */
     _Atomic uint64_t reclaimed[2][2];   /* [transport][over its share] */
     client_entry e[SF_OTLP_CLIENT_SLOTS + 1];   /* the last: the overflow */

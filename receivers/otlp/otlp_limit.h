@@ -114,7 +114,8 @@ typedef struct sf_otlp_hold {
     unsigned slot;
 } sf_otlp_hold;
 
-/* The bytes the shares divide (0: none, nobody is over a share). */
+/* The soft memory limit, whose SF_OTLP_SHARE_FLOOR_DIV-th is the least
+ * share (0: no limit, no shares, nobody is over one). */
 void sf_otlp_clients_set_capacity(sf_otlp_clients *t, size_t capacity);
 /* `h` (a message of `client`) now holds `bytes`. No lock when unchanged. */
 void sf_otlp_hold_set(sf_otlp_clients *t, uint64_t client, sf_otlp_hold *h, size_t bytes,
