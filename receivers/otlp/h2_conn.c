@@ -430,7 +430,8 @@ static size_t worker_reclaim(worker *w, const h2_stream *keep, bool keep_over)
         }
         if (victim == NULL)
             break;
-        if (!victim_over && sf_otlp_any_over_share(srv->clients)) {
+        if (!victim_over && (srv->peer_reclaim != NULL || srv->n_workers > 1) &&
+            sf_otlp_any_over_share(srv->clients)) {
             /* A client over its share holds elsewhere (another worker's,
              * the HTTP server's): it pays first, asked by its owner's tick
              * and pokes; the HTTP server is asked now. */

@@ -742,9 +742,10 @@ static bool reclaim(sf_receiver_http *srv, const http_req *keep, size_t want, bo
             pthread_mutex_unlock(&srv->conn_lock);
             break;
         }
-        if (!victim_over && sf_otlp_any_over_share(srv->clients)) {
+        if (!victim_over && srv->peer_reclaim != NULL && sf_otlp_any_over_share(srv->clients)) {
             /* A client over its share holds in the gRPC server: it pays
-             * first (asked now). */
+             * first (asked now). (Or its upload is being closed here:
+             * given back within a turn.) */
             pthread_mutex_unlock(&srv->conn_lock);
             if (srv->peer_reclaim != NULL)
                 srv->peer_reclaim(srv->peer);
