@@ -83,18 +83,6 @@
 #define LIM_PRIORITY_RATE 100
 #define LIM_RESETS_BURST 200
 #define LIM_RESETS_RATE 50
-/* Decompression: bytes inflated a second, as much banked at most; a
- * message goes through whenever the balance is positive (a new
- * connection's first at once) and is charged after, into debt. Zeros
- * inflate at 250-500 MB/s a core: four connections of bombs cost under a
- * quarter of one (at 32 MiB/s each, 38-40 %); an engine's calls (1 KB a
- * span) reach the rate at 8,000 spans/s compressed on one connection, and
- * bursts bank up to LIM_INFLATE_BURST (a burst of the rate alone refused
- * the OpenTelemetry JS SDK's gzip batches in e2e/transports_matrix in CI). Refused calls, each within
- * 1 s of the last, before the connection is closed: LIM_INFLATE_STRIKES. */
-#define LIM_INFLATE_RATE ((int64_t)8 << 20)
-#define LIM_INFLATE_BURST ((int64_t)32 << 20)
-#define LIM_INFLATE_STRIKES 8
 /* Connections a newcomer past the caps looks at, the least progress
  * first, for one with no bytes waiting unread (an ioctl each). */
 #define VICTIM_LOOK 8
@@ -174,6 +162,16 @@ void h2_stream_park(h2_stream *s)
     atomic_fetch_add(&w->n_parked, 1);
 }
 
+static size_t stream_held(const h2_stream *s);
+
+/* What the stream holds, charged to its client's share (otlp_limit.h):
+ * after anything that changes its buffer or whether it is partial. */
+static void stream_hold(h2_stream *s)
+{
+    sf_otlp_hold_set(s->c->w->srv->clients, s->c->client, &s->hold, stream_held(s),
+                     s->c->last_read_ms);
+}
+
 void h2_stream_drop_message(h2_stream *s)
 {
     worker *w = s->c->w;
@@ -193,6 +191,7 @@ void h2_stream_drop_message(h2_stream *s)
         s->c->w->reserved -= s->msg_len;
         s->reserved = false;
     }
+    stream_hold(s);
 }
 
 /* Whether a stream's whole message fits the worker's budget, or is the
@@ -256,9 +255,18 @@ static void conn_mark_dirty(h2_conn *c)
     c->w->dirty = c;
 }
 
+static void stream_consume(h2_stream *s);
+
 /* Return what a stream has received to its window (budget permitting;
- * otherwise it waits on the worker's deferred list). */
+ * otherwise it waits on the worker's deferred list), and charge what it
+ * holds now. */
 void h2_stream_consume(h2_stream *s)
+{
+    stream_consume(s);
+    stream_hold(s);
+}
+
+static void stream_consume(h2_stream *s)
 {
     worker *w = s->c->w;
 
@@ -313,8 +321,6 @@ void h2_worker_undefer(worker *w)
  * returned, answered UNAVAILABLE when complete) rather than left waiting
  * until STREAM_STALL_MS while memory stays short (counted as reclaimed
  * when it held bytes). */
-static size_t stream_held(const h2_stream *s);
-
 static void worker_settle_deferred(worker *w)
 {
     for (;;) {
@@ -329,6 +335,8 @@ static void worker_settle_deferred(worker *w)
         if (held > 0) {
             atomic_fetch_add(&w->srv->reclaimed_calls, 1);
             atomic_fetch_add(&w->srv->reclaimed_bytes, held);
+            sf_otlp_reclaimed(w->srv->clients, 0, sf_otlp_over_share(w->srv->clients,
+                                                                     s->c->client));
         }
         deferred_unlink(w, s);
         up_of(s)->start_refusing(s);
@@ -360,14 +368,31 @@ static bool reclaim_wanted(const sf_receiver_grpc *srv)
 }
 
 /* Memory is short, and a complete call would be refused for it: first
- * refuse (UNAVAILABLE) and free the partial messages this worker holds, the
- * most bytes with the least recent progress first (bytes times the time
- * since their last byte), until memory is no longer short, with a headroom
- * (RECLAIM_HEADROOM), or none is left.
- * `keep` (the stream asking) is never taken. A client that stopped sending
- * (held windows, then silence) thus pays for the memory it holds, not
- * every client whose call is complete. Returns the bytes freed. */
+ * refuse (UNAVAILABLE) and free the partial messages this worker holds:
+ * those of clients over their share of the held bytes first (otlp_limit.h),
+ * and within that the most bytes with the least recent progress first
+ * (bytes times the time since their last byte), until memory is no longer
+ * short, with a headroom (RECLAIM_HEADROOM), or none is left.
+ * `keep` (the stream asking) is never taken, and when its client is over
+ * its share only clients over theirs pay for it. A client that stopped
+ * sending (held windows, then silence), or that holds more than its share,
+ * thus pays for the memory it holds, not every client whose call is
+ * complete. Returns the bytes freed. */
+static size_t worker_reclaim(worker *w, const h2_stream *keep, bool keep_over);
+
 size_t h2_worker_reclaim(worker *w, const h2_stream *keep)
+{
+    return worker_reclaim(w, keep, keep != NULL &&
+                          sf_otlp_over_share(w->srv->clients, keep->c->client));
+}
+
+size_t h2_worker_reclaim_over(worker *w)
+{
+    return worker_reclaim(w, NULL, true);
+}
+
+/* `keep_over`: clients over their share only. */
+static size_t worker_reclaim(worker *w, const h2_stream *keep, bool keep_over)
 {
     sf_receiver_grpc *srv = w->srv;
     int64_t now = sf_now_ms();
@@ -377,26 +402,46 @@ size_t h2_worker_reclaim(worker *w, const h2_stream *keep)
         h2_stream *victim = NULL;
         uint64_t best = 0;
         size_t held = 0;
+        bool victim_over = false;
 
         for (h2_conn *c = w->conns; c != NULL; c = c->next) {
+            int over = -1;          /* its client over its share: asked once, if it holds */
+
             for (h2_stream *st = c->stream_list; st != NULL; st = st->cnext) {
                 size_t h = stream_held(st);
                 uint64_t score;
 
                 if (h == 0 || st == keep)
                     continue;
+                if (over < 0)
+                    over = sf_otlp_over_share(srv->clients, c->client);
+                if (keep_over && !over)
+                    continue;
+                if (victim_over && !over)
+                    continue;
                 score = (uint64_t)h * (uint64_t)(now - st->progress_ms + TICK_MS);
-                if (victim == NULL || score > best) {
+                if (victim == NULL || (over && !victim_over) || score > best) {
                     victim = st;
                     best = score;
                     held = h;
+                    victim_over = over;
                 }
             }
         }
         if (victim == NULL)
             break;
+        if (!victim_over && (srv->peer_reclaim != NULL || srv->n_workers > 1) &&
+            sf_otlp_any_over_share(srv->clients)) {
+            /* A client over its share holds elsewhere (another worker's,
+             * the HTTP server's): it pays first, asked by its owner's tick
+             * and pokes; the HTTP server is asked now. */
+            if (srv->peer_reclaim != NULL)
+                srv->peer_reclaim(srv->peer);
+            break;
+        }
         atomic_fetch_add(&srv->reclaimed_calls, 1);
         atomic_fetch_add(&srv->reclaimed_bytes, held);
+        sf_otlp_reclaimed(srv->clients, 0, victim_over);
         freed += held;
         if (!victim->deferred && victim->c->out_len == 0 &&
             now - victim->c->last_read_ms >= RECLAIM_STALL_MS) {
@@ -813,26 +858,16 @@ void h2_conn_calm(h2_conn *c, sf_otlp_close why)
              sf_component_id(c->w->srv->self), label);
 }
 
-bool h2_conn_inflate_open(h2_conn *c)
+bool h2_conn_inflate_open(h2_conn *c, unsigned *slot)
 {
-    int64_t now = sf_now_ms();
+    bool close;
 
-    if (sf_otlp_bucket_open(&c->lim_inflate, LIM_INFLATE_RATE, LIM_INFLATE_BURST, now))
+    if (sf_otlp_inflate_open(c->w->srv->clients, c->client, c->opened_ms, sf_now_ms(), slot,
+                             &close))
         return true;
-    if (now - c->inflate_strike_ms > 1000)
-        c->inflate_strikes = 0;
-    c->inflate_strike_ms = now;
-    if (++c->inflate_strikes > LIM_INFLATE_STRIKES)
+    if (close)
         h2_conn_calm(c, SF_OTLP_CLOSE_DECOMPRESSION);
     return false;
-}
-
-void h2_conn_inflate_charge(h2_conn *c, size_t n)
-{
-    int64_t most = (int64_t)c->w->srv->max_msg > LIM_INFLATE_RATE ? (int64_t)c->w->srv->max_msg
-                                                                   : LIM_INFLATE_RATE;
-
-    sf_otlp_bucket_charge(&c->lim_inflate, n > (size_t)most ? most : (int64_t)n, most);
 }
 
 h2_conn *h2_conn_new(worker *w, int fd, uint32_t bucket)
@@ -857,7 +892,6 @@ h2_conn *h2_conn_new(worker *w, int fd, uint32_t bucket)
     sf_otlp_bucket_init(&c->lim_empty_data, LIM_EMPTY_DATA_BURST, c->opened_ms);
     sf_otlp_bucket_init(&c->lim_priority, LIM_PRIORITY_BURST, c->opened_ms);
     sf_otlp_bucket_init(&c->lim_resets, LIM_RESETS_BURST, c->opened_ms);
-    sf_otlp_bucket_init(&c->lim_inflate, 1, c->opened_ms);
     sf_dynbuf_init(&c->pend, MAX_PENDING_OUT);
     if (nghttp2_session_server_new3(&c->ng, srv->cbs, c, srv->opt, &srv->mem) != 0) {
         sf_free(c);

@@ -65,6 +65,7 @@ typedef struct h2_stream {
     size_t msg_got;
     size_t unconsumed;          /* bytes received but not yet returned to the window */
     sf_dynbuf msg;
+    sf_otlp_hold hold;          /* its buffer while partial, charged to its client's share */
     sf_span_counter counter;    /* refusing */
     z_stream *z;                /* refusing a compressed message: inflated to count */
     bool z_failed;
@@ -83,6 +84,7 @@ struct h2_conn {
     int fd;
     nghttp2_session *ng;
     uint32_t peer_bucket;
+    uint64_t client;            /* sf_net_client_key of its peer: shares and limits */
     bool preface;               /* a SETTINGS frame arrived */
     bool goaway;                /* graceful GOAWAY sent */
     bool closing;               /* close once output is flushed */
@@ -102,10 +104,8 @@ struct h2_conn {
     sf_dynbuf pend;
     int64_t out_since_ms;
     /* Flood limits (h2_conn.c): frames that cost us work and bring
-     * nothing, and the bytes its calls make us inflate. */
-    sf_otlp_bucket lim_window_update, lim_empty_data, lim_priority, lim_resets, lim_inflate;
-    unsigned inflate_strikes;   /* calls refused for lim_inflate, the last within 1 s of each other */
-    int64_t inflate_strike_ms;
+     * nothing. Decompression is the client's (srv->clients). */
+    sf_otlp_bucket lim_window_update, lim_empty_data, lim_priority, lim_resets;
     bool calmed;                /* closed for a limit: GOAWAY ENHANCE_YOUR_CALM sent */
     h2_conn *prev, *next;
 };
@@ -117,6 +117,7 @@ struct worker {
     int ep;
     int wake;                   /* eventfd: shutdown */
     int poke;                   /* eventfd: another worker asks to reclaim, or has reclaimed */
+    _Atomic bool peer_asked;    /* the HTTP server asks (sf_receiver_grpc_reclaim_soon) */
     bool listening;             /* the listening socket is in ep */
     int64_t accept_resume_ms;
     int64_t accept_backoff_ms;
@@ -165,6 +166,9 @@ struct sf_receiver_grpc {
     unsigned max_depth;
     size_t max_msg;
     size_t budget;              /* per worker */
+    sf_otlp_clients *clients;   /* the receiver's, shared with its HTTP server */
+    sf_otlp_reclaim_fn peer_reclaim;    /* the HTTP server's reclaim_soon, or NULL */
+    void *peer;
     unsigned max_conns;         /* max_connections, within the memory limit */
     int lfd;
     unsigned n_workers;
@@ -199,6 +203,8 @@ void h2_stream_drop_message(h2_stream *s);
 void h2_stream_consume(h2_stream *s);
 void h2_worker_undefer(worker *w);
 size_t h2_worker_reclaim(worker *w, const h2_stream *keep);
+/* The same for the HTTP server: clients over their share only. */
+size_t h2_worker_reclaim_over(worker *w);
 /* Ask the other workers to reclaim (or, parked_only, tell those with
  * parked calls that memory was freed), through the event layer. */
 void h2_workers_poke_others(worker *self, bool parked_only);
@@ -220,12 +226,10 @@ void h2_conn_goaway(h2_conn *c, uint32_t code);
 /* Close for a flood limit: GOAWAY ENHANCE_YOUR_CALM saying `why`, counted
  * once; the connection is read no more and closes once that is out. */
 void h2_conn_calm(h2_conn *c, sf_otlp_close why);
-/* Whether the connection may inflate another message now (its
- * decompression bucket is not in debt); a call refused for it is a strike,
- * and one refused persistently closes the connection (h2_conn_calm). */
-bool h2_conn_inflate_open(h2_conn *c);
-/* Charge `n` bytes inflated for the connection's calls. */
-void h2_conn_inflate_charge(h2_conn *c, size_t n);
+/* Whether the connection's client may inflate another message now
+ * (sf_otlp_inflate_open; *slot for the charge after); a client refused
+ * persistently has this connection closed (h2_conn_calm). */
+bool h2_conn_inflate_open(h2_conn *c, unsigned *slot);
 void h2_worker_flush_dirty(worker *w);
 void h2_worker_bury(worker *w);
 void h2_worker_retry_parked(worker *w);

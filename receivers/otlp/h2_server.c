@@ -105,6 +105,25 @@ static void workers_poke(worker *self, bool parked_only)
     }
 }
 
+void sf_receiver_grpc_reclaim_soon(void *server)
+{
+    sf_receiver_grpc *srv = server;
+    uint64_t one = 1;
+
+    for (unsigned i = 0; i < srv->n_workers; i++) {
+        atomic_store(&srv->workers[i].peer_asked, true);
+        if (srv->workers[i].poke >= 0 && write(srv->workers[i].poke, &one, sizeof(one)) < 0) {
+            /* The counter is full: a poke is pending anyway. */
+        }
+    }
+}
+
+void sf_receiver_grpc_set_peer(sf_receiver_grpc *srv, sf_otlp_reclaim_fn fn, void *peer)
+{
+    srv->peer_reclaim = fn;
+    srv->peer = peer;
+}
+
 static void accept_pause(worker *w, int err)
 {
     sf_receiver_grpc *srv = w->srv;
@@ -191,6 +210,7 @@ static void do_accept(worker *w)
             caps_give(srv, bucket);
             continue;
         }
+        c->client = sf_net_client_key((const struct sockaddr *)&ss);
         if (!h2_conn_flush(c))
             h2_conn_close(c);
     }
@@ -222,6 +242,11 @@ static void *worker_main(void *arg)
                 ssize_t r = read(w->poke, &v, sizeof(v));
 
                 (void)r;
+                /* Asked by the HTTP server: clients over their share pay
+                 * (its headroom below the soft limit counts too); by
+                 * another worker: anyone, while memory is short. */
+                if (atomic_exchange(&w->peer_asked, false) && h2_worker_reclaim_over(w) > 0)
+                    workers_poke(w, true);
                 if (!sf_component_may_accept(w->srv->self) && h2_worker_reclaim(w, NULL) > 0)
                     workers_poke(w, true);
                 continue;
@@ -309,7 +334,8 @@ static const h2_up up = {
 };
 
 sf_status sf_receiver_grpc_create(sf_component *self, const sf_receiver_grpc_config *cfg,
-                                  unsigned max_depth, sf_receiver_grpc **out)
+                                  unsigned max_depth, sf_otlp_clients *clients,
+                                  sf_receiver_grpc **out)
 {
     sf_receiver_grpc *srv = sf_calloc(1, sizeof(*srv));
 
@@ -320,6 +346,7 @@ sf_status sf_receiver_grpc_create(sf_component *self, const sf_receiver_grpc_con
     srv->up = &up;
     srv->cfg = cfg;
     srv->max_depth = max_depth;
+    srv->clients = clients;
     srv->max_msg = (size_t)cfg->max_recv_msg_size_mib * 1024 * 1024;
     srv->lfd = -1;
     srv->n_workers = worker_count(cfg->workers);

@@ -11,6 +11,7 @@ typedef struct otlp_receiver {
     const sf_otlp_receiver_config *cfg;
     sf_receiver_grpc *grpc;
     sf_receiver_http *http;
+    sf_otlp_clients *clients;   /* both servers': decompression per client */
 } otlp_receiver;
 
 static sf_status otlp_create(sf_component *self, const void *config)
@@ -24,19 +25,37 @@ static sf_status otlp_create(sf_component *self, const void *config)
     if (r == NULL)
         return SF_ENOMEM;
     r->cfg = cfg;
+    {
+        /* A client's debt is bounded by the largest message either server
+         * inflates. */
+        size_t most = (size_t)cfg->protocols.grpc.max_recv_msg_size_mib * 1024 * 1024;
+
+        if ((size_t)cfg->protocols.http.max_request_body_size > most)
+            most = (size_t)cfg->protocols.http.max_request_body_size;
+        r->clients = sf_otlp_clients_create(most);
+        if (r->clients == NULL) {
+            st = SF_ENOMEM;
+            goto out_free;
+        }
+    }
     if (cfg->protocols.grpc.present) {
         st = sf_receiver_grpc_create(self, &cfg->protocols.grpc, (unsigned)cfg->max_value_depth,
-                                 &r->grpc);
+                                 r->clients, &r->grpc);
         if (st != SF_OK)
             goto out_free;
         transports |= 1u << SF_TRANSPORT_GRPC;
     }
     if (cfg->protocols.http.present) {
         st = sf_receiver_http_create(self, &cfg->protocols.http, (unsigned)cfg->max_value_depth,
-                                 &r->http);
+                                 r->clients, &r->http);
         if (st != SF_OK)
             goto out_free;
         transports |= 1u << SF_TRANSPORT_HTTP;
+    }
+    if (r->grpc != NULL && r->http != NULL) {
+        /* The shares span both servers: each asks the other to reclaim. */
+        sf_receiver_grpc_set_peer(r->grpc, sf_receiver_http_reclaim_soon, r->http);
+        sf_receiver_http_set_peer(r->http, sf_receiver_grpc_reclaim_soon, r->grpc);
     }
     sf_component_set_transports(self, transports);
     sf_component_set_ctx(self, r);
@@ -44,6 +63,7 @@ static sf_status otlp_create(sf_component *self, const void *config)
 
 out_free:
     sf_receiver_grpc_destroy(r->grpc);
+    sf_otlp_clients_destroy(r->clients);
     sf_free(r);
     return st;
 }
@@ -51,9 +71,13 @@ out_free:
 static sf_status otlp_start(sf_component *self)
 {
     otlp_receiver *r = sf_component_ctx(self);
-
     sf_status st = SF_OK;
+    size_t soft, hard;
 
+    /* The shares of held memory are at least a part of the soft limit (the
+     * memory limiter's refusals start there). */
+    sf_alloc_limits(&soft, &hard);
+    sf_otlp_clients_set_capacity(r->clients, soft);
     if (r->grpc != NULL)
         st = sf_receiver_grpc_start(r->grpc);
     if (st == SF_OK && r->http != NULL)
@@ -79,6 +103,7 @@ static void otlp_destroy(sf_component *self)
         return;
     sf_receiver_http_destroy(r->http);
     sf_receiver_grpc_destroy(r->grpc);
+    sf_otlp_clients_destroy(r->clients);
     sf_free(r);
 }
 
@@ -102,7 +127,22 @@ static const char otlp_metrics_help[] =
     "gRPC frames that bring nothing (window_update_flood, empty_data_flood, priority_flood, "
     "reset_flood: GOAWAY ENHANCE_YOUR_CALM) and, on both transports, calls refused again and "
     "again for the connection's decompression rate (decompression).\n"
-    "# TYPE spanfence_receiver_closed_connections counter\n";
+    "# TYPE spanfence_receiver_closed_connections counter\n"
+    "# HELP spanfence_receiver_reclaimed_share_requests Reclaimed requests (as "
+    "spanfence_receiver_reclaimed_requests) whose client held more than its share of the "
+    "bytes held for incomplete messages (share over) or not (under): over-share clients are "
+    "reclaimed first.\n"
+    "# TYPE spanfence_receiver_reclaimed_share_requests counter\n"
+    "# HELP spanfence_receiver_memory_share_bytes Each client's share of the memory held for "
+    "incomplete messages (gRPC message buffers, HTTP upload bodies): what they hold / clients "
+    "holding, at least a 32nd of the soft memory limit; 0 without a limit.\n"
+    "# TYPE spanfence_receiver_memory_share_bytes gauge\n"
+    "# HELP spanfence_receiver_memory_clients Clients (a loopback connection, else a peer "
+    "address) holding bytes for incomplete messages.\n"
+    "# TYPE spanfence_receiver_memory_clients gauge\n"
+    "# HELP spanfence_receiver_memory_held_bytes Bytes held for incomplete messages, both "
+    "transports.\n"
+    "# TYPE spanfence_receiver_memory_held_bytes gauge\n";
 
 /* The receiver's own series: what was taken back from requests in
  * progress, per transport and reason. */
@@ -158,6 +198,34 @@ static size_t otlp_metrics(sf_component *self, char *buf, size_t size)
             if (n > 0)
                 len += (size_t)n;
         }
+    }
+    {
+        size_t share, clients, held;
+        int n;
+
+        for (int t = 0; t < 2; t++) {
+            if ((t == 0 && r->grpc == NULL) || (t == 1 && r->http == NULL))
+                continue;
+            for (int over = 1; over >= 0; over--) {
+                n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
+                             "spanfence_receiver_reclaimed_share_requests{receiver=\"%s\","
+                             "transport=\"%s\",share=\"%s\"} %llu\n", sf_component_id(self),
+                             t == 0 ? "grpc" : "http", over ? "over" : "under",
+                             (unsigned long long)sf_otlp_reclaimed_count(r->clients,
+                                                                         (unsigned)t, over));
+                if (n > 0)
+                    len += (size_t)n;
+            }
+        }
+        sf_otlp_share_state(r->clients, &share, &clients, &held);
+        n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
+                     "spanfence_receiver_memory_share_bytes{receiver=\"%s\"} %zu\n"
+                     "spanfence_receiver_memory_clients{receiver=\"%s\"} %zu\n"
+                     "spanfence_receiver_memory_held_bytes{receiver=\"%s\"} %zu\n",
+                     sf_component_id(self), share, sf_component_id(self), clients,
+                     sf_component_id(self), held);
+        if (n > 0)
+            len += (size_t)n;
     }
     if (r->grpc != NULL) {
         int n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,

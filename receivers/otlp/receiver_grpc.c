@@ -54,7 +54,10 @@
  * - When memory is short the call is refused (UNAVAILABLE) and its spans
  *   are counted over its bytes (inflated first when gzip), so received =
  *   accepted + refused holds. But first the partial messages held pay for
- *   it (h2_worker_reclaim): the most bytes with the least recent progress
+ *   it (h2_worker_reclaim): those of clients over their share of the bytes
+ *   held for incomplete messages (otlp_limit.h, shared with the HTTP
+ *   server, which a worker asks to reclaim when the client over its share
+ *   holds there), then the most bytes with the least recent progress
  *   first, until 1/RECLAIM_HEADROOM of the soft limit is free. A call
  *   whose client went silent is answered UNAVAILABLE at once; one waiting
  *   for our window or still sending is counted from then on and answered
@@ -74,9 +77,11 @@
  *   whose bytes wait unread), or is closed.
  * - CPU floods are bounded per connection (h2_conn.c LIM_*): WINDOW_UPDATE,
  *   empty DATA, PRIORITY and the resets we send past a rate get GOAWAY
- *   ENHANCE_YOUR_CALM; a call's decompression past a rate is refused
- *   RESOURCE_EXHAUSTED before it is inflated, the connection closed if its
- *   client goes on (spanfence_receiver_closed_connections).
+ *   ENHANCE_YOUR_CALM. Decompression is bounded per client, across its
+ *   connections and both servers (otlp_limit.h SF_OTLP_INFLATE_*): a call
+ *   past the client's rate is refused RESOURCE_EXHAUSTED before it is
+ *   inflated, the connection closed if its client goes on
+ *   (spanfence_receiver_closed_connections).
  *   One that has not sent its preface within HANDSHAKE_TIMEOUT_MS is
  *   closed; keepalive server_parameters and enforcement_policy keep their
  *   gRPC meaning (ping after `time`, close after `timeout`, GOAWAY after
@@ -239,7 +244,8 @@ static void stream_count(h2_stream *s, const uint8_t *p, size_t n)
         zr = inflate(s->z, Z_NO_FLUSH);
         sf_span_counter_feed(&s->counter, out, sizeof(out) - s->z->avail_out);
         s->z_out += sizeof(out) - s->z->avail_out;
-        h2_conn_inflate_charge(s->c, sizeof(out) - s->z->avail_out);
+        sf_otlp_inflate_charge_client(s->c->w->srv->clients, s->c->client,
+                                      sizeof(out) - s->z->avail_out, s->c->last_read_ms);
         if (s->z_out > s->c->w->srv->max_msg)
             break;
         if (zr != Z_OK) {
@@ -301,6 +307,9 @@ void grpc_stream_finish(h2_stream *s)
             if (s->park_deadline_ms == 0) {
                 s->park_deadline_ms = now + PARK_MS;
                 h2_workers_poke_others(w, false);
+                if (srv->peer_reclaim != NULL &&
+                    !sf_otlp_over_share(srv->clients, s->c->client))
+                    srv->peer_reclaim(srv->peer);   /* the HTTP uploads too */
             }
             if (now < s->park_deadline_ms) {
                 h2_stream_park(s);
@@ -320,17 +329,19 @@ void grpc_stream_finish(h2_stream *s)
     bytes = (const uint8_t *)sf_dynbuf_ptr(&s->msg);
     len = sf_dynbuf_len(&s->msg);
     if (s->flags & 1) {
-        /* Decompression is paid per connection: a client inflating more
-         * than its share a second is refused before it costs more. */
-        if (!h2_conn_inflate_open(s->c)) {
+        unsigned slot;
+
+        /* Decompression is paid per client: one inflating more than its
+         * share a second is refused before it costs more. */
+        if (!h2_conn_inflate_open(s->c, &slot)) {
             grpc_stream_refuse(s, SF_REASON_TOO_LARGE, SF_RPC_RESOURCE_EXHAUSTED,
-                               "decompression rate of this connection exceeded: send less "
+                               "decompression rate of this client exceeded: send less "
                                "compressed data a second, or uncompressed; retry later");
             return;
         }
         st = sf_inflate(bytes, len, srv->max_msg, &inflated, &len);
-        h2_conn_inflate_charge(s->c, st == SF_OK ? len : st == SF_TOOBIG ? srv->max_msg
-                                                                         : sf_dynbuf_len(&s->msg));
+        sf_otlp_inflate_charge(srv->clients, slot, st == SF_OK ? len : st == SF_TOOBIG
+                               ? srv->max_msg : sf_dynbuf_len(&s->msg));
         if (st == SF_TOOBIG) {
             grpc_stream_refuse(s, SF_REASON_TOO_LARGE, SF_RPC_RESOURCE_EXHAUSTED,
                           "grpc: received message after decompression larger than max");
@@ -353,7 +364,7 @@ void grpc_stream_finish(h2_stream *s)
     /* The codec's pass inside emit is also the validation: a malformed
      * request comes back SF_INVALID with nothing of it queued. */
     sf_request_init_signal(&batch, w->arena, kind_signal(s->kind), bytes, len, srv->max_depth);
-    batch.client = sf_net_client_of_fd(s->c->fd);   /* the queues' shares */
+    batch.client = s->c->client;    /* the queues' shares */
     st = sf_component_emit(srv->self, SF_TRANSPORT_GRPC, &batch);
     if (st == SF_INVALID) {
         char why[160];

@@ -19,10 +19,12 @@
  *   libmicrohttpd (conn_answer_close); nor is a request pipelined behind
  *   such a 503.
  * - Fair shares of memory (reclaim()): when memory is short, or the budget
- *   has no room for a body's next bytes, the uploads in progress holding
- *   the most bytes with the least recent progress are refused and their
- *   buffers freed first, before a request that is complete (or sending) is
- *   refused; one that sent nothing for RECLAIM_STALL_MS (it crawls) is
+ *   has no room for a body's next bytes, the uploads in progress of clients
+ *   holding more than their share of the held bytes (otlp_limit.h, shared
+ *   with the gRPC server), then the others, the most bytes with the least
+ *   recent progress first, are refused and their buffers freed, before a
+ *   request that is complete (or sending) is refused; a client over its
+ *   share takes only from others over theirs; one that sent nothing for RECLAIM_STALL_MS (it crawls) is
  *   answered 503 at once and closed. A thread may reclaim another's
  *   request: each request has a lock, taken within conn_lock by the
  *   reclaimer and around gather() by its own thread (which never holds it
@@ -44,8 +46,9 @@
  *   closed, and uploads in progress get SHUTDOWN_GRACE_MS.
  * - Decompression is bounded by the same size limit while inflating (a gzip
  *   or zstd bomb gets 413 after producing at most that many bytes), and per
- *   connection by a rate (LIM_INFLATE_RATE: 429 past it, the connection
- *   closed if its client goes on); zstd
+ *   client by a rate shared with the gRPC server (otlp_limit.h
+ *   SF_OTLP_INFLATE_*: 429 past it, the connection closed if its client
+ *   goes on); zstd
  *   windows are limited to 8 MiB (RFC 9659), so a frame header cannot make
  *   the decoder reserve more.
  * - Decoding uses an arena from a small pool (one per thread in steady
@@ -128,17 +131,15 @@
 #define VICTIM_LOOK 8
 #define REAP_INTERVAL_MS 200
 #define SHUTDOWN_GRACE_MS 2000
+/* A request under its share that finds memory short, with nothing of this
+ * server's left to reclaim, waits this long at most for the gRPC server to
+ * reclaim its partial messages (as a gRPC call parks, PARK_MS), asking
+ * again every PEER_POKE_MS. */
+#define PEER_WAIT_MS 200
+#define PEER_POKE_MS 2
 /* json-c's parse tree, per byte of OTLP/JSON (22x measured on the sample
  * batch); charged to the counted memory while a JSON body is decoded. */
 #define JSON_TREE_FACTOR 24
-/* Decompression per connection, as the gRPC server's (h2_conn.c): bytes
- * inflated a second, as much banked at most; a body is let through
- * whenever the balance is positive (a new connection's first at once) and
- * charged after. Past it 429, and after LIM_INFLATE_STRIKES such answers
- * each within 1 s of the last, the 429 closes the connection. */
-#define LIM_INFLATE_RATE ((int64_t)8 << 20)
-#define LIM_INFLATE_BURST ((int64_t)32 << 20)
-#define LIM_INFLATE_STRIKES 8
 
 /* Also the order in which a newcomer takes a slot: headers incomplete
  * first, then an upload, then an idle keep-alive connection. */
@@ -154,10 +155,8 @@ typedef struct http_conn {
     conn_state state;
     int64_t since;              /* entered `state`, monotonic ms */
     bool evicted;               /* shut down by us, not yet closed */
-    /* Its thread's alone (finish()): the bytes its bodies inflated. */
-    sf_otlp_bucket lim_inflate;
-    unsigned inflate_strikes;
-    int64_t inflate_strike_ms;
+    uint64_t client;            /* sf_net_client_key of its peer: shares and limits */
+    int64_t opened;             /* monotonic ms */
 } http_conn;
 
 enum { CT_PROTO, CT_JSON };
@@ -171,6 +170,8 @@ typedef struct http_req {
     pthread_mutex_t lock;
     http_conn *conn;            /* its connection's record, under conn_lock */
     _Atomic size_t held;        /* `reserved` while reclaimable, else 0 */
+    uint64_t client;            /* its connection's (sf_net_client_key) */
+    sf_otlp_hold hold;          /* `held`, charged to its client's share (rq_hold) */
     _Atomic int64_t progress_ms;    /* the last body bytes */
     bool finishing;             /* the body is complete: no longer reclaimable */
     sf_signal signal;           /* of the path: /v1/traces, /v1/logs, /v1/metrics */
@@ -211,6 +212,10 @@ struct sf_receiver_http {
     struct MHD_Daemon *daemon;
     _Atomic size_t buffered;    /* bytes of request bodies being gathered */
     size_t budget;
+    sf_otlp_clients *clients;   /* the receiver's, shared with its gRPC server */
+    sf_otlp_reclaim_fn peer_reclaim;    /* the gRPC server's reclaim_soon, or NULL */
+    void *peer;
+    _Atomic bool reclaim_asked; /* by the gRPC server: the reaper reclaims at once */
     pthread_mutex_t pool_lock;
     sf_arena *pool[ARENA_POOL];
     size_t n_pool;
@@ -333,6 +338,15 @@ static enum MHD_Result send_answer(struct MHD_Connection *conn, http_req *rq, sf
 }
 
 /* ---- request handling ------------------------------------------------------ */
+
+/* The client the connection counts as (sf_net_client_key). */
+static uint64_t client_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+
+    return ci != NULL ? sf_net_client_key(ci->client_addr) : 0;
+}
 
 /* ---- request headers ---- */
 
@@ -594,6 +608,14 @@ static void count_refusal(sf_receiver_http *srv, http_req *rq)
                         rq->refuse_reason);
 }
 
+/* Charge what `rq` holds now (`held`) to its client's share of the held
+ * bytes (otlp_limit.h), after every change of `held`. Under rq->lock, or
+ * its thread's alone. */
+static void rq_hold(sf_receiver_http *srv, http_req *rq)
+{
+    sf_otlp_hold_set(srv->clients, rq->client, &rq->hold, atomic_load(&rq->held), sf_now_ms());
+}
+
 /* Remember a refusal decided before or during the upload; it is answered
  * (and counted) when the upload ends. */
 static enum MHD_Result refuse_later(sf_receiver_http *srv, http_req *rq, sf_status st,
@@ -611,6 +633,7 @@ static enum MHD_Result refuse_later(sf_receiver_http *srv, http_req *rq, sf_stat
     atomic_fetch_sub(&srv->buffered, rq->reserved);
     rq->reserved = 0;
     atomic_store(&rq->held, 0);
+    rq_hold(srv, rq);
     sf_dynbuf_release(&rq->body);
     return MHD_YES;
 }
@@ -669,11 +692,14 @@ static void answer_crawler(sf_receiver_http *srv, http_conn *c, const char *why)
  * client whose request is complete. One that sent nothing for
  * RECLAIM_STALL_MS is answered 503 and closed at once; one still sending
  * is answered when its body is complete (or by the reaper once it
- * stalls), so its spans are counted. True when any was refused. Takes
+ * stalls), so its spans are counted. Clients over their share of the held
+ * bytes pay first; when `keep`'s client is over its share, or `over_only`
+ * (the gRPC server asks), only they do. True when any was refused. Takes
  * conn_lock, then the victim's lock: call it holding neither. */
-static bool reclaim(sf_receiver_http *srv, const http_req *keep, size_t want)
+static bool reclaim(sf_receiver_http *srv, const http_req *keep, size_t want, bool over_only)
 {
     bool any = false;
+    bool keep_over = over_only || (keep != NULL && sf_otlp_over_share(srv->clients, keep->client));
 
     for (;;) {
         sf_otlp_reclaim why;
@@ -681,6 +707,7 @@ static bool reclaim(sf_receiver_http *srv, const http_req *keep, size_t want)
         http_req *rq;
         uint64_t best = 0;
         int64_t now = sf_now_ms();
+        bool victim_over = false;
 
         if (memory_wanted(srv))
             why = SF_OTLP_RECLAIM_MEMORY;
@@ -692,21 +719,37 @@ static bool reclaim(sf_receiver_http *srv, const http_req *keep, size_t want)
         for (http_conn *c = srv->conns; c != NULL; c = c->next) {
             size_t h;
             uint64_t score;
+            bool over;
 
             if (c->rq == NULL || c->rq == keep || c->evicted)
                 continue;
             h = atomic_load(&c->rq->held);
             if (h == 0)
                 continue;
+            /* Clients over their share of the held bytes first; one over
+             * its share takes only from others over theirs. */
+            over = sf_otlp_over_share(srv->clients, c->client);
+            if ((keep_over || victim_over) && !over)
+                continue;
             score = (uint64_t)h * (uint64_t)(now - atomic_load(&c->rq->progress_ms) +
                                              REAP_INTERVAL_MS);
-            if (victim == NULL || score > best) {
+            if (victim == NULL || (over && !victim_over) || score > best) {
                 victim = c;
                 best = score;
+                victim_over = over;
             }
         }
         if (victim == NULL) {
             pthread_mutex_unlock(&srv->conn_lock);
+            break;
+        }
+        if (!victim_over && srv->peer_reclaim != NULL && sf_otlp_any_over_share(srv->clients)) {
+            /* A client over its share holds in the gRPC server: it pays
+             * first (asked now). (Or its upload is being closed here:
+             * given back within a turn.) */
+            pthread_mutex_unlock(&srv->conn_lock);
+            if (srv->peer_reclaim != NULL)
+                srv->peer_reclaim(srv->peer);
             break;
         }
         rq = victim->rq;
@@ -714,6 +757,7 @@ static bool reclaim(sf_receiver_http *srv, const http_req *keep, size_t want)
         if (!rq->finishing && rq->refuse_http == 0 && rq->reserved > 0) {
             atomic_fetch_add(&srv->reclaimed[why], 1);
             atomic_fetch_add(&srv->reclaimed_bytes[why], rq->reserved);
+            sf_otlp_reclaimed(srv->clients, 1, victim_over);
             refuse_later(srv, rq, SF_MEMLIMIT, NULL, SF_REASON_MEMORY_LIMIT);
             /* A crawler is answered and closed now; an upload still
              * sending, when its body is complete (or by the reaper, once
@@ -725,10 +769,36 @@ static bool reclaim(sf_receiver_http *srv, const http_req *keep, size_t want)
             any = true;
         }
         atomic_store(&rq->held, 0);     /* not picked again */
+        rq_hold(srv, rq);
         pthread_mutex_unlock(&rq->lock);
         pthread_mutex_unlock(&srv->conn_lock);
     }
     return any;
+}
+
+/* Memory is still short (`incomplete`: or less than the headroom free) for
+ * `rq` after this server's own reclaim: when its client is under its share
+ * and the gRPC server holds partial messages, ask it to reclaim them and
+ * wait for it, at most PEER_WAIT_MS. Call it holding no lock. */
+static void reclaim_peer(sf_receiver_http *srv, const http_req *rq, bool incomplete)
+{
+    int64_t until = sf_now_ms() + PEER_WAIT_MS;
+    size_t share, clients, held;
+
+    if (srv->peer_reclaim == NULL || sf_otlp_over_share(srv->clients, rq->client))
+        return;
+    for (;;) {
+        struct timespec ts = { 0, PEER_POKE_MS * 1000000L };
+
+        sf_otlp_share_state(srv->clients, &share, &clients, &held);
+        if (held <= atomic_load(&srv->buffered) || !sf_otlp_any_over_share(srv->clients))
+            return;                 /* the gRPC server holds nothing it would give */
+        if (!(incomplete ? memory_wanted(srv) : !sf_component_may_accept(srv->self)) ||
+            sf_now_ms() >= until)
+            return;
+        srv->peer_reclaim(srv->peer);
+        nanosleep(&ts, NULL);
+    }
 }
 
 /* OTLP of a signal no pipeline listing the receiver carries (metrics or
@@ -867,6 +937,7 @@ static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         http_conn *c = ci != NULL ? ci->socket_context : NULL;
 
+        rq->client = c != NULL ? c->client : client_of(conn);
         if (c != NULL) {
             pthread_mutex_lock(&srv->conn_lock);
             c->rq = rq;
@@ -883,7 +954,7 @@ static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
     /* Memory short: crawling uploads pay first; else refuse before
      * buffering any of the body. */
     if (!sf_component_may_accept(srv->self))
-        reclaim(srv, rq, 0);
+        reclaim(srv, rq, 0, false);
     if (!sf_component_may_accept(srv->self))
         return refuse_later(srv, rq, SF_MEMLIMIT, NULL,
                             SF_REASON_MEMORY_LIMIT);
@@ -922,9 +993,11 @@ static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *d
      * arriving beside them. */
     incomplete = rq->expect == 0 || sf_dynbuf_len(&rq->body) + n < rq->expect;
     if (incomplete ? memory_wanted(srv) : !sf_component_may_accept(srv->self)) {
-        /* Uploads that crawl pay first (this one just made progress). */
+        /* Uploads that crawl pay first (this one just made progress), then
+         * the gRPC server's partial messages. */
         pthread_mutex_unlock(&rq->lock);
-        reclaim(srv, rq, 0);
+        reclaim(srv, rq, 0, false);
+        reclaim_peer(srv, rq, incomplete);
         pthread_mutex_lock(&rq->lock);
         if (rq->refuse_http != 0)
             return discard(srv, rq, data, n);
@@ -963,7 +1036,7 @@ static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *d
             if (atomic_load(&srv->buffered) + more > srv->budget) {
                 /* The budget is full: uploads that crawl pay first. */
                 pthread_mutex_unlock(&rq->lock);
-                reclaim(srv, rq, more);
+                reclaim(srv, rq, more, false);
                 pthread_mutex_lock(&rq->lock);
                 if (rq->refuse_http != 0)
                     return discard(srv, rq, data, n);
@@ -977,6 +1050,7 @@ static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *d
             }
             rq->reserved = ncap;
             atomic_store(&rq->held, ncap);
+            rq_hold(srv, rq);
         }
         if (sf_dynbuf_reserve(&rq->body, ncap) != SF_OK) {
             refuse_later(srv, rq, SF_ENOMEM, NULL, SF_REASON_MEMORY_LIMIT);
@@ -1002,15 +1076,6 @@ static size_t refused_spans(sf_receiver_http *srv, http_req *rq, const sf_reques
     return counted_spans(rq);
 }
 
-/* The client the connection counts as (sf_net_client_key). */
-static uint64_t client_of(struct MHD_Connection *conn)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-
-    return ci != NULL ? sf_net_client_key(ci->client_addr) : 0;
-}
-
 /* Refuse a whole body now, counting its spans. */
 static enum MHD_Result refuse_counted(sf_receiver_http *srv, struct MHD_Connection *conn,
                                       http_req *rq, sf_status st, const char *msg,
@@ -1031,36 +1096,6 @@ static http_conn *conn_of(struct MHD_Connection *conn)
     return ci != NULL ? ci->socket_context : NULL;
 }
 
-/* Whether the connection may inflate another body now (its bucket is not
- * in debt). A body refused for it is a strike; past LIM_INFLATE_STRIKES,
- * each within 1 s of the last, *close says to close the connection
- * (counted). Its own thread's. */
-static bool conn_inflate_open(sf_receiver_http *srv, http_conn *hc, bool *close)
-{
-    int64_t now = sf_now_ms();
-
-    if (sf_otlp_bucket_open(&hc->lim_inflate, LIM_INFLATE_RATE, LIM_INFLATE_BURST, now))
-        return true;
-    if (now - hc->inflate_strike_ms > 1000)
-        hc->inflate_strikes = 0;
-    hc->inflate_strike_ms = now;
-    if (++hc->inflate_strikes > LIM_INFLATE_STRIKES) {
-        *close = true;
-        atomic_fetch_add(&srv->closed[SF_OTLP_CLOSE_DECOMPRESSION], 1);
-        hc->inflate_strikes = 0;
-    }
-    return false;
-}
-
-/* Charge what a body inflated (a whole body at most, so one costs its size). */
-static void conn_inflate_charge(sf_receiver_http *srv, http_conn *hc, size_t n)
-{
-    int64_t most = (int64_t)srv->max_body > LIM_INFLATE_RATE ? (int64_t)srv->max_body
-                                                             : LIM_INFLATE_RATE;
-
-    sf_otlp_bucket_charge(&hc->lim_inflate, n > (size_t)most ? most : (int64_t)n, most);
-}
-
 static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn,
                               http_req *rq)
 {
@@ -1075,7 +1110,9 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
     size_t charged = 0, soft, hard;
 
     if (!sf_component_may_accept(srv->self))
-        reclaim(srv, rq, 0);        /* uploads that crawl pay first */
+        reclaim(srv, rq, 0, false);        /* uploads that crawl pay first */
+    if (!sf_component_may_accept(srv->self))
+        reclaim_peer(srv, rq, false);   /* then the gRPC server's partial messages */
     if (!sf_component_may_accept(srv->self)) {
         /* Memory became short during the upload: refuse, counting spans. */
         return refuse_counted(srv, conn, rq, SF_MEMLIMIT, NULL,
@@ -1085,14 +1122,20 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
         const char *why = NULL;
         http_conn *hc = conn_of(conn);
         bool close = false;
+        unsigned slot;
 
-        /* Decompression is paid per connection: past its share a second,
+        /* Decompression is paid per client: past its share a second,
          * refused before it costs more; closed if the client goes on. */
-        if (hc != NULL && !conn_inflate_open(srv, hc, &close)) {
+        int64_t now = sf_now_ms();
+
+        if (!sf_otlp_inflate_open(srv->clients, hc != NULL ? hc->client : 0,
+                                  hc != NULL ? hc->opened : now, now, &slot, &close)) {
+            if (close)
+                atomic_fetch_add(&srv->closed[SF_OTLP_CLOSE_DECOMPRESSION], 1);
             sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, rq->signal, 0,
                                 SF_REASON_TOO_LARGE);
             return send_rpc_status_ex(conn, rq, 429, SF_RPC_RESOURCE_EXHAUSTED,
-                                      "decompression rate of this connection exceeded: send "
+                                      "decompression rate of this client exceeded: send "
                                       "less compressed data a second, or uncompressed; retry "
                                       "later", close ? SEND_CLOSE : 0);
         }
@@ -1101,9 +1144,8 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
                            &why);
         else
             st = sf_inflate(BODY(rq), sf_dynbuf_len(&rq->body), srv->max_body, &inflated, &len);
-        if (hc != NULL)
-            conn_inflate_charge(srv, hc, st == SF_OK ? len : st == SF_TOOBIG ? srv->max_body
-                                                           : sf_dynbuf_len(&rq->body));
+        sf_otlp_inflate_charge(srv->clients, slot, st == SF_OK ? len : st == SF_TOOBIG
+                               ? srv->max_body : sf_dynbuf_len(&rq->body));
         if (st == SF_ENOMEM)
             return refuse_counted(srv, conn, rq, SF_ENOMEM, NULL,
                                   SF_REASON_MEMORY_LIMIT);
@@ -1157,7 +1199,7 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
     if (st == SF_OK) {
         /* The codec's pass inside emit is also the validation. */
         sf_request_init_signal(&batch, arena, rq->signal, data, len, srv->max_depth);
-        batch.client = client_of(conn);     /* the queues' shares */
+        batch.client = conn_of(conn) != NULL ? conn_of(conn)->client : client_of(conn);
         st = sf_component_emit(srv->self, SF_TRANSPORT_HTTP, &batch);
         if (st == SF_INVALID)
             snprintf(err, sizeof(err), "request is not a valid %s: %s",
@@ -1264,7 +1306,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         c->fd = ci->connect_fd;
         c->state = CS_NEW;
         c->since = sf_now_ms();
-        sf_otlp_bucket_init(&c->lim_inflate, 1, c->since);
+        c->client = client_of(conn);
+        c->opened = c->since;
         pthread_mutex_lock(&srv->conn_lock);
         c->next = srv->conns;
         if (srv->conns != NULL)
@@ -1429,12 +1472,15 @@ static void *reaper_main(void *arg)
     pthread_mutex_lock(&srv->conn_lock);
     while (!srv->reaper_stop) {
         int64_t now = sf_now_ms();
+        bool asked = atomic_exchange(&srv->reclaim_asked, false);
+        bool short_now = !sf_component_may_accept(srv->self);
 
-        if (!sf_component_may_accept(srv->self)) {
+        if (asked || short_now) {
             /* Memory short: uploads that crawl give it back (the gRPC
-             * receiver's calls may be the ones waiting for it). */
+             * receiver's calls may be the ones waiting for it; asked by
+             * it: the uploads of clients over their share). */
             pthread_mutex_unlock(&srv->conn_lock);
-            reclaim(srv, NULL, 0);
+            reclaim(srv, NULL, 0, !short_now);
             pthread_mutex_lock(&srv->conn_lock);
             now = sf_now_ms();
         }
@@ -1510,6 +1556,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     /* Complete: no longer reclaimable, its thread's alone from here. */
     rq->finishing = true;
     atomic_store(&rq->held, 0);
+    rq_hold(srv, rq);
     pthread_mutex_unlock(&rq->lock);
     return finish(srv, conn, rq);
 }
@@ -1539,6 +1586,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     if (raw)
         count_refusal(srv, rq);
     atomic_fetch_sub(&srv->buffered, rq->reserved);
+    atomic_store(&rq->held, 0);
+    rq_hold(srv, rq);
     if (rq->z != NULL) {
         inflateEnd(rq->z);
         sf_free(rq->z);
@@ -1562,7 +1611,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 /* ---- lifecycle --------------------------------------------------------------- */
 
 sf_status sf_receiver_http_create(sf_component *self, const sf_receiver_http_config *cfg,
-                              unsigned max_depth, sf_receiver_http **out)
+                              unsigned max_depth, sf_otlp_clients *clients,
+                              sf_receiver_http **out)
 {
     sf_receiver_http *srv = sf_calloc(1, sizeof(*srv));
 
@@ -1572,6 +1622,7 @@ sf_status sf_receiver_http_create(sf_component *self, const sf_receiver_http_con
     srv->self = self;
     srv->cfg = cfg;
     srv->max_depth = max_depth;
+    srv->clients = clients;
     srv->max_body = (size_t)cfg->max_request_body_size;
     srv->budget = srv->max_body * BUFFER_BUDGET;
     pthread_mutex_init(&srv->pool_lock, NULL);
@@ -1710,6 +1761,20 @@ void sf_receiver_http_destroy(sf_receiver_http *srv)
     pthread_mutex_destroy(&srv->conn_lock);
     pthread_cond_destroy(&srv->reaper_cv);
     sf_free(srv);
+}
+
+void sf_receiver_http_reclaim_soon(void *server)
+{
+    sf_receiver_http *srv = server;
+
+    atomic_store(&srv->reclaim_asked, true);
+    pthread_cond_signal(&srv->reaper_cv);
+}
+
+void sf_receiver_http_set_peer(sf_receiver_http *srv, sf_otlp_reclaim_fn fn, void *peer)
+{
+    srv->peer_reclaim = fn;
+    srv->peer = peer;
 }
 
 void sf_receiver_http_slots(const sf_receiver_http *srv, uint64_t *evicted, uint64_t *refused)
