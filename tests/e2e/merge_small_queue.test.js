@@ -12,7 +12,13 @@
 // The load crosses what the queue holds many times over (the diagnostic
 // prints exports per call: merging must have happened, else the queue was
 // never the bound under test). No rate is asserted: a slower machine sends
-// later, on the same schedule, and the property is the same.
+// later, on the same schedule, and the property is the same. But a machine
+// whose other work keeps the collector off the CPU (stress-ng beside it)
+// makes its own consumer the gateway that cannot keep up: when its threads
+// waited for a CPU longer than they ran (/proc schedstat, as
+// e2e/fair_queue), refusals are printed, not failed, and the accounting is
+// checked against what was accepted. (Under `stress-ng --cpu 2 --vm 1`:
+// 14 of 7,503 calls refused queue_full, none for a share.)
 'use strict';
 
 const test = require('node:test');
@@ -20,7 +26,7 @@ const assert = require('node:assert/strict');
 const { execFile } = require('node:child_process');
 
 const deps = require('./lib/deps');
-const { Sink } = require('./lib/flood');
+const { Sink, schedMeter } = require('./lib/flood');
 const { Spanfence, harness, freePort } = require('./lib/spanfence');
 const { collectorConfig, otlpReceiver, otlphttp } = require('./lib/config');
 
@@ -78,32 +84,40 @@ test('seed queue of 32 requests, 8-span calls at 20 k spans/s, instant gateway: 
                                        grpcPort, metricsPort }));
     await sf.start();
 
+    const sched = schedMeter(sf);
     const out = await send(['--endpoint', `127.0.0.1:${grpcPort}`, '--spans', String(SPANS_PER_CALL),
       '--threads', String(THREADS), '--rate', String(RATE_PER_THREAD), '--duration', String(SECONDS)]);
+    const cpu = sched.stop();
     const m = /requests: (\d+), spans sent: (\d+), spans accepted: (\d+)/.exec(out);
     assert.ok(m, `sf_send printed no totals:\n${out}`);
     const [calls, sent, accepted] = [Number(m[1]), Number(m[2]), Number(m[3])];
     t.diagnostic(out.trim().replace(/\n/g, ' | '));
+    t.diagnostic(`the collector's threads ran ${cpu.run.toFixed(2)} s and waited for a CPU ` +
+      `${cpu.wait.toFixed(2)} s over the load`);
     assert.ok(calls >= 4 * QUEUE, `only ${calls} calls: the load never crossed the queue`);
+    const starved = cpu.wait > cpu.run;
     if (accepted !== sent) {
       const x = await sf.metrics();
-      assert.fail(`${sent - accepted} of ${sent} spans refused: queue_full ` +
+      const why = `${sent - accepted} of ${sent} spans refused: queue_full ` +
         `${x.get('otelcol_receiver_refused_spans', { ...RCV, reason: 'queue_full' })} spans, of them ` +
         `over a client's share ${x.get('spanfence_receiver_refused_share_requests', RCV)} calls ` +
-        `(${x.get('spanfence_exporter_queue_clients', EXP)} clients)\n${out}`);
+        `(${x.get('spanfence_exporter_queue_clients', EXP)} clients)`;
+      if (!starved) assert.fail(`${why}\n${out}`);
+      t.diagnostic(`${why}; the machine kept the collector off the CPU (it waited longer than it ran): ` +
+        'printed, not failed');
     }
 
-    const met = await sf.waitMetrics((x) => x.get('otelcol_exporter_sent_spans', EXP) === sent,
-      `otelcol_exporter_sent_spans == ${sent}`, 120000);
-    assert.equal(met.must('otelcol_receiver_accepted_spans', RCV), sent);
-    assert.equal(met.get('otelcol_receiver_refused_spans', { ...RCV, reason: 'queue_full' }) ?? 0, 0);
-    assert.equal(met.get('otelcol_exporter_enqueue_failed_spans', EXP) ?? 0, 0);
+    const met = await sf.waitMetrics((x) => x.get('otelcol_exporter_sent_spans', EXP) === accepted,
+      `otelcol_exporter_sent_spans == ${accepted}`, 120000);
+    assert.equal(met.must('otelcol_receiver_accepted_spans', RCV), accepted);
+    assert.equal(met.get('otelcol_receiver_refused_spans', { ...RCV, reason: 'queue_full' }) ?? 0, sent - accepted);
+    assert.equal(met.get('otelcol_exporter_enqueue_failed_spans', EXP) ?? 0, sent - accepted);
     assert.equal(met.must('otelcol_exporter_queue_capacity', EXP), QUEUE);
     await sf.stop();
     // The exporter counted a span sent only on the gateway's 200, so the
     // sink holds exactly the accepted spans.
     const got = await gw.stats();
-    assert.equal(got.spans, sent, 'the gateway got exactly the accepted spans');
+    assert.equal(got.spans, accepted, 'the gateway got exactly the accepted spans');
     assert.equal(got.failed, 0);
     // Merging happened: far fewer exports than calls, so the queue of 32
     // was the bound the gatherer had to respect.
