@@ -7,8 +7,9 @@
  *   describe_export     exporters: where they send, their sending queue and
  *                       retries (the policy's exporter checks)
  *   describe_listen     receivers: the endpoints they bind (loopback_only)
- *   describe_allowlist  processors: the attribute rules their config applies
- *                       (the policy's key sets, cleared fields, name rules)
+ *   describe_allowlist  processors: the attribute rules their config applies,
+ *                       the list their compiled edit is built from (the
+ *                       policy's name rules, value rules and positions)
  *   describe_batching   processors: the merging they ask of the sending
  *                       queues of the exporters their pipeline feeds
  *   describe_windows    extensions that raise what engines emit for a time
@@ -121,8 +122,11 @@ typedef struct sf_rule {
     const sf_node *node;            /* where it was written, or NULL */
 } sf_rule;
 
-/* A processor's rules per context, in the order they run, and its own
- * answers to what they let through. */
+/* A processor's rules per context, in the order they run, and the settings
+ * they run with. What they let through is not asked here: the policy asks
+ * the edit the processor compiles from them (sf_component_type.edit), the
+ * one the codec runs, and reads the rules for what is pinned as text and
+ * for positions. */
 typedef struct sf_allowlist_desc {
     int error_mode;                 /* the processor's SF_ERROR_MODE_* */
     bool scalar_values_only;        /* a kept key holding a kvlist, bytes or nested array goes */
@@ -138,10 +142,6 @@ typedef struct sf_allowlist_desc {
     size_t (*count)(const void *rules, sf_otlp_ctx c);
     /* The i-th rule of context c into *out; false past the end. */
     bool (*get)(const void *rules, sf_otlp_ctx c, size_t i, sf_rule *out);
-    /* Whether an attribute `key` of context c survives every rule. */
-    bool (*keeps_key)(const void *rules, sf_otlp_ctx c, const char *key);
-    bool (*clears_status_message)(const void *rules);
-    bool (*clears_trace_state)(const void *rules, sf_otlp_ctx c);
 } sf_allowlist_desc;
 
 /* ---- extensions: trace-level windows ------------------------------------- */

@@ -5,7 +5,8 @@
  *
  * DESIGN: the policy pins outcomes, not text: the allowlist is compared as
  * the set of keys each context lets through (every keep_keys and delete_key
- * of the context applied, in any order), and the exporter by its decoded
+ * of the context applied, in any order), asked of the edit the processor
+ * compiles, the one the codec runs, and the exporter by its decoded
  * settings (defaults included). Span-name rules are the exception: what a
  * replace_pattern removes cannot be compared, so they are pinned as text,
  * the exact ordered list of (pattern, replacement) of each context.
@@ -737,8 +738,63 @@ static bool find_rule(const sf_allowlist_desc *al, sf_otlp_ctx c, sf_rule_kind k
     return false;
 }
 
+/* A key no config names: the compiled keyset's verdict on keys it does not
+ * list. */
+#define UNLISTED_KEY "spanfence.policy.probe: a key no statement names"
+
+/* ---- the compiled edit ------------------------------------------------------- */
+
+/* The edit the codec will run for one signal, compiled as the processor
+ * compiles it when it is created (create, edit, destroy: the same code as
+ * at start). What leaves (is a key kept, are status messages and
+ * trace_state cleared) is asked of it and of nothing else, so the policy's
+ * answer is the one the fence acts on; the rule list the edit was built
+ * from (describe_allowlist) gives what is pinned as text (name rules, value
+ * rules, set(...) fields) and where each statement was written. */
+typedef struct compiled {
+    struct sf_component comp;
+    bool created;                   /* comp is to be destroyed */
+    sf_status st;                   /* SF_OK, or why the edit could not be built */
+    const sf_otlp_edit *e;          /* NULL: not built (st), or none for the signal */
+} compiled;
+
+static void compiled_build(checker *k, const sf_config_component *c, sf_signal sig,
+                           compiled *out)
+{
+    *out = (compiled){ .comp = { .type = c->type, .id = c->id, .config = c->config } };
+    if (c->type->create == NULL || c->type->edit == NULL)
+        return;                     /* no edit: check_compiled says so */
+    out->st = c->type->create(&out->comp, c->config);
+    if (out->st == SF_ENOMEM)
+        k->oom = true;
+    if (out->st != SF_OK)
+        return;
+    out->created = true;
+    out->e = c->type->edit(&out->comp, sig);
+}
+
+static void compiled_release(compiled *ce)
+{
+    if (ce->created && ce->comp.type->destroy != NULL)
+        ce->comp.type->destroy(&ce->comp);
+    ce->created = false;
+    ce->e = NULL;
+}
+
+/* Whether an attribute `key` of context c leaves the compiled edit. */
+static bool edit_keeps(const sf_otlp_edit *e, sf_otlp_ctx c, const char *key)
+{
+    const sf_otlp_keyset *ks = e->keys[c];
+
+    return ks == NULL || sf_otlp_keyset_keeps(ks, (const uint8_t *)key, strlen(key));
+}
+
+/* Context c's key set against the policy's: bounded by a keep_keys in the
+ * config, and exactly the pinned keys leaving the compiled edit (every
+ * keep_keys and delete_key of the context applied, in any order). */
 static void check_keys(checker *k, const char *subj, const sf_allowlist_desc *al,
-                       const policy_keys *pk, sf_otlp_ctx c, const sf_node *where)
+                       const sf_otlp_edit *e, const policy_keys *pk, sf_otlp_ctx c,
+                       const sf_node *where)
 {
     const sf_strlist *want = &pk->ctx[c];
     sf_rule keep_rule, drop_rule;
@@ -756,16 +812,25 @@ static void check_keys(checker *k, const char *subj, const sf_allowlist_desc *al
                 "%zu %s key%s", name, want->n, name, want->n == 1 ? "" : "s");
         return;
     }
+    if (e == NULL)
+        return;                     /* not built: check_compiled says why */
+    if (e->keys[c] == NULL) {
+        violate(k, where, subj, "the compiled edit does not filter %s attributes, though the "
+                "config bounds them", name);
+        return;
+    }
+    if (edit_keeps(e, c, UNLISTED_KEY))
+        violate(k, where, subj, "the compiled edit keeps %s keys no statement names", name);
     /* what the context lets through: the first keep_keys, less what any
      * other operation removes; the order of statements does not matter */
     for (size_t i = 0; i < keep->n_keys; i++) {
         const char *key = keep->keys[i];
 
-        if (al->keeps_key(al->rules, c, key) && !in_list(want, key))
+        if (edit_keeps(e, c, key) && !in_list(want, key))
             violate(k, keep->node, subj, "%s allowlist has key '%s' not in the policy", name, key);
     }
     for (size_t i = 0; i < want->n; i++) {
-        if (!al->keeps_key(al->rules, c, want->v[i])) {
+        if (!edit_keeps(e, c, want->v[i])) {
             const sf_rule *op = find_rule(al, c, SF_RULE_KEEP_KEYS, want->v[i], &drop_rule)
                                 ? &drop_rule : NULL;
 
@@ -1058,18 +1123,6 @@ static void check_compiled_signal(checker *k, const char *subj, const sf_allowli
         violate(k, where, subj, "the compiled edit keeps array values");
 }
 
-/* A key no config names: the compiled keyset's verdict on keys it does not
- * list. */
-#define UNLISTED_KEY "spanfence.policy.probe: a key no statement names"
-
-/* The edit the codec will run, compiled as the processor compiles it when
- * it is created (create, edit, destroy: the same code as at start), held
- * against what the checks above read from the config's description: a
- * processor whose description promises what its compiled edit does not do
- * cannot pass, and neither can one whose edit cannot be built at all (a
- * pseudonym key file that cannot be read, say). Only disagreements are
- * reported here; where the description already falls short, the checks
- * above have said so. */
 /* A cap the policy pins (`key`, at most `want`; 0: not pinned) against the
  * compiled edit's cap `have` on governed field f (0: none). */
 static void check_cap(checker *k, const char *subj, const sf_config_component *c,
@@ -1089,72 +1142,29 @@ static void check_cap(checker *k, const char *subj, const sf_config_component *c
                 have, (long long)want);
 }
 
+/* The compiled edit beyond the key sets and cleared fields the checks
+ * above asked of it: a processor whose edit cannot be built (a pseudonym
+ * key file that cannot be read, say) cannot pass; the governed fields,
+ * value types, caps and ids as the description and the policy say. */
 static void check_compiled(checker *k, const char *subj, const sf_config_component *c,
-                           const sf_allowlist_desc *al, sf_signal sig, const policy_keys *pk,
+                           const sf_allowlist_desc *al, sf_signal sig, const compiled *ce,
                            const sf_node *where)
 {
     const policy_allowlist *pa = &k->pol->allowlist;
-    struct sf_component comp = { .type = c->type, .id = c->id, .config = c->config };
-    const sf_otlp_edit *e;
-    sf_status st;
+    const sf_otlp_edit *e = ce->e;
 
-    if (c->type->create == NULL || c->type->edit == NULL)
+    if (ce->st == SF_ENOMEM)
         return;
-    st = c->type->create(&comp, c->config);
-    if (st == SF_ENOMEM) {
-        k->oom = true;
-        return;
-    }
-    if (st != SF_OK) {
+    if (ce->st != SF_OK) {
         violate(k, c->node, subj, "its edit cannot be built (the log above says why): it would "
                 "not start");
         return;
-    }
-    e = c->type->edit(&comp, sig);
-    for (int ctx = 0; e != NULL && ctx < SF_OTLP_CTX_COUNT; ctx++) {
-        const sf_strlist *want = &pk->ctx[ctx];
-        const sf_otlp_keyset *ks = e->keys[ctx];
-        const char *name = sf_otlp_ctx_name((sf_otlp_ctx)ctx);
-        sf_rule op;
-
-        if (want->v == NULL || !find_rule(al, (sf_otlp_ctx)ctx, SF_RULE_KEEP_KEYS, NULL, &op))
-            continue;           /* unbounded by the config: check_keys said so */
-        if (ks == NULL) {
-            violate(k, where, subj, "the compiled edit does not filter %s attributes, though "
-                    "the config bounds them", name);
-            continue;
-        }
-        for (size_t i = 0; i < want->n; i++)
-            if (al->keeps_key(al->rules, (sf_otlp_ctx)ctx, want->v[i]) &&
-                !sf_otlp_keyset_keeps(ks, (const uint8_t *)want->v[i], strlen(want->v[i])))
-                violate(k, where, subj, "the compiled edit removes %s key '%s', which the config "
-                        "keeps", name, want->v[i]);
-        for (size_t i = 0; al->get(al->rules, (sf_otlp_ctx)ctx, i, &op); i++)
-            for (size_t j = 0; j < op.n_keys; j++)
-                if (!al->keeps_key(al->rules, (sf_otlp_ctx)ctx, op.keys[j]) &&
-                    sf_otlp_keyset_keeps(ks, (const uint8_t *)op.keys[j], strlen(op.keys[j])))
-                    violate(k, op.node, subj, "the compiled edit keeps %s key '%s', which the "
-                            "config removes", name, op.keys[j]);
-        if (sf_otlp_keyset_keeps(ks, (const uint8_t *)UNLISTED_KEY, strlen(UNLISTED_KEY)))
-            violate(k, where, subj, "the compiled edit keeps %s keys no statement names", name);
     }
     if (e == NULL) {
         violate(k, c->node, subj, "has no compiled edit for %s", sf_signal_name(sig));
     } else if (sig != SF_SIGNAL_TRACES) {
         check_compiled_signal(k, subj, al, sig, e, where);
     } else {
-        if (pa->clear_status_message && al->clears_status_message(al->rules) &&
-            !e->clear_status_message)
-            violate(k, where, subj, "the compiled edit keeps span status messages, which the "
-                    "config clears");
-        if (pa->clear_trace_state && al->clears_trace_state(al->rules, SF_OTLP_SPAN) &&
-            !(e->clear_trace_state & SF_OTLP_CTX_BIT(SF_OTLP_SPAN)))
-            violate(k, where, subj, "the compiled edit keeps span trace_state, which the config "
-                    "clears");
-        if (pa->clear_trace_state && al->clears_trace_state(al->rules, SF_OTLP_LINK) &&
-            !(e->clear_trace_state & SF_OTLP_CTX_BIT(SF_OTLP_LINK)))
-            violate(k, where, subj, "the compiled edit keeps link trace_state, which the config "
-                    "clears");
         if (pa->kept_value_types >= VALUES_SCALAR && al->scalar_values_only &&
             !e->scalar_values_only && !e->single_values_only)
             violate(k, where, subj, "the compiled edit keeps kvlist and bytes values, which the "
@@ -1183,8 +1193,6 @@ static void check_compiled(checker *k, const char *subj, const sf_config_compone
                     "and span ids leave as it chose them, the policy requires keyed pseudonyms");
         }
     }
-    if (c->type->destroy != NULL)
-        c->type->destroy(&comp);
 }
 
 static void check_allowlist(checker *k)
@@ -1192,6 +1200,7 @@ static void check_allowlist(checker *k)
     const policy_allowlist *pa = &k->pol->allowlist;
     const sf_config_component *c = find_in(k->cfg, "processors", pa->processor);
     sf_allowlist_desc al;
+    compiled ce;
     const sf_node *value, *statements;
     char subj[300];
 
@@ -1210,6 +1219,7 @@ static void check_allowlist(checker *k)
     statements = sf_node_key(value, "trace_statements");
     if (statements == NULL)
         statements = c->node;
+    compiled_build(k, c, SF_SIGNAL_TRACES, &ce);
     if (al.error_mode != pa->error_mode) {
         const sf_node *at = sf_node_get(value, "error_mode");
 
@@ -1239,22 +1249,22 @@ static void check_allowlist(checker *k)
                 "'single': a kept key could carry an array whose elements spell text",
                 al.scalar_values_only ? "scalar" : "any", at ? "" : " (the default)");
     }
-    if (pa->clear_status_message && !al.clears_status_message(al.rules))
+    if (pa->clear_status_message && ce.e != NULL && !ce.e->clear_status_message)
         violate(k, statements, subj, "span status messages are not cleared: the policy requires "
                 "set(status.message, \"\")");
-    if (pa->clear_trace_state) {
+    if (pa->clear_trace_state && ce.e != NULL) {
         static const sf_otlp_ctx with_trace_state[] = { SF_OTLP_SPAN, SF_OTLP_LINK };
 
         for (size_t i = 0; i < 2; i++) {
             const char *name = sf_otlp_ctx_name(with_trace_state[i]);
 
-            if (!al.clears_trace_state(al.rules, with_trace_state[i]))
+            if (!(ce.e->clear_trace_state & SF_OTLP_CTX_BIT(with_trace_state[i])))
                 violate(k, statements, subj, "%s trace_state is not cleared: the policy requires "
                         "set(trace_state, \"\") in the %s context", name, name);
         }
     }
     for (int ctx = 0; ctx < SF_OTLP_CTX_COUNT; ctx++)
-        check_keys(k, subj, &al, &pa->keys, (sf_otlp_ctx)ctx, statements);
+        check_keys(k, subj, &al, ce.e, &pa->keys, (sf_otlp_ctx)ctx, statements);
     if (pa->name_rules.present) {
         check_name_rules(k, subj, &al, SF_OTLP_SPAN, statements);
         check_name_rules(k, subj, &al, SF_OTLP_SPANEVENT, statements);
@@ -1268,7 +1278,8 @@ static void check_allowlist(checker *k)
 
         check_rules(k, subj, &al, &pins, value, statements);
     }
-    check_compiled(k, subj, c, &al, SF_SIGNAL_TRACES, &pa->keys, statements);
+    check_compiled(k, subj, c, &al, SF_SIGNAL_TRACES, &ce, statements);
+    compiled_release(&ce);
 }
 
 static void check_pipelines(checker *k)
@@ -1675,6 +1686,7 @@ static void check_signal_processor(checker *k, sf_signal sig, const policy_signa
     const char *list = sig == SF_SIGNAL_LOGS ? "log_statements" : "metric_statements";
     const sf_node *value, *statements;
     sf_allowlist_desc al;
+    compiled ce;
     char subj[300];
     sf_rule op;
 
@@ -1697,6 +1709,7 @@ static void check_signal_processor(checker *k, sf_signal sig, const policy_signa
         return;
     }
     al.rules = al.signal_rules[sig];
+    compiled_build(k, c, sig, &ce);
     if (al.error_mode != ps->error_mode) {
         const sf_node *at = sf_node_get(value, "error_mode");
 
@@ -1711,7 +1724,7 @@ static void check_signal_processor(checker *k, sf_signal sig, const policy_signa
                         sf_error_mode_name(op.error_mode), sf_error_mode_name(ps->error_mode));
         }
         if (signal_has_ctx(sig, (sf_otlp_ctx)ctx))
-            check_keys(k, subj, &al, &ps->keys, (sf_otlp_ctx)ctx, statements);
+            check_keys(k, subj, &al, ce.e, &ps->keys, (sf_otlp_ctx)ctx, statements);
     }
     if (sig == SF_SIGNAL_LOGS) {
         bool found = find_set_field(&al, SF_OTLP_FIELD_LOG_BODY, &op);
@@ -1754,7 +1767,8 @@ static void check_signal_processor(checker *k, sf_signal sig, const policy_signa
                 ps->kept_value_types == VALUES_SINGLE ? "single" : "scalar");
     }
     k->signal = ps;
-    check_compiled(k, subj, c, &al, sig, &ps->keys, statements);
+    check_compiled(k, subj, c, &al, sig, &ce, statements);
+    compiled_release(&ce);
     k->signal = NULL;
 }
 

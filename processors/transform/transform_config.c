@@ -1696,21 +1696,6 @@ static bool desc_get(const void *rules, sf_otlp_ctx c, size_t i, sf_rule *out)
     return true;
 }
 
-static bool desc_keeps_key(const void *rules, sf_otlp_ctx c, const char *key)
-{
-    return sf_transform_keeps_key(rules, (sf_otlp_ctx)c, key);
-}
-
-static bool desc_clears_status_message(const void *rules)
-{
-    return sf_transform_clears_status_message(rules);
-}
-
-static bool desc_clears_trace_state(const void *rules, sf_otlp_ctx c)
-{
-    return sf_transform_clears_trace_state(rules, (sf_otlp_ctx)c);
-}
-
 bool sf_transform_describe(const void *config, sf_allowlist_desc *out)
 {
     const sf_transform_config *cfg = config;
@@ -1726,9 +1711,6 @@ bool sf_transform_describe(const void *config, sf_allowlist_desc *out)
                           [SF_SIGNAL_METRICS] = cfg->metric_program },
         .count = desc_count,
         .get = desc_get,
-        .keeps_key = desc_keeps_key,
-        .clears_status_message = desc_clears_status_message,
-        .clears_trace_state = desc_clears_trace_state,
     };
     return true;
 }

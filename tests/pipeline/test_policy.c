@@ -1704,6 +1704,51 @@ static void test_declared_shipped_holds(void **state)
     assert_check_with(policy_shipped, cvm_shipped, SF_OK, &w);
 }
 
+/* How many messages of checking `yaml` against `policy` contain `needle`;
+ * the check must fail. */
+static size_t count_messages(const char *policy, const char *yaml, const char *needle)
+{
+    sf_policy *p = load_policy(policy);
+    sf_diag *d = sf_diag_create(NULL);
+    sf_config *cfg = NULL;
+    size_t n = 0;
+
+    assert_int_equal(sf_config_load_string(CVM, yaml, strlen(yaml), d, &cfg), SF_OK);
+    assert_int_equal(sf_policy_check(p, cfg, d), SF_CONFIG);
+    for (size_t i = 0; i < sf_diag_count(d); i++)
+        n += strstr(sf_diag_message(d, i), needle) != NULL;
+    sf_config_destroy(cfg);
+    sf_diag_destroy(d);
+    sf_policy_destroy(p);
+    return n;
+}
+
+/* What leaves is asked of the compiled edit, not of the statements: a
+ * transform in declared mode with no trace_statements (transform/fence)
+ * clears every span's status message and trace_state, so the policy does
+ * not ask for set(...) statements it would not run, while it still refuses
+ * the key sets no keep_keys bounds; out of declared mode the same
+ * processor clears nothing, and the policy says so. */
+static void test_cleared_fields_of_the_edit(void **state)
+{
+    char *y = replace(cvm_shipped, "      processors: [memory_limiter, transform/allowlist]\n",
+                      "      processors: [memory_limiter, transform/fence]\n");
+    char *pol = replace_first(policy_shipped, "  processor: transform/allowlist\n",
+                              "  processor: transform/fence\n");
+    char *off = replace(y, "    declared_fields: true\n    kept_value_types: single\n    # a log",
+                        "    declared_fields: false\n    kept_value_types: single\n    # a log");
+
+    (void)state;
+    assert_int_equal(count_messages(pol, y, "not cleared"), 0);
+    assert_int_equal(count_messages(pol, y, "span attributes are not bounded by keep_keys"), 1);
+    assert_int_equal(count_messages(pol, off, "span status messages are not cleared"), 1);
+    assert_int_equal(count_messages(pol, off, "trace_state is not cleared"), 2);
+    assert_int_equal(sf_alloc_in_use(), 0);
+    free(off);
+    free(pol);
+    free(y);
+}
+
 static void test_declared_mutations_caught(void **state)
 {
     static const struct { const char *from, *to, *needle; } m[] = {
@@ -2043,6 +2088,7 @@ int main(void)
         cmocka_unit_test(test_compiled_edit_must_build),
         cmocka_unit_test(test_shipped_config_holds),
         cmocka_unit_test(test_declared_shipped_holds),
+        cmocka_unit_test(test_cleared_fields_of_the_edit),
         cmocka_unit_test(test_declared_mutations_caught),
         cmocka_unit_test(test_cvm_fence_pinned),
         cmocka_unit_test(test_order_does_not_matter),
