@@ -13,7 +13,9 @@ Fails (exit 1, one line per fault, file:line first) when a field of a
 message reachable from ExportTraceServiceRequest, ExportLogsServiceRequest
 or ExportMetricsServiceRequest has no row, when a string or bytes field has
 no rule (or a scalar one has one), when a row names a field or message the
-schema lacks, when a rule names an unknown governed field, or when a message
+schema lacks, when a rule names an unknown governed field, when a governed
+field does not say whether a statement's set(...) changes it (and if so in
+which context and list, and how declared mode asks for it), or when a message
 the tables walk has more than one oneof. Needs Debian's python3-protobuf
 (tools/setup.sh installs it)."""
 
@@ -30,6 +32,13 @@ ROOTS = ("opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest",
 ROLES = {"plain": "R_PLAIN", "attrs": "R_ATTRS", "dropped": "R_DROPPED", "id16": "R_ID16",
          "id8": "R_ID8", "spans": "R_SPANS", "items": "R_SPANS", "count": "R_COUNT"}
 CONTEXTS = ("RESOURCE", "SCOPE", "SPAN", "SPANEVENT", "LINK", "LOG", "METRIC", "DATAPOINT")
+# the statement lists a governed field's set(...) is said in (sf_signal; all:
+# every list, SF_SIGNAL_COUNT), with the contexts each list's statements name
+LISTS = {"traces": ("TRACES", ("SPAN", "SPANEVENT", "LINK")),
+         "logs": ("LOGS", ("LOG",)),
+         "metrics": ("METRICS", ("METRIC", "DATAPOINT")),
+         "all": ("COUNT", ("RESOURCE", "SCOPE"))}
+GOVERNS = re.compile(r"governs\s+(\S+)\s+(\S+)(?:\s+(\S+))?(?:\s+(.*?))?\s*$")
 # wire types of the codec (sf_otlp_wire.c F_*), by descriptor type
 CTYPES = {FD.TYPE_UINT32: "F_UINT32", FD.TYPE_INT32: "F_INT32", FD.TYPE_ENUM: "F_INT32",
           FD.TYPE_INT64: "F_INT64", FD.TYPE_UINT64: "F_INT64", FD.TYPE_BOOL: "F_BOOL",
@@ -48,6 +57,49 @@ faults = []
 
 def fault(where, text):
     faults.append("%s: %s" % (where, text))
+
+
+def c_string(text):
+    return '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def read_governs(where, line, governs):
+    """A governs line: <F> <context>.<path> and the decision, the list
+    whose set(<path>, ...) changes it and the statement declared mode asks
+    for, or '-': no set(...) changes it as a field (a cap, a check, or a
+    statement of its own)."""
+    m = GOVERNS.match(line.split("#", 1)[0].strip())
+    if m is None:
+        fault(where, "cannot read this line")
+        return
+    f, name, lst, declared = m.groups()
+    ctx, _, path = name.partition(".")
+    if lst is None:
+        fault(where, "governed field '%s' has no decision: write the statement list whose "
+              "set(...) changes it (%s) and the statement declared mode asks for, or '-'"
+              % (f, ", ".join(LISTS)))
+        return
+    if lst == "-":
+        if declared:
+            fault(where, "governed field '%s' is changed by no set(...) ('-'): no statement "
+                  "follows" % f)
+        governs.append((f, name, None))
+        return
+    if lst not in LISTS:
+        fault(where, "unknown statement list '%s' for '%s' (%s, or -)" % (lst, f, ", ".join(LISTS)))
+        return
+    if ctx.upper() not in LISTS[lst][1] or not path:
+        fault(where, "'%s' is not <context>.<path> with a context of %s (%s)"
+              % (name, lst, ", ".join(c.lower() for c in LISTS[lst][1])))
+        return
+    if not declared:
+        fault(where, "governed field '%s' has no statement declared mode asks for" % f)
+        return
+    for g, other, d in governs:
+        if d is not None and other == name:
+            fault(where, "set(%s, ...) in the %s context is '%s' already" % (path, ctx, g))
+            return
+    governs.append((f, name, (ctx.upper(), path, LISTS[lst][0], declared)))
 
 
 def json_name(snake):
@@ -137,8 +189,8 @@ def main():
         if not words:
             continue
         kind, args = words[0], words[1:]
-        if kind == "governs" and len(args) == 2:
-            governs.append(tuple(args))
+        if kind == "governs":
+            read_governs(where, line, governs)
         elif kind == "message" and len(args) in (3, 4):
             full, enum, ctx = args[:3]
             if full not in msgs:
@@ -157,7 +209,7 @@ def main():
             rows.append((where, kind, args))
         else:
             fault(where, "cannot read this line")
-    gov_names = {g for g, _ in governs}
+    gov_names = {g for g, _, _ in governs}
     for where, kind, args in rows:
         want = 3 if kind == "field" else 6
         if len(args) != want:
@@ -262,7 +314,7 @@ def write(out_path, msgs, order, enum_of, ctx_of, own, governs, rules_path):
     o.append("")
     o.append("/* X(ENUM, name): the fields an edit can govern */")
     o.append("#define SF_OTLP_FIELD_MAP(X) \\")
-    for i, (g, name) in enumerate(governs):
+    for i, (g, name, _) in enumerate(governs):
         o.append("    X(%s, \"%s\")%s" % (g, name, " \\" if i + 1 < len(governs) else ""))
     o.append("")
     o.append("/* field numbers and names, and the JSON names of the fields the .proto files have */")
@@ -309,6 +361,24 @@ def write(out_path, msgs, order, enum_of, ctx_of, own, governs, rules_path):
         o.append("    [SF_OTLP_MSG_%s] = { sizeof(sf_otlp_f_%s) / sizeof(fdesc), sf_otlp_f_%s, %s, %d, %d, 0x%xu },"
                  % (e, e.lower(), e.lower(), ctx, dropped[0] if dropped else 0,
                     names[0] if names else 0, oneof))
+    o.append("};")
+    o.append("#endif")
+    o.append("")
+    # the governed fields a statement's set(...) changes
+    section(o, "SET")
+    o.append("typedef struct sf_otlp_set_field {")
+    o.append("    sf_otlp_field field;")
+    o.append("    sf_otlp_ctx ctx;            /* the context whose statements say it */")
+    o.append("    const char *path;           /* set(<path>, ...) */")
+    o.append("    sf_signal list;             /* the statement list, SF_SIGNAL_COUNT: every one */")
+    o.append("    const char *declared;       /* the statement declared mode asks for */")
+    o.append("} sf_otlp_set_field;")
+    o.append("static const sf_otlp_set_field sf_otlp_set_fields[] = {")
+    for g, _, d in governs:
+        if d is not None:
+            ctx, path, lst, declared = d
+            o.append("    { SF_OTLP_FIELD_%s, SF_OTLP_%s, %s, SF_SIGNAL_%s," % (g, ctx, c_string(path), lst))
+            o.append("      %s }," % c_string(declared))
     o.append("};")
     o.append("#endif")
     o.append("")

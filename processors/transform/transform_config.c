@@ -23,6 +23,12 @@
  * ones: a statement spanfence cannot honour must never be silently ignored
  * (it is the privacy boundary). */
 #include "transform.h"
+/* sf_otlp_set_fields: the governed fields a statement's set(...) changes,
+ * the context and list that say each, and the statement declared mode asks
+ * for, generated from the schema source's `governs` lines
+ * (pipeline/proto/trace_fields.txt, tools/gen_otlp_schema.py). */
+#define SF_OTLP_SCHEMA_SET
+#include "sf_otlp_schema.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <math.h>
@@ -258,15 +264,42 @@ static char *take_string(parser *p)
 /* ---- parser --------------------------------------------------------------- */
 
 typedef enum path_kind {
-    P_ATTRIBUTES, P_STATUS_MESSAGE, P_TRACE_STATE, P_NAME, P_VERSION, P_SCHEMA_URL, P_ENTITY_REFS,
-    P_BODY, P_SEVERITY_TEXT, P_EVENT_NAME, P_DESCRIPTION, P_UNIT, P_EXEMPLARS
+    P_ATTRIBUTES, P_STATUS_MESSAGE, P_TRACE_STATE,
+    P_FIELD                     /* a path of sf_otlp_set_fields, in some context */
 } path_kind;
 
 typedef struct path {
     path_kind kind;
     sf_otlp_ctx ctx;
+    const char *field;          /* P_FIELD: the table's path ("name", "schema_url") */
     size_t start, end;          /* its text in the statement */
 } path;
+
+#define N_SET_FIELDS (sizeof(sf_otlp_set_fields) / sizeof(sf_otlp_set_fields[0]))
+
+/* The path of sf_otlp_set_fields that the n segments at seg_start/seg_len
+ * of src spell ("name", "schema_url"), in any context; NULL if none. */
+static const char *set_field_path(const char *src, const size_t *seg_start,
+                                  const size_t *seg_len, size_t n)
+{
+    for (size_t i = 0; i < N_SET_FIELDS; i++) {
+        const char *dotted = sf_otlp_set_fields[i].path;
+        size_t k = 0;
+
+        for (; k < n; k++) {
+            size_t len = strcspn(dotted, ".");
+
+            if (len != seg_len[k] || memcmp(src + seg_start[k], dotted, len) != 0)
+                break;
+            dotted += len;
+            if (*dotted == '.' && k + 1 < n)
+                dotted++;
+        }
+        if (k == n && *dotted == '\0')
+            return sf_otlp_set_fields[i].path;
+    }
+    return NULL;
+}
 
 static int parse_path(parser *p, path *out)
 {
@@ -321,28 +354,11 @@ static int parse_path(parser *p, path *out)
         out->kind = P_STATUS_MESSAGE;
     else if (n == first + 1 && SEG_IS(first, "trace_state"))
         out->kind = P_TRACE_STATE;
-    else if (n == first + 1 && SEG_IS(first, "name"))
-        out->kind = P_NAME;
-    else if (n == first + 1 && SEG_IS(first, "version"))
-        out->kind = P_VERSION;
-    else if (n == first + 1 && SEG_IS(first, "schema_url"))
-        out->kind = P_SCHEMA_URL;
-    else if (n == first + 1 && SEG_IS(first, "entity_refs"))
-        out->kind = P_ENTITY_REFS;
     else if (n == first + 1 && SEG_IS(first, "metadata"))
         out->kind = P_ATTRIBUTES;       /* a metric's attributes: checked below */
-    else if (n == first + 1 && SEG_IS(first, "body"))
-        out->kind = P_BODY;
-    else if (n == first + 1 && SEG_IS(first, "severity_text"))
-        out->kind = P_SEVERITY_TEXT;
-    else if (n == first + 1 && SEG_IS(first, "event_name"))
-        out->kind = P_EVENT_NAME;
-    else if (n == first + 1 && SEG_IS(first, "description"))
-        out->kind = P_DESCRIPTION;
-    else if (n == first + 1 && SEG_IS(first, "unit"))
-        out->kind = P_UNIT;
-    else if (n == first + 1 && SEG_IS(first, "exemplars"))
-        out->kind = P_EXEMPLARS;
+    else if (n <= 4 && (out->field = set_field_path(src, seg_start + first, seg_len + first,
+                                                    n - first)) != NULL)
+        out->kind = P_FIELD;
     else
         return fail(p, "unsupported path '%.*s'", len, src + out->start);
 
@@ -965,46 +981,64 @@ static int parse_not_condition(parser *p, const char *key, const char *say,
 /* The string field `pa` names, or SF_OTLP_FIELD_NONE. */
 static sf_otlp_field field_of(const path *pa)
 {
-    switch (pa->kind) {
-    case P_NAME:
-        return pa->ctx == SF_OTLP_SPAN ? SF_OTLP_FIELD_SPAN_NAME
-               : pa->ctx == SF_OTLP_SPANEVENT ? SF_OTLP_FIELD_EVENT_NAME
-               : pa->ctx == SF_OTLP_SCOPE ? SF_OTLP_FIELD_SCOPE_NAME
-               : pa->ctx == SF_OTLP_METRIC ? SF_OTLP_FIELD_METRIC_NAME : SF_OTLP_FIELD_NONE;
-    case P_DESCRIPTION:
-        return pa->ctx == SF_OTLP_METRIC ? SF_OTLP_FIELD_METRIC_DESCRIPTION
-                                              : SF_OTLP_FIELD_NONE;
-    case P_UNIT:
-        return pa->ctx == SF_OTLP_METRIC ? SF_OTLP_FIELD_METRIC_UNIT : SF_OTLP_FIELD_NONE;
-    case P_SEVERITY_TEXT:
-        return pa->ctx == SF_OTLP_LOG ? SF_OTLP_FIELD_LOG_SEVERITY_TEXT : SF_OTLP_FIELD_NONE;
-    case P_EVENT_NAME:
-        return pa->ctx == SF_OTLP_LOG ? SF_OTLP_FIELD_LOG_EVENT_NAME : SF_OTLP_FIELD_NONE;
-    case P_BODY:
-        return pa->ctx == SF_OTLP_LOG ? SF_OTLP_FIELD_LOG_BODY : SF_OTLP_FIELD_NONE;
-    case P_EXEMPLARS:
-        return pa->ctx == SF_OTLP_DATAPOINT ? SF_OTLP_FIELD_EXEMPLARS : SF_OTLP_FIELD_NONE;
-    case P_VERSION:
-        return pa->ctx == SF_OTLP_SCOPE ? SF_OTLP_FIELD_SCOPE_VERSION : SF_OTLP_FIELD_NONE;
-    case P_SCHEMA_URL:
-        return pa->ctx == SF_OTLP_RESOURCE ? SF_OTLP_FIELD_RESOURCE_SCHEMA_URL
-               : pa->ctx == SF_OTLP_SCOPE ? SF_OTLP_FIELD_SCOPE_SCHEMA_URL
-               : SF_OTLP_FIELD_NONE;
-    case P_ENTITY_REFS:
-        return pa->ctx == SF_OTLP_RESOURCE ? SF_OTLP_FIELD_ENTITY_REFS : SF_OTLP_FIELD_NONE;
-    default:
-        return SF_OTLP_FIELD_NONE;
+    for (size_t i = 0; pa->kind == P_FIELD && i < N_SET_FIELDS; i++) {
+        if (sf_otlp_set_fields[i].ctx == pa->ctx && strcmp(sf_otlp_set_fields[i].path, pa->field) == 0)
+            return sf_otlp_set_fields[i].field;
     }
+    return SF_OTLP_FIELD_NONE;
 }
 
-/* The fields set can change, by statement list, for messages. */
-static const char *const set_fields[SF_SIGNAL_COUNT] = {
-    "span and spanevent name; scope name, version, schema_url; resource schema_url, entity_refs",
-    "log body, severity_text, event_name; scope name, version, schema_url; resource "
-    "schema_url, entity_refs",
-    "metric name, description, unit; datapoint exemplars; scope name, version, schema_url; "
-    "resource schema_url, entity_refs",
-};
+/* The i-th of the set fields of statement list `list`, in the order
+ * messages say them: the list's own, then those of every list (the
+ * resource's and the scope's); NULL past the end. */
+static const sf_otlp_set_field *set_field_of_list(sf_signal list, size_t i)
+{
+    for (size_t k = 0; k < 2 * N_SET_FIELDS; k++) {
+        const sf_otlp_set_field *f = &sf_otlp_set_fields[k % N_SET_FIELDS];
+
+        if (f->list == (k < N_SET_FIELDS ? list : SF_SIGNAL_COUNT) && i-- == 0)
+            return f;
+    }
+    return NULL;
+}
+
+/* The fields set can change in statement list `list`, for messages: per
+ * context "<context> <path>, <path>", contexts with the same paths joined
+ * ("span and spanevent name"), "; " between. */
+static const char *set_fields_said(sf_signal list, char *buf, size_t size)
+{
+    size_t w = 0, n = 0;
+    struct { sf_otlp_ctx ctx; const char *paths[N_SET_FIELDS]; size_t n; } g[SF_OTLP_CTX_COUNT];
+    const sf_otlp_set_field *f;
+
+    for (size_t i = 0; (f = set_field_of_list(list, i)) != NULL; i++) {
+        size_t j = 0;
+
+        while (j < n && g[j].ctx != f->ctx)
+            j++;
+        if (j == n) {
+            g[n].ctx = f->ctx;
+            g[n++].n = 0;
+        }
+        g[j].paths[g[j].n++] = f->path;
+    }
+    buf[0] = '\0';
+    for (size_t j = 0; j < n && w < size; j++) {
+        bool same_next = j + 1 < n && g[j + 1].n == g[j].n;
+
+        for (size_t k = 0; same_next && k < g[j].n; k++)
+            same_next = strcmp(g[j].paths[k], g[j + 1].paths[k]) == 0;
+        w += (size_t)snprintf(buf + w, size - w, "%s%s", sf_otlp_ctx_name(g[j].ctx),
+                              same_next ? " and " : " ");
+        if (same_next || w >= size)
+            continue;
+        for (size_t k = 0; k < g[j].n && w < size; k++)
+            w += (size_t)snprintf(buf + w, size - w, "%s%s", k ? ", " : "", g[j].paths[k]);
+        if (j + 1 < n && w < size)
+            w += (size_t)snprintf(buf + w, size - w, "; ");
+    }
+    return buf;
+}
 
 /* set(body, nil) [where not <condition on body>]: the body leaves only
  * when the condition holds (the value-rule machinery of attributes). */
@@ -1032,6 +1066,7 @@ static int parse_set_body(parser *p, sf_transform_op *op)
  * set(exemplars, []), set(body, nil) [where not ...]. */
 static int parse_set_field(parser *p, sf_transform_op *op, const path *pa)
 {
+    char said[256];
     int w;
 
     op->kind = SF_RULE_SET_FIELD;
@@ -1039,7 +1074,7 @@ static int parse_set_field(parser *p, sf_transform_op *op, const path *pa)
     if (op->field == SF_OTLP_FIELD_NONE)
         return fail(p, "'%.*s' is not a field of the %s context that set can change (%s)",
                     (int)(pa->end - pa->start), p->lx.src + pa->start, sf_otlp_ctx_name(pa->ctx),
-                    set_fields[p->list]);
+                    set_fields_said(p->list, said, sizeof(said)));
     if (expect(p, T_COMMA, "','") != 0)
         return -1;
     if (op->field == SF_OTLP_FIELD_LOG_BODY)
@@ -1075,7 +1110,7 @@ static int parse_set_field(parser *p, sf_transform_op *op, const path *pa)
         next(p);
         if (parse_path(p, &cond) != 0)
             return -1;
-        if (cond.kind != pa->kind || cond.ctx != pa->ctx)
+        if (field_of(&cond) != op->field)
             return fail(p, "the condition must test the field the statement sets");
         if (expect(p, T_COMMA, "','") != 0 || take_regex(p, &re, &tok) != 0 ||
             expect(p, T_RPAREN, "')'") != 0)
@@ -1129,7 +1164,7 @@ static int parse_replace_pattern(parser *p, sf_transform_op *op, const path *pa)
     char *re = NULL, *repl;
 
     op->kind = SF_RULE_REPLACE_PATTERN;
-    if (pa->kind != P_NAME)
+    if (pa->kind != P_FIELD || strcmp(pa->field, "name") != 0)
         return fail(p, "unsupported path '%.*s' for replace_pattern: only name",
                     (int)(pa->end - pa->start), p->lx.src + pa->start);
     if (pa->ctx != SF_OTLP_SPAN && pa->ctx != SF_OTLP_SPANEVENT)
@@ -1197,7 +1232,7 @@ static int parse(parser *p, sf_transform_op *op)
         return parse_replace_pattern(p, op, &pa);
     if (fn == F_KEEP_EXEMPLARS) {
         op->kind = SF_RULE_KEEP_EXEMPLARS;
-        if (pa.kind != P_EXEMPLARS || pa.ctx != SF_OTLP_DATAPOINT)
+        if (field_of(&pa) != SF_OTLP_FIELD_EXEMPLARS)
             return fail(p, "unsupported path '%.*s' for keep_exemplars: only exemplars "
                         "(datapoint)", (int)(pa.end - pa.start), p->lx.src + pa.start);
         return parse_tail(p);
@@ -1885,44 +1920,6 @@ size_t sf_transform_max_string(const sf_transform_config *cfg)
     return cfg->declared_fields ? SF_TRANSFORM_DECLARED_MAX_STRING : 0;
 }
 
-/* The string fields declared mode wants a rule for, and how it is said. */
-static const struct {
-    sf_signal list;
-    sf_otlp_field field;
-    sf_otlp_ctx ctx;
-    const char *statement;
-} declared_fields[] = {
-    { SF_SIGNAL_TRACES, SF_OTLP_FIELD_SPAN_NAME, SF_OTLP_SPAN,
-      "set(name, \"...\") where not IsMatch(name, \"^(...)$\")" },
-    { SF_SIGNAL_TRACES, SF_OTLP_FIELD_EVENT_NAME, SF_OTLP_SPANEVENT,
-      "set(name, \"...\") where not IsMatch(name, \"^(...)$\")" },
-    { SF_SIGNAL_LOGS, SF_OTLP_FIELD_LOG_BODY, SF_OTLP_LOG,
-      "set(body, nil) [where not <what a body that leaves must be>]" },
-    { SF_SIGNAL_LOGS, SF_OTLP_FIELD_LOG_SEVERITY_TEXT, SF_OTLP_LOG,
-      "set(severity_text, \"\") [where not IsMatch(...)]" },
-    { SF_SIGNAL_LOGS, SF_OTLP_FIELD_LOG_EVENT_NAME, SF_OTLP_LOG,
-      "set(event_name, \"\") [where not IsMatch(...)]" },
-    { SF_SIGNAL_METRICS, SF_OTLP_FIELD_METRIC_NAME, SF_OTLP_METRIC,
-      "set(name, \"other\") where not IsMatch(name, \"^(...)$\")" },
-    { SF_SIGNAL_METRICS, SF_OTLP_FIELD_METRIC_DESCRIPTION, SF_OTLP_METRIC,
-      "set(description, \"\") [where not IsMatch(...)]" },
-    { SF_SIGNAL_METRICS, SF_OTLP_FIELD_METRIC_UNIT, SF_OTLP_METRIC,
-      "set(unit, \"\") [where not IsMatch(...)]" },
-    { SF_SIGNAL_METRICS, SF_OTLP_FIELD_EXEMPLARS, SF_OTLP_DATAPOINT,
-      "set(exemplars, []) or keep_exemplars(exemplars)" },
-    /* every list: the resource's and the scope's */
-    { SF_SIGNAL_COUNT, SF_OTLP_FIELD_SCOPE_NAME, SF_OTLP_SCOPE,
-      "set(name, \"\") [where not IsMatch(...)]" },
-    { SF_SIGNAL_COUNT, SF_OTLP_FIELD_SCOPE_VERSION, SF_OTLP_SCOPE,
-      "set(version, \"\") [where not IsMatch(...)]" },
-    { SF_SIGNAL_COUNT, SF_OTLP_FIELD_RESOURCE_SCHEMA_URL, SF_OTLP_RESOURCE,
-      "set(schema_url, \"\") [where not IsMatch(...)]" },
-    { SF_SIGNAL_COUNT, SF_OTLP_FIELD_SCOPE_SCHEMA_URL, SF_OTLP_SCOPE,
-      "set(schema_url, \"\") [where not IsMatch(...)]" },
-    { SF_SIGNAL_COUNT, SF_OTLP_FIELD_ENTITY_REFS, SF_OTLP_RESOURCE,
-      "set(entity_refs, [])" },
-};
-
 /* Whether a statement of context c governs string field f (exemplars: a
  * keep_exemplars does too). */
 static bool governs(const sf_transform_program *p, sf_otlp_ctx c, sf_otlp_field f)
@@ -2004,6 +2001,7 @@ static int check_declared(sf_cfg_ctx *ctx, sf_signal list, const sf_transform_pr
                           const sf_node *at)
 {
     const char *lname = lists[list].name;
+    const sf_otlp_set_field *f;
     int errors = 0;
 
     for (int c = 0; c < SF_OTLP_CTX_COUNT; c++) {
@@ -2048,14 +2046,11 @@ static int check_declared(sf_cfg_ctx *ctx, sf_signal list, const sf_transform_pr
             }
         }
     }
-    for (size_t i = 0; i < sizeof(declared_fields) / sizeof(declared_fields[0]); i++) {
-        if (declared_fields[i].list != list && declared_fields[i].list != SF_SIGNAL_COUNT)
-            continue;
-        if (!governs(p, declared_fields[i].ctx, declared_fields[i].field)) {
+    for (size_t i = 0; (f = set_field_of_list(list, i)) != NULL; i++) {
+        if (!governs(p, f->ctx, f->field)) {
             sf_cfg_error(ctx, at, lname, "declared_fields: %s has no rule (%s in "
-                         "the %s context)", sf_otlp_field_name(declared_fields[i].field),
-                         declared_fields[i].statement,
-                         sf_otlp_ctx_name(declared_fields[i].ctx));
+                         "the %s context)", sf_otlp_field_name(f->field), f->declared,
+                         sf_otlp_ctx_name(f->ctx));
             errors++;
         }
     }

@@ -100,4 +100,23 @@ sed -i '/^field Metric.unit /d' "$tmp/p/metrics_fields.txt"
 expect_refused "Metric.unit's row removed" \
     "'Metric.unit' (number 3) has no decision" "$tmp/p" "$tmp/p/trace_fields.txt"
 
+# A governed field whose decision (set by which list, or '-') is removed.
+fresh
+sed -i 's|^governs SCOPE_VERSION .*|governs SCOPE_VERSION scope.version|' "$tmp/p/trace_fields.txt"
+expect_refused "SCOPE_VERSION's decision removed" \
+    "governed field 'SCOPE_VERSION' has no decision" "$tmp/p" "$tmp/p/trace_fields.txt"
+
+# A set field said in a list whose statements cannot name its context.
+fresh
+sed -i 's|^\(governs LOG_BODY  *log.body  *\)logs|\1traces|' "$tmp/p/logs_fields.txt"
+grep -q '^governs LOG_BODY .* traces ' "$tmp/p/logs_fields.txt" || { echo "FAIL: sed"; exit 1; }
+expect_refused "LOG_BODY set in trace_statements" \
+    "'log.body' is not <context>.<path> with a context of traces" "$tmp/p" "$tmp/p/trace_fields.txt"
+
+# A set field without the statement declared mode asks for.
+fresh
+sed -i 's|^\(governs METRIC_UNIT  *metric.unit  *metrics\).*|\1|' "$tmp/p/metrics_fields.txt"
+expect_refused "METRIC_UNIT without its declared statement" \
+    "governed field 'METRIC_UNIT' has no statement declared mode asks for" "$tmp/p" "$tmp/p/trace_fields.txt"
+
 [ "$fails" -eq 0 ] || { echo "$fails case(s) failed"; exit 1; }
