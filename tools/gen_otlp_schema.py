@@ -377,7 +377,8 @@ def write(out_path, msgs, order, enum_of, ctx_of, own, governs, rules_path):
     for g, _, d in governs:
         if d is not None:
             ctx, path, lst, declared = d
-            o.append("    { SF_OTLP_FIELD_%s, SF_OTLP_%s, %s, SF_SIGNAL_%s," % (g, ctx, c_string(path), lst))
+            o.append("    { SF_OTLP_FIELD_%s, SF_OTLP_%s, %s, SF_SIGNAL_%s,"
+                     % (g, ctx, c_string(path), lst))
             o.append("      %s }," % c_string(declared))
     o.append("};")
     o.append("#endif")

@@ -982,8 +982,10 @@ static int parse_not_condition(parser *p, const char *key, const char *say,
 static sf_otlp_field field_of(const path *pa)
 {
     for (size_t i = 0; pa->kind == P_FIELD && i < N_SET_FIELDS; i++) {
-        if (sf_otlp_set_fields[i].ctx == pa->ctx && strcmp(sf_otlp_set_fields[i].path, pa->field) == 0)
-            return sf_otlp_set_fields[i].field;
+        const sf_otlp_set_field *f = &sf_otlp_set_fields[i];
+
+        if (f->ctx == pa->ctx && strcmp(f->path, pa->field) == 0)
+            return f->field;
     }
     return SF_OTLP_FIELD_NONE;
 }

@@ -117,6 +117,7 @@ expect_refused "LOG_BODY set in trace_statements" \
 fresh
 sed -i 's|^\(governs METRIC_UNIT  *metric.unit  *metrics\).*|\1|' "$tmp/p/metrics_fields.txt"
 expect_refused "METRIC_UNIT without its declared statement" \
-    "governed field 'METRIC_UNIT' has no statement declared mode asks for" "$tmp/p" "$tmp/p/trace_fields.txt"
+    "governed field 'METRIC_UNIT' has no statement declared mode asks for" \
+    "$tmp/p" "$tmp/p/trace_fields.txt"
 
 [ "$fails" -eq 0 ] || { echo "$fails case(s) failed"; exit 1; }
