@@ -1,5 +1,5 @@
 /* sf_policy.c: the production policy: reading the policy file (the config
- * loader's YAML reader and row decoder, so unknown keys, wrong types and
+ * loader's document loader and row decoder, so unknown keys, wrong types and
  * ranges are reported with positions like in a config) and checking a loaded
  * config against it, one message per violation at the closest node.
  *
@@ -578,70 +578,44 @@ static void check_policy(sf_policy *p, const sf_node *root, sf_diag *diag)
     check_signal_policy(&c->metrics, "metrics", root, diag);
 }
 
+/* The policy once parsed: its rows, then what they cannot say. */
+static sf_status load_policy(void *doc, sf_arena *arena, char *file, sf_node *root,
+                             sf_cfg_ctx *ctx)
+{
+    sf_policy *p = doc;
+    sf_status st;
+
+    p->arena = arena;
+    p->file = file;
+    st = sf_cfg_decode(ctx, policy_rows, root, &p->conf);
+    if (st != SF_ENOMEM)
+        check_policy(p, root, ctx->diag);
+    return st;
+}
+
+static const sf_document_type policy_document = {
+    .size = sizeof(sf_policy),
+    .arena_chunk = SF_POLICY_ARENA_CHUNK,
+    .max_file = SF_POLICY_MAX_FILE,
+    .load = load_policy,
+};
+
 sf_status sf_policy_load_string(const char *name, const char *yaml, size_t len, sf_diag *diag,
                                 sf_policy **out)
 {
-    size_t errors = sf_diag_errors(diag);
-    sf_node *root = NULL;
-    sf_arena *arena;
-    sf_policy *p;
-    sf_cfg_ctx ctx;
-    sf_status st;
+    void *doc;
+    sf_status st = sf_document_load(&policy_document, &name, &yaml, &len, 1, diag, &doc);
 
-    *out = NULL;
-    if (sf_diag_set_file(diag, name) != SF_OK)
-        return SF_ENOMEM;
-    arena = sf_arena_create(SF_POLICY_ARENA_CHUNK, 0);
-    if (arena == NULL)
-        return SF_ENOMEM;
-    p = sf_arena_alloc(arena, sizeof(*p));
-    if (p == NULL) {
-        st = SF_ENOMEM;
-        goto out_destroy_arena;
-    }
-    memset(p, 0, sizeof(*p));
-    p->arena = arena;
-    p->file = sf_arena_strndup(arena, name, strlen(name));
-    if (p->file == NULL) {
-        st = SF_ENOMEM;
-        goto out_destroy_arena;
-    }
-    st = sf_yaml_load(yaml, len, arena, diag, &root);
-    if (st == SF_ENOMEM || root == NULL)
-        goto out_destroy_arena;
-    sf_cfg_ctx_init(&ctx, diag, arena);
-    st = sf_cfg_decode(&ctx, policy_rows, root, &p->conf);
-    if (st == SF_ENOMEM)
-        goto out_destroy_arena;
-    check_policy(p, root, diag);
-    if (sf_diag_oom(diag)) {
-        st = SF_ENOMEM;
-        goto out_destroy_arena;
-    }
-    if (sf_diag_errors(diag) > errors) {
-        st = SF_CONFIG;
-        goto out_destroy_arena;
-    }
-    *out = p;
-    return SF_OK;
-
-out_destroy_arena:
-    sf_arena_destroy(arena);
+    *out = doc;
     return st;
 }
 
 sf_status sf_policy_load(const char *path, sf_diag *diag, sf_policy **out)
 {
-    char *buf;
-    size_t len;
-    sf_status st;
+    void *doc;
+    sf_status st = sf_document_load_file(&policy_document, path, diag, &doc);
 
-    *out = NULL;
-    st = sf_config_read_file(path, SF_POLICY_MAX_FILE, diag, &buf, &len);
-    if (st != SF_OK)
-        return st;
-    st = sf_policy_load_string(path, buf, len, diag, out);
-    sf_free(buf);
+    *out = doc;
     return st;
 }
 
