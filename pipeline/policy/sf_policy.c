@@ -152,19 +152,27 @@ struct sf_policy {
     sf_arena *arena;
 };
 
-#define KEYS_ROW(name, c) \
-    { .key = name, .type = SF_CFG_STRLIST, \
-      .offset = offsetof(policy_keys, ctx) + (c) * sizeof(sf_strlist), \
-      .help = "the exact attribute keys the " name " context lets through" }
+/* X(name, ctx): the contexts a signal's section pins, each with a row in
+ * its keys, pseudonymized and value_rules sections. */
+#define TRACES_CONTEXTS(X) \
+    X("resource", SF_OTLP_RESOURCE) X("scope", SF_OTLP_SCOPE) X("span", SF_OTLP_SPAN) \
+    X("spanevent", SF_OTLP_SPANEVENT) X("link", SF_OTLP_LINK)
+#define LOGS_CONTEXTS(X) \
+    X("resource", SF_OTLP_RESOURCE) X("scope", SF_OTLP_SCOPE) X("log", SF_OTLP_LOG)
+#define METRICS_CONTEXTS(X) \
+    X("resource", SF_OTLP_RESOURCE) X("scope", SF_OTLP_SCOPE) X("metric", SF_OTLP_METRIC) \
+    X("datapoint", SF_OTLP_DATAPOINT)
 
-static const sf_config_row keys_rows[] = {
-    KEYS_ROW("resource", SF_OTLP_RESOURCE),
-    KEYS_ROW("scope", SF_OTLP_SCOPE),
-    KEYS_ROW("span", SF_OTLP_SPAN),
-    KEYS_ROW("spanevent", SF_OTLP_SPANEVENT),
-    KEYS_ROW("link", SF_OTLP_LINK),
-    { 0 }
-};
+/* The row of context `c` in a per-context section: its `elem` in
+ * `section`'s ctx[], decoded as `cfg_type` (by `parse_fn`, for a custom one). */
+#define CTX_ROW(name, c, cfg_type, section, elem, parse_fn, help_text) \
+    { .key = name, .type = cfg_type, .offset = offsetof(section, ctx) + (c) * sizeof(elem), \
+      .parse = parse_fn, .help = help_text },
+#define KEYS_ROW(name, c) \
+    CTX_ROW(name, c, SF_CFG_STRLIST, policy_keys, sf_strlist, NULL, \
+            "the exact attribute keys the " name " context lets through")
+
+static const sf_config_row keys_rows[] = { TRACES_CONTEXTS(KEYS_ROW) { 0 } };
 
 static const sf_config_row rule_rows[] = {
     { .key = "pattern", .type = SF_CFG_STR, .offset = offsetof(policy_rule, pattern),
@@ -210,30 +218,20 @@ static sf_status parse_rules(sf_cfg_ctx *ctx, const sf_node *node, void *field)
 }
 
 #define RULES_ROW(name, c) \
-    { .key = name, .type = SF_CFG_CUSTOM, \
-      .offset = offsetof(policy_name_rules, ctx) + (c) * sizeof(policy_rules), \
-      .parse = parse_rules, \
-      .help = "the exact replace_pattern(name, ...) rules of the " name " context, in order" }
+    CTX_ROW(name, c, SF_CFG_CUSTOM, policy_name_rules, policy_rules, parse_rules, \
+            "the exact replace_pattern(name, ...) rules of the " name " context, in order")
 
 static const sf_config_row name_rules_rows[] = {
-    RULES_ROW("span", SF_OTLP_SPAN),
-    RULES_ROW("spanevent", SF_OTLP_SPANEVENT),
+    RULES_ROW("span", SF_OTLP_SPAN)
+    RULES_ROW("spanevent", SF_OTLP_SPANEVENT)
     { 0 }
 };
 
 #define VALUE_ROW(name, c) \
-    { .key = name, .type = SF_CFG_STRMAP, \
-      .offset = offsetof(policy_value_rules, ctx) + (c) * sizeof(sf_strmap), \
-      .help = "the " name " context's value rules: key -> the condition after 'where'" }
+    CTX_ROW(name, c, SF_CFG_STRMAP, policy_value_rules, sf_strmap, NULL, \
+            "the " name " context's value rules: key -> the condition after 'where'")
 
-static const sf_config_row value_rules_rows[] = {
-    VALUE_ROW("resource", SF_OTLP_RESOURCE),
-    VALUE_ROW("scope", SF_OTLP_SCOPE),
-    VALUE_ROW("span", SF_OTLP_SPAN),
-    VALUE_ROW("spanevent", SF_OTLP_SPANEVENT),
-    VALUE_ROW("link", SF_OTLP_LINK),
-    { 0 }
-};
+static const sf_config_row value_rules_rows[] = { TRACES_CONTEXTS(VALUE_ROW) { 0 } };
 
 static const sf_config_row allowlist_rows[] = {
     { .key = "processor", .type = SF_CFG_STR, .offset = offsetof(policy_allowlist, processor),
@@ -333,35 +331,10 @@ static const sf_config_row receivers_rows[] = {
     { 0 }
 };
 
-static const sf_config_row logs_keys_rows[] = {
-    KEYS_ROW("resource", SF_OTLP_RESOURCE),
-    KEYS_ROW("scope", SF_OTLP_SCOPE),
-    KEYS_ROW("log", SF_OTLP_LOG),
-    { 0 }
-};
-
-static const sf_config_row metrics_keys_rows[] = {
-    KEYS_ROW("resource", SF_OTLP_RESOURCE),
-    KEYS_ROW("scope", SF_OTLP_SCOPE),
-    KEYS_ROW("metric", SF_OTLP_METRIC),
-    KEYS_ROW("datapoint", SF_OTLP_DATAPOINT),
-    { 0 }
-};
-
-static const sf_config_row logs_value_rows[] = {
-    VALUE_ROW("resource", SF_OTLP_RESOURCE),
-    VALUE_ROW("scope", SF_OTLP_SCOPE),
-    VALUE_ROW("log", SF_OTLP_LOG),
-    { 0 }
-};
-
-static const sf_config_row metrics_value_rows[] = {
-    VALUE_ROW("resource", SF_OTLP_RESOURCE),
-    VALUE_ROW("scope", SF_OTLP_SCOPE),
-    VALUE_ROW("metric", SF_OTLP_METRIC),
-    VALUE_ROW("datapoint", SF_OTLP_DATAPOINT),
-    { 0 }
-};
+static const sf_config_row logs_keys_rows[] = { LOGS_CONTEXTS(KEYS_ROW) { 0 } };
+static const sf_config_row metrics_keys_rows[] = { METRICS_CONTEXTS(KEYS_ROW) { 0 } };
+static const sf_config_row logs_value_rows[] = { LOGS_CONTEXTS(VALUE_ROW) { 0 } };
+static const sf_config_row metrics_value_rows[] = { METRICS_CONTEXTS(VALUE_ROW) { 0 } };
 
 #define SIGNAL_ROWS(sig, keys_rows, value_rows)                                              \
     { .key = "processor", .type = SF_CFG_STR, .offset = offsetof(policy_signal, processor),   \
