@@ -233,34 +233,61 @@ static const sf_config_row name_rules_rows[] = {
 
 static const sf_config_row value_rules_rows[] = { TRACES_CONTEXTS(VALUE_ROW) { 0 } };
 
+/* The rows the allowlist section (traces) and the logs and metrics sections
+ * share, for section struct T (each has these members): `sig` names the
+ * signal in help, `ctx_keys` and `ctx_values` are its contexts' rows; the
+ * allowlist, the first section, pins declared mode and value types only
+ * when asked (`declared`, `kept`: the defaults), the later ones by default. */
+#define FENCE_ROWS(T, sig, ctx_keys, ctx_values, declared, kept)                              \
+    { .key = "processor", .type = SF_CFG_STR, .offset = offsetof(T, processor),                \
+      .help = "id of the transform processor whose " sig " statements every " sig            \
+              " pipeline runs (required)" },                                                  \
+    { .key = "error_mode", .type = SF_CFG_ENUM, .def = SF_ERROR_MODE_DEFAULT,                 \
+      .offset = offsetof(T, error_mode), .choices = SF_ERROR_MODE_CHOICES,                     \
+      .help = "the error_mode the processor and its " sig " statements must run with" },     \
+    { .key = "declared_fields", .type = SF_CFG_BOOL, .def = declared,                         \
+      .offset = offsetof(T, declared_fields),                                                  \
+      .help = "the processor must run in declared mode (declared_fields: true)" },            \
+    { .key = "kept_value_types", .type = SF_CFG_ENUM, .def = kept,                             \
+      .offset = offsetof(T, kept_value_types), .choices = "any|scalar|single",                 \
+      .help = "the processor's kept_value_types must be at least this: scalar (scalar or "    \
+              "single), single (one value per kept key, no arrays); any: not pinned" },       \
+    { .key = "pseudonymize_ids", .type = SF_CFG_BOOL, .def = "false",                          \
+      .offset = offsetof(T, pseudonymize_ids),                                                 \
+      .help = "trace and span ids (of spans, links, log records) must leave as keyed "         \
+              "pseudonyms (the processor's pseudonymize_ids)" },                              \
+    { .key = "keys", .type = SF_CFG_SECTION, .offset = offsetof(T, keys), .sub = ctx_keys,     \
+      .help = "per context, the exact key set of the " sig " statements (required: an "      \
+              "absent context must have no keep_keys)" },                                     \
+    { .key = "max_string_length", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 20,   \
+      .offset = offsetof(T, max_string_length),                                               \
+      .help = "exported strings must be bounded by at most this many bytes (0: not pinned)" },\
+    { .key = "pseudonymized", .type = SF_CFG_SECTION,                                         \
+      .offset = offsetof(T, pseudonymized), .sub = ctx_keys,                                  \
+      .help = "per context, the exact keys pseudonymize(attributes, \"k\") applies to" },     \
+    { .key = "value_rules", .type = SF_CFG_SECTION,                                           \
+      .offset = offsetof(T, value_rules), .sub = ctx_values,                                  \
+      .help = "per context, every value rule exactly: key -> its condition as written after " \
+              "'where' (a context listed must have no other)" },                             \
+    { .key = "field_values", .type = SF_CFG_STRMAP, .offset = offsetof(T, field_values),       \
+      .help = "string fields (span.name, log.severity_text, metric.name, ...) -> the value "   \
+              "their set(...) statement writes; every field listed needs exactly that "      \
+              "statement" },                                                                  \
+    { .key = "field_patterns", .type = SF_CFG_STRMAP, .offset = offsetof(T, field_patterns),   \
+      .help = "string fields -> the IsMatch pattern of their set(...) where not IsMatch(...); " \
+              "a field in field_values and not here must be set unconditionally" }
+
 static const sf_config_row allowlist_rows[] = {
-    { .key = "processor", .type = SF_CFG_STR, .offset = offsetof(policy_allowlist, processor),
-      .help = "id of the transform processor holding the allowlist (required)" },
-    { .key = "error_mode", .type = SF_CFG_ENUM, .def = SF_ERROR_MODE_DEFAULT,
-      .offset = offsetof(policy_allowlist, error_mode), .choices = SF_ERROR_MODE_CHOICES,
-      .help = "the error_mode every statement must run with" },
+    FENCE_ROWS(policy_allowlist, "trace", keys_rows, value_rules_rows, "false", "scalar"),
     { .key = "clear_status_message", .type = SF_CFG_BOOL, .def = "true",
       .offset = offsetof(policy_allowlist, clear_status_message),
       .help = "require set(status.message, \"\")" },
     { .key = "clear_trace_state", .type = SF_CFG_BOOL, .def = "true",
       .offset = offsetof(policy_allowlist, clear_trace_state),
       .help = "require set(trace_state, \"\") in the span and link contexts" },
-    { .key = "kept_value_types", .type = SF_CFG_ENUM, .def = "scalar",
-      .offset = offsetof(policy_allowlist, kept_value_types), .choices = "any|scalar|single",
-      .help = "scalar: the processor's kept_value_types must be scalar or single; single: "
-      "single (one value per kept key, no arrays)" },
-    { .key = "keys", .type = SF_CFG_SECTION, .offset = offsetof(policy_allowlist, keys),
-      .sub = keys_rows, .help = "per context, the exact key set; an absent context must have "
-      "no keep_keys (required)" },
     { .key = "name_rules", .type = SF_CFG_SECTION, .offset = offsetof(policy_allowlist, name_rules),
       .sub = name_rules_rows, .help = "per context, the exact ordered span-name rules; a context "
       "not listed must have none (absent: names are not pinned)" },
-    { .key = "declared_fields", .type = SF_CFG_BOOL, .def = "false",
-      .offset = offsetof(policy_allowlist, declared_fields),
-      .help = "the processor must run in declared mode (declared_fields: true)" },
-    { .key = "max_string_length", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 20,
-      .offset = offsetof(policy_allowlist, max_string_length),
-      .help = "exported strings must be bounded by at most this many bytes (0: not pinned)" },
     { .key = "max_events_per_span", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 16,
       .offset = offsetof(policy_allowlist, max_events_per_span),
       .help = "spans must keep at most this many events (the processor's max_events_per_span; "
@@ -280,25 +307,6 @@ static const sf_config_row allowlist_rows[] = {
       .max = 1 << 16, .offset = offsetof(policy_allowlist, max_scopes_per_resource),
       .help = "a resource entry must keep at most this many scope entries "
       "(max_scopes_per_resource; 0: not pinned)" },
-    { .key = "pseudonymize_ids", .type = SF_CFG_BOOL, .def = "false",
-      .offset = offsetof(policy_allowlist, pseudonymize_ids),
-      .help = "trace and span ids must leave as keyed pseudonyms (the processor's "
-      "pseudonymize_ids)" },
-    { .key = "pseudonymized", .type = SF_CFG_SECTION,
-      .offset = offsetof(policy_allowlist, pseudonymized), .sub = keys_rows,
-      .help = "per context, the exact keys pseudonymize(attributes, \"k\") applies to" },
-    { .key = "value_rules", .type = SF_CFG_SECTION,
-      .offset = offsetof(policy_allowlist, value_rules), .sub = value_rules_rows,
-      .help = "per context, every value rule exactly: key -> its condition as written after "
-      "'where' (a context listed must have no other)" },
-    { .key = "field_values", .type = SF_CFG_STRMAP,
-      .offset = offsetof(policy_allowlist, field_values),
-      .help = "string fields (span.name, scope.version, resource.entity_refs, ...) -> the value "
-      "their set(...) statement writes; every field listed needs exactly that statement" },
-    { .key = "field_patterns", .type = SF_CFG_STRMAP,
-      .offset = offsetof(policy_allowlist, field_patterns),
-      .help = "string fields -> the IsMatch pattern of their set(...) where not IsMatch(...); a "
-      "field in field_values and not here must be set unconditionally" },
     { 0 }
 };
 
@@ -336,45 +344,12 @@ static const sf_config_row metrics_keys_rows[] = { METRICS_CONTEXTS(KEYS_ROW) { 
 static const sf_config_row logs_value_rows[] = { LOGS_CONTEXTS(VALUE_ROW) { 0 } };
 static const sf_config_row metrics_value_rows[] = { METRICS_CONTEXTS(VALUE_ROW) { 0 } };
 
-#define SIGNAL_ROWS(sig, keys_rows, value_rows)                                              \
-    { .key = "processor", .type = SF_CFG_STR, .offset = offsetof(policy_signal, processor),   \
-      .help = "id of the transform processor whose " sig " statements every " sig            \
-              " pipeline runs (required)" },                                                  \
-    { .key = "error_mode", .type = SF_CFG_ENUM, .def = SF_ERROR_MODE_DEFAULT,                 \
-      .offset = offsetof(policy_signal, error_mode), .choices = SF_ERROR_MODE_CHOICES,        \
-      .help = "the error_mode the processor and its " sig " statements must run with" },     \
-    { .key = "declared_fields", .type = SF_CFG_BOOL, .def = "true",                          \
-      .offset = offsetof(policy_signal, declared_fields),                                     \
-      .help = "the processor must run in declared mode" },                                    \
-    { .key = "kept_value_types", .type = SF_CFG_ENUM, .def = "any",                           \
-      .offset = offsetof(policy_signal, kept_value_types), .choices = "any|scalar|single",     \
-      .help = "the processor's kept_value_types must be at least this (any: not pinned)" },   \
-    { .key = "pseudonymize_ids", .type = SF_CFG_BOOL, .def = "false",                          \
-      .offset = offsetof(policy_signal, pseudonymize_ids),                                     \
-      .help = "logs: log records' trace and span ids must leave as keyed pseudonyms (the "     \
-      "processor's pseudonymize_ids)" },                                                       \
-    { .key = "keys", .type = SF_CFG_SECTION, .offset = offsetof(policy_signal, keys),          \
-      .sub = keys_rows, .help = "per context, the exact key set of the " sig " statements "   \
-      "(required: an absent context must have no keep_keys)" },                               \
+/* The logs and metrics sections: the fence's rows, and the one exporter. */
+#define SIGNAL_ROWS(sig, ctx_keys, ctx_values)                                                \
+    FENCE_ROWS(policy_signal, sig, ctx_keys, ctx_values, "true", "any"),                       \
     { .key = "exporter", .type = SF_CFG_SECTION, .offset = offsetof(policy_signal, exporter),  \
       .sub = exporter_rows, .help = "the one " sig " exporter, used by no pipeline of "        \
-      "another signal (required)" },                                                          \
-    { .key = "max_string_length", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 20,   \
-      .offset = offsetof(policy_signal, max_string_length),                                   \
-      .help = "exported strings at most this many bytes (0: not pinned)" },                   \
-    { .key = "pseudonymized", .type = SF_CFG_SECTION,                                         \
-      .offset = offsetof(policy_signal, pseudonymized), .sub = keys_rows,                     \
-      .help = "per context, the exact keys pseudonymize(attributes, \"k\") applies to" },     \
-    { .key = "value_rules", .type = SF_CFG_SECTION,                                           \
-      .offset = offsetof(policy_signal, value_rules), .sub = value_rows,                      \
-      .help = "per context, every value rule exactly: key -> its condition after 'where'" },  \
-    { .key = "field_values", .type = SF_CFG_STRMAP,                                           \
-      .offset = offsetof(policy_signal, field_values),                                        \
-      .help = "string fields (metric.name, log.severity_text, ...) -> the value their "        \
-      "set(...) writes" },                                                                    \
-    { .key = "field_patterns", .type = SF_CFG_STRMAP,                                         \
-      .offset = offsetof(policy_signal, field_patterns),                                      \
-      .help = "string fields -> the IsMatch pattern of their set(...) where not IsMatch(...)" }
+      "another signal (required)" }
 
 static const sf_config_row logs_rows[] = {
     SIGNAL_ROWS("log", logs_keys_rows, logs_value_rows),
