@@ -105,7 +105,8 @@ typedef struct otlpgrpc_worker {
     bool h2c_up;
     bool refuse_new;            /* open no socket: reuse the kept connection or fail */
     bool refused;               /* ... and a socket was refused */
-    /* this call's reply: h.call (OTLPGRPC_REPLY_MAX bytes, prefix included) and */
+    /* this call's reply: its body in h.call (OTLPGRPC_REPLY_MAX bytes, prefix
+     * included), its status here */
     int grpc_status;            /* -1: no grpc-status seen */
     char message[128];          /* grpc-message, percent-decoded, bounded */
     uint8_t *details;           /* grpc-status-details-bin, decoded (OTLPGRPC_DETAILS_MAX) */
@@ -340,8 +341,8 @@ static CURLcode perform(otlpgrpc_worker *w)
 {
     CURLcode rc;
 
-    rc = sf_curl_perform(w->h.multi, w->h.curl, w->x->base.out.sender, &w->h.call, OTLPGRPC_POLL_MS,
-                         OTLPGRPC_REPLY_GRACE_MS);
+    rc = sf_curl_perform(w->h.multi, w->h.curl, w->x->base.out.sender, &w->h.call,
+                         OTLPGRPC_POLL_MS, OTLPGRPC_REPLY_GRACE_MS);
     if (rc == CURLE_ABORTED_BY_CALLBACK) {
         /* Cut short: close the connection, so the server learns the call
          * is cancelled now (libcurl would keep an HTTP/2 connection and
@@ -375,7 +376,8 @@ static CURLcode send_h2c(otlpgrpc_worker *w)
         curl_easy_setopt(w->h.curl, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_0);
         rc = perform(w);
         w->refuse_new = false;
-        curl_easy_setopt(w->h.curl, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+        curl_easy_setopt(w->h.curl, CURLOPT_HTTP_VERSION,
+                         (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
         if (!(w->refused && rc == CURLE_COULDNT_CONNECT))
             goto out_note_version;
     }
