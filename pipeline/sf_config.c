@@ -1526,44 +1526,45 @@ static bool has_key_delimiter(const char *text, size_t len)
     return false;
 }
 
-/* Read every source into one tree (merged in order) and load it. `names`
- * name the sources in messages; the first is the config's name. */
-static sf_status load_sources(const char *const *names, const char *const *texts,
-                              const size_t *lens, size_t n, sf_diag *diag, sf_config **out)
+/* Read every source into one tree (merged in order) and load it as a
+ * document of type `t` (sf_config_int.h). */
+sf_status sf_document_load(const sf_document_type *t, const char *const *names,
+                           const char *const *texts, const size_t *lens, size_t n, sf_diag *diag,
+                           void **out)
 {
-    sf_config_owned *owned;
+    void *doc;
+    char *file;
     sf_arena *arena;
     sf_node *root = NULL;
-    loader l;
+    sf_cfg_ctx ctx;
     size_t errors = sf_diag_errors(diag), name_len = 0;
     sf_status st = SF_OK;
 
     *out = NULL;
-    arena = sf_arena_create(SF_CONFIG_ARENA_CHUNK, 0);
+    arena = sf_arena_create(t->arena_chunk, 0);
     if (arena == NULL)
         return SF_ENOMEM;
-    owned = sf_arena_alloc(arena, sizeof(*owned));
-    if (owned == NULL) {
+    doc = sf_arena_alloc(arena, t->size);
+    if (doc == NULL) {
         st = SF_ENOMEM;
         goto out_destroy_arena;
     }
-    memset(owned, 0, sizeof(*owned));
-    owned->arena = arena;
+    memset(doc, 0, t->size);
     for (size_t i = 0; i < n; i++)
         name_len += strlen(names[i]) + 2;
-    owned->pub.file = sf_arena_alloc(arena, name_len + 1);
-    if (owned->pub.file == NULL) {
+    file = sf_arena_alloc(arena, name_len + 1);
+    if (file == NULL) {
         st = SF_ENOMEM;
         goto out_destroy_arena;
     }
-    owned->pub.file[0] = '\0';
+    file[0] = '\0';
     for (size_t i = 0; i < n; i++) {
         sf_node *one = NULL;
         sf_status ys;
 
-        strcat(owned->pub.file, names[i]);
+        strcat(file, names[i]);
         if (i + 1 < n)
-            strcat(owned->pub.file, ", ");
+            strcat(file, ", ");
         if (sf_diag_set_source(diag, names[i], (int)i) != SF_OK) {
             st = SF_ENOMEM;
             goto out_destroy_arena;
@@ -1575,7 +1576,7 @@ static sf_status load_sources(const char *const *names, const char *const *texts
         }
         if (one == NULL)
             continue;
-        if (n > 1 || has_key_delimiter(texts[i], lens[i])) {
+        if (t->key_paths && (n > 1 || has_key_delimiter(texts[i], lens[i]))) {
             size_t budget = 100000;
 
             one = expand_keys(arena, one, 0, &budget);
@@ -1596,12 +1597,8 @@ static sf_status load_sources(const char *const *names, const char *const *texts
         st = SF_CONFIG;
         goto out_destroy_arena;
     }
-    owned->pub.root = root;
-    memset(&l, 0, sizeof(l));
-    sf_cfg_ctx_init(&l.ctx, diag, arena);
-    l.cfg = &owned->pub;
-    l.root = root;
-    st = load_tree(&l);
+    sf_cfg_ctx_init(&ctx, diag, arena);
+    st = t->load(doc, arena, file, root, &ctx);
     if (st == SF_ENOMEM || sf_diag_oom(diag)) {
         st = SF_ENOMEM;
         goto out_destroy_arena;
@@ -1610,11 +1607,64 @@ static sf_status load_sources(const char *const *names, const char *const *texts
         st = SF_CONFIG;
         goto out_destroy_arena;
     }
-    *out = &owned->pub;
+    *out = doc;
     return SF_OK;
 
 out_destroy_arena:
     sf_arena_destroy(arena);
+    return st;
+}
+
+sf_status sf_document_load_file(const sf_document_type *t, const char *path, sf_diag *diag,
+                                void **out)
+{
+    char *buf;
+    size_t len;
+    sf_status st;
+
+    *out = NULL;
+    st = sf_config_read_file(path, t->max_file, diag, &buf, &len);
+    if (st != SF_OK)
+        return st;
+    st = sf_document_load(t, &path, (const char *const *)&buf, &len, 1, diag, out);
+    sf_free(buf);
+    return st;
+}
+
+/* A config once parsed: the service, the components, the pipelines. */
+static sf_status load_config(void *doc, sf_arena *arena, char *file, sf_node *root,
+                             sf_cfg_ctx *ctx)
+{
+    sf_config_owned *owned = doc;
+    loader l;
+
+    owned->arena = arena;
+    owned->pub.file = file;
+    owned->pub.root = root;
+    memset(&l, 0, sizeof(l));
+    l.ctx = *ctx;
+    l.cfg = &owned->pub;
+    l.root = root;
+    return load_tree(&l);
+}
+
+static const sf_document_type config_document = {
+    .size = sizeof(sf_config_owned),
+    .arena_chunk = SF_CONFIG_ARENA_CHUNK,
+    .max_file = SF_CONFIG_MAX_FILE,
+    .key_paths = true,
+    .load = load_config,
+};
+
+/* The sources, named by `names` in messages (the first is the config's
+ * name), merged into one config. */
+static sf_status load_sources(const char *const *names, const char *const *texts,
+                              const size_t *lens, size_t n, sf_diag *diag, sf_config **out)
+{
+    void *doc;
+    sf_status st = sf_document_load(&config_document, names, texts, lens, n, diag, &doc);
+
+    *out = doc;
     return st;
 }
 
@@ -1698,7 +1748,7 @@ sf_status sf_config_load_uris_extra(const char *const *uris, size_t n, const cha
             const char *path = strncmp(u, "file:", 5) == 0 ? u + 5 : u;
 
             names[i] = path;
-            st = sf_config_read_file(path, SF_CONFIG_MAX_FILE, diag, &owned[i], &lens[i]);
+            st = sf_config_read_file(path, config_document.max_file, diag, &owned[i], &lens[i]);
             texts[i] = owned[i];
             if (st == SF_OK && sf_diag_set_source(diag, path, (int)i) != SF_OK)
                 st = SF_ENOMEM;
@@ -1782,16 +1832,10 @@ out_io_error: {
 
 sf_status sf_config_load(const char *path, sf_diag *diag, sf_config **out)
 {
-    char *buf;
-    size_t len;
-    sf_status st;
+    void *doc;
+    sf_status st = sf_document_load_file(&config_document, path, diag, &doc);
 
-    *out = NULL;
-    st = sf_config_read_file(path, SF_CONFIG_MAX_FILE, diag, &buf, &len);
-    if (st != SF_OK)
-        return st;
-    st = sf_config_load_string(path, buf, len, diag, out);
-    sf_free(buf);
+    *out = doc;
     return st;
 }
 

@@ -37,7 +37,6 @@
 #include "otlp_grpc.h"
 #include "sf_arena.h"
 #include "sf_curl.h"
-#include "sf_libcurl.h"
 #include "sf_encoding.h"
 #include "sf_time.h"
 
@@ -54,8 +53,6 @@
 #include "google/rpc/status.pb-c.h"
 
 #define RETRY_INFO_TYPE "type.googleapis.com/google.rpc.RetryInfo"
-/* Longest the shutdown drain may take, whatever the call deadline. */
-#define OTLPGRPC_DRAIN_MAX_MS 5000
 /* How often a waiting consumer looks at sf_sender_aborting(). */
 #define OTLPGRPC_POLL_MS 200
 /* Shutdown's drain time is over: a call whose message is sent gets this
@@ -98,10 +95,8 @@ static const char *grpc_status_name(int code)
 typedef struct otlpgrpc otlpgrpc;
 
 typedef struct otlpgrpc_worker {
+    sf_curl_worker h;           /* first: the handles, the compressor and the reply (sf_curl.h) */
     otlpgrpc *x;
-    CURL *curl;
-    CURLM *multi;               /* drives `curl`, so the wait can be cut short */
-    sf_compressor *zc;          /* NULL without compression */
     /* this call's request: the prefix, then `body` */
     uint8_t prefix[GRPC_PREFIX_LEN];
     const uint8_t *body;
@@ -110,28 +105,19 @@ typedef struct otlpgrpc_worker {
     bool h2c_up;
     bool refuse_new;            /* open no socket: reuse the kept connection or fail */
     bool refused;               /* ... and a socket was refused */
-    /* this call's reply */
-    sf_curl_call call;          /* OTLPGRPC_REPLY_MAX bytes, prefix included */
+    /* this call's reply: its body in h.call (OTLPGRPC_REPLY_MAX bytes, prefix
+     * included), its status here */
     int grpc_status;            /* -1: no grpc-status seen */
     char message[128];          /* grpc-message, percent-decoded, bounded */
     uint8_t *details;           /* grpc-status-details-bin, decoded (OTLPGRPC_DETAILS_MAX) */
     size_t details_len;
 } otlpgrpc_worker;
 
+/* base.url: http(s)://host:port/<method>, the override's name as host;
+ * base.workers: otlpgrpc_worker. */
 struct otlpgrpc {
-    sf_sender_export out;       /* first: the sender's component side (sf_sender.h) */
-    const char *id;
-    sf_signal signal;           /* of the pipelines this instance serves */
+    sf_curl_export base;        /* first (sf_curl.h) */
     const sf_otlpgrpc_config *cfg;
-    sf_counters *counters;
-    char *url;                  /* http(s)://host:port/<method>; the override's name as host */
-    struct curl_slist *headers; /* holds secrets: wiped before freeing */
-    struct curl_slist *connect_to;  /* server_name_override: "NAME:PORT:HOST:PORT"; or NULL */
-    sf_compression compression;
-    int level;
-    int64_t timeout_ms;
-    unsigned n_workers;
-    otlpgrpc_worker *workers;
 };
 
 /* ---- reading the reply ------------------------------------------------------ */
@@ -271,15 +257,15 @@ static int64_t reply_rejected(otlpgrpc *x, const otlpgrpc_worker *w, const sf_bu
 {
     uint32_t mlen;
 
-    if (w->call.reply_len < GRPC_PREFIX_LEN || w->call.reply_len >= OTLPGRPC_REPLY_MAX ||
-        w->call.reply[0] != 0)
+    if (w->h.call.reply_len < GRPC_PREFIX_LEN || w->h.call.reply_len >= OTLPGRPC_REPLY_MAX ||
+        w->h.call.reply[0] != 0)
         return 0;
-    mlen = (uint32_t)w->call.reply[1] << 24 | (uint32_t)w->call.reply[2] << 16 |
-           (uint32_t)w->call.reply[3] << 8 | w->call.reply[4];
-    if (mlen != w->call.reply_len - GRPC_PREFIX_LEN)
+    mlen = (uint32_t)w->h.call.reply[1] << 24 | (uint32_t)w->h.call.reply[2] << 16 |
+           (uint32_t)w->h.call.reply[3] << 8 | w->h.call.reply[4];
+    if (mlen != w->h.call.reply_len - GRPC_PREFIX_LEN)
         return 0;
-    return sf_curl_reply_rejected(x->id, x->signal, buf->spans, w->call.reply + GRPC_PREFIX_LEN,
-                                  mlen);
+    return sf_curl_reply_rejected(x->base.id, x->base.signal, buf->spans,
+                                  w->h.call.reply + GRPC_PREFIX_LEN, mlen);
 }
 
 static void map_status(int code, const char *message, const otlpgrpc_worker *w,
@@ -355,16 +341,16 @@ static CURLcode perform(otlpgrpc_worker *w)
 {
     CURLcode rc;
 
-    rc = sf_curl_perform(w->multi, w->curl, w->x->out.sender, &w->call, OTLPGRPC_POLL_MS,
-                         OTLPGRPC_REPLY_GRACE_MS);
+    rc = sf_curl_perform(w->h.multi, w->h.curl, w->x->base.out.sender, &w->h.call,
+                         OTLPGRPC_POLL_MS, OTLPGRPC_REPLY_GRACE_MS);
     if (rc == CURLE_ABORTED_BY_CALLBACK) {
         /* Cut short: close the connection, so the server learns the call
          * is cancelled now (libcurl would keep an HTTP/2 connection and
          * its reset of the stream unsent), as gRPC core's cancel did. */
-        curl_easy_setopt(w->curl, CURLOPT_FORBID_REUSE, 1L);
+        curl_easy_setopt(w->h.curl, CURLOPT_FORBID_REUSE, 1L);
     }
-    curl_multi_remove_handle(w->multi, w->curl);
-    curl_easy_setopt(w->curl, CURLOPT_FORBID_REUSE, 0L);
+    curl_multi_remove_handle(w->h.multi, w->h.curl);
+    curl_easy_setopt(w->h.curl, CURLOPT_FORBID_REUSE, 0L);
     return rc;
 }
 
@@ -387,21 +373,22 @@ static CURLcode send_h2c(otlpgrpc_worker *w)
     if (w->h2c_up) {
         w->refuse_new = true;
         w->refused = false;
-        curl_easy_setopt(w->curl, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_0);
+        curl_easy_setopt(w->h.curl, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_0);
         rc = perform(w);
         w->refuse_new = false;
-        curl_easy_setopt(w->curl, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+        curl_easy_setopt(w->h.curl, CURLOPT_HTTP_VERSION,
+                         (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
         if (!(w->refused && rc == CURLE_COULDNT_CONNECT))
             goto out_note_version;
     }
     /* a new connection: an old one in the cache would be reused, and fail */
-    curl_easy_setopt(w->curl, CURLOPT_FRESH_CONNECT, 1L);
+    curl_easy_setopt(w->h.curl, CURLOPT_FRESH_CONNECT, 1L);
     rc = perform(w);
-    curl_easy_setopt(w->curl, CURLOPT_FRESH_CONNECT, 0L);
+    curl_easy_setopt(w->h.curl, CURLOPT_FRESH_CONNECT, 0L);
 
 out_note_version:
     w->h2c_up = rc == CURLE_OK &&
-                curl_easy_getinfo(w->curl, CURLINFO_HTTP_VERSION, &version) == CURLE_OK &&
+                curl_easy_getinfo(w->h.curl, CURLINFO_HTTP_VERSION, &version) == CURLE_OK &&
                 version == CURL_HTTP_VERSION_2_0;
     return rc;
 }
@@ -429,7 +416,7 @@ static void read_result(otlpgrpc *x, otlpgrpc_worker *w, const sf_buf *buf, CURL
     }
     /* No status: not a gRPC server's answer (a proxy's, or a stream
      * closed early). */
-    curl_easy_getinfo(w->curl, CURLINFO_RESPONSE_CODE, &http);
+    curl_easy_getinfo(w->h.curl, CURLINFO_RESPONSE_CODE, &http);
     if (http == 200)
         snprintf(text, sizeof(text), "no grpc-status in the reply");
     else
@@ -441,32 +428,26 @@ static void otlpgrpc_send(void *exporter, unsigned worker, const sf_buf *buf,
                           sf_send_result *res)
 {
     otlpgrpc *x = exporter;
-    otlpgrpc_worker *w = &x->workers[worker];
-    const uint8_t *body = buf->data;
-    size_t len = buf->len;
+    otlpgrpc_worker *w = sf_curl_export_worker(&x->base, worker);
+    const uint8_t *body;
+    size_t len;
     CURLcode rc;
 
-    if (w->curl == NULL) {      /* queue disabled and not started yet */
+    if (w->h.curl == NULL) {      /* queue disabled and not started yet */
         res->status = SF_RETRY;
         snprintf(res->detail, sizeof(res->detail), "exporter not started");
         return;
     }
-    if (w->zc != NULL) {
-        sf_status st = sf_compressor_run(w->zc, buf->data, buf->len, &body, &len);
-
-        if (st != SF_OK) {
-            res->status = SF_RETRY;
-            snprintf(res->detail, sizeof(res->detail), "%s: %s",
-                     sf_compression_name(x->compression), sf_status_str(st));
-            return;
-        }
+    if (sf_curl_worker_compress(&w->h, x->base.compression, buf, &body, &len, res) != SF_OK) {
+        res->status = SF_RETRY;
+        return;
     }
     if (len > UINT32_MAX) {
         res->status = SF_PERMANENT;
         snprintf(res->detail, sizeof(res->detail), "grpc: message over 4 GiB");
         return;
     }
-    w->prefix[0] = w->zc != NULL ? 1 : 0;
+    w->prefix[0] = w->h.zc != NULL ? 1 : 0;
     w->prefix[1] = (uint8_t)(len >> 24);
     w->prefix[2] = (uint8_t)(len >> 16);
     w->prefix[3] = (uint8_t)(len >> 8);
@@ -474,11 +455,11 @@ static void otlpgrpc_send(void *exporter, unsigned worker, const sf_buf *buf,
     w->body = body;
     w->body_len = len;
     w->sent = 0;
-    w->call.reply_len = 0;
+    w->h.call.reply_len = 0;
     w->grpc_status = -1;
     w->message[0] = '\0';
     w->details_len = 0;
-    curl_easy_setopt(w->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(GRPC_PREFIX_LEN + len));
+    curl_easy_setopt(w->h.curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(GRPC_PREFIX_LEN + len));
     rc = x->cfg->tls.insecure ? send_h2c(w) : perform(w);
     w->body = NULL;
     read_result(x, w, buf, rc, res);
@@ -512,30 +493,23 @@ static sf_status build_url(otlpgrpc *x)
 {
     const sf_otlp_tls_config *t = &x->cfg->tls;
     const char *scheme = t->insecure ? "http" : "https", *host, *port;
-    const char *method = sf_signal_grpc_method(x->signal);
+    const char *method = sf_signal_grpc_method(x->base.signal);
     const char *name = !t->insecure ? t->server_name_override : NULL;
     size_t host_len, len;
 
     if (!split_endpoint(x->cfg->endpoint, &host, &host_len, &port))
         return SF_INVALID;
     if (name != NULL) {
-        char *line;
-
-        len = strlen(name) + host_len + 2 * strlen(port) + 4;
-        if ((line = sf_malloc(len)) == NULL)
-            return SF_ENOMEM;
-        snprintf(line, len, "%s:%s:%.*s:%s", name, port, (int)host_len, host, port);
-        x->connect_to = curl_slist_append(NULL, line);     /* copies */
-        sf_free(line);
-        if (x->connect_to == NULL)
+        x->base.connect_to = sf_curl_connect_to(name, host, host_len, port);
+        if (x->base.connect_to == NULL)
             return SF_ENOMEM;
         host = name;
         host_len = strlen(name);
     }
     len = strlen(scheme) + 3 + host_len + 1 + strlen(port) + strlen(method) + 1;
-    if ((x->url = sf_malloc(len)) == NULL)
+    if ((x->base.url = sf_malloc(len)) == NULL)
         return SF_ENOMEM;
-    snprintf(x->url, len, "%s://%.*s:%s%s", scheme, (int)host_len, host, port, method);
+    snprintf(x->base.url, len, "%s://%.*s:%s%s", scheme, (int)host_len, host, port, method);
     return SF_OK;
 }
 
@@ -550,14 +524,14 @@ static sf_status build_headers(otlpgrpc *x)
     char timeout[24];
 
     /* grpc-timeout: at most 8 digits; the config caps the timeout at 1 h */
-    snprintf(timeout, sizeof(timeout), "%" PRId64 "m", x->timeout_ms);
+    snprintf(timeout, sizeof(timeout), "%" PRId64 "m", x->base.timeout_ms);
     if (sf_curl_header_add(&h, "content-type", "application/grpc", true) != SF_OK ||
         sf_curl_header_add(&h, "te", "trailers", true) != SF_OK ||
         sf_curl_header_add(&h, "grpc-timeout", timeout, true) != SF_OK ||
         /* no "Expect: 100-continue" round trip before each message */
         curl_slist_append(h, "Expect:") == NULL)
         goto out_free_headers;
-    if (x->compression == SF_COMPRESSION_GZIP &&
+    if (x->base.compression == SF_COMPRESSION_GZIP &&
         sf_curl_header_add(&h, "grpc-encoding", "gzip", true) != SF_OK)
         goto out_free_headers;
     if (!x->cfg->tls.insecure && x->cfg->tls.server_name_override != NULL &&
@@ -567,7 +541,7 @@ static sf_status build_headers(otlpgrpc *x)
         if (sf_curl_header_add(&h, md->keys[i], md->values[i] ? md->values[i] : "", true) != SF_OK)
             goto out_free_headers;
     }
-    x->headers = h;
+    x->base.headers = h;
     return SF_OK;
 
 out_free_headers:
@@ -596,64 +570,39 @@ static CURLcode set_tls(CURL *c, const sf_otlp_tls_config *t)
     return rc;
 }
 
+/* The worker's own part (sf_curl_export_destroy releases its handles). */
+static void worker_release(void *worker)
+{
+    otlpgrpc_worker *w = worker;
+
+    sf_free(w->details);
+    w->details = NULL;
+}
+
 static sf_status worker_init(otlpgrpc *x, otlpgrpc_worker *w)
 {
     CURL *c;
 
     w->x = x;
+    if (sf_curl_worker_init(&w->h, &x->base, OTLPGRPC_REPLY_MAX) != SF_OK)
+        return SF_ENOMEM;
+    c = w->h.curl;
     w->details = sf_malloc(OTLPGRPC_DETAILS_MAX);
-    if (sf_curl_call_init(&w->call, OTLPGRPC_REPLY_MAX) != SF_OK || w->details == NULL)
-        goto out_free_buffers;
-    if (x->compression != SF_COMPRESSION_NONE &&
-        (w->zc = sf_compressor_create(x->compression, x->level)) == NULL)
-        goto out_free_buffers;
-    c = curl_easy_init();
-    if (c == NULL)
-        goto out_free_buffers;
-    /* Fixed per handle; only the message changes per call. */
-    if (sf_curl_post_options(c, x->url, x->headers, x->timeout_ms, &w->call) != CURLE_OK ||
+    if (w->details == NULL ||
         curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_READDATA, w) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, on_open_socket) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, w) != CURLE_OK ||
         curl_easy_setopt(c, CURLOPT_HEADERDATA, w) != CURLE_OK ||
-        (x->connect_to != NULL &&
-         curl_easy_setopt(c, CURLOPT_CONNECT_TO, x->connect_to) != CURLE_OK) ||
-        set_tls(c, &x->cfg->tls) != CURLE_OK)
-        goto out_cleanup_curl;
-    w->multi = curl_multi_init();
-    /* one connection per worker: a new one replaces the old */
-    if (w->multi == NULL ||
-        curl_multi_setopt(w->multi, CURLMOPT_MAXCONNECTS, 1L) != CURLM_OK)
-        goto out_cleanup_curl;
-    w->curl = c;
+        set_tls(c, &x->cfg->tls) != CURLE_OK ||
+        /* one connection per worker: a new one replaces the old */
+        curl_multi_setopt(w->h.multi, CURLMOPT_MAXCONNECTS, 1L) != CURLM_OK) {
+        sf_curl_worker_release(&w->h);
+        worker_release(w);
+        return SF_ENOMEM;
+    }
     return SF_OK;
-
-out_cleanup_curl:
-    curl_easy_cleanup(c);
-out_free_buffers:
-    sf_compressor_destroy(w->zc);
-    w->zc = NULL;
-    sf_free(w->details);
-    w->details = NULL;
-    sf_curl_call_release(&w->call);
-    return SF_ENOMEM;
-}
-
-static void worker_release(otlpgrpc_worker *w)
-{
-    if (w->multi != NULL)
-        curl_multi_cleanup(w->multi);
-    w->multi = NULL;
-    if (w->curl != NULL)
-        curl_easy_cleanup(w->curl);
-    w->curl = NULL;
-    sf_compressor_destroy(w->zc);
-    w->zc = NULL;
-    sf_free(w->details);
-    w->details = NULL;
-    sf_curl_call_release(&w->call);
 }
 
 /* ---- lifecycle ---------------------------------------------------------------- */
@@ -663,41 +612,17 @@ static sf_status otlpgrpc_create(sf_component *self, const void *config)
 {
     const sf_otlpgrpc_config *c = config;
     otlpgrpc *x;
+    sf_status st;
 
-    /* libcurl is loaded when a component needs it (sf_libcurl.h): a
-     * missing one is a config-time error */
-    if (sf_libcurl_load() != SF_OK) {
-        sf_error("exporter %s: %s", sf_component_id(self), sf_libcurl_error());
-        return SF_IO;
-    }
-    x = sf_calloc(1, sizeof(*x));
-    if (x == NULL)
-        return SF_ENOMEM;
-    x->id = sf_component_id(self);
-    x->signal = sf_component_signal(self);
+    st = sf_curl_export_create(self, sizeof(*x), sizeof(otlpgrpc_worker), worker_release,
+                               c->compression, &c->compression_params,
+                               c->timeout > 0 ? c->timeout : 5000, &c->sending_queue,
+                               &c->retry_on_failure, otlpgrpc_send);
+    if (st != SF_OK)
+        return st;
+    x = sf_component_ctx(self);
     x->cfg = c;
-    x->counters = sf_component_counters(self);
-    x->compression = (sf_compression)c->compression;
-    x->level = sf_compression_level(x->compression, &c->compression_params);
-    x->timeout_ms = c->timeout > 0 ? c->timeout : 5000;
-    x->out.drain_ms = x->timeout_ms < OTLPGRPC_DRAIN_MAX_MS ? x->timeout_ms : OTLPGRPC_DRAIN_MAX_MS;
-    x->out.send_timeout_ms = x->timeout_ms;
-    x->out.sender = sf_sender_create(x->id, &c->sending_queue, &c->retry_on_failure, otlpgrpc_send,
-                                 x, x->counters);
-    if (x->out.sender == NULL)
-        goto out_free_ctx;
-    x->n_workers = sf_sender_workers(x->out.sender);
-    x->workers = sf_calloc(x->n_workers, sizeof(*x->workers));
-    if (x->workers == NULL)
-        goto out_destroy_sender;
-    sf_component_set_ctx(self, x);
     return SF_OK;
-
-out_destroy_sender:
-    sf_sender_destroy(x->out.sender);
-out_free_ctx:
-    sf_free(x);
-    return SF_ENOMEM;
 }
 
 /* What start() made is undone by destroy(), also after a failed start. */
@@ -708,35 +633,18 @@ static sf_status otlpgrpc_start(sf_component *self)
 
     st = build_url(x);
     if (st == SF_INVALID)
-        sf_error("exporter %s: endpoint '%s' is not host:port", x->id, x->cfg->endpoint);
+        sf_error("exporter %s: endpoint '%s' is not host:port", x->base.id, x->cfg->endpoint);
     if (st != SF_OK)
         return st;
     st = build_headers(x);
     if (st != SF_OK)
         return st;
-    for (unsigned i = 0; i < x->n_workers; i++) {
-        st = worker_init(x, &x->workers[i]);
+    for (unsigned i = 0; i < x->base.n_workers; i++) {
+        st = worker_init(x, sf_curl_export_worker(&x->base, i));
         if (st != SF_OK)
             return st;
     }
     return sf_sender_export_start(self);
-}
-
-static void otlpgrpc_destroy(sf_component *self)
-{
-    otlpgrpc *x = sf_component_ctx(self);
-
-    if (x == NULL)
-        return;
-    sf_sender_destroy(x->out.sender);   /* joins the consumers: no call in flight after */
-    for (unsigned i = 0; i < x->n_workers; i++)
-        worker_release(&x->workers[i]);
-    sf_curl_headers_free(x->headers);
-    curl_slist_free_all(x->connect_to);
-    sf_free(x->url);
-    sf_free(x->workers);
-    sf_free(x);
-    sf_component_set_ctx(self, NULL);
 }
 
 const sf_component_type sf_otlpgrpc_exporter_type = {
@@ -752,7 +660,7 @@ const sf_component_type sf_otlpgrpc_exporter_type = {
     .start = otlpgrpc_start,
     .consume = sf_sender_export_consume,
     .shutdown = sf_sender_export_shutdown,
-    .destroy = otlpgrpc_destroy,
+    .destroy = sf_curl_export_destroy,
     .suspend = sf_sender_export_suspend,
     .resume = sf_sender_export_resume,
     .describe_export = sf_otlpgrpc_describe,

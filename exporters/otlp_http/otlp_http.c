@@ -22,7 +22,6 @@
 #include "otlp_http.h"
 #include "sf_arena.h"
 #include "sf_curl.h"
-#include "sf_libcurl.h"
 #include "sf_encoding.h"
 #include "sf_time.h"
 
@@ -37,8 +36,6 @@
 /* A reply body larger than this is not a partial-success report we act
  * on: the rest is read and discarded. */
 #define OTLPHTTP_REPLY_MAX 8192
-/* Longest the shutdown drain may take, whatever the request timeout. */
-#define OTLPHTTP_DRAIN_MAX_MS 5000
 /* The default gzip level is 1 (SF_GZIP_LEVEL_DEFAULT): the exporter's
  * gzip is the most expensive stage of the pipeline (field notes: 311 k
  * spans/s at level 1 against 190 k at 6), while level 6 only shaves a few
@@ -54,36 +51,18 @@
  * them dropped would be wrong); one still sending its body ends at once. */
 #define OTLPHTTP_REPLY_GRACE_MS 2000
 
-typedef struct otlphttp otlphttp;
-
-typedef struct otlphttp_worker {
-    otlphttp *x;
-    CURL *curl;
-    CURLM *multi;               /* drives `curl`, so the wait can be cut short */
-    sf_compressor *zc;          /* NULL without compression */
-    sf_curl_call call;          /* the reply: OTLPHTTP_REPLY_MAX bytes */
-} otlphttp_worker;
-
-struct otlphttp {
-    sf_sender_export out;       /* first: the sender's component side (sf_sender.h) */
-    const char *id;
-    sf_signal signal;           /* of the pipelines this instance serves */
-    sf_counters *counters;
+/* A worker is the shared one (sf_curl_worker): its reply is
+ * OTLPHTTP_REPLY_MAX bytes. With tls.server_name_override the URL's host is
+ * that name (apply_server_name). */
+typedef struct otlphttp {
+    sf_curl_export base;        /* first (sf_curl.h) */
     const sf_otlphttp_tls *tls;     /* the config's: lives as long as it */
-    char *url;                  /* with tls.server_name_override, its host is that name */
-    struct curl_slist *headers; /* holds secrets: wiped before freeing */
-    struct curl_slist *connect_to;  /* server_name_override: "NAME:PORT:HOST:PORT"; or NULL */
-    sf_compression compression;
-    int level;
-    int64_t timeout_ms;
-    unsigned n_workers;
-    otlphttp_worker *workers;
-};
+} otlphttp;
 
 /* ---- library setup ------------------------------------------------------ */
 
-/* libcurl is loaded and initialised by create (sf_libcurl.h); libdeflate's
- * counted allocator is set by the core (sf_compress.c). */
+/* libcurl is loaded and initialised by create (sf_curl_export_create);
+ * libdeflate's counted allocator is set by the core (sf_compress.c). */
 
 /* ---- one request ---------------------------------------------------------- */
 
@@ -96,11 +75,11 @@ struct otlphttp {
  * drain time is over the transfer ends within OTLPHTTP_POLL_MS, unless its
  * body is sent whole: then it may wait OTLPHTTP_REPLY_GRACE_MS more for the
  * reply, so spans the server took are counted sent, not dropped. */
-static CURLcode perform(otlphttp_worker *w)
+static CURLcode perform(const otlphttp *x, sf_curl_worker *w)
 {
     CURLcode rc;
 
-    rc = sf_curl_perform(w->multi, w->curl, w->x->out.sender, &w->call, OTLPHTTP_POLL_MS,
+    rc = sf_curl_perform(w->multi, w->curl, x->base.out.sender, &w->call, OTLPHTTP_POLL_MS,
                          OTLPHTTP_REPLY_GRACE_MS);
     curl_multi_remove_handle(w->multi, w->curl);
     return rc;
@@ -130,7 +109,7 @@ static bool curl_retryable(CURLcode rc)
 }
 
 /* Spans a 2xx reply says the server rejected (OTLP partial_success). */
-static int64_t reply_rejected(otlphttp *x, otlphttp_worker *w, const sf_buf *buf)
+static int64_t reply_rejected(const otlphttp *x, sf_curl_worker *w, const sf_buf *buf)
 {
     const char *ctype = NULL;
 
@@ -139,34 +118,31 @@ static int64_t reply_rejected(otlphttp *x, otlphttp_worker *w, const sf_buf *buf
     if (curl_easy_getinfo(w->curl, CURLINFO_CONTENT_TYPE, &ctype) != CURLE_OK || ctype == NULL ||
         strncasecmp(ctype, "application/x-protobuf", 22) != 0)
         return 0;
-    return sf_curl_reply_rejected(x->id, x->signal, buf->spans, w->call.reply, w->call.reply_len);
+    return sf_curl_reply_rejected(x->base.id, x->base.signal, buf->spans, w->call.reply,
+                                  w->call.reply_len);
 }
 
 static void otlphttp_send(void *exporter, unsigned worker, const sf_buf *buf,
                           sf_send_result *res)
 {
     otlphttp *x = exporter;
-    otlphttp_worker *w = &x->workers[worker];
-    const uint8_t *body = buf->data;
-    size_t len = buf->len;
+    sf_curl_worker *w = sf_curl_export_worker(&x->base, worker);
+    const uint8_t *body;
+    size_t len;
     long code = 0;
     curl_off_t retry_after = 0;
     CURLcode rc;
+    sf_status st;
 
-    if (w->zc != NULL) {
-        sf_status st = sf_compressor_run(w->zc, buf->data, buf->len, &body, &len);
-
-        if (st != SF_OK) {
-            res->status = st == SF_ENOMEM ? SF_RETRY : SF_PERMANENT;
-            snprintf(res->detail, sizeof(res->detail), "%s: %s",
-                     sf_compression_name(x->compression), sf_status_str(st));
-            return;
-        }
+    st = sf_curl_worker_compress(w, x->base.compression, buf, &body, &len, res);
+    if (st != SF_OK) {
+        res->status = st == SF_ENOMEM ? SF_RETRY : SF_PERMANENT;
+        return;
     }
     w->call.reply_len = 0;
     curl_easy_setopt(w->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     curl_easy_setopt(w->curl, CURLOPT_POSTFIELDS, body);
-    rc = perform(w);
+    rc = perform(x, w);
     if (rc != CURLE_OK) {
         res->status = curl_retryable(rc) ? SF_RETRY : SF_PERMANENT;
         if (rc == CURLE_PEER_FAILED_VERIFICATION)
@@ -230,11 +206,11 @@ static char *build_url(const sf_otlphttp_config *c, sf_signal signal)
  * connection to the endpoint's real host:port, and an explicit Host header
  * keeps the endpoint's host[:port]. On SF_OK `x->url` is the rewritten
  * URL, `x->connect_to` is set and `*host` (sf_free) is the Host value. */
-static sf_status apply_server_name(otlphttp *x, const char *name, char **host)
+static sf_status apply_server_name(sf_curl_export *x, const char *name, char **host)
 {
     CURLU *u = curl_url();
     char *h = NULL, *port = NULL, *explicit_port = NULL, *url = NULL;
-    char *line, *host_value = NULL, *new_url = NULL;
+    char *host_value = NULL, *new_url = NULL;
     struct curl_slist *ct = NULL;
     sf_status st = SF_INVALID;
     size_t len;
@@ -251,12 +227,7 @@ static sf_status apply_server_name(otlphttp *x, const char *name, char **host)
         curl_url_get(u, CURLUPART_URL, &url, 0) != CURLUE_OK)
         goto out_cleanup;
     st = SF_ENOMEM;
-    len = strlen(name) + strlen(h) + 2 * strlen(port) + 4;
-    if ((line = sf_malloc(len)) != NULL) {
-        snprintf(line, len, "%s:%s:%s:%s", name, port, h, port);
-        ct = curl_slist_append(NULL, line);     /* copies */
-        sf_free(line);
-    }
+    ct = sf_curl_connect_to(name, h, strlen(h), port);
     len = strlen(h) + (explicit_port ? strlen(explicit_port) + 1 : 0) + 1;
     if ((host_value = sf_malloc(len)) != NULL)
         snprintf(host_value, len, "%s%s%s", h, explicit_port ? ":" : "",
@@ -293,7 +264,7 @@ static bool has_header(const sf_strmap *headers, const char *name)
 
 /* `host`: the Host header to send (server_name_override), or NULL for
  * libcurl's own, from the URL. A configured Host header wins. */
-static sf_status build_headers(otlphttp *x, const sf_otlphttp_config *c, const char *host)
+static sf_status build_headers(sf_curl_export *x, const sf_otlphttp_config *c, const char *host)
 {
     struct curl_slist *h = NULL;
 
@@ -347,47 +318,15 @@ static CURLcode set_tls(CURL *c, const sf_otlphttp_tls *t)
     return rc;
 }
 
-static sf_status worker_init(otlphttp *x, otlphttp_worker *w)
+static sf_status worker_init(otlphttp *x, sf_curl_worker *w)
 {
-    CURL *c;
-
-    w->x = x;
-    if (sf_curl_call_init(&w->call, OTLPHTTP_REPLY_MAX) != SF_OK)
+    if (sf_curl_worker_init(w, &x->base, OTLPHTTP_REPLY_MAX) != SF_OK)
         return SF_ENOMEM;
-    if (x->compression != SF_COMPRESSION_NONE &&
-        (w->zc = sf_compressor_create(x->compression, x->level)) == NULL)
-        goto out_release_call;
-    c = curl_easy_init();
-    if (c == NULL)
-        goto out_release_call;
-    /* Fixed per handle; only the body changes per request. */
-    if (sf_curl_post_options(c, x->url, x->headers, x->timeout_ms, &w->call) != CURLE_OK ||
-        (x->connect_to != NULL &&
-         curl_easy_setopt(c, CURLOPT_CONNECT_TO, x->connect_to) != CURLE_OK) ||
-        set_tls(c, x->tls) != CURLE_OK)
-        goto out_cleanup_curl;
-    w->multi = curl_multi_init();
-    if (w->multi == NULL)
-        goto out_cleanup_curl;
-    w->curl = c;
+    if (set_tls(w->curl, x->tls) != CURLE_OK) {
+        sf_curl_worker_release(w);
+        return SF_ENOMEM;
+    }
     return SF_OK;
-
-out_cleanup_curl:
-    curl_easy_cleanup(c);
-out_release_call:
-    sf_compressor_destroy(w->zc);
-    w->zc = NULL;
-    sf_curl_call_release(&w->call);
-    return SF_ENOMEM;
-}
-
-static void worker_release(otlphttp_worker *w)
-{
-    curl_multi_cleanup(w->multi);
-    curl_easy_cleanup(w->curl);
-    sf_compressor_destroy(w->zc);
-    w->zc = NULL;
-    sf_curl_call_release(&w->call);
 }
 
 /* ---- lifecycle ------------------------------------------------------------ */
@@ -396,97 +335,51 @@ static sf_status otlphttp_create(sf_component *self, const void *config)
 {
     const sf_otlphttp_config *c = config;
     otlphttp *x;
+    sf_curl_export *b;
     char *host = NULL;
-    unsigned i = 0;
-    sf_status st = SF_ENOMEM;
+    sf_status st;
 
-    /* libcurl is loaded when a component needs it (sf_libcurl.h): a
-     * missing one is a config-time error */
-    if (sf_libcurl_load() != SF_OK) {
-        sf_error("exporter %s: %s", sf_component_id(self), sf_libcurl_error());
-        return SF_IO;
-    }
-    x = sf_calloc(1, sizeof(*x));
-    if (x == NULL)
-        return SF_ENOMEM;
-    x->id = sf_component_id(self);
-    x->signal = sf_component_signal(self);
-    x->counters = sf_component_counters(self);
-    x->compression = (sf_compression)c->compression;
-    x->level = sf_compression_level(x->compression, &c->compression_params);
-    x->timeout_ms = c->timeout > 0 ? c->timeout : 30000;
-    x->out.drain_ms = x->timeout_ms < OTLPHTTP_DRAIN_MAX_MS ? x->timeout_ms : OTLPHTTP_DRAIN_MAX_MS;
-    x->out.send_timeout_ms = x->timeout_ms;
+    st = sf_curl_export_create(self, sizeof(*x), sizeof(sf_curl_worker), NULL, c->compression,
+                               &c->compression_params, c->timeout > 0 ? c->timeout : 30000,
+                               &c->sending_queue, &c->retry_on_failure, otlphttp_send);
+    if (st != SF_OK)
+        return st;
+    x = sf_component_ctx(self);
+    b = &x->base;
     x->tls = &c->tls;
+    st = SF_ENOMEM;
     if ((c->endpoint == NULL || c->endpoint[0] == '\0') &&
-        sf_otlphttp_signal_endpoint(c, x->signal) == NULL) {
+        sf_otlphttp_signal_endpoint(c, b->signal) == NULL) {
         /* validate runs create: said there, for the pipeline's signal */
         sf_error("exporter %s: a %s pipeline lists it, but it has neither 'endpoint' nor "
-                 "'%s_endpoint'", x->id, sf_signal_name(x->signal), sf_signal_name(x->signal));
+                 "'%s_endpoint'", b->id, sf_signal_name(b->signal), sf_signal_name(b->signal));
         st = SF_CONFIG;
-        goto out_free_ctx;
+        goto out_destroy;
     }
-    x->url = build_url(c, x->signal);
-    if (x->url == NULL)
-        goto out_free_ctx;
+    b->url = build_url(c, b->signal);
+    if (b->url == NULL)
+        goto out_destroy;
     if (c->tls.server_name_override != NULL &&
-        (st = apply_server_name(x, c->tls.server_name_override, &host)) != SF_OK) {
+        (st = apply_server_name(b, c->tls.server_name_override, &host)) != SF_OK) {
         if (st == SF_INVALID)
             sf_error("exporter %s: tls.server_name_override cannot be applied to the endpoint's "
-                     "URL", x->id);
-        goto out_free_url;
+                     "URL", b->id);
+        goto out_destroy;
     }
-    st = build_headers(x, c, host);
+    st = build_headers(b, c, host);
     sf_free(host);
     if (st != SF_OK)
-        goto out_free_url;
-    st = SF_ENOMEM;
-    x->out.sender = sf_sender_create(x->id, &c->sending_queue, &c->retry_on_failure, otlphttp_send,
-                                 x, x->counters);
-    if (x->out.sender == NULL)
-        goto out_free_headers;
-    x->n_workers = sf_sender_workers(x->out.sender);
-    x->workers = sf_calloc(x->n_workers, sizeof(*x->workers));
-    if (x->workers == NULL)
-        goto out_destroy_sender;
-    for (i = 0; i < x->n_workers; i++) {
-        if (worker_init(x, &x->workers[i]) != SF_OK)
-            goto out_release_workers;
+        goto out_destroy;
+    for (unsigned i = 0; i < b->n_workers; i++) {
+        st = worker_init(x, sf_curl_export_worker(b, i));
+        if (st != SF_OK)
+            goto out_destroy;
     }
-    sf_component_set_ctx(self, x);
     return SF_OK;
 
-out_release_workers:
-    while (i-- > 0)
-        worker_release(&x->workers[i]);
-    sf_free(x->workers);
-out_destroy_sender:
-    sf_sender_destroy(x->out.sender);
-out_free_headers:
-    sf_curl_headers_free(x->headers);
-out_free_url:
-    curl_slist_free_all(x->connect_to);
-    sf_free(x->url);
-out_free_ctx:
-    sf_free(x);
+out_destroy:
+    sf_curl_export_destroy(self);
     return st;
-}
-
-static void otlphttp_destroy(sf_component *self)
-{
-    otlphttp *x = sf_component_ctx(self);
-
-    if (x == NULL)
-        return;
-    sf_sender_destroy(x->out.sender);   /* joins the consumers first */
-    for (unsigned i = 0; i < x->n_workers; i++)
-        worker_release(&x->workers[i]);
-    sf_free(x->workers);
-    sf_curl_headers_free(x->headers);
-    curl_slist_free_all(x->connect_to);
-    sf_free(x->url);
-    sf_free(x);
-    sf_component_set_ctx(self, NULL);
 }
 
 const sf_component_type sf_otlphttp_exporter_type = {
@@ -502,7 +395,7 @@ const sf_component_type sf_otlphttp_exporter_type = {
     .start = sf_sender_export_start,
     .consume = sf_sender_export_consume,
     .shutdown = sf_sender_export_shutdown,
-    .destroy = otlphttp_destroy,
+    .destroy = sf_curl_export_destroy,
     .suspend = sf_sender_export_suspend,
     .resume = sf_sender_export_resume,
     .describe_export = sf_otlphttp_describe,

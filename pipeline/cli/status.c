@@ -251,6 +251,18 @@ static void print_le(json_object *v)
         printf("<= %gs", d);
 }
 
+/* " p50 <= 50ms -> <= 80ms": quantile `q` ("p50") before and during. */
+static void print_le_change(const char *q, json_object *before, json_object *during)
+{
+    char key[16];
+
+    snprintf(key, sizeof(key), "%s_le", q);
+    printf(" %s ", q);
+    print_le(get(before, key));
+    printf(" -> ");
+    print_le(get(during, key));
+}
+
 /* A window's engine latency (trace_control's engine_metrics): each
  * metric's p50 and p99 before the window and during it, bucket-bounded. */
 static void print_latency(json_object *lat)
@@ -266,14 +278,10 @@ static void print_latency(json_object *lat)
 
         if (m == NULL)
             continue;
-        printf("%s %s p50 ", i ? ";" : "", keys[i]);
-        print_le(get(b, "p50_le"));
-        printf(" -> ");
-        print_le(get(d, "p50_le"));
-        printf(", p99 ");
-        print_le(get(b, "p99_le"));
-        printf(" -> ");
-        print_le(get(d, "p99_le"));
+        printf("%s %s", i ? ";" : "", keys[i]);
+        print_le_change("p50", b, d);
+        printf(",");
+        print_le_change("p99", b, d);
         printf(" (%" PRIu64 " -> %" PRIu64 " samples)", u64(b, "samples"), u64(d, "samples"));
     }
 }

@@ -87,4 +87,31 @@ void sf_format_size(int64_t bytes, char *buf, size_t size);
 sf_status sf_config_read_file(const char *path, size_t max, sf_diag *diag, char **out,
                               size_t *out_len);
 
+/* A kind of YAML document the command reads (the config, the policy): its
+ * struct, made zeroed at the start of the document's own arena, and how it
+ * is loaded once parsed. */
+typedef struct sf_document_type {
+    size_t size;                    /* the document's struct */
+    size_t arena_chunk;
+    size_t max_file;                /* the largest file read (sf_document_load_file) */
+    bool key_paths;                 /* "a::b" keys are nested maps, as otelcol's --set */
+    /* Decode `root` into `doc` with `ctx` (at the tree's top), keeping the
+     * arena (everything is in it: freeing it frees the document) and the
+     * sources' names `file` where the document wants them; report through
+     * ctx. SF_ENOMEM ends the load; anything reported makes it SF_CONFIG. */
+    sf_status (*load)(void *doc, sf_arena *arena, char *file, sf_node *root, sf_cfg_ctx *ctx);
+} sf_document_type;
+
+/* The loader of every YAML document: the `n` sources `texts` (`lens`
+ * bytes), named by `names` in messages (the first also where a message
+ * has no node), parsed into one tree (merged in order, with key_paths) in
+ * a new arena, and loaded by t->load. On SF_OK *out is the document;
+ * SF_CONFIG when anything was reported (then nothing is left), SF_ENOMEM. */
+sf_status sf_document_load(const sf_document_type *t, const char *const *names,
+                           const char *const *texts, const size_t *lens, size_t n, sf_diag *diag,
+                           void **out);
+/* The same for the one file `path` (sf_config_read_file: SF_IO too). */
+sf_status sf_document_load_file(const sf_document_type *t, const char *path, sf_diag *diag,
+                                void **out);
+
 #endif

@@ -1,5 +1,5 @@
 /* sf_policy.c: the production policy: reading the policy file (the config
- * loader's YAML reader and row decoder, so unknown keys, wrong types and
+ * loader's document loader and row decoder, so unknown keys, wrong types and
  * ranges are reported with positions like in a config) and checking a loaded
  * config against it, one message per violation at the closest node.
  *
@@ -153,19 +153,27 @@ struct sf_policy {
     sf_arena *arena;
 };
 
-#define KEYS_ROW(name, c) \
-    { .key = name, .type = SF_CFG_STRLIST, \
-      .offset = offsetof(policy_keys, ctx) + (c) * sizeof(sf_strlist), \
-      .help = "the exact attribute keys the " name " context lets through" }
+/* X(name, ctx): the contexts a signal's section pins, each with a row in
+ * its keys, pseudonymized and value_rules sections. */
+#define TRACES_CONTEXTS(X) \
+    X("resource", SF_OTLP_RESOURCE) X("scope", SF_OTLP_SCOPE) X("span", SF_OTLP_SPAN) \
+    X("spanevent", SF_OTLP_SPANEVENT) X("link", SF_OTLP_LINK)
+#define LOGS_CONTEXTS(X) \
+    X("resource", SF_OTLP_RESOURCE) X("scope", SF_OTLP_SCOPE) X("log", SF_OTLP_LOG)
+#define METRICS_CONTEXTS(X) \
+    X("resource", SF_OTLP_RESOURCE) X("scope", SF_OTLP_SCOPE) X("metric", SF_OTLP_METRIC) \
+    X("datapoint", SF_OTLP_DATAPOINT)
 
-static const sf_config_row keys_rows[] = {
-    KEYS_ROW("resource", SF_OTLP_RESOURCE),
-    KEYS_ROW("scope", SF_OTLP_SCOPE),
-    KEYS_ROW("span", SF_OTLP_SPAN),
-    KEYS_ROW("spanevent", SF_OTLP_SPANEVENT),
-    KEYS_ROW("link", SF_OTLP_LINK),
-    { 0 }
-};
+/* The row of context `c` in a per-context section: its `elem` in
+ * `section`'s ctx[], decoded as `cfg_type` (by `parse_fn`, for a custom one). */
+#define CTX_ROW(name, c, cfg_type, section, elem, parse_fn, help_text) \
+    { .key = name, .type = cfg_type, .offset = offsetof(section, ctx) + (c) * sizeof(elem), \
+      .parse = parse_fn, .help = help_text },
+#define KEYS_ROW(name, c) \
+    CTX_ROW(name, c, SF_CFG_STRLIST, policy_keys, sf_strlist, NULL, \
+            "the exact attribute keys the " name " context lets through")
+
+static const sf_config_row keys_rows[] = { TRACES_CONTEXTS(KEYS_ROW) { 0 } };
 
 static const sf_config_row rule_rows[] = {
     { .key = "pattern", .type = SF_CFG_STR, .offset = offsetof(policy_rule, pattern),
@@ -211,59 +219,76 @@ static sf_status parse_rules(sf_cfg_ctx *ctx, const sf_node *node, void *field)
 }
 
 #define RULES_ROW(name, c) \
-    { .key = name, .type = SF_CFG_CUSTOM, \
-      .offset = offsetof(policy_name_rules, ctx) + (c) * sizeof(policy_rules), \
-      .parse = parse_rules, \
-      .help = "the exact replace_pattern(name, ...) rules of the " name " context, in order" }
+    CTX_ROW(name, c, SF_CFG_CUSTOM, policy_name_rules, policy_rules, parse_rules, \
+            "the exact replace_pattern(name, ...) rules of the " name " context, in order")
 
 static const sf_config_row name_rules_rows[] = {
-    RULES_ROW("span", SF_OTLP_SPAN),
-    RULES_ROW("spanevent", SF_OTLP_SPANEVENT),
+    RULES_ROW("span", SF_OTLP_SPAN)
+    RULES_ROW("spanevent", SF_OTLP_SPANEVENT)
     { 0 }
 };
 
 #define VALUE_ROW(name, c) \
-    { .key = name, .type = SF_CFG_STRMAP, \
-      .offset = offsetof(policy_value_rules, ctx) + (c) * sizeof(sf_strmap), \
-      .help = "the " name " context's value rules: key -> the condition after 'where'" }
+    CTX_ROW(name, c, SF_CFG_STRMAP, policy_value_rules, sf_strmap, NULL, \
+            "the " name " context's value rules: key -> the condition after 'where'")
 
-static const sf_config_row value_rules_rows[] = {
-    VALUE_ROW("resource", SF_OTLP_RESOURCE),
-    VALUE_ROW("scope", SF_OTLP_SCOPE),
-    VALUE_ROW("span", SF_OTLP_SPAN),
-    VALUE_ROW("spanevent", SF_OTLP_SPANEVENT),
-    VALUE_ROW("link", SF_OTLP_LINK),
-    { 0 }
-};
+static const sf_config_row value_rules_rows[] = { TRACES_CONTEXTS(VALUE_ROW) { 0 } };
+
+/* The rows the allowlist section (traces) and the logs and metrics sections
+ * share, for section struct T (each has these members): `sig` names the
+ * signal in help, `ctx_keys` and `ctx_values` are its contexts' rows; the
+ * allowlist, the first section, pins declared mode and value types only
+ * when asked (`declared`, `kept`: the defaults), the later ones by default. */
+#define FENCE_ROWS(T, sig, ctx_keys, ctx_values, declared, kept)                              \
+    { .key = "processor", .type = SF_CFG_STR, .offset = offsetof(T, processor),                \
+      .help = "id of the transform processor whose " sig " statements every " sig            \
+              " pipeline runs (required)" },                                                  \
+    { .key = "error_mode", .type = SF_CFG_ENUM, .def = SF_ERROR_MODE_DEFAULT,                 \
+      .offset = offsetof(T, error_mode), .choices = SF_ERROR_MODE_CHOICES,                     \
+      .help = "the error_mode the processor and its " sig " statements must run with" },     \
+    { .key = "declared_fields", .type = SF_CFG_BOOL, .def = declared,                         \
+      .offset = offsetof(T, declared_fields),                                                  \
+      .help = "the processor must run in declared mode (declared_fields: true)" },            \
+    { .key = "kept_value_types", .type = SF_CFG_ENUM, .def = kept,                             \
+      .offset = offsetof(T, kept_value_types), .choices = "any|scalar|single",                 \
+      .help = "the processor's kept_value_types must be at least this: scalar (scalar or "    \
+              "single), single (one value per kept key, no arrays); any: not pinned" },       \
+    { .key = "pseudonymize_ids", .type = SF_CFG_BOOL, .def = "false",                          \
+      .offset = offsetof(T, pseudonymize_ids),                                                 \
+      .help = "trace and span ids (of spans, links, log records) must leave as keyed "         \
+              "pseudonyms (the processor's pseudonymize_ids)" },                              \
+    { .key = "keys", .type = SF_CFG_SECTION, .offset = offsetof(T, keys), .sub = ctx_keys,     \
+      .help = "per context, the exact key set of the " sig " statements (required: an "      \
+              "absent context must have no keep_keys)" },                                     \
+    { .key = "max_string_length", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 20,   \
+      .offset = offsetof(T, max_string_length),                                               \
+      .help = "exported strings must be bounded by at most this many bytes (0: not pinned)" },\
+    { .key = "pseudonymized", .type = SF_CFG_SECTION,                                         \
+      .offset = offsetof(T, pseudonymized), .sub = ctx_keys,                                  \
+      .help = "per context, the exact keys pseudonymize(attributes, \"k\") applies to" },     \
+    { .key = "value_rules", .type = SF_CFG_SECTION,                                           \
+      .offset = offsetof(T, value_rules), .sub = ctx_values,                                  \
+      .help = "per context, every value rule exactly: key -> its condition as written after " \
+              "'where' (a context listed must have no other)" },                             \
+    { .key = "field_values", .type = SF_CFG_STRMAP, .offset = offsetof(T, field_values),       \
+      .help = "string fields (span.name, log.severity_text, metric.name, ...) -> the value "   \
+              "their set(...) statement writes; every field listed needs exactly that "      \
+              "statement" },                                                                  \
+    { .key = "field_patterns", .type = SF_CFG_STRMAP, .offset = offsetof(T, field_patterns),   \
+      .help = "string fields -> the IsMatch pattern of their set(...) where not IsMatch(...); " \
+              "a field in field_values and not here must be set unconditionally" }
 
 static const sf_config_row allowlist_rows[] = {
-    { .key = "processor", .type = SF_CFG_STR, .offset = offsetof(policy_allowlist, processor),
-      .help = "id of the transform processor holding the allowlist (required)" },
-    { .key = "error_mode", .type = SF_CFG_ENUM, .def = SF_ERROR_MODE_DEFAULT,
-      .offset = offsetof(policy_allowlist, error_mode), .choices = SF_ERROR_MODE_CHOICES,
-      .help = "the error_mode every statement must run with" },
+    FENCE_ROWS(policy_allowlist, "trace", keys_rows, value_rules_rows, "false", "scalar"),
     { .key = "clear_status_message", .type = SF_CFG_BOOL, .def = "true",
       .offset = offsetof(policy_allowlist, clear_status_message),
       .help = "require set(status.message, \"\")" },
     { .key = "clear_trace_state", .type = SF_CFG_BOOL, .def = "true",
       .offset = offsetof(policy_allowlist, clear_trace_state),
       .help = "require set(trace_state, \"\") in the span and link contexts" },
-    { .key = "kept_value_types", .type = SF_CFG_ENUM, .def = "scalar",
-      .offset = offsetof(policy_allowlist, kept_value_types), .choices = "any|scalar|single",
-      .help = "scalar: the processor's kept_value_types must be scalar or single; single: "
-      "single (one value per kept key, no arrays)" },
-    { .key = "keys", .type = SF_CFG_SECTION, .offset = offsetof(policy_allowlist, keys),
-      .sub = keys_rows, .help = "per context, the exact key set; an absent context must have "
-      "no keep_keys (required)" },
     { .key = "name_rules", .type = SF_CFG_SECTION, .offset = offsetof(policy_allowlist, name_rules),
       .sub = name_rules_rows, .help = "per context, the exact ordered span-name rules; a context "
       "not listed must have none (absent: names are not pinned)" },
-    { .key = "declared_fields", .type = SF_CFG_BOOL, .def = "false",
-      .offset = offsetof(policy_allowlist, declared_fields),
-      .help = "the processor must run in declared mode (declared_fields: true)" },
-    { .key = "max_string_length", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 20,
-      .offset = offsetof(policy_allowlist, max_string_length),
-      .help = "exported strings must be bounded by at most this many bytes (0: not pinned)" },
     { .key = "max_events_per_span", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 16,
       .offset = offsetof(policy_allowlist, max_events_per_span),
       .help = "spans must keep at most this many events (the processor's max_events_per_span; "
@@ -283,25 +308,6 @@ static const sf_config_row allowlist_rows[] = {
       .max = 1 << 16, .offset = offsetof(policy_allowlist, max_scopes_per_resource),
       .help = "a resource entry must keep at most this many scope entries "
       "(max_scopes_per_resource; 0: not pinned)" },
-    { .key = "pseudonymize_ids", .type = SF_CFG_BOOL, .def = "false",
-      .offset = offsetof(policy_allowlist, pseudonymize_ids),
-      .help = "trace and span ids must leave as keyed pseudonyms (the processor's "
-      "pseudonymize_ids)" },
-    { .key = "pseudonymized", .type = SF_CFG_SECTION,
-      .offset = offsetof(policy_allowlist, pseudonymized), .sub = keys_rows,
-      .help = "per context, the exact keys pseudonymize(attributes, \"k\") applies to" },
-    { .key = "value_rules", .type = SF_CFG_SECTION,
-      .offset = offsetof(policy_allowlist, value_rules), .sub = value_rules_rows,
-      .help = "per context, every value rule exactly: key -> its condition as written after "
-      "'where' (a context listed must have no other)" },
-    { .key = "field_values", .type = SF_CFG_STRMAP,
-      .offset = offsetof(policy_allowlist, field_values),
-      .help = "string fields (span.name, scope.version, resource.entity_refs, ...) -> the value "
-      "their set(...) statement writes; every field listed needs exactly that statement" },
-    { .key = "field_patterns", .type = SF_CFG_STRMAP,
-      .offset = offsetof(policy_allowlist, field_patterns),
-      .help = "string fields -> the IsMatch pattern of their set(...) where not IsMatch(...); a "
-      "field in field_values and not here must be set unconditionally" },
     { 0 }
 };
 
@@ -334,75 +340,17 @@ static const sf_config_row receivers_rows[] = {
     { 0 }
 };
 
-static const sf_config_row logs_keys_rows[] = {
-    KEYS_ROW("resource", SF_OTLP_RESOURCE),
-    KEYS_ROW("scope", SF_OTLP_SCOPE),
-    KEYS_ROW("log", SF_OTLP_LOG),
-    { 0 }
-};
+static const sf_config_row logs_keys_rows[] = { LOGS_CONTEXTS(KEYS_ROW) { 0 } };
+static const sf_config_row metrics_keys_rows[] = { METRICS_CONTEXTS(KEYS_ROW) { 0 } };
+static const sf_config_row logs_value_rows[] = { LOGS_CONTEXTS(VALUE_ROW) { 0 } };
+static const sf_config_row metrics_value_rows[] = { METRICS_CONTEXTS(VALUE_ROW) { 0 } };
 
-static const sf_config_row metrics_keys_rows[] = {
-    KEYS_ROW("resource", SF_OTLP_RESOURCE),
-    KEYS_ROW("scope", SF_OTLP_SCOPE),
-    KEYS_ROW("metric", SF_OTLP_METRIC),
-    KEYS_ROW("datapoint", SF_OTLP_DATAPOINT),
-    { 0 }
-};
-
-static const sf_config_row logs_value_rows[] = {
-    VALUE_ROW("resource", SF_OTLP_RESOURCE),
-    VALUE_ROW("scope", SF_OTLP_SCOPE),
-    VALUE_ROW("log", SF_OTLP_LOG),
-    { 0 }
-};
-
-static const sf_config_row metrics_value_rows[] = {
-    VALUE_ROW("resource", SF_OTLP_RESOURCE),
-    VALUE_ROW("scope", SF_OTLP_SCOPE),
-    VALUE_ROW("metric", SF_OTLP_METRIC),
-    VALUE_ROW("datapoint", SF_OTLP_DATAPOINT),
-    { 0 }
-};
-
-#define SIGNAL_ROWS(sig, keys_rows, value_rows)                                              \
-    { .key = "processor", .type = SF_CFG_STR, .offset = offsetof(policy_signal, processor),   \
-      .help = "id of the transform processor whose " sig " statements every " sig            \
-              " pipeline runs (required)" },                                                  \
-    { .key = "error_mode", .type = SF_CFG_ENUM, .def = SF_ERROR_MODE_DEFAULT,                 \
-      .offset = offsetof(policy_signal, error_mode), .choices = SF_ERROR_MODE_CHOICES,        \
-      .help = "the error_mode the processor and its " sig " statements must run with" },     \
-    { .key = "declared_fields", .type = SF_CFG_BOOL, .def = "true",                          \
-      .offset = offsetof(policy_signal, declared_fields),                                     \
-      .help = "the processor must run in declared mode" },                                    \
-    { .key = "kept_value_types", .type = SF_CFG_ENUM, .def = "any",                           \
-      .offset = offsetof(policy_signal, kept_value_types), .choices = "any|scalar|single",     \
-      .help = "the processor's kept_value_types must be at least this (any: not pinned)" },   \
-    { .key = "pseudonymize_ids", .type = SF_CFG_BOOL, .def = "false",                          \
-      .offset = offsetof(policy_signal, pseudonymize_ids),                                     \
-      .help = "logs: log records' trace and span ids must leave as keyed pseudonyms (the "     \
-      "processor's pseudonymize_ids)" },                                                       \
-    { .key = "keys", .type = SF_CFG_SECTION, .offset = offsetof(policy_signal, keys),          \
-      .sub = keys_rows, .help = "per context, the exact key set of the " sig " statements "   \
-      "(required: an absent context must have no keep_keys)" },                               \
+/* The logs and metrics sections: the fence's rows, and the one exporter. */
+#define SIGNAL_ROWS(sig, ctx_keys, ctx_values)                                                \
+    FENCE_ROWS(policy_signal, sig, ctx_keys, ctx_values, "true", "any"),                       \
     { .key = "exporter", .type = SF_CFG_SECTION, .offset = offsetof(policy_signal, exporter),  \
       .sub = exporter_rows, .help = "the one " sig " exporter, used by no pipeline of "        \
-      "another signal (required)" },                                                          \
-    { .key = "max_string_length", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 20,   \
-      .offset = offsetof(policy_signal, max_string_length),                                   \
-      .help = "exported strings at most this many bytes (0: not pinned)" },                   \
-    { .key = "pseudonymized", .type = SF_CFG_SECTION,                                         \
-      .offset = offsetof(policy_signal, pseudonymized), .sub = keys_rows,                     \
-      .help = "per context, the exact keys pseudonymize(attributes, \"k\") applies to" },     \
-    { .key = "value_rules", .type = SF_CFG_SECTION,                                           \
-      .offset = offsetof(policy_signal, value_rules), .sub = value_rows,                      \
-      .help = "per context, every value rule exactly: key -> its condition after 'where'" },  \
-    { .key = "field_values", .type = SF_CFG_STRMAP,                                           \
-      .offset = offsetof(policy_signal, field_values),                                        \
-      .help = "string fields (metric.name, log.severity_text, ...) -> the value their "        \
-      "set(...) writes" },                                                                    \
-    { .key = "field_patterns", .type = SF_CFG_STRMAP,                                         \
-      .offset = offsetof(policy_signal, field_patterns),                                      \
-      .help = "string fields -> the IsMatch pattern of their set(...) where not IsMatch(...)" }
+      "another signal (required)" }
 
 static const sf_config_row logs_rows[] = {
     SIGNAL_ROWS("log", logs_keys_rows, logs_value_rows),
@@ -579,70 +527,44 @@ static void check_policy(sf_policy *p, const sf_node *root, sf_diag *diag)
     check_signal_policy(&c->metrics, "metrics", root, diag);
 }
 
+/* The policy once parsed: its rows, then what they cannot say. */
+static sf_status load_policy(void *doc, sf_arena *arena, char *file, sf_node *root,
+                             sf_cfg_ctx *ctx)
+{
+    sf_policy *p = doc;
+    sf_status st;
+
+    p->arena = arena;
+    p->file = file;
+    st = sf_cfg_decode(ctx, policy_rows, root, &p->conf);
+    if (st != SF_ENOMEM)
+        check_policy(p, root, ctx->diag);
+    return st;
+}
+
+static const sf_document_type policy_document = {
+    .size = sizeof(sf_policy),
+    .arena_chunk = SF_POLICY_ARENA_CHUNK,
+    .max_file = SF_POLICY_MAX_FILE,
+    .load = load_policy,
+};
+
 sf_status sf_policy_load_string(const char *name, const char *yaml, size_t len, sf_diag *diag,
                                 sf_policy **out)
 {
-    size_t errors = sf_diag_errors(diag);
-    sf_node *root = NULL;
-    sf_arena *arena;
-    sf_policy *p;
-    sf_cfg_ctx ctx;
-    sf_status st;
+    void *doc;
+    sf_status st = sf_document_load(&policy_document, &name, &yaml, &len, 1, diag, &doc);
 
-    *out = NULL;
-    if (sf_diag_set_file(diag, name) != SF_OK)
-        return SF_ENOMEM;
-    arena = sf_arena_create(SF_POLICY_ARENA_CHUNK, 0);
-    if (arena == NULL)
-        return SF_ENOMEM;
-    p = sf_arena_alloc(arena, sizeof(*p));
-    if (p == NULL) {
-        st = SF_ENOMEM;
-        goto out_destroy_arena;
-    }
-    memset(p, 0, sizeof(*p));
-    p->arena = arena;
-    p->file = sf_arena_strndup(arena, name, strlen(name));
-    if (p->file == NULL) {
-        st = SF_ENOMEM;
-        goto out_destroy_arena;
-    }
-    st = sf_yaml_load(yaml, len, arena, diag, &root);
-    if (st == SF_ENOMEM || root == NULL)
-        goto out_destroy_arena;
-    sf_cfg_ctx_init(&ctx, diag, arena);
-    st = sf_cfg_decode(&ctx, policy_rows, root, &p->conf);
-    if (st == SF_ENOMEM)
-        goto out_destroy_arena;
-    check_policy(p, root, diag);
-    if (sf_diag_oom(diag)) {
-        st = SF_ENOMEM;
-        goto out_destroy_arena;
-    }
-    if (sf_diag_errors(diag) > errors) {
-        st = SF_CONFIG;
-        goto out_destroy_arena;
-    }
-    *out = p;
-    return SF_OK;
-
-out_destroy_arena:
-    sf_arena_destroy(arena);
+    *out = doc;
     return st;
 }
 
 sf_status sf_policy_load(const char *path, sf_diag *diag, sf_policy **out)
 {
-    char *buf;
-    size_t len;
-    sf_status st;
+    void *doc;
+    sf_status st = sf_document_load_file(&policy_document, path, diag, &doc);
 
-    *out = NULL;
-    st = sf_config_read_file(path, SF_POLICY_MAX_FILE, diag, &buf, &len);
-    if (st != SF_OK)
-        return st;
-    st = sf_policy_load_string(path, buf, len, diag, out);
-    sf_free(buf);
+    *out = doc;
     return st;
 }
 

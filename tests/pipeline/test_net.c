@@ -176,6 +176,31 @@ static int connect_to(unsigned port)
     return fd;
 }
 
+/* A GET sent on a new connection to `port`, its answer not read yet: the
+ * connection's descriptor. */
+static int get_sent(unsigned port)
+{
+    const char get[] = "GET / HTTP/1.0\r\n\r\n";
+    int fd = connect_to(port);
+
+    assert_true(fd >= 0);                   /* the port accepts (into its backlog) */
+    assert_int_equal(send(fd, get, sizeof(get) - 1, 0), (ssize_t)(sizeof(get) - 1));
+    return fd;
+}
+
+/* The answer on `fd` up to the peer's close (blocks until a daemon
+ * answers), into `answer` (`size` bytes, terminated); closes `fd`. */
+static void answer_read(int fd, char *answer, size_t size)
+{
+    size_t got = 0;
+    ssize_t n;
+
+    while (got < size - 1 && (n = recv(fd, answer + got, size - 1 - got, 0)) > 0)
+        got += (size_t)n;
+    answer[got] = '\0';
+    close(fd);
+}
+
 /* The collector's start (sf_net_http_defer): an endpoint listens at once
  * and gets its daemon at READY (sf_net_http_run_deferred). Before, a
  * connection is accepted into the backlog and no daemon runs; a stop
@@ -185,10 +210,7 @@ static void test_http_deferred(void **state)
 {
     struct MHD_Daemon *d = NULL, *dropped = NULL;
     unsigned port = free_port(), port2 = free_port();
-    char endpoint[64], endpoint2[64], answer[256] = "";
-    const char get[] = "GET / HTTP/1.0\r\n\r\n";
-    size_t got = 0;
-    ssize_t n;
+    char endpoint[64], endpoint2[64], answer[256];
     int fd;
 
     (void)state;
@@ -198,17 +220,13 @@ static void test_http_deferred(void **state)
     assert_int_equal(sf_net_http_listen("test", endpoint, answer_ok, NULL, &d), SF_OK);
     assert_null(d);                         /* no daemon yet */
     assert_int_equal(sf_net_http_listen("test", endpoint2, answer_ok, NULL, &dropped), SF_OK);
-    fd = connect_to(port);
-    assert_true(fd >= 0);                   /* the port accepts already */
-    assert_int_equal(send(fd, get, sizeof(get) - 1, 0), (ssize_t)(sizeof(get) - 1));
+    fd = get_sent(port);                    /* the port accepts already */
     sf_net_http_stop(&dropped);             /* stopped before READY */
     assert_null(dropped);
     assert_int_equal(connect_to(port2), -1);
     assert_int_equal(sf_net_http_run_deferred(), SF_OK);
     assert_non_null(d);
-    while (got < sizeof(answer) - 1 && (n = recv(fd, answer + got, sizeof(answer) - 1 - got, 0)) > 0)
-        got += (size_t)n;
-    close(fd);
+    answer_read(fd, answer, sizeof(answer));
     assert_non_null(strstr(answer, " 200 "));
     assert_non_null(strstr(answer, "\r\n\r\nok"));
     assert_null(dropped);                   /* a dropped start does not run */
@@ -225,23 +243,14 @@ static void test_http_deferred_past_wait(void **state)
 {
     struct MHD_Daemon *d = NULL;
     unsigned port = free_port();
-    char endpoint[64], answer[256] = "";
-    const char get[] = "GET / HTTP/1.0\r\n\r\n";
-    size_t got = 0;
-    ssize_t n;
-    int fd;
+    char endpoint[64], answer[256];
 
     (void)state;
     snprintf(endpoint, sizeof(endpoint), "127.0.0.1:%u", port);
     sf_net_http_defer();
     assert_int_equal(sf_net_http_listen("test", endpoint, answer_ok, NULL, &d), SF_OK);
-    fd = connect_to(port);
-    assert_true(fd >= 0);
-    assert_int_equal(send(fd, get, sizeof(get) - 1, 0), (ssize_t)(sizeof(get) - 1));
-    /* blocks until a daemon answers: the deferral thread's, READY never came */
-    while (got < sizeof(answer) - 1 && (n = recv(fd, answer + got, sizeof(answer) - 1 - got, 0)) > 0)
-        got += (size_t)n;
-    close(fd);
+    /* answered by the deferral thread's daemon: READY never came */
+    answer_read(get_sent(port), answer, sizeof(answer));
     assert_non_null(strstr(answer, " 200 "));
     assert_int_equal(sf_net_http_run_deferred(), SF_OK);
     assert_non_null(d);

@@ -574,6 +574,29 @@ static void free_drops(tc_ctx *x)
     }
 }
 
+static void free_markers(tc_ctx *x)
+{
+    for (size_t i = 0; i < x->cfg->targets.n; i++) {
+        sf_free(x->w[i].marker);
+        x->w[i].marker = NULL;
+    }
+}
+
+/* What a context holds besides its thread and socket (tc_destroy after
+ * tc_shutdown, parcel_free after closing the socket, tc_create when a
+ * target cannot be set up). */
+static void ctx_free(tc_ctx *x)
+{
+    sf_tc_audit_free_pending(x);
+    free_markers(x);
+    free_drops(x);
+    close(x->oob_fd);
+    pthread_mutex_destroy(&x->pub_mu);
+    sf_free(x->pub);
+    sf_free(x->w);
+    sf_free(x);
+}
+
 static sf_status tc_create(sf_component *self, const void *config)
 {
     const sf_tc_config *cfg = config;
@@ -650,12 +673,7 @@ static sf_status tc_create(sf_component *self, const void *config)
             }
         }
         if (st != SF_OK) {
-            free_drops(x);
-            close(x->oob_fd);
-            pthread_mutex_destroy(&x->pub_mu);
-            sf_free(x->pub);
-            sf_free(x->w);
-            sf_free(x);
+            ctx_free(x);
             return st;
         }
     }
@@ -787,26 +805,16 @@ out_reset_now:
     return st;
 }
 
-static void tc_shutdown(sf_component *self)
+/* Stops the thread, when it runs, and closes its wake-up pipe (shutdown,
+ * and suspend, which keeps the socket for the next instance). */
+static void stop_thread(tc_ctx *x)
 {
-    tc_ctx *x = sf_component_ctx(self);
-
-    if (x == NULL)
-        return;
     if (x->thread_started) {
         atomic_store(&x->stop, true);
         if (write(x->wake[1], "x", 1) < 0)
             sf_debug("trace_control: wake-up write failed");
         pthread_join(x->thread, NULL);
         x->thread_started = false;
-    }
-    if (x->listen_fd >= 0) {
-        close(x->listen_fd);
-        x->listen_fd = -1;
-    }
-    if (x->socket_bound) {
-        unlink(x->cfg->socket);
-        x->socket_bound = false;
     }
     for (int i = 0; i < 2; i++) {
         if (x->wake[i] >= 0)
@@ -815,26 +823,21 @@ static void tc_shutdown(sf_component *self)
     }
 }
 
-static void free_markers(tc_ctx *x)
+static void tc_shutdown(sf_component *self)
 {
-    for (size_t i = 0; i < x->cfg->targets.n; i++) {
-        sf_free(x->w[i].marker);
-        x->w[i].marker = NULL;
-    }
-}
+    tc_ctx *x = sf_component_ctx(self);
 
-/* What a context holds besides its thread and socket (tc_destroy after
- * tc_shutdown, parcel_free after closing the socket). */
-static void ctx_free(tc_ctx *x)
-{
-    sf_tc_audit_free_pending(x);
-    free_markers(x);
-    free_drops(x);
-    close(x->oob_fd);
-    pthread_mutex_destroy(&x->pub_mu);
-    sf_free(x->pub);
-    sf_free(x->w);
-    sf_free(x);
+    if (x == NULL)
+        return;
+    stop_thread(x);
+    if (x->listen_fd >= 0) {
+        close(x->listen_fd);
+        x->listen_fd = -1;
+    }
+    if (x->socket_bound) {
+        unlink(x->cfg->socket);
+        x->socket_bound = false;
+    }
 }
 
 static void tc_destroy(sf_component *self)
@@ -859,19 +862,9 @@ static void *tc_suspend(sf_component *self)
 
     if (x == NULL)
         return NULL;
-    if (x->thread_started) {
+    if (x->thread_started)
         x->suspending = true;
-        atomic_store(&x->stop, true);
-        if (write(x->wake[1], "x", 1) < 0)
-            sf_debug("trace_control: wake-up write failed");
-        pthread_join(x->thread, NULL);
-        x->thread_started = false;
-    }
-    for (int i = 0; i < 2; i++) {
-        if (x->wake[i] >= 0)
-            close(x->wake[i]);
-        x->wake[i] = -1;
-    }
+    stop_thread(x);
     sf_component_set_ctx(self, NULL);   /* destroy: nothing left to do */
     return x;
 }
