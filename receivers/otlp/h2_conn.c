@@ -163,6 +163,8 @@ void h2_stream_park(h2_stream *s)
 }
 
 static size_t stream_held(const h2_stream *s);
+static size_t worker_reclaim(worker *w, const h2_stream *keep, bool keep_over,
+                             bool (*wanted)(const worker *w, const h2_stream *keep));
 
 /* What the stream holds, charged to its client's share (otlp_limit.h):
  * after anything that changes its buffer or whether it is partial. */
@@ -305,29 +307,93 @@ static void stream_consume(h2_stream *s)
     s->unconsumed = 0;
 }
 
-/* Budget freed: let waiting streams go on, oldest first. */
+/* Budget freed: let waiting streams go on, the client holding least
+ * first, the oldest first among its streams and equals: who holds least
+ * is served first as who holds most pays first, so a client with one
+ * large message waiting does not wait behind a flooder's hundreds of
+ * streams, each admitted as another's buffer is freed (e2e/reclaim_share,
+ * gRPC: 28 of 30 such calls, two past their 10 s deadline, when the
+ * oldest went first). */
 void h2_worker_undefer(worker *w)
 {
-    while (w->deferred != NULL && budget_allows(w, w->deferred)) {
-        h2_stream *s = w->deferred;
+    sf_otlp_clients *clients = w->srv->clients;
 
-        deferred_unlink(w, s);
-        h2_stream_consume(s);
+    for (;;) {
+        h2_stream *pick = NULL;
+        size_t least = SIZE_MAX, held = 0;
+        const h2_conn *seen = NULL;
+
+        for (h2_stream *s = w->deferred; s != NULL && least > 0; s = s->next) {
+            if (!budget_allows(w, s))
+                continue;
+            if (s->c != seen) {
+                seen = s->c;
+                held = pick == NULL && s->next == NULL ? 0 : sf_otlp_held(clients, s->c->client);
+            }
+            if (held < least) {
+                pick = s;
+                least = held;
+            }
+        }
+        if (pick == NULL)
+            return;
+        deferred_unlink(w, pick);
+        h2_stream_consume(pick);
     }
 }
 
-/* At a tick: a waiting stream that the worker's budget would admit but
- * memory has no room for is refused (counted from now on, its window
- * returned, answered UNAVAILABLE when complete) rather than left waiting
- * until STREAM_STALL_MS while memory stays short (counted as reclaimed
- * when it held bytes). */
-static void worker_settle_deferred(worker *w)
+/* Whether reclaiming for a waiting stream should go on: until its
+ * message fits. */
+static bool room_wanted(const worker *w, const h2_stream *keep)
 {
+    return !budget_allows(w, keep);
+}
+
+/* At a tick, the waiting streams (undefer admitted those that fit). The
+ * neediest of those of clients under their share asks for its message's
+ * room (sf_otlp_want: clients holding more than it then will are over
+ * their share) and the partial messages of clients over theirs in this
+ * worker are reclaimed until it fits, whether the worker's budget or
+ * memory is what it waits for; for memory, the other workers and the
+ * HTTP server are asked too. A stream waiting for memory waits up to
+ * DEFER_WAIT_MS when its client is under its share, else not at all, and
+ * is then refused (counted from now on, the window returned, answered
+ * UNAVAILABLE when complete; counted as reclaimed when it held bytes)
+ * rather than left waiting until STREAM_STALL_MS while memory stays
+ * short. One waiting for the worker's budget waits on. */
+static void worker_settle_deferred(worker *w, int64_t now)
+{
+    sf_otlp_clients *clients = w->srv->clients;
+    h2_stream *neediest = NULL;
+    size_t least = SIZE_MAX;
+
+    for (h2_stream *s = w->deferred; s != NULL; s = s->next) {
+        size_t held = stream_held(s), more = s->msg_len > held ? s->msg_len - held : 0;
+
+        if (budget_allows(w, s) || !sf_otlp_want(clients, s->c->client, more, now))
+            continue;
+        if (s->wait_until_ms == 0 && worker_budget_allows(w, s))
+            s->wait_until_ms = now + DEFER_WAIT_MS;
+        if (more < least) {
+            neediest = s;
+            least = more;
+        }
+    }
+    if (neediest != NULL) {
+        worker_reclaim(w, neediest, true, room_wanted);
+        if (!memory_allows(w, neediest)) {
+            w->srv->up->reclaim_soon(w->srv);
+            if (w->srv->peer_reclaim != NULL)
+                w->srv->peer_reclaim(w->srv->peer);
+        }
+        h2_worker_undefer(w);
+    }
     for (;;) {
         h2_stream *s = w->deferred;
         size_t held;
 
-        while (s != NULL && !(worker_budget_allows(w, s) && !memory_allows(w, s)))
+        while (s != NULL && !(worker_budget_allows(w, s) && !memory_allows(w, s) &&
+                              (s->wait_until_ms == 0 || now >= s->wait_until_ms)))
             s = s->next;
         if (s == NULL)
             return;
@@ -378,27 +444,37 @@ static bool reclaim_wanted(const sf_receiver_grpc *srv)
  * sending (held windows, then silence), or that holds more than its share,
  * thus pays for the memory it holds, not every client whose call is
  * complete. Returns the bytes freed. */
-static size_t worker_reclaim(worker *w, const h2_stream *keep, bool keep_over);
+static size_t worker_reclaim(worker *w, const h2_stream *keep, bool keep_over,
+                             bool (*wanted)(const worker *w, const h2_stream *keep));
+
+/* Reclaiming for memory: while memory is short, with the headroom. */
+static bool memory_wanted(const worker *w, const h2_stream *keep)
+{
+    (void)keep;
+    return reclaim_wanted(w->srv);
+}
+
 
 size_t h2_worker_reclaim(worker *w, const h2_stream *keep)
 {
     return worker_reclaim(w, keep, keep != NULL &&
-                          sf_otlp_over_share(w->srv->clients, keep->c->client));
+                          sf_otlp_over_share(w->srv->clients, keep->c->client), memory_wanted);
 }
 
 size_t h2_worker_reclaim_over(worker *w)
 {
-    return worker_reclaim(w, NULL, true);
+    return worker_reclaim(w, NULL, true, memory_wanted);
 }
 
-/* `keep_over`: clients over their share only. */
-static size_t worker_reclaim(worker *w, const h2_stream *keep, bool keep_over)
+/* `keep_over`: clients over their share only; `wanted`: whether to go on. */
+static size_t worker_reclaim(worker *w, const h2_stream *keep, bool keep_over,
+                             bool (*wanted)(const worker *w, const h2_stream *keep))
 {
     sf_receiver_grpc *srv = w->srv;
     int64_t now = sf_now_ms();
     size_t freed = 0;
 
-    while (reclaim_wanted(srv)) {
+    while (wanted(w, keep)) {
         h2_stream *victim = NULL;
         uint64_t best = 0;
         size_t held = 0;
@@ -953,7 +1029,7 @@ void h2_worker_tick(worker *w, int64_t now)
     /* Streams deferred while memory was short go on once it is not, or
      * are refused while it stays short. */
     h2_worker_undefer(w);
-    worker_settle_deferred(w);
+    worker_settle_deferred(w, now);
     if (!w->listening && !w->stopping && now >= w->accept_resume_ms) {
         w->srv->up->worker_listen(w, true);
         /* With no client waiting, no accept() would say the trouble is

@@ -28,6 +28,9 @@
  * the other workers to reclaim the partial messages they hold, before it
  * is refused. Two ticks: every worker reclaims at its tick too. */
 #define PARK_MS (2 * TICK_MS)
+/* A deferred stream of a client under its share waits this long for its
+ * message's room while memory is short (h2_conn.c settle), then is refused. */
+#define DEFER_WAIT_MS (3 * TICK_MS)
 #define TICK_MS 100
 /* Message buffers a worker keeps between calls, and the largest it keeps. */
 #define SPARES 2
@@ -53,6 +56,7 @@ typedef struct h2_stream {
     bool reserved;              /* its buffer holds the whole message */
     bool parked;                /* complete, waiting for memory (worker's parked list) */
     int64_t park_deadline_ms;   /* refused if memory is still short then; 0: never parked */
+    int64_t wait_until_ms;      /* deferred, memory short: refused then; 0: not waiting */
     size_t hdr_bytes;
     int64_t deadline_ms;        /* grpc-timeout; 0: none */
     int64_t progress_ms;        /* last byte of its message, or its answer */
@@ -156,6 +160,9 @@ typedef struct h2_up {
      * listening socket in a worker's epoll set */
     void (*caps_give)(sf_receiver_grpc *srv, uint32_t bucket);
     void (*workers_poke)(worker *self, bool parked_only);
+    /* Every worker reclaims the partial messages of clients over their
+     * share soon (sf_receiver_grpc_reclaim_soon). */
+    void (*reclaim_soon)(void *srv);
     void (*worker_listen)(worker *w, bool on);
 } h2_up;
 

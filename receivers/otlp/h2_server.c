@@ -331,6 +331,7 @@ static const h2_up up = {
     .caps_give = caps_give,
     .workers_poke = workers_poke,
     .worker_listen = worker_listen,
+    .reclaim_soon = sf_receiver_grpc_reclaim_soon,
 };
 
 sf_status sf_receiver_grpc_create(sf_component *self, const sf_receiver_grpc_config *cfg,

@@ -20,6 +20,7 @@
  * totals make a share one division, a client's standing one probe. */
 #include "otlp_limit.h"
 #include "sf_alloc.h"
+#include "sf_time.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -51,6 +52,8 @@ struct sf_otlp_clients {
     int64_t debt_max;
     size_t capacity;            /* the soft limit, the shares' floor; 0: no shares. Under mu */
     size_t held, n_holding;     /* in all, and the entries holding bytes. Under mu */
+    size_t want;                /* the share a waiting client asked for (sf_otlp_want). Under mu */
+    int64_t want_until_ms;      /* ... until then */
     _Atomic uint64_t reclaimed[2][2];   /* [transport][over its share] */
     client_entry e[SF_OTLP_CLIENT_SLOTS + 1];   /* the last: the overflow */
 };
@@ -326,8 +329,10 @@ void sf_otlp_hold_set(sf_otlp_clients *t, uint64_t client, sf_otlp_hold *h, size
     pthread_mutex_unlock(&t->mu);
 }
 
-/* Each holding client's share of the held bytes. Under mu. */
-static size_t share_of(const sf_otlp_clients *t)
+/* Each holding client's share of the held bytes: an equal part of them,
+ * lowered to what a waiting client asked for (sf_otlp_want) while it
+ * waits, never below the floor. Under mu. */
+static size_t share_of(const sf_otlp_clients *t, int64_t now)
 {
     size_t fair, floor;
 
@@ -335,46 +340,87 @@ static size_t share_of(const sf_otlp_clients *t)
         return SIZE_MAX;
     fair = t->n_holding > 0 ? t->held / t->n_holding : 0;
     floor = t->capacity / SF_OTLP_SHARE_FLOOR_DIV;
+    if (now < t->want_until_ms && t->want < fair)
+        fair = t->want;
     return fair > floor ? fair : floor;
 }
 
-bool sf_otlp_over_share(sf_otlp_clients *t, uint64_t client)
+/* The entry `client` holds in (the overflow entry when it has none of its
+ * own), for reading. Under mu. */
+static const client_entry *entry_held_by(const sf_otlp_clients *t, uint64_t client)
 {
     size_t home = (size_t)(client ^ client >> 32);
-    const client_entry *e = &t->e[SF_OTLP_CLIENT_SLOTS];
-    bool over;
 
-    pthread_mutex_lock(&t->mu);
     if (client != 0) {
         for (size_t i = 0; i < CLIENT_PROBE; i++) {
             const client_entry *c = &t->e[(home + i) % SF_OTLP_CLIENT_SLOTS];
 
-            if (c->key == client || c->key == 0) {
-                e = c;
-                break;
-            }
+            if (c->key == client || c->key == 0)
+                return c;
         }
     }
-    over = e->held > share_of(t);
+    return &t->e[SF_OTLP_CLIENT_SLOTS];
+}
+
+bool sf_otlp_over_share(sf_otlp_clients *t, uint64_t client)
+{
+    bool over;
+
+    pthread_mutex_lock(&t->mu);
+    over = entry_held_by(t, client)->held > share_of(t, sf_now_ms());
     pthread_mutex_unlock(&t->mu);
     return over;
+}
+
+size_t sf_otlp_held(sf_otlp_clients *t, uint64_t client)
+{
+    size_t held;
+
+    pthread_mutex_lock(&t->mu);
+    held = entry_held_by(t, client)->held;
+    pthread_mutex_unlock(&t->mu);
+    return held;
 }
 
 bool sf_otlp_any_over_share(sf_otlp_clients *t)
 {
     bool any = false;
+    int64_t now = sf_now_ms();
+    size_t share;
 
     pthread_mutex_lock(&t->mu);
+    share = share_of(t, now);
     for (size_t i = 0; i <= SF_OTLP_CLIENT_SLOTS && !any; i++)
-        any = t->e[i].held > share_of(t);
+        any = t->e[i].held > share;
     pthread_mutex_unlock(&t->mu);
     return any;
+}
+
+bool sf_otlp_want(sf_otlp_clients *t, uint64_t client, size_t more, int64_t now_ms)
+{
+    bool under;
+
+    pthread_mutex_lock(&t->mu);
+    {
+        size_t held = entry_held_by(t, client)->held;
+        size_t want = held + more;
+
+        under = held <= share_of(t, now_ms);
+        if (under && t->capacity > 0 && (now_ms >= t->want_until_ms || want < t->want)) {
+            t->want = want;
+            t->want_until_ms = now_ms + SF_OTLP_WANT_MS;
+        } else if (under && want == t->want) {
+            t->want_until_ms = now_ms + SF_OTLP_WANT_MS;
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    return under;
 }
 
 void sf_otlp_share_state(sf_otlp_clients *t, size_t *share, size_t *clients, size_t *held)
 {
     pthread_mutex_lock(&t->mu);
-    *share = t->capacity == 0 ? 0 : share_of(t);
+    *share = t->capacity == 0 ? 0 : share_of(t, sf_now_ms());
     *clients = t->n_holding;
     *held = t->held;
     pthread_mutex_unlock(&t->mu);

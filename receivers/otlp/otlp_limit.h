@@ -120,8 +120,23 @@ void sf_otlp_clients_set_capacity(sf_otlp_clients *t, size_t capacity);
 /* `h` (a message of `client`) now holds `bytes`. No lock when unchanged. */
 void sf_otlp_hold_set(sf_otlp_clients *t, uint64_t client, sf_otlp_hold *h, size_t bytes,
                       int64_t now_ms);
+/* A client under its share that waits for `more` bytes (a message's
+ * buffer, an upload's next bytes) memory has no room for asks that the
+ * share be, for SF_OTLP_WANT_MS, no more than what it will hold then (its
+ * held bytes + `more`, never below the floor): clients holding more are
+ * then over their share, and pay first, in whichever server or worker
+ * they hold. Without it, a flooder's connections that each hold about the
+ * same (the share is their mean) are none of them over it, and a moderate
+ * client's large message waited behind them or was refused
+ * (e2e/reclaim_share). The lowest asked stands until it lapses. Returns
+ * whether `client` is under its share (one over it asks nothing). One
+ * lock. */
+#define SF_OTLP_WANT_MS 1000
+bool sf_otlp_want(sf_otlp_clients *t, uint64_t client, size_t more, int64_t now_ms);
 /* Whether `client` holds more than its share now. One lock. */
 bool sf_otlp_over_share(sf_otlp_clients *t, uint64_t client);
+/* What `client` holds now. One lock. */
+size_t sf_otlp_held(sf_otlp_clients *t, uint64_t client);
 /* Whether any client holds more than its share now. One lock, a pass. */
 bool sf_otlp_any_over_share(sf_otlp_clients *t);
 /* The gauges: each client's share in bytes, the clients holding bytes,

@@ -66,7 +66,11 @@
  *   reclaim theirs; every worker also reclaims at its tick. A whole-message
  *   buffer is not taken while memory has no room for it below the soft
  *   limit (the stream waits on its window, and is refused at the tick if
- *   memory stays short). Counted in spanfence_receiver_reclaimed_*.
+ *   memory stays short); waiting streams are admitted the client holding
+ *   least first, and one of a client under its share asks for its room
+ *   (otlp_limit.h sf_otlp_want: clients holding more are then over their
+ *   share and pay first) and waits DEFER_WAIT_MS for it (h2_conn.c
+ *   worker_settle_deferred). Counted in spanfence_receiver_reclaimed_*.
  * - Connections are capped in all (max_connections, and at most what a
  *   quarter of the hard limit holds at CONN_COST each: an nghttp2 session
  *   is about 27 KiB, so 1,024 idle connections would take 40% of a 64 MiB
@@ -299,7 +303,9 @@ void grpc_stream_finish(h2_stream *s)
     if (!s->refusing && !sf_component_may_accept(srv->self)) {
         /* Memory is short: partial messages pay for it before a complete
          * call is refused, this worker's now, the other workers' within
-         * PARK_MS (poked now, and each reclaims at its tick). */
+         * PARK_MS (poked now, and each reclaims at its tick); clients
+         * holding more than this one first of all (sf_otlp_want). */
+        sf_otlp_want(srv->clients, s->c->client, 0, sf_now_ms());
         h2_worker_reclaim(w, s);
         if (!sf_component_may_accept(srv->self)) {
             int64_t now = sf_now_ms();
@@ -588,6 +594,7 @@ int grpc_on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uin
                  * while partial) and the piece that completes a message
                  * are kept: grpc_stream_finish then waits for memory, or
                  * refuses. */
+                sf_otlp_want(c->w->srv->clients, c->client, k, sf_now_ms());
                 h2_worker_reclaim(c->w, s);
                 if (s->msg_len > SMALL_MESSAGE && s->msg_got + k < s->msg_len &&
                     !sf_component_may_accept(c->w->srv->self))

@@ -994,7 +994,9 @@ static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *d
     incomplete = rq->expect == 0 || sf_dynbuf_len(&rq->body) + n < rq->expect;
     if (incomplete ? memory_wanted(srv) : !sf_component_may_accept(srv->self)) {
         /* Uploads that crawl pay first (this one just made progress), then
-         * the gRPC server's partial messages. */
+         * the gRPC server's partial messages; clients holding more than
+         * this one then will first of all (sf_otlp_want). */
+        sf_otlp_want(srv->clients, rq->client, n, sf_now_ms());
         pthread_mutex_unlock(&rq->lock);
         reclaim(srv, rq, 0, false);
         reclaim_peer(srv, rq, incomplete);
@@ -1109,8 +1111,10 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
     enum MHD_Result ret;
     size_t charged = 0, soft, hard;
 
-    if (!sf_component_may_accept(srv->self))
-        reclaim(srv, rq, 0, false);        /* uploads that crawl pay first */
+    if (!sf_component_may_accept(srv->self)) {
+        sf_otlp_want(srv->clients, rq->client, 0, sf_now_ms());
+        reclaim(srv, rq, 0, false);     /* uploads that crawl pay first */
+    }
     if (!sf_component_may_accept(srv->self))
         reclaim_peer(srv, rq, false);   /* then the gRPC server's partial messages */
     if (!sf_component_may_accept(srv->self)) {

@@ -2,8 +2,8 @@
 // shared per client (issue 33). A flooder holds partial gRPC messages on 40
 // connections x 16 streams (h2_attack.py partial_hold: 240 KiB of a declared
 // 4 MiB each, every stream the server ends opened again at once; 150 MiB
-// against a 64 MiB limit), each connection a client (loopback) holding 3.75
-// MiB, over its share (the soft limit / clients holding, about 1.25 MiB).
+// against a 64 MiB limit), each connection a client holding up to 3.75 MiB,
+// about the share (the mean of what clients hold), some over it.
 // Beside it a moderate client uploads 920-span OTLP/HTTP bodies (about 0.9
 // MB, under its share) in four pieces 50 ms apart, one after another, and a
 // probe makes 8-span gRPC calls at 10/s. Memory stays short throughout, so
@@ -14,6 +14,13 @@
 // round). The moderate client and the probe see >= 95 % OK during the
 // attack, every call after it; received = accepted + refused on both
 // transports.
+// Twice: the moderate client on HTTP, then on gRPC (the same body a call at
+// a time, one every 200 ms: a message larger than a stream's first window,
+// so it waits for its worker to take its buffer). Its streams do not wait
+// behind the flooder's hundreds (admitted the client holding least first),
+// and, waiting, it asks for its room: clients holding more than it will are
+// then over their share and reclaimed (before: 27-28 of 30 calls, the others
+// past their 10 s deadline, the attack phase 36 s long).
 'use strict';
 
 const test = require('node:test');
@@ -43,6 +50,7 @@ const MODERATE_PIECES = 4;
 const MODERATE_GAP_MS = 50;
 const MODERATE_DURING = 30;
 const MODERATE_AFTER = 10;
+const MODERATE_GRPC_EVERY_MS = 200;
 const BOUND_S = 150;
 
 // One upload of `body` on a new connection, in MODERATE_PIECES pieces
@@ -99,8 +107,11 @@ function moderate(port, body, phase) {
 const share = (m, transport, which) =>
   m.get('spanfence_receiver_reclaimed_share_requests', { receiver: 'otlp', transport, share: which }) || 0;
 
-test('a client holding more than its share of partial messages is reclaimed before a moderate one', async (t) => {
-  await harness('reclaim_share', async (h) => {
+// `over`: the moderate client's transport: 'http' (uploads in pieces) or
+// 'grpc' (one call at a time of the same body, whose message is larger than
+// a stream's first window, so it waits for the worker to admit it).
+async function shareTest(t, name, over) {
+  await harness(name, async (h) => {
     const limit = flood.LIMIT_MIB << 20;
     const { sf, sink, grpcPort, httpPort } = await flood.startFlood(h, { limitMiB: flood.LIMIT_MIB,
       extraHttp: '        read_header_timeout: 2m\n        read_timeout: 2m\n        idle_timeout: 2m\n' });
@@ -117,7 +128,8 @@ test('a client holding more than its share of partial messages is reclaimed befo
     let phase = 'before';
     const p = fair.probe('grpc', grpcPort, probeBody, PROBE_EVERY_MS, () => phase);
     h.onCleanup(() => p.stop());
-    const mo = moderate(httpPort, bigBody, () => phase);
+    const mo = over === 'http' ? moderate(httpPort, bigBody, () => phase)
+      : fair.probe('grpc', grpcPort, bigBody, MODERATE_GRPC_EVERY_MS, () => phase, 10000);
     h.onCleanup(() => mo.stop());
     await waitUntil(() => p.calls.length >= 5 && mo.calls.length >= 2, 'the probe and the moderate client started');
     assert.ok(mo.calls.every((x) => x.ok), `the moderate uploads are served before the attack: ${JSON.stringify(mo.calls)}`);
@@ -167,7 +179,7 @@ test('a client holding more than its share of partial messages is reclaimed befo
 
     assert.ok(st.held_peak > limit, `the flood held ${st.held_peak} bytes, more than the limit`);
     assert.ok(shares.grpc_over > 0, 'the flooder (over its share) was reclaimed');
-    assert.equal(shares.http_under, 0, 'no upload under its share was reclaimed');
+    if (over === 'http') assert.equal(shares.http_under, 0, 'no upload under its share was reclaimed');
     flood.assertCpu(t, cpu);
     assert.ok(modDuring.ok >= 0.95 * modDuring.n, `moderate during the attack: ${modDuring.ok}/${modDuring.n} OK`);
     assert.ok(during.ok >= 0.95 * during.n, `probe during the attack: ${during.ok}/${during.n} OK`);
@@ -182,8 +194,8 @@ test('a client holding more than its share of partial messages is reclaimed befo
     // Accounting, per transport: every probe span and every span of an
     // answered upload accepted or refused (an upload whose connection ended
     // without an answer is not counted as received), all accepted sent.
-    const grpcSent = p.calls.length * PROBE_SPANS;
-    const httpSent = mo.calls.filter((x) => x.status !== 0).length * MODERATE_SPANS;
+    const grpcSent = p.calls.length * PROBE_SPANS + (over === 'grpc' ? mo.calls.length * MODERATE_SPANS : 0);
+    const httpSent = over === 'http' ? mo.calls.filter((x) => x.status !== 0).length * MODERATE_SPANS : 0;
     const fin = await sf.waitMetrics((x) => {
       const e = flood.exporterCounts(x);
       const g = flood.receiverCounts(x, 'grpc');
@@ -195,4 +207,12 @@ test('a client holding more than its share of partial messages is reclaimed befo
       flood.receiverCounts(fin, 'grpc').accepted + flood.receiverCounts(fin, 'http').accepted);
     await sf.stop(20000);
   });
+}
+
+test('a client holding more than its share of partial messages is reclaimed before a moderate one (HTTP uploads)', async (t) => {
+  await shareTest(t, 'reclaim_share', 'http');
+});
+
+test('the same with the moderate client on gRPC: its large messages wait for the worker, and are admitted', async (t) => {
+  await shareTest(t, 'reclaim_share_grpc', 'grpc');
 });

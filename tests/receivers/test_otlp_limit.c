@@ -17,6 +17,7 @@
 
 #include "receivers/otlp/otlp_limit.h"
 #include "sf_alloc.h"
+#include "sf_time.h"
 
 static void frames_past_the_burst_wait_for_the_rate(void **state)
 {
@@ -184,6 +185,9 @@ static void a_client_over_its_share_of_held_bytes(void **state)
     assert_true(sf_otlp_over_share(t, 11));
     assert_false(sf_otlp_over_share(t, 12));
     assert_false(sf_otlp_over_share(t, 13));        /* holds nothing */
+    assert_int_equal(sf_otlp_held(t, 11), 48 << 20);
+    assert_int_equal(sf_otlp_held(t, 12), 1 << 20);
+    assert_int_equal(sf_otlp_held(t, 13), 0);
     sf_otlp_share_state(t, &share, &clients, &held);
     assert_int_equal(share, (49 << 20) / 2);
     assert_int_equal(clients, 2);
@@ -237,6 +241,59 @@ static void many_small_holders_leave_a_moderate_client_its_floor(void **state)
     sf_otlp_clients_destroy(t);
 }
 
+/* 12 connections of a flooder holding 3.75 MiB each are each at the
+ * share (their mean), none over it; a client under its share that waits
+ * for 0.9 MB lowers the share, while it waits, to what it will hold (never
+ * below the floor): the flooder's connections are then over it. */
+static void a_waiting_client_lowers_the_share_to_what_it_will_hold(void **state)
+{
+    sf_otlp_clients *t = sf_otlp_clients_create(4 << 20);
+    sf_otlp_hold h[12];
+    int64_t now = sf_now_ms();
+    size_t share, clients, held;
+
+    (void)state;
+    memset(h, 0, sizeof(h));
+    sf_otlp_clients_set_capacity(t, 64 << 20);
+    for (uint64_t k = 0; k < 12; k++)
+        sf_otlp_hold_set(t, 1000 + k, &h[k], (size_t)15 << 18, now);
+    assert_false(sf_otlp_any_over_share(t));
+    /* a flooder's connection asking is not under its share: nothing
+     * changes */
+    sf_otlp_hold_set(t, 1000, &h[0], (size_t)16 << 18, now);
+    assert_true(sf_otlp_over_share(t, 1000));
+    assert_false(sf_otlp_want(t, 1000, 4 << 20, now));
+    assert_false(sf_otlp_over_share(t, 1001));
+    sf_otlp_hold_set(t, 1000, &h[0], (size_t)15 << 18, now);
+    /* the moderate client (holding nothing yet) asks for 0.9 MB: the
+     * share is the floor (2 MiB, a 32nd of 64 MiB, over the 0.9 MB it
+     * will hold) */
+    assert_true(sf_otlp_want(t, 12, 900000, now));
+    sf_otlp_share_state(t, &share, &clients, &held);
+    assert_int_equal(share, 2 << 20);
+    for (uint64_t k = 0; k < 12; k++)
+        assert_true(sf_otlp_over_share(t, 1000 + k));
+    assert_false(sf_otlp_over_share(t, 12));
+    /* a larger ask does not raise it while the lower one stands */
+    assert_true(sf_otlp_want(t, 13, 3 << 20, now));
+    sf_otlp_share_state(t, &share, &clients, &held);
+    assert_int_equal(share, 2 << 20);
+    sf_otlp_clients_destroy(t);
+
+    /* an ask lapses after SF_OTLP_WANT_MS: one made that long ago leaves
+     * the share the mean */
+    t = sf_otlp_clients_create(4 << 20);
+    memset(h, 0, sizeof(h));
+    sf_otlp_clients_set_capacity(t, 64 << 20);
+    for (uint64_t k = 0; k < 12; k++)
+        sf_otlp_hold_set(t, 1000 + k, &h[k], (size_t)15 << 18, now);
+    assert_true(sf_otlp_want(t, 12, 900000, now - SF_OTLP_WANT_MS - 1));
+    assert_false(sf_otlp_any_over_share(t));
+    for (uint64_t k = 0; k < 12; k++)
+        sf_otlp_hold_set(t, 1000 + k, &h[k], 0, now);
+    sf_otlp_clients_destroy(t);
+}
+
 static void every_reason_has_a_label(void **state)
 {
     (void)state;
@@ -265,6 +322,7 @@ int main(void)
         cmocka_unit_test(a_debt_is_not_forgiven_to_make_room),
         cmocka_unit_test(a_client_over_its_share_of_held_bytes),
         cmocka_unit_test(many_small_holders_leave_a_moderate_client_its_floor),
+        cmocka_unit_test(a_waiting_client_lowers_the_share_to_what_it_will_hold),
         cmocka_unit_test(every_reason_has_a_label),
     };
 
