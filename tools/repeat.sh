@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the test suite (or the tests matching a ctest -R pattern) N times on
-# the machine as it is, then N times while stress-ng keeps every core busy,
+# the machine as it is, then N times while stress-ng keeps every core busy
+# (and one memory worker),
 # and prints per test how many runs failed in each. A test that fails in any
 # run is flaky or broken: run a new or changed e2e test this way before it
 # lands. Exit status 1 when any run failed.
@@ -42,8 +43,10 @@ trap stop_stress EXIT
 
 for mode in $modes; do
     if [ "$mode" = loaded ]; then
-        # One CPU hog per core for as long as the runs last (bounded: 2 h).
-        stress-ng --cpu "$(nproc)" --timeout 7200 --quiet &
+        # One CPU hog per core and one memory hog (stress-ng's 256 MiB
+        # worker, touching its pages) for as long as the runs last
+        # (bounded: 2 h): the load issue 33 names, --cpu 2 --vm 1 here.
+        stress-ng --cpu "$(nproc)" --vm 1 --timeout 7200 --quiet &
         stress_pid=$!
     fi
     for i in $(seq 1 "$n"); do
