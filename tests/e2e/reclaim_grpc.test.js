@@ -22,12 +22,6 @@ const deps = require('./lib/deps');
 const flood = require('./lib/flood');
 const fair = require('./lib/fair');
 
-const PYTHON = '/usr/bin/python3';
-const ATTACKER = path.join(__dirname, 'h2_attack.py');
-const CONNS = 40;
-const STREAMS = 16;
-const DECLARE = 4 << 20;
-const SEND = 240 << 10;
 const PROBE_SPANS = 8;
 const PROBE_EVERY_MS = 100;
 const PROBE_DURING = 50;        // probe calls made while the attack holds memory
@@ -42,7 +36,7 @@ test('partial gRPC messages held without progress pay for memory, not complete c
     const probeFile = path.join(h.dir, 'probe.pb');
     execFileSync(deps.sendBin(), ['--write', probeFile, '--spans', String(PROBE_SPANS)], { stdio: 'pipe' });
     const body = fs.readFileSync(probeFile);
-    assert.ok(CONNS * STREAMS * SEND > 2 * limit, 'the attack holds more than twice the limit');
+    assert.ok(fair.PARTIAL_HOLD.held > 2 * limit, 'the attack holds more than twice the limit');
 
     let phase = 'before';
     const p = fair.probe('grpc', grpcPort, body, PROBE_EVERY_MS, () => phase);
@@ -51,14 +45,12 @@ test('partial gRPC messages held without progress pay for memory, not complete c
     const s = flood.sampler(sf);
     phase = 'attack';
     const meter = flood.cpuMeter(sf);
-    const a = fair.attacker(PYTHON, [ATTACKER, 'partial_hold', '--port', String(grpcPort),
-      '--conns', String(CONNS), '--streams', String(STREAMS), '--declare', String(DECLARE),
-      '--send', String(SEND), '--seconds', String(BOUND_S)], BOUND_S);
+    const a = fair.partialHold(grpcPort, BOUND_S);
     h.onCleanup(() => a.stop().catch(() => {}));
     // The flood crossed the limit, and what it held past the limit was
     // reclaimed (counted memory never passes the hard limit); the probe went
     // on meanwhile.
-    const past = CONNS * STREAMS * SEND - limit;
+    const past = fair.PARTIAL_HOLD.held - limit;
     const m = await sf.waitMetrics((x) => fair.reclaimed(x, 'grpc').bytes >= past,
       `${past} bytes reclaimed from the held partial messages`, 90000);
     await waitUntil(() => fair.tally(p.calls, 'attack').n >= PROBE_DURING, 'probe calls during the attack', 60000);

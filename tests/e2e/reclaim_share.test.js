@@ -35,12 +35,6 @@ const deps = require('./lib/deps');
 const flood = require('./lib/flood');
 const fair = require('./lib/fair');
 
-const PYTHON = '/usr/bin/python3';
-const ATTACKER = path.join(__dirname, 'h2_attack.py');
-const CONNS = 40;
-const STREAMS = 16;
-const DECLARE = 4 << 20;
-const SEND = 240 << 10;
 const PROBE_SPANS = 8;
 const PROBE_EVERY_MS = 100;
 const PROBE_DURING = 50;
@@ -123,7 +117,7 @@ async function shareTest(t, name, over) {
     execFileSync(deps.sendBin(), ['--write', bigFile, '--spans', String(MODERATE_SPANS)], { stdio: 'pipe' });
     const bigBody = fs.readFileSync(bigFile);
     assert.ok(bigBody.length > 800000 && bigBody.length < 1000000, `the moderate body is ${bigBody.length} bytes`);
-    assert.ok(CONNS * STREAMS * SEND > 2 * limit, 'the attack holds more than twice the limit');
+    assert.ok(fair.PARTIAL_HOLD.held > 2 * limit, 'the attack holds more than twice the limit');
 
     let phase = 'before';
     const p = fair.probe('grpc', grpcPort, probeBody, PROBE_EVERY_MS, () => phase);
@@ -136,13 +130,11 @@ async function shareTest(t, name, over) {
     const s = flood.sampler(sf);
     phase = 'attack';
     const meter = flood.cpuMeter(sf);
-    const a = fair.attacker(PYTHON, [ATTACKER, 'partial_hold', '--port', String(grpcPort),
-      '--conns', String(CONNS), '--streams', String(STREAMS), '--declare', String(DECLARE),
-      '--send', String(SEND), '--seconds', String(BOUND_S)], BOUND_S);
+    const a = fair.partialHold(grpcPort, BOUND_S);
     h.onCleanup(() => a.stop().catch(() => {}));
     // What the flood held past the limit was reclaimed, from clients over
     // their share; the moderate client and the probe went on meanwhile.
-    const past = CONNS * STREAMS * SEND - limit;
+    const past = fair.PARTIAL_HOLD.held - limit;
     const m = await sf.waitMetrics((x) => fair.reclaimed(x, 'grpc').bytes >= past && share(x, 'grpc', 'over') > 0,
       `${past} bytes reclaimed from the flooder's partial messages`, 90000);
     await waitUntil(() => fair.tally(p.calls, 'attack').n >= PROBE_DURING &&

@@ -5,6 +5,7 @@
 'use strict';
 
 const { spawn } = require('node:child_process');
+const path = require('node:path');
 
 const { sleep } = require('./spanfence');
 const flood = require('./flood');
@@ -79,4 +80,20 @@ function reclaimed(m, transport) {
     bytes: m.get('spanfence_receiver_reclaimed_bytes', l) || 0 };
 }
 
-module.exports = { attacker, probe, tally, reclaimed };
+// The partial-message flood of e2e/reclaim_grpc and e2e/reclaim_share
+// (h2_attack.py partial_hold): `conns` x `streams` calls, each a message
+// declaring `declare` bytes of which `send` (inside the stream window) is
+// sent, then silence, every call the server ends opened again at once;
+// `held` is what it holds when nothing is reclaimed.
+const PARTIAL_HOLD = { conns: 40, streams: 16, declare: 4 << 20, send: 240 << 10 };
+PARTIAL_HOLD.held = PARTIAL_HOLD.conns * PARTIAL_HOLD.streams * PARTIAL_HOLD.send;
+
+// That flood against the gRPC port `port`, for at most `boundS` seconds.
+function partialHold(port, boundS) {
+  const f = PARTIAL_HOLD;
+  return attacker('/usr/bin/python3', [path.join(__dirname, '..', 'h2_attack.py'), 'partial_hold',
+    '--port', String(port), '--conns', String(f.conns), '--streams', String(f.streams),
+    '--declare', String(f.declare), '--send', String(f.send), '--seconds', String(boundS)], boundS);
+}
+
+module.exports = { attacker, probe, tally, reclaimed, PARTIAL_HOLD, partialHold };
