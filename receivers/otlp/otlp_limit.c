@@ -49,6 +49,8 @@ typedef struct client_entry {
 
 struct sf_otlp_clients {
     pthread_mutex_t mu;
+    pthread_cond_t given;       /* held bytes given back, while waiters > 0 */
+    unsigned waiters;           /* in sf_otlp_wait_given. Under mu */
     int64_t debt_max;
     size_t capacity;            /* the soft limit, the shares' floor; 0: no shares. Under mu */
     size_t held, n_holding;     /* in all, and the entries holding bytes. Under mu */
@@ -75,24 +77,30 @@ void sf_otlp_bucket_init(sf_otlp_bucket *b, int64_t tokens, int64_t now_ms)
     b->last_ms = now_ms;
 }
 
-static void bucket_refill(sf_otlp_bucket *b, int64_t rate, int64_t burst, int64_t now_ms)
+/* The whole tokens `rate` a second adds between *last_ms and `now_ms`,
+ * at most `burst`; *last_ms moves on by the time they took (so a stream
+ * of calls 1 ms apart still refills: the remainder's time is kept), or to
+ * now when the burst is reached. */
+static int64_t refill_add(int64_t *last_ms, int64_t rate, int64_t burst, int64_t now_ms)
 {
-    int64_t dt = now_ms - b->last_ms;
+    int64_t dt = now_ms - *last_ms, add;
 
     if (dt <= 0)
-        return;
-    /* Whole tokens only, so a stream of calls 1 ms apart still refills;
-     * the remainder's time is kept. */
+        return 0;
     if (rate > 0 && dt > INT64_MAX / rate)
         dt = INT64_MAX / rate;
-    {
-        int64_t add = dt * rate / 1000;
+    add = dt * rate / 1000;
+    if (add > 0)
+        *last_ms = add >= burst ? now_ms : *last_ms + add * 1000 / rate;
+    return add;
+}
 
-        if (add == 0)
-            return;
-        b->last_ms = add >= burst ? now_ms : b->last_ms + add * 1000 / rate;
+static void bucket_refill(sf_otlp_bucket *b, int64_t rate, int64_t burst, int64_t now_ms)
+{
+    int64_t add = refill_add(&b->last_ms, rate, burst, now_ms);
+
+    if (add > 0)
         b->tokens = b->tokens > burst - add ? burst : b->tokens + add;
-    }
 }
 
 bool sf_otlp_bucket_take(sf_otlp_bucket *b, int64_t n, int64_t rate, int64_t burst,
@@ -128,6 +136,11 @@ sf_otlp_clients *sf_otlp_clients_create(size_t debt_max)
         sf_free(t);
         return NULL;
     }
+    if (sf_cond_init(&t->given) != 0) {
+        pthread_mutex_destroy(&t->mu);
+        sf_free(t);
+        return NULL;
+    }
     t->debt_max = (int64_t)debt_max > SF_OTLP_INFLATE_RATE ? (int64_t)debt_max
                                                             : SF_OTLP_INFLATE_RATE;
     t->e[SF_OTLP_CLIENT_SLOTS].key = 1;     /* never free */
@@ -139,6 +152,7 @@ void sf_otlp_clients_destroy(sf_otlp_clients *t)
 {
     if (t == NULL)
         return;
+    pthread_cond_destroy(&t->given);
     pthread_mutex_destroy(&t->mu);
     sf_free(t);
 }
@@ -156,18 +170,14 @@ static int64_t entry_balance(const client_entry *e, int64_t now)
 }
 
 /* Refill `e`'s balance for the time since the last refill, as
- * bucket_refill, clamping a debt charged past debt_max. Under mu. */
+ * bucket_refill does a bucket's, clamping a debt charged past debt_max
+ * (the balance is charged without mu: stored by compare-and-swap). Under
+ * mu. */
 static void entry_refill(client_entry *e, int64_t debt_max, int64_t now)
 {
-    int64_t dt = now - e->last_ms, add, old, nw;
+    int64_t add = refill_add(&e->last_ms, SF_OTLP_INFLATE_RATE, SF_OTLP_INFLATE_BURST, now);
+    int64_t old = atomic_load(&e->tokens), nw;
 
-    if (dt > INT64_MAX / SF_OTLP_INFLATE_RATE)
-        dt = INT64_MAX / SF_OTLP_INFLATE_RATE;
-    add = dt > 0 ? dt * SF_OTLP_INFLATE_RATE / 1000 : 0;
-    if (add > 0)
-        e->last_ms = add >= SF_OTLP_INFLATE_BURST ? now
-                   : e->last_ms + add * 1000 / SF_OTLP_INFLATE_RATE;
-    old = atomic_load(&e->tokens);
     do {
         int64_t b = old < -debt_max ? -debt_max : old;
 
@@ -325,6 +335,8 @@ void sf_otlp_hold_set(sf_otlp_clients *t, uint64_t client, sf_otlp_hold *h, size
     t->held = t->held - h->bytes + bytes;
     if (e->held == 0)
         t->n_holding--;
+    if (bytes < h->bytes && t->waiters > 0)
+        pthread_cond_broadcast(&t->given);
     h->bytes = bytes;
     pthread_mutex_unlock(&t->mu);
 }
@@ -415,6 +427,15 @@ bool sf_otlp_want(sf_otlp_clients *t, uint64_t client, size_t more, int64_t now_
     }
     pthread_mutex_unlock(&t->mu);
     return under;
+}
+
+void sf_otlp_wait_given(sf_otlp_clients *t, int64_t until_ms)
+{
+    pthread_mutex_lock(&t->mu);
+    t->waiters++;
+    (void)sf_cond_wait_until(&t->given, &t->mu, until_ms);
+    t->waiters--;
+    pthread_mutex_unlock(&t->mu);
 }
 
 void sf_otlp_share_state(sf_otlp_clients *t, size_t *share, size_t *clients, size_t *held)

@@ -139,6 +139,9 @@ bool sf_otlp_over_share(sf_otlp_clients *t, uint64_t client);
 size_t sf_otlp_held(sf_otlp_clients *t, uint64_t client);
 /* Whether any client holds more than its share now. One lock, a pass. */
 bool sf_otlp_any_over_share(sf_otlp_clients *t);
+/* Wait until a message gives back held bytes, or `until_ms` (monotonic,
+ * sf_time.h) passes. */
+void sf_otlp_wait_given(sf_otlp_clients *t, int64_t until_ms);
 /* The gauges: each client's share in bytes, the clients holding bytes,
  * and the bytes held in all. */
 void sf_otlp_share_state(sf_otlp_clients *t, size_t *share, size_t *clients, size_t *held);

@@ -133,10 +133,11 @@
 #define SHUTDOWN_GRACE_MS 2000
 /* A request under its share that finds memory short, with nothing of this
  * server's left to reclaim, waits this long at most for the gRPC server to
- * reclaim its partial messages (as a gRPC call parks, PARK_MS), asking
- * again every PEER_POKE_MS. */
+ * reclaim its partial messages (as a gRPC call parks, PARK_MS), looking
+ * again whenever one is given back, and at least every PEER_LOOK_MS
+ * (memory freed elsewhere, by an export, says nothing). */
 #define PEER_WAIT_MS 200
-#define PEER_POKE_MS 2
+#define PEER_LOOK_MS 20
 /* json-c's parse tree, per byte of OTLP/JSON (22x measured on the sample
  * batch); charged to the counted memory while a JSON body is decoded. */
 #define JSON_TREE_FACTOR 24
@@ -654,6 +655,16 @@ static bool memory_wanted(const sf_receiver_http *srv)
     return soft > 0 && sf_alloc_in_use() + soft / RECLAIM_HEADROOM >= soft;
 }
 
+/* Whether memory has no room for a request's next bytes: for a body the
+ * bytes do not complete, when less than the headroom is free (uploads
+ * that crawl may fill memory only to there: the last sixteenth is for
+ * requests that are complete); for one they complete, when memory is
+ * short. */
+static bool no_room(const sf_receiver_http *srv, bool incomplete)
+{
+    return incomplete ? memory_wanted(srv) : !sf_component_may_accept(srv->self);
+}
+
 /* Send `answer` (a whole HTTP response) now, ahead of libmicrohttpd, and
  * close the connection. Under conn_lock. */
 static void conn_answer_close(sf_receiver_http *srv, http_conn *c, const char *answer, size_t len,
@@ -779,7 +790,8 @@ static bool reclaim(sf_receiver_http *srv, const http_req *keep, size_t want, bo
 /* Memory is still short (`incomplete`: or less than the headroom free) for
  * `rq` after this server's own reclaim: when its client is under its share
  * and the gRPC server holds partial messages, ask it to reclaim them and
- * wait for it, at most PEER_WAIT_MS. Call it holding no lock. */
+ * wait for it (sf_otlp_wait_given), at most PEER_WAIT_MS. Call it holding
+ * no lock. */
 static void reclaim_peer(sf_receiver_http *srv, const http_req *rq, bool incomplete)
 {
     int64_t until = sf_now_ms() + PEER_WAIT_MS;
@@ -788,16 +800,16 @@ static void reclaim_peer(sf_receiver_http *srv, const http_req *rq, bool incompl
     if (srv->peer_reclaim == NULL || sf_otlp_over_share(srv->clients, rq->client))
         return;
     for (;;) {
-        struct timespec ts = { 0, PEER_POKE_MS * 1000000L };
+        int64_t now;
 
         sf_otlp_share_state(srv->clients, &share, &clients, &held);
         if (held <= atomic_load(&srv->buffered) || !sf_otlp_any_over_share(srv->clients))
             return;                 /* the gRPC server holds nothing it would give */
-        if (!(incomplete ? memory_wanted(srv) : !sf_component_may_accept(srv->self)) ||
-            sf_now_ms() >= until)
+        now = sf_now_ms();
+        if (!no_room(srv, incomplete) || now >= until)
             return;
         srv->peer_reclaim(srv->peer);
-        nanosleep(&ts, NULL);
+        sf_otlp_wait_given(srv->clients, now + PEER_LOOK_MS < until ? now + PEER_LOOK_MS : until);
     }
 }
 
@@ -992,7 +1004,7 @@ static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *d
      * to there, and the next one reclaims from them, not a whole request
      * arriving beside them. */
     incomplete = rq->expect == 0 || sf_dynbuf_len(&rq->body) + n < rq->expect;
-    if (incomplete ? memory_wanted(srv) : !sf_component_may_accept(srv->self)) {
+    if (no_room(srv, incomplete)) {
         /* Uploads that crawl pay first (this one just made progress), then
          * the gRPC server's partial messages; clients holding more than
          * this one then will first of all (sf_otlp_want). */
@@ -1007,7 +1019,7 @@ static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *d
     /* Memory is still short: the body would be refused when complete, so it
      * is counted from now on and its buffer given back, instead of bodies
      * admitted before filling memory on to the hard limit. */
-    if (incomplete ? memory_wanted(srv) : !sf_component_may_accept(srv->self)) {
+    if (no_room(srv, incomplete)) {
         refuse_later(srv, rq, SF_MEMLIMIT, NULL, SF_REASON_MEMORY_LIMIT);
         count_feed(srv, rq, (const uint8_t *)data, n);
         rq->discarded += n;

@@ -11,6 +11,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -294,6 +296,42 @@ static void a_waiting_client_lowers_the_share_to_what_it_will_hold(void **state)
     sf_otlp_clients_destroy(t);
 }
 
+typedef struct giver {
+    sf_otlp_clients *t;
+    atomic_bool done;
+} giver;
+
+/* Holds a byte and gives it back, over and over, until told to stop. */
+static void *give_back(void *arg)
+{
+    giver *g = arg;
+    sf_otlp_hold h = { 0, 0 };
+
+    while (!atomic_load(&g->done)) {
+        sf_otlp_hold_set(g->t, 77, &h, 1, 0);
+        sf_otlp_hold_set(g->t, 77, &h, 0, 0);
+    }
+    return NULL;
+}
+
+/* A waiter (an HTTP request waiting for the gRPC server's reclaim) wakes
+ * when held bytes are given back, not at its deadline (a minute off). */
+static void a_waiter_wakes_when_bytes_are_given_back(void **state)
+{
+    giver g = { .t = sf_otlp_clients_create(4 << 20) };
+    pthread_t th;
+    int64_t until = sf_now_ms() + 60000;
+
+    (void)state;
+    atomic_init(&g.done, false);
+    assert_int_equal(pthread_create(&th, NULL, give_back, &g), 0);
+    sf_otlp_wait_given(g.t, until);
+    assert_true(sf_now_ms() < until);
+    atomic_store(&g.done, true);
+    pthread_join(th, NULL);
+    sf_otlp_clients_destroy(g.t);
+}
+
 static void every_reason_has_a_label(void **state)
 {
     (void)state;
@@ -323,6 +361,7 @@ int main(void)
         cmocka_unit_test(a_client_over_its_share_of_held_bytes),
         cmocka_unit_test(many_small_holders_leave_a_moderate_client_its_floor),
         cmocka_unit_test(a_waiting_client_lowers_the_share_to_what_it_will_hold),
+        cmocka_unit_test(a_waiter_wakes_when_bytes_are_given_back),
         cmocka_unit_test(every_reason_has_a_label),
     };
 
