@@ -343,10 +343,11 @@ void h2_worker_undefer(worker *w)
 }
 
 /* Whether reclaiming for a waiting stream should go on: until its
- * message fits. */
+ * message fits, or it was admitted meanwhile (a victim's refusal lets
+ * waiting streams go on). */
 static bool room_wanted(const worker *w, const h2_stream *keep)
 {
-    return !budget_allows(w, keep);
+    return keep->deferred && !budget_allows(w, keep);
 }
 
 /* At a tick, the waiting streams (undefer admitted those that fit). The
