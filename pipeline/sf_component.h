@@ -65,7 +65,8 @@ typedef struct sf_component_type {
     /* Processors: edit the batch in place (SF_OK) or fail it (it is then
      * dropped whole: fail closed). Exporters: take the batch's encoded bytes
      * (sf_request_encode) into their queue, without blocking; SF_FULL when
-     * the queue is full. NULL for receivers. */
+     * the queue is full. NULL for receivers, and for processors whose
+     * edit the core accounts for (edit_failure below). */
     sf_status (*consume)(sf_component *self, sf_request *batch);
     /* Processors, optional: the rewrite this processor makes, as a codec
      * edit (sf_otlp_wire.h), read-only after create. The core runs every
@@ -78,6 +79,16 @@ typedef struct sf_component_type {
      * when the processor changes nothing of that signal (no pass is run
      * for it, and consume lets the batch through). */
     const sf_otlp_edit *(*edit)(const sf_component *self, sf_signal signal);
+    /* Processors with an edit may leave consume NULL: the core then
+     * accounts for the batch itself (incoming items, the edit's outcome,
+     * items the pass took out counted as dropped, removed attributes,
+     * outgoing items) and, after a successful edit, calls `edited` (when
+     * not NULL) to count what only the type knows into its metric_rows,
+     * from batch->stats. A batch whose edit failed is dropped whole with
+     * the line "processor ID: dropped a batch of N ITEMS <edit_failure>
+     * (STATUS)". A batch of a signal the edit leaves alone passes. */
+    const char *edit_failure;
+    void (*edited)(sf_component *self, const sf_request *batch);
     void (*shutdown)(sf_component *self);
     void (*destroy)(sf_component *self);
     /* Optional, for state that must outlive a config reload (SIGHUP), such
@@ -147,14 +158,6 @@ const sf_component_type *sf_component_type_of(const sf_component *c);
 void *sf_component_ctx(const sf_component *c);
 void sf_component_set_ctx(sf_component *c, void *ctx);
 sf_counters *sf_component_counters(sf_component *c);
-/* For a processor's consume: the outcome of the edit the core ran for it on
- * `batch` (SF_FILTER when it did not run: fail closed). On failure the
- * batch's items are counted dropped (memory_limit for SF_ENOMEM, else
- * filter_failed), one line says "processor ID: dropped a batch of N ITEMS
- * <what> (STATUS)", and the status consume returns is SF_ENOMEM or
- * SF_FILTER. SF_OK: the edit ran; nothing is counted. */
-sf_status sf_component_edit_outcome(sf_component *self, const sf_request *batch,
-                                    const char *what);
 /* At start: true when this instance replaces one of the same type and id
  * that ran under the previous config (a SIGHUP reload), so it must carry on
  * rather than start afresh (the file exporter does not truncate). */

@@ -242,7 +242,7 @@ sf_status sf_service_create(const sf_config *cfg, sf_diag *diag, sf_service **ou
         if (!wanted)
             continue;
         if ((cc->type->kind == SF_KIND_PROCESSOR || cc->type->kind == SF_KIND_EXPORTER) &&
-            cc->type->consume == NULL) {
+            cc->type->consume == NULL && cc->type->edit == NULL) {
             sf_diag_error(diag, cc->node, NULL, "%s type '%s' cannot be used in a pipeline",
                           sf_kind_name(cc->type->kind), cc->type->name);
             st = SF_CONFIG;

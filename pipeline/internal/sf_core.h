@@ -49,6 +49,10 @@ struct sf_component {
  * the outcome recorded in the batch (edited_by, edit_status), then its
  * consume, which accounts for it. Returns what consume returns. */
 sf_status sf_component_process(sf_component *p, sf_request *batch);
+/* Processor p's consume alone (the edit's outcome already in the batch):
+ * its type's, or the core's accounting for a type that gives an edit and
+ * no consume (sf_component_type.edit_failure, .edited). */
+sf_status sf_component_consume(sf_component *p, sf_request *batch);
 
 /* NULL-terminated table of every component type spanfence has. Defined
  * outside the core, by the build's list of components

@@ -4,13 +4,13 @@
  * actions are compiled at create into one codec edit (sf_otlp_wire.h): the
  * deleted keys as a keyset that keeps every other key, inserts, updates
  * and upserts as the edit's inserts. The contexts are the signals' own, so
- * the one edit serves traces, logs and metrics alike; the core runs it,
- * consume accounts for it.
+ * the one edit serves traces, logs and metrics alike; the core runs it and
+ * accounts for it.
  *
  * DESIGN: inserted values are the operator's constants (${env:} expanded at
  * load), so the codec does not judge them by a keyset; a transform later in
- * the pipeline does. The edit is read-only after create: consume runs on
- * receiver threads, concurrently. */
+ * the pipeline does. The edit is read-only after create: the core runs it
+ * on receiver threads, concurrently. */
 #include "attributes.h"
 
 #include <string.h>
@@ -114,19 +114,10 @@ static const sf_otlp_edit *attributes_edit(const sf_component *self, sf_signal s
     return &a->edit;
 }
 
-static sf_status attributes_consume(sf_component *self, sf_request *batch)
+/* Only what the edit inserted: the core counts the rest. */
+static void attributes_edited(sf_component *self, const sf_request *batch)
 {
-    sf_counters *counters = sf_component_counters(self);
-    sf_status st;
-
-    sf_count(&counters->incoming_items, batch->spans);
-    st = sf_component_edit_outcome(self, batch, "its actions could not be applied to");
-    if (st != SF_OK)
-        return st;
-    sf_count(&counters->values[AM_INSERTED], batch->stats.inserted);
-    sf_count(&counters->removed_attributes, batch->stats.removed_attributes);
-    sf_count(&counters->outgoing_items, batch->spans);
-    return SF_OK;
+    sf_count(&sf_component_counters(self)->values[AM_INSERTED], batch->stats.inserted);
 }
 
 static const sf_metric_row attributes_metric_rows[] = {
@@ -145,8 +136,9 @@ const sf_component_type sf_attributes_processor_type = {
     .config_map = sf_attributes_config_map,
     .check = sf_attributes_check,
     .create = attributes_create,
-    .consume = attributes_consume,
     .edit = attributes_edit,
+    .edit_failure = "its actions could not be applied to",
+    .edited = attributes_edited,
     .destroy = attributes_destroy,
     .metric_rows = attributes_metric_rows,
 };
@@ -161,8 +153,9 @@ const sf_component_type sf_resource_processor_type = {
     .config_map = sf_resource_config_map,
     .check = sf_attributes_check,
     .create = resource_create,
-    .consume = attributes_consume,
     .edit = attributes_edit,
+    .edit_failure = "its actions could not be applied to",
+    .edited = attributes_edited,
     .destroy = attributes_destroy,
     .metric_rows = attributes_metric_rows,
 };

@@ -2,10 +2,10 @@
  * conditions on metric names become a codec edit (keep_metric_fn): the
  * codec asks once per metric, drops the ones that fail whole while still
  * reading and checking them, and counts their data points apart
- * (stats.filtered_items). consume counts those as dropped with reason
- * "filtered" and in otelcol_processor_filter_datapoints_filtered (those of
- * a metric whose pattern hit a match limit as "filter_failed"), so every
- * point received is still sent or counted. The edit is read-only after
+ * (stats.filtered_items). The core counts those as dropped with reason
+ * "filtered" (those of a metric whose pattern hit a match limit as
+ * "filter_failed"), so every point received is still sent or counted;
+ * filter_edited adds them to otelcol_processor_filter_datapoints_filtered. The edit is read-only after
  * create: it runs on receiver threads, concurrently; the match data of a
  * call lives in the edit's per-call state. */
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -211,24 +211,18 @@ static const sf_otlp_edit *filter_edit(const sf_component *self, sf_signal signa
     return signal == SF_SIGNAL_METRICS ? &f->edit : NULL;
 }
 
-static sf_status filter_consume(sf_component *self, sf_request *batch)
+/* The core counted the metrics' points the edit dropped (filtered, or
+ * filter_failed for a name pattern past its match limit); the filtered
+ * ones are also the filter's own series, and the failed ones are said. */
+static void filter_edited(sf_component *self, const sf_request *batch)
 {
-    sf_counters *counters = sf_component_counters(self);
-    sf_status st = sf_component_edit_outcome(self, batch, "its conditions could not be run on");
-    const size_t filtered = st == SF_OK ? batch->stats.filtered_items : 0;
-    const size_t failed = st == SF_OK ? batch->stats.filter_failed_items : 0;
+    const size_t failed = batch->stats.filter_failed_items;
 
-    sf_count(&counters->incoming_items, batch->spans + filtered);
-    if (st != SF_OK)
-        return st;
     if (failed > 0)
         sf_warn("processor %s: dropped %zu %s whose name patterns hit a match limit",
                 sf_component_id(self), failed, sf_signal_items(batch->signal));
-    sf_count(&counters->dropped_spans[SF_REASON_FILTERED], filtered - failed);
-    sf_count(&counters->dropped_spans[SF_REASON_FILTER_FAILED], failed);
-    sf_count(&counters->values[FM_FILTERED], filtered - failed);
-    sf_count(&counters->outgoing_items, batch->spans);
-    return SF_OK;
+    sf_count(&sf_component_counters(self)->values[FM_FILTERED],
+             batch->stats.filtered_items - failed);
 }
 
 static const sf_metric_row filter_metric_rows[] = {
@@ -247,8 +241,9 @@ const sf_component_type sf_filter_processor_type = {
     .config_map = sf_filter_config_map,
     .check = sf_filter_check,
     .create = filter_create,
-    .consume = filter_consume,
     .edit = filter_edit,
+    .edit_failure = "its conditions could not be run on",
+    .edited = filter_edited,
     .destroy = filter_destroy,
     .metric_rows = filter_metric_rows,
 };

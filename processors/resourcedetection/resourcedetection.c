@@ -5,11 +5,11 @@
  * host.id from /etc/machine-id. What they found is set on the resource of
  * every request as the `resource` processor sets its constants: an edit's
  * resource inserts, applied by the codec (upsert with override, insert
- * without), which consume accounts for.
+ * without), which the core accounts for.
  *
  * DESIGN: the edit is filled at start, before any receiver starts (the
  * core starts processors before receivers), and is read-only afterwards:
- * consume runs on receiver threads, concurrently. A later transform's
+ * the core runs it on receiver threads, concurrently. A later transform's
  * resource allowlist decides what of it leaves, as for any attribute. The
  * dns source runs getaddrinfo on a thread of its own so `timeout` bounds
  * it: a lookup past the deadline is abandoned (the thread frees its job
@@ -398,18 +398,9 @@ static const sf_otlp_edit *rd_edit(const sf_component *self, sf_signal signal)
     return &x->edit;
 }
 
-static sf_status rd_consume(sf_component *self, sf_request *batch)
+static void rd_edited(sf_component *self, const sf_request *batch)
 {
-    sf_counters *counters = sf_component_counters(self);
-    sf_status st;
-
-    sf_count(&counters->incoming_items, batch->spans);
-    st = sf_component_edit_outcome(self, batch, "its detected attributes could not be set on");
-    if (st != SF_OK)
-        return st;
-    sf_count(&counters->values[RM_INSERTED], batch->stats.inserted);
-    sf_count(&counters->outgoing_items, batch->spans);
-    return SF_OK;
+    sf_count(&sf_component_counters(self)->values[RM_INSERTED], batch->stats.inserted);
 }
 
 static const sf_metric_row rd_metric_rows[] = {
@@ -429,8 +420,9 @@ const sf_component_type sf_resourcedetection_processor_type = {
     .check = sf_resourcedetection_check,
     .create = rd_create,
     .start = rd_start,
-    .consume = rd_consume,
     .edit = rd_edit,
+    .edit_failure = "its detected attributes could not be set on",
+    .edited = rd_edited,
     .destroy = rd_destroy,
     .metric_rows = rd_metric_rows,
 };

@@ -6,9 +6,10 @@
  * for every other key; the name rules as PCRE2 code (JIT where available);
  * the fields to clear; the log body's rule; whether exemplars stay. The
  * core applies the edit of the batch's signal in the pass that validates
- * and canonicalises each request; consume accounts for it.
+ * and canonicalises each request, and accounts for it; transform_edited
+ * adds the transform's own counts.
  *
- * DESIGN: consume and the edit's functions run concurrently on receiver
+ * DESIGN: transform_edited and the edit's functions run concurrently on receiver
  * threads. The compiled program is read-only after create; a call's only
  * state is its PCRE2 match data (one per codec call, from rename's `state`)
  * and the component's atomic counters. What can fail is a name rule (the
@@ -1144,46 +1145,30 @@ static size_t transform_metrics(sf_component *self, char *buf, size_t size)
     return len;
 }
 
-static sf_status transform_consume(sf_component *self, sf_request *batch)
+/* What only the transform counts of a batch its edit ran on; the core
+ * counted the batch, the spans past a cap (dropped, reason filtered, as
+ * the filter processor's) and the removed attributes. */
+static void transform_edited(sf_component *self, const sf_request *batch)
 {
     sf_counters *counters = sf_component_counters(self);
     transform_ctx *t = sf_component_ctx(self);
-    /* spans past a cap per request (or in an entry past one) left in the
-     * pass: received, counted as dropped (reason filtered, as the filter
-     * processor's), so every span received is still sent or counted */
-    const size_t capped = batch->edited_by == self && batch->edit_status == SF_OK
-                          ? batch->stats.capped_items : 0;
-    sf_status st;
+    /* the core's pass ran before this call: count and log what the counter
+     * gained since the last report, once */
+    uint64_t now = atomic_load_explicit(&t->rules_skipped, memory_order_relaxed);
+    uint64_t reported = atomic_load_explicit(&t->rules_reported, memory_order_relaxed);
 
-    sf_count(&counters->incoming_items, batch->spans + capped);
-    if (transform_edit(self, batch->signal) == NULL) {
-        /* no statements for this signal: it passes as it came (upstream) */
-        sf_count(&counters->outgoing_items, batch->spans);
-        return SF_OK;
-    }
-    st = sf_component_edit_outcome(self, batch, "that could not be filtered");
-    if (st != SF_OK)
-        return st;
-    {
-        /* the core's pass ran before this call: count and log what the
-         * counter gained since the last report, once */
-        uint64_t now = atomic_load_explicit(&t->rules_skipped, memory_order_relaxed);
-        uint64_t reported = atomic_load_explicit(&t->rules_reported, memory_order_relaxed);
-
-        while (now > reported &&
-               !atomic_compare_exchange_weak_explicit(&t->rules_reported, &reported, now,
-                                                      memory_order_relaxed,
-                                                      memory_order_relaxed))
-            ;
-        if (now > reported) {
-            sf_count(&counters->values[TM_RULES_SKIPPED], now - reported);
-            if (t->cfg->error_mode != SF_ERROR_MODE_SILENT)
-                sf_warn("processor %s: %llu rule application(s) hit PCRE2's match or depth "
-                        "limit; replace_pattern left the value as it was (error_mode %s), a "
-                        "value rule removed the value, an IsMatch allowlist set the fixed value",
-                        sf_component_id(self), (unsigned long long)(now - reported),
-                        sf_error_mode_name(t->cfg->error_mode));
-        }
+    while (now > reported &&
+           !atomic_compare_exchange_weak_explicit(&t->rules_reported, &reported, now,
+                                                  memory_order_relaxed, memory_order_relaxed))
+        ;
+    if (now > reported) {
+        sf_count(&counters->values[TM_RULES_SKIPPED], now - reported);
+        if (t->cfg->error_mode != SF_ERROR_MODE_SILENT)
+            sf_warn("processor %s: %llu rule application(s) hit PCRE2's match or depth "
+                    "limit; replace_pattern left the value as it was (error_mode %s), a "
+                    "value rule removed the value, an IsMatch allowlist set the fixed value",
+                    sf_component_id(self), (unsigned long long)(now - reported),
+                    sf_error_mode_name(t->cfg->error_mode));
     }
     sf_count(&counters->values[TM_FAILED_VALUES], batch->stats.failed_values);
     sf_count(&counters->values[TM_DUPLICATE_KEYS], batch->stats.duplicate_keys);
@@ -1194,16 +1179,12 @@ static sf_status transform_consume(sf_component *self, sf_request *batch)
     sf_count(&counters->values[TM_CAPPED_LINKS], batch->stats.capped[SF_OTLP_FIELD_SPAN_LINKS]);
     sf_count(&counters->values[TM_DROPPED_POINTS], batch->stats.dropped_points);
     sf_count(&counters->values[TM_PSEUDONYMIZED_IDS], batch->stats.pseudonymized_ids);
-    sf_count(&counters->values[TM_CAPPED_SPANS], capped);
-    sf_count(&counters->dropped_spans[SF_REASON_FILTERED], capped);
+    sf_count(&counters->values[TM_CAPPED_SPANS], batch->stats.capped_items);
     sf_count(&counters->values[TM_CAPPED_RESOURCES],
              batch->stats.capped[SF_OTLP_FIELD_RESOURCE_SPANS]);
     sf_count(&counters->values[TM_CAPPED_SCOPES], batch->stats.capped[SF_OTLP_FIELD_SCOPE_SPANS]);
     if (batch->stats.n_drift > 0)
         drift_report(self, t, &batch->stats);
-    sf_count(&counters->removed_attributes, batch->stats.removed_attributes);
-    sf_count(&counters->outgoing_items, batch->spans);
-    return SF_OK;
 }
 
 static const sf_metric_row transform_metric_rows[] = {
@@ -1248,8 +1229,9 @@ const sf_component_type sf_transform_processor_type = {
     .config_map = sf_transform_config_map,
     .check = sf_transform_check,
     .create = transform_create,
-    .consume = transform_consume,
     .edit = transform_edit,
+    .edit_failure = "that could not be filtered",
+    .edited = transform_edited,
     .destroy = transform_destroy,
     .describe_allowlist = sf_transform_describe,
     .metrics = transform_metrics,

@@ -4,8 +4,9 @@
  * instance outside a service (a component made by hand in a test): totals
  * all zero, no span tap, no batching asked (and *out untouched), refusals
  * counted per transport, memory limits and pressure handed to the counted
- * allocator as they are, a stopped limiter pressing no more. Inside a
- * service these are tests/pipeline/test_service's. */
+ * allocator as they are, a stopped limiter pressing no more; and the
+ * core's consume for a processor that gives an edit and no consume. Inside
+ * a service these are tests/pipeline/test_service's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -128,12 +129,92 @@ static void test_memory_outside_a_service(void **state)
     assert_true(sf_component_may_accept(&c));
 }
 
+/* A processor type that gives an edit (for logs only) and no consume: the
+ * core's accounting (sf_component_consume). */
+static const sf_otlp_edit editor_edit;
+static unsigned edited_calls;
+
+static const sf_otlp_edit *editor_edit_of(const sf_component *self, sf_signal signal)
+{
+    (void)self;
+    return signal == SF_SIGNAL_LOGS ? &editor_edit : NULL;
+}
+
+static void editor_edited(sf_component *self, const sf_request *batch)
+{
+    edited_calls++;
+    sf_count(&sf_component_counters(self)->values[0], batch->stats.inserted);
+}
+
+static const sf_component_type editor_type = {
+    .name = "editor", .kind = SF_KIND_PROCESSOR, .description = "test only",
+    .signals = SF_SIGNALS_ALL, .edit = editor_edit_of,
+    .edit_failure = "that could not be edited", .edited = editor_edited,
+};
+
+static void test_edit_consume(void **state)
+{
+    sf_component c;
+    sf_counters *n = &c.counters;
+    sf_request b;
+
+    (void)state;
+    memset(&c, 0, sizeof(c));
+    c.type = &editor_type;
+    c.id = "editor";
+    edited_calls = 0;
+
+    /* edited: the items the pass took out are incoming and dropped
+     * (filtered, or filter_failed), the rest go out */
+    memset(&b, 0, sizeof(b));
+    b.signal = SF_SIGNAL_LOGS;
+    b.spans = 4;
+    b.edited_by = &c;
+    b.edit_status = SF_OK;
+    b.stats.filtered_items = 3;
+    b.stats.filter_failed_items = 1;
+    b.stats.capped_items = 2;
+    b.stats.removed_attributes = 5;
+    b.stats.inserted = 6;
+    assert_int_equal(sf_component_consume(&c, &b), SF_OK);
+    assert_int_equal(atomic_load(&n->incoming_items), 4 + 3 + 2);
+    assert_int_equal(atomic_load(&n->outgoing_items), 4);
+    assert_int_equal(atomic_load(&n->dropped_spans[SF_REASON_FILTERED]), 2 + 2);
+    assert_int_equal(atomic_load(&n->dropped_spans[SF_REASON_FILTER_FAILED]), 1);
+    assert_int_equal(atomic_load(&n->removed_attributes), 5);
+    assert_int_equal(atomic_load(&n->values[0]), 6);
+    assert_int_equal(edited_calls, 1);
+
+    /* the edit failed for want of memory: dropped whole, nothing of its
+     * stats counted, the type not asked */
+    b.edit_status = SF_ENOMEM;
+    assert_int_equal(sf_component_consume(&c, &b), SF_ENOMEM);
+    assert_int_equal(atomic_load(&n->incoming_items), 9 + 4);
+    assert_int_equal(atomic_load(&n->dropped_spans[SF_REASON_MEMORY_LIMIT]), 4);
+    assert_int_equal(atomic_load(&n->outgoing_items), 4);
+    assert_int_equal(edited_calls, 1);
+
+    /* the core did not run the edit: fail closed */
+    b.edited_by = NULL;
+    assert_int_equal(sf_component_consume(&c, &b), SF_FILTER);
+    assert_int_equal(atomic_load(&n->dropped_spans[SF_REASON_FILTER_FAILED]), 1 + 4);
+    assert_int_equal(edited_calls, 1);
+
+    /* a signal the edit leaves alone passes as it came */
+    b.signal = SF_SIGNAL_TRACES;
+    assert_int_equal(sf_component_consume(&c, &b), SF_OK);
+    assert_int_equal(atomic_load(&n->incoming_items), 13 + 4 + 4);
+    assert_int_equal(atomic_load(&n->outgoing_items), 4 + 4);
+    assert_int_equal(edited_calls, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accessors),
         cmocka_unit_test(test_outside_a_service),
         cmocka_unit_test(test_memory_outside_a_service),
+        cmocka_unit_test(test_edit_consume),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -153,11 +153,11 @@ static void test_consume_accounts(void **state)
     b.edited_by = &r.comp;
     b.edit_status = SF_OK;
     b.stats.inserted = 6;
-    assert_int_equal(r.comp.type->consume(&r.comp, &b), SF_OK);
+    assert_int_equal(sf_component_consume(&r.comp, &b), SF_OK);
     assert_int_equal(atomic_load(&cnt->values[0]), 6);
     assert_int_equal(atomic_load(&cnt->outgoing_items), 3);
     b.edited_by = NULL;             /* the core did not run the edit: refused */
-    assert_int_equal(r.comp.type->consume(&r.comp, &b), SF_FILTER);
+    assert_int_equal(sf_component_consume(&r.comp, &b), SF_FILTER);
     assert_int_equal(atomic_load(&cnt->dropped_spans[SF_REASON_FILTER_FAILED]), 3);
     assert_int_equal(atomic_load(&cnt->incoming_items), 6);
     assert_int_equal(atomic_load(&cnt->outgoing_items), 3);

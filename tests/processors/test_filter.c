@@ -176,7 +176,7 @@ static void test_request_and_accounting(void **state)
     memset(&b, 0, sizeof(b));
     b.signal = SF_SIGNAL_METRICS;
     b.spans = 5;
-    assert_int_equal(r.comp.type->consume(&r.comp, &b), SF_FILTER);
+    assert_int_equal(sf_component_consume(&r.comp, &b), SF_FILTER);
     assert_int_equal(atomic_load(&cnt->dropped_spans[SF_REASON_FILTER_FAILED]), 5);
     pfx_unload(&r);
     sf_arena_destroy(a);
