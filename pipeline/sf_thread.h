@@ -32,8 +32,9 @@
  * fill its queue. A consumer at SCHED_IDLE beside receivers that keep its
  * CPU busy does not run, so it cannot see the backlog and leave SCHED_IDLE
  * itself: pinned to one CPU under a closed-loop load of 512-span calls, a
- * 64-request queue filled and refused 40-60 % of the calls after decoding
- * them, against 5 of 1,200 with the consumers at nice +5 alone. So a
+ * 64-request queue filled and refused up to 60 % of a round's calls (238
+ * of 400) after decoding them, against 5 of 1,200 with the consumers at
+ * nice +5 alone. So a
  * producer that sees the backlog takes it out (sf_thread_lumps_wake). The
  * caller serialises every call on one sf_lumps (sf_sender: its `mu`). */
 typedef struct sf_lumps {
