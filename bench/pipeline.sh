@@ -28,8 +28,16 @@
 #       http://127.0.0.1:$SF_BENCH_SINK_PORT/v1/traces (bench/README.md).
 #       Its CPU is read from /proc like spanfence's; the loss check is the
 #       sink's count against what sf_send had acknowledged.
+#   SF_BENCH_RATE=R                     send R requests a second per thread
+#       (sf_send --rate) instead of as fast as the answers come: a load
+#       both builds of an A/B accept whole (see below)
 # A request the collector refuses (its queue full: the exporter is behind)
-# is counted and reported; its spans are not in the rates.
+# is counted and reported per round; its spans are not in the rates, while
+# the CPU it cost (receiving it, and decoding it when refused after the
+# codec) is: a round with refusals is not comparable with one without.
+# Every round ends when the sink (or the relay) has every acknowledged
+# span, for spanfence as for another collector: the bench reads nothing
+# from the measured collector while its CPU is counted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
@@ -91,9 +99,19 @@ wait_port() {
     return 1
 }
 sink_spans() { curl -s "http://127.0.0.1:$SF_BENCH_SINK_PORT/stats" | awk '{print $4+0}'; }
-queued() {
-    curl -s "http://127.0.0.1:$1/metrics" | awk '/^spanfence_exporter_queued_spans/{s+=$2} END{print s+0}'
+# What reached the end of the pipeline: the sink's spans, or the relay's
+# accepted ones (the relay is not measured, so scraping it costs the
+# measured collector nothing).
+delivered() {
+    if [ "$exporter" = otlp ]; then
+        curl -s "http://127.0.0.1:$SF_BENCH_RELAY_METRICS_PORT/metrics" |
+            awk '/^otelcol_receiver_accepted_spans/{s+=$2} END{print s+0}'
+    else
+        sink_spans
+    fi
 }
+rate_args=()
+[ -z "${SF_BENCH_RATE:-}" ] || rate_args=(--rate "$SF_BENCH_RATE")
 
 if [ "$exporter" = otlp ]; then
     "${pin_peer[@]}" "$build/spanfence" --config bench/configs/relay.yaml 2>"$tmp/relay.err" &
@@ -129,26 +147,25 @@ for r in $(seq "$rounds"); do
     c0=$(cpu_of $sf_pid)
     t0=$(date +%s.%N)
     "${pin_peer[@]}" "$build/sf_send" --endpoint "127.0.0.1:$SF_BENCH_GRPC_PORT" --spans $spans \
-        --requests "$requests" --threads "$threads" >"$tmp/send.out" || true
-    refused=$((refused + $(awk '/^  [A-Z_]+: /&&$1!="OK:"{s+=$2} END{print s+0}' "$tmp/send.out")))
+        --requests "$requests" --threads "$threads" "${rate_args[@]}" >"$tmp/send.out" || true
+    round_refused=$(awk '/^  [A-Z_]+: /&&$1!="OK:"{s+=$2} END{print s+0}' "$tmp/send.out")
+    refused=$((refused + round_refused))
     sent=$(awk '/spans accepted/{gsub(",","",$8); print $8}' "$tmp/send.out")
     [ -n "$sent" ] || { echo "pipeline.sh: sf_send failed: $(cat "$tmp/send.out")" >&2; exit 1; }
     acked=$((acked + sent))
-    # wait for the queue to drain so the exporter's CPU is counted
-    for _ in $(seq 200); do
-        if [ -n "$peer" ]; then
-            [ "$(sink_spans)" -ge "$acked" ] && break
-        else
-            [ "$(queued "$SF_BENCH_METRICS_PORT")" = 0 ] && break
-        fi
-        sleep 0.05
+    # wait until everything acknowledged has arrived, so the exporter's CPU
+    # is counted; the same test for every collector (it once read
+    # spanfence's queue from its /metrics: a scrape every 50 ms in the window)
+    for _ in $(seq 500); do
+        [ "$(delivered)" -ge "$acked" ] && break
+        sleep 0.02
     done
     t1=$(date +%s.%N)
     c1=$(cpu_of $sf_pid)
     awk -v s="$sent" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" 'BEGIN {
         cpu = c1 - c0; wall = t1 - t0;
         printf "%.0f %.0f %.3f\n", s / cpu, s / wall, cpu * 1e6 / s }' >>"$tmp/rates"
-    echo "round $r: $(tail -1 "$tmp/rates" | awk '{printf "%s spans/CPU-s, %s spans/s wall, %s CPU-s per M spans", $1, $2, $3}')"
+    echo "round $r: $(tail -1 "$tmp/rates" | awk '{printf "%s spans/CPU-s, %s spans/s wall, %s CPU-s per M spans", $1, $2, $3}'), $round_refused requests refused"
 done
 peak_kib=$(kib_of $sf_pid VmHWM)
 metrics=""
@@ -229,7 +246,9 @@ else
     printf "  acknowledged / accepted / exported / sink: %s / %s / %s / %s\n" "$acked" "$accepted" \
         "$exported" "$sunk"
 fi
-printf "  requests refused (queue full):  %s\n" "$refused"
+printf "  requests refused (queue full):  %s of %s\n" "$refused" "$((rounds * threads * requests))"
+[ "$refused" = 0 ] || echo "  (refused requests cost CPU that no accepted span pays back: compare builds at a rate both accept whole, SF_BENCH_RATE)"
+[ -z "${SF_BENCH_RATE:-}" ] || echo "  load: $SF_BENCH_RATE requests/s per thread (sf_send --rate)"
 loss=ok
 [ "$acked" = "$sunk" ] || loss=MISMATCH
 [ -n "$peer" ] || [ "$accepted" = "$exported" ] || loss=MISMATCH

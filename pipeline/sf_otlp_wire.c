@@ -3160,6 +3160,50 @@ static sf_status run(cx *c, unsigned root, const uint8_t *in, size_t len)
     return generic(c, root, in, in + len, 0, &r);
 }
 
+/* The output buffer's first size. Sized for the input, a request the edit
+ * thins (the sample allowlist keeps 35 % of its bytes) was copied once
+ * more at the end into a fitting buffer (the queue holds and counts
+ * batches at their real size): 176 KB per 512-span call, as much as the
+ * exporter's merge copy. So each thread remembers, per edit and root
+ * message, how much of its last request's input came out, and asks the
+ * pool for that much with a sixteenth and 4 KiB to spare; a request that
+ * keeps more grows the buffer (grow(), one copy of what is written so
+ * far), as one of unknown shape did before. An estimate only: an edit freed
+ * and another allocated at its address starts from the old one's figure. */
+#define OUT_MEMO_SLOTS 8
+static _Thread_local struct out_memo {
+    const sf_otlp_edit *edit;
+    unsigned root;
+    uint32_t per_1024;          /* output bytes per 1,024 input bytes, the last call */
+} out_memo[OUT_MEMO_SLOTS];
+
+static struct out_memo *out_memo_of(const sf_otlp_edit *edit, unsigned root)
+{
+    return &out_memo[((uintptr_t)edit >> 4 ^ root) % OUT_MEMO_SLOTS];
+}
+
+static size_t out_estimate(const sf_otlp_edit *edit, unsigned root, size_t len)
+{
+    const struct out_memo *m = out_memo_of(edit, root);
+    size_t est;
+
+    if (edit == NULL || m->edit != edit || m->root != root || len > SIZE_MAX / 2048)
+        return len + 64;
+    est = len / 1024 * m->per_1024 + (len % 1024) * m->per_1024 / 1024 + len / 16 + 4096;
+    return est < len + 64 ? est : len + 64;
+}
+
+static void out_remember(const sf_otlp_edit *edit, unsigned root, size_t in_len, size_t out_len)
+{
+    struct out_memo *m = out_memo_of(edit, root);
+
+    if (edit == NULL || in_len == 0 || in_len > SIZE_MAX / 2048)
+        return;
+    m->edit = edit;
+    m->root = root;
+    m->per_1024 = out_len >= in_len ? 1024 : (uint32_t)(out_len * 1024 / in_len);
+}
+
 /* sf_otlp_rewrite for a request whose root message is `root`. */
 static sf_status rewrite(unsigned root, const uint8_t *in, size_t len, unsigned max_depth,
                          const sf_otlp_edit *edit, sf_buf **out, sf_otlp_stats *stats)
@@ -3180,7 +3224,7 @@ static sf_status rewrite(unsigned root, const uint8_t *in, size_t len, unsigned 
         *out = NULL;
         if (len > SIZE_MAX / 4)
             return SF_ENOMEM;
-        c.cap = len + 64;
+        c.cap = out_estimate(edit, root, len);
         c.buf = sf_buf_take(c.cap);     /* warm, when this thread uses the pool */
         if (c.buf == NULL)
             return SF_ENOMEM;
@@ -3200,7 +3244,8 @@ static sf_status rewrite(unsigned root, const uint8_t *in, size_t len, unsigned 
         sf_buf_unref(c.buf);
         return st;
     }
-    /* The buffer was sized for the input: give back what filtering freed,
+    out_remember(edit, root, len, c.len);
+    /* The buffer was sized for the input (or grown past the estimate): give back what filtering freed,
      * so queued batches are counted (and held) at their real size (a
      * pooled one is copied into a fitting one: sf_buf_resize). */
     if (c.cap - c.len > 4096 && c.len < c.cap / 4 * 3) {

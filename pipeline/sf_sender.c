@@ -92,6 +92,7 @@ typedef struct sf_consumer {
     size_t max_parts;           /*   when not batching, else sf_calloc'd and grown */
     sf_buf *single;
     bool urgent;                /* working off a backlog: not at SCHED_IDLE (consumer_mind_backlog) */
+    sf_lumps lumps;             /* its scheduling, under the sender's `mu` (sf_thread.h) */
     bool pressed;               /* the queue filled to a quarter while it gathered (take_parts) */
 } sf_consumer;
 
@@ -107,7 +108,8 @@ struct sf_sender {
     unsigned n_workers;
     unsigned n_started;
     sf_consumer *consumers;
-    pthread_mutex_t mu;         /* guards live and the waits below */
+    pthread_mutex_t mu;         /* guards live, the consumers' lumps and the waits below */
+    _Atomic unsigned idle_consumers;    /* consumers at SCHED_IDLE (wake_consumers) */
     pthread_cond_t abort_cv;    /* signalled when `aborting` is set */
     pthread_cond_t done_cv;     /* signalled when a consumer exits */
     unsigned live;              /* consumers still running */
@@ -524,6 +526,8 @@ static bool parts_room(sf_consumer *c, size_t n)
     return true;
 }
 
+static void consumer_urgent(sf_sender *s, sf_consumer *c, bool urgent, bool *woken);
+
 /* Take the next request's batches into c->parts: one, or with batching
  * as many as the settings allow (sf_batching), and say what ended the
  * gathering, as upstream's batch processor counts it (*why): the size
@@ -557,7 +561,7 @@ static sf_status take_parts(sf_sender *s, sf_consumer *c, size_t *n, sf_batch_tr
          * beside a busy engine its wake-up came late enough for a small
          * queue (32 requests) to fill and refuse calls. The request it
          * forms is then a lump like any other (consumer_mind_backlog). */
-        sf_thread_lumps_urgent(true);
+        consumer_urgent(s, c, true, NULL);
         pthread_mutex_lock(&s->gather_mu);
     }
     st = sf_queue_pop(s->queue, -1, &item);
@@ -710,22 +714,69 @@ static sf_buf *merge_parts(sf_sender *s, sf_consumer *c, size_t n)
 #define BACKLOG_URGENT_DIV 16
 #define BACKLOG_CALM_DIV 64
 
+static size_t backlog_urgent_at(const sf_sender *s)
+{
+    size_t cap = sf_queue_capacity(s->queue);
+
+    return cap / BACKLOG_URGENT_DIV > 0 ? cap / BACKLOG_URGENT_DIV : 1;
+}
+
+/* The consumer's own change of scheduling; *woken: whether a producer
+ * had taken it out of SCHED_IDLE since it last looked. */
+static void consumer_urgent(sf_sender *s, sf_consumer *c, bool urgent, bool *woken)
+{
+    bool was;
+
+    pthread_mutex_lock(&s->mu);
+    if (woken != NULL) {
+        *woken = c->lumps.woken;
+        c->lumps.woken = false;
+        urgent = urgent || *woken;
+    }
+    was = c->lumps.idle;
+    sf_thread_lumps_urgent(&c->lumps, urgent);
+    if (c->lumps.idle != was)
+        atomic_fetch_add_explicit(&s->idle_consumers, c->lumps.idle ? 1u : (unsigned)-1,
+                                  memory_order_relaxed);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* By a producer, after its batch was queued or refused: with a backlog
+ * queued, consumers at SCHED_IDLE leave it now. Starved there beside
+ * receivers that keep the CPU busy, they never ran to see the backlog
+ * themselves, and the queue filled (sf_thread.h). No lock and no system
+ * call while none is idle or the queue has no backlog. */
+static void wake_consumers(sf_sender *s)
+{
+    if (atomic_load_explicit(&s->idle_consumers, memory_order_relaxed) == 0 ||
+        sf_queue_used(s->queue) < backlog_urgent_at(s))
+        return;
+    pthread_mutex_lock(&s->mu);
+    for (unsigned i = 0; i < s->n_workers; i++)
+        if (s->consumers[i].lumps.tid != 0 && sf_thread_lumps_wake(&s->consumers[i].lumps))
+            atomic_fetch_sub_explicit(&s->idle_consumers, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&s->mu);
+}
+
 static void consumer_mind_backlog(sf_sender *s, sf_consumer *c)
 {
     size_t used, cap, urgent_at;
-    bool pressed = c->pressed;
+    bool pressed = c->pressed, woken = false;
 
     if (s->queue == NULL)
         return;
     c->pressed = false;
     used = sf_queue_used(s->queue);
     cap = sf_queue_capacity(s->queue);
-    urgent_at = cap / BACKLOG_URGENT_DIV > 0 ? cap / BACKLOG_URGENT_DIV : 1;
+    urgent_at = backlog_urgent_at(s);
     if (!c->urgent && (used >= urgent_at || pressed))
         c->urgent = true;
     else if (c->urgent && used < cap / BACKLOG_CALM_DIV)
         c->urgent = false;
-    sf_thread_lumps_urgent(c->urgent);
+    /* woken by a producer: urgent until the queue is calm, as if it had
+     * seen the backlog itself */
+    consumer_urgent(s, c, c->urgent, &woken);
+    c->urgent = c->urgent || woken;
 }
 
 static void *consumer_main(void *arg)
@@ -739,7 +790,11 @@ static void *consumer_main(void *arg)
 
     if (rng == 0)
         rng = 1;
-    sf_thread_lumps_begin("sf-export");
+    pthread_mutex_lock(&s->mu);
+    sf_thread_lumps_begin(&c->lumps, "sf-export");
+    if (c->lumps.idle)
+        atomic_fetch_add_explicit(&s->idle_consumers, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&s->mu);
     while (take_parts(s, c, &n, &why) == SF_OK) {
         consumer_mind_backlog(s, c);
         sf_buf *merged = n > 1 ? merge_parts(s, c, n) : NULL;
@@ -773,6 +828,10 @@ static void *consumer_main(void *arg)
         }
     }
     pthread_mutex_lock(&s->mu);
+    if (c->lumps.idle)          /* nobody wakes a thread that is gone */
+        atomic_fetch_sub_explicit(&s->idle_consumers, 1, memory_order_relaxed);
+    c->lumps.idle = false;
+    c->lumps.tid = 0;
     s->live--;
     pthread_cond_broadcast(&s->done_cv);
     pthread_mutex_unlock(&s->mu);
@@ -1025,6 +1084,7 @@ static sf_status submit(sf_sender *s, sf_buf *buf, bool *over_share)
     atomic_fetch_add_explicit(&k->queued_spans, (int64_t)buf->spans, memory_order_relaxed);
     atomic_fetch_add_explicit(&k->queue_size, (int64_t)size, memory_order_relaxed);
     st = sf_queue_push_sized(s->queue, buf, size);
+    wake_consumers(s);
     if (st != SF_OK) {
         sf_share_give(s->share, buf->client, size);
         atomic_fetch_sub_explicit(&k->queue_size, (int64_t)size, memory_order_relaxed);

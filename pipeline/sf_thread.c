@@ -1,10 +1,10 @@
 /* sf_thread.c: the consumers' scheduling (sf_thread.h).
  *
  * DESIGN
- * Per thread (_Thread_local): whether it may use SCHED_IDLE at all
+ * Per consumer (sf_lumps): whether it may use SCHED_IDLE at all
  * (decided once: it must be able to come back) and whether it is there
- * now. Coming back from SCHED_IDLE is a raise of priority for the kernel:
- * allowed with CAP_SYS_NICE in the effective set, or when RLIMIT_NICE
+ * now, which its producers read and change too (sf_thread.h). Coming
+ * back from SCHED_IDLE is a raise of priority for the kernel: allowed with CAP_SYS_NICE in the effective set, or when RLIMIT_NICE
  * allows the target nice (20 - nice <= the limit). Both are read before
  * the thread enters SCHED_IDLE, never tried: a failed try would leave it
  * there. */
@@ -23,10 +23,6 @@
 #include <linux/capability.h>
 #include <sys/syscall.h>
 #endif
-
-static _Thread_local bool idle_allowed;     /* may enter SCHED_IDLE and leave it */
-static _Thread_local bool in_idle;
-static _Thread_local int normal_nice;       /* the nice to come back to */
 
 static bool has_cap_sys_nice(void)
 {
@@ -68,32 +64,50 @@ static bool lumps_nice(int *out)
     return true;
 }
 
-void sf_thread_lumps_begin(const char *name)
+void sf_thread_lumps_begin(sf_lumps *l, const char *name)
 {
-    if (lumps_nice(&normal_nice)) {
-        (void)setpriority(PRIO_PROCESS, (id_t)gettid(), normal_nice);
-        idle_allowed = may_return_to(normal_nice);
+    l->tid = gettid();
+    if (lumps_nice(&l->nice)) {
+        (void)setpriority(PRIO_PROCESS, (id_t)l->tid, l->nice);
+        l->idle_allowed = may_return_to(l->nice);
     }
     if (name != NULL)
         pthread_setname_np(pthread_self(), name);
-    sf_thread_lumps_urgent(false);
+    sf_thread_lumps_urgent(l, false);
 }
 
-void sf_thread_lumps_urgent(bool urgent)
+/* Out of SCHED_IDLE, back to the consumer's nice. */
+static bool leave_idle(sf_lumps *l)
 {
     struct sched_param sp = { 0 };
 
-    if (!idle_allowed || urgent != in_idle)
+    if (sched_setscheduler(l->tid, SCHED_OTHER, &sp) != 0)
+        return false;
+    l->idle = false;
+    (void)setpriority(PRIO_PROCESS, (id_t)l->tid, l->nice);
+    return true;
+}
+
+void sf_thread_lumps_urgent(sf_lumps *l, bool urgent)
+{
+    struct sched_param sp = { 0 };
+
+    if (!l->idle_allowed || urgent != l->idle)
         return;                 /* nothing to change */
     if (!urgent) {
         if (sched_setscheduler(0, SCHED_IDLE, &sp) == 0)
-            in_idle = true;
+            l->idle = true;
         return;
     }
-    if (sched_setscheduler(0, SCHED_OTHER, &sp) == 0) {
-        in_idle = false;
-        (void)setpriority(PRIO_PROCESS, (id_t)gettid(), normal_nice);
-    }
+    (void)leave_idle(l);
+}
+
+bool sf_thread_lumps_wake(sf_lumps *l)
+{
+    if (!l->idle || !leave_idle(l))
+        return false;
+    l->woken = true;
+    return true;
 }
 
 bool sf_thread_lumps_may_idle(void)

@@ -1476,6 +1476,80 @@ static void test_edit_keep_attribute(void **state)
     assert_null(out);
 }
 
+/* The output buffer is sized from the last call's share of its input under
+ * the same edit: a request that keeps everything after one that kept a
+ * tenth grows it and comes out whole, the same bytes as under an edit with
+ * no history, pooled (64 KiB and over) or not. */
+static uint8_t *spans_request(bool thin, int copies, size_t *len)
+{
+    static pb b;
+    uint8_t *d;
+
+    pb_init(&b);
+    pb_open(&b, 1);
+    pb_open(&b, 2);
+    for (int i = 0; i < 60; i++) {
+        pb_open(&b, 2);
+        pb_str(&b, 5, "span");
+        kv_str(&b, 9, "k1", "a value the allowlist keeps");
+        for (int k = 0; k < 8; k++) {
+            char key[8];
+
+            snprintf(key, sizeof(key), "%c%d", thin ? 'x' : 'k', k);
+            kv_str(&b, 9, thin ? key : (k % 2 ? "k2" : "key"), "a value, removed or kept");
+        }
+        pb_close(&b);
+    }
+    pb_closen(&b, 2);
+    /* repeated ResourceSpans: the copies concatenated are one request */
+    d = malloc(b.n * (size_t)copies);
+    assert_non_null(d);
+    for (int i = 0; i < copies; i++)
+        memcpy(d + b.n * (size_t)i, b.d, b.n);
+    *len = b.n * (size_t)copies;
+    return d;
+}
+
+static void test_output_sized_by_last_call(void **state)
+{
+    sf_otlp_edit e = { 0 }, fresh;
+    size_t thin_len, full_len;
+    uint8_t *thin, *full;
+
+    (void)state;
+    e.keys[SF_OTLP_SPAN] = k_keys;
+    for (int pooled = 0; pooled < 2; pooled++) {
+        sf_buf *want_thin, *want_full;
+
+        sf_buf_pool_use(pooled);
+        thin = spans_request(true, pooled ? 4 : 1, &thin_len);
+        full = spans_request(false, pooled ? 4 : 1, &full_len);
+        assert_true(!pooled || thin_len > 64 * 1024);
+        for (int round = 0; round < 3; round++) {
+            fresh = e;      /* another address: no history */
+            want_full = rw_edit(full, full_len, &fresh, NULL);
+            want_thin = rw_edit(thin, thin_len, &fresh, NULL);
+            assert_true(want_thin->len < thin_len / 4);
+            for (int i = 0; i < 2; i++) {
+                sf_buf *t = rw_edit(thin, thin_len, &e, NULL);
+                sf_buf *f = rw_edit(full, full_len, &e, NULL);
+
+                assert_int_equal(t->len, want_thin->len);
+                assert_memory_equal(t->data, want_thin->data, t->len);
+                assert_int_equal(f->len, want_full->len);
+                assert_memory_equal(f->data, want_full->data, f->len);
+                sf_buf_unref(t);
+                sf_buf_unref(f);
+            }
+            sf_buf_unref(want_thin);
+            sf_buf_unref(want_full);
+        }
+        free(thin);
+        free(full);
+    }
+    sf_buf_pool_use(false);
+}
+
 /* The removals are counted by context and key (drift), whatever order
  * the spans carry their attributes in: a key the keyset lists is named by
  * the keyset's own string; a key it does not list counts as "other" (key
@@ -2727,6 +2801,7 @@ int main(void)
         cmocka_unit_test(test_merged_occurrence_cut_short),
         cmocka_unit_test(test_depth),
         cmocka_unit_test(test_edit_keep_attribute),
+        cmocka_unit_test(test_output_sized_by_last_call),
         cmocka_unit_test(test_edit_drift_counted),
         cmocka_unit_test(test_edit_strings_with_nul),
         cmocka_unit_test(test_edit_scalar_values_only),

@@ -50,6 +50,7 @@ typedef struct fake {
     unsigned workers[MAX_CALLS];
     int nice[MAX_CALLS];        /* the calling thread's nice value */
     int policy[MAX_CALLS];      /* and its scheduling policy */
+    pid_t tids[MAX_CALLS];      /* and its thread id */
     _Atomic int hold;           /* calls wait while set */
     char thread_name[16];       /* of the first call's thread */
     int sleep_ms;               /* each call takes this long */
@@ -72,6 +73,7 @@ static void fake_send(void *exporter, unsigned worker, const sf_buf *buf, sf_sen
         f->workers[i] = worker;
         f->nice[i] = getpriority(PRIO_PROCESS, (id_t)gettid());
         f->policy[i] = sched_getscheduler(0);
+        f->tids[i] = gettid();
         if (i == 0)
             pthread_getname_np(pthread_self(), f->thread_name, sizeof(f->thread_name));
     }
@@ -502,6 +504,48 @@ static void test_consumer_policy_follows_backlog(void **state)
     assert_invariant(x);
 }
 
+/* A producer takes a consumer out of SCHED_IDLE when its batch leaves a
+ * backlog queued: a consumer at SCHED_IDLE beside busy receivers does not
+ * run to see it (sf_thread.h). Held in its first call, at SCHED_IDLE (the
+ * queue empty after its take), the consumer stays there while three
+ * batches wait behind it and is a normal thread at its nice once the
+ * fourth (64 / 16) is queued, before it takes again. Shown to fail
+ * without wake_consumers (SCHED_IDLE until its next take). */
+static void test_producer_wakes_idle_consumer(void **state)
+{
+    fixture *x = *state;
+    int before, after, nice_after, calls;
+    pid_t tid;
+
+    if (!sf_thread_lumps_may_idle()) {
+        print_message("no CAP_SYS_NICE and RLIMIT_NICE too low: consumers never idle\n");
+        skip();
+    }
+    x->q.num_consumers = 1;
+    x->q.queue_size = 64;
+    make_sender(x);
+    atomic_store(&x->f.hold, 1);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_int_equal(submit(x, 1), SF_OK);
+    SF_TEST_WAIT_FOR(fake_calls(&x->f) == 1);
+    tid = x->f.tids[0];
+    assert_int_equal(x->f.policy[0], SCHED_IDLE);
+    for (size_t n = 2; n <= 4; n++)
+        assert_int_equal(submit(x, n), SF_OK);
+    before = sched_getscheduler(tid);
+    assert_int_equal(submit(x, 5), SF_OK);
+    after = sched_getscheduler(tid);
+    nice_after = getpriority(PRIO_PROCESS, (id_t)tid);
+    calls = fake_calls(&x->f);
+    atomic_store(&x->f.hold, 0);        /* before any assertion: teardown joins it */
+    assert_int_equal(calls, 1);
+    assert_int_equal(before, SCHED_IDLE);
+    assert_int_equal(after, SCHED_OTHER);
+    assert_int_equal(nice_after, x->f.nice[0]);
+    SF_TEST_WAIT_FOR(sf_counter_get(&x->k.sent_spans) == 15);
+    assert_invariant(x);
+}
+
 static void test_shutdown_interrupts_backoff(void **state)
 {
     fixture *x = *state;
@@ -841,6 +885,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_success_counts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_consumer_policy_follows_backlog, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_producer_wakes_idle_consumer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_consumers_yield_to_receivers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retry_then_success_no_duplicates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_permanent_failure, setup, teardown),
