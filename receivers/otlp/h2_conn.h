@@ -11,7 +11,7 @@
 #include "receiver_grpc.h"
 #include "sf_arena.h"
 #include "sf_dynbuf.h"
-#include "sf_otlp_count.h"
+#include "sf_count_inflate.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,7 +20,6 @@
 #include <sys/types.h>
 
 #include <nghttp2/nghttp2.h>
-#include <zlib.h>
 
 /* Decoded request headers, like gRPC's default (names + values + 32 each). */
 #define MAX_HEADER_LIST 16384
@@ -70,10 +69,7 @@ typedef struct h2_stream {
     size_t unconsumed;          /* bytes received but not yet returned to the window */
     sf_dynbuf msg;
     sf_otlp_hold hold;          /* its buffer while partial, charged to its client's share */
-    sf_span_counter counter;    /* refusing */
-    z_stream *z;                /* refusing a compressed message: inflated to count */
-    bool z_failed;
-    size_t z_out;               /* bytes inflated to count (at most max_msg) */
+    sf_count_inflate count;     /* refusing: its spans, inflated when compressed */
     /* the answer */
     int status;
     char message[200];
