@@ -41,12 +41,7 @@ void sf_count_inflate_init(sf_count_inflate *ci, sf_signal signal, bool json,
     }
     if (zd != NULL)
         ZSTD_DCtx_reset(zd, ZSTD_reset_session_only);
-    memset(ci, 0, sizeof(*ci));
-    ci->z = z;
-    ci->zd = zd;
-    ci->coding = coding;
-    ci->bound = bound;
-    ci->json = json;
+    *ci = (sf_count_inflate){ .coding = coding, .bound = bound, .json = json, .z = z, .zd = zd };
     if (json)
         sf_json_span_counter_init_signal(&ci->counter.json, signal);
     else

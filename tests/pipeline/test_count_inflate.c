@@ -17,50 +17,39 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <zlib.h>
 #include <zstd.h>
 
 #include "bench/sample_batch.h"
 #include "sf_count_inflate.h"
 #include "sf_otlp_json.h"
 #include "sf_otlp_wire.h"
+#include "tests/sf_test_deflate.h"
 #include "tests/sf_torture.h"
 
 /* `len` bytes of `plain` compressed as `coding` into a new malloc'd buffer. */
 static uint8_t *compressed(sf_count_coding coding, const uint8_t *plain, size_t len,
                            size_t *out_len)
 {
-    size_t cap = (coding == SF_COUNT_ZSTD ? ZSTD_compressBound(len) : compressBound(len)) + 64;
-    uint8_t *out = malloc(cap);
-    z_stream z;
+    size_t cap = ZSTD_compressBound(len) + 64;
+    uint8_t *out;
+    ZSTD_CCtx *cc;
 
+    if (coding == SF_COUNT_GZIP || coding == SF_COUNT_DEFLATE)
+        return sf_test_deflate(plain, len, coding == SF_COUNT_GZIP, out_len);
+    out = malloc(cap);
     assert_non_null(out);
-    if (coding == SF_COUNT_ZSTD) {
-        /* With its checksum, so a corrupt frame is told at its end at the
-         * latest (zstd's framing alone may decode it to other bytes). */
-        ZSTD_CCtx *cc = ZSTD_createCCtx();
-
-        assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1)));
-        *out_len = ZSTD_compress2(cc, out, cap, plain, len);
-        assert_false(ZSTD_isError(*out_len));
-        ZSTD_freeCCtx(cc);
-        return out;
-    }
     if (coding == SF_COUNT_IDENTITY) {
         memcpy(out, plain, len);
         *out_len = len;
         return out;
     }
-    memset(&z, 0, sizeof(z));
-    assert_int_equal(deflateInit2(&z, 6, Z_DEFLATED, coding == SF_COUNT_GZIP ? 15 + 16 : 15, 8,
-                                  Z_DEFAULT_STRATEGY), Z_OK);
-    z.next_in = (Bytef *)plain;
-    z.avail_in = (uInt)len;
-    z.next_out = out;
-    z.avail_out = (uInt)cap;
-    assert_int_equal(deflate(&z, Z_FINISH), Z_STREAM_END);
-    *out_len = cap - z.avail_out;
-    deflateEnd(&z);
+    /* With its checksum, so a corrupt frame is told at its end at the
+     * latest (zstd's framing alone may decode it to other bytes). */
+    cc = ZSTD_createCCtx();
+    assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1)));
+    *out_len = ZSTD_compress2(cc, out, cap, plain, len);
+    assert_false(ZSTD_isError(*out_len));
+    ZSTD_freeCCtx(cc);
     return out;
 }
 
