@@ -40,13 +40,12 @@ typedef struct h2_conn h2_conn;
 
 enum { KIND_EXPORT, KIND_METRICS, KIND_LOGS, KIND_OTHER };
 
-enum { ENC_IDENTITY, ENC_GZIP, ENC_DEFLATE, ENC_OTHER };
-
 typedef struct h2_stream {
     int32_t id;
     h2_conn *c;
     uint8_t kind;
-    uint8_t enc;
+    sf_count_coding enc;        /* grpc-encoding: identity (or none), gzip or deflate */
+    bool enc_other;             /* another grpc-encoding (zstd, ...): not served */
     char enc_name[24];
     bool post, grpc_type;       /* :method POST, content-type application/grpc* */
     bool answered;              /* an answer was submitted; further data ignored */

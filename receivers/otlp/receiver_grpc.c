@@ -230,10 +230,7 @@ static void stream_count(h2_stream *s, const uint8_t *p, size_t n)
  * (nothing was counted yet). */
 static void stream_count_start(h2_stream *s)
 {
-    sf_count_coding coding = SF_COUNT_IDENTITY;
-
-    if ((s->flags & 1) && s->enc != ENC_IDENTITY)
-        coding = s->enc == ENC_GZIP ? SF_COUNT_GZIP : SF_COUNT_DEFLATE;
+    sf_count_coding coding = (s->flags & 1) ? s->enc : SF_COUNT_IDENTITY;
 
     sf_count_inflate_init(&s->count, kind_signal(s->kind), false, coding, s->c->w->srv->max_msg);
 }
@@ -406,7 +403,7 @@ void grpc_stream_headers_done(h2_stream *s)
                       "TraceService, LogsService and MetricsService only");
         return;
     }
-    if (s->enc == ENC_OTHER) {
+    if (s->enc_other) {
         /* grpc-go's answer and words (rpc_util.go checkRecvPayload). */
         snprintf(why, sizeof(why), "grpc: Decompressor is not installed for grpc-encoding \"%s\"",
                  s->enc_name);
@@ -438,7 +435,7 @@ static bool stream_prefix_done(h2_stream *s)
         grpc_stream_refuse(s, SF_REASON_MALFORMED, SF_RPC_INTERNAL, why);
         return false;
     }
-    if ((s->flags & 1) && s->enc == ENC_IDENTITY) {
+    if ((s->flags & 1) && s->enc == SF_COUNT_IDENTITY) {
         grpc_stream_refuse(s, SF_REASON_MALFORMED, SF_RPC_INTERNAL,
                       "grpc: compressed flag set with identity or empty encoding");
         return false;
@@ -521,8 +518,9 @@ int grpc_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *n
         s->grpc_type = valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0 &&
                        (valuelen == 16 || value[16] == '+' || value[16] == ';');
     } else if (IS(name, "grpc-encoding")) {
-        s->enc = IS(value, "identity") ? ENC_IDENTITY : IS(value, "gzip") ? ENC_GZIP
-               : IS(value, "deflate") ? ENC_DEFLATE : ENC_OTHER;
+        s->enc = IS(value, "gzip") ? SF_COUNT_GZIP : IS(value, "deflate") ? SF_COUNT_DEFLATE
+               : SF_COUNT_IDENTITY;
+        s->enc_other = !IS(value, "identity") && s->enc == SF_COUNT_IDENTITY;
         snprintf(s->enc_name, sizeof(s->enc_name), "%.*s", (int)(valuelen < 20 ? valuelen : 20),
                  (const char *)value);
     } else if (IS(name, "grpc-timeout")) {
