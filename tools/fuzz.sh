@@ -23,7 +23,7 @@ cmake --build "$build" -j"$(nproc)" --target fuzz
 max_len() {
     case "$1" in
         otlp_proto|otlp_json|otlp_signals) echo 16384 ;;
-        inflate)              echo 16384 ;;
+        inflate|count_inflate) echo 16384 ;;
         prometheus)           echo 16384 ;;
         config)               echo 8192 ;;
         statement)            echo 1024 ;;

@@ -239,10 +239,7 @@ static void stream_free(h2_stream *s)
     deferred_unlink(c->w, s);
     h2_stream_unpark(s);
     h2_stream_drop_message(s);
-    if (s->z != NULL) {
-        inflateEnd(s->z);
-        sf_free(s->z);
-    }
+    sf_count_inflate_release(&s->count);
     sf_free(s);
 }
 

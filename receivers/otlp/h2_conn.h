@@ -11,7 +11,7 @@
 #include "receiver_grpc.h"
 #include "sf_arena.h"
 #include "sf_dynbuf.h"
-#include "sf_otlp_count.h"
+#include "sf_count_inflate.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,7 +20,6 @@
 #include <sys/types.h>
 
 #include <nghttp2/nghttp2.h>
-#include <zlib.h>
 
 /* Decoded request headers, like gRPC's default (names + values + 32 each). */
 #define MAX_HEADER_LIST 16384
@@ -41,13 +40,12 @@ typedef struct h2_conn h2_conn;
 
 enum { KIND_EXPORT, KIND_METRICS, KIND_LOGS, KIND_OTHER };
 
-enum { ENC_IDENTITY, ENC_GZIP, ENC_DEFLATE, ENC_OTHER };
-
 typedef struct h2_stream {
     int32_t id;
     h2_conn *c;
     uint8_t kind;
-    uint8_t enc;
+    sf_count_coding enc;        /* grpc-encoding: identity (or none), gzip or deflate */
+    bool enc_other;             /* another grpc-encoding (zstd, ...): not served */
     char enc_name[24];
     bool post, grpc_type;       /* :method POST, content-type application/grpc* */
     bool answered;              /* an answer was submitted; further data ignored */
@@ -70,10 +68,7 @@ typedef struct h2_stream {
     size_t unconsumed;          /* bytes received but not yet returned to the window */
     sf_dynbuf msg;
     sf_otlp_hold hold;          /* its buffer while partial, charged to its client's share */
-    sf_span_counter counter;    /* refusing */
-    z_stream *z;                /* refusing a compressed message: inflated to count */
-    bool z_failed;
-    size_t z_out;               /* bytes inflated to count (at most max_msg) */
+    sf_count_inflate count;     /* refusing: its spans, inflated when compressed */
     /* the answer */
     int status;
     char message[200];

@@ -52,7 +52,8 @@
  *   the protocol limits and connection caps, and a failure would only drop
  *   a connection).
  * - When memory is short the call is refused (UNAVAILABLE) and its spans
- *   are counted over its bytes (inflated first when gzip), so received =
+ *   are counted over its bytes (sf_count_inflate.h: inflated when
+ *   compressed, up to the size limit, charged to the client), so received =
  *   accepted + refused holds. But first the partial messages held pay for
  *   it (h2_worker_reclaim): those of clients over their share of the bytes
  *   held for incomplete messages (otlp_limit.h, shared with the HTTP
@@ -101,7 +102,7 @@
 #include "otlp_answer.h"
 #include "sf_arena.h"
 #include "sf_net.h"
-#include "sf_otlp_count.h"
+#include "sf_count_inflate.h"
 #include "sf_time.h"
 #include "sf_zlib.h"
 
@@ -109,7 +110,6 @@
 #include <string.h>
 
 #include <nghttp2/nghttp2.h>
-#include <zlib.h>
 
 
 /* Messages up to this size get their exact buffer at once, before the
@@ -213,50 +213,26 @@ void grpc_stream_refuse(h2_stream *s, sf_reason reason, int code, const char *wh
     grpc_stream_answer(s, code, why);
 }
 
-/* Count spans over a refused message's bytes, inflating when compressed. */
+/* Count spans over a refused message's bytes, inflating when compressed
+ * (at most max_msg bytes: a bomb is not inflated past the size limit just
+ * to count it), charged to its client's decompression. */
 static void stream_count(h2_stream *s, const uint8_t *p, size_t n)
 {
-    uint8_t out[16384];
+    size_t inflated = sf_count_inflate_feed(&s->count, p, n);
 
-    if (s->enc == ENC_IDENTITY || !(s->flags & 1)) {
-        sf_span_counter_feed(&s->counter, p, n);
-        return;
-    }
-    if (s->z_failed)
-        return;
-    /* A bomb is not inflated past the size limit just to count it. */
-    if (s->z_out > s->c->w->srv->max_msg) {
-        s->z_failed = true;
-        return;
-    }
-    if (s->z == NULL) {
-        s->z = sf_calloc_unlimited(1, sizeof(*s->z));
-        if (s->z == NULL || inflateInit2(s->z, s->enc == ENC_GZIP ? 15 + 16 : 15) != Z_OK) {
-            sf_free(s->z);
-            s->z = NULL;
-            s->z_failed = true;
-            return;
-        }
-    }
-    s->z->next_in = (Bytef *)p;
-    s->z->avail_in = (uInt)n;
-    while (s->z->avail_in > 0) {
-        int zr;
+    if (inflated > 0)
+        sf_otlp_inflate_charge_client(s->c->w->srv->clients, s->c->client, inflated,
+                                      s->c->last_read_ms);
+}
 
-        s->z->next_out = out;
-        s->z->avail_out = sizeof(out);
-        zr = inflate(s->z, Z_NO_FLUSH);
-        sf_span_counter_feed(&s->counter, out, sizeof(out) - s->z->avail_out);
-        s->z_out += sizeof(out) - s->z->avail_out;
-        sf_otlp_inflate_charge_client(s->c->w->srv->clients, s->c->client,
-                                      sizeof(out) - s->z->avail_out, s->c->last_read_ms);
-        if (s->z_out > s->c->w->srv->max_msg)
-            break;
-        if (zr != Z_OK) {
-            s->z_failed = zr != Z_STREAM_END;
-            break;
-        }
-    }
+/* (Re)start counting the message: compressed when its prefix says so. A
+ * stream refused before its first prefix is in starts again at the prefix
+ * (nothing was counted yet). */
+static void stream_count_start(h2_stream *s)
+{
+    sf_count_coding coding = (s->flags & 1) ? s->enc : SF_COUNT_IDENTITY;
+
+    sf_count_inflate_init(&s->count, kind_signal(s->kind), false, coding, s->c->w->srv->max_msg);
 }
 
 /* From now on the message is counted, not kept. */
@@ -265,7 +241,7 @@ void grpc_stream_start_refusing(h2_stream *s)
     if (s->refusing)
         return;
     s->refusing = true;
-    sf_span_counter_init_signal(&s->counter, kind_signal(s->kind));
+    stream_count_start(s);
     stream_count(s, (const uint8_t *)sf_dynbuf_ptr(&s->msg), sf_dynbuf_len(&s->msg));
     h2_stream_drop_message(s);
     h2_worker_undefer(s->c->w);
@@ -327,7 +303,8 @@ void grpc_stream_finish(h2_stream *s)
     if (s->refusing) {
         /* Refused before it is decoded; its spans are still counted, so
          * the refusal is visible in span terms. */
-        sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, kind_signal(s->kind), s->counter.spans,
+        sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, kind_signal(s->kind),
+                            sf_count_inflate_items(&s->count),
                             SF_REASON_MEMORY_LIMIT);
         stream_answer_status(s, SF_MEMLIMIT, NULL);
         return;
@@ -356,7 +333,7 @@ void grpc_stream_finish(h2_stream *s)
         if (st == SF_ENOMEM) {
             grpc_stream_start_refusing(s);
             sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, kind_signal(s->kind),
-                                s->counter.spans, SF_REASON_MEMORY_LIMIT);
+                                sf_count_inflate_items(&s->count), SF_REASON_MEMORY_LIMIT);
             stream_answer_status(s, SF_MEMLIMIT, NULL);
             return;
         }
@@ -426,7 +403,7 @@ void grpc_stream_headers_done(h2_stream *s)
                       "TraceService, LogsService and MetricsService only");
         return;
     }
-    if (s->enc == ENC_OTHER) {
+    if (s->enc_other) {
         /* grpc-go's answer and words (rpc_util.go checkRecvPayload). */
         snprintf(why, sizeof(why), "grpc: Decompressor is not installed for grpc-encoding \"%s\"",
                  s->enc_name);
@@ -458,7 +435,7 @@ static bool stream_prefix_done(h2_stream *s)
         grpc_stream_refuse(s, SF_REASON_MALFORMED, SF_RPC_INTERNAL, why);
         return false;
     }
-    if ((s->flags & 1) && s->enc == ENC_IDENTITY) {
+    if ((s->flags & 1) && s->enc == SF_COUNT_IDENTITY) {
         grpc_stream_refuse(s, SF_REASON_MALFORMED, SF_RPC_INTERNAL,
                       "grpc: compressed flag set with identity or empty encoding");
         return false;
@@ -469,7 +446,9 @@ static bool stream_prefix_done(h2_stream *s)
         grpc_stream_refuse(s, SF_REASON_TOO_LARGE, SF_RPC_RESOURCE_EXHAUSTED, why);
         return false;
     }
-    if (!s->refusing && s->msg.buf == NULL && s->c->w->n_spare > 0)
+    if (s->refusing)
+        stream_count_start(s);      /* refused before its prefix: now its coding is known */
+    else if (s->msg.buf == NULL && s->c->w->n_spare > 0)
         s->msg = s->c->w->spare[--s->c->w->n_spare];
     return true;                    /* its buffer is reserved in h2_stream_consume */
 }
@@ -539,8 +518,9 @@ int grpc_on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *n
         s->grpc_type = valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0 &&
                        (valuelen == 16 || value[16] == '+' || value[16] == ';');
     } else if (IS(name, "grpc-encoding")) {
-        s->enc = IS(value, "identity") ? ENC_IDENTITY : IS(value, "gzip") ? ENC_GZIP
-               : IS(value, "deflate") ? ENC_DEFLATE : ENC_OTHER;
+        s->enc = IS(value, "gzip") ? SF_COUNT_GZIP : IS(value, "deflate") ? SF_COUNT_DEFLATE
+               : SF_COUNT_IDENTITY;
+        s->enc_other = !IS(value, "identity") && s->enc == SF_COUNT_IDENTITY;
         snprintf(s->enc_name, sizeof(s->enc_name), "%.*s", (int)(valuelen < 20 ? valuelen : 20),
                  (const char *)value);
     } else if (IS(name, "grpc-timeout")) {

@@ -11,7 +11,7 @@
  *   buffered: memory short (503), too large (413); the budget is taken as
  *   the body arrives, so a crawling upload holds only what it sent. A
  *   refused body is still read, so the client gets its answer, and its
- *   spans are counted as it streams past (sf_otlp_count.h, protobuf or
+ *   spans are counted as it streams past (sf_count_inflate.h, protobuf or
  *   OTLP/JSON; gzip/deflate/zstd decompressed piecewise), never held:
  *   received = accepted + refused. A refusal is counted once its answer
  *   could be read: one whose connection ends first (a deadline, the client
@@ -82,15 +82,13 @@
 #include <unistd.h>
 
 #include <microhttpd.h>
-#include <zlib.h>
-#include <zstd.h>
 
 #include "google/rpc/status.pb-c.h"
 #include "otlp_answer.h"
 #include "otlp_limit.h"
 #include "sf_compress.h"
 #include "sf_net.h"
-#include "sf_otlp_count.h"
+#include "sf_count_inflate.h"
 #include "sf_dynbuf.h"
 #include "sf_libmicrohttpd.h"
 #include "sf_log.h"
@@ -161,7 +159,6 @@ typedef struct http_conn {
 } http_conn;
 
 enum { CT_PROTO, CT_JSON };
-enum { CE_IDENTITY, CE_ZLIB, CE_ZSTD };     /* CE_ZLIB: gzip or deflate */
 
 /* A request. Its thread (libmicrohttpd's) works on it under `lock` while the
  * body arrives; another thread reclaiming memory takes the lock (within
@@ -177,7 +174,7 @@ typedef struct http_req {
     bool finishing;             /* the body is complete: no longer reclaimable */
     sf_signal signal;           /* of the path: /v1/traces, /v1/logs, /v1/metrics */
     int ct;
-    int ce;
+    sf_count_coding ce;         /* its Content-Encoding */
     sf_dynbuf body;             /* bounded by max_request_body_size */
     size_t reserved;            /* bytes counted against the buffer budget */
     bool responded;
@@ -195,12 +192,9 @@ typedef struct http_req {
     bool answered_raw;
     size_t discarded;           /* body bytes read and dropped after a refusal */
     size_t expect;              /* Content-Length, when given and within the limit */
-    /* The spans of a refused body, counted as it streams past. */
-    sf_span_counter counter;    /* protobuf */
-    sf_json_span_counter jcounter;
-    z_stream *z;                /* compressed bodies: inflated piecewise to count */
-    sf_zstd_dctx *zd;           /* the same for zstd */
-    size_t inflated;
+    /* The spans of a refused body, counted as it streams past (inflated
+     * piecewise when compressed). */
+    sf_count_inflate count;
 } http_req;
 
 #define BODY(rq) ((const uint8_t *)sf_dynbuf_ptr(&(rq)->body))
@@ -478,124 +472,18 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const c
     return MHD_YES;
 }
 
-/* The counting inflater's state (about 45 KB) is counted but not refused
- * at the hard limit: it exists only while a refused body streams past, and
- * without it that body's spans would go uncounted. */
-static void *z_alloc(void *opaque, unsigned n, unsigned size)
+/* Start counting a refused body's spans (sf_count_inflate.h): compressed
+ * ones are inflated through a small buffer, at most max_body bytes of
+ * output (a bomb costs no memory, little CPU). */
+static void count_start(sf_receiver_http *srv, http_req *rq)
 {
-    (void)opaque;
-    return sf_calloc_unlimited(n, size);
+    sf_count_inflate_init(&rq->count, rq->signal, rq->ct == CT_JSON, rq->ce, srv->max_body);
 }
 
-static void z_free(void *opaque, void *p)
+/* Body bytes of a refused request: count their spans, keep nothing. */
+static void count_feed(http_req *rq, const uint8_t *p, size_t n)
 {
-    (void)opaque;
-    sf_free(p);
-}
-
-static void count_start(http_req *rq)
-{
-    if (rq->zd != NULL)
-        ZSTD_DCtx_reset(rq->zd, ZSTD_reset_session_only);
-    rq->inflated = 0;
-    sf_span_counter_init_signal(&rq->counter, rq->signal);
-    sf_json_span_counter_init_signal(&rq->jcounter, rq->signal);
-}
-
-static void count_plain(http_req *rq, const uint8_t *p, size_t n)
-{
-    if (rq->ct == CT_JSON)
-        sf_json_span_counter_feed(&rq->jcounter, p, n);
-    else
-        sf_span_counter_feed(&rq->counter, p, n);
-}
-
-static size_t counted_spans(const http_req *rq)
-{
-    return rq->ct == CT_JSON ? rq->jcounter.spans : rq->counter.spans;
-}
-
-/* count_feed() for zstd. The decoder's window (up to 8 MiB) is counted
- * memory within the hard limit, unlike the 45 KB inflate state: when it
- * cannot be had, the spans of this body stay uncounted (the refused
- * request itself is still counted). */
-static void count_feed_zstd(sf_receiver_http *srv, http_req *rq, const uint8_t *p, size_t n)
-{
-    uint8_t out[16384];
-    ZSTD_inBuffer ib = { p, n, 0 };
-    ZSTD_outBuffer ob;
-
-    if (rq->zd == NULL && (rq->zd = sf_zstd_dctx_create()) == NULL) {
-        rq->counter.bad = true;
-        return;
-    }
-    do {
-        size_t r;
-
-        ob = (ZSTD_outBuffer){ out, sizeof(out), 0 };
-        r = ZSTD_decompressStream(rq->zd, &ob, &ib);
-        if (ZSTD_isError(r)) {
-            rq->counter.bad = true;
-            return;
-        }
-        count_plain(rq, out, ob.pos);
-        rq->inflated += ob.pos;
-        if (rq->inflated > srv->max_body) {
-            rq->counter.bad = true;
-            return;
-        }
-    } while (ib.pos < ib.size || ob.pos == ob.size);
-}
-
-/* Body bytes of a refused request: count their spans, keep nothing.
- * Compressed bodies are inflated through a small buffer (at most max_body
- * bytes of output: a bomb costs no memory, little CPU). */
-static void count_feed(sf_receiver_http *srv, http_req *rq, const uint8_t *p, size_t n)
-{
-    uint8_t out[16384];
-
-    if (rq->counter.bad || rq->jcounter.bad || n == 0)
-        return;
-    if (rq->ce == CE_IDENTITY) {
-        count_plain(rq, p, n);
-        return;
-    }
-    if (rq->ce == CE_ZSTD) {
-        count_feed_zstd(srv, rq, p, n);
-        return;
-    }
-    if (rq->z == NULL) {
-        rq->z = sf_calloc_unlimited(1, sizeof(*rq->z));
-        if (rq->z == NULL) {
-            rq->counter.bad = true;
-            return;
-        }
-        rq->z->zalloc = z_alloc;
-        rq->z->zfree = z_free;
-        if (inflateInit2(rq->z, 15 + 32) != Z_OK) {
-            sf_free(rq->z);
-            rq->z = NULL;
-            rq->counter.bad = true;
-            return;
-        }
-    }
-    rq->z->next_in = (Bytef *)p;
-    rq->z->avail_in = (uInt)n;
-    do {
-        int zr;
-
-        rq->z->next_out = out;
-        rq->z->avail_out = sizeof(out);
-        zr = inflate(rq->z, Z_NO_FLUSH);
-        count_plain(rq, out, sizeof(out) - rq->z->avail_out);
-        rq->inflated += sizeof(out) - rq->z->avail_out;
-        if (zr == Z_STREAM_END || zr == Z_BUF_ERROR)
-            break;
-        if (zr != Z_OK || rq->inflated > srv->max_body) {
-            rq->counter.bad = true;
-            break;
-        }
-    } while (rq->z->avail_in > 0 || rq->z->avail_out == 0);
+    (void)sf_count_inflate_feed(&rq->count, p, n);
 }
 
 /* Count a deferred refusal, with the spans seen, exactly once: when it is
@@ -605,7 +493,7 @@ static void count_refusal(sf_receiver_http *srv, http_req *rq)
     if (rq->refuse_http == 0 || rq->refusal_counted)
         return;
     rq->refusal_counted = true;
-    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, rq->signal, counted_spans(rq),
+    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, rq->signal, sf_count_inflate_items(&rq->count),
                         rq->refuse_reason);
 }
 
@@ -628,8 +516,8 @@ static enum MHD_Result refuse_later(sf_receiver_http *srv, http_req *rq, sf_stat
     rq->refuse_rpc = a->grpc;
     rq->refuse_msg = msg != NULL ? msg : a->message;
     rq->refuse_reason = reason;
-    count_start(rq);
-    count_feed(srv, rq, BODY(rq), sf_dynbuf_len(&rq->body));    /* what was gathered so far */
+    count_start(srv, rq);
+    count_feed(rq, BODY(rq), sf_dynbuf_len(&rq->body));    /* what was gathered so far */
     /* Give the buffer back at once: the rest of the body is discarded. */
     atomic_fetch_sub(&srv->buffered, rq->reserved);
     rq->reserved = 0;
@@ -861,7 +749,8 @@ static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
     size_t type_len;
     framing fr = { 0 };
     http_req *rq;
-    int ctype, cenc = CE_IDENTITY;
+    int ctype;
+    sf_count_coding cenc = SF_COUNT_IDENTITY;
     sf_signal sig;
 
     if (strcmp(url, srv->cfg->traces_url_path) == 0)
@@ -917,10 +806,12 @@ static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
                               0);
     }
     ce = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
-    if (ce != NULL && (strcasecmp(ce, "gzip") == 0 || strcasecmp(ce, "deflate") == 0))
-        cenc = CE_ZLIB;
+    if (ce != NULL && strcasecmp(ce, "gzip") == 0)
+        cenc = SF_COUNT_GZIP;
+    else if (ce != NULL && strcasecmp(ce, "deflate") == 0)
+        cenc = SF_COUNT_DEFLATE;
     else if (ce != NULL && strcasecmp(ce, "zstd") == 0)
-        cenc = CE_ZSTD;
+        cenc = SF_COUNT_ZSTD;
     else if (ce != NULL && strcasecmp(ce, "identity") != 0 && ce[0] != '\0')
         return refuse_headers(srv, conn, sig, ctype, 415,
                               "unsupported content encoding: use gzip, deflate, zstd or none", 0);
@@ -981,7 +872,7 @@ static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
 /* Count and drop body bytes of a refused request, up to a point. */
 static enum MHD_Result discard(sf_receiver_http *srv, http_req *rq, const char *data, size_t n)
 {
-    count_feed(srv, rq, (const uint8_t *)data, n);
+    count_feed(rq, (const uint8_t *)data, n);
     rq->discarded += n;
     return rq->discarded > DISCARD_FACTOR * srv->max_body ? MHD_NO : MHD_YES;
 }
@@ -1021,13 +912,13 @@ static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *d
      * admitted before filling memory on to the hard limit. */
     if (no_room(srv, incomplete)) {
         refuse_later(srv, rq, SF_MEMLIMIT, NULL, SF_REASON_MEMORY_LIMIT);
-        count_feed(srv, rq, (const uint8_t *)data, n);
+        count_feed(rq, (const uint8_t *)data, n);
         rq->discarded += n;
         return MHD_YES;
     }
     if (sf_dynbuf_len(&rq->body) + n > srv->max_body) {
         refuse_later(srv, rq, SF_TOOBIG, "request body too large", SF_REASON_TOO_LARGE);
-        count_feed(srv, rq, (const uint8_t *)data, n);
+        count_feed(rq, (const uint8_t *)data, n);
         rq->discarded += n;
         return MHD_YES;
     }
@@ -1059,7 +950,7 @@ static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *d
                 atomic_fetch_sub(&srv->buffered, more);
                 refuse_later(srv, rq, SF_RETRY, "too many requests in progress, retry later",
                              SF_REASON_MEMORY_LIMIT);
-                count_feed(srv, rq, (const uint8_t *)data, n);
+                count_feed(rq, (const uint8_t *)data, n);
                 return MHD_YES;
             }
             rq->reserved = ncap;
@@ -1068,7 +959,7 @@ static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *d
         }
         if (sf_dynbuf_reserve(&rq->body, ncap) != SF_OK) {
             refuse_later(srv, rq, SF_ENOMEM, NULL, SF_REASON_MEMORY_LIMIT);
-            count_feed(srv, rq, (const uint8_t *)data, n);
+            count_feed(rq, (const uint8_t *)data, n);
             return MHD_YES;
         }
     }
@@ -1085,9 +976,9 @@ static size_t refused_spans(sf_receiver_http *srv, http_req *rq, const sf_reques
 {
     if (batch->spans > 0 || (st == SF_INVALID && rq->ct != CT_JSON))
         return batch->spans;
-    count_start(rq);
-    count_feed(srv, rq, BODY(rq), sf_dynbuf_len(&rq->body));
-    return counted_spans(rq);
+    count_start(srv, rq);
+    count_feed(rq, BODY(rq), sf_dynbuf_len(&rq->body));
+    return sf_count_inflate_items(&rq->count);
 }
 
 /* Refuse a whole body now, counting its spans. */
@@ -1095,9 +986,9 @@ static enum MHD_Result refuse_counted(sf_receiver_http *srv, struct MHD_Connecti
                                       http_req *rq, sf_status st, const char *msg,
                                       sf_reason reason)
 {
-    count_start(rq);
-    count_feed(srv, rq, BODY(rq), sf_dynbuf_len(&rq->body));
-    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, rq->signal, counted_spans(rq), reason);
+    count_start(srv, rq);
+    count_feed(rq, BODY(rq), sf_dynbuf_len(&rq->body));
+    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, rq->signal, sf_count_inflate_items(&rq->count), reason);
     return send_answer(conn, rq, st, msg);
 }
 
@@ -1134,7 +1025,7 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
         return refuse_counted(srv, conn, rq, SF_MEMLIMIT, NULL,
                               SF_REASON_MEMORY_LIMIT);
     }
-    if (rq->ce != CE_IDENTITY) {
+    if (rq->ce != SF_COUNT_IDENTITY) {
         const char *why = NULL;
         http_conn *hc = conn_of(conn);
         bool close = false;
@@ -1155,7 +1046,7 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
                                       "less compressed data a second, or uncompressed; retry "
                                       "later", close ? SEND_CLOSE : 0);
         }
-        if (rq->ce == CE_ZSTD)
+        if (rq->ce == SF_COUNT_ZSTD)
             st = sf_unzstd(BODY(rq), sf_dynbuf_len(&rq->body), srv->max_body, &inflated, &len,
                            &why);
         else
@@ -1170,7 +1061,7 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
                                 st == SF_TOOBIG ? SF_REASON_TOO_LARGE : SF_REASON_MALFORMED);
             if (st == SF_TOOBIG)
                 return send_answer(conn, rq, SF_TOOBIG, "request body too large after decompression");
-            if (rq->ce != CE_ZSTD)
+            if (rq->ce != SF_COUNT_ZSTD)
                 return send_answer(conn, rq, SF_INVALID, "request body could not be decompressed");
             snprintf(err, sizeof(err), "request body could not be decompressed: %s",
                      why != NULL ? why : "corrupt zstd data");
@@ -1604,11 +1495,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     atomic_fetch_sub(&srv->buffered, rq->reserved);
     atomic_store(&rq->held, 0);
     rq_hold(srv, rq);
-    if (rq->z != NULL) {
-        inflateEnd(rq->z);
-        sf_free(rq->z);
-    }
-    sf_zstd_dctx_destroy(rq->zd);
+    sf_count_inflate_release(&rq->count);
     sf_dynbuf_release(&rq->body);
     sf_free(rq);
     *req_cls = NULL;

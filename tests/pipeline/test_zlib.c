@@ -16,28 +16,8 @@
 
 #include "sf_alloc.h"
 #include "sf_zlib.h"
+#include "tests/sf_test_deflate.h"
 #include "tests/sf_torture.h"
-
-/* `len` bytes of `plain` deflated as gzip (gzip true) or zlib into a new
- * malloc'd buffer. */
-static uint8_t *deflated(const uint8_t *plain, size_t len, bool gzip, size_t *out_len)
-{
-    z_stream z;
-    size_t cap = compressBound(len) + 64;
-    uint8_t *out = malloc(cap);
-
-    memset(&z, 0, sizeof(z));
-    assert_int_equal(deflateInit2(&z, 9, Z_DEFLATED, gzip ? 15 + 16 : 15, 8,
-                                  Z_DEFAULT_STRATEGY), Z_OK);
-    z.next_in = (Bytef *)plain;
-    z.avail_in = (uInt)len;
-    z.next_out = out;
-    z.avail_out = (uInt)cap;
-    assert_int_equal(deflate(&z, Z_FINISH), Z_STREAM_END);
-    *out_len = cap - z.avail_out;
-    deflateEnd(&z);
-    return out;
-}
 
 static uint8_t *pattern(size_t len)
 {
@@ -58,7 +38,7 @@ static void test_round_trip(void **state)
             uint8_t *plain = pattern(len), *z, *out = NULL;
             size_t zlen, out_len = 7;
 
-            z = deflated(plain, len, gz, &zlen);
+            z = sf_test_deflate(plain, len, gz, &zlen);
             assert_int_equal(sf_inflate(z, zlen, 1u << 20, &out, &out_len), SF_OK);
             assert_non_null(out);
             assert_int_equal(out_len, len);
@@ -75,7 +55,7 @@ static void test_round_trip(void **state)
 static void test_bound(void **state)
 {
     size_t len = 100000, zlen;
-    uint8_t *zeros = calloc(1, len), *z = deflated(zeros, len, true, &zlen), *out = NULL;
+    uint8_t *zeros = calloc(1, len), *z = sf_test_deflate(zeros, len, true, &zlen), *out = NULL;
     size_t out_len = 0, base = sf_alloc_in_use();
 
     (void)state;
@@ -99,7 +79,7 @@ static void test_invalid(void **state)
     size_t zlen, out_len;
 
     (void)state;
-    z = deflated(plain, 5000, true, &zlen);
+    z = sf_test_deflate(plain, 5000, true, &zlen);
     assert_int_equal(sf_inflate((const uint8_t *)"not gzip", 8, 1000, &out, &out_len),
                      SF_INVALID);
     assert_int_equal(sf_inflate(z, zlen - 10, 1u << 20, &out, &out_len), SF_INVALID);  /* cut */
@@ -144,7 +124,7 @@ static void test_allocation_failures(void **state)
                            .expect = SF_ENOMEM };
 
     (void)state;
-    in.z = deflated(plain, in.len, true, &in.zlen);
+    in.z = sf_test_deflate(plain, in.len, true, &in.zlen);
     assert_true(sf_torture_run(&t) >= 1);
     free(in.z);
     free(plain);

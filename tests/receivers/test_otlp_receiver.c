@@ -1,7 +1,8 @@
 /* tests/receivers/test_otlp_receiver.c: the `otlp` receiver's gRPC server,
  * run inside the real service (config -> sf_service_create -> start) and
  * called with the gRPC core client: the status for every kind of request,
- * the UNIMPLEMENTED catch-all, refusal when the exporter's queue is full, and
+ * the UNIMPLEMENTED catch-all, refusal when the exporter's queue is full,
+ * the spans of calls refused for memory counted (gzip'd or not), and
  * a shutdown that completes although a client opened a call and never sent
  * its message; and that what is exported is the codec's output for exactly
  * the bytes sent, whether the message arrived in one slice (read in place)
@@ -18,6 +19,7 @@
 
 #include <cmocka.h>
 #include <grpc/grpc.h>
+#include <grpc/compression.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 
@@ -259,6 +261,48 @@ static void test_queue_full_is_unavailable(void **state)
     stop(&f);
 }
 
+/* Memory short: a call is refused UNAVAILABLE and its spans are still
+ * counted over its message's bytes, inflated when it came gzip'd
+ * (sf_count_inflate): a small message counted whole when refused, a large
+ * one from the piece that found memory short on. */
+static void test_memory_refused_compressed_counted(void **state)
+{
+    fixture f = { 0 };
+    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    grpc_arg gzip = { .type = GRPC_ARG_INTEGER,
+                      .key = (char *)GRPC_COMPRESSION_CHANNEL_DEFAULT_ALGORITHM,
+                      .value.integer = GRPC_COMPRESS_GZIP };
+    grpc_channel_args args = { .num_args = 1, .args = &gzip };
+    static const size_t spans[] = { 5, 700 };
+    char target[64];
+    grpc_channel *gz;
+    sf_totals t;
+
+    (void)state;
+    start(&f, "debug", " {verbosity: basic}\n");
+    snprintf(target, sizeof(target), "127.0.0.1:%d", f.port);
+    gz = grpc_channel_create(target, creds, &args);
+    grpc_channel_credentials_release(creds);
+    assert_int_equal(export_sample(&f, 3, 1), GRPC_STATUS_OK);
+    sf_alloc_set_external_pressure(1);
+    for (size_t i = 0; i < sizeof(spans) / sizeof(spans[0]); i++) {
+        size_t len = 0;
+        uint8_t *data = sf_sample_request(spans[i], 7 + i, &len);
+
+        assert_int_equal(sf_test_grpc_call(gz, f.g.cq, EXPORT, data, len),
+                         GRPC_STATUS_UNAVAILABLE);
+        assert_int_equal(call(&f, EXPORT, data, len), GRPC_STATUS_UNAVAILABLE);
+        sf_free(data);
+    }
+    sf_alloc_set_external_pressure(0);
+    sf_service_totals(f.svc, &t);
+    assert_int_equal(t.accepted, 3);
+    assert_int_equal(t.refused[SF_REASON_MEMORY_LIMIT], 2 * (5 + 700));
+    assert_int_equal(sf_reasons_sum(t.refused), 2 * (5 + 700));
+    grpc_channel_destroy(gz);
+    stop(&f);
+}
+
 /* A client that opens a call and never sends its message must not hold
  * shutdown forever: after the grace period the server cancels it. */
 static void test_shutdown_with_stalled_call(void **state)
@@ -308,6 +352,7 @@ int main(void)
         cmocka_unit_test(test_statuses),
         cmocka_unit_test(test_exported_bytes_small_and_large),
         cmocka_unit_test(test_queue_full_is_unavailable),
+        cmocka_unit_test(test_memory_refused_compressed_counted),
         cmocka_unit_test(test_shutdown_with_stalled_call),
     };
     int rc;
