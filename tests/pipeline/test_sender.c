@@ -467,6 +467,23 @@ static void test_shutdown_drains_queue(void **state)
     assert_invariant(x);
 }
 
+/* One consumer over a 64-request queue, held in its first call (batch 1),
+ * for the scheduling-policy tests; skipped where consumers never idle. */
+static void start_one_held_consumer(fixture *x)
+{
+    if (!sf_thread_lumps_may_idle()) {
+        print_message("no CAP_SYS_NICE and RLIMIT_NICE too low: consumers never idle\n");
+        skip();
+    }
+    x->q.num_consumers = 1;
+    x->q.queue_size = 64;
+    make_sender(x);
+    atomic_store(&x->f.hold, 1);
+    assert_int_equal(sf_sender_start(x->s), SF_OK);
+    assert_int_equal(submit(x, 1), SF_OK);
+    SF_TEST_WAIT_FOR(fake_calls(&x->f) == 1);
+}
+
 /* Consumers run behind the receivers (SCHED_IDLE) while the queue has
  * room, as normal threads from a sixteenth full until it is below a
  * sixty-fourth (sf_thread.h). One consumer held in its first call while
@@ -481,17 +498,7 @@ static void test_consumer_policy_follows_backlog(void **state)
     const int idle = SCHED_IDLE, normal = SCHED_OTHER;
     const int want[7] = { idle, normal, normal, normal, normal, normal, idle };
 
-    if (!sf_thread_lumps_may_idle()) {
-        print_message("no CAP_SYS_NICE and RLIMIT_NICE too low: consumers never idle\n");
-        skip();
-    }
-    x->q.num_consumers = 1;
-    x->q.queue_size = 64;
-    make_sender(x);
-    atomic_store(&x->f.hold, 1);
-    assert_int_equal(sf_sender_start(x->s), SF_OK);
-    assert_int_equal(submit(x, 1), SF_OK);
-    SF_TEST_WAIT_FOR(fake_calls(&x->f) == 1);
+    start_one_held_consumer(x);
     for (size_t n = 2; n <= 7; n++)
         assert_int_equal(submit(x, n), SF_OK);
     atomic_store(&x->f.hold, 0);
@@ -517,17 +524,7 @@ static void test_producer_wakes_idle_consumer(void **state)
     int before, after, nice_after, calls;
     pid_t tid;
 
-    if (!sf_thread_lumps_may_idle()) {
-        print_message("no CAP_SYS_NICE and RLIMIT_NICE too low: consumers never idle\n");
-        skip();
-    }
-    x->q.num_consumers = 1;
-    x->q.queue_size = 64;
-    make_sender(x);
-    atomic_store(&x->f.hold, 1);
-    assert_int_equal(sf_sender_start(x->s), SF_OK);
-    assert_int_equal(submit(x, 1), SF_OK);
-    SF_TEST_WAIT_FOR(fake_calls(&x->f) == 1);
+    start_one_held_consumer(x);
     tid = x->f.tids[0];
     assert_int_equal(x->f.policy[0], SCHED_IDLE);
     for (size_t n = 2; n <= 4; n++)
