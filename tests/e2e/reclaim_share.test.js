@@ -48,28 +48,37 @@ const MODERATE_GRPC_EVERY_MS = 200;
 const BOUND_S = 150;
 
 // One upload of `body` on a new connection, in MODERATE_PIECES pieces
-// MODERATE_GAP_MS apart; resolves {status} (0: no answer).
+// MODERATE_GAP_MS apart; resolves {status, text} (status 0: no answer; text:
+// the answer's body, which says why when it is not 200).
 function upload(port, body) {
   return new Promise((resolve) => {
     const sock = net.connect({ port, host: '127.0.0.1' });
     let got = '';
     let done = false;
     const timers = [];
-    const finish = (status) => {
+    const answer = () => {
+      const m = /^HTTP\/1\.1 (\d{3})/.exec(got);
+      const end = got.indexOf('\r\n\r\n');
+      if (!m || end < 0) return null;
+      const len = /\r\ncontent-length: *(\d+)/i.exec(got.slice(0, end));
+      const text = got.slice(end + 4);
+      return { status: Number(m[1]), text, whole: !len || text.length >= Number(len[1]) };
+    };
+    const finish = () => {
       if (done) return;
       done = true;
       for (const x of timers) clearTimeout(x);
       sock.destroy();
-      resolve({ status });
+      const a = answer();
+      resolve(a ? { status: a.status, text: a.text.slice(0, 200) } : { status: 0, text: '' });
     };
-    const deadline = setTimeout(() => finish(0), 10000);
-    timers.push(deadline);
-    sock.on('error', () => finish(0));
-    sock.on('close', () => finish(0));
+    timers.push(setTimeout(finish, 10000));
+    sock.on('error', finish);
+    sock.on('close', finish);
     sock.on('data', (d) => {
       got += d.toString('latin1');
-      const m = /^HTTP\/1\.1 (\d{3})/.exec(got);
-      if (m && got.includes('\r\n\r\n')) finish(Number(m[1]));
+      const a = answer();
+      if (a && a.whole) finish();
     });
     sock.once('connect', () => {
       sock.write('POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n' +
@@ -92,7 +101,8 @@ function moderate(port, body, phase) {
     while (running) {
       const ph = phase();
       const r = await upload(port, body);
-      calls.push({ phase: ph, ok: r.status === 200, status: r.status, what: `HTTP ${r.status}` });
+      calls.push({ phase: ph, ok: r.status === 200, status: r.status,
+        what: r.status === 200 ? 'HTTP 200' : `HTTP ${r.status} ${JSON.stringify(r.text)}` });
     }
   })();
   return { calls, async stop() { running = false; await loop; } };
