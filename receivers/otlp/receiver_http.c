@@ -24,8 +24,9 @@
  *   with the gRPC server), then the others, the most bytes with the least
  *   recent progress first, are refused and their buffers freed, before a
  *   request that is complete (or sending) is refused; a client over its
- *   share takes only from others over theirs; one that sent nothing for RECLAIM_STALL_MS (it crawls) is
- *   answered 503 at once and closed. A thread may reclaim another's
+ *   share takes only from others over theirs; one that sent nothing for
+ *   RECLAIM_STALL_MS, with nothing waiting unread on its socket (it crawls;
+ *   upload_crawls), is answered 503 at once and closed. A thread may reclaim another's
  *   request: each request has a lock, taken within conn_lock by the
  *   reclaimer and around gather() by its own thread (which never holds it
  *   while taking conn_lock), and a complete one (`finishing`) is never
@@ -568,6 +569,20 @@ static void conn_answer_close(sf_receiver_http *srv, http_conn *c, const char *a
     conn_evict(srv, c, why);
 }
 
+/* Whether `c`'s upload crawls: nothing arrived for RECLAIM_STALL_MS and no
+ * byte waits unread on its socket. Bytes waiting mean the collector is
+ * behind, not the client (its threads waited for memory, or the machine is
+ * busy): such an upload is answered when its body is complete, its spans
+ * counted whole, not cut off as a crawler. Under conn_lock. */
+static bool upload_crawls(const http_conn *c, int64_t now)
+{
+    int unread = 0;
+
+    if (now - atomic_load(&c->rq->progress_ms) < RECLAIM_STALL_MS)
+        return false;
+    return !(ioctl(c->fd, FIONREAD, &unread) == 0 && unread > 0);
+}
+
 /* Answer 503 now to an upload refused for memory, and close its
  * connection. Under conn_lock. */
 static void answer_crawler(sf_receiver_http *srv, http_conn *c, const char *why)
@@ -661,7 +676,7 @@ static bool reclaim(sf_receiver_http *srv, const http_req *keep, size_t want, bo
             /* A crawler is answered and closed now; an upload still
              * sending, when its body is complete (or by the reaper, once
              * it stops). */
-            if (now - atomic_load(&rq->progress_ms) >= RECLAIM_STALL_MS)
+            if (upload_crawls(victim, now))
                 answer_crawler(srv, victim, why == SF_OTLP_RECLAIM_MEMORY
                                ? "memory is short, its upload made the least progress"
                                : "the bodies' budget is full, its upload made the least progress");
@@ -1395,8 +1410,7 @@ static void *reaper_main(void *arg)
         for (http_conn *c = srv->conns; c != NULL; c = c->next) {
             int64_t age = now - c->since;
 
-            if (c->rq != NULL && !c->evicted &&
-                now - atomic_load(&c->rq->progress_ms) >= RECLAIM_STALL_MS) {
+            if (c->rq != NULL && !c->evicted && upload_crawls(c, now)) {
                 http_req *rq = c->rq;
                 bool crawls;
 
