@@ -48,11 +48,13 @@
  * the holders take back what they can. */
 #define RECLAIM_HEADROOM 16
 /* A reclaimed call whose client has sent nothing on the connection for
- * this long, with the window open and the connection read, is answered at
- * once; others (waiting for our window, or a client busy with other
- * streams) are counted from then on and answered UNAVAILABLE when
- * complete, so a client that goes on gets its answer and its spans are
- * counted (received = accepted + refused). */
+ * this long, with the window open and the connection read to its last
+ * byte (client_stalled), is answered at once; others (waiting for our
+ * window, a client busy with other streams, or a worker behind) are
+ * counted from then on and answered UNAVAILABLE when complete, so a
+ * client that goes on gets its answer and its spans are counted
+ * (received = accepted + refused), or at a tick once their client
+ * stalls. */
 #define RECLAIM_STALL_MS 1000
 /* What a worker reads from one connection before serving the others:
  * READS_PER_TURN reads of READ_CHUNK. A chunk holds a 100-span call
@@ -464,6 +466,21 @@ size_t h2_worker_reclaim_over(worker *w)
     return worker_reclaim(w, NULL, true, memory_wanted);
 }
 
+/* Whether `c`'s client stalls: nothing read from it for RECLAIM_STALL_MS,
+ * no output waiting for it, and no byte of it waiting unread on the
+ * socket. Bytes waiting mean the worker is behind, not the client (it
+ * served other connections, or the machine is busy): its call is then
+ * counted as the rest comes and answered when complete, not ended as a
+ * crawler's. */
+static bool client_stalled(const h2_conn *c, int64_t now)
+{
+    int unread = 0;
+
+    if (c->out_len > 0 || now - c->last_read_ms < RECLAIM_STALL_MS)
+        return false;
+    return !(ioctl(c->fd, FIONREAD, &unread) == 0 && unread > 0);
+}
+
 /* `keep_over`: clients over their share only; `wanted`: whether to go on. */
 static size_t worker_reclaim(worker *w, const h2_stream *keep, bool keep_over,
                              bool (*wanted)(const worker *w, const h2_stream *keep))
@@ -517,8 +534,8 @@ static size_t worker_reclaim(worker *w, const h2_stream *keep, bool keep_over,
         atomic_fetch_add(&srv->reclaimed_bytes, held);
         sf_otlp_reclaimed(srv->clients, 0, victim_over);
         freed += held;
-        if (!victim->deferred && victim->c->out_len == 0 &&
-            now - victim->c->last_read_ms >= RECLAIM_STALL_MS) {
+        if (!victim->deferred && client_stalled(victim->c, now)) {
+            up_of(victim)->start_refusing(victim);     /* its held spans counted */
             up_of(victim)->refuse(victim, SF_REASON_MEMORY_LIMIT, SF_RPC_UNAVAILABLE,
                           "memory is short: this call's partial message was reclaimed (no "
                           "recent progress); retry");
@@ -1083,6 +1100,10 @@ void h2_worker_tick(worker *w, int64_t now)
                 nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
             else if (!st->answered && st->deadline_ms != 0 && now >= st->deadline_ms)
                 up_of(st)->answer(st, RPC_DEADLINE_EXCEEDED, "deadline exceeded");
+            else if (!st->answered && st->refusing && client_stalled(c, now))
+                up_of(st)->refuse(st, SF_REASON_MEMORY_LIMIT, SF_RPC_UNAVAILABLE,
+                                  "memory is short: this call's message was refused and its "
+                                  "client stopped sending; retry");
             else if (!st->answered && now - st->progress_ms >= STREAM_STALL_MS)
                 up_of(st)->answer(st, SF_RPC_UNAVAILABLE, "request message stalled");
         }

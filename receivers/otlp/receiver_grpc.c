@@ -206,10 +206,14 @@ static void stream_answer_status(h2_stream *s, sf_status st, const char *why)
     grpc_stream_answer(s, a->grpc, why != NULL ? why : a->message);
 }
 
-/* Refuse a call for a reason the client caused, counted. */
+/* Refuse a call, counted: with the spans counted so far when its message
+ * was being counted (refusing), else none (nothing of it was decoded). */
 void grpc_stream_refuse(h2_stream *s, sf_reason reason, int code, const char *why)
 {
-    sf_component_refuse(s->c->w->srv->self, SF_TRANSPORT_GRPC, kind_signal(s->kind), 0, reason);
+    size_t items = s->refusing ? sf_count_inflate_items(&s->count) : 0;
+
+    sf_component_refuse(s->c->w->srv->self, SF_TRANSPORT_GRPC, kind_signal(s->kind), items,
+                        reason);
     grpc_stream_answer(s, code, why);
 }
 
