@@ -1172,20 +1172,10 @@ static inline void seen_reset(cx *c, const mdesc *m)
     }
 }
 
-/* Whether this is the first entry of key k[0, n) (its slot e in ks, or
- * NULL) in the current list; it is remembered. -1: no memory. */
-static __attribute__((noinline)) int seen_first(cx *c, const sf_otlp_keyset *ks,
-                                                const ks_slot *e, const uint8_t *k, size_t n)
+/* seen_first for a key the keyset does not list, or past SEEN_SLOTS: by
+ * its bytes. */
+static __attribute__((noinline)) int seen_first_bytes(cx *c, const uint8_t *k, size_t n)
 {
-    if (e != NULL && (size_t)(e - ks->slots) < SEEN_SLOTS) {
-        const size_t i = (size_t)(e - ks->slots);
-        const uint64_t bit = 1ull << (i % 64);
-
-        if (c->seen[i / 64] & bit)
-            return 0;
-        c->seen[i / 64] |= bit;
-        return 1;
-    }
     for (size_t i = 0; i < c->n_seen; i++) {
         if (c->seen_len[i] == n && memcmp(c->seen_key[i], k, n) == 0)
             return 0;
@@ -1207,6 +1197,24 @@ static __attribute__((noinline)) int seen_first(cx *c, const sf_otlp_keyset *ks,
     c->seen_key[c->n_seen] = k;
     c->seen_len[c->n_seen++] = n;
     return 1;
+}
+
+/* Whether this is the first entry of key k[0, n) (its slot e in ks, or
+ * NULL) in the current list; it is remembered. -1: no memory. A listed
+ * key (most of them) is a bit, tested inline. */
+static inline int seen_first(cx *c, const sf_otlp_keyset *ks, const ks_slot *e, const uint8_t *k,
+                             size_t n)
+{
+    if (e != NULL && (size_t)(e - ks->slots) < SEEN_SLOTS) {
+        const size_t i = (size_t)(e - ks->slots);
+        const uint64_t bit = 1ull << (i % 64);
+
+        if (c->seen[i / 64] & bit)
+            return 0;
+        c->seen[i / 64] |= bit;
+        return 1;
+    }
+    return seen_first_bytes(c, k, n);
 }
 
 static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, kvjudge j, uint32_t num,
