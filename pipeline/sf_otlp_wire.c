@@ -1172,20 +1172,10 @@ static inline void seen_reset(cx *c, const mdesc *m)
     }
 }
 
-/* Whether this is the first entry of key k[0, n) (its slot e in ks, or
- * NULL) in the current list; it is remembered. -1: no memory. */
-static __attribute__((noinline)) int seen_first(cx *c, const sf_otlp_keyset *ks,
-                                                const ks_slot *e, const uint8_t *k, size_t n)
+/* seen_first for a key the keyset does not list, or past SEEN_SLOTS: by
+ * its bytes. */
+static __attribute__((noinline)) int seen_first_bytes(cx *c, const uint8_t *k, size_t n)
 {
-    if (e != NULL && (size_t)(e - ks->slots) < SEEN_SLOTS) {
-        const size_t i = (size_t)(e - ks->slots);
-        const uint64_t bit = 1ull << (i % 64);
-
-        if (c->seen[i / 64] & bit)
-            return 0;
-        c->seen[i / 64] |= bit;
-        return 1;
-    }
     for (size_t i = 0; i < c->n_seen; i++) {
         if (c->seen_len[i] == n && memcmp(c->seen_key[i], k, n) == 0)
             return 0;
@@ -1207,6 +1197,24 @@ static __attribute__((noinline)) int seen_first(cx *c, const sf_otlp_keyset *ks,
     c->seen_key[c->n_seen] = k;
     c->seen_len[c->n_seen++] = n;
     return 1;
+}
+
+/* Whether this is the first entry of key k[0, n) (its slot e in ks, or
+ * NULL) in the current list; it is remembered. -1: no memory. A listed
+ * key (most of them) is a bit, tested inline. */
+static inline int seen_first(cx *c, const sf_otlp_keyset *ks, const ks_slot *e, const uint8_t *k,
+                             size_t n)
+{
+    if (e != NULL && (size_t)(e - ks->slots) < SEEN_SLOTS) {
+        const size_t i = (size_t)(e - ks->slots);
+        const uint64_t bit = 1ull << (i % 64);
+
+        if (c->seen[i / 64] & bit)
+            return 0;
+        c->seen[i / 64] |= bit;
+        return 1;
+    }
+    return seen_first_bytes(c, k, n);
 }
 
 static inline __attribute__((always_inline)) sf_status kv(cx *c, int ctx, kvjudge j, uint32_t num,
@@ -2371,6 +2379,14 @@ enum { Q_NONE = 0, Q_FIXED64, Q_FIXED32, Q_UINT32, Q_INT32, Q_INT64, Q_BOOL, Q_I
        Q_BYTES, Q_STRING, Q_MSG };
 
 static uint8_t quick[SF_OTLP_MSG_COUNT][128];
+/* Per governed field, the message kinds that have it as a singular field
+ * (number below 32) and which numbers: run() makes c->held from these and
+ * the call's verdicts, instead of walking the schema on every call. */
+static struct held_of {
+    uint8_t kind;
+    uint32_t nums;
+} held_of[SF_OTLP_FIELD_COUNT][SF_OTLP_MSG_COUNT];
+static uint8_t n_held_of[SF_OTLP_FIELD_COUNT];
 static pthread_once_t quick_once = PTHREAD_ONCE_INIT;
 
 /* A message kind with singular scalars only (Status): Q_MSG copies it whole.
@@ -2390,6 +2406,15 @@ static void quick_init(void)
     for (unsigned k = 0; k < SF_OTLP_MSG_COUNT; k++) {
         const mdesc *m = &schema[k];
 
+        for (uint32_t num = 1; num < m->n && num < 32; num++) {
+            const unsigned f = m->f[num].field;
+
+            if (f == SF_OTLP_FIELD_NONE || m->f[num].repeated)
+                continue;
+            if (n_held_of[f] == 0 || held_of[f][n_held_of[f] - 1].kind != k)
+                held_of[f][n_held_of[f]++] = (struct held_of){ .kind = (uint8_t)k };
+            held_of[f][n_held_of[f] - 1].nums |= 1u << num;
+        }
         for (uint32_t num = 1; num < m->n && num < 16; num++) {
             const fdesc *d = &m->f[num];
             int q = Q_NONE;
@@ -3122,27 +3147,14 @@ static sf_status run(cx *c, unsigned root, const uint8_t *in, size_t len)
         c->st->error = "an insert is not a UTF-8 key and value";
         return st;
     }
+    memset(c->held, 0, sizeof(c->held));
     for (unsigned f = 0; f < SF_OTLP_FIELD_COUNT; f++) {
         c->verdict[f] = (uint8_t)field_verdict(c->edit, f);
         c->caps[f] = c->edit != NULL ? c->edit->cap[f] : 0;
+        for (unsigned i = 0; c->verdict[f] != FV_AS_IS && i < n_held_of[f]; i++)
+            c->held[held_of[f][i].kind] |= held_of[f][i].nums;
     }
     c->ids = c->edit != NULL && c->edit->id_fn != NULL;
-    for (unsigned k = 0; k < SF_OTLP_MSG_COUNT; k++) {
-        const sf_otlp_edit *e = c->edit;
-        const int ctx = schema[k].ctx;
-
-        c->held[k] = 0;
-        (void)ctx;
-        if (e == NULL)
-            continue;
-        for (uint32_t num = 1; num < schema[k].n && num < 32; num++) {
-            const fdesc *d = &schema[k].f[num];
-
-            if (d->field != SF_OTLP_FIELD_NONE && !d->repeated &&
-                field_verdict(e, d->field) != FV_AS_IS)
-                c->held[k] |= 1u << num;
-        }
-    }
     c->budget = 2 * len + 4096;
     c->general = false;
     st = stream(c, root, in, in + len, 0, &r);
