@@ -123,9 +123,10 @@ typedef struct sf_component_type {
     const sf_metric_row *metric_rows;
     /* Optional: series whose labels the type chooses (per target, ...),
      * as Prometheus text lines (# HELP/# TYPE included) written into buf
-     * like snprintf: returns the length the whole text needs (the core
-     * calls again with a larger buffer when it did not fit). Called on the
-     * metrics thread. */
+     * like snprintf (sf_metrics_put): returns the length the whole text
+     * needs (the core calls again with a larger buffer when it did not
+     * fit). Called on the metrics thread, only for an instance with a
+     * context (sf_component_ctx), with buf holding "" when size > 0. */
     size_t (*metrics)(sf_component *self, char *buf, size_t size);
     /* Optional, with `metrics`: the # HELP / # TYPE lines of the series
      * it writes, which the core writes once before the series of every

@@ -643,19 +643,42 @@ static void render_row(render_ctx *rc, const char *name, sf_component *c, size_t
              other ? "\"" : "", (long long)(int64_t)atomic_load(&c->counters.values[r]));
 }
 
-/* Component c's own series (its type's metrics callback), appended. */
+void sf_metrics_put(char *buf, size_t size, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(*len < size ? buf + *len : NULL, *len < size ? size - *len : 0, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *len += (size_t)n;
+}
+
+/* Type c's metrics into `room` bytes at `tail`, which hold "" when it is
+ * called (its contract). */
+static size_t type_series(sf_component *c, void *tail, size_t room)
+{
+    ((char *)tail)[0] = '\0';
+    return c->type->metrics(c, tail, room);
+}
+
+/* Component c's own series (its type's metrics callback), appended; none
+ * for an instance without a context. */
 static void render_type_series(sf_text *t, sf_component *c)
 {
     void *tail;
     size_t room, need;
 
+    if (c->ctx == NULL)
+        return;
     if (sf_dynbuf_room(&t->buf, 1024, &tail, &room) != SF_OK) {
         t->failed = true;
         return;
     }
-    need = c->type->metrics(c, tail, room);
+    need = type_series(c, tail, room);
     if (need >= room && (sf_dynbuf_room(&t->buf, need + 1, &tail, &room) != SF_OK ||
-                         (need = c->type->metrics(c, tail, room)) >= room)) {
+                         (need = type_series(c, tail, room)) >= room)) {
         t->failed = true;
         return;
     }

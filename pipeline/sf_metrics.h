@@ -146,6 +146,13 @@ void sf_batch_stats_record(sf_batch_stats *s, sf_batch_trigger trigger, uint64_t
 /* `src`'s counts added to `dst` (a reload's successor carries them on). */
 void sf_batch_stats_add(sf_batch_stats *dst, sf_batch_stats *src);
 
+/* For a type's `metrics` (sf_component.h): the formatted text appended at
+ * buf + *len as far as it fits in `size`, and its whole length added to
+ * *len either way, so that *len ends as the length all of it needs
+ * (snprintf's contract: the caller calls again with a larger buffer). */
+void sf_metrics_put(char *buf, size_t size, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 static inline void sf_count(_Atomic uint64_t *c, uint64_t n)
 {
     atomic_fetch_add_explicit(c, n, memory_order_relaxed);

@@ -64,27 +64,34 @@ typedef struct policy_value_rules {
     sf_strmap ctx[SF_OTLP_CTX_COUNT];           /* key -> the condition after 'where' */
 } policy_value_rules;
 
-typedef struct policy_allowlist {
-    bool present;
+/* What every fence section pins (the allowlist section for traces, a logs
+ * or metrics section): its rows are FENCE_ROWS, and check_rules holds a
+ * processor's rules for the section's signal against it. */
+typedef struct policy_fence {
     char *processor;
     int error_mode;                             /* SF_ERROR_MODE_* */
+    bool declared_fields;
+    int kept_value_types;                       /* VALUES_* (any: not pinned) */
+    bool pseudonymize_ids;                      /* the processor's pseudonymize_ids */
+    policy_keys keys;
+    int64_t max_string_length;                  /* 0: not pinned */
+    policy_keys pseudonymized;                  /* per context, the keys pseudonymized */
+    policy_value_rules value_rules;
+    sf_strmap field_values;                     /* "span.name" -> the value set */
+    sf_strmap field_patterns;                   /* "span.name" -> the IsMatch that keeps it */
+} policy_fence;
+
+typedef struct policy_allowlist {
+    bool present;
+    policy_fence fence;
     bool clear_status_message;
     bool clear_trace_state;
-    int kept_value_types;                       /* VALUES_* */
-    policy_keys keys;
     policy_name_rules name_rules;
-    bool declared_fields;
-    int64_t max_string_length;                  /* 0: not pinned */
     int64_t max_events_per_span;                /* 0: not pinned */
     int64_t max_links_per_span;                 /* 0: not pinned */
     int64_t max_spans_per_request;              /* 0: not pinned */
     int64_t max_resources_per_request;          /* 0: not pinned */
     int64_t max_scopes_per_resource;            /* 0: not pinned */
-    bool pseudonymize_ids;                      /* the processor's pseudonymize_ids */
-    policy_keys pseudonymized;                  /* per context, the keys pseudonymized */
-    policy_value_rules value_rules;
-    sf_strmap field_values;                     /* "span.name" -> the value set */
-    sf_strmap field_patterns;                   /* "span.name" -> the IsMatch that keeps it */
 } policy_allowlist;
 
 typedef struct policy_exporter {
@@ -118,22 +125,11 @@ enum { OOB_ANY = 0, OOB_DROP = 1 };
  * body rule (logs) or exemplars (metrics), and the one exporter. */
 typedef struct policy_signal {
     bool present;
-    char *processor;
-    int error_mode;                             /* SF_ERROR_MODE_* */
-    bool declared_fields;
-    policy_keys keys;
+    policy_fence fence;
     char *body;                                 /* logs: "drop" or the condition after 'where' */
     int exemplars;                              /* metrics: EXEMPLARS_* */
-    int kept_value_types;                       /* VALUES_* (any: not pinned) */
-    bool pseudonymize_ids;                      /* logs: the processor's pseudonymize_ids */
     sf_strmap histogram_bounds;                 /* metrics: name -> "b1, b2, ..." */
     policy_exporter exporter;
-    /* as the allowlist section's */
-    int64_t max_string_length;
-    policy_keys pseudonymized;
-    policy_value_rules value_rules;
-    sf_strmap field_values;
-    sf_strmap field_patterns;
 } policy_signal;
 
 enum { EXEMPLARS_DROP = 0, EXEMPLARS_KEEP = 1 };
@@ -239,43 +235,43 @@ static const sf_config_row value_rules_rows[] = { TRACES_CONTEXTS(VALUE_ROW) { 0
  * signal in help, `ctx_keys` and `ctx_values` are its contexts' rows; the
  * allowlist, the first section, pins declared mode and value types only
  * when asked (`declared`, `kept`: the defaults), the later ones by default. */
-#define FENCE_ROWS(T, sig, ctx_keys, ctx_values, declared, kept)                              \
-    { .key = "processor", .type = SF_CFG_STR, .offset = offsetof(T, processor),                \
-      .help = "id of the transform processor whose " sig " statements every " sig            \
-              " pipeline runs (required)" },                                                  \
-    { .key = "error_mode", .type = SF_CFG_ENUM, .def = SF_ERROR_MODE_DEFAULT,                 \
-      .offset = offsetof(T, error_mode), .choices = SF_ERROR_MODE_CHOICES,                     \
-      .help = "the error_mode the processor and its " sig " statements must run with" },     \
-    { .key = "declared_fields", .type = SF_CFG_BOOL, .def = declared,                         \
-      .offset = offsetof(T, declared_fields),                                                  \
-      .help = "the processor must run in declared mode (declared_fields: true)" },            \
-    { .key = "kept_value_types", .type = SF_CFG_ENUM, .def = kept,                             \
-      .offset = offsetof(T, kept_value_types), .choices = "any|scalar|single",                 \
-      .help = "the processor's kept_value_types must be at least this: scalar (scalar or "    \
-              "single), single (one value per kept key, no arrays); any: not pinned" },       \
-    { .key = "pseudonymize_ids", .type = SF_CFG_BOOL, .def = "false",                          \
-      .offset = offsetof(T, pseudonymize_ids),                                                 \
-      .help = "trace and span ids (of spans, links, log records) must leave as keyed "         \
-              "pseudonyms (the processor's pseudonymize_ids)" },                              \
-    { .key = "keys", .type = SF_CFG_SECTION, .offset = offsetof(T, keys), .sub = ctx_keys,     \
-      .help = "per context, the exact key set of the " sig " statements (required: an "      \
-              "absent context must have no keep_keys)" },                                     \
-    { .key = "max_string_length", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 20,   \
-      .offset = offsetof(T, max_string_length),                                               \
-      .help = "exported strings must be bounded by at most this many bytes (0: not pinned)" },\
-    { .key = "pseudonymized", .type = SF_CFG_SECTION,                                         \
-      .offset = offsetof(T, pseudonymized), .sub = ctx_keys,                                  \
-      .help = "per context, the exact keys pseudonymize(attributes, \"k\") applies to" },     \
-    { .key = "value_rules", .type = SF_CFG_SECTION,                                           \
-      .offset = offsetof(T, value_rules), .sub = ctx_values,                                  \
-      .help = "per context, every value rule exactly: key -> its condition as written after " \
-              "'where' (a context listed must have no other)" },                             \
-    { .key = "field_values", .type = SF_CFG_STRMAP, .offset = offsetof(T, field_values),       \
-      .help = "string fields (span.name, log.severity_text, metric.name, ...) -> the value "   \
-              "their set(...) statement writes; every field listed needs exactly that "      \
-              "statement" },                                                                  \
-    { .key = "field_patterns", .type = SF_CFG_STRMAP, .offset = offsetof(T, field_patterns),   \
-      .help = "string fields -> the IsMatch pattern of their set(...) where not IsMatch(...); " \
+#define FENCE_ROWS(T, sig, ctx_keys, ctx_values, declared, kept)                                  \
+    { .key = "processor", .type = SF_CFG_STR, .offset = offsetof(T, fence.processor),             \
+      .help = "id of the transform processor whose " sig " statements every " sig                 \
+              " pipeline runs (required)" },                                                      \
+    { .key = "error_mode", .type = SF_CFG_ENUM, .def = SF_ERROR_MODE_DEFAULT,                     \
+      .offset = offsetof(T, fence.error_mode), .choices = SF_ERROR_MODE_CHOICES,                  \
+      .help = "the error_mode the processor and its " sig " statements must run with" },          \
+    { .key = "declared_fields", .type = SF_CFG_BOOL, .def = declared,                             \
+      .offset = offsetof(T, fence.declared_fields),                                               \
+      .help = "the processor must run in declared mode (declared_fields: true)" },                \
+    { .key = "kept_value_types", .type = SF_CFG_ENUM, .def = kept,                                \
+      .offset = offsetof(T, fence.kept_value_types), .choices = "any|scalar|single",              \
+      .help = "the processor's kept_value_types must be at least this: scalar (scalar or "        \
+              "single), single (one value per kept key, no arrays); any: not pinned" },           \
+    { .key = "pseudonymize_ids", .type = SF_CFG_BOOL, .def = "false",                             \
+      .offset = offsetof(T, fence.pseudonymize_ids),                                              \
+      .help = "trace and span ids (of spans, links, log records) must leave as keyed "            \
+              "pseudonyms (the processor's pseudonymize_ids)" },                                  \
+    { .key = "keys", .type = SF_CFG_SECTION, .offset = offsetof(T, fence.keys), .sub = ctx_keys,  \
+      .help = "per context, the exact key set of the " sig " statements (required: an "           \
+              "absent context must have no keep_keys)" },                                         \
+    { .key = "max_string_length", .type = SF_CFG_INT, .def = "0", .min = 0, .max = 1 << 20,       \
+      .offset = offsetof(T, fence.max_string_length),                                             \
+      .help = "exported strings must be bounded by at most this many bytes (0: not pinned)" },    \
+    { .key = "pseudonymized", .type = SF_CFG_SECTION,                                             \
+      .offset = offsetof(T, fence.pseudonymized), .sub = ctx_keys,                                \
+      .help = "per context, the exact keys pseudonymize(attributes, \"k\") applies to" },         \
+    { .key = "value_rules", .type = SF_CFG_SECTION,                                               \
+      .offset = offsetof(T, fence.value_rules), .sub = ctx_values,                                \
+      .help = "per context, every value rule exactly: key -> its condition as written after "     \
+              "'where' (a context listed must have no other)" },                                  \
+    { .key = "field_values", .type = SF_CFG_STRMAP, .offset = offsetof(T, fence.field_values),    \
+      .help = "string fields (span.name, log.severity_text, metric.name, ...) -> the value "      \
+              "their set(...) statement writes; every field listed needs exactly that "           \
+              "statement" },                                                                      \
+    { .key = "field_patterns", .type = SF_CFG_STRMAP, .offset = offsetof(T, fence.field_patterns), \
+      .help = "string fields -> the IsMatch pattern of their set(...) where not IsMatch(...); "   \
               "a field in field_values and not here must be set unconditionally" }
 
 static const sf_config_row allowlist_rows[] = {
@@ -473,15 +469,15 @@ static void check_signal_policy(policy_signal *ps, const char *name, const sf_no
 
     if (!ps->present)
         return;
-    if (ps->processor == NULL || ps->processor[0] == '\0')
+    if (ps->fence.processor == NULL || ps->fence.processor[0] == '\0')
         sf_diag_error(diag, at, name, "'processor' is required");
-    if (!ps->keys.present)
+    if (!ps->fence.keys.present)
         sf_diag_error(diag, at, name, "'keys' is required");
     for (int i = 0; i < SF_OTLP_CTX_COUNT; i++) {
         const char *cn = sf_otlp_ctx_name((sf_otlp_ctx)i);
 
         snprintf(path, sizeof(path), "%s.keys.%s", name, cn);
-        check_list(diag, path, sf_node_get(keys, cn), &ps->keys.ctx[i]);
+        check_list(diag, path, sf_node_get(keys, cn), &ps->fence.keys.ctx[i]);
     }
     snprintf(path, sizeof(path), "%s.exporter", name);
     if (!ps->exporter.present)
@@ -501,7 +497,7 @@ static void check_policy(sf_policy *p, const sf_node *root, sf_diag *diag)
 
     if (!c->allowlist.present)
         sf_diag_error(diag, root, NULL, "missing required section 'allowlist'");
-    else if (c->allowlist.processor == NULL || c->allowlist.processor[0] == '\0')
+    else if (c->allowlist.fence.processor == NULL || c->allowlist.fence.processor[0] == '\0')
         sf_diag_error(diag, sf_node_key(root, "allowlist"), "allowlist", "'processor' is required");
     if (c->allowlist.present) {
         for (int i = 0; i < SF_OTLP_CTX_COUNT; i++) {
@@ -509,8 +505,8 @@ static void check_policy(sf_policy *p, const sf_node *root, sf_diag *diag)
             char path[64];
 
             snprintf(path, sizeof(path), "allowlist.keys.%s", name);
-            any |= c->allowlist.keys.ctx[i].v != NULL;
-            check_list(diag, path, sf_node_get(keys, name), &c->allowlist.keys.ctx[i]);
+            any |= c->allowlist.fence.keys.ctx[i].v != NULL;
+            check_list(diag, path, sf_node_get(keys, name), &c->allowlist.fence.keys.ctx[i]);
         }
         if (!any)
             sf_diag_error(diag, keys ? sf_node_key(al, "keys") : sf_node_key(root, "allowlist"),
@@ -845,42 +841,32 @@ static const char *strmap_get(const sf_strmap *m, const char *key)
     return NULL;
 }
 
-/* declared_fields, max_string_length, pseudonymized, value_rules and the
- * field rules: each compared with the rules the processor compiles. */
-/* What check_rules holds a processor's rules for one signal against: the
- * allowlist section's pins, or a logs/metrics section's. */
-typedef struct policy_pins {
-    bool declared_fields;
-    int64_t max_string_length;                  /* 0: not pinned */
-    const policy_keys *pseudonymized;
-    const policy_value_rules *value_rules;
-    const sf_strmap *field_values;
-    const sf_strmap *field_patterns;
-} policy_pins;
-
+/* The processor's rules for one signal against what a fence section pins:
+ * declared_fields, max_string_length, pseudonymized, value_rules and the
+ * field rules. */
 static void check_rules(checker *k, const char *subj, const sf_allowlist_desc *al,
-                        const policy_pins *pa, const sf_node *value, const sf_node *statements)
+                        const policy_fence *fence, const sf_node *value, const sf_node *statements)
 {
     sf_rule op;
 
-    if (pa->declared_fields && !al->declared_fields) {
+    if (fence->declared_fields && !al->declared_fields) {
         const sf_node *at = sf_node_get(value, "declared_fields");
 
         violate(k, at ? at : statements, subj, "declared_fields is not true: the policy requires "
                 "a rule for every kept key and string field");
     }
-    if (pa->max_string_length > 0 &&
-        (al->max_string_length == 0 || al->max_string_length > (size_t)pa->max_string_length)) {
+    if (fence->max_string_length > 0 &&
+        (al->max_string_length == 0 || al->max_string_length > (size_t)fence->max_string_length)) {
         const sf_node *at = sf_node_get(value, "max_string_length");
 
         violate(k, at ? at : statements, subj, "exported strings are bounded by %zu bytes%s, the "
                 "policy requires at most %lld", al->max_string_length,
                 al->max_string_length == 0 ? " (none)" : "",
-                (long long)pa->max_string_length);
+                (long long)fence->max_string_length);
     }
     for (int c = 0; c < SF_OTLP_CTX_COUNT; c++) {
-        const sf_strlist *want = &pa->pseudonymized->ctx[c];
-        const sf_strmap *vr = &pa->value_rules->ctx[c];
+        const sf_strlist *want = &fence->pseudonymized.ctx[c];
+        const sf_strmap *vr = &fence->value_rules.ctx[c];
         const char *cn = sf_otlp_ctx_name((sf_otlp_ctx)c);
 
         for (size_t i = 0; al->get(al->rules, (sf_otlp_ctx)c, i, &op); i++) {
@@ -893,7 +879,7 @@ static void check_rules(checker *k, const char *subj, const sf_allowlist_desc *a
                     violate(k, op.node, subj, "%s key '%s' is pseudonymized, the policy does "
                             "not list it", cn, op.keys[0]);
             }
-            if (op.kind == SF_RULE_VALUE && pa->value_rules->present) {
+            if (op.kind == SF_RULE_VALUE && fence->value_rules.present) {
                 const char *w = strmap_get(vr, op.keys[0]);
 
                 if (w == NULL)
@@ -914,7 +900,7 @@ static void check_rules(checker *k, const char *subj, const sf_allowlist_desc *a
                         "requires pseudonymize(attributes, \"%s\")", cn, want->v[j],
                         want->v[j]);
         }
-        for (size_t j = 0; pa->value_rules->present && j < vr->n; j++) {
+        for (size_t j = 0; fence->value_rules.present && j < vr->n; j++) {
             bool found = false;
 
             for (size_t i = 0; !found && al->get(al->rules, (sf_otlp_ctx)c, i, &op); i++)
@@ -925,23 +911,23 @@ static void check_rules(checker *k, const char *subj, const sf_allowlist_desc *a
                         vr->keys[j], vr->values[j]);
         }
     }
-    for (size_t j = 0; j < pa->field_values->n; j++) {
-        const char *field = pa->field_values->keys[j], *pattern;
+    for (size_t j = 0; j < fence->field_values.n; j++) {
+        const char *field = fence->field_values.keys[j], *pattern;
         sf_otlp_field f = SF_OTLP_FIELD_NONE;
 
         for (int i = 1; i < SF_OTLP_FIELD_COUNT; i++)
             if (strcmp(sf_otlp_field_name((sf_otlp_field)i), field) == 0)
                 f = (sf_otlp_field)i;
-        pattern = strmap_get(pa->field_patterns, field);
+        pattern = strmap_get(&fence->field_patterns, field);
         if (f == SF_OTLP_FIELD_NONE) {
             violate(k, statements, subj, "the policy names the unknown field '%s'", field);
         } else if (!find_set_field(al, f, &op)) {
             violate(k, statements, subj, "%s has no set(...) rule: the policy requires one "
-                    "setting '%s'%s%s", field, pa->field_values->values[j],
+                    "setting '%s'%s%s", field, fence->field_values.values[j],
                     pattern ? " where not IsMatch(...) " : "", pattern ? pattern : "");
-        } else if (strcmp(op.replacement, pa->field_values->values[j]) != 0) {
+        } else if (strcmp(op.replacement, fence->field_values.values[j]) != 0) {
             violate(k, op.node, subj, "%s is set to '%s', the policy requires '%s'", field,
-                    op.replacement, pa->field_values->values[j]);
+                    op.replacement, fence->field_values.values[j]);
         } else if ((pattern == NULL) != (op.pattern == NULL) ||
                    (pattern != NULL && strcmp(pattern, op.pattern) != 0)) {
             violate(k, op.node, subj, "%s is kept when it matches '%s', the policy requires "
@@ -1028,7 +1014,7 @@ static void check_compiled_signal(checker *k, const char *subj, const sf_allowli
         else if (rule && e->body_rule == NULL)
             violate(k, where, subj, "the compiled edit drops every log body, though the config "
                     "keeps some");
-        if (k->signal != NULL && k->signal->pseudonymize_ids && e->id_fn == NULL)
+        if (k->signal != NULL && k->signal->fence.pseudonymize_ids && e->id_fn == NULL)
             violate(k, where, subj, "pseudonymize_ids is off: log records' trace and span ids "
                     "leave as the client chose them, the policy requires keyed pseudonyms");
     } else if (sig == SF_SIGNAL_METRICS) {
@@ -1040,7 +1026,7 @@ static void check_compiled_signal(checker *k, const char *subj, const sf_allowli
         if (k->signal != NULL)
             check_compiled_bounds(k, subj, e, where);
     }
-    if (k->signal != NULL && k->signal->kept_value_types == VALUES_SINGLE &&
+    if (k->signal != NULL && k->signal->fence.kept_value_types == VALUES_SINGLE &&
         al->single_values_only && !e->single_values_only)
         violate(k, where, subj, "the compiled edit keeps array values");
 }
@@ -1087,11 +1073,11 @@ static void check_compiled(checker *k, const char *subj, const sf_config_compone
     } else if (sig != SF_SIGNAL_TRACES) {
         check_compiled_signal(k, subj, al, sig, e, where);
     } else {
-        if (pa->kept_value_types >= VALUES_SCALAR && al->scalar_values_only &&
+        if (pa->fence.kept_value_types >= VALUES_SCALAR && al->scalar_values_only &&
             !e->scalar_values_only && !e->single_values_only)
             violate(k, where, subj, "the compiled edit keeps kvlist and bytes values, which the "
                     "config removes");
-        if (pa->kept_value_types == VALUES_SINGLE && al->single_values_only &&
+        if (pa->fence.kept_value_types == VALUES_SINGLE && al->single_values_only &&
             !e->single_values_only)
             violate(k, where, subj, "the compiled edit keeps array values, which the config "
                     "removes");
@@ -1107,7 +1093,7 @@ static void check_compiled(checker *k, const char *subj, const sf_config_compone
         check_cap(k, subj, c, "max_scopes_per_resource", pa->max_scopes_per_resource,
                   e->cap[SF_OTLP_FIELD_SCOPE_SPANS], SF_OTLP_FIELD_SCOPE_SPANS,
                   "a resource entry");
-        if (pa->pseudonymize_ids && e->id_fn == NULL) {
+        if (pa->fence.pseudonymize_ids && e->id_fn == NULL) {
             const sf_node *value = sf_node_get(sf_node_get(k->cfg->root, "processors"), c->id);
             const sf_node *at = sf_node_get(value, "pseudonymize_ids");
 
@@ -1117,54 +1103,82 @@ static void check_compiled(checker *k, const char *subj, const sf_config_compone
     }
 }
 
+/* The processor a fence section names (`what`: "allowlist", "logs fence"),
+ * its rules (describe_allowlist) in `al` and its settings' node in
+ * `value`, with "processors.ID" in subj; NULL, said, when the config has
+ * no such processor or it keeps no allowlist. */
+static const sf_config_component *fence_processor(checker *k, const policy_fence *fence,
+                                                  const char *what, char *subj, size_t size,
+                                                  sf_allowlist_desc *al, const sf_node **value)
+{
+    const sf_config_component *c = find_in(k->cfg, "processors", fence->processor);
+
+    snprintf(subj, size, "processors.%s", fence->processor);
+    if (c == NULL) {
+        violate(k, sf_node_key(k->cfg->root, "processors"), subj,
+                "the %s processor is not defined", what);
+        return NULL;
+    }
+    if (c->type == NULL || c->type->describe_allowlist == NULL ||
+        !c->type->describe_allowlist(c->config, al)) {
+        violate(k, c->node, subj, "is not an allowlist processor (such as transform)");
+        return NULL;
+    }
+    *value = sf_node_get(sf_node_get(k->cfg->root, "processors"), c->id);
+    return c;
+}
+
+/* The processor's error_mode against the one the fence section pins. */
+static void check_error_mode(checker *k, const char *subj, const sf_config_component *c,
+                             const sf_node *value, const sf_allowlist_desc *al, int want)
+{
+    const sf_node *at = sf_node_get(value, "error_mode");
+
+    if (al->error_mode != want)
+        violate(k, at ? at : c->node, subj, "error_mode is '%s', the policy requires '%s'",
+                sf_error_mode_name(al->error_mode), sf_error_mode_name(want));
+}
+
+/* The error_mode of each of the processor's statements in context `ctx`
+ * that sets its own, against the pinned one. */
+static void check_statement_modes(checker *k, const char *subj, const sf_allowlist_desc *al,
+                                  sf_otlp_ctx ctx, int want)
+{
+    sf_rule op;
+
+    for (size_t i = 0; al->get(al->rules, ctx, i, &op); i++)
+        if (op.error_mode >= 0 && op.error_mode != want)
+            violate(k, op.node, subj, "%s statement runs with error_mode '%s', the policy "
+                    "requires '%s'", sf_otlp_ctx_name(ctx), sf_error_mode_name(op.error_mode),
+                    sf_error_mode_name(want));
+}
+
 static void check_allowlist(checker *k)
 {
     const policy_allowlist *pa = &k->pol->allowlist;
-    const sf_config_component *c = find_in(k->cfg, "processors", pa->processor);
     sf_allowlist_desc al;
+    const sf_config_component *c;
     compiled ce;
     const sf_node *value, *statements;
     char subj[300];
 
-    snprintf(subj, sizeof(subj), "processors.%s", pa->processor);
-    if (c == NULL) {
-        violate(k, sf_node_key(k->cfg->root, "processors"), subj,
-                "the allowlist processor is not defined");
+    c = fence_processor(k, &pa->fence, "allowlist", subj, sizeof(subj), &al, &value);
+    if (c == NULL)
         return;
-    }
-    if (c->type == NULL || c->type->describe_allowlist == NULL ||
-        !c->type->describe_allowlist(c->config, &al)) {
-        violate(k, c->node, subj, "is not an allowlist processor (such as transform)");
-        return;
-    }
-    value = sf_node_get(sf_node_get(k->cfg->root, "processors"), c->id);
     statements = sf_node_key(value, "trace_statements");
     if (statements == NULL)
         statements = c->node;
     compiled_build(k, c, SF_SIGNAL_TRACES, &ce);
-    if (al.error_mode != pa->error_mode) {
-        const sf_node *at = sf_node_get(value, "error_mode");
-
-        violate(k, at ? at : c->node, subj, "error_mode is '%s', the policy requires '%s'",
-                sf_error_mode_name(al.error_mode), sf_error_mode_name(pa->error_mode));
-    }
-    for (int ctx = 0; ctx < SF_OTLP_CTX_COUNT; ctx++) {
-        sf_rule op;
-
-        for (size_t i = 0; al.get(al.rules, (sf_otlp_ctx)ctx, i, &op); i++) {
-            if (op.error_mode >= 0 && op.error_mode != pa->error_mode)
-                violate(k, op.node, subj, "%s statement runs with error_mode '%s', the policy "
-                        "requires '%s'", sf_otlp_ctx_name((sf_otlp_ctx)ctx),
-                        sf_error_mode_name(op.error_mode), sf_error_mode_name(pa->error_mode));
-        }
-    }
-    if (pa->kept_value_types == VALUES_SCALAR && !al.scalar_values_only) {
+    check_error_mode(k, subj, c, value, &al, pa->fence.error_mode);
+    for (int ctx = 0; ctx < SF_OTLP_CTX_COUNT; ctx++)
+        check_statement_modes(k, subj, &al, (sf_otlp_ctx)ctx, pa->fence.error_mode);
+    if (pa->fence.kept_value_types == VALUES_SCALAR && !al.scalar_values_only) {
         const sf_node *at = sf_node_get(value, "kept_value_types");
 
         violate(k, at ? at : c->node, subj, "kept_value_types is 'any'%s, the policy requires "
                 "'scalar': a kept key could carry a kvlist or bytes value", at ? "" : " (the default)");
     }
-    if (pa->kept_value_types == VALUES_SINGLE && !al.single_values_only) {
+    if (pa->fence.kept_value_types == VALUES_SINGLE && !al.single_values_only) {
         const sf_node *at = sf_node_get(value, "kept_value_types");
 
         violate(k, at ? at : c->node, subj, "kept_value_types is '%s'%s, the policy requires "
@@ -1186,20 +1200,12 @@ static void check_allowlist(checker *k)
         }
     }
     for (int ctx = 0; ctx < SF_OTLP_CTX_COUNT; ctx++)
-        check_keys(k, subj, &al, ce.e, &pa->keys, (sf_otlp_ctx)ctx, statements);
+        check_keys(k, subj, &al, ce.e, &pa->fence.keys, (sf_otlp_ctx)ctx, statements);
     if (pa->name_rules.present) {
         check_name_rules(k, subj, &al, SF_OTLP_SPAN, statements);
         check_name_rules(k, subj, &al, SF_OTLP_SPANEVENT, statements);
     }
-    {
-        const policy_pins pins = {
-            .declared_fields = pa->declared_fields, .max_string_length = pa->max_string_length,
-            .pseudonymized = &pa->pseudonymized, .value_rules = &pa->value_rules,
-            .field_values = &pa->field_values, .field_patterns = &pa->field_patterns,
-        };
-
-        check_rules(k, subj, &al, &pins, value, statements);
-    }
+    check_rules(k, subj, &al, &pa->fence, value, statements);
     check_compiled(k, subj, c, &al, SF_SIGNAL_TRACES, &ce, statements);
     compiled_release(&ce);
 }
@@ -1207,7 +1213,7 @@ static void check_allowlist(checker *k)
 static void check_pipelines(checker *k)
 {
     const sf_config *cfg = k->cfg;
-    const char *proc = k->pol->allowlist.processor, *exp = k->pol->exporter.id;
+    const char *proc = k->pol->allowlist.fence.processor, *exp = k->pol->exporter.id;
     char subj[300];
 
     for (size_t i = 0; i < cfg->n_pipelines && k->main == NULL; i++) {
@@ -1604,26 +1610,18 @@ static bool signal_has_ctx(sf_signal sig, sf_otlp_ctx c)
  * exemplars, compiled as described. */
 static void check_signal_processor(checker *k, sf_signal sig, const policy_signal *ps)
 {
-    const sf_config_component *c = find_in(k->cfg, "processors", ps->processor);
     const char *list = sig == SF_SIGNAL_LOGS ? "log_statements" : "metric_statements";
+    const sf_config_component *c;
     const sf_node *value, *statements;
     sf_allowlist_desc al;
     compiled ce;
-    char subj[300];
+    char subj[300], what[32];
     sf_rule op;
 
-    snprintf(subj, sizeof(subj), "processors.%s", ps->processor);
-    if (c == NULL) {
-        violate(k, sf_node_key(k->cfg->root, "processors"), subj, "the %s fence processor is not "
-                "defined", sf_signal_name(sig));
+    snprintf(what, sizeof(what), "%s fence", sf_signal_name(sig));
+    c = fence_processor(k, &ps->fence, what, subj, sizeof(subj), &al, &value);
+    if (c == NULL)
         return;
-    }
-    if (c->type == NULL || c->type->describe_allowlist == NULL ||
-        !c->type->describe_allowlist(c->config, &al)) {
-        violate(k, c->node, subj, "is not an allowlist processor (such as transform)");
-        return;
-    }
-    value = sf_node_get(sf_node_get(k->cfg->root, "processors"), c->id);
     statements = sf_node_key(value, list);
     if (al.signal_rules[sig] == NULL) {
         violate(k, c->node, subj, "has no %s: the policy fences %s with them", list,
@@ -1632,21 +1630,11 @@ static void check_signal_processor(checker *k, sf_signal sig, const policy_signa
     }
     al.rules = al.signal_rules[sig];
     compiled_build(k, c, sig, &ce);
-    if (al.error_mode != ps->error_mode) {
-        const sf_node *at = sf_node_get(value, "error_mode");
-
-        violate(k, at ? at : c->node, subj, "error_mode is '%s', the policy requires '%s'",
-                sf_error_mode_name(al.error_mode), sf_error_mode_name(ps->error_mode));
-    }
+    check_error_mode(k, subj, c, value, &al, ps->fence.error_mode);
     for (int ctx = 0; ctx < SF_OTLP_CTX_COUNT; ctx++) {
-        for (size_t i = 0; al.get(al.rules, (sf_otlp_ctx)ctx, i, &op); i++) {
-            if (op.error_mode >= 0 && op.error_mode != ps->error_mode)
-                violate(k, op.node, subj, "%s statement runs with error_mode '%s', the policy "
-                        "requires '%s'", sf_otlp_ctx_name((sf_otlp_ctx)ctx),
-                        sf_error_mode_name(op.error_mode), sf_error_mode_name(ps->error_mode));
-        }
+        check_statement_modes(k, subj, &al, (sf_otlp_ctx)ctx, ps->fence.error_mode);
         if (signal_has_ctx(sig, (sf_otlp_ctx)ctx))
-            check_keys(k, subj, &al, ce.e, &ps->keys, (sf_otlp_ctx)ctx, statements);
+            check_keys(k, subj, &al, ce.e, &ps->fence.keys, (sf_otlp_ctx)ctx, statements);
     }
     if (sig == SF_SIGNAL_LOGS) {
         bool found = find_set_field(&al, SF_OTLP_FIELD_LOG_BODY, &op);
@@ -1670,23 +1658,15 @@ static void check_signal_processor(checker *k, sf_signal sig, const policy_signa
                     ps->exemplars == EXEMPLARS_KEEP ? "kept (keep_exemplars(exemplars))"
                                                     : "dropped");
     }
-    {
-        const policy_pins pins = {
-            .declared_fields = ps->declared_fields, .max_string_length = ps->max_string_length,
-            .pseudonymized = &ps->pseudonymized, .value_rules = &ps->value_rules,
-            .field_values = &ps->field_values, .field_patterns = &ps->field_patterns,
-        };
-
-        check_rules(k, subj, &al, &pins, value, statements ? statements : c->node);
-    }
-    if ((ps->kept_value_types == VALUES_SINGLE && !al.single_values_only) ||
-        (ps->kept_value_types == VALUES_SCALAR && !al.scalar_values_only)) {
+    check_rules(k, subj, &al, &ps->fence, value, statements ? statements : c->node);
+    if ((ps->fence.kept_value_types == VALUES_SINGLE && !al.single_values_only) ||
+        (ps->fence.kept_value_types == VALUES_SCALAR && !al.scalar_values_only)) {
         const sf_node *at = sf_node_get(value, "kept_value_types");
 
         violate(k, at ? at : c->node, subj, "kept_value_types is '%s'%s, the policy requires "
                 "'%s'", al.single_values_only ? "single" : al.scalar_values_only ? "scalar"
                 : "any", at ? "" : " (the default)",
-                ps->kept_value_types == VALUES_SINGLE ? "single" : "scalar");
+                ps->fence.kept_value_types == VALUES_SINGLE ? "single" : "scalar");
     }
     k->signal = ps;
     check_compiled(k, subj, c, &al, sig, &ce, statements);
@@ -1736,10 +1716,10 @@ static void check_signal(checker *k, sf_signal sig, const policy_signal *ps)
             continue;
         }
         if (!runs((const sf_config_component *const *)p->processors, p->n_processors,
-                  ps->processor)) {
+                  ps->fence.processor)) {
             const sf_node *at = sf_node_key(pv, "processors");
 
-            violate(k, at ? at : p->node, subj, "does not run processor '%s'", ps->processor);
+            violate(k, at ? at : p->node, subj, "does not run processor '%s'", ps->fence.processor);
         }
         for (size_t j = 0; list && list->kind == SF_NODE_SEQ && j < list->n; j++)
             if (list->items[j]->kind == SF_NODE_SCALAR &&

@@ -1123,25 +1123,15 @@ static size_t transform_metrics(sf_component *self, char *buf, size_t size)
     transform_ctx *t = sf_component_ctx(self);
     size_t len = 0, n;
 
-    if (size > 0)
-        buf[0] = '\0';
-    if (t == NULL)
-        return 0;
     pthread_mutex_lock(&t->drift_lock);
     n = t->n_drift;
     pthread_mutex_unlock(&t->drift_lock);
-    for (size_t i = 0; i < n; i++) {    /* entries below n_drift never change but their count */
-        int w = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
-                         "spanfence_processor_transform_removed_keys{processor=\"%s\","
-                         "context=\"%s\",key=\"%s\",cause=\"%s\"} %llu\n",
-                         sf_component_id(self),
-                         sf_otlp_ctx_name((sf_otlp_ctx)t->drift[i].ctx),
-                         t->drift[i].key, t->drift[i].failed ? "failed_rule" : "not_kept",
-                         (unsigned long long)atomic_load(&t->drift[i].count));
-
-        if (w > 0)
-            len += (size_t)w;
-    }
+    for (size_t i = 0; i < n; i++)      /* entries below n_drift never change but their count */
+        sf_metrics_put(buf, size, &len, "spanfence_processor_transform_removed_keys{"
+                       "processor=\"%s\",context=\"%s\",key=\"%s\",cause=\"%s\"} %llu\n",
+                       sf_component_id(self), sf_otlp_ctx_name((sf_otlp_ctx)t->drift[i].ctx),
+                       t->drift[i].key, t->drift[i].failed ? "failed_rule" : "not_kept",
+                       (unsigned long long)atomic_load(&t->drift[i].count));
     return len;
 }
 

@@ -8,7 +8,7 @@
 #define SF_RECEIVERS_OTLP_H2_CONN_H
 
 #include "otlp_limit.h"
-#include "receiver_grpc.h"
+#include "otlp_server.h"
 #include "sf_arena.h"
 #include "sf_dynbuf.h"
 #include "sf_count_inflate.h"
@@ -20,6 +20,8 @@
 #include <sys/types.h>
 
 #include <nghttp2/nghttp2.h>
+
+typedef struct sf_receiver_grpc sf_receiver_grpc;
 
 /* Decoded request headers, like gRPC's default (names + values + 32 each). */
 #define MAX_HEADER_LIST 16384
@@ -116,7 +118,7 @@ struct worker {
     int ep;
     int wake;                   /* eventfd: shutdown */
     int poke;                   /* eventfd: another worker asks to reclaim, or has reclaimed */
-    _Atomic bool peer_asked;    /* the HTTP server asks (sf_receiver_grpc_reclaim_soon) */
+    _Atomic bool peer_asked;    /* the HTTP server asks (its server type's reclaim_soon) */
     bool listening;             /* the listening socket is in ep */
     int64_t accept_resume_ms;
     int64_t accept_backoff_ms;
@@ -156,7 +158,7 @@ typedef struct h2_up {
     void (*caps_give)(sf_receiver_grpc *srv, uint32_t bucket);
     void (*workers_poke)(worker *self, bool parked_only);
     /* Every worker reclaims the partial messages of clients over their
-     * share soon (sf_receiver_grpc_reclaim_soon). */
+     * share soon (its server type's reclaim_soon). */
     void (*reclaim_soon)(void *srv);
     void (*worker_listen)(worker *w, bool on);
 } h2_up;

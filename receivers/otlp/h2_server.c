@@ -105,7 +105,7 @@ static void workers_poke(worker *self, bool parked_only)
     }
 }
 
-void sf_receiver_grpc_reclaim_soon(void *server)
+static void server_reclaim_soon(void *server)
 {
     sf_receiver_grpc *srv = server;
     uint64_t one = 1;
@@ -118,8 +118,10 @@ void sf_receiver_grpc_reclaim_soon(void *server)
     }
 }
 
-void sf_receiver_grpc_set_peer(sf_receiver_grpc *srv, sf_otlp_reclaim_fn fn, void *peer)
+static void server_set_peer(void *server, sf_otlp_reclaim_fn fn, void *peer)
 {
+    sf_receiver_grpc *srv = server;
+
     srv->peer_reclaim = fn;
     srv->peer = peer;
 }
@@ -331,23 +333,22 @@ static const h2_up up = {
     .caps_give = caps_give,
     .workers_poke = workers_poke,
     .worker_listen = worker_listen,
-    .reclaim_soon = sf_receiver_grpc_reclaim_soon,
+    .reclaim_soon = server_reclaim_soon,
 };
 
-sf_status sf_receiver_grpc_create(sf_component *self, const sf_receiver_grpc_config *cfg,
-                                  unsigned max_depth, sf_otlp_clients *clients,
-                                  sf_receiver_grpc **out)
+static sf_status server_create(const otlp_server_env *env, const void *config, void **out)
 {
+    const sf_receiver_grpc_config *cfg = config;
     sf_receiver_grpc *srv = sf_calloc(1, sizeof(*srv));
 
     *out = NULL;
     if (srv == NULL)
         return SF_ENOMEM;
-    srv->self = self;
+    srv->self = env->self;
     srv->up = &up;
     srv->cfg = cfg;
-    srv->max_depth = max_depth;
-    srv->clients = clients;
+    srv->max_depth = env->max_depth;
+    srv->clients = env->clients;
     srv->max_msg = (size_t)cfg->max_recv_msg_size_mib * 1024 * 1024;
     srv->lfd = -1;
     srv->n_workers = worker_count(cfg->workers);
@@ -396,8 +397,9 @@ static sf_status open_listener(sf_receiver_grpc *srv)
     return SF_OK;
 }
 
-sf_status sf_receiver_grpc_start(sf_receiver_grpc *srv)
+static sf_status server_start(void *server)
 {
+    sf_receiver_grpc *srv = server;
     size_t soft, hard;
     sf_status st;
 
@@ -450,8 +452,10 @@ sf_status sf_receiver_grpc_start(sf_receiver_grpc *srv)
     return SF_OK;
 }
 
-void sf_receiver_grpc_shutdown(sf_receiver_grpc *srv)
+static void server_shutdown(void *server)
 {
+    sf_receiver_grpc *srv = server;
+
     for (unsigned i = 0; i < srv->n_workers; i++) {
         worker *w = &srv->workers[i];
         uint64_t one = 1;
@@ -497,34 +501,43 @@ void sf_receiver_grpc_shutdown(sf_receiver_grpc *srv)
     }
 }
 
-void sf_receiver_grpc_reclaimed(const sf_receiver_grpc *srv, uint64_t *calls, uint64_t *bytes)
+/* Partial messages are reclaimed when memory is short only: gRPC holds
+ * no bodies' budget. */
+static void server_reclaimed(const void *server, sf_otlp_reclaim why, uint64_t *calls,
+                             uint64_t *bytes)
 {
-    sf_receiver_grpc *s = (sf_receiver_grpc *)srv;
+    sf_receiver_grpc *srv = (sf_receiver_grpc *)server;
+    bool memory = why == SF_OTLP_RECLAIM_MEMORY;
 
-    *calls = atomic_load(&s->reclaimed_calls);
-    *bytes = atomic_load(&s->reclaimed_bytes);
+    *calls = memory ? atomic_load(&srv->reclaimed_calls) : 0;
+    *bytes = memory ? atomic_load(&srv->reclaimed_bytes) : 0;
 }
 
-uint64_t sf_receiver_grpc_evicted(const sf_receiver_grpc *srv)
+/* gRPC refuses no newcomer outright: past the caps one takes a
+ * connection's place or is closed (refused_connections is HTTP's). */
+static void server_slots(const void *server, uint64_t *evicted, uint64_t *refused)
 {
-    return atomic_load(&((sf_receiver_grpc *)srv)->evicted);
+    *evicted = atomic_load(&((sf_receiver_grpc *)server)->evicted);
+    *refused = 0;
 }
 
-uint64_t sf_receiver_grpc_closed(const sf_receiver_grpc *srv, sf_otlp_close why)
+static uint64_t server_closed(const void *server, sf_otlp_close why)
 {
-    return atomic_load(&((sf_receiver_grpc *)srv)->closed[why]);
+    return atomic_load(&((sf_receiver_grpc *)server)->closed[why]);
 }
 
-bool sf_receiver_grpc_accepting(const sf_receiver_grpc *srv)
+static bool server_accepting(const void *server)
 {
-    return !atomic_load(&((sf_receiver_grpc *)srv)->accept_failing);
+    return !atomic_load(&((sf_receiver_grpc *)server)->accept_failing);
 }
 
-void sf_receiver_grpc_destroy(sf_receiver_grpc *srv)
+static void server_destroy(void *server)
 {
+    sf_receiver_grpc *srv = server;
+
     if (srv == NULL)
         return;
-    sf_receiver_grpc_shutdown(srv);
+    server_shutdown(srv);
     for (unsigned i = 0; i < srv->n_workers; i++) {
         sf_arena_destroy(srv->workers[i].arena);
         while (srv->workers[i].n_spare > 0)
@@ -538,3 +551,23 @@ void sf_receiver_grpc_destroy(sf_receiver_grpc *srv)
     sf_free(srv->workers);
     sf_free(srv);
 }
+
+/* The frame floods are HTTP/2's; every close reason applies. */
+const otlp_server_type sf_otlp_grpc_server = {
+    .name = "OTLP/gRPC",
+    .transport = SF_TRANSPORT_GRPC,
+    .label = "grpc",
+    .reclaims = 1u << SF_OTLP_RECLAIM_MEMORY,
+    .closes = (1u << SF_OTLP_CLOSE_COUNT) - 1,
+    .refuses = false,
+    .create = server_create,
+    .start = server_start,
+    .shutdown = server_shutdown,
+    .destroy = server_destroy,
+    .reclaim_soon = server_reclaim_soon,
+    .set_peer = server_set_peer,
+    .reclaimed = server_reclaimed,
+    .closed = server_closed,
+    .slots = server_slots,
+    .accepting = server_accepting,
+};

@@ -1,22 +1,43 @@
 /* receivers/otlp/otlp.c: the `otlp` receiver: one component serving the
- * protocols its config enables (gRPC in receiver_grpc.c, HTTP in receiver_http.c),
- * all feeding the same pipelines through sf_component_emit(). */
+ * protocols its config enables, each through its server's type
+ * (otlp_server.h: gRPC in h2_server.c, HTTP in receiver_http.c), all
+ * feeding the same pipelines through sf_component_emit(). */
 #include "otlp.h"
-#include "receiver_grpc.h"
-#include "receiver_http.h"
+#include "otlp_server.h"
 
 #include <stdio.h>
 
+/* One protocol's server: its type, and the instance (NULL: the protocol
+ * is off). */
+typedef struct otlp_server {
+    const otlp_server_type *type;
+    void *srv;
+} otlp_server;
+
+enum { OTLP_SERVERS = 2 };
+
 typedef struct otlp_receiver {
     const sf_otlp_receiver_config *cfg;
-    sf_receiver_grpc *grpc;
-    sf_receiver_http *http;
+    otlp_server servers[OTLP_SERVERS];  /* gRPC, then HTTP: the order of their series */
     sf_otlp_clients *clients;   /* both servers': decompression per client */
 } otlp_receiver;
+
+static void servers_destroy(otlp_receiver *r)
+{
+    for (int i = OTLP_SERVERS - 1; i >= 0; i--) {
+        if (r->servers[i].srv != NULL)
+            r->servers[i].type->destroy(r->servers[i].srv);
+        r->servers[i].srv = NULL;
+    }
+}
 
 static sf_status otlp_create(sf_component *self, const void *config)
 {
     const sf_otlp_receiver_config *cfg = config;
+    const sf_otlp_protocols_config *p = &cfg->protocols;
+    const void *const configs[OTLP_SERVERS] = { p->grpc.present ? &p->grpc : NULL,
+                                                p->http.present ? &p->http : NULL };
+    otlp_server *s;
     otlp_receiver *r;
     unsigned transports = 0;
     sf_status st;
@@ -25,44 +46,45 @@ static sf_status otlp_create(sf_component *self, const void *config)
     if (r == NULL)
         return SF_ENOMEM;
     r->cfg = cfg;
+    r->servers[0].type = &sf_otlp_grpc_server;
+    r->servers[1].type = &sf_otlp_http_server;
     {
         /* A client's debt is bounded by the largest message either server
          * inflates. */
-        size_t most = (size_t)cfg->protocols.grpc.max_recv_msg_size_mib * 1024 * 1024;
+        size_t most = (size_t)p->grpc.max_recv_msg_size_mib * 1024 * 1024;
 
-        if ((size_t)cfg->protocols.http.max_request_body_size > most)
-            most = (size_t)cfg->protocols.http.max_request_body_size;
+        if ((size_t)p->http.max_request_body_size > most)
+            most = (size_t)p->http.max_request_body_size;
         r->clients = sf_otlp_clients_create(most);
         if (r->clients == NULL) {
             st = SF_ENOMEM;
             goto out_free;
         }
     }
-    if (cfg->protocols.grpc.present) {
-        st = sf_receiver_grpc_create(self, &cfg->protocols.grpc, (unsigned)cfg->max_value_depth,
-                                 r->clients, &r->grpc);
+    for (int i = 0; i < OTLP_SERVERS; i++) {
+        const otlp_server_env env = { .self = self, .max_depth = (unsigned)cfg->max_value_depth,
+                                      .clients = r->clients };
+
+        s = &r->servers[i];
+        if (configs[i] == NULL)
+            continue;
+        st = s->type->create(&env, configs[i], &s->srv);
         if (st != SF_OK)
             goto out_free;
-        transports |= 1u << SF_TRANSPORT_GRPC;
+        transports |= 1u << s->type->transport;
     }
-    if (cfg->protocols.http.present) {
-        st = sf_receiver_http_create(self, &cfg->protocols.http, (unsigned)cfg->max_value_depth,
-                                 r->clients, &r->http);
-        if (st != SF_OK)
-            goto out_free;
-        transports |= 1u << SF_TRANSPORT_HTTP;
-    }
-    if (r->grpc != NULL && r->http != NULL) {
+    s = r->servers;
+    if (s[0].srv != NULL && s[1].srv != NULL) {
         /* The shares span both servers: each asks the other to reclaim. */
-        sf_receiver_grpc_set_peer(r->grpc, sf_receiver_http_reclaim_soon, r->http);
-        sf_receiver_http_set_peer(r->http, sf_receiver_grpc_reclaim_soon, r->grpc);
+        s[0].type->set_peer(s[0].srv, s[1].type->reclaim_soon, s[1].srv);
+        s[1].type->set_peer(s[1].srv, s[0].type->reclaim_soon, s[0].srv);
     }
     sf_component_set_transports(self, transports);
     sf_component_set_ctx(self, r);
     return SF_OK;
 
 out_free:
-    sf_receiver_grpc_destroy(r->grpc);
+    servers_destroy(r);
     sf_otlp_clients_destroy(r->clients);
     sf_free(r);
     return st;
@@ -78,21 +100,20 @@ static sf_status otlp_start(sf_component *self)
      * memory limiter's refusals start there). */
     sf_alloc_limits(&soft, &hard);
     sf_otlp_clients_set_capacity(r->clients, soft);
-    if (r->grpc != NULL)
-        st = sf_receiver_grpc_start(r->grpc);
-    if (st == SF_OK && r->http != NULL)
-        st = sf_receiver_http_start(r->http);
+    for (int i = 0; i < OTLP_SERVERS && st == SF_OK; i++)
+        if (r->servers[i].srv != NULL)
+            st = r->servers[i].type->start(r->servers[i].srv);
     return st;
 }
 
+/* HTTP first, then gRPC. */
 static void otlp_shutdown(sf_component *self)
 {
     otlp_receiver *r = sf_component_ctx(self);
 
-    if (r->http != NULL)
-        sf_receiver_http_shutdown(r->http);
-    if (r->grpc != NULL)
-        sf_receiver_grpc_shutdown(r->grpc);
+    for (int i = OTLP_SERVERS - 1; i >= 0; i--)
+        if (r->servers[i].srv != NULL)
+            r->servers[i].type->shutdown(r->servers[i].srv);
 }
 
 static void otlp_destroy(sf_component *self)
@@ -101,8 +122,7 @@ static void otlp_destroy(sf_component *self)
 
     if (r == NULL)
         return;
-    sf_receiver_http_destroy(r->http);
-    sf_receiver_grpc_destroy(r->grpc);
+    servers_destroy(r);
     sf_otlp_clients_destroy(r->clients);
     sf_free(r);
 }
@@ -144,125 +164,90 @@ static const char otlp_metrics_help[] =
     "transports.\n"
     "# TYPE spanfence_receiver_memory_held_bytes gauge\n";
 
-/* The receiver's own series: what was taken back from requests in
- * progress, per transport and reason. */
+/* The receiver's own series: what each server took back from requests in
+ * progress and the connections it closed, evicted or refused, per reason
+ * it applies; the clients' shares. */
 static size_t otlp_metrics(sf_component *self, char *buf, size_t size)
 {
     static const char *const reasons[SF_OTLP_RECLAIM_COUNT] = { "memory_short", "buffer_budget" };
     otlp_receiver *r = sf_component_ctx(self);
-    size_t len = 0;
+    const char *id = sf_component_id(self);
+    size_t len = 0, share, clients, held;
+    uint64_t n, bytes, refused;
 
-    if (size > 0)
-        buf[0] = '\0';
-    if (r == NULL)
-        return 0;
     for (int k = 0; k < SF_OTLP_RECLAIM_COUNT; k++) {
-        for (int t = 0; t < 2; t++) {
-            uint64_t calls = 0, bytes = 0;
-            const char *transport = t == 0 ? "grpc" : "http";
-            int n;
+        for (int i = 0; i < OTLP_SERVERS; i++) {
+            const otlp_server *s = &r->servers[i];
 
-            if (t == 0 && r->grpc != NULL && k == SF_OTLP_RECLAIM_MEMORY)
-                sf_receiver_grpc_reclaimed(r->grpc, &calls, &bytes);
-            else if (t == 1 && r->http != NULL)
-                sf_receiver_http_reclaimed(r->http, (sf_otlp_reclaim)k, &calls, &bytes);
-            else
-                continue;           /* gRPC has no bodies' budget */
-            n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
-                         "spanfence_receiver_reclaimed_requests{receiver=\"%s\",transport=\"%s\","
-                         "reason=\"%s\"} %llu\n"
-                         "spanfence_receiver_reclaimed_bytes{receiver=\"%s\",transport=\"%s\","
-                         "reason=\"%s\"} %llu\n",
-                         sf_component_id(self), transport, reasons[k], (unsigned long long)calls,
-                         sf_component_id(self), transport, reasons[k], (unsigned long long)bytes);
-            if (n > 0)
-                len += (size_t)n;
+            if (s->srv == NULL || !(s->type->reclaims & (1u << k)))
+                continue;
+            s->type->reclaimed(s->srv, (sf_otlp_reclaim)k, &n, &bytes);
+            sf_metrics_put(buf, size, &len, "spanfence_receiver_reclaimed_requests{receiver=\"%s\","
+                           "transport=\"%s\",reason=\"%s\"} %llu\n"
+                           "spanfence_receiver_reclaimed_bytes{receiver=\"%s\",transport=\"%s\","
+                           "reason=\"%s\"} %llu\n", id, s->type->label, reasons[k],
+                           (unsigned long long)n, id, s->type->label, reasons[k],
+                           (unsigned long long)bytes);
         }
     }
     for (int k = 0; k < SF_OTLP_CLOSE_COUNT; k++) {
-        for (int t = 0; t < 2; t++) {
-            uint64_t n_closed;
-            int n;
+        for (int i = 0; i < OTLP_SERVERS; i++) {
+            const otlp_server *s = &r->servers[i];
 
-            /* The frame floods are HTTP/2's: gRPC only. */
-            if (t == 0 && r->grpc != NULL)
-                n_closed = sf_receiver_grpc_closed(r->grpc, (sf_otlp_close)k);
-            else if (t == 1 && r->http != NULL && k == SF_OTLP_CLOSE_DECOMPRESSION)
-                n_closed = sf_receiver_http_closed(r->http, (sf_otlp_close)k);
-            else
+            if (s->srv == NULL || !(s->type->closes & (1u << k)))
                 continue;
-            n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
-                         "spanfence_receiver_closed_connections{receiver=\"%s\",transport=\"%s\","
-                         "reason=\"%s\"} %llu\n", sf_component_id(self), t == 0 ? "grpc" : "http",
-                         sf_otlp_close_label((sf_otlp_close)k), (unsigned long long)n_closed);
-            if (n > 0)
-                len += (size_t)n;
+            sf_metrics_put(buf, size, &len, "spanfence_receiver_closed_connections{receiver=\"%s\","
+                           "transport=\"%s\",reason=\"%s\"} %llu\n", id, s->type->label,
+                           sf_otlp_close_label((sf_otlp_close)k),
+                           (unsigned long long)s->type->closed(s->srv, (sf_otlp_close)k));
         }
     }
-    {
-        size_t share, clients, held;
-        int n;
+    for (int i = 0; i < OTLP_SERVERS; i++) {
+        const otlp_server *s = &r->servers[i];
 
-        for (int t = 0; t < 2; t++) {
-            if ((t == 0 && r->grpc == NULL) || (t == 1 && r->http == NULL))
-                continue;
-            for (int over = 1; over >= 0; over--) {
-                n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
-                             "spanfence_receiver_reclaimed_share_requests{receiver=\"%s\","
-                             "transport=\"%s\",share=\"%s\"} %llu\n", sf_component_id(self),
-                             t == 0 ? "grpc" : "http", over ? "over" : "under",
-                             (unsigned long long)sf_otlp_reclaimed_count(r->clients,
-                                                                         (unsigned)t, over));
-                if (n > 0)
-                    len += (size_t)n;
-            }
-        }
-        sf_otlp_share_state(r->clients, &share, &clients, &held);
-        n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
-                     "spanfence_receiver_memory_share_bytes{receiver=\"%s\"} %zu\n"
-                     "spanfence_receiver_memory_clients{receiver=\"%s\"} %zu\n"
-                     "spanfence_receiver_memory_held_bytes{receiver=\"%s\"} %zu\n",
-                     sf_component_id(self), share, sf_component_id(self), clients,
-                     sf_component_id(self), held);
-        if (n > 0)
-            len += (size_t)n;
+        for (int over = 1; s->srv != NULL && over >= 0; over--)
+            sf_metrics_put(buf, size, &len, "spanfence_receiver_reclaimed_share_requests{"
+                           "receiver=\"%s\",transport=\"%s\",share=\"%s\"} %llu\n", id,
+                           s->type->label, over ? "over" : "under",
+                           (unsigned long long)sf_otlp_reclaimed_count(
+                               r->clients, (unsigned)s->type->transport, over));
     }
-    if (r->grpc != NULL) {
-        int n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
-                         "spanfence_receiver_evicted_connections{receiver=\"%s\",transport=\"grpc\"} "
-                         "%llu\n", sf_component_id(self),
-                         (unsigned long long)sf_receiver_grpc_evicted(r->grpc));
+    sf_otlp_share_state(r->clients, &share, &clients, &held);
+    sf_metrics_put(buf, size, &len, "spanfence_receiver_memory_share_bytes{receiver=\"%s\"} %zu\n"
+                   "spanfence_receiver_memory_clients{receiver=\"%s\"} %zu\n"
+                   "spanfence_receiver_memory_held_bytes{receiver=\"%s\"} %zu\n", id, share, id,
+                   clients, id, held);
+    for (int i = 0; i < OTLP_SERVERS; i++) {
+        const otlp_server *s = &r->servers[i];
 
-        if (n > 0)
-            len += (size_t)n;
-    }
-    if (r->http != NULL) {
-        uint64_t evicted, refused;
-        int n;
-
-        sf_receiver_http_slots(r->http, &evicted, &refused);
-        n = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
-                     "spanfence_receiver_evicted_connections{receiver=\"%s\",transport=\"http\"} "
-                     "%llu\n"
-                     "spanfence_receiver_refused_connections{receiver=\"%s\",transport=\"http\"} "
-                     "%llu\n", sf_component_id(self), (unsigned long long)evicted,
-                     sf_component_id(self), (unsigned long long)refused);
-        if (n > 0)
-            len += (size_t)n;
+        if (s->srv == NULL)
+            continue;
+        s->type->slots(s->srv, &n, &refused);
+        sf_metrics_put(buf, size, &len, "spanfence_receiver_evicted_connections{receiver=\"%s\","
+                       "transport=\"%s\"} %llu\n", id, s->type->label, (unsigned long long)n);
+        if (s->type->refuses)
+            sf_metrics_put(buf, size, &len, "spanfence_receiver_refused_connections{"
+                           "receiver=\"%s\",transport=\"%s\"} %llu\n", id, s->type->label,
+                           (unsigned long long)refused);
     }
     return len;
 }
 
-/* health_check: the gRPC listener failing to accept (fds, memory). */
+/* health_check: a server whose listener fails to accept (fds, memory). */
 static bool otlp_unhealthy(sf_component *self, char *why, size_t size)
 {
     otlp_receiver *r = sf_component_ctx(self);
 
-    if (r == NULL || r->grpc == NULL || sf_receiver_grpc_accepting(r->grpc))
-        return false;
-    snprintf(why, size, "OTLP/gRPC cannot accept connections (out of file descriptors or "
-             "memory); retrying");
-    return true;
+    for (int i = 0; r != NULL && i < OTLP_SERVERS; i++) {
+        const otlp_server *s = &r->servers[i];
+
+        if (s->srv != NULL && s->type->accepting != NULL && !s->type->accepting(s->srv)) {
+            snprintf(why, size, "%s cannot accept connections (out of file descriptors or "
+                     "memory); retrying", s->type->name);
+            return true;
+        }
+    }
+    return false;
 }
 
 const sf_component_type sf_otlp_receiver_type = {

@@ -96,7 +96,6 @@
  *   listening socket out of that worker's epoll set for a backoff (50 ms
  *   doubling to 1 s), and is logged once until an accept succeeds again;
  *   the listener never stops. */
-#include "receiver_grpc.h"
 #include "grpc_call.h"
 #include "h2_conn.h"
 #include "otlp_answer.h"

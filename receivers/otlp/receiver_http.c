@@ -67,7 +67,7 @@
  *   memory is short; 500 (not retryable) when the batch failed closed.
  *   Every answer that follows from an sf_status comes from the table in
  *   otlp_answer.h, the one the gRPC server answers from too. */
-#include "receiver_http.h"
+#include "otlp_server.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -199,6 +199,8 @@ typedef struct http_req {
 } http_req;
 
 #define BODY(rq) ((const uint8_t *)sf_dynbuf_ptr(&(rq)->body))
+
+typedef struct sf_receiver_http sf_receiver_http;
 
 struct sf_receiver_http {
     sf_component *self;
@@ -1527,19 +1529,18 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* ---- lifecycle --------------------------------------------------------------- */
 
-sf_status sf_receiver_http_create(sf_component *self, const sf_receiver_http_config *cfg,
-                              unsigned max_depth, sf_otlp_clients *clients,
-                              sf_receiver_http **out)
+static sf_status server_create(const otlp_server_env *env, const void *config, void **out)
 {
+    const sf_receiver_http_config *cfg = config;
     sf_receiver_http *srv = sf_calloc(1, sizeof(*srv));
 
     *out = NULL;
     if (srv == NULL)
         return SF_ENOMEM;
-    srv->self = self;
+    srv->self = env->self;
     srv->cfg = cfg;
-    srv->max_depth = max_depth;
-    srv->clients = clients;
+    srv->max_depth = env->max_depth;
+    srv->clients = env->clients;
     srv->max_body = (size_t)cfg->max_request_body_size;
     srv->budget = srv->max_body * BUFFER_BUDGET;
     pthread_mutex_init(&srv->pool_lock, NULL);
@@ -1590,8 +1591,9 @@ static sf_status start_daemon(void *arg, int fd)
     return SF_OK;
 }
 
-sf_status sf_receiver_http_start(sf_receiver_http *srv)
+static sf_status server_start(void *server)
 {
+    sf_receiver_http *srv = server;
     char why[128];
     size_t soft, hard;
     sf_status st;
@@ -1624,8 +1626,9 @@ sf_status sf_receiver_http_start(sf_receiver_http *srv)
     return SF_OK;
 }
 
-void sf_receiver_http_shutdown(sf_receiver_http *srv)
+static void server_shutdown(void *server)
 {
+    sf_receiver_http *srv = server;
     int64_t until = sf_now_ms() + SHUTDOWN_GRACE_MS;
     bool busy;
 
@@ -1667,11 +1670,13 @@ void sf_receiver_http_shutdown(sf_receiver_http *srv)
     srv->daemon = NULL;
 }
 
-void sf_receiver_http_destroy(sf_receiver_http *srv)
+static void server_destroy(void *server)
 {
+    sf_receiver_http *srv = server;
+
     if (srv == NULL)
         return;
-    sf_receiver_http_shutdown(srv);
+    server_shutdown(srv);
     for (size_t i = 0; i < srv->n_pool; i++)
         sf_arena_destroy(srv->pool[i]);
     pthread_mutex_destroy(&srv->pool_lock);
@@ -1680,7 +1685,7 @@ void sf_receiver_http_destroy(sf_receiver_http *srv)
     sf_free(srv);
 }
 
-void sf_receiver_http_reclaim_soon(void *server)
+static void server_reclaim_soon(void *server)
 {
     sf_receiver_http *srv = server;
 
@@ -1688,30 +1693,52 @@ void sf_receiver_http_reclaim_soon(void *server)
     pthread_cond_signal(&srv->reaper_cv);
 }
 
-void sf_receiver_http_set_peer(sf_receiver_http *srv, sf_otlp_reclaim_fn fn, void *peer)
+static void server_set_peer(void *server, sf_otlp_reclaim_fn fn, void *peer)
 {
+    sf_receiver_http *srv = server;
+
     srv->peer_reclaim = fn;
     srv->peer = peer;
 }
 
-void sf_receiver_http_slots(const sf_receiver_http *srv, uint64_t *evicted, uint64_t *refused)
+static void server_slots(const void *server, uint64_t *evicted, uint64_t *refused)
 {
-    sf_receiver_http *h = (sf_receiver_http *)srv;
+    sf_receiver_http *srv = (sf_receiver_http *)server;
 
-    *evicted = atomic_load(&h->evicted);
-    *refused = atomic_load(&h->refused_conns);
+    *evicted = atomic_load(&srv->evicted);
+    *refused = atomic_load(&srv->refused_conns);
 }
 
-uint64_t sf_receiver_http_closed(const sf_receiver_http *srv, sf_otlp_close why)
+static uint64_t server_closed(const void *server, sf_otlp_close why)
 {
-    return atomic_load(&((sf_receiver_http *)srv)->closed[why]);
+    return atomic_load(&((sf_receiver_http *)server)->closed[why]);
 }
 
-void sf_receiver_http_reclaimed(const sf_receiver_http *srv, sf_otlp_reclaim why,
-                                uint64_t *requests, uint64_t *bytes)
+static void server_reclaimed(const void *server, sf_otlp_reclaim why, uint64_t *requests,
+                             uint64_t *bytes)
 {
-    sf_receiver_http *h = (sf_receiver_http *)srv;
+    sf_receiver_http *srv = (sf_receiver_http *)server;
 
-    *requests = atomic_load(&h->reclaimed[why]);
-    *bytes = atomic_load(&h->reclaimed_bytes[why]);
+    *requests = atomic_load(&srv->reclaimed[why]);
+    *bytes = atomic_load(&srv->reclaimed_bytes[why]);
 }
+
+/* HTTP/1.1 has no frame floods: a connection is closed for its client's
+ * decompression rate only; libmicrohttpd's accept is not watched. */
+const otlp_server_type sf_otlp_http_server = {
+    .name = "OTLP/HTTP",
+    .transport = SF_TRANSPORT_HTTP,
+    .label = "http",
+    .reclaims = (1u << SF_OTLP_RECLAIM_COUNT) - 1,
+    .closes = 1u << SF_OTLP_CLOSE_DECOMPRESSION,
+    .refuses = true,
+    .create = server_create,
+    .start = server_start,
+    .shutdown = server_shutdown,
+    .destroy = server_destroy,
+    .reclaim_soon = server_reclaim_soon,
+    .set_peer = server_set_peer,
+    .reclaimed = server_reclaimed,
+    .closed = server_closed,
+    .slots = server_slots,
+};

@@ -590,31 +590,22 @@ static size_t prom_metrics(sf_component *self, char *buf, size_t size)
     prom_receiver *r = sf_component_ctx(self);
     size_t len = 0;
 
-    if (size > 0)
-        buf[0] = '\0';
-    if (r == NULL)
-        return 0;
     for (size_t i = 0; i < r->n_targets; i++) {
         target *t = &r->targets[i];
-        int w = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
-                         "spanfence_receiver_prometheus_up{receiver=\"%s\",job=\"%s\","
-                         "instance=\"%s\"} %d\n", sf_component_id(self), t->sc->job_name,
-                         t->instance, atomic_load_explicit(&t->up, memory_order_relaxed));
 
-        if (w > 0)
-            len += (size_t)w;
+        sf_metrics_put(buf, size, &len, "spanfence_receiver_prometheus_up{receiver=\"%s\","
+                       "job=\"%s\",instance=\"%s\"} %d\n", sf_component_id(self),
+                       t->sc->job_name, t->instance,
+                       atomic_load_explicit(&t->up, memory_order_relaxed));
         for (int e = 1; e < SF_PROM_ERR_COUNT; e++) {
             uint64_t v = atomic_load_explicit(&t->failed[e], memory_order_relaxed);
 
             if (v == 0)
                 continue;
-            w = snprintf(len < size ? buf + len : NULL, len < size ? size - len : 0,
-                         "spanfence_receiver_prometheus_failed_scrapes{receiver=\"%s\","
-                         "job=\"%s\",instance=\"%s\",reason=\"%s\"} %llu\n",
-                         sf_component_id(self), t->sc->job_name, t->instance,
-                         sf_prom_err_label((sf_prom_err)e), (unsigned long long)v);
-            if (w > 0)
-                len += (size_t)w;
+            sf_metrics_put(buf, size, &len, "spanfence_receiver_prometheus_failed_scrapes{"
+                           "receiver=\"%s\",job=\"%s\",instance=\"%s\",reason=\"%s\"} %llu\n",
+                           sf_component_id(self), t->sc->job_name, t->instance,
+                           sf_prom_err_label((sf_prom_err)e), (unsigned long long)v);
         }
     }
     return len;

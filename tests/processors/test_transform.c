@@ -424,6 +424,7 @@ static char *transform_series(tfx *f)
     char *buf = malloc(need + 1);
 
     assert_non_null(buf);
+    buf[0] = '\0';                      /* as the core hands it over */
     assert_int_equal(sf_transform_processor_type.metrics(&f->comp, buf, need + 1), need);
     return buf;
 }

@@ -282,23 +282,6 @@ static void *run(void *arg)
 
 /* ---- metrics ---------------------------------------------------------------------------- */
 
-/* Like sf_tc_add(), but counts what did not fit too, so the caller learns the
- * length the whole text needs (snprintf's contract). */
-static void put(char *buf, size_t size, size_t *len, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void put(char *buf, size_t size, size_t *len, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(*len < size ? buf + *len : NULL, *len < size ? size - *len : 0, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        *len += (size_t)n;
-}
-
 void sf_tc_publish(tc_ctx *x)
 {
     pthread_mutex_lock(&x->pub_mu);
@@ -333,7 +316,8 @@ static size_t window_metrics(tc_ctx *x, const char *ext, char *buf, size_t size,
     static const char *const kinds[] = { "accepted", "exported", "lost", "queued",
                                          "accepted_from_target", "refused_from_target" };
 
-    put(buf, size, &len, "# HELP spanfence_trace_control_window_spans Spans of each target's "
+    sf_metrics_put(buf, size, &len,
+        "# HELP spanfence_trace_control_window_spans Spans of each target's "
         "open (or closing) window since it opened, and of its last closed window as its "
         "closing record says; accepted_from_target and refused_from_target for targets with a "
         "match.\n# TYPE spanfence_trace_control_window_spans gauge\n");
@@ -356,7 +340,8 @@ static size_t window_metrics(tc_ctx *x, const char *ext, char *buf, size_t size,
             v[4] = c.from_target[0];
             v[5] = c.from_target[1];
             for (size_t k = 0; k < (match ? 6u : 4u); k++)
-                put(buf, size, &len, "spanfence_trace_control_window_spans{extension=\"%s\","
+                sf_metrics_put(buf, size, &len,
+                    "spanfence_trace_control_window_spans{extension=\"%s\","
                     "target=\"%s\",window=\"%s\",state=\"%s\",count=\"%s\"} %" PRIu64 "\n",
                     ext, w->target->id, p->id, p->state, kinds[k], v[k]);
         }
@@ -365,12 +350,14 @@ static size_t window_metrics(tc_ctx *x, const char *ext, char *buf, size_t size,
                                     p->last.queued };
 
             for (size_t k = 0; k < 4; k++)
-                put(buf, size, &len, "spanfence_trace_control_window_spans{extension=\"%s\","
+                sf_metrics_put(buf, size, &len,
+                    "spanfence_trace_control_window_spans{extension=\"%s\","
                     "target=\"%s\",window=\"%s\",state=\"closed\",count=\"%s\"} %" PRIu64
                     "\n", ext, w->target->id, p->last.id, kinds[k], v[k]);
         }
     }
-    put(buf, size, &len, "# HELP spanfence_trace_control_window_seconds_left Seconds until "
+    sf_metrics_put(buf, size, &len,
+        "# HELP spanfence_trace_control_window_seconds_left Seconds until "
         "each open window's planned end (0 once it ended, during its grace period).\n"
         "# TYPE spanfence_trace_control_window_seconds_left gauge\n");
     for (size_t i = 0; i < x->cfg->targets.n; i++) {
@@ -381,18 +368,21 @@ static size_t window_metrics(tc_ctx *x, const char *ext, char *buf, size_t size,
             continue;
         if (strcmp(p->state, "open") != 0 || left < 0)
             left = 0;
-        put(buf, size, &len, "spanfence_trace_control_window_seconds_left{extension=\"%s\","
+        sf_metrics_put(buf, size, &len,
+            "spanfence_trace_control_window_seconds_left{extension=\"%s\","
             "target=\"%s\",window=\"%s\",level=\"%" PRId64 "\"} %" PRId64 ".%03" PRId64 "\n",
             ext, x->w[i].target->id, p->id, p->level, left / 1000, left % 1000);
     }
-    put(buf, size, &len, "# HELP spanfence_trace_control_window_complete Whether each target's "
+    sf_metrics_put(buf, size, &len,
+        "# HELP spanfence_trace_control_window_complete Whether each target's "
         "last closed window was complete (1) or not (0).\n"
         "# TYPE spanfence_trace_control_window_complete gauge\n");
     for (size_t i = 0; i < x->cfg->targets.n; i++) {
         const tc_pub *p = &x->pub[i];
 
         if (p->last.valid)
-            put(buf, size, &len, "spanfence_trace_control_window_complete{extension=\"%s\","
+            sf_metrics_put(buf, size, &len,
+                "spanfence_trace_control_window_complete{extension=\"%s\","
                 "target=\"%s\",window=\"%s\"} %d\n", ext, x->w[i].target->id, p->last.id,
                 p->last.complete ? 1 : 0);
     }
@@ -539,24 +529,24 @@ static size_t tc_metrics(sf_component *self, char *buf, size_t size)
     tc_ctx *x = sf_component_ctx(self);
     size_t len = 0;
 
-    if (size > 0)
-        buf[0] = '\0';
-    if (x == NULL)
-        return 0;
-    put(buf, size, &len, "# HELP spanfence_trace_control_target_level The trace level each target "
+    sf_metrics_put(buf, size, &len,
+        "# HELP spanfence_trace_control_target_level The trace level each target "
         "last took (-1: not known: never set, or its last request failed).\n"
         "# TYPE spanfence_trace_control_target_level gauge\n");
     for (size_t i = 0; i < x->cfg->targets.n; i++)
-        put(buf, size, &len, "spanfence_trace_control_target_level{extension=\"%s\",target=\"%s\"} "
+        sf_metrics_put(buf, size, &len,
+            "spanfence_trace_control_target_level{extension=\"%s\",target=\"%s\"} "
             "%" PRId64 "\n", sf_component_id(self), x->w[i].target->id,
             atomic_load(&x->w[i].level_now));
-    put(buf, size, &len, "# HELP spanfence_trace_control_target_level_set_seconds When the "
+    sf_metrics_put(buf, size, &len,
+        "# HELP spanfence_trace_control_target_level_set_seconds When the "
         "target last took a level (Unix time; 0: never).\n"
         "# TYPE spanfence_trace_control_target_level_set_seconds gauge\n");
     for (size_t i = 0; i < x->cfg->targets.n; i++) {
         int64_t at = atomic_load(&x->w[i].level_set_wall);
 
-        put(buf, size, &len, "spanfence_trace_control_target_level_set_seconds{extension=\"%s\","
+        sf_metrics_put(buf, size, &len,
+            "spanfence_trace_control_target_level_set_seconds{extension=\"%s\","
             "target=\"%s\"} %" PRId64 ".%03" PRId64 "\n", sf_component_id(self),
             x->w[i].target->id, at / 1000, at % 1000);
     }
