@@ -1,14 +1,17 @@
 /* sf_otlp_json.h: the OTLP/JSON mapping of the export requests and
  * responses (OTLP/HTTP with Content-Type application/json, and the file
- * exporter's JSON lines): for traces between JSON text and protobuf-c
- * structs; for every signal (sf_signal.h) between JSON text and protobuf
- * bytes (sf_otlp_json_to_wire, sf_otlp_json_from_wire).
+ * exporter's JSON lines), one for every signal (sf_signal.h), read from the
+ * generated schema table: for traces between JSON text and protobuf-c
+ * structs too; for every signal between JSON text and protobuf bytes
+ * (sf_otlp_json_to_wire, sf_otlp_json_from_wire).
  *
  * Mapping (OTLP specification, "JSON Protobuf Encoding"): lowerCamelCase
  * field names (snake_case accepted on input), trace/span ids as hex, other
  * bytes as base64, enums as integers (names accepted on input), 64-bit
  * integers as decimal strings (numbers accepted on input), unknown fields
- * ignored, default-valued fields omitted on output.
+ * ignored, default-valued fields omitted on output; members written in the
+ * .proto files' order for the trace request's messages, in field-number
+ * order for the logs' and metrics' (tools/gen_otlp_schema.py, json_order).
  *
  * Refused where Go's protojson or Python's json_format refuse, though
  * json-c (0.16) would take them: a member named twice in one object (at any
@@ -55,8 +58,8 @@ sf_status sf_otlp_json_encode_response(const sf_otlp_response *resp, char **out,
  * *out[0, *out_len): the bytes the codec (sf_otlp_rewrite_signal) then
  * validates and makes canonical. SF_INVALID with a reason in err,
  * SF_TOOBIG, SF_ENOMEM; SF_UNSUPPORTED for a signal out of range
- * (sf_otlp_json_maps). Logs and metrics follow protobuf-c's descriptors
- * (sf_otlp_json.c says how); a second member of a oneof is refused. */
+ * (sf_otlp_json_maps). A second member of a oneof is refused ("more than
+ * one value set" for traces, "a second member of a oneof" for the others). */
 sf_status sf_otlp_json_to_wire(sf_signal s, sf_arena *arena, const char *json, size_t len,
                                unsigned max_depth, const uint8_t **out, size_t *out_len,
                                char *err, size_t err_size);

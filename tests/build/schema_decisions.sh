@@ -3,7 +3,8 @@
 # tables are generated only when every field of the OTLP trace, logs and
 # metrics schemas has a decision in pipeline/proto/*_fields.txt. Runs tools/gen_otlp_schema.py
 # on the real schema (it must succeed: the control), then on copies broken
-# one way each, and checks that each is refused with its own message.
+# one way each, and checks that each is refused with its own message; and
+# that a field added with its row is in the JSON codec's table.
 set -u
 src=$1 protoc=$2 py=$3
 tmp=$(mktemp -d)
@@ -119,5 +120,31 @@ sed -i 's|^\(governs METRIC_UNIT  *metric.unit  *metrics\).*|\1|' "$tmp/p/metric
 expect_refused "METRIC_UNIT without its declared statement" \
     "governed field 'METRIC_UNIT' has no statement declared mode asks for" \
     "$tmp/p" "$tmp/p/trace_fields.txt"
+
+# A message every signal holds, its fields declared out of number order:
+# OTLP/JSON writes a trace message's members in declaration order and the
+# others' in number order, so the two would differ.
+fresh
+sed -i '/^  repeated opentelemetry.proto.common.v1.KeyValue attributes = 1;/{h;d};/^  uint32 dropped_attributes_count = 2;/G' \
+    "$tmp/p/opentelemetry/proto/resource/v1/resource.proto"
+grep -A1 'dropped_attributes_count = 2;' "$tmp/p/opentelemetry/proto/resource/v1/resource.proto" \
+    | grep -q 'attributes = 1;' || { echo "FAIL: sed"; exit 1; }
+expect_refused "Resource's fields declared out of number order" \
+    "message 'opentelemetry.proto.resource.v1.Resource' is shared by the signals and declares" \
+    "$tmp/p" "$tmp/p/trace_fields.txt"
+
+# A field added to the schema with its row needs no JSON code: the JSON
+# table maps it (its names, its number) with the rest.
+fresh
+sed -i 's|^\(  Status status = 15;\)|\1\n  uint32 note_count = 17;|' "$tmp/p/opentelemetry/proto/trace/v1/trace.proto"
+echo "field Span.note_count plain -" >>"$tmp/p/trace_fields.txt"
+if ! gen "$tmp/p" "$tmp/p/trace_fields.txt"; then
+    echo "FAIL: a field added with its row does not generate:"; cat "$tmp/err"; fails=$((fails + 1))
+elif ! sed -n '/^static const sf_otlp_json_field sf_otlp_jf_span\[\]/,/^};/p' "$tmp/out.h" \
+        | grep -q '{ "noteCount", "note_count", 17, -1, 0 },'; then
+    echo "FAIL: the JSON table lacks Span.note_count"; fails=$((fails + 1))
+else
+    echo "ok: a field added with its row is in the JSON table"
+fi
 
 [ "$fails" -eq 0 ] || { echo "$fails case(s) failed"; exit 1; }
