@@ -466,17 +466,23 @@ size_t h2_worker_reclaim_over(worker *w)
     return worker_reclaim(w, NULL, true, memory_wanted);
 }
 
-/* Whether `c`'s client stalls: nothing read from it for RECLAIM_STALL_MS,
- * no output waiting for it, and no byte of it waiting unread on the
- * socket. Bytes waiting mean the worker is behind, not the client (it
- * served other connections, or the machine is busy): its call is then
- * counted as the rest comes and answered when complete, not ended as a
- * crawler's. */
-static bool client_stalled(const h2_conn *c, int64_t now)
+/* Whether the client of call `st` stalls: nothing read from its
+ * connection for RECLAIM_STALL_MS though it could send (no output waiting
+ * for it, the call's and the connection's windows open), and no byte of it
+ * waiting unread on the socket. Otherwise the wait is ours: a closed
+ * window, or a worker behind (it served other connections, or the machine
+ * is busy); its call is then counted as the rest comes and answered when
+ * complete, not ended as a crawler's. */
+static bool client_stalled(const h2_stream *st, int64_t now)
 {
+    const h2_conn *c = st->c;
     int unread = 0;
 
-    if (c->out_len > 0 || now - c->last_read_ms < RECLAIM_STALL_MS)
+    if (c->out_len > 0 || now - c->last_read_ms < RECLAIM_STALL_MS ||
+        nghttp2_session_want_write(c->ng))
+        return false;
+    if (nghttp2_session_get_local_window_size(c->ng) <= 0 ||
+        nghttp2_session_get_stream_local_window_size(c->ng, st->id) <= 0)
         return false;
     return !(ioctl(c->fd, FIONREAD, &unread) == 0 && unread > 0);
 }
@@ -534,7 +540,7 @@ static size_t worker_reclaim(worker *w, const h2_stream *keep, bool keep_over,
         atomic_fetch_add(&srv->reclaimed_bytes, held);
         sf_otlp_reclaimed(srv->clients, 0, victim_over);
         freed += held;
-        if (!victim->deferred && client_stalled(victim->c, now)) {
+        if (!victim->deferred && client_stalled(victim, now)) {
             up_of(victim)->start_refusing(victim);     /* its held spans counted */
             up_of(victim)->refuse(victim, SF_REASON_MEMORY_LIMIT, SF_RPC_UNAVAILABLE,
                           "memory is short: this call's partial message was reclaimed (no "
@@ -1100,7 +1106,7 @@ void h2_worker_tick(worker *w, int64_t now)
                 nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
             else if (!st->answered && st->deadline_ms != 0 && now >= st->deadline_ms)
                 up_of(st)->answer(st, RPC_DEADLINE_EXCEEDED, "deadline exceeded");
-            else if (!st->answered && st->refusing && client_stalled(c, now))
+            else if (!st->answered && st->refusing && client_stalled(st, now))
                 up_of(st)->refuse(st, SF_REASON_MEMORY_LIMIT, SF_RPC_UNAVAILABLE,
                                   "memory is short: this call's message was refused and its "
                                   "client stopped sending; retry");
