@@ -409,7 +409,8 @@ class Phase:
                       "hsink": self.http.port, "gsink": self.grpc.port}
         self.collector = P.Collector(binary, self.dir, "spanfence",
                                      config(self.ports, self.file.path, compression, legacy, transform),
-                                     self.ports["grpc"], self.ports["metrics"])
+                                     self.ports["grpc"], self.ports["metrics"],
+                                     consumers_normal=True)     # one export awaited per case
         self.compression = compression
         self.cursor = {e: 0 for e in EXPORTERS}
         self.timeout = 10.0

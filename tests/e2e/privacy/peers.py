@@ -40,11 +40,22 @@ def free_port():
 
 
 class Collector:
-    """`args`: more arguments after --config (a second --config, --set)."""
+    """`args`: more arguments after --config (a second --config, --set).
+    `consumers_normal`: the collector runs without CAP_SYS_NICE (setpriv
+    drops it from the bounding set; RLIMIT_NICE stays as it is, 0 here), so
+    its consumers never enter SCHED_IDLE (sf_thread.c: they would not be
+    able to come back). For a test that waits for each request's export
+    before sending the next: on a machine whose CPUs are busy, an export of
+    a consumer at SCHED_IDLE waits tens of milliseconds for a CPU by design
+    (the engine first), and thousands of such waits in a row measure the
+    scheduler, not what the test is about."""
 
-    def __init__(self, binary, dir_, name, config, grpc_port, metrics_port, args=()):
+    def __init__(self, binary, dir_, name, config, grpc_port, metrics_port, args=(),
+                 consumers_normal=False):
         self.binary, self.dir, self.name = binary, dir_, name
         self.args = list(args)
+        self.prefix = (["setpriv", "--inh-caps=-sys_nice", "--bounding-set=-sys_nice"]
+                       if consumers_normal and os.geteuid() == 0 else [])
         self.config_path = os.path.join(dir_, name + ".yaml")
         self.stderr_path = os.path.join(dir_, name + ".stderr.log")
         self.grpc_port, self.metrics_port = grpc_port, metrics_port
@@ -59,7 +70,7 @@ class Collector:
 
     def start(self, timeout=30):
         err = open(self.stderr_path, "w")
-        self.proc = subprocess.Popen([self.binary, "--config", self.config_path] + self.args,
+        self.proc = subprocess.Popen(self.prefix + [self.binary, "--config", self.config_path] + self.args,
                                      stdin=subprocess.DEVNULL, stdout=err, stderr=err)
         err.close()
         deadline = time.time() + timeout
