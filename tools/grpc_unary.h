@@ -12,10 +12,13 @@
 /* Call `method` on `ch` with `req` as the message (still the caller's),
  * bounded by `timeout_s`, on the caller's pluck queue `cq`. The call's
  * status goes to *status (GRPC_STATUS_UNKNOWN when the call could not be
- * started); returns what starting the call said. */
-static inline grpc_call_error sf_grpc_unary(grpc_channel *ch, grpc_completion_queue *cq,
-                                            const char *method, grpc_byte_buffer *req,
-                                            int timeout_s, grpc_status_code *status)
+ * started), its details (gRPC core's words for a status it made itself: a
+ * closed connection, a GOAWAY) to `why` when not NULL, cut to `why_size`;
+ * returns what starting the call said. */
+static inline grpc_call_error sf_grpc_unary_why(grpc_channel *ch, grpc_completion_queue *cq,
+                                                const char *method, grpc_byte_buffer *req,
+                                                int timeout_s, grpc_status_code *status,
+                                                char *why, size_t why_size)
 {
     grpc_slice m = grpc_slice_from_static_string(method), details;
     grpc_metadata_array init_md, trail_md;
@@ -47,6 +50,13 @@ static inline grpc_call_error sf_grpc_unary(grpc_channel *ch, grpc_completion_qu
     err = grpc_call_start_batch(c, ops, 6, c, NULL);
     if (err == GRPC_CALL_OK) {
         grpc_completion_queue_pluck(cq, c, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        if (why != NULL && why_size > 0) {
+            size_t n = GRPC_SLICE_LENGTH(details);
+
+            n = n < why_size - 1 ? n : why_size - 1;
+            memcpy(why, GRPC_SLICE_START_PTR(details), n);
+            why[n] = '\0';
+        }
         grpc_slice_unref(details);
     }
     if (resp != NULL)
@@ -55,6 +65,13 @@ static inline grpc_call_error sf_grpc_unary(grpc_channel *ch, grpc_completion_qu
     grpc_metadata_array_destroy(&trail_md);
     grpc_call_unref(c);
     return err;
+}
+
+static inline grpc_call_error sf_grpc_unary(grpc_channel *ch, grpc_completion_queue *cq,
+                                            const char *method, grpc_byte_buffer *req,
+                                            int timeout_s, grpc_status_code *status)
+{
+    return sf_grpc_unary_why(ch, cq, method, req, timeout_s, status, NULL, 0);
 }
 
 #endif

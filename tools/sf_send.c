@@ -52,6 +52,7 @@ typedef struct thread_ctx {
     unsigned index;
     pthread_t tid;
     long status_counts[17];
+    char first_why[17][160];    /* the first details of each status */
     long ok_spans;
     long sent_requests;
     double *lat_ms;             /* one per call sent, up to lat_cap */
@@ -126,8 +127,9 @@ static void *sender(void *arg)
          * (a ref-counted slice copy, not the bytes). */
         grpc_byte_buffer *copy = grpc_byte_buffer_copy(bufs[r % o->distinct]);
         grpc_status_code st;
+        char why[160] = "";
 
-        sf_grpc_unary(ch, cq, EXPORT_METHOD, copy, 30, &st);
+        sf_grpc_unary_why(ch, cq, EXPORT_METHOD, copy, 30, &st, why, sizeof(why));
         grpc_byte_buffer_destroy(copy);
         clock_gettime(CLOCK_MONOTONIC, &now);
         if (t->n_lat == t->lat_cap) {
@@ -141,8 +143,8 @@ static void *sender(void *arg)
         }
         if (t->n_lat < t->lat_cap)
             t->lat_ms[t->n_lat++] = (secs_since(&start, &now) - due) * 1e3;
-        if ((unsigned)st < 17)
-            t->status_counts[st]++;
+        if ((unsigned)st < 17 && t->status_counts[st]++ == 0)
+            memcpy(t->first_why[st], why, sizeof(why));
         if (st == GRPC_STATUS_OK)
             t->ok_spans += o->spans;
     }
@@ -287,11 +289,28 @@ int main(int argc, char **argv)
                lat[(size_t)((double)(n_lat - 1) * 0.99)], lat[n_lat - 1]);
     }
     free(lat);
+    /* For each status other than OK: on how many connections (threads),
+     * and the first details one of them got (who made the status: the
+     * server's message, or gRPC core's for a connection it lost). */
     for (int c = 0; c < 17; c++) {
-        if (counts[c]) {
-            printf("  %s: %ld\n", sf_grpc_status_name(c), counts[c]);
-            total += counts[c];
+        const char *first = NULL;
+        long conns = 0;
+
+        if (!counts[c])
+            continue;
+        total += counts[c];
+        for (long i = 0; i < o.threads; i++) {
+            if (ts[i].status_counts[c] == 0)
+                continue;
+            conns++;
+            if (first == NULL)
+                first = ts[i].first_why[c];
         }
+        if (c == GRPC_STATUS_OK)
+            printf("  %s: %ld\n", sf_grpc_status_name(c), counts[c]);
+        else
+            printf("  %s: %ld (on %ld of %ld connections; first: \"%s\")\n",
+                   sf_grpc_status_name(c), counts[c], conns, o.threads, first ? first : "");
     }
     free(ts);
     grpc_shutdown();

@@ -70,7 +70,7 @@ function parseSend(out) {
   assert.ok(m, `sf_send output: ${out}`);
   const statuses = {};
   for (const l of out.split('\n')) {
-    const s = /^ {2}([A-Z_]+): (\d+)$/.exec(l);
+    const s = /^ {2}([A-Z_]+): (\d+)(?: \(.*\))?$/.exec(l);
     if (s) statuses[s[1]] = Number(s[2]);
   }
   return { requests: +m[1], spansSent: +m[2], spansOk: +m[3], seconds: +m[4], statuses };
