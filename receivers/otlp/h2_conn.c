@@ -85,6 +85,8 @@
 #define LIM_PRIORITY_RATE 100
 #define LIM_RESETS_BURST 200
 #define LIM_RESETS_RATE 50
+/* A connection nghttp2 gave up on is said at most this often. */
+#define CONN_FATAL_LOG_MS 10000
 /* Connections a newcomer past the caps looks at, the least progress
  * first, for one with no bytes waiting unread (an ioctl each). */
 #define VICTIM_LOOK 8
@@ -653,14 +655,26 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
     }
 }
 
-/* Resets we send with an error code: the client's frames made them. */
+/* Resets we send with an error code: the client's frames made them. A
+ * GOAWAY with one ends the connection for them (nghttp2's checks of the
+ * client's frames, our limits). */
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
     h2_conn *c = ud;
 
     (void)ng;
-    if (f->hd.type == NGHTTP2_RST_STREAM && f->rst_stream.error_code != NGHTTP2_NO_ERROR)
-        conn_limit(c, &c->lim_resets, LIM_RESETS_BURST, LIM_RESETS_RATE, SF_OTLP_CLOSE_RESETS);
+    if (f->hd.type == NGHTTP2_RST_STREAM && f->rst_stream.error_code != NGHTTP2_NO_ERROR) {
+        /* The server-wide pace too: a client reconnecting at once would
+         * get a new connection's burst each time. Past it, the first such
+         * reset ends the connection. */
+        if (c->w->srv->up->client_failed(c->w))
+            h2_conn_calm(c, SF_OTLP_CLOSE_RESETS);
+        else
+            conn_limit(c, &c->lim_resets, LIM_RESETS_BURST, LIM_RESETS_RATE,
+                       SF_OTLP_CLOSE_RESETS);
+    }
+    if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != NGHTTP2_NO_ERROR)
+        c->failed = true;
     return 0;
 }
 
@@ -691,6 +705,11 @@ void h2_conn_close(h2_conn *c)
     if (c->dead)
         return;
     c->dead = true;
+    if (c->failed || c->calmed) {
+        if (!c->calmed)     /* a limit's closes are counted under its reason */
+            atomic_fetch_add(&w->srv->closed[SF_OTLP_CLOSE_PROTOCOL], 1);
+        w->srv->up->client_failed(w);
+    }
     /* nghttp2_session_del does not call on_stream_close. */
     while (c->stream_list != NULL)
         stream_free(c->stream_list);
@@ -826,11 +845,26 @@ bool h2_conn_flush(h2_conn *c)
     return nghttp2_session_want_read(c->ng) || nghttp2_session_want_write(c->ng);
 }
 
+/* nghttp2 gave up on a connection (its flood limits, a callback's
+ * failure): closed without a GOAWAY, so its calls in flight fail at the
+ * client. Said, at most once per CONN_FATAL_LOG_MS for the whole server. */
+static void conn_fatal(h2_conn *c, int err)
+{
+    static _Atomic int64_t said_ms;
+    int64_t now = sf_now_ms(), last = atomic_load(&said_ms);
+
+    c->failed = true;
+    if (now - last >= CONN_FATAL_LOG_MS && atomic_compare_exchange_strong(&said_ms, &last, now))
+        sf_warn("receiver '%s': OTLP/gRPC: closing a connection with %u calls open: nghttp2: %s",
+                sf_component_id(c->w->srv->self), c->streams, nghttp2_strerror(err));
+}
+
 /* Read a bounded amount, then let the worker serve other connections.
  * false: the connection is to be closed. */
 bool h2_conn_read(h2_conn *c)
 {
     uint8_t buf[READ_CHUNK];
+    ssize_t rv;
 
     if (c->out_len > 0)
         return true;                /* answers wait to be written: no more input */
@@ -844,8 +878,11 @@ bool h2_conn_read(h2_conn *c)
         if (n <= 0)
             return false;
         c->last_read_ms = sf_now_ms();
-        if (nghttp2_session_mem_recv(c->ng, buf, (size_t)n) < 0)
+        rv = nghttp2_session_mem_recv(c->ng, buf, (size_t)n);
+        if (rv < 0) {
+            conn_fatal(c, (int)rv);
             return false;
+        }
         if ((size_t)n < sizeof(buf) || c->closing)
             return true;
     }

@@ -108,6 +108,8 @@ struct h2_conn {
      * nothing. Decompression is the client's (srv->clients). */
     sf_otlp_bucket lim_window_update, lim_empty_data, lim_priority, lim_resets;
     bool calmed;                /* closed for a limit: GOAWAY ENHANCE_YOUR_CALM sent */
+    bool failed;                /* ended for the client's frames: a GOAWAY with an
+                                 * error code, or nghttp2 gave up (conn_fatal) */
     h2_conn *prev, *next;
 };
 
@@ -161,6 +163,11 @@ typedef struct h2_up {
      * share soon (its server type's reclaim_soon). */
     void (*reclaim_soon)(void *srv);
     void (*worker_listen)(worker *w, bool on);
+    /* A connection ended, or a call was reset, for its client's frames
+     * (h2_conn.failed, RST_STREAM with an error code): the event layer
+     * paces accepting while they come too fast. True while it does (past
+     * the rate): such a client's connection is then ended at once. */
+    bool (*client_failed)(worker *w);
 } h2_up;
 
 struct sf_receiver_grpc {
@@ -190,6 +197,12 @@ struct sf_receiver_grpc {
     _Atomic uint64_t reclaimed_bytes;
     _Atomic uint64_t closed[SF_OTLP_CLOSE_COUNT];  /* connections closed for a flood limit */
     _Atomic uint64_t evicted;   /* connections closed to give a newcomer their place */
+    /* Connections ended and calls reset for their clients' frames,
+     * server-wide (under peer_lock): past the rate no worker accepts until
+     * calm_until_ms. */
+    sf_otlp_bucket lim_failed;
+    _Atomic int64_t calm_until_ms;
+    _Atomic int64_t calm_warned_ms;
 };
 
 /* nghttp2's memory, counted (sf_calloc_unlimited, never refused). */

@@ -32,6 +32,20 @@
 #define ACCEPT_BACKOFF_MIN_MS 50
 #define ACCEPT_BACKOFF_MAX_MS 1000
 #define ACCEPT_LOG_MS 10000
+/* Connections ended and calls reset for their clients' frames (an HPACK
+ * bomb, headers past the list size, a flood limit), server-wide: a burst,
+ * then a rate a second; past it no worker accepts for CALM_MS. The
+ * per-connection limits (h2_conn.c) close a connection, but a client
+ * reconnecting at once gets a new connection's burst each time: 4
+ * connections of HPACK bombs ended 1,800 a second (an accept, an nghttp2
+ * session, a GOAWAY and a close, about 120 us each here), and headers
+ * decoding to 3,000 fields (about 220 us a call) were reset 1,000 a second;
+ * each took a quarter of a core. Clients that speak HTTP/2 never end so;
+ * theirs wait in the backlog for at most CALM_MS meanwhile, and their open
+ * connections are served. */
+#define FAILED_BURST 200
+#define FAILED_RATE 200
+#define CALM_MS 100
 /* Buffered message bytes per worker when no memory_limiter runs. */
 #define DEFAULT_BUDGET ((size_t)64 << 20)
 #define PEER_BUCKETS 4096
@@ -153,6 +167,30 @@ static void accept_pause(worker *w, int err)
     }
 }
 
+/* h2_up.client_failed: a connection ended, or a call was reset, for its
+ * client's frames. */
+static bool client_failed(worker *w)
+{
+    sf_receiver_grpc *srv = w->srv;
+    int64_t now = sf_now_ms();
+    bool calm;
+
+    pthread_mutex_lock(&srv->peer_lock);
+    calm = !sf_otlp_bucket_take(&srv->lim_failed, 1, FAILED_RATE, FAILED_BURST, now);
+    pthread_mutex_unlock(&srv->peer_lock);
+    if (!calm)
+        return false;
+    atomic_store(&srv->calm_until_ms, now + CALM_MS);
+    if (now - atomic_load(&srv->calm_warned_ms) >= ACCEPT_LOG_MS) {
+        atomic_store(&srv->calm_warned_ms, now);
+        sf_warn("receiver '%s': OTLP/gRPC: more than %d connections or calls a second end "
+                "for their clients' frames (protocol errors; "
+                "spanfence_receiver_closed_connections): accepting pauses for %d ms at a time",
+                sf_component_id(srv->self), FAILED_RATE, CALM_MS);
+    }
+    return true;
+}
+
 static void worker_listen(worker *w, bool on)
 {
     struct epoll_event ev = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = (void *)&tag_listen };
@@ -169,6 +207,14 @@ static void worker_listen(worker *w, bool on)
 static void do_accept(worker *w)
 {
     sf_receiver_grpc *srv = w->srv;
+    int64_t calm_until = atomic_load(&srv->calm_until_ms);
+
+    if (sf_now_ms() < calm_until) {
+        /* the tick listens again once it is over */
+        w->accept_resume_ms = calm_until;
+        worker_listen(w, false);
+        return;
+    }
 
     for (int i = 0; i < 16; i++) {
         struct sockaddr_storage ss;
@@ -213,7 +259,15 @@ static void do_accept(worker *w)
             continue;
         }
         c->client = sf_net_client_key((const struct sockaddr *)&ss);
-        if (!h2_conn_flush(c))
+        /* Our SETTINGS wait for the client's preface and go out with the
+         * answer to it, one send() (RFC 9113 3.4: the client speaks
+         * first), and what the client sent with its handshake is read now,
+         * not after a trip through epoll: a client that never speaks
+         * costs one recv() and no send. A flood of connections reconnecting
+         * at once, each ended by its first frames (h2_abuse's hpack_bomb),
+         * cost the collector a quarter of a core, a third of it in sends
+         * and a sixth in epoll_wait. */
+        if (!h2_conn_read(c) || !h2_conn_flush(c))
             h2_conn_close(c);
     }
 }
@@ -333,6 +387,7 @@ static const h2_up up = {
     .caps_give = caps_give,
     .workers_poke = workers_poke,
     .worker_listen = worker_listen,
+    .client_failed = client_failed,
     .reclaim_soon = server_reclaim_soon,
 };
 
@@ -366,6 +421,7 @@ static sf_status server_create(const otlp_server_env *env, const void *config, v
         srv->workers[i].poke = -1;
     }
     pthread_mutex_init(&srv->peer_lock, NULL);
+    sf_otlp_bucket_init(&srv->lim_failed, FAILED_BURST, sf_now_ms());
     srv->mem = (nghttp2_mem){ .mem_user_data = srv, .malloc = h2_mem_malloc, .free = h2_mem_free,
                               .calloc = h2_mem_calloc, .realloc = h2_mem_realloc };
     *out = srv;

@@ -16,7 +16,8 @@
     X(EMPTY_DATA,     "empty_data_flood")           \
     X(PRIORITY,       "priority_flood")             \
     X(RESETS,         "reset_flood")                \
-    X(DECOMPRESSION,  "decompression")
+    X(DECOMPRESSION,  "decompression")              \
+    X(PROTOCOL,       "protocol_error")
 
 typedef enum sf_otlp_close {
 #define SF_OTLP_CLOSE_ENUM(e, label) SF_OTLP_CLOSE_##e,

@@ -38,7 +38,10 @@ const ATTACKS = {
   rapid_reset: { args: ['--conns', '4', '--rate', '20000'] },
   continuation: { args: ['--conns', '4', '--rate', '2000'] },
   header_list: { args: ['--conns', '4', '--rate', '1000'] },
-  hpack_bomb: { args: ['--conns', '4', '--rate', '2000'] },
+  // Each bomb ends its connection (GOAWAY COMPRESSION_ERROR) and the
+  // attacker reconnects at once: past 200 such ends a second the listener
+  // pauses (paced), or the churn alone cost a quarter of a core.
+  hpack_bomb: { args: ['--conns', '4', '--rate', '2000'], paced: true },
   // 16 complete calls (max_concurrent_streams) on one connection that
   // opened no window and never reads, and 3 more such connections.
   zero_window: { args: ['--conns', '4', '--calls', '16'], body: true },
@@ -123,18 +126,27 @@ async function survive(t, name) {
     const f = await fresh.call(body, { timeoutMs: 5000 });
     fresh.close();
 
+    const failedConns = (await sf.metrics()).get('spanfence_receiver_closed_connections',
+      { transport: 'grpc', reason: 'protocol_error' });
     const during = p.calls.filter((x) => x.phase === 'attack');
     const after = p.calls.filter((x) => x.phase === 'after');
     const okDuring = during.filter((x) => x.code === 0).length;
     const failures = {};
     for (const x of during.concat(after)) if (x.code !== 0) failures[`${x.code} ${x.details}`] = (failures[`${x.code} ${x.details}`] || 0) + 1;
     t.diagnostic(`${name}: ${flood.cpuText(cpu)}; attacker ${JSON.stringify(a)}; probe ${okDuring}/${during.length} OK during, ` +
-      `${after.filter((x) => x.code === 0).length}/${after.length} after; peak RSS ` +
+      `${after.filter((x) => x.code === 0).length}/${after.length} after; ${failedConns} connections ended ` +
+      `for protocol errors; peak RSS ` +
       `${(peaks.peakRssKiB / 1024).toFixed(1)} MiB, counted ${(peaks.peakCountedBytes / 1048576).toFixed(1)} MiB` +
       (Object.keys(failures).length ? `; failures ${JSON.stringify(failures)}` : ''));
 
     assert.ok(a.connects > 0 && a.frames + a.connects > 0, 'the attacker ran');
     flood.assertCpu(t, cpu);
+    if (spec.paced) {
+      // The churn crossed the pace (200 a second after a burst of 200),
+      // and the operator was told.
+      assert.ok(failedConns > 400, `${failedConns} connections ended for protocol errors: the pace was never crossed`);
+      assert.match(sf.stderr(), /warn +receiver 'otlp': OTLP\/gRPC: more than 200 connections or calls a second end for their clients' frames/);
+    }
     assert.ok(during.length > 0, 'probe calls during the attack');
     assert.ok(okDuring >= 0.95 * during.length, `probe during the attack: ${okDuring}/${during.length} OK`);
     assert.deepEqual(after.filter((x) => x.code !== 0), [], 'every probe call OK from 5 s after the attack');
