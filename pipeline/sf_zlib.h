@@ -1,6 +1,7 @@
 /* sf_zlib.h: bounded gzip/zlib decompression for request bodies. The
  * output limit is enforced while inflating, so a gzip bomb costs at most
- * `max_out` bytes of memory and the CPU to produce them. */
+ * `max_out` bytes of memory and the CPU to produce them (libdeflate's,
+ * for a gzip member whose trailer states its size). */
 #ifndef SF_ZLIB_H
 #define SF_ZLIB_H
 

@@ -1,7 +1,7 @@
 /* tests/pipeline/test_zlib.c: bounded inflate (sf_zlib.h): gzip and zlib
  * streams round-trip; output of exactly max_out is fine and one byte more
  * is SF_TOOBIG (a bomb stops there); corrupt, truncated and trailing bytes
- * are SF_INVALID; an empty stream gives an empty buffer; every allocation
+ * and a size trailer that lies are SF_INVALID; an empty stream gives an empty buffer; every allocation
  * failing in turn is SF_ENOMEM with nothing leaked. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -91,6 +91,17 @@ static void test_invalid(void **state)
     bad[zlen / 2] ^= 0x55;                                                  /* corrupt */
     assert_int_equal(sf_inflate(bad, zlen, 1u << 20, &out, &out_len), SF_INVALID);
     assert_null(out);
+    /* a trailer whose size (ISIZE, which sizes libdeflate's one call) lies,
+     * smaller and larger than the truth: refused as zlib refuses it */
+    for (int lie = -1; lie <= 1; lie += 2) {
+        uint32_t isize = 5000 + (uint32_t)(lie * 100);
+
+        memcpy(bad, z, zlen);
+        for (int i = 0; i < 4; i++)
+            bad[zlen - 4 + i] = (uint8_t)(isize >> (8 * i));
+        assert_int_equal(sf_inflate(bad, zlen, 1u << 20, &out, &out_len), SF_INVALID);
+        assert_null(out);
+    }
     free(bad);
     free(z);
     free(plain);
