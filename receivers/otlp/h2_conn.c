@@ -85,8 +85,6 @@
 #define LIM_PRIORITY_RATE 100
 #define LIM_RESETS_BURST 200
 #define LIM_RESETS_RATE 50
-/* A connection nghttp2 gave up on is said at most this often. */
-#define CONN_FATAL_LOG_MS 10000
 /* Connections a newcomer past the caps looks at, the least progress
  * first, for one with no bytes waiting unread (an ioctl each). */
 #define VICTIM_LOOK 8
@@ -696,6 +694,13 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code,
 
 /* ---- connections --------------------------------------------------------------- */
 
+bool h2_say_due(_Atomic int64_t *said_ms, int64_t now_ms)
+{
+    int64_t last = atomic_load(said_ms);
+
+    return now_ms - last >= H2_SAY_MS && atomic_compare_exchange_strong(said_ms, &last, now_ms);
+}
+
 /* Close now; the struct is freed at the end of the worker's turn (an event
  * of this turn may still point at it). */
 void h2_conn_close(h2_conn *c)
@@ -847,14 +852,11 @@ bool h2_conn_flush(h2_conn *c)
 
 /* nghttp2 gave up on a connection (its flood limits, a callback's
  * failure): closed without a GOAWAY, so its calls in flight fail at the
- * client. Said, at most once per CONN_FATAL_LOG_MS for the whole server. */
+ * client. Said at most once per H2_SAY_MS for the server. */
 static void conn_fatal(h2_conn *c, int err)
 {
-    static _Atomic int64_t said_ms;
-    int64_t now = sf_now_ms(), last = atomic_load(&said_ms);
-
     c->failed = true;
-    if (now - last >= CONN_FATAL_LOG_MS && atomic_compare_exchange_strong(&said_ms, &last, now))
+    if (h2_say_due(&c->w->srv->fatal_said_ms, sf_now_ms()))
         sf_warn("receiver '%s': OTLP/gRPC: closing a connection with %u calls open: nghttp2: %s",
                 sf_component_id(c->w->srv->self), c->streams, nghttp2_strerror(err));
 }

@@ -202,8 +202,14 @@ struct sf_receiver_grpc {
      * calm_until_ms. */
     sf_otlp_bucket lim_failed;
     _Atomic int64_t calm_until_ms;
-    _Atomic int64_t calm_warned_ms;
+    _Atomic int64_t calm_said_ms;   /* h2_say_due: the pace's warning */
+    _Atomic int64_t fatal_said_ms;  /* ... a connection nghttp2 gave up on */
 };
+
+/* A warning said at most once per H2_SAY_MS (per server and kind): true
+ * when this caller is to say it now (`said_ms` then moves to now_ms). */
+#define H2_SAY_MS 10000
+bool h2_say_due(_Atomic int64_t *said_ms, int64_t now_ms);
 
 /* nghttp2's memory, counted (sf_calloc_unlimited, never refused). */
 void *h2_mem_malloc(size_t size, void *ud);

@@ -181,13 +181,11 @@ static bool client_failed(worker *w)
     if (!calm)
         return false;
     atomic_store(&srv->calm_until_ms, now + CALM_MS);
-    if (now - atomic_load(&srv->calm_warned_ms) >= ACCEPT_LOG_MS) {
-        atomic_store(&srv->calm_warned_ms, now);
+    if (h2_say_due(&srv->calm_said_ms, now))
         sf_warn("receiver '%s': OTLP/gRPC: more than %d connections or calls a second end "
                 "for their clients' frames (protocol errors; "
                 "spanfence_receiver_closed_connections): accepting pauses for %d ms at a time",
                 sf_component_id(srv->self), FAILED_RATE, CALM_MS);
-    }
     return true;
 }
 

@@ -1,8 +1,9 @@
 /* tests/pipeline/test_zlib.c: bounded inflate (sf_zlib.h): gzip and zlib
  * streams round-trip; output of exactly max_out is fine and one byte more
  * is SF_TOOBIG (a bomb stops there); corrupt, truncated and trailing bytes
- * and a size trailer that lies are SF_INVALID; an empty stream gives an empty buffer; every allocation
- * failing in turn is SF_ENOMEM with nothing leaked. */
+ * and a size trailer that lies are SF_INVALID; an empty stream gives an
+ * empty buffer; every allocation failing in turn is SF_ENOMEM with nothing
+ * leaked. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
