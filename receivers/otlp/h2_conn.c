@@ -147,6 +147,7 @@ void h2_stream_unpark(h2_stream *s)
         s->pnext->pprev = s->pprev;
     s->pprev = s->pnext = NULL;
     s->parked = false;
+    s->c->n_parked--;
     atomic_fetch_sub(&w->n_parked, 1);
 }
 
@@ -157,6 +158,7 @@ void h2_stream_park(h2_stream *s)
     if (s->parked)
         return;
     s->parked = true;
+    s->c->n_parked++;
     s->pnext = w->parked;
     if (w->parked != NULL)
         w->parked->pprev = s;
@@ -227,6 +229,28 @@ static bool budget_allows(const worker *w, const h2_stream *s)
     return worker_budget_allows(w, s) && memory_allows(w, s);
 }
 
+/* budget_allows for every waiting stream at once: false when none may go
+ * on, else the largest message that may take its buffer now. */
+static bool worker_room(const worker *w, size_t *room)
+{
+    size_t soft, hard, in_use;
+
+    if (w->reserved > w->srv->budget)
+        return false;
+    *room = w->reserved == 0 ? SIZE_MAX : w->srv->budget - w->reserved;
+    if (!sf_component_may_accept(w->srv->self))
+        return false;
+    sf_alloc_limits(&soft, &hard);
+    if (soft == 0)
+        return true;
+    in_use = sf_alloc_in_use();
+    if (in_use >= soft)
+        return false;
+    if (soft - in_use - 1 < *room)
+        *room = soft - in_use - 1;
+    return true;
+}
+
 static void stream_free(h2_stream *s)
 {
     h2_conn *c = s->c;
@@ -257,6 +281,8 @@ static void conn_mark_dirty(h2_conn *c)
 }
 
 static void stream_consume(h2_stream *s);
+static void conn_stand(h2_conn *c);
+static void conn_unstand(h2_conn *c);
 
 /* Return what a stream has received to its window (budget permitting;
  * otherwise it waits on the worker's deferred list), and charge what it
@@ -319,11 +345,13 @@ void h2_worker_undefer(worker *w)
 
     for (;;) {
         h2_stream *pick = NULL;
-        size_t least = SIZE_MAX, held = 0;
+        size_t least = SIZE_MAX, held = 0, room;
         const h2_conn *seen = NULL;
 
+        if (w->deferred == NULL || !worker_room(w, &room))
+            return;
         for (h2_stream *s = w->deferred; s != NULL && least > 0; s = s->next) {
-            if (!budget_allows(w, s))
+            if (s->msg_len > room)
                 continue;
             if (s->c != seen) {
                 seen = s->c;
@@ -580,6 +608,8 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
     c->stream_list = s;
     c->streams++;
     c->calls++;
+    if (c->streams == 1)
+        conn_stand(c);
     return 0;
 }
 
@@ -607,7 +637,10 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
                    SF_OTLP_CLOSE_PRIORITY);
         return 0;
     case NGHTTP2_SETTINGS:
-        c->preface = true;
+        if (!c->preface) {
+            c->preface = true;
+            conn_stand(c);
+        }
         return 0;
     case NGHTTP2_PING:
         if (f->hd.flags & NGHTTP2_FLAG_ACK) {
@@ -686,8 +719,10 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code,
         return 0;
     nghttp2_session_set_stream_user_data(ng, id, NULL);
     stream_free(s);
-    if (c->streams == 0)
+    if (c->streams == 0) {
         c->idle_since_ms = sf_now_ms();
+        conn_stand(c);
+    }
     h2_worker_undefer(c->w);
     return 0;
 }
@@ -729,6 +764,7 @@ void h2_conn_close(h2_conn *c)
         w->conns = c->next;
     if (c->next != NULL)
         c->next->prev = c->prev;
+    conn_unstand(c);
     w->n_conns--;
     c->next = w->graveyard;
     w->graveyard = c;
@@ -880,6 +916,8 @@ bool h2_conn_read(h2_conn *c)
         if (n <= 0)
             return false;
         c->last_read_ms = sf_now_ms();
+        if (c->streams > 0)
+            conn_stand(c);
         rv = nghttp2_session_mem_recv(c->ng, buf, (size_t)n);
         if (rv < 0) {
             conn_fatal(c, (int)rv);
@@ -891,33 +929,10 @@ bool h2_conn_read(h2_conn *c)
     return true;
 }
 
-/* How much a connection with no call open is worth keeping: one that
- * never sent its preface least, then one that never made a call, then one
- * that has (a client between calls). */
-static unsigned conn_worth(const h2_conn *c)
-{
-    return (c->preface ? 1u : 0u) + (c->calls > 0 ? 2u : 0u);
-}
-
-/* The worker's connection with no call open to give up first: the least
- * worth keeping, idle longest among those. */
-h2_conn *h2_conn_idlest(worker *w, h2_conn *except)
-{
-    h2_conn *best = NULL;
-
-    for (h2_conn *c = w->conns; c != NULL; c = c->next)
-        if (c != except && c->streams == 0 &&
-            (best == NULL || conn_worth(c) < conn_worth(best) ||
-             (conn_worth(c) == conn_worth(best) && c->idle_since_ms < best->idle_since_ms)))
-            best = c;
-    return best;
-}
-
 /* How far a connection is from making progress, for a newcomer past the
- * caps: 0 calls open and none waiting for memory complete (partial
- * messages held, answers not read), 1 no preface yet, 2 idle without a
- * call yet, 3 idle between calls; and within a rank, since when (the
- * oldest first). */
+ * caps: 0 calls open (partial messages held, answers not read), 1 no
+ * preface yet, 2 idle without a call yet, 3 idle between calls (a client
+ * worth keeping); and within a rank, since when (the oldest first). */
 static unsigned conn_rank(const h2_conn *c, int64_t *since)
 {
     if (c->streams > 0) {
@@ -928,40 +943,79 @@ static unsigned conn_rank(const h2_conn *c, int64_t *since)
     return !c->preface ? 1 : c->calls == 0 ? 2 : 3;
 }
 
+static void conn_unstand(h2_conn *c)
+{
+    worker *w = c->w;
+
+    if (c->rprev != NULL)
+        c->rprev->rnext = c->rnext;
+    else if (w->rank_head[c->rank] == c)
+        w->rank_head[c->rank] = c->rnext;
+    if (c->rnext != NULL)
+        c->rnext->rprev = c->rprev;
+    else if (w->rank_tail[c->rank] == c)
+        w->rank_tail[c->rank] = c->rprev;
+    c->rprev = c->rnext = NULL;
+}
+
+/* After what its rank or its time within it depends on changed (a read
+ * with calls open, a call opened, the last one closed, the preface): its
+ * place, found from the tail. Times only grow, so that is where it goes
+ * but for a preface, whose rank counts from when the connection opened. */
+static void conn_stand(h2_conn *c)
+{
+    worker *w = c->w;
+    int64_t since, other;
+    h2_conn *after;
+
+    if (c->dead)
+        return;
+    conn_unstand(c);
+    c->rank = conn_rank(c, &since);
+    after = w->rank_tail[c->rank];
+    while (after != NULL && (conn_rank(after, &other), other > since))
+        after = after->rprev;
+    c->rprev = after;
+    c->rnext = after != NULL ? after->rnext : w->rank_head[c->rank];
+    if (c->rnext != NULL)
+        c->rnext->rprev = c;
+    else
+        w->rank_tail[c->rank] = c;
+    if (after != NULL)
+        after->rnext = c;
+    else
+        w->rank_head[c->rank] = c;
+}
+
+/* The worker's connection with no call open to give up first: the least
+ * worth keeping (no preface, then never a call, then between calls), idle
+ * longest among those. */
+h2_conn *h2_conn_idlest(worker *w, h2_conn *except)
+{
+    for (unsigned r = 1; r < H2_RANKS; r++)
+        for (h2_conn *c = w->rank_head[r]; c != NULL; c = c->rnext)
+            if (c != except)
+                return c;
+    return NULL;
+}
+
 h2_conn *h2_conn_victim(worker *w, h2_conn *except)
 {
-    const h2_conn *passed[VICTIM_LOOK];
-    unsigned n_passed = 0;
+    unsigned passed = 0;
 
-    while (n_passed < VICTIM_LOOK) {
-        h2_conn *best = NULL;
-        unsigned best_rank = 0;
-        int64_t best_since = 0;
-        int waiting = 0;
+    for (unsigned r = 0; r < H2_RANKS; r++) {
+        for (h2_conn *c = w->rank_head[r]; c != NULL; c = c->rnext) {
+            int waiting = 0;
 
-        for (h2_conn *c = w->conns; c != NULL; c = c->next) {
-            bool skip = c == except || c->closing;
-            unsigned rank;
-            int64_t since;
-
-            for (unsigned i = 0; i < n_passed && !skip; i++)
-                skip = passed[i] == c;
-            for (const h2_stream *st = c->stream_list; st != NULL && !skip; st = st->cnext)
-                skip = st->parked;
-            if (skip)
+            if (c == except || c->closing || c->n_parked > 0)
                 continue;
-            rank = conn_rank(c, &since);
-            if (best == NULL || rank < best_rank || (rank == best_rank && since < best_since)) {
-                best = c;
-                best_rank = rank;
-                best_since = since;
-            }
+            /* Bytes it sent wait unread: progress not seen yet (a client
+             * whose call arrived whole with its connection). */
+            if (ioctl(c->fd, FIONREAD, &waiting) != 0 || waiting == 0)
+                return c;
+            if (++passed == VICTIM_LOOK)
+                return NULL;
         }
-        /* Bytes it sent wait unread: progress not seen yet (a client
-         * whose call arrived whole with its connection). */
-        if (best == NULL || ioctl(best->fd, FIONREAD, &waiting) != 0 || waiting == 0)
-            return best;
-        passed[n_passed++] = best;
     }
     return NULL;
 }
@@ -1050,6 +1104,7 @@ h2_conn *h2_conn_new(worker *w, int fd, uint32_t bucket)
         w->conns->prev = c;
     w->conns = c;
     w->n_conns++;
+    conn_stand(c);
     return c;
 }
 
@@ -1067,6 +1122,7 @@ void h2_worker_retry_parked(worker *w)
 
         s->parked = false;
         s->pprev = s->pnext = NULL;
+        s->c->n_parked--;
         atomic_fetch_sub(&w->n_parked, 1);
         up_of(s)->finish(s);           /* may park it again, at the list's head */
         conn_mark_dirty(s->c);

@@ -36,6 +36,8 @@ typedef struct sf_receiver_grpc sf_receiver_grpc;
 /* Message buffers a worker keeps between calls, and the largest it keeps. */
 #define SPARES 2
 #define SPARE_MAX_BYTES ((size_t)1024 * 1024)
+/* Ranks of a connection's progress, for a newcomer past the caps. */
+#define H2_RANKS 4
 
 typedef struct worker worker;
 typedef struct h2_conn h2_conn;
@@ -110,6 +112,11 @@ struct h2_conn {
     bool calmed;                /* closed for a limit: GOAWAY ENHANCE_YOUR_CALM sent */
     bool failed;                /* ended for the client's frames: a GOAWAY with an
                                  * error code, or nghttp2 gave up (conn_fatal) */
+    /* Where it stands for a newcomer past the caps (h2_conn_victim): its
+     * rank and its place in that rank's list, least progress first. */
+    unsigned rank;
+    unsigned n_parked;          /* its calls waiting for memory */
+    h2_conn *rprev, *rnext;
     h2_conn *prev, *next;
 };
 
@@ -136,6 +143,10 @@ struct worker {
     h2_stream *deferred;        /* streams waiting for budget, oldest first */
     h2_stream *deferred_tail;
     h2_stream *parked;          /* complete calls waiting for memory */
+    /* Its connections by how far they are from progress (H2_RANKS ranks,
+     * h2_conn.c conn_rank), each list least recent first: a newcomer past
+     * the caps finds whose place it takes without looking at them all. */
+    h2_conn *rank_head[H2_RANKS], *rank_tail[H2_RANKS];
     _Atomic unsigned n_parked;
     bool stopping;
     int64_t stop_deadline_ms;
@@ -197,12 +208,13 @@ struct sf_receiver_grpc {
     _Atomic uint64_t reclaimed_bytes;
     _Atomic uint64_t closed[SF_OTLP_CLOSE_COUNT];  /* connections closed for a flood limit */
     _Atomic uint64_t evicted;   /* connections closed to give a newcomer their place */
-    /* Connections ended and calls reset for their clients' frames,
-     * server-wide (under peer_lock): past the rate no worker accepts until
-     * calm_until_ms. */
-    sf_otlp_bucket lim_failed;
+    /* Connections ended and calls reset for their clients' frames, and
+     * connections evicted past the caps, server-wide (under peer_lock):
+     * past either rate no worker accepts until calm_until_ms. */
+    sf_otlp_bucket lim_failed, lim_evicted;
     _Atomic int64_t calm_until_ms;
-    _Atomic int64_t calm_said_ms;   /* h2_say_due: the pace's warning */
+    _Atomic int64_t calm_said_ms;   /* h2_say_due: the pace's warnings */
+    _Atomic int64_t evict_said_ms;
     _Atomic int64_t fatal_said_ms;  /* ... a connection nghttp2 gave up on */
 };
 
