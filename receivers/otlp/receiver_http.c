@@ -143,13 +143,18 @@
 
 /* Also the order in which a newcomer takes a slot: headers incomplete
  * first, then an upload, then an idle keep-alive connection. */
-typedef enum { CS_NEW, CS_BODY, CS_IDLE } conn_state;
+typedef enum { CS_NEW, CS_BODY, CS_IDLE, CS_COUNT } conn_state;
 
 /* One client connection (libmicrohttpd's socket context), in the server's
  * list under conn_lock. The fd stays open while the record is listed:
  * libmicrohttpd closes it only after the CLOSED notification removed it. */
 typedef struct http_conn {
     struct http_conn *prev, *next;
+    /* Its state's list, oldest `since` first (while not evicted): a
+     * newcomer past the slots finds whose it takes without looking at
+     * every connection (conn_victim). */
+    struct http_conn *sprev, *snext;
+    bool ranked;
     struct http_req *rq;        /* the request whose body is arriving */
     int fd;
     conn_state state;
@@ -221,6 +226,7 @@ struct sf_receiver_http {
     pthread_mutex_t conn_lock;
     pthread_cond_t reaper_cv;   /* on CLOCK_MONOTONIC */
     http_conn *conns;
+    http_conn *by_state[CS_COUNT], *by_state_tail[CS_COUNT];
     size_t n_conns, n_evicted;  /* listed; of them shut down, still closing */
     bool reaper_stop;
     bool reaper_running;
@@ -1160,11 +1166,51 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
 
 /* ---- connections ------------------------------------------------------------ */
 
+/* Out of its state's list. Under conn_lock. */
+static void conn_unrank(sf_receiver_http *srv, http_conn *c)
+{
+    if (!c->ranked)
+        return;
+    if (c->sprev != NULL)
+        c->sprev->snext = c->snext;
+    else
+        srv->by_state[c->state] = c->snext;
+    if (c->snext != NULL)
+        c->snext->sprev = c->sprev;
+    else
+        srv->by_state_tail[c->state] = c->sprev;
+    c->sprev = c->snext = NULL;
+    c->ranked = false;
+}
+
+/* Into its state's list at its `since`, found from the tail (where it
+ * almost always goes). Under conn_lock. */
+static void conn_rank(sf_receiver_http *srv, http_conn *c)
+{
+    http_conn *after = srv->by_state_tail[c->state];
+
+    conn_unrank(srv, c);
+    while (after != NULL && after->since > c->since)
+        after = after->sprev;
+    c->sprev = after;
+    c->snext = after != NULL ? after->snext : srv->by_state[c->state];
+    if (c->snext != NULL)
+        c->snext->sprev = c;
+    else
+        srv->by_state_tail[c->state] = c;
+    if (after != NULL)
+        after->snext = c;
+    else
+        srv->by_state[c->state] = c;
+    c->ranked = true;
+}
+
 /* Under conn_lock. */
 static void conn_evict(sf_receiver_http *srv, http_conn *c, const char *why)
 {
     if (c->evicted)
         return;
+    conn_unrank(srv, c);
     c->evicted = true;
     srv->n_evicted++;
     shutdown(c->fd, SHUT_RDWR);     /* libmicrohttpd sees the end and closes it */
@@ -1182,8 +1228,13 @@ static void conn_set_state(sf_receiver_http *srv, struct MHD_Connection *conn,
         return;
     pthread_mutex_lock(&srv->conn_lock);
     if (c->state != st) {
+        bool ranked = c->ranked;
+
+        conn_unrank(srv, c);
         c->state = st;
         c->since = sf_now_ms();
+        if (ranked)
+            conn_rank(srv, c);
     }
     pthread_mutex_unlock(&srv->conn_lock);
 }
@@ -1238,6 +1289,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
             srv->conns->prev = c;
         srv->conns = c;
         srv->n_conns++;
+        conn_rank(srv, c);
         conn_make_room(srv, c);
         pthread_mutex_unlock(&srv->conn_lock);
         *socket_context = c;
@@ -1253,6 +1305,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         srv->conns = c->next;
     if (c->next != NULL)
         c->next->prev = c->prev;
+    conn_unrank(srv, c);
     srv->n_conns--;
     if (c->evicted)
         srv->n_evicted--;
@@ -1300,33 +1353,9 @@ static http_conn *conn_victim(sf_receiver_http *srv, const http_conn *except)
     http_conn *best = NULL;
     int64_t best_key = 0;
 
-    for (http_conn *c = srv->conns; c != NULL; c = c->next) {
-        int64_t key;
-
-        if (c->evicted || c == except)
-            continue;
-        if (c->state == CS_NEW) {
-            /* Keep the VICTIM_LOOK oldest, oldest first (insertion). */
-            size_t k = n_oldest < VICTIM_LOOK ? n_oldest++ : VICTIM_LOOK;
-
-            if (k == VICTIM_LOOK && c->since >= oldest[VICTIM_LOOK - 1]->since)
-                continue;
-            if (k == VICTIM_LOOK)
-                k = VICTIM_LOOK - 1;
-            while (k > 0 && oldest[k - 1]->since > c->since) {
-                oldest[k] = oldest[k - 1];
-                k--;
-            }
-            oldest[k] = c;
-            continue;
-        }
-        key = c->state == CS_BODY && c->rq != NULL ? atomic_load(&c->rq->progress_ms) : c->since;
-        if (best == NULL || c->state < best->state ||
-            (c->state == best->state && key < best_key)) {
-            best = c;
-            best_key = key;
-        }
-    }
+    for (http_conn *c = srv->by_state[CS_NEW]; c != NULL && n_oldest < VICTIM_LOOK; c = c->snext)
+        if (c != except)
+            oldest[n_oldest++] = c;
     if (n_oldest > 0) {
         http_conn *silent = NULL;
 
@@ -1340,7 +1369,20 @@ static http_conn *conn_victim(sf_receiver_http *srv, const http_conn *except)
         }
         return silent != NULL ? silent : oldest[0];
     }
-    return best;
+    for (http_conn *c = srv->by_state[CS_BODY]; c != NULL; c = c->snext) {
+        int64_t key = c->rq != NULL ? atomic_load(&c->rq->progress_ms) : c->since;
+
+        if (c != except && (best == NULL || key < best_key)) {
+            best = c;
+            best_key = key;
+        }
+    }
+    if (best != NULL)
+        return best;
+    for (http_conn *c = srv->by_state[CS_IDLE]; c != NULL; c = c->snext)
+        if (c != except)
+            return c;
+    return NULL;
 }
 
 /* A connection past MAX_CONNECTIONS takes the slot of the one making the
