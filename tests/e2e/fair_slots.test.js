@@ -5,7 +5,8 @@
 // sit idle. A well-behaved client posting 8-span requests at 10/s, each on a
 // new connection, sees >= 95 % of them OK during the attack and every one
 // after it: a newcomer takes the slot of the connection making the least
-// progress (headers incomplete first, whatever their age), which is answered
+// progress (headers incomplete first, whatever their age; one that has
+// sent nothing yet after a 300 ms grace), which is answered
 // 503 and closed, not reset; the idle keep-alive connections of clients that
 // complete requests are never taken while a slowloris holds a slot. The
 // deadlines are 2 min, far past the attack, so no timeout frees a slot here.
