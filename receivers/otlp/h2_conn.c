@@ -569,6 +569,13 @@ static size_t worker_reclaim(worker *w, const h2_stream *keep, bool keep_over,
         sf_otlp_reclaimed(srv->clients, 0, victim_over);
         freed += held;
         if (!victim->deferred && client_stalled(victim, now)) {
+            /* Its client may send the rest no more: said, for the spans
+             * it never sent are neither received nor counted. */
+            if (h2_say_due(&srv->stalled_said_ms, now))
+                sf_warn("receiver '%s': OTLP/gRPC: memory is short: ending calls whose clients "
+                        "sent nothing for %d ms though they could (partial messages reclaimed, "
+                        "their spans so far refused)", sf_component_id(srv->self),
+                        RECLAIM_STALL_MS);
             up_of(victim)->start_refusing(victim);     /* its held spans counted */
             up_of(victim)->refuse(victim, SF_REASON_MEMORY_LIMIT, SF_RPC_UNAVAILABLE,
                           "memory is short: this call's partial message was reclaimed (no "

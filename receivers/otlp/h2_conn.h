@@ -215,6 +215,7 @@ struct sf_receiver_grpc {
     _Atomic int64_t calm_until_ms;
     _Atomic int64_t calm_said_ms;   /* h2_say_due: the pace's warnings */
     _Atomic int64_t evict_said_ms;
+    _Atomic int64_t stalled_said_ms;    /* ... a stalled client's call ended */
     _Atomic int64_t fatal_said_ms;  /* ... a connection nghttp2 gave up on */
 };
 
