@@ -74,7 +74,7 @@ static uint64_t sample_rand(uint64_t *s)
     return *s * 2685821657736338717ull;
 }
 
-static uint8_t *sample_request(size_t spans, uint64_t seed, int random_ids, size_t *len)
+static uint8_t *sample_request(size_t spans, uint64_t seed, int random_ids, int lean, size_t *len)
 {
     sf_arena *a = sf_arena_create(1 << 20, 0);
     sf_otlp_request req = OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_REQUEST__INIT;
@@ -152,7 +152,7 @@ static uint8_t *sample_request(size_t spans, uint64_t seed, int random_ids, size
         sp->kind = OPENTELEMETRY__PROTO__TRACE__V1__SPAN__SPAN_KIND__SPAN_KIND_INTERNAL;
         sp->start_time_unix_nano = 1764480000000000000ull + id * 1000;
         sp->end_time_unix_nano = sp->start_time_unix_nano + 25000000ull + (random_ids ? id % 20000000u : 0);
-        sp->n_attributes = 12;
+        sp->n_attributes = lean ? 6 : 12;
         sp->attributes = sf_arena_alloc(a, 12 * sizeof(*sp->attributes));
         if (random_ids)
             snprintf(buf, sizeof(buf), "req-%016llx%016llx", (unsigned long long)rid[0],
@@ -174,9 +174,9 @@ static uint8_t *sample_request(size_t spans, uint64_t seed, int random_ids, size
         sp->attributes[9] = sample_str(a, "customer.id", "cust-000042");
         sp->attributes[10] = sample_str(a, "thread_label", "scheduler-tp0");
         sp->attributes[11] = sample_int(a, "tp_rank", (int64_t)(i % 8));
-        sp->n_events = 2;
+        sp->n_events = lean ? 0 : 2;
         sp->events = sf_arena_alloc(a, 2 * sizeof(*sp->events));
-        for (size_t e = 0; e < 2; e++) {
+        for (size_t e = 0; e < sp->n_events; e++) {
             sf_otlp_event *ev = sf_arena_alloc(a, sizeof(*ev));
             opentelemetry__proto__trace__v1__span__event__init(ev);
             ev->name = (char *)(e == 0 ? "schedule" : "forward");
@@ -206,13 +206,21 @@ static uint8_t *sample_request(size_t spans, uint64_t seed, int random_ids, size
  * Returns an sf_malloc'd buffer (sf_free it) and its length, or NULL. */
 static inline uint8_t *sf_sample_request(size_t spans, uint64_t seed, size_t *len)
 {
-    return sample_request(spans, seed, 0, len);
+    return sample_request(spans, seed, 0, 0, len);
+}
+
+/* Lean spans: the first 6 attributes (ids, token counts, sampling), no
+ * text and no events: about a third of the bytes, for a flood whose
+ * spans/s must outrun what the collector reads of one connection. */
+static inline uint8_t *sf_sample_request_lean(size_t spans, uint64_t seed, size_t *len)
+{
+    return sample_request(spans, seed, 0, 1, len);
 }
 
 /* The same spans with high-entropy ids (see the top of this file). */
 static inline uint8_t *sf_sample_request_random(size_t spans, uint64_t seed, size_t *len)
 {
-    return sample_request(spans, seed, 1, len);
+    return sample_request(spans, seed, 1, 0, len);
 }
 
 #endif

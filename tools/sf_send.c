@@ -1,13 +1,16 @@
 /* tools/sf_send.c: sends SGLang-like OTLP/gRPC trace batches to a collector
  * (spanfence or any other): the README's "send a few test spans" and the
  * benchmarks' load generator. Each thread has its own channel (its own TCP
- * connection) and keeps one call in flight; it prints spans sent and every
- * gRPC status it got back.
+ * connection) and keeps --inflight calls in flight on it (1: one at a time);
+ * it prints spans sent and every gRPC status it got back.
  *
  *   sf_send [--endpoint 127.0.0.1:4317] [--spans 512] [--requests 10]
- *           [--threads 1] [--gzip] [--distinct 16] [--rate R] [--duration S]
+ *           [--threads 1] [--inflight 1] [--gzip] [--lean] [--distinct 16]
+ *           [--rate R] [--duration S]
+ * --lean sends spans without their text and events (a third of the bytes).
  * With --duration, each thread sends for S seconds (at --rate requests per
- * second when given) instead of a fixed number of requests.
+ * second when given) instead of a fixed number of requests (each of its
+ * calls in flight that many).
  * It prints the answers' latency (p50, p99, max): with --rate from each
  * call's due time on the thread's fixed schedule (call r is due r / rate
  * seconds after the start), so a call held up by a slow answer before it
@@ -39,9 +42,11 @@
 typedef struct opts {
     const char *endpoint;
     long spans, requests, threads, distinct;
+    long inflight;              /* calls at once on each connection */
     double rate;                /* requests per second per thread; 0 = as fast as possible */
     double duration;            /* seconds; 0 = stop after --requests */
     bool gzip;
+    bool lean;                  /* sf_sample_request_lean: no text, no events */
     const char *write;          /* --write FILE */
     bool grpc_frame;
     bool json;
@@ -50,6 +55,8 @@ typedef struct opts {
 typedef struct thread_ctx {
     const opts *o;
     unsigned index;
+    unsigned slot;              /* which of its connection's calls in flight */
+    grpc_channel *ch;           /* its connection's, shared by its calls in flight */
     pthread_t tid;
     long status_counts[17];
     char first_why[17][160];    /* the first details of each status */
@@ -71,19 +78,15 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void *sender(void *arg)
+/* A connection of its own (channels with equal args share one). */
+static grpc_channel *channel_new(const opts *o)
 {
-    thread_ctx *t = arg;
-    const opts *o = t->o;
     grpc_arg args[2];
     grpc_channel_args cargs = { .num_args = 0, .args = args };
     grpc_channel_credentials *creds = grpc_insecure_credentials_create();
     grpc_channel *ch;
-    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
-    grpc_byte_buffer **bufs = calloc((size_t)o->distinct, sizeof(*bufs));
 
     memset(args, 0, sizeof(args));
-    /* A connection of its own: channels with equal args share one. */
     args[cargs.num_args].type = GRPC_ARG_INTEGER;
     args[cargs.num_args].key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL;
     args[cargs.num_args++].value.integer = 1;
@@ -94,11 +97,25 @@ static void *sender(void *arg)
     }
     ch = grpc_channel_create(o->endpoint, creds, &cargs);
     grpc_channel_credentials_release(creds);
+    return ch;
+}
+
+/* One call in flight of a connection's, on that connection's schedule:
+ * call r of slot k is due (r + k / inflight) / rate_per_call seconds in. */
+static void *sender(void *arg)
+{
+    thread_ctx *t = arg;
+    const opts *o = t->o;
+    grpc_channel *ch = t->ch;
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+    grpc_byte_buffer **bufs = calloc((size_t)o->distinct, sizeof(*bufs));
+    double rate = o->rate / (double)o->inflight;
+    long requests = o->requests / o->inflight + ((long)t->slot < o->requests % o->inflight);
 
     for (long d = 0; d < o->distinct; d++) {
         size_t len = 0;
-        uint8_t *data = sf_sample_request((size_t)o->spans,
-                                          (uint64_t)t->index * 1000000u + (uint64_t)d, &len);
+        uint8_t *data = (o->lean ? sf_sample_request_lean : sf_sample_request)(
+            (size_t)o->spans, (uint64_t)t->index * 1000000u + (uint64_t)d, &len);
         grpc_slice s = grpc_slice_from_copied_buffer((const char *)data, len);
         bufs[d] = grpc_raw_byte_buffer_create(&s, 1);
         grpc_slice_unref(s);
@@ -106,7 +123,7 @@ static void *sender(void *arg)
     }
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
-    for (long r = 0; o->duration > 0 || r < o->requests; r++) {
+    for (long r = 0; o->duration > 0 || r < requests; r++) {
         double elapsed, due;
 
         clock_gettime(CLOCK_MONOTONIC, &now);
@@ -114,8 +131,8 @@ static void *sender(void *arg)
         if (o->duration > 0 && elapsed >= o->duration)
             break;
         due = elapsed;
-        if (o->rate > 0) {
-            due = (double)r / o->rate;
+        if (rate > 0) {
+            due = ((double)r + (double)t->slot / (double)o->inflight) / rate;
             if (due > elapsed) {
                 double wait = due - elapsed;
                 struct timespec ts = { (time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9) };
@@ -151,7 +168,6 @@ static void *sender(void *arg)
     for (long d = 0; d < o->distinct; d++)
         grpc_byte_buffer_destroy(bufs[d]);
     free(bufs);
-    grpc_channel_destroy(ch);
     grpc_completion_queue_shutdown(cq);
     while (grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type
            != GRPC_QUEUE_SHUTDOWN)
@@ -164,7 +180,7 @@ static void *sender(void *arg)
 static int write_request(const opts *o)
 {
     size_t len = 0;
-    uint8_t *data = sf_sample_request((size_t)o->spans, 1, &len);
+    uint8_t *data = (o->lean ? sf_sample_request_lean : sf_sample_request)((size_t)o->spans, 1, &len);
     uint8_t prefix[5] = { 0, (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
                           (uint8_t)len };
     FILE *f = fopen(o->write, "wb");
@@ -210,12 +226,15 @@ int main(int argc, char **argv)
         { "distinct", required_argument, NULL, 'd' }, { "gzip", no_argument, NULL, 'z' },
         { "rate", required_argument, NULL, 'r' }, { "duration", required_argument, NULL, 'D' },
         { "write", required_argument, NULL, 'w' }, { "grpc-frame", no_argument, NULL, 'g' },
-        { "json", no_argument, NULL, 'j' },
+        { "json", no_argument, NULL, 'j' }, { "inflight", required_argument, NULL, 'i' },
+        { "lean", no_argument, NULL, 'l' },
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
     };
     opts o = { .endpoint = "127.0.0.1:4317", .spans = 512, .requests = 10, .threads = 1,
-               .distinct = 16 };
+               .distinct = 16, .inflight = 1 };
     thread_ctx *ts;
+    grpc_channel **chans;
+    long n_ts;
     long counts[17] = { 0 }, ok_spans = 0, total = 0, sent = 0;
     double *lat = NULL;
     size_t n_lat = 0;
@@ -223,7 +242,7 @@ int main(int argc, char **argv)
     double secs;
     int opt;
 
-    while ((opt = getopt_long(argc, argv, "e:s:n:t:d:zr:D:w:gjh", lopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "e:s:n:t:d:zr:D:w:gji:lh", lopts, NULL)) != -1) {
         switch (opt) {
         case 'e': o.endpoint = optarg; break;
         case 's': o.spans = atol(optarg); break;
@@ -236,16 +255,20 @@ int main(int argc, char **argv)
         case 'w': o.write = optarg; break;
         case 'g': o.grpc_frame = true; break;
         case 'j': o.json = true; break;
+        case 'i': o.inflight = atol(optarg); break;
+        case 'l': o.lean = true; break;
         default:
             fprintf(opt == 'h' ? stdout : stderr,
                     "usage: sf_send [--endpoint HOST:PORT] [--spans N] [--requests N] "
-                    "[--threads N] [--distinct N] [--gzip] [--rate R] [--duration S]\n"
+                    "[--threads N] [--inflight N] [--distinct N] [--gzip] [--lean] [--rate R] "
+                    "[--duration S]\n"
                     "       sf_send --write FILE [--grpc-frame | --json] [--spans N]\n");
             return opt == 'h' ? 0 : 2;
         }
     }
-    if (o.spans < 0 || o.requests < 1 || o.threads < 1 || o.distinct < 1) {
-        fputs("sf_send: --spans >= 0, --requests, --threads, --distinct >= 1\n", stderr);
+    if (o.spans < 0 || o.requests < 1 || o.threads < 1 || o.distinct < 1 || o.inflight < 1) {
+        fputs("sf_send: --spans >= 0, --requests, --threads, --inflight, --distinct >= 1\n",
+              stderr);
         return 2;
     }
     if (o.write != NULL && o.json && o.grpc_frame) {
@@ -255,14 +278,20 @@ int main(int argc, char **argv)
     if (o.write != NULL)
         return write_request(&o);
     grpc_init();
-    ts = calloc((size_t)o.threads, sizeof(*ts));
+    n_ts = o.threads * o.inflight;
+    ts = calloc((size_t)n_ts, sizeof(*ts));
+    chans = calloc((size_t)o.threads, sizeof(*chans));
+    for (long i = 0; i < o.threads; i++)
+        chans[i] = channel_new(&o);
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (long i = 0; i < o.threads; i++) {
+    for (long i = 0; i < n_ts; i++) {
         ts[i].o = &o;
         ts[i].index = (unsigned)i;
+        ts[i].slot = (unsigned)(i % o.inflight);
+        ts[i].ch = chans[i / o.inflight];
         pthread_create(&ts[i].tid, NULL, sender, &ts[i]);
     }
-    for (long i = 0; i < o.threads; i++) {
+    for (long i = 0; i < n_ts; i++) {
         pthread_join(ts[i].tid, NULL);
         for (int c = 0; c < 17; c++)
             counts[c] += ts[i].status_counts[c];
@@ -272,12 +301,15 @@ int main(int argc, char **argv)
     }
     lat = malloc((n_lat ? n_lat : 1) * sizeof(*lat));
     n_lat = 0;
-    for (long i = 0; i < o.threads && lat != NULL; i++) {
+    for (long i = 0; i < n_ts && lat != NULL; i++) {
         memcpy(lat + n_lat, ts[i].lat_ms, ts[i].n_lat * sizeof(*lat));
         n_lat += ts[i].n_lat;
     }
-    for (long i = 0; i < o.threads; i++)
+    for (long i = 0; i < n_ts; i++)
         free(ts[i].lat_ms);
+    for (long i = 0; i < o.threads; i++)
+        grpc_channel_destroy(chans[i]);
+    free(chans);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     printf("requests: %ld, spans sent: %ld, spans accepted: %ld, seconds: %.3f, spans/s: %.0f\n",
@@ -289,7 +321,7 @@ int main(int argc, char **argv)
                lat[(size_t)((double)(n_lat - 1) * 0.99)], lat[n_lat - 1]);
     }
     free(lat);
-    /* For each status other than OK: on how many connections (threads),
+    /* For each status other than OK: on how many connections,
      * and the first details one of them got (who made the status: the
      * server's message, or gRPC core's for a connection it lost). */
     for (int c = 0; c < 17; c++) {
@@ -300,11 +332,16 @@ int main(int argc, char **argv)
             continue;
         total += counts[c];
         for (long i = 0; i < o.threads; i++) {
-            if (ts[i].status_counts[c] == 0)
-                continue;
-            conns++;
-            if (first == NULL)
-                first = ts[i].first_why[c];
+            bool got = false;
+
+            for (long k = i * o.inflight; k < (i + 1) * o.inflight; k++) {
+                if (ts[k].status_counts[c] == 0)
+                    continue;
+                got = true;
+                if (first == NULL)
+                    first = ts[k].first_why[c];
+            }
+            conns += got;
         }
         if (c == GRPC_STATUS_OK)
             printf("  %s: %ld\n", sf_grpc_status_name(c), counts[c]);

@@ -4,7 +4,7 @@
 // (sf_sink) that answers each one DELAY_MS late, so it drains at most
 // MERGE_MAX / DELAY_MS spans/s. An engine-rate client (20 k spans/s in
 // 100-span calls, its own connection) runs; beside it a flooder (sf_send,
-// one connection) sends valid 2,000-span calls at 5x that bound (and must
+// one connection, 4 calls at once) sends valid 2,000-span calls at 8x that bound (and must
 // offer at least 5x what was drained). The engine sees >= 99 % of its calls
 // OK: once the queue is over half full the flooder may hold only its share
 // (capacity / 2 clients), so the engine's calls still find room. The
@@ -37,8 +37,14 @@ const MERGE_MAX = 5000;
 const DELAY_MS = 50;
 const DRAIN_MAX = (MERGE_MAX * 1000) / DELAY_MS;            // spans/s, 100 k
 const FLOOD_SPANS = 2000;
-const FLOOD_RATE = (5 * DRAIN_MAX) / FLOOD_SPANS;           // calls/s, 250
+const FLOOD_RATE = (8 * DRAIN_MAX) / FLOOD_SPANS;           // calls/s, 400: aims past 5x
 const FLOOD_S = 8;
+// The flooder's one connection carries 4 calls at once of lean spans (no
+// text, no events: 0.6 MB a call). With the full sample spans (1.9 MB a
+// call, one at a time) the collector read one connection at 298-362 k
+// spans/s here, and CI saw the premise fail at 298 k against 5 x 62.5 k;
+// lean, it offers its whole 400 calls/s (750-760 k spans/s, 10x the drain).
+const FLOOD_INFLIGHT = 4;
 const FLOOD_AFTER = 40;                                     // engine calls before the flood
 const ENGINE_SPANS = 100;
 const ENGINE_RATE = 200;                                    // calls/s: 20 k spans/s
@@ -146,7 +152,8 @@ test('a flooder at 5x the drain is refused for its share; an engine-rate client 
         consumer = flood.schedMeter(sf, 'sf-export');
         whole = flood.schedMeter(sf);
         flooder = runSend(['--endpoint', `127.0.0.1:${grpcPort}`, '--spans', String(FLOOD_SPANS),
-          '--threads', '1', '--rate', String(FLOOD_RATE), '--duration', String(FLOOD_S)]);
+          '--threads', '1', '--lean', '--inflight', String(FLOOD_INFLIGHT), '--rate', String(FLOOD_RATE),
+          '--duration', String(FLOOD_S)]);
       }
       if (i === ENGINE_CALLS / 2) sf.metrics().then((m) => { gauges = m; }, () => {});
     }
