@@ -23,6 +23,7 @@ typedef struct share_entry {
 struct sf_share {
     pthread_mutex_t mu;
     size_t capacity;
+    size_t reserve;             /* the resource's room past capacity now (sf_share_set_reserve) */
     share_entry e[SF_SHARE_SLOTS];
 };
 
@@ -81,11 +82,18 @@ static share_entry *scan(sf_share *sh, uint64_t client, int64_t now, share_entry
     return found;
 }
 
-/* Each active client's share, with `n` of them. */
+/* What the resource can hold now: its capacity and the room granted past
+ * it. Under mu. */
+static size_t room_of(const sf_share *sh)
+{
+    return sh->capacity + sh->reserve;
+}
+
+/* Each active client's share, with `n` of them. Under mu. */
 static size_t fair_of(const sf_share *sh, size_t n)
 {
-    size_t fair = sh->capacity / (n > 0 ? n : 1);
-    size_t floor = sh->capacity / SF_SHARE_FLOOR_DIV;
+    size_t fair = room_of(sh) / (n > 0 ? n : 1);
+    size_t floor = room_of(sh) / SF_SHARE_FLOOR_DIV;
 
     return fair > floor ? fair : floor > 0 ? floor : 1;
 }
@@ -139,7 +147,7 @@ static bool passes_share(const sf_share *sh, const share_entry *e, size_t size, 
     o = others_of(sh, e, fair, now);
     if (o.n > 0 && (e->held + size) * o.n <= 2 * o.held)
         return false;
-    return used + size + o.owed > sh->capacity;
+    return used + size + o.owed > room_of(sh);
 }
 
 /* The client's entry, or the spare one a newcomer takes; NULL when the
@@ -171,9 +179,9 @@ bool sf_share_take(sf_share *sh, uint64_t client, size_t size, size_t used)
 
     if (sh == NULL || client == 0)
         return true;
-    pressed = used + size > sh->capacity / 2;
     now = sf_now_ms();
     pthread_mutex_lock(&sh->mu);
+    pressed = used + size > room_of(sh) / 2;
     e = entry_for(sh, client, now, &n);
     if (e == NULL) {
         ok = !pressed;          /* the table is full of clients holding units */
@@ -195,14 +203,23 @@ bool sf_share_over(sf_share *sh, uint64_t client, size_t used)
     size_t n;
     bool over;
 
-    if (sh == NULL || client == 0 || used + 1 <= sh->capacity / 2)
+    if (sh == NULL || client == 0)
         return false;
     now = sf_now_ms();
     pthread_mutex_lock(&sh->mu);
-    e = scan(sh, client, now, &spare, &n);
+    e = used + 1 > room_of(sh) / 2 ? scan(sh, client, now, &spare, &n) : NULL;
     over = e != NULL && passes_share(sh, e, 1, used, n, now);
     pthread_mutex_unlock(&sh->mu);
     return over;
+}
+
+void sf_share_set_reserve(sf_share *sh, size_t reserve)
+{
+    if (sh == NULL)
+        return;
+    pthread_mutex_lock(&sh->mu);
+    sh->reserve = reserve <= SIZE_MAX - sh->capacity ? reserve : SIZE_MAX - sh->capacity;
+    pthread_mutex_unlock(&sh->mu);
 }
 
 void sf_share_charge(sf_share *sh, uint64_t client, size_t size)
@@ -255,5 +272,10 @@ size_t sf_share_clients(sf_share *sh)
 
 size_t sf_share_fair(sf_share *sh)
 {
-    return fair_of(sh, sf_share_clients(sh));
+    size_t n = sf_share_clients(sh), fair;
+
+    pthread_mutex_lock(&sh->mu);
+    fair = fair_of(sh, n);
+    pthread_mutex_unlock(&sh->mu);
+    return fair;
 }

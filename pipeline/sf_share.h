@@ -2,16 +2,17 @@
  * between the clients that fill it, so one flooding client is refused before
  * a moderate one (issue 33).
  *
- * A small table of clients, each holding some of the resource's units. While
- * the resource is at most half full nobody is refused for a share; above
- * that, a client that already holds units and would pass its share,
- * max(capacity / active clients, capacity / SF_SHARE_FLOOR_DIV), and hold
- * more than twice what the other clients hold on average, is refused when
- * what it adds eats into the room owed to the moderate clients (those
- * holding less than their share: each is owed its share less what it
- * holds): a flooder beside an engine keeps the engine's share free, while
- * clients of equal rates, each near its share, are not refused for being a
- * little ahead while the queue has room.
+ * A small table of clients, each holding some of the resource's units. The
+ * room is the capacity and what its owner grants past it for now
+ * (sf_share_set_reserve). While the resource is at most half its room full
+ * nobody is refused for a share; above that, a client that already holds
+ * units and would pass its share, max(room / active clients, room /
+ * SF_SHARE_FLOOR_DIV), and hold more than twice what the other clients hold
+ * on average, is refused when what it adds eats into the room owed to the
+ * moderate clients (those holding less than their share: each is owed its
+ * share less what it holds): a flooder beside an engine keeps the engine's
+ * share free, while clients of equal rates, each near its share, are not
+ * refused for being a little ahead while the queue has room.
  * A client holding nothing is never refused for its share (only the
  * capacity bounds it), so every client makes progress. Active: holding
  * units, or seen in the last SF_SHARE_IDLE_MS: a moderate client whose calls
@@ -57,6 +58,11 @@ bool sf_share_take(sf_share *sh, uint64_t client, size_t size, size_t used);
  * units: any further take would be refused. Lets a caller refuse before
  * doing the work the take would follow (decoding a request). */
 bool sf_share_over(sf_share *sh, uint64_t client, size_t used);
+/* The room the resource has past its capacity now (0: none): its owner's
+ * sf_queue_set_reserve, so shares are of what the queue can hold now, and
+ * a burst the queue holds in a gatherer's reserve is not refused for a
+ * share of the capacity alone. */
+void sf_share_set_reserve(sf_share *sh, size_t reserve);
 /* Charge `size` units without asking (batches handed over by a reload). */
 void sf_share_charge(sf_share *sh, uint64_t client, size_t size);
 /* `size` units of `client` left the resource (never below zero). */

@@ -737,9 +737,10 @@ static void test_merge_wait_never_outgrows_the_queue(void **state)
  * min_size (800 spans: 100 batches) stuck at the gate too, so both
  * consumers wait on a gateway that does not answer. A client pushing
  * 8-span batches back to back is then refused once the queue (32
- * requests) and the reserve the last gatherer granted (the next request's
- * room: at most 100 batches) are full, and every batch accepted is sent,
- * once, when the gateway answers. */
+ * requests) is full, and what the last gatherer's reserve let in while it
+ * waited (at most the 100 batches of its request's room): a gatherer that
+ * ends with no consumer free to gather next grants no room past the
+ * capacity. Every batch accepted is sent, once, when the gateway answers. */
 static void test_merge_reserve_is_bounded(void **state)
 {
     fixture *x = *state;
@@ -763,7 +764,7 @@ static void test_merge_reserve_is_bounded(void **state)
     while (submit(x, 8) == SF_OK)
         ;
     /* refused: the queue holds its 32 and at most the reserve's 100 more
-     * (the next request's whole room: 800 spans of 8-span batches) */
+     * (a request's whole room: 800 spans of 8-span batches) */
     held = (int)atomic_load(&x->k.queue_size);
     assert_true(held >= 32);
     assert_true(held <= 32 + 100);

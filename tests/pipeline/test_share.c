@@ -59,6 +59,33 @@ static void test_flooder_refused_first(void **state)
     sf_share_destroy(sh);
 }
 
+/* The room a gatherer grants past the capacity (sf_share_set_reserve)
+ * counts as the resource's: the same flooder is within its share while
+ * the reserve lasts and refused once it is taken back. (With the seed's
+ * 32 requests the share was of the 32 alone while the queue held a
+ * gatherer's request more, and refused a call of one of eight equal
+ * clients a queue of 32 + 1,000 had room for.) */
+static void test_reserve_is_room(void **state)
+{
+    sf_share *sh = sf_share_create(100);
+
+    (void)state;
+    assert_true(sf_share_take(sh, 7, 50, 0));
+    assert_true(sf_share_take(sh, 9, 10, 50));
+    assert_true(sf_share_over(sh, 7, 60));          /* 60 + 1 + 40 owed > 100 */
+    sf_share_set_reserve(sh, 100);
+    assert_int_equal(sf_share_fair(sh), 100);
+    assert_false(sf_share_over(sh, 7, 60));         /* under half of 200 */
+    assert_false(sf_share_over(sh, 7, 110));        /* 51 is within its share, 100 */
+    assert_true(sf_share_take(sh, 7, 50, 60));
+    assert_true(sf_share_over(sh, 7, 110));         /* 101 is not, and 111 + 90 owed > 200 */
+    sf_share_set_reserve(sh, 0);
+    assert_int_equal(sf_share_fair(sh), 50);
+    assert_false(sf_share_take(sh, 7, 1, 60));
+    assert_true(sf_share_take(sh, 9, 1, 60));
+    sf_share_destroy(sh);
+}
+
 /* Eight clients of equal rates on a queue of 64 (share 8), each near its
  * share: one ahead is not refused up to twice the others' average, though
  * they are owed room (each under its share is owed the rest of it); past
@@ -228,6 +255,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_pressure),
         cmocka_unit_test(test_flooder_refused_first),
+        cmocka_unit_test(test_reserve_is_room),
         cmocka_unit_test(test_equal_clients_a_little_ahead),
         cmocka_unit_test(test_a_batch_ahead_is_not_a_flooder),
         cmocka_unit_test(test_too_small_to_divide),
