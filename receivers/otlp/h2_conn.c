@@ -207,17 +207,47 @@ static bool worker_budget_allows(const worker *w, const h2_stream *s)
     return w->reserved == 0 || w->reserved + s->msg_len <= w->srv->budget;
 }
 
-/* Whether memory has room for a stream's whole message: not short, and
- * the buffer itself would not take it past the soft limit (every complete
- * call would then wait for it). */
-static bool memory_allows(const worker *w, const h2_stream *s)
+/* The largest message memory has room for now: false when it is short,
+ * else *room is what a buffer may take without passing the soft limit
+ * (every complete call would then wait for it). */
+static bool memory_room(const worker *w, size_t *room)
 {
-    size_t soft, hard;
+    size_t soft, hard, in_use;
 
     if (!sf_component_may_accept(w->srv->self))
         return false;
     sf_alloc_limits(&soft, &hard);
-    return soft == 0 || sf_alloc_in_use() + s->msg_len < soft;
+    *room = SIZE_MAX;
+    if (soft == 0)
+        return true;
+    in_use = sf_alloc_in_use();
+    if (in_use >= soft)
+        return false;
+    *room = soft - in_use - 1;
+    return true;
+}
+
+/* Whether memory has room for a stream's whole message. */
+static bool memory_allows(const worker *w, const h2_stream *s)
+{
+    size_t room;
+
+    return memory_room(w, &room) && s->msg_len <= room;
+}
+
+/* The largest message that may take its buffer now, for every waiting
+ * stream at once: the worker's budget (worker_budget_allows) and memory
+ * (memory_room); false when none may. */
+static bool worker_room(const worker *w, size_t *room)
+{
+    size_t mem;
+
+    if (w->reserved > w->srv->budget || !memory_room(w, &mem))
+        return false;
+    *room = w->reserved == 0 ? SIZE_MAX : w->srv->budget - w->reserved;
+    if (mem < *room)
+        *room = mem;
+    return true;
 }
 
 /* Whether a stream may take its whole message's buffer now: the worker's
@@ -226,29 +256,9 @@ static bool memory_allows(const worker *w, const h2_stream *s)
  * their window, partly received. */
 static bool budget_allows(const worker *w, const h2_stream *s)
 {
-    return worker_budget_allows(w, s) && memory_allows(w, s);
-}
+    size_t room;
 
-/* budget_allows for every waiting stream at once: false when none may go
- * on, else the largest message that may take its buffer now. */
-static bool worker_room(const worker *w, size_t *room)
-{
-    size_t soft, hard, in_use;
-
-    if (w->reserved > w->srv->budget)
-        return false;
-    *room = w->reserved == 0 ? SIZE_MAX : w->srv->budget - w->reserved;
-    if (!sf_component_may_accept(w->srv->self))
-        return false;
-    sf_alloc_limits(&soft, &hard);
-    if (soft == 0)
-        return true;
-    in_use = sf_alloc_in_use();
-    if (in_use >= soft)
-        return false;
-    if (soft - in_use - 1 < *room)
-        *room = soft - in_use - 1;
-    return true;
+    return worker_room(w, &room) && s->msg_len <= room;
 }
 
 static void stream_free(h2_stream *s)
@@ -952,17 +962,7 @@ static unsigned conn_rank(const h2_conn *c, int64_t *since)
 
 static void conn_unstand(h2_conn *c)
 {
-    worker *w = c->w;
-
-    if (c->rprev != NULL)
-        c->rprev->rnext = c->rnext;
-    else if (w->rank_head[c->rank] == c)
-        w->rank_head[c->rank] = c->rnext;
-    if (c->rnext != NULL)
-        c->rnext->rprev = c->rprev;
-    else if (w->rank_tail[c->rank] == c)
-        w->rank_tail[c->rank] = c->rprev;
-    c->rprev = c->rnext = NULL;
+    conn_order_remove(&c->w->ranks[c->rank], &c->rlink);
 }
 
 /* After what its rank or its time within it depends on changed (a read
@@ -971,27 +971,13 @@ static void conn_unstand(h2_conn *c)
  * but for a preface, whose rank counts from when the connection opened. */
 static void conn_stand(h2_conn *c)
 {
-    worker *w = c->w;
-    int64_t since, other;
-    h2_conn *after;
+    int64_t since;
 
     if (c->dead)
         return;
     conn_unstand(c);
     c->rank = conn_rank(c, &since);
-    after = w->rank_tail[c->rank];
-    while (after != NULL && (conn_rank(after, &other), other > since))
-        after = after->rprev;
-    c->rprev = after;
-    c->rnext = after != NULL ? after->rnext : w->rank_head[c->rank];
-    if (c->rnext != NULL)
-        c->rnext->rprev = c;
-    else
-        w->rank_tail[c->rank] = c;
-    if (after != NULL)
-        after->rnext = c;
-    else
-        w->rank_head[c->rank] = c;
+    conn_order_insert(&c->w->ranks[c->rank], &c->rlink, since);
 }
 
 /* The worker's connection with no call open to give up first: the least
@@ -1000,9 +986,9 @@ static void conn_stand(h2_conn *c)
 h2_conn *h2_conn_idlest(worker *w, h2_conn *except)
 {
     for (unsigned r = 1; r < H2_RANKS; r++)
-        for (h2_conn *c = w->rank_head[r]; c != NULL; c = c->rnext)
-            if (c != except)
-                return c;
+        for (conn_link *l = w->ranks[r].head; l != NULL; l = l->next)
+            if (CONN_ORDER_OF(l, h2_conn, rlink) != except)
+                return CONN_ORDER_OF(l, h2_conn, rlink);
     return NULL;
 }
 
@@ -1011,7 +997,8 @@ h2_conn *h2_conn_victim(worker *w, h2_conn *except)
     unsigned passed = 0;
 
     for (unsigned r = 0; r < H2_RANKS; r++) {
-        for (h2_conn *c = w->rank_head[r]; c != NULL; c = c->rnext) {
+        for (conn_link *l = w->ranks[r].head; l != NULL; l = l->next) {
+            h2_conn *c = CONN_ORDER_OF(l, h2_conn, rlink);
             int waiting = 0;
 
             if (c == except || c->closing || c->n_parked > 0)

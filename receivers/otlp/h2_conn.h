@@ -7,6 +7,7 @@
 #ifndef SF_RECEIVERS_OTLP_H2_CONN_H
 #define SF_RECEIVERS_OTLP_H2_CONN_H
 
+#include "conn_order.h"
 #include "otlp_limit.h"
 #include "otlp_server.h"
 #include "sf_arena.h"
@@ -116,7 +117,7 @@ struct h2_conn {
      * rank and its place in that rank's list, least progress first. */
     unsigned rank;
     unsigned n_parked;          /* its calls waiting for memory */
-    h2_conn *rprev, *rnext;
+    conn_link rlink;            /* on w->ranks[rank] */
     h2_conn *prev, *next;
 };
 
@@ -146,7 +147,7 @@ struct worker {
     /* Its connections by how far they are from progress (H2_RANKS ranks,
      * h2_conn.c conn_rank), each list least recent first: a newcomer past
      * the caps finds whose place it takes without looking at them all. */
-    h2_conn *rank_head[H2_RANKS], *rank_tail[H2_RANKS];
+    conn_list ranks[H2_RANKS];
     _Atomic unsigned n_parked;
     bool stopping;
     int64_t stop_deadline_ms;

@@ -85,6 +85,7 @@
 #include <microhttpd.h>
 
 #include "google/rpc/status.pb-c.h"
+#include "conn_order.h"
 #include "otlp_answer.h"
 #include "otlp_limit.h"
 #include "sf_compress.h"
@@ -163,8 +164,7 @@ typedef struct http_conn {
     /* Its state's list, oldest `since` first (while not evicted): a
      * newcomer past the slots finds whose it takes without looking at
      * every connection (conn_victim). */
-    struct http_conn *sprev, *snext;
-    bool ranked;
+    conn_link slink;            /* on srv->by_state[state] (conn_list_in) */
     struct http_req *rq;        /* the request whose body is arriving */
     int fd;
     conn_state state;
@@ -236,7 +236,7 @@ struct sf_receiver_http {
     pthread_mutex_t conn_lock;
     pthread_cond_t reaper_cv;   /* on CLOCK_MONOTONIC */
     http_conn *conns;
-    http_conn *by_state[CS_COUNT], *by_state_tail[CS_COUNT];
+    conn_list by_state[CS_COUNT];
     size_t n_conns, n_evicted;  /* listed; of them shut down, still closing */
     bool reaper_stop;
     bool reaper_running;
@@ -1176,43 +1176,19 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
 
 /* ---- connections ------------------------------------------------------------ */
 
+#define HTTP_CONN_OF(l) CONN_ORDER_OF(l, http_conn, slink)
+
 /* Out of its state's list. Under conn_lock. */
-static void conn_unrank(sf_receiver_http *srv, http_conn *c)
+static void conn_list_out(sf_receiver_http *srv, http_conn *c)
 {
-    if (!c->ranked)
-        return;
-    if (c->sprev != NULL)
-        c->sprev->snext = c->snext;
-    else
-        srv->by_state[c->state] = c->snext;
-    if (c->snext != NULL)
-        c->snext->sprev = c->sprev;
-    else
-        srv->by_state_tail[c->state] = c->sprev;
-    c->sprev = c->snext = NULL;
-    c->ranked = false;
+    conn_order_remove(&srv->by_state[c->state], &c->slink);
 }
 
-/* Into its state's list at its `since`, found from the tail (where it
- * almost always goes). Under conn_lock. */
-static void conn_rank(sf_receiver_http *srv, http_conn *c)
+/* Into its state's list at its `since`. Under conn_lock. */
+static void conn_list_in(sf_receiver_http *srv, http_conn *c)
 {
-    http_conn *after = srv->by_state_tail[c->state];
-
-    conn_unrank(srv, c);
-    while (after != NULL && after->since > c->since)
-        after = after->sprev;
-    c->sprev = after;
-    c->snext = after != NULL ? after->snext : srv->by_state[c->state];
-    if (c->snext != NULL)
-        c->snext->sprev = c;
-    else
-        srv->by_state_tail[c->state] = c;
-    if (after != NULL)
-        after->snext = c;
-    else
-        srv->by_state[c->state] = c;
-    c->ranked = true;
+    conn_list_out(srv, c);
+    conn_order_insert(&srv->by_state[c->state], &c->slink, c->since);
 }
 
 /* Under conn_lock. */
@@ -1220,7 +1196,7 @@ static void conn_evict(sf_receiver_http *srv, http_conn *c, const char *why)
 {
     if (c->evicted)
         return;
-    conn_unrank(srv, c);
+    conn_list_out(srv, c);
     c->evicted = true;
     srv->n_evicted++;
     shutdown(c->fd, SHUT_RDWR);     /* libmicrohttpd sees the end and closes it */
@@ -1238,13 +1214,13 @@ static void conn_set_state(sf_receiver_http *srv, struct MHD_Connection *conn,
         return;
     pthread_mutex_lock(&srv->conn_lock);
     if (c->state != st) {
-        bool ranked = c->ranked;
+        bool ranked = c->slink.linked;
 
-        conn_unrank(srv, c);
+        conn_list_out(srv, c);
         c->state = st;
         c->since = sf_now_ms();
         if (ranked)
-            conn_rank(srv, c);
+            conn_list_in(srv, c);
     }
     pthread_mutex_unlock(&srv->conn_lock);
 }
@@ -1299,7 +1275,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
             srv->conns->prev = c;
         srv->conns = c;
         srv->n_conns++;
-        conn_rank(srv, c);
+        conn_list_in(srv, c);
         conn_make_room(srv, c);
         pthread_mutex_unlock(&srv->conn_lock);
         *socket_context = c;
@@ -1315,7 +1291,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         srv->conns = c->next;
     if (c->next != NULL)
         c->next->prev = c->prev;
-    conn_unrank(srv, c);
+    conn_list_out(srv, c);
     srv->n_conns--;
     if (c->evicted)
         srv->n_evicted--;
@@ -1363,9 +1339,10 @@ static http_conn *conn_victim(sf_receiver_http *srv, const http_conn *except, bo
     http_conn *best = NULL;
     int64_t best_key = 0, now = sf_now_ms();
 
-    for (http_conn *c = srv->by_state[CS_NEW]; c != NULL && n_oldest < VICTIM_LOOK; c = c->snext)
-        if (c != except)
-            oldest[n_oldest++] = c;
+    for (conn_link *l = srv->by_state[CS_NEW].head; l != NULL && n_oldest < VICTIM_LOOK;
+         l = l->next)
+        if (HTTP_CONN_OF(l) != except)
+            oldest[n_oldest++] = HTTP_CONN_OF(l);
     if (n_oldest > 0) {
         http_conn *silent = NULL;
 
@@ -1380,7 +1357,8 @@ static http_conn *conn_victim(sf_receiver_http *srv, const http_conn *except, bo
         /* patient: the silent ones are young, the others have spoken */
         return silent != NULL ? silent : patient ? NULL : oldest[0];
     }
-    for (http_conn *c = srv->by_state[CS_BODY]; c != NULL; c = c->snext) {
+    for (conn_link *l = srv->by_state[CS_BODY].head; l != NULL; l = l->next) {
+        http_conn *c = HTTP_CONN_OF(l);
         int64_t key = c->rq != NULL ? atomic_load(&c->rq->progress_ms) : c->since;
 
         if (c != except && (best == NULL || key < best_key)) {
@@ -1390,9 +1368,9 @@ static http_conn *conn_victim(sf_receiver_http *srv, const http_conn *except, bo
     }
     if (best != NULL)
         return best;
-    for (http_conn *c = srv->by_state[CS_IDLE]; c != NULL; c = c->snext)
-        if (c != except)
-            return c;
+    for (conn_link *l = srv->by_state[CS_IDLE].head; l != NULL; l = l->next)
+        if (HTTP_CONN_OF(l) != except)
+            return HTTP_CONN_OF(l);
     return NULL;
 }
 
