@@ -45,13 +45,6 @@
 
 typedef Opentelemetry__Proto__Collector__Trace__V1__ExportTracePartialSuccess sf_otlp_partial;
 
-/* Each signal's export request (the root of its walk). */
-static const sf_otlp_msg request_msg[SF_SIGNAL_COUNT] = {
-    [SF_SIGNAL_TRACES] = SF_OTLP_MSG_REQUEST,
-    [SF_SIGNAL_LOGS] = SF_OTLP_MSG_LOGS_REQUEST,
-    [SF_SIGNAL_METRICS] = SF_OTLP_MSG_METRICS_REQUEST,
-};
-
 /* JSON levels above the first AnyValue (request ... span, events[],
  * event, attributes[], kv, value: 12) plus slack, so that an AnyValue a few
  * levels too deep still gets the precise error; each AnyValue nesting level
@@ -841,7 +834,7 @@ static sf_status decode_text(sf_signal s, sf_arena *arena, const char *json, siz
         st = find_duplicate(&d, json, end, max_nesting);
         goto out_free_tree;
     }
-    st = dec_msg(&d, request_msg[s], root, out);
+    st = dec_msg(&d, sf_otlp_signal_request(s), root, out);
 
 out_free_tree:
     json_object_put(root);
@@ -1272,11 +1265,11 @@ sf_status sf_otlp_json_from_wire(sf_signal s, sf_arena *arena, const uint8_t *wi
     *out_len = 0;
     if (!sf_otlp_json_maps(s))
         return SF_UNSUPPORTED;
-    req = protobuf_c_message_unpack(sf_otlp_json_msgs[request_msg[s]].desc,
+    req = protobuf_c_message_unpack(sf_otlp_json_msgs[sf_otlp_signal_request(s)].desc,
                                     sf_arena_pb_allocator(arena), len, wire);
     if (req == NULL)
         return sf_arena_failed(arena) ? SF_ENOMEM : SF_INVALID;
-    return finish(&e, enc_msg(&e, request_msg[s], (const char *)req), out, out_len);
+    return finish(&e, enc_msg(&e, sf_otlp_signal_request(s), (const char *)req), out, out_len);
 }
 
 sf_status sf_otlp_json_encode_partial(sf_signal s, int64_t rejected, const char *message,

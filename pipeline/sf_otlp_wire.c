@@ -3333,17 +3333,22 @@ size_t sf_otlp_drop_resources(const uint8_t *in, size_t len,
     return dropped;
 }
 
-sf_status sf_otlp_rewrite_signal(sf_signal s, const uint8_t *in, size_t len, unsigned max_depth,
-                                 const sf_otlp_edit *edit, sf_buf **out, sf_otlp_stats *stats)
+sf_otlp_msg sf_otlp_signal_request(sf_signal s)
 {
-    static const unsigned roots[SF_SIGNAL_COUNT] = {
+    static const sf_otlp_msg roots[SF_SIGNAL_COUNT] = {
         [SF_SIGNAL_TRACES] = SF_OTLP_MSG_REQUEST,
         [SF_SIGNAL_LOGS] = SF_OTLP_MSG_LOGS_REQUEST,
         [SF_SIGNAL_METRICS] = SF_OTLP_MSG_METRICS_REQUEST,
     };
 
+    return roots[s];
+}
+
+sf_status sf_otlp_rewrite_signal(sf_signal s, const uint8_t *in, size_t len, unsigned max_depth,
+                                 const sf_otlp_edit *edit, sf_buf **out, sf_otlp_stats *stats)
+{
     if ((unsigned)s < SF_SIGNAL_COUNT)
-        return rewrite(roots[s], in, len, max_depth, edit, out, stats);
+        return rewrite(sf_otlp_signal_request(s), in, len, max_depth, edit, out, stats);
     if (out != NULL)
         *out = NULL;
     if (stats != NULL) {

@@ -42,6 +42,9 @@ typedef enum sf_otlp_msg {
 } sf_otlp_msg;
 
 const char *sf_otlp_msg_label(sf_otlp_msg m);
+/* Signal s's export request message (the root of its tree); s must be
+ * below SF_SIGNAL_COUNT. */
+sf_otlp_msg sf_otlp_signal_request(sf_signal s);
 
 /* Where attributes and names live; the order is the tree's, traces' first.
  * RESOURCE and SCOPE serve all three signals. */

@@ -174,7 +174,7 @@ static size_t worker_reclaim(worker *w, const h2_stream *keep, bool keep_over,
  * after anything that changes its buffer or whether it is partial. */
 static void stream_hold(h2_stream *s)
 {
-    sf_otlp_hold_set(s->c->w->srv->clients, s->c->client, &s->hold, stream_held(s),
+    sf_otlp_hold_set(s->c->w->srv->env.clients, s->c->client, &s->hold, stream_held(s),
                      s->c->last_read_ms);
 }
 
@@ -214,7 +214,7 @@ static bool memory_room(const worker *w, size_t *room)
 {
     size_t soft, hard, in_use;
 
-    if (!sf_component_may_accept(w->srv->self))
+    if (!sf_component_may_accept(w->srv->env.self))
         return false;
     sf_alloc_limits(&soft, &hard);
     *room = SIZE_MAX;
@@ -351,7 +351,7 @@ static void stream_consume(h2_stream *s)
  * oldest went first). */
 void h2_worker_undefer(worker *w)
 {
-    sf_otlp_clients *clients = w->srv->clients;
+    sf_otlp_clients *clients = w->srv->env.clients;
 
     for (;;) {
         h2_stream *pick = NULL;
@@ -401,7 +401,7 @@ static bool room_wanted(const worker *w, const h2_stream *keep)
  * short. One waiting for the worker's budget waits on. */
 static void worker_settle_deferred(worker *w, int64_t now)
 {
-    sf_otlp_clients *clients = w->srv->clients;
+    sf_otlp_clients *clients = w->srv->env.clients;
     h2_stream *neediest = NULL;
     size_t least = SIZE_MAX;
 
@@ -439,7 +439,7 @@ static void worker_settle_deferred(worker *w, int64_t now)
         if (held > 0) {
             atomic_fetch_add(&w->srv->reclaimed_calls, 1);
             atomic_fetch_add(&w->srv->reclaimed_bytes, held);
-            sf_otlp_reclaimed(w->srv->clients, 0, sf_otlp_over_share(w->srv->clients,
+            sf_otlp_reclaimed(w->srv->env.clients, 0, sf_otlp_over_share(w->srv->env.clients,
                                                                      s->c->client));
         }
         deferred_unlink(w, s);
@@ -465,7 +465,7 @@ static bool reclaim_wanted(const sf_receiver_grpc *srv)
 {
     size_t soft, hard;
 
-    if (!sf_component_may_accept(srv->self))
+    if (!sf_component_may_accept(srv->env.self))
         return true;
     sf_alloc_limits(&soft, &hard);
     return soft > 0 && sf_alloc_in_use() + soft / RECLAIM_HEADROOM >= soft;
@@ -496,7 +496,7 @@ static bool memory_wanted(const worker *w, const h2_stream *keep)
 size_t h2_worker_reclaim(worker *w, const h2_stream *keep)
 {
     return worker_reclaim(w, keep, keep != NULL &&
-                          sf_otlp_over_share(w->srv->clients, keep->c->client), memory_wanted);
+                          sf_otlp_over_share(w->srv->env.clients, keep->c->client), memory_wanted);
 }
 
 size_t h2_worker_reclaim_over(worker *w)
@@ -549,7 +549,7 @@ static size_t worker_reclaim(worker *w, const h2_stream *keep, bool keep_over,
                 if (h == 0 || st == keep)
                     continue;
                 if (over < 0)
-                    over = sf_otlp_over_share(srv->clients, c->client);
+                    over = sf_otlp_over_share(srv->env.clients, c->client);
                 if (keep_over && !over)
                     continue;
                 if (victim_over && !over)
@@ -566,7 +566,7 @@ static size_t worker_reclaim(worker *w, const h2_stream *keep, bool keep_over,
         if (victim == NULL)
             break;
         if (!victim_over && (srv->peer_reclaim != NULL || srv->n_workers > 1) &&
-            sf_otlp_any_over_share(srv->clients)) {
+            sf_otlp_any_over_share(srv->env.clients)) {
             /* A client over its share holds elsewhere (another worker's,
              * the HTTP server's): it pays first, asked by its owner's tick
              * and pokes; the HTTP server is asked now. */
@@ -576,7 +576,7 @@ static size_t worker_reclaim(worker *w, const h2_stream *keep, bool keep_over,
         }
         atomic_fetch_add(&srv->reclaimed_calls, 1);
         atomic_fetch_add(&srv->reclaimed_bytes, held);
-        sf_otlp_reclaimed(srv->clients, 0, victim_over);
+        sf_otlp_reclaimed(srv->env.clients, 0, victim_over);
         freed += held;
         if (!victim->deferred && client_stalled(victim, now)) {
             /* Its client may send the rest no more: said, for the spans
@@ -584,7 +584,7 @@ static size_t worker_reclaim(worker *w, const h2_stream *keep, bool keep_over,
             if (h2_say_due(&srv->stalled_said_ms, now))
                 sf_warn("receiver '%s': OTLP/gRPC: memory is short: ending calls whose clients "
                         "sent nothing for %d ms though they could (partial messages reclaimed, "
-                        "their spans so far refused)", sf_component_id(srv->self),
+                        "their spans so far refused)", sf_component_id(srv->env.self),
                         RECLAIM_STALL_MS);
             up_of(victim)->start_refusing(victim);     /* its held spans counted */
             up_of(victim)->refuse(victim, SF_REASON_MEMORY_LIMIT, SF_RPC_UNAVAILABLE,
@@ -911,7 +911,7 @@ static void conn_fatal(h2_conn *c, int err)
     c->failed = true;
     if (h2_say_due(&c->w->srv->fatal_said_ms, sf_now_ms()))
         sf_warn("receiver '%s': OTLP/gRPC: closing a connection with %u calls open: nghttp2: %s",
-                sf_component_id(c->w->srv->self), c->streams, nghttp2_strerror(err));
+                sf_component_id(c->w->srv->env.self), c->streams, nghttp2_strerror(err));
 }
 
 /* Read a bounded amount, then let the worker serve other connections.
@@ -1039,14 +1039,14 @@ void h2_conn_calm(h2_conn *c, sf_otlp_close why)
                           NGHTTP2_ENHANCE_YOUR_CALM, (const uint8_t *)label, strlen(label));
     conn_mark_dirty(c);
     sf_debug("receiver '%s': OTLP/gRPC: closing a connection (%s)",
-             sf_component_id(c->w->srv->self), label);
+             sf_component_id(c->w->srv->env.self), label);
 }
 
 bool h2_conn_inflate_open(h2_conn *c, unsigned *slot)
 {
     bool close;
 
-    if (sf_otlp_inflate_open(c->w->srv->clients, c->client, c->opened_ms, sf_now_ms(), slot,
+    if (sf_otlp_inflate_open(c->w->srv->env.clients, c->client, c->opened_ms, sf_now_ms(), slot,
                              &close))
         return true;
     if (close)
@@ -1134,7 +1134,7 @@ void h2_worker_tick(worker *w, int64_t now)
      * partial messages held longest without progress. */
     if (sf_alloc_under_pressure())
         sf_buf_pool_trim();
-    if (!sf_component_may_accept(w->srv->self) && h2_worker_reclaim(w, NULL) > 0)
+    if (!sf_component_may_accept(w->srv->env.self) && h2_worker_reclaim(w, NULL) > 0)
         w->srv->up->workers_poke(w, true);
     /* Streams deferred while memory was short go on once it is not, or
      * are refused while it stays short. */
@@ -1152,7 +1152,7 @@ void h2_worker_tick(worker *w, int64_t now)
                 if (atomic_exchange(&w->srv->accept_failing, false) &&
                     atomic_exchange(&w->srv->accept_warned, false))
                     sf_info("receiver '%s': OTLP/gRPC accepting connections again",
-                            sf_component_id(w->srv->self));
+                            sf_component_id(w->srv->env.self));
             }
         }
     }

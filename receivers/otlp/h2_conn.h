@@ -183,13 +183,11 @@ typedef struct h2_up {
 } h2_up;
 
 struct sf_receiver_grpc {
-    sf_component *self;
+    otlp_server_env env;        /* the receiver, its depth cap, both servers' clients */
     const h2_up *up;            /* set at create, read-only after */
     const sf_receiver_grpc_config *cfg;
-    unsigned max_depth;
     size_t max_msg;
     size_t budget;              /* per worker */
-    sf_otlp_clients *clients;   /* the receiver's, shared with its HTTP server */
     sf_otlp_reclaim_fn peer_reclaim;    /* the HTTP server's reclaim_soon, or NULL */
     void *peer;
     unsigned max_conns;         /* max_connections, within the memory limit */

@@ -159,7 +159,7 @@ static void accept_pause(worker *w, int err)
         atomic_store(&srv->accept_warned_ms, sf_now_ms());
         atomic_store(&srv->accept_warned, true);
         sf_warn("receiver '%s': OTLP/gRPC cannot accept connections (%s): closing idle "
-                "connections and retrying with backoff", sf_component_id(srv->self),
+                "connections and retrying with backoff", sf_component_id(srv->env.self),
                 strerror(err));
     }
     if (idle != NULL)
@@ -203,7 +203,7 @@ static bool client_failed(worker *w)
         sf_warn("receiver '%s': OTLP/gRPC: more than %d connections or calls a second end "
                 "for their clients' frames (protocol errors; "
                 "spanfence_receiver_closed_connections): accepting pauses for %d ms at a time",
-                sf_component_id(srv->self), FAILED_RATE, CALM_MS);
+                sf_component_id(srv->env.self), FAILED_RATE, CALM_MS);
     return calm;
 }
 
@@ -219,7 +219,7 @@ static void connection_evicted(worker *w)
         sf_warn("receiver '%s': OTLP/gRPC: more than %d connections a second give their "
                 "place to newcomers past the connection caps "
                 "(spanfence_receiver_evicted_connections): accepting pauses for %d ms at a time",
-                sf_component_id(srv->self), EVICTED_RATE, CALM_MS);
+                sf_component_id(srv->env.self), EVICTED_RATE, CALM_MS);
 }
 
 static void worker_listen(worker *w, bool on)
@@ -264,7 +264,7 @@ static void do_accept(worker *w)
         w->accept_backoff_ms = 0;
         if (atomic_exchange(&srv->accept_failing, false) && atomic_exchange(&srv->accept_warned, false))
             sf_info("receiver '%s': OTLP/gRPC accepting connections again",
-                    sf_component_id(srv->self));
+                    sf_component_id(srv->env.self));
         bucket = peer_bucket_of(&ss);
         if (!caps_take(srv, bucket, &peer_full)) {
             /* Over a cap: the new connection takes the place of the
@@ -334,7 +334,7 @@ static void *worker_main(void *arg)
                  * another worker: anyone, while memory is short. */
                 if (atomic_exchange(&w->peer_asked, false) && h2_worker_reclaim_over(w) > 0)
                     workers_poke(w, true);
-                if (!sf_component_may_accept(w->srv->self) && h2_worker_reclaim(w, NULL) > 0)
+                if (!sf_component_may_accept(w->srv->env.self) && h2_worker_reclaim(w, NULL) > 0)
                     workers_poke(w, true);
                 continue;
             }
@@ -430,11 +430,9 @@ static sf_status server_create(const otlp_server_env *env, const void *config, v
     *out = NULL;
     if (srv == NULL)
         return SF_ENOMEM;
-    srv->self = env->self;
+    srv->env = *env;
     srv->up = &up;
     srv->cfg = cfg;
-    srv->max_depth = env->max_depth;
-    srv->clients = env->clients;
     srv->max_msg = (size_t)cfg->max_recv_msg_size_mib * 1024 * 1024;
     srv->lfd = -1;
     srv->n_workers = worker_count(cfg->workers);
@@ -468,7 +466,7 @@ static sf_status open_listener(sf_receiver_grpc *srv)
 
     if (sf_net_resolve(srv->cfg->endpoint, &addr, &alen) != SF_OK) {
         sf_error("receiver '%s': cannot listen for OTLP/gRPC on '%s' (invalid address)",
-                 sf_component_id(srv->self), srv->cfg->endpoint);
+                 sf_component_id(srv->env.self), srv->cfg->endpoint);
         return SF_IO;
     }
     srv->lfd = socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -478,7 +476,7 @@ static sf_status open_listener(sf_receiver_grpc *srv)
         char why[128];
 
         sf_error("receiver '%s': cannot listen for OTLP/gRPC on '%s': %s",
-                 sf_component_id(srv->self), srv->cfg->endpoint,
+                 sf_component_id(srv->env.self), srv->cfg->endpoint,
                  sf_net_errno_text(errno, why, sizeof(why)));
         return SF_IO;
     }
@@ -533,7 +531,7 @@ static sf_status server_start(void *server)
         w->running = true;
     }
     sf_info("receiver '%s': OTLP/gRPC listening on %s (nghttp2 %s; %u workers, %lld streams per "
-            "connection, %lld connections, %lld per peer)", sf_component_id(srv->self),
+            "connection, %lld connections, %lld per peer)", sf_component_id(srv->env.self),
             srv->cfg->endpoint, nghttp2_version(0)->version_str, srv->n_workers,
             (long long)srv->cfg->max_concurrent_streams, (long long)srv->max_conns,
             (long long)srv->cfg->max_connections_per_peer);
@@ -549,7 +547,7 @@ static void server_shutdown(void *server)
         uint64_t one = 1;
 
         if (w->running && write(w->wake, &one, sizeof(one)) != sizeof(one))
-            sf_warn("receiver '%s': cannot wake a gRPC worker", sf_component_id(srv->self));
+            sf_warn("receiver '%s': cannot wake a gRPC worker", sf_component_id(srv->env.self));
     }
     /* All joined before any fd closes: a worker may poke another's. */
     for (unsigned i = 0; i < srv->n_workers; i++) {

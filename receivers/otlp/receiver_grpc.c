@@ -211,7 +211,7 @@ void grpc_stream_refuse(h2_stream *s, sf_reason reason, int code, const char *wh
 {
     size_t items = s->refusing ? sf_count_inflate_items(&s->count) : 0;
 
-    sf_component_refuse(s->c->w->srv->self, SF_TRANSPORT_GRPC, kind_signal(s->kind), items,
+    sf_component_refuse(s->c->w->srv->env.self, SF_TRANSPORT_GRPC, kind_signal(s->kind), items,
                         reason);
     grpc_stream_answer(s, code, why);
 }
@@ -224,7 +224,7 @@ static void stream_count(h2_stream *s, const uint8_t *p, size_t n)
     size_t inflated = sf_count_inflate_feed(&s->count, p, n);
 
     if (inflated > 0)
-        sf_otlp_inflate_charge_client(s->c->w->srv->clients, s->c->client, inflated,
+        sf_otlp_inflate_charge_client(s->c->w->srv->env.clients, s->c->client, inflated,
                                       s->c->last_read_ms);
 }
 
@@ -279,21 +279,21 @@ void grpc_stream_finish(h2_stream *s)
                       "grpc: the request message ended before its length");
         return;
     }
-    if (!s->refusing && !sf_component_may_accept(srv->self)) {
+    if (!s->refusing && !sf_component_may_accept(srv->env.self)) {
         /* Memory is short: partial messages pay for it before a complete
          * call is refused, this worker's now, the other workers' within
          * PARK_MS (poked now, and each reclaims at its tick); clients
          * holding more than this one first of all (sf_otlp_want). */
-        sf_otlp_want(srv->clients, s->c->client, 0, sf_now_ms());
+        sf_otlp_want(srv->env.clients, s->c->client, 0, sf_now_ms());
         h2_worker_reclaim(w, s);
-        if (!sf_component_may_accept(srv->self)) {
+        if (!sf_component_may_accept(srv->env.self)) {
             int64_t now = sf_now_ms();
 
             if (s->park_deadline_ms == 0) {
                 s->park_deadline_ms = now + PARK_MS;
                 h2_workers_poke_others(w, false);
                 if (srv->peer_reclaim != NULL &&
-                    !sf_otlp_over_share(srv->clients, s->c->client))
+                    !sf_otlp_over_share(srv->env.clients, s->c->client))
                     srv->peer_reclaim(srv->peer);   /* the HTTP uploads too */
             }
             if (now < s->park_deadline_ms) {
@@ -306,7 +306,7 @@ void grpc_stream_finish(h2_stream *s)
     if (s->refusing) {
         /* Refused before it is decoded; its spans are still counted, so
          * the refusal is visible in span terms. */
-        sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, kind_signal(s->kind),
+        sf_component_refuse(srv->env.self, SF_TRANSPORT_GRPC, kind_signal(s->kind),
                             sf_count_inflate_items(&s->count),
                             SF_REASON_MEMORY_LIMIT);
         stream_answer_status(s, SF_MEMLIMIT, NULL);
@@ -326,7 +326,7 @@ void grpc_stream_finish(h2_stream *s)
             return;
         }
         st = sf_inflate(bytes, len, srv->max_msg, &inflated, &len);
-        sf_otlp_inflate_charge(srv->clients, slot, st == SF_OK ? len : st == SF_TOOBIG
+        sf_otlp_inflate_charge(srv->env.clients, slot, st == SF_OK ? len : st == SF_TOOBIG
                                ? srv->max_msg : sf_dynbuf_len(&s->msg));
         if (st == SF_TOOBIG) {
             grpc_stream_refuse(s, SF_REASON_TOO_LARGE, SF_RPC_RESOURCE_EXHAUSTED,
@@ -335,7 +335,7 @@ void grpc_stream_finish(h2_stream *s)
         }
         if (st == SF_ENOMEM) {
             grpc_stream_start_refusing(s);
-            sf_component_refuse(srv->self, SF_TRANSPORT_GRPC, kind_signal(s->kind),
+            sf_component_refuse(srv->env.self, SF_TRANSPORT_GRPC, kind_signal(s->kind),
                                 sf_count_inflate_items(&s->count), SF_REASON_MEMORY_LIMIT);
             stream_answer_status(s, SF_MEMLIMIT, NULL);
             return;
@@ -349,9 +349,9 @@ void grpc_stream_finish(h2_stream *s)
     }
     /* The codec's pass inside emit is also the validation: a malformed
      * request comes back SF_INVALID with nothing of it queued. */
-    sf_request_init_signal(&batch, w->arena, kind_signal(s->kind), bytes, len, srv->max_depth);
+    sf_request_init_signal(&batch, w->arena, kind_signal(s->kind), bytes, len, srv->env.max_depth);
     batch.client = s->c->client;    /* the queues' shares */
-    st = sf_component_emit(srv->self, SF_TRANSPORT_GRPC, &batch);
+    st = sf_component_emit(srv->env.self, SF_TRANSPORT_GRPC, &batch);
     if (st == SF_INVALID) {
         char why[160];
         int code = sf_otlp_answer_of(st)->grpc;
@@ -388,13 +388,13 @@ void grpc_stream_headers_done(h2_stream *s)
                       "not a gRPC request (POST with content-type application/grpc)");
         return;
     }
-    if (s->kind != KIND_OTHER && !sf_component_receives(srv->self, kind_signal(s->kind))) {
+    if (s->kind != KIND_OTHER && !sf_component_receives(srv->env.self, kind_signal(s->kind))) {
         sf_signal other = kind_signal(s->kind);
 
         /* As upstream's receiver, which registers a signal's service only
          * when a pipeline of it lists the receiver: UNIMPLEMENTED (the SDK
          * does not retry it), saying why, and counted. */
-        sf_component_unexported(srv->self, SF_TRANSPORT_GRPC, other);
+        sf_component_unexported(srv->env.self, SF_TRANSPORT_GRPC, other);
         snprintf(why, sizeof(why), "no %s pipeline lists this receiver: send %s elsewhere",
                  sf_signal_name(other), sf_signal_name(other));
         grpc_stream_answer(s, SF_RPC_UNIMPLEMENTED, why);
@@ -571,16 +571,16 @@ int grpc_on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uin
              * it is counted from now on instead of buffered (thousands of
              * streams' windows would otherwise fill memory to the hard
              * limit, where RSS passes it by the process's own size). */
-            if (!s->refusing && k > 0 && !sf_component_may_accept(c->w->srv->self)) {
+            if (!s->refusing && k > 0 && !sf_component_may_accept(c->w->srv->env.self)) {
                 /* Partial messages held without progress pay first. A
                  * small message (its exact buffer, reclaimable itself
                  * while partial) and the piece that completes a message
                  * are kept: grpc_stream_finish then waits for memory, or
                  * refuses. */
-                sf_otlp_want(c->w->srv->clients, c->client, k, sf_now_ms());
+                sf_otlp_want(c->w->srv->env.clients, c->client, k, sf_now_ms());
                 h2_worker_reclaim(c->w, s);
                 if (s->msg_len > SMALL_MESSAGE && s->msg_got + k < s->msg_len &&
-                    !sf_component_may_accept(c->w->srv->self))
+                    !sf_component_may_accept(c->w->srv->env.self))
                     grpc_stream_start_refusing(s);
             }
             if (!s->refusing && k > 0 && sf_dynbuf_len(&s->msg) == 0 && !s->reserved &&

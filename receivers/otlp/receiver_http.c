@@ -218,14 +218,12 @@ typedef struct http_req {
 typedef struct sf_receiver_http sf_receiver_http;
 
 struct sf_receiver_http {
-    sf_component *self;
+    otlp_server_env env;        /* the receiver, its depth cap, both servers' clients */
     const sf_receiver_http_config *cfg;
-    unsigned max_depth;
     size_t max_body;
     struct MHD_Daemon *daemon;
     _Atomic size_t buffered;    /* bytes of request bodies being gathered */
     size_t budget;
-    sf_otlp_clients *clients;   /* the receiver's, shared with its gRPC server */
     sf_otlp_reclaim_fn peer_reclaim;    /* the gRPC server's reclaim_soon, or NULL */
     void *peer;
     _Atomic bool reclaim_asked; /* by the gRPC server: the reaper reclaims at once */
@@ -512,8 +510,8 @@ static void count_refusal(sf_receiver_http *srv, http_req *rq)
     if (rq->refuse_http == 0 || rq->refusal_counted)
         return;
     rq->refusal_counted = true;
-    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, rq->signal, sf_count_inflate_items(&rq->count),
-                        rq->refuse_reason);
+    sf_component_refuse(srv->env.self, SF_TRANSPORT_HTTP, rq->signal,
+                        sf_count_inflate_items(&rq->count), rq->refuse_reason);
 }
 
 /* Charge what `rq` holds now (`held`) to its client's share of the held
@@ -521,7 +519,7 @@ static void count_refusal(sf_receiver_http *srv, http_req *rq)
  * its thread's alone. */
 static void rq_hold(sf_receiver_http *srv, http_req *rq)
 {
-    sf_otlp_hold_set(srv->clients, rq->client, &rq->hold, atomic_load(&rq->held), sf_now_ms());
+    sf_otlp_hold_set(srv->env.clients, rq->client, &rq->hold, atomic_load(&rq->held), sf_now_ms());
 }
 
 /* Remember a refusal decided before or during the upload; it is answered
@@ -556,7 +554,7 @@ static bool memory_wanted(const sf_receiver_http *srv)
 {
     size_t soft, hard;
 
-    if (!sf_component_may_accept(srv->self))
+    if (!sf_component_may_accept(srv->env.self))
         return true;
     sf_alloc_limits(&soft, &hard);
     return soft > 0 && sf_alloc_in_use() + soft / RECLAIM_HEADROOM >= soft;
@@ -569,7 +567,7 @@ static bool memory_wanted(const sf_receiver_http *srv)
  * short. */
 static bool no_room(const sf_receiver_http *srv, bool incomplete)
 {
-    return incomplete ? memory_wanted(srv) : !sf_component_may_accept(srv->self);
+    return incomplete ? memory_wanted(srv) : !sf_component_may_accept(srv->env.self);
 }
 
 /* Send `answer` (a whole HTTP response) now, ahead of libmicrohttpd, and
@@ -631,7 +629,8 @@ static void answer_crawler(sf_receiver_http *srv, http_conn *c, const char *why)
 static bool reclaim(sf_receiver_http *srv, const http_req *keep, size_t want, bool over_only)
 {
     bool any = false;
-    bool keep_over = over_only || (keep != NULL && sf_otlp_over_share(srv->clients, keep->client));
+    bool keep_over = over_only ||
+                     (keep != NULL && sf_otlp_over_share(srv->env.clients, keep->client));
 
     for (;;) {
         sf_otlp_reclaim why;
@@ -660,7 +659,7 @@ static bool reclaim(sf_receiver_http *srv, const http_req *keep, size_t want, bo
                 continue;
             /* Clients over their share of the held bytes first; one over
              * its share takes only from others over theirs. */
-            over = sf_otlp_over_share(srv->clients, c->client);
+            over = sf_otlp_over_share(srv->env.clients, c->client);
             if ((keep_over || victim_over) && !over)
                 continue;
             score = (uint64_t)h * (uint64_t)(now - atomic_load(&c->rq->progress_ms) +
@@ -675,7 +674,7 @@ static bool reclaim(sf_receiver_http *srv, const http_req *keep, size_t want, bo
             pthread_mutex_unlock(&srv->conn_lock);
             break;
         }
-        if (!victim_over && srv->peer_reclaim != NULL && sf_otlp_any_over_share(srv->clients)) {
+        if (!victim_over && srv->peer_reclaim != NULL && sf_otlp_any_over_share(srv->env.clients)) {
             /* A client over its share holds in the gRPC server: it pays
              * first (asked now). (Or its upload is being closed here:
              * given back within a turn.) */
@@ -689,7 +688,7 @@ static bool reclaim(sf_receiver_http *srv, const http_req *keep, size_t want, bo
         if (!rq->finishing && rq->refuse_http == 0 && rq->reserved > 0) {
             atomic_fetch_add(&srv->reclaimed[why], 1);
             atomic_fetch_add(&srv->reclaimed_bytes[why], rq->reserved);
-            sf_otlp_reclaimed(srv->clients, 1, victim_over);
+            sf_otlp_reclaimed(srv->env.clients, 1, victim_over);
             refuse_later(srv, rq, SF_MEMLIMIT, NULL, SF_REASON_MEMORY_LIMIT);
             /* A crawler is answered and closed now; an upload still
              * sending, when its body is complete (or by the reaper, once
@@ -718,19 +717,20 @@ static void reclaim_peer(sf_receiver_http *srv, const http_req *rq, bool incompl
     int64_t until = sf_now_ms() + PEER_WAIT_MS;
     size_t share, clients, held;
 
-    if (srv->peer_reclaim == NULL || sf_otlp_over_share(srv->clients, rq->client))
+    if (srv->peer_reclaim == NULL || sf_otlp_over_share(srv->env.clients, rq->client))
         return;
     for (;;) {
         int64_t now;
 
-        sf_otlp_share_state(srv->clients, &share, &clients, &held);
-        if (held <= atomic_load(&srv->buffered) || !sf_otlp_any_over_share(srv->clients))
+        sf_otlp_share_state(srv->env.clients, &share, &clients, &held);
+        if (held <= atomic_load(&srv->buffered) || !sf_otlp_any_over_share(srv->env.clients))
             return;                 /* the gRPC server holds nothing it would give */
         now = sf_now_ms();
         if (!no_room(srv, incomplete) || now >= until)
             return;
         srv->peer_reclaim(srv->peer);
-        sf_otlp_wait_given(srv->clients, now + PEER_LOOK_MS < until ? now + PEER_LOOK_MS : until);
+        sf_otlp_wait_given(srv->env.clients,
+                           now + PEER_LOOK_MS < until ? now + PEER_LOOK_MS : until);
     }
 }
 
@@ -756,7 +756,7 @@ static enum MHD_Result other_signal(sf_receiver_http *srv, struct MHD_Connection
     if (strcmp(method, "POST") != 0)
         return send_rpc_status_ex(conn, &tmp, 405, SF_RPC_INVALID_ARGUMENT,
                                   "method not allowed: use POST", 0);
-    sf_component_unexported(srv->self, SF_TRANSPORT_HTTP, sig);
+    sf_component_unexported(srv->env.self, SF_TRANSPORT_HTTP, sig);
     snprintf(why, sizeof(why), "not found: no %s pipeline lists this receiver",
              sf_signal_name(sig));
     return send_rpc_status_ex(conn, &tmp, 404, SF_RPC_NOT_FOUND, why, 0);
@@ -770,7 +770,7 @@ static enum MHD_Result refuse_headers(sf_receiver_http *srv, struct MHD_Connecti
 {
     http_req tmp = { .signal = sig, .ct = ctype };
 
-    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, sig, 0, SF_REASON_MALFORMED);
+    sf_component_refuse(srv->env.self, SF_TRANSPORT_HTTP, sig, 0, SF_REASON_MALFORMED);
     return send_rpc_status_ex(conn, &tmp, http, SF_RPC_INVALID_ARGUMENT, msg, flags);
 }
 
@@ -795,7 +795,7 @@ static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
     else
         return send_rpc_status(conn, NULL, 404, SF_RPC_NOT_FOUND, "not found: spanfence "
                                "accepts OTLP on the traces, logs and metrics paths only");
-    if (!sf_component_receives(srv->self, sig))
+    if (!sf_component_receives(srv->env.self, sig))
         return other_signal(srv, conn, sig, method);
     if (strcmp(method, "POST") != 0)
         return send_rpc_status(conn, NULL, 405, SF_RPC_INVALID_ARGUMENT, "method not allowed: use POST");
@@ -851,7 +851,7 @@ static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
     cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl != NULL && strtoull(cl, NULL, 10) > DISCARD_FACTOR * srv->max_body) {
         /* Far too large to read just to say so: answer now and close. */
-        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, sig, 0, SF_REASON_TOO_LARGE);
+        sf_component_refuse(srv->env.self, SF_TRANSPORT_HTTP, sig, 0, SF_REASON_TOO_LARGE);
         http_req tmp = { .signal = sig, .ct = ctype };
         return send_answer(conn, &tmp, SF_TOOBIG, "request body too large");
     }
@@ -889,9 +889,9 @@ static enum MHD_Result begin(sf_receiver_http *srv, struct MHD_Connection *conn,
     }
     /* Memory short: crawling uploads pay first; else refuse before
      * buffering any of the body. */
-    if (!sf_component_may_accept(srv->self))
+    if (!sf_component_may_accept(srv->env.self))
         reclaim(srv, rq, 0, false);
-    if (!sf_component_may_accept(srv->self))
+    if (!sf_component_may_accept(srv->env.self))
         return refuse_later(srv, rq, SF_MEMLIMIT, NULL,
                             SF_REASON_MEMORY_LIMIT);
     /* The buffer budget is taken as the body arrives (gather), so uploads
@@ -932,7 +932,7 @@ static enum MHD_Result gather(sf_receiver_http *srv, http_req *rq, const char *d
         /* Uploads that crawl pay first (this one just made progress), then
          * the gRPC server's partial messages; clients holding more than
          * this one then will first of all (sf_otlp_want). */
-        sf_otlp_want(srv->clients, rq->client, n, sf_now_ms());
+        sf_otlp_want(srv->env.clients, rq->client, n, sf_now_ms());
         pthread_mutex_unlock(&rq->lock);
         reclaim(srv, rq, 0, false);
         reclaim_peer(srv, rq, incomplete);
@@ -1021,7 +1021,8 @@ static enum MHD_Result refuse_counted(sf_receiver_http *srv, struct MHD_Connecti
 {
     count_start(srv, rq);
     count_feed(rq, BODY(rq), sf_dynbuf_len(&rq->body));
-    sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, rq->signal, sf_count_inflate_items(&rq->count), reason);
+    sf_component_refuse(srv->env.self, SF_TRANSPORT_HTTP, rq->signal,
+                        sf_count_inflate_items(&rq->count), reason);
     return send_answer(conn, rq, st, msg);
 }
 
@@ -1047,13 +1048,13 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
     enum MHD_Result ret;
     size_t charged = 0, soft, hard;
 
-    if (!sf_component_may_accept(srv->self)) {
-        sf_otlp_want(srv->clients, rq->client, 0, sf_now_ms());
+    if (!sf_component_may_accept(srv->env.self)) {
+        sf_otlp_want(srv->env.clients, rq->client, 0, sf_now_ms());
         reclaim(srv, rq, 0, false);     /* uploads that crawl pay first */
     }
-    if (!sf_component_may_accept(srv->self))
+    if (!sf_component_may_accept(srv->env.self))
         reclaim_peer(srv, rq, false);   /* then the gRPC server's partial messages */
-    if (!sf_component_may_accept(srv->self)) {
+    if (!sf_component_may_accept(srv->env.self)) {
         /* Memory became short during the upload: refuse, counting spans. */
         return refuse_counted(srv, conn, rq, SF_MEMLIMIT, NULL,
                               SF_REASON_MEMORY_LIMIT);
@@ -1068,11 +1069,11 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
          * refused before it costs more; closed if the client goes on. */
         int64_t now = sf_now_ms();
 
-        if (!sf_otlp_inflate_open(srv->clients, hc != NULL ? hc->client : 0,
+        if (!sf_otlp_inflate_open(srv->env.clients, hc != NULL ? hc->client : 0,
                                   hc != NULL ? hc->opened : now, now, &slot, &close)) {
             if (close)
                 atomic_fetch_add(&srv->closed[SF_OTLP_CLOSE_DECOMPRESSION], 1);
-            sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, rq->signal, 0,
+            sf_component_refuse(srv->env.self, SF_TRANSPORT_HTTP, rq->signal, 0,
                                 SF_REASON_TOO_LARGE);
             return send_rpc_status_ex(conn, rq, 429, SF_RPC_RESOURCE_EXHAUSTED,
                                       "decompression rate of this client exceeded: send "
@@ -1084,13 +1085,13 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
                            &why);
         else
             st = sf_inflate(BODY(rq), sf_dynbuf_len(&rq->body), srv->max_body, &inflated, &len);
-        sf_otlp_inflate_charge(srv->clients, slot, st == SF_OK ? len : st == SF_TOOBIG
+        sf_otlp_inflate_charge(srv->env.clients, slot, st == SF_OK ? len : st == SF_TOOBIG
                                ? srv->max_body : sf_dynbuf_len(&rq->body));
         if (st == SF_ENOMEM)
             return refuse_counted(srv, conn, rq, SF_ENOMEM, NULL,
                                   SF_REASON_MEMORY_LIMIT);
         if (st != SF_OK) {
-            sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, rq->signal, 0,
+            sf_component_refuse(srv->env.self, SF_TRANSPORT_HTTP, rq->signal, 0,
                                 st == SF_TOOBIG ? SF_REASON_TOO_LARGE : SF_REASON_MALFORMED);
             if (st == SF_TOOBIG)
                 return send_answer(conn, rq, SF_TOOBIG, "request body too large after decompression");
@@ -1131,16 +1132,16 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
          * bytes, whichever way it came in. */
         const uint8_t *packed = NULL;
 
-        st = sf_otlp_json_to_wire(rq->signal, arena, (const char *)data, len, srv->max_depth,
+        st = sf_otlp_json_to_wire(rq->signal, arena, (const char *)data, len, srv->env.max_depth,
                                   &packed, &len, err, sizeof(err));
         data = packed;
         memset(&batch, 0, sizeof(batch));
     }
     if (st == SF_OK) {
         /* The codec's pass inside emit is also the validation. */
-        sf_request_init_signal(&batch, arena, rq->signal, data, len, srv->max_depth);
+        sf_request_init_signal(&batch, arena, rq->signal, data, len, srv->env.max_depth);
         batch.client = conn_of(conn) != NULL ? conn_of(conn)->client : client_of(conn);
-        st = sf_component_emit(srv->self, SF_TRANSPORT_HTTP, &batch);
+        st = sf_component_emit(srv->env.self, SF_TRANSPORT_HTTP, &batch);
         if (st == SF_INVALID)
             snprintf(err, sizeof(err), "request is not a valid %s: %s",
                      sf_otlp_request_name(rq->signal),
@@ -1154,12 +1155,12 @@ static enum MHD_Result finish(sf_receiver_http *srv, struct MHD_Connection *conn
     } else if (st == SF_UNSUPPORTED) {
         /* OTLP/JSON the codec does not map for this signal yet: refused,
          * counted, saying what to send instead (never taken and lost) */
-        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, rq->signal,
+        sf_component_refuse(srv->env.self, SF_TRANSPORT_HTTP, rq->signal,
                             refused_spans(srv, rq, &batch, SF_INVALID), SF_REASON_MALFORMED);
         snprintf(err + strlen(err), sizeof(err) - strlen(err), ": send protobuf");
         ret = send_rpc_status_ex(conn, rq, 415, SF_RPC_INVALID_ARGUMENT, err, 0);
     } else {
-        sf_component_refuse(srv->self, SF_TRANSPORT_HTTP, rq->signal,
+        sf_component_refuse(srv->env.self, SF_TRANSPORT_HTTP, rq->signal,
                             refused_spans(srv, rq, &batch, st),
                             st == SF_INVALID ? SF_REASON_MALFORMED : SF_REASON_MEMORY_LIMIT);
         if (st == SF_INVALID)
@@ -1200,7 +1201,7 @@ static void conn_evict(sf_receiver_http *srv, http_conn *c, const char *why)
     c->evicted = true;
     srv->n_evicted++;
     shutdown(c->fd, SHUT_RDWR);     /* libmicrohttpd sees the end and closes it */
-    sf_debug("receiver '%s': http: closing a connection (%s)", sf_component_id(srv->self), why);
+    sf_debug("receiver '%s': http: closing a connection (%s)", sf_component_id(srv->env.self), why);
 }
 
 static void conn_set_state(sf_receiver_http *srv, struct MHD_Connection *conn,
@@ -1435,7 +1436,7 @@ static void *reaper_main(void *arg)
     while (!srv->reaper_stop) {
         int64_t now = sf_now_ms();
         bool asked = atomic_exchange(&srv->reclaim_asked, false);
-        bool short_now = !sf_component_may_accept(srv->self);
+        bool short_now = !sf_component_may_accept(srv->env.self);
 
         if (asked || short_now) {
             /* Memory short: uploads that crawl give it back (the gRPC
@@ -1576,10 +1577,8 @@ static sf_status server_create(const otlp_server_env *env, const void *config, v
     *out = NULL;
     if (srv == NULL)
         return SF_ENOMEM;
-    srv->self = env->self;
+    srv->env = *env;
     srv->cfg = cfg;
-    srv->max_depth = env->max_depth;
-    srv->clients = env->clients;
     srv->max_body = (size_t)cfg->max_request_body_size;
     srv->budget = srv->max_body * BUFFER_BUDGET;
     pthread_mutex_init(&srv->pool_lock, NULL);
@@ -1616,8 +1615,8 @@ static sf_status start_daemon(void *arg, int fd)
     if (srv->daemon == NULL) {
         const char *why = sf_libmicrohttpd_error();
 
-        sf_error("receiver '%s': cannot serve OTLP/HTTP on '%s'%s%s", sf_component_id(srv->self),
-                 srv->cfg->endpoint, why[0] ? ": " : "", why);
+        sf_error("receiver '%s': cannot serve OTLP/HTTP on '%s'%s%s",
+                 sf_component_id(srv->env.self), srv->cfg->endpoint, why[0] ? ": " : "", why);
         close(fd);      /* a daemon that failed to start leaves it open */
         return SF_IO;
     }
@@ -1648,19 +1647,19 @@ static sf_status server_start(void *server)
     srv->stopping = false;
     st = sf_net_http_bind(srv->cfg->endpoint, &fd, why, sizeof(why));
     if (st == SF_INVALID) {
-        sf_error("receiver '%s': cannot resolve '%s'", sf_component_id(srv->self),
+        sf_error("receiver '%s': cannot resolve '%s'", sf_component_id(srv->env.self),
                  srv->cfg->endpoint);
         return SF_IO;
     }
     if (st != SF_OK) {
         sf_error("receiver '%s': cannot listen for OTLP/HTTP on '%s': %s",
-                 sf_component_id(srv->self), srv->cfg->endpoint, why);
+                 sf_component_id(srv->env.self), srv->cfg->endpoint, why);
         return SF_IO;
     }
     st = sf_net_http_start_on(&srv->daemon, "the OTLP/HTTP receiver", start_daemon, srv, fd);
     if (st != SF_OK)
         return st;
-    sf_info("receiver '%s': OTLP/HTTP listening on %s%s", sf_component_id(srv->self),
+    sf_info("receiver '%s': OTLP/HTTP listening on %s%s", sf_component_id(srv->env.self),
             srv->cfg->endpoint, srv->cfg->traces_url_path);
     return SF_OK;
 }
