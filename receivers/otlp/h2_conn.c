@@ -387,15 +387,38 @@ static bool room_wanted(const worker *w, const h2_stream *keep)
     return keep->deferred && !budget_allows(w, keep);
 }
 
+/* Whether a stream waiting for memory has waited long enough: at once
+ * when its client is over its share (it never started waiting), after
+ * DEFER_WAIT_MS when nobody is over theirs, and while a client over its
+ * share still holds, after DEFER_WAIT_MAX_MS: that client's bytes are
+ * being reclaimed for it, at the ticks of the workers and the HTTP server
+ * that hold them, which a busy machine makes late (e2e/reclaim_share, gRPC:
+ * a moderate client's call refused after 300 ms beside stress-ng).
+ * *any_over caches the answer of sf_otlp_any_over_share (-1: not asked). */
+static bool wait_over(const worker *w, const h2_stream *s, int64_t now, int *any_over)
+{
+    int64_t waited = now - s->wait_since_ms;
+
+    if (s->wait_since_ms == 0)
+        return true;
+    if (waited < DEFER_WAIT_MS)
+        return false;
+    if (waited >= DEFER_WAIT_MAX_MS)
+        return true;
+    if (*any_over < 0)
+        *any_over = sf_otlp_any_over_share(w->srv->env.clients);
+    return !*any_over;
+}
+
 /* At a tick, the waiting streams (undefer admitted those that fit). The
  * neediest of those of clients under their share asks for its message's
  * room (sf_otlp_want: clients holding more than it then will are over
  * their share) and the partial messages of clients over theirs in this
  * worker are reclaimed until it fits, whether the worker's budget or
  * memory is what it waits for; for memory, the other workers and the
- * HTTP server are asked too. A stream waiting for memory waits up to
- * DEFER_WAIT_MS when its client is under its share, else not at all, and
- * is then refused (counted from now on, the window returned, answered
+ * HTTP server are asked too. A stream waiting for memory waits while
+ * its client is under its share (wait_over), else not at all, and is then
+ * refused (counted from now on, the window returned, answered
  * UNAVAILABLE when complete; counted as reclaimed when it held bytes)
  * rather than left waiting until STREAM_STALL_MS while memory stays
  * short. One waiting for the worker's budget waits on. */
@@ -404,14 +427,15 @@ static void worker_settle_deferred(worker *w, int64_t now)
     sf_otlp_clients *clients = w->srv->env.clients;
     h2_stream *neediest = NULL;
     size_t least = SIZE_MAX;
+    int any_over = -1;
 
     for (h2_stream *s = w->deferred; s != NULL; s = s->next) {
         size_t held = stream_held(s), more = s->msg_len > held ? s->msg_len - held : 0;
 
         if (budget_allows(w, s) || !sf_otlp_want(clients, s->c->client, more, now))
             continue;
-        if (s->wait_until_ms == 0 && worker_budget_allows(w, s))
-            s->wait_until_ms = now + DEFER_WAIT_MS;
+        if (s->wait_since_ms == 0 && worker_budget_allows(w, s))
+            s->wait_since_ms = now;
         if (more < least) {
             neediest = s;
             least = more;
@@ -431,7 +455,7 @@ static void worker_settle_deferred(worker *w, int64_t now)
         size_t held;
 
         while (s != NULL && !(worker_budget_allows(w, s) && !memory_allows(w, s) &&
-                              (s->wait_until_ms == 0 || now >= s->wait_until_ms)))
+                              wait_over(w, s, now, &any_over)))
             s = s->next;
         if (s == NULL)
             return;
@@ -439,8 +463,7 @@ static void worker_settle_deferred(worker *w, int64_t now)
         if (held > 0) {
             atomic_fetch_add(&w->srv->reclaimed_calls, 1);
             atomic_fetch_add(&w->srv->reclaimed_bytes, held);
-            sf_otlp_reclaimed(w->srv->env.clients, 0, sf_otlp_over_share(w->srv->env.clients,
-                                                                     s->c->client));
+            sf_otlp_reclaimed(clients, 0, sf_otlp_over_share(clients, s->c->client));
         }
         deferred_unlink(w, s);
         up_of(s)->start_refusing(s);

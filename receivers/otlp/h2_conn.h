@@ -31,8 +31,11 @@ typedef struct sf_receiver_grpc sf_receiver_grpc;
  * is refused. Two ticks: every worker reclaims at its tick too. */
 #define PARK_MS (2 * TICK_MS)
 /* A deferred stream of a client under its share waits this long for its
- * message's room while memory is short (h2_conn.c settle), then is refused. */
+ * message's room while memory is short (h2_conn.c settle), then is refused;
+ * while a client over its share still holds bytes (being reclaimed, in
+ * this worker, another or the HTTP server), up to DEFER_WAIT_MAX_MS. */
 #define DEFER_WAIT_MS (3 * TICK_MS)
+#define DEFER_WAIT_MAX_MS (20 * TICK_MS)
 #define TICK_MS 100
 /* Message buffers a worker keeps between calls, and the largest it keeps. */
 #define SPARES 2
@@ -59,7 +62,7 @@ typedef struct h2_stream {
     bool reserved;              /* its buffer holds the whole message */
     bool parked;                /* complete, waiting for memory (worker's parked list) */
     int64_t park_deadline_ms;   /* refused if memory is still short then; 0: never parked */
-    int64_t wait_until_ms;      /* deferred, memory short: refused then; 0: not waiting */
+    int64_t wait_since_ms;      /* deferred, memory short, since; 0: not waiting */
     size_t hdr_bytes;
     int64_t deadline_ms;        /* grpc-timeout; 0: none */
     int64_t progress_ms;        /* last byte of its message, or its answer */

@@ -570,8 +570,12 @@ int grpc_on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uin
             /* Memory short: the message would be refused when complete, so
              * it is counted from now on instead of buffered (thousands of
              * streams' windows would otherwise fill memory to the hard
-             * limit, where RSS passes it by the process's own size). */
-            if (!s->refusing && k > 0 && !sf_component_may_accept(c->w->srv->env.self)) {
+             * limit, where RSS passes it by the process's own size). Not a
+             * message admitted with its whole buffer (s->reserved): its
+             * bytes cost nothing more, and it was given that room; it is
+             * reclaimed as any partial message is, in its client's turn. */
+            if (!s->refusing && !s->reserved && k > 0 &&
+                !sf_component_may_accept(c->w->srv->env.self)) {
                 /* Partial messages held without progress pay first. A
                  * small message (its exact buffer, reclaimable itself
                  * while partial) and the piece that completes a message
