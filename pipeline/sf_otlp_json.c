@@ -289,57 +289,6 @@ static sf_status get_integer(dec *d, json_object *v, bool allow_neg, uint64_t ma
     return SF_OK;
 }
 
-static sf_status get_int64(dec *d, json_object *v, int64_t *out)
-{
-    bool neg;
-    uint64_t mag;
-    sf_status st = get_integer(d, v, true, INT64_MAX, &neg, &mag);
-
-    if (st == SF_OK)
-        *out = neg ? -(int64_t)(mag - 1) - 1 : (int64_t)mag;
-    return st;
-}
-
-static sf_status get_uint64(dec *d, json_object *v, uint64_t *out)
-{
-    bool neg;
-
-    return get_integer(d, v, false, UINT64_MAX, &neg, out);
-}
-
-static sf_status get_uint32(dec *d, json_object *v, uint32_t *out)
-{
-    bool neg;
-    uint64_t mag;
-    sf_status st = get_integer(d, v, false, UINT32_MAX, &neg, &mag);
-
-    if (st == SF_OK)
-        *out = (uint32_t)mag;
-    return st;
-}
-/* An enum: its number (any int32: proto3 enums are open) or its name. */
-static sf_status get_enum(dec *d, const ProtobufCEnumDescriptor *ed, json_object *v, int *out)
-{
-    bool neg;
-    uint64_t mag;
-    sf_status st;
-
-    if (json_object_is_type(v, json_type_string)) {
-        const ProtobufCEnumValue *ev = protobuf_c_enum_descriptor_get_value_by_name(
-            ed, json_object_get_string(v));
-
-        if (ev == NULL || strlen(ev->name) != (size_t)json_object_get_string_len(v))
-            return fail(d, "unknown enum name");
-        *out = ev->value;
-        return SF_OK;
-    }
-    st = get_integer(d, v, true, INT32_MAX, &neg, &mag);
-    if (st == SF_OK)
-        *out = neg ? -(int)(mag - 1) - 1 : (int)mag;
-    return st;
-}
-
-
 static sf_status get_double(dec *d, json_object *v, double *out)
 {
     const char *s;
@@ -415,16 +364,47 @@ static size_t elem_size(ProtobufCType t)
 
 static sf_status dec_msg(dec *d, int m, json_object *obj, void **out);
 
-/* A signed integer of at most 32 bits, as protobuf-c stores it. */
-static sf_status get_int32(dec *d, json_object *v, int32_t *out)
+/* An integer field of type t (any of the ten, or an enum's number) from
+ * v, stored at `out` as protobuf-c lays it out: 4 or 8 bytes, two's
+ * complement when negative. */
+static sf_status get_int(dec *d, json_object *v, ProtobufCType t, void *out)
 {
-    bool neg;
-    uint64_t mag;
-    sf_status st = get_integer(d, v, true, INT32_MAX, &neg, &mag);
+    bool sgn = t != PROTOBUF_C_TYPE_UINT32 && t != PROTOBUF_C_TYPE_FIXED32 &&
+               t != PROTOBUF_C_TYPE_UINT64 && t != PROTOBUF_C_TYPE_FIXED64;
+    bool wide = elem_size(t) == 8;
+    bool neg = false;
+    uint64_t mag = 0, bits;
+    uint32_t narrow;
+    sf_status st = get_integer(d, v, sgn, wide ? (sgn ? INT64_MAX : UINT64_MAX)
+                                               : (sgn ? INT32_MAX : UINT32_MAX), &neg, &mag);
 
-    if (st == SF_OK)
-        *out = neg ? -(int32_t)(mag - 1) - 1 : (int32_t)mag;
-    return st;
+    if (st != SF_OK)
+        return st;
+    bits = neg ? 0 - mag : mag;
+    if (wide) {
+        memcpy(out, &bits, sizeof(bits));
+    } else {
+        narrow = (uint32_t)bits;
+        memcpy(out, &narrow, sizeof(narrow));
+    }
+    return SF_OK;
+}
+
+/* An enum: its number (any int32: proto3 enums are open) or its name. */
+static sf_status get_enum(dec *d, const ProtobufCEnumDescriptor *ed, json_object *v, void *out)
+{
+    if (json_object_is_type(v, json_type_string)) {
+        const ProtobufCEnumValue *ev = protobuf_c_enum_descriptor_get_value_by_name(
+            ed, json_object_get_string(v));
+        int x;
+
+        if (ev == NULL || strlen(ev->name) != (size_t)json_object_get_string_len(v))
+            return fail(d, "unknown enum name");
+        x = ev->value;
+        memcpy(out, &x, sizeof(x));
+        return SF_OK;
+    }
+    return get_int(d, v, PROTOBUF_C_TYPE_ENUM, out);
 }
 
 /* A double, or a float when f is one. */
@@ -468,28 +448,18 @@ static sf_status get_msg(dec *d, const sf_otlp_json_field *jf, json_object *v, v
 static sf_status dec_value(dec *d, const ProtobufCFieldDescriptor *f,
                            const sf_otlp_json_field *jf, json_object *v, void *out)
 {
-    sf_status st;
-
     switch (f->type) {
     case PROTOBUF_C_TYPE_INT32: case PROTOBUF_C_TYPE_SINT32: case PROTOBUF_C_TYPE_SFIXED32:
-        return get_int32(d, v, out);
     case PROTOBUF_C_TYPE_UINT32: case PROTOBUF_C_TYPE_FIXED32:
-        return get_uint32(d, v, out);
     case PROTOBUF_C_TYPE_INT64: case PROTOBUF_C_TYPE_SINT64: case PROTOBUF_C_TYPE_SFIXED64:
-        return get_int64(d, v, out);
     case PROTOBUF_C_TYPE_UINT64: case PROTOBUF_C_TYPE_FIXED64:
-        return get_uint64(d, v, out);
+        return get_int(d, v, f->type, out);
     case PROTOBUF_C_TYPE_DOUBLE: case PROTOBUF_C_TYPE_FLOAT:
         return get_real(d, f, v, out);
     case PROTOBUF_C_TYPE_BOOL:
         return get_bool(d, v, out);
-    case PROTOBUF_C_TYPE_ENUM: {
-        int x = 0;
-
-        if ((st = get_enum(d, f->descriptor, v, &x)) == SF_OK)
-            memcpy(out, &x, sizeof(x));
-        return st;
-    }
+    case PROTOBUF_C_TYPE_ENUM:
+        return get_enum(d, f->descriptor, v, out);
     case PROTOBUF_C_TYPE_STRING:
         /* a oneof member's "" differs from unset (see get_string) */
         return get_string(d, v, (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) != 0, out);
