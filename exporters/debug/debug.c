@@ -146,6 +146,16 @@ static const char *status_name(const sf_otlp_status *st)
     return code >= 0 && code < 3 ? names[code] : "UNKNOWN";
 }
 
+/* "trace_id<eq>HEX span_id<eq>HEX": a link's or a span's pair of ids. */
+static void put_ids(text *t, const char *eq, const ProtobufCBinaryData *trace,
+                    const ProtobufCBinaryData *span)
+{
+    putf(t, "trace_id%s", eq);
+    put_hex(t, trace);
+    putf(t, " span_id%s", eq);
+    put_hex(t, span);
+}
+
 /* ---- detailed: every field ---------------------------------------------------- */
 
 static void put_any(text *t, const sf_otlp_any *v);
@@ -251,10 +261,8 @@ static void put_span_detailed(text *t, const sf_otlp_span *s, size_t i)
     for (size_t l = 0; l < s->n_links; l++) {
         const sf_otlp_link *ln = s->links[l];
 
-        putf(t, "        link #%zu: trace_id ", l);
-        put_hex(t, &ln->trace_id);
-        put(t, " span_id ", 9);
-        put_hex(t, &ln->span_id);
+        putf(t, "        link #%zu: ", l);
+        put_ids(t, " ", &ln->trace_id, &ln->span_id);
         put(t, " trace_state ", 13);
         put_quoted(t, ln->trace_state);
         putf(t, " attributes %zu\n", ln->n_attributes);
@@ -305,10 +313,8 @@ static void put_normal(text *t, const char *id, const sf_otlp_request *req)
             for (size_t i = 0; i < ss->n_spans; i++) {
                 const sf_otlp_span *sp = ss->spans[i];
 
-                putf(t, "%s: trace_id=", id);
-                put_hex(t, &sp->trace_id);
-                put(t, " span_id=", 9);
-                put_hex(t, &sp->span_id);
+                putf(t, "%s: ", id);
+                put_ids(t, "=", &sp->trace_id, &sp->span_id);
                 put(t, " name=", 6);
                 put_quoted(t, sp->name);
                 putf(t, " kind=%s duration=", kind_name((int)sp->kind));
