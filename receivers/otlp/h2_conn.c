@@ -393,7 +393,9 @@ static bool room_wanted(const worker *w, const h2_stream *keep)
  * share still holds, after DEFER_WAIT_MAX_MS: that client's bytes are
  * being reclaimed for it, at the ticks of the workers and the HTTP server
  * that hold them, which a busy machine makes late (e2e/reclaim_share, gRPC:
- * a moderate client's call refused after 300 ms beside stress-ng).
+ * the moderate client's calls were refused while the flooder held; this
+ * is one of the two ways that could happen, and which one the failure
+ * took is not known).
  * *any_over caches the answer of sf_otlp_any_over_share (-1: not asked). */
 static bool wait_over(const worker *w, const h2_stream *s, int64_t now, int *any_over)
 {
